@@ -1,0 +1,106 @@
+/**
+ * KV block hashing identical to NVIDIA Dynamo's (lib/kv-router, `compute_block_hash_for_seq`
+ * and `compute_seq_hash_for_block`):
+ *
+ *   local[i]  = XXH3-64(tokens[i*bs .. (i+1)*bs] as u32 little-endian, seed)     full blocks only
+ *   seed      = 1337, or 1337 + XXH3-64(utf8(lora_name), 0) mod 2^64 with a LoRA
+ *   seq[0]    = local[0]
+ *   seq[i]    = XXH3-64(le64(seq[i-1]) ++ le64(local[i]), 1337)
+ *
+ * XXH3 comes from `@node-rs/xxhash` (a native binding of the reference C
+ * implementation); see this package's README for why it is not hand-written.
+ */
+import { xxh3 } from '@node-rs/xxhash';
+import type { LocalHash, SequenceHash } from '@vantage/types';
+
+export const DYNAMO_HASH_SEED = 1337n;
+
+const U64 = 0xffff_ffff_ffff_ffffn;
+
+/** XXH3-64 of raw bytes with a u64 seed. */
+export function xxh3_64(data: Uint8Array, seed: bigint = 0n): bigint {
+  return xxh3.xxh64(data, seed);
+}
+
+/** Seed for a LoRA adapter name; an empty or absent name means the base seed. */
+export function loraSeed(loraName?: string | null): bigint {
+  if (!loraName) return DYNAMO_HASH_SEED;
+  return (DYNAMO_HASH_SEED + xxh3.xxh64(Buffer.from(loraName, 'utf8'), 0n)) & U64;
+}
+
+function checkBlockSize(blockSize: number): void {
+  if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
+    throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
+  }
+}
+
+/** Token ids as u32 little-endian bytes (a view, no copy, when already a Uint32Array on a little-endian host). */
+function tokenBytes(tokens: ArrayLike<number>): Uint8Array {
+  const u32 = tokens instanceof Uint32Array ? tokens : Uint32Array.from(tokens as ArrayLike<number>);
+  return new Uint8Array(u32.buffer, u32.byteOffset, u32.byteLength);
+}
+
+/**
+ * Local block hashes of a prompt: one per full block, a trailing partial block dropped.
+ * Fast path: the prompt is converted to u32 bytes once and each block is hashed from a
+ * subarray view (no per-block copy).
+ */
+export function localBlockHashes(
+  tokens: ArrayLike<number>,
+  blockSize: number,
+  loraName?: string | null,
+): BigUint64Array {
+  checkBlockSize(blockSize);
+  const bytes = tokenBytes(tokens);
+  const n = Math.floor(tokens.length / blockSize);
+  const out = new BigUint64Array(n);
+  const seed = loraSeed(loraName);
+  const stride = blockSize * 4;
+  for (let i = 0; i < n; i++) {
+    out[i] = xxh3.xxh64(bytes.subarray(i * stride, (i + 1) * stride), seed);
+  }
+  return out;
+}
+
+/** Local hash of exactly one block of tokens. */
+export function localBlockHash(blockTokens: ArrayLike<number>, loraName?: string | null): LocalHash {
+  return xxh3.xxh64(tokenBytes(blockTokens), loraSeed(loraName)) as LocalHash;
+}
+
+const pair = new BigUint64Array(2);
+const pairBytes = new Uint8Array(pair.buffer);
+
+/** seq[i] from seq[i-1] and local[i]. Hashes little-endian u64s (host order is little-endian on every platform we run). */
+export function nextSequenceHash(parent: bigint, local: bigint): SequenceHash {
+  pair[0] = parent;
+  pair[1] = local;
+  return xxh3.xxh64(pairBytes, DYNAMO_HASH_SEED) as SequenceHash;
+}
+
+/** Sequence hashes from local hashes (seq[0] = local[0]). */
+export function sequenceHashes(locals: BigUint64Array): BigUint64Array {
+  const out = new BigUint64Array(locals.length);
+  if (locals.length === 0) return out;
+  let prev = locals[0]!;
+  out[0] = prev;
+  for (let i = 1; i < locals.length; i++) {
+    prev = nextSequenceHash(prev, locals[i]!);
+    out[i] = prev;
+  }
+  return out;
+}
+
+/** Both hash sequences of a prompt in one pass. */
+export function hashPrompt(
+  tokens: ArrayLike<number>,
+  blockSize: number,
+  loraName?: string | null,
+): { local: BigUint64Array; sequence: BigUint64Array } {
+  const local = localBlockHashes(tokens, blockSize, loraName);
+  return { local, sequence: sequenceHashes(local) };
+}
+
+if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) {
+  // Dynamo hashes little-endian bytes; the views above assume the host is little-endian too.
+  throw new Error('@vantage/hashing requires a little-endian host');
+}
