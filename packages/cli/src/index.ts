@@ -1,1 +1,6 @@
-export {};
+/** @vantage/cli: the operator command line, runnable in-process for tests and tools. */
+export { run } from './run';
+export { COMMANDS } from './commands/index';
+export { processIo, type CliIo } from './io';
+export { EXIT, UsageError, InputError } from './exit-codes';
+export type { Command } from './command';

@@ -1,1 +1,56 @@
-export {};
+// @vantage/runtime: the glue every vantage service shares. See README.md.
+
+export { s } from './schema';
+export type { DeepReadonly, JsonSchema, ObjectSchema, Static, TSchema } from './schema';
+
+export { baseConfigSchema, coerceEnvValue, deepFreeze, envVariables, loadConfig, LOG_LEVELS } from './config';
+export type { BaseConfig, ConfigProblem, LoadConfigOptions, LogLevel } from './config';
+
+export {
+  ERROR_CODES,
+  errorLabel,
+  HEADER_SERVICE_ERROR,
+  HEADER_SERVICE_ERROR_CODE,
+  HEADER_VANTAGE_ERROR_CODE,
+  HEADER_VANTAGE_RETRYABLE,
+  isErrorCode,
+  isVantageError,
+  readErrorHeaders,
+  toVantageError,
+  VantageError,
+  writeErrorHeaders,
+} from './errors';
+export type { ErrorCode, ErrorCodeInfo, HeaderReader, HeaderWriter, VantageErrorOptions } from './errors';
+
+export { createLogger, defaultInstanceId, flushLogger } from './logger';
+export type { Logger, LoggerOptions } from './logger';
+
+export { runtimeMetrics } from './metrics';
+export type { RuntimeMetrics } from './metrics';
+
+export { connectNats, ensureDurableConsumer, ensureStream, natsConnected, request, serveRequests } from './nats';
+export type {
+  ConnectNatsOptions,
+  DurableConsumerSpec,
+  Msg,
+  MsgHdrs,
+  NatsConnection,
+  NatsSettings,
+  RequestHandler,
+  RequestOptions,
+  RequestServer,
+  ServeOptions,
+  StreamSpec,
+} from './nats';
+
+export { connectKafka, kafkaError } from './kafka';
+export type { KafkaClient, KafkaSettings, ProducerOptions, TopicSpec, VantageProducer } from './kafka';
+
+export { createShutdown, SHUTDOWN_PHASES } from './shutdown';
+export type { Shutdown, ShutdownOptions, ShutdownPhase, ShutdownReport, ShutdownState, ShutdownStep } from './shutdown';
+
+export { createRegistry, startOpsServer } from './ops';
+export type { HealthCheck, HealthResult, OpsServer, OpsServerOptions } from './ops';
+
+export { EXIT_CONFIG_INVALID, runService } from './service';
+export type { RunningService, ServiceContext, ServiceSpec } from './service';

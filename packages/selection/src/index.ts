@@ -1,1 +1,18 @@
-export {};
+export type { Rng } from './rng';
+export { seededRng, seed32, randomInt } from './rng';
+export type {
+  SelectionRequest,
+  CandidateInput,
+  CandidateScore,
+  ChosenWorker,
+  ScoreSense,
+  SelectionReason,
+  SelectionResult,
+} from './types';
+export type { KvRouterPolicy, KvRouterOverlapWeightPolicy, KvRouterPrefillScalePolicy } from './kv-router';
+export { KV_ROUTER_DEFAULTS, overlapWeightCost, prefillScaleCost, softmaxProbabilities, selectKvRouter } from './kv-router';
+export type { LlmdPolicy } from './llmd';
+export { LLMD_DEFAULTS, selectLlmd } from './llmd';
+export type { SelectionPolicy, RoundRobinPolicy, RandomPolicy } from './select';
+export { selectWorker, roundRobinPolicy } from './select';
+export { requestBlocksOf } from './util';

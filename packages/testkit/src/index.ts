@@ -1,1 +1,63 @@
-export {};
+/**
+ * Helpers for integration tests against real brokers. Every name a test creates
+ * (subject, stream, consumer, topic, group) comes from `uniqueName` so tests never
+ * see each other's traffic, and every resource is removed by the cleanup it registers.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { INFRA_DIR, kafkaBroker, natsBroker, type KafkaBroker, type NatsBroker } from '@vantage/infra';
+
+/** A short unique token safe in NATS subjects, stream names and Kafka topic names. */
+export function uniqueName(prefix = 't'): string {
+  return `${prefix}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+}
+
+function need(name: 'NATS_URL' | 'KAFKA_BROKERS'): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: integration tests run under the testkit global setup (vitest --project integration)`);
+  return v;
+}
+
+/** URL of the shared test nats-server. */
+export const natsUrl = (): string => need('NATS_URL');
+/** Bootstrap brokers of the shared test Kafka. */
+export const kafkaBrokers = (): string[] => need('KAFKA_BROKERS').split(',');
+
+/** A private nats-server for tests that restart or kill it. Call `cleanup()` in afterAll. */
+export async function ownNats(): Promise<NatsBroker & { cleanup: () => Promise<void> }> {
+  const dir = join(INFRA_DIR, 'test', uniqueName('nats'));
+  mkdirSync(dir, { recursive: true });
+  const n = await natsBroker({ dir, attached: true });
+  await n.start();
+  return Object.assign(n, {
+    cleanup: async () => {
+      await n.stop(5_000);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  });
+}
+
+/** A private Kafka broker for tests that restart or kill it. Call `cleanup()` in afterAll. */
+export async function ownKafka(): Promise<KafkaBroker & { cleanup: () => Promise<void> }> {
+  const dir = join(INFRA_DIR, 'test', uniqueName('kafka'));
+  mkdirSync(dir, { recursive: true });
+  const k = await kafkaBroker({ dir, attached: true, heapMb: 512 });
+  await k.start();
+  return Object.assign(k, {
+    cleanup: async () => {
+      await k.stop(10_000);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  });
+}
+
+/** Resolves when `check` holds, polling; rejects with `what` after the timeout. */
+export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000, everyMs = 25): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

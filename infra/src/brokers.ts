@@ -1,0 +1,320 @@
+/**
+ * Starting, checking and stopping the two brokers as child processes.
+ *
+ * Both are spawned detached into their own process group with output to a log
+ * file, and each writes a pid file, so `infra down` (or a test's teardown) can
+ * end exactly the processes it started and nothing else: before signalling a
+ * pid we check that its command line still names our data directory (a stale
+ * pid file whose pid was reused by another program is just removed).
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
+import { ensureKafkaJars, ensureNatsServer, KAFKA_VERSION } from './install';
+
+export interface BrokerProcess {
+  readonly name: string;
+  readonly dir: string;
+  readonly pidFile: string;
+  readonly logFile: string;
+  /** Pid of the running process, or undefined. */
+  pid(): number | undefined;
+  /** Graceful stop (SIGTERM, then SIGKILL after the grace period). Resolves when the process is gone. */
+  stop(graceMs?: number): Promise<void>;
+  /** Hard kill (-9), leaving the pid file behind as a crash would. */
+  kill9(): Promise<void>;
+  /** Start again on the same ports and data; resolves when ready. Returns ms to ready. */
+  start(): Promise<number>;
+}
+
+export interface NatsBroker extends BrokerProcess {
+  readonly url: string;
+  readonly port: number;
+  readonly monitorPort: number;
+}
+
+export interface KafkaBroker extends BrokerProcess {
+  /** Bootstrap address, `127.0.0.1:port`. */
+  readonly brokers: string;
+  readonly port: number;
+  readonly controllerPort: number;
+}
+
+function readPid(pidFile: string): number | undefined {
+  if (!existsSync(pidFile)) return undefined;
+  const n = Number.parseInt(readFileSync(pidFile, 'utf8').trim(), 10);
+  return Number.isInteger(n) && n > 0 ? n : undefined;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Processes started by this Node process, ended if it exits without cleaning up (tests). */
+const attached = new Set<number>();
+let exitHookInstalled = false;
+function trackAttached(pid: number): void {
+  attached.add(pid);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const p of attached) {
+      try {
+        process.kill(-p, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  });
+}
+
+interface SpawnSpec {
+  name: string;
+  dir: string;
+  marker: string; // a string in the command line identifying our process (the data dir)
+  command: () => Promise<{ cmd: string; args: string[]; env?: NodeJS.ProcessEnv }>;
+  ready: () => Promise<boolean>;
+  readyTimeoutMs: number;
+  attached: boolean; // end with this Node process (tests) rather than outlive it (`infra up`)
+}
+
+function makeProcess(spec: SpawnSpec): BrokerProcess {
+  const pidFile = join(spec.dir, `${spec.name}.pid`);
+  const logFile = join(spec.dir, `${spec.name}.log`);
+  const pid = (): number | undefined => {
+    const p = readPid(pidFile);
+    if (p === undefined) return undefined;
+    if (processMatches(p, spec.marker)) return p;
+    return undefined;
+  };
+  const waitGone = async (p: number, ms: number): Promise<boolean> => {
+    const end = Date.now() + ms;
+    while (Date.now() < end) {
+      if (!alive(p)) return true;
+      await sleep(50);
+    }
+    return !alive(p);
+  };
+  return {
+    name: spec.name,
+    dir: spec.dir,
+    pidFile,
+    logFile,
+    pid,
+    async start(): Promise<number> {
+      const existing = pid();
+      if (existing !== undefined) {
+        // Already ours and running: idempotent start only checks readiness.
+        return waitFor(`${spec.name} (pid ${existing})`, spec.ready, spec.readyTimeoutMs);
+      }
+      if (existsSync(pidFile)) rmSync(pidFile); // stale: process gone or pid reused
+      mkdirSync(spec.dir, { recursive: true });
+      const { cmd, args, env } = await spec.command();
+      const out = openSync(logFile, 'a');
+      const t0 = Date.now();
+      const child = spawn(cmd, args, {
+        detached: true,
+        stdio: ['ignore', out, out],
+        env: { ...process.env, ...env },
+      });
+      closeSync(out);
+      if (child.pid === undefined) throw new Error(`${spec.name} did not start (${cmd})`);
+      const childPid = child.pid;
+      let exited: number | null | undefined;
+      child.on('exit', (code) => {
+        exited = code;
+        attached.delete(childPid);
+      });
+      child.unref();
+      writeFileSync(pidFile, `${childPid}\n`);
+      if (spec.attached) trackAttached(childPid);
+      await waitFor(
+        spec.name,
+        async () => {
+          if (exited !== undefined) {
+            const tail = existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').slice(-15).join('\n') : '';
+            throw new Error(`${spec.name} exited with ${exited} during start; last log lines:\n${tail}`);
+          }
+          return spec.ready();
+        },
+        spec.readyTimeoutMs,
+      );
+      return Date.now() - t0;
+    },
+    async stop(graceMs = 20_000): Promise<void> {
+      const p = pid();
+      if (p === undefined) {
+        if (existsSync(pidFile)) rmSync(pidFile);
+        return;
+      }
+      try {
+        process.kill(p, 'SIGTERM');
+      } catch {
+        /* raced with exit */
+      }
+      if (!(await waitGone(p, graceMs))) {
+        try {
+          process.kill(-p, 'SIGKILL');
+        } catch {
+          process.kill(p, 'SIGKILL');
+        }
+        await waitGone(p, 5_000);
+      }
+      attached.delete(p);
+      if (existsSync(pidFile)) rmSync(pidFile);
+    },
+    async kill9(): Promise<void> {
+      const p = pid();
+      if (p === undefined) return;
+      try {
+        process.kill(-p, 'SIGKILL');
+      } catch {
+        process.kill(p, 'SIGKILL');
+      }
+      await waitGone(p, 5_000);
+      attached.delete(p);
+    },
+  };
+}
+
+export interface NatsOptions {
+  dir: string;
+  port?: number;
+  monitorPort?: number;
+  attached?: boolean;
+}
+
+/** A nats-server with JetStream on 127.0.0.1 (store under `dir`). Not started until `start()`. */
+export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
+  const port = opts.port ?? (await freePort());
+  const monitorPort = opts.monitorPort ?? (await freePort());
+  const storeDir = join(opts.dir, 'jetstream');
+  const proc = makeProcess({
+    name: 'nats-server',
+    dir: opts.dir,
+    marker: storeDir,
+    attached: opts.attached ?? false,
+    readyTimeoutMs: 15_000,
+    command: async () => ({
+      cmd: await ensureNatsServer(),
+      args: ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-js', '-sd', storeDir, '-n', `vantage-${port}`],
+    }),
+    ready: async () => {
+      try {
+        const r = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`);
+        return r.ok;
+      } catch {
+        return false;
+      }
+    },
+  });
+  return { ...proc, url: `nats://127.0.0.1:${port}`, port, monitorPort };
+}
+
+export interface KafkaOptions {
+  dir: string;
+  port?: number;
+  controllerPort?: number;
+  attached?: boolean;
+  heapMb?: number;
+  /** Partitions of __consumer_offsets and the transaction log (1 keeps a test broker quick to start). */
+  internalPartitions?: number;
+}
+
+/** Fixed cluster id: the data directory is formatted once and reused across restarts. */
+export const KAFKA_CLUSTER_ID = 'dmFudGFnZS1rYWZrYS0x';
+
+/** A single-node KRaft Kafka broker (combined broker and controller) on 127.0.0.1. */
+export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
+  const port = opts.port ?? (await freePort());
+  const controllerPort = opts.controllerPort ?? (await freePort());
+  const dataDir = join(opts.dir, 'data');
+  const heap = opts.heapMb ?? 512;
+  const internal = opts.internalPartitions ?? 1;
+  const propsFile = join(opts.dir, 'server.properties');
+  const log4jFile = join(opts.dir, 'log4j2.properties');
+  const java = process.env.JAVA_HOME ? join(process.env.JAVA_HOME, 'bin', 'java') : 'java';
+
+  const writeConfig = (): void => {
+    mkdirSync(opts.dir, { recursive: true });
+    writeFileSync(
+      propsFile,
+      [
+        'process.roles=broker,controller',
+        'node.id=1',
+        `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
+        `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
+        `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+        'controller.listener.names=CONTROLLER',
+        'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+        'inter.broker.listener.name=PLAINTEXT',
+        `log.dirs=${dataDir}`,
+        'num.partitions=1',
+        'offsets.topic.replication.factor=1',
+        `offsets.topic.num.partitions=${internal}`,
+        'transaction.state.log.replication.factor=1',
+        'transaction.state.log.min.isr=1',
+        `transaction.state.log.num.partitions=${internal}`,
+        'share.coordinator.state.topic.replication.factor=1',
+        'share.coordinator.state.topic.min.isr=1',
+        'group.initial.rebalance.delay.ms=0',
+        'auto.create.topics.enable=false',
+        '',
+      ].join('\n'),
+    );
+    writeFileSync(
+      log4jFile,
+      [
+        'status = warn',
+        'appender.file.type = File',
+        'appender.file.name = FILE',
+        `appender.file.fileName = ${join(opts.dir, 'server.log')}`,
+        'appender.file.layout.type = PatternLayout',
+        'appender.file.layout.pattern = [%d] %p %m (%c)%n',
+        'rootLogger.level = INFO',
+        'rootLogger.appenderRef.file.ref = FILE',
+        '',
+      ].join('\n'),
+    );
+  };
+
+  // Readiness reads only what the server logged since this start (restarts append).
+  let serverLogOffset = 0;
+  const proc = makeProcess({
+    name: 'kafka',
+    dir: opts.dir,
+    marker: propsFile,
+    attached: opts.attached ?? false,
+    readyTimeoutMs: 60_000,
+    command: async () => {
+      const libs = await ensureKafkaJars();
+      writeConfig();
+      const serverLog = join(opts.dir, 'server.log');
+      serverLogOffset = existsSync(serverLog) ? statSync(serverLog).size : 0;
+      const cp = `${libs}/*`;
+      const jvm = [`-Xms${Math.min(256, heap)}m`, `-Xmx${heap}m`, `-Dlog4j2.configurationFile=${log4jFile}`, '-cp', cp];
+      if (!existsSync(join(dataDir, 'meta.properties'))) {
+        run(java, [...jvm, 'kafka.tools.StorageTool', 'format', '-t', KAFKA_CLUSTER_ID, '-c', propsFile, '--ignore-formatted']);
+      }
+      return { cmd: java, args: [...jvm, 'kafka.Kafka', propsFile] };
+    },
+    ready: async () => {
+      if (!(await tcpOpen('127.0.0.1', port))) return false;
+      // The listener accepts before the broker has caught up with its metadata log; the
+      // server log says when the broker is actually serving.
+      const serverLog = join(opts.dir, 'server.log');
+      if (!existsSync(serverLog)) return false;
+      const text = readFileSync(serverLog).subarray(serverLogOffset).toString('utf8');
+      return text.includes('Kafka Server started');
+    },
+  });
+  return { ...proc, brokers: `127.0.0.1:${port}`, port, controllerPort };
+}
+
+export { KAFKA_VERSION };

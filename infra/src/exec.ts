@@ -1,0 +1,90 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+
+/** Run a command to completion, streaming nothing; throws with its output on failure. */
+export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; quiet?: boolean } = {}): string {
+  const r = spawnSync(cmd, args, {
+    env: { ...process.env, ...opts.env },
+    cwd: opts.cwd,
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (r.error) throw new Error(`${cmd} could not be run: ${r.error.message}`);
+  if (r.status !== 0) {
+    const out = `${r.stdout ?? ''}\n${r.stderr ?? ''}`.trim().split('\n').slice(-30).join('\n');
+    throw new Error(`${cmd} ${args.join(' ')} exited with ${r.status}:\n${out}`);
+  }
+  return r.stdout;
+}
+
+/** Like run, but with output shown live (for long installs the user should see). */
+export function runVisible(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<void> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(cmd, args, { env: { ...process.env, ...opts.env }, cwd: opts.cwd, stdio: ['ignore', 'inherit', 'inherit'] });
+    child.on('error', (e) => reject(new Error(`${cmd} could not be run: ${e.message}`)));
+    child.on('exit', (code) => (code === 0 ? resolvePromise() : reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}`))));
+  });
+}
+
+export function which(cmd: string): string | undefined {
+  const r = spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' });
+  const p = r.stdout.trim();
+  return r.status === 0 && p ? p : undefined;
+}
+
+/** A free TCP port on 127.0.0.1 (bind to port 0, read it, release it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolvePromise, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      if (addr === null || typeof addr === 'string') return reject(new Error('no port'));
+      srv.close(() => resolvePromise(addr.port));
+    });
+  });
+}
+
+/** Resolves true when something accepts TCP connections on host:port. */
+export function tcpOpen(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+  return new Promise((resolvePromise) => {
+    const s = createConnection({ host, port });
+    const done = (ok: boolean): void => {
+      s.destroy();
+      resolvePromise(ok);
+    };
+    s.setTimeout(timeoutMs, () => done(false));
+    s.once('connect', () => done(true));
+    s.once('error', () => done(false));
+  });
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Poll `check` until it returns true or the deadline passes. */
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<number> {
+  const start = Date.now();
+  for (;;) {
+    if (await check()) return Date.now() - start;
+    if (Date.now() - start > timeoutMs) throw new Error(`${what} not ready after ${timeoutMs} ms`);
+    await sleep(everyMs);
+  }
+}
+
+/** True when a process with this pid exists and its command line contains `marker`. */
+export function processMatches(pid: number, marker: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    // /proc is Linux-only; where it is missing, trust the pid.
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    return cmdline.includes(marker);
+  } catch {
+    return true;
+  }
+}

@@ -1,0 +1,155 @@
+/**
+ * The main job: brokers up, every service started and shown healthy, then the
+ * job itself, then a clean stop (also on Ctrl-C): services first (each drains
+ * and flushes), then the brokers that this run started.
+ *
+ *   --hold        after the job, keep everything running until Ctrl-C
+ *   --no-job      start and check the services only
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort, sleep, waitFor } from './exec';
+import { brokersUp, localBrokers } from './local';
+import { REPO_ROOT, RUN_DIR } from './paths';
+
+const log = (m: string): void => {
+  process.stderr.write(`[main] ${m}\n`);
+};
+
+interface ServiceSpec {
+  name: string;
+  entry: string;
+  env?: Record<string, string>;
+}
+
+/** Every service the main job runs; entries that do not exist yet are skipped. */
+const SERVICES: ServiceSpec[] = [
+  { name: 'indexer-efficient', entry: 'services/indexer/src/main.ts', env: { VANTAGE_POOLS: 'efficient' } },
+  { name: 'indexer-capable', entry: 'services/indexer/src/main.ts', env: { VANTAGE_POOLS: 'capable' } },
+  { name: 'decision', entry: 'services/decision/src/main.ts' },
+  { name: 'outcome', entry: 'services/outcome/src/main.ts' },
+];
+
+interface Running {
+  spec: ServiceSpec;
+  child: ChildProcess;
+  port: number;
+  logFile: string;
+}
+
+async function startService(spec: ServiceSpec, endpoints: { natsUrl: string; kafkaBrokers: string }): Promise<Running> {
+  const port = await freePort();
+  const logDir = join(RUN_DIR, 'services');
+  mkdirSync(logDir, { recursive: true });
+  const logFile = join(logDir, `${spec.name}.log`);
+  const out = openSync(logFile, 'a');
+  const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, spec.entry)], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', out, out],
+    env: {
+      ...process.env,
+      VANTAGE_SERVICE_NAME: spec.name,
+      VANTAGE_NATS_URL: endpoints.natsUrl,
+      VANTAGE_KAFKA_BROKERS: endpoints.kafkaBrokers,
+      VANTAGE_HTTP_PORT: String(port),
+      ...spec.env,
+    },
+  });
+  closeSync(out);
+  return { spec, child, port, logFile };
+}
+
+async function healthy(r: Running): Promise<boolean> {
+  if (r.child.exitCode !== null) throw new Error(`${r.spec.name} exited with ${r.child.exitCode}; see ${r.logFile}`);
+  try {
+    const res = await fetch(`http://127.0.0.1:${r.port}/healthz`);
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+async function stopService(r: Running, deadlineMs = 15_000): Promise<void> {
+  if (r.child.exitCode !== null) return;
+  const exited = new Promise<void>((res) => r.child.once('exit', () => res()));
+  r.child.kill('SIGTERM');
+  const timedOut = await Promise.race([exited.then(() => false), sleep(deadlineMs).then(() => true)]);
+  if (timedOut) {
+    log(`${r.spec.name} did not stop within ${deadlineMs} ms; killing it`);
+    r.child.kill('SIGKILL');
+    await exited;
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  const hold = argv.includes('--hold');
+  const noJob = argv.includes('--no-job');
+  const t0 = Date.now();
+  const before = await localBrokers();
+  const wasRunning = { nats: before.nats?.pid() !== undefined, kafka: before.kafka?.pid() !== undefined };
+  const running: Running[] = [];
+  let stopping = false;
+  // Installed before anything starts, so Ctrl-C during start-up also cleans up.
+  const shutdown = async (code: number): Promise<never> => {
+    if (!stopping) {
+      stopping = true;
+      log('stopping services');
+      await Promise.all(running.map((r) => stopService(r)));
+      // Leave brokers that were already running (someone else's `infra up`) as they were.
+      if (!wasRunning.nats || !wasRunning.kafka) {
+        log('stopping brokers started by this run');
+        const b = await localBrokers();
+        await Promise.all([
+          !wasRunning.nats && b.nats ? b.nats.stop() : undefined,
+          !wasRunning.kafka && b.kafka ? b.kafka.stop() : undefined,
+        ]);
+      }
+      log(`stopped after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      process.exit(code);
+    }
+    return new Promise<never>(() => {});
+  };
+  process.on('SIGINT', () => void shutdown(130));
+  process.on('SIGTERM', () => void shutdown(143));
+
+  const { endpoints, readyMs } = await brokersUp(log);
+  log(`brokers ready: nats ${endpoints.natsUrl} (${readyMs.nats ?? 'external'} ms), kafka ${endpoints.kafkaBrokers} (${readyMs.kafka ?? 'external'} ms)`);
+  if (stopping) return new Promise<never>(() => {});
+
+  for (const spec of SERVICES) {
+    if (!existsSync(join(REPO_ROOT, spec.entry))) continue;
+    running.push(await startService(spec, endpoints));
+  }
+  try {
+    for (const r of running) {
+      const ms = await waitFor(r.spec.name, () => healthy(r), 60_000);
+      log(`${r.spec.name.padEnd(18)} healthy  http://127.0.0.1:${r.port}/metrics  (${ms} ms)  log ${r.logFile}`);
+    }
+  } catch (e) {
+    log(`a service failed to become healthy: ${(e as Error).message}`);
+    return shutdown(1);
+  }
+  log(`${running.length} service(s) healthy`);
+
+  if (!noJob) {
+    const job = join(REPO_ROOT, 'infra', 'src', 'job.ts');
+    if (existsSync(job)) {
+      const mod = (await import(job)) as { runJob: (ctx: { natsUrl: string; kafkaBrokers: string; log: typeof log }) => Promise<void> };
+      await mod.runJob({ ...endpoints, log });
+    }
+  }
+  if (hold || noJob) {
+    log('running; press Ctrl-C to stop');
+    // A pending promise alone does not keep Node alive; a timer does, until a signal arrives.
+    setInterval(() => {}, 1 << 30);
+    await new Promise(() => {});
+  }
+  return shutdown(0);
+}
+
+main(process.argv.slice(2)).catch((e: unknown) => {
+  log(`error: ${e instanceof Error ? e.message : String(e)}`);
+  // Brokers are left as they are: `npm run infra:status` shows them, `npm run infra:down` stops them.
+  process.exit(1);
+});

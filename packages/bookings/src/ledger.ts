@@ -1,0 +1,558 @@
+import { isU64, type WorkerId } from '@vantage/types';
+import { RecentIds } from './recent-ids';
+import {
+  RELEASE_REASONS,
+  type BookInput,
+  type BookOutcome,
+  type BookingCounters,
+  type BookingSource,
+  type BookingView,
+  type PrefillOutcome,
+  type ReleaseOutcome,
+  type ReleaseReason,
+  type SetWorkerOutcome,
+  type WorkerCapacity,
+  type WorkerLoad,
+} from './types';
+
+export interface BookingLedgerOptions {
+  /**
+   * The pool's KV block size, used for workers whose capacity is not (yet)
+   * registered; Dynamo requires one block size per model pool.
+   */
+  readonly blockSize: number;
+  /** Bookings older than this are force-expired as leaks. Dynamo uses 300 s. */
+  readonly ttlMs?: number;
+  /** How long a released id is remembered so a late booking for it is ignored. Default: ttlMs. */
+  readonly tombstoneTtlMs?: number;
+  /** Upper bound on remembered ids (tombstones and early prefill marks, each). */
+  readonly tombstoneCapacity?: number;
+}
+
+export const DEFAULT_BOOKING_TTL_MS = 300_000;
+export const DEFAULT_TOMBSTONE_CAPACITY = 200_000;
+
+const U32_MAX = 0xffff_ffff;
+const MAX_REQUEST_ID_LENGTH = 1024;
+
+type TombstoneReason = ReleaseReason | 'unknown' | 'worker_removed';
+
+interface BookingRecord {
+  readonly requestId: string;
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly promptTokens: number;
+  readonly overlapBlocks: number;
+  readonly prefillTokens: number;
+  prefillComplete: boolean;
+  readonly expectedOutputTokens: number | null;
+  readonly sequenceHashes: BigUint64Array;
+  readonly source: BookingSource;
+  readonly bookedAtMs: number;
+  prefillCompletedAtMs: number | null;
+  /** The rank state this booking was added to, so release is O(blocks) with no lookups. */
+  readonly rank: RankState;
+}
+
+/** Running totals for one (worker, dp rank); every field is kept exact incrementally. */
+class RankState {
+  requests = 0;
+  prefillRequests = 0;
+  trackedPrefillTokens = 0;
+  expectedOutputTokens = 0;
+  /** Sequence hash → number of live bookings on this rank that contain it (seed 002's active-block map). */
+  readonly blockRefs = new Map<bigint, number>();
+  readonly bookings = new Set<BookingRecord>();
+  lastChangeMs: number | null = null;
+
+  constructor(
+    readonly workerId: WorkerId,
+    readonly dpRank: number,
+  ) {}
+}
+
+interface WorkerEntry {
+  capacity: WorkerCapacity | null;
+  readonly ranks: Map<number, RankState>;
+  lastChangeMs: number | null;
+}
+
+function isNonNegInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+}
+
+function isPosInt(v: unknown): v is number {
+  return isNonNegInt(v) && v > 0;
+}
+
+function newCounters(): BookingCounters {
+  return {
+    booked: 0,
+    duplicateBook: 0,
+    conflictingDuplicateBook: 0,
+    lateBookIgnored: 0,
+    invalidBook: 0,
+    rankOutOfRange: 0,
+    prefillMarked: 0,
+    prefillAlreadyComplete: 0,
+    prefillAfterRelease: 0,
+    prefillBeforeBook: 0,
+    released: { completed: 0, cancelled: 0, failed: 0, expired: 0 },
+    releaseAlreadyReleased: 0,
+    releaseUnknown: 0,
+    expiredLeaks: 0,
+    droppedByWorkerRemoval: 0,
+    workersAdded: 0,
+    workersRemoved: 0,
+    invalidWorker: 0,
+    tombstonesEvicted: 0,
+    invariantViolations: 0,
+  };
+}
+
+/** Why a capacity is unusable, or undefined when it is valid. */
+export function validateWorkerCapacity(c: WorkerCapacity): string | undefined {
+  if (!isPosInt(c.blockSize)) return 'blockSize must be a positive integer';
+  if (c.totalKvBlocks !== null && !isNonNegInt(c.totalKvBlocks)) return 'totalKvBlocks must be a non-negative integer or null';
+  if (c.maxNumBatchedTokens !== null && !isNonNegInt(c.maxNumBatchedTokens)) {
+    return 'maxNumBatchedTokens must be a non-negative integer or null';
+  }
+  if (c.maxNumSeqs !== null && !isNonNegInt(c.maxNumSeqs)) return 'maxNumSeqs must be a non-negative integer or null';
+  if (!isNonNegInt(c.dpStartRank) || c.dpStartRank > U32_MAX) return 'dpStartRank must be a u32';
+  if (!isPosInt(c.dpSize) || c.dpStartRank + c.dpSize - 1 > U32_MAX) return 'dpSize must be a positive integer within the u32 rank range';
+  if (typeof c.schedulable !== 'boolean') return 'schedulable must be a boolean';
+  return undefined;
+}
+
+/**
+ * Booked work per (worker, dp rank): the request count R, the tracked uncached
+ * prefill tokens behind P, and the unique active blocks, kept incrementally so
+ * that every query is O(1) per worker and every booking or release costs
+ * O(blocks of that request).
+ *
+ * Synchronous and single-writer: the indexer applies events on one thread and
+ * the simulator drives it from its event loop; no method yields mid-update, so
+ * a reader never sees a half-applied booking.
+ *
+ * Time is whatever the caller passes as `nowMs`, clamped to be monotonic: a
+ * clock that steps backwards cannot make a booking younger than one booked
+ * before it, which keeps expiry an in-order scan of the oldest bookings.
+ */
+export class BookingLedger {
+  readonly #blockSize: number;
+  readonly #ttlMs: number;
+  readonly #bookings = new Map<string, BookingRecord>();
+  readonly #workers = new Map<bigint, WorkerEntry>();
+  readonly #tombstones: RecentIds<TombstoneReason>;
+  readonly #earlyPrefill: RecentIds<true>;
+  readonly #counters = newCounters();
+  #clock = Number.NEGATIVE_INFINITY;
+
+  constructor(options: BookingLedgerOptions) {
+    if (!isPosInt(options.blockSize)) throw new RangeError('blockSize must be a positive integer');
+    const ttlMs = options.ttlMs ?? DEFAULT_BOOKING_TTL_MS;
+    if (!(ttlMs > 0)) throw new RangeError('ttlMs must be positive');
+    const tombstoneTtlMs = options.tombstoneTtlMs ?? ttlMs;
+    if (!(tombstoneTtlMs > 0)) throw new RangeError('tombstoneTtlMs must be positive');
+    const capacity = options.tombstoneCapacity ?? DEFAULT_TOMBSTONE_CAPACITY;
+    if (!isPosInt(capacity)) throw new RangeError('tombstoneCapacity must be a positive integer');
+    this.#blockSize = options.blockSize;
+    this.#ttlMs = ttlMs;
+    this.#tombstones = new RecentIds(tombstoneTtlMs, capacity);
+    this.#earlyPrefill = new RecentIds(tombstoneTtlMs, capacity);
+  }
+
+  /** Number of live bookings. */
+  get size(): number {
+    return this.#bookings.size;
+  }
+
+  get ttlMs(): number {
+    return this.#ttlMs;
+  }
+
+  /** A snapshot of the counters (a copy: safe to keep). */
+  counters(): BookingCounters {
+    const c = this.#counters;
+    return { ...c, released: { ...c.released } };
+  }
+
+  // -------------------------------------------------------------------------
+  // Worker capacity registry
+  // -------------------------------------------------------------------------
+
+  /** Register or replace a worker's advertised capacity. */
+  setWorker(workerId: WorkerId, capacity: WorkerCapacity, nowMs: number): SetWorkerOutcome {
+    const now = this.#tick(nowMs);
+    const why = isU64(workerId) ? validateWorkerCapacity(capacity) : 'workerId must be a u64';
+    if (why !== undefined) {
+      this.#counters.invalidWorker++;
+      return { kind: 'invalid', reason: why };
+    }
+    const frozen = Object.freeze({ ...capacity });
+    const entry = this.#workers.get(workerId);
+    if (entry === undefined) {
+      this.#workers.set(workerId, { capacity: frozen, ranks: new Map(), lastChangeMs: now });
+      this.#counters.workersAdded++;
+      return { kind: 'added' };
+    }
+    const added = entry.capacity === null;
+    entry.capacity = frozen;
+    entry.lastChangeMs = now;
+    if (added) this.#counters.workersAdded++;
+    return { kind: added ? 'added' : 'updated' };
+  }
+
+  /** Change some capacity fields of a registered worker (e.g. a heartbeat flipping `schedulable`). */
+  updateWorker(workerId: WorkerId, patch: Partial<WorkerCapacity>, nowMs: number): SetWorkerOutcome {
+    const current = this.#workers.get(workerId)?.capacity;
+    if (current == null) {
+      this.#counters.invalidWorker++;
+      return { kind: 'invalid', reason: 'worker is not registered' };
+    }
+    return this.setWorker(workerId, { ...current, ...patch }, nowMs);
+  }
+
+  /**
+   * Forget a worker and drop its bookings (it left the pool: its requests will
+   * never report completion here). Returns the number of bookings dropped.
+   */
+  removeWorker(workerId: WorkerId, nowMs: number): number {
+    const now = this.#tick(nowMs);
+    const entry = this.#workers.get(workerId);
+    if (entry === undefined) return 0;
+    let dropped = 0;
+    for (const rank of entry.ranks.values()) {
+      for (const b of [...rank.bookings]) {
+        this.#remove(b, now, 'worker_removed');
+        dropped++;
+      }
+    }
+    this.#workers.delete(workerId);
+    this.#counters.droppedByWorkerRemoval += dropped;
+    if (entry.capacity !== null) this.#counters.workersRemoved++;
+    return dropped;
+  }
+
+  worker(workerId: WorkerId): WorkerCapacity | undefined {
+    return this.#workers.get(workerId)?.capacity ?? undefined;
+  }
+
+  /** Ids of registered workers. */
+  *workerIds(): IterableIterator<WorkerId> {
+    for (const [id, e] of this.#workers) if (e.capacity !== null) yield id as WorkerId;
+  }
+
+  // -------------------------------------------------------------------------
+  // Booking lifecycle
+  // -------------------------------------------------------------------------
+
+  book(input: BookInput): BookOutcome {
+    const now = this.#tick(input.nowMs);
+    const invalid = validateBook(input);
+    if (invalid !== undefined) {
+      this.#counters.invalidBook++;
+      return { kind: 'invalid', reason: invalid };
+    }
+    const existing = this.#bookings.get(input.requestId);
+    if (existing !== undefined) {
+      const conflicting = existing.workerId !== input.workerId || existing.dpRank !== input.dpRank;
+      this.#counters.duplicateBook++;
+      if (conflicting) this.#counters.conflictingDuplicateBook++;
+      return { kind: 'duplicate', booking: view(existing), conflicting };
+    }
+    if (this.#tombstones.has(input.requestId, now)) {
+      // The release (or the worker's removal) overtook this booking; applying
+      // it now would leave a phantom until the TTL.
+      this.#counters.lateBookIgnored++;
+      return { kind: 'already_released' };
+    }
+
+    let entry = this.#workers.get(input.workerId);
+    if (entry === undefined) {
+      // Competing traffic can name a worker before its registration arrives; its
+      // load is real, so it is tracked with unknown capacity.
+      entry = { capacity: null, ranks: new Map(), lastChangeMs: null };
+      this.#workers.set(input.workerId, entry);
+    }
+    const cap = entry.capacity;
+    if (cap !== null && (input.dpRank < cap.dpStartRank || input.dpRank >= cap.dpStartRank + cap.dpSize)) {
+      this.#counters.rankOutOfRange++;
+    }
+    let rank = entry.ranks.get(input.dpRank);
+    if (rank === undefined) {
+      rank = new RankState(input.workerId, input.dpRank);
+      entry.ranks.set(input.dpRank, rank);
+    }
+
+    const blockSize = cap?.blockSize ?? this.#blockSize;
+    const prefillTokens = input.prefillTokens ?? Math.max(0, input.promptTokens - input.overlapBlocks * blockSize);
+    // A first token (or Dynamo's MarkPrefillCompleted) that beat the booking here.
+    const prefillComplete = this.#earlyPrefill.get(input.requestId, now) !== undefined;
+    if (prefillComplete) this.#earlyPrefill.delete(input.requestId);
+
+    const record: BookingRecord = {
+      requestId: input.requestId,
+      workerId: input.workerId,
+      dpRank: input.dpRank,
+      promptTokens: input.promptTokens,
+      overlapBlocks: input.overlapBlocks,
+      prefillTokens,
+      prefillComplete,
+      expectedOutputTokens: input.expectedOutputTokens ?? null,
+      sequenceHashes: input.sequenceHashes.slice(),
+      source: input.source,
+      bookedAtMs: now,
+      prefillCompletedAtMs: prefillComplete ? now : null,
+      rank,
+    };
+    this.#bookings.set(record.requestId, record);
+    rank.bookings.add(record);
+    rank.requests++;
+    if (!prefillComplete) {
+      rank.prefillRequests++;
+      rank.trackedPrefillTokens += prefillTokens;
+    }
+    if (record.expectedOutputTokens !== null) rank.expectedOutputTokens += record.expectedOutputTokens;
+    const refs = rank.blockRefs;
+    const hashes = record.sequenceHashes;
+    for (let i = 0; i < hashes.length; i++) {
+      const h = hashes[i]!;
+      refs.set(h, (refs.get(h) ?? 0) + 1);
+    }
+    this.#touch(entry, rank, now);
+    this.#counters.booked++;
+    return { kind: 'booked', booking: view(record) };
+  }
+
+  /** The first token arrived: the booking's prefill tokens stop counting towards P. */
+  markPrefillComplete(requestId: string, nowMs: number): PrefillOutcome {
+    const now = this.#tick(nowMs);
+    const b = this.#bookings.get(requestId);
+    if (b === undefined) {
+      if (this.#tombstones.has(requestId, now)) {
+        this.#counters.prefillAfterRelease++;
+        return 'released';
+      }
+      this.#counters.prefillBeforeBook++;
+      this.#counters.tombstonesEvicted += this.#earlyPrefill.add(requestId, true, now);
+      return 'early';
+    }
+    if (b.prefillComplete) {
+      this.#counters.prefillAlreadyComplete++;
+      return 'already_complete';
+    }
+    b.prefillComplete = true;
+    b.prefillCompletedAtMs = now;
+    const rank = b.rank;
+    rank.prefillRequests = this.#dec(rank.prefillRequests, 1);
+    rank.trackedPrefillTokens = this.#dec(rank.trackedPrefillTokens, b.prefillTokens);
+    this.#touch(this.#workers.get(b.workerId), rank, now);
+    this.#counters.prefillMarked++;
+    return 'marked';
+  }
+
+  release(requestId: string, reason: ReleaseReason, nowMs: number): ReleaseOutcome {
+    const now = this.#tick(nowMs);
+    const b = this.#bookings.get(requestId);
+    if (b === undefined) {
+      this.#earlyPrefill.delete(requestId);
+      if (this.#tombstones.has(requestId, now)) {
+        this.#counters.releaseAlreadyReleased++;
+        return 'already_released';
+      }
+      this.#counters.releaseUnknown++;
+      this.#counters.tombstonesEvicted += this.#tombstones.add(requestId, 'unknown', now);
+      return 'unknown';
+    }
+    this.#remove(b, now, reason);
+    this.#counters.released[RELEASE_REASONS.includes(reason) ? reason : 'failed']++;
+    return 'released';
+  }
+
+  /**
+   * Drop bookings older than the TTL (their end was never seen: a leak) and
+   * forget expired tombstones. Returns the number of bookings expired.
+   * Cost is O(expired bookings + their blocks): bookings are kept in booking order.
+   */
+  expire(nowMs: number): number {
+    const now = this.#tick(nowMs);
+    let expired = 0;
+    for (const b of this.#bookings.values()) {
+      if (now - b.bookedAtMs <= this.#ttlMs) break;
+      this.#remove(b, now, 'expired');
+      expired++;
+    }
+    this.#counters.expiredLeaks += expired;
+    this.#counters.released.expired += expired;
+    this.#tombstones.prune(now);
+    this.#earlyPrefill.prune(now);
+    return expired;
+  }
+
+  // -------------------------------------------------------------------------
+  // Queries: O(1) per worker
+  // -------------------------------------------------------------------------
+
+  get(requestId: string): BookingView | undefined {
+    const b = this.#bookings.get(requestId);
+    return b === undefined ? undefined : view(b);
+  }
+
+  /** Booked work on one (worker, dp rank). Unknown workers read as empty and unregistered. */
+  load(workerId: WorkerId, dpRank: number): WorkerLoad {
+    const entry = this.#workers.get(workerId);
+    return loadOf(workerId, dpRank, entry?.capacity ?? null, entry?.ranks.get(dpRank));
+  }
+
+  /** Every (worker, dp rank) the ledger knows: each registered rank and each rank holding bookings. */
+  loads(): WorkerLoad[] {
+    const out: WorkerLoad[] = [];
+    for (const [id, entry] of this.#workers) {
+      const workerId = id as WorkerId;
+      const cap = entry.capacity;
+      if (cap !== null) {
+        for (let r = cap.dpStartRank; r < cap.dpStartRank + cap.dpSize; r++) {
+          out.push(loadOf(workerId, r, cap, entry.ranks.get(r)));
+        }
+      }
+      for (const [r, rank] of entry.ranks) {
+        if (cap === null || r < cap.dpStartRank || r >= cap.dpStartRank + cap.dpSize) out.push(loadOf(workerId, r, cap, rank));
+      }
+    }
+    return out;
+  }
+
+  /**
+   * How many of a request's sequence hashes are not yet active on (worker,
+   * rank): the term Dynamo adds to a candidate's active blocks when costing it
+   * (`decode_blocks = active_blocks + new blocks`). O(blocks of the request).
+   */
+  newBlocks(workerId: WorkerId, dpRank: number, sequenceHashes: BigUint64Array): number {
+    const refs = this.#workers.get(workerId)?.ranks.get(dpRank)?.blockRefs;
+    if (refs === undefined || refs.size === 0) return sequenceHashes.length;
+    let fresh = 0;
+    for (let i = 0; i < sequenceHashes.length; i++) if (!refs.has(sequenceHashes[i]!)) fresh++;
+    return fresh;
+  }
+
+  /** Ledger time of the last booking or capacity change on any rank of the worker. */
+  workerLastChangeMs(workerId: WorkerId): number | null {
+    return this.#workers.get(workerId)?.lastChangeMs ?? null;
+  }
+
+  /** Live bookings, oldest first (diagnostics and snapshots). */
+  *bookings(): IterableIterator<BookingView> {
+    for (const b of this.#bookings.values()) yield view(b);
+  }
+
+  // -------------------------------------------------------------------------
+
+  #tick(nowMs: number): number {
+    if (Number.isFinite(nowMs) && nowMs > this.#clock) this.#clock = nowMs;
+    // Before the first finite time, a non-finite stamp would poison every comparison.
+    return Number.isFinite(this.#clock) ? this.#clock : 0;
+  }
+
+  #touch(entry: WorkerEntry | undefined, rank: RankState, now: number): void {
+    rank.lastChangeMs = now;
+    if (entry !== undefined) entry.lastChangeMs = now;
+  }
+
+  /** Subtract, never going below zero; a would-be negative total is a counted bug, not silent drift. */
+  #dec(value: number, by: number): number {
+    const next = value - by;
+    if (next < 0) {
+      this.#counters.invariantViolations++;
+      return 0;
+    }
+    return next;
+  }
+
+  #remove(b: BookingRecord, now: number, reason: TombstoneReason): void {
+    const rank = b.rank;
+    this.#bookings.delete(b.requestId);
+    rank.bookings.delete(b);
+    rank.requests = this.#dec(rank.requests, 1);
+    if (!b.prefillComplete) {
+      rank.prefillRequests = this.#dec(rank.prefillRequests, 1);
+      rank.trackedPrefillTokens = this.#dec(rank.trackedPrefillTokens, b.prefillTokens);
+    }
+    if (b.expectedOutputTokens !== null) {
+      rank.expectedOutputTokens = this.#dec(rank.expectedOutputTokens, b.expectedOutputTokens);
+    }
+    const refs = rank.blockRefs;
+    const hashes = b.sequenceHashes;
+    for (let i = 0; i < hashes.length; i++) {
+      const h = hashes[i]!;
+      const n = refs.get(h);
+      if (n === undefined) this.#counters.invariantViolations++;
+      else if (n <= 1) refs.delete(h);
+      else refs.set(h, n - 1);
+    }
+    const entry = this.#workers.get(b.workerId);
+    this.#touch(entry, rank, now);
+    this.#counters.tombstonesEvicted += this.#tombstones.add(b.requestId, reason, now);
+    if (entry !== undefined && rank.requests === 0) {
+      // Keep state only for what is registered: ids learned from competing
+      // traffic alone must not accumulate once their work is gone.
+      const cap = entry.capacity;
+      const registeredRank = cap !== null && b.dpRank >= cap.dpStartRank && b.dpRank < cap.dpStartRank + cap.dpSize;
+      if (!registeredRank) entry.ranks.delete(b.dpRank);
+      if (cap === null && entry.ranks.size === 0) this.#workers.delete(b.workerId);
+    }
+  }
+}
+
+function validateBook(input: BookInput): string | undefined {
+  if (typeof input.requestId !== 'string' || input.requestId.length === 0 || input.requestId.length > MAX_REQUEST_ID_LENGTH) {
+    return `requestId must be a non-empty string of at most ${MAX_REQUEST_ID_LENGTH} characters`;
+  }
+  if (!isU64(input.workerId)) return 'workerId must be a u64 bigint';
+  if (!isNonNegInt(input.dpRank) || input.dpRank > U32_MAX) return 'dpRank must be a u32';
+  if (!isNonNegInt(input.promptTokens)) return 'promptTokens must be a non-negative integer';
+  if (!isNonNegInt(input.overlapBlocks)) return 'overlapBlocks must be a non-negative integer';
+  if (!(input.sequenceHashes instanceof BigUint64Array)) return 'sequenceHashes must be a BigUint64Array';
+  if (input.expectedOutputTokens != null && !isNonNegInt(input.expectedOutputTokens)) {
+    return 'expectedOutputTokens must be a non-negative integer or null';
+  }
+  if (input.prefillTokens !== undefined && !isNonNegInt(input.prefillTokens)) return 'prefillTokens must be a non-negative integer';
+  return undefined;
+}
+
+function view(b: BookingRecord): BookingView {
+  return {
+    requestId: b.requestId,
+    workerId: b.workerId,
+    dpRank: b.dpRank,
+    promptTokens: b.promptTokens,
+    overlapBlocks: b.overlapBlocks,
+    prefillTokens: b.prefillTokens,
+    prefillComplete: b.prefillComplete,
+    expectedOutputTokens: b.expectedOutputTokens,
+    blocks: b.sequenceHashes.length,
+    source: b.source,
+    bookedAtMs: b.bookedAtMs,
+    prefillCompletedAtMs: b.prefillCompletedAtMs,
+  };
+}
+
+function loadOf(workerId: WorkerId, dpRank: number, cap: WorkerCapacity | null, rank: RankState | undefined): WorkerLoad {
+  const tracked = rank?.trackedPrefillTokens ?? 0;
+  const budget = cap?.maxNumBatchedTokens ?? null;
+  return {
+    workerId,
+    dpRank,
+    registered: cap !== null,
+    schedulable: cap?.schedulable ?? null,
+    requests: rank?.requests ?? 0,
+    prefillRequests: rank?.prefillRequests ?? 0,
+    trackedPrefillTokens: tracked,
+    // An advertised budget of 0 is as unknown as a missing one: never divide by it.
+    prefillPressure: budget !== null && budget > 0 ? tracked / budget : null,
+    activeBlocks: rank?.blockRefs.size ?? 0,
+    totalKvBlocks: cap?.totalKvBlocks ?? null,
+    expectedOutputTokens: rank?.expectedOutputTokens ?? 0,
+    lastChangeMs: rank?.lastChangeMs ?? null,
+  };
+}

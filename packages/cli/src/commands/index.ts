@@ -1,0 +1,9 @@
+/**
+ * The command table. A new command (replay, fit, sweep, evaluate, infra) is
+ * one file in this folder exporting a Command, plus one line here.
+ */
+import type { Command } from '../command';
+import { decodeCommand } from './decode';
+import { hashCommand } from './hash';
+
+export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand];

@@ -1,0 +1,32 @@
+/**
+ * 32-bit mixing for the open-addressing tables. Keys are u64 values held as
+ * (lo, hi) u32 halves so the hot path never allocates a bigint. Engine hashes
+ * are usually random already, but tests and some engines use small sequential
+ * ids, so every key goes through a full avalanche (murmur3's finaliser) before
+ * it picks a bucket; without it sequential ids would cluster under linear probing.
+ */
+export function mix2(lo: number, hi: number): number {
+  let h = lo ^ Math.imul(hi ^ (hi >>> 16), 0x85ebca6b);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** Mix of (parent node, local hash lo, local hash hi): the key of a tree edge. */
+export function mix3(parent: number, lo: number, hi: number): number {
+  return mix2(lo ^ Math.imul(parent, 0x9e3779b1), hi + parent);
+}
+
+/** Low and high u32 halves of a u64 bigint (edge-of-API only: allocates nothing but two numbers). */
+export function u64Lo(v: bigint): number {
+  return Number(v & 0xffff_ffffn);
+}
+export function u64Hi(v: bigint): number {
+  return Number((v >> 32n) & 0xffff_ffffn);
+}
+export function u64From(lo: number, hi: number): bigint {
+  return (BigInt(hi >>> 0) << 32n) | BigInt(lo >>> 0);
+}

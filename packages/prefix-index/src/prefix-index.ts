@@ -1,0 +1,1010 @@
+import type { KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
+import { xxh3_64 } from '@vantage/hashing';
+import { ExtMap } from './ext-map';
+import { mix3, u64Hi, u64Lo } from './hash32';
+import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
+import type {
+  ApplyResult,
+  IndexCounters,
+  IndexStats,
+  MatchResult,
+  PublisherStats,
+  SuspectInfo,
+  SuspectReason,
+  WorkerMatch,
+} from './types';
+
+// ---------------------------------------------------------------------------
+// Layout (see README for the full design and memory figures)
+//
+// Node table, struct of arrays indexed by node id; node 0 is the root.
+//   localLo/localHi  the block's local hash (`tokens_hash`) as u32 halves
+//   parent           parent node; DETACHED for a node cut from the tree, FREE on the free list
+//   firstChild, nextSib, prevSib
+//                    doubly linked child list, so a node that loses its last holder can cut
+//                    all its children in O(children) and a single child unlinks in O(1)
+//   refs             block-id map entries (over all publishers) naming this node; the node is
+//                    recycled when it reaches 0
+//   bits             per storage tier, a bitset over dense publisher slots: 4 tiers x W words
+// Edge table: open addressing over node ids, keyed by (parent, localLo, localHi) read from the
+//   node table itself, so an edge costs one Int32 slot. Only attached children are in it.
+// Publisher (worker, dp rank): dense slot, block-id map (ExtMap), event-id and suspect state.
+// ---------------------------------------------------------------------------
+
+const ROOT = 0;
+const DETACHED = -1;
+const FREE = -2;
+const NTIERS = 4;
+
+const TIER_INDEX: Readonly<Record<StorageTier, number>> = {
+  device: 0,
+  host_pinned: 1,
+  disk: 2,
+  external: 3,
+};
+
+const REASONS: readonly SuspectReason[] = ['unknown_parent', 'event_gap', 'missed_start'];
+
+const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32
+const SNAPSHOT_VERSION = 1;
+const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
+
+const EMPTY_U64 = new BigUint64Array(0);
+
+/** Mutable per-(worker, dp rank) state. */
+interface Publisher {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly slot: number;
+  map: ExtMap;
+  lastEventId: bigint | null;
+  /** True until the first event: an id above 1 then means history was missed. */
+  expectStart: boolean;
+  suspect: SuspectInfo | null;
+  lastEventMs: number | null;
+  /** Entries holding each tier. */
+  readonly tierBlocks: Uint32Array;
+}
+
+export interface PrefixIndexOptions {
+  /** Initial node capacity (grows by doubling). */
+  readonly initialNodes?: number;
+}
+
+/** Read a BigUint64Array as u32 halves (lo at 2i, hi at 2i+1) without copying: same buffer. */
+function u32View(a: BigUint64Array): Uint32Array {
+  return new Uint32Array(a.buffer, a.byteOffset, a.length * 2);
+}
+
+function emptyCounters(): IndexCounters {
+  return {
+    eventsApplied: 0,
+    duplicates: 0,
+    gaps: 0,
+    missedEvents: 0n,
+    unknownParents: 0,
+    unknownRemovals: 0,
+    blocksStored: 0,
+    blocksRemoved: 0,
+    clears: 0,
+    missedStarts: 0,
+  };
+}
+
+/**
+ * Prefix index of one model pool: which (worker, dp rank) holds which KV blocks, on which storage
+ * tier, with Dynamo's radix-tree semantics and loss detection on top. Synchronous, single writer.
+ */
+export class PrefixIndex {
+  readonly blockSize: number;
+
+  // Node table.
+  private nodeCap: number;
+  private nodeHigh = 1; // ids below this have been used at least once; 0 is the root
+  private freeHead = 0; // free list threaded through nextSib; 0 = empty
+  private liveNodes = 1;
+  private localLo: Uint32Array;
+  private localHi: Uint32Array;
+  private parent: Int32Array;
+  private firstChild: Int32Array;
+  private nextSib: Int32Array;
+  private prevSib: Int32Array;
+  private refs: Int32Array;
+  private words = 1; // W: u32 words per tier bitset
+  private stride = NTIERS; // NTIERS * W
+  private bits: Uint32Array;
+
+  // Edge table.
+  private edges: Int32Array;
+  private edgeMask: number;
+  private edgeCount = 0;
+
+  // Publishers.
+  private readonly byWorker = new Map<bigint, Map<number, Publisher>>();
+  private publishers: Publisher[] = [];
+  private slotHigh = 0;
+  private freeSlots: number[] = [];
+
+  // Match scratch (reused: match allocates only its result).
+  private active = new Uint32Array(NTIERS);
+  private counts = new Uint32Array(NTIERS * 32);
+
+  private readonly counters: IndexCounters = emptyCounters();
+
+  constructor(blockSize: number, options: PrefixIndexOptions = {}) {
+    if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
+      throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
+    }
+    this.blockSize = blockSize;
+    let cap = 1024;
+    while (cap < (options.initialNodes ?? 0)) cap <<= 1;
+    this.nodeCap = cap;
+    this.localLo = new Uint32Array(cap);
+    this.localHi = new Uint32Array(cap);
+    this.parent = new Int32Array(cap);
+    this.firstChild = new Int32Array(cap);
+    this.nextSib = new Int32Array(cap);
+    this.prevSib = new Int32Array(cap);
+    this.refs = new Int32Array(cap);
+    this.bits = new Uint32Array(cap * this.stride);
+    this.edges = new Int32Array(cap * 2);
+    this.edgeMask = cap * 2 - 1;
+  }
+
+  // -------------------------------------------------------------------------
+  // Events
+  // -------------------------------------------------------------------------
+
+  /**
+   * Apply one decoded KV event. Duplicate or older event ids are ignored; a jump in ids, an
+   * unknown parent or a first id above 1 marks the publisher suspect (see README).
+   * Throws RangeError only on a structurally invalid event (a decoder bug), before changing state.
+   */
+  apply(event: KvEvent, nowMs: number): ApplyResult {
+    const data = event.data;
+    const tier = TIER_INDEX[event.storageTier];
+    if (tier === undefined) throw new RangeError(`unknown storage tier ${String(event.storageTier)}`);
+    if (!Number.isInteger(event.dpRank) || event.dpRank < 0 || event.dpRank > 0xffff_ffff) {
+      throw new RangeError(`dp rank must be a u32, got ${event.dpRank}`);
+    }
+    if (data.kind === 'stored' && data.blockHashes.length !== data.tokensHashes.length) {
+      throw new RangeError(
+        `stored event has ${data.blockHashes.length} block hashes but ${data.tokensHashes.length} tokens hashes`,
+      );
+    }
+    const pub = this.publisher(event.workerId, event.dpRank, true)!;
+    const id = event.eventId;
+    const c = this.counters;
+    let missed = 0n;
+    if (pub.lastEventId !== null) {
+      if (id <= pub.lastEventId) {
+        c.duplicates++;
+        return {
+          status: 'duplicate',
+          blockOps: 0,
+          missedEvents: 0n,
+          unknownParent: false,
+          unknownRemovals: EMPTY_U64,
+          suspect: pub.suspect,
+        };
+      }
+      if (id !== pub.lastEventId + 1n) {
+        missed = id - pub.lastEventId - 1n;
+        c.gaps++;
+        c.missedEvents += missed;
+        this.markSuspect(pub, 'event_gap', nowMs);
+      }
+    } else if (pub.expectStart && id > 1n) {
+      c.missedStarts++;
+      this.markSuspect(pub, 'missed_start', nowMs);
+    }
+    pub.lastEventId = id;
+    pub.expectStart = false;
+    pub.lastEventMs = nowMs;
+    c.eventsApplied++;
+
+    let blockOps = 0;
+    let unknownParent = false;
+    let unknownRemovals: BigUint64Array = EMPTY_U64;
+    switch (data.kind) {
+      case 'stored':
+        unknownParent = this.applyStored(pub, tier, data);
+        if (unknownParent) {
+          c.unknownParents++;
+          this.markSuspect(pub, 'unknown_parent', nowMs);
+        }
+        blockOps = data.blockHashes.length;
+        c.blocksStored += blockOps;
+        break;
+      case 'removed':
+        unknownRemovals = this.applyRemoved(pub, tier, data.blockHashes);
+        blockOps = data.blockHashes.length;
+        c.blocksRemoved += blockOps - unknownRemovals.length;
+        c.unknownRemovals += unknownRemovals.length;
+        break;
+      case 'cleared':
+        // Dynamo's newer semantics: only the emitting dp rank. The publisher's state is now known
+        // exactly (empty), which repairs any earlier loss.
+        this.clearPublisher(pub);
+        pub.suspect = null;
+        c.clears++;
+        break;
+    }
+    return { status: 'applied', blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
+  }
+
+  /** Returns true when the parent was unknown. */
+  private applyStored(pub: Publisher, tier: number, data: KvStoredData): boolean {
+    const n = data.blockHashes.length;
+    const ext = u32View(data.blockHashes);
+    const loc = u32View(data.tokensHashes);
+    const tierBit = 1 << tier;
+    const slot = pub.slot;
+    let cur: number;
+    let unknownParent = false;
+    if (data.parentHash === null) {
+      cur = ROOT;
+    } else {
+      const s = pub.map.find(u64Lo(data.parentHash), u64Hi(data.parentHash));
+      if (s < 0) {
+        // Dynamo drops the whole event here. We keep the blocks as a chain that hangs from no
+        // parent: unreachable from the root, so they can never add to a match (no over-statement),
+        // yet later removals of them are recognised and later stores under them attach to them
+        // (still unreachable) instead of cascading further unknown parents.
+        unknownParent = true;
+        cur = DETACHED;
+      } else {
+        cur = pub.map.node[s]!;
+      }
+    }
+    for (let i = 0; i < n; i++) {
+      const lo = loc[2 * i]!;
+      const hi = loc[2 * i + 1]!;
+      let target: number;
+      if (cur === DETACHED) {
+        target = this.allocNode(lo, hi);
+      } else {
+        target = this.edgeFind(cur, lo, hi);
+        if (target === 0) {
+          target = this.allocNode(lo, hi);
+          this.link(target, cur);
+        }
+      }
+      const map = pub.map;
+      const elo = ext[2 * i]!;
+      const ehi = ext[2 * i + 1]!;
+      const s = map.find(elo, ehi);
+      if (s < 0) {
+        map.insert(elo, ehi, target, tierBit);
+        this.refs[target]!++;
+        pub.tierBlocks[tier]!++;
+      } else {
+        const old = map.node[s]!;
+        if (old === target) {
+          const t = map.tiers[s]!;
+          if ((t & tierBit) === 0) {
+            map.tiers[s] = t | tierBit;
+            pub.tierBlocks[tier]!++;
+          }
+        } else {
+          // The publisher re-stores a block id at a different position (for example after its old
+          // position was cut from the tree). The newest statement wins: the id moves, and the old
+          // node loses this publisher on every tier the id was held on.
+          const oldTiers = map.tiers[s]!;
+          map.node[s] = target;
+          map.tiers[s] = tierBit;
+          this.refs[target]!++;
+          for (let t = 0; t < NTIERS; t++) if (oldTiers & (1 << t)) pub.tierBlocks[t]!--;
+          pub.tierBlocks[tier]!++;
+          this.release(old, slot, oldTiers, true);
+        }
+      }
+      const w = this.stride * target + tier * this.words + (slot >>> 5);
+      this.bits[w] = this.bits[w]! | (1 << (slot & 31));
+      cur = target;
+    }
+    return unknownParent;
+  }
+
+  private applyRemoved(pub: Publisher, tier: number, hashes: BigUint64Array): BigUint64Array {
+    const n = hashes.length;
+    const ext = u32View(hashes);
+    const tierBit = 1 << tier;
+    let unknown: number[] | null = null;
+    for (let i = 0; i < n; i++) {
+      const map = pub.map;
+      const s = map.find(ext[2 * i]!, ext[2 * i + 1]!);
+      if (s < 0 || (map.tiers[s]! & tierBit) === 0) {
+        (unknown ??= []).push(i);
+        continue;
+      }
+      const node = map.node[s]!;
+      const rest = map.tiers[s]! & ~tierBit;
+      pub.tierBlocks[tier]!--;
+      let dropRef = false;
+      if (rest === 0) {
+        map.removeAt(s);
+        dropRef = true;
+      } else {
+        map.tiers[s] = rest;
+      }
+      this.release(node, pub.slot, tierBit, dropRef);
+    }
+    if (unknown === null) return EMPTY_U64;
+    const out = new BigUint64Array(unknown.length);
+    for (let k = 0; k < unknown.length; k++) out[k] = hashes[unknown[k]!]!;
+    return out;
+  }
+
+  /**
+   * Drop publisher `slot` from `node` on the tiers in `tierMask`; when no publisher holds the node
+   * on any tier any more it leaves the tree and its children are cut (Dynamo: "a block no worker
+   * holds loses its children"); when `dropRef`, one map entry stopped naming it, and at zero
+   * references the node is recycled.
+   */
+  private release(node: number, slot: number, tierMask: number, dropRef: boolean): void {
+    const words = this.words;
+    const base = this.stride * node;
+    const word = slot >>> 5;
+    const clear = ~(1 << (slot & 31));
+    const bits = this.bits;
+    for (let t = 0; t < NTIERS; t++) {
+      if (tierMask & (1 << t)) {
+        const w = base + t * words + word;
+        bits[w] = bits[w]! & clear;
+      }
+    }
+    let any = 0;
+    for (let k = 0; k < this.stride; k++) any |= bits[base + k]!;
+    if (any === 0) {
+      this.unlink(node);
+      this.cutChildren(node);
+    }
+    if (dropRef && --this.refs[node]! === 0) this.freeNode(node);
+  }
+
+  /** Drop every block of a publisher (its `cleared` event, resync, removal). */
+  private clearPublisher(pub: Publisher): number {
+    const map = pub.map;
+    const nodes = map.node;
+    const tiers = map.tiers;
+    const slot = pub.slot;
+    const dropped = map.size;
+    for (let s = 0; s < nodes.length; s++) {
+      const node = nodes[s]!;
+      if (node !== 0) this.release(node, slot, tiers[s]!, true);
+    }
+    map.reset();
+    pub.tierBlocks.fill(0);
+    return dropped;
+  }
+
+  private markSuspect(pub: Publisher, reason: SuspectReason, nowMs: number): void {
+    // Suspect info objects are immutable so a match result can hand out the same reference.
+    pub.suspect =
+      pub.suspect === null
+        ? { reason, sinceMs: nowMs, incidents: 1 }
+        : { reason: pub.suspect.reason, sinceMs: pub.suspect.sinceMs, incidents: pub.suspect.incidents + 1 };
+  }
+
+  // -------------------------------------------------------------------------
+  // Publisher management
+  // -------------------------------------------------------------------------
+
+  private publisher(workerId: WorkerId, dpRank: number, create: boolean): Publisher | undefined {
+    let ranks = this.byWorker.get(workerId);
+    const existing = ranks?.get(dpRank);
+    if (existing !== undefined || !create) return existing;
+    if (ranks === undefined) {
+      ranks = new Map();
+      this.byWorker.set(workerId, ranks);
+    }
+    const slot = this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.slotHigh++;
+    this.ensureSlot(slot);
+    const pub: Publisher = {
+      workerId,
+      dpRank,
+      slot,
+      map: new ExtMap(),
+      lastEventId: null,
+      expectStart: true,
+      suspect: null,
+      lastEventMs: null,
+      tierBlocks: new Uint32Array(NTIERS),
+    };
+    ranks.set(dpRank, pub);
+    this.publishers.push(pub);
+    return pub;
+  }
+
+  private dropPublisher(pub: Publisher): number {
+    const dropped = this.clearPublisher(pub);
+    const ranks = this.byWorker.get(pub.workerId)!;
+    ranks.delete(pub.dpRank);
+    if (ranks.size === 0) this.byWorker.delete(pub.workerId);
+    this.publishers = this.publishers.filter((p) => p !== pub);
+    this.freeSlots.push(pub.slot);
+    return dropped;
+  }
+
+  /** Forget a worker on every dp rank (it left the pool). Returns the blocks dropped. */
+  removeWorker(workerId: WorkerId): number {
+    const ranks = this.byWorker.get(workerId);
+    if (ranks === undefined) return 0;
+    let dropped = 0;
+    for (const pub of [...ranks.values()]) dropped += this.dropPublisher(pub);
+    return dropped;
+  }
+
+  /** Forget one (worker, dp rank). Returns the blocks dropped. */
+  removeDpRank(workerId: WorkerId, dpRank: number): number {
+    const pub = this.publisher(workerId, dpRank, false);
+    return pub === undefined ? 0 : this.dropPublisher(pub);
+  }
+
+  /**
+   * Repair a suspect publisher before its state is re-sent (a dump or a replay): drops its blocks,
+   * clears the suspect flag and sets its event-id position. With `lastEventId` the stream must
+   * continue at lastEventId + 1; without it the next event's id is accepted as the new baseline.
+   */
+  resync(workerId: WorkerId, dpRank: number, nowMs: number, lastEventId?: bigint): void {
+    const pub = this.publisher(workerId, dpRank, true)!;
+    this.clearPublisher(pub);
+    pub.suspect = null;
+    pub.lastEventId = lastEventId ?? null;
+    pub.expectStart = false;
+    pub.lastEventMs = nowMs;
+  }
+
+  /** Suspect state of one publisher (null when trusted or unknown). */
+  suspectOf(workerId: WorkerId, dpRank: number): SuspectInfo | null {
+    return this.publisher(workerId, dpRank, false)?.suspect ?? null;
+  }
+
+  // -------------------------------------------------------------------------
+  // Match
+  // -------------------------------------------------------------------------
+
+  /**
+   * For every known (worker, dp rank): leading blocks of the request (from block 0) held on the
+   * device tier, on device-or-host, on device-or-host-or-disk, and on any tier. Walks the request
+   * down from the root once, intersecting the per-tier publisher bitsets of each node; a publisher
+   * leaves a tier's active set at the first block it does not hold there, and the walk stops as
+   * soon as no publisher holds the block on any tier.
+   */
+  match(localHashes: BigUint64Array): MatchResult {
+    const loc = u32View(localHashes);
+    const n = localHashes.length;
+    const W = this.words;
+    const stride = this.stride;
+    const bits = this.bits;
+    const active = this.active;
+    const counts = this.counts;
+    const slots = W * 32;
+    counts.fill(0);
+    let depth = 0;
+    let cur = n > 0 ? this.edgeFind(ROOT, loc[0]!, loc[1]!) : 0;
+    if (cur !== 0) {
+      // Block 0 seeds the active sets (cumulative tier masks: device ⊆ +host ⊆ +disk ⊆ +external).
+      let base = stride * cur;
+      for (let w = 0; w < W; w++) {
+        const m0 = bits[base + w]!;
+        const m1 = m0 | bits[base + W + w]!;
+        const m2 = m1 | bits[base + 2 * W + w]!;
+        active[w] = m0;
+        active[W + w] = m1;
+        active[2 * W + w] = m2;
+        active[3 * W + w] = m2 | bits[base + 3 * W + w]!;
+      }
+      for (depth = 1; depth < n; depth++) {
+        const c = this.edgeFind(cur, loc[2 * depth]!, loc[2 * depth + 1]!);
+        if (c === 0) break;
+        base = stride * c;
+        let alive = 0;
+        for (let w = 0; w < W; w++) {
+          const m0 = bits[base + w]!;
+          const m1 = m0 | bits[base + W + w]!;
+          const m2 = m1 | bits[base + 2 * W + w]!;
+          const m3 = m2 | bits[base + 3 * W + w]!;
+          const a0 = active[w]!;
+          const a1 = active[W + w]!;
+          const a2 = active[2 * W + w]!;
+          const a3 = active[3 * W + w]!;
+          const n0 = a0 & m0;
+          const n1 = a1 & m1;
+          const n2 = a2 & m2;
+          const n3 = a3 & m3;
+          // Publishers leaving a tier's set here held exactly `depth` leading blocks on it.
+          if (n0 !== a0) dropOut(counts, 0, w, a0 & ~n0, depth);
+          if (n1 !== a1) dropOut(counts, slots, w, a1 & ~n1, depth);
+          if (n2 !== a2) dropOut(counts, 2 * slots, w, a2 & ~n2, depth);
+          if (n3 !== a3) dropOut(counts, 3 * slots, w, a3 & ~n3, depth);
+          active[w] = n0;
+          active[W + w] = n1;
+          active[2 * W + w] = n2;
+          active[3 * W + w] = n3;
+          alive |= n3;
+        }
+        // Sets only shrink down the path (tiers nest), so an empty "any tier" set ends the walk.
+        if (alive === 0) break;
+        cur = c;
+      }
+      // Survivors held every block walked.
+      for (let k = 0; k < NTIERS * W; k++) {
+        const a = active[k]!;
+        if (a !== 0) dropOut(counts, Math.floor(k / W) * slots, k % W, a, depth);
+      }
+    }
+    const bs = this.blockSize;
+    const pubs = this.publishers;
+    const workers: WorkerMatch[] = new Array<WorkerMatch>(pubs.length);
+    for (let i = 0; i < pubs.length; i++) {
+      const p = pubs[i]!;
+      const s = p.slot;
+      const d = counts[s]!;
+      const h = counts[slots + s]!;
+      const k = counts[2 * slots + s]!;
+      const a = counts[3 * slots + s]!;
+      workers[i] = {
+        workerId: p.workerId,
+        dpRank: p.dpRank,
+        deviceBlocks: d,
+        hostBlocks: h,
+        diskBlocks: k,
+        anyBlocks: a,
+        deviceTokens: d * bs,
+        hostTokens: h * bs,
+        diskTokens: k * bs,
+        anyTokens: a * bs,
+        treeSize: p.map.size,
+        suspect: p.suspect,
+        lastEventId: p.lastEventId,
+        lastEventMs: p.lastEventMs,
+      };
+    }
+    return { blockSize: bs, requestBlocks: n, workers };
+  }
+
+  // -------------------------------------------------------------------------
+  // Size and statistics
+  // -------------------------------------------------------------------------
+
+  /** Resident (publisher, block) pairs: the sum of every publisher's tree size. */
+  get totalBlocks(): number {
+    let t = 0;
+    for (const p of this.publishers) t += p.map.size;
+    return t;
+  }
+
+  /** Live tree nodes (distinct positions), detached ones included; excludes the root. */
+  get nodeCount(): number {
+    return this.liveNodes - 1;
+  }
+
+  stats(): IndexStats {
+    const publishers: PublisherStats[] = this.publishers.map((p) => ({
+      workerId: p.workerId,
+      dpRank: p.dpRank,
+      blocks: p.map.size,
+      blocksByTier: {
+        device: p.tierBlocks[0]!,
+        host_pinned: p.tierBlocks[1]!,
+        disk: p.tierBlocks[2]!,
+        external: p.tierBlocks[3]!,
+      },
+      suspect: p.suspect,
+      lastEventId: p.lastEventId,
+    }));
+    let arrayBytes =
+      this.nodeCap * (4 * 7 + 4 * this.stride) + this.edges.byteLength + this.active.byteLength + this.counts.byteLength;
+    for (const p of this.publishers) arrayBytes += p.map.bytes();
+    return {
+      blockSize: this.blockSize,
+      publishers,
+      totalBlocks: this.totalBlocks,
+      nodes: this.nodeCount,
+      arrayBytes,
+      counters: { ...this.counters },
+    };
+  }
+
+  // -------------------------------------------------------------------------
+  // Node table and edges
+  // -------------------------------------------------------------------------
+
+  private allocNode(lo: number, hi: number): number {
+    let id = this.freeHead;
+    if (id !== 0) {
+      this.freeHead = this.nextSib[id]!;
+    } else {
+      if (this.nodeHigh === this.nodeCap) this.growNodes();
+      id = this.nodeHigh++;
+    }
+    this.localLo[id] = lo;
+    this.localHi[id] = hi;
+    this.parent[id] = DETACHED;
+    this.firstChild[id] = 0;
+    this.nextSib[id] = 0;
+    this.prevSib[id] = 0;
+    this.refs[id] = 0;
+    // bits are zero: a node is only freed once no publisher holds it.
+    this.liveNodes++;
+    return id;
+  }
+
+  private freeNode(id: number): void {
+    this.parent[id] = FREE;
+    this.nextSib[id] = this.freeHead;
+    this.freeHead = id;
+    this.liveNodes--;
+  }
+
+  private growNodes(): void {
+    const cap = this.nodeCap * 2;
+    const g32 = (a: Uint32Array): Uint32Array => {
+      const b = new Uint32Array(cap);
+      b.set(a);
+      return b;
+    };
+    const gi32 = (a: Int32Array): Int32Array => {
+      const b = new Int32Array(cap);
+      b.set(a);
+      return b;
+    };
+    this.localLo = g32(this.localLo);
+    this.localHi = g32(this.localHi);
+    this.parent = gi32(this.parent);
+    this.firstChild = gi32(this.firstChild);
+    this.nextSib = gi32(this.nextSib);
+    this.prevSib = gi32(this.prevSib);
+    this.refs = gi32(this.refs);
+    const bits = new Uint32Array(cap * this.stride);
+    bits.set(this.bits);
+    this.bits = bits;
+    this.nodeCap = cap;
+  }
+
+  /** Child of `p` with local hash (lo, hi), or 0. */
+  private edgeFind(p: number, lo: number, hi: number): number {
+    const edges = this.edges;
+    const mask = this.edgeMask;
+    const pa = this.parent;
+    const ll = this.localLo;
+    const lh = this.localHi;
+    let i = mix3(p, lo, hi) & mask;
+    for (;;) {
+      const c = edges[i]!;
+      if (c === 0) return 0;
+      if (ll[c] === lo && lh[c] === hi && pa[c] === p) return c;
+      i = (i + 1) & mask;
+    }
+  }
+
+  private edgeInsert(c: number): void {
+    if ((this.edgeCount + 1) * 2 > this.edges.length) this.rehashEdges(this.edges.length * 2);
+    const edges = this.edges;
+    const mask = this.edgeMask;
+    let i = mix3(this.parent[c]!, this.localLo[c]!, this.localHi[c]!) & mask;
+    while (edges[i] !== 0) i = (i + 1) & mask;
+    edges[i] = c;
+    this.edgeCount++;
+  }
+
+  private edgeRemove(c: number): void {
+    const edges = this.edges;
+    const mask = this.edgeMask;
+    const pa = this.parent;
+    const ll = this.localLo;
+    const lh = this.localHi;
+    let i = mix3(pa[c]!, ll[c]!, lh[c]!) & mask;
+    while (edges[i] !== c) i = (i + 1) & mask;
+    let hole = i;
+    let j = i;
+    for (;;) {
+      j = (j + 1) & mask;
+      const e = edges[j]!;
+      if (e === 0) break;
+      const home = mix3(pa[e]!, ll[e]!, lh[e]!) & mask;
+      const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
+      if (!between) {
+        edges[hole] = e;
+        hole = j;
+      }
+    }
+    edges[hole] = 0;
+    this.edgeCount--;
+  }
+
+  private rehashEdges(size: number): void {
+    this.edges = new Int32Array(size);
+    this.edgeMask = size - 1;
+    this.edgeCount = 0;
+    for (let c = 1; c < this.nodeHigh; c++) if (this.parent[c]! >= 0) this.edgeInsert(c);
+  }
+
+  /** Attach detached node c under p. */
+  private link(c: number, p: number): void {
+    this.parent[c] = p;
+    this.edgeInsert(c);
+    const head = this.firstChild[p]!;
+    this.nextSib[c] = head;
+    this.prevSib[c] = 0;
+    if (head !== 0) this.prevSib[head] = c;
+    this.firstChild[p] = c;
+  }
+
+  /** Detach c from its parent (no-op when already detached). */
+  private unlink(c: number): void {
+    const p = this.parent[c]!;
+    if (p < 0) return;
+    this.edgeRemove(c);
+    const prev = this.prevSib[c]!;
+    const next = this.nextSib[c]!;
+    if (prev !== 0) this.nextSib[prev] = next;
+    else this.firstChild[p] = next;
+    if (next !== 0) this.prevSib[next] = prev;
+    this.parent[c] = DETACHED;
+    this.nextSib[c] = 0;
+    this.prevSib[c] = 0;
+  }
+
+  /** Detach every child of p (each keeps its own subtree, now unreachable from the root). */
+  private cutChildren(p: number): void {
+    let c = this.firstChild[p]!;
+    while (c !== 0) {
+      const next = this.nextSib[c]!;
+      this.edgeRemove(c);
+      this.parent[c] = DETACHED;
+      this.nextSib[c] = 0;
+      this.prevSib[c] = 0;
+      c = next;
+    }
+    this.firstChild[p] = 0;
+  }
+
+  /** Make room for publisher slot `slot`: widen every node's bitsets when it passes 32 x W. */
+  private ensureSlot(slot: number): void {
+    if (slot < this.words * 32) return;
+    let words = this.words;
+    while (slot >= words * 32) words *= 2;
+    this.widen(words);
+  }
+
+  private widen(words: number): void {
+    const oldW = this.words;
+    const oldStride = this.stride;
+    const stride = NTIERS * words;
+    const bits = new Uint32Array(this.nodeCap * stride);
+    const old = this.bits;
+    for (let n = 0; n < this.nodeHigh; n++) {
+      for (let t = 0; t < NTIERS; t++) {
+        for (let w = 0; w < oldW; w++) bits[n * stride + t * words + w] = old[n * oldStride + t * oldW + w]!;
+      }
+    }
+    this.bits = bits;
+    this.words = words;
+    this.stride = stride;
+    this.active = new Uint32Array(stride);
+    this.counts = new Uint32Array(NTIERS * words * 32);
+  }
+
+  // -------------------------------------------------------------------------
+  // Snapshot
+  // -------------------------------------------------------------------------
+
+  /**
+   * Exact, versioned image of the index. Layout (little-endian):
+   *   header   magic "VPIX" | version u32 | payload length u32 | xxh3-64(payload) u64
+   *   payload  blockSize, W, node table up to its high-water mark (free nodes included, so node ids
+   *            and the free list survive), publisher slots, counters, then each publisher with its
+   *            event-id and suspect state and its block-id entries. Edge table and block-id hash
+   *            tables are rebuilt on restore (they are derived data).
+   */
+  snapshot(): Uint8Array {
+    const w = new ByteWriter();
+    w.u32(SNAPSHOT_MAGIC);
+    w.u32(SNAPSHOT_VERSION);
+    const lenAt = w.length;
+    w.u32(0);
+    w.u64(0n);
+    const start = w.length;
+    const hi = this.nodeHigh;
+    w.u32(this.blockSize);
+    w.u32(this.words);
+    w.u32(hi);
+    w.i32(this.freeHead);
+    w.u32(this.liveNodes);
+    w.bytes(this.localLo.subarray(0, hi));
+    w.bytes(this.localHi.subarray(0, hi));
+    w.bytes(this.parent.subarray(0, hi));
+    w.bytes(this.firstChild.subarray(0, hi));
+    w.bytes(this.nextSib.subarray(0, hi));
+    w.bytes(this.prevSib.subarray(0, hi));
+    w.bytes(this.refs.subarray(0, hi));
+    w.bytes(this.bits.subarray(0, hi * this.stride));
+    w.u32(this.slotHigh);
+    w.u32(this.freeSlots.length);
+    for (const s of this.freeSlots) w.u32(s);
+    const c = this.counters;
+    for (const v of [
+      c.eventsApplied,
+      c.duplicates,
+      c.gaps,
+      c.unknownParents,
+      c.unknownRemovals,
+      c.blocksStored,
+      c.blocksRemoved,
+      c.clears,
+      c.missedStarts,
+    ])
+      w.f64(v);
+    w.u64(c.missedEvents);
+    w.u32(this.publishers.length);
+    for (const p of this.publishers) {
+      w.u64(p.workerId);
+      w.u32(p.dpRank);
+      w.u32(p.slot);
+      w.u8(
+        (p.lastEventId !== null ? 1 : 0) |
+          (p.expectStart ? 2 : 0) |
+          (p.suspect !== null ? 4 : 0) |
+          (p.lastEventMs !== null ? 8 : 0),
+      );
+      w.u64(p.lastEventId ?? 0n);
+      w.f64(p.lastEventMs ?? 0);
+      w.u8(p.suspect === null ? 0 : REASONS.indexOf(p.suspect.reason));
+      w.f64(p.suspect?.sinceMs ?? 0);
+      w.u32(p.suspect?.incidents ?? 0);
+      w.bytes(p.tierBlocks);
+      const m = p.map;
+      w.u32(m.size);
+      for (let s = 0; s < m.node.length; s++) {
+        const node = m.node[s]!;
+        if (node === 0) continue;
+        w.u32(m.keyLo[s]!);
+        w.u32(m.keyHi[s]!);
+        w.i32(node);
+        w.u8(m.tiers[s]!);
+      }
+    }
+    const len = w.length - start;
+    w.patchU32(lenAt, len);
+    const out = w.finish();
+    const sum = xxh3_64(out.subarray(start));
+    new DataView(out.buffer).setBigUint64(lenAt + 4, sum, true);
+    return out;
+  }
+
+  /** Rebuild an index from `snapshot()` bytes; throws SnapshotError on a foreign, corrupt or newer image. */
+  static restore(bytes: Uint8Array): PrefixIndex {
+    if (bytes.length < HEADER_BYTES) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (too short)');
+    const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (dv.getUint32(0, true) !== SNAPSHOT_MAGIC) {
+      throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (bad magic)');
+    }
+    const version = dv.getUint32(4, true);
+    if (version !== SNAPSHOT_VERSION) {
+      throw new SnapshotError(
+        'unsupported_version',
+        `prefix-index snapshot version ${version} is not supported (this build reads version ${SNAPSHOT_VERSION})`,
+      );
+    }
+    const len = dv.getUint32(8, true);
+    if (HEADER_BYTES + len !== bytes.length) {
+      throw new SnapshotError('corrupt', `snapshot length ${bytes.length} does not match its header (${HEADER_BYTES + len})`);
+    }
+    const sum = dv.getBigUint64(12, true);
+    if (xxh3_64(bytes.subarray(HEADER_BYTES)) !== sum) {
+      throw new SnapshotError('corrupt', 'snapshot checksum mismatch');
+    }
+    try {
+      return PrefixIndex.decode(new ByteReader(bytes, HEADER_BYTES, bytes.length));
+    } catch (e) {
+      if (e instanceof SnapshotError) throw e;
+      throw new SnapshotError('corrupt', `snapshot is inconsistent: ${(e as Error).message}`);
+    }
+  }
+
+  private static decode(r: ByteReader): PrefixIndex {
+    const bad = (why: string): never => {
+      throw new SnapshotError('corrupt', `snapshot is inconsistent: ${why}`);
+    };
+    const blockSize = r.u32();
+    const words = r.u32();
+    if (words === 0 || (words & (words - 1)) !== 0 || words > 1 << 16) bad(`bitset width ${words}`);
+    const hi = r.u32();
+    if (hi < 1 || hi > 1 << 30) bad(`node count ${hi}`);
+    const idx = new PrefixIndex(blockSize, { initialNodes: hi });
+    idx.widen(words);
+    idx.freeHead = r.i32();
+    idx.liveNodes = r.u32();
+    idx.nodeHigh = hi;
+    idx.localLo.set(r.u32Array(hi));
+    idx.localHi.set(r.u32Array(hi));
+    idx.parent.set(r.i32Array(hi));
+    idx.firstChild.set(r.i32Array(hi));
+    idx.nextSib.set(r.i32Array(hi));
+    idx.prevSib.set(r.i32Array(hi));
+    idx.refs.set(r.i32Array(hi));
+    idx.bits.set(r.u32Array(hi * idx.stride));
+    const inRange = (v: number): boolean => v >= 0 && v < hi;
+    for (let n = 0; n < hi; n++) {
+      const p = idx.parent[n]!;
+      if (p < FREE || p >= hi || !inRange(idx.firstChild[n]!) || !inRange(idx.nextSib[n]!) || !inRange(idx.prevSib[n]!)) {
+        bad(`node ${n} has out-of-range links`);
+      }
+    }
+    if (!inRange(idx.freeHead)) bad('free list head out of range');
+    idx.slotHigh = r.u32();
+    if (idx.slotHigh > words * 32) bad('publisher slot beyond bitset width');
+    const nFree = r.u32();
+    for (let i = 0; i < nFree; i++) idx.freeSlots.push(r.u32());
+    const c = idx.counters;
+    c.eventsApplied = r.f64();
+    c.duplicates = r.f64();
+    c.gaps = r.f64();
+    c.unknownParents = r.f64();
+    c.unknownRemovals = r.f64();
+    c.blocksStored = r.f64();
+    c.blocksRemoved = r.f64();
+    c.clears = r.f64();
+    c.missedStarts = r.f64();
+    c.missedEvents = r.u64();
+    const nPubs = r.u32();
+    for (let i = 0; i < nPubs; i++) {
+      const workerId = r.u64() as WorkerId;
+      const dpRank = r.u32();
+      const slot = r.u32();
+      if (slot >= idx.slotHigh) bad(`publisher slot ${slot}`);
+      const flags = r.u8();
+      const lastEventId = r.u64();
+      const lastEventMs = r.f64();
+      const reason = REASONS[r.u8()];
+      const sinceMs = r.f64();
+      const incidents = r.u32();
+      if ((flags & 4) !== 0 && reason === undefined) bad('unknown suspect reason');
+      const tierBlocks = r.u32Array(NTIERS);
+      let ranks = idx.byWorker.get(workerId);
+      if (ranks === undefined) idx.byWorker.set(workerId, (ranks = new Map()));
+      if (ranks.has(dpRank)) bad('duplicate publisher');
+      const count = r.u32();
+      const map = new ExtMap(count * 2);
+      for (let k = 0; k < count; k++) {
+        const lo = r.u32();
+        const h = r.u32();
+        const node = r.i32();
+        const tiers = r.u8();
+        if (node <= 0 || node >= hi || idx.parent[node] === FREE || tiers === 0 || tiers > 15) bad('block-id entry');
+        if (map.find(lo, h) >= 0) bad('duplicate block id');
+        map.insert(lo, h, node, tiers);
+      }
+      const pub: Publisher = {
+        workerId,
+        dpRank,
+        slot,
+        map,
+        lastEventId: (flags & 1) !== 0 ? lastEventId : null,
+        expectStart: (flags & 2) !== 0,
+        suspect: (flags & 4) !== 0 ? { reason: reason!, sinceMs, incidents } : null,
+        lastEventMs: (flags & 8) !== 0 ? lastEventMs : null,
+        tierBlocks,
+      };
+      ranks.set(dpRank, pub);
+      idx.publishers.push(pub);
+    }
+    if (!r.done()) bad('trailing bytes');
+    idx.rehashEdges(idx.edges.length);
+    return idx;
+  }
+}
+
+/** Record `depth` for every publisher whose bit is set in `gone` (word w of a tier's bitset). */
+function dropOut(counts: Uint32Array, tierBase: number, w: number, gone: number, depth: number): void {
+  let g = gone;
+  while (g !== 0) {
+    const b = 31 - Math.clz32(g & -g);
+    counts[tierBase + w * 32 + b] = depth;
+    g &= g - 1;
+  }
+}
+

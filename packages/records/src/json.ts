@@ -1,0 +1,152 @@
+/**
+ * Flat, JSON-friendly rows for JSON Lines and CSV exports (replay and
+ * analysis tools). Columns are derived from the Avro schema, not from the
+ * values, so every row of a kind has the same columns in the same order even
+ * when a record has no observations or no decision.
+ *
+ * Flattening rules:
+ *  - nested records and nullable records: dotted path (`gate.passed`);
+ *  - arrays of per-candidate records (observations, predictions): one group
+ *    of columns per role (`observations.efficient.overlapTokens`);
+ *  - other arrays (sources): one column holding compact JSON;
+ *  - u64 values: decimal strings (JSON numbers cannot hold them exactly);
+ *  - absent values (null branch, missing role): null.
+ */
+import { DECISION_RECORD_CURRENT, OUTCOME_RECORD_CURRENT } from './schemas';
+import { ROLES } from './types';
+import type { DecisionRecord, OutcomeRecord } from './types';
+
+export type JsonScalar = string | number | boolean | null;
+export type JsonRow = Record<string, JsonScalar>;
+
+type Step = string | { readonly role: string };
+interface Column {
+  readonly name: string;
+  readonly path: readonly Step[];
+  /** Leaf is an array kept whole, serialised as JSON. */
+  readonly json: boolean;
+}
+
+type SchemaNode = string | SchemaNode[] | { type: SchemaNode; name?: string; namespace?: string; fields?: { name: string; type: SchemaNode }[]; items?: SchemaNode };
+
+/** Walk the schema JSON, resolving named-type references, and list leaf columns. */
+function columnsOf(schemaJson: unknown): Column[] {
+  const named = new Map<string, SchemaNode>();
+  const out: Column[] = [];
+
+  const register = (node: SchemaNode, ns: string | undefined): string | undefined => {
+    if (typeof node !== 'object' || Array.isArray(node) || node.name === undefined) return ns;
+    const space = node.namespace ?? ns;
+    const full = node.name.includes('.') || space === undefined ? node.name : `${space}.${node.name}`;
+    named.set(full, node);
+    named.set(node.name, node);
+    return space;
+  };
+
+  const deref = (node: SchemaNode): SchemaNode => (typeof node === 'string' ? (named.get(node) ?? node) : node);
+
+  const walk = (raw: SchemaNode, path: Step[], name: string, ns: string | undefined): void => {
+    let node = deref(raw);
+    if (Array.isArray(node)) {
+      // Only nullable unions ([null, X]) appear in our schemas.
+      const branch = node.find((b) => b !== 'null');
+      if (branch === undefined) return;
+      node = deref(branch);
+    }
+    if (typeof node === 'string' || Array.isArray(node)) {
+      out.push({ name, path, json: false });
+      return;
+    }
+    const space = register(node, ns);
+    if (node.type === 'record' && node.fields) {
+      for (const f of node.fields) walk(f.type, [...path, f.name], name ? `${name}.${f.name}` : f.name, space);
+      return;
+    }
+    if (node.type === 'array' && node.items !== undefined) {
+      const items = deref(node.items);
+      if (typeof items === 'object' && !Array.isArray(items) && items.fields?.some((f) => f.name === 'role')) {
+        register(items, space);
+        for (const role of ROLES) {
+          for (const f of items.fields ?? []) {
+            if (f.name === 'role') continue;
+            walk(f.type, [...path, { role }, f.name], `${name}.${role}.${f.name}`, space);
+          }
+        }
+        return;
+      }
+      if (typeof items === 'object') register(items, space);
+      out.push({ name, path, json: true });
+      return;
+    }
+    // fixed (u64), enums, primitives with logical types: leaves.
+    out.push({ name, path, json: false });
+  };
+
+  walk(schemaJson as SchemaNode, [], '', undefined);
+  return out;
+}
+
+const DECISION_COLUMN_DEFS = columnsOf(DECISION_RECORD_CURRENT.json);
+const OUTCOME_COLUMN_DEFS = columnsOf(OUTCOME_RECORD_CURRENT.json);
+
+/** CSV header / JSON row keys for decision records, in schema order. */
+export const DECISION_CSV_COLUMNS: readonly string[] = Object.freeze(DECISION_COLUMN_DEFS.map((c) => c.name));
+/** CSV header / JSON row keys for outcome records (the embedded decision under `decision.`). */
+export const OUTCOME_CSV_COLUMNS: readonly string[] = Object.freeze(OUTCOME_COLUMN_DEFS.map((c) => c.name));
+
+function bigintSafe(_key: string, v: unknown): unknown {
+  return typeof v === 'bigint' ? v.toString(10) : v;
+}
+
+function leaf(v: unknown, json: boolean): JsonScalar {
+  if (v === null || v === undefined) return null;
+  if (json) return JSON.stringify(v, bigintSafe);
+  if (typeof v === 'bigint') return v.toString(10);
+  if (typeof v === 'number' || typeof v === 'string' || typeof v === 'boolean') return v;
+  return JSON.stringify(v, bigintSafe);
+}
+
+function get(root: unknown, path: readonly Step[]): unknown {
+  let cur: unknown = root;
+  for (const step of path) {
+    if (cur === null || cur === undefined) return null;
+    if (typeof step === 'string') cur = (cur as Record<string, unknown>)[step];
+    else cur = Array.isArray(cur) ? cur.find((x: { role?: unknown }) => x?.role === step.role) : undefined;
+  }
+  return cur;
+}
+
+function rowOf(record: unknown, defs: readonly Column[]): JsonRow {
+  const row: JsonRow = {};
+  for (const c of defs) row[c.name] = leaf(get(record, c.path), c.json);
+  return row;
+}
+
+export function decisionToJsonRow(record: DecisionRecord): JsonRow {
+  return rowOf(record, DECISION_COLUMN_DEFS);
+}
+
+export function outcomeToJsonRow(record: OutcomeRecord): JsonRow {
+  return rowOf(record, OUTCOME_COLUMN_DEFS);
+}
+
+/** Flatten either record kind (told apart by the outcome's `join` field). */
+export function toJsonRow(record: DecisionRecord | OutcomeRecord): JsonRow {
+  return 'join' in record ? outcomeToJsonRow(record) : decisionToJsonRow(record);
+}
+
+/** RFC 4180 field: quoted only when it holds a comma, quote, CR or LF. Null is an empty field. */
+function csvField(v: JsonScalar): string {
+  if (v === null) return '';
+  const s = String(v);
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+export function csvHeader(columns: readonly string[]): string {
+  return columns.map((c) => csvField(c)).join(',');
+}
+
+/** One CSV line (no terminator) for `row` in `columns` order. */
+export function toCsvLine(row: JsonRow, columns: readonly string[]): string {
+  return columns.map((c) => csvField(row[c] ?? null)).join(',');
+}

@@ -1,0 +1,57 @@
+import avro from 'avsc';
+import { isU64 } from '@vantage/types';
+
+/**
+ * Exact u64 on the wire: `{"type":"fixed","name":"U64","size":8,"logicalType":"vantage-u64"}`,
+ * the value as 8 bytes big-endian.
+ *
+ * Why not the alternatives:
+ *  - `long` holding the same bits as signed: compact, but every reader that
+ *    does not know the convention sees ids >= 2^63 as negative numbers, and
+ *    JSON exports of them silently disagree with Dynamo's decimal strings.
+ *  - decimal `string`: unambiguous, but 20+ bytes and no type-level guarantee
+ *    that the text is a valid u64.
+ *  - `fixed(8)` big-endian: one reading in every language (Python
+ *    `int.from_bytes(b, "big")`, Java `new BigInteger(1, bytes)`), exact for
+ *    the full range, and bytewise order equals numeric order. Readers that do
+ *    not know the `vantage-u64` logical type fall back to raw bytes, as the
+ *    Avro spec requires for unknown logical types.
+ */
+export const U64_LOGICAL_TYPE = 'vantage-u64';
+
+// avsc's typings declare the hooks `protected` and untyped (`any`), so the
+// overrides below restate them with precise types.
+export class U64Type extends avro.types.LogicalType {
+  protected override _fromValue(val: Buffer | undefined): bigint {
+    // avsc's tap hands back `undefined` when the fixed runs past the end of a
+    // truncated buffer; the decode is then reported as truncated and this
+    // placeholder is discarded, so do not throw a less precise error here.
+    return val === undefined || val.length < 8 ? 0n : val.readBigUInt64BE(0);
+  }
+
+  protected override _toValue(val: unknown): Buffer | undefined {
+    // Returning undefined makes avsc's validity check (and so the encoder)
+    // reject the value instead of writing a wrong one.
+    if (!isU64(val)) return undefined;
+    const b = Buffer.allocUnsafe(8);
+    b.writeBigUInt64BE(val, 0);
+    return b;
+  }
+
+  protected override _resolve(type: avro.Type): ((v: unknown) => unknown) | undefined {
+    // Writer used the same logical type: its reader already yields bigint.
+    if (type instanceof U64Type) return (v) => v;
+    // Writer used a plain fixed(8) (e.g. a tool without our logical type).
+    const t = type as avro.Type & { size?: number };
+    if (t.typeName === 'fixed' && t.size === 8) return (v) => this._fromValue(v as Buffer);
+    return undefined;
+  }
+}
+
+/** avsc parse options every schema in this package is parsed with. */
+export const AVSC_OPTIONS = Object.freeze({
+  logicalTypes: { [U64_LOGICAL_TYPE]: U64Type },
+  // A logical type that fails to build must fail loudly at start-up, not
+  // degrade silently to raw bytes.
+  assertLogicalTypes: true,
+});

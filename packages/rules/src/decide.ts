@@ -1,0 +1,391 @@
+import { predictBlind, predictCache, type ModelParameters, type Prediction } from './estimators';
+import type {
+  CandidateObservation,
+  CandidateReport,
+  DecisionInput,
+  InputName,
+  Observed,
+  Role,
+  SuspicionScope,
+} from './observations';
+import type { ParameterSet, Variant } from './parameter-set';
+import type { Reason } from './reasons';
+
+/**
+ * The decision of seed 000 ("The five comparisons"):
+ *
+ *   choice = Stage's choice
+ *   if choice == efficient AND G AND trigger: choice = capable
+ *
+ * Checks run in this fixed order and the first one that stops the rule is the
+ * reported reason (exactly one per decision):
+ *
+ *   1. proposal is capable            -> kept_capable_proposal (never changed)
+ *   2. variant is stage               -> kept_stage_variant    (no rule)
+ *   3. an indexer did not answer      -> fallback_indexer_unavailable
+ *   G 4. capable placement/schedulable: the observation must be usable, then true
+ *                                     -> fallback_{missing,invalid,stale}_observation
+ *                                        | fallback_capable_unschedulable
+ *   G 5. every required input usable  -> fallback_missing_observation
+ *                                        | fallback_invalid_observation
+ *                                        | fallback_stale_observation (status stale)
+ *                                        | fallback_suspect_index
+ *   G 6. every required age <= maxAgeMs -> fallback_stale_observation
+ *   G 7. capable R < destinationLimit -> fallback_destination_limit
+ *   G 8. local in-flight < localLimit -> fallback_local_limit
+ *     9. predictions (estimator variants) -> fallback_prediction_out_of_range
+ *                                           | fallback_prediction_invalid
+ *    10. trigger                       -> overrode | kept_no_trigger
+ */
+
+export type InputCheckProblem = 'missing' | 'invalid' | 'stale' | 'suspect' | 'too_old';
+
+/** Which candidate and input a reason is about, when it is about one. */
+export interface ReasonDetail {
+  readonly candidate?: Role;
+  readonly input?: InputName;
+  readonly message: string;
+}
+
+export interface CandidatePredictions {
+  readonly blind: Prediction;
+  readonly cache: Prediction;
+}
+
+export interface Decision {
+  readonly proposal: Role;
+  readonly choice: Role;
+  readonly reason: Reason;
+  readonly detail: ReasonDetail | null;
+  readonly variant: Variant;
+  /** The parameter set this decision read, for the record. */
+  readonly parameterSetVersion: string;
+  /** The gate passed and the rule evaluated its trigger to a definite answer. */
+  readonly couldAct: boolean;
+  /** The trigger was true (so the choice changed to capable). */
+  readonly triggered: boolean;
+  /**
+   * Both estimators for both candidates whenever their inputs were present
+   * (whatever the variant and outcome), for offline comparison. Only the
+   * configured variant's estimator ever influences `choice`. null when the
+   * candidate's indexer did not answer.
+   */
+  readonly predictions: { readonly efficient: CandidatePredictions | null; readonly capable: CandidatePredictions | null };
+  /** T_efficient - T_capable per estimator, when both predictions succeeded. */
+  readonly advantageMs: { readonly blind: number | null; readonly cache: number | null };
+}
+
+/** An input of one candidate that a variant reads. */
+interface Requirement {
+  readonly candidate: Role;
+  readonly input: 'N' | 'K' | 'R' | 'P';
+}
+
+/**
+ * The inputs each variant requires besides the capable candidate's R (the
+ * destination limit) and schedulable flag, which G always needs.
+ *
+ * For count + prefill, a disabled (null) term requires nothing: it can never
+ * trigger, and requiring its input would make an unused, possibly unknown
+ * prefill pressure (no advertised capacity) block the rule that is left.
+ * This also makes count_prefill with p = null behave exactly like count.
+ */
+function requirements(p: ParameterSet): Requirement[] {
+  const req: Requirement[] = [];
+  const both = (inputs: Requirement['input'][]): void => {
+    for (const candidate of ['efficient', 'capable'] as const) for (const input of inputs) req.push({ candidate, input });
+  };
+  switch (p.variant) {
+    case 'stage':
+      break;
+    case 'count':
+      req.push({ candidate: 'efficient', input: 'R' });
+      break;
+    case 'count_prefill':
+      if (p.thresholds.r !== null) req.push({ candidate: 'efficient', input: 'R' });
+      if (p.thresholds.p !== null) req.push({ candidate: 'efficient', input: 'P' });
+      break;
+    case 'blind':
+      both(['N', 'R', 'P']);
+      break;
+    case 'cache':
+      both(['N', 'K', 'R', 'P']);
+      break;
+  }
+  if (!req.some((r) => r.candidate === 'capable' && r.input === 'R')) req.push({ candidate: 'capable', input: 'R' });
+  return req;
+}
+
+function observationOf(c: CandidateObservation, input: Requirement['input']): Observed<number> {
+  switch (input) {
+    case 'N':
+      return c.promptTokens;
+    case 'K':
+      return c.reusablePrefixTokens;
+    case 'R':
+      return c.bookedRequests;
+    case 'P':
+      return c.prefillPressure;
+  }
+}
+
+const SCOPE: Record<Requirement['input'], SuspicionScope | null> = { N: null, K: 'prefix', R: 'load', P: 'load' };
+
+/** Range checks on values: the indexer's `ok` is not trusted blindly. */
+function valueProblem(input: Requirement['input'], v: number): string | null {
+  if (!Number.isFinite(v)) return `${input} = ${v} is not finite`;
+  switch (input) {
+    case 'N':
+      return Number.isInteger(v) && v > 0 ? null : `N = ${v} must be a positive integer`;
+    case 'K':
+    case 'R':
+      return Number.isInteger(v) && v >= 0 ? null : `${input} = ${v} must be a non-negative integer`;
+    case 'P':
+      return v >= 0 ? null : `P = ${v} must be non-negative`;
+  }
+}
+
+function ageProblem(ageMs: number): string | null {
+  return Number.isFinite(ageMs) && ageMs >= 0 ? null : `collection age ${ageMs} ms is not a non-negative finite time`;
+}
+
+type Check = { readonly reason: Reason; readonly detail: ReasonDetail } | null;
+
+function statusCheck<T>(o: Observed<T>, candidate: Role, input: InputName): Check {
+  switch (o.status) {
+    case 'missing':
+      return {
+        reason: 'fallback_missing_observation',
+        detail: { candidate, input, message: `${candidate} ${input} missing${o.cause ? `: ${o.cause}` : ''}` },
+      };
+    case 'invalid':
+      return {
+        reason: 'fallback_invalid_observation',
+        detail: { candidate, input, message: `${candidate} ${input} invalid: ${o.cause}` },
+      };
+    case 'stale':
+      return {
+        reason: 'fallback_stale_observation',
+        detail: { candidate, input, message: `${candidate} ${input} marked stale by the indexer${o.cause ? `: ${o.cause}` : ''}` },
+      };
+    case 'ok': {
+      const bad = ageProblem(o.ageMs);
+      return bad === null
+        ? null
+        : { reason: 'fallback_invalid_observation', detail: { candidate, input, message: `${candidate} ${input}: ${bad}` } };
+    }
+  }
+}
+
+function ageCheck<T>(o: Observed<T>, candidate: Role, input: InputName, maxAgeMs: number): Check {
+  if (o.status !== 'ok' || o.ageMs <= maxAgeMs) return null;
+  return {
+    reason: 'fallback_stale_observation',
+    detail: { candidate, input, message: `${candidate} ${input} collected ${o.ageMs} ms ago, more than ${maxAgeMs} ms` },
+  };
+}
+
+/** The value of an observation that passed `statusCheck`. */
+function valueOf<T>(o: Observed<T>): T {
+  if (o.status !== 'ok') throw new Error('valueOf called on an unusable observation');
+  return o.value;
+}
+
+/**
+ * Whatever value an observation carries, for recording predictions; stale
+ * values are included because the record states their status anyway.
+ */
+function recordedValue(o: Observed<number>): number | undefined {
+  return o.status === 'ok' || o.status === 'stale' ? o.value : undefined;
+}
+
+function predictionsFor(model: ModelParameters, c: CandidateObservation): CandidatePredictions {
+  const n = recordedValue(c.promptTokens);
+  const k = recordedValue(c.reusablePrefixTokens);
+  const r = recordedValue(c.bookedRequests);
+  const p = recordedValue(c.prefillPressure);
+  const missing = (what: string): Prediction => ({ ok: false, problem: 'invalid', message: `${what} not observed` });
+  if (n === undefined || r === undefined || p === undefined) {
+    const absent = [n === undefined ? 'N' : '', r === undefined ? 'R' : '', p === undefined ? 'P' : ''].filter(Boolean).join(', ');
+    return { blind: missing(absent), cache: missing(k === undefined ? `${absent}, K` : absent) };
+  }
+  return {
+    blind: predictBlind(model, { n, k: 0, r, p }),
+    cache: k === undefined ? missing('K') : predictCache(model, { n, k, r, p }),
+  };
+}
+
+function advantage(e: Prediction | undefined, c: Prediction | undefined): number | null {
+  return e?.ok === true && c?.ok === true ? e.ms - c.ms : null;
+}
+
+function observationOrNull(r: CandidateReport): CandidateObservation | null {
+  return r.kind === 'observed' ? r.observation : null;
+}
+
+/**
+ * Decide one request. Pure and synchronous: everything it reads is in `input`
+ * and `params`, which the caller must have taken from `ParameterStore.current()`
+ * once, at the start of handling the request.
+ */
+export function decide(input: DecisionInput, params: ParameterSet): Decision {
+  const eff = observationOrNull(input.efficient);
+  const cap = observationOrNull(input.capable);
+  const predictions = {
+    efficient: eff === null ? null : predictionsFor(params.models.efficient, eff),
+    capable: cap === null ? null : predictionsFor(params.models.capable, cap),
+  };
+  const advantageMs = {
+    blind: advantage(predictions.efficient?.blind, predictions.capable?.blind),
+    cache: advantage(predictions.efficient?.cache, predictions.capable?.cache),
+  };
+  const base = {
+    proposal: input.proposal,
+    variant: params.variant,
+    parameterSetVersion: params.version,
+    predictions,
+    advantageMs,
+  };
+  const keep = (reason: Reason, detail: ReasonDetail | null, couldAct = false): Decision => ({
+    ...base,
+    choice: input.proposal,
+    reason,
+    detail,
+    couldAct,
+    triggered: false,
+  });
+
+  // 1-2. Nothing to decide.
+  if (input.proposal === 'capable') return keep('kept_capable_proposal', null);
+  if (params.variant === 'stage') return keep('kept_stage_variant', null);
+
+  // 3. Every experimental variant needs both candidates: the capable one for
+  // the gate, the efficient one for the trigger.
+  for (const [candidate, report] of [
+    ['efficient', input.efficient],
+    ['capable', input.capable],
+  ] as const) {
+    if (report.kind === 'unavailable') {
+      return keep('fallback_indexer_unavailable', { candidate, message: `${candidate} indexer: ${report.cause}` });
+    }
+  }
+  if (eff === null || cap === null) throw new Error('unreachable: reports checked above');
+
+  // Observations must be about the models the parameters were fitted for.
+  for (const [candidate, obs] of [
+    ['efficient', eff],
+    ['capable', cap],
+  ] as const) {
+    const expected = params.models[candidate].name;
+    if (obs.model !== expected) {
+      return keep('fallback_invalid_observation', {
+        candidate,
+        input: 'model',
+        message: `${candidate} observation is for model "${obs.model}", parameters are for "${expected}"`,
+      });
+    }
+  }
+
+  const { gate } = params;
+
+  // 4. Capable worker schedulable.
+  const sched = statusCheck(cap.schedulable, 'capable', 'schedulable') ?? ageCheck(cap.schedulable, 'capable', 'schedulable', gate.maxAgeMs);
+  if (sched !== null) return keep(sched.reason, sched.detail);
+  if (cap.placement === null || !valueOf(cap.schedulable)) {
+    return keep('fallback_capable_unschedulable', {
+      candidate: 'capable',
+      input: 'schedulable',
+      message: cap.placement === null ? 'no capable worker was selected' : 'the selected capable worker is not schedulable',
+    });
+  }
+
+  // 5. Required observations valid (status, value range, index suspicion).
+  const req = requirements(params);
+  const obsOf = (r: Requirement): Observed<number> => observationOf(r.candidate === 'efficient' ? eff : cap, r.input);
+  for (const r of req) {
+    const o = obsOf(r);
+    const bad = statusCheck(o, r.candidate, r.input);
+    if (bad !== null) return keep(bad.reason, bad.detail);
+    const range = valueProblem(r.input, valueOf(o));
+    if (range !== null) return keep('fallback_invalid_observation', { candidate: r.candidate, input: r.input, message: `${r.candidate} ${range}` });
+    // A suspect index is its own reason rather than "invalid": the value
+    // itself looked fine, and operators need to see index health separately
+    // from bad reports when reading fallback rates.
+    const scope = SCOPE[r.input];
+    const c = r.candidate === 'efficient' ? eff : cap;
+    const suspicion = scope === null ? undefined : c.suspicions.find((s) => s.scope === scope);
+    if (suspicion !== undefined) {
+      return keep('fallback_suspect_index', {
+        candidate: r.candidate,
+        input: r.input,
+        message: `${r.candidate} index suspect (${suspicion.scope}: ${suspicion.code}) for ${r.input}`,
+      });
+    }
+  }
+
+  // 6. Collection age.
+  for (const r of req) {
+    const old = ageCheck(obsOf(r), r.candidate, r.input, gate.maxAgeMs);
+    if (old !== null) return keep(old.reason, old.detail);
+  }
+
+  // 7. Destination limit on the capable worker's booked requests.
+  const capR = valueOf(cap.bookedRequests);
+  if (!(capR < gate.destinationLimit)) {
+    return keep('fallback_destination_limit', {
+      candidate: 'capable',
+      input: 'R',
+      message: `capable worker has ${capR} booked requests, limit ${gate.destinationLimit}`,
+    });
+  }
+
+  // 8. Local in-flight limit.
+  const local = input.localCapableInFlight;
+  if (!(Number.isFinite(local) && local >= 0 && local < gate.localLimit)) {
+    return keep('fallback_local_limit', {
+      candidate: 'capable',
+      message: `local in-flight capable calls ${local}, limit ${gate.localLimit}`,
+    });
+  }
+
+  // 9-10. Trigger.
+  let triggered: boolean;
+  switch (params.variant) {
+    case 'count': {
+      const { r } = params.thresholds;
+      triggered = r !== null && valueOf(eff.bookedRequests) >= r;
+      break;
+    }
+    case 'count_prefill': {
+      const { r, p } = params.thresholds;
+      triggered = (r !== null && valueOf(eff.bookedRequests) >= r) || (p !== null && valueOf(eff.prefillPressure) > p);
+      break;
+    }
+    case 'blind':
+    case 'cache': {
+      const which = params.variant;
+      const pe = predictions.efficient?.[which];
+      const pc = predictions.capable?.[which];
+      for (const [candidate, pr] of [
+        ['efficient', pe],
+        ['capable', pc],
+      ] as const) {
+        if (pr === undefined) throw new Error('unreachable: both candidates observed');
+        if (!pr.ok) {
+          return keep(pr.problem === 'out_of_range' ? 'fallback_prediction_out_of_range' : 'fallback_prediction_invalid', {
+            candidate,
+            message: `${candidate} ${which} prediction: ${pr.message}`,
+          });
+        }
+      }
+      const adv = advantageMs[which];
+      if (adv === null) throw new Error('unreachable: both predictions succeeded');
+      const margin = which === 'blind' ? params.margins.deltaBlindMs : params.margins.deltaCacheMs;
+      triggered = adv > margin;
+      break;
+    }
+  }
+
+  if (!triggered) return keep('kept_no_trigger', null, true);
+  return { ...base, choice: 'capable', reason: 'overrode', detail: null, couldAct: true, triggered: true };
+}

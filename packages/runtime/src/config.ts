@@ -1,0 +1,325 @@
+// Configuration: JSON file overlaid by environment variables, validated once
+// against a compiled JSON Schema, defaults applied, then deep-frozen.
+//
+// Precedence (lowest first): schema defaults < `defaults` option < file < env.
+//
+// Environment mapping: every leaf of the schema has exactly one variable,
+// `<prefix><PATH>` where each path segment is converted from camelCase to
+// SCREAMING_SNAKE and segments are joined by `_`:
+//   nats.url                → VANTAGE_NATS_URL
+//   shutdown.deadlineMs     → VANTAGE_SHUTDOWN_DEADLINE_MS
+//   kafka.brokers           → VANTAGE_KAFKA_BROKERS  ("a:9092,b:9092" or '["a:9092"]')
+// The names are derived from the schema, not parsed from the variable, so the
+// `_` inside a word and between segments cannot be confused. Arrays, records
+// and objects inside arrays are leaves: they take JSON (arrays of scalars also
+// accept a comma-separated list). `<prefix>CONFIG` names the JSON file.
+// A variable with the prefix that maps to no leaf is an error (a typo such as
+// VANTAGE_NATS_URI must not silently fall back to the default).
+
+import { readFileSync } from 'node:fs';
+import { Ajv, type ErrorObject } from 'ajv';
+import { VantageError } from './errors';
+import { s, type DeepReadonly, type JsonSchema, type ObjectSchema, type Static, type TSchema } from './schema';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+const baseProperties = {
+  /** Service name; logged on every line and used as metric label. runService supplies it. */
+  service: s.string({ minLength: 1, pattern: '^[a-z][a-z0-9-]*$' }),
+  /** Empty means derived at start-up as `<hostname>-<pid>`. */
+  instanceId: s.string({ default: '' }),
+  log: s.object({
+    level: s.enum(LOG_LEVELS, { default: 'info' }),
+  }),
+  nats: s.object({
+    /** One URL or a comma-separated list of seed servers. */
+    url: s.string({ minLength: 1, default: 'nats://127.0.0.1:4222' }),
+    /** Connection name shown by the server (`nats server report connections`); empty means `<service>-<instanceId>`. */
+    name: s.string({ default: '' }),
+    /** Wait between reconnect attempts to the same server. */
+    reconnectTimeWaitMs: s.integer({ minimum: 10, default: 2000 }),
+    /** Random extra wait so a fleet does not reconnect in lockstep after a server restart. */
+    reconnectJitterMs: s.integer({ minimum: 0, default: 500 }),
+    /** -1: reconnect forever (services must outlive broker restarts). */
+    maxReconnectAttempts: s.integer({ minimum: -1, default: -1 }),
+    /** Bound on the initial connect; start-up fails with NATS_CONNECT_FAILED after it. */
+    connectTimeoutMs: s.integer({ minimum: 100, default: 5000 }),
+  }),
+  kafka: s.object({
+    brokers: s.array(s.string({ minLength: 1 }), { minItems: 1, default: ['127.0.0.1:9092'] }),
+    /** Empty means the service name. */
+    clientId: s.string({ default: '' }),
+    connectionTimeoutMs: s.integer({ minimum: 100, default: 3000 }),
+    requestTimeoutMs: s.integer({ minimum: 100, default: 30000 }),
+    /** kafkajs retries per operation before an error surfaces. */
+    retries: s.integer({ minimum: 0, default: 5 }),
+  }),
+  http: s.object({
+    host: s.string({ minLength: 1, default: '127.0.0.1' }),
+    /** 0 = ephemeral port (logged at start-up). */
+    port: s.integer({ minimum: 0, maximum: 65535, default: 0 }),
+  }),
+  shutdown: s.object({
+    /** Upper bound on the whole shutdown sequence; exceeded means exit code 1. */
+    deadlineMs: s.integer({ minimum: 100, default: 10000 }),
+  }),
+};
+
+/** The common section every service config extends (`s.extend(baseConfigSchema, {...})`). */
+export const baseConfigSchema = s.object(baseProperties);
+export type BaseConfig = Static<typeof baseConfigSchema>;
+
+export interface LoadConfigOptions {
+  /** Environment to read; usually `process.env`. */
+  env: Readonly<Record<string, string | undefined>>;
+  /** JSON file path; overrides `<prefix>CONFIG`. */
+  file?: string;
+  /** Variable prefix, including the trailing underscore. Default `VANTAGE_`. */
+  prefix?: string;
+  /** Lowest-priority values (below the file), e.g. the service name supplied by code. */
+  defaults?: Record<string, unknown>;
+  /** What to do with prefixed variables that map to no setting. Default `error`. */
+  unknownEnv?: 'error' | 'ignore';
+}
+
+export interface ConfigProblem {
+  /** Dotted path, e.g. `nats.reconnectTimeWaitMs`; `(root)` for the whole document. */
+  path: string;
+  message: string;
+  /** Where the offending value came from: `env VANTAGE_X`, `file <path>`, `default`, or `missing`. */
+  source: string;
+  value?: unknown;
+}
+
+interface EnvLeaf {
+  name: string;
+  path: string[];
+  schema: JsonSchema;
+}
+
+function toSnake(segment: string): string {
+  return segment
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .replace(/[^A-Za-z0-9]+/g, '_')
+    .toUpperCase();
+}
+
+/** Every environment variable the schema accepts. Exported for `--help`-style listings and docs. */
+export function envVariables(schema: JsonSchema, prefix = 'VANTAGE_'): { name: string; path: string }[] {
+  return collectLeaves(schema, prefix).map((l) => ({ name: l.name, path: l.path.join('.') }));
+}
+
+function collectLeaves(schema: JsonSchema, prefix: string): EnvLeaf[] {
+  const out: EnvLeaf[] = [];
+  const walk = (node: JsonSchema, path: string[]): void => {
+    if (node.type === 'object' && node.properties !== undefined) {
+      for (const [k, child] of Object.entries(node.properties)) walk(child, [...path, k]);
+      return;
+    }
+    out.push({ name: prefix + path.map(toSnake).join('_'), path, schema: node });
+  };
+  walk(schema, []);
+  const seen = new Map<string, string>();
+  for (const l of out) {
+    const other = seen.get(l.name);
+    // A schema bug (e.g. `fooBar` and `foo.bar`), caught when the service is written, not in production.
+    if (other !== undefined) throw new Error(`config schema: ${other} and ${l.path.join('.')} both map to ${l.name}`);
+    seen.set(l.name, l.path.join('.'));
+  }
+  return out;
+}
+
+/** Turns an env string into the leaf's type; returns the string unchanged when it does not fit (ajv then reports it). */
+export function coerceEnvValue(raw: string, schema: JsonSchema): unknown {
+  switch (schema.type) {
+    case 'integer':
+    case 'number': {
+      const t = raw.trim();
+      if (t === '') return raw;
+      const n = Number(t);
+      return Number.isFinite(n) ? n : raw;
+    }
+    case 'boolean': {
+      const t = raw.trim().toLowerCase();
+      if (t === 'true' || t === '1' || t === 'yes' || t === 'on') return true;
+      if (t === 'false' || t === '0' || t === 'no' || t === 'off') return false;
+      return raw;
+    }
+    case 'array': {
+      const t = raw.trim();
+      if (t.startsWith('[')) return parseJsonOr(t, raw);
+      if (t === '') return [];
+      const item = schema.items ?? {};
+      if (item.type === 'object' || item.type === 'array') return raw;
+      return t.split(',').map((p) => coerceEnvValue(p.trim(), item));
+    }
+    case 'object':
+      return parseJsonOr(raw.trim(), raw);
+    default:
+      return raw;
+  }
+}
+
+function parseJsonOr(text: string, fallback: unknown): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return fallback;
+  }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] = isPlainObject(b) && isPlainObject(v) ? deepMerge(b, v) : v;
+  }
+  return out;
+}
+
+function setPath(target: Record<string, unknown>, path: readonly string[], value: unknown): void {
+  let node = target;
+  for (const seg of path.slice(0, -1)) {
+    const next = node[seg];
+    if (isPlainObject(next)) node = next;
+    else {
+      const fresh: Record<string, unknown> = {};
+      node[seg] = fresh;
+      node = fresh;
+    }
+  }
+  node[path[path.length - 1] as string] = value;
+}
+
+function getPath(v: unknown, path: readonly string[]): { found: boolean; value?: unknown } {
+  let node = v;
+  for (const seg of path) {
+    if (isPlainObject(node) && Object.prototype.hasOwnProperty.call(node, seg)) node = node[seg];
+    else if (Array.isArray(node) && /^\d+$/.test(seg) && Number(seg) < node.length) node = node[Number(seg)];
+    else return { found: false };
+  }
+  return { found: true, value: node };
+}
+
+export function deepFreeze<T>(v: T): T {
+  if (typeof v === 'object' && v !== null && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const child of Object.values(v as object)) deepFreeze(child);
+  }
+  return v;
+}
+
+// One ajv instance per process: compiling is the expensive part, done once per schema.
+const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, allowUnionTypes: false });
+const compiled = new WeakMap<object, ReturnType<Ajv['compile']>>();
+
+function describe(e: ErrorObject): { path: string[]; message: string } {
+  const path = e.instancePath === '' ? [] : e.instancePath.slice(1).split('/').map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const p = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'additionalProperties':
+      return { path: [...path, String(p['additionalProperty'])], message: 'unknown key (not in the schema)' };
+    case 'required':
+      return { path: [...path, String(p['missingProperty'])], message: 'is required' };
+    case 'enum':
+      return { path, message: `must be one of ${(p['allowedValues'] as unknown[]).map((x) => JSON.stringify(x)).join(', ')}` };
+    default:
+      return { path, message: e.message ?? e.keyword };
+  }
+}
+
+function formatValue(v: unknown): string {
+  const text = JSON.stringify(v) ?? String(v);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/**
+ * Loads, validates, defaults and freezes configuration. Throws one
+ * VantageError(CONFIG_INVALID) naming every problem (path, expectation,
+ * offending value and where it came from); `details.problems` has them as data.
+ */
+export function loadConfig<P extends Record<string, TSchema<unknown>>>(
+  schema: ObjectSchema<P>,
+  opts: LoadConfigOptions,
+): DeepReadonly<Static<ObjectSchema<P>>> {
+  const prefix = opts.prefix ?? 'VANTAGE_';
+  const problems: ConfigProblem[] = [];
+  const leaves = collectLeaves(schema, prefix);
+  const configVar = `${prefix}CONFIG`;
+
+  // 1. File.
+  const filePath = opts.file ?? opts.env[configVar];
+  let fileData: Record<string, unknown> = {};
+  if (filePath !== undefined && filePath !== '') {
+    try {
+      const parsed = JSON.parse(readFileSync(filePath, 'utf8')) as unknown;
+      if (isPlainObject(parsed)) fileData = parsed;
+      else problems.push({ path: '(root)', message: 'config file must hold a JSON object', source: `file ${filePath}`, value: parsed });
+    } catch (e) {
+      problems.push({ path: '(root)', message: `cannot read config file: ${(e as Error).message}`, source: `file ${filePath}` });
+    }
+  }
+
+  // 2. Environment.
+  const envData: Record<string, unknown> = {};
+  const envSource = new Map<string, string>();
+  const byName = new Map(leaves.map((l) => [l.name, l]));
+  for (const [name, raw] of Object.entries(opts.env)) {
+    if (!name.startsWith(prefix) || raw === undefined || name === configVar) continue;
+    const leaf = byName.get(name);
+    if (leaf === undefined) {
+      if ((opts.unknownEnv ?? 'error') === 'error') {
+        problems.push({ path: '(env)', message: 'environment variable maps to no setting', source: `env ${name}`, value: raw });
+      }
+      continue;
+    }
+    setPath(envData, leaf.path, coerceEnvValue(raw, leaf.schema));
+    envSource.set(leaf.path.join('.'), name);
+  }
+
+  // Cloned so ajv's default insertion and the final freeze never touch the caller's objects.
+  const data = structuredClone(deepMerge(deepMerge(opts.defaults ?? {}, fileData), envData));
+
+  // 3. Validate everything at once (allErrors) so an operator fixes all problems in one round.
+  let validate = compiled.get(schema);
+  if (validate === undefined) {
+    validate = ajv.compile(schema);
+    compiled.set(schema, validate);
+  }
+  if (!validate(data)) {
+    for (const e of validate.errors ?? []) {
+      const { path, message } = describe(e);
+      const dotted = path.join('.');
+      const got = getPath(data, path);
+      let source = 'default';
+      for (let i = path.length; i > 0; i--) {
+        const env = envSource.get(path.slice(0, i).join('.'));
+        if (env !== undefined) {
+          source = `env ${env}`;
+          break;
+        }
+      }
+      if (source === 'default') {
+        if (getPath(fileData, path).found) source = `file ${filePath ?? ''}`;
+        else if (!got.found) source = 'missing';
+      }
+      problems.push({ path: dotted === '' ? '(root)' : dotted, message, source, ...(got.found ? { value: got.value } : {}) });
+    }
+  }
+
+  if (problems.length > 0) {
+    const lines = problems.map((p) => {
+      const value = 'value' in p ? `, got ${formatValue(p.value)}` : '';
+      return `  - ${p.path}: ${p.message} (${p.source}${value})`;
+    });
+    throw new VantageError('CONFIG_INVALID', `invalid configuration (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines.join('\n')}`, {
+      details: { problems },
+    });
+  }
+  return deepFreeze(data) as DeepReadonly<Static<ObjectSchema<P>>>;
+}

@@ -1,0 +1,234 @@
+// Kafka glue over kafkajs: a verified connection, kafkajs logs routed into
+// pino, idempotent topic creation, and producers that are always idempotent
+// (optionally transactional), with failures turned into catalogue errors.
+//
+// kafkajs keeps internal timers for ~20 s after disconnect; runService exits
+// the process explicitly once shutdown completes, so this never delays exit.
+
+import kafkajs from 'kafkajs';
+import type { Admin, Consumer, ConsumerConfig, Kafka, LogEntry, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
+import type { Logger } from 'pino';
+import { VantageError, type ErrorCode } from './errors';
+
+// kafkajs warns at every producer creation that its default partitioner
+// changed in v2. We pass the partitioner explicitly (below), so the warning is noise.
+process.env['KAFKAJS_NO_PARTITIONER_WARNING'] ??= '1';
+
+const { Kafka: KafkaClass, Partitioners, logLevel: KafkaLogLevel } = kafkajs;
+
+export type { Admin, Consumer, Kafka, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
+
+export interface KafkaSettings {
+  brokers: readonly string[];
+  /** Empty means `fallbackClientId`. */
+  clientId: string;
+  connectionTimeoutMs: number;
+  requestTimeoutMs: number;
+  retries: number;
+}
+
+export interface TopicSpec {
+  topic: string;
+  partitions: number;
+  /** Default 1 (single-broker development and test clusters); production configs set 3. */
+  replicationFactor?: number;
+  /** Topic configs, e.g. `{ 'cleanup.policy': 'compact', 'retention.ms': '604800000' }`. */
+  config?: Record<string, string>;
+}
+
+export interface ProducerOptions {
+  /** Makes the producer transactional; must be stable across restarts of the same logical writer. */
+  transactionalId?: string;
+  transactionTimeoutMs?: number;
+}
+
+export interface VantageProducer {
+  /** The kafkajs producer, for transactions (`raw.transaction()`). */
+  readonly raw: Producer;
+  /** Sends and waits for acks from all in-sync replicas; failures are KAFKA_SEND_FAILED. */
+  send(record: ProducerRecord): Promise<RecordMetadata[]>;
+  disconnect(): Promise<void>;
+}
+
+export interface KafkaClient {
+  readonly kafka: Kafka;
+  /** Connected admin client, shared. */
+  readonly admin: Admin;
+  ensureTopics(specs: readonly TopicSpec[]): Promise<void>;
+  createProducer(opts?: ProducerOptions): Promise<VantageProducer>;
+  /** A connected consumer, disconnected by `close()`. */
+  createConsumer(cfg: ConsumerConfig): Promise<Consumer>;
+  /** Disconnects every producer and consumer made here, then the admin client. */
+  close(): Promise<void>;
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Wraps a kafkajs error, keeping its own retriable flag when it has one. */
+export function kafkaError(code: ErrorCode, what: string, e: unknown, details: Record<string, unknown> = {}): VantageError {
+  if (e instanceof VantageError) return e;
+  const retriable = (e as { retriable?: unknown } | null)?.retriable;
+  return new VantageError(code, `${what}: ${message(e)}`, {
+    cause: e,
+    details,
+    ...(typeof retriable === 'boolean' ? { retryable: retriable } : {}),
+  });
+}
+
+/** kafkajs log level matching a pino level, so kafkajs does not build entries pino would drop. */
+function kafkaLevelFor(pinoLevel: string): number {
+  switch (pinoLevel) {
+    case 'trace':
+    case 'debug':
+      return KafkaLogLevel.DEBUG;
+    case 'info':
+      return KafkaLogLevel.INFO;
+    case 'warn':
+      return KafkaLogLevel.WARN;
+    case 'silent':
+      return KafkaLogLevel.NOTHING;
+    default:
+      return KafkaLogLevel.ERROR;
+  }
+}
+
+function logCreator(log: Logger) {
+  const child = log.child({ component: 'kafkajs' });
+  return () =>
+    ({ namespace, level, log: entry }: LogEntry): void => {
+      const { message: msg, timestamp: _ts, ...extra } = entry;
+      const fields = { namespace, ...extra };
+      if (level === KafkaLogLevel.ERROR) child.error(fields, msg);
+      else if (level === KafkaLogLevel.WARN) child.warn(fields, msg);
+      else if (level === KafkaLogLevel.INFO) child.info(fields, msg);
+      else child.debug(fields, msg);
+    };
+}
+
+/**
+ * Creates the client and verifies the cluster answers (admin connect +
+ * describeCluster), or throws KAFKA_CONNECT_FAILED naming the brokers.
+ */
+export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClientId = 'vantage'): Promise<KafkaClient> {
+  const kafka = new KafkaClass({
+    brokers: [...cfg.brokers],
+    clientId: cfg.clientId === '' ? fallbackClientId : cfg.clientId,
+    connectionTimeout: cfg.connectionTimeoutMs,
+    requestTimeout: cfg.requestTimeoutMs,
+    retry: { retries: cfg.retries },
+    logLevel: kafkaLevelFor(log.level),
+    logCreator: logCreator(log),
+  });
+  const admin = kafka.admin();
+  try {
+    await admin.connect();
+    const cluster = await admin.describeCluster();
+    log.info({ brokers: cfg.brokers, clusterId: cluster.clusterId, nodes: cluster.brokers.length }, 'kafka connected');
+  } catch (e) {
+    await admin.disconnect().catch(() => {});
+    throw kafkaError('KAFKA_CONNECT_FAILED', `cannot connect to Kafka at ${cfg.brokers.join(',')}`, e, { brokers: cfg.brokers });
+  }
+
+  const producers = new Set<Producer>();
+  const consumers = new Set<Consumer>();
+
+  return {
+    kafka,
+    admin,
+
+    async ensureTopics(specs) {
+      try {
+        const existing = new Set(await admin.listTopics());
+        const missing = specs.filter((t) => !existing.has(t.topic));
+        if (missing.length > 0) {
+          await admin.createTopics({
+            waitForLeaders: true,
+            topics: missing.map((t) => ({
+              topic: t.topic,
+              numPartitions: t.partitions,
+              replicationFactor: t.replicationFactor ?? 1,
+              configEntries: Object.entries(t.config ?? {}).map(([name, value]) => ({ name, value })),
+            })),
+          });
+          log.info({ topics: missing.map((t) => t.topic) }, 'kafka topics created');
+        }
+        const present = specs.filter((t) => existing.has(t.topic));
+        if (present.length === 0) return;
+        const meta = await admin.fetchTopicMetadata({ topics: present.map((t) => t.topic) });
+        for (const t of present) {
+          const have = meta.topics.find((m) => m.name === t.topic)?.partitions.length;
+          // Not changed automatically: adding partitions remaps keys to
+          // partitions and breaks per-session ordering for in-flight sessions.
+          if (have !== undefined && have !== t.partitions) {
+            log.warn({ topic: t.topic, partitions: have, wanted: t.partitions }, 'kafka topic exists with a different partition count; left unchanged');
+          }
+        }
+      } catch (e) {
+        throw kafkaError('KAFKA_ADMIN_FAILED', `cannot ensure topics ${specs.map((t) => t.topic).join(',')}`, e, {
+          topics: specs.map((t) => t.topic),
+        });
+      }
+    },
+
+    async createProducer(opts = {}) {
+      const raw = kafka.producer({
+        // Java-compatible murmur2 partitioning, so our tools and Kafka's own
+        // agree on which partition a session key lands in.
+        createPartitioner: Partitioners.DefaultPartitioner,
+        // Idempotence with one in-flight request: broker-side dedup of
+        // retries and no reordering on retry, which the outcome log relies on.
+        idempotent: true,
+        maxInFlightRequests: 1,
+        allowAutoTopicCreation: false,
+        ...(opts.transactionalId === undefined ? {} : { transactionalId: opts.transactionalId }),
+        ...(opts.transactionTimeoutMs === undefined ? {} : { transactionTimeout: opts.transactionTimeoutMs }),
+      });
+      try {
+        await raw.connect();
+      } catch (e) {
+        throw kafkaError('KAFKA_CONNECT_FAILED', 'cannot connect Kafka producer', e, { brokers: cfg.brokers });
+      }
+      producers.add(raw);
+      return {
+        raw,
+        async send(record) {
+          try {
+            // acks -1 (all in-sync replicas) is required by idempotence; stated for the reader.
+            return await raw.send({ acks: -1, ...record });
+          } catch (e) {
+            throw kafkaError('KAFKA_SEND_FAILED', `send to ${record.topic} failed`, e, { topic: record.topic, messages: record.messages.length });
+          }
+        },
+        async disconnect() {
+          producers.delete(raw);
+          await raw.disconnect();
+        },
+      };
+    },
+
+    async createConsumer(consumerCfg) {
+      const c = kafka.consumer(consumerCfg);
+      try {
+        await c.connect();
+      } catch (e) {
+        throw kafkaError('KAFKA_CONNECT_FAILED', `cannot connect Kafka consumer ${consumerCfg.groupId}`, e, { groupId: consumerCfg.groupId });
+      }
+      consumers.add(c);
+      return c;
+    },
+
+    async close() {
+      const results = await Promise.allSettled([
+        ...[...consumers].map((c) => c.disconnect()),
+        ...[...producers].map((p) => p.disconnect()),
+      ]);
+      consumers.clear();
+      producers.clear();
+      await admin.disconnect();
+      const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed.length > 0) throw kafkaError('UPSTREAM_UNAVAILABLE', `${failed.length} Kafka client(s) failed to disconnect`, failed[0]?.reason);
+    },
+  };
+}

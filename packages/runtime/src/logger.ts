@@ -1,0 +1,64 @@
+// Logger factory: JSON lines to stdout, one shape for every service, so log
+// pipelines parse all of them the same way.
+
+import { hostname } from 'node:os';
+import pino from 'pino';
+import type { DestinationStream, Logger } from 'pino';
+import type { LogLevel } from './config';
+
+export type { Logger } from 'pino';
+
+export interface LoggerOptions {
+  service: string;
+  instanceId: string;
+  level: LogLevel;
+  /**
+   * Where lines go. Default: an asynchronous stdout destination, flushed
+   * synchronously on process exit so the last lines (the shutdown report)
+   * are never lost.
+   */
+  destination?: DestinationStream;
+}
+
+export function defaultInstanceId(): string {
+  return `${hostname()}-${process.pid}`;
+}
+
+export function createLogger(opts: LoggerOptions): Logger {
+  let dest = opts.destination;
+  if (dest === undefined) {
+    // Asynchronous writes keep logging off the request path; the cost is a
+    // buffer that must be flushed before exit, done here once per process.
+    const sonic = pino.destination({ dest: 1, sync: false, minLength: 0 });
+    process.once('exit', () => {
+      try {
+        sonic.flushSync();
+      } catch {
+        // stdout already closed (e.g. the reading pipe went away): nothing left to save.
+      }
+    });
+    dest = sonic;
+  }
+  return pino(
+    {
+      level: opts.level,
+      base: { service: opts.service, instance: opts.instanceId },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      // Level as a name, not pino's number: readable without a lookup table.
+      formatters: { level: (label) => ({ level: label }) },
+      serializers: { err: pino.stdSerializers.err },
+    },
+    dest,
+  );
+}
+
+/** Flushes buffered lines; resolves when written (or immediately for sync destinations). */
+export function flushLogger(log: Logger): Promise<void> {
+  return new Promise((resolve) => {
+    try {
+      log.flush(() => resolve());
+    } catch {
+      resolve();
+    }
+  });
+}

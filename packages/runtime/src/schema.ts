@@ -1,0 +1,100 @@
+// A tiny typed builder for JSON Schema. Each builder returns a plain JSON
+// Schema object (what ajv compiles) carrying a phantom TypeScript type, so a
+// service writes its configuration shape once and gets both the validator and
+// the static type from it. Deliberately small: only what configuration needs.
+//
+// Conventions the builder enforces, so no schema can forget them:
+// - every object has `additionalProperties: false` (unknown keys are errors);
+// - a property with a `default` is optional in input, every other property is
+//   `required`; after validation (ajv `useDefaults`) nothing is missing, which
+//   is why `Static<S>` has no optional fields;
+// - an object whose properties all have defaults gets `default: {}` itself, so
+//   a whole section may be omitted and still comes back fully populated.
+
+declare const phantom: unique symbol;
+
+/** JSON Schema node carrying the TypeScript type of the value it validates. */
+export type TSchema<T> = JsonSchema & { readonly [phantom]?: T };
+
+/** The static type a schema validates (after defaults are applied). */
+export type Static<S> = S extends TSchema<infer T> ? T : never;
+
+export interface JsonSchema {
+  type?: 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object';
+  enum?: readonly unknown[];
+  default?: unknown;
+  description?: string;
+  properties?: Record<string, JsonSchema>;
+  additionalProperties?: boolean | JsonSchema;
+  required?: string[];
+  items?: JsonSchema;
+  minItems?: number;
+  minLength?: number;
+  pattern?: string;
+  minimum?: number;
+  maximum?: number;
+}
+
+export type ObjectSchema<P extends Record<string, TSchema<unknown>>> = TSchema<{ [K in keyof P]: Static<P[K]> }> & {
+  type: 'object';
+  properties: P;
+};
+
+/** Deeply readonly view: what `loadConfig` returns (the value is also frozen at runtime). */
+export type DeepReadonly<T> = T extends (infer U)[]
+  ? readonly DeepReadonly<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+    : T;
+
+interface Common<T> {
+  default?: T;
+  description?: string;
+}
+
+function strip<T extends object>(o: T): T {
+  // ajv strict mode rejects `undefined`-valued keywords; drop them.
+  for (const k of Object.keys(o) as (keyof T)[]) if (o[k] === undefined) delete o[k];
+  return o;
+}
+
+export const s = {
+  string(opts: Common<string> & { minLength?: number; pattern?: string } = {}): TSchema<string> {
+    return strip({ type: 'string', ...opts });
+  },
+  integer(opts: Common<number> & { minimum?: number; maximum?: number } = {}): TSchema<number> {
+    return strip({ type: 'integer', ...opts });
+  },
+  number(opts: Common<number> & { minimum?: number; maximum?: number } = {}): TSchema<number> {
+    return strip({ type: 'number', ...opts });
+  },
+  boolean(opts: Common<boolean> = {}): TSchema<boolean> {
+    return strip({ type: 'boolean', ...opts });
+  },
+  /** One of a fixed set of strings. */
+  enum<const V extends readonly string[]>(values: V, opts: Common<V[number]> = {}): TSchema<V[number]> {
+    return strip({ type: 'string', enum: [...values], ...opts });
+  },
+  array<T>(items: TSchema<T>, opts: Common<T[]> & { minItems?: number } = {}): TSchema<T[]> {
+    return strip({ type: 'array', items, ...opts });
+  },
+  /** A map with free keys (e.g. model name → subject); values still validated. */
+  record<T>(values: TSchema<T>, opts: Common<Record<string, T>> = {}): TSchema<Record<string, T>> {
+    return strip({ type: 'object', additionalProperties: values, ...opts });
+  },
+  object<P extends Record<string, TSchema<unknown>>>(properties: P, opts: { description?: string } = {}): ObjectSchema<P> {
+    const required = Object.keys(properties).filter((k) => !('default' in (properties[k] as JsonSchema)));
+    const node: JsonSchema = { type: 'object', properties, additionalProperties: false };
+    if (required.length > 0) node.required = required;
+    else node.default = {};
+    if (opts.description !== undefined) node.description = opts.description;
+    return node as ObjectSchema<P>;
+  },
+  /** `base` plus more properties (a service's section on top of the common base). */
+  extend<B extends Record<string, TSchema<unknown>>, P extends Record<string, TSchema<unknown>>>(
+    base: ObjectSchema<B>,
+    properties: P,
+  ): ObjectSchema<Omit<B, keyof P> & P> {
+    return s.object({ ...base.properties, ...properties } as Omit<B, keyof P> & P);
+  },
+};

@@ -1,0 +1,201 @@
+// runService: the start-up sequence every vantage service shares, so a
+// service's main is its schema and its start(ctx).
+//
+//   1. load and validate configuration  (invalid: log it, exit 2, nothing started)
+//   2. logger, shutdown (signal handlers installed before anything connects)
+//   3. NATS, then Kafka if asked        (failure: fatal log, shutdown, exit 1)
+//   4. ops server (/metrics, /healthz; unhealthy until start() returns)
+//   5. spec.start(ctx)                  (the service registers its own shutdown steps)
+//
+// Shutdown steps registered here: NATS drain, Kafka close and the ops server,
+// all in the `close` phase, so the service's intake/drain/flush steps run
+// while connections and metrics are still up.
+
+import type { DestinationStream } from 'pino';
+import type { Registry } from 'prom-client';
+import { baseConfigSchema, loadConfig, type BaseConfig } from './config';
+import { connectKafka, type KafkaClient } from './kafka';
+import { createLogger, defaultInstanceId, type Logger } from './logger';
+import { runtimeMetrics, type RuntimeMetrics } from './metrics';
+import { connectNats, natsConnected, type NatsConnection } from './nats';
+import { createRegistry, startOpsServer, type HealthCheck, type HealthResult } from './ops';
+import type { DeepReadonly, ObjectSchema, TSchema } from './schema';
+import { createShutdown, type Shutdown, type ShutdownReport } from './shutdown';
+
+/** Exit code when configuration is invalid (nothing was started). */
+export const EXIT_CONFIG_INVALID = 2;
+
+export interface ServiceContext<C extends BaseConfig, K extends boolean> {
+  readonly config: DeepReadonly<C>;
+  readonly instanceId: string;
+  readonly log: Logger;
+  readonly nc: NatsConnection;
+  readonly kafka: K extends true ? KafkaClient : undefined;
+  /** Register service metrics here; served on /metrics. */
+  readonly registry: Registry;
+  readonly metrics: RuntimeMetrics;
+  readonly shutdown: Shutdown;
+  /** Aborted when shutdown begins: pass to loops and waits. */
+  readonly signal: AbortSignal;
+  /** Adds a named check to /healthz; the endpoint is healthy only when every check is. */
+  addHealthCheck(name: string, check: HealthCheck): void;
+}
+
+export interface ServiceSpec<C extends BaseConfig, K extends boolean> {
+  /** Service name (`indexer`, `decision`, ...): lowest-priority value of `config.service`. */
+  name: string;
+  /** The service's schema, built with `s.extend(baseConfigSchema, {...})`. Default: the base schema. */
+  schema?: ObjectSchema<Record<string, TSchema<unknown>>> & TSchema<C>;
+  /** Connect Kafka before start(). */
+  kafka?: K;
+  start(ctx: ServiceContext<C, K>): void | Promise<void>;
+
+  // Overrides for tests and embedding; production mains leave them unset.
+  env?: Readonly<Record<string, string | undefined>>;
+  configFile?: string;
+  /** Default `process.exit`. */
+  exit?: (code: number) => void;
+  /** Default SIGINT and SIGTERM; `[]` for none. */
+  signals?: readonly NodeJS.Signals[];
+  /** Install uncaughtException/unhandledRejection handlers that shut down with exit 1. Default true. */
+  processHandlers?: boolean;
+  logDestination?: DestinationStream;
+}
+
+export interface RunningService<C extends BaseConfig, K extends boolean> {
+  readonly ctx: ServiceContext<C, K>;
+  /** Bound port of the ops server. */
+  readonly opsPort: number;
+  /** Same as a SIGTERM. */
+  stop(reason?: string): Promise<ShutdownReport>;
+}
+
+/**
+ * Starts a service. Resolves once `start(ctx)` has returned. On a start-up
+ * failure it logs, shuts down what was opened and exits; with an injected
+ * `exit` (tests) it then rejects with the error instead.
+ */
+export async function runService<C extends BaseConfig = BaseConfig, K extends boolean = false>(
+  spec: ServiceSpec<C, K>,
+): Promise<RunningService<C, K>> {
+  const exit = spec.exit ?? ((code: number) => process.exit(code));
+  const schema = spec.schema ?? baseConfigSchema;
+
+  let config: DeepReadonly<C>;
+  try {
+    config = loadConfig(schema as ObjectSchema<Record<string, TSchema<unknown>>>, {
+      env: spec.env ?? process.env,
+      ...(spec.configFile === undefined ? {} : { file: spec.configFile }),
+      defaults: { service: spec.name },
+    }) as unknown as DeepReadonly<C>;
+  } catch (e) {
+    // No configured logger yet; a bootstrap one keeps the error in the same JSON shape.
+    const boot = createLogger({
+      service: spec.name,
+      instanceId: defaultInstanceId(),
+      level: 'info',
+      ...(spec.logDestination === undefined ? {} : { destination: spec.logDestination }),
+    });
+    boot.fatal({ err: e }, 'configuration invalid');
+    exit(EXIT_CONFIG_INVALID);
+    throw e;
+  }
+
+  const instanceId = config.instanceId === '' ? defaultInstanceId() : config.instanceId;
+  const log = createLogger({
+    service: config.service,
+    instanceId,
+    level: config.log.level,
+    ...(spec.logDestination === undefined ? {} : { destination: spec.logDestination }),
+  });
+  const shutdown = createShutdown({
+    deadlineMs: config.shutdown.deadlineMs,
+    log,
+    exit,
+    ...(spec.signals === undefined ? {} : { signals: spec.signals }),
+  });
+
+  if (spec.processHandlers ?? true) {
+    // A crash still goes through the shutdown sequence (bounded by its
+    // deadline) so in-flight work is drained and buffered records flushed.
+    process.on('uncaughtException', (err) => {
+      log.fatal({ err }, 'uncaught exception');
+      void shutdown.trigger('uncaught exception', 1);
+    });
+    process.on('unhandledRejection', (reason) => {
+      log.fatal({ err: reason }, 'unhandled rejection');
+      void shutdown.trigger('unhandled rejection', 1);
+    });
+  }
+
+  const registry = createRegistry(config.service);
+  const metrics = runtimeMetrics(registry);
+  const checks = new Map<string, HealthCheck>();
+  let started = false;
+
+  const health = async (): Promise<HealthResult> => {
+    const details: Record<string, unknown> = { state: started ? shutdown.state : 'starting' };
+    let ok = started && shutdown.state === 'running';
+    for (const [name, check] of checks) {
+      let r: HealthResult;
+      try {
+        r = await check();
+      } catch (e) {
+        r = { ok: false, details: { error: e instanceof Error ? e.message : String(e) } };
+      }
+      details[name] = { ok: r.ok, ...(r.details ?? {}) };
+      ok &&= r.ok;
+    }
+    return { ok, details };
+  };
+
+  log.info({ config }, 'starting');
+  try {
+    const nc = await connectNats(
+      { ...config.nats, name: config.nats.name === '' ? `${config.service}-${instanceId}` : config.nats.name },
+      log,
+      { metrics },
+    );
+    shutdown.register('nats', 'close', async () => {
+      if (nc.isClosed()) return;
+      // drain() flushes pending publishes and lets subscriptions finish; if
+      // the server is gone it fails, and close() at least releases the socket.
+      await nc.drain().catch(async (e: unknown) => {
+        log.warn({ err: e }, 'nats drain failed; closing');
+        await nc.close();
+      });
+    });
+    checks.set('nats', () => ({ ok: natsConnected(nc), details: { server: nc.getServer() } }));
+
+    let kafka: KafkaClient | undefined;
+    if (spec.kafka === true) {
+      const k = await connectKafka(config.kafka, log, config.service);
+      kafka = k;
+      shutdown.register('kafka', 'close', () => k.close());
+    }
+
+    const ops = await startOpsServer({ host: config.http.host, port: config.http.port, registry, health, log });
+    shutdown.register('ops-server', 'close', () => ops.close());
+
+    const ctx: ServiceContext<C, K> = {
+      config,
+      instanceId,
+      log,
+      nc,
+      kafka: kafka as K extends true ? KafkaClient : undefined,
+      registry,
+      metrics,
+      shutdown,
+      signal: shutdown.signal,
+      addHealthCheck: (name, check) => void checks.set(name, check),
+    };
+    await spec.start(ctx);
+    started = true;
+    log.info({ opsPort: ops.port, opsHost: ops.host }, 'service started');
+    return { ctx, opsPort: ops.port, stop: (reason = 'stop requested') => shutdown.trigger(reason) };
+  } catch (e) {
+    log.fatal({ err: e }, 'start-up failed');
+    await shutdown.trigger('start-up failed', 1);
+    throw e;
+  }
+}

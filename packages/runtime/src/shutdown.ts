@@ -1,0 +1,201 @@
+// Shutdown as a state machine with a deadline.
+//
+//   running ──trigger──▶ draining ──▶ flushing ──▶ closed
+//
+// Steps are registered under one of four phases, run in this order:
+//   intake  (state draining)  stop taking new work: unsubscribe, stop consumers, fail health
+//   drain   (state draining)  finish work already accepted: wait for in-flight handlers
+//   flush   (state flushing)  push buffered output out and wait for acks (Kafka, JetStream)
+//   close   (state flushing → closed) release connections and servers
+// Steps within one phase run concurrently: a phase is a set of independent
+// things (two connections close in parallel); an ordering need between two
+// steps is expressed by putting them in different phases.
+//
+// `signal` aborts the moment shutdown starts, so loops and waits end promptly.
+// The whole sequence is bounded by `deadlineMs`: when it passes, the steps that
+// did not finish are logged and the exit code is 1. A step that throws is
+// logged, the remaining phases still run, and the exit code is 1. A clean run
+// exits 0. A second SIGINT/SIGTERM while shutting down exits 1 immediately
+// (the operator has decided not to wait).
+
+import type { Logger } from 'pino';
+
+export type ShutdownPhase = 'intake' | 'drain' | 'flush' | 'close';
+export type ShutdownState = 'running' | 'draining' | 'flushing' | 'closed';
+export type ShutdownStep = (signal: AbortSignal) => unknown;
+
+export const SHUTDOWN_PHASES: readonly ShutdownPhase[] = ['intake', 'drain', 'flush', 'close'];
+
+export interface ShutdownOptions {
+  deadlineMs: number;
+  log: Logger;
+  /** Called once with the final exit code. Default: flush the logger, then `process.exit(code)`. */
+  exit?: (code: number) => void;
+  /** Signals that trigger shutdown; `[]` installs no handlers (tests, embedded use). Default SIGINT, SIGTERM. */
+  signals?: readonly NodeJS.Signals[];
+}
+
+export interface ShutdownReport {
+  exitCode: number;
+  reason: string;
+  durationMs: number;
+  /** Steps that threw, with their error message. */
+  failed: { name: string; phase: ShutdownPhase; error: string }[];
+  /** Steps still running when the deadline passed, or never started because of it. */
+  unfinished: { name: string; phase: ShutdownPhase; status: 'running' | 'not started' }[];
+}
+
+export interface Shutdown {
+  readonly state: ShutdownState;
+  /** Aborted when shutdown begins. */
+  readonly signal: AbortSignal;
+  /** Resolves with the report once shutdown has finished (before `exit` is called). */
+  readonly done: Promise<ShutdownReport>;
+  /** Registers a step; returns a function that unregisters it. A step whose phase has already run is run at once. */
+  register(name: string, phase: ShutdownPhase, fn: ShutdownStep): () => void;
+  /** Starts shutdown (idempotent). `exitCode` 1 marks a failure-triggered shutdown (fatal error at start-up or runtime). */
+  trigger(reason: string, exitCode?: number): Promise<ShutdownReport>;
+  /** Removes signal handlers without shutting down (tests). */
+  dispose(): void;
+}
+
+interface Step {
+  name: string;
+  phase: ShutdownPhase;
+  fn: ShutdownStep;
+  status: 'pending' | 'running' | 'done' | 'failed';
+}
+
+const PHASE_STATE: Record<ShutdownPhase, ShutdownState> = {
+  intake: 'draining',
+  drain: 'draining',
+  flush: 'flushing',
+  close: 'flushing',
+};
+
+export function createShutdown(opts: ShutdownOptions): Shutdown {
+  const { log, deadlineMs } = opts;
+  const controller = new AbortController();
+  const steps: Step[] = [];
+  let state: ShutdownState = 'running';
+  /** Index in SHUTDOWN_PHASES of the phase running or last run; -1 before shutdown. */
+  let phaseIndex = -1;
+  let running: Promise<ShutdownReport> | null = null;
+  let resolveDone!: (r: ShutdownReport) => void;
+  const done = new Promise<ShutdownReport>((r) => (resolveDone = r));
+
+  const exit =
+    opts.exit ??
+    ((code: number) => {
+      // Exit explicitly: kafkajs and other clients keep timers alive for tens
+      // of seconds after disconnect, and a shutdown that has finished must not wait for them.
+      log.flush(() => process.exit(code));
+    });
+
+  const signals = opts.signals ?? (['SIGINT', 'SIGTERM'] as const);
+  const onSignal = (sig: NodeJS.Signals): void => {
+    if (running !== null) {
+      log.warn({ signal: sig }, 'second signal during shutdown: exiting now');
+      exit(1);
+      return;
+    }
+    void trigger(`signal ${sig}`);
+  };
+  for (const sig of signals) process.on(sig, onSignal);
+  const dispose = (): void => {
+    for (const sig of signals) process.off(sig, onSignal);
+  };
+
+  async function run(reason: string, requestedCode: number): Promise<ShutdownReport> {
+    const started = performance.now();
+    log.info({ reason, deadlineMs }, 'shutdown started');
+    controller.abort(new Error(`shutdown: ${reason}`));
+    const failed: ShutdownReport['failed'] = [];
+
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'deadline'>((resolve) => {
+      // Deliberately not unref'd: a hung step with no live handle must still
+      // end in the deadline report, not in a silent natural exit with code 0.
+      timer = setTimeout(() => resolve('deadline'), deadlineMs);
+    });
+
+    let timedOut = false;
+    for (const [i, phase] of SHUTDOWN_PHASES.entries()) {
+      phaseIndex = i;
+      state = PHASE_STATE[phase];
+      const inPhase = steps.filter((s) => s.phase === phase);
+      if (inPhase.length === 0) continue;
+      log.debug({ phase, steps: inPhase.map((s) => s.name) }, 'shutdown phase');
+      const all = Promise.all(
+        inPhase.map(async (s) => {
+          s.status = 'running';
+          try {
+            await s.fn(controller.signal);
+            s.status = 'done';
+          } catch (e) {
+            s.status = 'failed';
+            const message = e instanceof Error ? e.message : String(e);
+            failed.push({ name: s.name, phase, error: message });
+            log.error({ err: e, step: s.name, phase }, 'shutdown step failed');
+          }
+        }),
+      );
+      if ((await Promise.race([all, deadline])) === 'deadline') {
+        timedOut = true;
+        break;
+      }
+    }
+    clearTimeout(timer);
+    phaseIndex = SHUTDOWN_PHASES.length;
+
+    const unfinished: ShutdownReport['unfinished'] = [];
+    if (timedOut) {
+      for (const s of steps) {
+        if (s.status === 'running') unfinished.push({ name: s.name, phase: s.phase, status: 'running' });
+        else if (s.status === 'pending') unfinished.push({ name: s.name, phase: s.phase, status: 'not started' });
+      }
+    }
+    state = 'closed';
+    const exitCode = timedOut || failed.length > 0 || requestedCode !== 0 ? Math.max(1, requestedCode) : 0;
+    const report: ShutdownReport = { exitCode, reason, durationMs: Math.round(performance.now() - started), failed, unfinished };
+    if (timedOut) log.error({ ...report }, 'shutdown deadline exceeded');
+    else if (exitCode !== 0) log.warn({ ...report }, 'shutdown finished with errors');
+    else log.info({ durationMs: report.durationMs, reason }, 'shutdown complete');
+    dispose();
+    resolveDone(report);
+    exit(exitCode);
+    return report;
+  }
+
+  function trigger(reason: string, exitCode = 0): Promise<ShutdownReport> {
+    running ??= run(reason, exitCode);
+    return running;
+  }
+
+  return {
+    get state() {
+      return state;
+    },
+    signal: controller.signal,
+    done,
+    register(name, phase, fn) {
+      if (running !== null && SHUTDOWN_PHASES.indexOf(phase) <= phaseIndex) {
+        // Its phase has already run (e.g. a connection finished opening after a
+        // signal arrived mid start-up): run it now so the resource is not leaked.
+        log.debug({ step: name, phase }, 'late shutdown step: running immediately');
+        void Promise.resolve()
+          .then(() => fn(controller.signal))
+          .catch((e: unknown) => log.error({ err: e, step: name, phase }, 'late shutdown step failed'));
+        return () => {};
+      }
+      const step: Step = { name, phase, fn, status: 'pending' };
+      steps.push(step);
+      return () => {
+        const i = steps.indexOf(step);
+        if (i >= 0 && step.status === 'pending') steps.splice(i, 1);
+      };
+    },
+    trigger,
+    dispose,
+  };
+}

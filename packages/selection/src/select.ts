@@ -1,0 +1,70 @@
+import type { KvRouterPolicy } from './kv-router';
+import { selectKvRouter } from './kv-router';
+import type { LlmdPolicy } from './llmd';
+import { selectLlmd } from './llmd';
+import type { Rng } from './rng';
+import { randomInt } from './rng';
+import type { CandidateInput, CandidateScore, SelectionRequest, SelectionResult } from './types';
+import { candidateOrder, validateRequest } from './util';
+
+/**
+ * Round robin needs a cursor that outlives one call; it lives in the policy
+ * value the caller keeps (one per pool), so selection itself stays a
+ * function of its arguments.
+ */
+export interface RoundRobinPolicy {
+  readonly kind: 'round_robin';
+  readonly state: { next: number };
+}
+
+export interface RandomPolicy {
+  readonly kind: 'random';
+}
+
+export type SelectionPolicy = KvRouterPolicy | LlmdPolicy | RoundRobinPolicy | RandomPolicy;
+
+export function roundRobinPolicy(): RoundRobinPolicy {
+  return { kind: 'round_robin', state: { next: 0 } };
+}
+
+function unscored(candidates: readonly CandidateInput[]): CandidateScore[] {
+  return candidates.map((c) => ({ workerId: c.workerId, dpRank: c.dpRank, score: NaN, terms: {}, eligible: true, input: c }));
+}
+
+/**
+ * Choose a worker for `request` among `candidates` under `policy`.
+ * Every candidate's score and inputs come back with the choice, so the caller
+ * can report what each policy would have done, not only its winner.
+ * `rng` is consumed only for sampling and tie-breaks.
+ */
+export function selectWorker(
+  policy: SelectionPolicy,
+  request: SelectionRequest,
+  candidates: readonly CandidateInput[],
+  rng: Rng,
+): SelectionResult {
+  switch (policy.kind) {
+    case 'kv_router':
+      return selectKvRouter(policy, request, candidates, rng);
+    case 'llmd':
+      return selectLlmd(policy, request, candidates, rng);
+    case 'round_robin': {
+      validateRequest(request);
+      if (candidates.length === 0) return { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' };
+      const order = candidateOrder(candidates);
+      const k = policy.state.next % order.length;
+      policy.state.next = (k + 1) % order.length;
+      const i = order[k]!;
+      const c = candidates[i]!;
+      return { chosen: { workerId: c.workerId, dpRank: c.dpRank, index: i }, sense: 'lower-is-better', scores: unscored(candidates), reason: 'round_robin' };
+    }
+    case 'random': {
+      validateRequest(request);
+      if (candidates.length === 0) return { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' };
+      const order = candidateOrder(candidates);
+      const i = order[randomInt(rng, order.length)]!;
+      const c = candidates[i]!;
+      return { chosen: { workerId: c.workerId, dpRank: c.dpRank, index: i }, sense: 'lower-is-better', scores: unscored(candidates), reason: 'random' };
+    }
+  }
+}

@@ -1,0 +1,622 @@
+/**
+ * One simulated Dynamo worker (one engine, one dp rank), after Dynamo's vLLM
+ * mocker: a continuous-batching scheduler with chunked prefill, a paged KV
+ * cache with prefix reuse and LRU eviction, and the mocker's step-time model.
+ * It is transport-free and driven by a discrete-event clock:
+ *
+ *   engine.addRequest(req)        // at or before req.arrivalMs
+ *   engine.nextEventTime()        // when it next wants to run (Infinity: idle)
+ *   engine.step(now)              // run one forward pass starting at `now`
+ *
+ * A pass is atomic: `step` schedules it, applies its effects, and reports them
+ * stamped with the pass's start (KV events, which the mocker publishes when
+ * the pass is scheduled) or end (tokens, completions). The engine is then busy
+ * until the end; a driver keeps one global queue of `nextEventTime()` values.
+ * One pass emits one token per decoding request and is reported as a count,
+ * never as per-token callbacks.
+ *
+ * Scheduling per pass (vLLM v1, as the mocker does it):
+ *  1. running requests, in order, each take min(remaining known tokens,
+ *     remaining budget) — a decoding request needs 1, a prefilling one its
+ *     next chunk — under `maxNumBatchedTokens`;
+ *  2. unless a preemption happened, waiting requests are admitted in FIFO
+ *     order while running < `maxNumSeqs` and budget remains; admission first
+ *     matches the longest cached prefix (always leaving at least one token to
+ *     compute), then takes a chunk.
+ *  Blocks are allocated as tokens are scheduled. When a running request
+ *  cannot get a block, the most recently admitted running request is
+ *  preempted (vLLM's default): all its blocks are released tail first, its
+ *  progress reset, and it goes to the front of the waiting queue, to be
+ *  recomputed (cheaply, if its blocks are still cached). A waiting request
+ *  that cannot get blocks simply waits. Every request whose known tokens are
+ *  all computed after scheduling emits one token at the end of the pass; a
+ *  request that reaches its output length finishes and frees its blocks tail
+ *  first, so its tail is evicted before its prefix.
+ */
+import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
+import { localBlockHash, nextSequenceHash } from '@vantage/hashing';
+import { seed32 } from '@vantage/selection';
+import { BlockPool, type CachedBlock } from './block-pool';
+import type { PromptBlocks } from './prompt';
+import { polynomialTiming, type TimingModel } from './timing';
+
+export interface EngineConfig {
+  readonly workerId: WorkerId;
+  readonly dpRank?: number;
+  /** Tokens per KV block. Default 64. */
+  readonly blockSize?: number;
+  /** GPU KV blocks. Default 16,384. */
+  readonly numGpuBlocks?: number;
+  /** Token budget per pass. Default 8,192. */
+  readonly maxNumBatchedTokens?: number;
+  /** Running requests at most. Default 256. */
+  readonly maxNumSeqs?: number;
+  /** Default: Dynamo's mocker polynomials. */
+  readonly timing?: TimingModel;
+  /** First `event_id`. Default 0 (the mocker's start; real workers start at 1). */
+  readonly firstEventId?: bigint;
+}
+
+export interface EngineRequest {
+  readonly id: string;
+  readonly arrivalMs: number;
+  readonly prompt: PromptBlocks;
+  /** Output tokens to generate (at least 1 is always generated). */
+  readonly osl: number;
+  /**
+   * Token ids the engine "generates". When absent, ids are synthesised from
+   * the request id, so output blocks still hash (and cache) like real ones.
+   */
+  readonly outputTokens?: Uint32Array;
+}
+
+export type AddResult = { ok: true } | { ok: false; code: 'duplicate_id' | 'too_long' | 'block_size_mismatch' | 'invalid'; reason: string };
+
+export interface FirstToken {
+  readonly requestId: string;
+  readonly atMs: number;
+}
+
+export interface Finished {
+  readonly requestId: string;
+  readonly arrivalMs: number;
+  readonly firstTokenMs: number;
+  readonly atMs: number;
+  readonly isl: number;
+  readonly outputTokens: number;
+  /** Prompt tokens found in the cache at first admission. */
+  readonly reusedTokens: number;
+  readonly preemptions: number;
+}
+
+export interface StepResult {
+  readonly startMs: number;
+  readonly endMs: number;
+  /** Uncached prompt (and recomputed) tokens computed in the pass. */
+  readonly prefillTokens: number;
+  /** Tokens computed in the pass (prefill and decode); never above maxNumBatchedTokens. */
+  readonly scheduledTokens: number;
+  /** Tokens emitted at endMs (one per decoding request). */
+  readonly tokensEmitted: number;
+  readonly scheduledRequests: number;
+  readonly firstTokens: readonly FirstToken[];
+  readonly finished: readonly Finished[];
+  readonly preempted: readonly string[];
+  /** KV events of this pass, in event_id order, published at startMs. */
+  readonly kvEvents: readonly KvEvent[];
+}
+
+/** Dynamo's `ActiveLoad`, plus queue sizes. */
+export interface EngineLoad {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly activeDecodeBlocks: number;
+  readonly activePrefillTokens: number;
+  readonly kvUsedBlocks: number;
+  readonly kvTotalBlocks: number;
+  readonly waiting: number;
+  readonly running: number;
+}
+
+const enum Phase {
+  Pending,
+  Waiting,
+  Running,
+  Done,
+}
+
+interface Req {
+  readonly id: string;
+  readonly arrivalMs: number;
+  readonly isl: number;
+  readonly osl: number;
+  readonly prompt: PromptBlocks;
+  readonly outputTokens: Uint32Array | undefined;
+  readonly outSeed: number;
+  /** Sequence / local hashes of every full block known so far (prompt, then generated). */
+  readonly seq: bigint[];
+  readonly local: bigint[];
+  /** Cached full blocks held, blocks 0..held.length-1. */
+  readonly held: CachedBlock[];
+  /** Allocated blocks after the held ones (not yet full). */
+  privateHeld: number;
+  computed: number;
+  generated: number;
+  phase: Phase;
+  firstTokenMs: number;
+  reusedTokens: number;
+  admittedOnce: boolean;
+  preemptions: number;
+  /** Prefix hit measured on arrival; the load report's estimate while waiting. */
+  hitAtArrival: number;
+  /** Tokens and prefill tokens scheduled in the current pass (undone on preemption). */
+  passTokens: number;
+  passPrefill: number;
+}
+
+/** Output token ids when none are supplied: a deterministic per-request stream. */
+function synthToken(seed: number, o: number): number {
+  let z = (seed ^ Math.imul(o + 1, 0x9e3779b1)) | 0;
+  z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
+  z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
+  return ((z ^ (z >>> 16)) >>> 0) % 150_000;
+}
+
+export class Engine {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly blockSize: number;
+  readonly numGpuBlocks: number;
+  readonly maxNumBatchedTokens: number;
+  readonly maxNumSeqs: number;
+  private readonly timing: TimingModel;
+  private readonly pool: BlockPool;
+  private nextEventId: bigint;
+
+  private readonly requests = new Map<string, Req>();
+  /** Added ahead of their arrival, sorted by arrivalMs. */
+  private pending: Req[] = [];
+  private waiting: Req[] = [];
+  private waitingHead = 0;
+  private running: Req[] = [];
+  private busyUntilMs = 0;
+  private stalled = false;
+  private readonly events: KvEvent[] = [];
+
+  constructor(cfg: EngineConfig) {
+    this.workerId = cfg.workerId;
+    this.dpRank = cfg.dpRank ?? 0;
+    this.blockSize = cfg.blockSize ?? 64;
+    this.numGpuBlocks = cfg.numGpuBlocks ?? 16_384;
+    this.maxNumBatchedTokens = cfg.maxNumBatchedTokens ?? 8_192;
+    this.maxNumSeqs = cfg.maxNumSeqs ?? 256;
+    this.timing = cfg.timing ?? polynomialTiming;
+    this.nextEventId = cfg.firstEventId ?? 0n;
+    for (const [k, v] of Object.entries({ blockSize: this.blockSize, maxNumBatchedTokens: this.maxNumBatchedTokens, maxNumSeqs: this.maxNumSeqs })) {
+      if (!Number.isInteger(v) || v <= 0) throw new RangeError(`${k} must be a positive integer, got ${v}`);
+    }
+    this.pool = new BlockPool(this.numGpuBlocks);
+  }
+
+  // ---------------------------------------------------------------- intake
+
+  addRequest(r: EngineRequest): AddResult {
+    if (this.requests.has(r.id)) return { ok: false, code: 'duplicate_id', reason: `request ${r.id} is already on this engine` };
+    if (r.prompt.blockSize !== this.blockSize) {
+      return { ok: false, code: 'block_size_mismatch', reason: `prompt hashed at block size ${r.prompt.blockSize}, engine uses ${this.blockSize}` };
+    }
+    if (!Number.isFinite(r.arrivalMs) || !Number.isInteger(r.osl) || r.osl < 0 || r.prompt.isl <= 0) {
+      return { ok: false, code: 'invalid', reason: `request ${r.id}: arrivalMs, osl or isl out of range` };
+    }
+    const osl = Math.max(1, r.osl);
+    // The final token is never written to the cache, so isl + osl - 1 tokens must fit.
+    if (Math.ceil((r.prompt.isl + osl - 1) / this.blockSize) > this.numGpuBlocks) {
+      return { ok: false, code: 'too_long', reason: `request ${r.id} needs more KV blocks than the engine has` };
+    }
+    const req: Req = {
+      id: r.id,
+      arrivalMs: r.arrivalMs,
+      isl: r.prompt.isl,
+      osl,
+      prompt: r.prompt,
+      outputTokens: r.outputTokens,
+      outSeed: seed32(r.id),
+      seq: Array.from(r.prompt.sequence),
+      local: Array.from(r.prompt.local),
+      held: [],
+      privateHeld: 0,
+      computed: 0,
+      generated: 0,
+      phase: Phase.Pending,
+      firstTokenMs: NaN,
+      reusedTokens: 0,
+      admittedOnce: false,
+      preemptions: 0,
+      hitAtArrival: 0,
+      passTokens: 0,
+      passPrefill: 0,
+    };
+    this.requests.set(r.id, req);
+    // Usually appended in order; insertion keeps out-of-order adds correct.
+    let i = this.pending.length;
+    while (i > 0 && this.pending[i - 1]!.arrivalMs > req.arrivalMs) i--;
+    this.pending.splice(i, 0, req);
+    this.stalled = false;
+    return { ok: true };
+  }
+
+  private admitArrivals(nowMs: number): void {
+    let n = 0;
+    while (n < this.pending.length && this.pending[n]!.arrivalMs <= nowMs) {
+      const r = this.pending[n++]!;
+      r.phase = Phase.Waiting;
+      r.hitAtArrival = this.prefixHitBlocks(r) * this.blockSize;
+      this.waiting.push(r);
+    }
+    if (n > 0) this.pending = this.pending.slice(n);
+  }
+
+  // ----------------------------------------------------------------- clock
+
+  /** When this engine next wants `step` called; Infinity when it has nothing to do. */
+  nextEventTime(): number {
+    if (!this.stalled && (this.running.length > 0 || this.waiting.length > this.waitingHead)) return this.busyUntilMs;
+    if (this.pending.length > 0) return Math.max(this.busyUntilMs, this.pending[0]!.arrivalMs);
+    return Infinity;
+  }
+
+  /** Run one forward pass starting at `nowMs` (>= the end of the previous pass). */
+  step(nowMs: number): StepResult {
+    if (nowMs < this.busyUntilMs) throw new RangeError(`step at ${nowMs} ms before the previous pass ends at ${this.busyUntilMs} ms`);
+    this.admitArrivals(nowMs);
+    const bs = this.blockSize;
+    let budget = this.maxNumBatchedTokens;
+    let prefillTokens = 0;
+    let prefillRequests = 0;
+    const preempted: string[] = [];
+
+    // 1. running requests
+    for (const r of this.running) {
+      r.passTokens = 0;
+      r.passPrefill = 0;
+    }
+    for (let i = 0; i < this.running.length && budget > 0; ) {
+      const r = this.running[i]!;
+      const k = Math.min(r.isl + r.generated - r.computed, budget);
+      if (k <= 0) {
+        i++;
+        continue;
+      }
+      let ok = this.allocateFor(r, k);
+      while (!ok) {
+        const victim = this.running[this.running.length - 1]!;
+        budget += victim.passTokens;
+        prefillTokens -= victim.passPrefill;
+        if (victim.passPrefill > 0) prefillRequests--;
+        this.preempt(victim);
+        preempted.push(victim.id);
+        if (victim === r) break;
+        ok = this.allocateFor(r, k);
+      }
+      if (!ok) break; // r itself was preempted (it was the last running request)
+      const p = this.commit(r, k);
+      r.passTokens = k;
+      r.passPrefill = p;
+      if (p > 0) {
+        prefillTokens += p;
+        prefillRequests++;
+      }
+      budget -= k;
+      i++;
+    }
+
+    // 2. waiting requests
+    if (preempted.length === 0) {
+      while (budget > 0 && this.running.length < this.maxNumSeqs && this.waitingHead < this.waiting.length) {
+        const r = this.waiting[this.waitingHead]!;
+        const hit = this.prefixHitBlocks(r);
+        for (let b = 0; b < hit; b++) {
+          const blk = this.pool.lookup(r.seq[b]!)!;
+          this.pool.acquire(blk);
+          r.held.push(blk);
+        }
+        r.computed = hit * bs;
+        const k = Math.min(r.isl + r.generated - r.computed, budget);
+        if (!this.allocateFor(r, k)) {
+          this.releaseAll(r);
+          r.computed = 0;
+          break;
+        }
+        if (!r.admittedOnce) {
+          r.admittedOnce = true;
+          r.reusedTokens = Math.min(r.computed, r.isl);
+        }
+        this.waitingHead++;
+        r.phase = Phase.Running;
+        this.running.push(r);
+        const p = this.commit(r, k);
+        r.passTokens = k;
+        r.passPrefill = p;
+        if (p > 0) {
+          prefillTokens += p;
+          prefillRequests++;
+        }
+        budget -= k;
+      }
+      if (this.waitingHead > 64 && this.waitingHead * 2 > this.waiting.length) {
+        this.waiting = this.waiting.slice(this.waitingHead);
+        this.waitingHead = 0;
+      }
+    }
+    this.flushEvictions();
+
+    // 3. every request with all known tokens computed emits one token
+    const scheduled = this.maxNumBatchedTokens - budget;
+    let ready = 0;
+    let contextSum = 0;
+    for (const r of this.running) {
+      if (r.computed === r.isl + r.generated) {
+        ready++;
+        contextSum += r.computed;
+      }
+    }
+    if (scheduled === 0 && ready === 0) {
+      // Nothing could run (cannot happen for requests that fit; guard against spinning).
+      this.stalled = this.running.length > 0 || this.waiting.length > this.waitingHead;
+      return this.result(nowMs, nowMs, 0, 0, 0, 0, [], [], preempted);
+    }
+    const duration = this.timing.stepMs({
+      prefillTokens,
+      prefillRequests,
+      decodeRequests: ready,
+      activeKvTokens: this.pool.active * bs,
+      totalKvTokens: this.numGpuBlocks * bs,
+      meanContextTokens: ready > 0 ? contextSum / ready : 0,
+    });
+    if (!(duration > 0) || !Number.isFinite(duration)) throw new RangeError(`timing model returned ${duration} ms for a non-empty pass`);
+    const endMs = nowMs + duration;
+    const scheduledRequests = this.countScheduled();
+
+    const firstTokens: FirstToken[] = [];
+    const finished: Finished[] = [];
+    let anyDone = false;
+    for (const r of this.running) {
+      if (r.computed !== r.isl + r.generated) continue;
+      r.generated++;
+      if (r.generated === 1) {
+        r.firstTokenMs = endMs;
+        firstTokens.push({ requestId: r.id, atMs: endMs });
+      }
+      if (r.generated >= r.osl) {
+        this.releaseAll(r);
+        r.phase = Phase.Done;
+        anyDone = true;
+        this.requests.delete(r.id);
+        finished.push({
+          requestId: r.id,
+          arrivalMs: r.arrivalMs,
+          firstTokenMs: r.firstTokenMs,
+          atMs: endMs,
+          isl: r.isl,
+          outputTokens: r.generated,
+          reusedTokens: r.reusedTokens,
+          preemptions: r.preemptions,
+        });
+      }
+    }
+    if (anyDone) this.running = this.running.filter((r) => r.phase === Phase.Running);
+    this.busyUntilMs = endMs;
+    return this.result(nowMs, endMs, prefillTokens, scheduled, ready, scheduledRequests, firstTokens, finished, preempted);
+  }
+
+  private countScheduled(): number {
+    let n = 0;
+    for (const r of this.running) if (r.passTokens > 0) n++;
+    return n;
+  }
+
+  private result(
+    startMs: number,
+    endMs: number,
+    prefillTokens: number,
+    scheduledTokens: number,
+    tokensEmitted: number,
+    scheduledRequests: number,
+    firstTokens: FirstToken[],
+    finished: Finished[],
+    preempted: string[],
+  ): StepResult {
+    const kvEvents = this.events.splice(0, this.events.length);
+    return { startMs, endMs, prefillTokens, scheduledTokens, tokensEmitted, scheduledRequests, firstTokens, finished, preempted, kvEvents };
+  }
+
+  // ------------------------------------------------------------ KV cache
+
+  /** Leading full blocks of r found in the cache, leaving at least one token to compute. */
+  private prefixHitBlocks(r: Req): number {
+    const max = Math.min(r.seq.length, Math.floor((r.isl + r.generated - 1) / this.blockSize));
+    let m = 0;
+    while (m < max && this.pool.has(r.seq[m]!)) m++;
+    return m;
+  }
+
+  /** Make room for k more computed tokens; false (nothing changed) when blocks are short. */
+  private allocateFor(r: Req, k: number): boolean {
+    const need = Math.ceil((r.computed + k) / this.blockSize) - r.held.length - r.privateHeld;
+    if (need <= 0) return true;
+    if (!this.pool.allocPrivate(need)) return false;
+    r.privateHeld += need;
+    return true;
+  }
+
+  /** Mark k tokens computed, hash and publish blocks that became full; returns the prefill share of k. */
+  private commit(r: Req, k: number): number {
+    const bs = this.blockSize;
+    const before = r.computed;
+    r.computed += k;
+    // Tokens of a request still working through its known sequence (not a
+    // single decode token after a sampled one) count as prefill work.
+    const prefill = r.generated > 0 && before === r.isl + r.generated - 1 ? 0 : k;
+    const full = Math.floor(r.computed / bs);
+    let runStart = -1;
+    let parent: bigint | null = null;
+    const runSeq: bigint[] = [];
+    const runLocal: bigint[] = [];
+    for (let b = r.held.length; b < full; b++) {
+      if (b >= r.seq.length) this.hashGeneratedBlock(r, b);
+      r.privateHeld--;
+      const { block, isNew } = this.pool.promote(r.seq[b]!, r.local[b]!);
+      r.held.push(block);
+      if (isNew) {
+        if (runStart < 0) {
+          runStart = b;
+          parent = b > 0 ? r.seq[b - 1]! : null;
+        }
+        runSeq.push(block.seq);
+        runLocal.push(block.local);
+      } else if (runStart >= 0) {
+        this.emitStored(parent, runStart, runSeq, runLocal);
+        runStart = -1;
+        runSeq.length = 0;
+        runLocal.length = 0;
+      }
+    }
+    if (runStart >= 0) this.emitStored(parent, runStart, runSeq, runLocal);
+    return prefill;
+  }
+
+  /** Hash block b of r, which contains generated tokens (prompt tail tokens, then outputs). */
+  private hashGeneratedBlock(r: Req, b: number): void {
+    const bs = this.blockSize;
+    const toks = new Uint32Array(bs);
+    const tailStart = r.isl - r.prompt.tail.length;
+    for (let j = 0; j < bs; j++) {
+      const p = b * bs + j;
+      if (p < r.isl) toks[j] = r.prompt.tail[p - tailStart]!;
+      else {
+        const o = p - r.isl;
+        toks[j] = r.outputTokens && o < r.outputTokens.length ? r.outputTokens[o]! : synthToken(r.outSeed, o);
+      }
+    }
+    const local = localBlockHash(toks);
+    r.local.push(local);
+    r.seq.push(b === 0 ? local : nextSequenceHash(r.seq[b - 1]!, local));
+  }
+
+  /** Release every block r holds, tail first, so its tail is evicted before its prefix. */
+  private releaseAll(r: Req): void {
+    if (r.privateHeld > 0) this.pool.freePrivate(r.privateHeld);
+    r.privateHeld = 0;
+    for (let b = r.held.length - 1; b >= 0; b--) this.pool.release(r.held[b]!);
+    r.held.length = 0;
+  }
+
+  private preempt(r: Req): void {
+    const i = this.running.lastIndexOf(r);
+    if (i >= 0) this.running.splice(i, 1);
+    this.releaseAll(r);
+    r.computed = 0;
+    r.passTokens = 0;
+    r.passPrefill = 0;
+    r.preemptions++;
+    r.phase = Phase.Waiting;
+    if (this.waitingHead > 0) this.waiting[--this.waitingHead] = r;
+    else this.waiting.unshift(r);
+  }
+
+  private emitStored(parent: bigint | null, start: number, seqs: bigint[], locals: bigint[]): void {
+    this.flushEvictions();
+    this.push({
+      kind: 'stored',
+      parentHash: parent as ExternalHash | null,
+      startPosition: start,
+      blockHashes: BigUint64Array.from(seqs),
+      tokensHashes: BigUint64Array.from(locals),
+    });
+  }
+
+  private flushEvictions(): void {
+    if (this.pool.evicted.length === 0) return;
+    const hashes = BigUint64Array.from(this.pool.evicted);
+    this.pool.evicted.length = 0;
+    this.push({ kind: 'removed', blockHashes: hashes });
+  }
+
+  private push(data: KvEvent['data']): void {
+    this.events.push({ workerId: this.workerId, dpRank: this.dpRank, storageTier: 'device', eventId: this.nextEventId, data });
+    this.nextEventId++;
+  }
+
+  // ---------------------------------------------------------------- reports
+
+  load(): EngineLoad {
+    let prefill = 0;
+    for (const r of this.running) if (r.computed < r.isl) prefill += r.isl - r.computed;
+    for (let i = this.waitingHead; i < this.waiting.length; i++) {
+      const r = this.waiting[i]!;
+      prefill += r.isl - Math.min(r.isl, r.preemptions > 0 ? 0 : r.hitAtArrival);
+    }
+    return {
+      workerId: this.workerId,
+      dpRank: this.dpRank,
+      activeDecodeBlocks: this.pool.active,
+      activePrefillTokens: prefill,
+      kvUsedBlocks: this.pool.used,
+      kvTotalBlocks: this.numGpuBlocks,
+      waiting: this.waiting.length - this.waitingHead,
+      running: this.running.length,
+    };
+  }
+
+  /** The event id the next KV event will carry. */
+  get nextKvEventId(): bigint {
+    return this.nextEventId;
+  }
+
+  /** Sequence hashes currently resident (referenced or evictable), for tests and diagnostics. */
+  hasBlock(seq: bigint): boolean {
+    return this.pool.has(seq);
+  }
+
+  /** LRU eviction order of unreferenced blocks, oldest (next evicted) first. */
+  evictionOrder(): bigint[] {
+    return this.pool.lruOrder();
+  }
+
+  get cachedBlocks(): number {
+    return this.pool.cachedBlocks;
+  }
+
+  /** Requests on the engine (pending, waiting or running). */
+  get activeRequests(): number {
+    return this.requests.size;
+  }
+
+  /** Throws when internal accounting is inconsistent; for property tests. */
+  checkInvariants(): void {
+    this.pool.checkInvariants();
+    let priv = 0;
+    for (const r of this.running) {
+      if (r.computed > r.isl + r.generated) throw new Error(`${r.id} computed beyond its sequence`);
+      if (r.held.length + r.privateHeld !== Math.ceil(r.computed / this.blockSize)) {
+        throw new Error(`${r.id} holds ${r.held.length}+${r.privateHeld} blocks for ${r.computed} tokens`);
+      }
+      priv += r.privateHeld;
+    }
+    for (let i = this.waitingHead; i < this.waiting.length; i++) {
+      const r = this.waiting[i]!;
+      if (r.held.length !== 0 || r.privateHeld !== 0) throw new Error(`waiting ${r.id} holds blocks`);
+    }
+    if (priv !== this.pool.active - this.countReferencedByRunning()) {
+      // Private blocks are only ever held by running requests.
+      throw new Error('private block accounting mismatch');
+    }
+    if (this.running.length > this.maxNumSeqs) throw new Error(`running ${this.running.length} > maxNumSeqs`);
+  }
+
+  private countReferencedByRunning(): number {
+    const seen = new Set<CachedBlock>();
+    for (const r of this.running) for (const b of r.held) seen.add(b);
+    return seen.size;
+  }
+}

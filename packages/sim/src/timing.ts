@@ -1,0 +1,100 @@
+/**
+ * How long one engine forward pass takes. The engine describes the pass
+ * (`StepShape`); a `TimingModel` turns it into milliseconds. The default is
+ * Dynamo's mocker polynomial; a measured table or a per-model speed factor
+ * plug in through the same interface, so an "efficient" and a "capable"
+ * model pool can run at different speeds in one simulation.
+ */
+
+export interface StepShape {
+  /** New (uncached) prompt tokens computed in this pass, summed over requests (the polynomial's T). */
+  readonly prefillTokens: number;
+  /** Requests contributing prefill tokens. */
+  readonly prefillRequests: number;
+  /** Requests that emit a token at the end of this pass. */
+  readonly decodeRequests: number;
+  /** KV tokens held by live requests (active blocks × block size). */
+  readonly activeKvTokens: number;
+  /** KV capacity in tokens (GPU blocks × block size). */
+  readonly totalKvTokens: number;
+  /** Mean sequence length of the token-emitting requests (0 when none). */
+  readonly meanContextTokens: number;
+}
+
+export interface TimingModel {
+  /** Duration of the pass in ms; must be > 0 whenever the pass did any work. */
+  stepMs(shape: StepShape): number;
+}
+
+/** Dynamo mocker prefill polynomial: ms for T new tokens in one pass (0 for none). */
+export function polynomialPrefillMs(tokens: number): number {
+  if (tokens <= 0) return 0;
+  return 4.209989e-7 * tokens * tokens + 1.518344e-2 * tokens + 16.50142;
+}
+
+/** Dynamo mocker decode polynomial: ms for one decode pass at KV usage fraction u (clamped to [0, 1]). */
+export function polynomialDecodeMs(u: number): number {
+  const x = Math.min(1, Math.max(0, u));
+  return Math.max(1, -25.74 * x * x + 54.01 * x + 5.74);
+}
+
+/**
+ * The mocker's vLLM pass: prefill time for all prompt tokens scheduled in the
+ * pass, then — when any request emits a token — one decode step, added
+ * sequentially (`end = start + prefill + decode`). A pure-prefill chunk that
+ * finishes no prompt costs prefill time only.
+ */
+export const polynomialTiming: TimingModel = Object.freeze({
+  stepMs(s: StepShape): number {
+    const prefill = polynomialPrefillMs(s.prefillTokens);
+    const decode = s.decodeRequests > 0 ? polynomialDecodeMs(s.totalKvTokens > 0 ? s.activeKvTokens / s.totalKvTokens : 1) : 0;
+    return prefill + decode;
+  },
+});
+
+/**
+ * A model `factor` times faster (factor > 1) or slower (< 1) than `base`:
+ * the same shape of curve, every pass divided by the factor.
+ */
+export function scaledTiming(base: TimingModel, factor: number): TimingModel {
+  if (!(factor > 0) || !Number.isFinite(factor)) throw new RangeError(`speed factor must be positive, got ${factor}`);
+  return Object.freeze({ stepMs: (s: StepShape) => base.stepMs(s) / factor });
+}
+
+/** Points (x, ms) sorted by x; linear interpolation inside, linear extrapolation from the end segments. */
+export type TimingTable = ReadonlyArray<readonly [number, number]>;
+
+function checkTable(name: string, t: TimingTable): void {
+  if (t.length < 2) throw new RangeError(`${name} table needs at least two points`);
+  for (let i = 1; i < t.length; i++) {
+    if (!(t[i]![0] > t[i - 1]![0])) throw new RangeError(`${name} table x values must strictly increase (index ${i})`);
+  }
+}
+
+export function interpolate(t: TimingTable, x: number): number {
+  let i = 1;
+  while (i < t.length - 1 && x > t[i]![0]) i++;
+  const [x0, y0] = t[i - 1]!;
+  const [x1, y1] = t[i]!;
+  return y0 + ((y1 - y0) * (x - x0)) / (x1 - x0);
+}
+
+/**
+ * Measured timing: `prefill` maps new tokens per pass → ms, `decode` maps KV
+ * usage fraction → ms. Combined like the polynomial (prefill + decode).
+ * Results are clamped at >= 0 (prefill) and >= 1 ms (decode), as the mocker does.
+ */
+export function tableTiming(tables: { prefill: TimingTable; decode: TimingTable }): TimingModel {
+  checkTable('prefill', tables.prefill);
+  checkTable('decode', tables.decode);
+  const prefill = tables.prefill.map((p) => [p[0], p[1]] as const);
+  const decode = tables.decode.map((p) => [p[0], p[1]] as const);
+  return Object.freeze({
+    stepMs(s: StepShape): number {
+      const p = s.prefillTokens > 0 ? Math.max(0, interpolate(prefill, s.prefillTokens)) : 0;
+      const u = s.totalKvTokens > 0 ? s.activeKvTokens / s.totalKvTokens : 1;
+      const d = s.decodeRequests > 0 ? Math.max(1, interpolate(decode, u)) : 0;
+      return p + d;
+    },
+  });
+}

@@ -1,0 +1,250 @@
+/**
+ * Public decoders and encoders. Every decoder returns a Result and never
+ * throws. Encoders take our own domain values and throw RangeError only for a
+ * programming error (a value the chosen wire generation cannot express).
+ */
+import type { KvEvent } from '@vantage/types';
+import {
+  activeLoadFromValue,
+  activeLoadToWire,
+  type ActiveLoad,
+  type ActiveLoadGeneration,
+} from './active-load';
+import {
+  activeSequenceBatchToWire,
+  activeSequenceEventFromValue,
+  activeSequenceEventsFromValue,
+  activeSequenceEventToWire,
+  isActiveSequenceBatch,
+  type ActiveSequenceEvent,
+  type ActiveSequenceGeneration,
+} from './active-sequence';
+import { envelopeFromValue, envelopeToWire, type EventEnvelope } from './envelope';
+import { readJson, writeJson } from './json';
+import { resolveLimits, type DecodeOptions, type WireLimits } from './limits';
+import { readMsgpack, writeMsgpack, type WireValue } from './msgpack';
+import { guard, reject, WireReject, type Result } from './result';
+import {
+  CURRENT_ROUTER_EVENT_GENERATION,
+  routerEventFromValue,
+  routerEventToWire,
+  type RouterEventGeneration,
+} from './router-event';
+import { decodeSubjectSegment, TOPIC_ACTIVE_SEQUENCES, TOPIC_KV_EVENTS, TOPIC_KV_METRICS } from './subjects';
+import { isMap } from './values';
+
+export type PayloadFormat = 'msgpack' | 'json';
+
+export interface PayloadDecodeOptions extends DecodeOptions {
+  /** Payload encoding; msgpack (the event plane) unless stated. */
+  readonly format?: PayloadFormat;
+}
+
+function parse(input: Uint8Array | string, format: PayloadFormat, limits: WireLimits): unknown {
+  if (format === 'json') return readJson(input, limits.maxMessageBytes, limits.maxDepth);
+  if (typeof input === 'string') throw new WireReject('wrong_type', 'input: msgpack must be bytes, got a string');
+  return readMsgpack(input, limits.maxMessageBytes);
+}
+
+function decodeWith<T>(
+  input: Uint8Array | string,
+  opts: PayloadDecodeOptions | undefined,
+  build: (v: unknown, limits: WireLimits) => T,
+): Result<T> {
+  return guard(() => {
+    const limits = resolveLimits(opts?.limits);
+    return build(parse(input, opts?.format ?? 'msgpack', limits), limits);
+  });
+}
+
+function encode(v: WireValue, format: PayloadFormat): Uint8Array {
+  return format === 'json' ? new TextEncoder().encode(writeJson(v)) : writeMsgpack(v);
+}
+
+// --- envelope ----------------------------------------------------------------
+
+export function decodeEnvelope(bytes: Uint8Array, opts?: DecodeOptions): Result<EventEnvelope> {
+  return decodeWith(bytes, opts, (v, limits) => envelopeFromValue(v, limits));
+}
+
+export function encodeEnvelope(envelope: EventEnvelope): Uint8Array {
+  return writeMsgpack(envelopeToWire(envelope));
+}
+
+// --- RouterEvent -------------------------------------------------------------
+
+export interface RouterEventEncodeOptions {
+  /** Field generation to reproduce; the current Dynamo shape unless stated. */
+  readonly generation?: RouterEventGeneration;
+}
+
+export function decodeRouterEventMsgpack(bytes: Uint8Array, opts?: DecodeOptions): Result<KvEvent> {
+  return decodeWith(bytes, { ...opts, format: 'msgpack' }, (v, limits) => routerEventFromValue(v, limits));
+}
+
+/** Legacy JSON RouterEvent (core NATS `...kv_events`, JetStream `{stream}.kv-events`), u64s exact. */
+export function decodeRouterEventJson(input: Uint8Array | string, opts?: DecodeOptions): Result<KvEvent> {
+  return decodeWith(input, { ...opts, format: 'json' }, (v, limits) => routerEventFromValue(v, limits));
+}
+
+export function encodeRouterEventMsgpack(event: KvEvent, opts?: RouterEventEncodeOptions): Uint8Array {
+  return writeMsgpack(routerEventToWire(event, opts?.generation ?? CURRENT_ROUTER_EVENT_GENERATION));
+}
+
+export function encodeRouterEventJson(event: KvEvent, opts?: RouterEventEncodeOptions): string {
+  return writeJson(routerEventToWire(event, opts?.generation ?? CURRENT_ROUTER_EVENT_GENERATION));
+}
+
+// --- ActiveLoad --------------------------------------------------------------
+
+export interface ActiveLoadEncodeOptions {
+  readonly generation?: ActiveLoadGeneration;
+  readonly format?: PayloadFormat;
+}
+
+export function decodeActiveLoad(input: Uint8Array | string, opts?: PayloadDecodeOptions): Result<ActiveLoad> {
+  return decodeWith(input, opts, (v) => activeLoadFromValue(v));
+}
+
+export function encodeActiveLoad(load: ActiveLoad, opts?: ActiveLoadEncodeOptions): Uint8Array {
+  return encode(activeLoadToWire(load, opts?.generation), opts?.format ?? 'msgpack');
+}
+
+// --- ActiveSequenceEvent -----------------------------------------------------
+
+export interface ActiveSequenceEncodeOptions {
+  readonly generation?: ActiveSequenceGeneration;
+  readonly format?: PayloadFormat;
+}
+
+/** Exactly one ActiveSequenceEvent; a batch is refused (use decodeActiveSequenceEvents). */
+export function decodeActiveSequenceEvent(input: Uint8Array | string, opts?: PayloadDecodeOptions): Result<ActiveSequenceEvent> {
+  return decodeWith(input, opts, (v, limits) => {
+    if (isActiveSequenceBatch(v)) throw new WireReject('wrong_type', 'active_sequence_event: got a batch; use decodeActiveSequenceEvents');
+    return activeSequenceEventFromValue(v, limits);
+  });
+}
+
+/** One event or an `ActiveSequenceEventBatch`, as a list in publisher order. */
+export function decodeActiveSequenceEvents(input: Uint8Array | string, opts?: PayloadDecodeOptions): Result<ActiveSequenceEvent[]> {
+  return decodeWith(input, opts, (v, limits) => activeSequenceEventsFromValue(v, limits));
+}
+
+export function encodeActiveSequenceEvent(event: ActiveSequenceEvent, opts?: ActiveSequenceEncodeOptions): Uint8Array {
+  return encode(activeSequenceEventToWire(event, opts?.generation), opts?.format ?? 'msgpack');
+}
+
+export function encodeActiveSequenceBatch(events: readonly ActiveSequenceEvent[], opts?: ActiveSequenceEncodeOptions): Uint8Array {
+  return encode(activeSequenceBatchToWire(events, opts?.generation), opts?.format ?? 'msgpack');
+}
+
+// --- event plane: envelope + dispatch by topic --------------------------------
+
+export type EventPlanePayload =
+  | { readonly kind: 'kv_event'; readonly event: KvEvent }
+  | { readonly kind: 'active_load'; readonly load: ActiveLoad }
+  | { readonly kind: 'active_sequences'; readonly events: readonly ActiveSequenceEvent[] };
+
+export type EventPlaneMessage = EventPlanePayload & { readonly envelope: EventEnvelope };
+
+export interface EventPlaneDecodeOptions extends DecodeOptions {
+  /**
+   * Topic or full subject to dispatch on (e.g. the NATS subject the message
+   * arrived on); the envelope's own `topic` when absent. Only the last
+   * subject token counts, percent-decoded.
+   */
+  readonly topic?: string;
+}
+
+function topicOf(s: string): string {
+  const last = s.slice(s.lastIndexOf('.') + 1);
+  const d = decodeSubjectSegment(last);
+  return d.ok ? d.value : last;
+}
+
+/** Decode an event-plane message: the envelope, then its payload according to the topic. */
+export function decodeEventPlaneMessage(bytes: Uint8Array, opts?: EventPlaneDecodeOptions): Result<EventPlaneMessage> {
+  const env = decodeEnvelope(bytes, opts);
+  if (!env.ok) return env;
+  const envelope = env.value;
+  const topic = topicOf(opts?.topic ?? envelope.topic);
+  const po: PayloadDecodeOptions = { ...opts, format: 'msgpack' };
+  const withEnvelope = <T>(r: Result<T>, wrap: (v: T) => EventPlanePayload): Result<EventPlaneMessage> =>
+    r.ok ? { ok: true, value: { ...wrap(r.value), envelope } } : reject(r.code, `payload (${topic}): ${r.reason}`);
+  switch (topic) {
+    case TOPIC_KV_EVENTS:
+      return withEnvelope(decodeRouterEventMsgpack(envelope.payload, po), (event) => ({ kind: 'kv_event', event }));
+    case TOPIC_KV_METRICS:
+      return withEnvelope(decodeActiveLoad(envelope.payload, po), (load) => ({ kind: 'active_load', load }));
+    case TOPIC_ACTIVE_SEQUENCES:
+      return withEnvelope(decodeActiveSequenceEvents(envelope.payload, po), (events) => ({ kind: 'active_sequences', events }));
+    default:
+      return reject('unknown_variant', `envelope: unknown topic ${JSON.stringify(topic.slice(0, 128))}`);
+  }
+}
+
+export interface EnvelopeHeader {
+  readonly publisherId: bigint;
+  readonly sequence: bigint;
+  readonly publishedAtMs: bigint;
+  readonly publishedAtNs?: bigint;
+}
+
+export interface EventPlaneEncodeOptions {
+  readonly routerEventGeneration?: RouterEventGeneration;
+  readonly activeLoadGeneration?: ActiveLoadGeneration;
+  readonly activeSequenceGeneration?: ActiveSequenceGeneration;
+  /** Send active-sequence events as one `ActiveSequenceEventBatch` (newer releases); default true. */
+  readonly batchActiveSequences?: boolean;
+}
+
+/** Encode a payload and wrap it in an envelope whose topic matches the payload kind. */
+export function encodeEventPlaneMessage(header: EnvelopeHeader, payload: EventPlanePayload, opts?: EventPlaneEncodeOptions): Uint8Array {
+  let topic: string;
+  let body: Uint8Array;
+  switch (payload.kind) {
+    case 'kv_event':
+      topic = TOPIC_KV_EVENTS;
+      body = encodeRouterEventMsgpack(payload.event, { generation: opts?.routerEventGeneration ?? CURRENT_ROUTER_EVENT_GENERATION });
+      break;
+    case 'active_load':
+      topic = TOPIC_KV_METRICS;
+      body = encodeActiveLoad(payload.load, opts?.activeLoadGeneration ? { generation: opts.activeLoadGeneration } : undefined);
+      break;
+    case 'active_sequences': {
+      topic = TOPIC_ACTIVE_SEQUENCES;
+      const so = opts?.activeSequenceGeneration ? { generation: opts.activeSequenceGeneration } : undefined;
+      if (opts?.batchActiveSequences === false) {
+        if (payload.events.length !== 1) throw new RangeError('an unbatched active-sequence message carries exactly one event');
+        body = encodeActiveSequenceEvent(payload.events[0]!, so);
+      } else {
+        body = encodeActiveSequenceBatch(payload.events, so);
+      }
+      break;
+    }
+  }
+  return encodeEnvelope({ ...header, topic, payload: body });
+}
+
+// --- sniffing (operator tools) -------------------------------------------------
+
+export type SniffedKind = 'envelope' | 'router_event_msgpack' | 'router_event_json' | 'active_load' | 'active_sequence';
+
+/**
+ * Best guess of what a captured message is, from its first byte and top-level
+ * keys; undefined when nothing fits. For tools only: services know their subject.
+ */
+export function sniffMessage(bytes: Uint8Array): SniffedKind | undefined {
+  let i = 0;
+  while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x0a || bytes[i] === 0x0d || bytes[i] === 0x09)) i++;
+  // '{' is also msgpack fixint 123, but a bare integer is never a Dynamo message.
+  if (bytes[i] === 0x7b) return 'router_event_json';
+  const r = guard(() => readMsgpack(bytes, resolveLimits().maxMessageBytes));
+  if (!r.ok || !isMap(r.value)) return undefined;
+  const has = (k: string): boolean => Object.prototype.hasOwnProperty.call(r.value, k);
+  if (has('payload') && has('publisher_id')) return 'envelope';
+  if (has('event') && has('worker_id')) return 'router_event_msgpack';
+  if (has('request_id') || has('events')) return 'active_sequence';
+  if (has('worker_id')) return 'active_load';
+  return undefined;
+}

@@ -1,0 +1,262 @@
+/**
+ * JSON in and out with exact 64-bit integers.
+ *
+ * `JSON.parse` turns every number into a float64, so a u64 hash such as
+ * 14643705804678351452 comes back as 14643705804678352000: the low bits are
+ * gone before any code can look at them. The `reviver` argument runs after
+ * that conversion (Node 20 has no `context.source`), so it cannot help. This
+ * is therefore a small hand-written recursive-descent reader (RFC 8259) that
+ * keeps integer literals as bigint and float literals as JsonFloat, with
+ * bounds on depth, integer-literal length and input size, and duplicate keys
+ * refused. The writer prints bigints as bare integer literals, the way
+ * serde_json prints u64.
+ */
+import { WireReject } from './result';
+import { Fields, type WireValue } from './msgpack';
+import { JsonFloat } from './values';
+
+// 2^64 has 20 digits; a sign and a few leading zeros fit well inside 40.
+const MAX_INT_LITERAL = 40;
+
+const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+class Reader {
+  pos = 0;
+  constructor(
+    private readonly s: string,
+    private readonly maxDepth: number,
+  ) {}
+
+  fail(code: 'malformed' | 'truncated', what: string): never {
+    throw new WireReject(code, `json at offset ${this.pos}: ${what}`);
+  }
+
+  ws(): void {
+    const s = this.s;
+    while (this.pos < s.length) {
+      const c = s.charCodeAt(this.pos);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) this.pos++;
+      else break;
+    }
+  }
+
+  value(depth: number): unknown {
+    this.ws();
+    if (this.pos >= this.s.length) this.fail('truncated', 'unexpected end of input');
+    const c = this.s[this.pos]!;
+    if (c === '{') return this.object(depth + 1);
+    if (c === '[') return this.array(depth + 1);
+    if (c === '"') return this.string();
+    if (c === 't') return this.literal('true', true);
+    if (c === 'f') return this.literal('false', false);
+    if (c === 'n') return this.literal('null', null);
+    if (c === '-' || (c >= '0' && c <= '9')) return this.number();
+    return this.fail('malformed', `unexpected character ${JSON.stringify(c)}`);
+  }
+
+  literal<T>(word: string, v: T): T {
+    const got = this.s.slice(this.pos, this.pos + word.length);
+    if (got !== word) {
+      if (word.startsWith(got) && this.pos + got.length >= this.s.length) this.fail('truncated', 'unexpected end of input');
+      this.fail('malformed', `expected ${word}`);
+    }
+    this.pos += word.length;
+    return v;
+  }
+
+  number(): bigint | JsonFloat {
+    const s = this.s;
+    const start = this.pos;
+    if (s[this.pos] === '-') this.pos++;
+    const intStart = this.pos;
+    while (this.pos < s.length && s[this.pos]! >= '0' && s[this.pos]! <= '9') this.pos++;
+    const intDigits = this.pos - intStart;
+    if (intDigits === 0) this.pos >= s.length ? this.fail('truncated', 'number cut off') : this.fail('malformed', 'digit expected');
+    if (intDigits > 1 && s[intStart] === '0') this.fail('malformed', 'leading zero');
+    let isFloat = false;
+    if (s[this.pos] === '.') {
+      isFloat = true;
+      this.pos++;
+      const f = this.pos;
+      while (this.pos < s.length && s[this.pos]! >= '0' && s[this.pos]! <= '9') this.pos++;
+      if (this.pos === f) this.pos >= s.length ? this.fail('truncated', 'number cut off') : this.fail('malformed', 'fraction digit expected');
+    }
+    if (s[this.pos] === 'e' || s[this.pos] === 'E') {
+      isFloat = true;
+      this.pos++;
+      if (s[this.pos] === '+' || s[this.pos] === '-') this.pos++;
+      const e = this.pos;
+      while (this.pos < s.length && s[this.pos]! >= '0' && s[this.pos]! <= '9') this.pos++;
+      if (this.pos === e) this.pos >= s.length ? this.fail('truncated', 'number cut off') : this.fail('malformed', 'exponent digit expected');
+    }
+    const text = s.slice(start, this.pos);
+    if (isFloat) return new JsonFloat(Number(text), text);
+    // Bound the literal before BigInt() sees it: parsing a megabyte of digits is quadratic.
+    if (text.length > MAX_INT_LITERAL) {
+      throw new WireReject('out_of_range', `json at offset ${start}: integer literal of ${text.length} characters`);
+    }
+    return BigInt(text);
+  }
+
+  string(): string {
+    const s = this.s;
+    this.pos++; // opening quote
+    let out = '';
+    let run = this.pos;
+    for (;;) {
+      if (this.pos >= s.length) this.fail('truncated', 'unterminated string');
+      const c = s.charCodeAt(this.pos);
+      if (c === 0x22) {
+        out += s.slice(run, this.pos);
+        this.pos++;
+        return out;
+      }
+      if (c < 0x20) this.fail('malformed', 'control character in string');
+      if (c !== 0x5c) {
+        this.pos++;
+        continue;
+      }
+      out += s.slice(run, this.pos);
+      this.pos++;
+      if (this.pos >= s.length) this.fail('truncated', 'unterminated escape');
+      const e = s[this.pos]!;
+      this.pos++;
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          const hex = s.slice(this.pos, this.pos + 4);
+          if (hex.length < 4) this.fail('truncated', 'unterminated \\u escape');
+          if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('malformed', 'bad \\u escape');
+          out += String.fromCharCode(parseInt(hex, 16));
+          this.pos += 4;
+          break;
+        }
+        default:
+          this.fail('malformed', `bad escape \\${e}`);
+      }
+      run = this.pos;
+    }
+  }
+
+  array(depth: number): unknown[] {
+    if (depth > this.maxDepth) throw new WireReject('too_large', `json: nested deeper than ${this.maxDepth}`);
+    this.pos++;
+    const out: unknown[] = [];
+    this.ws();
+    if (this.s[this.pos] === ']') {
+      this.pos++;
+      return out;
+    }
+    for (;;) {
+      out.push(this.value(depth));
+      this.ws();
+      const c = this.s[this.pos];
+      if (c === undefined) this.fail('truncated', 'unterminated array');
+      this.pos++;
+      if (c === ']') return out;
+      if (c !== ',') this.fail('malformed', "expected ',' or ']'");
+    }
+  }
+
+  object(depth: number): Record<string, unknown> {
+    if (depth > this.maxDepth) throw new WireReject('too_large', `json: nested deeper than ${this.maxDepth}`);
+    this.pos++;
+    const out: Record<string, unknown> = {};
+    this.ws();
+    if (this.s[this.pos] === '}') {
+      this.pos++;
+      return out;
+    }
+    for (;;) {
+      this.ws();
+      if (this.pos >= this.s.length) this.fail('truncated', 'unterminated object');
+      if (this.s[this.pos] !== '"') this.fail('malformed', 'object key expected');
+      const key = this.string();
+      if (Object.prototype.hasOwnProperty.call(out, key)) this.fail('malformed', `duplicate key ${JSON.stringify(key)}`);
+      this.ws();
+      if (this.pos >= this.s.length) this.fail('truncated', 'unterminated object');
+      if (this.s[this.pos] !== ':') this.fail('malformed', "expected ':'");
+      this.pos++;
+      // defineProperty: a "__proto__" key stays an ordinary data field.
+      Object.defineProperty(out, key, { value: this.value(depth), enumerable: true, writable: true, configurable: true });
+      this.ws();
+      const c = this.s[this.pos];
+      if (c === undefined) this.fail('truncated', 'unterminated object');
+      this.pos++;
+      if (c === '}') return out;
+      if (c !== ',') this.fail('malformed', "expected ',' or '}'");
+    }
+  }
+}
+
+/** Parse one JSON document; integers become bigint. Throws WireReject. */
+export function readJson(input: Uint8Array | string, maxBytes: number, maxDepth: number): unknown {
+  let text: string;
+  if (typeof input === 'string') {
+    text = input;
+  } else if (input instanceof Uint8Array) {
+    if (input.length > maxBytes) throw new WireReject('too_large', `input: ${input.length} bytes exceed the limit of ${maxBytes}`);
+    try {
+      text = fatalUtf8.decode(input);
+    } catch {
+      throw new WireReject('malformed', 'input: not valid UTF-8');
+    }
+  } else {
+    throw new WireReject('wrong_type', 'input: expected bytes or a string');
+  }
+  // Length in UTF-16 units bounds work too; compare generously for strings.
+  if (text.length > maxBytes) throw new WireReject('too_large', `input: ${text.length} characters exceed the limit of ${maxBytes}`);
+  const r = new Reader(text, maxDepth);
+  r.ws();
+  if (r.pos >= text.length) throw new WireReject('truncated', 'input: empty document');
+  const v = r.value(0);
+  r.ws();
+  if (r.pos !== text.length) r.fail('malformed', 'trailing characters after the document');
+  return v;
+}
+
+// ---------------------------------------------------------------------------
+// Writer: compact, like serde_json::to_string.
+// ---------------------------------------------------------------------------
+
+function write(v: WireValue, parts: string[]): void {
+  if (v === null) parts.push('null');
+  else if (typeof v === 'boolean') parts.push(v ? 'true' : 'false');
+  else if (typeof v === 'bigint') parts.push(v.toString(10));
+  else if (typeof v === 'number') {
+    if (!Number.isSafeInteger(v)) throw new RangeError(`only safe integers are written, got ${v}`);
+    parts.push(String(v));
+  } else if (typeof v === 'string') parts.push(JSON.stringify(v));
+  else if (v instanceof Uint8Array) {
+    // serde_json writes bytes as an array of numbers.
+    parts.push(`[${Array.from(v).join(',')}]`);
+  } else if (v instanceof Fields) {
+    parts.push('{');
+    v.entries.forEach(([k, x], i) => {
+      if (i > 0) parts.push(',');
+      parts.push(JSON.stringify(k), ':');
+      write(x, parts);
+    });
+    parts.push('}');
+  } else {
+    parts.push('[');
+    v.forEach((x, i) => {
+      if (i > 0) parts.push(',');
+      write(x, parts);
+    });
+    parts.push(']');
+  }
+}
+
+export function writeJson(v: WireValue): string {
+  const parts: string[] = [];
+  write(v, parts);
+  return parts.join('');
+}

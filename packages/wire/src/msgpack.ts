@@ -1,0 +1,180 @@
+/**
+ * MessagePack in and out.
+ *
+ * Reading uses msgpackr (fast, maintained) configured so 64-bit integers come
+ * back as bigint; narrower widths come back as numbers and the validators in
+ * `values.ts` normalise both. Every msgpackr failure is mapped to a rejection.
+ *
+ * Writing is a small hand-written encoder instead of msgpackr's packer,
+ * because the fleet simulator and the fixtures must emit the very bytes
+ * Dynamo's `rmp_serde::to_vec_named` emits, and msgpackr chooses differently:
+ * it writes small maps as map16, non-negative bigints as int64 (0xd3) and
+ * integers past 2^32 as float64. rmp always picks the narrowest form: fixint,
+ * uint8/16/32/64 for non-negative values, fixmap/fixarray/fixstr when they fit.
+ */
+import { Unpackr } from 'msgpackr';
+import { WireReject } from './result';
+
+// useRecords: false -> plain msgpack (no msgpackr record extension state);
+// mapsAsObjects -> maps become plain objects (msgpackr renames a `__proto__` key);
+// int64AsType: 'bigint' -> uint64/int64 are exact.
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'bigint' });
+
+/** Decode one complete msgpack value; throws WireReject on any failure. */
+export function readMsgpack(bytes: Uint8Array, maxBytes: number): unknown {
+  if (!(bytes instanceof Uint8Array)) {
+    throw new WireReject('wrong_type', 'input: expected bytes');
+  }
+  if (bytes.length === 0) throw new WireReject('truncated', 'input: empty message');
+  if (bytes.length > maxBytes) {
+    throw new WireReject('too_large', `input: ${bytes.length} bytes exceed the limit of ${maxBytes}`);
+  }
+  try {
+    return unpackr.unpack(bytes);
+  } catch (err) {
+    if (err instanceof RangeError && /call stack/i.test(err.message)) {
+      throw new WireReject('too_large', 'msgpack: nesting too deep');
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    const incomplete = (err as { incomplete?: unknown } | null)?.incomplete === true;
+    if (incomplete || /unexpected end/i.test(message)) {
+      throw new WireReject('truncated', `msgpack: ${message}`);
+    }
+    throw new WireReject('malformed', `msgpack: ${message}`);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Writer
+// ---------------------------------------------------------------------------
+
+/** An ordered map for the writers: rmp emits struct fields in declaration order. */
+export class Fields {
+  constructor(readonly entries: ReadonlyArray<readonly [string, WireValue]>) {}
+}
+
+/** What the writers accept. Integers must be safe numbers or bigints. */
+export type WireValue =
+  | null
+  | boolean
+  | number
+  | bigint
+  | string
+  | Uint8Array
+  | Fields
+  | readonly WireValue[];
+
+const utf8 = new TextEncoder();
+
+class ByteSink {
+  private buf = new Uint8Array(256);
+  private view = new DataView(this.buf.buffer);
+  len = 0;
+
+  private reserve(n: number): void {
+    if (this.len + n <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.len + n) size *= 2;
+    const next = new Uint8Array(size);
+    next.set(this.buf.subarray(0, this.len));
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
+  u8(b: number): void {
+    this.reserve(1);
+    this.buf[this.len++] = b;
+  }
+  u16(v: number): void {
+    this.reserve(2);
+    this.view.setUint16(this.len, v);
+    this.len += 2;
+  }
+  u32(v: number): void {
+    this.reserve(4);
+    this.view.setUint32(this.len, v);
+    this.len += 4;
+  }
+  u64(v: bigint): void {
+    this.reserve(8);
+    this.view.setBigUint64(this.len, v);
+    this.len += 8;
+  }
+  i64(v: bigint): void {
+    this.reserve(8);
+    this.view.setBigInt64(this.len, v);
+    this.len += 8;
+  }
+  bytes(b: Uint8Array): void {
+    this.reserve(b.length);
+    this.buf.set(b, this.len);
+    this.len += b.length;
+  }
+  result(): Uint8Array {
+    return this.buf.slice(0, this.len);
+  }
+}
+
+function writeInt(out: ByteSink, v: bigint): void {
+  if (v >= 0n) {
+    if (v < 0x80n) out.u8(Number(v));
+    else if (v <= 0xffn) { out.u8(0xcc); out.u8(Number(v)); }
+    else if (v <= 0xffffn) { out.u8(0xcd); out.u16(Number(v)); }
+    else if (v <= 0xffff_ffffn) { out.u8(0xce); out.u32(Number(v)); }
+    else if (v <= 0xffff_ffff_ffff_ffffn) { out.u8(0xcf); out.u64(v); }
+    else throw new RangeError(`integer ${v} does not fit msgpack`);
+    return;
+  }
+  // Negative: rmp's write_sint picks the narrowest signed form.
+  if (v >= -32n) out.u8(Number(v) & 0xff);
+  else if (v >= -0x80n) { out.u8(0xd0); out.u8(Number(v) & 0xff); }
+  else if (v >= -0x8000n) { out.u8(0xd1); out.u16(Number(v) & 0xffff); }
+  else if (v >= -0x8000_0000n) { out.u8(0xd2); out.u32(Number(v) >>> 0); }
+  else if (v >= -(1n << 63n)) { out.u8(0xd3); out.i64(v); }
+  else throw new RangeError(`integer ${v} does not fit msgpack`);
+}
+
+function writeLen(out: ByteSink, n: number, fix: number, fixMax: number, c8: number | null, c16: number, c32: number): void {
+  if (n <= fixMax) out.u8(fix | n);
+  else if (c8 !== null && n <= 0xff) { out.u8(c8); out.u8(n); }
+  else if (n <= 0xffff) { out.u8(c16); out.u16(n); }
+  else { out.u8(c32); out.u32(n); }
+}
+
+function writeValue(out: ByteSink, v: WireValue): void {
+  if (v === null) return out.u8(0xc0);
+  if (v === true) return out.u8(0xc3);
+  if (v === false) return out.u8(0xc2);
+  if (typeof v === 'bigint') return writeInt(out, v);
+  if (typeof v === 'number') {
+    if (!Number.isSafeInteger(v)) throw new RangeError(`only safe integers are written, got ${v}`);
+    return writeInt(out, BigInt(v));
+  }
+  if (typeof v === 'string') {
+    const b = utf8.encode(v);
+    writeLen(out, b.length, 0xa0, 31, 0xd9, 0xda, 0xdb);
+    return out.bytes(b);
+  }
+  if (v instanceof Uint8Array) {
+    if (v.length <= 0xff) { out.u8(0xc4); out.u8(v.length); }
+    else if (v.length <= 0xffff) { out.u8(0xc5); out.u16(v.length); }
+    else { out.u8(0xc6); out.u32(v.length); }
+    return out.bytes(v);
+  }
+  if (v instanceof Fields) {
+    writeLen(out, v.entries.length, 0x80, 15, null, 0xde, 0xdf);
+    for (const [k, x] of v.entries) {
+      writeValue(out, k);
+      writeValue(out, x);
+    }
+    return;
+  }
+  writeLen(out, v.length, 0x90, 15, null, 0xdc, 0xdd);
+  for (const x of v) writeValue(out, x);
+}
+
+/** Encode one value the way `rmp_serde::to_vec_named` would. */
+export function writeMsgpack(v: WireValue): Uint8Array {
+  const out = new ByteSink();
+  writeValue(out, v);
+  return out.result();
+}

@@ -1,0 +1,207 @@
+/**
+ * Dynamo's `RouterEvent` (lib/kv-router protocols), as msgpack (event plane,
+ * `rmp_serde::to_vec_named`) or JSON (legacy core-NATS and JetStream paths).
+ *
+ * Wire shape, fields in declaration order (rmp and serde_json keep it):
+ *   RouterEvent  { worker_id: u64, storage_tier: "device"|"host_pinned"|"disk"|"external",
+ *                  residency_domain?: "worker"|"cache_owner", event: KvCacheEvent, state_source?: .. }
+ *   KvCacheEvent { event_id: u64, data: KvCacheEventData, dp_rank: u32 }
+ *   KvCacheEventData (externally tagged, snake_case):
+ *     {"stored": {parent_hash: u64|nil, start_position: u32|nil,
+ *                 blocks: [{block_hash: u64, tokens_hash: u64, mm_extra_info: obj|nil}]}}
+ *     {"removed": {block_hashes: [u64]}}
+ *     "cleared"
+ * Defaults when absent (older publishers): storage_tier "device", dp_rank 0,
+ * start_position nil, mm_extra_info nil, parent_hash nil. Unknown fields are ignored.
+ */
+import {
+  STORAGE_TIERS,
+  type ExternalHash,
+  type KvEvent,
+  type KvEventData,
+  type StorageTier,
+  type WorkerId,
+} from '@vantage/types';
+import type { WireLimits } from './limits';
+import { Fields, type WireValue } from './msgpack';
+import { WireReject } from './result';
+import {
+  asMap,
+  get,
+  list,
+  opaque,
+  optional,
+  required,
+  str,
+  u32,
+  u64,
+  u64List,
+  variant,
+  type Obj,
+} from './values';
+
+/**
+ * Field generations of RouterEvent, oldest first; each includes every field
+ * of the ones before it. Encoders take one to reproduce a given Dynamo release.
+ *   base            worker_id, event{event_id, data}                 (until Oct 2025)
+ *   dp_rank         + event.dp_rank                                  (Oct 2025)
+ *   mm_extra_info   + blocks[].mm_extra_info                         (Dec 2025)
+ *   storage_tier    + storage_tier                                   (Mar 2026)
+ *   start_position  + stored.start_position                          (Apr 2026)
+ *   residency_domain + residency_domain: "worker"                    (current)
+ */
+export const ROUTER_EVENT_GENERATIONS = [
+  'base',
+  'dp_rank',
+  'mm_extra_info',
+  'storage_tier',
+  'start_position',
+  'residency_domain',
+] as const;
+export type RouterEventGeneration = (typeof ROUTER_EVENT_GENERATIONS)[number];
+export const CURRENT_ROUTER_EVENT_GENERATION: RouterEventGeneration = 'residency_domain';
+
+function has(gen: RouterEventGeneration, field: RouterEventGeneration): boolean {
+  return ROUTER_EVENT_GENERATIONS.indexOf(gen) >= ROUTER_EVENT_GENERATIONS.indexOf(field);
+}
+
+function storageTier(v: unknown, path: string): StorageTier {
+  if (v === undefined) return 'device';
+  const s = str(v, path, 64);
+  if (!(STORAGE_TIERS as readonly string[]).includes(s)) {
+    throw new WireReject('unknown_variant', `${path}: unknown storage tier ${JSON.stringify(s)}`);
+  }
+  return s as StorageTier;
+}
+
+/**
+ * `residency_domain` is additive: absent or "worker" means the event belongs
+ * to worker_id's own cache, which is all this index models. A "cache_owner"
+ * event (or a value Dynamo itself refuses) describes a shared cache that the
+ * worker id does not own; applying it as the worker's would corrupt the index,
+ * so it is refused, as Dynamo's own router refuses what it does not support.
+ */
+function checkResidencyDomain(v: unknown, path: string): void {
+  if (v === undefined || v === 'worker') return;
+  if (typeof v === 'string') {
+    throw new WireReject('unsupported', `${path}: residency domain ${JSON.stringify(v.slice(0, 64))} is not a worker-owned event`);
+  }
+  throw new WireReject('unsupported', `${path}: residency domain must be a string when present`);
+}
+
+function storedData(content: unknown, path: string, limits: WireLimits): KvEventData {
+  const m = asMap(content, path);
+  const parentHash = optional(get(m, 'parent_hash'), (v) => u64(v, `${path}.parent_hash`) as ExternalHash);
+  const startPosition = optional(get(m, 'start_position'), (v) => u32(v, `${path}.start_position`));
+  const blocks = list(required(m, 'blocks', path), `${path}.blocks`, limits.maxBlocksPerEvent);
+  const blockHashes = new BigUint64Array(blocks.length);
+  const tokensHashes = new BigUint64Array(blocks.length);
+  let mm: unknown[] | undefined;
+  for (let i = 0; i < blocks.length; i++) {
+    const bp = `${path}.blocks[${i}]`;
+    const b = asMap(blocks[i], bp);
+    blockHashes[i] = u64(required(b, 'block_hash', bp), `${bp}.block_hash`);
+    tokensHashes[i] = u64(required(b, 'tokens_hash', bp), `${bp}.tokens_hash`);
+    const extra = get(b, 'mm_extra_info');
+    if (extra !== undefined && extra !== null) {
+      mm ??= new Array<unknown>(blocks.length).fill(null);
+      mm[i] = opaque(extra, `${bp}.mm_extra_info`, limits.maxDepth);
+    }
+  }
+  const out: KvEventData = { kind: 'stored', parentHash, startPosition, blockHashes, tokensHashes };
+  return mm ? { ...out, mmExtraInfo: mm } : out;
+}
+
+function eventData(v: unknown, path: string, limits: WireLimits): KvEventData {
+  const { tag, content } = variant(v, path);
+  switch (tag) {
+    case 'stored':
+      return storedData(content, `${path}.stored`, limits);
+    case 'removed': {
+      const m = asMap(content, `${path}.removed`);
+      const hashes = u64List(required(m, 'block_hashes', `${path}.removed`), `${path}.removed.block_hashes`, limits.maxBlocksPerEvent);
+      return { kind: 'removed', blockHashes: hashes };
+    }
+    case 'cleared':
+      if (content !== undefined && content !== null) {
+        throw new WireReject('wrong_type', `${path}.cleared: a unit variant carries no content`);
+      }
+      return { kind: 'cleared' };
+    default:
+      throw new WireReject('unknown_variant', `${path}: unknown event kind ${JSON.stringify(tag.slice(0, 64))}`);
+  }
+}
+
+/** Validate a decoded RouterEvent value tree into the domain type. Throws WireReject. */
+export function routerEventFromValue(v: unknown, limits: WireLimits, path = 'router_event'): KvEvent {
+  const m: Obj = asMap(v, path);
+  const workerId = u64(required(m, 'worker_id', path), `${path}.worker_id`) as WorkerId;
+  const tier = storageTier(get(m, 'storage_tier'), `${path}.storage_tier`);
+  checkResidencyDomain(get(m, 'residency_domain'), `${path}.residency_domain`);
+  const ep = `${path}.event`;
+  const e = asMap(required(m, 'event', path), ep);
+  const eventId = u64(required(e, 'event_id', ep), `${ep}.event_id`);
+  const data = eventData(required(e, 'data', ep), `${ep}.data`, limits);
+  const dpRank = optional(get(e, 'dp_rank'), (x) => u32(x, `${ep}.dp_rank`)) ?? 0;
+  return { workerId, dpRank, storageTier: tier, eventId, data };
+}
+
+function dataToWire(d: KvEventData, gen: RouterEventGeneration): WireValue {
+  switch (d.kind) {
+    case 'stored': {
+      if (d.blockHashes.length !== d.tokensHashes.length) {
+        throw new RangeError('stored event: blockHashes and tokensHashes differ in length');
+      }
+      const blocks: WireValue[] = [];
+      for (let i = 0; i < d.blockHashes.length; i++) {
+        const fields: [string, WireValue][] = [
+          ['block_hash', d.blockHashes[i]!],
+          ['tokens_hash', d.tokensHashes[i]!],
+        ];
+        if (has(gen, 'mm_extra_info')) fields.push(['mm_extra_info', toWireOpaque(d.mmExtraInfo?.[i] ?? null)]);
+        blocks.push(new Fields(fields));
+      }
+      const stored: [string, WireValue][] = [['parent_hash', d.parentHash]];
+      if (has(gen, 'start_position')) stored.push(['start_position', d.startPosition]);
+      stored.push(['blocks', blocks]);
+      return new Fields([['stored', new Fields(stored)]]);
+    }
+    case 'removed':
+      return new Fields([['removed', new Fields([['block_hashes', Array.from(d.blockHashes)]])]]);
+    case 'cleared':
+      // A serde unit variant: the bare name, in msgpack (rmp 1.x) and JSON alike.
+      return 'cleared';
+  }
+}
+
+/** Opaque decoded data (plain objects, arrays, scalars) back to writer values. */
+export function toWireOpaque(v: unknown): WireValue {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'boolean' || typeof v === 'string' || typeof v === 'bigint' || v instanceof Uint8Array) return v;
+  if (typeof v === 'number') {
+    if (!Number.isSafeInteger(v)) throw new RangeError('opaque value: only integers can be re-encoded');
+    return v;
+  }
+  if (Array.isArray(v)) return v.map(toWireOpaque);
+  if (typeof v === 'object') {
+    return new Fields(Object.keys(v).map((k) => [k, toWireOpaque((v as Record<string, unknown>)[k])] as const));
+  }
+  throw new RangeError(`opaque value of type ${typeof v} cannot be encoded`);
+}
+
+/** The RouterEvent wire tree for a domain event, in the given field generation. */
+export function routerEventToWire(e: KvEvent, gen: RouterEventGeneration = CURRENT_ROUTER_EVENT_GENERATION): WireValue {
+  if (!(ROUTER_EVENT_GENERATIONS as readonly string[]).includes(gen)) throw new RangeError(`unknown RouterEvent generation ${gen}`);
+  const event: [string, WireValue][] = [
+    ['event_id', e.eventId],
+    ['data', dataToWire(e.data, gen)],
+  ];
+  if (has(gen, 'dp_rank')) event.push(['dp_rank', e.dpRank]);
+  else if (e.dpRank !== 0) throw new RangeError(`generation ${gen} cannot carry dp_rank ${e.dpRank}`);
+  const top: [string, WireValue][] = [['worker_id', e.workerId]];
+  if (has(gen, 'storage_tier')) top.push(['storage_tier', e.storageTier]);
+  else if (e.storageTier !== 'device') throw new RangeError(`generation ${gen} cannot carry storage tier ${e.storageTier}`);
+  if (has(gen, 'residency_domain')) top.push(['residency_domain', 'worker']);
+  top.push(['event', new Fields(event)]);
+  return new Fields(top);
+}

@@ -1,0 +1,174 @@
+/**
+ * NATS subjects and JetStream names Dynamo uses, for each generation.
+ *
+ *   event plane (current)   namespace.{ns}.component.{comp}.kv-events
+ *                           namespace.{ns}.kv_metrics
+ *                           namespace.{ns}.component.{comp}.active_sequences_events
+ *   per endpoint (newer)    namespace.{ns}.component.{comp}.endpoint.{ep}.{topic}
+ *   legacy core NATS        namespace.{ns}.component.{comp}.kv_events          (JSON, until Aug 2025)
+ *   JetStream               stream namespace-{ns}-component-{comp}-kv-events,
+ *                           subject {stream}.kv-events                         (JSON)
+ *
+ * Event-plane segments (namespace, component, endpoint and topic) are
+ * percent-encoded: every byte of the UTF-8 form outside [A-Za-z0-9_-] becomes
+ * `%XX` (upper-case hex). This is reversible and keeps `.`, `*`, `>` and
+ * spaces from changing a subject's meaning. For the usual names
+ * (`dynamo`, `backend`) encoding changes nothing, so the same builders give
+ * the older unencoded subjects too.
+ */
+import { ok, reject, type Result } from './result';
+
+export const TOPIC_KV_EVENTS = 'kv-events';
+export const TOPIC_KV_METRICS = 'kv_metrics';
+export const TOPIC_ACTIVE_SEQUENCES = 'active_sequences_events';
+/** The core-NATS JSON topic before the event plane (underscore). */
+export const LEGACY_TOPIC_KV_EVENTS = 'kv_events';
+
+const utf8 = new TextEncoder();
+const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
+const HEX = '0123456789ABCDEF';
+
+function safeByte(b: number): boolean {
+  return (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b === 0x2d || b === 0x5f;
+}
+
+/** Percent-encode one subject segment the way Dynamo's event plane does. */
+export function encodeSubjectSegment(value: string): string {
+  let out = '';
+  for (const b of utf8.encode(value)) {
+    out += safeByte(b) ? String.fromCharCode(b) : `%${HEX[b >> 4]}${HEX[b & 15]}`;
+  }
+  return out;
+}
+
+/** Inverse of encodeSubjectSegment; rejects bad escapes, stray bytes and invalid UTF-8. */
+export function decodeSubjectSegment(segment: string): Result<string> {
+  const out: number[] = [];
+  for (let i = 0; i < segment.length; i++) {
+    const c = segment.charCodeAt(i);
+    if (c === 0x25) {
+      const hex = segment.slice(i + 1, i + 3);
+      if (!/^[0-9A-Fa-f]{2}$/.test(hex)) return reject('malformed', `bad percent escape at ${i} in ${JSON.stringify(segment)}`);
+      out.push(parseInt(hex, 16));
+      i += 2;
+    } else if (c < 0x80 && safeByte(c)) {
+      out.push(c);
+    } else {
+      return reject('malformed', `character ${JSON.stringify(segment[i])} must be percent-encoded in a subject segment`);
+    }
+  }
+  try {
+    return ok(fatalUtf8.decode(new Uint8Array(out)));
+  } catch {
+    return reject('malformed', `segment ${JSON.stringify(segment)} is not UTF-8 once decoded`);
+  }
+}
+
+export interface SubjectScope {
+  readonly namespace: string;
+  readonly component?: string;
+  readonly endpoint?: string;
+}
+
+function checkName(kind: string, v: string | undefined): void {
+  if (v === undefined) return;
+  if (typeof v !== 'string' || v.length === 0) throw new RangeError(`${kind} name must be a non-empty string`);
+}
+
+/** `{scope}.{topic}` for the event plane; an endpoint scope requires a component. */
+export function eventPlaneSubject(scope: SubjectScope, topic: string): string {
+  checkName('namespace', scope.namespace);
+  checkName('component', scope.component);
+  checkName('endpoint', scope.endpoint);
+  checkName('topic', topic);
+  if (scope.endpoint !== undefined && scope.component === undefined) {
+    throw new RangeError('an endpoint scope needs a component');
+  }
+  let s = `namespace.${encodeSubjectSegment(scope.namespace)}`;
+  if (scope.component !== undefined) s += `.component.${encodeSubjectSegment(scope.component)}`;
+  if (scope.endpoint !== undefined) s += `.endpoint.${encodeSubjectSegment(scope.endpoint)}`;
+  return `${s}.${encodeSubjectSegment(topic)}`;
+}
+
+export function kvEventsSubject(namespace: string, component: string, endpoint?: string): string {
+  return eventPlaneSubject(endpoint === undefined ? { namespace, component } : { namespace, component, endpoint }, TOPIC_KV_EVENTS);
+}
+
+export function kvMetricsSubject(namespace: string): string {
+  return eventPlaneSubject({ namespace }, TOPIC_KV_METRICS);
+}
+
+export function activeSequencesSubject(namespace: string, component: string, endpoint?: string): string {
+  return eventPlaneSubject(endpoint === undefined ? { namespace, component } : { namespace, component, endpoint }, TOPIC_ACTIVE_SEQUENCES);
+}
+
+function checkLegacyToken(kind: string, v: string): void {
+  checkName(kind, v);
+  // Older releases put names into subjects verbatim; these characters would split or widen the subject.
+  if (/[\s.*>]/.test(v)) throw new RangeError(`${kind} name ${JSON.stringify(v)} cannot appear in a legacy subject`);
+}
+
+/** Core-NATS JSON subject used until Aug 2025. */
+export function legacyKvEventsSubject(namespace: string, component: string): string {
+  checkLegacyToken('namespace', namespace);
+  checkLegacyToken('component', component);
+  return `namespace.${namespace}.component.${component}.${LEGACY_TOPIC_KV_EVENTS}`;
+}
+
+/**
+ * JetStream stream for durable KV events. Dynamo slugs
+ * `namespace.{ns}.component.{comp}.kv-events`: lower-case, every character
+ * outside [a-z0-9_-] (per Unicode code point) becomes `_`, leading `_` trimmed,
+ * then `_` becomes `-`.
+ */
+export function jetStreamKvStreamName(namespace: string, component: string): string {
+  checkName('namespace', namespace);
+  checkName('component', component);
+  const raw = `namespace.${namespace}.component.${component}.${TOPIC_KV_EVENTS}`.toLowerCase();
+  let slug = '';
+  for (const ch of raw) slug += /^[a-z0-9_-]$/.test(ch) ? ch : '_';
+  return slug.replace(/^_+/, '').replaceAll('_', '-');
+}
+
+export function jetStreamKvSubject(namespace: string, component: string): string {
+  return `${jetStreamKvStreamName(namespace, component)}.${TOPIC_KV_EVENTS}`;
+}
+
+export type ParsedSubject =
+  | {
+      readonly kind: 'event_plane';
+      readonly scope: SubjectScope;
+      readonly topic: string;
+    }
+  | { readonly kind: 'legacy_kv_events'; readonly namespace: string; readonly component: string }
+  | { readonly kind: 'jetstream_kv_events'; readonly stream: string };
+
+/**
+ * Classify a subject and recover its parts. JetStream subjects give back only
+ * the stream name: the slug is not invertible (`my_ns` and `my.ns` collide).
+ */
+export function parseSubject(subject: string): Result<ParsedSubject> {
+  if (typeof subject !== 'string' || subject.length === 0) return reject('malformed', 'subject must be a non-empty string');
+  const parts = subject.split('.');
+  if (parts.some((p) => p.length === 0)) return reject('malformed', `empty token in subject ${JSON.stringify(subject)}`);
+  if (parts.length === 2 && parts[1] === TOPIC_KV_EVENTS && /^namespace-[a-z0-9-]+-kv-events$/.test(parts[0]!)) {
+    return ok({ kind: 'jetstream_kv_events', stream: parts[0]! });
+  }
+  if (parts[0] !== 'namespace') return reject('unknown_variant', `subject ${JSON.stringify(subject)} is not a Dynamo subject`);
+  const dec: string[] = [];
+  for (const p of parts) {
+    const d = decodeSubjectSegment(p);
+    if (!d.ok) return d;
+    dec.push(d.value);
+  }
+  const [, ns, ...rest] = dec as [string, string, ...string[]];
+  if (rest.length === 1) return ok({ kind: 'event_plane', scope: { namespace: ns }, topic: rest[0]! });
+  if (rest[0] === 'component' && rest.length === 3) {
+    if (rest[2] === LEGACY_TOPIC_KV_EVENTS) return ok({ kind: 'legacy_kv_events', namespace: ns, component: rest[1]! });
+    return ok({ kind: 'event_plane', scope: { namespace: ns, component: rest[1]! }, topic: rest[2]! });
+  }
+  if (rest[0] === 'component' && rest[2] === 'endpoint' && rest.length === 5) {
+    return ok({ kind: 'event_plane', scope: { namespace: ns, component: rest[1]!, endpoint: rest[3]! }, topic: rest[4]! });
+  }
+  return reject('unknown_variant', `subject ${JSON.stringify(subject)} has no known Dynamo layout`);
+}
