@@ -38,8 +38,6 @@ import type { Reason } from './reasons';
  *    10. trigger                       -> overrode | kept_no_trigger
  */
 
-export type InputCheckProblem = 'missing' | 'invalid' | 'stale' | 'suspect' | 'too_old';
-
 /** Which candidate and input a reason is about, when it is about one. */
 export interface ReasonDetail {
   readonly candidate?: Role;
@@ -186,8 +184,8 @@ function ageCheck<T>(o: Observed<T>, candidate: Role, input: InputName, maxAgeMs
 }
 
 /** The value of an observation that passed `statusCheck`. */
-function valueOf<T>(o: Observed<T>): T {
-  if (o.status !== 'ok') throw new Error('valueOf called on an unusable observation');
+function usableValue<T>(o: Observed<T>): T {
+  if (o.status !== 'ok') throw new Error('usableValue called on an unusable observation');
   return o.value;
 }
 
@@ -291,7 +289,7 @@ export function decide(input: DecisionInput, params: ParameterSet): Decision {
   // 4. Capable worker schedulable.
   const sched = statusCheck(cap.schedulable, 'capable', 'schedulable') ?? ageCheck(cap.schedulable, 'capable', 'schedulable', gate.maxAgeMs);
   if (sched !== null) return keep(sched.reason, sched.detail);
-  if (cap.placement === null || !valueOf(cap.schedulable)) {
+  if (cap.placement === null || !usableValue(cap.schedulable)) {
     return keep('fallback_capable_unschedulable', {
       candidate: 'capable',
       input: 'schedulable',
@@ -306,7 +304,7 @@ export function decide(input: DecisionInput, params: ParameterSet): Decision {
     const o = obsOf(r);
     const bad = statusCheck(o, r.candidate, r.input);
     if (bad !== null) return keep(bad.reason, bad.detail);
-    const range = valueProblem(r.input, valueOf(o));
+    const range = valueProblem(r.input, usableValue(o));
     if (range !== null) return keep('fallback_invalid_observation', { candidate: r.candidate, input: r.input, message: `${r.candidate} ${range}` });
     // A suspect index is its own reason rather than "invalid": the value
     // itself looked fine, and operators need to see index health separately
@@ -330,7 +328,7 @@ export function decide(input: DecisionInput, params: ParameterSet): Decision {
   }
 
   // 7. Destination limit on the capable worker's booked requests.
-  const capR = valueOf(cap.bookedRequests);
+  const capR = usableValue(cap.bookedRequests);
   if (!(capR < gate.destinationLimit)) {
     return keep('fallback_destination_limit', {
       candidate: 'capable',
@@ -353,12 +351,12 @@ export function decide(input: DecisionInput, params: ParameterSet): Decision {
   switch (params.variant) {
     case 'count': {
       const { r } = params.thresholds;
-      triggered = r !== null && valueOf(eff.bookedRequests) >= r;
+      triggered = r !== null && usableValue(eff.bookedRequests) >= r;
       break;
     }
     case 'count_prefill': {
       const { r, p } = params.thresholds;
-      triggered = (r !== null && valueOf(eff.bookedRequests) >= r) || (p !== null && valueOf(eff.prefillPressure) > p);
+      triggered = (r !== null && usableValue(eff.bookedRequests) >= r) || (p !== null && usableValue(eff.prefillPressure) > p);
       break;
     }
     case 'blind':

@@ -9,20 +9,41 @@
  * tests call after every pass.
  */
 
+/**
+ * Map key for a sequence hash: its low 30 bits, a small integer. V8 hashes a
+ * bigint Map key from its digits on every lookup, which dominated replay time;
+ * a small-integer key is hashed for free, and the rare blocks whose low bits
+ * collide are chained and told apart by the full hash.
+ */
+export function blockKey(seq: bigint): number {
+  return Number(seq & 0x3fff_ffffn);
+}
+
+/** Same key from the low u32 word of a hash (read from a Uint32Array view, no bigint work). */
+export function blockKeyFromLow(lo: number): number {
+  return lo & 0x3fff_ffff;
+}
+
 export class CachedBlock {
   /** Requests holding this block. */
   ref = 0;
+  /** Next block whose key collides with this one. */
+  chain: CachedBlock | null = null;
   /** LRU links, meaningful only while ref === 0. */
   prev: CachedBlock | null = null;
   next: CachedBlock | null = null;
   constructor(
+    readonly key: number,
     readonly seq: bigint,
     readonly local: bigint,
   ) {}
 }
 
 export class BlockPool {
-  private readonly byHash = new Map<bigint, CachedBlock>();
+  private readonly byKey = new Map<number, CachedBlock>();
+  private cached = 0;
+  /** Whether the last `promote` added a block that was not cached before. */
+  lastPromoteWasNew = false;
   private lruHead: CachedBlock | null = null; // least recently released: evicted first
   private lruTail: CachedBlock | null = null;
   private lruSize = 0;
@@ -37,7 +58,7 @@ export class BlockPool {
 
   /** Blocks not free: cached (referenced or not) plus private. */
   get used(): number {
-    return this.byHash.size + this.privateBlocks;
+    return this.cached + this.privateBlocks;
   }
   get free(): number {
     return this.capacity - this.used;
@@ -51,15 +72,40 @@ export class BlockPool {
     return this.lruSize;
   }
   get cachedBlocks(): number {
-    return this.byHash.size;
+    return this.cached;
   }
 
-  lookup(seq: bigint): CachedBlock | undefined {
-    return this.byHash.get(seq);
+  lookup(key: number, seq: bigint): CachedBlock | undefined {
+    let b = this.byKey.get(key);
+    while (b !== undefined && b.seq !== seq) b = b.chain ?? undefined;
+    return b;
   }
 
-  has(seq: bigint): boolean {
-    return this.byHash.has(seq);
+  has(key: number, seq: bigint): boolean {
+    return this.lookup(key, seq) !== undefined;
+  }
+
+  private insert(b: CachedBlock): void {
+    const head = this.byKey.get(b.key);
+    b.chain = head ?? null;
+    this.byKey.set(b.key, b);
+    this.cached++;
+  }
+
+  private remove(b: CachedBlock): void {
+    let prev: CachedBlock | null = null;
+    let cur = this.byKey.get(b.key) ?? null;
+    while (cur !== null && cur !== b) {
+      prev = cur;
+      cur = cur.chain;
+    }
+    if (cur === null) throw new Error(`block ${b.seq} is not cached`);
+    if (prev === null) {
+      if (b.chain === null) this.byKey.delete(b.key);
+      else this.byKey.set(b.key, b.chain);
+    } else prev.chain = b.chain;
+    b.chain = null;
+    this.cached--;
   }
 
   acquire(b: CachedBlock): void {
@@ -105,7 +151,7 @@ export class BlockPool {
     while (this.free < n) {
       const victim = this.lruHead!;
       this.unlink(victim);
-      this.byHash.delete(victim.seq);
+      this.remove(victim);
       this.evicted.push(victim.seq);
     }
     this.privateBlocks += n;
@@ -120,21 +166,24 @@ export class BlockPool {
   /**
    * A private block just became full: give it its hash. If that hash is
    * already cached (another request computed the same block) the private copy
-   * is dropped and the cached one is shared. Returns the block now held and
-   * whether it is new to the cache (new blocks are announced as `stored`).
+   * is dropped and the cached one is shared. Returns the block now held;
+   * `lastPromoteWasNew` says whether it is new to the cache (new blocks are
+   * announced as `stored`). No result object: this runs once per block.
    */
-  promote(seq: bigint, local: bigint): { block: CachedBlock; isNew: boolean } {
+  promote(key: number, seq: bigint, local: bigint): CachedBlock {
     this.freePrivate(1);
-    const existing = this.byHash.get(seq);
-    if (existing) {
+    const existing = this.lookup(key, seq);
+    if (existing !== undefined) {
       this.acquire(existing);
-      return { block: existing, isNew: false };
+      this.lastPromoteWasNew = false;
+      return existing;
     }
-    const b = new CachedBlock(seq, local);
+    const b = new CachedBlock(key, seq, local);
     b.ref = 1;
     this.referenced++;
-    this.byHash.set(seq, b);
-    return { block: b, isNew: true };
+    this.insert(b);
+    this.lastPromoteWasNew = true;
+    return b;
   }
 
   /** LRU order, oldest first (tests and diagnostics). */
@@ -148,16 +197,25 @@ export class BlockPool {
   checkInvariants(): void {
     let refd = 0;
     let unref = 0;
-    for (const b of this.byHash.values()) {
-      if (b.ref < 0) throw new Error(`negative reference count on ${b.seq}`);
-      if (b.ref > 0) refd++;
-      else unref++;
+    let n = 0;
+    const seen = new Set<bigint>();
+    for (const [key, head] of this.byKey) {
+      for (let b: CachedBlock | null = head; b !== null; b = b.chain) {
+        if (b.key !== key || b.key !== blockKey(b.seq)) throw new Error(`block ${b.seq} filed under the wrong key`);
+        if (seen.has(b.seq)) throw new Error(`block ${b.seq} cached twice`);
+        seen.add(b.seq);
+        n++;
+        if (b.ref < 0) throw new Error(`negative reference count on ${b.seq}`);
+        if (b.ref > 0) refd++;
+        else unref++;
+      }
     }
+    if (n !== this.cached) throw new Error(`cached counter ${this.cached} != ${n}`);
     if (refd !== this.referenced) throw new Error(`referenced counter ${this.referenced} != ${refd}`);
     if (unref !== this.lruSize) throw new Error(`LRU size ${this.lruSize} != unreferenced ${unref}`);
     let walked = 0;
     for (let b = this.lruHead; b; b = b.next) {
-      if (b.ref !== 0 || this.byHash.get(b.seq) !== b) throw new Error(`LRU holds a referenced or foreign block ${b.seq}`);
+      if (b.ref !== 0 || this.lookup(b.key, b.seq) !== b) throw new Error(`LRU holds a referenced or foreign block ${b.seq}`);
       walked++;
     }
     if (walked !== this.lruSize) throw new Error(`LRU walk ${walked} != size ${this.lruSize}`);

@@ -36,7 +36,7 @@
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { localBlockHash, nextSequenceHash } from '@vantage/hashing';
 import { seed32 } from '@vantage/selection';
-import { BlockPool, type CachedBlock } from './block-pool';
+import { BlockPool, blockKey, blockKeyFromLow, type CachedBlock } from './block-pool';
 import type { PromptBlocks } from './prompt';
 import { polynomialTiming, type TimingModel } from './timing';
 
@@ -92,9 +92,11 @@ export interface Finished {
 export interface StepResult {
   readonly startMs: number;
   readonly endMs: number;
+  /** Forward passes covered: 1, or more when quiet decode passes were fast-forwarded (see `StepOptions`). */
+  readonly passes: number;
   /** Uncached prompt (and recomputed) tokens computed in the pass. */
   readonly prefillTokens: number;
-  /** Tokens computed in the pass (prefill and decode); never above maxNumBatchedTokens. */
+  /** Tokens computed (prefill and decode); never above maxNumBatchedTokens per pass. */
   readonly scheduledTokens: number;
   /** Tokens emitted at endMs (one per decoding request). */
   readonly tokensEmitted: number;
@@ -104,6 +106,19 @@ export interface StepResult {
   readonly preempted: readonly string[];
   /** KV events of this pass, in event_id order, published at startMs. */
   readonly kvEvents: readonly KvEvent[];
+}
+
+export interface StepOptions {
+  /**
+   * Allow fast-forwarding: after the pass, also run the following decode
+   * passes that would change nothing visible (no prefill, no admission, no
+   * block allocated or filled, no request finishing) and that start before
+   * `untilMs` and before the next pending arrival. The result is identical to
+   * stepping them one by one, given that no request is added before
+   * `untilMs`; a driver passes the time of its next possible arrival to this
+   * engine. Omitted: exactly one pass.
+   */
+  readonly untilMs?: number;
 }
 
 /** Dynamo's `ActiveLoad`, plus queue sizes. */
@@ -133,9 +148,10 @@ interface Req {
   readonly prompt: PromptBlocks;
   readonly outputTokens: Uint32Array | undefined;
   readonly outSeed: number;
-  /** Sequence / local hashes of every full block known so far (prompt, then generated). */
+  /** Sequence / local hashes of every full block known so far (prompt, then generated), and their pool keys. */
   readonly seq: bigint[];
   readonly local: bigint[];
+  readonly keys: number[];
   /** Cached full blocks held, blocks 0..held.length-1. */
   readonly held: CachedBlock[];
   /** Allocated blocks after the held ones (not yet full). */
@@ -152,6 +168,14 @@ interface Req {
   /** Tokens and prefill tokens scheduled in the current pass (undone on preemption). */
   passTokens: number;
   passPrefill: number;
+}
+
+/** Pool keys of a prompt's sequence hashes, read from their low u32 words without bigint arithmetic. */
+function promptKeys(seq: BigUint64Array): number[] {
+  const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
+  const out = new Array<number>(seq.length);
+  for (let i = 0; i < seq.length; i++) out[i] = blockKeyFromLow(words[2 * i]!); // little-endian: low word first
+  return out;
 }
 
 /** Output token ids when none are supplied: a deterministic per-request stream. */
@@ -223,6 +247,7 @@ export class Engine {
       outSeed: seed32(r.id),
       seq: Array.from(r.prompt.sequence),
       local: Array.from(r.prompt.local),
+      keys: promptKeys(r.prompt.sequence),
       held: [],
       privateHeld: 0,
       computed: 0,
@@ -266,7 +291,7 @@ export class Engine {
   }
 
   /** Run one forward pass starting at `nowMs` (>= the end of the previous pass). */
-  step(nowMs: number): StepResult {
+  step(nowMs: number, opts: StepOptions = {}): StepResult {
     if (nowMs < this.busyUntilMs) throw new RangeError(`step at ${nowMs} ms before the previous pass ends at ${this.busyUntilMs} ms`);
     this.admitArrivals(nowMs);
     const bs = this.blockSize;
@@ -316,7 +341,7 @@ export class Engine {
         const r = this.waiting[this.waitingHead]!;
         const hit = this.prefixHitBlocks(r);
         for (let b = 0; b < hit; b++) {
-          const blk = this.pool.lookup(r.seq[b]!)!;
+          const blk = this.pool.lookup(r.keys[b]!, r.seq[b]!)!;
           this.pool.acquire(blk);
           r.held.push(blk);
         }
@@ -363,7 +388,7 @@ export class Engine {
     if (scheduled === 0 && ready === 0) {
       // Nothing could run (cannot happen for requests that fit; guard against spinning).
       this.stalled = this.running.length > 0 || this.waiting.length > this.waitingHead;
-      return this.result(nowMs, nowMs, 0, 0, 0, 0, [], [], preempted);
+      return this.result(nowMs, nowMs, 0, 0, 0, 0, 0, [], [], preempted);
     }
     const duration = this.timing.stepMs({
       prefillTokens,
@@ -406,7 +431,66 @@ export class Engine {
     }
     if (anyDone) this.running = this.running.filter((r) => r.phase === Phase.Running);
     this.busyUntilMs = endMs;
-    return this.result(nowMs, endMs, prefillTokens, scheduled, ready, scheduledRequests, firstTokens, finished, preempted);
+    let passes = 1;
+    let scheduledTokens = scheduled;
+    let emitted = ready;
+    if (opts.untilMs !== undefined && preempted.length === 0) {
+      const q = this.fastForward(opts.untilMs);
+      passes += q;
+      scheduledTokens += q * this.running.length;
+      emitted += q * this.running.length;
+    }
+    return this.result(nowMs, this.busyUntilMs, prefillTokens, scheduledTokens, emitted, scheduledRequests, passes, firstTokens, finished, preempted);
+  }
+
+  /**
+   * Run the quiet decode passes that follow, in O(running + passes): every
+   * running request decodes one token per pass, nothing is allocated, filled,
+   * admitted or finished, so only counters advance and every pass has the
+   * same KV usage. Pass durations are still computed one by one (and summed
+   * in the same order as single steps) so times match single stepping exactly.
+   */
+  private fastForward(untilMs: number): number {
+    const n = this.running.length;
+    if (n === 0 || n > this.maxNumBatchedTokens || this.waitingHead < this.waiting.length) return 0;
+    const bs = this.blockSize;
+    let k = Infinity;
+    let contextSum = 0;
+    for (const r of this.running) {
+      // Pure decode: one sampled token not yet computed.
+      if (r.generated === 0 || r.computed !== r.isl + r.generated - 1) return 0;
+      const x = r.computed % bs;
+      // The pass computing position c allocates when c % bs == 0 and fills a block when c % bs == bs - 1.
+      const toBoundary = x === 0 || x === bs - 1 ? 0 : bs - 1 - x;
+      k = Math.min(k, toBoundary, r.osl - r.generated - 1);
+      if (k <= 0) return 0;
+      contextSum += r.computed;
+    }
+    const horizon = Math.min(untilMs, this.pending.length > 0 ? this.pending[0]!.arrivalMs : Infinity);
+    const activeKvTokens = this.pool.active * bs;
+    const totalKvTokens = this.numGpuBlocks * bs;
+    let t = this.busyUntilMs;
+    let j = 0;
+    while (j < k && t < horizon) {
+      j++;
+      const d = this.timing.stepMs({
+        prefillTokens: 0,
+        prefillRequests: 0,
+        decodeRequests: n,
+        activeKvTokens,
+        totalKvTokens,
+        meanContextTokens: (contextSum + n * j) / n,
+      });
+      if (!(d > 0) || !Number.isFinite(d)) throw new RangeError(`timing model returned ${d} ms for a decode pass`);
+      t += d;
+    }
+    if (j === 0) return 0;
+    for (const r of this.running) {
+      r.computed += j;
+      r.generated += j;
+    }
+    this.busyUntilMs = t;
+    return j;
   }
 
   private countScheduled(): number {
@@ -422,12 +506,13 @@ export class Engine {
     scheduledTokens: number,
     tokensEmitted: number,
     scheduledRequests: number,
+    passes: number,
     firstTokens: FirstToken[],
     finished: Finished[],
     preempted: string[],
   ): StepResult {
     const kvEvents = this.events.splice(0, this.events.length);
-    return { startMs, endMs, prefillTokens, scheduledTokens, tokensEmitted, scheduledRequests, firstTokens, finished, preempted, kvEvents };
+    return { startMs, endMs, passes, prefillTokens, scheduledTokens, tokensEmitted, scheduledRequests, firstTokens, finished, preempted, kvEvents };
   }
 
   // ------------------------------------------------------------ KV cache
@@ -436,7 +521,7 @@ export class Engine {
   private prefixHitBlocks(r: Req): number {
     const max = Math.min(r.seq.length, Math.floor((r.isl + r.generated - 1) / this.blockSize));
     let m = 0;
-    while (m < max && this.pool.has(r.seq[m]!)) m++;
+    while (m < max && this.pool.has(r.keys[m]!, r.seq[m]!)) m++;
     return m;
   }
 
@@ -465,9 +550,9 @@ export class Engine {
     for (let b = r.held.length; b < full; b++) {
       if (b >= r.seq.length) this.hashGeneratedBlock(r, b);
       r.privateHeld--;
-      const { block, isNew } = this.pool.promote(r.seq[b]!, r.local[b]!);
+      const block = this.pool.promote(r.keys[b]!, r.seq[b]!, r.local[b]!);
       r.held.push(block);
-      if (isNew) {
+      if (this.pool.lastPromoteWasNew) {
         if (runStart < 0) {
           runStart = b;
           parent = b > 0 ? r.seq[b - 1]! : null;
@@ -499,8 +584,10 @@ export class Engine {
       }
     }
     const local = localBlockHash(toks);
+    const seq = b === 0 ? local : nextSequenceHash(r.seq[b - 1]!, local);
     r.local.push(local);
-    r.seq.push(b === 0 ? local : nextSequenceHash(r.seq[b - 1]!, local));
+    r.seq.push(seq);
+    r.keys.push(blockKey(seq));
   }
 
   /** Release every block r holds, tail first, so its tail is evicted before its prefix. */
@@ -575,7 +662,7 @@ export class Engine {
 
   /** Sequence hashes currently resident (referenced or evictable), for tests and diagnostics. */
   hasBlock(seq: bigint): boolean {
-    return this.pool.has(seq);
+    return this.pool.has(blockKey(seq), seq);
   }
 
   /** LRU eviction order of unreferenced blocks, oldest (next evicted) first. */

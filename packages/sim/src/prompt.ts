@@ -115,7 +115,9 @@ export class MooncakePromptHasher {
     }
     const nFull = Math.floor(inputLength / bs);
     const tailLen = inputLength - nFull * bs;
-    const tail = new Uint32Array(tailLen).fill(tailLen > 0 ? hashIds[Math.floor((nFull * bs) / MOONCAKE_CHUNK_TOKENS)]! : 0);
+    // The tail may straddle chunks when the block size exceeds 512.
+    const tail = new Uint32Array(tailLen);
+    for (let i = 0; i < tailLen; i++) tail[i] = hashIds[Math.floor((nFull * bs + i) / MOONCAKE_CHUNK_TOKENS)]!;
     if (this.perChunk === 0) {
       // Block size does not divide 512: blocks straddle chunks, hash the tokens.
       const local = localBlockHashes(MooncakePromptHasher.tokens(hashIds, nFull * bs), bs);

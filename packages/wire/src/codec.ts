@@ -164,6 +164,7 @@ function topicOf(s: string): string {
 
 /** Decode an event-plane message: the envelope, then its payload according to the topic. */
 export function decodeEventPlaneMessage(bytes: Uint8Array, opts?: EventPlaneDecodeOptions): Result<EventPlaneMessage> {
+  if (opts?.topic !== undefined && typeof opts.topic !== 'string') return reject('wrong_type', 'options.topic: expected a string');
   const env = decodeEnvelope(bytes, opts);
   if (!env.ok) return env;
   const envelope = env.value;
@@ -235,6 +236,7 @@ export type SniffedKind = 'envelope' | 'router_event_msgpack' | 'router_event_js
  * keys; undefined when nothing fits. For tools only: services know their subject.
  */
 export function sniffMessage(bytes: Uint8Array): SniffedKind | undefined {
+  if (!(bytes instanceof Uint8Array)) return undefined;
   let i = 0;
   while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x0a || bytes[i] === 0x0d || bytes[i] === 0x09)) i++;
   // '{' is also msgpack fixint 123, but a bare integer is never a Dynamo message.

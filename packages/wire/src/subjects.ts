@@ -43,6 +43,7 @@ export function encodeSubjectSegment(value: string): string {
 
 /** Inverse of encodeSubjectSegment; rejects bad escapes, stray bytes and invalid UTF-8. */
 export function decodeSubjectSegment(segment: string): Result<string> {
+  if (typeof segment !== 'string') return reject('wrong_type', 'segment: expected a string');
   const out: number[] = [];
   for (let i = 0; i < segment.length; i++) {
     const c = segment.charCodeAt(i);

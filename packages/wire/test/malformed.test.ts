@@ -150,6 +150,9 @@ describe('msgpack rejections', () => {
     expect(code(decodeRouterEventMsgpack('{}' as unknown as Uint8Array))).toBe('wrong_type');
     expect(code(decodeRouterEventJson(42 as unknown as string))).toBe('wrong_type');
     expect(code(decodeRouterEventMsgpack(new Uint8Array(0)))).toBe('truncated');
+    expect(code(decodeEventPlaneMessage(new Uint8Array(1), { topic: 5 as unknown as string }))).toBe('wrong_type');
+    expect(code(decodeEnvelope(null as unknown as Uint8Array))).toBe('wrong_type');
+    expect(sniffMessage(undefined as unknown as Uint8Array)).toBeUndefined();
   });
 });
 

@@ -1,1 +1,5 @@
-export {};
+export { PoolState, type PoolOptions, type PoolObservation, type WorkerObservation, type LoadReport } from './pool';
+export { startIndexer, handleObserve, INDEXER_VERSION, type IndexerHandle } from './service';
+export { indexerConfigSchema, type IndexerConfig, type PoolConfig } from './config';
+export { WriterQueue } from './queue';
+export { encodeSnapshot, decodeSnapshot, SNAPSHOT_VERSION } from './snapshot';

@@ -1,1 +1,16 @@
-export {};
+/** @vantage/outcome: joins decisions with lifecycle events and writes them to Kafka exactly once. See README.md. */
+export { outcomeConfigSchema, checkOutcomeConfig } from './config';
+export type { OutcomeConfig } from './config';
+export { startOutcome } from './service';
+export type { OutcomeService, Held } from './service';
+export { Joiner } from './joiner';
+export type { ClosedJoin, JoinerOptions, Source, AddResult } from './joiner';
+export { decodeLifecycle } from './lifecycle';
+export type { LifecycleDecode, LifecycleRejectionCode } from './lifecycle';
+export { deadLetterMessage, DLQ_HEADERS } from './deadletter';
+export type { DeadLetterReason } from './deadletter';
+export { CommittedSet, parseProgress, progressRecord } from './progress';
+export type { ProgressRecord } from './progress';
+export { toRanges, inRanges, mergeRanges } from './ranges';
+export { outcomeMetrics } from './metrics';
+export type { OutcomeMetrics } from './metrics';

@@ -1,0 +1,508 @@
+import Ajv, { type ValidateFunction } from 'ajv';
+import { U64_MAX, type WorkerId } from '@vantage/types';
+import { PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
+import { PROTOCOL_VERSION } from './subjects';
+import type {
+  BookingEvent,
+  CandidateObservation,
+  LifecycleEvent,
+  ObserveReply,
+  ObserveRequest,
+  PromptSpec,
+  RouteCandidate,
+  RouteReply,
+  RouteRequest,
+  WorkerObservation,
+  WorkerRegistration,
+} from './messages';
+
+/**
+ * Stable rejection codes (metric labels and NATS service error headers):
+ * - `payload_too_large`: over the decoder's byte limit; not parsed at all.
+ * - `malformed_json`: not UTF-8 JSON.
+ * - `unsupported_version`: a `v` other than 1 (a newer producer on an old subject).
+ * - `schema_violation`: valid JSON that breaks the message's schema.
+ * - `u64_out_of_range`: a decimal u64 string above 2^64-1.
+ * None is retryable: the same bytes will be rejected again.
+ */
+export const PROTOCOL_ERROR_CODES = [
+  'payload_too_large',
+  'malformed_json',
+  'unsupported_version',
+  'schema_violation',
+  'u64_out_of_range',
+] as const;
+export type ProtocolErrorCode = (typeof PROTOCOL_ERROR_CODES)[number];
+
+export type DecodeResult<T> =
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly code: ProtocolErrorCode; readonly reason: string };
+
+/** 8 MiB: above NATS's default 1 MiB max_payload, so the broker's limit binds first in practice. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
+
+export interface MessageCodec<T> {
+  /** The schema file (under schemas/protocol/) documenting this message. */
+  readonly schemaFile: ProtocolSchemaFile;
+  /** The JSON value of the message (u64s as decimal strings). */
+  toWire(value: T): Record<string, unknown>;
+  encode(value: T): Uint8Array;
+  /** Validate and convert an already-parsed JSON value. Never throws. */
+  fromWire(json: unknown): DecodeResult<T>;
+  /** Parse, validate and convert bytes (or a string). Never throws. */
+  decode(data: Uint8Array | string, maxBytes?: number): DecodeResult<T>;
+}
+
+// Compiled once at module load: validation on the hot path is a plain function call.
+// allowUnionTypes: nullable fields are written `type: [T, "null"]`, the draft-07 idiom.
+// strictRequired off: `oneOf: [{required: [a]}, {required: [b]}]` and if/then name properties declared one level up.
+const ajv = new Ajv({ strict: true, strictRequired: false, allowUnionTypes: true, allErrors: false });
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const utf8enc = new TextEncoder();
+
+/** Thrown only inside conversion and caught by the codec: a pattern-valid decimal above 2^64-1. */
+class U64RangeError extends Error {}
+
+function u64(s: string, path: string): bigint {
+  // The schema pattern already guarantees 1–20 decimal digits without sign or leading zeros.
+  const v = BigInt(s);
+  if (v > U64_MAX) throw new U64RangeError(`${path}: ${s} exceeds 2^64-1`);
+  return v;
+}
+
+function u64List(list: readonly string[], path: string): BigUint64Array {
+  const out = new BigUint64Array(list.length);
+  for (let i = 0; i < list.length; i++) out[i] = u64(list[i]!, `${path}/${i}`);
+  return out;
+}
+
+function u64Strings(list: BigUint64Array): string[] {
+  const out = new Array<string>(list.length);
+  for (let i = 0; i < list.length; i++) out[i] = list[i]!.toString(10);
+  return out;
+}
+
+const str = (v: bigint): string => v.toString(10);
+const orNull = <T>(v: T | undefined): T | null => (v === undefined ? null : v);
+
+/**
+ * Wire values reach the converters only after the compiled schema accepted
+ * them, so their shape is known; `W` marks those schema-checked values.
+ */
+type W = any;
+
+function makeCodec<T>(
+  schemaFile: ProtocolSchemaFile,
+  toWire: (value: T) => Record<string, unknown>,
+  convert: (wire: W) => T,
+): MessageCodec<T> {
+  const validate: ValidateFunction = ajv.compile(PROTOCOL_SCHEMAS[schemaFile]);
+  const fromWire = (json: unknown): DecodeResult<T> => {
+    if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+      return { ok: false, code: 'schema_violation', reason: '/: must be an object' };
+    }
+    const v = (json as { v?: unknown }).v;
+    if (v !== PROTOCOL_VERSION && v !== undefined) {
+      return { ok: false, code: 'unsupported_version', reason: `v=${JSON.stringify(v)}; this decoder speaks v${PROTOCOL_VERSION}` };
+    }
+    if (!validate(json)) {
+      const e = validate.errors?.[0];
+      const where = e === undefined || e.instancePath === '' ? '/' : e.instancePath;
+      const params = e?.params !== undefined && Object.keys(e.params).length > 0 ? ` ${JSON.stringify(e.params)}` : '';
+      return { ok: false, code: 'schema_violation', reason: `${where}: ${e?.message ?? 'invalid'}${params}` };
+    }
+    try {
+      return { ok: true, value: convert(json) };
+    } catch (err) {
+      if (err instanceof U64RangeError) return { ok: false, code: 'u64_out_of_range', reason: err.message };
+      throw err;
+    }
+  };
+  return {
+    schemaFile,
+    toWire,
+    encode: (value) => utf8enc.encode(JSON.stringify(toWire(value))),
+    fromWire,
+    decode(data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) {
+      const size = typeof data === 'string' ? data.length : data.byteLength;
+      if (size > maxBytes) return { ok: false, code: 'payload_too_large', reason: `${size} bytes exceeds ${maxBytes}` };
+      let json: unknown;
+      try {
+        json = JSON.parse(typeof data === 'string' ? data : utf8.decode(data));
+      } catch (err) {
+        return { ok: false, code: 'malformed_json', reason: err instanceof Error ? err.message : String(err) };
+      }
+      return fromWire(json);
+    },
+  };
+}
+
+// --- shared pieces ----------------------------------------------------------------
+
+function promptToWire(p: PromptSpec): Record<string, unknown> {
+  const lora = p.loraName === null ? {} : { loraName: p.loraName };
+  return p.kind === 'local_hashes' ? { localHashes: u64Strings(p.localHashes), ...lora } : { tokenIds: Array.from(p.tokenIds), ...lora };
+}
+
+function promptFromWire(w: W, path: string): PromptSpec {
+  const loraName: string | null = w.loraName ?? null;
+  if (w.localHashes !== undefined) return { kind: 'local_hashes', localHashes: u64List(w.localHashes, `${path}/localHashes`), loraName };
+  return { kind: 'token_ids', tokenIds: Uint32Array.from(w.tokenIds as number[]), loraName };
+}
+
+const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingMs: w.bookingMs });
+
+// --- observe ----------------------------------------------------------------------
+
+/**
+ * `vantage.v1.observe.{pool}` request:
+ * `{ v: 1, requestId?, prompt: { localHashes: [u64] | tokenIds: [u32], loraName? }, promptTokens }`
+ */
+export const observeRequestCodec: MessageCodec<ObserveRequest> = makeCodec(
+  'observe-request.v1.json',
+  (m) => ({
+    v: PROTOCOL_VERSION,
+    ...(m.requestId === null ? {} : { requestId: m.requestId }),
+    prompt: promptToWire(m.prompt),
+    promptTokens: m.promptTokens,
+  }),
+  (w) => ({ requestId: w.requestId ?? null, prompt: promptFromWire(w.prompt, '/prompt'), promptTokens: w.promptTokens }),
+);
+
+function workerToWire(o: WorkerObservation): Record<string, unknown> {
+  return { ...o, workerId: str(o.workerId), reported: o.reported === null ? null : { ...o.reported }, ages: { ...o.ages } };
+}
+
+function workerFromWire(w: W, path: string): WorkerObservation {
+  return {
+    workerId: u64(w.workerId, `${path}/workerId`) as WorkerId,
+    dpRank: w.dpRank,
+    schedulable: w.schedulable,
+    deviceOverlapBlocks: w.deviceOverlapBlocks,
+    K: w.K,
+    hostOverlapBlocks: w.hostOverlapBlocks,
+    diskOverlapBlocks: w.diskOverlapBlocks,
+    anyTierOverlapBlocks: w.anyTierOverlapBlocks,
+    R: w.R,
+    trackedPrefillTokens: w.trackedPrefillTokens,
+    P: w.P,
+    maxNumBatchedTokens: w.maxNumBatchedTokens,
+    effectivePrefillTokens: w.effectivePrefillTokens,
+    newBlocks: w.newBlocks,
+    activeBlocks: w.activeBlocks,
+    totalKvBlocks: w.totalKvBlocks,
+    treeBlocks: w.treeBlocks,
+    reported:
+      w.reported === null
+        ? null
+        : { activeDecodeBlocks: w.reported.activeDecodeBlocks, activePrefillTokens: w.reported.activePrefillTokens, kvUsedBlocks: w.reported.kvUsedBlocks },
+    suspect: w.suspect === null ? null : { reason: w.suspect.reason, sinceMs: w.suspect.sinceMs },
+    ages: agesFromWire(w.ages),
+    dynamoCost: w.dynamoCost,
+  };
+}
+
+/**
+ * `vantage.v1.observe.{pool}` reply:
+ * `{ v: 1, pool, blockSize, queryDurationUs, atMs, workers: [WorkerObservation], pending: {requests, tokens}|null,
+ *    dynamoChoice: {workerId, dpRank, cost, policy: {name, params}}|null, snapshotRestoredAtMs? }`
+ */
+export const observeReplyCodec: MessageCodec<ObserveReply> = makeCodec(
+  'observe-reply.v1.json',
+  (m) => ({
+    v: PROTOCOL_VERSION,
+    pool: m.pool,
+    blockSize: m.blockSize,
+    queryDurationUs: m.queryDurationUs,
+    atMs: m.atMs,
+    workers: m.workers.map(workerToWire),
+    pending: m.pending === null ? null : { requests: m.pending.requests, tokens: m.pending.tokens },
+    dynamoChoice:
+      m.dynamoChoice === null
+        ? null
+        : {
+            workerId: str(m.dynamoChoice.workerId),
+            dpRank: m.dynamoChoice.dpRank,
+            cost: m.dynamoChoice.cost,
+            policy: { name: m.dynamoChoice.policy.name, params: { ...m.dynamoChoice.policy.params } },
+          },
+    ...(m.snapshotRestoredAtMs === null ? {} : { snapshotRestoredAtMs: m.snapshotRestoredAtMs }),
+  }),
+  (w) => ({
+    pool: w.pool,
+    blockSize: w.blockSize,
+    queryDurationUs: w.queryDurationUs,
+    atMs: w.atMs,
+    workers: (w.workers as W[]).map((x, i) => workerFromWire(x, `/workers/${i}`)),
+    pending: w.pending === null ? null : { requests: w.pending.requests, tokens: w.pending.tokens },
+    dynamoChoice:
+      w.dynamoChoice === null
+        ? null
+        : {
+            workerId: u64(w.dynamoChoice.workerId, '/dynamoChoice/workerId') as WorkerId,
+            dpRank: w.dynamoChoice.dpRank,
+            cost: w.dynamoChoice.cost,
+            policy: { name: w.dynamoChoice.policy.name, params: { ...w.dynamoChoice.policy.params } },
+          },
+    snapshotRestoredAtMs: orNull(w.snapshotRestoredAtMs),
+  }),
+);
+
+// --- route ------------------------------------------------------------------------
+
+function candidateToWire(c: RouteCandidate): Record<string, unknown> {
+  return { model: c.model, ...(c.pool === null ? {} : { pool: c.pool }), prompt: promptToWire(c.prompt), promptTokens: c.promptTokens };
+}
+
+function candidateFromWire(w: W, path: string): RouteCandidate {
+  return { model: w.model, pool: w.pool ?? null, prompt: promptFromWire(w.prompt, `${path}/prompt`), promptTokens: w.promptTokens };
+}
+
+/**
+ * `vantage.v1.route` request:
+ * `{ v: 1, requestId, sessionId, stageProposal: "efficient"|"capable",
+ *    candidates: { efficient: {model, pool?, prompt, promptTokens}, capable: {…} }, deadlineMs? }`
+ */
+export const routeRequestCodec: MessageCodec<RouteRequest> = makeCodec(
+  'route-request.v1.json',
+  (m) => ({
+    v: PROTOCOL_VERSION,
+    requestId: m.requestId,
+    sessionId: m.sessionId,
+    stageProposal: m.stageProposal,
+    candidates: { efficient: candidateToWire(m.candidates.efficient), capable: candidateToWire(m.candidates.capable) },
+    ...(m.deadlineMs === null ? {} : { deadlineMs: m.deadlineMs }),
+  }),
+  (w) => ({
+    requestId: w.requestId,
+    sessionId: w.sessionId,
+    stageProposal: w.stageProposal,
+    candidates: {
+      efficient: candidateFromWire(w.candidates.efficient, '/candidates/efficient'),
+      capable: candidateFromWire(w.candidates.capable, '/candidates/capable'),
+    },
+    deadlineMs: orNull(w.deadlineMs),
+  }),
+);
+
+function observationToWire(o: CandidateObservation | null): Record<string, unknown> | null {
+  if (o === null) return null;
+  return {
+    ...o,
+    workerId: o.workerId === null ? null : str(o.workerId),
+    pending: o.pending === null ? null : { ...o.pending },
+    ages: { ...o.ages },
+    error: o.error === null ? null : { ...o.error },
+  };
+}
+
+function observationFromWire(w: W, path: string): CandidateObservation | null {
+  if (w === null) return null;
+  return {
+    model: w.model,
+    pool: w.pool,
+    promptTokens: w.promptTokens,
+    workerId: w.workerId === null ? null : (u64(w.workerId, `${path}/workerId`) as WorkerId),
+    dpRank: w.dpRank,
+    schedulable: w.schedulable,
+    K: w.K,
+    R: w.R,
+    P: w.P,
+    effectivePrefillTokens: w.effectivePrefillTokens,
+    hostOverlapBlocks: w.hostOverlapBlocks,
+    diskOverlapBlocks: w.diskOverlapBlocks,
+    activeBlocks: w.activeBlocks,
+    totalKvBlocks: w.totalKvBlocks,
+    pending: w.pending === null ? null : { requests: w.pending.requests, tokens: w.pending.tokens },
+    ages: { collectedMs: w.ages.collectedMs, ...agesFromWire(w.ages) },
+    queryDurationUs: w.queryDurationUs,
+    error: w.error === null ? null : { code: w.error.code, reason: w.error.reason },
+  };
+}
+
+/**
+ * `vantage.v1.route` reply:
+ * `{ v: 1, requestId, sessionId?, stageProposal, model, modelRole, pool?, workerId|null, dpRank|null, endpoint?,
+ *    reason: "kept"|"overrode"|"fallback", fallback?, detail?, variant,
+ *    observations: {efficient, capable}, predictions, parameterVersion, queryDurationUs, decisionDurationUs }`
+ */
+export const routeReplyCodec: MessageCodec<RouteReply> = makeCodec(
+  'route-reply.v1.json',
+  (m) => ({
+    v: PROTOCOL_VERSION,
+    requestId: m.requestId,
+    ...(m.sessionId === null ? {} : { sessionId: m.sessionId }),
+    stageProposal: m.stageProposal,
+    model: m.model,
+    modelRole: m.modelRole,
+    pool: m.pool,
+    workerId: m.workerId === null ? null : str(m.workerId),
+    dpRank: m.dpRank,
+    endpoint: m.endpoint,
+    reason: m.reason,
+    fallback: m.fallback,
+    detail: m.detail,
+    variant: m.variant,
+    observations: { efficient: observationToWire(m.observations.efficient), capable: observationToWire(m.observations.capable) },
+    predictions: { ...m.predictions },
+    parameterVersion: m.parameterVersion,
+    queryDurationUs: m.queryDurationUs,
+    decisionDurationUs: m.decisionDurationUs,
+  }),
+  (w) => ({
+    requestId: w.requestId,
+    sessionId: w.sessionId ?? null,
+    stageProposal: w.stageProposal,
+    model: w.model,
+    modelRole: w.modelRole,
+    pool: w.pool ?? null,
+    workerId: w.workerId === null ? null : (u64(w.workerId, '/workerId') as WorkerId),
+    dpRank: w.dpRank,
+    endpoint: w.endpoint ?? null,
+    reason: w.reason,
+    fallback: w.fallback ?? null,
+    detail: w.detail ?? null,
+    variant: w.variant,
+    observations: {
+      efficient: observationFromWire(w.observations.efficient, '/observations/efficient'),
+      capable: observationFromWire(w.observations.capable, '/observations/capable'),
+    },
+    predictions: {
+      estimator: w.predictions.estimator,
+      efficientTtftMs: w.predictions.efficientTtftMs,
+      capableTtftMs: w.predictions.capableTtftMs,
+      advantageMs: w.predictions.advantageMs,
+      marginMs: w.predictions.marginMs,
+    },
+    parameterVersion: w.parameterVersion,
+    queryDurationUs: w.queryDurationUs,
+    decisionDurationUs: w.decisionDurationUs,
+  }),
+);
+
+// --- bookings -----------------------------------------------------------------------
+
+/**
+ * `vantage.v1.bookings.{pool}` event:
+ * `{ v: 1, requestId, sessionId, pool, workerId, dpRank, promptTokens, overlapBlocks,
+ *    sequenceHashes?: [u64] | localHashes?: [u64], expectedOutputTokens?, prefillTokens?, atMs }`
+ */
+export const bookingEventCodec: MessageCodec<BookingEvent> = makeCodec(
+  'booking-event.v1.json',
+  (m) => ({
+    v: PROTOCOL_VERSION,
+    requestId: m.requestId,
+    sessionId: m.sessionId,
+    pool: m.pool,
+    workerId: str(m.workerId),
+    dpRank: m.dpRank,
+    promptTokens: m.promptTokens,
+    overlapBlocks: m.overlapBlocks,
+    // Sequence hashes win when a caller filled both: the schema allows only one.
+    ...(m.sequenceHashes !== null
+      ? { sequenceHashes: u64Strings(m.sequenceHashes) }
+      : m.localHashes !== null
+        ? { localHashes: u64Strings(m.localHashes) }
+        : {}),
+    ...(m.expectedOutputTokens === null ? {} : { expectedOutputTokens: m.expectedOutputTokens }),
+    ...(m.prefillTokens === null ? {} : { prefillTokens: m.prefillTokens }),
+    atMs: m.atMs,
+  }),
+  (w) => ({
+    requestId: w.requestId,
+    sessionId: w.sessionId,
+    pool: w.pool,
+    workerId: u64(w.workerId, '/workerId') as WorkerId,
+    dpRank: w.dpRank,
+    promptTokens: w.promptTokens,
+    overlapBlocks: w.overlapBlocks,
+    sequenceHashes: w.sequenceHashes === undefined ? null : u64List(w.sequenceHashes, '/sequenceHashes'),
+    localHashes: w.localHashes === undefined ? null : u64List(w.localHashes, '/localHashes'),
+    expectedOutputTokens: w.expectedOutputTokens ?? null,
+    prefillTokens: orNull(w.prefillTokens),
+    atMs: w.atMs,
+  }),
+);
+
+// --- lifecycle ----------------------------------------------------------------------
+
+/**
+ * `vantage.v1.lifecycle.{pool}` event:
+ * `{ v: 1, requestId, sessionId, pool, kind: "first_token"|"done"|"cancelled"|"failed"|"usage", atMs,
+ *    workerId?, dpRank?, usage?: {inputTokens, outputTokens, cachedTokens}, error?: {code, message} }`
+ */
+export const lifecycleEventCodec: MessageCodec<LifecycleEvent> = makeCodec(
+  'lifecycle-event.v1.json',
+  (m) => ({
+    v: PROTOCOL_VERSION,
+    requestId: m.requestId,
+    sessionId: m.sessionId,
+    pool: m.pool,
+    kind: m.kind,
+    atMs: m.atMs,
+    ...(m.workerId === null ? {} : { workerId: str(m.workerId) }),
+    ...(m.dpRank === null ? {} : { dpRank: m.dpRank }),
+    ...(m.usage === null ? {} : { usage: { ...m.usage } }),
+    ...(m.error === null ? {} : { error: { ...m.error } }),
+  }),
+  (w) => ({
+    requestId: w.requestId,
+    sessionId: w.sessionId,
+    pool: w.pool,
+    kind: w.kind,
+    atMs: w.atMs,
+    workerId: w.workerId == null ? null : (u64(w.workerId, '/workerId') as WorkerId),
+    dpRank: w.dpRank ?? null,
+    usage: w.usage === undefined ? null : { inputTokens: w.usage.inputTokens, outputTokens: w.usage.outputTokens, cachedTokens: w.usage.cachedTokens },
+    error: w.error === undefined ? null : { code: w.error.code, message: w.error.message },
+  }),
+);
+
+// --- workers ------------------------------------------------------------------------
+
+/**
+ * `vantage.v1.workers.{pool}` event:
+ * `{ v: 1, pool, kind: "register"|"heartbeat"|"deregister", workerId, atMs,
+ *    blockSize, totalKvBlocks, maxNumBatchedTokens, maxNumSeqs, dpStartRank, dpSize, schedulable, ttlMs, endpoint?, model? }`
+ * (capacity fields required except for deregister)
+ */
+export const workerRegistrationCodec: MessageCodec<WorkerRegistration> = makeCodec(
+  'worker-registration.v1.json',
+  (m) =>
+    m.kind === 'deregister'
+      ? { v: PROTOCOL_VERSION, pool: m.pool, kind: m.kind, workerId: str(m.workerId), atMs: m.atMs }
+      : {
+          v: PROTOCOL_VERSION,
+          pool: m.pool,
+          kind: m.kind,
+          workerId: str(m.workerId),
+          atMs: m.atMs,
+          ...m.capacity,
+          ttlMs: m.ttlMs,
+          ...(m.endpoint === null ? {} : { endpoint: m.endpoint }),
+          ...(m.model === null ? {} : { model: m.model }),
+        },
+  (w) => {
+    const workerId = u64(w.workerId, '/workerId') as WorkerId;
+    if (w.kind === 'deregister') return { kind: 'deregister', pool: w.pool, workerId, atMs: w.atMs };
+    return {
+      kind: w.kind,
+      pool: w.pool,
+      workerId,
+      atMs: w.atMs,
+      capacity: {
+        blockSize: w.blockSize,
+        totalKvBlocks: w.totalKvBlocks,
+        maxNumBatchedTokens: w.maxNumBatchedTokens,
+        maxNumSeqs: w.maxNumSeqs,
+        dpStartRank: w.dpStartRank,
+        dpSize: w.dpSize,
+        schedulable: w.schedulable,
+      },
+      ttlMs: w.ttlMs,
+      endpoint: w.endpoint ?? null,
+      model: w.model ?? null,
+    };
+  },
+);

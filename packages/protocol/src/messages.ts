@@ -1,0 +1,241 @@
+import type { WorkerId } from '@vantage/types';
+
+/**
+ * Domain form of our messages: what decoders return and encoders take. Every
+ * u64 (worker id, hash) is a bigint and every hash list a BigUint64Array; on
+ * the wire they are decimal strings (see schemas.ts for the JSON shapes).
+ * Optional wire fields are explicit `null`s here, so a consumer never has to
+ * tell "absent" from "unknown".
+ */
+
+export type ModelRole = 'efficient' | 'capable';
+
+/** A prompt as Dynamo's index sees it: block hashes, or token ids for the receiver to hash. */
+export type PromptSpec =
+  | { readonly kind: 'local_hashes'; readonly localHashes: BigUint64Array; readonly loraName: string | null }
+  | { readonly kind: 'token_ids'; readonly tokenIds: Uint32Array; readonly loraName: string | null };
+
+// --- vantage.v1.observe.{pool} -------------------------------------------------
+
+export interface ObserveRequest {
+  readonly requestId: string | null;
+  readonly prompt: PromptSpec;
+  /** N: input tokens after chat template and tokenizer. */
+  readonly promptTokens: number;
+}
+
+/** How old each fact about a worker is, in ms, relative to the reply's `atMs`. */
+export interface FactAges {
+  readonly indexMs: number | null;
+  readonly loadMs: number | null;
+  readonly bookingMs: number | null;
+}
+
+export interface Suspect {
+  readonly reason: string;
+  readonly sinceMs: number;
+}
+
+/** The worker's own last `ActiveLoad` report. */
+export interface ReportedLoad {
+  readonly activeDecodeBlocks: number | null;
+  readonly activePrefillTokens: number | null;
+  readonly kvUsedBlocks: number | null;
+}
+
+export interface WorkerObservation {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly schedulable: boolean;
+  readonly deviceOverlapBlocks: number;
+  /** Reusable device-prefix tokens. */
+  readonly K: number;
+  readonly hostOverlapBlocks: number | null;
+  readonly diskOverlapBlocks: number | null;
+  readonly anyTierOverlapBlocks: number | null;
+  /** Booked requests. */
+  readonly R: number;
+  readonly trackedPrefillTokens: number;
+  /** Prefill pressure; null when the batch-token capacity is unknown. */
+  readonly P: number | null;
+  readonly maxNumBatchedTokens: number | null;
+  readonly effectivePrefillTokens: number;
+  readonly newBlocks: number;
+  readonly activeBlocks: number;
+  readonly totalKvBlocks: number | null;
+  readonly treeBlocks: number;
+  readonly reported: ReportedLoad | null;
+  readonly suspect: Suspect | null;
+  readonly ages: FactAges;
+  readonly dynamoCost: number | null;
+}
+
+export interface PendingWork {
+  readonly requests: number;
+  readonly tokens: number;
+}
+
+export interface SelectionPolicy {
+  readonly name: string;
+  readonly params: Readonly<Record<string, number>>;
+}
+
+export interface DynamoChoice {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly cost: number;
+  readonly policy: SelectionPolicy;
+}
+
+export interface ObserveReply {
+  readonly pool: string;
+  readonly blockSize: number;
+  readonly queryDurationUs: number;
+  readonly atMs: number;
+  readonly workers: readonly WorkerObservation[];
+  readonly pending: PendingWork | null;
+  readonly dynamoChoice: DynamoChoice | null;
+  readonly snapshotRestoredAtMs: number | null;
+}
+
+// --- vantage.v1.route ------------------------------------------------------------
+
+export interface RouteCandidate {
+  readonly model: string;
+  /** null: the decision service maps the model to its pool. */
+  readonly pool: string | null;
+  readonly prompt: PromptSpec;
+  readonly promptTokens: number;
+}
+
+export interface RouteRequest {
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly stageProposal: ModelRole;
+  readonly candidates: { readonly efficient: RouteCandidate; readonly capable: RouteCandidate };
+  readonly deadlineMs: number | null;
+}
+
+export interface CandidateObservation {
+  readonly model: string;
+  readonly pool: string;
+  /** N */
+  readonly promptTokens: number;
+  readonly workerId: WorkerId | null;
+  readonly dpRank: number | null;
+  readonly schedulable: boolean | null;
+  readonly K: number | null;
+  readonly R: number | null;
+  readonly P: number | null;
+  readonly effectivePrefillTokens: number | null;
+  readonly hostOverlapBlocks: number | null;
+  readonly diskOverlapBlocks: number | null;
+  readonly activeBlocks: number | null;
+  readonly totalKvBlocks: number | null;
+  readonly pending: PendingWork | null;
+  readonly ages: FactAges & { readonly collectedMs: number };
+  readonly queryDurationUs: number | null;
+  /** Why the observation is unusable (timeout, no workers, ...); null when it is usable. */
+  readonly error: { readonly code: string; readonly reason: string | null } | null;
+}
+
+export interface Predictions {
+  readonly estimator: 'none' | 'blind' | 'cache';
+  readonly efficientTtftMs: number | null;
+  readonly capableTtftMs: number | null;
+  readonly advantageMs: number | null;
+  readonly marginMs: number | null;
+}
+
+export type RouteReason = 'kept' | 'overrode' | 'fallback';
+
+export interface RouteReply {
+  readonly requestId: string;
+  readonly sessionId: string | null;
+  readonly stageProposal: ModelRole;
+  readonly model: string;
+  readonly modelRole: ModelRole;
+  readonly pool: string | null;
+  readonly workerId: WorkerId | null;
+  readonly dpRank: number | null;
+  readonly endpoint: string | null;
+  readonly reason: RouteReason;
+  /** Which fallback, when reason is 'fallback'. */
+  readonly fallback: string | null;
+  readonly detail: string | null;
+  readonly variant: string;
+  readonly observations: { readonly efficient: CandidateObservation | null; readonly capable: CandidateObservation | null };
+  readonly predictions: Predictions;
+  readonly parameterVersion: string | null;
+  readonly queryDurationUs: number;
+  readonly decisionDurationUs: number;
+}
+
+// --- vantage.v1.bookings.{pool} ---------------------------------------------------
+
+export interface BookingEvent {
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly pool: string;
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly promptTokens: number;
+  readonly overlapBlocks: number;
+  /** At most one of sequenceHashes / localHashes is non-null. */
+  readonly sequenceHashes: BigUint64Array | null;
+  readonly localHashes: BigUint64Array | null;
+  readonly expectedOutputTokens: number | null;
+  readonly prefillTokens: number | null;
+  readonly atMs: number;
+}
+
+// --- vantage.v1.lifecycle.{pool} --------------------------------------------------
+
+export const LIFECYCLE_KINDS = ['first_token', 'done', 'cancelled', 'failed', 'usage'] as const;
+export type LifecycleKind = (typeof LIFECYCLE_KINDS)[number];
+
+export interface Usage {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cachedTokens: number | null;
+}
+
+export interface LifecycleEvent {
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly pool: string;
+  readonly kind: LifecycleKind;
+  readonly atMs: number;
+  readonly workerId: WorkerId | null;
+  readonly dpRank: number | null;
+  /** Always present for kind 'usage'; may accompany 'done'. */
+  readonly usage: Usage | null;
+  readonly error: { readonly code: string; readonly message: string | null } | null;
+}
+
+// --- vantage.v1.workers.{pool} ----------------------------------------------------
+
+/** Same fields as @vantage/bookings' WorkerCapacity, so a registration feeds the ledger directly. */
+export interface AdvertisedCapacity {
+  readonly blockSize: number;
+  readonly totalKvBlocks: number | null;
+  readonly maxNumBatchedTokens: number | null;
+  readonly maxNumSeqs: number | null;
+  readonly dpStartRank: number;
+  readonly dpSize: number;
+  readonly schedulable: boolean;
+}
+
+export type WorkerRegistration =
+  | {
+      readonly kind: 'register' | 'heartbeat';
+      readonly pool: string;
+      readonly workerId: WorkerId;
+      readonly atMs: number;
+      readonly capacity: AdvertisedCapacity;
+      readonly ttlMs: number;
+      readonly endpoint: string | null;
+      readonly model: string | null;
+    }
+  | { readonly kind: 'deregister'; readonly pool: string; readonly workerId: WorkerId; readonly atMs: number };
+

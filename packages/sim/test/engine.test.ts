@@ -1,0 +1,341 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import type { WorkerId } from '@vantage/types';
+import { seededRng } from '@vantage/selection';
+import {
+  Engine,
+  polynomialDecodeMs,
+  polynomialPrefillMs,
+  polynomialTiming,
+  promptFromTokens,
+  scaledTiming,
+  tableTiming,
+  type StepShape,
+} from '@vantage/sim';
+import { EventModel, W1, range, req, runToIdle } from './helpers';
+
+describe('timing model', () => {
+  it('matches the mocker polynomials at hand-computed points', () => {
+    expect(polynomialPrefillMs(0)).toBe(0);
+    expect(polynomialPrefillMs(1000)).toBeCloseTo(32.1058589, 9);
+    expect(polynomialPrefillMs(8192)).toBeCloseTo(169.1369184042, 9);
+    expect(polynomialDecodeMs(0)).toBeCloseTo(5.74, 12);
+    expect(polynomialDecodeMs(0.25)).toBeCloseTo(17.63375, 12);
+    expect(polynomialDecodeMs(0.5)).toBeCloseTo(26.31, 12);
+    expect(polynomialDecodeMs(1)).toBeCloseTo(34.01, 12);
+    expect(polynomialDecodeMs(7)).toBeCloseTo(34.01, 12); // clamped to full
+  });
+
+  const shape = (p: Partial<StepShape>): StepShape => ({
+    prefillTokens: 0,
+    prefillRequests: 0,
+    decodeRequests: 0,
+    activeKvTokens: 0,
+    totalKvTokens: 1000,
+    meanContextTokens: 0,
+    ...p,
+  });
+
+  it('times a mixed pass as prefill then decode, and a pure prefill chunk without decode', () => {
+    expect(polynomialTiming.stepMs(shape({ prefillTokens: 1000, decodeRequests: 3, activeKvTokens: 500 }))).toBeCloseTo(32.1058589 + 26.31, 9);
+    expect(polynomialTiming.stepMs(shape({ prefillTokens: 1000 }))).toBeCloseTo(32.1058589, 9);
+    expect(polynomialTiming.stepMs(shape({ decodeRequests: 1 }))).toBeCloseTo(5.74, 9);
+  });
+
+  it('a speed factor scales every pass; a table interpolates', () => {
+    const fast = scaledTiming(polynomialTiming, 2);
+    expect(fast.stepMs(shape({ prefillTokens: 1000 }))).toBeCloseTo(32.1058589 / 2, 9);
+    const t = tableTiming({ prefill: [[0, 10], [1000, 110]], decode: [[0, 5], [1, 25]] });
+    expect(t.stepMs(shape({ prefillTokens: 500 }))).toBeCloseTo(60, 9);
+    expect(t.stepMs(shape({ prefillTokens: 2000 }))).toBeCloseTo(210, 9); // extrapolated
+    expect(t.stepMs(shape({ decodeRequests: 2, activeKvTokens: 250 }))).toBeCloseTo(10, 9);
+    expect(() => tableTiming({ prefill: [[0, 1]], decode: [[0, 1], [1, 2]] })).toThrow(RangeError);
+  });
+});
+
+describe('engine scheduling', () => {
+  it('chunks a long prefill under the token budget and emits the first token after the last chunk', () => {
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 100, maxNumBatchedTokens: 16 });
+    expect(e.addRequest(req('a', range(1, 40), 4, 2))).toEqual({ ok: true });
+    const { steps, finished } = runToIdle(e);
+    expect(steps.map((s) => s.prefillTokens)).toEqual([16, 16, 8, 0]);
+    expect(steps.map((s) => s.tokensEmitted)).toEqual([0, 0, 1, 1]);
+    // Durations: two pure prefill chunks, then the last chunk plus a decode step, then a decode step.
+    const u = (blocks: number) => polynomialDecodeMs(blocks / 100);
+    expect(steps[0]!.endMs).toBeCloseTo(polynomialPrefillMs(16), 9);
+    expect(steps[2]!.endMs - steps[2]!.startMs).toBeCloseTo(polynomialPrefillMs(8) + u(10), 9);
+    expect(steps[2]!.firstTokens).toEqual([{ requestId: 'a', atMs: steps[2]!.endMs }]);
+    // Pass 4 computes the sampled token 41: an 11th block is allocated.
+    expect(steps[3]!.endMs - steps[3]!.startMs).toBeCloseTo(u(11), 9);
+    expect(finished).toHaveLength(1);
+    expect(finished[0]).toMatchObject({ requestId: 'a', isl: 40, outputTokens: 2, reusedTokens: 0, atMs: steps[3]!.endMs });
+    expect(e.nextEventTime()).toBe(Infinity);
+  });
+
+  it('holds a request until its arrival time', () => {
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 100 });
+    e.addRequest(req('late', range(1, 8), 4, 1, 500));
+    expect(e.nextEventTime()).toBe(500);
+    const s = e.step(500);
+    expect(s.finished[0]!.firstTokenMs).toBeGreaterThan(500);
+    expect(() => e.step(s.endMs - 1)).toThrow(RangeError);
+  });
+
+  it('rejects duplicate ids, mismatched block sizes and requests that can never fit', () => {
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 10 });
+    expect(e.addRequest(req('a', range(1, 8), 4, 1)).ok).toBe(true);
+    expect(e.addRequest(req('a', range(1, 8), 4, 1))).toMatchObject({ ok: false, code: 'duplicate_id' });
+    expect(e.addRequest(req('b', range(1, 8), 8, 1))).toMatchObject({ ok: false, code: 'block_size_mismatch' });
+    expect(e.addRequest(req('c', range(1, 41), 4, 1))).toMatchObject({ ok: false, code: 'too_long' });
+    expect(e.addRequest(req('d', range(1, 40), 4, 1)).ok).toBe(true); // exactly 10 blocks
+  });
+
+  it('respects maxNumSeqs', () => {
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 1000, maxNumSeqs: 2 });
+    for (let i = 0; i < 5; i++) e.addRequest(req(`r${i}`, range(100 * i, 8), 4, 3));
+    const s = e.step(0);
+    expect(s.scheduledRequests).toBe(2);
+    expect(e.load().running).toBe(2);
+    expect(e.load().waiting).toBe(3);
+  });
+});
+
+describe('prefix reuse and eviction', () => {
+  it('a second identical prompt prefills only the uncached tail', () => {
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 100 });
+    const prompt = range(1, 42); // 10 full blocks + 2 tokens
+    e.addRequest(req('a', prompt, 4, 1));
+    const first = runToIdle(e);
+    expect(first.steps[0]!.prefillTokens).toBe(42);
+    e.addRequest(req('b', prompt, 4, 1, first.steps.at(-1)!.endMs));
+    const second = runToIdle(e);
+    expect(second.steps[0]!.prefillTokens).toBe(2);
+    expect(second.finished[0]!.reusedTokens).toBe(40);
+    // No new blocks were stored for b's prompt.
+    expect(second.steps.flatMap((s) => s.kvEvents)).toEqual([]);
+  });
+
+  it('a fully cached prompt still recomputes its last block (at least one token is always computed)', () => {
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 100 });
+    e.addRequest(req('a', range(1, 40), 4, 1));
+    const t = runToIdle(e).steps.at(-1)!.endMs;
+    e.addRequest(req('b', range(1, 40), 4, 1, t));
+    const s = runToIdle(e).steps[0]!;
+    expect(s.prefillTokens).toBe(4);
+  });
+
+  it('evicts least recently released blocks first, and a finished request frees its tail first', () => {
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 8 });
+    const a = promptFromTokens(range(1, 20), 4); // 5 blocks
+    e.addRequest({ id: 'a', arrivalMs: 0, prompt: a, osl: 1 });
+    const t = runToIdle(e).steps.at(-1)!.endMs;
+    expect(e.evictionOrder()).toEqual([...a.sequence].reverse());
+    // c needs 5 blocks; 3 are free, so the two oldest unreferenced blocks go: a's tail.
+    e.addRequest(req('c', range(1000, 20), 4, 1, t));
+    const evs = runToIdle(e).steps.flatMap((s) => s.kvEvents);
+    const removed = evs.filter((ev) => ev.data.kind === 'removed').flatMap((ev) => (ev.data.kind === 'removed' ? [...ev.data.blockHashes] : []));
+    expect(removed).toEqual([a.sequence[4], a.sequence[3]]);
+    expect(e.hasBlock(a.sequence[2]!)).toBe(true);
+    expect(e.hasBlock(a.sequence[4]!)).toBe(false);
+  });
+
+  it('emits stored events with the sequence hash as block id and the previous block as parent', () => {
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 100, maxNumBatchedTokens: 8, firstEventId: 0n });
+    const p = promptFromTokens(range(1, 18), 4); // 4 full blocks
+    e.addRequest({ id: 'a', arrivalMs: 0, prompt: p, osl: 1 });
+    const evs = runToIdle(e).steps.flatMap((s) => s.kvEvents);
+    expect(evs.map((ev) => ev.eventId)).toEqual([0n, 1n]);
+    const [e0, e1] = evs.map((ev) => ev.data);
+    expect(e0).toMatchObject({ kind: 'stored', parentHash: null, startPosition: 0 });
+    expect(e1).toMatchObject({ kind: 'stored', parentHash: p.sequence[1], startPosition: 2 });
+    if (e0?.kind !== 'stored' || e1?.kind !== 'stored') throw new Error('unreachable');
+    expect([...e0.blockHashes, ...e1.blockHashes]).toEqual([...p.sequence]);
+    expect([...e0.tokensHashes, ...e1.tokensHashes]).toEqual([...p.local]);
+    expect(evs[0]!).toMatchObject({ workerId: W1, dpRank: 0, storageTier: 'device' });
+  });
+
+  it('caches generated blocks, so the next turn of a conversation reuses the previous output', () => {
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 100 });
+    const prompt = range(1, 10);
+    const out = Uint32Array.from(range(500, 12));
+    e.addRequest(req('t0', prompt, 4, out.length, 0, out));
+    const t = runToIdle(e).steps.at(-1)!.endMs;
+    // Turn 1 = prompt + output + tool result. 21 of the 22 known tokens were written (the last sampled token never is).
+    const next = [...prompt, ...out, ...range(900, 7)];
+    e.addRequest(req('t1', next, 4, 1, t));
+    const r = runToIdle(e);
+    expect(r.finished[0]!.reusedTokens).toBe(20); // 5 full blocks of the 21 cached tokens
+  });
+
+  it('synthesised output tokens are deterministic per request id', () => {
+    const run = () => {
+      const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 100 });
+      e.addRequest(req('x', range(1, 6), 4, 20));
+      return runToIdle(e).steps.flatMap((s) => s.kvEvents.flatMap((ev) => (ev.data.kind === 'stored' ? [...ev.data.blockHashes] : [])));
+    };
+    const a = run();
+    expect(a.length).toBe(6); // 6 + 19 computed tokens = 6 full blocks
+    expect(run()).toEqual(a);
+  });
+});
+
+describe('preemption', () => {
+  it('preempts the most recently admitted request when decode runs out of blocks, and everything still finishes', () => {
+    // 6 blocks of 4 tokens. Two requests of 8 prompt tokens (2 blocks each) decoding 12 tokens each need
+    // up to 5 blocks apiece: they cannot both grow to the end at once.
+    const e = new Engine({ workerId: W1, blockSize: 4, numGpuBlocks: 6 });
+    e.addRequest(req('a', range(1, 8), 4, 12));
+    e.addRequest(req('b', range(100, 8), 4, 12));
+    const model = new EventModel();
+    const { steps, finished } = runToIdle(e);
+    for (const s of steps) for (const ev of s.kvEvents) model.apply(ev);
+    const preempted = steps.flatMap((s) => s.preempted);
+    expect(preempted[0]).toBe('b');
+    expect(finished.map((f) => f.requestId).sort()).toEqual(['a', 'b']);
+    expect(finished.find((f) => f.requestId === 'b')!.preemptions).toBeGreaterThan(0);
+    expect(finished.every((f) => f.outputTokens === 12)).toBe(true);
+  });
+});
+
+describe('scheduler invariants on random workloads (property, replayed against an event model)', () => {
+  it('never exceeds the token budget or the block pool; events replay cleanly; the model ends equal to the cache', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          seed: fc.integer({ min: 0, max: 1_000_000 }),
+          blocks: fc.integer({ min: 12, max: 60 }),
+          budget: fc.integer({ min: 4, max: 48 }),
+          maxSeqs: fc.integer({ min: 1, max: 6 }),
+          n: fc.integer({ min: 1, max: 14 }),
+        }),
+        ({ seed, blocks, budget, maxSeqs, n }) => {
+          const bs = 4;
+          const rng = seededRng(seed);
+          const e = new Engine({ workerId: 7n as WorkerId, blockSize: bs, numGpuBlocks: blocks, maxNumBatchedTokens: budget, maxNumSeqs: maxSeqs });
+          // Prompts drawn from a few shared prefixes so reuse, sharing and eviction all happen.
+          const prefixes = [range(1, 12), range(50, 20), range(200, 6)];
+          let t = 0;
+          const added: string[] = [];
+          for (let i = 0; i < n; i++) {
+            t += Math.floor(rng.next() * 40);
+            const base = prefixes[Math.floor(rng.next() * prefixes.length)]!;
+            const extra = range(1000 + i * 100, Math.floor(rng.next() * 14));
+            const osl = 1 + Math.floor(rng.next() * 10);
+            const r = req(`r${i}`, [...base, ...extra], bs, osl, t);
+            if (e.addRequest(r).ok) added.push(r.id);
+          }
+          const model = new EventModel();
+          const finished = new Set<string>();
+          for (let steps = 0; steps < 100_000; steps++) {
+            const now = e.nextEventTime();
+            if (now === Infinity) break;
+            const s = e.step(now);
+            e.checkInvariants();
+            expect(s.scheduledTokens).toBeLessThanOrEqual(budget);
+            expect(s.prefillTokens).toBeLessThanOrEqual(s.scheduledTokens);
+            const load = e.load();
+            expect(load.kvUsedBlocks).toBeLessThanOrEqual(blocks);
+            expect(load.activeDecodeBlocks).toBeLessThanOrEqual(load.kvUsedBlocks);
+            for (const ev of s.kvEvents) model.apply(ev);
+            for (const f of s.finished) {
+              expect(finished.has(f.requestId)).toBe(false);
+              finished.add(f.requestId);
+              expect(f.firstTokenMs).toBeLessThanOrEqual(f.atMs);
+              expect(f.firstTokenMs).toBeGreaterThan(f.arrivalMs);
+            }
+          }
+          expect([...finished].sort()).toEqual([...added].sort());
+          // Every stored block was either removed or is still resident, and nothing else is resident.
+          expect(model.parent.size).toBe(e.cachedBlocks);
+          for (const h of model.parent.keys()) expect(e.hasBlock(h)).toBe(true);
+          expect(e.load().activeDecodeBlocks).toBe(0);
+        },
+      ),
+      { seed: 20260501, numRuns: 300 },
+    );
+  });
+});
+
+describe('decode fast-forward', () => {
+  function workload(seed: number, bs: number) {
+    const rng = seededRng(seed);
+    const out: ReturnType<typeof req>[] = [];
+    let t = 0;
+    for (let i = 0; i < 12; i++) {
+      t += Math.floor(rng.next() * 300);
+      const shared = range(1, 8 + Math.floor(rng.next() * 40));
+      out.push(req(`r${i}`, [...shared, ...range(10_000 + i * 1000, Math.floor(rng.next() * 50))], bs, 1 + Math.floor(rng.next() * 120), t));
+    }
+    return out;
+  }
+
+  it('gives exactly the single-step results (times, events, outputs) in fewer calls', () => {
+    let calls = 0;
+    let passes = 0;
+    for (let seed = 0; seed < 40; seed++) {
+      const bs = [4, 16, 64][seed % 3]!;
+      const cfg = { workerId: W1, blockSize: bs, numGpuBlocks: 40, maxNumBatchedTokens: 64, maxNumSeqs: 4 };
+      const single = new Engine(cfg);
+      const fast = new Engine(cfg);
+      for (const r of workload(seed, bs)) {
+        single.addRequest(r);
+        fast.addRequest(r);
+      }
+      const a = runToIdle(single);
+      const bSteps = [];
+      const bFinished = [];
+      for (let now = fast.nextEventTime(); now !== Infinity; now = fast.nextEventTime()) {
+        const s = fast.step(now, { untilMs: Infinity });
+        fast.checkInvariants();
+        expect(s.scheduledTokens).toBeLessThanOrEqual(64 * s.passes);
+        bSteps.push(s);
+        bFinished.push(...s.finished);
+      }
+      expect(bFinished).toEqual(a.finished);
+      expect(bSteps.flatMap((s) => s.kvEvents)).toEqual(a.steps.flatMap((s) => s.kvEvents));
+      expect(bSteps.flatMap((s) => s.firstTokens)).toEqual(a.steps.flatMap((s) => s.firstTokens));
+      expect(bSteps.reduce((n, s) => n + s.passes, 0)).toBe(a.steps.length);
+      expect(bSteps.reduce((n, s) => n + s.tokensEmitted, 0)).toBe(a.steps.reduce((n, s) => n + s.tokensEmitted, 0));
+      calls += bSteps.length;
+      passes += a.steps.length;
+    }
+    // Small blocks and staggered requests leave short quiet stretches here; at block size 64 it is far more.
+    expect(calls / passes).toBeLessThan(0.8);
+  });
+
+  it('stops before untilMs so a request added then is scheduled exactly as with single steps', () => {
+    const cfg = { workerId: W1, blockSize: 64, numGpuBlocks: 100 };
+    const single = new Engine(cfg);
+    const fast = new Engine(cfg);
+    const first = req('a', range(1, 100), 64, 200);
+    single.addRequest(first);
+    fast.addRequest(first);
+    // Arrive exactly at the start of a mid-stretch decode pass: the boundary case of `untilMs`.
+    const probe = new Engine(cfg);
+    probe.addRequest(first);
+    const arrival = runToIdle(probe).steps[10]!.startMs;
+    const late = req('b', range(500, 70), 64, 5, arrival);
+    // Single stepping with the driver adding b once time reaches its arrival.
+    let maxPasses = 0;
+    const drive = (e: Engine, useHorizon: boolean) => {
+      const fin = [];
+      let added = false;
+      for (;;) {
+        const now = e.nextEventTime();
+        if (!added && arrival <= now) {
+          e.addRequest(late);
+          added = true;
+          continue;
+        }
+        if (now === Infinity) break;
+        const s = e.step(now, useHorizon && !added ? { untilMs: arrival } : {});
+        if (useHorizon && !added) expect(s.endMs - s.startMs > 0 && (s.passes === 1 || now < arrival)).toBe(true);
+        maxPasses = Math.max(maxPasses, s.passes);
+        fin.push(...s.finished);
+      }
+      return fin;
+    };
+    expect(drive(fast, true)).toEqual(drive(single, false));
+    expect(maxPasses).toBeGreaterThan(1);
+  });
+});

@@ -1,0 +1,171 @@
+/**
+ * The indexer service: one process serving one or more model pools. Wires each
+ * pool's runner (subscriptions → writer queue → PoolState) to the observe
+ * endpoint, snapshots, housekeeping, metrics, NATS service discovery and the
+ * shutdown sequence.
+ */
+import { headers, type Msg } from '@nats-io/transport-node';
+import { Svcm, type Service } from '@nats-io/services';
+import { localBlockHashes } from '@vantage/hashing';
+import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
+import type { IndexerSettings } from './config';
+import { decodeObserve, encodeObserveReply, observeSubject } from './messages';
+import { indexerMetrics, type IndexerMetrics } from './metrics';
+import { PoolRunner } from './runner';
+
+export const INDEXER_VERSION = '0.1.0';
+
+export interface IndexerHandle {
+  readonly runners: ReadonlyMap<string, PoolRunner>;
+  readonly metrics: IndexerMetrics;
+  readonly service: Service;
+}
+
+/** Answer one observe request for a pool; throws VantageError for bad requests. */
+export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint): Uint8Array {
+  const req = decodeObserve(data);
+  if (!req.ok) throw new VantageError('BAD_REQUEST', `observe: ${req.reason}`, { details: { code: req.code } });
+  const r = req.value;
+  const state = runner.state;
+  let local: BigUint64Array;
+  if (r.localHashes) local = r.localHashes;
+  else local = localBlockHashes(r.tokenIds!, state.blockSize, r.loraName);
+  const now = Date.now();
+  const obs = state.observe(local, r.promptTokens, now);
+  const durationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
+  return encodeObserveReply(obs, {
+    requestId: r.requestId,
+    nowMs: now,
+    queryDurationUs: durationUs,
+    restoredAtMs: runner.restoredAtMs,
+    snapshotTakenAtMs: runner.snapshotTakenAtMs,
+    queueDepth: runner.queue.depth,
+  });
+}
+
+export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>): Promise<IndexerHandle> {
+  const { config, nc, log, registry, shutdown } = ctx;
+  const cfg = config.indexer;
+  const metrics = indexerMetrics(registry);
+  const runners = new Map<string, PoolRunner>();
+
+  for (const pool of cfg.pools) {
+    if (runners.has(pool.name)) throw new VantageError('CONFIG_INVALID', `pool ${pool.name} is configured twice`);
+    const runner = new PoolRunner(pool, {
+      nc,
+      log,
+      metrics,
+      queueDepth: cfg.queueDepth,
+      applyBatch: cfg.applyBatch,
+      bookingTtlMs: cfg.bookingTtlMs,
+      workerTtlMs: cfg.workerTtlMs,
+      snapshotBucket: cfg.snapshot.intervalMs > 0 ? cfg.snapshot.bucket : null,
+      durableName: cfg.durableName,
+    });
+    await runner.start();
+    runners.set(pool.name, runner);
+    log.info({ pool: pool.name, blockSize: pool.blockSize, kvEvents: pool.kvEvents, namespace: pool.namespace, component: pool.component }, 'pool started');
+  }
+
+  // NATS service discovery ($SRV.PING / INFO / STATS) with one endpoint per pool. Replicas share a
+  // queue group per pool: any replica may answer, since each holds the whole index.
+  // @nats-io/services is published against an older pre-release of nats-core; the connection
+  // object it needs is the same at run time (tested by the discovery integration test).
+  const service = await new Svcm(nc as unknown as ConstructorParameters<typeof Svcm>[0]).add({
+    name: 'vantage-indexer',
+    version: INDEXER_VERSION,
+    description: 'KV-cache and load observations for Dynamo worker pools',
+    metadata: { pools: [...runners.keys()].join(',') },
+  });
+  let inFlight = 0;
+  for (const [name, runner] of runners) {
+    const subject = observeSubject(name);
+    service.addEndpoint(`observe-${name}`, {
+      subject,
+      queue: `vantage-indexer-${name}`,
+      metadata: { pool: name, blockSize: String(runner.state.blockSize) },
+      handler: (err, msg) => {
+        const t0 = process.hrtime.bigint();
+        if (err) {
+          log.error({ err, subject }, 'observe endpoint error');
+          return;
+        }
+        if (inFlight >= cfg.maxInFlight) return replyError(msg as unknown as Msg, new VantageError('OVERLOADED', `${inFlight} observe requests in flight`));
+        inFlight++;
+        try {
+          msg.respond(handleObserve(runner, msg.data, t0));
+          metrics.observeSeconds.observe({ pool: name, outcome: 'ok' }, Number(process.hrtime.bigint() - t0) / 1e9);
+        } catch (e) {
+          const ve = toVantageError(e);
+          if (ve.code === 'INTERNAL') log.error({ err: e, pool: name }, 'observe failed');
+          metrics.observeSeconds.observe({ pool: name, outcome: ve.label }, Number(process.hrtime.bigint() - t0) / 1e9);
+          replyError(msg as unknown as Msg, ve);
+        } finally {
+          inFlight--;
+        }
+      },
+    });
+  }
+
+  const housekeeping = setInterval(() => {
+    for (const r of runners.values()) {
+      try {
+        r.housekeeping();
+      } catch (e) {
+        log.error({ err: e, pool: r.cfg.name }, 'housekeeping failed');
+      }
+    }
+  }, cfg.housekeepingMs);
+  housekeeping.unref();
+
+  let snapshotting = false;
+  const snapshotAll = async (): Promise<void> => {
+    if (snapshotting) return;
+    snapshotting = true;
+    try {
+      for (const r of runners.values()) {
+        try {
+          const bytes = await r.snapshot();
+          log.debug({ pool: r.cfg.name, bytes }, 'snapshot written');
+        } catch (e) {
+          metrics.snapshots.inc({ pool: r.cfg.name, outcome: 'failed' });
+          log.warn({ err: e, pool: r.cfg.name }, 'snapshot failed; will retry');
+        }
+      }
+    } finally {
+      snapshotting = false;
+    }
+  };
+  const snapTimer = cfg.snapshot.intervalMs > 0 ? setInterval(() => void snapshotAll(), cfg.snapshot.intervalMs) : null;
+  snapTimer?.unref();
+
+  ctx.addHealthCheck('pools', () => {
+    const details: Record<string, unknown> = {};
+    for (const [name, r] of runners) details[name] = { queueDepth: r.queue.depth, workers: r.state.knownRanks().length, bookings: r.state.ledger.size };
+    return { ok: true, details };
+  });
+
+  shutdown.register('stop observe endpoints', 'intake', async () => {
+    await service.stop();
+  });
+  shutdown.register('drain pool intake', 'drain', async () => {
+    clearInterval(housekeeping);
+    if (snapTimer) clearInterval(snapTimer);
+    await Promise.all([...runners.values()].map((r) => r.stopIntake()));
+  });
+  shutdown.register('final snapshot', 'flush', async () => {
+    if (cfg.snapshot.intervalMs > 0) await snapshotAll();
+  });
+
+  return { runners, metrics, service };
+
+  function replyError(msg: Msg, e: VantageError): void {
+    const h = headers();
+    writeErrorHeaders(h, e);
+    try {
+      msg.respond(new Uint8Array(0), { headers: h });
+    } catch (err) {
+      log.warn({ err }, 'could not send error reply');
+    }
+  }
+}

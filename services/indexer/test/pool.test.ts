@@ -1,0 +1,114 @@
+import { describe, expect, it } from 'vitest';
+import { hashPrompt } from '@vantage/hashing';
+import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
+import { PoolState } from '../src/pool';
+
+const BS = 4;
+const W1 = 18_446_744_073_709_551_557n as WorkerId; // above 2^63: must stay exact
+const W2 = 7n as WorkerId;
+
+function pool(): PoolState {
+  return new PoolState({
+    pool: 'p',
+    blockSize: BS,
+    selection: { kind: 'kv_router', formula: 'overlap_weight' },
+    bookingTtlMs: 300_000,
+    workerTtlMs: 60_000,
+  });
+}
+
+/** A stored event for the first `n` blocks of `tokens` on a worker (engine block id = sequence hash, as the mocker does). */
+function stored(worker: WorkerId, tokens: number[], n: number, eventId: bigint): KvEvent {
+  const { local, sequence } = hashPrompt(tokens, BS);
+  return {
+    workerId: worker,
+    dpRank: 0,
+    storageTier: 'device',
+    eventId,
+    data: { kind: 'stored', parentHash: null, startPosition: 0, blockHashes: sequence.slice(0, n), tokensHashes: local.slice(0, n) },
+  };
+}
+
+const cap = { blockSize: BS, totalKvBlocks: 100, maxNumBatchedTokens: 16, maxNumSeqs: 8, dpStartRank: 0, dpSize: 1, schedulable: true };
+const prompt = Array.from({ length: 16 }, (_, i) => i + 1); // 4 blocks
+
+describe('PoolState.observe', () => {
+  it('reports K per worker, bookings R and P, and Dynamo’s choice', () => {
+    const p = pool();
+    p.register(W1, cap, null, 0);
+    p.register(W2, cap, null, 0);
+    p.applyKvEvent(stored(W1, prompt, 3, 1n), 10);
+    p.applyKvEvent(stored(W2, prompt, 1, 1n), 10);
+    const { local, sequence } = hashPrompt(prompt, BS);
+
+    let o = p.observe(local, 16, 20);
+    const w1 = o.workers.find((w) => w.workerId === W1)!;
+    const w2 = o.workers.find((w) => w.workerId === W2)!;
+    expect(w1.match?.deviceBlocks).toBe(3);
+    expect(w1.match?.deviceTokens).toBe(12);
+    expect(w2.match?.deviceBlocks).toBe(1);
+    expect(w1.effectivePrefillTokens).toBe(4);
+    expect(w2.effectivePrefillTokens).toBe(12);
+    // overlap_weight cost: prefill/bs + decode blocks; W1 = 4/4 + 4 = 5, W2 = 12/4 + 4 = 7.
+    expect(o.selection.chosen?.workerId).toBe(W1);
+
+    // Book two requests on W1: R = 2, tracked prefill 4 + 4 = 8 tokens, P = 8 / 16.
+    for (const id of ['a', 'b']) {
+      p.ledger.book({ requestId: id, workerId: W1, dpRank: 0, promptTokens: 16, overlapBlocks: 3, sequenceHashes: sequence, source: 'local', nowMs: 30 });
+    }
+    o = p.observe(local, 16, 40);
+    const b1 = o.workers.find((w) => w.workerId === W1)!;
+    expect(b1.load.requests).toBe(2);
+    expect(b1.load.trackedPrefillTokens).toBe(8);
+    expect(b1.load.prefillPressure).toBeCloseTo(0.5);
+    expect(b1.load.activeBlocks).toBe(4); // the shared prompt counts once
+    expect(b1.newRequestBlocks).toBe(0); // all of this prompt's blocks already active there
+    expect(o.pending.requests).toBe(2);
+    // W1 = (8 + 4)/4 + 4 = 7, W2 = 7 + 4 = ... (12/4 + 4) = 7: tie broken by smaller tree → W2 (1 block).
+    expect(o.selection.chosen?.workerId).toBe(W2);
+
+    p.ledger.release('a', 'completed', 50);
+    p.ledger.release('b', 'cancelled', 50);
+    o = p.observe(local, 16, 60);
+    expect(o.workers.find((w) => w.workerId === W1)!.load.requests).toBe(0);
+  });
+
+  it('keeps unschedulable workers out of Dynamo’s choice but reports them', () => {
+    const p = pool();
+    p.register(W1, { ...cap, schedulable: false }, null, 0);
+    p.register(W2, cap, null, 0);
+    p.applyKvEvent(stored(W1, prompt, 4, 1n), 1);
+    const { local } = hashPrompt(prompt, BS);
+    const o = p.observe(local, 16, 2);
+    expect(o.workers).toHaveLength(2);
+    expect(o.selection.chosen?.workerId).toBe(W2);
+  });
+
+  it('removes workers that stop publishing and do not renew, but never static ones', () => {
+    const p = pool();
+    p.register(W1, cap, 5_000, 0);
+    p.register(W2, cap, null, 0, true);
+    p.applyKvEvent(stored(W1, prompt, 2, 1n), 1_000);
+    expect(p.tick(5_999).workersRemoved).toEqual([]);
+    expect(p.tick(6_001).workersRemoved).toEqual([W1]);
+    expect(p.index.stats().totalBlocks).toBe(0);
+    expect(p.tick(10_000_000).workersRemoved).toEqual([]);
+    expect(p.knownRanks().map((r) => r.workerId)).toEqual([W2]);
+  });
+
+  it('flags a worker suspect after an event-id gap, and reports it in observe', () => {
+    const p = pool();
+    p.applyKvEvent(stored(W2, prompt, 1, 1n), 1);
+    const { local, sequence } = hashPrompt(prompt, BS);
+    const later: KvEvent = {
+      workerId: W2,
+      dpRank: 0,
+      storageTier: 'device',
+      eventId: 5n,
+      data: { kind: 'removed', blockHashes: BigUint64Array.of(sequence[0]! as ExternalHash) },
+    };
+    p.applyKvEvent(later, 2);
+    const o = p.observe(local, 16, 3);
+    expect(o.workers[0]!.suspect?.reason).toBe('event_gap');
+  });
+});

@@ -1,0 +1,230 @@
+/**
+ * Open joins keyed by request id: transport-free and synchronous, so the
+ * service, tests and the benchmark drive the same state machine.
+ *
+ * A join opens on the first message for a request id (decision or lifecycle
+ * event) and closes when
+ *  - decision + terminal event + usage have all arrived       → closedBy `complete`, at once;
+ *  - decision + terminal event, no usage, `terminalGraceMs` later → `complete`
+ *    (usage often rides on the terminal event; a separate report gets a short wait);
+ *  - otherwise `joinWindowMs` after the join opened            → `deadline`
+ *    (`joinOutcome` then says `incomplete` or `timeout`).
+ * Nothing is ever dropped: every join ends in exactly one outcome record.
+ *
+ * Each contributing message is carried as a `Source<H>` whose handle `H` the
+ * caller uses to acknowledge it once the outcome is durably written.
+ */
+import { joinOutcome, type DecisionRecord, type LifecycleEventInput, type OutcomeRecord, type SourcePart } from '@vantage/records';
+
+export interface Source<H> {
+  stream: string;
+  seq: number;
+  part: SourcePart;
+  handle: H;
+}
+
+interface Join<H> {
+  requestId: string;
+  openedAtMs: number;
+  deadlineMs: number;
+  decision: DecisionRecord | null;
+  events: LifecycleEventInput[];
+  sources: Source<H>[];
+  hasTerminal: boolean;
+  hasUsage: boolean;
+  /** Grace deadline once decision + terminal are in but usage is not. */
+  graceAtMs: number | null;
+}
+
+export interface ClosedJoin<H> {
+  record: OutcomeRecord;
+  sources: Source<H>[];
+}
+
+export interface JoinerOptions {
+  joinWindowMs: number;
+  terminalGraceMs: number;
+  /** Request ids remembered after their join closed, to recognise late messages. */
+  recentlyClosedCap: number;
+}
+
+export type AddResult = 'joined' | 'duplicate' | 'late';
+
+const TERMINAL = new Set(['done', 'cancelled', 'failed']);
+
+export class Joiner<H> {
+  private readonly open = new Map<string, Join<H>>();
+  /** Request ids in grace order (grace is a constant added to arrival time, so FIFO is sorted). */
+  private readonly graceQueue: { id: string; at: number }[] = [];
+  private graceHead = 0;
+  /** Joins complete now (decision + terminal + usage), closed at the next takeComplete. */
+  private readonly ready: string[] = [];
+  /** Insertion-ordered, so the first key is the oldest: an LRU by close time. */
+  private readonly closed = new Map<string, number>();
+
+  constructor(private readonly opts: JoinerOptions) {}
+
+  get pending(): number {
+    return this.open.size;
+  }
+
+  /** Whether a source (stream, seq) is already held by an open join: a redelivery of something in memory. */
+  holds(requestId: string, stream: string, seq: number): boolean {
+    const j = this.open.get(requestId);
+    return j !== undefined && j.sources.some((s) => s.seq === seq && s.stream === stream);
+  }
+
+  /** Replace the handle of a held source (a redelivered copy supersedes the old delivery). */
+  rehandle(requestId: string, stream: string, seq: number, handle: H): boolean {
+    const j = this.open.get(requestId);
+    const s = j?.sources.find((x) => x.seq === seq && x.stream === stream);
+    if (s === undefined) return false;
+    s.handle = handle;
+    return true;
+  }
+
+  /** True when `requestId` closed recently: a message for it now is late. */
+  isLate(requestId: string): boolean {
+    return !this.open.has(requestId) && this.closed.has(requestId);
+  }
+
+  addDecision(decision: DecisionRecord, src: Source<H>, nowMs: number): AddResult {
+    if (this.isLate(decision.requestId)) return 'late';
+    const j = this.get(decision.requestId, nowMs);
+    j.sources.push(src);
+    // The first decision stays authoritative; a second one (a republish) only adds a source.
+    if (j.decision !== null) return 'duplicate';
+    j.decision = decision;
+    this.maybeArm(j, nowMs);
+    return 'joined';
+  }
+
+  addEvent(ev: LifecycleEventInput, src: Source<H>, nowMs: number): AddResult {
+    if (this.isLate(ev.requestId)) return 'late';
+    const j = this.get(ev.requestId, nowMs);
+    j.sources.push(src);
+    j.events.push(ev);
+    if (TERMINAL.has(ev.kind)) j.hasTerminal = true;
+    if (ev.usage !== undefined) j.hasUsage = true;
+    this.maybeArm(j, nowMs);
+    return 'joined';
+  }
+
+  /** Joins whose completion condition now holds (call after adding a batch). */
+  takeComplete(nowMs: number): ClosedJoin<H>[] {
+    const out: ClosedJoin<H>[] = [];
+    for (const id of this.ready) {
+      const j = this.open.get(id);
+      if (j !== undefined && j.graceAtMs !== null) out.push(this.close(j, 'complete', nowMs));
+    }
+    this.ready.length = 0;
+    while (this.graceHead < this.graceQueue.length) {
+      const g = this.graceQueue[this.graceHead] as { id: string; at: number };
+      const j = this.open.get(g.id);
+      if (j === undefined || j.graceAtMs === null) {
+        this.graceHead++;
+        continue;
+      }
+      if (!j.hasUsage && g.at > nowMs) break;
+      this.graceHead++;
+      out.push(this.close(j, 'complete', nowMs));
+    }
+    if (this.graceHead > 4096 && this.graceHead * 2 > this.graceQueue.length) {
+      this.graceQueue.splice(0, this.graceHead);
+      this.graceHead = 0;
+    }
+    return out;
+  }
+
+  /** Joins past their window, oldest first. */
+  takeExpired(nowMs: number): ClosedJoin<H>[] {
+    const out: ClosedJoin<H>[] = [];
+    // Map iteration is insertion order and every deadline is open time + a
+    // constant, so the first entry is always the earliest deadline.
+    for (const j of this.open.values()) {
+      if (j.deadlineMs > nowMs) break;
+      out.push(this.close(j, 'deadline', nowMs));
+    }
+    return out;
+  }
+
+  /** Handles of every source held by an open join (to release them at shutdown). */
+  *heldHandles(): IterableIterator<H> {
+    for (const j of this.open.values()) for (const s of j.sources) yield s.handle;
+  }
+
+  /** Forget everything (after a lost-ownership reset: JetStream redelivers it all). */
+  clear(): void {
+    this.open.clear();
+    this.graceQueue.length = 0;
+    this.graceHead = 0;
+    this.ready.length = 0;
+  }
+
+  /** Earliest time any join could close by the clock (for the service's timer). */
+  nextDueMs(nowMs: number): number | undefined {
+    if (this.ready.length > 0) return nowMs;
+    let due: number | undefined;
+    const first = this.open.values().next();
+    if (!first.done) due = first.value.deadlineMs;
+    for (let i = this.graceHead; i < this.graceQueue.length; i++) {
+      const g = this.graceQueue[i] as { id: string; at: number };
+      const j = this.open.get(g.id);
+      if (j === undefined || j.graceAtMs === null) continue;
+      if (due === undefined || g.at < due) due = g.at;
+      break;
+    }
+    return due;
+  }
+
+  private get(requestId: string, nowMs: number): Join<H> {
+    let j = this.open.get(requestId);
+    if (j === undefined) {
+      j = {
+        requestId,
+        openedAtMs: nowMs,
+        deadlineMs: nowMs + this.opts.joinWindowMs,
+        decision: null,
+        events: [],
+        sources: [],
+        hasTerminal: false,
+        hasUsage: false,
+        graceAtMs: null,
+      };
+      this.open.set(requestId, j);
+    }
+    return j;
+  }
+
+  private maybeArm(j: Join<H>, nowMs: number): void {
+    if (j.graceAtMs !== null) {
+      // Usage arrived during the grace wait: complete now rather than at the grace deadline.
+      if (j.hasUsage) this.ready.push(j.requestId);
+      return;
+    }
+    if (j.decision === null || !j.hasTerminal) return;
+    j.graceAtMs = j.hasUsage ? nowMs : nowMs + this.opts.terminalGraceMs;
+    if (j.hasUsage) this.ready.push(j.requestId);
+    else this.graceQueue.push({ id: j.requestId, at: j.graceAtMs });
+  }
+
+  private close(j: Join<H>, closedBy: 'complete' | 'deadline', nowMs: number): ClosedJoin<H> {
+    this.open.delete(j.requestId);
+    j.graceAtMs = null;
+    if (this.opts.recentlyClosedCap > 0) {
+      this.closed.delete(j.requestId);
+      this.closed.set(j.requestId, nowMs);
+      if (this.closed.size > this.opts.recentlyClosedCap) {
+        const oldest = this.closed.keys().next();
+        if (!oldest.done) this.closed.delete(oldest.value);
+      }
+    }
+    const record = joinOutcome(j.decision, j.events, {
+      requestId: j.requestId,
+      closedBy,
+      sources: j.sources.map((s) => ({ stream: s.stream, sequence: s.seq, part: s.part })),
+      joinLatencyMs: nowMs - j.openedAtMs,
+    });
+    return { record, sources: j.sources };
+  }
+}

@@ -1,0 +1,644 @@
+/**
+ * The outcome service: JetStream (decisions, lifecycle events) → join →
+ * Kafka (decisions, outcomes, dead letters), exactly once. README.md explains
+ * the design; the comments here say why each step is where it is.
+ *
+ *   fetch loops (one per stream) ──▶ inbox (bounded) ──▶ batch loop:
+ *       decode / dead-letter / dedupe ─▶ Joiner ─▶ one Kafka transaction
+ *       (records + one progress record) ─▶ commit ─▶ ack the sources
+ */
+import { randomBytes } from 'node:crypto';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type Consumer as JsConsumer, type JsMsg } from '@nats-io/jetstream';
+import {
+  decodeSingleObject,
+  DECISION_REGISTRY,
+  encodeSingleObject,
+  OUTCOME_RECORD_CURRENT,
+  type DecisionRecord,
+  type LifecycleEventInput,
+  type OutcomeRecord,
+  type SourcePart,
+} from '@vantage/records';
+import { ensureDurableConsumer, ensureStream, natsConnected, type ServiceContext, type VantageProducer } from '@vantage/runtime';
+import type { Consumer as KafkaConsumer, Message as KafkaMessage } from 'kafkajs';
+import { checkOutcomeConfig, type OutcomeConfig } from './config';
+import { deadLetterMessage, type DeadLetterReason } from './deadletter';
+import { Joiner, type ClosedJoin, type Source } from './joiner';
+import { decodeLifecycle } from './lifecycle';
+import { outcomeMetrics, type OutcomeMetrics } from './metrics';
+import { CommittedSet, parseProgress, progressRecord, type ProgressRecord } from './progress';
+
+type Ctx = ServiceContext<OutcomeConfig & Record<string, unknown>, true>;
+type Kind = 'decision' | 'lifecycle';
+
+/** One delivery of a JetStream message, and until when this instance may still write it. */
+export interface Held {
+  msg: JsMsg;
+  /**
+   * Local receive time + ack_wait / 2. Before this instant the server cannot
+   * have redelivered the message to anyone else, so a transaction committed
+   * before it is the only writer of the message (README, "ownership").
+   */
+  ownedUntilMs: number;
+}
+
+interface InboxItem {
+  kind: Kind;
+  stream: string;
+  msg: JsMsg;
+  receivedAtMs: number;
+}
+
+interface Batch {
+  nonce: string;
+  byTopic: Map<string, KafkaMessage[]>;
+  records: number;
+  /** Acked after commit. */
+  done: Held[];
+  doneSeqs: Map<string, number[]>;
+  /** Decisions copied to the decisions topic whose join is still open: must be owned at commit, acked later. */
+  copied: Held[];
+  copiedSeqs: Map<string, number[]>;
+  newestPublishMs: number;
+  counts: { kind: string; status: string }[];
+  deadLetters: DeadLetterReason[];
+}
+
+export interface OutcomeService {
+  readonly metrics: OutcomeMetrics;
+  readonly joiner: Joiner<Held>;
+  readonly transactionalId: string;
+  /** Resolves when the loops have stopped (after shutdown). */
+  readonly stopped: Promise<void>;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
+  const a = m.get(k);
+  if (a === undefined) m.set(k, [v]);
+  else a.push(v);
+}
+
+function publishMs(msg: JsMsg): number {
+  return Number(msg.info.timestampNanos / 1_000_000n);
+}
+
+export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
+  const cfg = ctx.config as OutcomeConfig;
+  checkOutcomeConfig(cfg);
+  const o = cfg.outcome;
+  const log = ctx.log.child({ component: 'outcome' });
+  const kafka = ctx.kafka;
+  const metrics = outcomeMetrics(ctx.registry);
+  const transactionalId = o.transactionalId === '' ? `${cfg.service}-${ctx.instanceId}` : o.transactionalId;
+  const ackWaitMs = o.nats.ackWaitMs;
+  const ownershipMs = Math.floor(ackWaitMs / 2);
+  const lifecyclePrefix = o.nats.lifecycleSubject.slice(0, -1); // "vantage.v1.lifecycle."
+  const streams: { kind: Kind; stream: string; subject: string }[] = [
+    { kind: 'decision', stream: o.nats.decisionsStream, subject: o.nats.decisionsSubject },
+    { kind: 'lifecycle', stream: o.nats.lifecycleStream, subject: o.nats.lifecycleSubject },
+  ];
+
+  // ---------------------------------------------------------------- set-up
+  for (const s of streams) {
+    await ensureStream(
+      ctx.nc,
+      {
+        name: s.stream,
+        subjects: [s.subject],
+        // Limits retention, file storage: the stream is the durable buffer
+        // that lets Kafka be down for as long as max_age without loss.
+        max_age: o.nats.streamMaxAgeMs * 1_000_000,
+        max_bytes: o.nats.streamMaxBytes,
+      },
+      log,
+    );
+    await ensureDurableConsumer(
+      ctx.nc,
+      s.stream,
+      {
+        durable_name: o.nats.durable,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: ackWaitMs * 1_000_000,
+        max_ack_pending: o.nats.maxAckPending,
+        max_deliver: -1,
+      },
+      log,
+    );
+  }
+  const retention = String(o.topics.retentionMs);
+  await kafka.ensureTopics([
+    { topic: o.topics.decisions, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: { 'retention.ms': retention } },
+    { topic: o.topics.outcomes, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: { 'retention.ms': retention } },
+    { topic: o.topics.deadLetter, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: { 'retention.ms': retention } },
+    // One partition: the follower's "read up to my sentinel" is only a total
+    // order within a partition.
+    { topic: o.topics.progress, partitions: 1, replicationFactor: o.topics.replicationFactor, config: { 'retention.ms': retention } },
+  ]);
+
+  const committed = new CommittedSet(2 * ackWaitMs);
+  const joiner = new Joiner<Held>({ joinWindowMs: o.joinWindowMs, terminalGraceMs: o.terminalGraceMs, recentlyClosedCap: o.recentlyClosedCap });
+  const inbox: InboxItem[] = [];
+  let inboxHead = 0;
+  const inboxSize = (): number => inbox.length - inboxHead;
+
+  let stopping = false;
+  /** Set near the shutdown deadline: a Kafka retry loop gives up and leaves its messages unacked. */
+  let giveUp = false;
+  let kafkaHealthy = true;
+  let lastKafkaError: string | undefined;
+  let wake: (() => void) | null = null;
+  const poke = (): void => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+
+  // ------------------------------------------------------------- producer
+  let producer: VantageProducer = await kafka.createProducer({ transactionalId, transactionTimeoutMs: o.transactionTimeoutMs });
+
+  /** A fresh producer with the same transactional id: InitProducerId fences the old epoch and finishes or aborts its open transaction. */
+  async function recreateProducer(): Promise<void> {
+    await producer.disconnect().catch(() => {});
+    for (let attempt = 0; ; attempt++) {
+      try {
+        producer = await kafka.createProducer({ transactionalId, transactionTimeoutMs: o.transactionTimeoutMs });
+        return;
+      } catch (e) {
+        if (giveUp) throw e;
+        log.warn({ err: e, attempt }, 'kafka producer re-creation failed; retrying');
+        await sleep(Math.min(5000, 200 * 2 ** Math.min(attempt, 5)));
+      }
+    }
+  }
+
+  // ---------------------------------------------------- progress follower
+  const sentinelWaiters = new Map<string, () => void>();
+  const follower: KafkaConsumer = await kafka.createConsumer({
+    groupId: `${transactionalId}-progress-${randomBytes(4).toString('hex')}`,
+    readUncommitted: false,
+    // Only this instance reads with this group; no offsets are committed.
+    sessionTimeout: 30_000,
+    retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 2_000 },
+  });
+  const startOffset = await progressStartOffset();
+  await follower.subscribe({ topic: o.topics.progress, fromBeginning: true });
+  await follower.run({
+    autoCommit: false,
+    eachMessage: async ({ message }) => {
+      const rec = parseProgress(message.value);
+      if (rec === null) return;
+      committed.add(rec, Date.now());
+      sentinelWaiters.get(rec.nonce)?.();
+    },
+  });
+  follower.seek({ topic: o.topics.progress, partition: 0, offset: startOffset });
+  log.info({ topic: o.topics.progress, offset: startOffset }, 'progress follower started');
+
+  /**
+   * Where the follower must start so that every committed transaction that
+   * could still have unacked sources is read: each stream's first unacked
+   * message (ack floor + 1) was published before any transaction containing a
+   * later sequence committed, so its publish time (minus clock skew) bounds
+   * the read. With nothing unacked there is nothing to read.
+   */
+  async function progressStartOffset(): Promise<string> {
+    const jsm = await jetstreamManager(ctx.nc);
+    let bound = Date.now();
+    for (const s of streams) {
+      const ci = await jsm.consumers.info(s.stream, o.nats.durable);
+      const si = await jsm.streams.info(s.stream);
+      const floor = ci.ack_floor.stream_seq;
+      if (floor >= si.state.last_seq) continue;
+      const m = await jsm.streams.getMessage(s.stream, { seq: Math.max(floor + 1, si.state.first_seq) }).catch(() => null);
+      bound = Math.min(bound, m === null ? 0 : m.time.getTime());
+    }
+    bound = Math.max(0, bound - o.clockSkewMs);
+    const offsets = await kafka.admin.fetchTopicOffsetsByTimestamp(o.topics.progress, bound);
+    const p0 = offsets.find((x) => x.partition === 0);
+    log.info({ boundMs: bound, offset: p0?.offset }, 'progress log read-back bound');
+    return p0?.offset ?? '0';
+  }
+
+  /**
+   * Read the progress log up to "now": commit a sentinel record and wait until
+   * the follower sees it. Read_committed delivers in offset order and stops at
+   * the first open transaction, so everything committed before the sentinel
+   * (including a transaction that was open when we wrote it) is known after.
+   */
+  async function sync(): Promise<void> {
+    metrics.syncs.inc();
+    for (let attempt = 0; ; attempt++) {
+      const nonce = `s-${randomBytes(8).toString('hex')}`;
+      const seen = new Promise<void>((resolve) => sentinelWaiters.set(nonce, resolve));
+      try {
+        const txn = await producer.raw.transaction();
+        try {
+          await txn.send({ topic: o.topics.progress, acks: -1, messages: [{ partition: 0, value: JSON.stringify(progressRecord(transactionalId, nonce, Date.now(), new Map(), new Map())) }] });
+          await txn.commit();
+        } catch (e) {
+          await txn.abort().catch(() => {});
+          throw e;
+        }
+        metrics.transactions.inc({ result: 'sentinel' });
+        const timeout = sleep(Math.max(30_000, o.transactionTimeoutMs + 5_000)).then(() => 'timeout' as const);
+        if ((await Promise.race([seen.then(() => 'seen' as const), timeout])) === 'seen') return;
+        log.warn({ nonce }, 'progress sentinel not seen in time; retrying');
+      } catch (e) {
+        kafkaHealthy = false;
+        lastKafkaError = e instanceof Error ? e.message : String(e);
+        if (giveUp) throw e;
+        log.warn({ err: e, attempt }, 'progress sync failed; re-creating producer');
+        await sleep(Math.min(5000, 200 * 2 ** Math.min(attempt, 5)));
+        await recreateProducer();
+      } finally {
+        sentinelWaiters.delete(nonce);
+      }
+    }
+  }
+
+  // Before taking any work: know everything already committed.
+  await sync();
+  log.info({ committedTransactions: committed.size }, 'progress log read back');
+
+  // ---------------------------------------------------------- fetch loops
+  const js = jetstream(ctx.nc);
+  const fetchLoop = async (s: (typeof streams)[number]): Promise<void> => {
+    let consumer: JsConsumer | undefined;
+    while (!stopping) {
+      const room = Math.min(o.maxInbox - inboxSize(), o.nats.fetchBatch);
+      if (room <= 0 || joiner.pending >= o.maxPendingJoins) {
+        // Backpressure: Kafka slow or down, or too many open joins. Stop
+        // pulling; JetStream keeps the messages.
+        metrics.fetchPaused.set(1);
+        await sleep(5);
+        continue;
+      }
+      metrics.fetchPaused.set(0);
+      try {
+        consumer ??= await js.consumers.get(s.stream, o.nats.durable);
+        const iter = await consumer.fetch({ max_messages: room, expires: o.nats.fetchExpiresMs });
+        for await (const m of iter) {
+          inbox.push({ kind: s.kind, stream: s.stream, msg: m, receivedAtMs: Date.now() });
+          if (inboxSize() >= o.nats.fetchBatch || inboxSize() === 1) poke();
+        }
+        poke();
+      } catch (e) {
+        if (stopping) break;
+        log.debug({ err: e, stream: s.stream }, 'fetch failed; retrying');
+        consumer = undefined;
+        await sleep(250);
+      }
+    }
+  };
+
+  // ----------------------------------------------------------- processing
+  function newBatch(): Batch {
+    return {
+      nonce: `t-${randomBytes(8).toString('hex')}`,
+      byTopic: new Map(),
+      records: 0,
+      done: [],
+      doneSeqs: new Map(),
+      copied: [],
+      copiedSeqs: new Map(),
+      newestPublishMs: 0,
+      counts: [],
+      deadLetters: [],
+    };
+  }
+
+  function held(item: InboxItem): Held {
+    return { msg: item.msg, ownedUntilMs: item.receivedAtMs + ownershipMs };
+  }
+
+  function emit(b: Batch, topic: string, m: KafkaMessage, kind: string, status: string): void {
+    push(b.byTopic, topic, m);
+    b.records++;
+    b.counts.push({ kind, status });
+  }
+
+  function markDone(b: Batch, h: Held, stream: string): void {
+    b.done.push(h);
+    push(b.doneSeqs, stream, h.msg.seq);
+  }
+
+  function deadLetter(b: Batch, item: InboxItem, reason: DeadLetterReason, detail: string): void {
+    emit(b, o.topics.deadLetter, deadLetterMessage(item.msg, item.stream, reason, detail, o.maxDeadLetterBytes), 'dead_letter', reason);
+    b.deadLetters.push(reason);
+    markDone(b, held(item), item.stream);
+  }
+
+  function copyDecision(b: Batch, item: InboxItem, d: DecisionRecord): void {
+    emit(
+      b,
+      o.topics.decisions,
+      {
+        key: d.sessionId,
+        value: Buffer.from(item.msg.data),
+        headers: { 'vantage-source-stream': item.stream, 'vantage-source-seq': String(item.msg.seq) },
+      },
+      'decision',
+      'copied',
+    );
+  }
+
+  function emitOutcome(b: Batch, c: ClosedJoin<Held>): void {
+    let value: Buffer;
+    const r: OutcomeRecord = c.record;
+    try {
+      value = encodeSingleObject(OUTCOME_RECORD_CURRENT, r);
+    } catch (e) {
+      // A value the schema refuses (e.g. a timestamp beyond 2^53) must not
+      // stop the pipeline: the join goes to the dead-letter topic as JSON.
+      const json = JSON.stringify(r, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
+      const first = c.sources[0];
+      emit(
+        b,
+        o.topics.deadLetter,
+        {
+          key: r.requestId,
+          value: Buffer.from(json.slice(0, Math.max(0, o.maxDeadLetterBytes))),
+          headers: {
+            'vantage-dlq-reason': 'OUTCOME_ENCODE_FAILED',
+            'vantage-dlq-detail': e instanceof Error ? e.message.slice(0, 1024) : String(e),
+            'vantage-source-stream': first?.stream ?? '',
+            'vantage-source-seq': String(first?.seq ?? ''),
+          },
+        },
+        'dead_letter',
+        'OUTCOME_ENCODE_FAILED',
+      );
+      b.deadLetters.push('OUTCOME_ENCODE_FAILED');
+      for (const s of c.sources) markDone(b, s.handle, s.stream);
+      return;
+    }
+    emit(b, o.topics.outcomes, { key: r.sessionId ?? r.requestId, value }, 'outcome', r.status);
+    if (r.join.closedBy === 'deadline') metrics.joinTimeouts.inc({ status: r.status });
+    for (const s of c.sources) markDone(b, s.handle, s.stream);
+  }
+
+  /** Decode, dead-letter or join one message. `seenAs` is what the progress log says about a redelivery. */
+  function processOne(b: Batch, item: InboxItem, seenAs: 'decision' | undefined): void {
+    const { msg, stream } = item;
+    b.newestPublishMs = Math.max(b.newestPublishMs, publishMs(msg));
+    if (msg.data.length > o.maxMessageBytes) {
+      deadLetter(b, item, 'OVERSIZED', `${msg.data.length} bytes > ${o.maxMessageBytes}`);
+      return;
+    }
+    if (item.kind === 'decision') {
+      const r = decodeSingleObject(msg.data, DECISION_REGISTRY);
+      if (!r.ok) {
+        deadLetter(b, item, r.code, r.reason);
+        return;
+      }
+      const d = r.value;
+      if (d.requestId === '' || d.sessionId === '') {
+        deadLetter(b, item, 'DECISION_INVALID', 'requestId and sessionId must be non-empty');
+        return;
+      }
+      const h = held(item);
+      if (joiner.rehandle(d.requestId, stream, msg.seq, h)) return; // redelivery of a message we hold
+      const src: Source<Held> = { stream, seq: msg.seq, part: 'decision', handle: h };
+      const res = joiner.addDecision(d, src, item.receivedAtMs);
+      if (seenAs !== 'decision') copyDecision(b, item, d);
+      if (res === 'late') {
+        // Its request's outcome is already written: keep the decision (copied
+        // above) and record why it joined nothing.
+        deadLetter(b, item, 'JOIN_LATE', `decision for request ${d.requestId} arrived after its outcome was written`);
+        return;
+      }
+      if (seenAs !== 'decision') {
+        b.copied.push(h);
+        push(b.copiedSeqs, stream, msg.seq);
+      }
+      return;
+    }
+    const pool = msg.subject.startsWith(lifecyclePrefix) ? msg.subject.slice(lifecyclePrefix.length) : undefined;
+    const r = decodeLifecycle(msg.data, pool);
+    if (!r.ok) {
+      deadLetter(b, item, r.code, r.reason);
+      return;
+    }
+    const ev: LifecycleEventInput = r.value;
+    const h = held(item);
+    if (joiner.rehandle(ev.requestId, stream, msg.seq, h)) return;
+    const res = joiner.addEvent(ev, { stream, seq: msg.seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs);
+    if (res === 'late') deadLetter(b, item, 'JOIN_LATE', `${ev.kind} event for request ${ev.requestId} arrived after its outcome was written`);
+  }
+
+  function owned(b: Batch, nowMs: number): boolean {
+    for (const h of b.done) if (h.ownedUntilMs <= nowMs) return false;
+    for (const h of b.copied) if (h.ownedUntilMs <= nowMs) return false;
+    return true;
+  }
+
+  /**
+   * One transaction for the whole batch: the records plus the progress
+   * record. Returns false when ownership of a source was lost (the caller
+   * resets). An error of any kind leads to a fresh producer (which resolves
+   * the old transaction) and a sync, after which the progress log says
+   * whether the batch committed: this is how an ambiguous commit is settled.
+   */
+  async function commit(b: Batch): Promise<boolean> {
+    const prog: ProgressRecord = progressRecord(transactionalId, b.nonce, Date.now(), b.doneSeqs, b.copiedSeqs);
+    const topicMessages = [...b.byTopic].map(([topic, messages]) => ({ topic, messages }));
+    topicMessages.push({ topic: o.topics.progress, messages: [{ partition: 0, value: JSON.stringify(prog) } as KafkaMessage] });
+    for (let attempt = 0; ; attempt++) {
+      if (!owned(b, Date.now())) return false;
+      const stop = metrics.produceSeconds.startTimer();
+      try {
+        const txn = await producer.raw.transaction();
+        try {
+          await txn.sendBatch({ topicMessages, acks: -1 });
+          if (!owned(b, Date.now())) {
+            await txn.abort();
+            metrics.transactions.inc({ result: 'aborted' });
+            return false;
+          }
+          await txn.commit();
+        } catch (e) {
+          await txn.abort().catch(() => {});
+          throw e;
+        }
+        stop();
+        metrics.transactions.inc({ result: 'committed' });
+        committed.add(prog, Date.now());
+        kafkaHealthy = true;
+        return true;
+      } catch (e) {
+        metrics.transactions.inc({ result: 'failed' });
+        kafkaHealthy = false;
+        lastKafkaError = e instanceof Error ? e.message : String(e);
+        if (giveUp) throw e;
+        log.warn({ err: e, attempt, records: b.records }, 'kafka transaction failed; re-creating producer and checking the progress log');
+        await sleep(Math.min(5000, 100 * 2 ** Math.min(attempt, 6)));
+        await recreateProducer();
+        await sync();
+        if (committed.has(b.nonce)) {
+          log.info({ nonce: b.nonce }, 'transaction had committed before the failure was reported');
+          kafkaHealthy = true;
+          return true;
+        }
+      }
+    }
+  }
+
+  /** Lost ownership: forget all in-memory work; JetStream redelivers it and the progress log dedupes. */
+  function reset(): void {
+    metrics.resets.inc();
+    log.warn({ pendingJoins: joiner.pending }, 'ownership of held messages lapsed; dropping in-memory joins for redelivery');
+    joiner.clear();
+  }
+
+  async function batchLoop(): Promise<void> {
+    while (!stopping) {
+      const now0 = Date.now();
+      const due = joiner.nextDueMs(now0);
+      if (inboxSize() === 0 && (due === undefined || due > now0)) {
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(() => {
+            wake = null;
+            resolve();
+          }, due === undefined ? 250 : Math.max(1, due - now0));
+          wake = () => {
+            clearTimeout(t);
+            resolve();
+          };
+        });
+        if (stopping) break;
+      }
+      if (o.lingerMs > 0 && inboxSize() > 0 && inboxSize() < o.nats.fetchBatch) await sleep(o.lingerMs);
+      if (stopping) break;
+
+      const b = newBatch();
+      const take = Math.min(inboxSize(), o.maxBatchRecords);
+      const items = inbox.slice(inboxHead, inboxHead + take);
+      inboxHead += take;
+      if (inboxHead > 65_536 && inboxHead * 2 > inbox.length) {
+        inbox.splice(0, inboxHead);
+        inboxHead = 0;
+      }
+      metrics.inbox.set(inboxSize());
+
+      // Redeliveries first: anything not held in memory and not known as
+      // committed may have been written by a replica that died before acking.
+      const redelivered = items.filter((it) => it.msg.redelivered);
+      if (redelivered.length > 0) {
+        metrics.redeliveries.inc(redelivered.length);
+        if (redelivered.some((it) => committed.lookup(it.stream, it.msg.seq) !== 'done')) await sync();
+      }
+      const skip: Held[] = [];
+      for (const it of items) {
+        metrics.recordsIn.inc({ kind: it.kind });
+        let seenAs: 'decision' | undefined;
+        if (it.msg.redelivered) {
+          const s = committed.lookup(it.stream, it.msg.seq);
+          if (s === 'done') {
+            metrics.redeliveriesSkipped.inc({ found: 'done' });
+            skip.push(held(it));
+            continue;
+          }
+          if (s === 'decision') {
+            metrics.redeliveriesSkipped.inc({ found: 'decision_copy' });
+            seenAs = 'decision';
+          }
+        }
+        processOne(b, it, seenAs);
+      }
+      // Already in Kafka: ack now, nothing to write.
+      for (const h of skip) h.msg.ack();
+
+      const now = Date.now();
+      for (const c of joiner.takeComplete(now)) emitOutcome(b, c);
+      for (const c of joiner.takeExpired(now)) emitOutcome(b, c);
+      metrics.pendingJoins.set(joiner.pending);
+      if (b.records === 0) continue;
+
+      let ok: boolean;
+      try {
+        ok = await commit(b);
+      } catch (e) {
+        log.error({ err: e }, 'giving up on the current batch at shutdown; its messages stay unacked');
+        return;
+      }
+      if (!ok) {
+        reset();
+        continue;
+      }
+      for (const h of b.done) h.msg.ack();
+      metrics.batchRecords.observe(b.records);
+      for (const c of b.counts) metrics.recordsOut.inc(c);
+      for (const r of b.deadLetters) metrics.deadLetters.inc({ reason: r });
+      if (b.newestPublishMs > 0) metrics.lagSeconds.set((Date.now() - b.newestPublishMs) / 1000);
+      committed.prune(Date.now());
+    }
+  }
+
+  // Reconnects restart the pruning clock (see CommittedSet).
+  void (async () => {
+    for await (const s of ctx.nc.status()) if (s.type === 'reconnect') committed.noteReconnect(Date.now());
+  })().catch(() => {});
+
+  const loops = Promise.all([...streams.map((s) => fetchLoop(s)), batchLoop()]);
+  const stopped = loops.then(() => undefined);
+
+  const jsm = await jetstreamManager(ctx.nc);
+  const lagTimer = setInterval(() => {
+    for (const s of streams) {
+      jsm.consumers
+        .info(s.stream, o.nats.durable)
+        .then((ci) => metrics.consumerPending.set({ stream: s.stream }, ci.num_pending))
+        .catch(() => {});
+    }
+  }, 5_000);
+  lagTimer.unref();
+
+  ctx.addHealthCheck('kafka', () => ({ ok: kafkaHealthy, details: kafkaHealthy ? {} : { error: lastKafkaError } }));
+  ctx.addHealthCheck('pipeline', () => ({
+    ok: natsConnected(ctx.nc),
+    details: { pendingJoins: joiner.pending, inbox: inboxSize(), committedTransactions: committed.size },
+  }));
+
+  // Shutdown: stop intake; let the batch in flight commit (or give up near
+  // the deadline); then nak what is held so a replica or the next start takes
+  // it at once instead of after ack_wait. Nothing unjoined is written early:
+  // an `incomplete` record for a request whose events are merely in flight
+  // would be a wrong fact.
+  ctx.shutdown.register('outcome-intake', 'intake', () => {
+    stopping = true;
+    poke();
+  });
+  ctx.shutdown.register('outcome-flush', 'flush', async () => {
+    const deadline = setTimeout(() => (giveUp = true), Math.max(0, cfg.shutdown.deadlineMs - 1_500));
+    try {
+      await stopped;
+    } finally {
+      clearTimeout(deadline);
+    }
+    clearInterval(lagTimer);
+    let naked = 0;
+    for (let i = inboxHead; i < inbox.length; i++) {
+      inbox[i]?.msg.nak();
+      naked++;
+    }
+    naked += nakOpenJoins(joiner);
+    await ctx.nc.flush().catch(() => {});
+    log.info({ naked }, 'outcome pipeline stopped; held messages released for redelivery');
+  });
+
+  log.info({ transactionalId, streams: streams.map((s) => s.stream), topics: o.topics }, 'outcome service running');
+  return { metrics, joiner, transactionalId, stopped };
+}
+
+function nakOpenJoins(joiner: Joiner<Held>): number {
+  let n = 0;
+  for (const h of joiner.heldHandles()) {
+    h.msg.nak();
+    n++;
+  }
+  joiner.clear();
+  return n;
+}
