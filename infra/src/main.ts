@@ -25,8 +25,8 @@ interface ServiceSpec {
 
 /** Every service the main job runs; entries that do not exist yet are skipped. */
 const SERVICES: ServiceSpec[] = [
-  { name: 'indexer-efficient', entry: 'services/indexer/src/main.ts', env: { VANTAGE_POOLS: 'efficient' } },
-  { name: 'indexer-capable', entry: 'services/indexer/src/main.ts', env: { VANTAGE_POOLS: 'capable' } },
+  { name: 'indexer-efficient', entry: 'services/indexer/src/main.ts', env: { VANTAGE_INDEXER_POOLS: '[{"name":"efficient"}]' } },
+  { name: 'indexer-capable', entry: 'services/indexer/src/main.ts', env: { VANTAGE_INDEXER_POOLS: '[{"name":"capable"}]' } },
   { name: 'decision', entry: 'services/decision/src/main.ts' },
   { name: 'outcome', entry: 'services/outcome/src/main.ts' },
 ];
@@ -48,8 +48,10 @@ async function startService(spec: ServiceSpec, endpoints: { natsUrl: string; kaf
     cwd: REPO_ROOT,
     stdio: ['ignore', out, out],
     env: {
-      ...process.env,
-      VANTAGE_SERVICE_NAME: spec.name,
+      // Services reject VANTAGE_* variables they do not know (typos must not pass silently),
+      // so infra's own settings (ports and the like) are not passed down.
+      ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VANTAGE_'))),
+      VANTAGE_SERVICE: spec.name,
       VANTAGE_NATS_URL: endpoints.natsUrl,
       VANTAGE_KAFKA_BROKERS: endpoints.kafkaBrokers,
       VANTAGE_HTTP_PORT: String(port),

@@ -1,129 +1,113 @@
 import { mix2 } from './hash32';
 
 /**
- * One (worker, dp rank)'s map from engine block id (`block_hash`, u64) to the
- * tree node it names and the tiers on which this publisher holds it.
+ * One (worker, dp rank)'s map from engine block id (`block_hash`, u64) to the tree node it names
+ * and the tiers on which this publisher holds it.
  *
- * Hand-written open addressing over typed arrays instead of `Map<bigint, …>`:
- * a bigint key costs a heap allocation per lookup and ~80 bytes per entry,
- * which is most of the apply cost at millions of blocks per second. Linear
- * probing with backward-shift deletion keeps the table tombstone-free, so
- * heavy store/evict churn never degrades probe lengths.
- *
- * Slot layout (struct of arrays): keyLo, keyHi (the u64 halves), node (0 =
- * empty; node 0 is the tree root, which is never a value) and tiers (bit per
- * storage tier).
+ * Hand-written open addressing over one Int32Array instead of `Map<bigint, …>`: a bigint key
+ * costs an allocation per lookup and ~80 bytes per entry, which dominated apply cost. Each slot is
+ * four int32s side by side [keyLo, keyHi, node, tiers], so a probe touches one cache line (the
+ * table is far larger than cache; a lookup of a random engine hash is one memory miss). Linear
+ * probing with backward-shift deletion keeps the table free of tombstones, so store/evict churn
+ * never lengthens probes. node 0 marks an empty slot (node 0 is the root, never a value).
  */
+export const SLOT = 4;
+export const K_LO = 0;
+export const K_HI = 1;
+export const K_NODE = 2;
+export const K_TIERS = 3;
+
 export class ExtMap {
-  keyLo: Uint32Array;
-  keyHi: Uint32Array;
-  node: Int32Array;
-  tiers: Uint8Array;
+  /** Slots of [keyLo, keyHi, node, tiers]; a slot index s addresses t[s * SLOT + field]. */
+  t: Int32Array;
   mask: number;
   size = 0;
 
   constructor(capacity = 16) {
     let cap = 16;
     while (cap < capacity) cap <<= 1;
-    this.keyLo = new Uint32Array(cap);
-    this.keyHi = new Uint32Array(cap);
-    this.node = new Int32Array(cap);
-    this.tiers = new Uint8Array(cap);
+    this.t = new Int32Array(cap * SLOT);
     this.mask = cap - 1;
   }
 
-  get capacity(): number {
-    return this.mask + 1;
-  }
-
-  /** Slot holding key (lo, hi), or -1. */
+  /** Base offset of the slot holding key (lo, hi), or -1. Keys are the u64 halves as int32. */
   find(lo: number, hi: number): number {
+    const t = this.t;
     const mask = this.mask;
-    const node = this.node;
-    const kl = this.keyLo;
-    const kh = this.keyHi;
     let i = mix2(lo, hi) & mask;
     for (;;) {
-      if (node[i] === 0) return -1;
-      if (kl[i] === lo && kh[i] === hi) return i;
+      const b = i * SLOT;
+      if (t[b + K_NODE] === 0) return -1;
+      if (t[b] === lo && t[b + K_HI] === hi) return b;
       i = (i + 1) & mask;
     }
   }
 
-  /** Insert a key known to be absent; returns its slot. */
-  insert(lo: number, hi: number, nodeIdx: number, tiers: number): number {
-    // Grow at 1/2 load: probes stay short and the arrays are small (13 bytes a slot).
+  /** Insert a key known to be absent; returns its slot base. */
+  insert(lo: number, hi: number, node: number, tiers: number): number {
+    // Grow at 1/2 load: probes stay short and a slot is only 16 bytes.
     if ((this.size + 1) * 2 > this.mask + 1) this.grow();
+    const t = this.t;
     const mask = this.mask;
-    const node = this.node;
     let i = mix2(lo, hi) & mask;
-    while (node[i] !== 0) i = (i + 1) & mask;
-    this.keyLo[i] = lo;
-    this.keyHi[i] = hi;
-    node[i] = nodeIdx;
-    this.tiers[i] = tiers;
+    while (t[i * SLOT + K_NODE] !== 0) i = (i + 1) & mask;
+    const b = i * SLOT;
+    t[b] = lo;
+    t[b + K_HI] = hi;
+    t[b + K_NODE] = node;
+    t[b + K_TIERS] = tiers;
     this.size++;
-    return i;
+    return b;
   }
 
-  /** Delete the entry at slot i (backward-shift: later entries of the probe run move up). */
-  removeAt(i: number): void {
+  /** Delete the entry at slot base b; later entries of its probe run shift back into the hole. */
+  removeAt(b: number): void {
+    const t = this.t;
     const mask = this.mask;
-    const node = this.node;
-    const kl = this.keyLo;
-    const kh = this.keyHi;
-    const tr = this.tiers;
-    let hole = i;
-    let j = i;
+    let hole = b / SLOT;
+    let j = hole;
     for (;;) {
       j = (j + 1) & mask;
-      if (node[j] === 0) break;
-      const home = mix2(kl[j]!, kh[j]!) & mask;
+      const jb = j * SLOT;
+      if (t[jb + K_NODE] === 0) break;
+      const home = mix2(t[jb]!, t[jb + K_HI]!) & mask;
       // The entry at j may fill the hole unless its home lies cyclically in (hole, j].
       const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
       if (!between) {
-        kl[hole] = kl[j]!;
-        kh[hole] = kh[j]!;
-        node[hole] = node[j]!;
-        tr[hole] = tr[j]!;
+        const hb = hole * SLOT;
+        t[hb] = t[jb]!;
+        t[hb + K_HI] = t[jb + K_HI]!;
+        t[hb + K_NODE] = t[jb + K_NODE]!;
+        t[hb + K_TIERS] = t[jb + K_TIERS]!;
         hole = j;
       }
     }
-    node[hole] = 0;
-    tr[hole] = 0;
+    const hb = hole * SLOT;
+    t[hb + K_NODE] = 0;
+    t[hb + K_TIERS] = 0;
     this.size--;
   }
 
   private grow(): void {
-    const oLo = this.keyLo;
-    const oHi = this.keyHi;
-    const oNode = this.node;
-    const oTiers = this.tiers;
+    const old = this.t;
     const cap = (this.mask + 1) * 2;
-    this.keyLo = new Uint32Array(cap);
-    this.keyHi = new Uint32Array(cap);
-    this.node = new Int32Array(cap);
-    this.tiers = new Uint8Array(cap);
+    this.t = new Int32Array(cap * SLOT);
     this.mask = cap - 1;
     this.size = 0;
-    for (let i = 0; i < oNode.length; i++) {
-      const n = oNode[i]!;
-      if (n !== 0) this.insert(oLo[i]!, oHi[i]!, n, oTiers[i]!);
+    for (let b = 0; b < old.length; b += SLOT) {
+      const n = old[b + K_NODE]!;
+      if (n !== 0) this.insert(old[b]!, old[b + K_HI]!, n, old[b + K_TIERS]!);
     }
   }
 
-  /** Drop every entry and release the arrays back to the minimum size. */
+  /** Drop every entry and shrink back to the minimum size. */
   reset(): void {
-    this.keyLo = new Uint32Array(16);
-    this.keyHi = new Uint32Array(16);
-    this.node = new Int32Array(16);
-    this.tiers = new Uint8Array(16);
+    this.t = new Int32Array(16 * SLOT);
     this.mask = 15;
     this.size = 0;
   }
 
-  /** Bytes held by the table's arrays. */
   bytes(): number {
-    return (this.mask + 1) * 13;
+    return this.t.byteLength;
   }
 }

@@ -12,7 +12,7 @@ export function mix2(lo: number, hi: number): number {
   h ^= h >>> 13;
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
-  return h >>> 0;
+  return h; // int32: the edge table stores it as a fingerprint in an Int32Array
 }
 
 /** Mix of (parent node, local hash lo, local hash hi): the key of a tree edge. */
@@ -20,12 +20,15 @@ export function mix3(parent: number, lo: number, hi: number): number {
   return mix2(lo ^ Math.imul(parent, 0x9e3779b1), hi + parent);
 }
 
-/** Low and high u32 halves of a u64 bigint (edge-of-API only: allocates nothing but two numbers). */
+/**
+ * Low and high 32-bit halves of a u64 bigint, as int32 (the form the tables store and the
+ * Int32Array views of BigUint64Array inputs yield). Used once per event, never per block.
+ */
 export function u64Lo(v: bigint): number {
-  return Number(v & 0xffff_ffffn);
+  return Number(v & 0xffff_ffffn) | 0;
 }
 export function u64Hi(v: bigint): number {
-  return Number((v >> 32n) & 0xffff_ffffn);
+  return Number((v >> 32n) & 0xffff_ffffn) | 0;
 }
 export function u64From(lo: number, hi: number): bigint {
   return (BigInt(hi >>> 0) << 32n) | BigInt(lo >>> 0);

@@ -1,6 +1,6 @@
 import type { KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { xxh3_64 } from '@vantage/hashing';
-import { ExtMap } from './ext-map';
+import { ExtMap, K_NODE, K_TIERS, SLOT } from './ext-map';
 import { mix3, u64Hi, u64Lo } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 import type {
@@ -15,26 +15,46 @@ import type {
 } from './types';
 
 // ---------------------------------------------------------------------------
-// Layout (see README for the full design and memory figures)
+// Layout (the README has the design and the measured memory figures)
 //
-// Node table, struct of arrays indexed by node id; node 0 is the root.
-//   localLo/localHi  the block's local hash (`tokens_hash`) as u32 halves
-//   parent           parent node; DETACHED for a node cut from the tree, FREE on the free list
-//   firstChild, nextSib, prevSib
-//                    doubly linked child list, so a node that loses its last holder can cut
-//                    all its children in O(children) and a single child unlinks in O(1)
-//   refs             block-id map entries (over all publishers) naming this node; the node is
-//                    recycled when it reaches 0
-//   bits             per storage tier, a bitset over dense publisher slots: 4 tiers x W words
-// Edge table: open addressing over node ids, keyed by (parent, localLo, localHi) read from the
-//   node table itself, so an edge costs one Int32 slot. Only attached children are in it.
-// Publisher (worker, dp rank): dense slot, block-id map (ExtMap), event-id and suspect state.
+// Node table: one Int32Array, a record of R = 8 + 4W int32s per node, node 0 the root:
+//   LO, HI      the block's local hash (`tokens_hash`) as int32 halves
+//   PARENT      parent node; DETACHED when cut from the tree; FREE on the free list
+//   FIRST, NEXT, PREV
+//               doubly linked child list: a node that loses its last holder cuts all its
+//               children in O(children); one child unlinks in O(1)
+//   REFS        block-id map entries (over all publishers) naming this node; recycled at 0
+//   NCHILD      child count; the sign bit says the children are also in the edge hash table
+//   BITS..      per storage tier, a bitset over dense publisher slots: 4 tiers x W words
+// Records are interleaved, not split into one array per field, because every access path
+// (apply, match) is a random memory access: one record is one or two cache lines, where a
+// struct of arrays costs a miss per field. For W = 2 (up to 64 publishers) a record is 64 bytes.
+//
+// Child lookup: a chain node (the common case: most blocks have one child) scans its short
+// child list, and chain nodes are allocated consecutively by one stored event, so a walk down
+// a chain reads neighbouring records. A node with more than FANOUT children also indexes them
+// in the edge table, open addressing keyed by (parent, LO, HI) with a 32-bit fingerprint beside
+// each slot so mismatches are rejected without touching the node table.
 // ---------------------------------------------------------------------------
 
 const ROOT = 0;
 const DETACHED = -1;
 const FREE = -2;
 const NTIERS = 4;
+
+const F_LO = 0;
+const F_HI = 1;
+const F_PARENT = 2;
+const F_FIRST = 3;
+const F_NEXT = 4;
+const F_PREV = 5;
+const F_REFS = 6;
+const F_NCHILD = 7;
+const F_BITS = 8;
+const HASHED = 0x8000_0000 | 0;
+const COUNT = 0x7fff_ffff;
+/** Children scanned linearly up to this count; beyond it they are also hashed. */
+const FANOUT = 4;
 
 const TIER_INDEX: Readonly<Record<StorageTier, number>> = {
   device: 0,
@@ -71,9 +91,9 @@ export interface PrefixIndexOptions {
   readonly initialNodes?: number;
 }
 
-/** Read a BigUint64Array as u32 halves (lo at 2i, hi at 2i+1) without copying: same buffer. */
-function u32View(a: BigUint64Array): Uint32Array {
-  return new Uint32Array(a.buffer, a.byteOffset, a.length * 2);
+/** A BigUint64Array read as int32 halves (lo at 2i, hi at 2i+1) without copying: same buffer. */
+function i32View(a: BigUint64Array): Int32Array {
+  return new Int32Array(a.buffer, a.byteOffset, a.length * 2);
 }
 
 function emptyCounters(): IndexCounters {
@@ -99,22 +119,15 @@ export class PrefixIndex {
   readonly blockSize: number;
 
   // Node table.
+  private nd: Int32Array;
+  private R: number; // record size in int32s: F_BITS + NTIERS * words
+  private words = 1; // W: int32 words per tier bitset
   private nodeCap: number;
   private nodeHigh = 1; // ids below this have been used at least once; 0 is the root
-  private freeHead = 0; // free list threaded through nextSib; 0 = empty
+  private freeHead = 0; // free list threaded through F_NEXT; 0 = empty
   private liveNodes = 1;
-  private localLo: Uint32Array;
-  private localHi: Uint32Array;
-  private parent: Int32Array;
-  private firstChild: Int32Array;
-  private nextSib: Int32Array;
-  private prevSib: Int32Array;
-  private refs: Int32Array;
-  private words = 1; // W: u32 words per tier bitset
-  private stride = NTIERS; // NTIERS * W
-  private bits: Uint32Array;
 
-  // Edge table.
+  // Edge table for children of wide nodes: slots of [node, fingerprint].
   private edges: Int32Array;
   private edgeMask: number;
   private edgeCount = 0;
@@ -126,8 +139,8 @@ export class PrefixIndex {
   private freeSlots: number[] = [];
 
   // Match scratch (reused: match allocates only its result).
-  private active = new Uint32Array(NTIERS);
-  private counts = new Uint32Array(NTIERS * 32);
+  private active = new Int32Array(NTIERS);
+  private counts = new Int32Array(NTIERS * 32);
 
   private readonly counters: IndexCounters = emptyCounters();
 
@@ -139,16 +152,11 @@ export class PrefixIndex {
     let cap = 1024;
     while (cap < (options.initialNodes ?? 0)) cap <<= 1;
     this.nodeCap = cap;
-    this.localLo = new Uint32Array(cap);
-    this.localHi = new Uint32Array(cap);
-    this.parent = new Int32Array(cap);
-    this.firstChild = new Int32Array(cap);
-    this.nextSib = new Int32Array(cap);
-    this.prevSib = new Int32Array(cap);
-    this.refs = new Int32Array(cap);
-    this.bits = new Uint32Array(cap * this.stride);
-    this.edges = new Int32Array(cap * 2);
-    this.edgeMask = cap * 2 - 1;
+    this.R = F_BITS + NTIERS * this.words;
+    this.nd = new Int32Array(cap * this.R);
+    this.nd[F_PARENT] = DETACHED; // the root has no parent
+    this.edges = new Int32Array(2 * 256);
+    this.edgeMask = 255;
   }
 
   // -------------------------------------------------------------------------
@@ -236,10 +244,12 @@ export class PrefixIndex {
   /** Returns true when the parent was unknown. */
   private applyStored(pub: Publisher, tier: number, data: KvStoredData): boolean {
     const n = data.blockHashes.length;
-    const ext = u32View(data.blockHashes);
-    const loc = u32View(data.tokensHashes);
+    const ext = i32View(data.blockHashes);
+    const loc = i32View(data.tokensHashes);
     const tierBit = 1 << tier;
     const slot = pub.slot;
+    const bitOff = F_BITS + tier * this.words + (slot >>> 5);
+    const bit = 1 << (slot & 31);
     let cur: number;
     let unknownParent = false;
     if (data.parentHash === null) {
@@ -254,7 +264,7 @@ export class PrefixIndex {
         unknownParent = true;
         cur = DETACHED;
       } else {
-        cur = pub.map.node[s]!;
+        cur = pub.map.t[s + K_NODE]!;
       }
     }
     for (let i = 0; i < n; i++) {
@@ -264,7 +274,7 @@ export class PrefixIndex {
       if (cur === DETACHED) {
         target = this.allocNode(lo, hi);
       } else {
-        target = this.edgeFind(cur, lo, hi);
+        target = this.child(cur, lo, hi);
         if (target === 0) {
           target = this.allocNode(lo, hi);
           this.link(target, cur);
@@ -276,31 +286,33 @@ export class PrefixIndex {
       const s = map.find(elo, ehi);
       if (s < 0) {
         map.insert(elo, ehi, target, tierBit);
-        this.refs[target]!++;
+        this.nd[target * this.R + F_REFS]!++;
         pub.tierBlocks[tier]!++;
       } else {
-        const old = map.node[s]!;
+        const t = map.t;
+        const old = t[s + K_NODE]!;
         if (old === target) {
-          const t = map.tiers[s]!;
-          if ((t & tierBit) === 0) {
-            map.tiers[s] = t | tierBit;
+          const held = t[s + K_TIERS]!;
+          if ((held & tierBit) === 0) {
+            t[s + K_TIERS] = held | tierBit;
             pub.tierBlocks[tier]!++;
           }
         } else {
           // The publisher re-stores a block id at a different position (for example after its old
           // position was cut from the tree). The newest statement wins: the id moves, and the old
           // node loses this publisher on every tier the id was held on.
-          const oldTiers = map.tiers[s]!;
-          map.node[s] = target;
-          map.tiers[s] = tierBit;
-          this.refs[target]!++;
-          for (let t = 0; t < NTIERS; t++) if (oldTiers & (1 << t)) pub.tierBlocks[t]!--;
+          const oldTiers = t[s + K_TIERS]!;
+          t[s + K_NODE] = target;
+          t[s + K_TIERS] = tierBit;
+          this.nd[target * this.R + F_REFS]!++;
+          for (let k = 0; k < NTIERS; k++) if (oldTiers & (1 << k)) pub.tierBlocks[k]!--;
           pub.tierBlocks[tier]!++;
           this.release(old, slot, oldTiers, true);
         }
       }
-      const w = this.stride * target + tier * this.words + (slot >>> 5);
-      this.bits[w] = this.bits[w]! | (1 << (slot & 31));
+      const nd = this.nd;
+      const w = target * this.R + bitOff;
+      nd[w] = nd[w]! | bit;
       cur = target;
     }
     return unknownParent;
@@ -308,25 +320,26 @@ export class PrefixIndex {
 
   private applyRemoved(pub: Publisher, tier: number, hashes: BigUint64Array): BigUint64Array {
     const n = hashes.length;
-    const ext = u32View(hashes);
+    const ext = i32View(hashes);
     const tierBit = 1 << tier;
     let unknown: number[] | null = null;
     for (let i = 0; i < n; i++) {
       const map = pub.map;
       const s = map.find(ext[2 * i]!, ext[2 * i + 1]!);
-      if (s < 0 || (map.tiers[s]! & tierBit) === 0) {
+      const t = map.t;
+      if (s < 0 || (t[s + K_TIERS]! & tierBit) === 0) {
         (unknown ??= []).push(i);
         continue;
       }
-      const node = map.node[s]!;
-      const rest = map.tiers[s]! & ~tierBit;
+      const node = t[s + K_NODE]!;
+      const rest = t[s + K_TIERS]! & ~tierBit;
       pub.tierBlocks[tier]!--;
       let dropRef = false;
       if (rest === 0) {
         map.removeAt(s);
         dropRef = true;
       } else {
-        map.tiers[s] = rest;
+        t[s + K_TIERS] = rest;
       }
       this.release(node, pub.slot, tierBit, dropRef);
     }
@@ -343,36 +356,36 @@ export class PrefixIndex {
    * references the node is recycled.
    */
   private release(node: number, slot: number, tierMask: number, dropRef: boolean): void {
+    const nd = this.nd;
     const words = this.words;
-    const base = this.stride * node;
+    const base = node * this.R;
+    const bitsAt = base + F_BITS;
     const word = slot >>> 5;
     const clear = ~(1 << (slot & 31));
-    const bits = this.bits;
     for (let t = 0; t < NTIERS; t++) {
       if (tierMask & (1 << t)) {
-        const w = base + t * words + word;
-        bits[w] = bits[w]! & clear;
+        const w = bitsAt + t * words + word;
+        nd[w] = nd[w]! & clear;
       }
     }
     let any = 0;
-    for (let k = 0; k < this.stride; k++) any |= bits[base + k]!;
+    for (let k = 0; k < NTIERS * words; k++) any |= nd[bitsAt + k]!;
     if (any === 0) {
       this.unlink(node);
       this.cutChildren(node);
     }
-    if (dropRef && --this.refs[node]! === 0) this.freeNode(node);
+    if (dropRef && --nd[base + F_REFS]! === 0) this.freeNode(node);
   }
 
   /** Drop every block of a publisher (its `cleared` event, resync, removal). */
   private clearPublisher(pub: Publisher): number {
     const map = pub.map;
-    const nodes = map.node;
-    const tiers = map.tiers;
+    const t = map.t;
     const slot = pub.slot;
     const dropped = map.size;
-    for (let s = 0; s < nodes.length; s++) {
-      const node = nodes[s]!;
-      if (node !== 0) this.release(node, slot, tiers[s]!, true);
+    for (let b = 0; b < t.length; b += SLOT) {
+      const node = t[b + K_NODE]!;
+      if (node !== 0) this.release(node, slot, t[b + K_TIERS]!, true);
     }
     map.reset();
     pub.tierBlocks.fill(0);
@@ -400,7 +413,7 @@ export class PrefixIndex {
       this.byWorker.set(workerId, ranks);
     }
     const slot = this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.slotHigh++;
-    this.ensureSlot(slot);
+    if (slot >= this.words * 32) this.widen(this.words * 2);
     const pub: Publisher = {
       workerId,
       dpRank,
@@ -473,39 +486,39 @@ export class PrefixIndex {
    * soon as no publisher holds the block on any tier.
    */
   match(localHashes: BigUint64Array): MatchResult {
-    const loc = u32View(localHashes);
+    const loc = i32View(localHashes);
     const n = localHashes.length;
     const W = this.words;
-    const stride = this.stride;
-    const bits = this.bits;
+    const R = this.R;
+    const nd = this.nd;
     const active = this.active;
     const counts = this.counts;
     const slots = W * 32;
     counts.fill(0);
     let depth = 0;
-    let cur = n > 0 ? this.edgeFind(ROOT, loc[0]!, loc[1]!) : 0;
+    let cur = n > 0 ? this.child(ROOT, loc[0]!, loc[1]!) : 0;
     if (cur !== 0) {
       // Block 0 seeds the active sets (cumulative tier masks: device ⊆ +host ⊆ +disk ⊆ +external).
-      let base = stride * cur;
+      let b = cur * R + F_BITS;
       for (let w = 0; w < W; w++) {
-        const m0 = bits[base + w]!;
-        const m1 = m0 | bits[base + W + w]!;
-        const m2 = m1 | bits[base + 2 * W + w]!;
+        const m0 = nd[b + w]!;
+        const m1 = m0 | nd[b + W + w]!;
+        const m2 = m1 | nd[b + 2 * W + w]!;
         active[w] = m0;
         active[W + w] = m1;
         active[2 * W + w] = m2;
-        active[3 * W + w] = m2 | bits[base + 3 * W + w]!;
+        active[3 * W + w] = m2 | nd[b + 3 * W + w]!;
       }
       for (depth = 1; depth < n; depth++) {
-        const c = this.edgeFind(cur, loc[2 * depth]!, loc[2 * depth + 1]!);
+        const c = this.child(cur, loc[2 * depth]!, loc[2 * depth + 1]!);
         if (c === 0) break;
-        base = stride * c;
+        b = c * R + F_BITS;
         let alive = 0;
         for (let w = 0; w < W; w++) {
-          const m0 = bits[base + w]!;
-          const m1 = m0 | bits[base + W + w]!;
-          const m2 = m1 | bits[base + 2 * W + w]!;
-          const m3 = m2 | bits[base + 3 * W + w]!;
+          const m0 = nd[b + w]!;
+          const m1 = m0 | nd[b + W + w]!;
+          const m2 = m1 | nd[b + 2 * W + w]!;
+          const m3 = m2 | nd[b + 3 * W + w]!;
           const a0 = active[w]!;
           const a1 = active[W + w]!;
           const a2 = active[2 * W + w]!;
@@ -595,8 +608,7 @@ export class PrefixIndex {
       suspect: p.suspect,
       lastEventId: p.lastEventId,
     }));
-    let arrayBytes =
-      this.nodeCap * (4 * 7 + 4 * this.stride) + this.edges.byteLength + this.active.byteLength + this.counts.byteLength;
+    let arrayBytes = this.nd.byteLength + this.edges.byteLength + this.active.byteLength + this.counts.byteLength;
     for (const p of this.publishers) arrayBytes += p.map.bytes();
     return {
       blockSize: this.blockSize,
@@ -609,183 +621,226 @@ export class PrefixIndex {
   }
 
   // -------------------------------------------------------------------------
-  // Node table and edges
+  // Node table and child lookup
   // -------------------------------------------------------------------------
 
   private allocNode(lo: number, hi: number): number {
     let id = this.freeHead;
     if (id !== 0) {
-      this.freeHead = this.nextSib[id]!;
+      this.freeHead = this.nd[id * this.R + F_NEXT]!;
     } else {
       if (this.nodeHigh === this.nodeCap) this.growNodes();
       id = this.nodeHigh++;
     }
-    this.localLo[id] = lo;
-    this.localHi[id] = hi;
-    this.parent[id] = DETACHED;
-    this.firstChild[id] = 0;
-    this.nextSib[id] = 0;
-    this.prevSib[id] = 0;
-    this.refs[id] = 0;
-    // bits are zero: a node is only freed once no publisher holds it.
+    const nd = this.nd;
+    const b = id * this.R;
+    nd[b + F_LO] = lo;
+    nd[b + F_HI] = hi;
+    nd[b + F_PARENT] = DETACHED;
+    nd[b + F_FIRST] = 0;
+    nd[b + F_NEXT] = 0;
+    nd[b + F_PREV] = 0;
+    nd[b + F_REFS] = 0;
+    nd[b + F_NCHILD] = 0;
+    // The bits are zero already: a node is only freed once no publisher holds it.
     this.liveNodes++;
     return id;
   }
 
   private freeNode(id: number): void {
-    this.parent[id] = FREE;
-    this.nextSib[id] = this.freeHead;
+    const b = id * this.R;
+    this.nd[b + F_PARENT] = FREE;
+    this.nd[b + F_NEXT] = this.freeHead;
     this.freeHead = id;
     this.liveNodes--;
   }
 
   private growNodes(): void {
     const cap = this.nodeCap * 2;
-    const g32 = (a: Uint32Array): Uint32Array => {
-      const b = new Uint32Array(cap);
-      b.set(a);
-      return b;
-    };
-    const gi32 = (a: Int32Array): Int32Array => {
-      const b = new Int32Array(cap);
-      b.set(a);
-      return b;
-    };
-    this.localLo = g32(this.localLo);
-    this.localHi = g32(this.localHi);
-    this.parent = gi32(this.parent);
-    this.firstChild = gi32(this.firstChild);
-    this.nextSib = gi32(this.nextSib);
-    this.prevSib = gi32(this.prevSib);
-    this.refs = gi32(this.refs);
-    const bits = new Uint32Array(cap * this.stride);
-    bits.set(this.bits);
-    this.bits = bits;
+    const nd = new Int32Array(cap * this.R);
+    nd.set(this.nd);
+    this.nd = nd;
     this.nodeCap = cap;
   }
 
   /** Child of `p` with local hash (lo, hi), or 0. */
-  private edgeFind(p: number, lo: number, hi: number): number {
+  private child(p: number, lo: number, hi: number): number {
+    const nd = this.nd;
+    const R = this.R;
+    const pb = p * R;
+    if ((nd[pb + F_NCHILD]! & HASHED) === 0) {
+      let c = nd[pb + F_FIRST]!;
+      while (c !== 0) {
+        const cb = c * R;
+        if (nd[cb + F_LO] === lo && nd[cb + F_HI] === hi) return c;
+        c = nd[cb + F_NEXT]!;
+      }
+      return 0;
+    }
     const edges = this.edges;
     const mask = this.edgeMask;
-    const pa = this.parent;
-    const ll = this.localLo;
-    const lh = this.localHi;
-    let i = mix3(p, lo, hi) & mask;
+    const h = mix3(p, lo, hi);
+    let i = h & mask;
     for (;;) {
-      const c = edges[i]!;
+      const c = edges[2 * i]!;
       if (c === 0) return 0;
-      if (ll[c] === lo && lh[c] === hi && pa[c] === p) return c;
+      if (edges[2 * i + 1] === h) {
+        const cb = c * R;
+        if (nd[cb + F_LO] === lo && nd[cb + F_HI] === hi && nd[cb + F_PARENT] === p) return c;
+      }
       i = (i + 1) & mask;
     }
   }
 
-  private edgeInsert(c: number): void {
-    if ((this.edgeCount + 1) * 2 > this.edges.length) this.rehashEdges(this.edges.length * 2);
+  /** Make room for k more edges. Call before changing any child list: a rehash re-reads them. */
+  private reserveEdges(k: number): void {
+    let slots = this.edgeMask + 1;
+    if ((this.edgeCount + k) * 2 <= slots) return;
+    while ((this.edgeCount + k) * 2 > slots) slots *= 2;
+    this.rehashEdges(slots);
+  }
+
+  /** Index child c of p in the edge table (room reserved by the caller). */
+  private edgeInsert(c: number, p: number): void {
+    const cb = c * this.R;
+    const h = mix3(p, this.nd[cb + F_LO]!, this.nd[cb + F_HI]!);
     const edges = this.edges;
     const mask = this.edgeMask;
-    let i = mix3(this.parent[c]!, this.localLo[c]!, this.localHi[c]!) & mask;
-    while (edges[i] !== 0) i = (i + 1) & mask;
-    edges[i] = c;
+    let i = h & mask;
+    while (edges[2 * i] !== 0) i = (i + 1) & mask;
+    edges[2 * i] = c;
+    edges[2 * i + 1] = h;
     this.edgeCount++;
   }
 
   private edgeRemove(c: number): void {
     const edges = this.edges;
     const mask = this.edgeMask;
-    const pa = this.parent;
-    const ll = this.localLo;
-    const lh = this.localHi;
-    let i = mix3(pa[c]!, ll[c]!, lh[c]!) & mask;
-    while (edges[i] !== c) i = (i + 1) & mask;
+    const cb = c * this.R;
+    let i = mix3(this.nd[cb + F_PARENT]!, this.nd[cb + F_LO]!, this.nd[cb + F_HI]!) & mask;
+    while (edges[2 * i] !== c) i = (i + 1) & mask;
     let hole = i;
     let j = i;
     for (;;) {
       j = (j + 1) & mask;
-      const e = edges[j]!;
+      const e = edges[2 * j]!;
       if (e === 0) break;
-      const home = mix3(pa[e]!, ll[e]!, lh[e]!) & mask;
+      const home = edges[2 * j + 1]! & mask;
       const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
       if (!between) {
-        edges[hole] = e;
+        edges[2 * hole] = e;
+        edges[2 * hole + 1] = edges[2 * j + 1]!;
         hole = j;
       }
     }
-    edges[hole] = 0;
+    edges[2 * hole] = 0;
+    edges[2 * hole + 1] = 0;
     this.edgeCount--;
   }
 
-  private rehashEdges(size: number): void {
-    this.edges = new Int32Array(size);
-    this.edgeMask = size - 1;
+  private rehashEdges(slots: number): void {
+    this.edges = new Int32Array(2 * slots);
+    this.edgeMask = slots - 1;
     this.edgeCount = 0;
-    for (let c = 1; c < this.nodeHigh; c++) if (this.parent[c]! >= 0) this.edgeInsert(c);
+    const nd = this.nd;
+    const R = this.R;
+    for (let p = 0; p < this.nodeHigh; p++) {
+      if ((nd[p * R + F_NCHILD]! & HASHED) === 0 || nd[p * R + F_PARENT] === FREE) continue;
+      for (let c = nd[p * R + F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) this.edgeInsert(c, p);
+    }
   }
 
   /** Attach detached node c under p. */
   private link(c: number, p: number): void {
-    this.parent[c] = p;
-    this.edgeInsert(c);
-    const head = this.firstChild[p]!;
-    this.nextSib[c] = head;
-    this.prevSib[c] = 0;
-    if (head !== 0) this.prevSib[head] = c;
-    this.firstChild[p] = c;
+    const R = this.R;
+    const pb = p * R;
+    const nc = this.nd[pb + F_NCHILD]!;
+    const count = (nc & COUNT) + 1;
+    if (nc & HASHED) this.reserveEdges(1);
+    else if (count > FANOUT) this.reserveEdges(count);
+    const nd = this.nd;
+    const cb = c * R;
+    nd[cb + F_PARENT] = p;
+    const head = nd[pb + F_FIRST]!;
+    nd[cb + F_NEXT] = head;
+    nd[cb + F_PREV] = 0;
+    if (head !== 0) nd[head * R + F_PREV] = c;
+    nd[pb + F_FIRST] = c;
+    if (nc & HASHED) {
+      nd[pb + F_NCHILD] = count | HASHED;
+      this.edgeInsert(c, p);
+    } else if (count > FANOUT) {
+      // Too wide to scan: index every child (this one included) in the edge table from now on.
+      nd[pb + F_NCHILD] = count | HASHED;
+      for (let k = nd[pb + F_FIRST]!; k !== 0; k = nd[k * R + F_NEXT]!) this.edgeInsert(k, p);
+    } else {
+      nd[pb + F_NCHILD] = count;
+    }
   }
 
   /** Detach c from its parent (no-op when already detached). */
   private unlink(c: number): void {
-    const p = this.parent[c]!;
+    const nd = this.nd;
+    const R = this.R;
+    const cb = c * R;
+    const p = nd[cb + F_PARENT]!;
     if (p < 0) return;
-    this.edgeRemove(c);
-    const prev = this.prevSib[c]!;
-    const next = this.nextSib[c]!;
-    if (prev !== 0) this.nextSib[prev] = next;
-    else this.firstChild[p] = next;
-    if (next !== 0) this.prevSib[next] = prev;
-    this.parent[c] = DETACHED;
-    this.nextSib[c] = 0;
-    this.prevSib[c] = 0;
+    const pb = p * R;
+    const nc = nd[pb + F_NCHILD]!;
+    if (nc & HASHED) this.edgeRemove(c);
+    const count = (nc & COUNT) - 1;
+    // A node stays hashed while it has children (hysteresis); at zero it starts over as a list.
+    nd[pb + F_NCHILD] = count === 0 ? 0 : count | (nc & HASHED);
+    const prev = nd[cb + F_PREV]!;
+    const next = nd[cb + F_NEXT]!;
+    if (prev !== 0) nd[prev * R + F_NEXT] = next;
+    else nd[pb + F_FIRST] = next;
+    if (next !== 0) nd[next * R + F_PREV] = prev;
+    nd[cb + F_PARENT] = DETACHED;
+    nd[cb + F_NEXT] = 0;
+    nd[cb + F_PREV] = 0;
   }
 
   /** Detach every child of p (each keeps its own subtree, now unreachable from the root). */
   private cutChildren(p: number): void {
-    let c = this.firstChild[p]!;
+    const nd = this.nd;
+    const R = this.R;
+    const pb = p * R;
+    const hashed = (nd[pb + F_NCHILD]! & HASHED) !== 0;
+    let c = nd[pb + F_FIRST]!;
     while (c !== 0) {
-      const next = this.nextSib[c]!;
-      this.edgeRemove(c);
-      this.parent[c] = DETACHED;
-      this.nextSib[c] = 0;
-      this.prevSib[c] = 0;
+      const cb = c * R;
+      const next = nd[cb + F_NEXT]!;
+      if (hashed) this.edgeRemove(c);
+      nd[cb + F_PARENT] = DETACHED;
+      nd[cb + F_NEXT] = 0;
+      nd[cb + F_PREV] = 0;
       c = next;
     }
-    this.firstChild[p] = 0;
+    nd[pb + F_FIRST] = 0;
+    nd[pb + F_NCHILD] = 0;
   }
 
-  /** Make room for publisher slot `slot`: widen every node's bitsets when it passes 32 x W. */
-  private ensureSlot(slot: number): void {
-    if (slot < this.words * 32) return;
-    let words = this.words;
-    while (slot >= words * 32) words *= 2;
-    this.widen(words);
-  }
-
+  /** Widen every node's bitsets to `words` int32s per tier (more than 32 x W publisher slots). */
   private widen(words: number): void {
     const oldW = this.words;
-    const oldStride = this.stride;
-    const stride = NTIERS * words;
-    const bits = new Uint32Array(this.nodeCap * stride);
-    const old = this.bits;
+    const oldR = this.R;
+    const R = F_BITS + NTIERS * words;
+    const nd = new Int32Array(this.nodeCap * R);
+    const old = this.nd;
     for (let n = 0; n < this.nodeHigh; n++) {
+      const ob = n * oldR;
+      const b = n * R;
+      for (let f = 0; f < F_BITS; f++) nd[b + f] = old[ob + f]!;
       for (let t = 0; t < NTIERS; t++) {
-        for (let w = 0; w < oldW; w++) bits[n * stride + t * words + w] = old[n * oldStride + t * oldW + w]!;
+        for (let w = 0; w < oldW; w++) nd[b + F_BITS + t * words + w] = old[ob + F_BITS + t * oldW + w]!;
       }
     }
-    this.bits = bits;
+    this.nd = nd;
     this.words = words;
-    this.stride = stride;
-    this.active = new Uint32Array(stride);
-    this.counts = new Uint32Array(NTIERS * words * 32);
+    this.R = R;
+    this.active = new Int32Array(NTIERS * words);
+    this.counts = new Int32Array(NTIERS * words * 32);
   }
 
   // -------------------------------------------------------------------------
@@ -795,10 +850,10 @@ export class PrefixIndex {
   /**
    * Exact, versioned image of the index. Layout (little-endian):
    *   header   magic "VPIX" | version u32 | payload length u32 | xxh3-64(payload) u64
-   *   payload  blockSize, W, node table up to its high-water mark (free nodes included, so node ids
-   *            and the free list survive), publisher slots, counters, then each publisher with its
-   *            event-id and suspect state and its block-id entries. Edge table and block-id hash
-   *            tables are rebuilt on restore (they are derived data).
+   *   payload  blockSize, W, node table up to its high-water mark (free records included, so node
+   *            ids and the free list survive), publisher slots, counters, then each publisher with
+   *            its event-id and suspect state and its block-id entries. The edge table and the
+   *            block-id hash tables are derived data, rebuilt on restore.
    */
   snapshot(): Uint8Array {
     const w = new ByteWriter();
@@ -808,20 +863,12 @@ export class PrefixIndex {
     w.u32(0);
     w.u64(0n);
     const start = w.length;
-    const hi = this.nodeHigh;
     w.u32(this.blockSize);
     w.u32(this.words);
-    w.u32(hi);
+    w.u32(this.nodeHigh);
     w.i32(this.freeHead);
     w.u32(this.liveNodes);
-    w.bytes(this.localLo.subarray(0, hi));
-    w.bytes(this.localHi.subarray(0, hi));
-    w.bytes(this.parent.subarray(0, hi));
-    w.bytes(this.firstChild.subarray(0, hi));
-    w.bytes(this.nextSib.subarray(0, hi));
-    w.bytes(this.prevSib.subarray(0, hi));
-    w.bytes(this.refs.subarray(0, hi));
-    w.bytes(this.bits.subarray(0, hi * this.stride));
+    w.bytes(this.nd.subarray(0, this.nodeHigh * this.R));
     w.u32(this.slotHigh);
     w.u32(this.freeSlots.length);
     for (const s of this.freeSlots) w.u32(s);
@@ -856,15 +903,14 @@ export class PrefixIndex {
       w.f64(p.suspect?.sinceMs ?? 0);
       w.u32(p.suspect?.incidents ?? 0);
       w.bytes(p.tierBlocks);
-      const m = p.map;
-      w.u32(m.size);
-      for (let s = 0; s < m.node.length; s++) {
-        const node = m.node[s]!;
-        if (node === 0) continue;
-        w.u32(m.keyLo[s]!);
-        w.u32(m.keyHi[s]!);
-        w.i32(node);
-        w.u8(m.tiers[s]!);
+      const t = p.map.t;
+      w.u32(p.map.size);
+      for (let b = 0; b < t.length; b += SLOT) {
+        if (t[b + K_NODE] === 0) continue;
+        w.i32(t[b]!);
+        w.i32(t[b + 1]!);
+        w.i32(t[b + K_NODE]!);
+        w.u8(t[b + K_TIERS]!);
       }
     }
     const len = w.length - start;
@@ -913,24 +959,20 @@ export class PrefixIndex {
     const words = r.u32();
     if (words === 0 || (words & (words - 1)) !== 0 || words > 1 << 16) bad(`bitset width ${words}`);
     const hi = r.u32();
-    if (hi < 1 || hi > 1 << 30) bad(`node count ${hi}`);
+    if (hi < 1 || hi > 1 << 28) bad(`node count ${hi}`);
     const idx = new PrefixIndex(blockSize, { initialNodes: hi });
-    idx.widen(words);
+    if (words !== idx.words) idx.widen(words);
     idx.freeHead = r.i32();
     idx.liveNodes = r.u32();
     idx.nodeHigh = hi;
-    idx.localLo.set(r.u32Array(hi));
-    idx.localHi.set(r.u32Array(hi));
-    idx.parent.set(r.i32Array(hi));
-    idx.firstChild.set(r.i32Array(hi));
-    idx.nextSib.set(r.i32Array(hi));
-    idx.prevSib.set(r.i32Array(hi));
-    idx.refs.set(r.i32Array(hi));
-    idx.bits.set(r.u32Array(hi * idx.stride));
+    const R = idx.R;
+    idx.nd.set(r.i32Array(hi * R));
+    const nd = idx.nd;
     const inRange = (v: number): boolean => v >= 0 && v < hi;
     for (let n = 0; n < hi; n++) {
-      const p = idx.parent[n]!;
-      if (p < FREE || p >= hi || !inRange(idx.firstChild[n]!) || !inRange(idx.nextSib[n]!) || !inRange(idx.prevSib[n]!)) {
+      const b = n * R;
+      const p = nd[b + F_PARENT]!;
+      if (p < FREE || p >= hi || !inRange(nd[b + F_FIRST]!) || !inRange(nd[b + F_NEXT]!) || !inRange(nd[b + F_PREV]!)) {
         bad(`node ${n} has out-of-range links`);
       }
     }
@@ -970,11 +1012,11 @@ export class PrefixIndex {
       const count = r.u32();
       const map = new ExtMap(count * 2);
       for (let k = 0; k < count; k++) {
-        const lo = r.u32();
-        const h = r.u32();
+        const lo = r.i32();
+        const h = r.i32();
         const node = r.i32();
         const tiers = r.u8();
-        if (node <= 0 || node >= hi || idx.parent[node] === FREE || tiers === 0 || tiers > 15) bad('block-id entry');
+        if (node <= 0 || node >= hi || nd[node * R + F_PARENT] === FREE || tiers === 0 || tiers > 15) bad('block-id entry');
         if (map.find(lo, h) >= 0) bad('duplicate block id');
         map.insert(lo, h, node, tiers);
       }
@@ -993,13 +1035,20 @@ export class PrefixIndex {
       idx.publishers.push(pub);
     }
     if (!r.done()) bad('trailing bytes');
-    idx.rehashEdges(idx.edges.length);
+    let wide = 0;
+    for (let n = 0; n < hi; n++) {
+      const nc = nd[n * R + F_NCHILD]!;
+      if (nc & HASHED && nd[n * R + F_PARENT] !== FREE) wide += nc & COUNT;
+    }
+    let slots = 256;
+    while (slots < wide * 2 + 2) slots <<= 1;
+    idx.rehashEdges(slots);
     return idx;
   }
 }
 
 /** Record `depth` for every publisher whose bit is set in `gone` (word w of a tier's bitset). */
-function dropOut(counts: Uint32Array, tierBase: number, w: number, gone: number, depth: number): void {
+function dropOut(counts: Int32Array, tierBase: number, w: number, gone: number, depth: number): void {
   let g = gone;
   while (g !== 0) {
     const b = 31 - Math.clz32(g & -g);
@@ -1007,4 +1056,3 @@ function dropOut(counts: Uint32Array, tierBase: number, w: number, gone: number,
     g &= g - 1;
   }
 }
-

@@ -313,3 +313,42 @@ describe('scale of the publisher set', () => {
     expect(of(r2, 99, 0).deviceBlocks).toBe(Math.min(3, (99 % 7) + 1));
   });
 });
+
+describe('wide nodes', () => {
+  it('finds children of nodes past the scan fan-out, through cuts, removals and re-stores', () => {
+    const idx = new PrefixIndex(16);
+    // 300 children under the root and 300 under block (1): both switch to hashed lookup.
+    for (let i = 0; i < 300; i++) {
+      idx.apply(stored(1, 2 * i + 1, null, [[10_000 + i, 1000 + i]]), 0);
+      idx.apply(stored(2, 2 * i + 1, null, [[1, 1]]), 0);
+      idx.apply(stored(1, 2 * i + 2, null, [[1, 1], [20_000 + i, 5000 + i]]), 0);
+      idx.apply(stored(2, 2 * i + 2, 1, [[30_000 + i, 5000 + i]]), 0);
+    }
+    for (let i = 0; i < 300; i += 7) {
+      expect(dev(idx, locals(1000 + i), 1)).toBe(1);
+      expect(dev(idx, locals(1, 5000 + i), 1)).toBe(2);
+      expect(dev(idx, locals(1, 5000 + i), 2)).toBe(2);
+    }
+    // Remove every other child, then look the rest up again.
+    let id = 10_000n;
+    for (let i = 0; i < 300; i += 2) {
+      idx.apply(removed(1, id++, [10_000 + i]), 0);
+      idx.apply(removed(2, id++, [30_000 + i]), 0);
+    }
+    for (let i = 0; i < 300; i++) {
+      expect(dev(idx, locals(1000 + i), 1)).toBe(i % 2 === 0 ? 0 : 1);
+      expect(dev(idx, locals(1, 5000 + i), 2)).toBe(i % 2 === 0 ? 0 : 2);
+      expect(dev(idx, locals(1, 5000 + i), 1)).toBe(2);
+    }
+    // Snapshot round trip keeps hashed children findable.
+    const back = PrefixIndex.restore(idx.snapshot());
+    for (let i = 0; i < 300; i += 3) expect(dev(back, locals(1, 5000 + i), 1)).toBe(2);
+    // Cut the wide node (1): every holder leaves it.
+    back.apply(removed(1, 1_000_000, [1]), 0);
+    back.apply(removed(2, 1_000_000, [1]), 0);
+    expect(dev(back, locals(1, 5001), 1)).toBe(0);
+    back.apply(stored(1, 1_000_001, null, [[1, 1], [777, 5001]]), 0);
+    expect(dev(back, locals(1, 5001), 1)).toBe(2);
+    expect(dev(back, locals(1, 5003), 1)).toBe(1);
+  });
+});

@@ -10,7 +10,7 @@ import { cleared, removed, stored } from './events';
 export const WORKERS = [1n, 2n, 0xffff_ffff_ffff_fffen] as const;
 // Engine ids: small values plus two above 2^53 that share their low 32 bits.
 export const EXTS = [1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n, (1n << 60n) + 5n, (1n << 61n) + 5n] as const;
-export const LOCALS = [1n, 2n, 3n, 0xdead_beef_0000_0001n] as const;
+export const LOCALS = [1n, 2n, 3n, 4n, 5n, 0xdead_beef_0000_0001n] as const;
 
 export type Cmd =
   | {

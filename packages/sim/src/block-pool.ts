@@ -5,55 +5,59 @@
  * reference count; at zero they stay resident (reusable by a later prompt)
  * on an LRU list and are the only blocks eviction may take, oldest first.
  *
- * Every counter here is checked by `checkInvariants`, which the property
- * tests call after every pass.
+ * Layout: hashes are handled as (lo, hi) u32 words, never as bigints. Reading
+ * a BigUint64Array element or hashing a bigint Map key allocates or walks
+ * digits on every access, and that dominated replay profiles; here a cached
+ * block is a slot index into typed arrays, found through an open-addressing
+ * table indexed by the low bits of its hash (xxh3 output, already uniform).
+ * Deletion uses backward shifting, so the table never fills with tombstones.
+ *
+ * Every counter is checked by `checkInvariants`, which the property tests
+ * call after every pass.
  */
 
-/**
- * Map key for a sequence hash: its low 30 bits, a small integer. V8 hashes a
- * bigint Map key from its digits on every lookup, which dominated replay time;
- * a small-integer key is hashed for free, and the rare blocks whose low bits
- * collide are chained and told apart by the full hash.
- */
-export function blockKey(seq: bigint): number {
-  return Number(seq & 0x3fff_ffffn);
-}
-
-/** Same key from the low u32 word of a hash (read from a Uint32Array view, no bigint work). */
-export function blockKeyFromLow(lo: number): number {
-  return lo & 0x3fff_ffff;
-}
-
-export class CachedBlock {
-  /** Requests holding this block. */
-  ref = 0;
-  /** Next block whose key collides with this one. */
-  chain: CachedBlock | null = null;
-  /** LRU links, meaningful only while ref === 0. */
-  prev: CachedBlock | null = null;
-  next: CachedBlock | null = null;
-  constructor(
-    readonly key: number,
-    readonly seq: bigint,
-    readonly local: bigint,
-  ) {}
-}
+const NONE = -1;
 
 export class BlockPool {
-  private readonly byKey = new Map<number, CachedBlock>();
-  private cached = 0;
-  /** Whether the last `promote` added a block that was not cached before. */
-  lastPromoteWasNew = false;
-  private lruHead: CachedBlock | null = null; // least recently released: evicted first
-  private lruTail: CachedBlock | null = null;
+  readonly capacity: number;
+  // Per cached-block slot.
+  private readonly seqLo: Uint32Array;
+  private readonly seqHi: Uint32Array;
+  private readonly ref: Int32Array;
+  private readonly prev: Int32Array; // LRU links, meaningful while ref === 0
+  private readonly next: Int32Array;
+  private readonly freeSlots: Int32Array;
+  private freeTop: number;
+  // Open-addressing table: slot + 1, 0 = empty.
+  private readonly table: Int32Array;
+  private readonly mask: number;
+
+  private lruHead = NONE; // least recently released: evicted first
+  private lruTail = NONE;
   private lruSize = 0;
+  private cached = 0;
   private privateBlocks = 0;
   private referenced = 0;
-  /** Sequence hashes evicted since the last drain (the engine turns them into `removed` events). */
-  readonly evicted: bigint[] = [];
+  /** Whether the last `promote` added a block that was not cached before. */
+  lastPromoteWasNew = false;
+  /** (lo, hi) words of blocks evicted since the last drain; the engine turns them into `removed` events. */
+  readonly evicted: number[] = [];
 
-  constructor(readonly capacity: number) {
+  constructor(capacity: number) {
     if (!Number.isInteger(capacity) || capacity <= 0) throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
+    this.capacity = capacity;
+    this.seqLo = new Uint32Array(capacity);
+    this.seqHi = new Uint32Array(capacity);
+    this.ref = new Int32Array(capacity);
+    this.prev = new Int32Array(capacity).fill(NONE);
+    this.next = new Int32Array(capacity).fill(NONE);
+    this.freeSlots = new Int32Array(capacity);
+    for (let i = 0; i < capacity; i++) this.freeSlots[i] = capacity - 1 - i;
+    this.freeTop = capacity;
+    let size = 16;
+    while (size < capacity * 2) size *= 2; // load factor <= 0.5
+    this.table = new Int32Array(size);
+    this.mask = size - 1;
   }
 
   /** Blocks not free: cached (referenced or not) plus private. */
@@ -75,68 +79,78 @@ export class BlockPool {
     return this.cached;
   }
 
-  lookup(key: number, seq: bigint): CachedBlock | undefined {
-    let b = this.byKey.get(key);
-    while (b !== undefined && b.seq !== seq) b = b.chain ?? undefined;
-    return b;
-  }
-
-  has(key: number, seq: bigint): boolean {
-    return this.lookup(key, seq) !== undefined;
-  }
-
-  private insert(b: CachedBlock): void {
-    const head = this.byKey.get(b.key);
-    b.chain = head ?? null;
-    this.byKey.set(b.key, b);
-    this.cached++;
-  }
-
-  private remove(b: CachedBlock): void {
-    let prev: CachedBlock | null = null;
-    let cur = this.byKey.get(b.key) ?? null;
-    while (cur !== null && cur !== b) {
-      prev = cur;
-      cur = cur.chain;
+  /** Slot of the cached block with hash words (lo, hi), or -1. */
+  find(lo: number, hi: number): number {
+    const t = this.table;
+    for (let i = lo & this.mask; ; i = (i + 1) & this.mask) {
+      const e = t[i]!;
+      if (e === 0) return NONE;
+      const s = e - 1;
+      if (this.seqLo[s] === lo && this.seqHi[s] === hi) return s;
     }
-    if (cur === null) throw new Error(`block ${b.seq} is not cached`);
-    if (prev === null) {
-      if (b.chain === null) this.byKey.delete(b.key);
-      else this.byKey.set(b.key, b.chain);
-    } else prev.chain = b.chain;
-    b.chain = null;
-    this.cached--;
   }
 
-  acquire(b: CachedBlock): void {
-    if (b.ref === 0) {
-      this.unlink(b);
+  private tableInsert(slot: number): void {
+    const t = this.table;
+    let i = this.seqLo[slot]! & this.mask;
+    while (t[i] !== 0) i = (i + 1) & this.mask;
+    t[i] = slot + 1;
+  }
+
+  private tableDelete(slot: number): void {
+    const t = this.table;
+    const m = this.mask;
+    let i = this.seqLo[slot]! & m;
+    while (t[i] !== slot + 1) {
+      if (t[i] === 0) throw new Error('block missing from the hash table');
+      i = (i + 1) & m;
+    }
+    // Backward-shift deletion: pull later entries of the probe run into the hole.
+    let hole = i;
+    for (let j = (i + 1) & m; t[j] !== 0; j = (j + 1) & m) {
+      const home = this.seqLo[t[j]! - 1]! & m;
+      // Move entry j into the hole unless its home lies cyclically in (hole, j].
+      const inRange = hole <= j ? home > hole && home <= j : home > hole || home <= j;
+      if (!inRange) {
+        t[hole] = t[j]!;
+        hole = j;
+      }
+    }
+    t[hole] = 0;
+  }
+
+  acquire(slot: number): void {
+    if (this.ref[slot] === 0) {
+      this.unlink(slot);
       this.referenced++;
     }
-    b.ref++;
+    this.ref[slot]!++;
   }
 
   /** Drop one reference; at zero the block joins the LRU tail (evicted after older ones). */
-  release(b: CachedBlock): void {
-    if (b.ref <= 0) throw new Error(`reference count of block ${b.seq} would go negative`);
-    b.ref--;
-    if (b.ref === 0) {
+  release(slot: number): void {
+    const r = this.ref[slot]!;
+    if (r <= 0) throw new Error(`reference count of block slot ${slot} would go negative`);
+    this.ref[slot] = r - 1;
+    if (r === 1) {
       this.referenced--;
-      b.prev = this.lruTail;
-      b.next = null;
-      if (this.lruTail) this.lruTail.next = b;
-      else this.lruHead = b;
-      this.lruTail = b;
+      this.prev[slot] = this.lruTail;
+      this.next[slot] = NONE;
+      if (this.lruTail !== NONE) this.next[this.lruTail] = slot;
+      else this.lruHead = slot;
+      this.lruTail = slot;
       this.lruSize++;
     }
   }
 
-  private unlink(b: CachedBlock): void {
-    if (b.prev) b.prev.next = b.next;
-    else this.lruHead = b.next;
-    if (b.next) b.next.prev = b.prev;
-    else this.lruTail = b.prev;
-    b.prev = b.next = null;
+  private unlink(slot: number): void {
+    const p = this.prev[slot]!;
+    const n = this.next[slot]!;
+    if (p !== NONE) this.next[p] = n;
+    else this.lruHead = n;
+    if (n !== NONE) this.prev[n] = p;
+    else this.lruTail = p;
+    this.prev[slot] = this.next[slot] = NONE;
     this.lruSize--;
   }
 
@@ -149,10 +163,12 @@ export class BlockPool {
     if (n <= 0) return true;
     if (this.free + this.lruSize < n) return false;
     while (this.free < n) {
-      const victim = this.lruHead!;
+      const victim = this.lruHead;
       this.unlink(victim);
-      this.remove(victim);
-      this.evicted.push(victim.seq);
+      this.tableDelete(victim);
+      this.evicted.push(this.seqLo[victim]!, this.seqHi[victim]!);
+      this.freeSlots[this.freeTop++] = victim;
+      this.cached--;
     }
     this.privateBlocks += n;
     return true;
@@ -166,56 +182,59 @@ export class BlockPool {
   /**
    * A private block just became full: give it its hash. If that hash is
    * already cached (another request computed the same block) the private copy
-   * is dropped and the cached one is shared. Returns the block now held;
+   * is dropped and the cached one is shared. Returns the slot now held;
    * `lastPromoteWasNew` says whether it is new to the cache (new blocks are
    * announced as `stored`). No result object: this runs once per block.
    */
-  promote(key: number, seq: bigint, local: bigint): CachedBlock {
+  promote(lo: number, hi: number): number {
     this.freePrivate(1);
-    const existing = this.lookup(key, seq);
-    if (existing !== undefined) {
+    const existing = this.find(lo, hi);
+    if (existing !== NONE) {
       this.acquire(existing);
       this.lastPromoteWasNew = false;
       return existing;
     }
-    const b = new CachedBlock(key, seq, local);
-    b.ref = 1;
+    // A private block was just given up, so a slot is free (cached + private <= capacity).
+    const s = this.freeSlots[--this.freeTop]!;
+    this.seqLo[s] = lo;
+    this.seqHi[s] = hi;
+    this.ref[s] = 1;
     this.referenced++;
-    this.insert(b);
+    this.cached++;
+    this.tableInsert(s);
     this.lastPromoteWasNew = true;
-    return b;
+    return s;
   }
 
-  /** LRU order, oldest first (tests and diagnostics). */
-  lruOrder(): bigint[] {
-    const out: bigint[] = [];
-    for (let b = this.lruHead; b; b = b.next) out.push(b.seq);
+  /** LRU order as (lo, hi) word pairs, oldest first (tests and diagnostics). */
+  lruWords(): number[] {
+    const out: number[] = [];
+    for (let s = this.lruHead; s !== NONE; s = this.next[s]!) out.push(this.seqLo[s]!, this.seqHi[s]!);
     return out;
   }
 
   /** Throws when a counter disagrees with the structures it summarises. */
   checkInvariants(): void {
+    let n = 0;
     let refd = 0;
     let unref = 0;
-    let n = 0;
-    const seen = new Set<bigint>();
-    for (const [key, head] of this.byKey) {
-      for (let b: CachedBlock | null = head; b !== null; b = b.chain) {
-        if (b.key !== key || b.key !== blockKey(b.seq)) throw new Error(`block ${b.seq} filed under the wrong key`);
-        if (seen.has(b.seq)) throw new Error(`block ${b.seq} cached twice`);
-        seen.add(b.seq);
-        n++;
-        if (b.ref < 0) throw new Error(`negative reference count on ${b.seq}`);
-        if (b.ref > 0) refd++;
-        else unref++;
-      }
+    for (let i = 0; i < this.table.length; i++) {
+      const e = this.table[i]!;
+      if (e === 0) continue;
+      const s = e - 1;
+      n++;
+      if (this.find(this.seqLo[s]!, this.seqHi[s]!) !== s) throw new Error(`slot ${s} not reachable from its hash`);
+      if (this.ref[s]! < 0) throw new Error(`negative reference count on slot ${s}`);
+      if (this.ref[s]! > 0) refd++;
+      else unref++;
     }
     if (n !== this.cached) throw new Error(`cached counter ${this.cached} != ${n}`);
+    if (n + this.freeTop !== this.capacity) throw new Error(`slots leaked: ${n} cached + ${this.freeTop} free != ${this.capacity}`);
     if (refd !== this.referenced) throw new Error(`referenced counter ${this.referenced} != ${refd}`);
     if (unref !== this.lruSize) throw new Error(`LRU size ${this.lruSize} != unreferenced ${unref}`);
     let walked = 0;
-    for (let b = this.lruHead; b; b = b.next) {
-      if (b.ref !== 0 || this.lookup(b.key, b.seq) !== b) throw new Error(`LRU holds a referenced or foreign block ${b.seq}`);
+    for (let s = this.lruHead; s !== NONE; s = this.next[s]!) {
+      if (this.ref[s] !== 0) throw new Error(`LRU holds referenced slot ${s}`);
       walked++;
     }
     if (walked !== this.lruSize) throw new Error(`LRU walk ${walked} != size ${this.lruSize}`);

@@ -36,7 +36,7 @@
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { localBlockHash, nextSequenceHash } from '@vantage/hashing';
 import { seed32 } from '@vantage/selection';
-import { BlockPool, blockKey, blockKeyFromLow, type CachedBlock } from './block-pool';
+import { BlockPool } from './block-pool';
 import type { PromptBlocks } from './prompt';
 import { polynomialTiming, type TimingModel } from './timing';
 
@@ -148,12 +148,17 @@ interface Req {
   readonly prompt: PromptBlocks;
   readonly outputTokens: Uint32Array | undefined;
   readonly outSeed: number;
-  /** Sequence / local hashes of every full block known so far (prompt, then generated), and their pool keys. */
-  readonly seq: bigint[];
-  readonly local: bigint[];
-  readonly keys: number[];
-  /** Cached full blocks held, blocks 0..held.length-1. */
-  readonly held: CachedBlock[];
+  /**
+   * Sequence / local hashes of every full block known so far (prompt, then
+   * generated) as little-endian (lo, hi) u32 words: block b at [2b, 2b+1].
+   * Starts as a view of the prompt's arrays (no copy); grows on generation.
+   */
+  seqW: Uint32Array;
+  localW: Uint32Array;
+  /** Full blocks whose hashes are known. */
+  nKnown: number;
+  /** Pool slots of the cached full blocks held, blocks 0..held.length-1. */
+  readonly held: number[];
   /** Allocated blocks after the held ones (not yet full). */
   privateHeld: number;
   computed: number;
@@ -170,11 +175,25 @@ interface Req {
   passPrefill: number;
 }
 
-/** Pool keys of a prompt's sequence hashes, read from their low u32 words without bigint arithmetic. */
-function promptKeys(seq: BigUint64Array): number[] {
-  const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
-  const out = new Array<number>(seq.length);
-  for (let i = 0; i < seq.length; i++) out[i] = blockKeyFromLow(words[2 * i]!); // little-endian: low word first
+/** A BigUint64Array's elements as (lo, hi) u32 words (little-endian host, checked by @vantage/hashing). */
+function wordsOf(a: BigUint64Array): Uint32Array {
+  return new Uint32Array(a.buffer, a.byteOffset, a.length * 2);
+}
+
+function bigOf(w: Uint32Array, b: number): bigint {
+  return (BigInt(w[2 * b + 1]!) << 32n) | BigInt(w[2 * b]!);
+}
+
+/** Hashes of blocks [from, from + n) of a words array as a BigUint64Array, copied word by word (no bigint boxing). */
+function hashesOf(w: Uint32Array, from: number, n: number): BigUint64Array {
+  const out = new BigUint64Array(n);
+  wordsOf(out).set(w.subarray(2 * from, 2 * (from + n)));
+  return out;
+}
+
+function grow(w: Uint32Array, blocks: number): Uint32Array {
+  const out = new Uint32Array(Math.max(2 * blocks, 2 * 8, w.length * 2));
+  out.set(w);
   return out;
 }
 
@@ -245,9 +264,9 @@ export class Engine {
       prompt: r.prompt,
       outputTokens: r.outputTokens,
       outSeed: seed32(r.id),
-      seq: Array.from(r.prompt.sequence),
-      local: Array.from(r.prompt.local),
-      keys: promptKeys(r.prompt.sequence),
+      seqW: wordsOf(r.prompt.sequence),
+      localW: wordsOf(r.prompt.local),
+      nKnown: r.prompt.sequence.length,
       held: [],
       privateHeld: 0,
       computed: 0,
@@ -341,9 +360,9 @@ export class Engine {
         const r = this.waiting[this.waitingHead]!;
         const hit = this.prefixHitBlocks(r);
         for (let b = 0; b < hit; b++) {
-          const blk = this.pool.lookup(r.keys[b]!, r.seq[b]!)!;
-          this.pool.acquire(blk);
-          r.held.push(blk);
+          const slot = this.pool.find(r.seqW[2 * b]!, r.seqW[2 * b + 1]!);
+          this.pool.acquire(slot);
+          r.held.push(slot);
         }
         r.computed = hit * bs;
         const k = Math.min(r.isl + r.generated - r.computed, budget);
@@ -519,9 +538,10 @@ export class Engine {
 
   /** Leading full blocks of r found in the cache, leaving at least one token to compute. */
   private prefixHitBlocks(r: Req): number {
-    const max = Math.min(r.seq.length, Math.floor((r.isl + r.generated - 1) / this.blockSize));
+    const max = Math.min(r.nKnown, Math.floor((r.isl + r.generated - 1) / this.blockSize));
+    const w = r.seqW;
     let m = 0;
-    while (m < max && this.pool.has(r.keys[m]!, r.seq[m]!)) m++;
+    while (m < max && this.pool.find(w[2 * m]!, w[2 * m + 1]!) >= 0) m++;
     return m;
   }
 
@@ -543,30 +563,20 @@ export class Engine {
     // single decode token after a sampled one) count as prefill work.
     const prefill = r.generated > 0 && before === r.isl + r.generated - 1 ? 0 : k;
     const full = Math.floor(r.computed / bs);
+    // New blocks are announced in runs of consecutive blocks (one `stored` event per run).
     let runStart = -1;
-    let parent: bigint | null = null;
-    const runSeq: bigint[] = [];
-    const runLocal: bigint[] = [];
     for (let b = r.held.length; b < full; b++) {
-      if (b >= r.seq.length) this.hashGeneratedBlock(r, b);
+      if (b >= r.nKnown) this.hashGeneratedBlock(r, b);
       r.privateHeld--;
-      const block = this.pool.promote(r.keys[b]!, r.seq[b]!, r.local[b]!);
-      r.held.push(block);
+      r.held.push(this.pool.promote(r.seqW[2 * b]!, r.seqW[2 * b + 1]!));
       if (this.pool.lastPromoteWasNew) {
-        if (runStart < 0) {
-          runStart = b;
-          parent = b > 0 ? r.seq[b - 1]! : null;
-        }
-        runSeq.push(block.seq);
-        runLocal.push(block.local);
+        if (runStart < 0) runStart = b;
       } else if (runStart >= 0) {
-        this.emitStored(parent, runStart, runSeq, runLocal);
+        this.emitStored(r, runStart, b - runStart);
         runStart = -1;
-        runSeq.length = 0;
-        runLocal.length = 0;
       }
     }
-    if (runStart >= 0) this.emitStored(parent, runStart, runSeq, runLocal);
+    if (runStart >= 0) this.emitStored(r, runStart, full - runStart);
     return prefill;
   }
 
@@ -584,10 +594,16 @@ export class Engine {
       }
     }
     const local = localBlockHash(toks);
-    const seq = b === 0 ? local : nextSequenceHash(r.seq[b - 1]!, local);
-    r.local.push(local);
-    r.seq.push(seq);
-    r.keys.push(blockKey(seq));
+    const seq = b === 0 ? local : nextSequenceHash(bigOf(r.seqW, b - 1), local);
+    if (2 * (b + 1) > r.seqW.length) {
+      r.seqW = grow(r.seqW, b + 1);
+      r.localW = grow(r.localW, b + 1);
+    }
+    r.seqW[2 * b] = Number(seq & 0xffff_ffffn);
+    r.seqW[2 * b + 1] = Number(seq >> 32n);
+    r.localW[2 * b] = Number(local & 0xffff_ffffn);
+    r.localW[2 * b + 1] = Number(local >> 32n);
+    r.nKnown = b + 1;
   }
 
   /** Release every block r holds, tail first, so its tail is evicted before its prefix. */
@@ -611,21 +627,24 @@ export class Engine {
     else this.waiting.unshift(r);
   }
 
-  private emitStored(parent: bigint | null, start: number, seqs: bigint[], locals: bigint[]): void {
+  /** Announce blocks [start, start + n) of r as stored, under block start - 1. */
+  private emitStored(r: Req, start: number, n: number): void {
     this.flushEvictions();
     this.push({
       kind: 'stored',
-      parentHash: parent as ExternalHash | null,
+      parentHash: start > 0 ? (bigOf(r.seqW, start - 1) as ExternalHash) : null,
       startPosition: start,
-      blockHashes: BigUint64Array.from(seqs),
-      tokensHashes: BigUint64Array.from(locals),
+      blockHashes: hashesOf(r.seqW, start, n),
+      tokensHashes: hashesOf(r.localW, start, n),
     });
   }
 
   private flushEvictions(): void {
     if (this.pool.evicted.length === 0) return;
-    const hashes = BigUint64Array.from(this.pool.evicted);
-    this.pool.evicted.length = 0;
+    const ev = this.pool.evicted;
+    const hashes = new BigUint64Array(ev.length / 2);
+    wordsOf(hashes).set(ev);
+    ev.length = 0;
     this.push({ kind: 'removed', blockHashes: hashes });
   }
 
@@ -662,12 +681,13 @@ export class Engine {
 
   /** Sequence hashes currently resident (referenced or evictable), for tests and diagnostics. */
   hasBlock(seq: bigint): boolean {
-    return this.pool.has(blockKey(seq), seq);
+    return this.pool.find(Number(seq & 0xffff_ffffn), Number(seq >> 32n)) >= 0;
   }
 
   /** LRU eviction order of unreferenced blocks, oldest (next evicted) first. */
   evictionOrder(): bigint[] {
-    return this.pool.lruOrder();
+    const w = Uint32Array.from(this.pool.lruWords());
+    return Array.from({ length: w.length / 2 }, (_, i) => bigOf(w, i));
   }
 
   get cachedBlocks(): number {
@@ -702,7 +722,7 @@ export class Engine {
   }
 
   private countReferencedByRunning(): number {
-    const seen = new Set<CachedBlock>();
+    const seen = new Set<number>();
     for (const r of this.running) for (const b of r.held) seen.add(b);
     return seen.size;
   }

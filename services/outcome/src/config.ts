@@ -63,7 +63,8 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
   }),
 });
 
-export type OutcomeConfig = DeepReadonly<Static<typeof outcomeConfigSchema>>;
+export type OutcomeConfigShape = Static<typeof outcomeConfigSchema>;
+export type OutcomeConfig = DeepReadonly<OutcomeConfigShape>;
 
 /** Cross-field rules the schema cannot express; thrown as CONFIG_INVALID at start. */
 export function checkOutcomeConfig(cfg: OutcomeConfig): void {

@@ -1,8 +1,8 @@
 /** @vantage/outcome: joins decisions with lifecycle events and writes them to Kafka exactly once. See README.md. */
 export { outcomeConfigSchema, checkOutcomeConfig } from './config';
-export type { OutcomeConfig } from './config';
+export type { OutcomeConfig, OutcomeConfigShape } from './config';
 export { startOutcome } from './service';
-export type { OutcomeService, Held } from './service';
+export type { OutcomeService, OutcomeContext, Held } from './service';
 export { Joiner } from './joiner';
 export type { ClosedJoin, JoinerOptions, Source, AddResult } from './joiner';
 export { decodeLifecycle } from './lifecycle';

@@ -1,13 +1,13 @@
 /** Entry point: `node --import tsx services/outcome/src/main.ts` (configuration from VANTAGE_* variables). */
 import { runService } from '@vantage/runtime';
-import { outcomeConfigSchema, type OutcomeConfig } from './config';
+import { outcomeConfigSchema, type OutcomeConfigShape } from './config';
 import { startOutcome } from './service';
 
-await runService<OutcomeConfig & Record<string, never>, true>({
+await runService<OutcomeConfigShape, true>({
   name: 'outcome',
-  schema: outcomeConfigSchema as never,
+  schema: outcomeConfigSchema,
   kafka: true,
   start: async (ctx) => {
-    await startOutcome(ctx as never);
+    await startOutcome(ctx);
   },
 });

@@ -21,14 +21,15 @@ import {
 } from '@vantage/records';
 import { ensureDurableConsumer, ensureStream, natsConnected, type ServiceContext, type VantageProducer } from '@vantage/runtime';
 import type { Consumer as KafkaConsumer, Message as KafkaMessage } from 'kafkajs';
-import { checkOutcomeConfig, type OutcomeConfig } from './config';
+import { checkOutcomeConfig, type OutcomeConfig, type OutcomeConfigShape } from './config';
 import { deadLetterMessage, type DeadLetterReason } from './deadletter';
 import { Joiner, type ClosedJoin, type Source } from './joiner';
 import { decodeLifecycle } from './lifecycle';
 import { outcomeMetrics, type OutcomeMetrics } from './metrics';
 import { CommittedSet, parseProgress, progressRecord, type ProgressRecord } from './progress';
 
-type Ctx = ServiceContext<OutcomeConfig & Record<string, unknown>, true>;
+export type OutcomeContext = ServiceContext<OutcomeConfigShape, true>;
+type Ctx = OutcomeContext;
 type Kind = 'decision' | 'lifecycle';
 
 /** One delivery of a JetStream message, and until when this instance may still write it. */
@@ -81,11 +82,11 @@ function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
 }
 
 function publishMs(msg: JsMsg): number {
-  return Number(msg.info.timestampNanos / 1_000_000n);
+  return Math.floor(Number(msg.info.timestampNanos) / 1_000_000);
 }
 
 export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
-  const cfg = ctx.config as OutcomeConfig;
+  const cfg: OutcomeConfig = ctx.config;
   checkOutcomeConfig(cfg);
   const o = cfg.outcome;
   const log = ctx.log.child({ component: 'outcome' });

@@ -5,5 +5,6 @@
 import type { Command } from '../command';
 import { decodeCommand } from './decode';
 import { hashCommand } from './hash';
+import { replayCommand } from './replay';
 
-export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand];
+export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand];

@@ -1,0 +1,76 @@
+/**
+ * Local in-flight accounting (seed 000: "The local in-flight count is
+ * temporary accounting for this Switchyard process, not decision history").
+ * A reservation counts against its model from the moment it is made until the
+ * gateway reports first_token, done, cancelled or failed for that request, or
+ * until `timeoutMs` passes without any of them (a lost lifecycle event must
+ * not shrink the local limit forever).
+ */
+export interface InFlightEntry {
+  readonly model: string;
+  readonly pool: string;
+  readonly expiresAtMs: number;
+}
+
+export class InFlight {
+  readonly #byRequest = new Map<string, InFlightEntry>();
+  readonly #perModel = new Map<string, number>();
+  #expired = 0;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly onChange: (model: string, count: number) => void = () => {},
+  ) {}
+
+  /** Count a reservation. A second add for the same request id replaces the first (a retried route). */
+  add(requestId: string, model: string, pool: string, nowMs: number): void {
+    this.release(requestId);
+    this.#byRequest.set(requestId, { model, pool, expiresAtMs: nowMs + this.timeoutMs });
+    this.#bump(model, 1);
+  }
+
+  /** End a reservation; false when the request is not (or no longer) counted here. */
+  release(requestId: string): boolean {
+    const e = this.#byRequest.get(requestId);
+    if (e === undefined) return false;
+    this.#byRequest.delete(requestId);
+    this.#bump(e.model, -1);
+    return true;
+  }
+
+  /** Drop entries past their timeout; returns them (for metrics and logs). */
+  expire(nowMs: number): InFlightEntry[] {
+    const out: InFlightEntry[] = [];
+    for (const [id, e] of this.#byRequest) {
+      if (e.expiresAtMs <= nowMs) {
+        this.#byRequest.delete(id);
+        this.#bump(e.model, -1);
+        out.push(e);
+      }
+    }
+    this.#expired += out.length;
+    return out;
+  }
+
+  count(model: string): number {
+    return this.#perModel.get(model) ?? 0;
+  }
+
+  has(requestId: string): boolean {
+    return this.#byRequest.has(requestId);
+  }
+
+  get size(): number {
+    return this.#byRequest.size;
+  }
+
+  get expiredTotal(): number {
+    return this.#expired;
+  }
+
+  #bump(model: string, d: number): void {
+    const n = (this.#perModel.get(model) ?? 0) + d;
+    this.#perModel.set(model, n);
+    this.onChange(model, n);
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * Durable, non-blocking publication of decision records to JetStream.
+ *
+ * The route reply never waits for it: `enqueue` is O(1) and returns at once.
+ * Behind it, at most `maxInFlight` publishes await their JetStream ack; a
+ * failed publish goes back to the front of the queue and is retried with
+ * exponential backoff (capped, with jitter) until it is acked, the service
+ * shuts down past its flush deadline, or the record is refused as malformed.
+ * Each record carries its `recordId` as `Nats-Msg-Id`, so a retry whose first
+ * attempt did reach the stream is dropped by the server's duplicate window
+ * instead of being stored twice.
+ *
+ * Nothing is dropped silently: a full queue (JetStream down for long enough to
+ * fill `maxQueued`) refuses new records, counts them and logs an error with
+ * the request id, so the loss is visible and attributable.
+ */
+import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import type { Logger, NatsConnection } from '@vantage/runtime';
+
+export interface PublisherOptions {
+  readonly nc: NatsConnection;
+  readonly subject: string;
+  readonly log: Logger;
+  readonly maxInFlight: number;
+  readonly maxQueued: number;
+  readonly publishTimeoutMs: number;
+  readonly retryBaseMs: number;
+  readonly retryMaxMs: number;
+  readonly onPublished?: () => void;
+  readonly onFailure?: (attempt: number) => void;
+  readonly onDropped?: () => void;
+  readonly onQueueDepth?: (depth: number) => void;
+}
+
+interface Pending {
+  readonly id: string;
+  readonly requestId: string;
+  readonly data: Uint8Array;
+  attempts: number;
+}
+
+export class RecordPublisher {
+  readonly #js: JetStreamClient;
+  readonly #queue: Pending[] = [];
+  #head = 0;
+  #inFlight = 0;
+  #backoffUntil = 0;
+  #consecutiveFailures = 0;
+  #timer: NodeJS.Timeout | null = null;
+  #idleWaiters: (() => void)[] = [];
+  #stopped = false;
+  published = 0;
+  failures = 0;
+  dropped = 0;
+
+  constructor(private readonly o: PublisherOptions) {
+    this.#js = jetstream(o.nc, { timeout: o.publishTimeoutMs });
+  }
+
+  get depth(): number {
+    return this.#queue.length - this.#head + this.#inFlight;
+  }
+
+  /** Queue one encoded record; false (counted, logged) when the queue is full. */
+  enqueue(id: string, requestId: string, data: Uint8Array): boolean {
+    if (this.#queue.length - this.#head >= this.o.maxQueued) {
+      this.dropped++;
+      this.o.onDropped?.();
+      this.o.log.error({ recordId: id, requestId, queued: this.#queue.length - this.#head }, 'decision record queue full: record not published');
+      return false;
+    }
+    this.#queue.push({ id, requestId, data, attempts: 0 });
+    this.#pump();
+    return true;
+  }
+
+  /** Resolves when everything queued has been acked (or `stop` gave up). */
+  idle(): Promise<void> {
+    if (this.depth === 0) return Promise.resolve();
+    return new Promise((r) => this.#idleWaiters.push(r));
+  }
+
+  /** Flush within `deadlineMs`; whatever is left is logged by request id (never silently lost). */
+  async flush(deadlineMs: number): Promise<number> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.idle(), new Promise<void>((r) => (timer = setTimeout(r, deadlineMs)))]);
+    clearTimeout(timer);
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    const left = this.#queue.slice(this.#head);
+    if (left.length > 0 || this.#inFlight > 0) {
+      this.o.log.error(
+        { unpublished: left.length, inFlight: this.#inFlight, requestIds: left.slice(0, 100).map((p) => p.requestId) },
+        'decision records not published before shutdown',
+      );
+    }
+    return left.length + this.#inFlight;
+  }
+
+  #pump(): void {
+    if (this.#stopped) return;
+    const now = Date.now();
+    if (now < this.#backoffUntil) {
+      this.#timer ??= setTimeout(() => {
+        this.#timer = null;
+        this.#pump();
+      }, this.#backoffUntil - now);
+      return;
+    }
+    while (this.#inFlight < this.o.maxInFlight && this.#head < this.#queue.length) {
+      const p = this.#queue[this.#head]!;
+      this.#head++;
+      this.#send(p);
+    }
+    // Compact the array now and then rather than shift() per record.
+    if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
+      this.#queue.splice(0, this.#head);
+      this.#head = 0;
+    }
+    this.o.onQueueDepth?.(this.depth);
+  }
+
+  #send(p: Pending): void {
+    this.#inFlight++;
+    p.attempts++;
+    this.#js.publish(this.o.subject, p.data, { msgID: p.id, timeout: this.o.publishTimeoutMs }).then(
+      () => {
+        this.#inFlight--;
+        this.#consecutiveFailures = 0;
+        this.published++;
+        this.o.onPublished?.();
+        this.#after();
+      },
+      (e: unknown) => {
+        this.#inFlight--;
+        this.failures++;
+        this.#consecutiveFailures++;
+        this.o.onFailure?.(p.attempts);
+        const delay = Math.min(this.o.retryMaxMs, this.o.retryBaseMs * 2 ** Math.min(16, this.#consecutiveFailures - 1));
+        const jittered = delay / 2 + Math.random() * (delay / 2);
+        this.#backoffUntil = Math.max(this.#backoffUntil, Date.now() + jittered);
+        // Log the first failure of a streak and then every 100th: an outage must be visible without flooding the log.
+        if (this.#consecutiveFailures === 1 || this.#consecutiveFailures % 100 === 0) {
+          this.o.log.warn({ err: e, recordId: p.id, requestId: p.requestId, attempt: p.attempts, retryInMs: Math.round(jittered), consecutiveFailures: this.#consecutiveFailures }, 'decision record publish failed; retrying');
+        }
+        // Back to the front: order is not a contract, but retrying oldest first bounds a record's delay.
+        if (this.#head > 0) this.#queue[--this.#head] = p;
+        else this.#queue.unshift(p);
+        this.#after();
+      },
+    );
+  }
+
+  #after(): void {
+    this.#pump();
+    if (this.depth === 0 && this.#idleWaiters.length > 0) {
+      const w = this.#idleWaiters;
+      this.#idleWaiters = [];
+      for (const f of w) f();
+    }
+  }
+}
