@@ -4,7 +4,8 @@
  * 1. Apply throughput: each trace (conversation_2k, synthetic) is replayed through simulated worker
  *    caches (8 and 64 workers, 16,384 blocks of 64 tokens, LRU; see trace-sim.ts) into a KV event
  *    stream generated up front; then only the apply loop is timed, for PrefixIndex and for the
- *    Map-of-bigint baseline (map-index.ts), several repetitions each.
+ *    Map-of-bigint baseline (map-index.ts): one untimed warm-up pass, then REPS timed passes, each
+ *    from an empty index.
  * 2. Match latency: every trace prompt against the loaded index, each call timed.
  * 3. 2,048-block prompts against 64 workers holding varied prefixes of them.
  * 4. Memory: heap + array buffers after a forced GC, before and after loading, per resident block.
@@ -77,25 +78,33 @@ function sameAnswers(idx: PrefixIndex, base: MapIndex, prompts: readonly BigUint
   return prompts.length;
 }
 
-interface ApplyRun {
-  seconds: number[];
-}
-
+/**
+ * Load a fresh index once (untimed: JIT warm-up, and the heap growth it causes is the memory
+ * figure), then REPS timed passes, each from an empty index after a forced GC so no other
+ * object graph's collection is billed to the loop.
+ */
 function timeApply<T>(
   events: readonly KvEvent[],
   make: () => T,
   apply: (idx: T, e: KvEvent) => void,
-): { runs: ApplyRun; last: T } {
+): { seconds: number[]; bytes: number; last: T } {
+  const m0 = heapBytes();
+  let warm: T | null = make();
+  for (let i = 0; i < events.length; i++) apply(warm, events[i]!);
+  const bytes = heapBytes() - m0;
+  warm = null;
   const seconds: number[] = [];
   let last: T | undefined;
   for (let r = 0; r < REPS; r++) {
+    last = undefined;
+    gc();
     const idx = make();
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < events.length; i++) apply(idx, events[i]!);
     seconds.push(Number(process.hrtime.bigint() - t0) / 1e9);
     last = idx;
   }
-  return { runs: { seconds }, last: last! };
+  return { seconds, bytes, last: last! };
 }
 
 const fmt = (x: number): string => (x >= 100 ? x.toFixed(0) : x.toFixed(2));
@@ -125,38 +134,31 @@ for (const [name, path] of TRACES) {
     const ops = sim.blockOps;
     log(`${label}: ${sim.events.length} events, ${ops} block ops (${sim.evicted} evictions); timing apply x${REPS}`);
 
+    // The index first, alone in the heap: timing, memory, match latency; then the baseline.
     const impl = timeApply(sim.events, () => new PrefixIndex(BLOCK), (x, e) => x.apply(e, 0));
     const idx = impl.last;
+    const resident = idx.totalBlocks;
+    const nodes = idx.nodeCount;
+    const arrayBytes = idx.stats().arrayBytes;
+    log(`${label}: matching ${queries.length} prompts`);
+    gc();
+    const lat = latencies(queries, 3, (q) => idx.match(q));
     const base = timeApply(sim.events, () => new MapIndex(BLOCK), (x, e) => x.apply(e));
     const baseIdx = base.last;
-    const resident = idx.totalBlocks;
     if (resident !== baseIdx.totalBlocks) throw new Error(`${label}: resident blocks differ`);
-    // Memory: a fresh index loaded alone, so the baseline's garbage does not blur the figure.
-    const m0 = heapBytes();
-    let fresh: PrefixIndex | null = new PrefixIndex(BLOCK);
-    for (const e of sim.events) fresh.apply(e, 0);
-    const bytes = heapBytes() - m0;
-    const nodes = fresh.nodeCount;
-    const arrayBytes = fresh.stats().arrayBytes;
-    fresh = null;
-    const mb0 = heapBytes();
-    let freshBase: MapIndex | null = new MapIndex(BLOCK);
-    for (const e of sim.events) freshBase.apply(e);
-    const baseBytes = heapBytes() - mb0;
-    freshBase = null;
-
-    log(`${label}: matching ${queries.length} prompts`);
-    const lat = latencies(queries, 3, (q) => idx.match(q));
+    gc();
     const blat = latencies(queries, 1, (q) => baseIdx.match(q));
     matchLat.push(lat);
     baseMatchLat.push(blat);
     checked += sameAnswers(idx, baseIdx, queries.filter((_, i) => i % 5 === 0));
+    const bytes = impl.bytes;
+    const baseBytes = base.bytes;
 
-    const rate = ops / median(impl.runs.seconds);
-    const baseRate = ops / median(base.runs.seconds);
+    const rate = ops / median(impl.seconds);
+    const baseRate = ops / median(base.seconds);
     totalOps += ops * REPS;
-    totalSec += impl.runs.seconds.reduce((a, b) => a + b, 0);
-    totalBaseSec += base.runs.seconds.reduce((a, b) => a + b, 0);
+    totalSec += impl.seconds.reduce((a, b) => a + b, 0);
+    totalBaseSec += base.seconds.reduce((a, b) => a + b, 0);
     const bpb = bytes / resident;
     if (resident > mostBlocks) {
       mostBlocks = resident;
@@ -169,8 +171,8 @@ for (const [name, path] of TRACES) {
       block_ops: ops,
       resident_blocks: resident,
       nodes,
-      block_ops_per_s_runs: impl.runs.seconds.map((x) => Math.round(ops / x)),
-      baseline_block_ops_per_s_runs: base.runs.seconds.map((x) => Math.round(ops / x)),
+      block_ops_per_s_runs: impl.seconds.map((x) => Math.round(ops / x)),
+      baseline_block_ops_per_s_runs: base.seconds.map((x) => Math.round(ops / x)),
       match_p50_us: +fmt(percentile(lat, 50)),
       match_p99_us: +fmt(percentile(lat, 99)),
       baseline_match_p50_us: +fmt(percentile(blat, 50)),
@@ -213,8 +215,7 @@ const long: Prompt[] = Array.from({ length: PROMPTS }, () => {
   }
   return { local, sequence };
 });
-const idx2 = new PrefixIndex(BLOCK);
-const base2 = new MapIndex(BLOCK);
+const longEvents: KvEvent[] = [];
 for (let w = 0; w < 64; w++) {
   const worker = (0xf000_0000_0000_0000n + BigInt(w)) as WorkerId;
   let id = 1n;
@@ -222,7 +223,7 @@ for (let w = 0; w < 64; w++) {
     // Prefix length: a quarter of workers hold the whole prompt, the rest a uniform random prefix.
     const len = rand() < 0.25 ? LONG : Math.floor(rand() * LONG);
     if (len === 0) continue;
-    const ev: KvEvent = {
+    longEvents.push({
       workerId: worker,
       dpRank: 0,
       storageTier: 'device',
@@ -234,14 +235,19 @@ for (let w = 0; w < 64; w++) {
         blockHashes: p.sequence.subarray(0, len),
         tokensHashes: p.local.subarray(0, len),
       },
-    };
-    idx2.apply(ev, 0);
-    base2.apply(ev);
+    });
   }
 }
-log(`2048-block prompts: ${idx2.totalBlocks} resident blocks; matching`);
 const q2 = long.map((p) => p.local);
+gc();
+const idx2 = new PrefixIndex(BLOCK);
+for (const e of longEvents) idx2.apply(e, 0);
+log(`2048-block prompts: ${idx2.totalBlocks} resident blocks; matching`);
+gc();
 const lat2 = latencies(q2, 200, (q) => idx2.match(q));
+const base2 = new MapIndex(BLOCK);
+for (const e of longEvents) base2.apply(e);
+gc();
 const blat2 = latencies(q2, 20, (q) => base2.match(q));
 checked += sameAnswers(idx2, base2, q2);
 console.log(

@@ -488,13 +488,58 @@ export class PrefixIndex {
   match(localHashes: BigUint64Array): MatchResult {
     const loc = i32View(localHashes);
     const n = localHashes.length;
+    const counts = this.counts;
+    const slots = this.words * 32;
+    counts.fill(0);
+    let lower = 0;
+    for (const p of this.publishers) lower += p.tierBlocks[1]! + p.tierBlocks[2]! + p.tierBlocks[3]!;
+    if (lower === 0) {
+      // Nothing is held below the device tier (the common deployment): walk one bitset instead
+      // of four; the cumulative counts all equal the device count.
+      this.walkDevice(loc, n);
+      counts.copyWithin(slots, 0, slots);
+      counts.copyWithin(2 * slots, 0, 2 * slots);
+    } else {
+      this.walkTiers(loc, n);
+    }
+    const bs = this.blockSize;
+    const pubs = this.publishers;
+    const workers: WorkerMatch[] = new Array<WorkerMatch>(pubs.length);
+    for (let i = 0; i < pubs.length; i++) {
+      const p = pubs[i]!;
+      const s = p.slot;
+      const d = counts[s]!;
+      const h = counts[slots + s]!;
+      const k = counts[2 * slots + s]!;
+      const a = counts[3 * slots + s]!;
+      workers[i] = {
+        workerId: p.workerId,
+        dpRank: p.dpRank,
+        deviceBlocks: d,
+        hostBlocks: h,
+        diskBlocks: k,
+        anyBlocks: a,
+        deviceTokens: d * bs,
+        hostTokens: h * bs,
+        diskTokens: k * bs,
+        anyTokens: a * bs,
+        treeSize: p.map.size,
+        suspect: p.suspect,
+        lastEventId: p.lastEventId,
+        lastEventMs: p.lastEventMs,
+      };
+    }
+    return { blockSize: bs, requestBlocks: n, workers };
+  }
+
+  /** Leading-block counts on the four cumulative tier sets, into this.counts. */
+  private walkTiers(loc: Int32Array, n: number): void {
     const W = this.words;
     const R = this.R;
     const nd = this.nd;
     const active = this.active;
     const counts = this.counts;
     const slots = W * 32;
-    counts.fill(0);
     let depth = 0;
     let cur = n > 0 ? this.child(ROOT, loc[0]!, loc[1]!) : 0;
     if (cur !== 0) {
@@ -548,34 +593,39 @@ export class PrefixIndex {
         if (a !== 0) dropOut(counts, Math.floor(k / W) * slots, k % W, a, depth);
       }
     }
-    const bs = this.blockSize;
-    const pubs = this.publishers;
-    const workers: WorkerMatch[] = new Array<WorkerMatch>(pubs.length);
-    for (let i = 0; i < pubs.length; i++) {
-      const p = pubs[i]!;
-      const s = p.slot;
-      const d = counts[s]!;
-      const h = counts[slots + s]!;
-      const k = counts[2 * slots + s]!;
-      const a = counts[3 * slots + s]!;
-      workers[i] = {
-        workerId: p.workerId,
-        dpRank: p.dpRank,
-        deviceBlocks: d,
-        hostBlocks: h,
-        diskBlocks: k,
-        anyBlocks: a,
-        deviceTokens: d * bs,
-        hostTokens: h * bs,
-        diskTokens: k * bs,
-        anyTokens: a * bs,
-        treeSize: p.map.size,
-        suspect: p.suspect,
-        lastEventId: p.lastEventId,
-        lastEventMs: p.lastEventMs,
-      };
+  }
+
+  /** Leading-block counts on the device tier only, into the first tier row of this.counts. */
+  private walkDevice(loc: Int32Array, n: number): void {
+    const W = this.words;
+    const R = this.R;
+    const nd = this.nd;
+    const active = this.active;
+    const counts = this.counts;
+    let depth = 0;
+    let cur = n > 0 ? this.child(ROOT, loc[0]!, loc[1]!) : 0;
+    if (cur === 0) return;
+    let b = cur * R + F_BITS;
+    for (let w = 0; w < W; w++) active[w] = nd[b + w]!;
+    for (depth = 1; depth < n; depth++) {
+      const c = this.child(cur, loc[2 * depth]!, loc[2 * depth + 1]!);
+      if (c === 0) break;
+      b = c * R + F_BITS;
+      let alive = 0;
+      for (let w = 0; w < W; w++) {
+        const a = active[w]!;
+        const m = a & nd[b + w]!;
+        if (m !== a) dropOut(counts, 0, w, a & ~m, depth);
+        active[w] = m;
+        alive |= m;
+      }
+      if (alive === 0) break;
+      cur = c;
     }
-    return { blockSize: bs, requestBlocks: n, workers };
+    for (let w = 0; w < W; w++) {
+      const a = active[w]!;
+      if (a !== 0) dropOut(counts, 0, w, a, depth);
+    }
   }
 
   // -------------------------------------------------------------------------

@@ -84,13 +84,17 @@ describe('kv_router selection', () => {
   it('remaining ties are a seeded uniform pick, independent of listing order', () => {
     const cs = [cand(1), cand(2), cand(3)];
     const counts = new Map<bigint, number>();
+    let orderDependent = 0;
+    const reasons = new Set<string>();
     for (let seed = 0; seed < 3000; seed++) {
       const a = selectWorker(april, req, cs, seededRng(seed));
       const b = selectWorker(april, req, [...cs].reverse(), seededRng(seed));
-      expect(a.chosen!.workerId).toBe(b.chosen!.workerId);
-      expect(a.reason).toBe('lowest_cost_tie_random');
+      if (a.chosen!.workerId !== b.chosen!.workerId) orderDependent++;
+      reasons.add(a.reason);
       counts.set(a.chosen!.workerId, (counts.get(a.chosen!.workerId) ?? 0) + 1);
     }
+    expect(orderDependent).toBe(0);
+    expect([...reasons]).toEqual(['lowest_cost_tie_random']);
     for (const id of [1n, 2n, 3n]) expect(counts.get(id)).toBeGreaterThan(850);
   });
 
@@ -117,12 +121,14 @@ describe('kv_router selection', () => {
     const draws = 30_000;
     const observed = new Map<bigint, number>();
     let expected: number[] = [];
+    const reasons = new Set<string>();
     for (let i = 0; i < draws; i++) {
       const r = selectWorker(policy, req, cs, rng);
-      expect(r.reason).toBe('sampled');
-      expected = r.scores.map((s) => s.probability! * draws);
+      reasons.add(r.reason);
+      if (i === 0) expected = r.scores.map((s) => s.probability! * draws);
       observed.set(r.chosen!.workerId, (observed.get(r.chosen!.workerId) ?? 0) + 1);
     }
+    expect([...reasons]).toEqual(['sampled']);
     const probs = softmaxProbabilities([16, 21, 26], 0.5);
     expected.forEach((e, i) => expect(e / draws).toBeCloseTo(probs[i]!, 12));
     let chi2 = 0;

@@ -1,16 +1,19 @@
 /**
  * Engine throughput on a real trace: the synthetic Mooncake trace (3,993
- * requests) replayed open-loop on N engines with round-robin placement and a
+ * requests) replayed on N engines with round-robin placement and a
  * global event queue (the shape the offline replay will have, minus the
  * router). Prints hashing time and replay time, each against a baseline
  * measured in the same run: hashing by materialised tokens, and replay with
  * one forward pass per step (no decode fast-forward).
  *
- *   npx tsx packages/sim/bench/engine-replay.ts [trace] [workers]
+ *   npx tsx packages/sim/bench/engine-replay.ts [trace] [workers] [concurrency]
+ *
+ * Without a concurrency the trace runs open loop at its timestamps; with one
+ * it runs closed loop (that many in flight).
  */
 import type { WorkerId } from '@vantage/types';
 import { hashPrompt } from '@vantage/hashing';
-import { Engine, MooncakePromptHasher, loadMooncakeTrace, openLoopArrivals } from '@vantage/sim';
+import { ClosedLoop, Engine, MooncakePromptHasher, loadMooncakeTrace, openLoopArrivals } from '@vantage/sim';
 
 const path = process.argv[2] ?? '/work/shared/traces/synthetic_trace.jsonl';
 const workers = Number(process.argv[3] ?? 8);
@@ -26,65 +29,85 @@ const sample = records.slice(0, 200);
 for (const r of sample) hashPrompt(MooncakePromptHasher.tokens(r.hashIds, r.inputLength), 64);
 const baselineHashMs = ((performance.now() - t) * records.length) / sample.length;
 
-function replay(fastForward: boolean) {
+function replay(fastForward: boolean, concurrency?: number) {
   const engines = Array.from({ length: workers }, (_, i) => new Engine({ workerId: BigInt(i + 1) as WorkerId }));
-  const arrivals = openLoopArrivals(records);
   const t0 = performance.now();
+  const add = (index: number, arrivalMs: number) => {
+    const r = records[index]!;
+    const res = engines[index % workers]!.addRequest({ id: String(index), arrivalMs, prompt: prompts[index]!, osl: r.outputLength });
+    if (!res.ok) throw new Error(res.reason);
+  };
+  // Open loop: every arrival is known up front. Closed loop: completions release the next request.
+  const arrivals = concurrency === undefined ? openLoopArrivals(records) : [];
+  const loop = concurrency === undefined ? undefined : new ClosedLoop(records.length, concurrency);
+  loop?.start(0).forEach((a) => add(a.index, a.arrivalMs));
   let next = 0;
   let calls = 0;
   let passes = 0;
   let finished = 0;
   let kvEvents = 0;
   let ttftSum = 0;
+  let e2eSum = 0;
   let reused = 0;
   let isl = 0;
   // A binary heap would be the choice for 64 engines; for 8 a linear scan is cheaper.
   for (;;) {
     let best = -1;
     let bestT = Infinity;
+    let other = Infinity;
     for (let i = 0; i < engines.length; i++) {
       const e = engines[i]!.nextEventTime();
       if (e < bestT) {
+        other = bestT;
         bestT = e;
         best = i;
-      }
+      } else if (e < other) other = e;
     }
     const arrivalT = next < arrivals.length ? arrivals[next]!.arrivalMs : Infinity;
     if (arrivalT === Infinity && best < 0) break;
     if (arrivalT <= bestT) {
       const a = arrivals[next++]!;
-      const r = records[a.index]!;
-      const res = engines[a.index % workers]!.addRequest({ id: String(a.index), arrivalMs: a.arrivalMs, prompt: prompts[a.index]!, osl: r.outputLength });
-      if (!res.ok) throw new Error(res.reason);
+      add(a.index, a.arrivalMs);
       continue;
     }
-    // Open loop: the next possible arrival to any engine is the next trace arrival.
-    const s = engines[best]!.step(bestT, fastForward ? { untilMs: arrivalT } : {});
+    // The earliest time a request could next be added to this engine: the next
+    // trace arrival (open loop) or another engine's next pass (closed loop).
+    const untilMs = loop ? other : arrivalT;
+    const s = engines[best]!.step(bestT, fastForward ? { untilMs } : {});
     calls++;
     passes += s.passes;
     kvEvents += s.kvEvents.length;
     for (const f of s.finished) {
       finished++;
       ttftSum += f.firstTokenMs - f.arrivalMs;
+      e2eSum += f.atMs - f.arrivalMs;
       reused += f.reusedTokens;
       isl += f.isl;
+      const n = loop?.complete(f.atMs);
+      if (n) add(n.index, n.arrivalMs);
     }
   }
-  return { ms: performance.now() - t0, calls, passes, finished, kvEvents, meanTtftMs: ttftSum / finished, prefixReuse: reused / isl };
+  return { ms: performance.now() - t0, calls, passes, finished, kvEvents, meanTtftMs: ttftSum / finished, meanE2eMs: e2eSum / finished, prefixReuse: reused / isl };
 }
 
-const base = replay(false);
-const fast = replay(true);
-if (fast.passes !== base.passes || fast.meanTtftMs !== base.meanTtftMs) throw new Error('fast-forward changed the simulation');
-console.log(`trace ${path}: ${records.length} requests on ${workers} engines`);
+const concurrency = process.argv[4] === undefined ? undefined : Number(process.argv[4]);
+const base = replay(false, concurrency);
+const fast = replay(true, concurrency);
+if (fast.passes !== base.passes || fast.meanTtftMs !== base.meanTtftMs || fast.meanE2eMs !== base.meanE2eMs) {
+  throw new Error('fast-forward changed the simulation');
+}
+console.log(`trace ${path}: ${records.length} requests on ${workers} engines, ${concurrency === undefined ? 'open loop' : `closed loop, concurrency ${concurrency}`}`);
 console.log(`hash prompts (chunk cache): ${hashMs.toFixed(0)} ms; baseline by tokens: ~${baselineHashMs.toFixed(0)} ms`);
 console.log(`replay, one pass per step: ${base.ms.toFixed(0)} ms, ${base.calls} steps`);
 console.log(`replay, decode fast-forward: ${fast.ms.toFixed(0)} ms, ${fast.calls} steps for ${fast.passes} passes`);
-console.log(`${fast.finished} finished, ${fast.kvEvents} KV events, mean TTFT ${fast.meanTtftMs.toFixed(1)} ms, prefix reuse ${fast.prefixReuse.toFixed(3)}`);
+console.log(
+  `${fast.finished} finished, ${fast.kvEvents} KV events, mean TTFT ${fast.meanTtftMs.toFixed(1)} ms, mean E2E ${fast.meanE2eMs.toFixed(1)} ms, prefix reuse ${fast.prefixReuse.toFixed(3)}`,
+);
 console.log(
   JSON.stringify({
     requests: records.length,
     workers,
+    concurrency: concurrency ?? null,
     hashMs: Math.round(hashMs),
     baselineHashMs: Math.round(baselineHashMs),
     replayMs: Math.round(fast.ms),
@@ -93,6 +116,7 @@ console.log(
     passes: fast.passes,
     kvEvents: fast.kvEvents,
     meanTtftMs: fast.meanTtftMs,
+    meanE2eMs: fast.meanE2eMs,
     prefixReuse: fast.prefixReuse,
   }),
 );

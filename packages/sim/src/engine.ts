@@ -116,7 +116,9 @@ export interface StepOptions {
    * `untilMs` and before the next pending arrival. The result is identical to
    * stepping them one by one, given that no request is added before
    * `untilMs`; a driver passes the time of its next possible arrival to this
-   * engine. Omitted: exactly one pass.
+   * engine (arrivals triggered by this step's own completions are accounted
+   * for: a pass that finishes a request is never fast-forwarded past).
+   * Omitted: exactly one pass.
    */
   readonly untilMs?: number;
 }
@@ -453,7 +455,10 @@ export class Engine {
     let passes = 1;
     let scheduledTokens = scheduled;
     let emitted = ready;
-    if (opts.untilMs !== undefined && preempted.length === 0) {
+    // Not after a pass that finished requests: in closed-loop and session
+    // workloads a completion triggers an arrival at this pass's end, which the
+    // caller could not have known when it chose `untilMs`.
+    if (opts.untilMs !== undefined && preempted.length === 0 && finished.length === 0) {
       const q = this.fastForward(opts.untilMs);
       passes += q;
       scheduledTokens += q * this.running.length;

@@ -1,7 +1,7 @@
 export type { StepShape, TimingModel, TimingTable } from './timing';
 export { polynomialPrefillMs, polynomialDecodeMs, polynomialTiming, scaledTiming, tableTiming } from './timing';
 export type { PromptBlocks } from './prompt';
-export { promptFromTokens, MooncakePromptHasher, MOONCAKE_CHUNK_TOKENS } from './prompt';
+export { promptFromTokens, promptFromLocalHashes, MooncakePromptHasher, MOONCAKE_CHUNK_TOKENS } from './prompt';
 export type { EngineConfig, EngineRequest, StepOptions, AddResult, FirstToken, Finished, StepResult, EngineLoad } from './engine';
 export { Engine } from './engine';
 export type { MooncakeRecord, TraceParse, Arrival } from './mooncake';

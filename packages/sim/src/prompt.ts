@@ -26,6 +26,22 @@ export function promptFromTokens(tokens: ArrayLike<number>, blockSize: number): 
   return { isl: u32.length, blockSize, local, sequence: sequenceHashes(local), tail: u32.slice(full) };
 }
 
+/**
+ * A prompt known only by its blocks' local hashes (e.g. replaying a log of
+ * Dynamo block hashes). `tail` is the trailing partial block's tokens when
+ * known; without it the tail is taken as zeros, which only affects the hash
+ * of the first block that generated tokens complete.
+ */
+export function promptFromLocalHashes(local: BigUint64Array, isl: number, blockSize: number, tail?: Uint32Array): PromptBlocks {
+  if (!Number.isInteger(blockSize) || blockSize <= 0) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
+  if (Math.floor(isl / blockSize) !== local.length) {
+    throw new RangeError(`${local.length} local hashes do not match isl ${isl} at block size ${blockSize}`);
+  }
+  const tailLen = isl - local.length * blockSize;
+  if (tail !== undefined && tail.length !== tailLen) throw new RangeError(`tail has ${tail.length} tokens, expected ${tailLen}`);
+  return { isl, blockSize, local, sequence: sequenceHashes(local), tail: tail ?? new Uint32Array(tailLen) };
+}
+
 /** Tokens per Mooncake hash_id. */
 export const MOONCAKE_CHUNK_TOKENS = 512;
 

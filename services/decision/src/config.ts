@@ -2,7 +2,7 @@
  * The decision service's configuration (on top of the runtime's common base).
  * File: `VANTAGE_CONFIG=decision.json`; every leaf also has an environment
  * variable, e.g. `VANTAGE_DECISION_PARAMETER_SET_FILE=/etc/vantage/params.json`,
- * `VANTAGE_DECISION_POOLS='{"efficient":{"model":"m-8b","pool":"efficient"},...}'`.
+ * `VANTAGE_DECISION_POOLS_EFFICIENT_MODEL=m-8b`, `VANTAGE_DECISION_POOLS_EFFICIENT_POOL=efficient`.
  */
 import { baseConfigSchema, s, type DeepReadonly, type Static } from '@vantage/runtime';
 
@@ -19,6 +19,9 @@ const roleSchema = s.object({
 
 export const decisionConfigSchema = s.extend(baseConfigSchema, {
   decision: s.object({
+    /** Route endpoint and queue group (replicas share it). Defaults are the protocol's; tests use unique ones. */
+    subject: s.string({ minLength: 1, default: 'vantage.v1.route' }),
+    queueGroup: s.string({ minLength: 1, default: 'vantage-decision' }),
     pools: s.object({ efficient: roleSchema, capable: roleSchema }),
     /** Parameter-set file (schemas/parameter-set.v1.schema.json). Empty: the built-in development default (variant stage). */
     parameterSetFile: s.string({ default: '' }),

@@ -166,7 +166,8 @@ export class PoolRunner {
     this.subscribe(kvMetricsSubject(ns), 'kv_metrics', (m) => {
       const kind = sniffMessage(m.data);
       if (kind === 'envelope') return onEventPlane('kv_metrics')(m);
-      const r = decodeActiveLoad(m.data);
+      // A bare report may be msgpack or JSON ('{' first): the decoder must be told which.
+      const r = decodeActiveLoad(m.data, { format: kind === 'router_event_json' ? 'json' : 'msgpack' });
       if (!r.ok) return this.reject('kv_metrics', r.code, r.reason, m.subject);
       this.enqueue({ kind: 'load', load: r.value }, 'kv_metrics');
     });
@@ -174,7 +175,7 @@ export class PoolRunner {
       this.subscribe(activeSequencesSubject(ns, comp), 'active_sequences', (m) => {
         const kind = sniffMessage(m.data);
         if (kind === 'envelope') return onEventPlane('active_sequences')(m);
-        const r = decodeActiveSequenceEvents(m.data);
+        const r = decodeActiveSequenceEvents(m.data, { format: kind === 'router_event_json' ? 'json' : 'msgpack' });
         if (!r.ok) return this.reject('active_sequences', r.code, r.reason, m.subject);
         for (const e of r.value) this.enqueue({ kind: 'seq', event: e }, 'active_sequences');
       });

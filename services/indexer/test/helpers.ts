@@ -399,6 +399,11 @@ export class EventGen {
     this.ids.set(k, (this.ids.get(k) ?? 0n) + n);
   }
 
+  /** A removal of a block the publisher never held (changes nothing but the event id). */
+  noop(p: Publisher): KvEvent {
+    return { workerId: p.workerId, dpRank: p.dpRank, storageTier: 'device', eventId: this.nextId(p), data: { kind: 'removed', blockHashes: BigUint64Array.of(12345n) } };
+  }
+
   cleared(p: Publisher): KvEvent {
     for (const t of ['device', 'host_pinned', 'disk'] as const) this.set(p, t).clear();
     return { workerId: p.workerId, dpRank: p.dpRank, storageTier: 'device', eventId: this.nextId(p), data: { kind: 'cleared' } };

@@ -36,6 +36,8 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
       partitions: s.integer({ minimum: 1, default: 6 }),
       replicationFactor: s.integer({ minimum: 1, default: 1 }),
       retentionMs: s.integer({ minimum: 60_000, default: 30 * 24 * 3600_000 }),
+      /** Topic `max.message.bytes` set at creation: one transaction's record batch per partition must fit. */
+      maxMessageBytes: s.integer({ minimum: 1024 * 1024, default: 16 * 1024 * 1024 }),
     }),
     /** Stable per replica (e.g. a StatefulSet ordinal); empty = `<service>-<instanceId>`. A restarted replica must reuse it to fence its predecessor. */
     transactionalId: s.string({ default: '' }),
@@ -49,7 +51,9 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
     /** Cap on messages read but not yet processed: fetching pauses above it. */
     maxInbox: s.integer({ minimum: 1, default: 20_000 }),
     /** Most output records in one Kafka transaction. */
-    maxBatchRecords: s.integer({ minimum: 1, default: 10_000 }),
+    maxBatchRecords: s.integer({ minimum: 1, default: 5_000 }),
+    /** Approximate bytes of output in one Kafka transaction (kept well under topics.maxMessageBytes). */
+    maxBatchBytes: s.integer({ minimum: 64 * 1024, default: 4 * 1024 * 1024 }),
     /** Wait for more input before committing a small batch. */
     lingerMs: s.integer({ minimum: 0, default: 5 }),
     /** Messages larger than this are dead-lettered as OVERSIZED. */

@@ -111,14 +111,15 @@ export class Joiner<H> {
   }
 
   /** Joins whose completion condition now holds (call after adding a batch). */
-  takeComplete(nowMs: number): ClosedJoin<H>[] {
+  takeComplete(nowMs: number, limit = Infinity): ClosedJoin<H>[] {
     const out: ClosedJoin<H>[] = [];
-    for (const id of this.ready) {
-      const j = this.open.get(id);
+    let used = 0;
+    for (; used < this.ready.length && out.length < limit; used++) {
+      const j = this.open.get(this.ready[used] as string);
       if (j !== undefined && j.graceAtMs !== null) out.push(this.close(j, 'complete', nowMs));
     }
-    this.ready.length = 0;
-    while (this.graceHead < this.graceQueue.length) {
+    this.ready.splice(0, used);
+    while (this.graceHead < this.graceQueue.length && out.length < limit) {
       const g = this.graceQueue[this.graceHead] as { id: string; at: number };
       const j = this.open.get(g.id);
       if (j === undefined || j.graceAtMs === null) {
@@ -137,12 +138,12 @@ export class Joiner<H> {
   }
 
   /** Joins past their window, oldest first. */
-  takeExpired(nowMs: number): ClosedJoin<H>[] {
+  takeExpired(nowMs: number, limit = Infinity): ClosedJoin<H>[] {
     const out: ClosedJoin<H>[] = [];
     // Map iteration is insertion order and every deadline is open time + a
     // constant, so the first entry is always the earliest deadline.
     for (const j of this.open.values()) {
-      if (j.deadlineMs > nowMs) break;
+      if (j.deadlineMs > nowMs || out.length >= limit) break;
       out.push(this.close(j, 'deadline', nowMs));
     }
     return out;

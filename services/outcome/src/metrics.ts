@@ -25,6 +25,7 @@ export function outcomeMetrics(registry: Registry) {
     redeliveries: new Counter({ name: 'vantage_outcome_redeliveries_total', help: 'Messages delivered more than once', registers }),
     syncs: new Counter({ name: 'vantage_outcome_progress_syncs_total', help: 'Progress-log synchronisations (sentinel round trips)', registers }),
     resets: new Counter({ name: 'vantage_outcome_resets_total', help: 'In-memory state dropped after losing ownership of messages (JetStream redelivers them)', registers }),
+    expiredDropped: new Counter({ name: 'vantage_outcome_expired_dropped_total', help: 'Fetched messages dropped unprocessed because their ownership lapsed while queued (redelivered later)', registers }),
     fetchPaused: new Gauge({ name: 'vantage_outcome_fetch_paused', help: '1 while fetching is paused by backpressure', registers }),
   };
 }

@@ -54,6 +54,8 @@ interface Batch {
   nonce: string;
   byTopic: Map<string, KafkaMessage[]>;
   records: number;
+  /** Approximate output bytes (values), against maxBatchBytes. */
+  bytes: number;
   /** Acked after commit. */
   done: Held[];
   doneSeqs: Map<string, number[]>;
@@ -83,6 +85,18 @@ function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
 
 function publishMs(msg: JsMsg): number {
   return Math.floor(Number(msg.info.timestampNanos) / 1_000_000);
+}
+
+/** Retries a start-up call that fails transiently (leader elections, coordinator loading). */
+async function retrying<T>(what: string, fn: () => Promise<T>, attempts = 30): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (i >= attempts) throw new Error(`${what}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      await sleep(200);
+    }
+  }
 }
 
 export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
@@ -130,13 +144,14 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     );
   }
   const retention = String(o.topics.retentionMs);
+  const topicConfig = { 'retention.ms': retention, 'max.message.bytes': String(o.topics.maxMessageBytes) };
   await kafka.ensureTopics([
-    { topic: o.topics.decisions, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: { 'retention.ms': retention } },
-    { topic: o.topics.outcomes, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: { 'retention.ms': retention } },
-    { topic: o.topics.deadLetter, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: { 'retention.ms': retention } },
+    { topic: o.topics.decisions, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: topicConfig },
+    { topic: o.topics.outcomes, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: topicConfig },
+    { topic: o.topics.deadLetter, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: topicConfig },
     // One partition: the follower's "read up to my sentinel" is only a total
     // order within a partition.
-    { topic: o.topics.progress, partitions: 1, replicationFactor: o.topics.replicationFactor, config: { 'retention.ms': retention } },
+    { topic: o.topics.progress, partitions: 1, replicationFactor: o.topics.replicationFactor, config: topicConfig },
   ]);
 
   const committed = new CommittedSet(2 * ackWaitMs);
@@ -177,17 +192,21 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
 
   // ---------------------------------------------------- progress follower
   const sentinelWaiters = new Map<string, () => void>();
-  const follower: KafkaConsumer = await kafka.createConsumer({
-    groupId: `${transactionalId}-progress-${randomBytes(4).toString('hex')}`,
-    readUncommitted: false,
-    // Only this instance reads with this group; no offsets are committed.
-    sessionTimeout: 30_000,
-    retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 2_000 },
-  });
+  const followerGroup = `${transactionalId}-progress-${randomBytes(4).toString('hex')}`;
   const startOffset = await progressStartOffset();
+  // The start position is committed for the (new, empty) group before it
+  // joins, rather than seeked: kafkajs restarts a crashed consumer (e.g. after
+  // a broker restart) from committed offsets, and a seek would be forgotten.
+  await retrying('progress follower start offset', () => kafka.admin.setOffsets({ groupId: followerGroup, topic: o.topics.progress, partitions: [{ partition: 0, offset: startOffset }] }));
+  const follower: KafkaConsumer = await kafka.createConsumer({
+    groupId: followerGroup,
+    readUncommitted: false,
+    maxWaitTimeInMs: 100,
+    retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 2_000 },
+  });
   await follower.subscribe({ topic: o.topics.progress, fromBeginning: true });
   await follower.run({
-    autoCommit: false,
+    autoCommit: true,
     eachMessage: async ({ message }) => {
       const rec = parseProgress(message.value);
       if (rec === null) return;
@@ -195,7 +214,6 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       sentinelWaiters.get(rec.nonce)?.();
     },
   });
-  follower.seek({ topic: o.topics.progress, partition: 0, offset: startOffset });
   log.info({ topic: o.topics.progress, offset: startOffset }, 'progress follower started');
 
   /**
@@ -217,7 +235,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       bound = Math.min(bound, m === null ? 0 : m.time.getTime());
     }
     bound = Math.max(0, bound - o.clockSkewMs);
-    const offsets = await kafka.admin.fetchTopicOffsetsByTimestamp(o.topics.progress, bound);
+    // Right after topic creation the partition may not have a leader yet: retry briefly.
+    const offsets = await retrying('progress offsets by timestamp', () => kafka.admin.fetchTopicOffsetsByTimestamp(o.topics.progress, bound));
     const p0 = offsets.find((x) => x.partition === 0);
     log.info({ boundMs: bound, offset: p0?.offset }, 'progress log read-back bound');
     return p0?.offset ?? '0';
@@ -301,6 +320,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       nonce: `t-${randomBytes(8).toString('hex')}`,
       byTopic: new Map(),
       records: 0,
+      bytes: 0,
       done: [],
       doneSeqs: new Map(),
       copied: [],
@@ -318,6 +338,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   function emit(b: Batch, topic: string, m: KafkaMessage, kind: string, status: string): void {
     push(b.byTopic, topic, m);
     b.records++;
+    b.bytes += (m.value as Buffer | null)?.length ?? 0;
     b.counts.push({ kind, status });
   }
 
@@ -532,8 +553,19 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         if (redelivered.some((it) => committed.lookup(it.stream, it.msg.seq) !== 'done')) await sync();
       }
       const skip: Held[] = [];
+      const startedMs = Date.now();
+      let used = 0;
       for (const it of items) {
+        // Byte cap: the rest stays in the inbox for the next transaction.
+        if (b.bytes >= o.maxBatchBytes) break;
+        used++;
         metrics.recordsIn.inc({ kind: it.kind });
+        // Held so long (Kafka down) that the server may have redelivered it:
+        // not ours to write any more. Dropped unacked; its redelivery decides.
+        if (it.receivedAtMs + ownershipMs <= startedMs) {
+          metrics.expiredDropped.inc();
+          continue;
+        }
         let seenAs: 'decision' | undefined;
         if (it.msg.redelivered) {
           const s = committed.lookup(it.stream, it.msg.seq);
@@ -549,12 +581,15 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         }
         processOne(b, it, seenAs);
       }
+      inboxHead -= items.length - used;
       // Already in Kafka: ack now, nothing to write.
       for (const h of skip) h.msg.ack();
 
       const now = Date.now();
-      for (const c of joiner.takeComplete(now)) emitOutcome(b, c);
-      for (const c of joiner.takeExpired(now)) emitOutcome(b, c);
+      // Closed joins are bounded per batch too; the rest close in the next one.
+      const room = (): number => (b.bytes >= o.maxBatchBytes ? 0 : Math.max(1, o.maxBatchRecords - b.records));
+      for (const c of joiner.takeComplete(now, room())) emitOutcome(b, c);
+      for (const c of joiner.takeExpired(now, room())) emitOutcome(b, c);
       metrics.pendingJoins.set(joiner.pending);
       if (b.records === 0) continue;
 

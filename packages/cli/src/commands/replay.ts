@@ -208,7 +208,11 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     };
 
     if (open.size > 0) {
-      consumer = kafka.consumer({ groupId: `vantage-replay-${randomBytes(6).toString('hex')}`, readUncommitted: false, maxWaitTimeInMs: 250 });
+      const groupId = `vantage-replay-${randomBytes(6).toString('hex')}`;
+      consumer = kafka.consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 250 });
+      // Start positions are committed for the fresh group before it joins:
+      // kafkajs forgets a seek when it restarts a consumer after a broker error.
+      await admin.setOffsets({ groupId, topic, partitions: [...starts].map(([partition, o]) => ({ partition, offset: o.toString() })) });
       await consumer.connect();
       await consumer.subscribe({ topic, fromBeginning: true });
       let finish!: () => void;
@@ -251,7 +255,6 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
           }
         },
       });
-      for (const [p, s] of starts) if (open.has(p)) consumer.seek({ topic, partition: p, offset: s.toString() });
       await finished;
       clearInterval(timer);
     }

@@ -1,0 +1,324 @@
+/**
+ * `fitAll`: every calibration step of seed 000 in order, from measurements
+ * to a validated parameter set and the report that justifies it.
+ *
+ *   rows ─validate─▶ pairs ─grouped split (seeded)─▶ fitting | uncertainty | selection
+ *   fitting      ─▶ Q tables, standardisation, ridge (lambda by grouped CV)   per model
+ *   uncertainty  ─▶ margins delta_blind, delta_cache (p90 of per-condition max error)
+ *   selection    ─▶ thresholds r, p (count, count + prefill); rule comparison
+ *
+ * Pure and synchronous; the same rows, options and seed give the same
+ * result (createdAt aside, which does not enter the version's hash).
+ */
+import {
+  createParameterSet,
+  DEFAULT_PARAMETER_SET,
+  type GateLimits,
+  type ModelParameters,
+  type ParameterSet,
+  type QTable,
+  type Thresholds,
+  type Variant,
+} from '@vantage/rules';
+import { fitEstimator, withCoefficients, type EstimatorFit } from './estimator-fit';
+import { calibrateMargin, ESTIMATORS, MARGIN_QUANTILE, simulateEstimatorRule, type Estimator, type MarginFit } from './margins';
+import { buildQTable, designGrid, type QCell } from './qtable';
+import { DEFAULT_CV_FOLDS, DEFAULT_LAMBDAS, fitStandardization, type FeatureName } from './ridge';
+import { compareStrings, pairRows, ROLES, validateCalibrationRows, type CalibrationRow, type Role, type RowProblem } from './rows';
+import { applySplit, DEFAULT_FRACTIONS, findSplitLeaks, fractionProblems, SPLIT_NAMES, splitConditions, type SplitFractions, type SplitName } from './splits';
+import { searchThresholds, type ThresholdSearch } from './thresholds';
+
+export type FitVariant = Exclude<Variant, 'stage'>;
+export const FIT_VARIANTS: readonly FitVariant[] = ['count', 'count_prefill', 'blind', 'cache'];
+
+export interface FitOptions {
+  /** Seed of the split and the CV folds. Default 1. */
+  readonly seed?: number;
+  readonly fractions?: SplitFractions;
+  /** Rule variant of the parameter set. Default `cache`. */
+  readonly variant?: FitVariant;
+  /** Ridge lambda grid. Default 0, 0.01, 0.1, 1, 10, 100, 1000. */
+  readonly lambdas?: readonly number[];
+  /** CV folds (over workload conditions). Default 5. */
+  readonly cvFolds?: number;
+  /**
+   * Which no-contention measurements fill the Q tables: `fitting` (default:
+   * the strict reading of "separate measurements for fitting, estimating
+   * uncertainty and selecting") or `all` (every split; the grid is the
+   * design either way). `all` lets uncertainty and selection measurements
+   * into the model, which makes margins and selection slightly optimistic.
+   */
+  readonly qSource?: 'fitting' | 'all';
+  /** Decimals of f = K / N for Q grid columns. Default 2. */
+  readonly fDecimals?: number;
+  readonly clampN?: boolean;
+  readonly clampF?: boolean;
+  /** Stage proposals for the rule simulations: all efficient (default) or as recorded. */
+  readonly proposals?: 'efficient' | 'rows';
+  /** Gate G (not fitted; fixed across variants). Default: the rules package's development gate. */
+  readonly gate?: GateLimits;
+  readonly createdAt?: Date | string;
+  readonly onProgress?: (line: string) => void;
+}
+
+export interface ModelReport {
+  readonly role: Role;
+  readonly name: string;
+  readonly rows: Readonly<Record<SplitName, number>>;
+  readonly qTable: QTable;
+  readonly qCells: readonly QCell[];
+  readonly qMeasurements: number;
+  readonly standardization: ModelParameters['standardization'];
+  readonly constantFeatures: readonly FeatureName[];
+  readonly estimators: Readonly<Record<Estimator, EstimatorFit>>;
+}
+
+export interface RuleComparison {
+  readonly rule: string;
+  readonly meanSelectedTtftMs: number;
+  readonly overrides: number;
+}
+
+export interface FitReport {
+  readonly seed: number;
+  readonly variant: FitVariant;
+  readonly options: {
+    readonly fractions: SplitFractions;
+    readonly lambdas: readonly number[];
+    readonly cvFolds: number;
+    readonly qSource: 'fitting' | 'all';
+    readonly fDecimals: number;
+    readonly proposals: 'efficient' | 'rows';
+    readonly gate: GateLimits;
+    readonly marginQuantile: number;
+  };
+  readonly input: { readonly rows: number; readonly pairs: number; readonly unpairedRows: number; readonly conditions: number };
+  readonly splits: Readonly<
+    Record<SplitName, { readonly conditionIds: readonly string[]; readonly rows: number; readonly pairs: number }>
+  >;
+  readonly models: Readonly<Record<Role, ModelReport>>;
+  readonly thresholds: { readonly count: ThresholdSearch; readonly countPrefill: ThresholdSearch };
+  readonly margins: Readonly<Record<Estimator, MarginFit>>;
+  /** Mean selected TTFT on the selection split: Stage, the fitted rules, and the estimators at zero margin. */
+  readonly selection: readonly RuleComparison[];
+  readonly warnings: readonly string[];
+  readonly parameterSetVersion: string;
+}
+
+export type FitResult =
+  | { readonly ok: true; readonly parameterSet: ParameterSet; readonly report: FitReport }
+  | { readonly ok: false; readonly errors: readonly string[]; readonly problems: readonly RowProblem[] };
+
+function optionProblems(o: FitOptions): string[] {
+  const out: string[] = [];
+  if (o.seed !== undefined && !(Number.isSafeInteger(o.seed) && o.seed >= 0)) out.push(`seed ${o.seed} must be a non-negative integer`);
+  if (o.fractions !== undefined) out.push(...fractionProblems(o.fractions));
+  if (o.lambdas !== undefined && (o.lambdas.length === 0 || o.lambdas.some((l) => !(Number.isFinite(l) && l >= 0)))) {
+    out.push('lambdas must be a non-empty list of finite numbers >= 0');
+  }
+  if (o.cvFolds !== undefined && !(Number.isInteger(o.cvFolds) && o.cvFolds >= 2)) out.push(`cvFolds ${o.cvFolds} must be an integer >= 2`);
+  if (o.fDecimals !== undefined && !(Number.isInteger(o.fDecimals) && o.fDecimals >= 0 && o.fDecimals <= 6)) out.push(`fDecimals ${o.fDecimals} must be an integer in [0, 6]`);
+  if (o.variant !== undefined && !FIT_VARIANTS.includes(o.variant)) out.push(`variant ${String(o.variant)} must be one of ${FIT_VARIANTS.join(', ')}`);
+  return out;
+}
+
+/**
+ * Canonical order (condition, repeat, role, request id, line): every sum in
+ * the fit then runs in the same order whatever order the file had, so the
+ * same measurements give bit-identical numbers and the same version hash.
+ */
+function canonicalOrder(rows: readonly CalibrationRow[]): CalibrationRow[] {
+  return [...rows].sort(
+    (a, b) =>
+      compareStrings(a.conditionId, b.conditionId) ||
+      a.repeat - b.repeat ||
+      compareStrings(a.role, b.role) ||
+      compareStrings(a.requestId, b.requestId) ||
+      a.line - b.line,
+  );
+}
+
+export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {}): FitResult {
+  const rows = canonicalOrder(input);
+  const fail = (errors: string[], problems: RowProblem[] = []): FitResult => ({ ok: false, errors, problems });
+  const bad = optionProblems(options);
+  if (bad.length > 0) return fail(bad);
+  const seed = options.seed ?? 1;
+  const fractions = options.fractions ?? DEFAULT_FRACTIONS;
+  const variant = options.variant ?? 'cache';
+  const lambdas = [...(options.lambdas ?? DEFAULT_LAMBDAS)].sort((a, b) => a - b);
+  const cvFolds = options.cvFolds ?? DEFAULT_CV_FOLDS;
+  const qSource = options.qSource ?? 'fitting';
+  const fDecimals = options.fDecimals ?? 2;
+  const proposals = options.proposals ?? 'efficient';
+  const gate = options.gate ?? DEFAULT_PARAMETER_SET.gate;
+  const progress = options.onProgress ?? (() => {});
+  const warnings: string[] = [];
+
+  const problems = validateCalibrationRows(rows);
+  if (problems.length > 0) return fail([`${problems.length} bad calibration row(s)`], problems);
+  const names = {} as Record<Role, string>;
+  for (const role of ROLES) {
+    const r = rows.find((x) => x.role === role);
+    if (r === undefined) return fail([`no ${role} measurements: both candidates must be measured`]);
+    names[role] = r.model;
+  }
+
+  // Pairs and grouped splits.
+  const { pairs, unpaired } = pairRows(rows, proposals);
+  if (unpaired.length > 0) warnings.push(`${unpaired.length} measurement(s) without their other candidate: used for Q and regression, not for margins or thresholds`);
+  const split = splitConditions(rows, fractions, seed);
+  const rowSplits = applySplit(rows, split);
+  const pairSplits = applySplit(pairs, split);
+  const leaks = [...findSplitLeaks(rowSplits), ...findSplitLeaks(pairSplits)];
+  if (leaks.length > 0) return fail([`internal: conditions in two splits: ${leaks.map((l) => l.conditionId).join(', ')}`]);
+  const conditions = SPLIT_NAMES.reduce((n, s) => n + split[s].length, 0);
+  progress(`split ${conditions} conditions: ${SPLIT_NAMES.map((s) => `${s} ${split[s].length} (${rowSplits[s].length} rows, ${pairSplits[s].length} pairs)`).join(', ')}`);
+  for (const s of SPLIT_NAMES) if (split[s].length === 0) return fail([`the ${s} split has no workload condition (${conditions} conditions in total)`]);
+
+  // Per model: Q table, standardisation, both estimators.
+  const models = {} as Record<Role, ModelReport>;
+  const params = {} as Record<Role, ModelParameters>;
+  const errors: string[] = [];
+  for (const role of ROLES) {
+    const name = names[role];
+    const mine = { fitting: [] as CalibrationRow[], uncertainty: [] as CalibrationRow[], selection: [] as CalibrationRow[] };
+    for (const s of SPLIT_NAMES) mine[s] = rowSplits[s].filter((r) => r.role === role);
+    const allQuiet = rows.filter((r) => r.role === role && r.noContention);
+    const grid = designGrid(allQuiet, fDecimals);
+    const qRows = qSource === 'all' ? allQuiet : mine.fitting.filter((r) => r.noContention);
+    const q = buildQTable(qRows, { nGrid: grid.nGrid, fGrid: grid.fGrid, fDecimals, clampN: options.clampN ?? false, clampF: options.clampF ?? false });
+    if (!q.ok) {
+      errors.push(...q.errors.map((e) => `${role} (${name}) Q from ${qSource} no-contention rows: ${e}`));
+      continue;
+    }
+    const filled = q.cells.filter((c) => c.source !== 'measured').length;
+    if (filled > 0) warnings.push(`${role} Q table: ${filled} of ${q.cells.length} cells interpolated (no ${qSource} measurement)`);
+    progress(`${role} ${name}: Q table ${grid.nGrid.length} N x ${grid.fGrid.length} f from ${qRows.length} no-contention rows (${filled} cells interpolated)`);
+    const std = fitStandardization(mine.fitting);
+    warnings.push(...std.warnings.map((w) => `${role} standardisation ${w}`));
+    const fits = {} as Record<Estimator, EstimatorFit>;
+    for (const estimator of ESTIMATORS) {
+      const f = fitEstimator({
+        estimator,
+        name,
+        qTable: q.table,
+        standardization: std.standardization,
+        constant: std.constant,
+        rows: mine,
+        lambdas,
+        folds: cvFolds,
+        seed,
+      });
+      if (!f.ok) {
+        errors.push(`${role} ${f.reason}`);
+        continue;
+      }
+      fits[estimator] = f.value;
+      const u = f.value.errors.uncertainty;
+      progress(`${role} ${estimator}: lambda ${f.value.lambda} by ${f.value.cvFolds}-fold grouped CV on ${f.value.trainingRows} rows; uncertainty MAE ${u.maeMs.toFixed(1)} ms, RMSE ${u.rmseMs.toFixed(1)} ms (n ${u.n})`);
+    }
+    if (fits.blind === undefined || fits.cache === undefined) continue;
+    let model = withCoefficients({ name, qTable: q.table, standardization: std.standardization }, 'blind', fits.blind.coefficients);
+    model = withCoefficients(model, 'cache', fits.cache.coefficients);
+    params[role] = model;
+    models[role] = {
+      role,
+      name,
+      rows: { fitting: mine.fitting.length, uncertainty: mine.uncertainty.length, selection: mine.selection.length },
+      qTable: q.table,
+      qCells: q.cells,
+      qMeasurements: qRows.length,
+      standardization: std.standardization,
+      constantFeatures: std.constant,
+      estimators: fits,
+    };
+  }
+  if (errors.length > 0) return fail(errors);
+  const pm = { efficient: params.efficient, capable: params.capable };
+
+  // Margins on the uncertainty split.
+  const margins = {} as Record<Estimator, MarginFit>;
+  for (const estimator of ESTIMATORS) {
+    try {
+      margins[estimator] = calibrateMargin(pairSplits.uncertainty, pm, estimator);
+    } catch (err) {
+      errors.push(`${estimator} margin: ${err instanceof Error ? err.message : String(err)} (${pairSplits.uncertainty.length} uncertainty pairs)`);
+      continue;
+    }
+    progress(`${estimator} margin: ${margins[estimator].marginMs.toFixed(1)} ms (p${MARGIN_QUANTILE * 100} of ${margins[estimator].perCondition.length} conditions' max advantage error)`);
+  }
+  if (errors.length > 0) return fail(errors);
+
+  // Thresholds and the rule comparison on the selection split.
+  const sel = pairSplits.selection;
+  if (sel.length === 0) return fail(['the selection split has no pair of measurements: thresholds cannot be searched']);
+  const count = searchThresholds(sel, 'count', gate.destinationLimit);
+  const countPrefill = searchThresholds(sel, 'count_prefill', gate.destinationLimit);
+  progress(`thresholds on ${sel.length} selection pairs: count r=${String(count.best.r)}; count+prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`);
+  const selection: RuleComparison[] = [
+    { rule: 'stage', meanSelectedTtftMs: count.stageMeanTtftMs, overrides: 0 },
+    { rule: `count r=${String(count.best.r)}`, meanSelectedTtftMs: count.best.meanSelectedTtftMs, overrides: count.best.overrides },
+    {
+      rule: `count_prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`,
+      meanSelectedTtftMs: countPrefill.best.meanSelectedTtftMs,
+      overrides: countPrefill.best.overrides,
+    },
+  ];
+  for (const estimator of ESTIMATORS) {
+    for (const [label, m] of [
+      [`delta=${margins[estimator].marginMs.toFixed(1)}`, margins[estimator].marginMs],
+      ['delta=0', 0],
+    ] as const) {
+      const o = simulateEstimatorRule(sel, pm, estimator, m, gate.destinationLimit);
+      selection.push({ rule: `${estimator} ${label}`, ...o });
+    }
+  }
+
+  // The parameter set.
+  let thresholds: Thresholds = { r: countPrefill.best.r, p: countPrefill.best.p };
+  if (variant === 'count') {
+    if (count.best.r === null) return fail(['count: no request-count threshold beats Stage on the selection split (the disabled term is best); use the Stage baseline']);
+    thresholds = { r: count.best.r, p: null };
+  }
+  if (variant === 'count_prefill' && thresholds.r === null && thresholds.p === null) {
+    return fail(['count_prefill: no threshold beats Stage on the selection split (both terms disabled is best); use the Stage baseline']);
+  }
+  const created = createParameterSet({
+    variant,
+    models: pm,
+    thresholds,
+    margins: { deltaBlindMs: margins.blind.marginMs, deltaCacheMs: margins.cache.marginMs },
+    gate,
+    provenance: {
+      tool: '@vantage/fitting fitAll',
+      seed,
+      fractions,
+      qSource,
+      conditions: { fitting: split.fitting.length, uncertainty: split.uncertainty.length, selection: split.selection.length },
+      rows: rows.length,
+      pairs: pairs.length,
+      lambdas: Object.fromEntries(ROLES.map((r) => [r, { blind: models[r].estimators.blind.lambda, cache: models[r].estimators.cache.lambda }])),
+    },
+    ...(options.createdAt === undefined ? {} : { createdAt: options.createdAt }),
+  });
+  if (!created.ok) return fail(created.errors.map((e) => `parameter set refused: ${e}`));
+  progress(`parameter set ${created.value.version} (variant ${variant})`);
+
+  const report: FitReport = {
+    seed,
+    variant,
+    options: { fractions, lambdas, cvFolds, qSource, fDecimals, proposals, gate, marginQuantile: MARGIN_QUANTILE },
+    input: { rows: rows.length, pairs: pairs.length, unpairedRows: unpaired.length, conditions },
+    splits: Object.fromEntries(
+      SPLIT_NAMES.map((s) => [s, { conditionIds: split[s], rows: rowSplits[s].length, pairs: pairSplits[s].length }]),
+    ) as FitReport['splits'],
+    models,
+    thresholds: { count, countPrefill },
+    margins,
+    selection,
+    warnings,
+    parameterSetVersion: created.value.version,
+  };
+  return { ok: true, parameterSet: created.value, report };
+}

@@ -1,0 +1,196 @@
+/**
+ * Q_m(N, f): "a table of measured TTFT with no competing requests, indexed
+ * by prompt length and cached fraction. Values between measured points use
+ * bilinear interpolation" (seed 000). Built here, read by @vantage/rules'
+ * `lookupQ`, in its `QTable` format.
+ *
+ * Grid: the calibration's design, i.e. the distinct prompt lengths N and the
+ * distinct cached fractions f = K / N of the no-contention measurements. K is
+ * a block-aligned router estimate, so a designed 50 % prefix shows up as
+ * 0.4998 or 0.5002; f is rounded to `fDecimals` (default 2) before it names a
+ * grid column. N is used exactly: it is a token count the design fixes.
+ *
+ * Cell value: the MEDIAN of the measurements in the cell, not the mean. A cell
+ * holds a handful of repeats, and a TTFT sample has a one-sided tail (a
+ * scheduler hiccup, a late first step); one such repeat would move a mean of
+ * five by a fifth of its excess and shift every prediction that reads the
+ * cell, while the median ignores it. The ridge intercept absorbs any constant
+ * median/mean offset of the loaded measurements.
+ *
+ * Holes (a grid cell with no measurement in the rows supplied) are filled by
+ * linear interpolation along the grid: first along N within the same f column
+ * between the nearest filled cells on both sides, then along f within the same
+ * N row, repeated until nothing changes. A hole that has no filled neighbours
+ * on both sides in either direction (an edge or corner) is refused, never
+ * extrapolated, as is a grid row or column with no measurement at all.
+ */
+import type { QTable } from '@vantage/rules';
+import { median } from './stats';
+
+export interface QMeasurement {
+  readonly n: number;
+  readonly k: number;
+  readonly ttftMs: number;
+}
+
+export interface QBuildOptions {
+  /** Grid of prompt lengths; default the distinct N of the measurements. */
+  readonly nGrid?: readonly number[];
+  /** Grid of cached fractions; default the distinct rounded f of the measurements. */
+  readonly fGrid?: readonly number[];
+  /** Decimals f = K / N is rounded to before it is matched to a grid column. Default 2. */
+  readonly fDecimals?: number;
+  readonly clampN?: boolean;
+  readonly clampF?: boolean;
+}
+
+export type CellSource = 'measured' | 'interpolated_n' | 'interpolated_f';
+
+export interface QCell {
+  readonly n: number;
+  readonly f: number;
+  readonly valueMs: number;
+  readonly source: CellSource;
+  /** Measurements in the cell (0 for interpolated cells). */
+  readonly count: number;
+}
+
+export type QBuild =
+  | {
+      readonly ok: true;
+      readonly table: QTable;
+      readonly cells: readonly QCell[];
+      /** Measurements whose (N, f) is not a grid point (only with explicit grids). */
+      readonly offGrid: number;
+    }
+  | { readonly ok: false; readonly errors: readonly string[] };
+
+export function roundF(f: number, decimals: number): number {
+  const s = 10 ** decimals;
+  return Math.round(f * s) / s;
+}
+
+/** Cached fraction of a measurement, K clipped to [0, N] as the estimator does. */
+export function cachedFraction(n: number, k: number): number {
+  return Math.min(Math.max(k, 0), n) / n;
+}
+
+function distinctSorted(xs: Iterable<number>): number[] {
+  return [...new Set(xs)].sort((a, b) => a - b);
+}
+
+/** The design grid of a set of no-contention measurements. */
+export function designGrid(ms: readonly QMeasurement[], fDecimals = 2): { nGrid: number[]; fGrid: number[] } {
+  return {
+    nGrid: distinctSorted(ms.map((m) => m.n)),
+    fGrid: distinctSorted(ms.map((m) => roundF(cachedFraction(m.n, m.k), fDecimals))),
+  };
+}
+
+/**
+ * Linear interpolation at index i of a line of cells between the nearest
+ * known cells on both sides, or undefined when one side has none.
+ */
+function between(line: readonly (number | undefined)[], grid: readonly number[], i: number): number | undefined {
+  let lo = i - 1;
+  while (lo >= 0 && line[lo] === undefined) lo--;
+  let hi = i + 1;
+  while (hi < line.length && line[hi] === undefined) hi++;
+  if (lo < 0 || hi >= line.length) return undefined;
+  const a = grid[lo] as number;
+  const b = grid[hi] as number;
+  const t = ((grid[i] as number) - a) / (b - a);
+  return (1 - t) * (line[lo] as number) + t * (line[hi] as number);
+}
+
+export function buildQTable(measurements: readonly QMeasurement[], options: QBuildOptions = {}): QBuild {
+  const fDecimals = options.fDecimals ?? 2;
+  const design = designGrid(measurements, fDecimals);
+  const nGrid = [...(options.nGrid ?? design.nGrid)];
+  const fGrid = [...(options.fGrid ?? design.fGrid)];
+  const errors: string[] = [];
+  if (nGrid.length < 2) errors.push(`Q table needs at least 2 prompt lengths, has ${nGrid.length} (${nGrid.join(', ')})`);
+  if (fGrid.length < 2) errors.push(`Q table needs at least 2 cached fractions, has ${fGrid.length} (${fGrid.join(', ')})`);
+  if (fGrid[0] !== 0) errors.push(`Q table needs a no-contention measurement at f = 0 (the cache-blind estimator reads Q(N, 0)); lowest f is ${String(fGrid[0])}`);
+  if (nGrid.some((n) => !(n > 0))) errors.push('Q table prompt lengths must be positive');
+  if (fGrid.some((f) => !(f >= 0 && f <= 1))) errors.push('Q table cached fractions must lie in [0, 1]');
+  if (errors.length > 0) return { ok: false, errors };
+
+  const nIndex = new Map(nGrid.map((n, i) => [n, i]));
+  const fIndex = new Map(fGrid.map((f, j) => [f, j]));
+  const bins: number[][][] = nGrid.map(() => fGrid.map(() => []));
+  let offGrid = 0;
+  for (const m of measurements) {
+    const i = nIndex.get(m.n);
+    const j = fIndex.get(roundF(cachedFraction(m.n, m.k), fDecimals));
+    if (i === undefined || j === undefined) offGrid++;
+    else (bins[i]?.[j] as number[]).push(m.ttftMs);
+  }
+
+  nGrid.forEach((n, i) => {
+    if ((bins[i] as number[][]).every((c) => c.length === 0)) errors.push(`Q table row N = ${n} has no measurement`);
+  });
+  fGrid.forEach((f, j) => {
+    if (bins.every((row) => (row[j] as number[]).length === 0)) errors.push(`Q table column f = ${f} has no measurement`);
+  });
+  if (errors.length > 0) return { ok: false, errors };
+
+  const values: (number | undefined)[][] = bins.map((row) => row.map((c) => (c.length === 0 ? undefined : median(c))));
+  const source: CellSource[][] = bins.map((row) => row.map(() => 'measured'));
+  for (;;) {
+    let changed = false;
+    // Along N, within each f column, from the cells known at the start of the pass.
+    const byN = values.map((row) => [...row]);
+    for (let j = 0; j < fGrid.length; j++) {
+      const column = values.map((row) => row[j]);
+      for (let i = 0; i < nGrid.length; i++) {
+        if (column[i] !== undefined) continue;
+        const v = between(column, nGrid, i);
+        if (v !== undefined) {
+          (byN[i] as (number | undefined)[])[j] = v;
+          (source[i] as CellSource[])[j] = 'interpolated_n';
+          changed = true;
+        }
+      }
+    }
+    // Then along f, within each N row.
+    for (let i = 0; i < nGrid.length; i++) {
+      const row = byN[i] as (number | undefined)[];
+      const known = [...row];
+      for (let j = 0; j < fGrid.length; j++) {
+        if (known[j] !== undefined) continue;
+        const v = between(known, fGrid, j);
+        if (v !== undefined) {
+          row[j] = v;
+          (source[i] as CellSource[])[j] = 'interpolated_f';
+          changed = true;
+        }
+      }
+    }
+    for (let i = 0; i < nGrid.length; i++) values[i] = byN[i] as (number | undefined)[];
+    if (!changed) break;
+  }
+
+  const cells: QCell[] = [];
+  nGrid.forEach((n, i) =>
+    fGrid.forEach((f, j) => {
+      const v = values[i]?.[j];
+      if (v === undefined) errors.push(`Q table cell (N = ${n}, f = ${f}) has no measurement and no measured neighbours on both sides to interpolate from`);
+      else if (!(Number.isFinite(v) && v > 0)) errors.push(`Q table cell (N = ${n}, f = ${f}) = ${v} is not a positive time`);
+      else cells.push({ n, f, valueMs: v, source: source[i]?.[j] ?? 'measured', count: bins[i]?.[j]?.length ?? 0 });
+    }),
+  );
+  if (errors.length > 0) return { ok: false, errors };
+  return {
+    ok: true,
+    table: {
+      nGrid,
+      fGrid,
+      valuesMs: values.map((row) => row.map((v) => v as number)),
+      clampN: options.clampN ?? false,
+      clampF: options.clampF ?? false,
+    },
+    cells,
+    offGrid,
+  };
+}

@@ -1,0 +1,360 @@
+/**
+ * Calibration measurements: the plain input type of every fitting step, the
+ * parser from the JSON Lines the replay tool writes (`outcomeToJsonRow` of
+ * @vantage/records), value validation with line numbers, and pairing of the
+ * two candidates measured under one workload condition.
+ *
+ * Seed 000 ("How we would evaluate it"): "Collect GPU calibration data. Vary
+ * prompt length, reusable prefix length, prefill contention and generation
+ * contention [...] Measure both candidates here to assess predictions."
+ * One outcome record measures one request on one candidate, so a condition's
+ * repeat is measured twice, once per candidate, and the two rows are joined
+ * here by (condition id, repeat).
+ */
+
+export type Role = 'efficient' | 'capable';
+export const ROLES: readonly Role[] = ['efficient', 'capable'];
+
+/** One measured request of the calibration. */
+export interface CalibrationRow {
+  /** 1-based line of the source file; 0 for rows built in code. */
+  readonly line: number;
+  readonly requestId: string;
+  /** Workload condition: every repeat of one condition shares it (the unit of every split). */
+  readonly conditionId: string;
+  /** Repeat index within the condition (>= 0). */
+  readonly repeat: number;
+  /** Which candidate the request was sent to (and whose TTFT was measured). */
+  readonly role: Role;
+  readonly model: string;
+  /** N: prompt tokens after this model's template and tokenizer (> 0). */
+  readonly n: number;
+  /** K: reusable GPU-prefix tokens on the chosen worker (>= 0). */
+  readonly k: number;
+  /** R: booked requests on the chosen worker (>= 0). */
+  readonly r: number;
+  /** P: prefill pressure; null when the worker did not advertise its capacity. */
+  readonly p: number | null;
+  /** Measured time to first token. */
+  readonly ttftMs: number;
+  /** The harness ran this condition without background load. */
+  readonly noBackgroundLoad: boolean;
+  /** No-contention measurement: no background load and R = 0 (a Q-table point). */
+  readonly noContention: boolean;
+  /** Stage's proposal as recorded; null when the row carried none. */
+  readonly proposal: Role | null;
+}
+
+/** Both candidates measured for one repeat of one condition. */
+export interface CalibrationPair {
+  readonly conditionId: string;
+  readonly repeat: number;
+  /** Stage's proposal the rules reconsider (efficient unless taken from the rows). */
+  readonly proposal: Role;
+  readonly efficient: CalibrationRow;
+  readonly capable: CalibrationRow;
+}
+
+export interface RowProblem {
+  /** 1-based line; 0 for rows built in code. */
+  readonly line: number;
+  readonly message: string;
+}
+
+// ---------------------------------------------------------------------------
+// The one place that knows the replay tool's column names.
+// ---------------------------------------------------------------------------
+
+/**
+ * Flattened outcome-record columns (`outcomeToJsonRow`: dotted paths, the
+ * embedded decision under `decision.`, per-candidate arrays keyed by role).
+ * A test checks every name against `OUTCOME_CSV_COLUMNS`, so a schema change
+ * that renames one fails there rather than here at fitting time.
+ */
+export const OUTCOME_COLUMNS = Object.freeze({
+  requestId: 'requestId',
+  sessionId: 'sessionId',
+  status: 'status',
+  ttftMs: 'ttftMs',
+  background: 'background',
+  servedPool: 'servedPool',
+  /** The candidate the request was sent to. */
+  role: 'decision.finalChoice.role',
+  model: 'decision.finalChoice.model',
+  proposal: 'decision.stageProposal.role',
+  observation: (role: Role) =>
+    Object.freeze({
+      status: `decision.observations.${role}.status`,
+      model: `decision.observations.${role}.model`,
+      n: `decision.observations.${role}.promptTokens`,
+      k: `decision.observations.${role}.overlapTokens`,
+      r: `decision.observations.${role}.bookedRequests`,
+      p: `decision.observations.${role}.prefillPressure`,
+    }),
+});
+
+/**
+ * Calibration identity. Outcome records have no field for the workload
+ * condition, so the calibration harness names it in the session id:
+ *
+ *   cal:<conditionId>:<repeat>:<idle|loaded>
+ *
+ * (`idle` = run without background load). The condition id may itself contain
+ * `:`; the last two fields are split off from the right. Warm-up requests and
+ * background traffic use other session ids and are skipped. A tool that joins
+ * its own design table may instead add the explicit columns below, which win.
+ */
+export const CALIBRATION_SESSION_PREFIX = 'cal:';
+export const CALIBRATION_COLUMNS = Object.freeze({
+  conditionId: 'calibration.conditionId',
+  repeat: 'calibration.repeat',
+  noBackgroundLoad: 'calibration.noBackgroundLoad',
+});
+
+/** Session id for one calibration measurement, as the harness must write it. */
+export function calibrationSessionId(conditionId: string, repeat: number, noBackgroundLoad: boolean): string {
+  return `${CALIBRATION_SESSION_PREFIX}${conditionId}:${repeat}:${noBackgroundLoad ? 'idle' : 'loaded'}`;
+}
+
+interface Identity {
+  readonly conditionId: string;
+  readonly repeat: number;
+  readonly noBackgroundLoad: boolean;
+}
+
+type IdentityResult = { kind: 'none' } | { kind: 'bad'; message: string } | { kind: 'ok'; id: Identity };
+
+function identityOf(o: Record<string, unknown>): IdentityResult {
+  const c = o[CALIBRATION_COLUMNS.conditionId];
+  if (c !== undefined && c !== null) {
+    const rep = o[CALIBRATION_COLUMNS.repeat];
+    const nb = o[CALIBRATION_COLUMNS.noBackgroundLoad];
+    if (typeof c !== 'string' || c === '') return { kind: 'bad', message: `${CALIBRATION_COLUMNS.conditionId} must be a non-empty string` };
+    if (typeof rep !== 'number' || !Number.isInteger(rep) || rep < 0) {
+      return { kind: 'bad', message: `${CALIBRATION_COLUMNS.repeat} must be a non-negative integer, got ${JSON.stringify(rep)}` };
+    }
+    if (typeof nb !== 'boolean') return { kind: 'bad', message: `${CALIBRATION_COLUMNS.noBackgroundLoad} must be true or false, got ${JSON.stringify(nb)}` };
+    return { kind: 'ok', id: { conditionId: c, repeat: rep, noBackgroundLoad: nb } };
+  }
+  const s = o[OUTCOME_COLUMNS.sessionId];
+  if (typeof s !== 'string' || !s.startsWith(CALIBRATION_SESSION_PREFIX)) return { kind: 'none' };
+  const m = /^cal:(.+):(\d+):(idle|loaded)$/.exec(s);
+  if (m === null) return { kind: 'bad', message: `session id ${JSON.stringify(s)} is not cal:<condition>:<repeat>:<idle|loaded>` };
+  return { kind: 'ok', id: { conditionId: m[1] as string, repeat: Number(m[2]), noBackgroundLoad: m[3] === 'idle' } };
+}
+
+function isRole(v: unknown): v is Role {
+  return v === 'efficient' || v === 'capable';
+}
+
+export type RowSkipReason = 'background' | 'not_calibration' | `status_${string}`;
+
+/** What one JSON row became. */
+export type RowParse =
+  | { readonly kind: 'row'; readonly row: CalibrationRow }
+  | { readonly kind: 'skip'; readonly reason: RowSkipReason }
+  | { readonly kind: 'problem'; readonly message: string };
+
+/**
+ * One flattened outcome row to a calibration measurement. Rows that are not
+ * measurements (background traffic, warm-up requests, requests that did not
+ * complete) are skipped with a reason; a measurement that cannot be used is a
+ * problem. Values are range-checked by `validateCalibrationRows` afterwards.
+ */
+export function rowFromOutcomeJson(o: Record<string, unknown>, line: number): RowParse {
+  if (!(OUTCOME_COLUMNS.status in o) || !(OUTCOME_COLUMNS.ttftMs in o)) {
+    return { kind: 'problem', message: 'not an outcome row (no status/ttftMs columns; replay --kind outcome writes them)' };
+  }
+  if (o[OUTCOME_COLUMNS.background] === true) return { kind: 'skip', reason: 'background' };
+  const ident = identityOf(o);
+  if (ident.kind === 'none') return { kind: 'skip', reason: 'not_calibration' };
+  if (ident.kind === 'bad') return { kind: 'problem', message: ident.message };
+  const status = o[OUTCOME_COLUMNS.status];
+  if (status !== 'completed') return { kind: 'skip', reason: `status_${String(status)}` };
+
+  const role = o[OUTCOME_COLUMNS.role];
+  if (!isRole(role)) return { kind: 'problem', message: `${OUTCOME_COLUMNS.role} must be efficient or capable, got ${JSON.stringify(role)}` };
+  const model = o[OUTCOME_COLUMNS.model];
+  if (typeof model !== 'string' || model === '') return { kind: 'problem', message: `${OUTCOME_COLUMNS.model} missing` };
+  const cols = OUTCOME_COLUMNS.observation(role);
+  const obsStatus = o[cols.status];
+  if (obsStatus !== 'ok') {
+    return { kind: 'problem', message: `${cols.status} is ${JSON.stringify(obsStatus)}: the measured candidate has no usable observation` };
+  }
+  const obsModel = o[cols.model];
+  if (obsModel !== model) return { kind: 'problem', message: `${cols.model} ${JSON.stringify(obsModel)} differs from ${OUTCOME_COLUMNS.model} ${JSON.stringify(model)}` };
+  const served = o[OUTCOME_COLUMNS.servedPool];
+  if (served !== undefined && served !== null && served !== model) {
+    return { kind: 'problem', message: `served by pool ${JSON.stringify(served)}, not the chosen model ${JSON.stringify(model)}` };
+  }
+  const num = (col: string, nullable: boolean): number | null | string => {
+    const v = o[col];
+    if (v === null || v === undefined) return nullable ? null : `${col} missing`;
+    return typeof v === 'number' ? v : `${col} must be a number, got ${JSON.stringify(v)}`;
+  };
+  const n = num(cols.n, false);
+  const k = num(cols.k, false);
+  const r = num(cols.r, false);
+  const p = num(cols.p, true);
+  const ttft = num(OUTCOME_COLUMNS.ttftMs, false);
+  for (const v of [n, k, r, p, ttft]) if (typeof v === 'string') return { kind: 'problem', message: v };
+  const proposal = o[OUTCOME_COLUMNS.proposal];
+  const requestId = o[OUTCOME_COLUMNS.requestId];
+  const rr = r as number;
+  return {
+    kind: 'row',
+    row: {
+      line,
+      requestId: typeof requestId === 'string' ? requestId : '',
+      conditionId: ident.id.conditionId,
+      repeat: ident.id.repeat,
+      role,
+      model,
+      n: n as number,
+      k: k as number,
+      r: rr,
+      p: p as number | null,
+      ttftMs: ttft as number,
+      noBackgroundLoad: ident.id.noBackgroundLoad,
+      noContention: ident.id.noBackgroundLoad && rr === 0,
+      proposal: isRole(proposal) ? proposal : null,
+    },
+  };
+}
+
+export interface ParseResult {
+  readonly rows: CalibrationRow[];
+  /** Bad rows, with line numbers: structural and value problems. */
+  readonly problems: RowProblem[];
+  /** Lines that were not calibration measurements, by reason. */
+  readonly skipped: Readonly<Record<string, number>>;
+  readonly lines: number;
+}
+
+/**
+ * Parse the replay tool's JSON Lines (one flattened outcome record per line).
+ * Never throws: every unusable line is a problem with its line number, and
+ * only rows without problems are returned (value checks included).
+ */
+export function parseCalibrationJsonl(text: string): ParseResult {
+  const rows: CalibrationRow[] = [];
+  const problems: RowProblem[] = [];
+  const skipped: Record<string, number> = {};
+  const lines = text.split(/\r?\n/);
+  let count = 0;
+  lines.forEach((raw, i) => {
+    const line = i + 1;
+    if (raw.trim() === '') return;
+    count++;
+    let o: unknown;
+    try {
+      o = JSON.parse(raw);
+    } catch (err) {
+      problems.push({ line, message: `not JSON: ${err instanceof Error ? err.message : String(err)}` });
+      return;
+    }
+    if (typeof o !== 'object' || o === null || Array.isArray(o)) {
+      problems.push({ line, message: 'not a JSON object' });
+      return;
+    }
+    const r = rowFromOutcomeJson(o as Record<string, unknown>, line);
+    if (r.kind === 'row') rows.push(r.row);
+    else if (r.kind === 'skip') skipped[r.reason] = (skipped[r.reason] ?? 0) + 1;
+    else problems.push({ line, message: r.message });
+  });
+  const valueProblems = validateCalibrationRows(rows);
+  const bad = new Set(valueProblems.map((p) => p.line));
+  problems.push(...valueProblems);
+  problems.sort((a, b) => a.line - b.line);
+  return { rows: rows.filter((r) => !bad.has(r.line)), problems, skipped, lines: count };
+}
+
+function rowValueProblems(r: CalibrationRow): string[] {
+  const out: string[] = [];
+  const intAtLeast = (name: string, v: number, min: number): void => {
+    if (!Number.isInteger(v) || v < min) out.push(`${name} = ${v} must be an integer >= ${min}`);
+  };
+  if (r.conditionId === '') out.push('condition id is empty');
+  intAtLeast('repeat', r.repeat, 0);
+  if (!isRole(r.role)) out.push(`role ${JSON.stringify(r.role)} is not efficient or capable`);
+  if (r.model === '') out.push('model name is empty');
+  intAtLeast('N', r.n, 1);
+  intAtLeast('K', r.k, 0);
+  intAtLeast('R', r.r, 0);
+  if (r.p !== null && !(Number.isFinite(r.p) && r.p >= 0)) out.push(`P = ${r.p} must be a finite number >= 0`);
+  if (!(Number.isFinite(r.ttftMs) && r.ttftMs > 0)) out.push(`TTFT = ${r.ttftMs} ms must be a positive finite time`);
+  if (r.noContention !== (r.noBackgroundLoad && r.r === 0)) out.push('noContention must equal (no background load AND R = 0)');
+  return out;
+}
+
+/**
+ * Value checks and cross-row checks: ranges, one model name per role, and
+ * one measurement per (condition, repeat, candidate). Every problem names
+ * its line.
+ */
+export function validateCalibrationRows(rows: readonly CalibrationRow[]): RowProblem[] {
+  const problems: RowProblem[] = [];
+  for (const r of rows) for (const m of rowValueProblems(r)) problems.push({ line: r.line, message: m });
+  const seen = new Map<string, number>();
+  const names = new Map<Role, { model: string; line: number }>();
+  for (const r of rows) {
+    const key = JSON.stringify([r.conditionId, r.repeat, r.role]);
+    const first = seen.get(key);
+    if (first !== undefined) {
+      problems.push({ line: r.line, message: `second ${r.role} measurement of condition ${JSON.stringify(r.conditionId)} repeat ${r.repeat} (first on line ${first})` });
+    } else seen.set(key, r.line);
+    const named = names.get(r.role);
+    if (named === undefined) names.set(r.role, { model: r.model, line: r.line });
+    else if (named.model !== r.model) {
+      problems.push({ line: r.line, message: `${r.role} model ${JSON.stringify(r.model)} differs from ${JSON.stringify(named.model)} (line ${named.line}): one model per role` });
+    }
+  }
+  const e = names.get('efficient');
+  const c = names.get('capable');
+  if (e !== undefined && c !== undefined && e.model === c.model) {
+    problems.push({ line: c.line, message: `efficient and capable are the same model ${JSON.stringify(e.model)}` });
+  }
+  return problems.sort((a, b) => a.line - b.line);
+}
+
+export interface Pairing {
+  readonly pairs: CalibrationPair[];
+  /** Measurements whose other candidate was not measured (still usable for Q and regression). */
+  readonly unpaired: CalibrationRow[];
+}
+
+/**
+ * Join both candidates of each (condition, repeat). `proposals: 'efficient'`
+ * (the calibration default) treats every pair as an efficient proposal, the
+ * only kind the rules reconsider; `'rows'` takes Stage's recorded proposal
+ * from the efficient measurement (efficient when it carries none).
+ * Output order is by condition id, then repeat: independent of input order.
+ */
+export function pairRows(rows: readonly CalibrationRow[], proposals: 'efficient' | 'rows' = 'efficient'): Pairing {
+  const byKey = new Map<string, { efficient?: CalibrationRow; capable?: CalibrationRow }>();
+  for (const r of rows) {
+    const key = JSON.stringify([r.conditionId, r.repeat]);
+    const slot = byKey.get(key) ?? {};
+    if (slot[r.role] === undefined) slot[r.role] = r;
+    byKey.set(key, slot);
+  }
+  const pairs: CalibrationPair[] = [];
+  const unpaired: CalibrationRow[] = [];
+  for (const slot of byKey.values()) {
+    if (slot.efficient !== undefined && slot.capable !== undefined) {
+      const proposal = proposals === 'rows' ? (slot.efficient.proposal ?? 'efficient') : 'efficient';
+      pairs.push({ conditionId: slot.efficient.conditionId, repeat: slot.efficient.repeat, proposal, efficient: slot.efficient, capable: slot.capable });
+    } else {
+      const one = slot.efficient ?? slot.capable;
+      if (one !== undefined) unpaired.push(one);
+    }
+  }
+  pairs.sort((a, b) => compareStrings(a.conditionId, b.conditionId) || a.repeat - b.repeat);
+  unpaired.sort((a, b) => compareStrings(a.conditionId, b.conditionId) || a.repeat - b.repeat || compareStrings(a.role, b.role));
+  return { pairs, unpaired };
+}
+
+/** Code-unit order: locale-independent, so results never depend on the machine. */
+export function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

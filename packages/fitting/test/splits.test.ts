@@ -1,0 +1,96 @@
+// Grouped splits: no workload condition ever appears in two splits
+// (property test with a fixed seed), determinism, and the leak detector.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { allocate, applySplit, findSplitLeaks, pairRows, SPLIT_NAMES, splitConditions, type CalibrationRow } from '../src/index';
+
+function row(conditionId: string, repeat: number, role: 'efficient' | 'capable', idle: boolean): CalibrationRow {
+  return {
+    line: 0,
+    requestId: `${conditionId}/${repeat}/${role}`,
+    conditionId,
+    repeat,
+    role,
+    model: role === 'efficient' ? 'e' : 'c',
+    n: 1000,
+    k: 0,
+    r: idle ? 0 : 2,
+    p: 0,
+    ttftMs: 100,
+    noBackgroundLoad: idle,
+    noContention: idle,
+    proposal: null,
+  };
+}
+
+const arbRows = fc
+  .array(fc.record({ id: fc.string({ minLength: 1, maxLength: 6 }), repeats: fc.integer({ min: 1, max: 4 }), idle: fc.boolean() }), { minLength: 1, maxLength: 40 })
+  .map((conds) => {
+    const seen = new Set<string>();
+    const rows: CalibrationRow[] = [];
+    for (const c of conds) {
+      if (seen.has(c.id)) continue;
+      seen.add(c.id);
+      for (let r = 0; r < c.repeats; r++) for (const role of ['efficient', 'capable'] as const) rows.push(row(c.id, r, role, c.idle));
+    }
+    return rows;
+  });
+
+const arbFractions = fc
+  .tuple(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1, max: 8 }))
+  .map(([a, b, c]) => ({ fitting: a / (a + b + c), uncertainty: b / (a + b + c), selection: 1 - a / (a + b + c) - b / (a + b + c) }));
+
+describe('splitConditions', () => {
+  it('never puts a condition in two splits, and places every row and pair exactly once', () => {
+    fc.assert(
+      fc.property(arbRows, arbFractions, fc.nat(), (rows, fractions, seed) => {
+        const split = splitConditions(rows, fractions, seed);
+        const byRows = applySplit(rows, split);
+        const byPairs = applySplit(pairRows(rows).pairs, split);
+        expect(findSplitLeaks(byRows)).toEqual([]);
+        expect(findSplitLeaks(byPairs)).toEqual([]);
+        expect(SPLIT_NAMES.reduce((n, s) => n + byRows[s].length, 0)).toBe(rows.length);
+        const ids = SPLIT_NAMES.flatMap((s) => [...split[s]]);
+        expect(new Set(ids).size).toBe(ids.length);
+        expect(new Set(ids)).toEqual(new Set(rows.map((r) => r.conditionId)));
+      }),
+      { seed: 20240601, numRuns: 300 },
+    );
+  });
+
+  it('depends on the seed and the set of conditions, not on row order', () => {
+    fc.assert(
+      fc.property(arbRows, fc.nat(), (rows, seed) => {
+        expect(splitConditions([...rows].reverse(), undefined, seed)).toEqual(splitConditions(rows, undefined, seed));
+      }),
+      { seed: 7, numRuns: 100 },
+    );
+  });
+
+  it('splits idle and loaded conditions separately, each by the fractions', () => {
+    const rows: CalibrationRow[] = [];
+    for (let i = 0; i < 10; i++) rows.push(row(`idle${i}`, 0, 'efficient', true));
+    for (let i = 0; i < 20; i++) rows.push(row(`load${i}`, 0, 'efficient', false));
+    const s = splitConditions(rows, { fitting: 0.6, uncertainty: 0.2, selection: 0.2 }, 5);
+    const count = (name: 'fitting' | 'uncertainty' | 'selection', prefix: string): number => s[name].filter((id) => id.startsWith(prefix)).length;
+    expect([count('fitting', 'idle'), count('uncertainty', 'idle'), count('selection', 'idle')]).toEqual([6, 2, 2]);
+    expect([count('fitting', 'load'), count('uncertainty', 'load'), count('selection', 'load')]).toEqual([12, 4, 4]);
+    expect(splitConditions(rows, undefined, 6)).not.toEqual(s);
+  });
+
+  it('largest-remainder allocation adds up', () => {
+    expect(allocate(7, { fitting: 0.6, uncertainty: 0.2, selection: 0.2 })).toEqual({ fitting: 4, uncertainty: 2, selection: 1 });
+    expect(allocate(2, { fitting: 0.6, uncertainty: 0.2, selection: 0.2 })).toEqual({ fitting: 1, uncertainty: 1, selection: 0 });
+  });
+
+  it('refuses fractions that do not sum to 1', () => {
+    expect(() => splitConditions([], { fitting: 0.5, uncertainty: 0.2, selection: 0.2 })).toThrow(/sum/);
+  });
+});
+
+describe('findSplitLeaks', () => {
+  it('finds a condition present in two splits', () => {
+    const leaks = findSplitLeaks({ fitting: [{ conditionId: 'a' }, { conditionId: 'b' }], uncertainty: [{ conditionId: 'b' }], selection: [{ conditionId: 'c' }, { conditionId: 'b' }] });
+    expect(leaks).toEqual([{ conditionId: 'b', splits: ['fitting', 'uncertainty', 'selection'] }]);
+  });
+});

@@ -1,0 +1,12 @@
+/** Entry point: `node --import tsx services/decision/src/main.ts` (configuration: see README). */
+import { runService } from '@vantage/runtime';
+import { decisionConfigSchema, type DecisionSettings } from './config';
+import { startDecision } from './service';
+
+await runService<DecisionSettings, false>({
+  name: 'decision',
+  schema: decisionConfigSchema,
+  async start(ctx) {
+    await startDecision(ctx);
+  },
+});

@@ -1,0 +1,330 @@
+/**
+ * One `route` query, start to finish:
+ *
+ *   decode ─▶ parameter set (read once) ─▶ observe both pools in parallel (deadline)
+ *          ─▶ decide ─▶ reserve (booking event, local in-flight) ─▶ reply
+ *          ─▶ (after the reply) decision record ─▶ JetStream, asynchronously
+ *
+ * A missing or slow indexer is a fallback reason in the reply and the record,
+ * never an error; only a bad request is an error (BAD_REQUEST in headers).
+ */
+import { randomUUID } from 'node:crypto';
+import { localBlockHashes } from '@vantage/hashing';
+import {
+  bookingEventCodec,
+  bookingsSubject,
+  observeRequestCodec,
+  observeSubject,
+  routeReplyCodec,
+  routeRequestCodec,
+  type Predictions,
+  type RouteCandidate,
+  type RouteReply,
+  type RouteRequest,
+} from '@vantage/protocol';
+import { DECISION_RECORD_CURRENT, encodeSingleObject, type CandidatePrediction, type DecisionRecord, type GateChecks } from '@vantage/records';
+import { decide, type CandidateReport, type Decision, type ParameterSet, type Role } from '@vantage/rules';
+import type { WorkerId } from '@vantage/types';
+import { request, toVantageError, VantageError, type Logger, type NatsConnection } from '@vantage/runtime';
+import type { DecisionSection } from './config';
+import type { InFlight } from './inflight';
+import type { DecisionMetrics } from './metrics';
+import { decodeObserveReply, failedProbe, toCandidateReport, toRecordObservation, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
+import type { RecordPublisher } from './publisher';
+import { RECORD_REASON, RECORD_VARIANT, replyReason } from './vocabulary';
+
+export interface RouterDeps {
+  readonly nc: NatsConnection;
+  readonly cfg: DecisionSection;
+  readonly log: Logger;
+  readonly metrics: DecisionMetrics;
+  readonly inFlight: InFlight;
+  readonly publisher: RecordPublisher | null;
+  readonly instanceId: string;
+  /** The active parameter set; called once per request. */
+  readonly params: () => ParameterSet;
+  /** Dispatch endpoint of a worker, from its registration; null when unknown. */
+  readonly endpointOf: (pool: string, workerId: bigint) => string | null;
+}
+
+const ROLES = ['efficient', 'capable'] as const;
+const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
+
+interface Prepared {
+  readonly target: ProbeTarget;
+  readonly localHashes: BigUint64Array;
+  readonly loraName: string | null;
+}
+
+export class Router {
+  constructor(private readonly d: RouterDeps) {}
+
+  /** serveRequests handler: reply bytes, or throws VantageError (sent as headers). */
+  async handle(data: Uint8Array): Promise<Uint8Array> {
+    const t0 = hrUs();
+    const receivedAtMs = Date.now();
+    const params = this.d.params(); // once per request: a reload never changes a decision in flight
+    const decoded = routeRequestCodec.decode(data);
+    if (!decoded.ok) throw new VantageError('BAD_REQUEST', `route: ${decoded.code}: ${decoded.reason}`, { details: { code: decoded.code } });
+    const req = decoded.value;
+    const prepared = { efficient: this.prepare('efficient', req.candidates.efficient), capable: this.prepare('capable', req.candidates.capable) };
+
+    // The Stage baseline makes no extra probes (seed 000): only the proposed model's pool is asked, which
+    // is the query Dynamo's own routing makes anyway, to know which worker to reserve.
+    const probeRoles: readonly Role[] = params.variant === 'stage' ? [req.stageProposal] : ROLES;
+    const budgetMs = req.deadlineMs === null ? this.d.cfg.observeTimeoutMs : Math.min(this.d.cfg.observeTimeoutMs, req.deadlineMs);
+    const tq = hrUs();
+    const results = await Promise.all(probeRoles.map((r) => this.probe(req, prepared[r], budgetMs)));
+    const decisionAtUs = hrUs();
+    const queryDurationUs = decisionAtUs - tq;
+    const probes: Partial<Record<Role, ProbeResult>> = {};
+    probeRoles.forEach((r, i) => (probes[r] = results[i]!));
+
+    const nowMs = Date.now();
+    // Both queries left together, so both observations were collected (at most) this long before the decision.
+    const collection: MapOptions = { collectionAgeMs: queryDurationUs / 1000, nowMs, restoredLoadSuspectMs: this.d.cfg.restoredLoadSuspectMs };
+    const mapOpts = (_p: ProbeResult): MapOptions => collection;
+    const report = (r: Role): CandidateReport => {
+      const p = probes[r];
+      return p === undefined ? { kind: 'unavailable', cause: 'not probed (stage variant)' } : toCandidateReport(prepared[r].target, p, mapOpts(p));
+    };
+    const capableModel = prepared.capable.target.model;
+    const localCapableInFlight = this.d.inFlight.count(capableModel);
+    const decision = decide({ proposal: req.stageProposal, efficient: report('efficient'), capable: report('capable'), localCapableInFlight }, params);
+
+    // Reserve the chosen worker: the worker Dynamo's cost picked in the chosen model's pool.
+    const chosen = prepared[decision.choice];
+    const chosenProbe = probes[decision.choice];
+    const placement = chosenProbe?.kind === 'ok' && chosenProbe.reply.dynamoChoice !== null && chosenProbe.worker !== null ? chosenProbe.reply.dynamoChoice : null;
+    const worker = placement !== null && chosenProbe?.kind === 'ok' ? chosenProbe.worker : null;
+    let endpoint: string | null = null;
+    if (placement !== null && worker !== null) {
+      this.d.nc.publish(
+        bookingsSubject(chosen.target.pool),
+        bookingEventCodec.encode({
+          requestId: req.requestId,
+          sessionId: req.sessionId,
+          pool: chosen.target.pool,
+          workerId: placement.workerId,
+          dpRank: placement.dpRank,
+          promptTokens: chosen.target.promptTokens,
+          overlapBlocks: worker.deviceOverlapBlocks,
+          // Local hashes: the indexer derives the sequence hashes it needs on its side.
+          sequenceHashes: null,
+          localHashes: chosen.localHashes,
+          expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
+          prefillTokens: worker.effectivePrefillTokens,
+          atMs: nowMs,
+        }),
+      );
+      this.d.metrics.bookings.inc({ pool: chosen.target.pool });
+      this.d.inFlight.add(req.requestId, chosen.target.model, chosen.target.pool, nowMs);
+      endpoint = this.d.endpointOf(chosen.target.pool, placement.workerId);
+    }
+
+    const predictions = replyPredictions(decision, params);
+    const fallback = decision.reason.startsWith('fallback_') ? decision.reason : null;
+    const reply: RouteReply = {
+      requestId: req.requestId,
+      sessionId: req.sessionId,
+      stageProposal: req.stageProposal,
+      model: chosen.target.model,
+      modelRole: decision.choice,
+      pool: chosen.target.pool,
+      workerId: placement?.workerId ?? null,
+      dpRank: placement?.dpRank ?? null,
+      endpoint,
+      reason: replyReason(decision.reason),
+      fallback,
+      detail: decision.detail === null ? null : decision.detail.message.slice(0, 1024),
+      variant: RECORD_VARIANT[params.variant],
+      observations: {
+        efficient: probes.efficient === undefined ? null : toWireObservation(prepared.efficient.target, probes.efficient, mapOpts(probes.efficient)),
+        capable: probes.capable === undefined ? null : toWireObservation(prepared.capable.target, probes.capable, mapOpts(probes.capable)),
+      },
+      predictions,
+      parameterVersion: params.version,
+      queryDurationUs: Math.round(queryDurationUs),
+      decisionDurationUs: Math.round(hrUs() - t0),
+    };
+    const bytes = routeReplyCodec.encode(reply);
+    const decisionDurationUs = Math.round(hrUs() - t0);
+    this.d.metrics.routes.inc({ reason: decision.reason, variant: params.variant, choice: decision.choice });
+
+    // The record is built and encoded after the reply has gone out (serveRequests responds as soon as this
+    // handler resolves; setImmediate runs after that I/O), so Avro encoding never sits on the reply path.
+    if (this.d.publisher !== null) {
+      const pub = this.d.publisher;
+      setImmediate(() => {
+        let rec: DecisionRecord | undefined;
+        try {
+          rec = buildRecord({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: probeRoles.length > 0 });
+          pub.enqueue(rec.recordId, req.requestId, encodeSingleObject(DECISION_RECORD_CURRENT, rec));
+        } catch (e) {
+          this.d.metrics.recordsDropped.inc({ cause: 'encode' });
+          this.d.log.error({ err: e, requestId: req.requestId }, 'decision record could not be built or encoded: not published');
+        }
+      });
+    }
+    return bytes;
+  }
+
+  private prepare(role: Role, c: RouteCandidate): Prepared {
+    const conf = this.d.cfg.pools[role];
+    if (c.pool !== null && c.pool !== conf.pool) {
+      throw new VantageError('BAD_REQUEST', `route: ${role} candidate names pool "${c.pool}", this decision service serves "${conf.pool}" for ${role}`, {
+        details: { role, pool: c.pool },
+      });
+    }
+    const localHashes = c.prompt.kind === 'local_hashes' ? c.prompt.localHashes : localBlockHashes(c.prompt.tokenIds, conf.blockSize, c.prompt.loraName);
+    return {
+      target: { role, model: c.model, pool: conf.pool, blockSize: conf.blockSize, promptTokens: c.promptTokens },
+      localHashes,
+      loraName: c.prompt.loraName,
+    };
+  }
+
+  private async probe(req: RouteRequest, p: Prepared, budgetMs: number): Promise<ProbeResult> {
+    const pool = p.target.pool;
+    const t = hrUs();
+    if (budgetMs <= 0) {
+      this.d.metrics.indexerUnavailable.inc({ pool, status: 'timeout' });
+      return { kind: 'failed', status: 'timeout', code: 'DEADLINE_EXCEEDED', reason: 'no time budget left for the observe query', rttUs: 0 };
+    }
+    const body = observeRequestCodec.encode({
+      requestId: req.requestId,
+      // Always local hashes: token ids were hashed once above (the booking needs them too), and hashes are ~6x smaller on the wire.
+      prompt: { kind: 'local_hashes', localHashes: p.localHashes, loraName: null },
+      promptTokens: p.target.promptTokens,
+    });
+    let result: ProbeResult;
+    try {
+      const msg = await request(this.d.nc, observeSubject(pool), body, { timeoutMs: budgetMs });
+      const rttUs = hrUs() - t;
+      const r = decodeObserveReply(msg.data);
+      result = r.ok ? { kind: 'ok', reply: r.reply, worker: r.worker, rttUs } : { kind: 'failed', status: 'error', code: r.code.toUpperCase(), reason: `observe reply: ${r.reason}`, rttUs };
+      if (!r.ok) this.d.log.warn({ pool, code: r.code, reason: r.reason }, 'observe reply rejected');
+    } catch (e) {
+      result = failedProbe(toVantageError(e), hrUs() - t);
+    }
+    const outcome = result.kind === 'ok' ? 'ok' : result.status;
+    this.d.metrics.observeSeconds.observe({ pool, outcome }, result.rttUs / 1e6);
+    if (result.kind === 'failed') this.d.metrics.indexerUnavailable.inc({ pool, status: result.status });
+    return result;
+  }
+}
+
+function replyPredictions(d: Decision, params: ParameterSet): Predictions {
+  const which = params.variant === 'blind' ? 'blind' : params.variant === 'cache' ? 'cache' : null;
+  if (which === null) return { estimator: 'none', efficientTtftMs: null, capableTtftMs: null, advantageMs: null, marginMs: null };
+  const e = d.predictions.efficient?.[which];
+  const c = d.predictions.capable?.[which];
+  return {
+    estimator: which,
+    efficientTtftMs: e?.ok === true ? e.ms : null,
+    capableTtftMs: c?.ok === true ? c.ms : null,
+    advantageMs: d.advantageMs[which],
+    marginMs: which === 'blind' ? params.margins.deltaBlindMs : params.margins.deltaCacheMs,
+  };
+}
+
+interface RecordInput {
+  readonly req: RouteRequest;
+  readonly prepared: Readonly<Record<Role, Prepared>>;
+  readonly probes: Partial<Record<Role, ProbeResult>>;
+  readonly decision: Decision;
+  readonly params: ParameterSet;
+  readonly mapOpts: (p: ProbeResult) => MapOptions;
+  readonly receivedAtMs: number;
+  readonly placement: { readonly workerId: WorkerId; readonly dpRank: number } | null;
+  readonly endpoint: string | null;
+  readonly queryDurationUs: number;
+  readonly decisionDurationUs: number;
+  readonly localCapableInFlight: number;
+  readonly instanceId: string;
+  readonly probed: boolean;
+}
+
+const GATE_INPUT_FAILURES = new Set(['fallback_indexer_unavailable', 'fallback_missing_observation', 'fallback_invalid_observation', 'fallback_suspect_index']);
+
+/** The gate's compared values, for the record; null when the gate was not evaluated. */
+export function gateChecks(x: Pick<RecordInput, 'decision' | 'params' | 'probes' | 'mapOpts' | 'localCapableInFlight'>): GateChecks | null {
+  const { decision: d, params } = x;
+  if (d.reason === 'kept_capable_proposal' || d.reason === 'kept_stage_variant') return null;
+  const g = params.gate;
+  const cap = x.probes.capable;
+  const capWorker = cap?.kind === 'ok' ? cap.worker : null;
+  const ages = (['efficient', 'capable'] as const).flatMap((r) => {
+    const p = x.probes[r];
+    return p === undefined || p.kind === 'failed' ? [] : [x.mapOpts(p).collectionAgeMs];
+  });
+  const age = ages.length === 0 ? null : Math.max(...ages);
+  const passed = d.couldAct || d.reason === 'fallback_prediction_out_of_range' || d.reason === 'fallback_prediction_invalid';
+  const withinMaxAge = age === null ? null : age <= g.maxAgeMs;
+  const observationsValid = passed
+    ? true
+    : GATE_INPUT_FAILURES.has(d.reason) || (d.reason === 'fallback_stale_observation' && withinMaxAge === true)
+      ? false
+      : d.reason === 'fallback_destination_limit' || d.reason === 'fallback_local_limit' || d.reason === 'fallback_stale_observation'
+        ? true
+        : null;
+  return {
+    passed,
+    capableSchedulable: capWorker === null ? null : capWorker.schedulable,
+    observationsValid,
+    collectionAgeMs: age === null ? null : Math.round(age),
+    maxAgeMs: Math.round(g.maxAgeMs),
+    withinMaxAge,
+    capableBookedRequests: capWorker?.R ?? null,
+    destinationLimit: g.destinationLimit,
+    destinationBelowLimit: capWorker === null ? null : capWorker.R < g.destinationLimit,
+    localInFlight: x.localCapableInFlight,
+    localLimit: g.localLimit,
+    localBelowLimit: x.localCapableInFlight < g.localLimit,
+  };
+}
+
+function prediction(role: Role, model: string, d: Decision): CandidatePrediction {
+  const p = d.predictions[role];
+  return {
+    role,
+    model,
+    blindTtftMs: p?.blind.ok === true ? p.blind.ms : null,
+    cacheTtftMs: p?.cache.ok === true ? p.cache.ms : null,
+  };
+}
+
+export function buildRecord(x: RecordInput): DecisionRecord {
+  const { req, prepared, probes, decision: d, params } = x;
+  const observations = (['efficient', 'capable'] as const).flatMap((r) => {
+    const p = probes[r];
+    return p === undefined ? [] : [toRecordObservation(prepared[r].target, p, x.mapOpts(p))];
+  });
+  const which = params.variant === 'blind' ? 'blind' : params.variant === 'cache' ? 'cache' : null;
+  const detail = d.detail === null ? d.reason : `${d.reason}: ${d.detail.message}`;
+  return {
+    recordId: randomUUID(),
+    requestId: req.requestId,
+    sessionId: req.sessionId,
+    timestampMs: x.receivedAtMs,
+    parameterSetVersion: params.version,
+    variant: RECORD_VARIANT[params.variant],
+    stageProposal: { model: prepared[req.stageProposal].target.model, role: req.stageProposal },
+    finalChoice: { model: prepared[d.choice].target.model, role: d.choice },
+    reason: RECORD_REASON[d.reason],
+    detail,
+    couldAct: d.couldAct,
+    triggered: d.triggered,
+    gate: gateChecks(x),
+    observations,
+    predictions: probes.efficient === undefined && probes.capable === undefined ? [] : (['efficient', 'capable'] as const).filter((r) => probes[r] !== undefined).map((r) => prediction(r, prepared[r].target.model, d)),
+    advantageMs: which === null ? null : d.advantageMs[which],
+    chosenWorkerId: x.placement?.workerId ?? null,
+    chosenDpRank: x.placement?.dpRank ?? null,
+    endpoint: x.endpoint,
+    observeDurationUs: x.probed ? Math.round(x.queryDurationUs) : null,
+    decisionDurationUs: x.decisionDurationUs,
+    decisionInstanceId: x.instanceId,
+    background: false,
+  };
+}

@@ -1,0 +1,158 @@
+/**
+ * The decision service: wires the route endpoint, the parameter-set file, the
+ * lifecycle and worker-registration subscriptions, the decision-record
+ * publisher, metrics and the shutdown sequence.
+ */
+import { lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
+import { ensureStream, serveRequests, VantageError, type RequestServer, type ServiceContext } from '@vantage/runtime';
+import type { Subscription } from '@nats-io/transport-node';
+import type { DecisionSettings } from './config';
+import { InFlight } from './inflight';
+import { decisionMetrics, type DecisionMetrics } from './metrics';
+import { ParameterFile } from './params';
+import { RecordPublisher } from './publisher';
+import { Router } from './route';
+
+export const DECISION_VERSION = '0.1.0';
+
+export interface DecisionHandle {
+  readonly router: Router;
+  readonly params: ParameterFile;
+  readonly inFlight: InFlight;
+  readonly publisher: RecordPublisher | null;
+  readonly metrics: DecisionMetrics;
+  readonly server: RequestServer;
+}
+
+export async function startDecision(ctx: ServiceContext<DecisionSettings, false>): Promise<DecisionHandle> {
+  const { config, nc, log, registry, shutdown } = ctx;
+  const cfg = config.decision;
+  if (cfg.pools.efficient.pool === cfg.pools.capable.pool) {
+    throw new VantageError('CONFIG_INVALID', `decision.pools: efficient and capable must be different pools (both "${cfg.pools.efficient.pool}")`);
+  }
+  const metrics = decisionMetrics(registry);
+
+  const params = await ParameterFile.open({
+    path: cfg.parameterSetFile,
+    log,
+    onActive: (set, prev) => {
+      if (prev !== null) metrics.parameterSetInfo.remove({ version: prev.version, variant: prev.variant });
+      metrics.parameterSetInfo.set({ version: set.version, variant: set.variant }, 1);
+    },
+    onReload: (outcome) => metrics.parameterReloads.inc({ outcome }),
+  });
+  for (const role of ['efficient', 'capable'] as const) {
+    const want = params.current().models[role].name;
+    const have = cfg.pools[role].model;
+    // Not fatal: a later reload may fix it, and until then every decision says why it fell back.
+    if (want !== have) log.warn({ role, parameterSetModel: want, configuredModel: have }, 'parameter set and configuration name different models: the rule will fall back (invalid observation)');
+  }
+  let poll: NodeJS.Timeout | null = null;
+  if (cfg.parameterSetFile !== '' && cfg.reloadPollMs > 0) {
+    poll = setInterval(() => void params.reload(), cfg.reloadPollMs);
+    poll.unref();
+  }
+  const onHup = (): void => {
+    log.info({ path: cfg.parameterSetFile }, 'SIGHUP: reloading the parameter set');
+    void params.reload(true);
+  };
+  if (cfg.reloadOnSighup) process.on('SIGHUP', onHup);
+
+  // Local in-flight accounting, released by lifecycle events or by timeout.
+  const inFlight = new InFlight(cfg.inFlightTimeoutMs, (model, n) => metrics.inFlight.set({ model }, n));
+  for (const role of ['efficient', 'capable'] as const) metrics.inFlight.set({ model: cfg.pools[role].model }, 0);
+  const sweep = setInterval(() => {
+    for (const e of inFlight.expire(Date.now())) {
+      metrics.inFlightExpired.inc({ model: e.model });
+      log.warn({ model: e.model, pool: e.pool, timeoutMs: cfg.inFlightTimeoutMs }, 'reservation released by timeout: no lifecycle event');
+    }
+  }, Math.min(1000, cfg.inFlightTimeoutMs));
+  sweep.unref();
+
+  const subs: Subscription[] = [];
+  const endpoints = new Map<string, Map<bigint, string>>();
+  for (const role of ['efficient', 'capable'] as const) {
+    const pool = cfg.pools[role].pool;
+    const eps = new Map<bigint, string>();
+    endpoints.set(pool, eps);
+    subs.push(
+      nc.subscribe(lifecycleSubject(pool), {
+        callback: (err, m) => {
+          if (err) return log.error({ err, pool }, 'lifecycle subscription error');
+          const r = lifecycleEventCodec.decode(m.data);
+          if (!r.ok) return log.warn({ pool, code: r.code, reason: r.reason }, 'lifecycle event rejected');
+          if (r.value.kind !== 'usage') inFlight.release(r.value.requestId);
+        },
+      }),
+      nc.subscribe(workersSubject(pool), {
+        callback: (err, m) => {
+          if (err) return log.error({ err, pool }, 'workers subscription error');
+          const r = workerRegistrationCodec.decode(m.data);
+          if (!r.ok) return log.debug({ pool, code: r.code, reason: r.reason }, 'worker registration rejected');
+          const g = r.value;
+          if (g.kind === 'deregister') eps.delete(g.workerId);
+          else if (g.endpoint !== null) eps.set(g.workerId, g.endpoint);
+        },
+      }),
+    );
+  }
+
+  let publisher: RecordPublisher | null = null;
+  if (cfg.records.enabled) {
+    // Only name and subjects: retention is the outcome service's to set (it owns the stream's consumers),
+    // and ensureStream compares only the fields given, so the two services never fight over the config.
+    await ensureStream(nc, { name: cfg.records.stream, subjects: [cfg.records.subject] }, log);
+    publisher = new RecordPublisher({
+      nc,
+      subject: cfg.records.subject,
+      log,
+      maxInFlight: cfg.records.maxInFlight,
+      maxQueued: cfg.records.maxQueued,
+      publishTimeoutMs: cfg.records.publishTimeoutMs,
+      retryBaseMs: cfg.records.retryBaseMs,
+      retryMaxMs: cfg.records.retryMaxMs,
+      onPublished: () => metrics.recordsPublished.inc(),
+      onFailure: () => metrics.recordPublishFailures.inc(),
+      onDropped: () => metrics.recordsDropped.inc({ cause: 'queue_full' }),
+      onQueueDepth: (n) => metrics.recordsQueued.set(n),
+    });
+  }
+  await nc.flush();
+
+  const router = new Router({
+    nc,
+    cfg,
+    log,
+    metrics,
+    inFlight,
+    publisher,
+    instanceId: ctx.instanceId,
+    params: () => params.current(),
+    endpointOf: (pool, workerId) => endpoints.get(pool)?.get(workerId) ?? null,
+  });
+  const server = serveRequests(nc, cfg.subject, { queue: cfg.queueGroup, log, metrics: ctx.metrics, maxInFlight: cfg.maxInFlight }, (msg) => router.handle(msg.data));
+
+  ctx.addHealthCheck('decision', () => ({
+    ok: true,
+    details: { parameterSetVersion: params.current().version, variant: params.current().variant, inFlight: inFlight.size, recordsQueued: publisher?.depth ?? 0 },
+  }));
+
+  shutdown.register('stop route endpoint', 'intake', async () => {
+    await server.stop();
+  });
+  shutdown.register('stop subscriptions and timers', 'drain', async () => {
+    if (poll) clearInterval(poll);
+    clearInterval(sweep);
+    process.off('SIGHUP', onHup);
+    for (const s of subs) await s.drain().catch(() => {});
+  });
+  shutdown.register('flush decision records', 'flush', async () => {
+    if (publisher === null) return;
+    // Leave a margin inside the shutdown deadline for the close phase.
+    const left = await publisher.flush(Math.max(100, config.shutdown.deadlineMs - 1000));
+    if (left > 0) throw new Error(`${left} decision records not published`);
+  });
+
+  log.info({ subject: cfg.subject, queue: cfg.queueGroup, efficient: cfg.pools.efficient, capable: cfg.pools.capable, parameterSetVersion: params.current().version }, 'decision service ready');
+  return { router, params, inFlight, publisher, metrics, server };
+}

@@ -1,0 +1,216 @@
+/**
+ * Integration harness: real nats-server (testkit), two indexers run in-process
+ * through runService, simulated Dynamo workers publishing real-format KV events
+ * and registrations, the decision service through runService, and the gateway
+ * client. Every subject, pool, namespace and stream is unique per harness.
+ */
+import { writeFileSync } from 'node:fs';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { GatewayClient } from '@vantage/gateway-client';
+import { indexerConfigSchema, startIndexer, type IndexerHandle } from '@vantage/indexer';
+import { bookingEventCodec, bookingsSubject, observeReplyCodec, observeRequestCodec, observeSubject, workerRegistrationCodec, workersSubject, type WorkerObservation } from '@vantage/protocol';
+import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet, type FittedParameters, type ParameterSet } from '@vantage/rules';
+import { runService, type RunningService } from '@vantage/runtime';
+import { natsUrl, uniqueName } from '@vantage/testkit';
+import type { KvEvent, WorkerId } from '@vantage/types';
+import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
+import { decisionConfigSchema, startDecision, type DecisionHandle, type DecisionSettings } from '../src/index';
+
+export const BLOCK = 16;
+
+export interface Sink {
+  readonly lines: Record<string, unknown>[];
+  write(s: string): void;
+}
+
+export function logSink(): Sink {
+  const lines: Record<string, unknown>[] = [];
+  return {
+    lines,
+    write(s: string) {
+      for (const l of s.split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l) as Record<string, unknown>);
+    },
+  };
+}
+
+export function parameterSet(over: Partial<FittedParameters> & { effModel: string; capModel: string }): ParameterSet {
+  const { effModel, capModel, ...rest } = over;
+  const r = createParameterSet({
+    variant: 'count',
+    models: { efficient: { ...DEFAULT_PARAMETER_SET.models.efficient, name: effModel }, capable: { ...DEFAULT_PARAMETER_SET.models.capable, name: capModel } },
+    thresholds: { r: 3, p: null },
+    margins: { deltaBlindMs: 200, deltaCacheMs: 200 },
+    gate: { maxAgeMs: 1000, destinationLimit: 6, localLimit: 50 },
+    ...rest,
+  });
+  if (!r.ok) throw new Error(r.errors.join('; '));
+  return r.value;
+}
+
+interface IndexerRun {
+  readonly svc: RunningService<never, false>;
+  readonly handle: IndexerHandle;
+}
+
+async function startIndexerFor(pool: string, ns: string, sink: Sink): Promise<IndexerRun> {
+  let handle: IndexerHandle | undefined;
+  const svc = await runService({
+    name: 'indexer',
+    schema: indexerConfigSchema,
+    env: {
+      VANTAGE_NATS_URL: natsUrl(),
+      VANTAGE_LOG_LEVEL: 'warn',
+      VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: pool, blockSize: BLOCK, namespace: ns, component: 'backend' }]),
+      VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
+      VANTAGE_SHUTDOWN_DEADLINE_MS: '3000',
+    },
+    signals: [],
+    processHandlers: false,
+    exit: () => {},
+    logDestination: sink,
+    async start(ctx) {
+      handle = await startIndexer(ctx);
+    },
+  });
+  return { svc: svc as unknown as RunningService<never, false>, handle: handle! };
+}
+
+export class Harness {
+  readonly effPool = uniqueName('eff');
+  readonly capPool = uniqueName('cap');
+  readonly effModel = 'model-8b';
+  readonly capModel = 'model-70b';
+  readonly ns = uniqueName('ns');
+  readonly routeSubject = `${uniqueName('route')}.route`;
+  readonly recordsStream = uniqueName('DEC').replace(/-/g, '_');
+  readonly recordsSubject = `${uniqueName('dec')}.decisions`;
+  readonly logs = logSink();
+  nc!: NatsConnection;
+  indexers!: { efficient: IndexerRun; capable: IndexerRun };
+  decision!: RunningService<DecisionSettings, false>;
+  handle!: DecisionHandle;
+  client!: GatewayClient;
+  private eventIds = new Map<bigint, bigint>();
+
+  constructor(
+    readonly paramsFile: string,
+    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number } = {},
+  ) {}
+
+  async start(initial: ParameterSet): Promise<void> {
+    writeFileSync(this.paramsFile, serializeParameterSet(initial));
+    this.nc = await connect({ servers: natsUrl() });
+    const [efficient, capable] = await Promise.all([startIndexerFor(this.effPool, `${this.ns}e`, this.logs), startIndexerFor(this.capPool, `${this.ns}c`, this.logs)]);
+    this.indexers = { efficient, capable };
+    this.decision = await runService<DecisionSettings, false>({
+      name: 'decision',
+      schema: decisionConfigSchema,
+      env: {
+        VANTAGE_NATS_URL: natsUrl(),
+        VANTAGE_LOG_LEVEL: 'info',
+        VANTAGE_SHUTDOWN_DEADLINE_MS: '5000',
+        VANTAGE_DECISION_SUBJECT: this.routeSubject,
+        VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: this.effModel,
+        VANTAGE_DECISION_POOLS_EFFICIENT_POOL: this.effPool,
+        VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
+        VANTAGE_DECISION_POOLS_CAPABLE_MODEL: this.capModel,
+        VANTAGE_DECISION_POOLS_CAPABLE_POOL: this.capPool,
+        VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
+        VANTAGE_DECISION_PARAMETER_SET_FILE: this.paramsFile,
+        VANTAGE_DECISION_RELOAD_POLL_MS: '50',
+        VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
+        VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: String(this.opts.observeTimeoutMs ?? 500),
+        VANTAGE_DECISION_IN_FLIGHT_TIMEOUT_MS: String(this.opts.inFlightTimeoutMs ?? 60_000),
+        VANTAGE_DECISION_RECORDS_STREAM: this.recordsStream,
+        VANTAGE_DECISION_RECORDS_SUBJECT: this.recordsSubject,
+      },
+      signals: [],
+      processHandlers: false,
+      exit: () => {},
+      logDestination: this.logs,
+      start: async (ctx) => {
+        this.handle = await startDecision(ctx);
+      },
+    });
+    this.client = new GatewayClient({
+      nc: this.nc,
+      routeSubject: this.routeSubject,
+      routeTimeoutMs: 5000,
+      pools: {
+        efficient: { model: this.effModel, pool: this.effPool, blockSize: BLOCK },
+        capable: { model: this.capModel, pool: this.capPool, blockSize: BLOCK },
+      },
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.decision?.stop('test done');
+    await this.indexers?.efficient.svc.stop('test done');
+    await this.indexers?.capable.svc.stop('test done');
+    await this.nc?.close();
+  }
+
+  poolOf(role: 'efficient' | 'capable'): string {
+    return role === 'efficient' ? this.effPool : this.capPool;
+  }
+
+  /** A simulated Dynamo worker announces itself (capacity, endpoint). */
+  register(role: 'efficient' | 'capable', workerId: WorkerId, over: { schedulable?: boolean; maxNumBatchedTokens?: number } = {}): void {
+    const pool = this.poolOf(role);
+    this.nc.publish(
+      workersSubject(pool),
+      workerRegistrationCodec.encode({
+        kind: 'register',
+        pool,
+        workerId,
+        atMs: Date.now(),
+        capacity: { blockSize: BLOCK, totalKvBlocks: 4096, maxNumBatchedTokens: over.maxNumBatchedTokens ?? 2048, maxNumSeqs: 64, dpStartRank: 0, dpSize: 1, schedulable: over.schedulable ?? true },
+        ttlMs: 60_000,
+        endpoint: `http://${role}-${workerId}.local:8000`,
+        model: role === 'efficient' ? this.effModel : this.capModel,
+      }),
+    );
+  }
+
+  /** The worker stores a prompt's blocks in its KV cache (Dynamo's event-plane `stored`). */
+  store(role: 'efficient' | 'capable', workerId: WorkerId, localHashes: BigUint64Array): void {
+    const id = (this.eventIds.get(workerId) ?? 0n) + 1n;
+    this.eventIds.set(workerId, id);
+    const event: KvEvent = {
+      workerId,
+      dpRank: 0,
+      storageTier: 'device',
+      eventId: id,
+      data: { kind: 'stored', parentHash: null, startPosition: 0, blockHashes: localHashes.map((h) => h ^ 0x5555n), tokensHashes: localHashes },
+    };
+    const ns = `${this.ns}${role === 'efficient' ? 'e' : 'c'}`;
+    this.nc.publish(kvEventsSubject(ns, 'backend'), encodeEventPlaneMessage({ publisherId: workerId, sequence: id, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event }));
+  }
+
+  /** Competing traffic booked through the same accounting path. */
+  book(role: 'efficient' | 'capable', workerId: WorkerId, requestId: string, promptTokens = 256): void {
+    const pool = this.poolOf(role);
+    this.nc.publish(
+      bookingsSubject(pool),
+      bookingEventCodec.encode({ requestId, sessionId: 'bg', pool, workerId, dpRank: 0, promptTokens, overlapBlocks: 0, sequenceHashes: null, localHashes: null, expectedOutputTokens: null, prefillTokens: null, atMs: Date.now() }),
+    );
+  }
+
+  /** Ask an indexer directly (as the decision service does) for one worker's facts. */
+  async observeWorker(role: 'efficient' | 'capable', workerId: WorkerId, localHashes: BigUint64Array): Promise<WorkerObservation | undefined> {
+    const m = await this.nc.request(observeSubject(this.poolOf(role)), observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes, loraName: null }, promptTokens: localHashes.length * BLOCK }), { timeout: 2000 });
+    const r = observeReplyCodec.decode(m.data);
+    if (!r.ok) throw new Error(r.reason);
+    return r.value.workers.find((w) => w.workerId === workerId);
+  }
+
+  logged(msg: string): Record<string, unknown>[] {
+    return this.logs.lines.filter((l) => typeof l.msg === 'string' && (l.msg as string).includes(msg));
+  }
+}
+
+export function tokens(n: number, seed: number): Uint32Array {
+  const t = new Uint32Array(n);
+  for (let i = 0; i < n; i++) t[i] = (seed * 7919 + i * 104729) % 50_000;
+  return t;
+}

@@ -1,0 +1,275 @@
+/**
+ * Real-time driver: runs the sim's discrete-event engines against a wall
+ * clock, so the same engine model that replays traces offline serves live
+ * requests.
+ *
+ *   sim time = (wall − start) × timeScale
+ *
+ * Every engine pass runs at the engine's own `nextEventTime()`, never at "the
+ * time the timer happened to fire": a late wake-up delays when a pass is
+ * *computed*, not the sim time it is stamped with, so timer jitter never
+ * accumulates into drift and a live run yields the same sim times as stepping
+ * the engines offline with the same arrivals. Results are released in sim-time
+ * order: KV events when a pass is scheduled (its start, as Dynamo's mocker
+ * publishes them), first tokens and completions when the wall clock reaches the
+ * pass's end. Between events the driver sleeps on one timer until the earliest
+ * of them; with nothing to do it holds no timer at all.
+ *
+ * Clock and timers are injected so tests can drive time by hand.
+ */
+import type { KvEvent } from '@vantage/types';
+import type { AddResult, Engine, EngineRequest, Finished, FirstToken } from '@vantage/sim';
+
+/** Monotonic wall clock in ms (e.g. `performance.now`). */
+export type Clock = () => number;
+
+/** One-shot timers; `set(fn, 0)` means "next turn of the event loop". */
+export interface Timers {
+  set(fn: () => void, delayMs: number): unknown;
+  clear(handle: unknown): void;
+}
+
+export const nodeTimers: Timers = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+/** Where the driver's results go, in sim-time order (per worker: strictly in the engine's order). */
+export interface DriverSink {
+  /** KV events of one pass, in event_id order, at the pass's start. */
+  kvEvents(worker: number, events: readonly KvEvent[], atMs: number): void;
+  firstToken(worker: number, ft: FirstToken): void;
+  finished(worker: number, f: Finished): void;
+  /** The engine's load may have changed (after a pass or an admission). */
+  loadChanged(worker: number): void;
+}
+
+export interface DriverOptions {
+  readonly timeScale: number;
+  readonly clock: Clock;
+  readonly timers?: Timers;
+  readonly sink: DriverSink;
+  /** Passes (and deliveries) per timer callback at most; the rest continue on the next turn. */
+  readonly maxStepsPerTurn?: number;
+}
+
+type Note = { atMs: number; seq: number; worker: number } & ({ kind: 'first'; ft: FirstToken } | { kind: 'done'; f: Finished });
+
+/** Min-heap on (atMs, seq): deliveries in sim-time order, ties in the order the engines produced them. */
+class NoteHeap {
+  private readonly a: Note[] = [];
+  get size(): number {
+    return this.a.length;
+  }
+  peek(): Note | undefined {
+    return this.a[0];
+  }
+  private less(i: number, j: number): boolean {
+    const x = this.a[i]!;
+    const y = this.a[j]!;
+    return x.atMs < y.atMs || (x.atMs === y.atMs && x.seq < y.seq);
+  }
+  push(n: Note): void {
+    const a = this.a;
+    a.push(n);
+    let i = a.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!this.less(i, p)) break;
+      [a[i], a[p]] = [a[p]!, a[i]!];
+      i = p;
+    }
+  }
+  pop(): Note | undefined {
+    const a = this.a;
+    const top = a[0];
+    const last = a.pop();
+    if (a.length > 0 && last !== undefined) {
+      a[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < a.length && this.less(l, m)) m = l;
+        if (r < a.length && this.less(r, m)) m = r;
+        if (m === i) break;
+        [a[i], a[m]] = [a[m]!, a[i]!];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+
+export interface DriverStats {
+  /** Engine `step` calls. */
+  steps: number;
+  /** Forward passes (fast-forwarded quiet passes included). */
+  passes: number;
+  /** Timer callbacks that ran. */
+  wakeups: number;
+  /** Largest lag seen between a due event's sim time and the sim time it was processed at, in sim ms. */
+  maxLagMs: number;
+}
+
+export class RealTimeDriver {
+  readonly timeScale: number;
+  private readonly clock: Clock;
+  private readonly timers: Timers;
+  private readonly sink: DriverSink;
+  private readonly maxSteps: number;
+  private readonly notes = new NoteHeap();
+  private noteSeq = 0;
+  private startWall = NaN;
+  private timer: unknown = null;
+  private timerAtWall = Infinity;
+  private running = false;
+  /** Sim time of the last processed event; sim time never goes backwards for an engine. */
+  private lastSim = 0;
+  readonly stats: DriverStats = { steps: 0, passes: 0, wakeups: 0, maxLagMs: 0 };
+
+  constructor(
+    readonly engines: readonly Engine[],
+    opts: DriverOptions,
+  ) {
+    if (!(opts.timeScale > 0) || !Number.isFinite(opts.timeScale)) throw new RangeError(`timeScale must be positive, got ${opts.timeScale}`);
+    this.timeScale = opts.timeScale;
+    this.clock = opts.clock;
+    this.timers = opts.timers ?? nodeTimers;
+    this.sink = opts.sink;
+    this.maxSteps = opts.maxStepsPerTurn ?? 256;
+  }
+
+  /** Sim time 0 is now. */
+  start(): void {
+    if (this.running) return;
+    this.startWall = this.clock();
+    this.running = true;
+    this.reschedule();
+  }
+
+  /** Stops the timer; nothing more is stepped or delivered. */
+  stop(): void {
+    this.running = false;
+    this.clearTimer();
+  }
+
+  get started(): boolean {
+    return this.running;
+  }
+
+  /** Current sim time (ms). */
+  simNow(): number {
+    if (Number.isNaN(this.startWall)) return 0;
+    return Math.max(this.lastSim, (this.clock() - this.startWall) * this.timeScale);
+  }
+
+  /** Wall-clock ms (on the injected clock) at which sim time `t` happens. */
+  wallAt(simMs: number): number {
+    return this.startWall + simMs / this.timeScale;
+  }
+
+  /**
+   * Add a request to a worker's engine, arriving now (sim). Passes that were
+   * due before now but not yet computed are unaffected: the engine admits an
+   * arrival only in passes starting at or after it.
+   */
+  submit(worker: number, req: Omit<EngineRequest, 'arrivalMs'>): AddResult & { arrivalMs: number } {
+    const engine = this.engines[worker];
+    if (engine === undefined) throw new RangeError(`no worker ${worker}`);
+    const arrivalMs = this.simNow();
+    const r = engine.addRequest({ ...req, arrivalMs });
+    if (r.ok) this.wakeAt(engine.nextEventTime());
+    return { ...r, arrivalMs };
+  }
+
+  /** Next sim time anything is due (a pass or a delivery); Infinity when idle. */
+  nextDue(): number {
+    let t = this.notes.peek()?.atMs ?? Infinity;
+    for (const e of this.engines) t = Math.min(t, e.nextEventTime());
+    return t;
+  }
+
+  /**
+   * Process everything due at or before the current sim time, in sim-time
+   * order, up to `maxStepsPerTurn` items. Returns the number processed.
+   * (Called by the timer; public so tests can drive it.)
+   */
+  runDue(): number {
+    const now = this.simNow();
+    let n = 0;
+    while (n < this.maxSteps) {
+      const note = this.notes.peek();
+      let wi = -1;
+      let te = Infinity;
+      for (let i = 0; i < this.engines.length; i++) {
+        const t = this.engines[i]!.nextEventTime();
+        if (t < te) {
+          te = t;
+          wi = i;
+        }
+      }
+      const tn = note?.atMs ?? Infinity;
+      const t = Math.min(te, tn);
+      if (t > now) break;
+      n++;
+      this.stats.maxLagMs = Math.max(this.stats.maxLagMs, now - t);
+      this.lastSim = Math.max(this.lastSim, t);
+      // A result due at the same instant as a pass is delivered first: it happened at the end of the previous pass.
+      if (note !== undefined && tn <= te) {
+        this.notes.pop();
+        if (note.kind === 'first') this.sink.firstToken(note.worker, note.ft);
+        else this.sink.finished(note.worker, note.f);
+        continue;
+      }
+      this.stepEngine(wi, te, now);
+    }
+    return n;
+  }
+
+  private stepEngine(wi: number, at: number, now: number): void {
+    const engine = this.engines[wi]!;
+    // Quiet decode passes that would already have started by `now` are fast-forwarded: no request can
+    // still arrive before `now` (arrivals are stamped with the current sim time), which is the engine's
+    // condition for fast-forwarding exactly.
+    const r = engine.step(at, { untilMs: now });
+    this.stats.steps++;
+    this.stats.passes += r.passes;
+    if (r.kvEvents.length > 0) this.sink.kvEvents(wi, r.kvEvents, r.startMs);
+    for (const ft of r.firstTokens) this.notes.push({ atMs: ft.atMs, seq: this.noteSeq++, worker: wi, kind: 'first', ft });
+    for (const f of r.finished) this.notes.push({ atMs: f.atMs, seq: this.noteSeq++, worker: wi, kind: 'done', f });
+    this.sink.loadChanged(wi);
+  }
+
+  private tick = (): void => {
+    this.timer = null;
+    this.timerAtWall = Infinity;
+    if (!this.running) return;
+    this.stats.wakeups++;
+    this.runDue();
+    this.reschedule();
+  };
+
+  private clearTimer(): void {
+    if (this.timer !== null) this.timers.clear(this.timer);
+    this.timer = null;
+    this.timerAtWall = Infinity;
+  }
+
+  /** Make sure a wake-up happens no later than sim time `t`. */
+  private wakeAt(t: number): void {
+    if (!this.running || t === Infinity) return;
+    const wall = this.wallAt(t);
+    if (wall >= this.timerAtWall) return;
+    this.clearTimer();
+    // Timers have ms granularity: round up, so a wake-up is never early (which would cost an empty turn).
+    const delay = Math.max(0, Math.ceil(wall - this.clock()));
+    this.timerAtWall = wall;
+    this.timer = this.timers.set(this.tick, delay);
+  }
+
+  private reschedule(): void {
+    this.wakeAt(this.nextDue());
+  }
+}

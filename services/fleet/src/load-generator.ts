@@ -1,0 +1,517 @@
+/**
+ * The load generator: plays a workload against the live fleet exactly as an
+ * agent gateway would, through the real decision and indexer services.
+ *
+ * Per request:
+ *  1. Stage proposes a model (always efficient, or a seeded fraction capable —
+ *     a function of the request id, so runs are reproducible).
+ *  2. Routing. `route` mode: `vantage.v1.route` to the decision service with
+ *     both candidates' prompts as local block hashes at each pool's block
+ *     size. `direct` mode (no decision service): `vantage.v1.observe.{pool}`
+ *     on one pool and Dynamo's own choice from the reply, booked on
+ *     `vantage.v1.bookings.{pool}` as Dynamo's router books at selection.
+ *     A route failure falls back to Stage's model and Dynamo's choice (as a
+ *     gateway must keep serving), counted as a route error.
+ *  3. Serving: the request goes to the chosen worker's generate subject; its
+ *     progress stream drives lifecycle events on `vantage.v1.lifecycle.{pool}`:
+ *     first_token, then done + usage, or failed, or cancelled (on timeout or
+ *     when the run's deadline passes).
+ *  4. Outcome per request (TTFT and E2E in sim ms as the engine measured them,
+ *     plus wall times seen by the client) and a summary.
+ *
+ * Time: the workload's times (trace timestamps / speedup, think times) are sim
+ * ms; they are waited in wall time divided by the fleet's time scale.
+ */
+import { createInbox, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import {
+  bookingEventCodec,
+  bookingsSubject,
+  lifecycleEventCodec,
+  lifecycleSubject,
+  observeReplyCodec,
+  observeRequestCodec,
+  observeSubject,
+  ROUTE_SUBJECT,
+  routeReplyCodec,
+  routeRequestCodec,
+  type LifecycleEvent,
+  type ModelRole,
+  type RouteCandidate,
+} from '@vantage/protocol';
+import { isVantageError, request } from '@vantage/runtime';
+import { seededRng } from '@vantage/selection';
+import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
+import type { WorkerId } from '@vantage/types';
+import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateProgress, type PromptPayload } from './generate';
+
+export interface LoadgenPool {
+  /** Pool name (indexer pool, fleet pool). */
+  readonly name: string;
+  readonly blockSize: number;
+  /** Served model name put in route candidates. */
+  readonly model: string;
+}
+
+export type Workload =
+  | { readonly kind: 'trace'; readonly records: readonly MooncakeRecord[]; readonly speedup: number }
+  | { readonly kind: 'sessions'; readonly sessions: readonly AgenticSession[] };
+
+export type RoutingMode = { readonly kind: 'route' } | { readonly kind: 'direct'; readonly role: ModelRole; readonly book: boolean };
+
+export interface LoadgenOptions {
+  readonly nc: NatsConnection;
+  readonly pools: { readonly efficient: LoadgenPool; readonly capable: LoadgenPool };
+  readonly workload: Workload;
+  readonly mode: RoutingMode;
+  /** Fraction of requests Stage proposes for the capable model (0: always efficient). */
+  readonly capableFraction?: number;
+  readonly seed?: string | number;
+  /** The fleet's sim ms per wall ms. */
+  readonly timeScale?: number;
+  /** Wall bound on the whole run; requests still open then are cancelled. */
+  readonly maxDurationMs?: number;
+  /** Wall bound per request from dispatch to done. */
+  readonly requestTimeoutMs?: number;
+  /** Wall bound on route and observe queries. */
+  readonly routeTimeoutMs?: number;
+  /** Request id prefix (unique per run). */
+  readonly runId?: string;
+  readonly progress?: (line: string) => void;
+  readonly progressEveryMs?: number;
+  readonly onOutcome?: (o: RequestOutcome) => void;
+  /** Aborting ends the run early, like its deadline: nothing more is issued, open requests are cancelled. */
+  readonly signal?: AbortSignal;
+}
+
+export interface RequestOutcome {
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly stageProposal: ModelRole;
+  readonly modelRole: ModelRole | null;
+  readonly model: string | null;
+  readonly pool: string | null;
+  readonly workerId: string | null;
+  /** kept / overrode / fallback (decision service), direct, or route_error. */
+  readonly reason: string;
+  readonly fallback: string | null;
+  readonly status: 'done' | 'failed' | 'cancelled';
+  readonly error: string | null;
+  readonly isl: number;
+  readonly osl: number;
+  /** Sim ms, as the engine measured them (arrival at the worker to first / last token). */
+  readonly ttftMs: number | null;
+  readonly e2eMs: number | null;
+  readonly reusedTokens: number | null;
+  readonly outputTokens: number | null;
+  /** Wall ms seen by the client: routing, and dispatch (before routing) to first token / done. */
+  readonly routeWallMs: number | null;
+  readonly wallTtftMs: number | null;
+  readonly wallE2eMs: number | null;
+}
+
+export interface Dist {
+  readonly n: number;
+  readonly mean: number | null;
+  readonly p50: number | null;
+  readonly p90: number | null;
+  readonly p99: number | null;
+}
+
+export interface LoadgenSummary {
+  readonly mode: string;
+  readonly workload: string;
+  readonly requests: number;
+  readonly completed: number;
+  readonly errors: number;
+  readonly cancelled: number;
+  readonly routeErrors: number;
+  readonly notIssued: number;
+  readonly ttftMs: Dist;
+  readonly e2eMs: Dist;
+  readonly wallTtftMs: Dist;
+  readonly routeWallMs: Dist;
+  readonly perModel: Record<string, number>;
+  readonly perWorker: Record<string, number>;
+  readonly reasons: Record<string, number>;
+  readonly errorCodes: Record<string, number>;
+  readonly prefixReuseRatio: number | null;
+  readonly timeScale: number;
+  readonly durationMs: number;
+}
+
+interface Job {
+  readonly index: number;
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly isl: number;
+  readonly osl: number;
+  readonly payload: PromptPayload;
+  readonly outputTokens: Uint32Array | null;
+  /** Prompt blocks at a pool's block size (hashed once per pool). */
+  blocks(pool: LoadgenPool): PromptBlocks;
+}
+
+const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal.aborted || ms <= 0) return resolve();
+    const t = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+
+export function distribution(xs: readonly number[]): Dist {
+  if (xs.length === 0) return { n: 0, mean: null, p50: null, p90: null, p99: null };
+  const a = [...xs].sort((x, y) => x - y);
+  // Nearest-rank percentiles: every reported value is one that was measured.
+  const q = (p: number): number => a[Math.min(a.length - 1, Math.max(0, Math.ceil(p * a.length) - 1))]!;
+  const r = (v: number): number => Math.round(v * 1000) / 1000;
+  return { n: a.length, mean: r(a.reduce((s, x) => s + x, 0) / a.length), p50: r(q(0.5)), p90: r(q(0.9)), p99: r(q(0.99)) };
+}
+
+export function summarize(outcomes: readonly RequestOutcome[], meta: { mode: string; workload: string; planned: number; routeErrors: number; timeScale: number; durationMs: number }): LoadgenSummary {
+  const done = outcomes.filter((o) => o.status === 'done');
+  const count = (key: (o: RequestOutcome) => string | null, of: readonly RequestOutcome[] = outcomes): Record<string, number> => {
+    const out: Record<string, number> = {};
+    for (const o of of) {
+      const k = key(o);
+      if (k !== null) out[k] = (out[k] ?? 0) + 1;
+    }
+    return out;
+  };
+  const isl = done.reduce((s, o) => s + o.isl, 0);
+  const reused = done.reduce((s, o) => s + (o.reusedTokens ?? 0), 0);
+  return {
+    mode: meta.mode,
+    workload: meta.workload,
+    requests: outcomes.length,
+    completed: done.length,
+    errors: outcomes.filter((o) => o.status === 'failed').length,
+    cancelled: outcomes.filter((o) => o.status === 'cancelled').length,
+    routeErrors: meta.routeErrors,
+    notIssued: meta.planned - outcomes.length,
+    ttftMs: distribution(done.map((o) => o.ttftMs!)),
+    e2eMs: distribution(done.map((o) => o.e2eMs!)),
+    wallTtftMs: distribution(done.map((o) => o.wallTtftMs!)),
+    routeWallMs: distribution(outcomes.flatMap((o) => (o.routeWallMs === null ? [] : [o.routeWallMs]))),
+    perModel: count((o) => o.model),
+    perWorker: count((o) => (o.workerId === null ? null : `${o.pool}/${o.workerId}`)),
+    reasons: count((o) => o.reason),
+    errorCodes: count((o) => o.error),
+    prefixReuseRatio: isl > 0 ? Math.round((reused / isl) * 1e6) / 1e6 : null,
+    timeScale: meta.timeScale,
+    durationMs: meta.durationMs,
+  };
+}
+
+function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: number): { job: Job; arrivalMs: number }[] {
+  const hashers = new Map<number, MooncakePromptHasher>();
+  return openLoopArrivals(records, { speedup }).map(({ index, arrivalMs }) => {
+    const rec = records[index]!;
+    const requestId = `${runId}-${index}`;
+    const cache = new Map<number, PromptBlocks>();
+    const job: Job = {
+      index,
+      requestId,
+      sessionId: requestId, // Mooncake lines carry no session: each request is its own.
+      isl: rec.inputLength,
+      osl: rec.outputLength,
+      payload: { kind: 'mooncake', hashIds: rec.hashIds, inputLength: rec.inputLength },
+      outputTokens: null,
+      blocks(pool) {
+        let b = cache.get(pool.blockSize);
+        if (!b) {
+          let h = hashers.get(pool.blockSize);
+          if (!h) hashers.set(pool.blockSize, (h = new MooncakePromptHasher(pool.blockSize)));
+          b = h.prompt(rec.hashIds, rec.inputLength);
+          cache.set(pool.blockSize, b);
+        }
+        return b;
+      },
+    };
+    return { job, arrivalMs };
+  });
+}
+
+function sessionJob(s: AgenticSession, t: number, index: number, runId: string): Job {
+  const turn = s.turns[t]!;
+  const cache = new Map<number, PromptBlocks>();
+  return {
+    index,
+    requestId: `${runId}-${s.sessionId}-${t}`,
+    sessionId: `${runId}-${s.sessionId}`,
+    isl: turn.promptTokens.length,
+    osl: turn.outputTokens.length,
+    payload: { kind: 'token_ids', tokens: turn.promptTokens },
+    outputTokens: turn.outputTokens,
+    blocks(pool) {
+      let b = cache.get(pool.blockSize);
+      if (!b) cache.set(pool.blockSize, (b = promptFromTokens(turn.promptTokens, pool.blockSize)));
+      return b;
+    },
+  };
+}
+
+/** Runs the workload; resolves with every outcome and the summary once the last request ends (or the run's deadline). */
+export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: RequestOutcome[]; summary: LoadgenSummary }> {
+  const nc = o.nc;
+  const timeScale = o.timeScale ?? 1;
+  const requestTimeoutMs = o.requestTimeoutMs ?? 120_000;
+  const routeTimeoutMs = o.routeTimeoutMs ?? 5_000;
+  const capableFraction = o.capableFraction ?? 0;
+  const seed = String(o.seed ?? 1);
+  const runId = o.runId ?? `lg${Date.now().toString(36)}`;
+  const deadline = new AbortController();
+  const started = performance.now();
+  const deadlineTimer = setTimeout(() => deadline.abort(), o.maxDurationMs ?? 600_000);
+  o.signal?.addEventListener('abort', () => deadline.abort(), { once: true });
+  const outcomes: RequestOutcome[] = [];
+  let routeErrors = 0;
+  let issued = 0;
+  let inflight = 0;
+
+  const planned = o.workload.kind === 'trace' ? o.workload.records.length : o.workload.sessions.reduce((s, x) => s + x.turns.length, 0);
+  const progress = o.progress;
+  const progressTimer = progress
+    ? setInterval(() => {
+        const done = outcomes.filter((x) => x.status === 'done').length;
+        progress(
+          `loadgen ${((performance.now() - started) / 1000).toFixed(1)}s issued ${issued}/${planned} done ${done} failed ${outcomes.length - done} in-flight ${inflight} route-errors ${routeErrors}`,
+        );
+      }, o.progressEveryMs ?? 1000)
+    : null;
+
+  const stageOf = (requestId: string): ModelRole => (capableFraction > 0 && seededRng(`${seed}:${requestId}`).next() < capableFraction ? 'capable' : 'efficient');
+
+  const lifecycle = (pool: string, e: Omit<LifecycleEvent, 'pool' | 'atMs' | 'dpRank'>): void => {
+    nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
+  };
+
+  /** Dynamo's own choice on one pool, from the indexer; books it when asked to (as Dynamo's router does). */
+  const dynamoChoice = async (job: Job, pool: LoadgenPool, book: boolean): Promise<WorkerId> => {
+    const blocks = job.blocks(pool);
+    const msg = await request(
+      nc,
+      observeSubject(pool.name),
+      observeRequestCodec.encode({ requestId: job.requestId, prompt: { kind: 'local_hashes', localHashes: blocks.local, loraName: null }, promptTokens: job.isl }),
+      { timeoutMs: routeTimeoutMs },
+    );
+    const r = observeReplyCodec.decode(msg.data);
+    if (!r.ok) throw new Error(`observe reply from ${pool.name}: ${r.reason}`);
+    const choice = r.value.dynamoChoice;
+    if (!choice) throw new Error(`observe ${pool.name}: no worker to choose (${r.value.workers.length} known)`);
+    if (book) {
+      const w = r.value.workers.find((x) => x.workerId === choice.workerId && x.dpRank === choice.dpRank);
+      nc.publish(
+        bookingsSubject(pool.name),
+        bookingEventCodec.encode({
+          requestId: job.requestId,
+          sessionId: job.sessionId,
+          pool: pool.name,
+          workerId: choice.workerId,
+          dpRank: choice.dpRank,
+          promptTokens: job.isl,
+          overlapBlocks: w?.deviceOverlapBlocks ?? 0,
+          sequenceHashes: blocks.sequence,
+          localHashes: null,
+          expectedOutputTokens: job.osl,
+          prefillTokens: null,
+          atMs: Date.now(),
+        }),
+      );
+    }
+    return choice.workerId;
+  };
+
+  interface Routed {
+    role: ModelRole;
+    pool: LoadgenPool;
+    model: string;
+    workerId: WorkerId;
+    reason: string;
+    fallback: string | null;
+  }
+
+  const route = async (job: Job, stage: ModelRole): Promise<Routed> => {
+    if (o.mode.kind === 'direct') {
+      const pool = o.pools[o.mode.role];
+      return { role: o.mode.role, pool, model: pool.model, workerId: await dynamoChoice(job, pool, o.mode.book), reason: 'direct', fallback: null };
+    }
+    const cand = (p: LoadgenPool): RouteCandidate => ({
+      model: p.model,
+      pool: p.name,
+      prompt: { kind: 'local_hashes', localHashes: job.blocks(p).local, loraName: null },
+      promptTokens: job.isl,
+    });
+    try {
+      const msg = await request(
+        nc,
+        ROUTE_SUBJECT,
+        routeRequestCodec.encode({
+          requestId: job.requestId,
+          sessionId: job.sessionId,
+          stageProposal: stage,
+          candidates: { efficient: cand(o.pools.efficient), capable: cand(o.pools.capable) },
+          deadlineMs: null,
+        }),
+        { timeoutMs: routeTimeoutMs },
+      );
+      const r = routeReplyCodec.decode(msg.data);
+      if (!r.ok) throw new Error(`route reply: ${r.reason}`);
+      const v = r.value;
+      const pool = v.pool === o.pools.capable.name ? o.pools.capable : v.pool === o.pools.efficient.name ? o.pools.efficient : o.pools[v.modelRole];
+      // A route without a worker (a fallback that names only the model) is placed by Dynamo's own choice, as its router would.
+      const workerId = v.workerId ?? (await dynamoChoice(job, pool, false));
+      return { role: v.modelRole, pool, model: v.model, workerId, reason: v.reason, fallback: v.fallback };
+    } catch (e) {
+      routeErrors++;
+      const code = isVantageError(e) ? e.code : 'route_failed';
+      const pool = o.pools[stage];
+      return { role: stage, pool, model: pool.model, workerId: await dynamoChoice(job, pool, false), reason: 'route_error', fallback: code };
+    }
+  };
+
+  /** Sends the request to the worker and follows its progress until done, failed, timeout or the run's deadline. */
+  const serve = (job: Job, to: Routed, t0: number): Promise<Omit<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl' | 'routeWallMs' | 'reason' | 'fallback'>> =>
+    new Promise((resolve) => {
+      const inbox = createInbox();
+      const poolName = to.pool.name;
+      const base = { modelRole: to.role, model: to.model, pool: poolName, workerId: to.workerId.toString() };
+      const none = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null };
+      let wallTtftMs: number | null = null;
+      let sub: Subscription | null = null;
+      let finished = false;
+      const finish = (r: Parameters<typeof resolve>[0]): void => {
+        if (finished) return;
+        finished = true;
+        clearTimeout(timer);
+        deadline.signal.removeEventListener('abort', onAbort);
+        sub?.unsubscribe();
+        resolve(r);
+      };
+      const cancel = (why: string): void => {
+        lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'cancelled', workerId: to.workerId, usage: null, error: { code: why, message: null } });
+        finish({ ...base, ...none, wallTtftMs, status: 'cancelled', error: why });
+      };
+      const onAbort = (): void => cancel('run_deadline');
+      const timer = setTimeout(() => cancel('request_timeout'), requestTimeoutMs);
+      deadline.signal.addEventListener('abort', onAbort, { once: true });
+      sub = nc.subscribe(inbox, {
+        callback: (err, m) => {
+          if (err) return;
+          const p: GenerateProgress | null = decodeProgress(m.data);
+          if (p === null) return;
+          if (p.kind === 'first_token') {
+            wallTtftMs = performance.now() - t0;
+            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'first_token', workerId: to.workerId, usage: null, error: null });
+          } else if (p.kind === 'done') {
+            const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
+            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'done', workerId: to.workerId, usage, error: null });
+            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'usage', workerId: to.workerId, usage, error: null });
+            finish({
+              ...base,
+              status: 'done',
+              error: null,
+              ttftMs: p.firstTokenMs - p.arrivalMs,
+              e2eMs: p.atMs - p.arrivalMs,
+              reusedTokens: p.reusedTokens,
+              outputTokens: p.outputTokens,
+              wallTtftMs,
+              wallE2eMs: performance.now() - t0,
+            });
+          } else if (p.kind === 'failed') {
+            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'failed', workerId: to.workerId, usage: null, error: { code: p.code, message: p.reason.slice(0, 500) } });
+            finish({ ...base, ...none, status: 'failed', error: p.code });
+          }
+        },
+      });
+      nc.publish(
+        generateSubject(poolName, to.workerId),
+        encodeGenerateRequest({ requestId: job.requestId, sessionId: job.sessionId, osl: job.osl, prompt: job.payload, outputTokens: job.outputTokens }),
+        { reply: inbox },
+      );
+    });
+
+  const runOne = async (job: Job): Promise<RequestOutcome> => {
+    issued++;
+    inflight++;
+    const t0 = performance.now();
+    const stage = stageOf(job.requestId);
+    const common = { requestId: job.requestId, sessionId: job.sessionId, stageProposal: stage, isl: job.isl, osl: job.osl };
+    let out: RequestOutcome;
+    try {
+      const to = await route(job, stage);
+      const routeWallMs = performance.now() - t0;
+      const r = await serve(job, to, t0);
+      out = { ...common, ...r, routeWallMs, reason: to.reason, fallback: to.fallback };
+    } catch (e) {
+      // No worker could be chosen at all: nothing was sent, so there is no lifecycle to report.
+      const code = isVantageError(e) ? e.code : 'no_route';
+      out = {
+        ...common,
+        modelRole: null,
+        model: null,
+        pool: null,
+        workerId: null,
+        reason: 'route_error',
+        fallback: code,
+        status: 'failed',
+        error: code,
+        ttftMs: null,
+        e2eMs: null,
+        reusedTokens: null,
+        outputTokens: null,
+        routeWallMs: null,
+        wallTtftMs: null,
+        wallE2eMs: null,
+      };
+    }
+    inflight--;
+    outcomes.push(out);
+    o.onOutcome?.(out);
+    return out;
+  };
+
+  const jobs: Promise<unknown>[] = [];
+  const wallOf = (simMs: number): number => simMs / timeScale;
+  if (o.workload.kind === 'trace') {
+    for (const { job, arrivalMs } of traceJobs(o.workload.records, runId, o.workload.speedup)) {
+      await sleep(started + wallOf(arrivalMs) - performance.now(), deadline.signal);
+      if (deadline.signal.aborted) break;
+      jobs.push(runOne(job));
+    }
+  } else {
+    let index = 0;
+    for (const s of o.workload.sessions) {
+      const first = index;
+      index += s.turns.length;
+      jobs.push(
+        (async () => {
+          await sleep(started + wallOf(s.startMs) - performance.now(), deadline.signal);
+          for (let t = 0; t < s.turns.length && !deadline.signal.aborted; t++) {
+            if (t > 0) await sleep(wallOf(s.turns[t]!.thinkTimeMs), deadline.signal);
+            if (deadline.signal.aborted) break;
+            const r = await runOne(sessionJob(s, t, first + t, runId));
+            if (r.status !== 'done') break; // an agent stops when a turn fails
+          }
+        })(),
+      );
+    }
+  }
+  await Promise.all(jobs);
+  clearTimeout(deadlineTimer);
+  if (progressTimer) clearInterval(progressTimer);
+  await nc.flush();
+  const summary = summarize(outcomes, {
+    mode: o.mode.kind === 'direct' ? `direct:${o.pools[o.mode.role].name}` : 'route',
+    workload: o.workload.kind,
+    planned,
+    routeErrors,
+    timeScale,
+    durationMs: Math.round(performance.now() - started),
+  });
+  return { outcomes, summary };
+}

@@ -1,0 +1,134 @@
+/**
+ * Load generator CLI (see load-generator.ts and the README):
+ *
+ *   node --import tsx services/fleet/src/loadgen.ts --trace /work/shared/traces/conversation_2k.jsonl --limit 200 --speedup 20
+ *   node --import tsx services/fleet/src/loadgen.ts --sessions 8 --seed 7
+ *   ... --direct [--direct-pool efficient]        (no decision service: Dynamo's choice from the indexer)
+ *
+ * Progress lines go to stderr; the summary is the last line on stdout (one JSON object).
+ * Exit: 0 when the run finished (request failures are in the summary), 2 on bad arguments, 1 on a fatal error.
+ */
+import { createWriteStream } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { connectNats, createLogger, flushLogger } from '@vantage/runtime';
+import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
+import { runLoadgen, type LoadgenPool, type Workload } from './load-generator';
+
+const USAGE = `usage: loadgen (--trace FILE [--limit N] [--speedup X] | --sessions N [--seed S] [--max-context TOKENS])
+               [--direct [--direct-pool efficient|capable] [--no-book]] [--capable-fraction F] [--seed S]
+               [--pools efficient:64[:model],capable:64[:model]] [--time-scale X] [--nats URL]
+               [--max-duration-ms MS] [--request-timeout-ms MS] [--route-timeout-ms MS] [--out FILE.jsonl]`;
+
+function fail(msg: string): never {
+  process.stderr.write(`loadgen: ${msg}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+function num(v: string | undefined, name: string, dflt: number, min = 0): number {
+  if (v === undefined) return dflt;
+  const x = Number(v);
+  if (!Number.isFinite(x) || x < min) fail(`--${name} must be a number >= ${min}, got ${v}`);
+  return x;
+}
+
+function parsePools(spec: string): { efficient: LoadgenPool; capable: LoadgenPool } {
+  const parts = spec.split(',').map((p) => p.trim());
+  if (parts.length !== 2) fail(`--pools needs two entries (efficient first, capable second), got ${spec}`);
+  const [e, c] = parts.map((p) => {
+    const [name, bs, model] = p.split(':');
+    if (!name || !/^[A-Za-z0-9_-]{1,64}$/.test(name)) fail(`bad pool name in --pools: ${p}`);
+    const blockSize = bs === undefined || bs === '' ? 64 : Number(bs);
+    if (!Number.isInteger(blockSize) || blockSize <= 0) fail(`bad block size in --pools: ${p}`);
+    return { name, blockSize, model: model ?? name };
+  });
+  return { efficient: e!, capable: c! };
+}
+
+const { values: a } = (() => {
+  try {
+    return parseArgs({
+      options: {
+        trace: { type: 'string' },
+        limit: { type: 'string' },
+        speedup: { type: 'string' },
+        sessions: { type: 'string' },
+        seed: { type: 'string' },
+        'max-context': { type: 'string' },
+        direct: { type: 'boolean', default: false },
+        'direct-pool': { type: 'string', default: 'efficient' },
+        'no-book': { type: 'boolean', default: false },
+        'capable-fraction': { type: 'string' },
+        pools: { type: 'string', default: 'efficient:64,capable:64' },
+        'time-scale': { type: 'string' },
+        nats: { type: 'string' },
+        'max-duration-ms': { type: 'string' },
+        'request-timeout-ms': { type: 'string' },
+        'route-timeout-ms': { type: 'string' },
+        out: { type: 'string' },
+        help: { type: 'boolean', default: false },
+      },
+      strict: true,
+    });
+  } catch (e) {
+    fail((e as Error).message);
+  }
+})();
+if (a.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+if ((a.trace === undefined) === (a.sessions === undefined)) fail('give exactly one of --trace and --sessions');
+const role = a['direct-pool'];
+if (role !== 'efficient' && role !== 'capable') fail(`--direct-pool must be efficient or capable, got ${role}`);
+const seed = a.seed ?? '1';
+
+let workload: Workload;
+if (a.trace !== undefined) {
+  let records;
+  try {
+    records = loadMooncakeTrace(a.trace);
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  const limit = num(a.limit, 'limit', records.length, 1);
+  workload = { kind: 'trace', records: records.slice(0, limit), speedup: num(a.speedup, 'speedup', 1, 1e-6) };
+} else {
+  const n = num(a.sessions, 'sessions', 1, 1);
+  workload = {
+    kind: 'sessions',
+    sessions: generateAgenticSessions({ ...DEFAULT_AGENTIC_CONFIG, sessions: Math.floor(n), seed, maxContextTokens: num(a['max-context'], 'max-context', 32_768, 1) }),
+  };
+}
+
+// Logs (NATS status) go to stderr: stdout carries only the summary.
+const log = createLogger({ service: 'loadgen', instanceId: `loadgen-${process.pid}`, level: 'warn', destination: process.stderr });
+const url = a.nats ?? process.env.VANTAGE_NATS_URL ?? 'nats://127.0.0.1:4222';
+try {
+  const nc = await connectNats({ url, name: `loadgen-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
+  const out = a.out ? createWriteStream(a.out) : null;
+  const abort = new AbortController();
+  process.once('SIGINT', () => abort.abort());
+  const { summary } = await runLoadgen({
+    nc,
+    pools: parsePools(a.pools),
+    workload,
+    mode: a.direct ? { kind: 'direct', role, book: !a['no-book'] } : { kind: 'route' },
+    capableFraction: num(a['capable-fraction'], 'capable-fraction', 0),
+    seed,
+    timeScale: num(a['time-scale'], 'time-scale', Number(process.env.VANTAGE_FLEET_TIME_SCALE ?? 1), 1e-6),
+    maxDurationMs: num(a['max-duration-ms'], 'max-duration-ms', 600_000, 1),
+    requestTimeoutMs: num(a['request-timeout-ms'], 'request-timeout-ms', 120_000, 1),
+    routeTimeoutMs: num(a['route-timeout-ms'], 'route-timeout-ms', 5_000, 1),
+    progress: (line) => process.stderr.write(`${line}\n`),
+    ...(out ? { onOutcome: (o) => out.write(`${JSON.stringify(o)}\n`) } : {}),
+    signal: abort.signal,
+  });
+  if (out) await new Promise<void>((r) => out.end(r));
+  await nc.close();
+  process.stdout.write(`${JSON.stringify(summary)}\n`);
+  await flushLogger(log);
+  process.exit(0);
+} catch (e) {
+  process.stderr.write(`loadgen: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(1);
+}

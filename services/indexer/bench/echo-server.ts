@@ -1,0 +1,27 @@
+/**
+ * Baseline for the indexer benchmark: a bare NATS request-reply responder in its
+ * own process, answering every request on SUBJECT (queue group as the indexer
+ * uses) with a fixed payload of REPLY_BYTES bytes, the size of a typical observe
+ * reply. Prints "ready" once subscribed; exits on SIGTERM.
+ * Run: node --import tsx services/indexer/bench/echo-server.ts <natsUrl> <subject> <replyBytes>
+ */
+import { connect } from '@nats-io/transport-node';
+
+const [url, subject, bytes] = process.argv.slice(2);
+if (!url || !subject || !bytes) {
+  process.stderr.write('usage: echo-server.ts <natsUrl> <subject> <replyBytes>\n');
+  process.exit(2);
+}
+const payload = new Uint8Array(Number(bytes)).fill(0x20);
+const nc = await connect({ servers: url });
+nc.subscribe(subject, {
+  queue: 'bench-echo',
+  callback: (_err, m) => {
+    m.respond(payload);
+  },
+});
+await nc.flush();
+process.stdout.write('ready\n');
+process.on('SIGTERM', () => {
+  void nc.drain().finally(() => process.exit(0));
+});

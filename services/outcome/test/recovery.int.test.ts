@@ -1,0 +1,121 @@
+// Exactly once across failures: the service (a child process) is killed with
+// SIGKILL and restarted, the Kafka broker is restarted, and nats-server is
+// killed and restarted, all while requests are being published. Afterwards
+// every request id is in the outcomes topic exactly once and every decision
+// in the decisions topic exactly once (read_committed).
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { decodeSingleObject, DECISION_REGISTRY, OUTCOME_REGISTRY } from '@vantage/records';
+import { eventually, ownKafka, ownNats } from '@vantage/testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { child, decision, names, Publisher, readTopic, serviceEnv, waitExit } from './helpers';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function countBy<T>(xs: T[], key: (x: T) => string): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const x of xs) m.set(key(x), (m.get(key(x)) ?? 0) + 1);
+  return m;
+}
+
+describe('exactly once across kill -9, Kafka restart and nats-server restart', () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterAll(async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => {});
+  });
+
+  it('writes every request once', { timeout: 420_000 }, async () => {
+    const [nats, kafka] = await Promise.all([ownNats(), ownKafka()]);
+    cleanups.push(nats.cleanup, kafka.cleanup);
+    const n = names('recovery');
+    const dir = mkdtempSync(join(tmpdir(), 'outcome-recovery-'));
+    const logFile = join(dir, 'service.log');
+    writeFileSync(logFile, '');
+    const env = serviceEnv(n, nats.url, kafka.brokers, {
+      VANTAGE_OUTCOME_JOIN_WINDOW_MS: '2000',
+      VANTAGE_OUTCOME_TERMINAL_GRACE_MS: '200',
+      VANTAGE_OUTCOME_NATS_ACK_WAIT_MS: '10000',
+      VANTAGE_OUTCOME_TRANSACTION_TIMEOUT_MS: '8000',
+      VANTAGE_LOG_LEVEL: 'info',
+    });
+    let svc: ChildProcess = child(env, logFile);
+    cleanups.push(async () => {
+      svc.kill('SIGKILL');
+      await waitExit(svc);
+    });
+    const serviceUp = (): Promise<void> => eventually('service started', () => readFileSync(logFile, 'utf8').split('\n').filter((l) => l.includes('"service started"')).length > starts, 90_000, 100);
+    let starts = 0;
+    await serviceUp();
+    starts++;
+
+    const pub = await Publisher.open(nats.url, n);
+    cleanups.push(() => pub.close());
+    const N = 2400;
+    const ds = Array.from({ length: N }, (_, i) => decision(i, 'rec'));
+    let published = 0;
+    const publishing = (async () => {
+      // ~150 requests/s, so each failure lands mid-stream.
+      for (let i = 0; i < N; i += 15) {
+        const t = Date.now();
+        await Promise.all(ds.slice(i, i + 15).map((d) => pub.request(d)));
+        published = Math.min(N, i + 15);
+        await sleep(Math.max(0, 100 - (Date.now() - t)));
+      }
+    })();
+
+    await eventually('some published', () => published >= 300, 60_000, 50);
+    svc.kill('SIGKILL');
+    await waitExit(svc);
+    svc = child(env, logFile);
+    await serviceUp();
+    starts++;
+
+    await eventually('more published', () => published >= 900, 60_000, 50);
+    await kafka.stop();
+    await sleep(1_000);
+    await kafka.start();
+
+    await eventually('more published', () => published >= 1500, 120_000, 50);
+    await nats.kill9();
+    await sleep(500);
+    await nats.start();
+
+    await publishing;
+    let outcomes: ReturnType<typeof decodeAll> = [];
+    function decodeAll(rs: Awaited<ReturnType<typeof readTopic>>) {
+      return rs.map((r) => {
+        const d = decodeSingleObject(r.value ?? Buffer.alloc(0), OUTCOME_REGISTRY);
+        if (!d.ok) throw new Error(d.reason);
+        return d.value;
+      });
+    }
+    await eventually('all outcomes', async () => (outcomes = decodeAll(await readTopic(kafka.brokers, n.topics.outcomes))).length >= N, 180_000, 1_000);
+    // Let late redeliveries (ack_wait) play out, then count again.
+    await sleep(12_000);
+    outcomes = decodeAll(await readTopic(kafka.brokers, n.topics.outcomes));
+    const perRequest = countBy(outcomes, (o) => o.requestId);
+    const dups = [...perRequest].filter(([, c]) => c > 1);
+    expect(dups).toEqual([]);
+    expect(perRequest.size).toBe(N);
+    expect(outcomes.every((o) => o.status === 'completed')).toBe(true);
+
+    const decisions = (await readTopic(kafka.brokers, n.topics.decisions)).map((r) => {
+      const d = decodeSingleObject(r.value ?? Buffer.alloc(0), DECISION_REGISTRY);
+      if (!d.ok) throw new Error(d.reason);
+      return d.value.recordId;
+    });
+    const perDecision = countBy(decisions, (x) => x);
+    expect([...perDecision].filter(([, c]) => c > 1)).toEqual([]);
+    expect(perDecision.size).toBe(N);
+    expect(await readTopic(kafka.brokers, n.topics.deadLetter)).toEqual([]);
+
+    const log = readFileSync(logFile, 'utf8');
+    // The failures really happened to the service, not only around it.
+    expect(log).toMatch(/kafka transaction failed|progress sync failed/);
+    expect(log).toMatch(/nats disconnected/);
+    svc.kill('SIGTERM');
+    expect(await waitExit(svc)).toBe(0);
+  });
+});
