@@ -74,15 +74,15 @@ export function buildDesign(rows: readonly CalibrationRow[], table: QTable, s: S
   return { x, y, groups, excluded };
 }
 
+/**
+ * A model with one estimator's coefficients set (the other kept, or zero).
+ * Keys in the parameter-set schema's order, so the written file reads
+ * name, qTable, standardization, blind, cache.
+ */
 export function withCoefficients(model: Omit<ModelParameters, 'blind' | 'cache'> & Partial<ModelParameters>, estimator: Estimator, c: Coefficients): ModelParameters {
-  const zero = { blind: { b0: 0, bN: 0, bR: 0, bP: 0 }, cache: { c0: 0, cN: 0, cR: 0, cP: 0 } };
-  const base = { ...zero, ...model } as ModelParameters;
-  if (estimator === 'blind') {
-    const blind: BlindCoefficients = { b0: c[0], bN: c[1], bR: c[2], bP: c[3] };
-    return { ...base, blind };
-  }
-  const cache: CacheCoefficients = { c0: c[0], cN: c[1], cR: c[2], cP: c[3] };
-  return { ...base, cache };
+  const blind: BlindCoefficients = estimator === 'blind' ? { b0: c[0], bN: c[1], bR: c[2], bP: c[3] } : (model.blind ?? { b0: 0, bN: 0, bR: 0, bP: 0 });
+  const cache: CacheCoefficients = estimator === 'cache' ? { c0: c[0], cN: c[1], cR: c[2], cP: c[3] } : (model.cache ?? { c0: 0, cN: 0, cR: 0, cP: 0 });
+  return { name: model.name, qTable: model.qTable, standardization: model.standardization, blind, cache };
 }
 
 export interface EstimatorFitInput {

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { decide, loadParameterSet, observed, serializeParameterSet, type CandidateReport } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
-import { fitAll, renderFitReportHtml, type CalibrationRow, type FitResult } from '../src/index';
+import { fitAll, fitStandardization, renderFitReportHtml, type CalibrationRow, type FitResult } from '../src/index';
 import { synthesize, TRUTH } from './synthetic';
 
 const createdAt = '2026-03-01T12:00:00Z';
@@ -165,5 +165,33 @@ describe('fitAll refusals', () => {
   it('refuses bad options', () => {
     const r = fitAll(rows, { fractions: { fitting: 0.5, uncertainty: 0.5, selection: 0.5 }, lambdas: [-1] });
     expect(!r.ok && r.errors.length).toBe(2);
+  });
+});
+
+describe('standardisation', () => {
+  it('means and population sds of log(1 + x), by hand', () => {
+    const e = Math.E;
+    const s = fitStandardization([
+      { n: e - 1, r: 0, p: null },
+      { n: e ** 3 - 1, r: e ** 2 - 1, p: 3 },
+    ]);
+    expect(s.standardization.logN.mean).toBeCloseTo(2, 12);
+    expect(s.standardization.logN.sd).toBeCloseTo(1, 12);
+    expect(s.standardization.logR.mean).toBeCloseTo(1, 12);
+    expect(s.standardization.logR.sd).toBeCloseTo(1, 12);
+    // P known on one row only: its own value, no spread -> sd 1, constant.
+    expect(s.standardization.logP).toEqual({ mean: Math.log1p(3), sd: 1 });
+    expect(s.constant).toEqual(['logP']);
+  });
+
+  it('a feature without spread gets sd 1, a warning and a zero coefficient', () => {
+    const noP = rows.map((r) => ({ ...r, p: 0 }));
+    const r = ok(fitAll(noP, { seed: 3, createdAt }));
+    const m = r.report.models.efficient;
+    expect(m.standardization.logP).toEqual({ mean: 0, sd: 1 });
+    expect(m.constantFeatures).toEqual(['logP']);
+    expect(m.estimators.cache.coefficients[3]).toBe(0);
+    expect(m.estimators.blind.coefficients[3]).toBe(0);
+    expect(r.report.warnings.join()).toMatch(/efficient standardisation logP: sd 0/);
   });
 });

@@ -88,7 +88,7 @@ export class ExtMap {
     this.size--;
   }
 
-  private grow(): void {
+  grow(): void {
     const old = this.t;
     const cap = (this.mask + 1) * 2;
     this.t = new Int32Array(cap * SLOT);

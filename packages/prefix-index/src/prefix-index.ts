@@ -1,7 +1,7 @@
 import type { KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { xxh3_64 } from '@vantage/hashing';
 import { ExtMap, K_NODE, K_TIERS, SLOT } from './ext-map';
-import { mix3, u64Hi, u64Lo } from './hash32';
+import { mix2, mix3, u64Hi, u64Lo } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 import type {
   ApplyResult,
@@ -241,7 +241,11 @@ export class PrefixIndex {
     return { status: 'applied', blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
   }
 
-  /** Returns true when the parent was unknown. */
+  /**
+   * Returns true when the parent was unknown. This is the hot path (one iteration per stored
+   * block): child lookup and the block-id probe are inlined, and the probe inserts into the empty
+   * slot it ends on instead of probing twice.
+   */
   private applyStored(pub: Publisher, tier: number, data: KvStoredData): boolean {
     const n = data.blockHashes.length;
     const ext = i32View(data.blockHashes);
@@ -250,12 +254,15 @@ export class PrefixIndex {
     const slot = pub.slot;
     const bitOff = F_BITS + tier * this.words + (slot >>> 5);
     const bit = 1 << (slot & 31);
+    const R = this.R;
+    const tierBlocks = pub.tierBlocks;
+    const map = pub.map;
     let cur: number;
     let unknownParent = false;
     if (data.parentHash === null) {
       cur = ROOT;
     } else {
-      const s = pub.map.find(u64Lo(data.parentHash), u64Hi(data.parentHash));
+      const s = map.find(u64Lo(data.parentHash), u64Hi(data.parentHash));
       if (s < 0) {
         // Dynamo drops the whole event here. We keep the blocks as a chain that hangs from no
         // parent: unreachable from the root, so they can never add to a match (no over-statement),
@@ -264,54 +271,77 @@ export class PrefixIndex {
         unknownParent = true;
         cur = DETACHED;
       } else {
-        cur = pub.map.t[s + K_NODE]!;
+        cur = map.t[s + K_NODE]!;
       }
     }
     for (let i = 0; i < n; i++) {
       const lo = loc[2 * i]!;
       const hi = loc[2 * i + 1]!;
-      let target: number;
+      let target = 0;
       if (cur === DETACHED) {
         target = this.allocNode(lo, hi);
       } else {
-        target = this.child(cur, lo, hi);
+        const nd = this.nd;
+        const pb = cur * R;
+        if ((nd[pb + F_NCHILD]! & HASHED) === 0) {
+          for (let c = nd[pb + F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) {
+            if (nd[c * R + F_LO] === lo && nd[c * R + F_HI] === hi) {
+              target = c;
+              break;
+            }
+          }
+        } else {
+          target = this.child(cur, lo, hi);
+        }
         if (target === 0) {
           target = this.allocNode(lo, hi);
           this.link(target, cur);
         }
       }
-      const map = pub.map;
       const elo = ext[2 * i]!;
       const ehi = ext[2 * i + 1]!;
-      const s = map.find(elo, ehi);
-      if (s < 0) {
-        map.insert(elo, ehi, target, tierBit);
-        this.nd[target * this.R + F_REFS]!++;
-        pub.tierBlocks[tier]!++;
-      } else {
-        const t = map.t;
-        const old = t[s + K_NODE]!;
-        if (old === target) {
-          const held = t[s + K_TIERS]!;
-          if ((held & tierBit) === 0) {
-            t[s + K_TIERS] = held | tierBit;
-            pub.tierBlocks[tier]!++;
-          }
-        } else {
-          // The publisher re-stores a block id at a different position (for example after its old
-          // position was cut from the tree). The newest statement wins: the id moves, and the old
-          // node loses this publisher on every tier the id was held on.
-          const oldTiers = t[s + K_TIERS]!;
-          t[s + K_NODE] = target;
-          t[s + K_TIERS] = tierBit;
-          this.nd[target * this.R + F_REFS]!++;
-          for (let k = 0; k < NTIERS; k++) if (oldTiers & (1 << k)) pub.tierBlocks[k]!--;
-          pub.tierBlocks[tier]!++;
-          this.release(old, slot, oldTiers, true);
+      if ((map.size + 1) * 2 > map.mask + 1) map.grow();
+      const t = map.t;
+      const mask = map.mask;
+      let j = mix2(elo, ehi) & mask;
+      for (;;) {
+        const b = j * SLOT;
+        const old = t[b + K_NODE]!;
+        if (old === 0) {
+          // New block id for this publisher.
+          t[b] = elo;
+          t[b + 1] = ehi;
+          t[b + K_NODE] = target;
+          t[b + K_TIERS] = tierBit;
+          map.size++;
+          this.nd[target * R + F_REFS]!++;
+          tierBlocks[tier]!++;
+          break;
         }
+        if (t[b] === elo && t[b + 1] === ehi) {
+          const held = t[b + K_TIERS]!;
+          if (old === target) {
+            if ((held & tierBit) === 0) {
+              t[b + K_TIERS] = held | tierBit;
+              tierBlocks[tier]!++;
+            }
+          } else {
+            // The publisher re-stores a block id at a different position (for example after its
+            // old position was cut from the tree). The newest statement wins: the id moves, and
+            // the old node loses this publisher on every tier the id was held on.
+            t[b + K_NODE] = target;
+            t[b + K_TIERS] = tierBit;
+            this.nd[target * R + F_REFS]!++;
+            for (let k = 0; k < NTIERS; k++) if (held & (1 << k)) tierBlocks[k]!--;
+            tierBlocks[tier]!++;
+            this.release(old, slot, held, true);
+          }
+          break;
+        }
+        j = (j + 1) & mask;
       }
       const nd = this.nd;
-      const w = target * this.R + bitOff;
+      const w = target * R + bitOff;
       nd[w] = nd[w]! | bit;
       cur = target;
     }

@@ -295,6 +295,7 @@ async function main(): Promise<void> {
   ];
   let overrides = 0;
   let fallbacks = 0;
+  const fallbackReasons = new Map<string, number>();
   const summary: Record<string, unknown>[] = [];
   for (const sc of scenarios) {
     // Several sessions' prompts so that different workers are chosen.
@@ -315,7 +316,11 @@ async function main(): Promise<void> {
       const r = routeReplyCodec.decode(m.data);
       if (!r.ok) return { ok: false };
       if (r.value.reason === 'overrode') overrides++;
-      if (r.value.reason === 'fallback') fallbacks++;
+      if (r.value.reason === 'fallback') {
+        fallbacks++;
+        const f = r.value.fallback ?? '?';
+        fallbackReasons.set(f, (fallbackReasons.get(f) ?? 0) + 1);
+      }
       return { ok: true, pool: r.value.pool, worker: r.value.workerId };
     };
     const echo = async (id: string) => {
@@ -348,7 +353,7 @@ async function main(): Promise<void> {
     return r.ok ? { ok: true, pool: r.value.pool } : { ok: false };
   }, nc);
   log(`saturation (closed loop, 64 concurrent, 32k hashes): ${sat.perSecond.toFixed(0)} routes/s, p50 ${sat.p50.toFixed(0)} µs, p99 ${sat.p99.toFixed(0)} µs`);
-  log(`routes overrode ${overrides}, fell back ${fallbacks}`);
+  log(`routes overrode ${overrides}, fell back ${fallbacks} ${JSON.stringify(Object.fromEntries(fallbackReasons))}`);
 
   const head = summary.find((s) => s.prompt === '32k-hashes' && s.rate === Math.max(...RATES)) ?? summary[0]!;
   const head500 = summary.find((s) => s.prompt === '32k-hashes' && s.rate === Math.min(...RATES)) ?? head;

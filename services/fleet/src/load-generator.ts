@@ -95,7 +95,10 @@ export interface RequestOutcome {
   readonly reason: string;
   readonly fallback: string | null;
   readonly status: 'done' | 'failed' | 'cancelled';
+  /** Error code (the worker's, the route's, or the loadgen's own: request_timeout, run_deadline, no_route). */
   readonly error: string | null;
+  /** Human-readable cause of `error`. */
+  readonly detail: string | null;
   readonly isl: number;
   readonly osl: number;
   /** Sim ms, as the engine measured them (arrival at the worker to first / last token). */
@@ -394,7 +397,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       };
       const cancel = (why: string): void => {
         lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'cancelled', workerId: to.workerId, usage: null, error: { code: why, message: null } });
-        finish({ ...base, ...none, wallTtftMs, status: 'cancelled', error: why });
+        finish({ ...base, ...none, wallTtftMs, status: 'cancelled', error: why, detail: null });
       };
       const onAbort = (): void => cancel('run_deadline');
       const timer = setTimeout(() => cancel('request_timeout'), requestTimeoutMs);
@@ -415,6 +418,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
               ...base,
               status: 'done',
               error: null,
+              detail: null,
               ttftMs: p.firstTokenMs - p.arrivalMs,
               e2eMs: p.atMs - p.arrivalMs,
               reusedTokens: p.reusedTokens,
@@ -424,7 +428,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
             });
           } else if (p.kind === 'failed') {
             lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'failed', workerId: to.workerId, usage: null, error: { code: p.code, message: p.reason.slice(0, 500) } });
-            finish({ ...base, ...none, status: 'failed', error: p.code });
+            finish({ ...base, ...none, status: 'failed', error: p.code, detail: p.reason });
           }
         },
       });
@@ -451,6 +455,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       // No worker could be chosen at all: nothing was sent, so there is no lifecycle to report.
       const code = isVantageError(e) ? e.code : 'no_route';
       out = {
+        detail: e instanceof Error ? e.message : String(e),
         ...common,
         modelRole: null,
         model: null,

@@ -37,7 +37,10 @@ function records(): MooncakeRecord[] {
 }
 
 describe('simulated fleet, live mode', () => {
+  // One Dynamo namespace per pool: `kv_metrics` is namespace-scoped, and the indexer (today) takes every load
+  // report on its namespace as one of its pool's workers, so two pools in one namespace would see each other's.
   const ns = uniqueName('ns');
+  const nsCap = uniqueName('ns');
   const eff = uniqueName('eff');
   const cap = uniqueName('cap');
   let nc: NatsConnection;
@@ -68,7 +71,7 @@ describe('simulated fleet, live mode', () => {
         ...common,
         VANTAGE_INDEXER_POOLS: JSON.stringify([
           { name: eff, namespace: ns, component: 'efficient', blockSize: 64 },
-          { name: cap, namespace: ns, component: 'capable', blockSize: 64 },
+          { name: cap, namespace: nsCap, component: 'capable', blockSize: 64 },
         ]),
         VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
       },
@@ -78,7 +81,11 @@ describe('simulated fleet, live mode', () => {
       },
     })) as unknown as RunningService<never, false>;
     // A raw subscriber sees exactly what the indexer sees, to check the envelopes themselves.
-    nc.subscribe(kvEventsSubject(ns, 'efficient'), { callback: (_e, m) => raw.push({ subject: m.subject, data: m.data }) });
+    nc.subscribe(kvEventsSubject(ns, 'efficient'), {
+      callback: (_e, m) => {
+        raw.push({ subject: m.subject, data: m.data });
+      },
+    });
     await nc.flush();
     fleetSvc = await runService<FleetSettings, false>({
       name: 'fleet',
@@ -87,7 +94,7 @@ describe('simulated fleet, live mode', () => {
         ...common,
         VANTAGE_FLEET_POOLS: JSON.stringify([
           { name: eff, workers: 2, namespace: ns, component: 'efficient', blockSize: 64, speed: 1.0 },
-          { name: cap, workers: 2, namespace: ns, component: 'capable', speed: 0.6 },
+          { name: cap, workers: 2, namespace: nsCap, component: 'capable', speed: 0.6 },
         ]),
         VANTAGE_FLEET_TIME_SCALE: String(TIME_SCALE),
       },

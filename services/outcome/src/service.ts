@@ -539,11 +539,6 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       const take = Math.min(inboxSize(), o.maxBatchRecords);
       const items = inbox.slice(inboxHead, inboxHead + take);
       inboxHead += take;
-      if (inboxHead > 65_536 && inboxHead * 2 > inbox.length) {
-        inbox.splice(0, inboxHead);
-        inboxHead = 0;
-      }
-      metrics.inbox.set(inboxSize());
 
       // Redeliveries first: anything not held in memory and not known as
       // committed may have been written by a replica that died before acking.
@@ -582,6 +577,11 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         processOne(b, it, seenAs);
       }
       inboxHead -= items.length - used;
+      if (inboxHead > 65_536 && inboxHead * 2 > inbox.length) {
+        inbox.splice(0, inboxHead);
+        inboxHead = 0;
+      }
+      metrics.inbox.set(inboxSize());
       // Already in Kafka: ack now, nothing to write.
       for (const h of skip) h.msg.ack();
 

@@ -4,7 +4,8 @@
  */
 import type { Command } from '../command';
 import { decodeCommand } from './decode';
+import { fitCommand } from './fit';
 import { hashCommand } from './hash';
 import { replayCommand } from './replay';
 
-export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand];
+export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand, fitCommand];

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { hashPrompt } from '@vantage/hashing';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
-import { PoolState } from '../src/pool';
+import { PoolState } from '../src/index';
 
 const BS = 4;
 const W1 = 18_446_744_073_709_551_557n as WorkerId; // above 2^63: must stay exact

@@ -1,0 +1,182 @@
+/**
+ * `vantage fit`: calibrate seed 000's rules from the JSON Lines `vantage
+ * replay --kind outcome --format jsonl` writes, and write the parameter set
+ * the decision service loads plus an HTML report. All the arithmetic is in
+ * @vantage/fitting; this file reads, reports progress and writes.
+ */
+import { writeFile } from 'node:fs/promises';
+import { FIT_VARIANTS, fitAll, parseCalibrationJsonl, renderFitReportHtml, type FitOptions, type FitReport } from '@vantage/fitting';
+import { serializeParameterSet, DEFAULT_PARAMETER_SET, type GateLimits } from '@vantage/rules';
+import { choice, parseOptions, readInput } from '../args';
+import type { Command } from '../command';
+import { EXIT, InputError, UsageError } from '../exit-codes';
+import type { CliIo } from '../io';
+
+const Q_SOURCES = ['fitting', 'all'] as const;
+const SHOWN_PROBLEMS = 20;
+
+const help = `Usage: vantage fit --input FILE|- --out-params FILE --out-report FILE
+                   [--seed N] [--variant count|count_prefill|blind|cache]
+                   [--fractions F,U,S] [--q-source fitting|all] [--lenient]
+                   [--max-age-ms MS] [--destination-limit N] [--local-limit N]
+
+Fit the rules of seed 000 from calibration measurements: Q tables, ridge load
+corrections (lambda by grouped cross-validation), count thresholds r and p on
+the selection split, and estimator margins on the uncertainty split. Writes a
+validated parameter set and a self-contained HTML report; progress on stderr,
+a summary on stdout.
+
+Input: outcome rows as \`vantage replay --kind outcome --format jsonl\` writes
+them. A calibration measurement has session id cal:<condition>:<repeat>:<idle|loaded>
+(or calibration.conditionId / .repeat / .noBackgroundLoad columns); other rows,
+background traffic and unfinished requests are skipped and counted.
+
+Options:
+  --input FILE            JSON Lines file, or - for standard input (required)
+  --out-params FILE       parameter set to write (required)
+  --out-report FILE       HTML report to write (required)
+  --seed N                seed of the grouped split and CV folds (default 1)
+  --variant V             rule of the parameter set: count, count_prefill, blind, cache (default cache)
+  --fractions F,U,S       fitting, uncertainty, selection fractions of conditions (default 0.6,0.2,0.2)
+  --q-source S            no-contention rows for Q: fitting (default) or all splits
+  --lenient               leave bad rows out (listed on stderr) instead of refusing the file
+  --max-age-ms MS         gate: largest observation age (default ${DEFAULT_PARAMETER_SET.gate.maxAgeMs})
+  --destination-limit N   gate: capable booked requests must stay below N (default ${DEFAULT_PARAMETER_SET.gate.destinationLimit})
+  --local-limit N         gate: local in-flight capable calls must stay below N (default ${DEFAULT_PARAMETER_SET.gate.localLimit})
+  -h, --help              this help
+
+Exit codes: 0 written, 64 bad arguments, 65 bad rows or data that cannot be
+fitted (reasons on stderr), 66 unreadable input, 1 output not writable.
+`;
+
+function num(name: string, v: string | boolean | undefined, fallback: number, integer: boolean, min: number): number {
+  if (v === undefined) return fallback;
+  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+  if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
+    throw new UsageError(`--${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}`);
+  }
+  return n;
+}
+
+function fractions(v: string | boolean | undefined): FitOptions['fractions'] {
+  if (v === undefined) return undefined;
+  const parts = typeof v === 'string' ? v.split(',').map((x) => Number(x.trim())) : [];
+  if (parts.length !== 3 || parts.some((x) => !Number.isFinite(x))) throw new UsageError('--fractions must be three numbers F,U,S');
+  const [fitting, uncertainty, selection] = parts as [number, number, number];
+  return { fitting, uncertainty, selection };
+}
+
+function required(name: string, v: string | boolean | undefined): string {
+  if (typeof v !== 'string' || v === '') throw new UsageError(`--${name} is required`);
+  return v;
+}
+
+async function write(path: string, text: string): Promise<void> {
+  try {
+    await writeFile(path, text);
+  } catch (err) {
+    const reason = (err as { code?: string } | null)?.code ?? (err instanceof Error ? err.message : String(err));
+    throw new InputError(`cannot write ${path}: ${reason}`, EXIT.INTERNAL);
+  }
+}
+
+function ms(v: number): string {
+  return Number.isFinite(v) ? `${v.toFixed(1)} ms` : 'n/a';
+}
+
+function summary(report: FitReport, paramsPath: string, reportPath: string): string {
+  const lines = [
+    `parameter set ${report.parameterSetVersion} (variant ${report.variant}) -> ${paramsPath}`,
+    `report -> ${reportPath}`,
+    `input: ${report.input.rows} measurements, ${report.input.pairs} pairs, ${report.input.conditions} conditions; ` +
+      `splits (conditions): fitting ${report.splits.fitting.conditionIds.length}, uncertainty ${report.splits.uncertainty.conditionIds.length}, selection ${report.splits.selection.conditionIds.length}`,
+  ];
+  for (const role of ['efficient', 'capable'] as const) {
+    const m = report.models[role];
+    for (const e of ['blind', 'cache'] as const) {
+      const f = m.estimators[e];
+      lines.push(
+        `${role} ${m.name} ${e}: coefficients [${f.coefficients.map((c) => c.toFixed(3)).join(', ')}], lambda ${f.lambda}, ` +
+          `uncertainty MAE ${ms(f.errors.uncertainty.maeMs)} RMSE ${ms(f.errors.uncertainty.rmseMs)}, selection MAE ${ms(f.errors.selection.maeMs)} RMSE ${ms(f.errors.selection.rmseMs)}`,
+      );
+    }
+  }
+  const c = report.thresholds.count.best;
+  const cp = report.thresholds.countPrefill.best;
+  lines.push(`thresholds: count r=${String(c.r)}; count_prefill r=${String(cp.r)} p=${String(cp.p)}`);
+  lines.push(`margins: delta_blind ${ms(report.margins.blind.marginMs)}, delta_cache ${ms(report.margins.cache.marginMs)}`);
+  lines.push('selection split, mean selected TTFT:');
+  for (const r of report.selection) lines.push(`  ${r.rule.padEnd(32)} ${ms(r.meanSelectedTtftMs)}  (${r.overrides} overrides)`);
+  for (const w of report.warnings) lines.push(`warning: ${w}`);
+  return `${lines.join('\n')}\n`;
+}
+
+async function run(argv: readonly string[], io: CliIo): Promise<number> {
+  const { values } = parseOptions(
+    argv,
+    {
+      input: { type: 'string' },
+      'out-params': { type: 'string' },
+      'out-report': { type: 'string' },
+      seed: { type: 'string' },
+      variant: { type: 'string' },
+      fractions: { type: 'string' },
+      'q-source': { type: 'string' },
+      lenient: { type: 'boolean' },
+      'max-age-ms': { type: 'string' },
+      'destination-limit': { type: 'string' },
+      'local-limit': { type: 'string' },
+    },
+    0,
+  );
+  const input = required('input', values['input']);
+  const paramsPath = required('out-params', values['out-params']);
+  const reportPath = required('out-report', values['out-report']);
+  const d = DEFAULT_PARAMETER_SET.gate;
+  const gate: GateLimits = {
+    maxAgeMs: num('max-age-ms', values['max-age-ms'], d.maxAgeMs, false, Number.MIN_VALUE),
+    destinationLimit: num('destination-limit', values['destination-limit'], d.destinationLimit, true, 1),
+    localLimit: num('local-limit', values['local-limit'], d.localLimit, true, 1),
+  };
+  const options: FitOptions = {
+    seed: num('seed', values['seed'], 1, true, 0),
+    variant: choice('variant', values['variant'], FIT_VARIANTS, 'cache'),
+    fractions: fractions(values['fractions']),
+    qSource: choice('q-source', values['q-source'], Q_SOURCES, 'fitting'),
+    gate,
+    onProgress: (line) => io.stderr(`fit: ${line}\n`),
+  };
+
+  const bytes = await readInput(io, input);
+  const parsed = parseCalibrationJsonl(new TextDecoder('utf-8').decode(bytes));
+  const skipped = Object.entries(parsed.skipped).map(([k, n]) => `${k} ${n}`).join(', ');
+  io.stderr(`fit: read ${parsed.lines} rows from ${input}: ${parsed.rows.length} calibration measurements, ${parsed.problems.length} bad${skipped === '' ? '' : `, skipped ${skipped}`}\n`);
+  if (parsed.problems.length > 0) {
+    const shown = parsed.problems.slice(0, SHOWN_PROBLEMS).map((p) => `  line ${p.line}: ${p.message}\n`).join('');
+    const more = parsed.problems.length > SHOWN_PROBLEMS ? `  ... and ${parsed.problems.length - SHOWN_PROBLEMS} more\n` : '';
+    if (values['lenient'] !== true) {
+      throw new InputError(`${parsed.problems.length} bad row(s) in ${input} (--lenient leaves them out):\n${shown}${more}`.trimEnd(), EXIT.DATA);
+    }
+    io.stderr(`fit: leaving out ${parsed.problems.length} bad row(s):\n${shown}${more}`);
+  }
+  if (parsed.rows.length === 0) throw new InputError(`no calibration measurements in ${input}`, EXIT.DATA);
+
+  const result = fitAll(parsed.rows, options);
+  if (!result.ok) {
+    const lines = [...result.errors, ...result.problems.map((p) => `line ${p.line}: ${p.message}`)];
+    throw new InputError(`cannot fit:\n${lines.map((l) => `  ${l}`).join('\n')}`, EXIT.DATA);
+  }
+  await write(reportPath, renderFitReportHtml(result.report));
+  io.stderr(`fit: wrote report ${reportPath}\n`);
+  await write(paramsPath, serializeParameterSet(result.parameterSet));
+  io.stderr(`fit: wrote parameter set ${paramsPath}\n`);
+  io.stdout(summary(result.report, paramsPath, reportPath));
+  return EXIT.OK;
+}
+
+export const fitCommand: Command = {
+  name: 'fit',
+  summary: 'fit Q tables, load corrections, thresholds and margins from calibration rows; write a parameter set and report',
+  help,
+  run,
+};
