@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { WorkerId } from '@vantage/types';
 import { BookingLedger, type BookInput, type WorkerCapacity } from '@vantage/bookings';
+import { localBlockHashes, sequenceHashes } from '@vantage/hashing';
 
 const W1 = 0xffff_ffff_ffff_fff1n as WorkerId; // above 2^63: must stay exact
 const W2 = 7n as WorkerId;
@@ -353,5 +354,21 @@ describe('worker registry', () => {
     l.book(req('a', { workerId: W2 }));
     l.release('a', 'completed', 1000);
     expect(l.loads().some((x) => x.workerId === W2)).toBe(false);
+  });
+});
+
+describe('newBlocksOfChain', () => {
+  it('equals the linear count for chains booked from block 0, at every split point', () => {
+    const toks = Array.from({ length: 64 * 4 }, (_, i) => (i * 7919) % 50021);
+    const chain = sequenceHashes(localBlockHashes(toks, 4));
+    const w = 1n as WorkerId;
+    for (let booked = 0; booked <= chain.length; booked += 7) {
+      const l = new BookingLedger({ blockSize: 4 });
+      if (booked > 0) l.book({ requestId: 'a', workerId: w, dpRank: 0, promptTokens: booked * 4, overlapBlocks: 0, sequenceHashes: chain.slice(0, booked), source: 'local', nowMs: 0 });
+      // A second booking sharing a shorter prefix must not change the answer.
+      if (booked > 3) l.book({ requestId: 'b', workerId: w, dpRank: 0, promptTokens: 12, overlapBlocks: 0, sequenceHashes: chain.slice(0, 3), source: 'local', nowMs: 0 });
+      expect(l.newBlocksOfChain(w, 0, chain)).toBe(l.newBlocks(w, 0, chain));
+      expect(l.newBlocksOfChain(w, 0, chain)).toBe(chain.length - booked);
+    }
   });
 });

@@ -84,6 +84,8 @@ export interface PoolCounters {
   kvEvents: number;
   kvEventsIgnoredRemovedWorker: number;
   loadReports: number;
+  /** Load reports from workers of another pool sharing the namespace-wide subject. */
+  loadReportsForeign: number;
   sequenceEvents: number;
   registrations: number;
   workersExpired: number;
@@ -101,6 +103,7 @@ export class PoolState {
     kvEvents: 0,
     kvEventsIgnoredRemovedWorker: 0,
     loadReports: 0,
+    loadReportsForeign: 0,
     sequenceEvents: 0,
     registrations: 0,
     workersExpired: 0,
@@ -115,6 +118,8 @@ export class PoolState {
   private readonly ranks = new Map<string, { workerId: WorkerId; dpRank: number }>();
   private readonly rng: Rng;
   private lastChangeMs: number | null = null;
+  /** knownRanks() sorted, rebuilt only when the set of ranks changes (observe is the hot path). */
+  private sortedRanks: { workerId: WorkerId; dpRank: number }[] | null = null;
 
   constructor(opts: PoolOptions) {
     this.opts = opts;
@@ -136,6 +141,7 @@ export class PoolState {
       const k = key(p.workerId, p.dpRank);
       if (!this.ranks.has(k)) this.ranks.set(k, { workerId: p.workerId, dpRank: p.dpRank });
       this.lastSeen.set(p.workerId, nowMs);
+      this.sortedRanks = null;
     }
     return pubs.length;
   }
@@ -144,7 +150,10 @@ export class PoolState {
     this.lastSeen.set(workerId, nowMs);
     if (dpRank !== null) {
       const k = key(workerId, dpRank);
-      if (!this.ranks.has(k)) this.ranks.set(k, { workerId, dpRank });
+      if (!this.ranks.has(k)) {
+        this.ranks.set(k, { workerId, dpRank });
+        this.sortedRanks = null;
+      }
     }
     this.lastChangeMs = nowMs;
   }
@@ -155,7 +164,16 @@ export class PoolState {
     return this.index.apply(ev, nowMs);
   }
 
-  applyLoad(l: ActiveLoad, nowMs: number): void {
+  /**
+   * A load report. `kv_metrics` is scoped to the namespace, not the component, so several pools
+   * may share the subject: only reports from workers this pool already knows (registered, or
+   * seen publishing KV events or booked) are taken; the rest are counted as foreign and ignored.
+   */
+  applyLoad(l: ActiveLoad, nowMs: number): boolean {
+    if (!this.lastSeen.has(l.workerId) && !this.registrations.has(l.workerId)) {
+      this.counters.loadReportsForeign++;
+      return false;
+    }
     this.counters.loadReports++;
     this.touch(l.workerId, l.dpRank, nowMs);
     this.reports.set(key(l.workerId, l.dpRank), {
@@ -164,6 +182,7 @@ export class PoolState {
       kvUsedBlocks: l.kvUsedBlocks,
       atMs: nowMs,
     });
+    return true;
   }
 
   /** Another Dynamo router's booking traffic (router replica sync), so its load shows in R and P. */
@@ -219,6 +238,7 @@ export class PoolState {
         this.reports.delete(k);
       }
     }
+    this.sortedRanks = null;
     this.lastChangeMs = nowMs;
   }
 
@@ -250,25 +270,32 @@ export class PoolState {
   }
 
   /** All (worker, dp rank) pairs known to the pool, in a stable order. */
-  knownRanks(): { workerId: WorkerId; dpRank: number }[] {
-    return [...this.ranks.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : a.dpRank - b.dpRank));
+  knownRanks(): readonly { workerId: WorkerId; dpRank: number }[] {
+    this.sortedRanks ??= [...this.ranks.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : a.dpRank - b.dpRank));
+    return this.sortedRanks;
   }
 
   /**
    * Facts for a prompt given as local block hashes: per (worker, dp rank) reuse,
    * booked work, load report, ages, suspect flags, and the worker Dynamo's cost
-   * would pick. Pure read: nothing is booked.
+   * would pick. Pure read: nothing is booked. `sequence`, when the caller already has the
+   * prompt's sequence hashes (the offline replay does), saves hashing them again; it must be
+   * `sequenceHashes(localHashes)`.
    */
-  observe(localHashes: BigUint64Array, promptTokens: number, nowMs: number): PoolObservation {
+  observe(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sequence?: BigUint64Array): PoolObservation {
     const m = this.index.match(localHashes);
     const byKey = new Map<string, WorkerMatch>();
     for (const w of m.workers) {
-      byKey.set(key(w.workerId, w.dpRank), w);
-      if (!this.ranks.has(key(w.workerId, w.dpRank))) this.ranks.set(key(w.workerId, w.dpRank), { workerId: w.workerId, dpRank: w.dpRank });
+      const k = key(w.workerId, w.dpRank);
+      byKey.set(k, w);
+      if (!this.ranks.has(k)) {
+        this.ranks.set(k, { workerId: w.workerId, dpRank: w.dpRank });
+        this.sortedRanks = null;
+      }
     }
     // Sequence hashes are only needed to count blocks already active on a worker;
     // skip hashing when nothing is booked anywhere (then every block is new).
-    const seq = this.ledger.size > 0 ? sequenceHashes(localHashes) : null;
+    const seq = this.ledger.size > 0 ? (sequence ?? sequenceHashes(localHashes)) : null;
     const requestBlocks = Math.ceil(promptTokens / this.blockSize);
     const workers: WorkerObservation[] = [];
     const candidates: CandidateInput[] = [];
@@ -280,7 +307,7 @@ export class PoolState {
       const reg = this.registrations.get(workerId);
       const load = this.ledger.load(workerId, dpRank);
       const device = match?.deviceBlocks ?? 0;
-      const newRequestBlocks = seq ? this.ledger.newBlocks(workerId, dpRank, seq) + Math.max(0, requestBlocks - seq.length) : requestBlocks;
+      const newRequestBlocks = seq ? this.ledger.newBlocksOfChain(workerId, dpRank, seq) + Math.max(0, requestBlocks - seq.length) : requestBlocks;
       const obs: WorkerObservation = {
         workerId,
         dpRank,

@@ -96,6 +96,18 @@ describe('PoolState.observe', () => {
     expect(p.knownRanks().map((r) => r.workerId)).toEqual([W2]);
   });
 
+  it('ignores load reports from workers it does not know (kv_metrics is namespace-wide)', () => {
+    const p = pool();
+    p.register(W1, cap, null, 0);
+    const load = { workerId: W2, dpRank: 0, activeDecodeBlocks: 5, activePrefillTokens: 7, kvUsedBlocks: 9, schedulerLoadScope: null };
+    expect(p.applyLoad(load, 1)).toBe(false);
+    expect(p.knownRanks().map((r) => r.workerId)).toEqual([W1]);
+    expect(p.counters.loadReportsForeign).toBe(1);
+    expect(p.applyLoad({ ...load, workerId: W1 }, 2)).toBe(true);
+    const { local } = hashPrompt(prompt, BS);
+    expect(p.observe(local, 16, 3).workers[0]!.report?.kvUsedBlocks).toBe(9);
+  });
+
   it('flags a worker suspect after an event-id gap, and reports it in observe', () => {
     const p = pool();
     p.applyKvEvent(stored(W2, prompt, 1, 1n), 1);

@@ -100,13 +100,6 @@ export class ExtMap {
     }
   }
 
-  /** Drop every entry and shrink back to the minimum size. */
-  reset(): void {
-    this.t = new Int32Array(16 * SLOT);
-    this.mask = 15;
-    this.size = 0;
-  }
-
   bytes(): number {
     return this.t.byteLength;
   }

@@ -89,6 +89,12 @@ interface Publisher {
 export interface PrefixIndexOptions {
   /** Initial node capacity (grows by doubling). */
   readonly initialNodes?: number;
+  /**
+   * Blocks a publisher is expected to hold (a worker's advertised `total_kv_blocks`): its block-id
+   * table is sized for that many on creation instead of growing by doubling as it fills. Costs
+   * 32 bytes per hinted block per publisher up front.
+   */
+  readonly publisherBlocksHint?: number;
 }
 
 /** A BigUint64Array read as int32 halves (lo at 2i, hi at 2i+1) without copying: same buffer. */
@@ -143,12 +149,14 @@ export class PrefixIndex {
   private counts = new Int32Array(NTIERS * 32);
 
   private readonly counters: IndexCounters = emptyCounters();
+  private readonly publisherSlots: number;
 
   constructor(blockSize: number, options: PrefixIndexOptions = {}) {
     if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
       throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
     }
     this.blockSize = blockSize;
+    this.publisherSlots = Math.min(1 << 26, Math.max(16, 2 * Math.ceil(options.publisherBlocksHint ?? 0)));
     let cap = 1024;
     while (cap < (options.initialNodes ?? 0)) cap <<= 1;
     this.nodeCap = cap;
@@ -417,7 +425,7 @@ export class PrefixIndex {
       const node = t[b + K_NODE]!;
       if (node !== 0) this.release(node, slot, t[b + K_TIERS]!, true);
     }
-    map.reset();
+    pub.map = new ExtMap(this.publisherSlots);
     pub.tierBlocks.fill(0);
     return dropped;
   }
@@ -448,7 +456,7 @@ export class PrefixIndex {
       workerId,
       dpRank,
       slot,
-      map: new ExtMap(),
+      map: new ExtMap(this.publisherSlots),
       lastEventId: null,
       expectStart: true,
       suspect: null,
@@ -983,15 +991,11 @@ export class PrefixIndex {
       w.f64(p.suspect?.sinceMs ?? 0);
       w.u32(p.suspect?.incidents ?? 0);
       w.bytes(p.tierBlocks);
-      const t = p.map.t;
+      // The block-id table goes as its raw slots: restore is a copy, and the layout (hence the
+      // order of everything derived from it) is identical.
       w.u32(p.map.size);
-      for (let b = 0; b < t.length; b += SLOT) {
-        if (t[b + K_NODE] === 0) continue;
-        w.i32(t[b]!);
-        w.i32(t[b + 1]!);
-        w.i32(t[b + K_NODE]!);
-        w.u8(t[b + K_TIERS]!);
-      }
+      w.u32(p.map.mask + 1);
+      w.bytes(p.map.t);
     }
     const len = w.length - start;
     w.patchU32(lenAt, len);
@@ -1090,16 +1094,20 @@ export class PrefixIndex {
       if (ranks === undefined) idx.byWorker.set(workerId, (ranks = new Map()));
       if (ranks.has(dpRank)) bad('duplicate publisher');
       const count = r.u32();
-      const map = new ExtMap(count * 2);
-      for (let k = 0; k < count; k++) {
-        const lo = r.i32();
-        const h = r.i32();
-        const node = r.i32();
-        const tiers = r.u8();
-        if (node <= 0 || node >= hi || nd[node * R + F_PARENT] === FREE || tiers === 0 || tiers > 15) bad('block-id entry');
-        if (map.find(lo, h) >= 0) bad('duplicate block id');
-        map.insert(lo, h, node, tiers);
+      const cap = r.u32();
+      if (cap < 16 || (cap & (cap - 1)) !== 0 || cap > 1 << 28 || count * 2 > cap) bad('block-id table size');
+      const map = new ExtMap(cap);
+      map.t = r.i32Array(cap * SLOT);
+      let seen = 0;
+      for (let b = 0; b < map.t.length; b += SLOT) {
+        const node = map.t[b + K_NODE]!;
+        if (node === 0) continue;
+        const tiers = map.t[b + K_TIERS]!;
+        if (node < 0 || node >= hi || nd[node * R + F_PARENT] === FREE || tiers <= 0 || tiers > 15) bad('block-id entry');
+        seen++;
       }
+      if (seen !== count) bad('block-id count');
+      map.size = count;
       const pub: Publisher = {
         workerId,
         dpRank,

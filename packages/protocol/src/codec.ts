@@ -140,13 +140,28 @@ function makeCodec<T>(
 
 // --- shared pieces ----------------------------------------------------------------
 
+/** base64 of the hashes as 8-byte little-endian integers (BigUint64Array's own bytes on every host we run). */
+export function le64Base64(list: BigUint64Array): string {
+  return Buffer.from(list.buffer, list.byteOffset, list.byteLength).toString('base64');
+}
+
+export function le64FromBase64(b64: string, path: string): BigUint64Array {
+  const bytes = Buffer.from(b64, 'base64');
+  if (bytes.length % 8 !== 0) throw new U64RangeError(`${path}: ${bytes.length} bytes is not a whole number of u64s`);
+  // Copy into a fresh, aligned buffer: Buffer pools are not 8-byte aligned.
+  const out = new BigUint64Array(bytes.length / 8);
+  new Uint8Array(out.buffer).set(bytes);
+  return out;
+}
+
 function promptToWire(p: PromptSpec): Record<string, unknown> {
   const lora = p.loraName === null ? {} : { loraName: p.loraName };
-  return p.kind === 'local_hashes' ? { localHashes: u64Strings(p.localHashes), ...lora } : { tokenIds: Array.from(p.tokenIds), ...lora };
+  return p.kind === 'local_hashes' ? { localHashesLe64: le64Base64(p.localHashes), ...lora } : { tokenIds: Array.from(p.tokenIds), ...lora };
 }
 
 function promptFromWire(w: W, path: string): PromptSpec {
   const loraName: string | null = w.loraName ?? null;
+  if (w.localHashesLe64 !== undefined) return { kind: 'local_hashes', localHashes: le64FromBase64(w.localHashesLe64, `${path}/localHashesLe64`), loraName };
   if (w.localHashes !== undefined) return { kind: 'local_hashes', localHashes: u64List(w.localHashes, `${path}/localHashes`), loraName };
   return { kind: 'token_ids', tokenIds: Uint32Array.from(w.tokenIds as number[]), loraName };
 }
@@ -157,7 +172,7 @@ const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingM
 
 /**
  * `vantage.v1.observe.{pool}` request:
- * `{ v: 1, requestId?, prompt: { localHashes: [u64] | tokenIds: [u32], loraName? }, promptTokens }`
+ * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens }`
  */
 export const observeRequestCodec: MessageCodec<ObserveRequest> = makeCodec(
   'observe-request.v1.json',

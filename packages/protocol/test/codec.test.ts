@@ -77,8 +77,15 @@ describe('u64 values stay exact', () => {
     const w = wire(bookingEventCodec, bookingEvent);
     expect(w.workerId).toBe('18446744073709551615');
     expect(w.sequenceHashes).toEqual(['18446744073709551615', '9223372036854775813']);
-    const o = wire(observeRequestCodec, observeRequest) as { prompt: { localHashes: string[] } };
-    expect(o.prompt.localHashes).toEqual(['18446744073709551615', '9223372036854775808', '0', '12345']);
+    const o = wire(observeRequestCodec, observeRequest) as { prompt: { localHashesLe64: string } };
+    // Independent check of the compact form: read the base64 bytes back as little-endian u64s by hand.
+    const b = Buffer.from(o.prompt.localHashesLe64, 'base64');
+    expect([0, 1, 2, 3].map((i) => b.readBigUInt64LE(i * 8).toString())).toEqual(['18446744073709551615', '9223372036854775808', '0', '12345']);
+    // The decimal form stays accepted.
+    const dec = observeRequestCodec.fromWire({ v: 1, prompt: { localHashes: ['18446744073709551615', '1'] }, promptTokens: 8 });
+    expect(dec.ok && dec.value.prompt.kind === 'local_hashes' ? [...dec.value.prompt.localHashes] : null).toEqual([18446744073709551615n, 1n]);
+    // A length that is not whole u64s is refused.
+    expect(observeRequestCodec.fromWire({ v: 1, prompt: { localHashesLe64: Buffer.alloc(7).toString('base64') }, promptTokens: 8 }).ok).toBe(false);
   });
 
   it('reads them back as the same bigints', () => {

@@ -79,6 +79,12 @@ export interface LoadgenOptions {
   readonly progress?: (line: string) => void;
   readonly progressEveryMs?: number;
   readonly onOutcome?: (o: RequestOutcome) => void;
+  /**
+   * Before the first request, wait up to this long (wall ms) for the indexer of every pool the run
+   * routes to to list a schedulable worker (a fleet or indexer still starting would otherwise fail
+   * the first requests). 0: do not wait. Default 30,000.
+   */
+  readonly waitReadyMs?: number;
   /** Aborting ends the run early, like its deadline: nothing more is issued, open requests are cancelled. */
   readonly signal?: AbortSignal;
 }
@@ -256,6 +262,28 @@ function sessionJob(s: AgenticSession, t: number, index: number, runId: string):
       return b;
     },
   };
+}
+
+/** Polls `observe` on the pools the run uses until each lists a schedulable worker, or the wait is over. */
+async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  const waitMs = o.waitReadyMs ?? 30_000;
+  if (waitMs <= 0) return;
+  const pools = o.mode.kind === 'direct' ? [o.pools[o.mode.role]] : [o.pools.efficient, o.pools.capable];
+  const until = performance.now() + waitMs;
+  const probe = observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: new BigUint64Array(0), loraName: null }, promptTokens: 1 });
+  const pending = new Set(pools.map((p) => p.name));
+  while (pending.size > 0 && performance.now() < until && !signal.aborted) {
+    for (const name of [...pending]) {
+      try {
+        const r = observeReplyCodec.decode((await request(o.nc, observeSubject(name), probe, { timeoutMs })).data);
+        if (r.ok && r.value.workers.some((w) => w.schedulable)) pending.delete(name);
+      } catch {
+        // not up yet
+      }
+    }
+    if (pending.size > 0) await sleep(250, signal);
+  }
+  if (pending.size > 0) o.progress?.(`loadgen: no schedulable worker on ${[...pending].join(', ')} after ${waitMs} ms; starting anyway`);
 }
 
 /** Runs the workload; resolves with every outcome and the summary once the last request ends (or the run's deadline). */
@@ -480,11 +508,13 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
     return out;
   };
 
+  await waitReady(o, routeTimeoutMs, deadline.signal);
+  const t0run = performance.now();
   const jobs: Promise<unknown>[] = [];
   const wallOf = (simMs: number): number => simMs / timeScale;
   if (o.workload.kind === 'trace') {
     for (const { job, arrivalMs } of traceJobs(o.workload.records, runId, o.workload.speedup)) {
-      await sleep(started + wallOf(arrivalMs) - performance.now(), deadline.signal);
+      await sleep(t0run + wallOf(arrivalMs) - performance.now(), deadline.signal);
       if (deadline.signal.aborted) break;
       jobs.push(runOne(job));
     }
@@ -495,7 +525,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       index += s.turns.length;
       jobs.push(
         (async () => {
-          await sleep(started + wallOf(s.startMs) - performance.now(), deadline.signal);
+          await sleep(t0run + wallOf(s.startMs) - performance.now(), deadline.signal);
           for (let t = 0; t < s.turns.length && !deadline.signal.aborted; t++) {
             if (t > 0) await sleep(wallOf(s.turns[t]!.thinkTimeMs), deadline.signal);
             if (deadline.signal.aborted) break;

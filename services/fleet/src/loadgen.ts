@@ -17,7 +17,8 @@ import { runLoadgen, type LoadgenPool, type Workload } from './load-generator';
 const USAGE = `usage: loadgen (--trace FILE [--limit N] [--speedup X] | --sessions N [--seed S] [--max-context TOKENS])
                [--direct [--direct-pool efficient|capable] [--no-book]] [--capable-fraction F] [--seed S]
                [--pools efficient:64[:model],capable:64[:model]] [--time-scale X] [--nats URL]
-               [--max-duration-ms MS] [--request-timeout-ms MS] [--route-timeout-ms MS] [--out FILE.jsonl]`;
+               [--max-duration-ms MS] [--request-timeout-ms MS] [--route-timeout-ms MS] [--wait-ready-ms MS]
+               [--out FILE.jsonl]`;
 
 function fail(msg: string): never {
   process.stderr.write(`loadgen: ${msg}\n${USAGE}\n`);
@@ -64,6 +65,7 @@ const { values: a } = (() => {
         'max-duration-ms': { type: 'string' },
         'request-timeout-ms': { type: 'string' },
         'route-timeout-ms': { type: 'string' },
+        'wait-ready-ms': { type: 'string' },
         out: { type: 'string' },
         help: { type: 'boolean', default: false },
       },
@@ -119,6 +121,7 @@ try {
     maxDurationMs: num(a['max-duration-ms'], 'max-duration-ms', 600_000, 1),
     requestTimeoutMs: num(a['request-timeout-ms'], 'request-timeout-ms', 120_000, 1),
     routeTimeoutMs: num(a['route-timeout-ms'], 'route-timeout-ms', 5_000, 1),
+    waitReadyMs: num(a['wait-ready-ms'], 'wait-ready-ms', 30_000),
     progress: (line) => process.stderr.write(`${line}\n`),
     ...(out ? { onOutcome: (o) => out.write(`${JSON.stringify(o)}\n`) } : {}),
     signal: abort.signal,

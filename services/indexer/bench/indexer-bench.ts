@@ -104,7 +104,7 @@ function preloadEvents(): KvEvent[] {
 
 /** Ingest traffic: per worker a scratch chain grown 4 blocks per event and removed every 32 events. */
 function ingestEvents(n: number): KvEvent[] {
-  const chains = workerIds.map(() => ({ local: new BigUint64Array(128), seq: new BigUint64Array(128), len: 0 }));
+  const chains = workerIds.map(() => ({ local: new BigUint64Array(128), seq: new BigUint64Array(128) as BigUint64Array, len: 0 }));
   const out: KvEvent[] = [];
   for (let k = 0; out.length < n; k++) {
     const i = k % WORKERS;

@@ -336,8 +336,7 @@ export class PoolRunner {
         return;
       }
       case 'load':
-        s.applyLoad(it.load, now);
-        m.applied.inc({ pool: this.pool, kind: 'load' });
+        m.applied.inc({ pool: this.pool, kind: s.applyLoad(it.load, now) ? 'load' : 'load_foreign_ignored' });
         return;
       case 'seq':
         s.applySequenceEvent(it.event, now);

@@ -159,7 +159,7 @@ describe('indexer: bookings, router sync, registrations, load, discovery', () =>
     await kvPublisher(nc, 'event_plane', pool, 'backend')(gen.store({ workerId: a as WorkerId, dpRank: 1 }, docs[0]!, 'device', 4)!);
     await nc.flush();
     const doc = docs[0]!;
-    const mine = (ws: readonly { workerId: bigint }[]) => ws.filter((x) => x.workerId === a || x.workerId === b);
+    const mine = <T extends { workerId: bigint }>(ws: readonly T[]): T[] => ws.filter((x) => x.workerId === a || x.workerId === b);
     const keys = async (): Promise<string[]> => mine((await observe(nc, pool, doc.local, doc.tokens.length)).workers).map((x) => `${x.workerId}:${x.dpRank}`);
     await eventually('registered', async () => (await keys()).length === 3);
     const r = await observe(nc, pool, doc.local, doc.tokens.length);
@@ -205,7 +205,7 @@ describe('indexer: bookings, router sync, registrations, load, discovery', () =>
     const collect = async (subject: string): Promise<Record<string, unknown>[]> => {
       const inbox = createInbox();
       const got: Record<string, unknown>[] = [];
-      const sub = nc.subscribe(inbox, { callback: (_e, m) => got.push(m.json<Record<string, unknown>>()) });
+      const sub = nc.subscribe(inbox, { callback: (_e, m) => void got.push(m.json<Record<string, unknown>>()) });
       nc.publish(subject, new Uint8Array(0), { reply: inbox });
       await sleep(500);
       sub.unsubscribe();

@@ -166,6 +166,9 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   let kafkaHealthy = true;
   let lastKafkaError: string | undefined;
   let wake: (() => void) | null = null;
+  /** Where the batch loop is, for the stall report. */
+  let stage = 'starting';
+  let lastCommitMs = Date.now();
   const poke = (): void => {
     const w = wake;
     wake = null;
@@ -202,6 +205,10 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     groupId: followerGroup,
     readUncommitted: false,
     maxWaitTimeInMs: 100,
+    // Short session: after a broker restart the group waits out the old
+    // member's session before rejoining, and syncs wait on this follower.
+    sessionTimeout: 6_000,
+    heartbeatInterval: 1_000,
     retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 2_000 },
   });
   await follower.subscribe({ topic: o.topics.progress, fromBeginning: true });
@@ -250,6 +257,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
    */
   async function sync(): Promise<void> {
     metrics.syncs.inc();
+    const outer = stage;
+    stage = `${outer}/sync`;
     for (let attempt = 0; ; attempt++) {
       const nonce = `s-${randomBytes(8).toString('hex')}`;
       const seen = new Promise<void>((resolve) => sentinelWaiters.set(nonce, resolve));
@@ -264,7 +273,10 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         }
         metrics.transactions.inc({ result: 'sentinel' });
         const timeout = sleep(Math.max(30_000, o.transactionTimeoutMs + 5_000)).then(() => 'timeout' as const);
-        if ((await Promise.race([seen.then(() => 'seen' as const), timeout])) === 'seen') return;
+        if ((await Promise.race([seen.then(() => 'seen' as const), timeout])) === 'seen') {
+          stage = outer;
+          return;
+        }
         log.warn({ nonce }, 'progress sentinel not seen in time; retrying');
       } catch (e) {
         kafkaHealthy = false;
@@ -299,10 +311,17 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       metrics.fetchPaused.set(0);
       try {
         consumer ??= await js.consumers.get(s.stream, o.nats.durable);
-        const iter = await consumer.fetch({ max_messages: room, expires: o.nats.fetchExpiresMs });
-        for await (const m of iter) {
-          inbox.push({ kind: s.kind, stream: s.stream, msg: m, receivedAtMs: Date.now() });
-          if (inboxSize() >= o.nats.fetchBatch || inboxSize() === 1) poke();
+        const iter = await consumer.fetch({ max_messages: room, expires: o.nats.fetchExpiresMs, idle_heartbeat: Math.max(500, Math.floor(o.nats.fetchExpiresMs / 2)) });
+        // A pull request lost in a server restart can leave the iterator
+        // waiting forever; a fetch never legitimately outlives its expiry by much.
+        const watchdog = setTimeout(() => void iter.stop(), o.nats.fetchExpiresMs * 2 + 2_000);
+        try {
+          for await (const m of iter) {
+            inbox.push({ kind: s.kind, stream: s.stream, msg: m, receivedAtMs: Date.now() });
+            if (inboxSize() >= o.nats.fetchBatch || inboxSize() === 1) poke();
+          }
+        } finally {
+          clearTimeout(watchdog);
         }
         poke();
       } catch (e) {
@@ -594,6 +613,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       if (b.records === 0) continue;
 
       let ok: boolean;
+      stage = 'commit';
       try {
         ok = await commit(b);
       } catch (e) {
@@ -604,6 +624,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         reset();
         continue;
       }
+      stage = 'idle';
+      lastCommitMs = Date.now();
       for (const h of b.done) h.msg.ack();
       metrics.batchRecords.observe(b.records);
       for (const c of b.counts) metrics.recordsOut.inc(c);
@@ -631,6 +653,14 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     }
   }, 5_000);
   lagTimer.unref();
+  // A stall report: when work is waiting and nothing has committed for a
+  // while, say where the pipeline is (an operator's first question).
+  const stallTimer = setInterval(() => {
+    if (Date.now() - lastCommitMs > 10_000 && (inboxSize() > 0 || joiner.pending > 0)) {
+      log.warn({ stage, inbox: inboxSize(), pendingJoins: joiner.pending, sinceCommitMs: Date.now() - lastCommitMs, kafkaHealthy }, 'outcome pipeline stalled');
+    }
+  }, 10_000);
+  stallTimer.unref();
 
   ctx.addHealthCheck('kafka', () => ({ ok: kafkaHealthy, details: kafkaHealthy ? {} : { error: lastKafkaError } }));
   ctx.addHealthCheck('pipeline', () => ({
@@ -655,6 +685,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       clearTimeout(deadline);
     }
     clearInterval(lagTimer);
+    clearInterval(stallTimer);
     let naked = 0;
     for (let i = inboxHead; i < inbox.length; i++) {
       inbox[i]?.msg.nak();

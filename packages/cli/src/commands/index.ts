@@ -7,5 +7,7 @@ import { decodeCommand } from './decode';
 import { fitCommand } from './fit';
 import { hashCommand } from './hash';
 import { replayCommand } from './replay';
+import { replaySimCommand } from './replay-sim';
+import { sweepCommand } from './sweep';
 
-export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand, fitCommand];
+export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand, fitCommand, replaySimCommand, sweepCommand];

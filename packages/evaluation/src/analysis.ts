@@ -1,0 +1,505 @@
+/**
+ * Analysis of a five-variant evaluation from its outcome rows (seed 000,
+ * "Measured outcomes": complete task durations, actual TTFT, full-response
+ * latency, uncached input by model, routing overhead and effects on
+ * competing traffic; "Report how often each rule could act, changed the
+ * choice or fell back to Stage"), with differences of each variant from the
+ * Stage baseline and seeded session-bootstrap confidence intervals.
+ *
+ * Pure and synchronous; the same rows (in any order), seed and options give
+ * the same analysis.
+ */
+import { VARIANTS } from '@vantage/records';
+import { bootstrapDifference, quantileSorted, type Unit } from './bootstrap';
+import { streamFor } from './random';
+import { parseEvaluationRows, type EvaluationRow, type RowProblem } from './rows';
+
+export interface AnalysisOptions {
+  /** Bootstrap seed (default 1). */
+  readonly seed?: number;
+  /** Bootstrap replicates (default 2000). */
+  readonly iterations?: number;
+  /** Two-sided level of the intervals (default 0.95). */
+  readonly confidence?: number;
+  /** The variant differences are taken against (default `baseline`, Stage's). */
+  readonly baseline?: string;
+  readonly onProgress?: (line: string) => void;
+}
+
+export interface Distribution {
+  readonly n: number;
+  readonly mean: number;
+  readonly min: number;
+  readonly p5: number;
+  readonly p25: number;
+  readonly p50: number;
+  readonly p75: number;
+  readonly p90: number;
+  readonly p95: number;
+  readonly max: number;
+}
+
+export interface RuleCounts {
+  /** Foreground requests with a decision record. */
+  readonly decisions: number;
+  /** Foreground requests without one (their outcome is `incomplete`). */
+  readonly withoutDecision: number;
+  readonly efficientProposals: number;
+  readonly capableProposals: number;
+  /** `couldAct`: G passed, the trigger was evaluated. */
+  readonly couldAct: number;
+  /** reason `overrode`: efficient changed to capable. */
+  readonly overrode: number;
+  /** reason `kept`: could act, trigger false. */
+  readonly kept: number;
+  /** reason `stage_capable`: capable proposals are never reconsidered. */
+  readonly stageCapable: number;
+  /** reason `baseline`: the Stage variant, no probes. */
+  readonly baseline: number;
+  /** Fell back to Stage, by reason. */
+  readonly fallback: Readonly<Record<string, number>>;
+  readonly fallbackTotal: number;
+  /** Reasons this build does not know (a newer writer). */
+  readonly other: Readonly<Record<string, number>>;
+  readonly finalCapable: number;
+  /** Shares of efficient proposals (NaN when there were none). */
+  readonly couldActRate: number;
+  readonly overrodeRate: number;
+  readonly fallbackRate: number;
+}
+
+export interface VariantSummary {
+  readonly variant: string;
+  readonly sessions: { readonly total: number; readonly completed: number; readonly withFailures: number; readonly matched: number };
+  readonly requests: { readonly total: number; readonly executed: number; readonly byStatus: Readonly<Record<string, number>> };
+  /** Executed (completed) foreground requests. */
+  readonly ttftMs: Distribution;
+  readonly latencyMs: Distribution;
+  /** First arrival to last completion, sessions whose requests all completed. */
+  readonly sessionCompletionMs: Distribution;
+  readonly uncachedInput: {
+    readonly byModel: Readonly<Record<string, { readonly requests: number; readonly tokens: number; readonly missingUsage: number }>>;
+    readonly totalTokens: number;
+    /** Executed requests without a usage report (excluded from the sums). */
+    readonly missingUsage: number;
+    /** Mean over sessions whose executed requests all reported usage. */
+    readonly perSession: Distribution;
+  };
+  /** `routingOverheadUs` of foreground requests with a decision. */
+  readonly routingOverheadUs: Distribution;
+  /** `decision.observeDurationUs` (null for the baseline: no probes). */
+  readonly observeDurationUs: Distribution;
+  readonly rules: RuleCounts;
+  readonly background: {
+    readonly requests: number;
+    readonly executed: number;
+    readonly streams: number;
+    readonly byStatus: Readonly<Record<string, number>>;
+    readonly ttftMs: Distribution;
+    readonly latencyMs: Distribution;
+  };
+  /** Sorted TTFTs of executed foreground requests (for distribution plots). */
+  readonly ttftValues: readonly number[];
+}
+
+export const DIFFERENCE_METRICS = [
+  { id: 'ttft_mean_ms', label: 'Mean TTFT', unit: 'ms', scope: 'sessions' },
+  { id: 'ttft_p90_ms', label: 'p90 TTFT', unit: 'ms', scope: 'sessions' },
+  { id: 'latency_mean_ms', label: 'Mean full-response latency', unit: 'ms', scope: 'sessions' },
+  { id: 'session_completion_mean_ms', label: 'Mean session completion time', unit: 'ms', scope: 'sessions' },
+  { id: 'session_failure_rate', label: 'Sessions with a failed request', unit: 'fraction', scope: 'sessions' },
+  { id: 'uncached_input_per_session', label: 'Uncached input per session', unit: 'tokens', scope: 'sessions' },
+  { id: 'routing_overhead_mean_us', label: 'Mean routing overhead', unit: 'µs', scope: 'sessions' },
+  { id: 'override_rate', label: 'Overrides per efficient proposal', unit: 'fraction', scope: 'sessions' },
+  { id: 'background_ttft_mean_ms', label: 'Competing traffic: mean TTFT', unit: 'ms', scope: 'background' },
+  { id: 'background_ttft_p90_ms', label: 'Competing traffic: p90 TTFT', unit: 'ms', scope: 'background' },
+] as const;
+export type DifferenceMetricId = (typeof DIFFERENCE_METRICS)[number]['id'];
+
+export interface Difference {
+  readonly metric: DifferenceMetricId;
+  readonly label: string;
+  readonly unit: string;
+  readonly variant: string;
+  readonly baseline: string;
+  readonly variantValue: number;
+  readonly baselineValue: number;
+  /** variantValue − baselineValue. */
+  readonly estimate: number;
+  /** Percentile-bootstrap interval; null when it cannot be formed (no units, too few defined replicates). */
+  readonly lo: number | null;
+  readonly hi: number | null;
+  readonly confidence: number;
+  readonly method: 'paired' | 'independent';
+  readonly iterations: number;
+  readonly validIterations: number;
+  readonly units: { readonly variant: number; readonly baseline: number };
+}
+
+export interface EvaluationAnalysis {
+  readonly options: { readonly seed: number; readonly iterations: number; readonly confidence: number; readonly baseline: string };
+  readonly input: { readonly rows: number; readonly used: number; readonly skipped: Readonly<Record<string, number>>; readonly problems: readonly RowProblem[] };
+  readonly variants: readonly VariantSummary[];
+  readonly differences: readonly Difference[];
+  /** What the records cannot show (see README), always listed. */
+  readonly gaps: readonly string[];
+  readonly warnings: readonly string[];
+}
+
+export const RECORD_GAPS: readonly string[] = Object.freeze([
+  'Task success (the Harbor score) is not in the outcome records: failures are per-request statuses; a session counts as failed when any of its requests did not complete.',
+  'Session completion runs from the first request\'s arrival (its decision timestamp) to the last request\'s end; agent time before the first request and after the last response (tool runs, scoring) is not recorded.',
+  'Background traffic has no decision, hence no variant field: its variant comes from its session id (evalbg:<attempt>:<variant>:<stream>) or an evaluation.variant column.',
+  'Attempts and matched sessions come from the session id convention (eval:<attempt>:<variant>:<index>); the records have no attempt field.',
+  'Routing overhead is routingOverheadUs (the gateway\'s measurement, or the decision duration by default); Stage\'s own proposal time is not recorded. The observation query is decision.observeDurationUs.',
+  'Uncached input is the engine\'s usage report (input − cached) attributed to servedPool (else the final model); requests without a usage report are counted as missing, not as zero.',
+]);
+
+// ---------------------------------------------------------------------------
+// Units: one per session (foreground) or background stream.
+// ---------------------------------------------------------------------------
+
+interface SessionUnit extends Unit {
+  readonly key: string;
+  readonly ttft: number[];
+  readonly latency: number[];
+  readonly overheadUs: number[];
+  firstArrival: number;
+  lastEnd: number;
+  requests: number;
+  completed: number;
+  uncached: number;
+  uncachedMissing: number;
+  efficientProposals: number;
+  overrides: number;
+}
+
+function newUnit(key: string, matchKey: string | null): SessionUnit {
+  return { key, matchKey, ttft: [], latency: [], overheadUs: [], firstArrival: Infinity, lastEnd: -Infinity, requests: 0, completed: 0, uncached: 0, uncachedMissing: 0, efficientProposals: 0, overrides: 0 };
+}
+
+function addRow(u: SessionUnit, r: EvaluationRow): void {
+  u.requests++;
+  if (r.arrivalMs !== null) u.firstArrival = Math.min(u.firstArrival, r.arrivalMs);
+  if (r.routingOverheadUs !== null && r.decision !== null) u.overheadUs.push(r.routingOverheadUs);
+  if (r.decision?.proposal === 'efficient') {
+    u.efficientProposals++;
+    if (r.decision.reason === 'overrode') u.overrides++;
+  }
+  if (r.status !== 'completed') return;
+  u.completed++;
+  if (r.endMs !== null) u.lastEnd = Math.max(u.lastEnd, r.endMs);
+  if (r.ttftMs !== null) u.ttft.push(r.ttftMs);
+  if (r.latencyMs !== null) u.latency.push(r.latencyMs);
+  if (r.uncachedInputTokens !== null) u.uncached += r.uncachedInputTokens;
+  else u.uncachedMissing++;
+}
+
+function completionMs(u: SessionUnit): number | null {
+  return u.completed === u.requests && Number.isFinite(u.firstArrival) && Number.isFinite(u.lastEnd) ? u.lastEnd - u.firstArrival : null;
+}
+
+function pooledMean(units: readonly SessionUnit[], pick: (u: SessionUnit) => readonly number[]): number {
+  let s = 0;
+  let n = 0;
+  for (const u of units) for (const v of pick(u)) {
+    s += v;
+    n++;
+  }
+  return n === 0 ? NaN : s / n;
+}
+
+function pooledQuantile(units: readonly SessionUnit[], pick: (u: SessionUnit) => readonly number[], q: number): number {
+  const all: number[] = [];
+  for (const u of units) for (const v of pick(u)) all.push(v);
+  return quantileSorted(all.sort((a, b) => a - b), q);
+}
+
+function meanOf(units: readonly SessionUnit[], value: (u: SessionUnit) => number | null): number {
+  let s = 0;
+  let n = 0;
+  for (const u of units) {
+    const v = value(u);
+    if (v === null) continue;
+    s += v;
+    n++;
+  }
+  return n === 0 ? NaN : s / n;
+}
+
+const STATS: Readonly<Record<DifferenceMetricId, (units: readonly SessionUnit[]) => number>> = {
+  ttft_mean_ms: (us) => pooledMean(us, (u) => u.ttft),
+  ttft_p90_ms: (us) => pooledQuantile(us, (u) => u.ttft, 0.9),
+  latency_mean_ms: (us) => pooledMean(us, (u) => u.latency),
+  session_completion_mean_ms: (us) => meanOf(us, completionMs),
+  session_failure_rate: (us) => meanOf(us, (u) => (u.completed === u.requests ? 0 : 1)),
+  uncached_input_per_session: (us) => meanOf(us, (u) => (u.uncachedMissing === 0 ? u.uncached : null)),
+  routing_overhead_mean_us: (us) => pooledMean(us, (u) => u.overheadUs),
+  override_rate: (us) => {
+    let p = 0;
+    let o = 0;
+    for (const u of us) {
+      p += u.efficientProposals;
+      o += u.overrides;
+    }
+    return p === 0 ? NaN : o / p;
+  },
+  background_ttft_mean_ms: (us) => pooledMean(us, (u) => u.ttft),
+  background_ttft_p90_ms: (us) => pooledQuantile(us, (u) => u.ttft, 0.9),
+};
+
+// ---------------------------------------------------------------------------
+
+export function distribution(values: readonly number[]): Distribution {
+  const s = [...values].sort((a, b) => a - b);
+  let sum = 0;
+  for (const v of s) sum += v;
+  const q = (p: number): number => quantileSorted(s, p);
+  return {
+    n: s.length,
+    mean: s.length === 0 ? NaN : sum / s.length,
+    min: s.length === 0 ? NaN : (s[0] as number),
+    p5: q(0.05),
+    p25: q(0.25),
+    p50: q(0.5),
+    p75: q(0.75),
+    p90: q(0.9),
+    p95: q(0.95),
+    max: s.length === 0 ? NaN : (s[s.length - 1] as number),
+  };
+}
+
+function count(m: Record<string, number>, k: string): void {
+  m[k] = (m[k] ?? 0) + 1;
+}
+
+function sortedRecord(m: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(m).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+export function ruleCounts(rows: readonly EvaluationRow[]): RuleCounts {
+  let decisions = 0;
+  let without = 0;
+  let eff = 0;
+  let cap = 0;
+  let couldAct = 0;
+  let overrode = 0;
+  let kept = 0;
+  let stageCapable = 0;
+  let baseline = 0;
+  let finalCapable = 0;
+  const fallback: Record<string, number> = {};
+  const other: Record<string, number> = {};
+  for (const r of rows) {
+    if (r.background) continue;
+    const d = r.decision;
+    if (d === null) {
+      without++;
+      continue;
+    }
+    decisions++;
+    if (d.proposal === 'efficient') eff++;
+    else if (d.proposal === 'capable') cap++;
+    if (d.couldAct) couldAct++;
+    if (d.finalRole === 'capable') finalCapable++;
+    if (d.reason === 'overrode') overrode++;
+    else if (d.reason === 'kept') kept++;
+    else if (d.reason === 'stage_capable') stageCapable++;
+    else if (d.reason === 'baseline') baseline++;
+    else if (d.reason.startsWith('fallback_')) count(fallback, d.reason);
+    else count(other, d.reason);
+  }
+  const fallbackTotal = Object.values(fallback).reduce((a, b) => a + b, 0);
+  const rate = (x: number): number => (eff === 0 ? NaN : x / eff);
+  return {
+    decisions,
+    withoutDecision: without,
+    efficientProposals: eff,
+    capableProposals: cap,
+    couldAct,
+    overrode,
+    kept,
+    stageCapable,
+    baseline,
+    fallback: sortedRecord(fallback),
+    fallbackTotal,
+    other: sortedRecord(other),
+    finalCapable,
+    couldActRate: rate(couldAct),
+    overrodeRate: rate(overrode),
+    fallbackRate: rate(fallbackTotal),
+  };
+}
+
+function unitsOf(rows: readonly EvaluationRow[]): SessionUnit[] {
+  const byKey = new Map<string, SessionUnit>();
+  for (const r of rows) {
+    const key = r.sessionId ?? `request:${r.requestId}`;
+    let u = byKey.get(key);
+    if (u === undefined) {
+      u = newUnit(key, r.matchKey);
+      byKey.set(key, u);
+    }
+    addRow(u, r);
+  }
+  return [...byKey.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+function summarize(variant: string, rows: readonly EvaluationRow[], fg: readonly SessionUnit[], bg: readonly SessionUnit[]): VariantSummary {
+  const fgRows = rows.filter((r) => !r.background);
+  const bgRows = rows.filter((r) => r.background);
+  const executed = fgRows.filter((r) => r.status === 'completed');
+  const byStatus: Record<string, number> = {};
+  for (const r of fgRows) count(byStatus, r.status);
+  const bgStatus: Record<string, number> = {};
+  for (const r of bgRows) count(bgStatus, r.status);
+  const byModel: Record<string, { requests: number; tokens: number; missingUsage: number }> = {};
+  let total = 0;
+  let missing = 0;
+  for (const r of executed) {
+    const m = r.model ?? '(unknown)';
+    const slot = (byModel[m] ??= { requests: 0, tokens: 0, missingUsage: 0 });
+    slot.requests++;
+    if (r.uncachedInputTokens === null) {
+      slot.missingUsage++;
+      missing++;
+    } else {
+      slot.tokens += r.uncachedInputTokens;
+      total += r.uncachedInputTokens;
+    }
+  }
+  const num = (xs: readonly (number | null)[]): number[] => xs.filter((x): x is number => x !== null);
+  const ttftValues = num(executed.map((r) => r.ttftMs)).sort((a, b) => a - b);
+  const bgExecuted = bgRows.filter((r) => r.status === 'completed');
+  return {
+    variant,
+    sessions: {
+      total: fg.length,
+      completed: fg.filter((u) => u.completed === u.requests).length,
+      withFailures: fg.filter((u) => u.completed !== u.requests).length,
+      matched: fg.filter((u) => u.matchKey !== null).length,
+    },
+    requests: { total: fgRows.length, executed: executed.length, byStatus: sortedRecord(byStatus) },
+    ttftMs: distribution(ttftValues),
+    latencyMs: distribution(num(executed.map((r) => r.latencyMs))),
+    sessionCompletionMs: distribution(num(fg.map(completionMs))),
+    uncachedInput: {
+      byModel: Object.fromEntries(Object.entries(byModel).sort(([a], [b]) => (a < b ? -1 : 1))),
+      totalTokens: total,
+      missingUsage: missing,
+      perSession: distribution(fg.filter((u) => u.uncachedMissing === 0).map((u) => u.uncached)),
+    },
+    routingOverheadUs: distribution(num(fgRows.filter((r) => r.decision !== null).map((r) => r.routingOverheadUs))),
+    observeDurationUs: distribution(num(fgRows.map((r) => r.observeDurationUs))),
+    rules: ruleCounts(fgRows),
+    background: {
+      requests: bgRows.length,
+      executed: bgExecuted.length,
+      streams: bg.length,
+      byStatus: sortedRecord(bgStatus),
+      ttftMs: distribution(num(bgExecuted.map((r) => r.ttftMs))),
+      latencyMs: distribution(num(bgExecuted.map((r) => r.latencyMs))),
+    },
+    ttftValues,
+  };
+}
+
+function variantOrder(names: Iterable<string>, baseline: string): string[] {
+  const known = VARIANTS as readonly string[];
+  return [...new Set(names)].sort((a, b) => {
+    if (a === baseline) return -1;
+    if (b === baseline) return 1;
+    const ia = known.indexOf(a);
+    const ib = known.indexOf(b);
+    if (ia !== ib) return (ia === -1 ? Infinity : ia) - (ib === -1 ? Infinity : ib);
+    return a < b ? -1 : a > b ? 1 : 0;
+  });
+}
+
+/**
+ * Analyse outcome rows: flattened JSON objects (`outcomeToJsonRow`) or rows
+ * already parsed with `parseEvaluationRows`. Never throws on bad rows: they
+ * are listed in `input.problems` and left out.
+ */
+export function analyzeEvaluation(rows: readonly unknown[] | { readonly rows: readonly EvaluationRow[]; readonly problems?: readonly RowProblem[]; readonly skipped?: Readonly<Record<string, number>> }, options: AnalysisOptions = {}): EvaluationAnalysis {
+  const seed = options.seed ?? 1;
+  const iterations = options.iterations ?? 2000;
+  const confidence = options.confidence ?? 0.95;
+  const baselineName = options.baseline ?? 'baseline';
+  const progress = options.onProgress ?? ((): void => undefined);
+  const parsed = Array.isArray(rows) ? parseEvaluationRows(rows) : (rows as { rows: readonly EvaluationRow[]; problems?: readonly RowProblem[]; skipped?: Readonly<Record<string, number>> });
+  const used = parsed.rows;
+  const warnings: string[] = [];
+
+  const byVariant = new Map<string, EvaluationRow[]>();
+  for (const r of used) {
+    const list = byVariant.get(r.variant) ?? [];
+    list.push(r);
+    byVariant.set(r.variant, list);
+  }
+  const names = variantOrder(byVariant.keys(), baselineName);
+  const fgUnits = new Map<string, SessionUnit[]>();
+  const bgUnits = new Map<string, SessionUnit[]>();
+  const summaries: VariantSummary[] = [];
+  for (const v of names) {
+    const rs = byVariant.get(v) ?? [];
+    const fg = unitsOf(rs.filter((r) => !r.background));
+    const bg = unitsOf(rs.filter((r) => r.background));
+    fgUnits.set(v, fg);
+    bgUnits.set(v, bg);
+    const s = summarize(v, rs, fg, bg);
+    summaries.push(s);
+    progress(`${v}: ${s.sessions.total} sessions, ${s.requests.total} requests (${s.requests.executed} executed), ${s.background.requests} background`);
+    if (s.uncachedInput.missingUsage > 0) warnings.push(`${v}: ${s.uncachedInput.missingUsage} executed request(s) without a usage report (left out of uncached input)`);
+    if (s.rules.withoutDecision > 0) warnings.push(`${v}: ${s.rules.withoutDecision} foreground request(s) without a decision record`);
+    if (s.rules.other && Object.keys(s.rules.other).length > 0) warnings.push(`${v}: decision reasons this build does not know: ${Object.keys(s.rules.other).join(', ')}`);
+  }
+
+  const differences: Difference[] = [];
+  if (!byVariant.has(baselineName)) {
+    warnings.push(`no rows of the baseline variant ${JSON.stringify(baselineName)}: no differences computed`);
+  } else {
+    for (const v of names) {
+      if (v === baselineName) continue;
+      for (const m of DIFFERENCE_METRICS) {
+        const pick = m.scope === 'background' ? bgUnits : fgUnits;
+        const a = pick.get(v) ?? [];
+        const b = pick.get(baselineName) ?? [];
+        const stat = STATS[m.id];
+        const res = bootstrapDifference(a, b, stat, { iterations, confidence, rand: streamFor(seed, 'bootstrap', m.id, v, baselineName) });
+        differences.push({
+          metric: m.id,
+          label: m.label,
+          unit: m.unit,
+          variant: v,
+          baseline: baselineName,
+          variantValue: stat(a),
+          baselineValue: stat(b),
+          estimate: res.estimate,
+          lo: res.lo,
+          hi: res.hi,
+          confidence,
+          method: res.method,
+          iterations: res.iterations,
+          validIterations: res.validIterations,
+          units: res.units,
+        });
+      }
+      progress(`${v} vs ${baselineName}: ${DIFFERENCE_METRICS.length} differences, ${iterations} bootstrap replicates each`);
+    }
+    const unpaired = differences.filter((d) => d.method === 'independent' && DIFFERENCE_METRICS.find((m) => m.id === d.metric)?.scope === 'sessions');
+    if (unpaired.length > 0) {
+      const vs = [...new Set(unpaired.map((d) => d.variant))];
+      warnings.push(`sessions not matched one-to-one with the baseline for ${vs.join(', ')}: independent (unpaired) resampling used`);
+    }
+  }
+
+  return {
+    options: { seed, iterations, confidence, baseline: baselineName },
+    input: { rows: used.length + (parsed.problems?.length ?? 0) + Object.values(parsed.skipped ?? {}).reduce((a, b) => a + b, 0), used: used.length, skipped: parsed.skipped ?? {}, problems: parsed.problems ?? [] },
+    variants: summaries,
+    differences,
+    gaps: RECORD_GAPS,
+    warnings,
+  };
+}

@@ -1,0 +1,50 @@
+/**
+ * Seeded randomness for schedules and the bootstrap: mulberry32 (tiny, the
+ * same on every platform) and a string hash that derives an independent
+ * stream for each purpose, so adding a metric or a variant never changes the
+ * numbers of another. Not for anything security-related.
+ */
+export type Rand = () => number;
+
+export function mulberry32(seed: number): Rand {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** FNV-1a (32-bit) of the parts joined by U+001F: a stable u32 per label. */
+export function hash32(...parts: readonly (string | number)[]): number {
+  const s = parts.map(String).join('\u001f');
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  // One extra avalanche round: FNV's low bits are weak for short labels.
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  return h >>> 0;
+}
+
+/** A generator for one purpose: `streamFor(seed, 'bootstrap', metric, variant)`. */
+export function streamFor(seed: number, ...labels: readonly (string | number)[]): Rand {
+  return mulberry32(hash32(seed, ...labels));
+}
+
+/** Fisher-Yates shuffle of a copy. */
+export function shuffled<T>(xs: readonly T[], rand: Rand): T[] {
+  const out = [...xs];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    const t = out[i] as T;
+    out[i] = out[j] as T;
+    out[j] = t;
+  }
+  return out;
+}

@@ -1,0 +1,303 @@
+/**
+ * The evaluation report as one self-contained HTML page: inline CSS and SVG,
+ * no scripts, fonts or images from anywhere, so it opens offline and can be
+ * archived with the outcome rows it was computed from.
+ */
+import type { Difference, Distribution, EvaluationAnalysis, VariantSummary } from './analysis';
+import { DIFFERENCE_METRICS } from './analysis';
+
+export function escapeHtml(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+}
+
+function fmt(v: number | null | undefined, digits = 1): string {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '–';
+  return v.toFixed(digits);
+}
+
+function fmtG(v: number): string {
+  return Number.isFinite(v) ? Number(v.toPrecision(4)).toString() : '–';
+}
+
+function pct(v: number): string {
+  return Number.isFinite(v) ? `${(100 * v).toFixed(1)} %` : '–';
+}
+
+const PALETTE = ['#495057', '#1864ab', '#2b8a3e', '#d9480f', '#862e9c', '#0b7285', '#e67700'];
+
+function colorOf(i: number): string {
+  return PALETTE[i % PALETTE.length] as string;
+}
+
+function ticks(lo: number, hi: number): number[] {
+  if (!(hi > lo)) return [lo];
+  const step = 10 ** Math.floor(Math.log10((hi - lo) / 4));
+  const s = [1, 2, 5, 10].map((m) => m * step).find((c) => (hi - lo) / c <= 6) ?? step * 10;
+  const out: number[] = [];
+  for (let v = Math.ceil(lo / s) * s; v <= hi + 1e-9 * s; v += s) out.push(Number(v.toPrecision(12)));
+  return out;
+}
+
+function padded(lo: number, hi: number): [number, number] {
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [0, 1];
+  if (lo === hi) return [lo - 1, hi + 1];
+  const p = (hi - lo) * 0.06;
+  return [lo - p, hi + p];
+}
+
+function svg(w: number, h: number, title: string, body: string): string {
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" role="img" aria-label="${escapeHtml(title)}">${body}</svg>`;
+}
+
+function xAxis(sx: (v: number) => number, lo: number, hi: number, y: number): string {
+  return ticks(lo, hi)
+    .map((t) => `<line x1="${sx(t).toFixed(1)}" x2="${sx(t).toFixed(1)}" y1="${y}" y2="${y + 4}" stroke="#666"/><text x="${sx(t).toFixed(1)}" y="${y + 15}" text-anchor="middle">${fmtG(t)}</text>`)
+    .join('');
+}
+
+// ---------------------------------------------------------------------------
+// Forest plot: one panel per metric, one row per variant.
+// ---------------------------------------------------------------------------
+
+function forestPanel(metricLabel: string, unit: string, diffs: readonly Difference[], colors: ReadonlyMap<string, string>): string {
+  const W = 520;
+  const L = 130;
+  const R = 16;
+  const rowH = 22;
+  const top = 24;
+  const H = top + rowH * diffs.length + 34;
+  const vals = diffs.flatMap((d) => [d.estimate, d.lo ?? NaN, d.hi ?? NaN, 0]).filter(Number.isFinite);
+  const [x0, x1] = padded(Math.min(...vals), Math.max(...vals));
+  const sx = (v: number): number => L + ((v - x0) / (x1 - x0)) * (W - L - R);
+  const parts: string[] = [];
+  parts.push(`<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(`${metricLabel}: variant − baseline (${unit})`)}</text>`);
+  parts.push(`<line x1="${sx(0).toFixed(1)}" x2="${sx(0).toFixed(1)}" y1="${top - 4}" y2="${top + rowH * diffs.length}" stroke="#888" stroke-dasharray="4 3"/>`);
+  diffs.forEach((d, i) => {
+    const y = top + rowH * i + rowH / 2;
+    const c = colors.get(d.variant) ?? '#333';
+    parts.push(`<text x="${L - 8}" y="${y + 4}" text-anchor="end">${escapeHtml(d.variant)}</text>`);
+    if (d.lo !== null && d.hi !== null) {
+      parts.push(`<line x1="${sx(d.lo).toFixed(1)}" x2="${sx(d.hi).toFixed(1)}" y1="${y}" y2="${y}" stroke="${c}" stroke-width="2"/>`);
+      for (const e of [d.lo, d.hi]) parts.push(`<line x1="${sx(e).toFixed(1)}" x2="${sx(e).toFixed(1)}" y1="${y - 5}" y2="${y + 5}" stroke="${c}" stroke-width="2"/>`);
+    }
+    if (Number.isFinite(d.estimate)) parts.push(`<circle cx="${sx(d.estimate).toFixed(1)}" cy="${y}" r="4" fill="${c}"><title>${escapeHtml(`${d.variant}: ${fmtG(d.estimate)} [${fmtG(d.lo ?? NaN)}, ${fmtG(d.hi ?? NaN)}] ${unit}, ${d.method}`)}</title></circle>`);
+    else parts.push(`<text x="${L + 4}" y="${y + 4}" class="muted">no data</text>`);
+  });
+  const axisY = top + rowH * diffs.length + 4;
+  parts.push(`<line x1="${L}" x2="${W - R}" y1="${axisY}" y2="${axisY}" stroke="#666"/>`);
+  parts.push(xAxis(sx, x0, x1, axisY));
+  return svg(W, H, `${metricLabel} differences`, parts.join(''));
+}
+
+// ---------------------------------------------------------------------------
+// TTFT distributions: box plots and ECDFs.
+// ---------------------------------------------------------------------------
+
+function boxPlot(title: string, unit: string, rows: readonly { name: string; d: Distribution; color: string }[]): string {
+  const W = 520;
+  const L = 130;
+  const R = 16;
+  const rowH = 26;
+  const top = 24;
+  const H = top + rowH * rows.length + 34;
+  const vals = rows.flatMap((r) => [r.d.p5, r.d.p95]).filter(Number.isFinite);
+  const [x0, x1] = padded(Math.min(...vals, 0), Math.max(...vals, 1));
+  const sx = (v: number): number => L + ((v - x0) / (x1 - x0)) * (W - L - R);
+  const parts: string[] = [`<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(title)}</text>`];
+  rows.forEach((r, i) => {
+    const y = top + rowH * i + rowH / 2;
+    parts.push(`<text x="${L - 8}" y="${y + 4}" text-anchor="end">${escapeHtml(r.name)}</text>`);
+    const d = r.d;
+    if (d.n === 0) {
+      parts.push(`<text x="${L + 4}" y="${y + 4}" class="muted">no executed requests</text>`);
+      return;
+    }
+    parts.push(`<line x1="${sx(d.p5).toFixed(1)}" x2="${sx(d.p95).toFixed(1)}" y1="${y}" y2="${y}" stroke="${r.color}"/>`);
+    parts.push(`<rect x="${sx(d.p25).toFixed(1)}" y="${y - 8}" width="${Math.max(1, sx(d.p75) - sx(d.p25)).toFixed(1)}" height="16" fill="${r.color}" fill-opacity="0.25" stroke="${r.color}"/>`);
+    parts.push(`<line x1="${sx(d.p50).toFixed(1)}" x2="${sx(d.p50).toFixed(1)}" y1="${y - 8}" y2="${y + 8}" stroke="${r.color}" stroke-width="2"/>`);
+    parts.push(`<line x1="${sx(d.p90).toFixed(1)}" x2="${sx(d.p90).toFixed(1)}" y1="${y - 5}" y2="${y + 5}" stroke="${r.color}" stroke-dasharray="2 2"/>`);
+    parts.push(`<circle cx="${sx(d.mean).toFixed(1)}" cy="${y}" r="3" fill="#fff" stroke="${r.color}"><title>${escapeHtml(`${r.name}: mean ${fmtG(d.mean)}, p50 ${fmtG(d.p50)}, p90 ${fmtG(d.p90)} ${unit} (n ${d.n})`)}</title></circle>`);
+  });
+  const axisY = top + rowH * rows.length + 4;
+  parts.push(`<line x1="${L}" x2="${W - R}" y1="${axisY}" y2="${axisY}" stroke="#666"/>`, xAxis(sx, x0, x1, axisY));
+  return svg(W, H, title, parts.join(''));
+}
+
+function ecdf(title: string, unit: string, series: readonly { name: string; values: readonly number[]; color: string }[]): string {
+  const W = 520;
+  const H = 320;
+  const M = { l: 48, r: 16, t: 24, b: 40 };
+  const all = series.flatMap((s) => s.values);
+  const [x0, x1] = padded(Math.min(...all, 0), Math.max(...all, 1));
+  const sx = (v: number): number => M.l + ((v - x0) / (x1 - x0)) * (W - M.l - M.r);
+  const sy = (p: number): number => H - M.b - p * (H - M.t - M.b);
+  const parts: string[] = [
+    `<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(title)}</text>`,
+    `<rect x="${M.l}" y="${M.t}" width="${W - M.l - M.r}" height="${H - M.t - M.b}" fill="#fff" stroke="#ccc"/>`,
+  ];
+  for (const p of [0, 0.25, 0.5, 0.75, 0.9, 1]) parts.push(`<line x1="${M.l - 4}" x2="${W - M.r}" y1="${sy(p).toFixed(1)}" y2="${sy(p).toFixed(1)}" stroke="#eee"/><text x="${M.l - 6}" y="${(sy(p) + 3).toFixed(1)}" text-anchor="end">${p}</text>`);
+  parts.push(xAxis(sx, x0, x1, H - M.b));
+  parts.push(`<text x="${(M.l + W - M.r) / 2}" y="${H - 6}" text-anchor="middle">${escapeHtml(unit)}</text>`);
+  for (const s of series) {
+    const n = s.values.length;
+    if (n === 0) continue;
+    // Thin very long series to at most ~400 steps: the page stays small.
+    const stride = Math.max(1, Math.floor(n / 400));
+    const pts: string[] = [`${sx(s.values[0] as number).toFixed(1)},${sy(0).toFixed(1)}`];
+    for (let i = 0; i < n; i += stride) {
+      const x = sx(s.values[i] as number).toFixed(1);
+      pts.push(`${x},${sy(i / n).toFixed(1)}`, `${x},${sy((i + 1) / n).toFixed(1)}`);
+    }
+    pts.push(`${sx(s.values[n - 1] as number).toFixed(1)},${sy(1).toFixed(1)}`);
+    parts.push(`<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${pts.join(' ')}"><title>${escapeHtml(s.name)}</title></polyline>`);
+  }
+  series.forEach((s, i) => parts.push(`<rect x="${M.l + 8}" y="${M.t + 8 + i * 14}" width="10" height="3" fill="${s.color}"/><text x="${M.l + 22}" y="${M.t + 12 + i * 14}">${escapeHtml(s.name)}</text>`));
+  return svg(W, H, title, parts.join(''));
+}
+
+// ---------------------------------------------------------------------------
+// Rule outcomes: stacked bars of decision reasons.
+// ---------------------------------------------------------------------------
+
+const FIXED_SEGMENTS: readonly { key: string; label: string; color: string }[] = [
+  { key: 'baseline', label: 'baseline (no rule)', color: '#adb5bd' },
+  { key: 'stage_capable', label: 'Stage proposed capable', color: '#74c0fc' },
+  { key: 'kept', label: 'kept (could act, no trigger)', color: '#51cf66' },
+  { key: 'overrode', label: 'overrode → capable', color: '#f76707' },
+];
+const FALLBACK_COLORS = ['#c92a2a', '#a61e4d', '#862e9c', '#5f3dc4', '#364fc7', '#e03131', '#9c36b5'];
+
+function segmentsOf(v: VariantSummary): { key: string; n: number }[] {
+  const r = v.rules;
+  const out = [
+    { key: 'baseline', n: r.baseline },
+    { key: 'stage_capable', n: r.stageCapable },
+    { key: 'kept', n: r.kept },
+    { key: 'overrode', n: r.overrode },
+  ];
+  for (const [k, n] of Object.entries(r.fallback)) out.push({ key: k, n });
+  for (const [k, n] of Object.entries(r.other)) out.push({ key: `other:${k}`, n });
+  return out;
+}
+
+function ruleBars(variants: readonly VariantSummary[]): string {
+  const fallbackKeys = [...new Set(variants.flatMap((v) => [...Object.keys(v.rules.fallback), ...Object.keys(v.rules.other).map((k) => `other:${k}`)]))].sort();
+  const legend = [...FIXED_SEGMENTS, ...fallbackKeys.map((k, i) => ({ key: k, label: k, color: FALLBACK_COLORS[i % FALLBACK_COLORS.length] as string }))];
+  const colorOfKey = new Map(legend.map((l) => [l.key, l.color]));
+  const W = 620;
+  const L = 130;
+  const R = 60;
+  const rowH = 26;
+  const top = 24;
+  const legendRows = Math.ceil(legend.length / 2);
+  const H = top + rowH * variants.length + 12 + legendRows * 16 + 8;
+  const parts: string[] = [`<text x="${W / 2}" y="14" text-anchor="middle" class="t">Decisions by reason (share of foreground decisions)</text>`];
+  variants.forEach((v, i) => {
+    const y = top + rowH * i;
+    parts.push(`<text x="${L - 8}" y="${y + 15}" text-anchor="end">${escapeHtml(v.variant)}</text>`);
+    const total = v.rules.decisions;
+    if (total === 0) {
+      parts.push(`<text x="${L + 4}" y="${y + 15}" class="muted">no decisions</text>`);
+      return;
+    }
+    let x = L;
+    for (const s of segmentsOf(v)) {
+      if (s.n === 0) continue;
+      const w = (s.n / total) * (W - L - R);
+      parts.push(`<rect x="${x.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="18" fill="${colorOfKey.get(s.key) ?? '#333'}"><title>${escapeHtml(`${v.variant}: ${s.key} ${s.n} of ${total} (${pct(s.n / total)})`)}</title></rect>`);
+      x += w;
+    }
+    parts.push(`<text x="${W - R + 4}" y="${y + 15}">${total}</text>`);
+  });
+  const ly = top + rowH * variants.length + 12;
+  legend.forEach((l, i) => {
+    const x = L + (i % 2) * 240;
+    const y = ly + Math.floor(i / 2) * 16;
+    parts.push(`<rect x="${x}" y="${y}" width="10" height="10" fill="${l.color}"/><text x="${x + 14}" y="${y + 9}">${escapeHtml(l.label)}</text>`);
+  });
+  return svg(W, H, 'Decisions by reason', parts.join(''));
+}
+
+// ---------------------------------------------------------------------------
+
+function variantTable(vs: readonly VariantSummary[]): string {
+  const head = [
+    'variant', 'sessions', 'completed sessions', 'requests', 'executed', 'TTFT mean ms', 'TTFT p90 ms', 'latency mean ms', 'latency p90 ms',
+    'session completion mean ms', 'session completion p90 ms', 'uncached input tokens (by model)', 'uncached / session', 'routing overhead mean µs',
+    'observe mean µs', 'background TTFT mean ms', 'background TTFT p90 ms',
+  ];
+  const rows = vs.map((v) => {
+    const byModel = Object.entries(v.uncachedInput.byModel).map(([m, s]) => `${escapeHtml(m)}: ${s.tokens}${s.missingUsage > 0 ? ` (+${s.missingUsage} without usage)` : ''}`).join('<br>');
+    return [
+      escapeHtml(v.variant), String(v.sessions.total), String(v.sessions.completed), String(v.requests.total), String(v.requests.executed),
+      fmt(v.ttftMs.mean), fmt(v.ttftMs.p90), fmt(v.latencyMs.mean), fmt(v.latencyMs.p90), fmt(v.sessionCompletionMs.mean), fmt(v.sessionCompletionMs.p90),
+      byModel || '–', fmt(v.uncachedInput.perSession.mean, 0), fmt(v.routingOverheadUs.mean, 0), fmt(v.observeDurationUs.mean, 0),
+      v.background.requests === 0 ? '–' : fmt(v.background.ttftMs.mean), v.background.requests === 0 ? '–' : fmt(v.background.ttftMs.p90),
+    ];
+  });
+  return `<table><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('')}</tbody></table>`;
+}
+
+function ruleTable(vs: readonly VariantSummary[]): string {
+  const fallbackKeys = [...new Set(vs.flatMap((v) => Object.keys(v.rules.fallback)))].sort();
+  const head = ['variant', 'decisions', 'efficient proposals', 'could act', 'changed (overrode)', 'fell back', ...fallbackKeys, 'kept', 'Stage capable', 'final capable', 'no decision'];
+  const rows = vs.map((v) => {
+    const r = v.rules;
+    return [
+      escapeHtml(v.variant), String(r.decisions), String(r.efficientProposals), `${r.couldAct} (${pct(r.couldActRate)})`, `${r.overrode} (${pct(r.overrodeRate)})`,
+      `${r.fallbackTotal} (${pct(r.fallbackRate)})`, ...fallbackKeys.map((k) => String(r.fallback[k] ?? 0)), String(r.kept), String(r.stageCapable), String(r.finalCapable), String(r.withoutDecision),
+    ];
+  });
+  return `<p class="muted">Rates are shares of Stage's efficient proposals, the only ones a rule reconsiders.</p><table><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('')}</tbody></table>`;
+}
+
+function differenceTable(ds: readonly Difference[]): string {
+  const head = ['metric', 'variant', 'variant value', 'baseline value', 'difference', 'CI low', 'CI high', 'resampling', 'units (v / b)', 'valid replicates'];
+  const rows = ds.map((d) => [
+    escapeHtml(`${d.label} (${d.unit})`), escapeHtml(d.variant), fmtG(d.variantValue), fmtG(d.baselineValue), fmtG(d.estimate), d.lo === null ? '–' : fmtG(d.lo), d.hi === null ? '–' : fmtG(d.hi),
+    d.method, `${d.units.variant} / ${d.units.baseline}`, `${d.validIterations} / ${d.iterations}`,
+  ]);
+  return `<table><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('')}</tbody></table>`;
+}
+
+export function renderEvaluationHtml(a: EvaluationAnalysis): string {
+  const colors = new Map(a.variants.map((v, i) => [v.variant, colorOf(i)]));
+  const o = a.options;
+  const forest = DIFFERENCE_METRICS.map((m) => {
+    const ds = a.differences.filter((d) => d.metric === m.id);
+    return ds.length === 0 ? '' : forestPanel(m.label, m.unit, ds, colors);
+  }).join('');
+  const box = boxPlot('TTFT of executed requests (box p25–p75, whiskers p5–p95, dashed p90, ring mean)', 'ms', a.variants.map((v) => ({ name: v.variant, d: v.ttftMs, color: colors.get(v.variant) ?? '#333' })));
+  const cdf = ecdf('TTFT empirical CDF', 'TTFT (ms)', a.variants.map((v) => ({ name: v.variant, values: v.ttftValues, color: colors.get(v.variant) ?? '#333' })));
+  const problems = a.input.problems.slice(0, 50).map((p) => `<li>line ${p.line}: ${escapeHtml(p.message)}</li>`).join('');
+  const skipped = Object.entries(a.input.skipped).map(([k, n]) => `${escapeHtml(k)} ${n}`).join(', ');
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>vantage evaluation report</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:20px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:12px;margin:8px 0}th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;vertical-align:top}
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+svg{margin:6px 12px 6px 0;font:11px system-ui,sans-serif}svg .t{font-weight:600;font-size:12px}.muted{color:#868e96;fill:#868e96}
+.plots{display:flex;flex-wrap:wrap}
+</style></head><body>
+<h1>vantage evaluation report</h1>
+<p>${a.input.used} outcome rows used of ${a.input.rows}${skipped === '' ? '' : ` (skipped: ${skipped})`}; ${a.input.problems.length} bad. Baseline <b>${escapeHtml(o.baseline)}</b>;
+${Math.round(o.confidence * 100)} % percentile-bootstrap intervals over whole sessions, ${o.iterations} replicates, seed ${o.seed}.</p>
+${a.warnings.length === 0 ? '' : `<h2>Warnings</h2><ul>${a.warnings.map((w) => `<li>${escapeHtml(w)}</li>`).join('')}</ul>`}
+<h2>Per variant</h2>
+${variantTable(a.variants)}
+<h2>Differences from the baseline</h2>
+<div class="plots">${forest || '<p class="muted">No differences (no baseline rows or no other variant).</p>'}</div>
+${differenceTable(a.differences)}
+<h2>TTFT distributions</h2>
+<div class="plots">${box}${cdf}</div>
+<h2>How often each rule could act, changed the choice or fell back</h2>
+<div class="plots">${ruleBars(a.variants)}</div>
+${ruleTable(a.variants)}
+<h2>What the records do not show</h2>
+<ul>${a.gaps.map((g) => `<li>${escapeHtml(g)}</li>`).join('')}</ul>
+${problems === '' ? '' : `<h2>Bad rows</h2><ul>${problems}</ul>${a.input.problems.length > 50 ? `<p>... and ${a.input.problems.length - 50} more</p>` : ''}`}
+</body></html>
+`;
+}

@@ -1,0 +1,170 @@
+/**
+ * The evaluation design (seed 000, "Run coding evaluations": "repeated
+ * attempts, fresh sessions, matched starting conditions and randomized
+ * policy order. Each turn executes only the selected model.") as a pure
+ * schedule: (attempt, variant, sessions) in run order.
+ *
+ *  - An attempt is a block: every variant runs exactly once in it, in an
+ *    order shuffled with the schedule's seed (independently per block).
+ *  - Matched starting conditions: within an attempt every variant replays the
+ *    same sessions (the same session-generator seed, so the same prompts,
+ *    tool results, think times and Stage proposals), each run starting from
+ *    flushed caches.
+ *  - Fresh sessions: every attempt draws its own generator seed, and every
+ *    run gets its own session ids, so no run continues another's sessions.
+ *
+ * Session ids carry the design for the analysis:
+ *   eval:<attempt>:<variant>:<sessionIndex>      the agent sessions
+ *   evalbg:<attempt>:<variant>:<stream>          competing (background) traffic
+ * The analysis takes the variant from the decision record and checks it
+ * against the id; (attempt, sessionIndex) is the key that matches a session
+ * across variants.
+ */
+import { VARIANTS, type Variant } from '@vantage/records';
+import { hash32, shuffled, streamFor } from './random';
+import type { Role } from './calibration-plan';
+
+export const EVALUATION_SESSION_PREFIX = 'eval:';
+export const EVALUATION_BACKGROUND_PREFIX = 'evalbg:';
+
+/**
+ * How Stage's proposal is produced in the evaluation (a stand-in until the
+ * real Stage router runs in the loop):
+ *  - `always_efficient`: every turn proposes efficient (the rules decide everything);
+ *  - `fraction_capable`: each turn proposes capable with probability `fraction`,
+ *    drawn from (seed, session match key, turn), so every variant sees the same proposals;
+ *  - `length`: capable when the prompt exceeds `capableAboveTokens`.
+ */
+export type StageProposalModel =
+  | { readonly kind: 'always_efficient' }
+  | { readonly kind: 'fraction_capable'; readonly fraction: number; readonly seed: number }
+  | { readonly kind: 'length'; readonly capableAboveTokens: number };
+
+export interface ProposalContext {
+  /** `<attempt>:<sessionIndex>`: the same for a session in every variant. */
+  readonly matchKey: string;
+  readonly turn: number;
+  readonly promptTokens: number;
+}
+
+/** Stage's proposal for one turn. Depends only on the model and the turn, never on the variant. */
+export function stageProposal(model: StageProposalModel, ctx: ProposalContext): Role {
+  switch (model.kind) {
+    case 'always_efficient':
+      return 'efficient';
+    case 'fraction_capable':
+      return streamFor(model.seed, 'proposal', ctx.matchKey, ctx.turn)() < model.fraction ? 'capable' : 'efficient';
+    case 'length':
+      return ctx.promptTokens > model.capableAboveTokens ? 'capable' : 'efficient';
+  }
+}
+
+export interface EvaluationScheduleOptions {
+  /** R: repeated attempts (blocks). */
+  readonly attempts: number;
+  /** Fresh agent sessions in each run. */
+  readonly sessionsPerAttempt: number;
+  /** Seed of the variant orders and of the session-generator seeds. */
+  readonly seed: number;
+  /** Default: all five, in records' order. The baseline must be among them. */
+  readonly variants?: readonly Variant[];
+  /** Default `always_efficient`. */
+  readonly proposal?: StageProposalModel;
+  /** Competing-traffic streams per run (default 0). */
+  readonly backgroundStreams?: number;
+}
+
+export interface ScheduledSession {
+  readonly sessionId: string;
+  /** Index in the session generator's output (sim's `generateAgenticSessions`, `sessions: sessionsPerAttempt`). */
+  readonly sessionIndex: number;
+  readonly matchKey: string;
+}
+
+export interface ScheduledRun {
+  /** 0-based position in the whole schedule. */
+  readonly order: number;
+  readonly attempt: number;
+  /** 0-based position within the attempt's block. */
+  readonly position: number;
+  readonly variant: Variant;
+  /** Seed of the session generator: equal for every variant of one attempt. */
+  readonly sessionSeed: number;
+  readonly sessions: readonly ScheduledSession[];
+  readonly backgroundSessionIds: readonly string[];
+  /** Matched starting conditions: the harness empties every worker's KV cache (or restarts the pools) before the run. */
+  readonly flushCachesBefore: true;
+}
+
+export interface EvaluationSchedule {
+  readonly seed: number;
+  readonly attempts: number;
+  readonly sessionsPerAttempt: number;
+  readonly variants: readonly Variant[];
+  readonly proposal: StageProposalModel;
+  readonly runs: readonly ScheduledRun[];
+}
+
+export function evaluationSessionId(attempt: number, variant: string, sessionIndex: number): string {
+  return `${EVALUATION_SESSION_PREFIX}${attempt}:${variant}:${sessionIndex}`;
+}
+
+export function evaluationBackgroundSessionId(attempt: number, variant: string, stream: number): string {
+  return `${EVALUATION_BACKGROUND_PREFIX}${attempt}:${variant}:${stream}`;
+}
+
+export interface ParsedEvaluationSessionId {
+  readonly background: boolean;
+  readonly attempt: number;
+  readonly variant: string;
+  /** Session index (agent sessions) or stream number (background). */
+  readonly index: number;
+  readonly matchKey: string;
+}
+
+/** The inverse of the two id builders; null for any other session id. */
+export function parseEvaluationSessionId(s: string | null | undefined): ParsedEvaluationSessionId | null {
+  if (typeof s !== 'string') return null;
+  const m = /^(eval|evalbg):(\d+):([^:]+):(\d+)$/.exec(s);
+  if (m === null) return null;
+  const background = m[1] === 'evalbg';
+  const attempt = Number(m[2]);
+  const index = Number(m[4]);
+  return { background, attempt, variant: m[3] as string, index, matchKey: background ? `${attempt}:bg${index}` : `${attempt}:${index}` };
+}
+
+function positiveInt(name: string, v: number, min: number): void {
+  if (!Number.isInteger(v) || v < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${v}`);
+}
+
+/** The run list. Deterministic given the options; throws RangeError on invalid options. */
+export function evaluationSchedule(options: EvaluationScheduleOptions): EvaluationSchedule {
+  const variants = [...(options.variants ?? VARIANTS)];
+  positiveInt('attempts', options.attempts, 1);
+  positiveInt('sessionsPerAttempt', options.sessionsPerAttempt, 1);
+  positiveInt('backgroundStreams', options.backgroundStreams ?? 0, 0);
+  if (!Number.isInteger(options.seed)) throw new RangeError(`seed must be an integer, got ${options.seed}`);
+  if (new Set(variants).size !== variants.length) throw new RangeError('variants repeat');
+  if (!variants.includes('baseline')) throw new RangeError('variants must include the Stage baseline');
+  const proposal = options.proposal ?? { kind: 'always_efficient' };
+  if (proposal.kind === 'fraction_capable' && !(proposal.fraction >= 0 && proposal.fraction <= 1)) {
+    throw new RangeError(`capable fraction ${proposal.fraction} must lie in [0, 1]`);
+  }
+  if (proposal.kind === 'length' && !(proposal.capableAboveTokens >= 0)) throw new RangeError('capableAboveTokens must be >= 0');
+
+  const runs: ScheduledRun[] = [];
+  for (let a = 0; a < options.attempts; a++) {
+    const order = shuffled(variants, streamFor(options.seed, 'variant-order', a));
+    const sessionSeed = hash32(options.seed, 'sessions', a);
+    order.forEach((variant, position) => {
+      const sessions: ScheduledSession[] = [];
+      for (let i = 0; i < options.sessionsPerAttempt; i++) {
+        sessions.push({ sessionId: evaluationSessionId(a, variant, i), sessionIndex: i, matchKey: `${a}:${i}` });
+      }
+      const bg: string[] = [];
+      for (let s = 0; s < (options.backgroundStreams ?? 0); s++) bg.push(evaluationBackgroundSessionId(a, variant, s));
+      runs.push({ order: runs.length, attempt: a, position, variant, sessionSeed, sessions, backgroundSessionIds: bg, flushCachesBefore: true });
+    });
+  }
+  return { seed: options.seed, attempts: options.attempts, sessionsPerAttempt: options.sessionsPerAttempt, variants, proposal, runs };
+}

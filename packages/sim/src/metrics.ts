@@ -1,0 +1,172 @@
+/**
+ * Replay metrics as Dynamo's trace replay reports them: TTFT, TPOT, ITL and
+ * E2E latency distributions (mean, p50, p90, p95, p99), request and token
+ * throughput, and `prefix_cache_reused_ratio` = reused input tokens / input tokens.
+ *
+ * Definitions (per finished request):
+ *   TTFT = first token − arrival;  E2E = last token − arrival;
+ *   TPOT = (E2E − TTFT) / (output tokens − 1), requests with ≥ 2 output tokens;
+ *   ITL  = the inter-token gaps pooled over all requests. The engine reports
+ *          tokens per pass, not per-token timestamps, so each request contributes
+ *          (output tokens − 1) gaps of its mean gap: the ITL mean is exact (total
+ *          decode time / total gaps), its percentiles are token-weighted TPOT
+ *          percentiles.
+ * Percentiles interpolate linearly between closest ranks (numpy's default).
+ * Throughput divides by the makespan: last completion − first arrival.
+ */
+
+export interface Distribution {
+  readonly mean: number;
+  readonly p50: number;
+  readonly p90: number;
+  readonly p95: number;
+  readonly p99: number;
+  readonly min: number;
+  readonly max: number;
+  readonly count: number;
+}
+
+/** One finished request, as the replay records it. */
+export interface RequestRecord {
+  readonly requestId: string;
+  readonly workerIndex: number;
+  readonly arrivalMs: number;
+  readonly firstTokenMs: number;
+  readonly endMs: number;
+  readonly isl: number;
+  readonly outputTokens: number;
+  readonly reusedTokens: number;
+  readonly preemptions: number;
+}
+
+export interface ReplayMetrics {
+  readonly requests: number;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly reusedTokens: number;
+  readonly durationMs: number;
+  readonly ttftMs: Distribution;
+  readonly tpotMs: Distribution;
+  readonly itlMs: Distribution;
+  readonly e2eMs: Distribution;
+  readonly requestThroughputPerS: number;
+  readonly outputTokenThroughputPerS: number;
+  readonly totalTokenThroughputPerS: number;
+  readonly prefixCacheReusedRatio: number;
+  readonly preemptions: number;
+  /** Finished requests per worker index. */
+  readonly requestsPerWorker: number[];
+}
+
+/** Percentile q in [0, 100] of ascending `sorted`, linear between closest ranks. */
+export function percentile(sorted: ArrayLike<number>, q: number): number {
+  const n = sorted.length;
+  if (n === 0) return NaN;
+  const pos = ((n - 1) * q) / 100;
+  const lo = Math.floor(pos);
+  const hi = Math.min(n - 1, lo + 1);
+  const f = pos - lo;
+  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * f;
+}
+
+/** Weighted percentile: each value counts `weight` times (integer weights), linear between ranks as if expanded. */
+export function weightedPercentile(values: ArrayLike<number>, weights: ArrayLike<number>, q: number): number {
+  const idx = Array.from({ length: values.length }, (_, i) => i).filter((i) => weights[i]! > 0);
+  idx.sort((a, b) => values[a]! - values[b]!);
+  let total = 0;
+  for (const i of idx) total += weights[i]!;
+  if (total === 0) return NaN;
+  const pos = ((total - 1) * q) / 100;
+  const at = (rank: number): number => {
+    let acc = 0;
+    for (const i of idx) {
+      acc += weights[i]!;
+      if (rank < acc) return values[i]!;
+    }
+    return values[idx[idx.length - 1]!]!;
+  };
+  const lo = Math.floor(pos);
+  const a = at(lo);
+  const b = at(Math.min(total - 1, lo + 1));
+  return a + (b - a) * (pos - lo);
+}
+
+export function distribution(values: readonly number[]): Distribution {
+  const sorted = Float64Array.from(values).sort();
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  const n = sorted.length;
+  return {
+    mean: n > 0 ? sum / n : NaN,
+    p50: percentile(sorted, 50),
+    p90: percentile(sorted, 90),
+    p95: percentile(sorted, 95),
+    p99: percentile(sorted, 99),
+    min: n > 0 ? sorted[0]! : NaN,
+    max: n > 0 ? sorted[n - 1]! : NaN,
+    count: n,
+  };
+}
+
+export function computeMetrics(records: readonly RequestRecord[], workers: number): ReplayMetrics {
+  const ttft: number[] = [];
+  const e2e: number[] = [];
+  const tpot: number[] = [];
+  const gapW: number[] = [];
+  let isl = 0;
+  let osl = 0;
+  let reused = 0;
+  let preemptions = 0;
+  let first = Infinity;
+  let last = -Infinity;
+  let decodeMs = 0;
+  let gaps = 0;
+  const perWorker = new Array<number>(workers).fill(0);
+  for (const r of records) {
+    ttft.push(r.firstTokenMs - r.arrivalMs);
+    e2e.push(r.endMs - r.arrivalMs);
+    if (r.outputTokens >= 2) {
+      const d = r.endMs - r.firstTokenMs;
+      tpot.push(d / (r.outputTokens - 1));
+      gapW.push(r.outputTokens - 1);
+      decodeMs += d;
+      gaps += r.outputTokens - 1;
+    }
+    isl += r.isl;
+    osl += r.outputTokens;
+    reused += r.reusedTokens;
+    preemptions += r.preemptions;
+    first = Math.min(first, r.arrivalMs);
+    last = Math.max(last, r.endMs);
+    if (r.workerIndex >= 0 && r.workerIndex < workers) perWorker[r.workerIndex]!++;
+  }
+  const durationMs = records.length > 0 ? last - first : 0;
+  const perS = (x: number): number => (durationMs > 0 ? (x * 1000) / durationMs : NaN);
+  const itl: Distribution = {
+    mean: gaps > 0 ? decodeMs / gaps : NaN,
+    p50: weightedPercentile(tpot, gapW, 50),
+    p90: weightedPercentile(tpot, gapW, 90),
+    p95: weightedPercentile(tpot, gapW, 95),
+    p99: weightedPercentile(tpot, gapW, 99),
+    min: tpot.length > 0 ? Math.min(...tpot) : NaN,
+    max: tpot.length > 0 ? Math.max(...tpot) : NaN,
+    count: gaps,
+  };
+  return {
+    requests: records.length,
+    inputTokens: isl,
+    outputTokens: osl,
+    reusedTokens: reused,
+    durationMs,
+    ttftMs: distribution(ttft),
+    tpotMs: distribution(tpot),
+    itlMs: itl,
+    e2eMs: distribution(e2e),
+    requestThroughputPerS: perS(records.length),
+    outputTokenThroughputPerS: perS(osl),
+    totalTokenThroughputPerS: perS(isl + osl),
+    prefixCacheReusedRatio: isl > 0 ? reused / isl : NaN,
+    preemptions,
+    requestsPerWorker: perWorker,
+  };
+}

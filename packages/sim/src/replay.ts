@@ -1,0 +1,476 @@
+/**
+ * Offline discrete-event replay: N simulated engines behind a router that runs
+ * the very code the services run. Each engine's KV events are applied to a
+ * `PoolState` (@vantage/observation) as they are emitted (or after a
+ * configurable delivery delay); requests are booked in its ledger when routed
+ * (sequence hashes and device overlap), marked prefill-complete at their first
+ * token and released at completion — Dynamo's booking lifecycle. `kv_router`
+ * decisions are literally `PoolState.observe(...).selection`, the indexer's
+ * answer; llm-d and custom policies decide over the same observation.
+ *
+ * Event order at one instant: KV deliveries and first tokens, then
+ * completions (which may release closed-loop or session arrivals), then
+ * arrivals (routed and added), then engine passes. A pass's KV events carry
+ * its start; its first tokens and completions its end, so a request routed
+ * while a pass is running sees that pass's cache changes but not its
+ * completions. Deterministic given the seed: no wall clock enters the
+ * simulation (it is read only for progress and `wallMs`).
+ */
+import type { KvEvent, WorkerId } from '@vantage/types';
+import { PoolState, type PoolObservation } from '@vantage/observation';
+import {
+  roundRobinPolicy,
+  selectLlmd,
+  selectWorker,
+  seededRng,
+  type CandidateInput,
+  type KvRouterPolicy,
+  type LlmdPolicy,
+  type RoundRobinPolicy,
+  type Rng,
+} from '@vantage/selection';
+import { Engine } from './engine';
+import { EventHeap } from './heap';
+import { computeMetrics, type ReplayMetrics, type RequestRecord } from './metrics';
+import { ClosedLoop, openLoopArrivals, type MooncakeRecord } from './mooncake';
+import { MooncakePromptHasher, promptFromTokens, type PromptBlocks } from './prompt';
+import type { AgenticSession } from './sessions';
+import type { TimingModel } from './timing';
+
+/** What a custom policy sees besides the observation. */
+export interface RouteContext {
+  readonly requestId: string;
+  readonly nowMs: number;
+  readonly isl: number;
+  readonly osl: number;
+  readonly blockSize: number;
+  /** The replay's seeded generator (shared by every decision of one run). */
+  readonly rng: Rng;
+}
+
+/** "Any policy of ours": decides from the indexer's observation. */
+export interface RoutingPolicy {
+  readonly name: string;
+  /** The chosen worker, as an index into `obs.workers`. */
+  choose(obs: PoolObservation, ctx: RouteContext): number;
+}
+
+export type RouterSpec =
+  | { readonly kind: 'round_robin' }
+  | { readonly kind: 'random' }
+  /** Default policy: the later-2026 formula with Dynamo's defaults (credit 1, scale 1, temperature 0). */
+  | { readonly kind: 'kv_router'; readonly policy?: KvRouterPolicy }
+  /** Default policy: token-load scorer with llm-d's defaults. */
+  | { readonly kind: 'llmd'; readonly policy?: LlmdPolicy }
+  | { readonly kind: 'custom'; readonly policy: RoutingPolicy };
+
+export const DEFAULT_KV_ROUTER: KvRouterPolicy = Object.freeze({ kind: 'kv_router', formula: 'prefill_load_scale' });
+export const DEFAULT_LLMD: LlmdPolicy = Object.freeze({ kind: 'llmd', scorer: 'token-load' });
+
+/** A Mooncake trace with its prompts hashed once at a block size (reusable across runs). */
+export interface PreparedTrace {
+  readonly name: string;
+  readonly blockSize: number;
+  readonly records: readonly MooncakeRecord[];
+  readonly prompts: readonly PromptBlocks[];
+}
+
+export function prepareTrace(records: readonly MooncakeRecord[], blockSize: number, name = 'trace'): PreparedTrace {
+  const hasher = new MooncakePromptHasher(blockSize);
+  return { name, blockSize, records, prompts: records.map((r) => hasher.prompt(r.hashIds, r.inputLength)) };
+}
+
+export type Workload =
+  /** Arrivals at the trace timestamps divided by `speedup` (default 1). */
+  | { readonly kind: 'open_loop'; readonly trace: PreparedTrace; readonly speedup?: number }
+  /** `concurrency` requests in flight, in trace order; timestamps ignored. */
+  | { readonly kind: 'closed_loop'; readonly trace: PreparedTrace; readonly concurrency: number }
+  /** Multi-turn sessions: turn t+1 arrives its think time after turn t completes. */
+  | { readonly kind: 'sessions'; readonly sessions: readonly AgenticSession[] };
+
+export interface ReplayEngineConfig {
+  /** Default 64. */
+  readonly blockSize?: number;
+  /** Default 16,384. */
+  readonly numGpuBlocks?: number;
+  /** Default 8,192. */
+  readonly maxNumBatchedTokens?: number;
+  /** Default 256. */
+  readonly maxNumSeqs?: number;
+  readonly timing?: TimingModel;
+}
+
+export interface ReplayProgress {
+  readonly done: number;
+  readonly total: number;
+  readonly simMs: number;
+  readonly wallMs: number;
+  readonly final: boolean;
+}
+
+export interface ReplayOptions {
+  readonly workers: number;
+  readonly engine?: ReplayEngineConfig;
+  readonly router: RouterSpec;
+  readonly workload: Workload;
+  /** Seeds the selection RNG (temperature sampling, tie-breaks, random routing). Default 1. */
+  readonly seed?: number;
+  /** KV events reach the router this long after the pass that emitted them starts. Default 0. */
+  readonly eventDelayMs?: number;
+  /** Also feed each engine's load report (`kv_metrics`) to the pool after every pass. Default false. */
+  readonly loadReports?: boolean;
+  readonly onProgress?: (p: ReplayProgress) => void;
+  /** Wall-clock interval between progress calls. Default 500 ms. */
+  readonly progressEveryMs?: number;
+}
+
+export interface ReplayCounters {
+  routed: number;
+  observes: number;
+  kvEvents: number;
+  steps: number;
+  passes: number;
+  rejected: number;
+  bookingsExpired: number;
+  maxInFlight: number;
+  /** Live bookings left in the ledger after the run: 0 unless the lifecycle leaked. */
+  bookingsAtEnd: number;
+  /** Bookings whose prefill was marked complete (one per routed, admitted request). */
+  prefillMarked: number;
+}
+
+export interface ReplayResult {
+  readonly router: string;
+  readonly workers: number;
+  readonly metrics: ReplayMetrics;
+  /** Finished requests in completion order. */
+  readonly records: RequestRecord[];
+  readonly counters: ReplayCounters;
+  readonly wallMs: number;
+}
+
+export function routerName(spec: RouterSpec): string {
+  switch (spec.kind) {
+    case 'round_robin':
+    case 'random':
+      return spec.kind;
+    case 'kv_router': {
+      const p = spec.policy ?? DEFAULT_KV_ROUTER;
+      if (p.formula === 'overlap_weight') return `kv_router(weight=${p.overlapScoreWeight ?? 1},T=${p.temperature ?? 0})`;
+      return `kv_router(credit=${p.overlapScoreCredit ?? 1},scale=${p.prefillLoadScale ?? 1},T=${p.temperature ?? 0})`;
+    }
+    case 'llmd':
+      return `llmd(${(spec.policy ?? DEFAULT_LLMD).scorer})`;
+    case 'custom':
+      return spec.policy.name;
+  }
+}
+
+interface Source {
+  /** Trace index, or session index. */
+  readonly index: number;
+  /** Session turn; -1 for trace requests. */
+  readonly turn: number;
+}
+
+interface Arrival extends Source {
+  readonly t: number;
+}
+
+interface Live extends Source {
+  readonly workerIndex: number;
+}
+
+type Update =
+  | { readonly t: number; readonly kind: 'kv'; readonly ev: KvEvent }
+  | { readonly t: number; readonly kind: 'prefill'; readonly id: string };
+
+interface FinishEvent {
+  readonly t: number;
+  readonly record: RequestRecord;
+}
+
+export function runReplay(opts: ReplayOptions): ReplayResult {
+  const W = opts.workers;
+  if (!Number.isInteger(W) || W <= 0) throw new RangeError(`workers must be a positive integer, got ${W}`);
+  const cfg = opts.engine ?? {};
+  const bs = cfg.blockSize ?? 64;
+  const delay = opts.eventDelayMs ?? 0;
+  if (!(delay >= 0) || !Number.isFinite(delay)) throw new RangeError(`eventDelayMs must be a finite number >= 0, got ${delay}`);
+  const seed = opts.seed ?? 1;
+  const wl = opts.workload;
+  if (wl.kind !== 'sessions' && wl.trace.blockSize !== bs) {
+    throw new RangeError(`trace ${wl.trace.name} was hashed at block size ${wl.trace.blockSize}, engines use ${bs}`);
+  }
+  const wall0 = performance.now();
+
+  const workerIds: WorkerId[] = [];
+  const indexOf = new Map<bigint, number>();
+  const engines: Engine[] = [];
+  for (let i = 0; i < W; i++) {
+    const id = BigInt(i + 1) as WorkerId;
+    workerIds.push(id);
+    indexOf.set(id, i);
+    engines.push(
+      new Engine({
+        workerId: id,
+        blockSize: bs,
+        ...(cfg.numGpuBlocks !== undefined ? { numGpuBlocks: cfg.numGpuBlocks } : {}),
+        ...(cfg.maxNumBatchedTokens !== undefined ? { maxNumBatchedTokens: cfg.maxNumBatchedTokens } : {}),
+        ...(cfg.maxNumSeqs !== undefined ? { maxNumSeqs: cfg.maxNumSeqs } : {}),
+        ...(cfg.timing !== undefined ? { timing: cfg.timing } : {}),
+      }),
+    );
+  }
+
+  const spec = opts.router;
+  const kvPolicy: KvRouterPolicy = spec.kind === 'kv_router' ? (spec.policy ?? DEFAULT_KV_ROUTER) : DEFAULT_KV_ROUTER;
+  const state = new PoolState({ pool: 'sim', blockSize: bs, selection: kvPolicy, bookingTtlMs: 300_000, workerTtlMs: 3_600_000, seed });
+  for (const id of workerIds) {
+    const reason = state.register(
+      id,
+      {
+        blockSize: bs,
+        totalKvBlocks: cfg.numGpuBlocks ?? 16_384,
+        maxNumBatchedTokens: cfg.maxNumBatchedTokens ?? 8_192,
+        maxNumSeqs: cfg.maxNumSeqs ?? 256,
+        dpStartRank: 0,
+        dpSize: 1,
+        schedulable: true,
+      },
+      null,
+      0,
+      true,
+    );
+    if (reason !== undefined) throw new RangeError(`cannot register worker ${id}: ${reason}`);
+  }
+  const rng = seededRng(`${seed}:router`);
+  const rr: RoundRobinPolicy = roundRobinPolicy();
+  const staticCandidates: CandidateInput[] = workerIds.map((workerId) => ({
+    workerId,
+    dpRank: 0,
+    overlapBlocks: 0,
+    activePrefillTokens: 0,
+    activeDecodeBlocks: 0,
+    activeRequests: 0,
+  }));
+
+  // ------------------------------------------------------------- workload
+  const arrivals = new EventHeap<Arrival>();
+  let total = 0;
+  let loop: ClosedLoop | undefined;
+  const dynamicArrivals = wl.kind !== 'open_loop';
+  if (wl.kind === 'open_loop') {
+    total = wl.trace.records.length;
+    for (const a of openLoopArrivals(wl.trace.records, wl.speedup === undefined ? {} : { speedup: wl.speedup })) {
+      arrivals.push({ t: a.arrivalMs, index: a.index, turn: -1 });
+    }
+  } else if (wl.kind === 'closed_loop') {
+    total = wl.trace.records.length;
+    loop = new ClosedLoop(total, wl.concurrency);
+    for (const a of loop.start(0)) arrivals.push({ t: a.arrivalMs, index: a.index, turn: -1 });
+  } else {
+    for (let s = 0; s < wl.sessions.length; s++) {
+      const sess = wl.sessions[s]!;
+      total += sess.turns.length;
+      if (sess.turns.length > 0) arrivals.push({ t: sess.startMs, index: s, turn: 0 });
+    }
+  }
+
+  const updates = new EventHeap<Update>();
+  const finishes = new EventHeap<FinishEvent>();
+  const live = new Map<string, Live>();
+  const records: RequestRecord[] = [];
+  const counters: ReplayCounters = { routed: 0, observes: 0, kvEvents: 0, steps: 0, passes: 0, rejected: 0, bookingsExpired: 0, maxInFlight: 0, bookingsAtEnd: 0, prefillMarked: 0 };
+  const progressEvery = opts.progressEveryMs ?? 500;
+  let lastProgress = wall0;
+  let nextTickMs = 10_000;
+  let done = 0;
+  let nowMs = 0;
+
+  const progress = (final: boolean): void => {
+    if (!opts.onProgress) return;
+    const w = performance.now();
+    if (!final && w - lastProgress < progressEvery) return;
+    lastProgress = w;
+    opts.onProgress({ done, total, simMs: nowMs, wallMs: w - wall0, final });
+  };
+
+  /** A request left the system (finished or rejected): issue what follows it. */
+  const followUp = (src: Source, t: number): void => {
+    if (loop) {
+      const n = loop.complete(t);
+      if (n) arrivals.push({ t: n.arrivalMs, index: n.index, turn: -1 });
+    } else if (wl.kind === 'sessions') {
+      const sess = wl.sessions[src.index]!;
+      const next = sess.turns[src.turn + 1];
+      if (next) arrivals.push({ t: t + next.thinkTimeMs, index: src.index, turn: src.turn + 1 });
+    }
+  };
+
+  const route = (a: Arrival): void => {
+    const t = a.t;
+    if (t >= nextTickMs) {
+      counters.bookingsExpired += state.tick(t).bookingsExpired;
+      nextTickMs = t + 10_000;
+    }
+    let id: string;
+    let prompt: PromptBlocks;
+    let osl: number;
+    let outputTokens: Uint32Array | undefined;
+    if (wl.kind === 'sessions') {
+      const sess = wl.sessions[a.index]!;
+      const turn = sess.turns[a.turn]!;
+      id = `${sess.sessionId}:${a.turn}`;
+      prompt = promptFromTokens(turn.promptTokens, bs);
+      osl = turn.outputTokens.length;
+      outputTokens = turn.outputTokens;
+    } else {
+      id = `r${a.index}`;
+      prompt = wl.trace.prompts[a.index]!;
+      osl = wl.trace.records[a.index]!.outputLength;
+    }
+    const req = { isl: prompt.isl, blockSize: bs };
+    let chosen: number;
+    let overlap = 0;
+    if (spec.kind === 'round_robin' || spec.kind === 'random') {
+      // These never read the pool state: no observe (their bookings carry overlap 0).
+      const sel = selectWorker(spec.kind === 'round_robin' ? rr : { kind: 'random' }, req, staticCandidates, rng);
+      chosen = sel.chosen!.index;
+    } else {
+      const obs = state.observe(prompt.local, prompt.isl, t, prompt.sequence);
+      counters.observes++;
+      let wid: bigint;
+      if (spec.kind === 'kv_router') {
+        const c = obs.selection.chosen;
+        if (c === null) throw new Error('kv_router found no candidate');
+        wid = c.workerId;
+      } else if (spec.kind === 'llmd') {
+        const sel = selectLlmd(spec.policy ?? DEFAULT_LLMD, req, obs.selection.scores.map((s) => s.input), rng);
+        if (sel.chosen === null) throw new Error('llm-d found no candidate');
+        wid = sel.chosen.workerId;
+      } else {
+        const k = spec.policy.choose(obs, { requestId: id, nowMs: t, isl: prompt.isl, osl, blockSize: bs, rng });
+        const w = obs.workers[k];
+        if (w === undefined) throw new RangeError(`policy ${spec.policy.name} chose index ${k} of ${obs.workers.length} workers`);
+        wid = w.workerId;
+      }
+      chosen = indexOf.get(wid)!;
+      for (const w of obs.workers) if (w.workerId === wid) overlap = w.match?.deviceBlocks ?? 0;
+    }
+    counters.routed++;
+    const workerId = workerIds[chosen]!;
+    state.ledger.book({ requestId: id, workerId, dpRank: 0, promptTokens: prompt.isl, overlapBlocks: overlap, sequenceHashes: prompt.sequence, source: 'simulator', nowMs: t });
+    const added = engines[chosen]!.addRequest({ id, arrivalMs: t, prompt, osl, ...(outputTokens ? { outputTokens } : {}) });
+    if (!added.ok) {
+      counters.rejected++;
+      state.ledger.release(id, 'failed', t);
+      done++;
+      followUp(a, t);
+      return;
+    }
+    live.set(id, { index: a.index, turn: a.turn, workerIndex: chosen });
+    if (live.size > counters.maxInFlight) counters.maxInFlight = live.size;
+  };
+
+  for (;;) {
+    let best = -1;
+    let bestT = Infinity;
+    let other = Infinity;
+    for (let i = 0; i < W; i++) {
+      const e = engines[i]!.nextEventTime();
+      if (e < bestT) {
+        other = bestT;
+        bestT = e;
+        best = i;
+      } else if (e < other) other = e;
+    }
+    const tu = updates.peekTime();
+    const tf = finishes.peekTime();
+    const ta = arrivals.peekTime();
+    if (tu < Infinity && tu <= tf && tu <= ta && tu <= bestT) {
+      const u = updates.pop()!;
+      nowMs = u.t;
+      if (u.kind === 'kv') state.applyKvEvent(u.ev, u.t);
+      else state.ledger.markPrefillComplete(u.id, u.t);
+      continue;
+    }
+    if (tf < Infinity && tf <= ta && tf <= bestT) {
+      const f = finishes.pop()!;
+      nowMs = f.t;
+      const l = live.get(f.record.requestId)!;
+      live.delete(f.record.requestId);
+      state.ledger.release(f.record.requestId, 'completed', f.t);
+      records.push(f.record);
+      done++;
+      followUp(l, f.t);
+      progress(false);
+      continue;
+    }
+    if (ta < Infinity && ta <= bestT) {
+      const a = arrivals.pop()!;
+      nowMs = a.t;
+      route(a);
+      continue;
+    }
+    if (best < 0) break;
+    nowMs = bestT;
+    // The earliest time a request could next be added to this engine: the next
+    // known arrival, and in closed loop or sessions also any completion still
+    // to be delivered or any other engine's next pass (which may finish one).
+    const untilMs = dynamicArrivals ? Math.min(ta, tf, other) : ta;
+    const eng = engines[best]!;
+    const s = eng.step(bestT, { untilMs });
+    counters.steps++;
+    counters.passes += s.passes;
+    for (const ev of s.kvEvents) {
+      counters.kvEvents++;
+      if (delay === 0) state.applyKvEvent(ev, s.startMs);
+      else updates.push({ t: s.startMs + delay, kind: 'kv', ev });
+    }
+    if (opts.loadReports) {
+      const l = eng.load();
+      state.applyLoad({ workerId: l.workerId, dpRank: l.dpRank, activeDecodeBlocks: l.activeDecodeBlocks, activePrefillTokens: l.activePrefillTokens, kvUsedBlocks: l.kvUsedBlocks, schedulerLoadScope: null }, s.startMs);
+    }
+    for (const ft of s.firstTokens) updates.push({ t: ft.atMs, kind: 'prefill', id: ft.requestId });
+    for (const f of s.finished) {
+      finishes.push({
+        t: f.atMs,
+        record: {
+          requestId: f.requestId,
+          workerIndex: best,
+          arrivalMs: f.arrivalMs,
+          firstTokenMs: f.firstTokenMs,
+          endMs: f.atMs,
+          isl: f.isl,
+          outputTokens: f.outputTokens,
+          reusedTokens: f.reusedTokens,
+          preemptions: f.preemptions,
+        },
+      });
+    }
+  }
+  progress(true);
+  counters.bookingsAtEnd = state.ledger.size;
+  counters.prefillMarked = state.ledger.counters().prefillMarked;
+  if (live.size > 0) throw new Error(`replay ended with ${live.size} requests unfinished`);
+  return {
+    router: routerName(spec),
+    workers: W,
+    metrics: computeMetrics(records, W),
+    records,
+    counters,
+    wallMs: performance.now() - wall0,
+  };
+}
+
+/** A progress line on stderr, rewritten in place when stderr is a terminal. */
+export function stderrProgress(label: string, write: (s: string) => void = (s) => void process.stderr.write(s)): (p: ReplayProgress) => void {
+  const tty = process.stderr.isTTY === true;
+  return (p) => {
+    const pct = p.total > 0 ? ((100 * p.done) / p.total).toFixed(0) : '100';
+    const line = `${label}: ${p.done}/${p.total} requests (${pct} %), sim ${(p.simMs / 1000).toFixed(1)} s, wall ${(p.wallMs / 1000).toFixed(1)} s`;
+    if (tty) write(`\r${line}${p.final ? '\n' : ''}`);
+    else if (p.final || p.done > 0) write(`${line}\n`);
+  };
+}

@@ -1,0 +1,220 @@
+/**
+ * A self-contained HTML report of a sweep: settings, comparison tables per
+ * trace, the trials, and inline SVG plots (objective per trial with the
+ * running best, TTFT/E2E bars per policy, the prefill_load_scale response
+ * curve). No scripts, no external resources.
+ */
+import type { Distribution, ReplayMetrics } from './metrics';
+import { knobsKey, type SweepReport } from './sweep';
+
+const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const f1 = (v: number): string => (Number.isFinite(v) ? v.toFixed(1) : 'n/a');
+const f2 = (v: number): string => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
+const f3 = (v: number): string => (Number.isFinite(v) ? v.toFixed(3) : 'n/a');
+const sgn = (v: number): string => (Number.isFinite(v) ? `${v > 0 ? '+' : ''}${v.toFixed(1)} %` : 'n/a');
+
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'];
+
+interface Series {
+  readonly name: string;
+  readonly points: readonly (readonly [number, number])[];
+  readonly line?: boolean;
+}
+
+function niceTicks(lo: number, hi: number, n = 5): number[] {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / n;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? raw;
+  const out: number[] = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  return out;
+}
+
+/** Scatter/line chart. `xTicks` replaces numeric x ticks by labelled positions. */
+export function lineChartSvg(opts: {
+  title: string;
+  xLabel: string;
+  yLabel: string;
+  series: readonly Series[];
+  xTicks?: readonly { x: number; label: string }[];
+  width?: number;
+  height?: number;
+}): string {
+  const W = opts.width ?? 640;
+  const H = opts.height ?? 300;
+  const m = { l: 64, r: 16, t: 28, b: 44 };
+  const pts = opts.series.flatMap((s) => s.points);
+  if (pts.length === 0) return '';
+  let x0 = Math.min(...pts.map((p) => p[0]));
+  let x1 = Math.max(...pts.map((p) => p[0]));
+  let y0 = Math.min(...pts.map((p) => p[1]));
+  let y1 = Math.max(...pts.map((p) => p[1]));
+  if (x1 === x0) [x0, x1] = [x0 - 1, x1 + 1];
+  const pad = (y1 - y0) * 0.08 || Math.abs(y0) * 0.05 || 1;
+  y0 -= pad;
+  y1 += pad;
+  const sx = (x: number): number => m.l + ((x - x0) / (x1 - x0)) * (W - m.l - m.r);
+  const sy = (y: number): number => H - m.b - ((y - y0) / (y1 - y0)) * (H - m.t - m.b);
+  const parts: string[] = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`);
+  parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" font-size="13">${esc(opts.title)}</text>`);
+  for (const t of niceTicks(y0, y1)) {
+    parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${sy(t)}" y2="${sy(t)}" stroke="#ddd"/><text x="${m.l - 4}" y="${sy(t) + 4}" text-anchor="end">${t}</text>`);
+  }
+  const xt = opts.xTicks ?? niceTicks(x0, x1, 8).map((x) => ({ x, label: String(x) }));
+  for (const t of xt) parts.push(`<line x1="${sx(t.x)}" x2="${sx(t.x)}" y1="${H - m.b}" y2="${H - m.b + 4}" stroke="#333"/><text x="${sx(t.x)}" y="${H - m.b + 16}" text-anchor="middle">${esc(t.label)}</text>`);
+  parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}" stroke="#333"/><line x1="${m.l}" x2="${m.l}" y1="${m.t}" y2="${H - m.b}" stroke="#333"/>`);
+  parts.push(`<text x="${W / 2}" y="${H - 8}" text-anchor="middle">${esc(opts.xLabel)}</text>`);
+  parts.push(`<text transform="translate(14 ${H / 2}) rotate(-90)" text-anchor="middle">${esc(opts.yLabel)}</text>`);
+  opts.series.forEach((s, i) => {
+    const c = COLORS[i % COLORS.length]!;
+    if (s.line ?? true) parts.push(`<polyline fill="none" stroke="${c}" stroke-width="1.5" points="${s.points.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(' ')}"/>`);
+    for (const p of s.points) parts.push(`<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="3" fill="${c}"><title>${esc(`${s.name}: ${p[0]}, ${f1(p[1])}`)}</title></circle>`);
+    parts.push(`<rect x="${m.l + 8}" y="${m.t + 4 + i * 14}" width="10" height="10" fill="${c}"/><text x="${m.l + 22}" y="${m.t + 13 + i * 14}">${esc(s.name)}</text>`);
+  });
+  parts.push('</svg>');
+  return parts.join('');
+}
+
+/** Grouped bars: one group per label, one bar per metric. */
+export function barChartSvg(opts: { title: string; yLabel: string; groups: readonly { label: string; values: readonly number[] }[]; metrics: readonly string[]; width?: number; height?: number }): string {
+  const W = opts.width ?? 640;
+  const H = opts.height ?? 300;
+  const m = { l: 64, r: 16, t: 28, b: 52 };
+  const max = Math.max(...opts.groups.flatMap((g) => g.values.filter(Number.isFinite)), 0) * 1.1 || 1;
+  const sy = (y: number): number => H - m.b - (y / max) * (H - m.t - m.b);
+  const gw = (W - m.l - m.r) / Math.max(1, opts.groups.length);
+  const bw = (gw * 0.8) / Math.max(1, opts.metrics.length);
+  const parts: string[] = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`);
+  parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" font-size="13">${esc(opts.title)}</text>`);
+  for (const t of niceTicks(0, max)) parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${sy(t)}" y2="${sy(t)}" stroke="#ddd"/><text x="${m.l - 4}" y="${sy(t) + 4}" text-anchor="end">${t}</text>`);
+  opts.groups.forEach((g, gi) => {
+    g.values.forEach((v, mi) => {
+      const x = m.l + gi * gw + gw * 0.1 + mi * bw;
+      const c = COLORS[mi % COLORS.length]!;
+      if (Number.isFinite(v)) parts.push(`<rect x="${x.toFixed(1)}" y="${sy(v).toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${(H - m.b - sy(v)).toFixed(1)}" fill="${c}"><title>${esc(`${g.label} ${opts.metrics[mi]}: ${f1(v)}`)}</title></rect>`);
+      if (Number.isFinite(v)) parts.push(`<text x="${(x + bw / 2 - 1).toFixed(1)}" y="${(sy(v) - 3).toFixed(1)}" text-anchor="middle" font-size="9">${Math.round(v)}</text>`);
+    });
+    parts.push(`<text x="${(m.l + gi * gw + gw / 2).toFixed(1)}" y="${H - m.b + 16}" text-anchor="middle">${esc(g.label)}</text>`);
+  });
+  opts.metrics.forEach((name, i) => {
+    parts.push(`<rect x="${m.l + 8 + i * 110}" y="${H - 18}" width="10" height="10" fill="${COLORS[i % COLORS.length]!}"/><text x="${m.l + 22 + i * 110}" y="${H - 9}">${esc(name)}</text>`);
+  });
+  parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}" stroke="#333"/>`);
+  parts.push(`<text transform="translate(14 ${H / 2}) rotate(-90)" text-anchor="middle">${esc(opts.yLabel)}</text>`);
+  parts.push('</svg>');
+  return parts.join('');
+}
+
+function distCells(d: Distribution): string {
+  return [d.mean, d.p50, d.p90, d.p99].map((v) => `<td>${f1(v)}</td>`).join('');
+}
+
+function metricsTable(rows: readonly { label: string; router: string; metrics: ReplayMetrics }[]): string {
+  const head =
+    '<tr><th rowspan="2">policy</th><th rowspan="2">router</th><th colspan="4">TTFT ms</th><th colspan="4">E2E ms</th><th colspan="2">TPOT ms</th><th rowspan="2">ITL mean ms</th><th rowspan="2">req/s</th><th rowspan="2">out tok/s</th><th rowspan="2">prefix reuse</th><th rowspan="2">preempt.</th></tr>' +
+    '<tr><th>mean</th><th>p50</th><th>p90</th><th>p99</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th><th>mean</th><th>p90</th></tr>';
+  const body = rows
+    .map(
+      (r) =>
+        `<tr><td>${esc(r.label)}</td><td><code>${esc(r.router)}</code></td>${distCells(r.metrics.ttftMs)}${distCells(r.metrics.e2eMs)}<td>${f2(r.metrics.tpotMs.mean)}</td><td>${f2(r.metrics.tpotMs.p90)}</td><td>${f2(r.metrics.itlMs.mean)}</td>` +
+        `<td>${f3(r.metrics.requestThroughputPerS)}</td><td>${f1(r.metrics.outputTokenThroughputPerS)}</td><td>${f3(r.metrics.prefixCacheReusedRatio)}</td><td>${r.metrics.preemptions}</td></tr>`,
+    )
+    .join('');
+  return `<table>${head}${body}</table>`;
+}
+
+/** Response-curve x positions: the search's log1p scale, labelled with the raw values. */
+const curveX = (s: number): number => Math.log1p(s / 0.25);
+
+export function renderSweepReportHtml(r: SweepReport, title = 'Router sweep'): string {
+  const s = r.settings;
+  const parts: string[] = [];
+  parts.push(`<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}</title><style>
+body{font-family:sans-serif;margin:24px;max-width:1100px;color:#222}table{border-collapse:collapse;margin:8px 0 16px;font-size:12px}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}td:first-child,td:nth-child(2){text-align:left}
+code{font-size:11px}.note{color:#555;font-size:13px}</style></head><body>`);
+  parts.push(`<h1>${esc(title)}</h1>`);
+  parts.push(
+    `<p class="note">Objective: mean E2E latency (lower is better). Tuning trace <code>${esc(s.tuneTrace)}</code>${s.validateTrace ? `, validation trace <code>${esc(s.validateTrace)}</code>` : ''}; ` +
+      `${s.workers} workers, closed loop, concurrency ${s.concurrency}; engine ${esc(JSON.stringify(s.engine))}; seed ${s.seed}; ` +
+      `search ${s.method} (${r.trials.length} trials); ${r.replays} replays in ${r.wallS.toFixed(0)} s wall.</p>`,
+  );
+  parts.push(`<h2>Winner</h2><p><code>${esc(knobsKey(r.best.knobs))}</code>: mean E2E ${f1(r.best.objective)} ms on the tuning trace.${r.gp ? ` GP length scales (credit, log-scale, temperature): ${r.gp.lengthScales.map((v) => v.toFixed(2)).join(', ')}.` : ''}</p>`);
+  parts.push('<table><tr><th>trace</th><th>E2E mean</th><th>TTFT mean</th><th>TPOT mean</th><th>req/s</th><th>prefix reuse default → tuned</th></tr>');
+  for (const d of r.deltas) {
+    parts.push(`<tr><td>${esc(d.trace)}</td><td>${sgn(d.e2eMeanPct)}</td><td>${sgn(d.ttftMeanPct)}</td><td>${sgn(d.tpotMeanPct)}</td><td>${sgn(d.requestThroughputPct)}</td><td>${f3(d.reuseBefore)} → ${f3(d.reuseAfter)}</td></tr>`);
+  }
+  parts.push('</table><p class="note">Tuned versus default kv_router (credit 1, scale 1, temperature 0); seed 001 reports E2E −3.6 %, TTFT −14 %, TPOT −27 %, throughput +3.6 %, reuse 0.494 → 0.554 on its own trace and deployment.</p>');
+
+  for (const c of r.comparisons) {
+    parts.push(`<h2>Policies on ${esc(c.trace)} (${c.requests} requests, concurrency ${c.concurrency})</h2>`);
+    parts.push(metricsTable(c.rows));
+    parts.push(
+      barChartSvg({
+        title: `Mean TTFT and E2E per policy — ${c.trace}`,
+        yLabel: 'ms',
+        metrics: ['mean TTFT', 'mean E2E', 'p90 TTFT'],
+        groups: c.rows.map((row) => ({ label: row.label, values: [row.metrics.ttftMs.mean, row.metrics.e2eMs.mean, row.metrics.ttftMs.p90] })),
+      }),
+    );
+  }
+
+  parts.push('<h2>Search</h2>');
+  let runBest = Infinity;
+  parts.push(
+    lineChartSvg({
+      title: 'Objective per trial',
+      xLabel: 'trial',
+      yLabel: 'mean E2E (ms)',
+      series: [
+        { name: 'trial', points: r.trials.map((t) => [t.index + 1, t.objective] as const), line: false },
+        { name: 'best so far', points: r.trials.map((t) => [t.index + 1, (runBest = Math.min(runBest, t.objective))] as const) },
+      ],
+    }),
+  );
+  if (r.responseCurve.length > 0) {
+    const xTicks = r.responseCurve.map((p) => ({ x: curveX(p.prefillLoadScale), label: String(p.prefillLoadScale) }));
+    parts.push('<h2>prefill_load_scale response (credit 1.0, temperature 0)</h2>');
+    parts.push(
+      lineChartSvg({
+        title: 'Mean E2E vs prefill_load_scale',
+        xLabel: 'prefill_load_scale (log(1 + s/0.25) axis)',
+        yLabel: 'ms',
+        xTicks,
+        series: [{ name: 'mean E2E', points: r.responseCurve.map((p) => [curveX(p.prefillLoadScale), p.metrics.e2eMs.mean] as const) }],
+      }),
+    );
+    parts.push(
+      lineChartSvg({
+        title: 'Mean TTFT and TPOT×10 vs prefill_load_scale',
+        xLabel: 'prefill_load_scale',
+        yLabel: 'ms',
+        xTicks,
+        series: [
+          { name: 'mean TTFT', points: r.responseCurve.map((p) => [curveX(p.prefillLoadScale), p.metrics.ttftMs.mean] as const) },
+          { name: 'mean TPOT ×10', points: r.responseCurve.map((p) => [curveX(p.prefillLoadScale), p.metrics.tpotMs.mean * 10] as const) },
+        ],
+      }),
+    );
+    parts.push('<table><tr><th>prefill_load_scale</th><th>E2E mean</th><th>TTFT mean</th><th>TPOT mean</th><th>prefix reuse</th></tr>');
+    for (const p of r.responseCurve) parts.push(`<tr><td>${p.prefillLoadScale}</td><td>${f1(p.metrics.e2eMs.mean)}</td><td>${f1(p.metrics.ttftMs.mean)}</td><td>${f2(p.metrics.tpotMs.mean)}</td><td>${f3(p.metrics.prefixCacheReusedRatio)}</td></tr>`);
+    parts.push('</table>');
+  }
+  parts.push('<h2>All trials (tuning trace)</h2><table><tr><th>#</th><th>how</th><th>credit</th><th>prefill_load_scale</th><th>temperature</th><th>E2E mean</th><th>TTFT mean</th><th>TPOT mean</th><th>reuse</th><th>GP mean ± sd</th><th>EI</th></tr>');
+  for (const t of r.trials) {
+    parts.push(
+      `<tr><td>${t.index + 1}</td><td>${t.method}</td><td>${f3(t.knobs.overlapScoreCredit)}</td><td>${f3(t.knobs.prefillLoadScale)}</td><td>${f3(t.knobs.temperature)}</td><td>${f1(t.objective)}</td><td>${f1(t.metrics.ttftMs.mean)}</td><td>${f2(t.metrics.tpotMs.mean)}</td><td>${f3(t.metrics.prefixCacheReusedRatio)}</td>` +
+        `<td>${t.predicted ? `${f1(t.predicted.mean)} ± ${f1(t.predicted.sd)}` : ''}</td><td>${t.predicted ? f2(t.predicted.ei) : ''}</td></tr>`,
+    );
+  }
+  parts.push('</table></body></html>\n');
+  return parts.join('\n');
+}
+
+/** The report as JSON (metrics only; per-request records are never included). */
+export function sweepReportJson(r: SweepReport): string {
+  return `${JSON.stringify(r, (_k, v: unknown) => (typeof v === 'number' && !Number.isInteger(v) ? Number(v.toPrecision(6)) : v), 1)}\n`;
+}

@@ -1,0 +1,388 @@
+/**
+ * Router sweep over Dynamo's kv_router knobs (later-2026 formula):
+ * overlap_score_credit ∈ [0, 1], prefill_load_scale ∈ [0, 32] (searched on a
+ * log scale), router_temperature ∈ [0, 1]. Objective: mean E2E latency of a
+ * closed-loop replay (seed 001's goal), lower is better.
+ *
+ * Two searches: `gridSearch` over explicit value lists, and `smartSearch`,
+ * Bayesian optimisation with a Gaussian process (./gp) and expected
+ * improvement over the unit cube. `runSweep` wraps a search with the seed-001
+ * comparisons (round_robin, default kv_router, the winner, llm-d) on the tuning
+ * trace and a validation trace, and the prefill_load_scale response curve.
+ */
+import { seededRng, type KvRouterPolicy } from '@vantage/selection';
+import { GaussianProcess, expectedImprovement, type GpOptions } from './gp';
+import type { ReplayMetrics } from './metrics';
+import { routerName, runReplay, type PreparedTrace, type ReplayEngineConfig, type ReplayProgress, type RouterSpec } from './replay';
+
+export interface RouterKnobs {
+  readonly overlapScoreCredit: number;
+  readonly prefillLoadScale: number;
+  readonly temperature: number;
+}
+
+export interface KnobGrid {
+  readonly overlapScoreCredit: readonly number[];
+  readonly prefillLoadScale: readonly number[];
+  readonly temperature: readonly number[];
+}
+
+/** Dynamo's defaults: credit 1.0, scale 1.0, temperature 0. */
+export const DEFAULT_KNOBS: RouterKnobs = Object.freeze({ overlapScoreCredit: 1, prefillLoadScale: 1, temperature: 0 });
+
+/** Seed 001's search space (after its extension of prefill_load_scale to 32). */
+export const SEED001_GRID: KnobGrid = Object.freeze({
+  overlapScoreCredit: [0, 0.5, 1],
+  prefillLoadScale: [0, 0.25, 0.5, 1, 2, 4, 8, 16, 32],
+  temperature: [0, 0.2, 0.5, 1],
+});
+
+export const KNOB_BOUNDS = Object.freeze({ overlapScoreCredit: [0, 1], prefillLoadScale: [0, 32], temperature: [0, 1] } as const);
+
+/** prefill_load_scale is searched as u = log(1 + s/S0) / log(1 + 32/S0): logarithmic above S0, and 0 stays reachable. */
+const SCALE_KNEE = 0.25;
+const SCALE_LOG_MAX = Math.log1p(KNOB_BOUNDS.prefillLoadScale[1] / SCALE_KNEE);
+
+export function knobsToUnit(k: RouterKnobs): number[] {
+  return [k.overlapScoreCredit, Math.log1p(k.prefillLoadScale / SCALE_KNEE) / SCALE_LOG_MAX, k.temperature];
+}
+
+export function unitToKnobs(u: readonly number[]): RouterKnobs {
+  const c = (v: number): number => Math.min(1, Math.max(0, v));
+  return {
+    overlapScoreCredit: c(u[0]!),
+    prefillLoadScale: Math.min(KNOB_BOUNDS.prefillLoadScale[1], SCALE_KNEE * Math.expm1(c(u[1]!) * SCALE_LOG_MAX)),
+    temperature: c(u[2]!),
+  };
+}
+
+export function knobsPolicy(k: RouterKnobs): KvRouterPolicy {
+  return { kind: 'kv_router', formula: 'prefill_load_scale', overlapScoreCredit: k.overlapScoreCredit, prefillLoadScale: k.prefillLoadScale, temperature: k.temperature };
+}
+
+export function knobsKey(k: RouterKnobs): string {
+  const r = (v: number): string => String(Number(v.toPrecision(6)));
+  return `credit=${r(k.overlapScoreCredit)},scale=${r(k.prefillLoadScale)},T=${r(k.temperature)}`;
+}
+
+/** Every combination of the grid's values, credit outermost. */
+export function gridPoints(g: KnobGrid): RouterKnobs[] {
+  const out: RouterKnobs[] = [];
+  for (const overlapScoreCredit of g.overlapScoreCredit) {
+    for (const prefillLoadScale of g.prefillLoadScale) {
+      for (const temperature of g.temperature) out.push({ overlapScoreCredit, prefillLoadScale, temperature });
+    }
+  }
+  return out;
+}
+
+export type TrialMethod = 'grid' | 'initial' | 'ei';
+
+export interface Trial {
+  readonly index: number;
+  readonly method: TrialMethod;
+  readonly knobs: RouterKnobs;
+  /** Mean E2E latency, ms. */
+  readonly objective: number;
+  readonly metrics: ReplayMetrics;
+  /** For EI trials: the GP's prediction and the expected improvement when the point was chosen. */
+  readonly predicted?: { readonly mean: number; readonly sd: number; readonly ei: number };
+}
+
+/** Evaluates one setting; the objective is `metrics.e2eMs.mean`. */
+export type Evaluator = (k: RouterKnobs) => ReplayMetrics;
+
+export const objectiveOf = (m: ReplayMetrics): number => m.e2eMs.mean;
+
+export function bestTrial(trials: readonly Trial[]): Trial {
+  if (trials.length === 0) throw new RangeError('no trials');
+  return trials.reduce((b, t) => (t.objective < b.objective ? t : b));
+}
+
+export function gridSearch(points: readonly RouterKnobs[], evaluate: Evaluator, onTrial?: (t: Trial) => void): Trial[] {
+  const trials: Trial[] = [];
+  for (const knobs of points) {
+    const metrics = evaluate(knobs);
+    const t: Trial = { index: trials.length, method: 'grid', knobs, objective: objectiveOf(metrics), metrics };
+    trials.push(t);
+    onTrial?.(t);
+  }
+  return trials;
+}
+
+export interface SmartSearchOptions {
+  /** Total evaluations, initial design included. */
+  readonly budget: number;
+  /** Initial design size (the `include` points first, then a seeded Latin hypercube). Default 6. */
+  readonly initial?: number;
+  /** Evaluated first (e.g. Dynamo's defaults). */
+  readonly include?: readonly RouterKnobs[];
+  readonly seed?: number;
+  /** Random candidates per EI maximisation (plus local perturbations of the best and the seed grid). Default 2,000. */
+  readonly candidates?: number;
+  /** Exploration margin of EI, in objective units. Default 0. */
+  readonly xi?: number;
+  readonly gp?: GpOptions;
+  readonly onTrial?: (t: Trial) => void;
+}
+
+export interface SmartSearchResult {
+  readonly trials: Trial[];
+  /** The GP fitted to every trial at the end. */
+  readonly gp: { readonly lengthScales: readonly number[]; readonly logMarginalLikelihood: number };
+}
+
+function latinHypercube(n: number, d: number, seed: number): number[][] {
+  const rng = seededRng(`${seed}:lhs`);
+  const cols: number[][] = [];
+  for (let j = 0; j < d; j++) {
+    const perm = Array.from({ length: n }, (_, i) => i);
+    for (let i = n - 1; i > 0; i--) {
+      const k = Math.floor(rng.next() * (i + 1));
+      [perm[i], perm[k]] = [perm[k]!, perm[i]!];
+    }
+    cols.push(perm.map((p) => (p + rng.next()) / n));
+  }
+  return Array.from({ length: n }, (_, i) => cols.map((c) => c[i]!));
+}
+
+function dist2(a: readonly number[], b: readonly number[]): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += (a[i]! - b[i]!) ** 2;
+  return s;
+}
+
+/** Bayesian optimisation (GP + expected improvement) over the unit cube of the three knobs. */
+export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): SmartSearchResult {
+  const seed = opts.seed ?? 1;
+  const budget = opts.budget;
+  if (!Number.isInteger(budget) || budget <= 0) throw new RangeError(`budget must be a positive integer, got ${budget}`);
+  const nInit = Math.min(budget, Math.max(opts.include?.length ?? 0, opts.initial ?? 6));
+  const trials: Trial[] = [];
+  const xs: number[][] = [];
+  const add = (knobs: RouterKnobs, method: TrialMethod, predicted?: Trial['predicted']): void => {
+    const metrics = evaluate(knobs);
+    const t: Trial = { index: trials.length, method, knobs, objective: objectiveOf(metrics), metrics, ...(predicted ? { predicted } : {}) };
+    trials.push(t);
+    xs.push(knobsToUnit(knobs));
+    opts.onTrial?.(t);
+  };
+  const include = opts.include ?? [];
+  for (const k of include.slice(0, nInit)) add(k, 'initial');
+  for (const u of latinHypercube(nInit - Math.min(nInit, include.length), 3, seed)) add(unitToKnobs(u), 'initial');
+
+  const rng = seededRng(`${seed}:candidates`);
+  const gridUnits = gridPoints(SEED001_GRID).map(knobsToUnit);
+  const nCand = opts.candidates ?? 2000;
+  let gp = GaussianProcess.fit(xs, trials.map((t) => t.objective), opts.gp);
+  while (trials.length < budget) {
+    const ys = trials.map((t) => t.objective);
+    gp = GaussianProcess.fit(xs, ys, opts.gp);
+    const best = bestTrial(trials);
+    const bestU = knobsToUnit(best.knobs);
+    const cands: number[][] = [...gridUnits];
+    for (let i = 0; i < nCand; i++) cands.push([rng.next(), rng.next(), rng.next()]);
+    // Local refinement around the incumbent (Box–Muller normals, sd 0.05 in the unit cube).
+    for (let i = 0; i < nCand / 4; i++) {
+      cands.push(
+        bestU.map((v) => {
+          const z = Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next());
+          return Math.min(1, Math.max(0, v + 0.05 * z));
+        }),
+      );
+    }
+    let pick: { u: number[]; mean: number; sd: number; ei: number } | null = null;
+    for (const u of cands) {
+      if (xs.some((x) => dist2(x, u) < 1e-8)) continue;
+      const p = gp.predict(u);
+      const ei = expectedImprovement(p.mean, p.sd, best.objective, opts.xi ?? 0);
+      if (pick === null || ei > pick.ei) pick = { u, mean: p.mean, sd: p.sd, ei };
+    }
+    if (pick === null) break;
+    add(unitToKnobs(pick.u), 'ei', { mean: pick.mean, sd: pick.sd, ei: pick.ei });
+  }
+  gp = GaussianProcess.fit(xs, trials.map((t) => t.objective), opts.gp);
+  return { trials, gp: { lengthScales: gp.lengthScales, logMarginalLikelihood: gp.logMarginalLikelihood } };
+}
+
+// ------------------------------------------------------------------ experiment
+
+export interface SweepTraceConfig {
+  readonly trace: PreparedTrace;
+  /** Closed-loop concurrency. */
+  readonly concurrency: number;
+}
+
+export interface SweepConfig {
+  readonly tune: SweepTraceConfig;
+  readonly validate?: SweepTraceConfig;
+  readonly workers: number;
+  readonly engine: ReplayEngineConfig;
+  readonly seed: number;
+  readonly method: 'grid' | 'smart';
+  /** Grid values (method 'grid'). Default SEED001_GRID. */
+  readonly grid?: KnobGrid;
+  /** Smart search evaluations. Default 24. */
+  readonly budget?: number;
+  readonly initial?: number;
+  readonly gp?: GpOptions;
+  /** prefill_load_scale values for the response curve (credit 1, temperature 0); empty for none. */
+  readonly responseCurve?: readonly number[];
+  /** Also compare llm-d token-aware routing. Default true. */
+  readonly llmd?: boolean;
+  /** Progress lines (stderr in the CLI). */
+  readonly log?: (line: string) => void;
+  /** Per-replay progress (stderr in the CLI). */
+  readonly onReplayProgress?: (label: string) => ((p: ReplayProgress) => void) | undefined;
+}
+
+export interface ComparisonRow {
+  readonly label: string;
+  readonly router: string;
+  readonly metrics: ReplayMetrics;
+}
+
+export interface Comparison {
+  readonly trace: string;
+  readonly requests: number;
+  readonly concurrency: number;
+  readonly rows: ComparisonRow[];
+}
+
+export interface Delta {
+  readonly trace: string;
+  readonly e2eMeanPct: number;
+  readonly ttftMeanPct: number;
+  readonly tpotMeanPct: number;
+  readonly requestThroughputPct: number;
+  readonly reuseBefore: number;
+  readonly reuseAfter: number;
+}
+
+export interface SweepReport {
+  readonly objective: 'mean_e2e_ms';
+  readonly settings: {
+    readonly tuneTrace: string;
+    readonly validateTrace: string | null;
+    readonly workers: number;
+    readonly concurrency: number;
+    readonly engine: Omit<ReplayEngineConfig, 'timing'> & { readonly timing: string };
+    readonly seed: number;
+    readonly method: 'grid' | 'smart';
+    readonly budget: number;
+  };
+  readonly trials: Trial[];
+  readonly best: Trial;
+  readonly gp: SmartSearchResult['gp'] | null;
+  readonly responseCurve: { readonly prefillLoadScale: number; readonly metrics: ReplayMetrics }[];
+  readonly comparisons: Comparison[];
+  readonly deltas: Delta[];
+  /** Wall-clock seconds; the only non-deterministic figure. */
+  readonly wallS: number;
+  readonly replays: number;
+}
+
+const pct = (after: number, before: number): number => (100 * (after - before)) / before;
+
+export function deltaOf(trace: string, before: ReplayMetrics, after: ReplayMetrics): Delta {
+  return {
+    trace,
+    e2eMeanPct: pct(after.e2eMs.mean, before.e2eMs.mean),
+    ttftMeanPct: pct(after.ttftMs.mean, before.ttftMs.mean),
+    tpotMeanPct: pct(after.tpotMs.mean, before.tpotMs.mean),
+    requestThroughputPct: pct(after.requestThroughputPerS, before.requestThroughputPerS),
+    reuseBefore: before.prefixCacheReusedRatio,
+    reuseAfter: after.prefixCacheReusedRatio,
+  };
+}
+
+export function runSweep(cfg: SweepConfig): SweepReport {
+  const wall0 = performance.now();
+  const log = cfg.log ?? ((): void => undefined);
+  let replays = 0;
+  const replay = (tc: SweepTraceConfig, router: RouterSpec): ReplayMetrics => {
+    replays++;
+    const label = `${tc.trace.name} ${routerName(router)}`;
+    const onProgress = cfg.onReplayProgress?.(label);
+    const r = runReplay({
+      workers: cfg.workers,
+      engine: cfg.engine,
+      router,
+      workload: { kind: 'closed_loop', trace: tc.trace, concurrency: tc.concurrency },
+      seed: cfg.seed,
+      ...(onProgress ? { onProgress } : {}),
+    });
+    return r.metrics;
+  };
+  const cache = new Map<string, ReplayMetrics>();
+  const evaluate: Evaluator = (k) => {
+    const key = knobsKey(k);
+    let m = cache.get(key);
+    if (m === undefined) {
+      m = replay(cfg.tune, { kind: 'kv_router', policy: knobsPolicy(k) });
+      cache.set(key, m);
+    }
+    return m;
+  };
+  const onTrial = (t: Trial): void => {
+    const pred = t.predicted ? ` (GP ${t.predicted.mean.toFixed(1)} ± ${t.predicted.sd.toFixed(1)}, EI ${t.predicted.ei.toFixed(2)})` : '';
+    log(`trial ${t.index + 1} [${t.method}] ${knobsKey(t.knobs)}: mean E2E ${t.objective.toFixed(1)} ms${pred}`);
+  };
+
+  let trials: Trial[];
+  let gp: SmartSearchResult['gp'] | null = null;
+  const budget = cfg.method === 'grid' ? gridPoints(cfg.grid ?? SEED001_GRID).length : (cfg.budget ?? 24);
+  if (cfg.method === 'grid') trials = gridSearch(gridPoints(cfg.grid ?? SEED001_GRID), evaluate, onTrial);
+  else {
+    const r = smartSearch(evaluate, { budget, ...(cfg.initial !== undefined ? { initial: cfg.initial } : {}), include: [DEFAULT_KNOBS], seed: cfg.seed, ...(cfg.gp ? { gp: cfg.gp } : {}), onTrial });
+    trials = r.trials;
+    gp = r.gp;
+  }
+  const best = bestTrial(trials);
+  log(`best: ${knobsKey(best.knobs)} mean E2E ${best.objective.toFixed(1)} ms`);
+
+  const responseCurve = (cfg.responseCurve ?? []).map((s) => {
+    const m = evaluate({ overlapScoreCredit: 1, prefillLoadScale: s, temperature: 0 });
+    log(`response curve: prefill_load_scale ${s}: mean E2E ${m.e2eMs.mean.toFixed(1)} ms, TTFT ${m.ttftMs.mean.toFixed(1)} ms`);
+    return { prefillLoadScale: s, metrics: m };
+  });
+
+  const compare = (tc: SweepTraceConfig, onTune: boolean): Comparison => {
+    const rows: ComparisonRow[] = [];
+    const push = (label: string, router: RouterSpec, m?: ReplayMetrics): void => {
+      const metrics = m ?? replay(tc, router);
+      rows.push({ label, router: routerName(router), metrics });
+      log(`${tc.trace.name}: ${label.padEnd(18)} mean E2E ${metrics.e2eMs.mean.toFixed(1)} ms, TTFT ${metrics.ttftMs.mean.toFixed(1)} ms, TPOT ${metrics.tpotMs.mean.toFixed(2)} ms, reuse ${metrics.prefixCacheReusedRatio.toFixed(3)}`);
+    };
+    push('round_robin', { kind: 'round_robin' });
+    push('kv_router default', { kind: 'kv_router', policy: knobsPolicy(DEFAULT_KNOBS) }, onTune ? evaluate(DEFAULT_KNOBS) : undefined);
+    push('kv_router tuned', { kind: 'kv_router', policy: knobsPolicy(best.knobs) }, onTune ? best.metrics : undefined);
+    if (cfg.llmd ?? true) push('llm-d token-load', { kind: 'llmd', policy: { kind: 'llmd', scorer: 'token-load' } });
+    return { trace: tc.trace.name, requests: tc.trace.records.length, concurrency: tc.concurrency, rows };
+  };
+  const comparisons = [compare(cfg.tune, true)];
+  if (cfg.validate) comparisons.push(compare(cfg.validate, false));
+  const deltas = comparisons.map((c) => deltaOf(c.trace, c.rows[1]!.metrics, c.rows[2]!.metrics));
+  const { timing, ...engine } = cfg.engine;
+  return {
+    objective: 'mean_e2e_ms',
+    settings: {
+      tuneTrace: cfg.tune.trace.name,
+      validateTrace: cfg.validate?.trace.name ?? null,
+      workers: cfg.workers,
+      concurrency: cfg.tune.concurrency,
+      engine: { ...engine, timing: timing === undefined ? 'mocker polynomial' : 'custom' },
+      seed: cfg.seed,
+      method: cfg.method,
+      budget,
+    },
+    trials,
+    best,
+    gp,
+    responseCurve,
+    comparisons,
+    deltas,
+    wallS: (performance.now() - wall0) / 1000,
+    replays,
+  };
+}
