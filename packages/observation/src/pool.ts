@@ -56,6 +56,8 @@ export interface WorkerObservation {
   readonly dpRank: number;
   readonly registered: boolean;
   readonly schedulable: boolean | null;
+  /** Advertised capacity (registration or configuration), or null when unknown. */
+  readonly capacity: WorkerCapacity | null;
   readonly match: WorkerMatch | null;
   readonly load: WorkerLoad;
   readonly report: LoadReport | null;
@@ -77,6 +79,10 @@ export interface PoolObservation {
   readonly workers: WorkerObservation[];
   /** Candidates in the same order as `workers` and the selection over them. */
   readonly selection: SelectionResult;
+  /** Dynamo's cost of each worker, aligned with `workers`; null where not scored (unschedulable, or a policy without costs). */
+  readonly costs: (number | null)[];
+  /** Index into `workers` of Dynamo's choice, or -1. */
+  readonly chosenIndex: number;
   readonly pending: { readonly requests: number; readonly tokens: number };
 }
 
@@ -313,6 +319,7 @@ export class PoolState {
         dpRank,
         registered: reg !== undefined,
         schedulable: reg ? reg.capacity.schedulable : null,
+        capacity: reg ? reg.capacity : null,
         match,
         load,
         report: this.reports.get(k) ?? null,
@@ -340,11 +347,19 @@ export class PoolState {
     }
     // Dynamo only routes to schedulable workers; unregistered ones (capacity unknown) stay eligible
     // so a pool without registrations still gets an answer.
-    const eligible = candidates.filter((_, i) => workers[i]!.schedulable !== false);
+    const eligibleIdx: number[] = [];
+    for (let i = 0; i < workers.length; i++) if (workers[i]!.schedulable !== false) eligibleIdx.push(i);
+    const eligible = eligibleIdx.map((i) => candidates[i]!);
     const selection =
       promptTokens > 0
         ? selectWorker(this.opts.selection, { isl: promptTokens, blockSize: this.blockSize }, eligible, this.rng)
         : ({ chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' } as SelectionResult);
+    const costs: (number | null)[] = new Array<number | null>(workers.length).fill(null);
+    for (let j = 0; j < selection.scores.length; j++) {
+      const sc = selection.scores[j]!.score;
+      costs[eligibleIdx[j]!] = Number.isNaN(sc) ? null : sc;
+    }
+    const chosenIndex = selection.chosen ? eligibleIdx[selection.chosen.index]! : -1;
     return {
       pool: this.name,
       blockSize: this.blockSize,
@@ -353,6 +368,8 @@ export class PoolState {
       atMs: nowMs,
       workers,
       selection,
+      costs,
+      chosenIndex,
       pending: { requests: pendingRequests, tokens: pendingTokens },
     };
   }

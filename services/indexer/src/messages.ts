@@ -55,14 +55,57 @@ export interface ReplyMeta {
 
 const age = (now: number, t: number | null | undefined): number | null => (t === null || t === undefined ? null : Math.max(0, now - t));
 
+/**
+ * The observe reply (schemas/protocol/observe-reply.v1.json), written as a JSON string directly.
+ * This is the hot path of every route: building 64 worker objects and handing them to
+ * JSON.stringify cost about as much as the whole query, so the text is assembled field by
+ * field. `encodeObserveReplyViaCodec` builds the same reply through @vantage/protocol's codec;
+ * a test checks the two agree byte for byte after parsing.
+ */
 export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Array {
   const now = meta.nowMs;
-  const scores = o.selection.scores;
-  const costOf = new Map<string, number>();
-  for (const s of scores) costOf.set(`${s.workerId}:${s.dpRank}`, s.score);
-  const workers: WireWorker[] = o.workers.map((w) => {
+  let out = `{"v":1,"pool":${JSON.stringify(o.pool)},"blockSize":${o.blockSize},"queryDurationUs":${Math.round(meta.queryDurationUs)},"atMs":${now},"workers":[`;
+  for (let i = 0; i < o.workers.length; i++) {
+    const w = o.workers[i]!;
     const m = w.match;
-    const c = costOf.get(`${w.workerId}:${w.dpRank}`);
+    const l = w.load;
+    const r = w.report;
+    const cost = o.costs[i];
+    if (i > 0) out += ',';
+    out +=
+      `{"workerId":"${w.workerId}","dpRank":${w.dpRank},"schedulable":${w.schedulable === true},` +
+      `"deviceOverlapBlocks":${m ? m.deviceBlocks : 0},"K":${m ? m.deviceTokens : 0},` +
+      `"hostOverlapBlocks":${m ? m.hostBlocks : null},"diskOverlapBlocks":${m ? m.diskBlocks : null},"anyTierOverlapBlocks":${m ? m.anyBlocks : null},` +
+      `"R":${l.requests},"trackedPrefillTokens":${l.trackedPrefillTokens},"P":${num(l.prefillPressure)},` +
+      `"maxNumBatchedTokens":${w.capacity ? w.capacity.maxNumBatchedTokens : null},"effectivePrefillTokens":${w.effectivePrefillTokens},` +
+      `"newBlocks":${w.newRequestBlocks},"activeBlocks":${l.activeBlocks},"totalKvBlocks":${l.totalKvBlocks},"treeBlocks":${m ? m.treeSize : 0},` +
+      `"reported":${r ? `{"activeDecodeBlocks":${r.activeDecodeBlocks},"activePrefillTokens":${r.activePrefillTokens},"kvUsedBlocks":${r.kvUsedBlocks}}` : 'null'},` +
+      `"suspect":${w.suspect ? `{"reason":${JSON.stringify(w.suspect.reason)},"sinceMs":${w.suspect.sinceMs}}` : 'null'},` +
+      `"ages":{"indexMs":${age(now, w.lastEventMs)},"loadMs":${age(now, r?.atMs)},"bookingMs":${age(now, l.lastChangeMs)}},` +
+      `"dynamoCost":${num(cost ?? null)}}`;
+  }
+  out += `],"pending":{"requests":${o.pending.requests},"tokens":${o.pending.tokens}},"dynamoChoice":`;
+  const chosen = o.selection.chosen;
+  const cost = o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null;
+  if (chosen && cost !== null && cost !== undefined) {
+    out += `{"workerId":"${chosen.workerId}","dpRank":${chosen.dpRank},"cost":${num(cost)},"policy":{"name":${JSON.stringify(`kv_router:${o.selection.reason}`)},"params":${JSON.stringify(numericTerms(o))}}}`;
+  } else out += 'null';
+  // Like the codec: the field is present only after a snapshot restore.
+  out += meta.restoredAtMs === null ? '}' : `,"snapshotRestoredAtMs":${meta.restoredAtMs}}`;
+  return utf8.encode(out);
+}
+
+const utf8 = new TextEncoder();
+
+/** JSON has no NaN or Infinity: a non-finite number is reported as unknown. */
+const num = (v: number | null): string => (v === null || !Number.isFinite(v) ? 'null' : String(v));
+
+/** The same reply through the protocol codec (reference for the fast encoder; also used in tests). */
+export function encodeObserveReplyViaCodec(o: PoolObservation, meta: ReplyMeta): Uint8Array {
+  const now = meta.nowMs;
+  const workers: WireWorker[] = o.workers.map((w, i) => {
+    const m = w.match;
+    const c = o.costs[i];
     return {
       workerId: w.workerId,
       dpRank: w.dpRank,
@@ -76,7 +119,7 @@ export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Ar
       R: w.load.requests,
       trackedPrefillTokens: w.load.trackedPrefillTokens,
       P: w.load.prefillPressure,
-      maxNumBatchedTokens: w.load.prefillPressure === null ? null : capacityTokens(w.load.trackedPrefillTokens, w.load.prefillPressure),
+      maxNumBatchedTokens: w.capacity ? w.capacity.maxNumBatchedTokens : null,
       effectivePrefillTokens: w.effectivePrefillTokens,
       newBlocks: w.newRequestBlocks,
       activeBlocks: w.load.activeBlocks,
@@ -85,11 +128,11 @@ export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Ar
       reported: w.report ? { activeDecodeBlocks: w.report.activeDecodeBlocks, activePrefillTokens: w.report.activePrefillTokens, kvUsedBlocks: w.report.kvUsedBlocks } : null,
       suspect: w.suspect ? { reason: w.suspect.reason, sinceMs: w.suspect.sinceMs } : null,
       ages: { indexMs: age(now, w.lastEventMs), loadMs: age(now, w.report?.atMs), bookingMs: age(now, w.load.lastChangeMs) },
-      dynamoCost: c === undefined || Number.isNaN(c) ? null : c,
+      dynamoCost: c === undefined || c === null || !Number.isFinite(c) ? null : c,
     };
   });
   const chosen = o.selection.chosen;
-  const chosenScore = chosen ? scores[chosen.index] : undefined;
+  const cost = o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null;
   return observeReplyCodec.encode({
     pool: o.pool,
     blockSize: o.blockSize,
@@ -98,16 +141,11 @@ export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Ar
     workers,
     pending: o.pending,
     dynamoChoice:
-      chosen && chosenScore
-        ? { workerId: chosen.workerId, dpRank: chosen.dpRank, cost: chosenScore.score, policy: { name: `kv_router:${o.selection.reason}`, params: numericTerms(o) } }
+      chosen && cost !== null && cost !== undefined
+        ? { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: `kv_router:${o.selection.reason}`, params: numericTerms(o) } }
         : null,
     snapshotRestoredAtMs: meta.restoredAtMs,
   });
-}
-
-/** maxNumBatchedTokens from P and the tracked tokens is not exact when tracked is 0; the ledger's capacity is. */
-function capacityTokens(tracked: number, p: number): number | null {
-  return p > 0 ? Math.round(tracked / p) : null;
 }
 
 function numericTerms(o: PoolObservation): Record<string, number> {

@@ -4,10 +4,11 @@
  */
 import type { Command } from '../command';
 import { decodeCommand } from './decode';
+import { evaluateCommand } from './evaluate';
 import { fitCommand } from './fit';
 import { hashCommand } from './hash';
 import { replayCommand } from './replay';
 import { replaySimCommand } from './replay-sim';
 import { sweepCommand } from './sweep';
 
-export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand, fitCommand, replaySimCommand, sweepCommand];
+export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand, fitCommand, replaySimCommand, sweepCommand, evaluateCommand];

@@ -1,0 +1,144 @@
+/**
+ * `vantage evaluate`: analyse the outcome rows of a five-variant evaluation
+ * (the JSON Lines `vantage replay --kind outcome --format jsonl` writes) and
+ * write a self-contained HTML report, optionally the analysis as JSON. All
+ * the arithmetic is in @vantage/evaluation; this file reads, reports
+ * progress and writes.
+ */
+import { writeFile } from 'node:fs/promises';
+import { analyzeEvaluation, parseEvaluationJsonl, renderEvaluationHtml, type EvaluationAnalysis } from '@vantage/evaluation';
+import { parseOptions, readInput } from '../args';
+import type { Command } from '../command';
+import { EXIT, InputError, UsageError } from '../exit-codes';
+import type { CliIo } from '../io';
+
+const SHOWN_PROBLEMS = 20;
+
+const help = `Usage: vantage evaluate --input FILE|- --out FILE.html [--json FILE]
+                        [--bootstrap N] [--seed N] [--confidence C] [--baseline V] [--lenient]
+
+Analyse a five-variant evaluation: per variant, TTFT (mean, p90), full-response
+latency, session completion time, uncached input by model, routing overhead,
+competing traffic's TTFT, and how often the rule could act, changed the choice
+or fell back (by reason); differences from the Stage baseline with percentile
+bootstrap intervals over whole sessions (paired when sessions are matched).
+Progress on stderr, a summary on stdout.
+
+Input: outcome rows as \`vantage replay --kind outcome --format jsonl\` writes
+them. The variant is the decision's; background rows without a decision take
+it from their session id (evalbg:<attempt>:<variant>:<stream>). Rows with no
+variant (calibration, warm-ups) are skipped and counted.
+
+Options:
+  --input FILE        JSON Lines file, or - for standard input (required)
+  --out FILE          HTML report to write (required)
+  --json FILE         also write the analysis as JSON
+  --bootstrap N       bootstrap replicates (default 2000)
+  --seed N            bootstrap seed (default 1)
+  --confidence C      interval level in (0, 1) (default 0.95)
+  --baseline V        variant differences are taken against (default baseline)
+  --lenient           leave bad rows out (listed on stderr) instead of refusing the file
+  -h, --help          this help
+
+Exit codes: 0 written, 64 bad arguments, 65 bad rows or no evaluation rows,
+66 unreadable input, 1 output not writable.
+`;
+
+function num(name: string, v: string | boolean | undefined, fallback: number, check: (n: number) => boolean, what: string): number {
+  if (v === undefined) return fallback;
+  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+  if (!Number.isFinite(n) || !check(n)) throw new UsageError(`--${name} must be ${what}`);
+  return n;
+}
+
+function required(name: string, v: string | boolean | undefined): string {
+  if (typeof v !== 'string' || v === '') throw new UsageError(`--${name} is required`);
+  return v;
+}
+
+async function write(path: string, text: string): Promise<void> {
+  try {
+    await writeFile(path, text);
+  } catch (err) {
+    const reason = (err as { code?: string } | null)?.code ?? (err instanceof Error ? err.message : String(err));
+    throw new InputError(`cannot write ${path}: ${reason}`, EXIT.INTERNAL);
+  }
+}
+
+function g(v: number | null): string {
+  return v === null || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(4)).toString();
+}
+
+function summary(a: EvaluationAnalysis, out: string): string {
+  const lines = [`report -> ${out}`];
+  for (const v of a.variants) {
+    const r = v.rules;
+    lines.push(
+      `${v.variant.padEnd(14)} sessions ${v.sessions.total} (${v.sessions.withFailures} with failures), requests ${v.requests.executed}/${v.requests.total} executed, ` +
+        `TTFT mean ${g(v.ttftMs.mean)} ms p90 ${g(v.ttftMs.p90)} ms, session ${g(v.sessionCompletionMs.mean)} ms, ` +
+        `could act ${r.couldAct}, overrode ${r.overrode}, fell back ${r.fallbackTotal} of ${r.efficientProposals} efficient proposals`,
+    );
+  }
+  for (const d of a.differences.filter((x) => x.metric === 'ttft_mean_ms' || x.metric === 'session_completion_mean_ms')) {
+    lines.push(`${d.variant} - ${d.baseline}: ${d.label} ${g(d.estimate)} ${d.unit} [${g(d.lo)}, ${g(d.hi)}] (${d.method})`);
+  }
+  for (const w of a.warnings) lines.push(`warning: ${w}`);
+  return `${lines.join('\n')}\n`;
+}
+
+async function run(argv: readonly string[], io: CliIo): Promise<number> {
+  const { values } = parseOptions(
+    argv,
+    {
+      input: { type: 'string' },
+      out: { type: 'string' },
+      json: { type: 'string' },
+      bootstrap: { type: 'string' },
+      seed: { type: 'string' },
+      confidence: { type: 'string' },
+      baseline: { type: 'string' },
+      lenient: { type: 'boolean' },
+    },
+    0,
+  );
+  const input = required('input', values['input']);
+  const out = required('out', values['out']);
+  const json = values['json'];
+  if (json !== undefined && (typeof json !== 'string' || json === '')) throw new UsageError('--json needs a file name');
+  const iterations = num('bootstrap', values['bootstrap'], 2000, (n) => Number.isInteger(n) && n >= 1, 'an integer >= 1');
+  const seed = num('seed', values['seed'], 1, (n) => Number.isInteger(n), 'an integer');
+  const confidence = num('confidence', values['confidence'], 0.95, (n) => n > 0 && n < 1, 'a number in (0, 1)');
+  const baseline = values['baseline'] === undefined ? 'baseline' : required('baseline', values['baseline']);
+
+  const bytes = await readInput(io, input);
+  const parsed = parseEvaluationJsonl(new TextDecoder('utf-8').decode(bytes));
+  const skipped = Object.entries(parsed.skipped).map(([k, n]) => `${k} ${n}`).join(', ');
+  io.stderr(`evaluate: read ${parsed.lines} rows from ${input}: ${parsed.rows.length} evaluation rows, ${parsed.problems.length} bad${skipped === '' ? '' : `, skipped ${skipped}`}\n`);
+  if (parsed.problems.length > 0) {
+    const shown = parsed.problems.slice(0, SHOWN_PROBLEMS).map((p) => `  line ${p.line}: ${p.message}\n`).join('');
+    const more = parsed.problems.length > SHOWN_PROBLEMS ? `  ... and ${parsed.problems.length - SHOWN_PROBLEMS} more\n` : '';
+    if (values['lenient'] !== true) {
+      throw new InputError(`${parsed.problems.length} bad row(s) in ${input} (--lenient leaves them out):\n${shown}${more}`.trimEnd(), EXIT.DATA);
+    }
+    io.stderr(`evaluate: leaving out ${parsed.problems.length} bad row(s):\n${shown}${more}`);
+  }
+  if (parsed.rows.length === 0) throw new InputError(`no evaluation rows in ${input}`, EXIT.DATA);
+
+  io.stderr(`evaluate: analysing (${iterations} bootstrap replicates, seed ${seed})\n`);
+  const analysis = analyzeEvaluation(parsed, { seed, iterations, confidence, baseline, onProgress: (line) => io.stderr(`evaluate: ${line}\n`) });
+  await write(out, renderEvaluationHtml(analysis));
+  io.stderr(`evaluate: wrote report ${out}\n`);
+  if (typeof json === 'string') {
+    await write(json, `${JSON.stringify(analysis, null, 2)}\n`);
+    io.stderr(`evaluate: wrote analysis ${json}\n`);
+  }
+  io.stdout(summary(analysis, out));
+  return EXIT.OK;
+}
+
+export const evaluateCommand: Command = {
+  name: 'evaluate',
+  summary: 'analyse a five-variant evaluation from outcome rows; write an HTML report (and JSON)',
+  help,
+  run,
+};

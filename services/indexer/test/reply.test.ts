@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { hashPrompt } from '@vantage/hashing';
+import { PoolState } from '@vantage/observation';
+import { observeReplyCodec } from '@vantage/protocol';
+import type { KvEvent, WorkerId } from '@vantage/types';
+import { encodeObserveReply, encodeObserveReplyViaCodec } from '../src/messages';
+
+const BS = 4;
+const cap = { blockSize: BS, totalKvBlocks: 100, maxNumBatchedTokens: 16, maxNumSeqs: 8, dpStartRank: 0, dpSize: 2, schedulable: true };
+
+function scenario(): PoolState {
+  const p = new PoolState({ pool: 'p-1', blockSize: BS, selection: { kind: 'kv_router', formula: 'prefill_load_scale' }, bookingTtlMs: 300_000, workerTtlMs: 60_000 });
+  const toks = Array.from({ length: 32 }, (_, i) => i * 3 + 1);
+  const { local, sequence } = hashPrompt(toks, BS);
+  const ws = [2n ** 64n - 1n, 2n ** 63n, 5n] as WorkerId[];
+  p.register(ws[0]!, cap, null, 0);
+  p.register(ws[1]!, { ...cap, schedulable: false, maxNumBatchedTokens: null }, 10_000, 0);
+  ws.forEach((w, i) => {
+    const ev: KvEvent = {
+      workerId: w,
+      dpRank: 0,
+      storageTier: i === 2 ? 'host_pinned' : 'device',
+      eventId: 1n,
+      data: { kind: 'stored', parentHash: null, startPosition: null, blockHashes: sequence.slice(0, 3 + i), tokensHashes: local.slice(0, 3 + i) },
+    };
+    p.applyKvEvent(ev, 5);
+  });
+  // A gap makes worker 5 suspect; a load report and a booking give the other facts values.
+  p.applyKvEvent({ workerId: ws[2]!, dpRank: 0, storageTier: 'device', eventId: 9n, data: { kind: 'removed', blockHashes: BigUint64Array.of(12345n) } }, 6);
+  p.applyLoad({ workerId: ws[0]!, dpRank: 1, activeDecodeBlocks: 3, activePrefillTokens: null, kvUsedBlocks: 40, schedulerLoadScope: null }, 7);
+  p.ledger.book({ requestId: 'r', workerId: ws[0]!, dpRank: 0, promptTokens: 32, overlapBlocks: 3, sequenceHashes: sequence, source: 'local', nowMs: 8 });
+  return p;
+}
+
+describe('observe reply encoding', () => {
+  it('the hand-written encoder writes exactly what the protocol codec writes, and it validates', () => {
+    const p = scenario();
+    const { local } = hashPrompt(Array.from({ length: 32 }, (_, i) => i * 3 + 1), BS);
+    for (const meta of [
+      { requestId: 'x', nowMs: 1_000, queryDurationUs: 12.6, restoredAtMs: null, snapshotTakenAtMs: null, queueDepth: 0 },
+      { requestId: null, nowMs: 2_000, queryDurationUs: 0, restoredAtMs: 900, snapshotTakenAtMs: 800, queueDepth: 3 },
+    ]) {
+      const o = p.observe(local, 30, meta.nowMs);
+      const fast = encodeObserveReply(o, meta);
+      const ref = encodeObserveReplyViaCodec(o, meta);
+      expect(JSON.parse(new TextDecoder().decode(fast))).toEqual(JSON.parse(new TextDecoder().decode(ref)));
+      const decoded = observeReplyCodec.decode(fast);
+      expect(decoded.ok).toBe(true);
+      if (decoded.ok) {
+        // u64 worker ids survive exactly; suspect, capacity and load facts are where they belong.
+        expect(decoded.value.workers.map((w) => w.workerId)).toContain(2n ** 64n - 1n);
+        expect(decoded.value.workers.find((w) => w.workerId === 5n)?.suspect?.reason).toBe('event_gap');
+        expect(decoded.value.workers.find((w) => w.workerId === 2n ** 64n - 1n && w.dpRank === 0)?.R).toBe(1);
+        expect(decoded.value.dynamoChoice).not.toBeNull();
+      }
+    }
+  });
+});
