@@ -24,11 +24,35 @@ interface ServiceSpec {
 }
 
 /** Every service the main job runs; entries that do not exist yet are skipped. */
+const POOLS = [
+  { name: 'efficient', component: 'efficient', speed: 1.0 },
+  { name: 'capable', component: 'capable', speed: 0.6 },
+];
 const SERVICES: ServiceSpec[] = [
-  { name: 'indexer-efficient', entry: 'services/indexer/src/main.ts', env: { VANTAGE_INDEXER_POOLS: '[{"name":"efficient"}]' } },
-  { name: 'indexer-capable', entry: 'services/indexer/src/main.ts', env: { VANTAGE_INDEXER_POOLS: '[{"name":"capable"}]' } },
-  { name: 'decision', entry: 'services/decision/src/main.ts' },
-  { name: 'outcome', entry: 'services/outcome/src/main.ts' },
+  ...POOLS.map((p) => ({
+    name: `indexer-${p.name}`,
+    entry: 'services/indexer/src/main.ts',
+    env: { VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: p.name, component: p.component }]) },
+  })),
+  {
+    name: 'decision',
+    entry: 'services/decision/src/main.ts',
+    env: {
+      VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: 'efficient-model',
+      VANTAGE_DECISION_POOLS_EFFICIENT_POOL: 'efficient',
+      VANTAGE_DECISION_POOLS_CAPABLE_MODEL: 'capable-model',
+      VANTAGE_DECISION_POOLS_CAPABLE_POOL: 'capable',
+    },
+  },
+  { name: 'outcome', entry: 'services/outcome/src/main.ts', env: { VANTAGE_OUTCOME_JOIN_WINDOW_MS: '10000' } },
+  {
+    name: 'fleet',
+    entry: 'services/fleet/src/main.ts',
+    env: {
+      VANTAGE_FLEET_POOLS: JSON.stringify(POOLS.map((p) => ({ name: p.name, component: p.component, workers: 4, speed: p.speed, model: `${p.name}-model` }))),
+      VANTAGE_FLEET_TIME_SCALE: '4',
+    },
+  },
 ];
 
 interface Running {

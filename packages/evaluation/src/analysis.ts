@@ -196,7 +196,7 @@ function addRow(u: SessionUnit, r: EvaluationRow): void {
 }
 
 function completionMs(u: SessionUnit): number | null {
-  return u.completed === u.requests && Number.isFinite(u.firstArrival) && Number.isFinite(u.lastEnd) ? u.lastEnd - u.firstArrival + 1 : null;
+  return u.completed === u.requests && Number.isFinite(u.firstArrival) && Number.isFinite(u.lastEnd) ? u.lastEnd - u.firstArrival : null;
 }
 
 function pooledMean(units: readonly SessionUnit[], pick: (u: SessionUnit) => readonly number[]): number {

@@ -118,7 +118,7 @@ export function bootstrapDifference<U extends Unit>(variant: readonly U[], basel
   const enough = reps.length >= Math.max(20, Math.ceil(0.9 * o.iterations));
   return {
     estimate,
-    lo: enough ? quantileSorted(reps, alpha) : null,
+    lo: enough ? quantileSorted(reps, alpha / 2) : null,
     hi: enough ? quantileSorted(reps, 1 - alpha / 2) : null,
     method,
     iterations: o.iterations,

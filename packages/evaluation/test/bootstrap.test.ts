@@ -61,8 +61,13 @@ describe('bootstrapDifference', () => {
     // By hand: 2 * 1.96 * sqrt(sa^2/n + sb^2/n) with the samples' plug-in (population) sds.
     const expected = 2 * 1.96 * Math.sqrt(popSd(a.map((u) => u.x)) ** 2 / n + popSd(b.map((u) => u.x)) ** 2 / n);
     const width = (r.hi as number) - (r.lo as number);
-    expect(width / expected).toBeGreaterThan(0.88);
-    expect(width / expected).toBeLessThan(1.12);
+    expect(width / expected).toBeGreaterThan(0.94);
+    expect(width / expected).toBeLessThan(1.06);
+    // Each tail on its own: 1.96 standard errors either side of the estimate (α/2 in each tail).
+    expect((r.estimate - (r.lo as number)) / (expected / 2)).toBeGreaterThan(0.88);
+    expect(((r.hi as number) - r.estimate) / (expected / 2)).toBeGreaterThan(0.88);
+    expect((r.estimate - (r.lo as number)) / (expected / 2)).toBeLessThan(1.12);
+    expect(((r.hi as number) - r.estimate) / (expected / 2)).toBeLessThan(1.12);
   });
 
   it('narrows as sessions are added (about 1/sqrt(n))', () => {

@@ -297,20 +297,31 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
 
   // ---------------------------------------------------------- fetch loops
   const js = jetstream(ctx.nc);
+  const fetchState: Record<string, { state: string; sinceMs: number; fetched: number; lastError?: string }> = {};
   const fetchLoop = async (s: (typeof streams)[number]): Promise<void> => {
     let consumer: JsConsumer | undefined;
+    const st = (fetchState[s.stream] = { state: 'starting', sinceMs: Date.now(), fetched: 0 } as (typeof fetchState)[string]);
+    const set = (state: string): void => {
+      if (st.state !== state) {
+        st.state = state;
+        st.sinceMs = Date.now();
+      }
+    };
     while (!stopping) {
       const room = Math.min(o.maxInbox - inboxSize(), o.nats.fetchBatch);
       if (room <= 0 || joiner.pending >= o.maxPendingJoins) {
         // Backpressure: Kafka slow or down, or too many open joins. Stop
         // pulling; JetStream keeps the messages.
         metrics.fetchPaused.set(1);
+        set('paused');
         await sleep(5);
         continue;
       }
       metrics.fetchPaused.set(0);
       try {
+        set('consumer');
         consumer ??= await js.consumers.get(s.stream, o.nats.durable);
+        set('fetching');
         const iter = await consumer.fetch({ max_messages: room, expires: o.nats.fetchExpiresMs, idle_heartbeat: Math.max(500, Math.floor(o.nats.fetchExpiresMs / 2)) });
         // A pull request lost in a server restart can leave the iterator
         // waiting forever; a fetch never legitimately outlives its expiry by much.
@@ -318,6 +329,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         try {
           for await (const m of iter) {
             inbox.push({ kind: s.kind, stream: s.stream, msg: m, receivedAtMs: Date.now() });
+            st.fetched++;
             if (inboxSize() >= o.nats.fetchBatch || inboxSize() === 1) poke();
           }
         } finally {
@@ -327,6 +339,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       } catch (e) {
         if (stopping) break;
         log.debug({ err: e, stream: s.stream }, 'fetch failed; retrying');
+        set('error');
+        st.lastError = e instanceof Error ? e.message : String(e);
         consumer = undefined;
         await sleep(250);
       }
@@ -656,8 +670,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   // A stall report: when work is waiting and nothing has committed for a
   // while, say where the pipeline is (an operator's first question).
   const stallTimer = setInterval(() => {
-    if (Date.now() - lastCommitMs > 10_000 && (inboxSize() > 0 || joiner.pending > 0)) {
-      log.warn({ stage, inbox: inboxSize(), pendingJoins: joiner.pending, sinceCommitMs: Date.now() - lastCommitMs, kafkaHealthy }, 'outcome pipeline stalled');
+    if (Date.now() - lastCommitMs > 10_000) {
+      log.warn({ stage, inbox: inboxSize(), pendingJoins: joiner.pending, sinceCommitMs: Date.now() - lastCommitMs, kafkaHealthy, fetch: fetchState }, 'outcome pipeline idle or stalled');
     }
   }, 10_000);
   stallTimer.unref();
