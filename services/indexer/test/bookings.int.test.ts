@@ -183,9 +183,14 @@ describe('indexer: bookings, router sync, registrations, load, discovery', () =>
     await eventually('b removed', async () => (await keys()).length === 0);
   });
 
-  it('load reports: event-plane envelope, bare msgpack and bare JSON ActiveLoad', async () => {
+  it('load reports: event-plane envelope, bare msgpack and bare JSON ActiveLoad; other pools\' workers ignored', async () => {
     const subject = kvMetricsSubject(pool);
     const load = (w: bigint, used: number) => ({ workerId: w as WorkerId, dpRank: 0, activeDecodeBlocks: null, activePrefillTokens: null, schedulerLoadScope: null, kvUsedBlocks: used });
+    // kv_metrics is namespace-wide: only this pool's workers (registered here) count.
+    const cap = { totalKvBlocks: 1000, maxNumBatchedTokens: 8192, maxNumSeqs: 64, dpStartRank: 0, dpSize: 1, schedulable: true };
+    for (const w of [4001n, 4002n, 4003n]) publishRegistration(nc, pool, BS, w, cap);
+    await nc.flush();
+    nc.publish(subject, encodeActiveLoad(load(4999n, 99))); // a worker of another pool
     nc.publish(subject, encodeEventPlaneMessage({ publisherId: 3n, sequence: 0n, publishedAtMs: BigInt(Date.now()) }, { kind: 'active_load', load: load(4001n, 11) }));
     nc.publish(subject, encodeActiveLoad(load(4002n, 22)));
     nc.publish(subject, encodeActiveLoad(load(4003n, 33), { format: 'json' }));
@@ -197,6 +202,8 @@ describe('indexer: bookings, router sync, registrations, load, discovery', () =>
     await eventually('three load reports applied', async () => Object.keys(await reported()).length >= 3, 5_000).catch(() => undefined);
     expect(await reported()).toEqual({ '4001': 11, '4002': 22, '4003': 33 });
     expect(await child.metric('vantage_indexer_messages_rejected_total', { pool, source: 'kv_metrics' })).toBe(0);
+    expect(await child.metric('vantage_indexer_events_applied_total', { pool, kind: 'load_foreign_ignored' })).toBe(1);
+    for (const w of [4001n, 4002n, 4003n]) publishDeregistration(nc, pool, w);
   });
 
   it('answers NATS service discovery: $SRV.PING, $SRV.INFO and $SRV.STATS for vantage-indexer', async () => {

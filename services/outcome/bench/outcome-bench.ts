@@ -19,7 +19,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -161,8 +161,12 @@ async function main(): Promise<void> {
   };
   const svc = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../src/main.ts', import.meta.url))], {
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
+  mkdirSync(dir, { recursive: true });
+  const svcLog = join(INFRA_DIR, 'bench', `outcome-${runId}.log`);
+  svc.stdout?.pipe(createWriteStream(svcLog));
+  say(`service log: ${svcLog}`);
   stops.unshift(async () => {
     svc.kill('SIGTERM');
     await new Promise((r) => (svc.exitCode !== null ? r(null) : svc.once('exit', r)));
@@ -170,7 +174,7 @@ async function main(): Promise<void> {
   for (let i = 0; ; i++) {
     const ok = await fetch(`http://127.0.0.1:${httpPort}/healthz`).then((r) => r.ok, () => false);
     if (ok) break;
-    if (i > 600 || svc.exitCode !== null) throw new Error('service did not become healthy');
+    if (i > 1800 || svc.exitCode !== null) throw new Error(`service did not become healthy (exit code ${svc.exitCode}); see ${svcLog}`);
     await sleep(100);
   }
   say('service healthy');

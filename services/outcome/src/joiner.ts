@@ -154,6 +154,15 @@ export class Joiner<H> {
     for (const j of this.open.values()) for (const s of j.sources) yield s.handle;
   }
 
+  /**
+   * Undo the "recently closed" mark of joins whose outcome was never
+   * committed (the batch holding it was abandoned): their redelivered
+   * messages must join again, not be taken for late arrivals.
+   */
+  forgetClosed(requestIds: Iterable<string>): void {
+    for (const id of requestIds) this.closed.delete(id);
+  }
+
   /** Forget everything (after a lost-ownership reset: JetStream redelivers it all). */
   clear(): void {
     this.open.clear();

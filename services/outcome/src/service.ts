@@ -63,6 +63,8 @@ interface Batch {
   copied: Held[];
   copiedSeqs: Map<string, number[]>;
   newestPublishMs: number;
+  /** Request ids whose outcome this batch carries (un-closed again if the batch is abandoned). */
+  closedIds: string[];
   counts: { kind: string; status: string }[];
   deadLetters: DeadLetterReason[];
 }
@@ -359,6 +361,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       copied: [],
       copiedSeqs: new Map(),
       newestPublishMs: 0,
+      closedIds: [],
       counts: [],
       deadLetters: [],
     };
@@ -401,6 +404,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   }
 
   function emitOutcome(b: Batch, c: ClosedJoin<Held>): void {
+    b.closedIds.push(c.record.requestId);
     let value: Buffer;
     const r: OutcomeRecord = c.record;
     try {
@@ -542,8 +546,9 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   }
 
   /** Lost ownership: forget all in-memory work; JetStream redelivers it and the progress log dedupes. */
-  function reset(): void {
+  function reset(b: Batch): void {
     metrics.resets.inc();
+    joiner.forgetClosed(b.closedIds);
     log.warn({ pendingJoins: joiner.pending }, 'ownership of held messages lapsed; dropping in-memory joins for redelivery');
     joiner.clear();
   }
@@ -635,7 +640,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         return;
       }
       if (!ok) {
-        reset();
+        reset(b);
         continue;
       }
       stage = 'idle';

@@ -1,0 +1,145 @@
+// Transport-free parts of the outcome service: the join state machine, the
+// lifecycle decoder, sequence ranges and the committed-set bookkeeping.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { CommittedSet, decodeLifecycle, inRanges, Joiner, mergeRanges, parseProgress, progressRecord, toRanges } from '../src/index';
+import { decision } from './helpers';
+
+const te = new TextEncoder();
+const ev = (requestId: string, kind: string, atMs: number, extra: Record<string, unknown> = {}) => ({ requestId, sessionId: 's', pool: 'p', kind: kind as 'done', atMs, ...extra });
+
+describe('Joiner', () => {
+  const opts = { joinWindowMs: 1000, terminalGraceMs: 100, recentlyClosedCap: 10 };
+  const src = (seq: number, part: 'decision' | 'done' | 'first_token' = 'decision') => ({ stream: 'S', seq, part, handle: seq });
+
+  it('closes complete at once when decision, terminal and usage are in, in any order', () => {
+    const j = new Joiner<number>(opts);
+    const d = decision(1, 'u');
+    j.addEvent(ev(d.requestId, 'done', d.timestampMs + 500, { usage: { inputTokens: 10, outputTokens: 2, cachedTokens: 4 } }), src(2, 'done'), 0);
+    expect(j.takeComplete(0)).toEqual([]);
+    j.addDecision(d, src(1), 5);
+    const [c] = j.takeComplete(5);
+    expect(c?.record).toMatchObject({ status: 'completed', latencyMs: 500, uncachedInputTokens: 6, join: { closedBy: 'complete' } });
+    expect(c?.sources.map((s) => s.handle)).toEqual([2, 1]);
+    expect(j.pending).toBe(0);
+  });
+
+  it('waits the grace for usage after the terminal event, and closes early if usage comes', () => {
+    const j = new Joiner<number>(opts);
+    const a = decision(1, 'g');
+    const b = decision(2, 'g');
+    j.addDecision(a, src(1), 0);
+    j.addEvent(ev(a.requestId, 'done', a.timestampMs + 9), src(2, 'done'), 0);
+    j.addDecision(b, src(3), 0);
+    j.addEvent(ev(b.requestId, 'done', b.timestampMs + 9), src(4, 'done'), 0);
+    expect(j.takeComplete(50)).toEqual([]);
+    j.addEvent(ev(b.requestId, 'usage', b.timestampMs + 10, { usage: { inputTokens: 1, outputTokens: 1, cachedTokens: 0 } }), src(5, 'done'), 60);
+    expect(j.takeComplete(60).map((c) => c.record.requestId)).toEqual([b.requestId]);
+    expect(j.takeComplete(100).map((c) => c.record.requestId)).toEqual([a.requestId]);
+  });
+
+  it('closes by deadline as incomplete or timeout, oldest first, and treats later messages as late', () => {
+    const j = new Joiner<number>(opts);
+    const a = decision(1, 'w');
+    const b = decision(2, 'w');
+    j.addDecision(a, src(1), 0);
+    j.addDecision(b, src(2), 10);
+    j.addEvent(ev(b.requestId, 'first_token', b.timestampMs + 5), src(3, 'first_token'), 20);
+    expect(j.nextDueMs(0)).toBe(1000);
+    expect(j.takeExpired(999)).toEqual([]);
+    const closed = j.takeExpired(2000);
+    expect(closed.map((c) => [c.record.requestId, c.record.status, c.record.join.closedBy])).toEqual([
+      [a.requestId, 'incomplete', 'deadline'],
+      [b.requestId, 'timeout', 'deadline'],
+    ]);
+    expect(j.addEvent(ev(a.requestId, 'done', 1), src(9, 'done'), 2001)).toBe('late');
+    // An abandoned batch un-closes its joins: the redelivery joins again.
+    j.forgetClosed([a.requestId]);
+    expect(j.addEvent(ev(a.requestId, 'done', 1), src(9, 'done'), 2002)).toBe('joined');
+  });
+
+  it('recognises a redelivered source it holds and swaps the handle', () => {
+    const j = new Joiner<number>(opts);
+    const d = decision(1, 'r');
+    j.addDecision(d, src(7), 0);
+    expect(j.rehandle(d.requestId, 'S', 7, 70)).toBe(true);
+    expect(j.rehandle(d.requestId, 'S', 8, 80)).toBe(false);
+    expect([...j.heldHandles()]).toEqual([70]);
+  });
+
+  it('honours limits per call', () => {
+    const j = new Joiner<number>(opts);
+    for (let i = 0; i < 5; i++) j.addDecision(decision(i, 'l'), src(i), 0);
+    expect(j.takeExpired(5000, 2)).toHaveLength(2);
+    expect(j.takeExpired(5000)).toHaveLength(3);
+  });
+});
+
+describe('decodeLifecycle', () => {
+  const ok = { v: 1, requestId: 'r', sessionId: 's', pool: 'p', kind: 'done', atMs: 12.5 };
+  it('accepts the wire shape and tolerates unknown keys', () => {
+    expect(decodeLifecycle(te.encode(JSON.stringify({ ...ok, extra: true, usage: { inputTokens: 1, outputTokens: 2, cachedTokens: 0 } })), 'p')).toEqual({
+      ok: true,
+      value: { requestId: 'r', sessionId: 's', pool: 'p', kind: 'done', atMs: 12.5, usage: { inputTokens: 1, outputTokens: 2, cachedTokens: 0 } },
+    });
+  });
+  it.each([
+    ['not json', 'LIFECYCLE_NOT_JSON'],
+    [JSON.stringify([1]), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, v: 2 }), 'LIFECYCLE_UNKNOWN_VERSION'],
+    [JSON.stringify({ ...ok, kind: 'started' }), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, atMs: -1 }), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, requestId: '' }), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, usage: { inputTokens: 1.5, outputTokens: 0, cachedTokens: 0 } }), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, error: 7 }), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, pool: 'q' }), 'LIFECYCLE_INVALID'],
+  ])('rejects %s as %s', (text, code) => {
+    const r = decodeLifecycle(te.encode(text), 'p');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.code).toBe(code);
+  });
+  it('never throws on arbitrary bytes', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), (b) => {
+        expect(typeof decodeLifecycle(b).ok).toBe('boolean');
+      }),
+      { seed: 42, numRuns: 500 },
+    );
+  });
+});
+
+describe('ranges and the committed set', () => {
+  it('toRanges covers exactly the input (property)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: 300 }), { maxLength: 100 }), fc.integer({ min: 0, max: 320 }), (seqs, probe) => {
+        const rs = toRanges(seqs);
+        expect(inRanges(rs, probe)).toBe(seqs.includes(probe));
+        expect(inRanges(mergeRanges([...rs, ...rs]), probe)).toBe(seqs.includes(probe));
+      }),
+      { seed: 7, numRuns: 300 },
+    );
+  });
+
+  it('answers done over decision, dedupes by nonce, and prunes after the retention', () => {
+    const c = new CommittedSet(1000);
+    const r1 = progressRecord('w', 'n1', 0, new Map(), new Map([['D', [5, 6]]]));
+    const r2 = progressRecord('w', 'n2', 0, new Map([['D', [5]], ['L', [9, 10, 11]]]), new Map());
+    c.add(r1, 0);
+    expect(c.lookup('D', 5)).toBe('decision');
+    c.add(r2, 10);
+    c.add(r2, 10);
+    expect(c.size).toBe(2);
+    expect(c.lookup('D', 5)).toBe('done');
+    expect(c.lookup('D', 6)).toBe('decision');
+    expect(c.lookup('L', 10)).toBe('done');
+    expect(c.lookup('L', 12)).toBeUndefined();
+    c.noteReconnect(500);
+    c.prune(1400);
+    expect(c.size).toBe(2); // reconnect at 500 restarts the clock
+    c.prune(1600);
+    expect(c.size).toBe(0);
+    expect(c.lookup('D', 5)).toBeUndefined();
+    expect(parseProgress(Buffer.from(JSON.stringify(r2)))).toEqual(r2);
+    expect(parseProgress(Buffer.from('{"v":1}'))).toBeNull();
+  });
+});
