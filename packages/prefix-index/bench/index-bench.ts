@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 /**
  * Prefix index benchmark: `npm run bench:index` (or `npx tsx packages/prefix-index/bench/index-bench.ts`).
  *
@@ -23,13 +24,15 @@ import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { MapIndex } from './map-index';
 import { loadTracePrompts, simulate } from './trace-sim';
 import type { Prompt } from './trace-sim';
+// The shared data folder beside the repository (traces are not part of the product).
+const SHARED = fileURLToPath(new URL('../../../../shared', import.meta.url));
 
 const BLOCK = 64;
 const CAPACITY = 16_384;
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 const TRACES = [
-  ['conversation_2k', '/work/shared/traces/conversation_2k.jsonl'],
-  ['synthetic', '/work/shared/traces/synthetic_trace.jsonl'],
+  ['conversation_2k', `${SHARED}/traces/conversation_2k.jsonl`],
+  ['synthetic', `${SHARED}/traces/synthetic_trace.jsonl`],
 ] as const;
 
 setFlagsFromString('--expose-gc');

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 /**
  * Engine throughput on a real trace: the synthetic Mooncake trace (3,993
  * requests) replayed on N engines with round-robin placement and a
@@ -14,8 +15,10 @@
 import type { WorkerId } from '@vantage/types';
 import { hashPrompt } from '@vantage/hashing';
 import { ClosedLoop, Engine, MooncakePromptHasher, loadMooncakeTrace, openLoopArrivals } from '@vantage/sim';
+// The shared data folder beside the repository (traces are not part of the product).
+const SHARED = fileURLToPath(new URL('../../../../shared', import.meta.url));
 
-const path = process.argv[2] ?? '/work/shared/traces/synthetic_trace.jsonl';
+const path = process.argv[2] ?? `${SHARED}/traces/synthetic_trace.jsonl`;
 const workers = Number(process.argv[3] ?? 8);
 const records = loadMooncakeTrace(path);
 

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 /**
  * Offline replay benchmark: the whole synthetic Mooncake trace (3,993
  * requests) replayed open loop at its timestamps on 8 simulated engines
@@ -15,8 +16,10 @@
  * one JSON object.
  */
 import { loadMooncakeTrace, prepareTrace, runReplay, stderrProgress, type RouterSpec } from '@vantage/sim';
+// The shared data folder beside the repository (traces are not part of the product).
+const SHARED = fileURLToPath(new URL('../../../../shared', import.meta.url));
 
-const path = process.argv[2] ?? '/work/shared/traces/synthetic_trace.jsonl';
+const path = process.argv[2] ?? `${SHARED}/traces/synthetic_trace.jsonl`;
 const workers = Number(process.argv[3] ?? 8);
 
 const cpu0 = process.cpuUsage();

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   DEFAULT_KV_ROUTER,
@@ -13,6 +14,8 @@ import {
   type RequestRecord,
   type RoutingPolicy,
 } from '@vantage/sim';
+// The shared data folder beside the repository (traces are not part of the product).
+const SHARED = fileURLToPath(new URL('../../../../shared', import.meta.url));
 
 /** `groups` distinct 4-chunk prompts, each sent `repeats` times in a row, `gapMs` apart (each finishes before the next). */
 function repeatsTrace(groups: number, repeats: number, gapMs: number): PreparedTrace {
@@ -33,7 +36,7 @@ function repeatsTrace(groups: number, repeats: number, gapMs: number): PreparedT
 const conv = (() => {
   let cached: PreparedTrace | undefined;
   return (n: number): PreparedTrace => {
-    cached ??= prepareTrace(loadMooncakeTrace('/work/shared/traces/conversation_2k.jsonl').slice(0, 160) as MooncakeRecord[], 64, 'conv160');
+    cached ??= prepareTrace(loadMooncakeTrace(`${SHARED}/traces/conversation_2k.jsonl`).slice(0, 160) as MooncakeRecord[], 64, 'conv160');
     return { ...cached, records: cached.records.slice(0, n), prompts: cached.prompts.slice(0, n) };
   };
 })();

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { hashPrompt } from '@vantage/hashing';
@@ -15,8 +16,10 @@ import {
   type SessionTurn,
 } from '@vantage/sim';
 import { W1, runToIdle } from './helpers';
+// The shared data folder beside the repository (traces are not part of the product).
+const SHARED = fileURLToPath(new URL('../../../../shared', import.meta.url));
 
-const TRACES = '/work/shared/traces';
+const TRACES = `${SHARED}/traces`;
 
 describe('Mooncake prompt hashing', () => {
   it('equals hashing the materialised tokens, at block sizes that divide 512 and ones that do not', () => {

@@ -1,7 +1,7 @@
 /**
  * Load generator CLI (see load-generator.ts and the README):
  *
- *   node --import tsx services/fleet/src/loadgen.ts --trace /work/shared/traces/conversation_2k.jsonl --limit 200 --speedup 20
+ *   node --import tsx services/fleet/src/loadgen.ts --trace ../shared/traces/conversation_2k.jsonl --limit 200 --speedup 20
  *   node --import tsx services/fleet/src/loadgen.ts --sessions 8 --seed 7
  *   ... --direct [--direct-pool efficient]        (no decision service: Dynamo's choice from the indexer)
  *

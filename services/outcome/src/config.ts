@@ -19,7 +19,7 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
       streamMaxAgeMs: s.integer({ minimum: 60_000, default: 7 * 24 * 3600_000 }),
       streamMaxBytes: s.integer({ minimum: -1, default: 8 * 1024 ** 3 }),
       /** Server-side redelivery timer. Must exceed joinWindowMs + terminalGraceMs (checked at start). */
-      ackWaitMs: s.integer({ minimum: 1000, default: 120_000 }),
+      ackWaitMs: s.integer({ minimum: 1000, default: 150_000 }),
       /** Bound on unacknowledged messages per consumer: the server stops delivering beyond it. */
       maxAckPending: s.integer({ minimum: 1, default: 200_000 }),
       /** Messages per pull request. */

@@ -143,3 +143,14 @@ describe('ranges and the committed set', () => {
     expect(parseProgress(Buffer.from('{"v":1}'))).toBeNull();
   });
 });
+
+describe('configuration', () => {
+  it('defaults load and satisfy the cross-field rules; a too-short ack wait is refused', async () => {
+    const { loadConfig } = await import('@vantage/runtime');
+    const { outcomeConfigSchema, checkOutcomeConfig } = await import('../src/index');
+    const cfg = loadConfig(outcomeConfigSchema, { env: {}, defaults: { service: 'outcome' } });
+    expect(() => checkOutcomeConfig(cfg)).not.toThrow();
+    const bad = loadConfig(outcomeConfigSchema, { env: { VANTAGE_OUTCOME_NATS_ACK_WAIT_MS: '30000' }, defaults: { service: 'outcome' } });
+    expect(() => checkOutcomeConfig(bad)).toThrow(/ackWaitMs/);
+  });
+});
