@@ -4,18 +4,12 @@
  * stream for each purpose, so adding a metric or a variant never changes the
  * numbers of another. Not for anything security-related.
  */
+import { mulberry32 } from '@vantage/fitting';
+
 export type Rand = () => number;
 
-export function mulberry32(seed: number): Rand {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// One generator for every offline tool: the same mulberry32 the fitting splits use.
+export { mulberry32, shuffled } from '@vantage/fitting';
 
 /** FNV-1a (32-bit) of the parts joined by U+001F: a stable u32 per label. */
 export function hash32(...parts: readonly (string | number)[]): number {
@@ -35,16 +29,4 @@ export function hash32(...parts: readonly (string | number)[]): number {
 /** A generator for one purpose: `streamFor(seed, 'bootstrap', metric, variant)`. */
 export function streamFor(seed: number, ...labels: readonly (string | number)[]): Rand {
   return mulberry32(hash32(seed, ...labels));
-}
-
-/** Fisher-Yates shuffle of a copy. */
-export function shuffled<T>(xs: readonly T[], rand: Rand): T[] {
-  const out = [...xs];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    const t = out[i] as T;
-    out[i] = out[j] as T;
-    out[j] = t;
-  }
-  return out;
 }

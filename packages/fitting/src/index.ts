@@ -51,3 +51,4 @@ export { fitAll, FIT_VARIANTS } from './fit';
 export type { FitOptions, FitResult, FitReport, FitVariant, ModelReport, RuleComparison } from './fit';
 
 export { renderFitReportHtml } from './report-html';
+export { mulberry32, shuffled } from './random';
