@@ -2,7 +2,8 @@
  * The main job, run by `npm start` once the brokers and services are healthy:
  *   1. the load generator drives agentic coding sessions through the real decision service
  *      (which observes both pools' indexers, applies the configured rule and reserves a worker)
- *      onto the simulated fleet, reporting lifecycle events as a gateway would;
+ *      onto the simulated fleet, reporting lifecycle events as a gateway would — the same
+ *      sessions twice: under Stage's baseline, then under the request-count rule;
  *   2. the outcome service joins decisions and lifecycle events into Avro records in Kafka;
  *   3. the replay tool reads the outcome topic back from Kafka into JSON Lines;
  *   4. the evaluation report is rendered from those rows.
@@ -11,6 +12,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet } from '@vantage/rules';
 import { REPO_ROOT } from './paths';
 
 export interface JobContext {
@@ -20,6 +22,22 @@ export interface JobContext {
 }
 
 export const OUT_DIR = join(REPO_ROOT, 'out');
+
+/**
+ * The parameter set the decision service runs: the built-in development set (not fitted), as
+ * Stage's baseline or with the request-count rule (R_efficient >= 2 changes efficient to capable).
+ */
+export function writeParameterSet(path: string, variant: 'stage' | 'count'): ParameterSet {
+  const doc = JSON.parse(serializeParameterSet(DEFAULT_PARAMETER_SET)) as Record<string, unknown>;
+  doc['variant'] = variant;
+  doc['version'] = `main-job-${variant}`;
+  if (variant === 'count') doc['thresholds'] = { r: 2, p: null };
+  const checked = loadParameterSet(JSON.stringify(doc));
+  if (!checked.ok) throw new Error(`main job parameter set is invalid: ${checked.errors.join('; ')}`);
+  mkdirSync(OUT_DIR, { recursive: true });
+  writeFileSync(path, serializeParameterSet(checked.value));
+  return checked.value;
+}
 
 function runNode(args: string[], log: (m: string) => void, label: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -42,39 +60,49 @@ function runNode(args: string[], log: (m: string) => void, label: string, env: N
 export async function runJob(ctx: JobContext): Promise<void> {
   const { log } = ctx;
   mkdirSync(OUT_DIR, { recursive: true });
-  const requests = join(OUT_DIR, 'requests.jsonl');
   const outcomes = join(OUT_DIR, 'outcomes.jsonl');
   const report = join(OUT_DIR, 'report.html');
   const sessions = process.env.VANTAGE_JOB_SESSIONS ?? '12';
 
-  log(`load: ${sessions} agentic coding sessions through the decision service onto the simulated fleet`);
-  const summaryText = await runNode(
-    [
-      'services/fleet/src/loadgen.ts',
-      '--sessions', sessions,
-      '--seed', '7',
-      '--capable-fraction', '0.2',
-      '--pools', 'efficient:64:efficient-model,capable:64:capable-model',
-      '--nats', ctx.natsUrl,
-      '--time-scale', '4',
-      '--max-duration-ms', '300000',
-      '--out', requests,
-    ],
-    log,
-    'load',
-  );
-  const summaryLine = summaryText.trim().split('\n').pop() ?? '{}';
-  writeFileSync(join(OUT_DIR, 'load-summary.json'), summaryLine + '\n');
-  log(`load done: ${summaryLine.slice(0, 300)}`);
+  // Only this run's records: the broker keeps earlier runs' topics.
+  const since = new Date(Date.now() - 1_000).toISOString();
+  // The same sessions (same seed) under Stage's baseline, then under the request-count rule.
+  let expected = 0;
+  for (const variant of ['stage', 'count'] as const) {
+    if (variant !== 'stage') {
+      writeParameterSet(join(OUT_DIR, 'params.json'), variant);
+      await new Promise((r) => setTimeout(r, 1_500)); // the decision service polls the file every 300 ms
+    }
+    log(`load (${variant}): ${sessions} agentic coding sessions through the decision service onto the simulated fleet`);
+    const file = join(OUT_DIR, `requests-${variant}.jsonl`);
+    const summaryText = await runNode(
+      [
+        'services/fleet/src/loadgen.ts',
+        '--sessions', sessions,
+        '--seed', '7',
+        '--capable-fraction', '0.2',
+        '--pools', 'efficient:64:efficient,capable:64:capable',
+        '--nats', ctx.natsUrl,
+        '--time-scale', '4',
+        '--max-duration-ms', '300000',
+        '--out', file,
+      ],
+      log,
+      `load ${variant}`,
+    );
+    const summaryLine = summaryText.trim().split('\n').pop() ?? '{}';
+    writeFileSync(join(OUT_DIR, `load-summary-${variant}.json`), summaryLine + '\n');
+    log(`load (${variant}) done: ${summaryLine.slice(0, 240)}`);
+    expected += readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).length;
+  }
 
   // The outcome service writes a record when its lifecycle ends (or its join window passes).
   log('waiting for the outcome service to write every record to Kafka');
-  const expected = readFileSync(requests, 'utf8').split('\n').filter((l) => l.trim()).length;
   let got = 0;
   const deadline = Date.now() + 90_000;
   while (Date.now() < deadline) {
     await runNode(
-      ['packages/cli/src/main.ts', 'replay', '--brokers', ctx.kafkaBrokers, '--topic', 'vantage.outcomes.v1', '--from-beginning', '--format', 'jsonl', '--out', outcomes],
+      ['packages/cli/src/main.ts', 'replay', '--brokers', ctx.kafkaBrokers, '--topic', 'vantage.outcomes.v1', '--since', since, '--format', 'jsonl', '--out', outcomes],
       log,
       'replay',
     );
@@ -85,7 +113,7 @@ export async function runJob(ctx: JobContext): Promise<void> {
   }
   log(`${got} outcome records read back from Kafka into ${outcomes}`);
 
-  await runNode(['packages/cli/src/main.ts', 'evaluate', '--input', outcomes, '--out', report, '--json', join(OUT_DIR, 'analysis.json'), '--bootstrap', '500'], log, 'report');
+  await runNode(['packages/cli/src/main.ts', 'evaluate', '--input', outcomes, '--out', report, '--json', join(OUT_DIR, 'analysis.json'), '--bootstrap', '1000'], log, 'report');
   log(`report: ${report}`);
-  log(`data:   ${requests} (per request, from the load generator), ${outcomes} (outcome records from Kafka)`);
+  log(`data:   ${join(OUT_DIR, 'requests-{stage,count}.jsonl')} (per request, from the load generator), ${outcomes} (outcome records from Kafka)`);
 }

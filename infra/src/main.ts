@@ -11,6 +11,7 @@ import { existsSync, mkdirSync, openSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, sleep, waitFor } from './exec';
 import { brokersUp, localBrokers } from './local';
+import { OUT_DIR, runJob, writeParameterSet } from './job';
 import { REPO_ROOT, RUN_DIR } from './paths';
 
 const log = (m: string): void => {
@@ -24,6 +25,7 @@ interface ServiceSpec {
 }
 
 /** Every service the main job runs; entries that do not exist yet are skipped. */
+const PARAMS_FILE = join(OUT_DIR, 'params.json');
 const POOLS = [
   { name: 'efficient', component: 'efficient', speed: 1.0 },
   { name: 'capable', component: 'capable', speed: 0.6 },
@@ -38,10 +40,13 @@ const SERVICES: ServiceSpec[] = [
     name: 'decision',
     entry: 'services/decision/src/main.ts',
     env: {
-      VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: 'efficient-model',
+      VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: 'efficient',
       VANTAGE_DECISION_POOLS_EFFICIENT_POOL: 'efficient',
-      VANTAGE_DECISION_POOLS_CAPABLE_MODEL: 'capable-model',
+      VANTAGE_DECISION_POOLS_CAPABLE_MODEL: 'capable',
       VANTAGE_DECISION_POOLS_CAPABLE_POOL: 'capable',
+      // The job switches rule variants by rewriting this file; the service polls it.
+      VANTAGE_DECISION_PARAMETER_SET_FILE: PARAMS_FILE,
+      VANTAGE_DECISION_RELOAD_POLL_MS: '300',
     },
   },
   { name: 'outcome', entry: 'services/outcome/src/main.ts', env: { VANTAGE_OUTCOME_JOIN_WINDOW_MS: '10000' } },
@@ -49,7 +54,7 @@ const SERVICES: ServiceSpec[] = [
     name: 'fleet',
     entry: 'services/fleet/src/main.ts',
     env: {
-      VANTAGE_FLEET_POOLS: JSON.stringify(POOLS.map((p) => ({ name: p.name, component: p.component, workers: 4, speed: p.speed, model: `${p.name}-model` }))),
+      VANTAGE_FLEET_POOLS: JSON.stringify(POOLS.map((p) => ({ name: p.name, component: p.component, workers: 4, speed: p.speed, model: p.name }))),
       VANTAGE_FLEET_TIME_SCALE: '4',
     },
   },
@@ -143,6 +148,8 @@ async function main(argv: string[]): Promise<number> {
   log(`brokers ready: nats ${endpoints.natsUrl} (${readyMs.nats ?? 'external'} ms), kafka ${endpoints.kafkaBrokers} (${readyMs.kafka ?? 'external'} ms)`);
   if (stopping) return new Promise<never>(() => {});
 
+  // The decision service starts with Stage's baseline; the job switches variants later.
+  writeParameterSet(PARAMS_FILE, 'stage');
   for (const spec of SERVICES) {
     if (!existsSync(join(REPO_ROOT, spec.entry))) continue;
     running.push(await startService(spec, endpoints));
@@ -159,10 +166,11 @@ async function main(argv: string[]): Promise<number> {
   log(`${running.length} service(s) healthy`);
 
   if (!noJob) {
-    const job = join(REPO_ROOT, 'infra', 'src', 'job.ts');
-    if (existsSync(job)) {
-      const mod = (await import(job)) as { runJob: (ctx: { natsUrl: string; kafkaBrokers: string; log: typeof log }) => Promise<void> };
-      await mod.runJob({ ...endpoints, log });
+    try {
+      await runJob({ ...endpoints, log });
+    } catch (e) {
+      log(`the job failed: ${e instanceof Error ? e.message : String(e)}`);
+      return shutdown(1);
     }
   }
   if (hold || noJob) {
