@@ -2,8 +2,8 @@
  * The main job, run by `npm start` once the brokers and services are healthy:
  *   1. the load generator drives agentic coding sessions through the real decision service
  *      (which observes both pools' indexers, applies the configured rule and reserves a worker)
- *      onto the simulated fleet, reporting lifecycle events as a gateway would — the same
- *      sessions twice: under Stage's baseline, then under the request-count rule;
+ *      onto the simulated fleet, reporting lifecycle events as a gateway would — after a short
+ *      warm-up, once under Stage's baseline and once under the request-count rule;
  *   2. the outcome service joins decisions and lifecycle events into Avro records in Kafka;
  *   3. the replay tool reads the outcome topic back from Kafka into JSON Lines;
  *   4. the evaluation report is rendered from those rows.
@@ -64,22 +64,12 @@ export async function runJob(ctx: JobContext): Promise<void> {
   const report = join(OUT_DIR, 'report.html');
   const sessions = process.env.VANTAGE_JOB_SESSIONS ?? '12';
 
-  // Only this run's records: the broker keeps earlier runs' topics.
-  const since = new Date(Date.now() - 1_000).toISOString();
-  // The same sessions (same seed) under Stage's baseline, then under the request-count rule.
-  let expected = 0;
-  for (const variant of ['stage', 'count'] as const) {
-    if (variant !== 'stage') {
-      writeParameterSet(join(OUT_DIR, 'params.json'), variant);
-      await new Promise((r) => setTimeout(r, 1_500)); // the decision service polls the file every 300 ms
-    }
-    log(`load (${variant}): ${sessions} agentic coding sessions through the decision service onto the simulated fleet`);
-    const file = join(OUT_DIR, `requests-${variant}.jsonl`);
+  const loadgen = async (label: string, seed: number, n: string, file: string): Promise<number> => {
     const summaryText = await runNode(
       [
         'services/fleet/src/loadgen.ts',
-        '--sessions', sessions,
-        '--seed', '7',
+        '--sessions', n,
+        '--seed', String(seed),
         '--capable-fraction', '0.2',
         '--pools', 'efficient:64:efficient,capable:64:capable',
         '--nats', ctx.natsUrl,
@@ -88,12 +78,33 @@ export async function runJob(ctx: JobContext): Promise<void> {
         '--out', file,
       ],
       log,
-      `load ${variant}`,
+      `load ${label}`,
     );
     const summaryLine = summaryText.trim().split('\n').pop() ?? '{}';
-    writeFileSync(join(OUT_DIR, `load-summary-${variant}.json`), summaryLine + '\n');
-    log(`load (${variant}) done: ${summaryLine.slice(0, 240)}`);
-    expected += readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).length;
+    writeFileSync(join(OUT_DIR, `load-summary-${label}.json`), summaryLine + '\n');
+    log(`load (${label}) done: ${summaryLine.slice(0, 240)}`);
+    return readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).length;
+  };
+
+  // Warm-up: a few sessions so both variants start with the shared system prompt cached.
+  log('warm-up: 2 sessions (not evaluated)');
+  await loadgen('warmup', 1000, '2', join(OUT_DIR, 'requests-warmup.jsonl'));
+  // Only this run's evaluated records: the broker keeps earlier runs' topics and the warm-up's.
+  await new Promise((r) => setTimeout(r, 12_000)); // the warm-up's outcomes are written within the join window
+  const since = new Date(Date.now()).toISOString();
+
+  // Stage's baseline, then the request-count rule, on fresh sessions drawn from the same generator
+  // (different seeds, so the second variant does not find the first one's conversations cached).
+  let expected = 0;
+  const variants = [
+    { variant: 'stage' as const, seed: 7 },
+    { variant: 'count' as const, seed: 8 },
+  ];
+  for (const { variant, seed } of variants) {
+    writeParameterSet(join(OUT_DIR, 'params.json'), variant);
+    await new Promise((r) => setTimeout(r, 1_500)); // the decision service polls the file every 300 ms
+    log(`load (${variant}): ${sessions} agentic coding sessions through the decision service onto the simulated fleet`);
+    expected += await loadgen(variant, seed, sessions, join(OUT_DIR, `requests-${variant}.jsonl`));
   }
 
   // The outcome service writes a record when its lifecycle ends (or its join window passes).
