@@ -9,6 +9,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
+import { Objm } from '@nats-io/obj';
+import { connect } from '@nats-io/transport-node';
 import { freePort, sleep, waitFor } from './exec';
 import { brokersUp, localBrokers } from './local';
 import { OUT_DIR, runJob, writeParameterSet } from './job';
@@ -113,6 +115,19 @@ async function stopService(r: Running, deadlineMs = 15_000): Promise<void> {
   }
 }
 
+async function forgetSnapshots(natsUrl: string): Promise<void> {
+  const nc = await connect({ servers: natsUrl });
+  try {
+    const store = await new Objm(nc).open('vantage-indexer');
+    await store.destroy();
+    log('removed the previous run\'s indexer snapshots');
+  } catch {
+    // No bucket yet: nothing to forget.
+  } finally {
+    await nc.close();
+  }
+}
+
 async function main(argv: string[]): Promise<number> {
   const hold = argv.includes('--hold');
   const noJob = argv.includes('--no-job');
@@ -148,6 +163,10 @@ async function main(argv: string[]): Promise<number> {
   log(`brokers ready: nats ${endpoints.natsUrl} (${readyMs.nats ?? 'external'} ms), kafka ${endpoints.kafkaBrokers} (${readyMs.kafka ?? 'external'} ms)`);
   if (stopping) return new Promise<never>(() => {});
 
+  // Each run is a fresh deployment: the simulated fleet starts with empty caches, so the indexers
+  // must not restore the previous run's snapshots (a restored index would claim blocks the new
+  // engines do not hold, and its unknown bookings make the decision service distrust R for minutes).
+  await forgetSnapshots(endpoints.natsUrl);
   // The decision service starts with Stage's baseline; the job switches variants later.
   writeParameterSet(PARAMS_FILE, 'stage');
   for (const spec of SERVICES) {
