@@ -2,6 +2,7 @@
  * Option parsing on top of node:util parseArgs (strict: unknown options and
  * missing values are errors), turning its exceptions into UsageError.
  */
+import { writeFile } from 'node:fs/promises';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { InputError, UsageError, EXIT } from './exit-codes';
 import type { CliIo } from './io';
@@ -44,4 +45,34 @@ export function choice<T extends string>(name: string, value: string | boolean |
     throw new UsageError(`--${name} must be one of ${choices.join(', ')}`);
   }
   return value as T;
+}
+
+/** The value of a required string option; a usage error names it when absent or empty. */
+export function required(name: string, v: string | boolean | undefined): string {
+  if (typeof v !== 'string' || v === '') throw new UsageError(`--${name} is required`);
+  return v;
+}
+
+/** Write an output file; a failure becomes an InputError naming the path and the cause. */
+export async function writeOutput(path: string, text: string): Promise<void> {
+  try {
+    await writeFile(path, text);
+  } catch (err) {
+    const reason = (err as { code?: string } | null)?.code ?? (err instanceof Error ? err.message : String(err));
+    throw new InputError(`cannot write ${path}: ${reason}`, EXIT.INTERNAL);
+  }
+}
+
+const SHOWN_PROBLEMS = 20;
+
+/**
+ * Bad input rows, the same way for every tool that reads JSON Lines: the first few with their
+ * line numbers; refused (exit 65) unless `--lenient`, which leaves them out and says so.
+ */
+export function reportBadRows(io: CliIo, tool: string, input: string, problems: readonly { line: number; message: string }[], lenient: boolean): void {
+  if (problems.length === 0) return;
+  const shown = problems.slice(0, SHOWN_PROBLEMS).map((p) => `  line ${p.line}: ${p.message}\n`).join('');
+  const more = problems.length > SHOWN_PROBLEMS ? `  ... and ${problems.length - SHOWN_PROBLEMS} more\n` : '';
+  if (!lenient) throw new InputError(`${problems.length} bad row(s) in ${input} (--lenient leaves them out):\n${shown}${more}`.trimEnd(), EXIT.DATA);
+  io.stderr(`${tool}: leaving out ${problems.length} bad row(s):\n${shown}${more}`);
 }

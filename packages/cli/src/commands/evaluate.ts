@@ -5,14 +5,12 @@
  * the arithmetic is in @vantage/evaluation; this file reads, reports
  * progress and writes.
  */
-import { writeFile } from 'node:fs/promises';
 import { analyzeEvaluation, parseEvaluationJsonl, renderEvaluationHtml, type EvaluationAnalysis } from '@vantage/evaluation';
-import { parseOptions, readInput } from '../args';
+import { parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 
-const SHOWN_PROBLEMS = 20;
 
 const help = `Usage: vantage evaluate --input FILE|- --out FILE.html [--json FILE]
                         [--bootstrap N] [--seed N] [--confidence C] [--baseline V] [--lenient]
@@ -51,19 +49,7 @@ function num(name: string, v: string | boolean | undefined, fallback: number, ch
   return n;
 }
 
-function required(name: string, v: string | boolean | undefined): string {
-  if (typeof v !== 'string' || v === '') throw new UsageError(`--${name} is required`);
-  return v;
-}
 
-async function write(path: string, text: string): Promise<void> {
-  try {
-    await writeFile(path, text);
-  } catch (err) {
-    const reason = (err as { code?: string } | null)?.code ?? (err instanceof Error ? err.message : String(err));
-    throw new InputError(`cannot write ${path}: ${reason}`, EXIT.INTERNAL);
-  }
-}
 
 function g(v: number | null): string {
   return v === null || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(4)).toString();
@@ -114,22 +100,15 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const parsed = parseEvaluationJsonl(new TextDecoder('utf-8').decode(bytes));
   const skipped = Object.entries(parsed.skipped).map(([k, n]) => `${k} ${n}`).join(', ');
   io.stderr(`evaluate: read ${parsed.lines} rows from ${input}: ${parsed.rows.length} evaluation rows, ${parsed.problems.length} bad${skipped === '' ? '' : `, skipped ${skipped}`}\n`);
-  if (parsed.problems.length > 0) {
-    const shown = parsed.problems.slice(0, SHOWN_PROBLEMS).map((p) => `  line ${p.line}: ${p.message}\n`).join('');
-    const more = parsed.problems.length > SHOWN_PROBLEMS ? `  ... and ${parsed.problems.length - SHOWN_PROBLEMS} more\n` : '';
-    if (values['lenient'] !== true) {
-      throw new InputError(`${parsed.problems.length} bad row(s) in ${input} (--lenient leaves them out):\n${shown}${more}`.trimEnd(), EXIT.DATA);
-    }
-    io.stderr(`evaluate: leaving out ${parsed.problems.length} bad row(s):\n${shown}${more}`);
-  }
+  reportBadRows(io, 'evaluate', input, parsed.problems, values['lenient'] === true);
   if (parsed.rows.length === 0) throw new InputError(`no evaluation rows in ${input}`, EXIT.DATA);
 
   io.stderr(`evaluate: analysing (${iterations} bootstrap replicates, seed ${seed})\n`);
   const analysis = analyzeEvaluation(parsed, { seed, iterations, confidence, baseline, onProgress: (line) => io.stderr(`evaluate: ${line}\n`) });
-  await write(out, renderEvaluationHtml(analysis));
+  await writeOutput(out, renderEvaluationHtml(analysis));
   io.stderr(`evaluate: wrote report ${out}\n`);
   if (typeof json === 'string') {
-    await write(json, `${JSON.stringify(analysis, null, 2)}\n`);
+    await writeOutput(json, `${JSON.stringify(analysis, null, 2)}\n`);
     io.stderr(`evaluate: wrote analysis ${json}\n`);
   }
   io.stdout(summary(analysis, out));

@@ -4,16 +4,14 @@
  * the decision service loads plus an HTML report. All the arithmetic is in
  * @vantage/fitting; this file reads, reports progress and writes.
  */
-import { writeFile } from 'node:fs/promises';
 import { FIT_VARIANTS, fitAll, parseCalibrationJsonl, renderFitReportHtml, type FitOptions, type FitReport } from '@vantage/fitting';
 import { serializeParameterSet, DEFAULT_PARAMETER_SET, type GateLimits } from '@vantage/rules';
-import { choice, parseOptions, readInput } from '../args';
+import { choice, parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 
 const Q_SOURCES = ['fitting', 'all'] as const;
-const SHOWN_PROBLEMS = 20;
 
 const help = `Usage: vantage fit --input FILE|- --out-params FILE --out-report FILE
                    [--seed N] [--variant count|count_prefill|blind|cache]
@@ -66,19 +64,7 @@ function fractions(v: string | boolean | undefined): FitOptions['fractions'] {
   return { fitting, uncertainty, selection };
 }
 
-function required(name: string, v: string | boolean | undefined): string {
-  if (typeof v !== 'string' || v === '') throw new UsageError(`--${name} is required`);
-  return v;
-}
 
-async function write(path: string, text: string): Promise<void> {
-  try {
-    await writeFile(path, text);
-  } catch (err) {
-    const reason = (err as { code?: string } | null)?.code ?? (err instanceof Error ? err.message : String(err));
-    throw new InputError(`cannot write ${path}: ${reason}`, EXIT.INTERNAL);
-  }
-}
 
 function ms(v: number): string {
   return Number.isFinite(v) ? `${v.toFixed(1)} ms` : 'n/a';
@@ -151,14 +137,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const parsed = parseCalibrationJsonl(new TextDecoder('utf-8').decode(bytes));
   const skipped = Object.entries(parsed.skipped).map(([k, n]) => `${k} ${n}`).join(', ');
   io.stderr(`fit: read ${parsed.lines} rows from ${input}: ${parsed.rows.length} calibration measurements, ${parsed.problems.length} bad${skipped === '' ? '' : `, skipped ${skipped}`}\n`);
-  if (parsed.problems.length > 0) {
-    const shown = parsed.problems.slice(0, SHOWN_PROBLEMS).map((p) => `  line ${p.line}: ${p.message}\n`).join('');
-    const more = parsed.problems.length > SHOWN_PROBLEMS ? `  ... and ${parsed.problems.length - SHOWN_PROBLEMS} more\n` : '';
-    if (values['lenient'] !== true) {
-      throw new InputError(`${parsed.problems.length} bad row(s) in ${input} (--lenient leaves them out):\n${shown}${more}`.trimEnd(), EXIT.DATA);
-    }
-    io.stderr(`fit: leaving out ${parsed.problems.length} bad row(s):\n${shown}${more}`);
-  }
+  reportBadRows(io, 'fit', input, parsed.problems, values['lenient'] === true);
   if (parsed.rows.length === 0) throw new InputError(`no calibration measurements in ${input}`, EXIT.DATA);
 
   const result = fitAll(parsed.rows, options);
@@ -166,9 +145,9 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     const lines = [...result.errors, ...result.problems.map((p) => `line ${p.line}: ${p.message}`)];
     throw new InputError(`cannot fit:\n${lines.map((l) => `  ${l}`).join('\n')}`, EXIT.DATA);
   }
-  await write(reportPath, renderFitReportHtml(result.report));
+  await writeOutput(reportPath, renderFitReportHtml(result.report));
   io.stderr(`fit: wrote report ${reportPath}\n`);
-  await write(paramsPath, serializeParameterSet(result.parameterSet));
+  await writeOutput(paramsPath, serializeParameterSet(result.parameterSet));
   io.stderr(`fit: wrote parameter set ${paramsPath}\n`);
   io.stdout(summary(result.report, paramsPath, reportPath));
   return EXIT.OK;

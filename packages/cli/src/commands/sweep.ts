@@ -5,7 +5,6 @@
  * write the results as JSON and a self-contained HTML report. Grid search or
  * GP Bayesian optimisation; all logic is in @vantage/sim.
  */
-import { writeFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import {
   SEED001_GRID,
@@ -18,9 +17,9 @@ import {
   type KnobGrid,
   type SweepReport,
 } from '@vantage/sim';
-import { choice, parseOptions } from '../args';
+import { choice, parseOptions, writeOutput } from '../args';
 import type { Command } from '../command';
-import { EXIT, InputError, UsageError } from '../exit-codes';
+import { EXIT, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 import { ENGINE_OPTIONS, engineConfig, numOpt, readTrace } from './replay-sim';
 
@@ -71,14 +70,6 @@ function list(name: string, v: string | boolean | undefined, fallback: readonly 
   return parts;
 }
 
-async function write(path: string, text: string): Promise<void> {
-  try {
-    await writeFile(path, text);
-  } catch (err) {
-    const reason = (err as { code?: string } | null)?.code ?? (err instanceof Error ? err.message : String(err));
-    throw new InputError(`cannot write ${path}: ${reason}`, EXIT.INTERNAL);
-  }
-}
 
 function summary(r: SweepReport): string {
   const lines: string[] = [];
@@ -160,8 +151,8 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   });
   const jsonPath = values['out-json'];
   const htmlPath = values['out-html'];
-  if (typeof jsonPath === 'string') await write(jsonPath, sweepReportJson(report));
-  if (typeof htmlPath === 'string') await write(htmlPath, renderSweepReportHtml(report, `Router sweep: ${report.settings.tuneTrace}`));
+  if (typeof jsonPath === 'string') await writeOutput(jsonPath, sweepReportJson(report));
+  if (typeof htmlPath === 'string') await writeOutput(htmlPath, renderSweepReportHtml(report, `Router sweep: ${report.settings.tuneTrace}`));
   io.stdout(summary(report));
   return EXIT.OK;
 }
