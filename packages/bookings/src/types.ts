@@ -1,4 +1,4 @@
-import type { SequenceHash, WorkerId } from '@vantage/types';
+import type { WorkerId } from '@vantage/types';
 
 /** Why a booking ended. `expired` is also what `expire()` records for leaks. */
 export const RELEASE_REASONS = ['completed', 'cancelled', 'failed', 'expired'] as const;

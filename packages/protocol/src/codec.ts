@@ -77,12 +77,6 @@ function u64List(list: readonly string[], path: string): BigUint64Array {
   return out;
 }
 
-function u64Strings(list: BigUint64Array): string[] {
-  const out = new Array<string>(list.length);
-  for (let i = 0; i < list.length; i++) out[i] = list[i]!.toString(10);
-  return out;
-}
-
 const str = (v: bigint): string => v.toString(10);
 const orNull = <T>(v: T | undefined): T | null => (v === undefined ? null : v);
 
@@ -154,6 +148,13 @@ export function le64FromBase64(b64: string, path: string): BigUint64Array {
   return out;
 }
 
+/** A u64 list given in either form (the schema guarantees at most one), or null when absent. */
+function u64ListEither(decimal: readonly string[] | undefined, le64: string | undefined, path: string): BigUint64Array | null {
+  if (le64 !== undefined) return le64FromBase64(le64, `${path}Le64`);
+  if (decimal !== undefined) return u64List(decimal, path);
+  return null;
+}
+
 function promptToWire(p: PromptSpec): Record<string, unknown> {
   const lora = p.loraName === null ? {} : { loraName: p.loraName };
   return p.kind === 'local_hashes' ? { localHashesLe64: le64Base64(p.localHashes), ...lora } : { tokenIds: Array.from(p.tokenIds), ...lora };
@@ -161,8 +162,8 @@ function promptToWire(p: PromptSpec): Record<string, unknown> {
 
 function promptFromWire(w: W, path: string): PromptSpec {
   const loraName: string | null = w.loraName ?? null;
-  if (w.localHashesLe64 !== undefined) return { kind: 'local_hashes', localHashes: le64FromBase64(w.localHashesLe64, `${path}/localHashesLe64`), loraName };
-  if (w.localHashes !== undefined) return { kind: 'local_hashes', localHashes: u64List(w.localHashes, `${path}/localHashes`), loraName };
+  const local = u64ListEither(w.localHashes, w.localHashesLe64, `${path}/localHashes`);
+  if (local !== null) return { kind: 'local_hashes', localHashes: local, loraName };
   return { kind: 'token_ids', tokenIds: Uint32Array.from(w.tokenIds as number[]), loraName };
 }
 
@@ -401,7 +402,8 @@ export const routeReplyCodec: MessageCodec<RouteReply> = makeCodec(
 /**
  * `vantage.v1.bookings.{pool}` event:
  * `{ v: 1, requestId, sessionId, pool, workerId, dpRank, promptTokens, overlapBlocks,
- *    sequenceHashes?: [u64] | localHashes?: [u64], expectedOutputTokens?, prefillTokens?, atMs }`
+ *    sequenceHashes?: [u64] | sequenceHashesLe64?: base64 | localHashes?: [u64] | localHashesLe64?: base64,
+ *    expectedOutputTokens?, prefillTokens?, atMs }`
  */
 export const bookingEventCodec: MessageCodec<BookingEvent> = makeCodec(
   'booking-event.v1.json',
@@ -416,9 +418,9 @@ export const bookingEventCodec: MessageCodec<BookingEvent> = makeCodec(
     overlapBlocks: m.overlapBlocks,
     // Sequence hashes win when a caller filled both: the schema allows only one.
     ...(m.sequenceHashes !== null
-      ? { sequenceHashes: u64Strings(m.sequenceHashes) }
+      ? { sequenceHashesLe64: le64Base64(m.sequenceHashes) }
       : m.localHashes !== null
-        ? { localHashes: u64Strings(m.localHashes) }
+        ? { localHashesLe64: le64Base64(m.localHashes) }
         : {}),
     ...(m.expectedOutputTokens === null ? {} : { expectedOutputTokens: m.expectedOutputTokens }),
     ...(m.prefillTokens === null ? {} : { prefillTokens: m.prefillTokens }),
@@ -432,8 +434,8 @@ export const bookingEventCodec: MessageCodec<BookingEvent> = makeCodec(
     dpRank: w.dpRank,
     promptTokens: w.promptTokens,
     overlapBlocks: w.overlapBlocks,
-    sequenceHashes: w.sequenceHashes === undefined ? null : u64List(w.sequenceHashes, '/sequenceHashes'),
-    localHashes: w.localHashes === undefined ? null : u64List(w.localHashes, '/localHashes'),
+    sequenceHashes: u64ListEither(w.sequenceHashes, w.sequenceHashesLe64, '/sequenceHashes'),
+    localHashes: u64ListEither(w.localHashes, w.localHashesLe64, '/localHashes'),
     expectedOutputTokens: w.expectedOutputTokens ?? null,
     prefillTokens: orNull(w.prefillTokens),
     atMs: w.atMs,

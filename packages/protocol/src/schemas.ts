@@ -48,6 +48,13 @@ function obj(required: string[], properties: Record<string, Schema>, extra: Sche
   return { type: 'object', required, properties, ...extra };
 }
 
+/** A u64 list in its compact form: base64 of consecutive 8-byte little-endian integers. */
+const u64Le64: Schema = {
+  type: 'string',
+  maxLength: Math.ceil((MAX_HASHES * 8) / 3) * 4,
+  pattern: '^[A-Za-z0-9+/]*={0,2}$',
+};
+
 const prompt: Schema = obj(
   [],
   {
@@ -58,9 +65,7 @@ const prompt: Schema = obj(
       description: "Dynamo local block hashes (XXH3-64, seed 1337, LoRA-adjusted) of the prompt's full blocks, in order.",
     },
     localHashesLe64: {
-      type: 'string',
-      maxLength: Math.ceil((MAX_HASHES * 8) / 3) * 4,
-      pattern: '^[A-Za-z0-9+/]*={0,2}$',
+      ...u64Le64,
       description:
         'The same local block hashes, compactly: base64 of the u64 values as consecutive 8-byte little-endian integers. ' +
         'What encoders send by default on the request path (exact, about 3x smaller than decimal strings and parsed without BigInt arithmetic).',
@@ -262,12 +267,26 @@ const bookingEvent: Schema = obj(
     promptTokens: nonNegInt,
     overlapBlocks: { ...nonNegInt, description: 'Device overlap blocks on the chosen worker at booking time.' },
     sequenceHashes: { type: 'array', maxItems: MAX_HASHES, items: u64 },
+    sequenceHashesLe64: { ...u64Le64, description: 'sequenceHashes in the compact form (base64 of 8-byte little-endian u64s); what encoders send.' },
     localHashes: { type: 'array', maxItems: MAX_HASHES, items: u64, description: 'Alternative to sequenceHashes; the indexer chains them.' },
+    localHashesLe64: { ...u64Le64, description: 'localHashes in the compact form; what encoders send.' },
     expectedOutputTokens: nullableNonNegInt,
     prefillTokens: { ...nonNegInt, description: 'Uncached prefill tokens to track, when the booker computed them.' },
     atMs: epochMs,
   },
-  { not: { required: ['sequenceHashes', 'localHashes'] }, description: 'A reservation: at most one of sequenceHashes or localHashes.' },
+  {
+    not: {
+      anyOf: [
+        ['sequenceHashes', 'sequenceHashesLe64'],
+        ['sequenceHashes', 'localHashes'],
+        ['sequenceHashes', 'localHashesLe64'],
+        ['sequenceHashesLe64', 'localHashes'],
+        ['sequenceHashesLe64', 'localHashesLe64'],
+        ['localHashes', 'localHashesLe64'],
+      ].map((pair) => ({ required: pair })),
+    },
+    description: 'A reservation: at most one hash list (sequence or local hashes, decimal or compact).',
+  },
 );
 
 const lifecycleEvent: Schema = obj(

@@ -76,7 +76,15 @@ describe('u64 values stay exact', () => {
   it('writes worker ids and hashes at and above 2^63 as exact decimal strings', () => {
     const w = wire(bookingEventCodec, bookingEvent);
     expect(w.workerId).toBe('18446744073709551615');
-    expect(w.sequenceHashes).toEqual(['18446744073709551615', '9223372036854775813']);
+    // Hash lists go out compactly; read the base64 back as little-endian u64s by hand.
+    const seq = Buffer.from(w.sequenceHashesLe64 as string, 'base64');
+    expect([0, 1].map((i) => seq.readBigUInt64LE(i * 8).toString())).toEqual(['18446744073709551615', '9223372036854775813']);
+    expect(w.sequenceHashes).toBeUndefined();
+    // The decimal form of a booking's hashes stays accepted; two lists at once are refused.
+    const { sequenceHashesLe64: _drop, ...rest } = w;
+    const viaDecimal = bookingEventCodec.fromWire({ ...rest, sequenceHashes: ['18446744073709551615', '9223372036854775813'] });
+    expect(viaDecimal.ok && viaDecimal.value.sequenceHashes ? [...viaDecimal.value.sequenceHashes] : null).toEqual([2n ** 64n - 1n, 9223372036854775813n]);
+    expect(bookingEventCodec.fromWire({ ...w, localHashes: ['1'] }).ok).toBe(false);
     const o = wire(observeRequestCodec, observeRequest) as { prompt: { localHashesLe64: string } };
     // Independent check of the compact form: read the base64 bytes back as little-endian u64s by hand.
     const b = Buffer.from(o.prompt.localHashesLe64, 'base64');
@@ -97,7 +105,8 @@ describe('u64 values stay exact', () => {
 
   it('rejects a decimal above 2^64-1 with its own code and path', () => {
     const w = wire(bookingEventCodec, bookingEvent);
-    const r = rejected(bookingEventCodec.fromWire({ ...w, sequenceHashes: ['1', '18446744073709551616'] }));
+    const { sequenceHashesLe64: _compact, ...decimalOnly } = w;
+    const r = rejected(bookingEventCodec.fromWire({ ...decimalOnly, sequenceHashes: ['1', '18446744073709551616'] }));
     expect(r.code).toBe('u64_out_of_range');
     expect(r.reason).toContain('/sequenceHashes/1');
     expect(rejected(bookingEventCodec.fromWire({ ...w, workerId: '99999999999999999999' })).code).toBe('u64_out_of_range');

@@ -27,7 +27,7 @@ import { observeRequestCodec, observeSubject, workerRegistrationCodec, workersSu
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
 import { decodeObserve, encodeObserveReply } from '../src/messages';
-import { PoolState } from '../src/pool';
+import { PoolState } from '@vantage/observation';
 
 const BS = 64;
 const PROMPT_BLOCKS = 512; // 32k tokens
@@ -406,7 +406,7 @@ async function main(): Promise<void> {
   const text = new TextDecoder().decode(req);
   const strings = (JSON.parse(text) as { prompt: { localHashes: string[] } }).prompt.localHashes;
   const obs = state.observe(local, PROMPT_BLOCKS * BS, Date.now());
-  const meta = { requestId: null, nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null, snapshotTakenAtMs: null, queueDepth: 0 };
+  const meta = { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null };
   const prof = {
     decode_total_us: timeIt(2000, () => decodeObserve(req)),
     decode_json_parse_us: timeIt(2000, () => JSON.parse(new TextDecoder().decode(req))),

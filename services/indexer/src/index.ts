@@ -1,4 +1,3 @@
-export { PoolState, type PoolOptions, type PoolObservation, type WorkerObservation, type LoadReport } from './pool';
 export { startIndexer, handleObserve, INDEXER_VERSION, type IndexerHandle } from './service';
 export { indexerConfigSchema, type IndexerConfig, type PoolConfig } from './config';
 export { WriterQueue } from './queue';

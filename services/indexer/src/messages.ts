@@ -14,7 +14,7 @@ import {
   type WorkerObservation as WireWorker,
 } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
-import type { PoolObservation } from './pool';
+import type { PoolObservation } from '@vantage/observation';
 
 export { observeSubject, bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 
@@ -44,13 +44,11 @@ export function decodeObserve(data: Uint8Array): Decoded<ObserveQuery> {
   };
 }
 
+/** What the reply carries besides the observation itself. */
 export interface ReplyMeta {
-  readonly requestId: string | null;
   readonly nowMs: number;
   readonly queryDurationUs: number;
   readonly restoredAtMs: number | null;
-  readonly snapshotTakenAtMs: number | null;
-  readonly queueDepth: number;
 }
 
 const age = (now: number, t: number | null | undefined): number | null => (t === null || t === undefined ? null : Math.max(0, now - t));

@@ -34,7 +34,7 @@ import {
 } from '@vantage/wire';
 import type { PoolConfig } from './config';
 import type { IndexerMetrics } from './metrics';
-import { PoolState } from './pool';
+import { PoolState } from '@vantage/observation';
 import { WriterQueue } from './queue';
 import { decodeSnapshot, encodeSnapshot, type SnapshotHeader } from './snapshot';
 import {
@@ -73,7 +73,8 @@ export interface RunnerOptions {
 export class PoolRunner {
   state!: PoolState;
   readonly queue: WriterQueue<Item>;
-  readonly restoredAtMs: number | null = null;
+  /** When this process restored a snapshot (null: started empty). */
+  restoredAtMs: number | null = null;
   snapshotTakenAtMs: number | null = null;
   private readonly subs: Subscription[] = [];
   private jsMessages: ConsumerMessages | null = null;
@@ -235,7 +236,7 @@ export class PoolRunner {
       }
       this.state = mk(PrefixIndex.restore(snap.index));
       const pubs = this.state.adoptRestored(this.now());
-      (this as { restoredAtMs: number | null }).restoredAtMs = this.now();
+      this.restoredAtMs = this.now();
       this.snapshotTakenAtMs = snap.header.takenAtMs;
       for (const r of snap.header.registrations) {
         this.state.register(BigInt(r.workerId) as WorkerId, r.capacity, r.ttlMs, this.now());

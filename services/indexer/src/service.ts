@@ -33,14 +33,7 @@ export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs
   const now = Date.now();
   const obs = state.observe(local, r.promptTokens, now);
   const durationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
-  return encodeObserveReply(obs, {
-    requestId: r.requestId,
-    nowMs: now,
-    queryDurationUs: durationUs,
-    restoredAtMs: runner.restoredAtMs,
-    snapshotTakenAtMs: runner.snapshotTakenAtMs,
-    queueDepth: runner.queue.depth,
-  });
+  return encodeObserveReply(obs, { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs });
 }
 
 export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>): Promise<IndexerHandle> {

@@ -37,8 +37,8 @@ describe('observe reply encoding', () => {
     const p = scenario();
     const { local } = hashPrompt(Array.from({ length: 32 }, (_, i) => i * 3 + 1), BS);
     for (const meta of [
-      { requestId: 'x', nowMs: 1_000, queryDurationUs: 12.6, restoredAtMs: null, snapshotTakenAtMs: null, queueDepth: 0 },
-      { requestId: null, nowMs: 2_000, queryDurationUs: 0, restoredAtMs: 900, snapshotTakenAtMs: 800, queueDepth: 3 },
+      { nowMs: 1_000, queryDurationUs: 12.6, restoredAtMs: null },
+      { nowMs: 2_000, queryDurationUs: 0, restoredAtMs: 900 },
     ]) {
       const o = p.observe(local, 30, meta.nowMs);
       const fast = encodeObserveReply(o, meta);
