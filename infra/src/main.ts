@@ -163,9 +163,9 @@ async function main(argv: string[]): Promise<number> {
   log(`brokers ready: nats ${endpoints.natsUrl} (${readyMs.nats ?? 'external'} ms), kafka ${endpoints.kafkaBrokers} (${readyMs.kafka ?? 'external'} ms)`);
   if (stopping) return new Promise<never>(() => {});
 
-  // Each run is a fresh deployment: the simulated fleet starts with empty caches, so the indexers
-  // must not restore the previous run's snapshots (a restored index would claim blocks the new
-  // engines do not hold, and its unknown bookings make the decision service distrust R for minutes).
+  // Each run is a fresh deployment: the simulated fleet starts with empty caches under new worker
+  // ids, so a restored snapshot would only carry the previous run's workers until they expire, and
+  // the decision service rightly distrusts R for minutes after a restore (bookings unknown).
   await forgetSnapshots(endpoints.natsUrl);
   // The decision service starts with Stage's baseline; the job switches variants later.
   writeParameterSet(PARAMS_FILE, 'stage');

@@ -57,11 +57,16 @@ export type FleetPoolConfig = FleetConfig['fleet']['pools'][number];
 
 /**
  * Worker ids of a pool: the configured ones, or generated as
- * `(odd ? 2^63 : 0) | (poolIndex + 1) << 32 | (worker + 1)` — distinct across
+ * `(odd ? 2^63 : 0) | incarnation << 40 | (poolIndex + 1) << 32 | (worker + 1)` — distinct across
  * pools, readable in hex, and half of them past 2^63 so every consumer is
  * exercised on ids that a JS number or a signed i64 would get wrong.
+ *
+ * `incarnation` (16 bits) is drawn anew by every fleet start, as Dynamo gives every worker
+ * process a new instance id: a restarted engine starts again at event id 1 with an empty cache,
+ * and under its old id the index would rightly ignore those events as duplicates.
  */
-export function workerIdsFor(pool: FleetPoolConfig, poolIndex: number): WorkerId[] {
+export function workerIdsFor(pool: FleetPoolConfig, poolIndex: number, incarnation = 0): WorkerId[] {
+  if (!Number.isInteger(incarnation) || incarnation < 0 || incarnation > 0xffff) throw new RangeError(`incarnation must be a 16-bit integer, got ${incarnation}`);
   if (pool.workerIds.length > 0) {
     if (pool.workerIds.length !== pool.workers) {
       throw new VantageError('CONFIG_INVALID', `fleet pool ${pool.name}: ${pool.workerIds.length} workerIds for ${pool.workers} workers`);
@@ -72,17 +77,18 @@ export function workerIdsFor(pool: FleetPoolConfig, poolIndex: number): WorkerId
       return v as WorkerId;
     });
   }
-  return Array.from({ length: pool.workers }, (_, i) => (((i % 2 === 1 ? 1n : 0n) << 63n) | (BigInt(poolIndex + 1) << 32n) | BigInt(i + 1)) as WorkerId);
+  const inc = BigInt(incarnation) << 40n;
+  return Array.from({ length: pool.workers }, (_, i) => (((i % 2 === 1 ? 1n : 0n) << 63n) | inc | (BigInt(poolIndex + 1) << 32n) | BigInt(i + 1)) as WorkerId);
 }
 
 /** Every worker id in the fleet, refusing duplicates across pools. */
-export function allWorkerIds(cfg: FleetConfig['fleet']): WorkerId[][] {
+export function allWorkerIds(cfg: FleetConfig['fleet'], incarnation = 0): WorkerId[][] {
   const seen = new Set<bigint>();
   const names = new Set<string>();
   return cfg.pools.map((p, i) => {
     if (names.has(p.name)) throw new VantageError('CONFIG_INVALID', `fleet pool ${p.name} is configured twice`);
     names.add(p.name);
-    const ids = workerIdsFor(p, i);
+    const ids = workerIdsFor(p, i, incarnation);
     for (const id of ids) {
       if (seen.has(id)) throw new VantageError('CONFIG_INVALID', `worker id ${id} appears twice in the fleet`);
       seen.add(id);

@@ -18,6 +18,7 @@
  * with `shutting_down`, stop the clock, publish final load and deregister;
  * flush — wait for the server to have everything.
  */
+import { randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Msg, Subscription } from '@nats-io/transport-node';
 import { Counter, Gauge } from 'prom-client';
@@ -84,7 +85,8 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     },
   });
 
-  const idsByPool = allWorkerIds(cfg);
+  // A new incarnation per start: generated worker ids never repeat across restarts (see workerIdsFor).
+  const idsByPool = allWorkerIds(cfg, randomInt(0x10000));
   const workers: FleetWorker[] = [];
   const hashers = new Map<string, MooncakePromptHasher>();
   cfg.pools.forEach((pool, pi) => {

@@ -55,6 +55,13 @@ describe('worker ids', () => {
     expect(ids.every((x) => x > 0n && x < 1n << 64n)).toBe(true);
   });
 
+  it('differ between incarnations, so a restarted fleet never reuses an id', () => {
+    const a = allWorkerIds(fleet([pool('a', 4), pool('b', 4)]), 1).flat();
+    const b = allWorkerIds(fleet([pool('a', 4), pool('b', 4)]), 2).flat();
+    expect(a.filter((x) => b.includes(x))).toEqual([]);
+    expect(() => allWorkerIds(fleet([pool('a', 1)]), 0x10000)).toThrow(RangeError);
+  });
+
   it('can be configured, and duplicates are refused', () => {
     expect(allWorkerIds(fleet([pool('a', 1, ['18446744073709551615'])]))[0]).toEqual([18446744073709551615n]);
     expect(() => allWorkerIds(fleet([pool('a', 1, ['5']), pool('b', 1, ['5'])]))).toThrow(/twice/);
