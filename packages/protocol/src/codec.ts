@@ -173,7 +173,7 @@ const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingM
 
 /**
  * `vantage.v1.observe.{pool}` request:
- * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens }`
+ * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens, workers?: 'all'|'choice' }`
  */
 export const observeRequestCodec: MessageCodec<ObserveRequest> = makeCodec(
   'observe-request.v1.json',
@@ -182,8 +182,9 @@ export const observeRequestCodec: MessageCodec<ObserveRequest> = makeCodec(
     ...(m.requestId === null ? {} : { requestId: m.requestId }),
     prompt: promptToWire(m.prompt),
     promptTokens: m.promptTokens,
+    ...(m.workers === undefined || m.workers === 'all' ? {} : { workers: m.workers }),
   }),
-  (w) => ({ requestId: w.requestId ?? null, prompt: promptFromWire(w.prompt, '/prompt'), promptTokens: w.promptTokens }),
+  (w) => ({ requestId: w.requestId ?? null, prompt: promptFromWire(w.prompt, '/prompt'), promptTokens: w.promptTokens, workers: w.workers ?? 'all' }),
 );
 
 function workerToWire(o: WorkerObservation): Record<string, unknown> {

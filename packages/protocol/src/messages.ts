@@ -22,6 +22,8 @@ export interface ObserveRequest {
   readonly prompt: PromptSpec;
   /** N: input tokens after chat template and tokenizer. */
   readonly promptTokens: number;
+  /** Which workers the reply lists: all of the pool (default) or only Dynamo's choice. */
+  readonly workers?: 'all' | 'choice';
 }
 
 /** How old each fact about a worker is, in ms, relative to the reply's `atMs`. */

@@ -153,6 +153,12 @@ const observeRequest: Schema = obj(['v', 'prompt', 'promptTokens'], {
   requestId: { ...requestId, description: 'Present when the query is for a real request (diagnostics, tracing).' },
   prompt,
   promptTokens: { ...nonNegInt, description: 'N: input tokens after chat template and tokenizer.' },
+  workers: {
+    enum: ['all', 'choice'],
+    description:
+      "Which workers the reply lists: every (worker, dp rank) of the pool (default), or only the one Dynamo's cost would choose " +
+      '(for callers such as the decision service that read only that one; saves encoding and parsing the rest).',
+  },
 });
 
 const observeReply: Schema = obj(['v', 'pool', 'blockSize', 'queryDurationUs', 'atMs', 'workers', 'pending', 'dynamoChoice'], {

@@ -29,12 +29,14 @@ export const observeRequest: ObserveRequest = {
   requestId: 'req-1',
   prompt: { kind: 'local_hashes', localHashes: BigUint64Array.from([U64_TOP, U64_2_63, 0n, 12345n]), loraName: null },
   promptTokens: 300,
+  workers: 'all',
 };
 
 export const observeRequestTokens: ObserveRequest = {
   requestId: null,
   prompt: { kind: 'token_ids', tokenIds: Uint32Array.from([0, 1, 0xffff_ffff]), loraName: 'adapter-a' },
   promptTokens: 3,
+  workers: 'all',
 };
 
 export const observeReply: ObserveReply = {
@@ -203,6 +205,7 @@ export const deregistration: WorkerRegistration = { kind: 'deregister', pool: 'c
 export const CASES: ReadonlyArray<readonly [string, MessageCodec<never>, unknown]> = [
   ['observe request (local hashes)', observeRequestCodec as MessageCodec<never>, observeRequest],
   ['observe request (token ids)', observeRequestCodec as MessageCodec<never>, observeRequestTokens],
+  ['observe request (only Dynamo\'s choice)', observeRequestCodec as MessageCodec<never>, { ...observeRequest, workers: 'choice' }],
   ['observe reply', observeReplyCodec as MessageCodec<never>, observeReply],
   ['observe reply (empty)', observeReplyCodec as MessageCodec<never>, { ...observeReply, workers: [], pending: null, dynamoChoice: null, snapshotRestoredAtMs: null }],
   ['route request', routeRequestCodec as MessageCodec<never>, routeRequest],

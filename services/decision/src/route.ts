@@ -196,6 +196,8 @@ export class Router {
       // Always local hashes: token ids were hashed once above (the booking needs them too), and hashes are ~6x smaller on the wire.
       prompt: { kind: 'local_hashes', localHashes: p.localHashes, loraName: null },
       promptTokens: p.target.promptTokens,
+      // The rule reads only the worker Dynamo would choose; the indexer then encodes just that one.
+      workers: 'choice',
     });
     let result: ProbeResult;
     try {

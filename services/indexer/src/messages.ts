@@ -26,6 +26,7 @@ export interface ObserveQuery {
   readonly tokenIds: Uint32Array | null;
   readonly loraName: string | null;
   readonly promptTokens: number;
+  readonly workers: 'all' | 'choice';
 }
 
 export function decodeObserve(data: Uint8Array): Decoded<ObserveQuery> {
@@ -40,6 +41,7 @@ export function decodeObserve(data: Uint8Array): Decoded<ObserveQuery> {
       tokenIds: p.kind === 'token_ids' ? p.tokenIds : null,
       loraName: p.loraName,
       promptTokens: r.value.promptTokens,
+      workers: r.value.workers ?? 'all',
     },
   };
 }
@@ -49,6 +51,8 @@ export interface ReplyMeta {
   readonly nowMs: number;
   readonly queryDurationUs: number;
   readonly restoredAtMs: number | null;
+  /** `choice`: list only the worker Dynamo's cost chose (pending work and the choice are still reported). */
+  readonly workers?: 'all' | 'choice';
 }
 
 const age = (now: number, t: number | null | undefined): number | null => (t === null || t === undefined ? null : Math.max(0, now - t));
@@ -63,13 +67,16 @@ const age = (now: number, t: number | null | undefined): number | null => (t ===
 export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Array {
   const now = meta.nowMs;
   let out = `{"v":1,"pool":${JSON.stringify(o.pool)},"blockSize":${o.blockSize},"queryDurationUs":${Math.round(meta.queryDurationUs)},"atMs":${now},"workers":[`;
+  const only = meta.workers === 'choice' ? o.chosenIndex : -2;
+  let written = 0;
   for (let i = 0; i < o.workers.length; i++) {
+    if (only !== -2 && i !== only) continue;
     const w = o.workers[i]!;
     const m = w.match;
     const l = w.load;
     const r = w.report;
     const cost = o.costs[i];
-    if (i > 0) out += ',';
+    if (written++ > 0) out += ',';
     out +=
       `{"workerId":"${w.workerId}","dpRank":${w.dpRank},"schedulable":${w.schedulable === true},` +
       `"deviceOverlapBlocks":${m ? m.deviceBlocks : 0},"K":${m ? m.deviceTokens : 0},` +
@@ -101,7 +108,8 @@ const num = (v: number | null): string => (v === null || !Number.isFinite(v) ? '
 /** The same reply through the protocol codec (reference for the fast encoder; also used in tests). */
 export function encodeObserveReplyViaCodec(o: PoolObservation, meta: ReplyMeta): Uint8Array {
   const now = meta.nowMs;
-  const workers: WireWorker[] = o.workers.map((w, i) => {
+  const listed = o.workers.map((w, i) => ({ w, i })).filter(({ i }) => meta.workers !== 'choice' || i === o.chosenIndex);
+  const workers: WireWorker[] = listed.map(({ w, i }) => {
     const m = w.match;
     const c = o.costs[i];
     return {

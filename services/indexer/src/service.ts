@@ -33,7 +33,7 @@ export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs
   const now = Date.now();
   const obs = state.observe(local, r.promptTokens, now);
   const durationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
-  return encodeObserveReply(obs, { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs });
+  return encodeObserveReply(obs, { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs, workers: r.workers });
 }
 
 export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>): Promise<IndexerHandle> {

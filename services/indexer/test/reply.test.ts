@@ -39,6 +39,7 @@ describe('observe reply encoding', () => {
     for (const meta of [
       { nowMs: 1_000, queryDurationUs: 12.6, restoredAtMs: null },
       { nowMs: 2_000, queryDurationUs: 0, restoredAtMs: 900 },
+      { nowMs: 3_000, queryDurationUs: 4, restoredAtMs: null, workers: 'choice' as const },
     ]) {
       const o = p.observe(local, 30, meta.nowMs);
       const fast = encodeObserveReply(o, meta);
@@ -48,10 +49,17 @@ describe('observe reply encoding', () => {
       expect(decoded.ok).toBe(true);
       if (decoded.ok) {
         // u64 worker ids survive exactly; suspect, capacity and load facts are where they belong.
+        const choice = decoded.value.dynamoChoice;
+        expect(choice).not.toBeNull();
+        if (meta.workers === 'choice') {
+          // Only Dynamo's choice is listed, and it is the full record of that worker.
+          expect(decoded.value.workers.map((w) => [w.workerId, w.dpRank])).toEqual([[choice!.workerId, choice!.dpRank]]);
+          continue;
+        }
+        expect(decoded.value.workers).toHaveLength(o.workers.length);
         expect(decoded.value.workers.map((w) => w.workerId)).toContain(2n ** 64n - 1n);
         expect(decoded.value.workers.find((w) => w.workerId === 5n)?.suspect?.reason).toBe('event_gap');
         expect(decoded.value.workers.find((w) => w.workerId === 2n ** 64n - 1n && w.dpRank === 0)?.R).toBe(1);
-        expect(decoded.value.dynamoChoice).not.toBeNull();
       }
     }
   });
