@@ -93,6 +93,18 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
     if (processMatches(p, spec.marker)) return p;
     return undefined;
   };
+  /** SIGKILL the process group (the JVM's helpers too), or the process alone; it may already be gone. */
+  const hardKill = async (p: number): Promise<void> => {
+    for (const target of [-p, p]) {
+      try {
+        process.kill(target, 'SIGKILL');
+        break;
+      } catch {
+        /* no such group or process: try the next, or it has exited already */
+      }
+    }
+    await waitGone(p, 5_000);
+  };
   const waitGone = async (p: number, ms: number): Promise<boolean> => {
     const end = Date.now() + ms;
     while (Date.now() < end) {
@@ -158,26 +170,14 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
       } catch {
         /* raced with exit */
       }
-      if (!(await waitGone(p, graceMs))) {
-        try {
-          process.kill(-p, 'SIGKILL');
-        } catch {
-          process.kill(p, 'SIGKILL');
-        }
-        await waitGone(p, 5_000);
-      }
+      if (!(await waitGone(p, graceMs))) await hardKill(p);
       attached.delete(p);
       if (existsSync(pidFile)) rmSync(pidFile);
     },
     async kill9(): Promise<void> {
       const p = pid();
       if (p === undefined) return;
-      try {
-        process.kill(-p, 'SIGKILL');
-      } catch {
-        process.kill(p, 'SIGKILL');
-      }
-      await waitGone(p, 5_000);
+      await hardKill(p);
       attached.delete(p);
     },
   };
