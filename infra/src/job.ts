@@ -86,11 +86,31 @@ export async function runJob(ctx: JobContext): Promise<void> {
     return readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).length;
   };
 
-  // Warm-up: a few sessions so both variants start with the shared system prompt cached.
+  /** Read the outcome topic from `since` into `file` until it holds `expected` records (or time runs out). */
+  const waitForOutcomes = async (since: string, expected: number, file: string, what: string): Promise<number> => {
+    let got = 0;
+    const deadline = Date.now() + 90_000;
+    while (Date.now() < deadline) {
+      await runNode(
+        ['packages/cli/src/main.ts', 'replay', '--brokers', ctx.kafkaBrokers, '--topic', 'vantage.outcomes.v1', '--since', since, '--format', 'jsonl', '--out', file],
+        log,
+        'replay',
+      );
+      got = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).length : 0;
+      if (got >= expected) break;
+      log(`${got}/${expected} ${what} outcome records in Kafka so far`);
+      await new Promise((r) => setTimeout(r, 5_000));
+    }
+    return got;
+  };
+
+  // Warm-up: a few sessions so both variants start with the shared system prompt cached. Its
+  // records are read back first, so that everything after `since` belongs to the evaluation
+  // (the broker also keeps earlier runs' topics).
   log('warm-up: 2 sessions (not evaluated)');
-  await loadgen('warmup', 1000, '2', join(OUT_DIR, 'requests-warmup.jsonl'));
-  // Only this run's evaluated records: the broker keeps earlier runs' topics and the warm-up's.
-  await new Promise((r) => setTimeout(r, 12_000)); // the warm-up's outcomes are written within the join window
+  const warmSince = new Date(Date.now() - 1_000).toISOString();
+  const warmed = await loadgen('warmup', 1000, '2', join(OUT_DIR, 'requests-warmup.jsonl'));
+  await waitForOutcomes(warmSince, warmed, join(OUT_DIR, 'outcomes-warmup.jsonl'), 'warm-up');
   const since = new Date(Date.now()).toISOString();
 
   // Stage's baseline, then the request-count rule, on fresh sessions drawn from the same generator
@@ -109,19 +129,7 @@ export async function runJob(ctx: JobContext): Promise<void> {
 
   // The outcome service writes a record when its lifecycle ends (or its join window passes).
   log('waiting for the outcome service to write every record to Kafka');
-  let got = 0;
-  const deadline = Date.now() + 90_000;
-  while (Date.now() < deadline) {
-    await runNode(
-      ['packages/cli/src/main.ts', 'replay', '--brokers', ctx.kafkaBrokers, '--topic', 'vantage.outcomes.v1', '--since', since, '--format', 'jsonl', '--out', outcomes],
-      log,
-      'replay',
-    );
-    got = existsSync(outcomes) ? readFileSync(outcomes, 'utf8').split('\n').filter((l) => l.trim()).length : 0;
-    if (got >= expected) break;
-    log(`${got}/${expected} outcome records in Kafka so far`);
-    await new Promise((r) => setTimeout(r, 5_000));
-  }
+  const got = await waitForOutcomes(since, expected, outcomes, 'evaluation');
   log(`${got} outcome records read back from Kafka into ${outcomes}`);
 
   await runNode(['packages/cli/src/main.ts', 'evaluate', '--input', outcomes, '--out', report, '--json', join(OUT_DIR, 'analysis.json'), '--bootstrap', '1000'], log, 'report');
