@@ -47,37 +47,28 @@ export interface ProbeTarget {
   readonly promptTokens: number;
 }
 
-const utf8 = new TextDecoder();
-
 /**
- * Decode an observe reply, keeping only the chosen worker. The indexer answers
- * with every (worker, rank) of the pool; the decision reads one of them. The
- * reply is parsed once and then validated by the protocol codec with the other
- * workers left out: the schema check then costs O(1) workers instead of O(pool)
- * (64 workers: ~5x less decode time), and nothing that is not validated is read.
+ * Decode an observe reply and find the chosen worker in it. The decision service asks for
+ * `workers: 'choice'`, so the reply lists only that one; a reply listing more (an indexer that
+ * ignores the option) is still read correctly, and `reply.workers` keeps only the chosen one.
+ * Decoding goes through @vantage/protocol's codec, which owns the reply's encoding.
  */
 export function decodeObserveReply(data: Uint8Array): { ok: true; reply: ObserveReply; worker: WorkerObservation | null } | { ok: false; code: string; reason: string } {
-  let json: unknown;
-  try {
-    json = JSON.parse(utf8.decode(data));
-  } catch (e) {
-    return { ok: false, code: 'malformed_json', reason: e instanceof Error ? e.message : String(e) };
-  }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) return { ok: false, code: 'schema_violation', reason: '/: must be an object' };
-  const o = json as { workers?: unknown; dynamoChoice?: { workerId?: unknown; dpRank?: unknown } | null };
-  let chosen: unknown[] = [];
-  const dc = o.dynamoChoice;
-  if (dc !== null && typeof dc === 'object' && Array.isArray(o.workers)) {
-    for (const w of o.workers as { workerId?: unknown; dpRank?: unknown }[]) {
-      if (w !== null && typeof w === 'object' && w.workerId === dc.workerId && w.dpRank === dc.dpRank) {
-        chosen = [w];
+  const r = observeReplyCodec.decode(data);
+  if (!r.ok) return r;
+  const reply = r.value;
+  const dc = reply.dynamoChoice;
+  let worker: WorkerObservation | null = null;
+  if (dc !== null) {
+    for (const w of reply.workers) {
+      if (w.workerId === dc.workerId && w.dpRank === dc.dpRank) {
+        worker = w;
         break;
       }
     }
   }
-  const r = observeReplyCodec.fromWire({ ...o, workers: chosen });
-  if (!r.ok) return r;
-  return { ok: true, reply: r.value, worker: r.value.workers[0] ?? null };
+  if (reply.workers.length === (worker === null ? 0 : 1)) return { ok: true, reply, worker };
+  return { ok: true, reply: { ...reply, workers: worker === null ? [] : [worker] }, worker };
 }
 
 export function failedProbe(e: VantageError, rttUs: number): ProbeResult {

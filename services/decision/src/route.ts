@@ -11,12 +11,9 @@
 import { randomUUID } from 'node:crypto';
 import { localBlockHashes } from '@vantage/hashing';
 import {
-  bookingEventCodec,
   bookingsSubject,
-  observeRequestCodec,
   observeSubject,
   routeReplyCodec,
-  routeRequestCodec,
   type Predictions,
   type RouteCandidate,
   type RouteReply,
@@ -31,6 +28,8 @@ import type { InFlight } from './inflight';
 import type { DecisionMetrics } from './metrics';
 import { decodeObserveReply, failedProbe, toCandidateReport, toRecordObservation, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
 import type { RecordPublisher } from './publisher';
+import { decodeRouteRequest } from './request';
+import { encodeBooking, encodeObserveQuery, le64Base64 } from './wire';
 import { RECORD_REASON, RECORD_VARIANT, replyReason } from './vocabulary';
 
 export interface RouterDeps {
@@ -53,6 +52,10 @@ const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 interface Prepared {
   readonly target: ProbeTarget;
   readonly localHashes: BigUint64Array;
+  /** The same hashes as base64 of little-endian u64s, as the observe query and the booking carry them. */
+  readonly localHashesLe64: string;
+  /** The request's token ids, when it sent them (to recognise the other candidate's identical prompt). */
+  readonly tokenIds: Uint32Array | null;
   readonly loraName: string | null;
 }
 
@@ -64,10 +67,12 @@ export class Router {
     const t0 = hrUs();
     const receivedAtMs = Date.now();
     const params = this.d.params(); // once per request: a reload never changes a decision in flight
-    const decoded = routeRequestCodec.decode(data);
+    const decoded = decodeRouteRequest(data);
     if (!decoded.ok) throw new VantageError('BAD_REQUEST', `route: ${decoded.code}: ${decoded.reason}`, { details: { code: decoded.code } });
-    const req = decoded.value;
-    const prepared = { efficient: this.prepare('efficient', req.candidates.efficient), capable: this.prepare('capable', req.candidates.capable) };
+    const req = decoded.value.req;
+    const efficient = this.prepare('efficient', req.candidates.efficient, decoded.value.le64.efficient, null);
+    // Both candidates often carry the same tokens: hash them once when the block size and LoRA agree too.
+    const prepared = { efficient, capable: this.prepare('capable', req.candidates.capable, decoded.value.le64.capable, efficient) };
 
     // The Stage baseline makes no extra probes (seed 000): only the proposed model's pool is asked, which
     // is the query Dynamo's own routing makes anyway, to know which worker to reserve.
@@ -101,7 +106,7 @@ export class Router {
     if (placement !== null && worker !== null) {
       this.d.nc.publish(
         bookingsSubject(chosen.target.pool),
-        bookingEventCodec.encode({
+        encodeBooking({
           requestId: req.requestId,
           sessionId: req.sessionId,
           pool: chosen.target.pool,
@@ -110,8 +115,7 @@ export class Router {
           promptTokens: chosen.target.promptTokens,
           overlapBlocks: worker.deviceOverlapBlocks,
           // Local hashes: the indexer derives the sequence hashes it needs on its side.
-          sequenceHashes: null,
-          localHashes: chosen.localHashes,
+          localHashesLe64: chosen.localHashesLe64,
           expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
           prefillTokens: worker.effectivePrefillTokens,
           atMs: nowMs,
@@ -169,18 +173,27 @@ export class Router {
     return bytes;
   }
 
-  private prepare(role: Role, c: RouteCandidate): Prepared {
+  private prepare(role: Role, c: RouteCandidate, le64: string | null, other: Prepared | null): Prepared {
     const conf = this.d.cfg.pools[role];
     if (c.pool !== null && c.pool !== conf.pool) {
       throw new VantageError('BAD_REQUEST', `route: ${role} candidate names pool "${c.pool}", this decision service serves "${conf.pool}" for ${role}`, {
         details: { role, pool: c.pool },
       });
     }
-    const localHashes = c.prompt.kind === 'local_hashes' ? c.prompt.localHashes : localBlockHashes(c.prompt.tokenIds, conf.blockSize, c.prompt.loraName);
+    const p = c.prompt;
+    let localHashes: BigUint64Array;
+    let localHashesLe64: string | null = le64;
+    if (p.kind === 'local_hashes') localHashes = p.localHashes;
+    else if (other !== null && other.tokenIds === p.tokenIds && other.target.blockSize === conf.blockSize && other.loraName === p.loraName) {
+      localHashes = other.localHashes;
+      localHashesLe64 = other.localHashesLe64;
+    } else localHashes = localBlockHashes(p.tokenIds, conf.blockSize, p.loraName);
     return {
       target: { role, model: c.model, pool: conf.pool, blockSize: conf.blockSize, promptTokens: c.promptTokens },
       localHashes,
-      loraName: c.prompt.loraName,
+      localHashesLe64: localHashesLe64 ?? le64Base64(localHashes),
+      tokenIds: p.kind === 'token_ids' ? p.tokenIds : null,
+      loraName: p.loraName,
     };
   }
 
@@ -191,14 +204,9 @@ export class Router {
       this.d.metrics.indexerUnavailable.inc({ pool, status: 'timeout' });
       return { kind: 'failed', status: 'timeout', code: 'DEADLINE_EXCEEDED', reason: 'no time budget left for the observe query', rttUs: 0 };
     }
-    const body = observeRequestCodec.encode({
-      requestId: req.requestId,
-      // Always local hashes: token ids were hashed once above (the booking needs them too), and hashes are ~6x smaller on the wire.
-      prompt: { kind: 'local_hashes', localHashes: p.localHashes, loraName: null },
-      promptTokens: p.target.promptTokens,
-      // The rule reads only the worker Dynamo would choose; the indexer then encodes just that one.
-      workers: 'choice',
-    });
+    // Always local hashes (token ids were hashed once above; the booking needs them too, and hashes are ~6x smaller
+    // on the wire), and only the worker Dynamo would choose: the rule reads that one, so the indexer encodes just it.
+    const body = encodeObserveQuery(req.requestId, p.localHashesLe64, p.target.promptTokens);
     let result: ProbeResult;
     try {
       const msg = await request(this.d.nc, observeSubject(pool), body, { timeoutMs: budgetMs });

@@ -1,0 +1,170 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { routeRequestCodec, type RouteRequest } from '@vantage/protocol';
+import { decodeRouteRequest } from '../src/request';
+
+const enc = new TextEncoder();
+const tokens = (n: number, seed = 1): Uint32Array => {
+  const t = new Uint32Array(n);
+  let x = seed;
+  for (let i = 0; i < n; i++) {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    t[i] = i % 17 === 0 ? 0xffff_ffff : x;
+  }
+  return t;
+};
+const hashes = (n: number, seed = 3n): BigUint64Array => {
+  const h = new BigUint64Array(n);
+  for (let i = 0; i < n; i++) h[i] = (BigInt(i) * 0x9e3779b97f4a7c15n + seed) & 0xffff_ffff_ffff_ffffn;
+  return h;
+};
+
+function req(over: Partial<RouteRequest> = {}): RouteRequest {
+  return {
+    requestId: 'r-1',
+    sessionId: 's-1',
+    stageProposal: 'efficient',
+    candidates: {
+      efficient: { model: 'm-8b', pool: 'eff', prompt: { kind: 'token_ids', tokenIds: tokens(300), loraName: null }, promptTokens: 300 },
+      capable: { model: 'm-70b', pool: null, prompt: { kind: 'local_hashes', localHashes: hashes(18), loraName: 'lora-a' }, promptTokens: 300 },
+    },
+    deadlineMs: 20,
+    ...over,
+  };
+}
+
+/** The fast decoder must agree with the codec: same value when accepted, same code when rejected. */
+function agrees(bytes: Uint8Array | string): void {
+  const data = typeof bytes === 'string' ? enc.encode(bytes) : bytes;
+  const want = routeRequestCodec.decode(data);
+  const got = decodeRouteRequest(data);
+  if (want.ok) {
+    expect(got.ok).toBe(true);
+    if (got.ok) expect(got.value.req).toEqual(want.value);
+  } else {
+    expect(got).toEqual(want);
+  }
+}
+
+const wire = (r: RouteRequest): Record<string, any> => routeRequestCodec.toWire(r) as Record<string, any>;
+
+describe('route request decoder', () => {
+  it('decodes token ids and base64 hashes exactly, and keeps the canonical base64', () => {
+    const r = req();
+    const data = routeRequestCodec.encode(r);
+    const got = decodeRouteRequest(data);
+    expect(got.ok).toBe(true);
+    if (!got.ok) return;
+    expect(got.value.req).toEqual(routeRequestCodec.decode(data).ok && r);
+    expect(got.value.le64.efficient).toBeNull();
+    expect(got.value.le64.capable).toBe(Buffer.from(hashes(18).buffer).toString('base64'));
+  });
+
+  it('parses identical token arrays once (same values for both candidates)', () => {
+    const t = tokens(1000, 9);
+    const r = req({
+      candidates: {
+        efficient: { model: 'a', pool: null, prompt: { kind: 'token_ids', tokenIds: t, loraName: null }, promptTokens: 1000 },
+        capable: { model: 'b', pool: null, prompt: { kind: 'token_ids', tokenIds: t, loraName: null }, promptTokens: 1000 },
+      },
+    });
+    const got = decodeRouteRequest(routeRequestCodec.encode(r));
+    expect(got.ok && got.value.req).toEqual(r);
+    if (got.ok) expect(got.value.req.candidates.efficient.prompt).toMatchObject({ tokenIds: t });
+  });
+
+  it('agrees with the codec on hand-written edge cases', () => {
+    const base = wire(req());
+    const text = JSON.stringify(base);
+    const cases: string[] = [
+      text,
+      // whitespace everywhere the grammar allows it
+      JSON.stringify(base, null, 2),
+      text.replace('"tokenIds":[', '"tokenIds" :\n [ '),
+      // empty token array, single zero, max u32
+      JSON.stringify({ ...base, candidates: { ...base['candidates'], efficient: { ...base['candidates'].efficient, prompt: { tokenIds: [] } } } }),
+      JSON.stringify({ ...base, candidates: { ...base['candidates'], efficient: { ...base['candidates'].efficient, prompt: { tokenIds: [0, 4294967295] } } } }),
+      // numbers the scanner leaves to the codec: over u32, negative, fraction, exponent, leading zero
+      text.replace('"tokenIds":[', '"tokenIds":[4294967296,'),
+      text.replace('"tokenIds":[', '"tokenIds":[-1,'),
+      text.replace('"tokenIds":[', '"tokenIds":[1.0,'),
+      text.replace('"tokenIds":[', '"tokenIds":[1e3,'),
+      text.replace('"tokenIds":[', '"tokenIds":[01,'),
+      text.replace('"tokenIds":[', '"tokenIds":[12345678901,'),
+      text.replace('"tokenIds":[', '"tokenIds":["1",'),
+      text.replace('"tokenIds":[', '"tokenIds":[[1],'),
+      text.replace('"tokenIds":[', '"tokenIds":[1,,'),
+      text.replace(/\]/, ',]'),
+      // a truncated array, a truncated message
+      text.slice(0, text.indexOf('"tokenIds":[') + 40),
+      text.slice(0, -1),
+      // the key spelled with an escape, a string value named like the key, the key inside a string
+      text.replace('"tokenIds"', '"tok\\u0065nIds"'),
+      text.replace('"model":"m-8b"', '"model":"tokenIds"'),
+      text.replace('"model":"m-8b"', '"model":"x\\"tokenIds\\":[1,2]"'),
+      text.replace('"model":"m-8b"', '"model":"x \\"tokenIds\\":[1,2]"'),
+      text.replace('"model":"m-8b"', '"model":"é \\"tokenIds\\":[1,2]"'),
+      // tokenIds elsewhere (unknown members are allowed), and twice in one prompt (the last wins)
+      text.replace('"requestId":', '"extra":{"tokenIds":[7,8]},"requestId":'),
+      text.replace('"tokenIds":[', '"tokenIds":[5,6],"tokenIds":['),
+      // tokenIds not an array; both prompt forms at once
+      text.replace(/"tokenIds":\[[^\]]*\]/, '"tokenIds":"abc"'),
+      text.replace('"tokenIds":[', `"localHashesLe64":"${Buffer.alloc(8).toString('base64')}","tokenIds":[`),
+      // base64: without padding, bad characters, not whole u64s, whitespace
+      text.replace(/("localHashesLe64":"[^"]*?)=*"/, '$1"'),
+      text.replace('"localHashesLe64":"', '"localHashesLe64":"-_'),
+      text.replace('"localHashesLe64":"', '"localHashesLe64":"AAAA'),
+      text.replace('"localHashesLe64":"', '"localHashesLe64":" '),
+      text.replace(/"localHashesLe64":"[^"]*"/, '"localHashesLe64":""'),
+      text.replace(/"localHashesLe64":"[^"]*"/, '"localHashesLe64":"AAAAAAAAAAE="'),
+      // decimal hashes still work
+      JSON.stringify({ ...base, candidates: { ...base['candidates'], capable: { ...base['candidates'].capable, prompt: { localHashes: ['1', '18446744073709551615'] } } } }),
+      JSON.stringify({ ...base, candidates: { ...base['candidates'], capable: { ...base['candidates'].capable, prompt: { localHashes: ['18446744073709551616'] } } } }),
+      // schema violations elsewhere, wrong version, not JSON, not an object
+      text.replace('"stageProposal":"efficient"', '"stageProposal":"other"'),
+      text.replace('"v":1', '"v":2'),
+      'nope',
+      '[]',
+      'null',
+      '{}',
+      '{"candidates":null}',
+    ];
+    for (const c of cases) agrees(c);
+    // invalid UTF-8
+    const bad = enc.encode(text);
+    bad[bad.length - 3] = 0xff;
+    agrees(bad);
+    // over the size bound
+    expect(decodeRouteRequest(enc.encode(text), 10)).toEqual(routeRequestCodec.decode(enc.encode(text), 10));
+  });
+
+  it('agrees with the codec on generated requests and their corruptions', () => {
+    const prompt = fc.oneof(
+      fc.array(fc.integer({ min: 0, max: 0xffff_ffff }), { maxLength: 200 }).map((t) => ({ kind: 'token_ids' as const, tokenIds: Uint32Array.from(t), loraName: null })),
+      fc.array(fc.bigUint({ max: (1n << 64n) - 1n }), { maxLength: 40 }).map((h) => ({ kind: 'local_hashes' as const, localHashes: BigUint64Array.from(h), loraName: null })),
+    );
+    const request = fc.record({
+      requestId: fc.string({ minLength: 1, maxLength: 20 }),
+      sessionId: fc.string({ minLength: 1, maxLength: 20 }),
+      stageProposal: fc.constantFrom('efficient' as const, 'capable' as const),
+      candidates: fc.record({
+        efficient: fc.record({ model: fc.string({ minLength: 1, maxLength: 8 }), pool: fc.constant(null), prompt, promptTokens: fc.nat() }),
+        capable: fc.record({ model: fc.string({ minLength: 1, maxLength: 8 }), pool: fc.constant(null), prompt, promptTokens: fc.nat() }),
+      }),
+      deadlineMs: fc.option(fc.nat()),
+    });
+    fc.assert(
+      fc.property(request, fc.nat(), fc.integer({ min: 0, max: 255 }), fc.boolean(), (r, at, byte, corrupt) => {
+        const data = routeRequestCodec.encode(r);
+        if (corrupt && data.length > 0) {
+          const d = data.slice();
+          d[at % d.length] = byte;
+          agrees(d);
+        } else {
+          agrees(data);
+        }
+      }),
+      { seed: 5, numRuns: 2000 },
+    );
+  });
+});
