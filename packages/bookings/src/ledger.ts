@@ -1,4 +1,5 @@
 import { isU64, type WorkerId } from '@vantage/types';
+import { BlockRefs, halves } from './block-refs';
 import { RecentIds } from './recent-ids';
 import {
   RELEASE_REASONS,
@@ -61,7 +62,7 @@ class RankState {
   trackedPrefillTokens = 0;
   expectedOutputTokens = 0;
   /** Sequence hash → number of live bookings on this rank that contain it (seed 002's active-block map). */
-  readonly blockRefs = new Map<bigint, number>();
+  readonly blockRefs = new BlockRefs();
   readonly bookings = new Set<BookingRecord>();
   lastChangeMs: number | null = null;
 
@@ -315,11 +316,8 @@ export class BookingLedger {
     }
     if (record.expectedOutputTokens !== null) rank.expectedOutputTokens += record.expectedOutputTokens;
     const refs = rank.blockRefs;
-    const hashes = record.sequenceHashes;
-    for (let i = 0; i < hashes.length; i++) {
-      const h = hashes[i]!;
-      refs.set(h, (refs.get(h) ?? 0) + 1);
-    }
+    const hv = halves(record.sequenceHashes);
+    for (let i = 0; i < hv.length; i += 2) refs.add(hv[i]!, hv[i + 1]!);
     this.#touch(entry, rank, now);
     this.#counters.booked++;
     return { kind: 'booked', booking: view(record) };
@@ -431,8 +429,9 @@ export class BookingLedger {
   newBlocks(workerId: WorkerId, dpRank: number, sequenceHashes: BigUint64Array): number {
     const refs = this.#workers.get(workerId)?.ranks.get(dpRank)?.blockRefs;
     if (refs === undefined || refs.size === 0) return sequenceHashes.length;
+    const hv = halves(sequenceHashes);
     let fresh = 0;
-    for (let i = 0; i < sequenceHashes.length; i++) if (!refs.has(sequenceHashes[i]!)) fresh++;
+    for (let i = 0; i < hv.length; i += 2) if (!refs.has(hv[i]!, hv[i + 1]!)) fresh++;
     return fresh;
   }
 
@@ -446,14 +445,7 @@ export class BookingLedger {
   newBlocksOfChain(workerId: WorkerId, dpRank: number, chain: BigUint64Array): number {
     const refs = this.#workers.get(workerId)?.ranks.get(dpRank)?.blockRefs;
     if (refs === undefined || refs.size === 0) return chain.length;
-    let lo = 0; // chain[0, lo) known active
-    let hi = chain.length; // chain[hi, n) known not active
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (refs.has(chain[mid]!)) lo = mid + 1;
-      else hi = mid;
-    }
-    return chain.length - lo;
+    return chain.length - activeChainPrefix(refs, halves(chain), chain.length);
   }
 
   /** Ledger time of the last booking or capacity change on any rank of the worker. */
@@ -502,14 +494,8 @@ export class BookingLedger {
       rank.expectedOutputTokens = this.#dec(rank.expectedOutputTokens, b.expectedOutputTokens);
     }
     const refs = rank.blockRefs;
-    const hashes = b.sequenceHashes;
-    for (let i = 0; i < hashes.length; i++) {
-      const h = hashes[i]!;
-      const n = refs.get(h);
-      if (n === undefined) this.#counters.invariantViolations++;
-      else if (n <= 1) refs.delete(h);
-      else refs.set(h, n - 1);
-    }
+    const hv = halves(b.sequenceHashes);
+    for (let i = 0; i < hv.length; i += 2) if (!refs.release(hv[i]!, hv[i + 1]!)) this.#counters.invariantViolations++;
     const entry = this.#workers.get(b.workerId);
     this.#touch(entry, rank, now);
     this.#counters.tombstonesEvicted += this.#tombstones.add(b.requestId, reason, now);
@@ -522,6 +508,33 @@ export class BookingLedger {
       if (cap === null && entry.ranks.size === 0) this.#workers.delete(b.workerId);
     }
   }
+}
+
+/**
+ * Length of the active prefix of a chain given as int32 halves (`n` hashes): the largest k with
+ * chain[0, k) all held. Chains are active as prefixes (see `newBlocksOfChain`), so the end is
+ * found by a search; it gallops from the start (1, 2, 4, ... blocks) before bisecting, so a short
+ * shared prefix (a system prompt) costs O(log k) lookups rather than O(log n).
+ */
+function activeChainPrefix(refs: BlockRefs, hv: Int32Array, n: number): number {
+  let lo = 0; // chain[0, lo) known active
+  let hi = n; // chain[hi, n) known not active
+  let step = 1;
+  while (lo + step <= hi) {
+    const i = lo + step - 1;
+    if (!refs.has(hv[2 * i]!, hv[2 * i + 1]!)) {
+      hi = i;
+      break;
+    }
+    lo = i + 1;
+    step *= 2;
+  }
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (refs.has(hv[2 * mid]!, hv[2 * mid + 1]!)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 function validateBook(input: BookInput): string | undefined {

@@ -8,10 +8,13 @@
  *   seq[i]    = XXH3-64(le64(seq[i-1]) ++ le64(local[i]), 1337)
  *
  * XXH3 comes from `@node-rs/xxhash` (a native binding of the reference C
- * implementation); see this package's README for why it is not hand-written.
+ * implementation); see this package's README for why it is not hand-written. The one exception is
+ * the fixed 16-byte sequence-hash step (`seq16.ts`), computed in JavaScript on u32 halves and
+ * checked against the native implementation at load and in the tests.
  */
 import { xxh3 } from '@node-rs/xxhash';
 import type { LocalHash, SequenceHash } from '@vantage/types';
+import { seqHash16 } from './seq16';
 
 export const DYNAMO_HASH_SEED = 1337n;
 
@@ -69,25 +72,38 @@ export function localBlockHash(blockTokens: ArrayLike<number>, loraName?: string
 
 const pair = new BigUint64Array(2);
 const pairBytes = new Uint8Array(pair.buffer);
+const pairU32 = new Uint32Array(pair.buffer);
 
-/** seq[i] from seq[i-1] and local[i]. Hashes little-endian u64s (host order is little-endian on every platform we run). */
-export function nextSequenceHash(parent: bigint, local: bigint): SequenceHash {
+/** The native reference for one sequence-hash step (tests and the load-time self-check compare against it). */
+export function nextSequenceHashNative(parent: bigint, local: bigint): SequenceHash {
   pair[0] = parent;
   pair[1] = local;
   return xxh3.xxh64(pairBytes, DYNAMO_HASH_SEED) as SequenceHash;
 }
 
-/** Sequence hashes from local hashes (seq[0] = local[0]). */
-export function sequenceHashes(locals: BigUint64Array): BigUint64Array {
-  const out = new BigUint64Array(locals.length);
-  if (locals.length === 0) return out;
-  let prev = locals[0]!;
-  out[0] = prev;
-  for (let i = 1; i < locals.length; i++) {
-    prev = nextSequenceHash(prev, locals[i]!);
-    out[i] = prev;
-  }
-  return out;
+/** seq[i] from seq[i-1] and local[i]. Hashes little-endian u64s (host order is little-endian on every platform we run). */
+export function nextSequenceHash(parent: bigint, local: bigint): SequenceHash {
+  pair[0] = parent;
+  pair[1] = local;
+  seqHash16(pairU32, 0, pairU32, 2, pairU32, 0);
+  return pair[0] as SequenceHash;
+}
+
+/**
+ * Sequence hashes from local hashes (seq[0] = local[0]), written into `out` (same length as
+ * `locals`; a fresh array when absent). The chain is computed on u32 views: no BigInt per block.
+ */
+export function sequenceHashes(locals: BigUint64Array, out?: BigUint64Array): BigUint64Array {
+  const n = locals.length;
+  const res = out ?? new BigUint64Array(n);
+  if (res.length !== n) throw new RangeError(`output holds ${res.length} hashes, input ${n}`);
+  if (n === 0) return res;
+  const src = new Uint32Array(locals.buffer, locals.byteOffset, 2 * n);
+  const dst = new Uint32Array(res.buffer, res.byteOffset, 2 * n);
+  dst[0] = src[0]!;
+  dst[1] = src[1]!;
+  for (let i = 1; i < n; i++) seqHash16(dst, 2 * i - 2, src, 2 * i, dst, 2 * i);
+  return res;
 }
 
 /** Both hash sequences of a prompt in one pass. */
@@ -103,4 +119,14 @@ export function hashPrompt(
 if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) {
   // Dynamo hashes little-endian bytes; the views above assume the host is little-endian too.
   throw new Error('@vantage/hashing requires a little-endian host');
+}
+
+// The JavaScript sequence-hash step must agree with the native one bit for bit: refuse to load otherwise.
+for (const [p, l] of [
+  [0n, 0n],
+  [14643705804678351452n, 16777012769546811212n],
+  [U64, U64],
+  [0x8000_0000_0000_0001n, 0x0123_4567_89ab_cdefn],
+] as const) {
+  if (nextSequenceHash(p, l) !== nextSequenceHashNative(p, l)) throw new Error('@vantage/hashing: sequence-hash fast path disagrees with XXH3');
 }

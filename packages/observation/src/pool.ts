@@ -98,7 +98,25 @@ export interface PoolCounters {
   bookingsExpired: number;
 }
 
-const key = (w: bigint, dp: number): string => `${w}:${dp}`;
+/** One worker known to the pool: registration, liveness and its (worker, dp rank) slots. */
+interface WorkerSlot {
+  readonly workerId: WorkerId;
+  reg: Registration | undefined;
+  /** Last time anything was heard from the worker (events, load, registration); null if never. */
+  lastSeen: number | null;
+  readonly ranks: RankSlot[];
+}
+
+/** One (worker, dp rank): what observe enumerates. Exposed read-only through `knownRanks()`. */
+interface RankSlot {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly worker: WorkerSlot;
+  /** The rank's own last load report (`kv_metrics`). */
+  report: LoadReport | null;
+  /** Position in the sorted rank list (valid while that list is). */
+  pos: number;
+}
 
 export class PoolState {
   readonly name: string;
@@ -116,16 +134,23 @@ export class PoolState {
     bookingsExpired: 0,
   };
   private readonly opts: PoolOptions;
-  private readonly reports = new Map<string, LoadReport>();
-  private readonly registrations = new Map<bigint, Registration>();
-  /** Last time anything was heard from a worker (events, load, registration). */
-  private readonly lastSeen = new Map<bigint, number>();
-  /** (worker, dp) pairs known from any source, for enumerating candidates. */
-  private readonly ranks = new Map<string, { workerId: WorkerId; dpRank: number }>();
+  /**
+   * Every worker known from any source. Observe walks dense per-rank slots rather than looking
+   * facts up by (worker, rank) keys: with 64 workers, building `${worker}:${rank}` strings and
+   * hashing them cost more than the index match itself.
+   */
+  private readonly workers = new Map<bigint, WorkerSlot>();
   private readonly rng: Rng;
   private lastChangeMs: number | null = null;
-  /** knownRanks() sorted, rebuilt only when the set of ranks changes (observe is the hot path). */
-  private sortedRanks: { workerId: WorkerId; dpRank: number }[] | null = null;
+  /** All rank slots sorted by (worker, rank), rebuilt only when the set of ranks changes (observe is the hot path). */
+  private sortedRanks: RankSlot[] | null = null;
+  /** Bumped whenever a rank slot is added or removed. */
+  private generation = 0;
+  /** The rank slot of each entry of the last match result, valid for `matchGeneration` if the match lists the same ranks. */
+  private matchSlots: RankSlot[] = [];
+  private matchGeneration = -1;
+  /** Scratch for a prompt's sequence hashes (observe is synchronous and never hands them out). */
+  private seqScratch = new BigUint64Array(0);
 
   constructor(opts: PoolOptions) {
     this.opts = opts;
@@ -137,6 +162,24 @@ export class PoolState {
     this.rng = seededRng(opts.seed ?? 0x5eed);
   }
 
+  private workerSlot(workerId: WorkerId): WorkerSlot {
+    let w = this.workers.get(workerId);
+    if (w === undefined) {
+      w = { workerId, reg: undefined, lastSeen: null, ranks: [] };
+      this.workers.set(workerId, w);
+    }
+    return w;
+  }
+
+  private rankSlot(w: WorkerSlot, dpRank: number): RankSlot {
+    for (const r of w.ranks) if (r.dpRank === dpRank) return r;
+    const r: RankSlot = { workerId: w.workerId, dpRank, worker: w, report: null, pos: -1 };
+    w.ranks.push(r);
+    this.sortedRanks = null;
+    this.generation++;
+    return r;
+  }
+
   /**
    * After restoring a snapshot: know every publisher the index holds, and give each the
    * full worker TTL from now to speak again before it is removed as gone.
@@ -144,24 +187,18 @@ export class PoolState {
   adoptRestored(nowMs: number): number {
     const pubs = this.index.stats().publishers;
     for (const p of pubs) {
-      const k = key(p.workerId, p.dpRank);
-      if (!this.ranks.has(k)) this.ranks.set(k, { workerId: p.workerId, dpRank: p.dpRank });
-      this.lastSeen.set(p.workerId, nowMs);
-      this.sortedRanks = null;
+      const w = this.workerSlot(p.workerId);
+      this.rankSlot(w, p.dpRank);
+      w.lastSeen = nowMs;
     }
     return pubs.length;
   }
 
-  private touch(workerId: WorkerId, dpRank: number | null, nowMs: number): void {
-    this.lastSeen.set(workerId, nowMs);
-    if (dpRank !== null) {
-      const k = key(workerId, dpRank);
-      if (!this.ranks.has(k)) {
-        this.ranks.set(k, { workerId, dpRank });
-        this.sortedRanks = null;
-      }
-    }
+  private touch(workerId: WorkerId, dpRank: number | null, nowMs: number): RankSlot | null {
+    const w = this.workerSlot(workerId);
+    w.lastSeen = nowMs;
     this.lastChangeMs = nowMs;
+    return dpRank === null ? null : this.rankSlot(w, dpRank);
   }
 
   applyKvEvent(ev: KvEvent, nowMs: number): ApplyResult {
@@ -176,18 +213,18 @@ export class PoolState {
    * seen publishing KV events or booked) are taken; the rest are counted as foreign and ignored.
    */
   applyLoad(l: ActiveLoad, nowMs: number): boolean {
-    if (!this.lastSeen.has(l.workerId) && !this.registrations.has(l.workerId)) {
+    const known = this.workers.get(l.workerId);
+    if (known === undefined || (known.lastSeen === null && known.reg === undefined)) {
       this.counters.loadReportsForeign++;
       return false;
     }
     this.counters.loadReports++;
-    this.touch(l.workerId, l.dpRank, nowMs);
-    this.reports.set(key(l.workerId, l.dpRank), {
+    this.touch(l.workerId, l.dpRank, nowMs)!.report = {
       activeDecodeBlocks: l.activeDecodeBlocks,
       activePrefillTokens: l.activePrefillTokens,
       kvUsedBlocks: l.kvUsedBlocks,
       atMs: nowMs,
-    });
+    };
     return true;
   }
 
@@ -227,7 +264,7 @@ export class PoolState {
     const r = this.ledger.setWorker(workerId, capacity, nowMs);
     if (r.kind === 'invalid') return r.reason ?? 'invalid capacity';
     this.counters.registrations++;
-    this.registrations.set(workerId, { capacity, ttlMs, atMs: nowMs, static: isStatic });
+    this.workerSlot(workerId).reg = { capacity, ttlMs, atMs: nowMs, static: isStatic };
     for (let i = 0; i < capacity.dpSize; i++) this.touch(workerId, capacity.dpStartRank + i, nowMs);
     return undefined;
   }
@@ -236,15 +273,10 @@ export class PoolState {
   removeWorker(workerId: WorkerId, nowMs: number): void {
     this.index.removeWorker(workerId);
     this.ledger.removeWorker(workerId, nowMs);
-    this.registrations.delete(workerId);
-    this.lastSeen.delete(workerId);
-    for (const [k, v] of this.ranks) {
-      if (v.workerId === workerId) {
-        this.ranks.delete(k);
-        this.reports.delete(k);
-      }
+    if (this.workers.delete(workerId)) {
+      this.sortedRanks = null;
+      this.generation++;
     }
-    this.sortedRanks = null;
     this.lastChangeMs = nowMs;
   }
 
@@ -256,11 +288,10 @@ export class PoolState {
     const bookingsExpired = this.ledger.expire(nowMs);
     this.counters.bookingsExpired += bookingsExpired;
     const removed: WorkerId[] = [];
-    for (const [w, seen] of this.lastSeen) {
-      const reg = this.registrations.get(w);
-      if (reg?.static) continue;
-      const ttl = reg?.ttlMs ?? this.opts.workerTtlMs;
-      if (nowMs - seen > ttl) removed.push(w as WorkerId);
+    for (const w of this.workers.values()) {
+      if (w.lastSeen === null || w.reg?.static) continue;
+      const ttl = w.reg?.ttlMs ?? this.opts.workerTtlMs;
+      if (nowMs - w.lastSeen > ttl) removed.push(w.workerId);
     }
     for (const w of removed) this.removeWorker(w, nowMs);
     this.counters.workersExpired += removed.length;
@@ -268,7 +299,7 @@ export class PoolState {
   }
 
   registration(workerId: WorkerId): Registration | undefined {
-    return this.registrations.get(workerId);
+    return this.workers.get(workerId)?.reg;
   }
 
   get lastChange(): number | null {
@@ -276,9 +307,45 @@ export class PoolState {
   }
 
   /** All (worker, dp rank) pairs known to the pool, in a stable order. */
-  knownRanks(): readonly { workerId: WorkerId; dpRank: number }[] {
-    this.sortedRanks ??= [...this.ranks.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : a.dpRank - b.dpRank));
+  knownRanks(): readonly { readonly workerId: WorkerId; readonly dpRank: number }[] {
+    return this.sorted();
+  }
+
+  private sorted(): RankSlot[] {
+    if (this.sortedRanks === null) {
+      const all: RankSlot[] = [];
+      for (const w of this.workers.values()) for (const r of w.ranks) all.push(r);
+      all.sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : a.dpRank - b.dpRank));
+      for (let i = 0; i < all.length; i++) all[i]!.pos = i;
+      this.sortedRanks = all;
+    }
     return this.sortedRanks;
+  }
+
+  /**
+   * The rank slot of each worker of a match result. The index lists its publishers in the same
+   * order from one match to the next, so the previous mapping is reused after checking that it
+   * still lists the same (worker, rank) pairs; otherwise (and for ranks first seen here) it is rebuilt.
+   */
+  private slotsOf(ws: readonly WorkerMatch[]): RankSlot[] {
+    const prev = this.matchSlots;
+    if (this.matchGeneration === this.generation && prev.length === ws.length) {
+      let same = true;
+      for (let i = 0; i < ws.length; i++) {
+        const w = ws[i]!;
+        const s = prev[i]!;
+        if (w.workerId !== s.workerId || w.dpRank !== s.dpRank) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return prev;
+    }
+    const out = new Array<RankSlot>(ws.length);
+    for (let i = 0; i < ws.length; i++) out[i] = this.rankSlot(this.workerSlot(ws[i]!.workerId), ws[i]!.dpRank);
+    this.matchSlots = out;
+    this.matchGeneration = this.generation;
+    return out;
   }
 
   /**
@@ -290,31 +357,36 @@ export class PoolState {
    */
   observe(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sequence?: BigUint64Array): PoolObservation {
     const m = this.index.match(localHashes);
-    const byKey = new Map<string, WorkerMatch>();
-    for (const w of m.workers) {
-      const k = key(w.workerId, w.dpRank);
-      byKey.set(k, w);
-      if (!this.ranks.has(k)) {
-        this.ranks.set(k, { workerId: w.workerId, dpRank: w.dpRank });
-        this.sortedRanks = null;
-      }
-    }
+    const matched = this.slotsOf(m.workers);
+    const ranks = this.sorted();
+    const n = ranks.length;
+    const matches = new Array<WorkerMatch | null>(n).fill(null);
+    for (let i = 0; i < matched.length; i++) matches[matched[i]!.pos] = m.workers[i]!;
     // Sequence hashes are only needed to count blocks already active on a worker;
     // skip hashing when nothing is booked anywhere (then every block is new).
-    const seq = this.ledger.size > 0 ? (sequence ?? sequenceHashes(localHashes)) : null;
+    let seq: BigUint64Array | null = null;
+    if (this.ledger.size > 0) {
+      if (sequence) seq = sequence;
+      else {
+        if (this.seqScratch.length < localHashes.length) this.seqScratch = new BigUint64Array(Math.max(localHashes.length, 2 * this.seqScratch.length));
+        seq = sequenceHashes(localHashes, this.seqScratch.subarray(0, localHashes.length));
+      }
+    }
     const requestBlocks = Math.ceil(promptTokens / this.blockSize);
-    const workers: WorkerObservation[] = [];
-    const candidates: CandidateInput[] = [];
+    const beyondChain = seq ? Math.max(0, requestBlocks - seq.length) : 0;
+    const workers = new Array<WorkerObservation>(n);
+    const candidates = new Array<CandidateInput>(n);
     let pendingRequests = 0;
     let pendingTokens = 0;
-    for (const { workerId, dpRank } of this.knownRanks()) {
-      const k = key(workerId, dpRank);
-      const match = byKey.get(k) ?? null;
-      const reg = this.registrations.get(workerId);
+    for (let i = 0; i < n; i++) {
+      const r = ranks[i]!;
+      const { workerId, dpRank } = r;
+      const match = matches[i]!;
+      const reg = r.worker.reg;
       const load = this.ledger.load(workerId, dpRank);
       const device = match?.deviceBlocks ?? 0;
-      const newRequestBlocks = seq ? this.ledger.newBlocksOfChain(workerId, dpRank, seq) + Math.max(0, requestBlocks - seq.length) : requestBlocks;
-      const obs: WorkerObservation = {
+      const newRequestBlocks = seq ? this.ledger.newBlocksOfChain(workerId, dpRank, seq) + beyondChain : requestBlocks;
+      workers[i] = {
         workerId,
         dpRank,
         registered: reg !== undefined,
@@ -322,17 +394,16 @@ export class PoolState {
         capacity: reg ? reg.capacity : null,
         match,
         load,
-        report: this.reports.get(k) ?? null,
+        report: r.report,
         effectivePrefillTokens: Math.max(0, promptTokens - device * this.blockSize),
         newRequestBlocks,
         suspect: match?.suspect ?? this.index.suspectOf(workerId, dpRank),
         lastEventMs: match?.lastEventMs ?? null,
-        lastSeenMs: this.lastSeen.get(workerId) ?? null,
+        lastSeenMs: r.worker.lastSeen,
       };
-      workers.push(obs);
       pendingRequests += load.prefillRequests;
       pendingTokens += load.trackedPrefillTokens;
-      candidates.push({
+      candidates[i] = {
         workerId,
         dpRank,
         overlapBlocks: device,
@@ -343,7 +414,7 @@ export class PoolState {
         activeRequests: load.requests,
         newRequestBlocks,
         treeSize: match?.treeSize ?? 0,
-      });
+      };
     }
     // Dynamo only routes to schedulable workers; unregistered ones (capacity unknown) stay eligible
     // so a pool without registrations still gets an answer.

@@ -1,0 +1,146 @@
+/**
+ * A rank's active-block map: sequence hash (u64) → number of live bookings holding it.
+ *
+ * Open addressing over one Int32Array instead of `Map<bigint, number>`: reading a hash out of a
+ * BigUint64Array as a bigint allocates, and `newBlocksOfChain` runs for every worker of the pool on
+ * every observe. Here keys are the u64's (lo, hi) halves as int32, read from an Int32Array view of
+ * the caller's BigUint64Array, so a lookup allocates nothing. Slots are [keyLo, keyHi, count];
+ * count 0 marks an empty slot. Linear probing with backward-shift deletion: no tombstones, so
+ * booking churn never lengthens probes. Keys pass a full avalanche (murmur3's finaliser), with a
+ * per-process random seed so crafted hashes cannot be chosen to collide.
+ */
+const SLOT = 3;
+const SEED = (Math.random() * 0x1_0000_0000) | 0;
+
+function mix(lo: number, hi: number): number {
+  let h = (lo ^ SEED) ^ Math.imul(hi ^ (hi >>> 16), 0x85ebca6b);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h;
+}
+
+/** Int32 view of a BigUint64Array's bytes: element 2i is value i's low half, 2i+1 its high half (little-endian host). */
+export function halves(v: BigUint64Array): Int32Array {
+  return new Int32Array(v.buffer, v.byteOffset, v.length * 2);
+}
+
+export class BlockRefs {
+  private t: Int32Array;
+  private mask: number;
+  /** Distinct keys held. */
+  size = 0;
+
+  constructor() {
+    this.t = new Int32Array(16 * SLOT);
+    this.mask = 15;
+  }
+
+  /** Slot base of (lo, hi), or -1. */
+  private find(lo: number, hi: number): number {
+    const t = this.t;
+    const mask = this.mask;
+    let i = mix(lo, hi) & mask;
+    for (;;) {
+      const b = i * SLOT;
+      if (t[b + 2] === 0) return -1;
+      if (t[b] === lo && t[b + 1] === hi) return b;
+      i = (i + 1) & mask;
+    }
+  }
+
+  has(lo: number, hi: number): boolean {
+    return this.find(lo, hi) >= 0;
+  }
+
+  /** Reference count of (lo, hi); 0 when absent. */
+  count(lo: number, hi: number): number {
+    const b = this.find(lo, hi);
+    return b < 0 ? 0 : this.t[b + 2]!;
+  }
+
+  /** Add one reference. */
+  add(lo: number, hi: number): void {
+    const b = this.find(lo, hi);
+    if (b >= 0) {
+      this.t[b + 2]!++;
+      return;
+    }
+    // Grow at 1/2 load: probes stay short.
+    if ((this.size + 1) * 2 > this.mask + 1) this.grow();
+    const t = this.t;
+    const mask = this.mask;
+    let i = mix(lo, hi) & mask;
+    while (t[i * SLOT + 2] !== 0) i = (i + 1) & mask;
+    const nb = i * SLOT;
+    t[nb] = lo;
+    t[nb + 1] = hi;
+    t[nb + 2] = 1;
+    this.size++;
+  }
+
+  /** Drop one reference; false when the key was not held (a caller bug, counted by the ledger). */
+  release(lo: number, hi: number): boolean {
+    const b = this.find(lo, hi);
+    if (b < 0) return false;
+    const t = this.t;
+    if (t[b + 2]! > 1) {
+      t[b + 2]!--;
+      return true;
+    }
+    this.removeAt(b);
+    return true;
+  }
+
+  private removeAt(b: number): void {
+    const t = this.t;
+    const mask = this.mask;
+    let hole = b / SLOT;
+    let j = hole;
+    for (;;) {
+      j = (j + 1) & mask;
+      const jb = j * SLOT;
+      if (t[jb + 2] === 0) break;
+      const home = mix(t[jb]!, t[jb + 1]!) & mask;
+      // The entry at j may move into the hole unless its home lies cyclically in (hole, j].
+      const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
+      if (!between) {
+        const hb = hole * SLOT;
+        t[hb] = t[jb]!;
+        t[hb + 1] = t[jb + 1]!;
+        t[hb + 2] = t[jb + 2]!;
+        hole = j;
+      }
+    }
+    t[hole * SLOT + 2] = 0;
+    this.size--;
+    // Shrink when mostly empty, so a rank that once held a huge burst does not keep its memory.
+    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize((this.mask + 1) / 2);
+  }
+
+  private grow(): void {
+    this.resize((this.mask + 1) * 2);
+  }
+
+  private resize(cap: number): void {
+    const old = this.t;
+    this.t = new Int32Array(cap * SLOT);
+    this.mask = cap - 1;
+    this.size = 0;
+    const t = this.t;
+    const mask = this.mask;
+    for (let b = 0; b < old.length; b += SLOT) {
+      const c = old[b + 2]!;
+      if (c === 0) continue;
+      let i = mix(old[b]!, old[b + 1]!) & mask;
+      while (t[i * SLOT + 2] !== 0) i = (i + 1) & mask;
+      const nb = i * SLOT;
+      t[nb] = old[b]!;
+      t[nb + 1] = old[b + 1]!;
+      t[nb + 2] = c;
+      this.size++;
+    }
+  }
+}
