@@ -1,45 +1,132 @@
 /**
  * The main job, run by `npm start` once the brokers and services are healthy:
- *   1. the load generator drives agentic coding sessions through the real decision service
- *      (which observes both pools' indexers, applies the configured rule and reserves a worker)
- *      onto the simulated fleet, reporting lifecycle events as a gateway would — after a short
- *      warm-up, once under Stage's baseline and once under the request-count rule;
- *   2. the outcome service joins decisions and lifecycle events into Avro records in Kafka;
- *   3. the replay tool reads the outcome topic back from Kafka into JSON Lines;
- *   4. the evaluation report is rendered from those rows.
- * Everything lands in out/ (ignored by git); the last lines say where.
+ * seed 000's loop, small, through the live pipeline.
+ *
+ *   1. calibration: the calibration plan (@vantage/evaluation) runs on the simulated fleet through the
+ *      decision service, which runs a parameter set that observes both pools and never overrides; probes,
+ *      warm-ups and background load land in Kafka through the outcome service;
+ *   2. fit: the replay tool reads the calibration outcomes back from Kafka, `vantage fit` writes the
+ *      versioned parameter set, its report, and the same frozen numbers once per rule variant;
+ *   3. evaluation: the schedule (attempts x five variants in seeded random order, matched sessions) runs
+ *      agentic coding sessions; before each run the fleet is restarted (empty KV caches: matched starting
+ *      conditions) and the decision service reloads that variant's frozen set (file reload);
+ *   4. report: the replay tool reads the evaluation's outcomes back from Kafka and `vantage evaluate`
+ *      renders the HTML report with bootstrap intervals.
+ * Everything lands in the output directory (out/, ignored by git); the last lines say where.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet } from '@vantage/rules';
+import { evaluationSchedule, type ScheduledRun } from '@vantage/evaluation';
+import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
 import { REPO_ROOT } from './paths';
-
-export interface JobContext {
-  natsUrl: string;
-  kafkaBrokers: string;
-  log: (m: string) => void;
-}
 
 export const OUT_DIR = join(REPO_ROOT, 'out');
 
+/** How decision records name the rule variants (the decision service's vocabulary). */
+export const RECORD_VARIANT: Readonly<Record<Variant, string>> = {
+  stage: 'baseline',
+  count: 'request_count',
+  count_prefill: 'count_prefill',
+  blind: 'cache_blind',
+  cache: 'cache_aware',
+};
+const RULE_VARIANT = Object.fromEntries(Object.entries(RECORD_VARIANT).map(([k, v]) => [v, k as Variant])) as Record<string, Variant>;
+
+export interface JobConfig {
+  /** Calibration plan preset. */
+  readonly preset: 'tiny' | 'small' | 'full';
+  readonly calibrationSeed: number;
+  /** Gate G's destination limit, the same in calibration (busy-capable level), the fit and every variant. */
+  readonly destinationLimit: number;
+  readonly attempts: number;
+  readonly sessions: number;
+  /** Largest prompt of a generated session. */
+  readonly maxContextTokens: number;
+  /** Stage proposal model (`--proposal` of the load generator). */
+  readonly proposal: string;
+  readonly scheduleSeed: number;
+  readonly bootstrap: number;
+  readonly timeScale: number;
+  /** Pools as `name:blockSize` for the load tools. */
+  readonly pools: string;
+  readonly topics: { readonly outcomes: string; readonly decisions: string };
+}
+
+export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfig {
+  const int = (k: string, d: number): number => {
+    const v = env[k];
+    if (v === undefined || v === '') return d;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${k} must be a positive integer, got ${v}`);
+    return n;
+  };
+  const preset = env['VANTAGE_JOB_CALIBRATION'] ?? 'small';
+  if (preset !== 'tiny' && preset !== 'small' && preset !== 'full') throw new Error(`VANTAGE_JOB_CALIBRATION must be tiny, small or full, got ${preset}`);
+  return {
+    preset,
+    calibrationSeed: 1,
+    destinationLimit: int('VANTAGE_JOB_DESTINATION_LIMIT', 8),
+    attempts: int('VANTAGE_JOB_ATTEMPTS', 2),
+    sessions: int('VANTAGE_JOB_SESSIONS', 8),
+    // The small plan's Q grid ends at 16,384 tokens; a longer prompt is out of range and every estimator
+    // variant would fall back to Stage on it (seed 000), which measures the grid, not the rule.
+    maxContextTokens: 16_384,
+    proposal: env['VANTAGE_JOB_PROPOSAL'] ?? 'fraction:0.2:7',
+    scheduleSeed: int('VANTAGE_JOB_SEED', 1),
+    bootstrap: int('VANTAGE_JOB_BOOTSTRAP', 1000),
+    timeScale: 4,
+    pools: 'efficient:64,capable:64',
+    topics: { outcomes: 'vantage.outcomes.v1', decisions: 'vantage.decisions.v1' },
+  };
+}
+
+export interface JobContext {
+  readonly natsUrl: string;
+  readonly kafkaBrokers: string;
+  readonly log: (m: string) => void;
+  /** The file the decision service polls. */
+  readonly paramsFile: string;
+  /** Port of the decision service's /metrics (to see which parameter set it runs). */
+  readonly decisionPort: () => number;
+  /** Restart the fleet: new engines with empty KV caches (matched starting conditions). */
+  readonly restartFleet: () => Promise<number>;
+  readonly outDir?: string;
+  readonly config?: JobConfig;
+  /** Run only the first N evaluation runs of the schedule (tests). */
+  readonly maxEvaluationRuns?: number;
+}
+
+export interface JobResult {
+  readonly fittedVersion: string;
+  readonly report: string;
+  readonly phasesMs: Readonly<Record<string, number>>;
+  readonly evaluationSummary: string;
+}
+
 /**
- * The parameter set the decision service runs: the built-in development set (not fitted), as
- * Stage's baseline or with the request-count rule (R_efficient >= 2 changes efficient to capable).
+ * The parameter set calibration runs under: the experimental path (both candidates observed, decision
+ * records with every observation) with a rule that never fires, so Stage's proposal — which the
+ * calibration harness sets to the candidate it measures — is always executed.
  */
-export function writeParameterSet(path: string, variant: 'stage' | 'count'): ParameterSet {
+export function calibrationParameterSet(destinationLimit: number, stamp: string): ParameterSet {
   const doc = JSON.parse(serializeParameterSet(DEFAULT_PARAMETER_SET)) as Record<string, unknown>;
-  doc['variant'] = variant;
-  doc['version'] = `main-job-${variant}`;
-  if (variant === 'count') doc['thresholds'] = { r: 2, p: null };
+  doc['variant'] = 'count';
+  doc['version'] = `calibration-${stamp}`;
+  doc['thresholds'] = { r: 1_000_000, p: null };
+  doc['gate'] = { ...DEFAULT_PARAMETER_SET.gate, destinationLimit };
+  doc['provenance'] = { source: 'main job calibration', note: 'observes both candidates, never overrides (r = 1e6): calibration measures the proposed candidate' };
   const checked = loadParameterSet(JSON.stringify(doc));
-  if (!checked.ok) throw new Error(`main job parameter set is invalid: ${checked.errors.join('; ')}`);
-  mkdirSync(OUT_DIR, { recursive: true });
-  writeFileSync(path, serializeParameterSet(checked.value));
+  if (!checked.ok) throw new Error(`calibration parameter set is invalid: ${checked.errors.join('; ')}`);
   return checked.value;
 }
 
-function runNode(args: string[], log: (m: string) => void, label: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
+/** Writes a parameter set (atomically enough for the decision service's mtime/size poll). */
+export function writeParameterSet(path: string, set: ParameterSet): void {
+  writeFileSync(path, serializeParameterSet(set));
+}
+
+export function runNode(args: string[], label: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
       cwd: REPO_ROOT,
@@ -47,92 +134,185 @@ function runNode(args: string[], log: (m: string) => void, label: string, env: N
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
+    let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     // Progress lines of the child go straight to the user.
     child.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
       for (const line of d.toString().split('\n')) if (line.trim()) process.stderr.write(`[${label}] ${line}\n`);
     });
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${label} exited with ${code}`))));
+    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${label} exited with ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`))));
   });
 }
 
-export async function runJob(ctx: JobContext): Promise<void> {
-  const { log } = ctx;
-  mkdirSync(OUT_DIR, { recursive: true });
-  const outcomes = join(OUT_DIR, 'outcomes.jsonl');
-  const report = join(OUT_DIR, 'report.html');
-  const sessions = process.env.VANTAGE_JOB_SESSIONS ?? '12';
+const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '') : []);
 
-  const loadgen = async (label: string, seed: number, n: string, file: string): Promise<number> => {
+/** Waits until the decision service reports `version` as its active parameter set. */
+export async function waitForParameterSet(port: number, version: string, timeoutMs = 15_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  const needle = `version="${version}"`;
+  while (Date.now() < until) {
+    try {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      if (text.split('\n').some((l) => l.startsWith('vantage_decision_parameter_set_info') && l.includes(needle) && / 1$/.test(l))) return;
+    } catch {
+      // restarting or not up yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`the decision service did not load parameter set ${version} within ${timeoutMs} ms`);
+}
+
+export async function runJob(ctx: JobContext): Promise<JobResult> {
+  const { log } = ctx;
+  const cfg = ctx.config ?? defaultJobConfig();
+  const out = ctx.outDir ?? OUT_DIR;
+  mkdirSync(out, { recursive: true });
+  const phasesMs: Record<string, number> = {};
+  const jobStart = Date.now();
+  let phaseStart = Date.now();
+  const phase = (name: string): void => {
+    phasesMs[name] = Date.now() - phaseStart;
+    log(`${name} done in ${(phasesMs[name] / 1000).toFixed(1)} s (job ${((Date.now() - jobStart) / 1000).toFixed(0)} s so far)`);
+    phaseStart = Date.now();
+  };
+  const cli = (args: string[], label: string): Promise<string> => runNode(['packages/cli/src/main.ts', ...args], label);
+  const useParams = async (set: ParameterSet): Promise<void> => {
+    writeParameterSet(ctx.paramsFile, set);
+    await waitForParameterSet(ctx.decisionPort(), set.version);
+  };
+
+  /** Reads the topic from `since` into `file` until `done(rows)` holds (or time runs out). */
+  const readBack = async (topic: string, since: string, file: string, what: string, done: (rows: string[]) => boolean, timeoutMs = 120_000): Promise<string[]> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      await cli(['replay', '--brokers', ctx.kafkaBrokers, '--topic', topic, '--since', since, '--format', 'jsonl', '--out', file], 'replay');
+      const rows = lines(file);
+      if (done(rows) || Date.now() > deadline) return rows;
+      log(`${rows.length} ${what} records in Kafka so far; waiting for the rest`);
+      await new Promise((r) => setTimeout(r, 3_000));
+    }
+  };
+
+  // ---- 1. Calibration ------------------------------------------------------------------------------
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const calSet = calibrationParameterSet(cfg.destinationLimit, stamp);
+  await useParams(calSet);
+  const calSince = new Date(Date.now() - 1_000).toISOString();
+  log(`calibration (plan ${cfg.preset}, destination limit ${cfg.destinationLimit}) under parameter set ${calSet.version}`);
+  const calRequests = join(out, 'calibration-requests.jsonl');
+  const calSummaryText = await runNode(
+    [
+      'services/fleet/src/calibrate.ts',
+      '--preset', cfg.preset,
+      '--seed', String(cfg.calibrationSeed),
+      '--destination-limit', String(cfg.destinationLimit),
+      '--pools', cfg.pools,
+      '--nats', ctx.natsUrl,
+      '--out', calRequests,
+    ],
+    'calibrate',
+  );
+  const calSummary = JSON.parse(calSummaryText.trim().split('\n').pop() ?? '{}') as Record<string, number>;
+  writeFileSync(join(out, 'calibration-summary.json'), `${JSON.stringify(calSummary)}\n`);
+  log(`calibration finished: ${JSON.stringify(calSummary)}`);
+  const calIds = new Set(lines(calRequests).map((l) => (JSON.parse(l) as { requestId: string }).requestId));
+  const calOutcomes = join(out, 'calibration-outcomes.jsonl');
+  const calRows = await readBack(cfg.topics.outcomes, calSince, calOutcomes, 'calibration outcome', (rows) => countIds(rows, calIds) >= calIds.size);
+  log(`${countIds(calRows, calIds)}/${calIds.size} calibration outcome records read back from Kafka into ${calOutcomes}`);
+  phase('calibration');
+
+  // ---- 2. Fit --------------------------------------------------------------------------------------
+  const fittedFile = join(out, 'params-fitted.json');
+  const fitReport = join(out, 'fit-report.html');
+  const fitArgs = [
+    'fit',
+    '--input', calOutcomes,
+    '--out-params', fittedFile,
+    '--out-report', fitReport,
+    '--out-json', join(out, 'fit.json'),
+    '--out-variants', out,
+    '--destination-limit', String(cfg.destinationLimit),
+    '--lenient',
+  ];
+  let fitText: string;
+  try {
+    fitText = await cli(fitArgs, 'fit');
+  } catch (e) {
+    // Every Q-grid point is its own workload condition, so the grouped split gives the fitting split only
+    // its share of them; on a small plan a whole column of the grid can land elsewhere. Then, and only
+    // then, Q is built from the no-contention rows of every split (`--q-source all`, stated in the fit
+    // report's options), which makes the margins and the selection slightly optimistic.
+    if (!(e instanceof Error && /Q table|Q from/.test(e.message))) throw e;
+    log('the fitting split does not cover the Q grid; fitting again with Q from every split\'s no-contention rows (--q-source all)');
+    fitText = await cli([...fitArgs, '--q-source', 'all'], 'fit');
+  }
+  process.stderr.write(fitText.split('\n').map((l) => (l.trim() ? `[fit] ${l}\n` : '')).join(''));
+  const fitted = loadParameterSet(readFileSync(fittedFile, 'utf8'));
+  if (!fitted.ok) throw new Error(`the fit wrote an invalid parameter set: ${fitted.errors.join('; ')}`);
+  log(`fitted parameter set ${fitted.value.version} -> ${fittedFile}; fit report ${fitReport}`);
+  phase('fit');
+
+  // ---- 3. Evaluation -------------------------------------------------------------------------------
+  const schedule = evaluationSchedule({ attempts: cfg.attempts, sessionsPerAttempt: cfg.sessions, seed: cfg.scheduleSeed });
+  const runs: ScheduledRun[] = schedule.runs.slice(0, ctx.maxEvaluationRuns ?? schedule.runs.length);
+  writeFileSync(join(out, 'schedule.json'), `${JSON.stringify(schedule, null, 1)}\n`);
+  log(`evaluation: ${runs.length} runs (${cfg.attempts} attempts x ${schedule.variants.length} variants in seeded random order, ${cfg.sessions} matched sessions each, Stage proposal ${cfg.proposal})`);
+  const evalSince = new Date(Date.now() - 1_000).toISOString();
+  const evalIds = new Set<string>();
+  for (const run of runs) {
+    const variant = RULE_VARIANT[run.variant];
+    if (variant === undefined) throw new Error(`schedule names variant ${run.variant}, which the decision service does not know`);
+    const restartMs = await ctx.restartFleet();
+    const set = loadParameterSet(readFileSync(join(out, `params-${variant}.json`), 'utf8'));
+    if (!set.ok) throw new Error(`params-${variant}.json is invalid: ${set.errors.join('; ')}`);
+    await useParams(set.value);
+    log(`run ${run.order + 1}/${runs.length}: attempt ${run.attempt}, ${run.variant} (${set.value.version}); fleet restarted with empty caches in ${(restartMs / 1000).toFixed(1)} s`);
+    const file = join(out, `requests-${run.attempt}-${run.variant}.jsonl`);
     const summaryText = await runNode(
       [
         'services/fleet/src/loadgen.ts',
-        '--sessions', n,
-        '--seed', String(seed),
-        '--capable-fraction', '0.2',
-        '--pools', 'efficient:64:efficient,capable:64:capable',
+        '--sessions', String(cfg.sessions),
+        '--seed', String(run.sessionSeed),
+        '--max-context', String(cfg.maxContextTokens),
+        '--eval', `${run.attempt}:${run.variant}`,
+        '--proposal', cfg.proposal,
+        '--pools', cfg.pools,
         '--nats', ctx.natsUrl,
-        '--time-scale', '4',
+        '--time-scale', String(cfg.timeScale),
         '--max-duration-ms', '300000',
         '--out', file,
       ],
-      log,
-      `load ${label}`,
+      `load ${run.attempt}:${run.variant}`,
     );
     const summaryLine = summaryText.trim().split('\n').pop() ?? '{}';
-    writeFileSync(join(OUT_DIR, `load-summary-${label}.json`), summaryLine + '\n');
-    log(`load (${label}) done: ${summaryLine.slice(0, 240)}`);
-    return readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).length;
-  };
-
-  /** Read the outcome topic from `since` into `file` until it holds `expected` records (or time runs out). */
-  const waitForOutcomes = async (since: string, expected: number, file: string, what: string): Promise<number> => {
-    let got = 0;
-    const deadline = Date.now() + 90_000;
-    while (Date.now() < deadline) {
-      await runNode(
-        ['packages/cli/src/main.ts', 'replay', '--brokers', ctx.kafkaBrokers, '--topic', 'vantage.outcomes.v1', '--since', since, '--format', 'jsonl', '--out', file],
-        log,
-        'replay',
-      );
-      got = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).length : 0;
-      if (got >= expected) break;
-      log(`${got}/${expected} ${what} outcome records in Kafka so far`);
-      await new Promise((r) => setTimeout(r, 5_000));
-    }
-    return got;
-  };
-
-  // Warm-up: a few sessions so both variants start with the shared system prompt cached. Its
-  // records are read back first, so that everything after `since` belongs to the evaluation
-  // (the broker also keeps earlier runs' topics).
-  log('warm-up: 2 sessions (not evaluated)');
-  const warmSince = new Date(Date.now() - 1_000).toISOString();
-  const warmed = await loadgen('warmup', 1000, '2', join(OUT_DIR, 'requests-warmup.jsonl'));
-  await waitForOutcomes(warmSince, warmed, join(OUT_DIR, 'outcomes-warmup.jsonl'), 'warm-up');
-  const since = new Date(Date.now()).toISOString();
-
-  // Stage's baseline, then the request-count rule, on fresh sessions drawn from the same generator
-  // (different seeds, so the second variant does not find the first one's conversations cached).
-  let expected = 0;
-  const variants = [
-    { variant: 'stage' as const, seed: 7 },
-    { variant: 'count' as const, seed: 8 },
-  ];
-  for (const { variant, seed } of variants) {
-    writeParameterSet(join(OUT_DIR, 'params.json'), variant);
-    await new Promise((r) => setTimeout(r, 1_500)); // the decision service polls the file every 300 ms
-    log(`load (${variant}): ${sessions} agentic coding sessions through the decision service onto the simulated fleet`);
-    expected += await loadgen(variant, seed, sessions, join(OUT_DIR, `requests-${variant}.jsonl`));
+    log(`run ${run.order + 1}/${runs.length} done: ${summaryLine.slice(0, 200)}`);
+    for (const l of lines(file)) evalIds.add((JSON.parse(l) as { requestId: string }).requestId);
   }
+  phase('evaluation');
 
-  // The outcome service writes a record when its lifecycle ends (or its join window passes).
-  log('waiting for the outcome service to write every record to Kafka');
-  const got = await waitForOutcomes(since, expected, outcomes, 'evaluation');
-  log(`${got} outcome records read back from Kafka into ${outcomes}`);
+  // ---- 4. Report -----------------------------------------------------------------------------------
+  const outcomes = join(out, 'outcomes.jsonl');
+  const evalRows = await readBack(cfg.topics.outcomes, evalSince, outcomes, 'evaluation outcome', (rows) => countIds(rows, evalIds) >= evalIds.size);
+  log(`${countIds(evalRows, evalIds)}/${evalIds.size} evaluation outcome records read back from Kafka into ${outcomes}`);
+  const report = join(out, 'report.html');
+  const evalText = await cli(['evaluate', '--input', outcomes, '--out', report, '--json', join(out, 'analysis.json'), '--bootstrap', String(cfg.bootstrap), '--lenient'], 'report');
+  process.stderr.write(evalText.split('\n').map((l) => (l.trim() ? `[evaluate] ${l}\n` : '')).join(''));
+  phase('report');
+  log(`fit report:        ${fitReport}`);
+  log(`fitted parameters: ${fittedFile} (version ${fitted.value.version}; per variant: ${join(out, 'params-<variant>.json')})`);
+  log(`data:              ${calOutcomes} (calibration, from Kafka), ${outcomes} (evaluation, from Kafka), ${join(out, 'requests-*.jsonl')} (load generator)`);
+  log(`report:            ${report}`);
+  return { fittedVersion: fitted.value.version, report, phasesMs, evaluationSummary: evalText };
+}
 
-  await runNode(['packages/cli/src/main.ts', 'evaluate', '--input', outcomes, '--out', report, '--json', join(OUT_DIR, 'analysis.json'), '--bootstrap', '1000'], log, 'report');
-  log(`report: ${report}`);
-  log(`data:   ${join(OUT_DIR, 'requests-{stage,count}.jsonl')} (per request, from the load generator), ${outcomes} (outcome records from Kafka)`);
+/** How many rows are outcome records of the given request ids (each counted once). */
+function countIds(rows: readonly string[], ids: ReadonlySet<string>): number {
+  const seen = new Set<string>();
+  for (const l of rows) {
+    const id = /"requestId":"([^"]*)"/.exec(l)?.[1];
+    if (id !== undefined && ids.has(id)) seen.add(id);
+  }
+  return seen.size;
 }

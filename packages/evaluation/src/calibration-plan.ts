@@ -130,7 +130,27 @@ export interface PresetSpec {
   };
 }
 
-export const CALIBRATION_PRESETS: Readonly<Record<'small' | 'full', PresetSpec>> = Object.freeze({
+export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'full', PresetSpec>> = Object.freeze({
+  /**
+   * The end-to-end test's plan: every factor at one level, a 2 x 2 Q grid, nine conditions. Enough for
+   * the fitting tool to produce a parameter set, far too little to trust its numbers.
+   */
+  tiny: {
+    repeats: 2,
+    probeOutputTokens: 4,
+    qGrid: { promptTokens: [1024, 4096], cachedFractions: [0, 0.5] },
+    loadedProbes: [{ promptTokens: 4096, cachedFraction: 0.5 }],
+    probeCrossing: 'cycle',
+    prefill: { counts: [2], promptTokens: [4096], outputTokens: 4, pools: ['efficient'] },
+    generation: { counts: [2], promptTokens: 512, outputTokens: [128], pools: ['efficient'] },
+    contrast: { counts: [2], promptTokens: 512, shortOutputTokens: 4, longOutputTokens: 128 },
+    busyCapable: {
+      counts: ['limit'],
+      promptTokens: 256,
+      outputTokens: 8,
+      efficientLoad: { count: 1, promptTokens: 4096, outputTokens: 4 },
+    },
+  },
   /** Minutes of simulated time: every factor at two levels, two repeats. */
   small: {
     repeats: 2,

@@ -52,3 +52,5 @@ export type { FitOptions, FitResult, FitReport, FitVariant, ModelReport, RuleCom
 
 export { renderFitReportHtml } from './report-html';
 export { mulberry32, shuffled } from './random';
+export { DISABLED_R, selectedThresholds, variantParameterSet } from './variants';
+export type { VariantSetResult } from './variants';

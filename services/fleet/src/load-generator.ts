@@ -65,6 +65,14 @@ export interface LoadgenOptions {
   readonly mode: RoutingMode;
   /** Fraction of requests Stage proposes for the capable model (0: always efficient). */
   readonly capableFraction?: number;
+  /**
+   * Stage's proposal per turn, replacing `capableFraction` (the evaluation's proposal model). It sees
+   * only what is the same in every variant of a matched run: the session's index in the workload,
+   * the turn and the prompt length.
+   */
+  readonly proposal?: (ctx: { readonly sessionIndex: number; readonly turn: number; readonly promptTokens: number }) => ModelRole;
+  /** Session ids of a sessions workload (default `<runId>-<generator's session id>`), e.g. the evaluation's `eval:<attempt>:<variant>:<i>`. */
+  readonly sessionIdOf?: (sessionIndex: number) => string;
   readonly seed?: string | number;
   /** The fleet's sim ms per wall ms. */
   readonly timeScale?: number;
@@ -150,6 +158,9 @@ export interface LoadgenSummary {
 
 interface Job {
   readonly index: number;
+  /** Position of the session in a sessions workload, and the turn (null for trace requests). */
+  readonly sessionIndex: number | null;
+  readonly turn: number;
   readonly requestId: string;
   readonly sessionId: string;
   readonly isl: number;
@@ -226,6 +237,8 @@ function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: n
       index,
       requestId,
       sessionId: requestId, // Mooncake lines carry no session: each request is its own.
+      sessionIndex: null,
+      turn: 0,
       isl: rec.inputLength,
       osl: rec.outputLength,
       payload: { kind: 'mooncake', hashIds: rec.hashIds, inputLength: rec.inputLength },
@@ -245,13 +258,15 @@ function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: n
   });
 }
 
-function sessionJob(s: AgenticSession, t: number, index: number, runId: string): Job {
+function sessionJob(s: AgenticSession, t: number, index: number, requestPrefix: string, sessionId: string, sessionIndex: number): Job {
   const turn = s.turns[t]!;
   const cache = new Map<number, PromptBlocks>();
   return {
     index,
-    requestId: `${runId}-${s.sessionId}-${t}`,
-    sessionId: `${runId}-${s.sessionId}`,
+    requestId: `${requestPrefix}-${t}`,
+    sessionId,
+    sessionIndex,
+    turn: t,
     isl: turn.promptTokens.length,
     osl: turn.outputTokens.length,
     payload: { kind: 'token_ids', tokens: turn.promptTokens },
@@ -315,7 +330,10 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       }, o.progressEveryMs ?? 1000)
     : null;
 
-  const stageOf = (requestId: string): ModelRole => (capableFraction > 0 && seededRng(`${seed}:${requestId}`).next() < capableFraction ? 'capable' : 'efficient');
+  const stageOf = (job: Job): ModelRole => {
+    if (o.proposal !== undefined && job.sessionIndex !== null) return o.proposal({ sessionIndex: job.sessionIndex, turn: job.turn, promptTokens: job.isl });
+    return capableFraction > 0 && seededRng(`${seed}:${job.requestId}`).next() < capableFraction ? 'capable' : 'efficient';
+  };
 
   const lifecycle = (pool: string, e: Omit<LifecycleEvent, 'pool' | 'atMs' | 'dpRank'>): void => {
     nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
@@ -471,7 +489,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
     issued++;
     inflight++;
     const t0 = performance.now();
-    const stage = stageOf(job.requestId);
+    const stage = stageOf(job);
     const common = { requestId: job.requestId, sessionId: job.sessionId, stageProposal: stage, isl: job.isl, osl: job.osl };
     let out: RequestOutcome;
     try {
@@ -520,8 +538,11 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
     }
   } else {
     let index = 0;
-    for (const s of o.workload.sessions) {
+    for (const [si, s] of o.workload.sessions.entries()) {
       const first = index;
+      const sessionId = o.sessionIdOf?.(si) ?? `${runId}-${s.sessionId}`;
+      // Request ids stay unique across runs even when session ids are the evaluation's own.
+      const requestPrefix = o.sessionIdOf === undefined ? sessionId : `${runId}-${sessionId}`;
       index += s.turns.length;
       jobs.push(
         (async () => {
@@ -529,7 +550,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
           for (let t = 0; t < s.turns.length && !deadline.signal.aborted; t++) {
             if (t > 0) await sleep(wallOf(s.turns[t]!.thinkTimeMs), deadline.signal);
             if (deadline.signal.aborted) break;
-            const r = await runOne(sessionJob(s, t, first + t, runId));
+            const r = await runOne(sessionJob(s, t, first + t, requestPrefix, sessionId, si));
             if (r.status !== 'done') break; // an agent stops when a turn fails
           }
         })(),

@@ -12,13 +12,20 @@ import { createWriteStream } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { connectNats, createLogger, flushLogger } from '@vantage/runtime';
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
-import { runLoadgen, type LoadgenPool, type Workload } from './load-generator';
+import { evaluationSessionId, stageProposal, type StageProposalModel } from '@vantage/evaluation';
+import { runLoadgen, type LoadgenOptions, type Workload } from './load-generator';
+import { parsePools } from './pools';
 
 const USAGE = `usage: loadgen (--trace FILE [--limit N] [--speedup X] | --sessions N [--seed S] [--max-context TOKENS])
                [--direct [--direct-pool efficient|capable] [--no-book]] [--capable-fraction F] [--seed S]
                [--pools efficient:64[:model],capable:64[:model]] [--time-scale X] [--nats URL]
                [--max-duration-ms MS] [--request-timeout-ms MS] [--route-timeout-ms MS] [--wait-ready-ms MS]
-               [--out FILE.jsonl]`;
+               [--eval ATTEMPT:VARIANT [--proposal always_efficient|fraction:F:SEED|length:TOKENS]]
+               [--out FILE.jsonl]
+
+  --eval A:V    one run of the evaluation schedule: session i is eval:<A>:<V>:<i> (V as decision records
+                name variants), and Stage's proposals come from --proposal with the match key <A>:<i>,
+                so every variant of attempt A sees the same proposals`;
 
 function fail(msg: string): never {
   process.stderr.write(`loadgen: ${msg}\n${USAGE}\n`);
@@ -30,19 +37,6 @@ function num(v: string | undefined, name: string, dflt: number, min = 0): number
   const x = Number(v);
   if (!Number.isFinite(x) || x < min) fail(`--${name} must be a number >= ${min}, got ${v}`);
   return x;
-}
-
-function parsePools(spec: string): { efficient: LoadgenPool; capable: LoadgenPool } {
-  const parts = spec.split(',').map((p) => p.trim());
-  if (parts.length !== 2) fail(`--pools needs two entries (efficient first, capable second), got ${spec}`);
-  const [e, c] = parts.map((p) => {
-    const [name, bs, model] = p.split(':');
-    if (!name || !/^[A-Za-z0-9_-]{1,64}$/.test(name)) fail(`bad pool name in --pools: ${p}`);
-    const blockSize = bs === undefined || bs === '' ? 64 : Number(bs);
-    if (!Number.isInteger(blockSize) || blockSize <= 0) fail(`bad block size in --pools: ${p}`);
-    return { name, blockSize, model: model ?? name };
-  });
-  return { efficient: e!, capable: c! };
 }
 
 const { values: a } = (() => {
@@ -66,6 +60,8 @@ const { values: a } = (() => {
         'request-timeout-ms': { type: 'string' },
         'route-timeout-ms': { type: 'string' },
         'wait-ready-ms': { type: 'string' },
+        eval: { type: 'string' },
+        proposal: { type: 'string' },
         out: { type: 'string' },
         help: { type: 'boolean', default: false },
       },
@@ -83,6 +79,35 @@ if ((a.trace === undefined) === (a.sessions === undefined)) fail('give exactly o
 const role = a['direct-pool'];
 if (role !== 'efficient' && role !== 'capable') fail(`--direct-pool must be efficient or capable, got ${role}`);
 const seed = a.seed ?? '1';
+
+function proposalModel(spec: string): StageProposalModel {
+  if (spec === 'always_efficient') return { kind: 'always_efficient' };
+  const f = /^fraction:([0-9.]+):(\d+)$/.exec(spec);
+  if (f) return { kind: 'fraction_capable', fraction: Number(f[1]), seed: Number(f[2]) };
+  const l = /^length:(\d+)$/.exec(spec);
+  if (l) return { kind: 'length', capableAboveTokens: Number(l[1]) };
+  fail(`--proposal must be always_efficient, fraction:F:SEED or length:TOKENS, got ${spec}`);
+}
+
+let evalRun: Pick<LoadgenOptions, 'sessionIdOf' | 'proposal'> = {};
+if (a.eval !== undefined) {
+  const m = /^(\d+):([a-z_]+)$/.exec(a.eval);
+  if (!m) fail(`--eval must be ATTEMPT:VARIANT, got ${a.eval}`);
+  if (a.trace !== undefined) fail('--eval needs a sessions workload');
+  const attempt = Number(m[1]);
+  const variant = m[2]!;
+  const model = proposalModel(a.proposal ?? 'always_efficient');
+  evalRun = {
+    sessionIdOf: (i) => evaluationSessionId(attempt, variant, i),
+    proposal: (ctx) => stageProposal(model, { matchKey: `${attempt}:${ctx.sessionIndex}`, turn: ctx.turn, promptTokens: ctx.promptTokens }),
+  };
+} else if (a.proposal !== undefined) fail('--proposal needs --eval');
+let pools;
+try {
+  pools = parsePools(a.pools);
+} catch (e) {
+  fail((e as Error).message);
+}
 
 let workload: Workload;
 if (a.trace !== undefined) {
@@ -112,7 +137,8 @@ try {
   process.once('SIGINT', () => abort.abort());
   const { summary } = await runLoadgen({
     nc,
-    pools: parsePools(a.pools),
+    pools,
+    ...evalRun,
     workload,
     mode: a.direct ? { kind: 'direct', role, book: !a['no-book'] } : { kind: 'route' },
     capableFraction: num(a['capable-fraction'], 'capable-fraction', 0),

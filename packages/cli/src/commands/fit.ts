@@ -4,8 +4,9 @@
  * the decision service loads plus an HTML report. All the arithmetic is in
  * @vantage/fitting; this file reads, reports progress and writes.
  */
-import { FIT_VARIANTS, fitAll, parseCalibrationJsonl, renderFitReportHtml, type FitOptions, type FitReport } from '@vantage/fitting';
-import { serializeParameterSet, DEFAULT_PARAMETER_SET, type GateLimits } from '@vantage/rules';
+import { join } from 'node:path';
+import { FIT_VARIANTS, fitAll, variantParameterSet, parseCalibrationJsonl, renderFitReportHtml, type FitOptions, type FitReport } from '@vantage/fitting';
+import { serializeParameterSet, DEFAULT_PARAMETER_SET, VARIANTS, type GateLimits } from '@vantage/rules';
 import { choice, parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
@@ -17,6 +18,7 @@ const help = `Usage: vantage fit --input FILE|- --out-params FILE --out-report F
                    [--seed N] [--variant count|count_prefill|blind|cache]
                    [--fractions F,U,S] [--q-source fitting|all] [--lenient]
                    [--max-age-ms MS] [--destination-limit N] [--local-limit N]
+                   [--out-json FILE] [--out-variants DIR]
 
 Fit the rules of seed 000 from calibration measurements: Q tables, ridge load
 corrections (lambda by grouped cross-validation), count thresholds r and p on
@@ -41,6 +43,10 @@ Options:
   --max-age-ms MS         gate: largest observation age (default ${DEFAULT_PARAMETER_SET.gate.maxAgeMs})
   --destination-limit N   gate: capable booked requests must stay below N (default ${DEFAULT_PARAMETER_SET.gate.destinationLimit})
   --local-limit N         gate: local in-flight capable calls must stay below N (default ${DEFAULT_PARAMETER_SET.gate.localLimit})
+  --out-json FILE         also write the fit report as JSON
+  --out-variants DIR      also write the frozen set once per rule variant (stage, count, count_prefill,
+                          blind, cache) as DIR/params-<variant>.json, version <version>+<variant>,
+                          for an evaluation that runs every variant with the same fitted numbers
   -h, --help              this help
 
 Exit codes: 0 written, 64 bad arguments, 65 bad rows or data that cannot be
@@ -112,6 +118,8 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
       'max-age-ms': { type: 'string' },
       'destination-limit': { type: 'string' },
       'local-limit': { type: 'string' },
+      'out-json': { type: 'string' },
+      'out-variants': { type: 'string' },
     },
     0,
   );
@@ -149,6 +157,21 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   io.stderr(`fit: wrote report ${reportPath}\n`);
   await writeOutput(paramsPath, serializeParameterSet(result.parameterSet));
   io.stderr(`fit: wrote parameter set ${paramsPath}\n`);
+  const jsonPath = values['out-json'];
+  if (typeof jsonPath === 'string') {
+    await writeOutput(jsonPath, `${JSON.stringify(result.report, null, 1)}\n`);
+    io.stderr(`fit: wrote report JSON ${jsonPath}\n`);
+  }
+  const dir = values['out-variants'];
+  if (typeof dir === 'string') {
+    for (const v of VARIANTS) {
+      const set = variantParameterSet(result.parameterSet, result.report, v);
+      if (!set.ok) throw new InputError(`cannot derive the ${v} set: ${set.errors.join('; ')}`, EXIT.DATA);
+      const path = join(dir, `params-${v}.json`);
+      await writeOutput(path, serializeParameterSet(set.value));
+      io.stderr(`fit: wrote ${v} set ${set.value.version} -> ${path}\n`);
+    }
+  }
   io.stdout(summary(result.report, paramsPath, reportPath));
   return EXIT.OK;
 }

@@ -1,0 +1,172 @@
+/**
+ * The service stack of the main job as child processes: one indexer per model
+ * pool, the decision service (parameter set from a file it polls), the outcome
+ * service and the simulated fleet. Used by `npm start` and by the end-to-end
+ * test (which passes its own topic names and a private nats-server).
+ *
+ * Each service is `node --import tsx services/<s>/src/main.ts` with VANTAGE_*
+ * settings; its output goes to `<logDir>/<name>.log`. Services reject VANTAGE_*
+ * variables they do not know, so the caller's own VANTAGE_* settings are never
+ * passed down.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort, sleep, waitFor } from './exec';
+import { REPO_ROOT } from './paths';
+
+export interface ServiceSpec {
+  readonly name: string;
+  readonly entry: string;
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+export interface PoolSpec {
+  readonly name: string;
+  readonly component: string;
+  /** Scales the mocker's step time: < 1 is a slower (larger) model. */
+  readonly speed: number;
+  readonly workers: number;
+}
+
+export interface StackOptions {
+  readonly natsUrl: string;
+  readonly kafkaBrokers: string;
+  readonly paramsFile: string;
+  readonly logDir: string;
+  readonly pools: { readonly efficient: PoolSpec; readonly capable: PoolSpec };
+  /** Fleet sim ms per wall ms. */
+  readonly timeScale: number;
+  /** Outcome join window (ms). */
+  readonly joinWindowMs?: number;
+  /** Extra settings per service name (`indexer-<pool>`, `decision`, `outcome`, `fleet`). */
+  readonly extraEnv?: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  readonly log: (m: string) => void;
+}
+
+export interface RunningService {
+  readonly spec: ServiceSpec;
+  child: ChildProcess;
+  port: number;
+  readonly logFile: string;
+}
+
+export function stackServices(o: StackOptions): ServiceSpec[] {
+  const pools = [o.pools.efficient, o.pools.capable];
+  const extra = (name: string): Readonly<Record<string, string>> => o.extraEnv?.[name] ?? {};
+  return [
+    ...pools.map((p) => ({
+      name: `indexer-${p.name}`,
+      entry: 'services/indexer/src/main.ts',
+      env: { VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: p.name, component: p.component }]), ...extra(`indexer-${p.name}`) },
+    })),
+    {
+      name: 'decision',
+      entry: 'services/decision/src/main.ts',
+      env: {
+        VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: o.pools.efficient.name,
+        VANTAGE_DECISION_POOLS_EFFICIENT_POOL: o.pools.efficient.name,
+        VANTAGE_DECISION_POOLS_CAPABLE_MODEL: o.pools.capable.name,
+        VANTAGE_DECISION_POOLS_CAPABLE_POOL: o.pools.capable.name,
+        // The job switches parameter sets (calibration, fitted, each variant) by rewriting this file.
+        VANTAGE_DECISION_PARAMETER_SET_FILE: o.paramsFile,
+        VANTAGE_DECISION_RELOAD_POLL_MS: '200',
+        ...extra('decision'),
+      },
+    },
+    { name: 'outcome', entry: 'services/outcome/src/main.ts', env: { VANTAGE_OUTCOME_JOIN_WINDOW_MS: String(o.joinWindowMs ?? 10_000), ...extra('outcome') } },
+    {
+      name: 'fleet',
+      entry: 'services/fleet/src/main.ts',
+      env: {
+        VANTAGE_FLEET_POOLS: JSON.stringify(pools.map((p) => ({ name: p.name, component: p.component, workers: p.workers, speed: p.speed, model: p.name }))),
+        VANTAGE_FLEET_TIME_SCALE: String(o.timeScale),
+        ...extra('fleet'),
+      },
+    },
+  ];
+}
+
+export class Stack {
+  readonly running: RunningService[] = [];
+
+  constructor(private readonly o: StackOptions) {}
+
+  async start(): Promise<void> {
+    for (const spec of stackServices(this.o)) {
+      if (!existsSync(join(REPO_ROOT, spec.entry))) continue;
+      this.running.push(await this.spawn(spec));
+    }
+    for (const r of this.running) await this.waitHealthy(r);
+  }
+
+  get(name: string): RunningService {
+    const r = this.running.find((x) => x.spec.name === name);
+    if (r === undefined) throw new Error(`no service ${name} in the stack`);
+    return r;
+  }
+
+  /** Stop one service (it drains and flushes) and start it again; resolves once it is healthy. */
+  async restart(name: string): Promise<number> {
+    const r = this.get(name);
+    const t0 = Date.now();
+    await stopService(r, this.o.log);
+    const again = await this.spawn(r.spec);
+    r.child = again.child;
+    r.port = again.port;
+    await this.waitHealthy(r, false);
+    return Date.now() - t0;
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.running.map((r) => stopService(r, this.o.log)));
+  }
+
+  private async waitHealthy(r: RunningService, say = true): Promise<void> {
+    const ms = await waitFor(r.spec.name, () => healthy(r), 60_000);
+    if (say) this.o.log(`${r.spec.name.padEnd(18)} healthy  http://127.0.0.1:${r.port}/metrics  (${ms} ms)  log ${r.logFile}`);
+  }
+
+  private async spawn(spec: ServiceSpec): Promise<RunningService> {
+    const port = await freePort();
+    mkdirSync(this.o.logDir, { recursive: true });
+    const logFile = join(this.o.logDir, `${spec.name}.log`);
+    const out = openSync(logFile, 'a');
+    const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, spec.entry)], {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', out, out],
+      env: {
+        ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VANTAGE_'))),
+        VANTAGE_SERVICE: spec.name,
+        VANTAGE_NATS_URL: this.o.natsUrl,
+        VANTAGE_KAFKA_BROKERS: this.o.kafkaBrokers,
+        VANTAGE_HTTP_PORT: String(port),
+        ...spec.env,
+      },
+    });
+    closeSync(out);
+    return { spec, child, port, logFile };
+  }
+}
+
+async function healthy(r: RunningService): Promise<boolean> {
+  if (r.child.exitCode !== null) throw new Error(`${r.spec.name} exited with ${r.child.exitCode}; see ${r.logFile}`);
+  try {
+    const res = await fetch(`http://127.0.0.1:${r.port}/healthz`);
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+async function stopService(r: RunningService, log: (m: string) => void, deadlineMs = 15_000): Promise<void> {
+  if (r.child.exitCode !== null || r.child.signalCode !== null) return;
+  const exited = new Promise<void>((res) => r.child.once('exit', () => res()));
+  r.child.kill('SIGTERM');
+  const timedOut = await Promise.race([exited.then(() => false), sleep(deadlineMs).then(() => true)]);
+  if (timedOut) {
+    log(`${r.spec.name} did not stop within ${deadlineMs} ms; killing it`);
+    r.child.kill('SIGKILL');
+    await exited;
+  }
+}

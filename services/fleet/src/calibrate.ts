@@ -1,0 +1,126 @@
+/**
+ * Calibration CLI (see calibration.ts): runs @vantage/evaluation's calibration
+ * plan through the live decision service onto the simulated fleet.
+ *
+ *   node --import tsx services/fleet/src/calibrate.ts --preset small --destination-limit 8 --out out/calibration-requests.jsonl
+ *
+ * The decision service must run a parameter set that observes both pools and
+ * never overrides (infra's `calibrationParameterSet`). Progress on stderr; the
+ * summary is the last line on stdout (one JSON object).
+ * Exit: 0 finished (failures counted in the summary), 2 bad arguments, 1 fatal error.
+ */
+import { createWriteStream } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { calibrationPlan, CALIBRATION_PRESETS, type CalibrationPreset } from '@vantage/evaluation';
+import { connectNats, createLogger, flushLogger } from '@vantage/runtime';
+import { runCalibration } from './calibration';
+import { parsePools } from './pools';
+
+const USAGE = `usage: calibrate [--preset tiny|small|full] [--repeats N] [--seed S] [--destination-limit N]
+                 [--pools efficient:64[:model],capable:64[:model]] [--nats URL] [--route-subject S]
+                 [--max-runs N] [--request-timeout-ms MS] [--settle-timeout-ms MS] [--out FILE.jsonl] [--plan-only]`;
+
+function fail(msg: string): never {
+  process.stderr.write(`calibrate: ${msg}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+function int(v: string | undefined, name: string, min: number): number | undefined {
+  if (v === undefined) return undefined;
+  const x = Number(v);
+  if (!Number.isInteger(x) || x < min) fail(`--${name} must be an integer >= ${min}, got ${v}`);
+  return x;
+}
+
+const { values: a } = (() => {
+  try {
+    return parseArgs({
+      options: {
+        preset: { type: 'string', default: 'small' },
+        repeats: { type: 'string' },
+        seed: { type: 'string' },
+        'destination-limit': { type: 'string' },
+        pools: { type: 'string', default: 'efficient:64,capable:64' },
+        nats: { type: 'string' },
+        'route-subject': { type: 'string' },
+        'max-runs': { type: 'string' },
+        'request-timeout-ms': { type: 'string' },
+        'settle-timeout-ms': { type: 'string' },
+        out: { type: 'string' },
+        'plan-only': { type: 'boolean', default: false },
+        help: { type: 'boolean', default: false },
+      },
+      strict: true,
+    });
+  } catch (e) {
+    fail((e as Error).message);
+  }
+})();
+if (a.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+if (!(a.preset in CALIBRATION_PRESETS)) fail(`--preset must be one of ${Object.keys(CALIBRATION_PRESETS).join(', ')}`);
+let pools;
+try {
+  pools = parsePools(a.pools);
+} catch (e) {
+  fail((e as Error).message);
+}
+if (pools.efficient.blockSize !== pools.capable.blockSize) fail('both pools must share one block size (the plan warms K on a block boundary of both)');
+const repeats = int(a.repeats, 'repeats', 1);
+const seed = int(a.seed, 'seed', 0);
+const limit = int(a['destination-limit'], 'destination-limit', 1);
+let plan;
+try {
+  plan = calibrationPlan({
+    preset: a.preset as CalibrationPreset,
+    blockSize: pools.efficient.blockSize,
+    ...(repeats === undefined ? {} : { repeats }),
+    ...(seed === undefined ? {} : { seed }),
+    ...(limit === undefined ? {} : { destinationLimit: limit }),
+  });
+} catch (e) {
+  fail((e as Error).message);
+}
+const t = plan.totals;
+process.stderr.write(
+  `calibrate: plan ${plan.preset}: ${t.conditions} conditions, ${t.runs} runs, ${t.probeRequests} probes, ${t.warmupRequests} warm-ups, ` +
+    `${t.backgroundRequests} background requests per loaded worker; ${Object.entries(t.byFactor).map(([f, n]) => `${f} ${n}`).join(', ')}\n`,
+);
+if (a['plan-only']) {
+  process.stdout.write(`${JSON.stringify(plan)}\n`);
+  process.exit(0);
+}
+
+const log = createLogger({ service: 'calibrate', instanceId: `calibrate-${process.pid}`, level: 'warn', destination: process.stderr });
+const url = a.nats ?? process.env.VANTAGE_NATS_URL ?? 'nats://127.0.0.1:4222';
+try {
+  const nc = await connectNats({ url, name: `calibrate-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
+  const out = a.out ? createWriteStream(a.out) : null;
+  const abort = new AbortController();
+  process.once('SIGINT', () => abort.abort());
+  const maxRuns = int(a['max-runs'], 'max-runs', 1);
+  const requestTimeoutMs = int(a['request-timeout-ms'], 'request-timeout-ms', 1);
+  const settleTimeoutMs = int(a['settle-timeout-ms'], 'settle-timeout-ms', 1);
+  const summary = await runCalibration({
+    nc,
+    pools,
+    plan,
+    ...(a['route-subject'] === undefined ? {} : { routeSubject: a['route-subject'] }),
+    ...(maxRuns === undefined ? {} : { maxRuns }),
+    ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
+    ...(settleTimeoutMs === undefined ? {} : { settleTimeoutMs }),
+    progress: (line) => process.stderr.write(`${line}\n`),
+    ...(out ? { onRequest: (r) => out.write(`${JSON.stringify(r)}\n`) } : {}),
+    signal: abort.signal,
+  });
+  if (out) await new Promise<void>((r) => out.end(r));
+  await nc.close();
+  process.stdout.write(`${JSON.stringify(summary)}\n`);
+  await flushLogger(log);
+  process.exit(0);
+} catch (e) {
+  process.stderr.write(`calibrate: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,394 @@
+/**
+ * The calibration harness: runs @vantage/evaluation's calibration plan (seed
+ * 000, "Collect GPU calibration data") against the live fleet through the real
+ * decision and indexer services, so every measurement lands in Kafka through
+ * the outcome service exactly as an evaluation request does.
+ *
+ * One repeat of one condition (the plan's steps, as implemented here):
+ *   1. wait until no worker of either pool has a booked request (R = 0), so a
+ *      no-contention condition really is one;
+ *   2. warm the probe's reusable prefix (K tokens, output 1 token) on BOTH
+ *      candidates: a route query per candidate (session `calwarm:`), served on
+ *      the worker the decision service reserved; wait for completion and for the
+ *      bookings to be released;
+ *   3. background load (session `calbg:`): fresh, uncached prompts booked on
+ *      `vantage.v1.bookings.{pool}` — the accounting path Dynamo's router and the
+ *      decision service use, so the indexer counts them in R and P exactly like
+ *      routed requests — served with lifecycle events like any request. The plan
+ *      places them on "the worker the probe's candidate would get"; with Dynamo's
+ *      own choice picking that worker at probe time (and preferring idle ones),
+ *      the only placement that guarantees it is every schedulable worker of the
+ *      pool: each gets `count` background requests. Observations then carry the
+ *      intended R and P whichever worker is proposed;
+ *   4. the probe (N tokens: the warmed prefix, then a fresh suffix) is sent to
+ *      BOTH candidates at the same instant, as two route queries with Stage's
+ *      proposal set to each candidate in turn. The decision service runs a
+ *      parameter set that observes both pools but never overrides (see
+ *      `calibrationParameterSet` in infra), so each query's final choice is the
+ *      candidate being measured and its decision record carries N, K, R and P of
+ *      both. `immediate` probes go out once the indexers show the background
+ *      bookings; `after_background_first_tokens` probes once every background
+ *      request is decoding;
+ *   5. wait for everything to finish.
+ *
+ * Session ids follow the plan (`cal:<condition>:<repeat>:<idle|loaded>` for the
+ * probes), so `vantage fit` reads the outcome rows directly.
+ */
+import { createInbox, type NatsConnection } from '@nats-io/transport-node';
+import type { CalibrationCondition, CalibrationPlan, CalibrationRun, Role } from '@vantage/evaluation';
+import { mulberry32 } from '@vantage/evaluation';
+import {
+  bookingEventCodec,
+  bookingsSubject,
+  lifecycleEventCodec,
+  lifecycleSubject,
+  observeReplyCodec,
+  observeRequestCodec,
+  observeSubject,
+  ROUTE_SUBJECT,
+  routeReplyCodec,
+  routeRequestCodec,
+  type LifecycleEvent,
+  type ObserveReply,
+  type RouteCandidate,
+} from '@vantage/protocol';
+import { request } from '@vantage/runtime';
+import { promptFromTokens, type PromptBlocks } from '@vantage/sim';
+import type { WorkerId } from '@vantage/types';
+import { decodeProgress, encodeGenerateRequest, generateSubject } from './generate';
+import type { LoadgenPool } from './load-generator';
+
+export interface CalibrationHarnessOptions {
+  readonly nc: NatsConnection;
+  readonly pools: { readonly efficient: LoadgenPool; readonly capable: LoadgenPool };
+  readonly plan: CalibrationPlan;
+  /** Route subject of the decision service (default `vantage.v1.route`). */
+  readonly routeSubject?: string;
+  /** Request id prefix, unique per harness run. */
+  readonly runId?: string;
+  /** Mixed into every repeat's content seed, so two harness runs never share prompts. */
+  readonly contentSalt?: number;
+  readonly routeTimeoutMs?: number;
+  /** Wall bound per request, dispatch to done. Default 60 s. */
+  readonly requestTimeoutMs?: number;
+  /** Wall bound of each wait for idle pools / visible bookings. Default 10 s. */
+  readonly settleTimeoutMs?: number;
+  /** Run only the first N repeats of the run order (smoke runs). */
+  readonly maxRuns?: number;
+  readonly progress?: (line: string) => void;
+  /** One line per request (probe, warm-up, background). */
+  readonly onRequest?: (r: CalibrationRequestLog) => void;
+  readonly signal?: AbortSignal;
+}
+
+export type CalibrationRequestKind = 'probe' | 'warmup' | 'background';
+
+export interface CalibrationRequestLog {
+  readonly conditionId: string;
+  readonly repeat: number;
+  readonly kind: CalibrationRequestKind;
+  readonly role: Role;
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly background: boolean;
+  readonly workerId: string | null;
+  readonly status: 'done' | 'failed' | 'cancelled';
+  readonly error: string | null;
+  readonly isl: number;
+  readonly osl: number;
+  /** Sim ms as the engine measured them. */
+  readonly ttftMs: number | null;
+  readonly reusedTokens: number | null;
+  /** For probes: the route reply's reason and the observed R, P, K of the measured candidate. */
+  readonly reason: string | null;
+  readonly observed: { readonly K: number | null; readonly R: number | null; readonly P: number | null } | null;
+}
+
+export interface CalibrationSummary {
+  readonly runs: number;
+  readonly probes: number;
+  readonly probesCompleted: number;
+  readonly warmups: number;
+  readonly background: number;
+  readonly failed: number;
+  readonly settleTimeouts: number;
+  /** Probes whose observation did not show the background load the condition asked for. */
+  readonly loadNotVisible: number;
+  readonly durationMs: number;
+}
+
+interface ServeResult {
+  readonly status: 'done' | 'failed' | 'cancelled';
+  readonly error: string | null;
+  readonly ttftMs: number | null;
+  readonly reusedTokens: number | null;
+}
+
+const VOCAB = 150_000;
+
+/** Fresh token content: a seeded stream that never repeats across (run, condition, repeat, purpose). */
+function tokens(seed: number, n: number): Uint32Array {
+  const rnd = mulberry32(seed >>> 0);
+  const out = new Uint32Array(n);
+  for (let i = 0; i < n; i++) out[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
+  return out;
+}
+
+function concat(a: Uint32Array, b: Uint32Array): Uint32Array {
+  const out = new Uint32Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export async function runCalibration(o: CalibrationHarnessOptions): Promise<CalibrationSummary> {
+  const nc = o.nc;
+  const routeSubject = o.routeSubject ?? ROUTE_SUBJECT;
+  const routeTimeoutMs = o.routeTimeoutMs ?? 5_000;
+  const requestTimeoutMs = o.requestTimeoutMs ?? 60_000;
+  const settleTimeoutMs = o.settleTimeoutMs ?? 10_000;
+  const runId = o.runId ?? `cal${Date.now().toString(36)}`;
+  const salt = o.contentSalt ?? Date.now() % 1_000_000_007;
+  const progress = o.progress ?? (() => {});
+  const started = performance.now();
+  const byId = new Map(o.plan.conditions.map((c) => [c.id, c]));
+  const order = o.plan.runOrder.slice(0, o.maxRuns ?? o.plan.runOrder.length);
+  const counts = { probes: 0, probesCompleted: 0, warmups: 0, background: 0, failed: 0, settleTimeouts: 0, loadNotVisible: 0 };
+
+  const lifecycle = (pool: string, e: Omit<LifecycleEvent, 'pool' | 'atMs' | 'dpRank'>): void => {
+    nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
+  };
+
+  const observe = async (pool: LoadgenPool, blocks: BigUint64Array, n: number): Promise<ObserveReply> => {
+    const m = await request(nc, observeSubject(pool.name), observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: blocks, loraName: null }, promptTokens: n }), {
+      timeoutMs: routeTimeoutMs,
+    });
+    const r = observeReplyCodec.decode(m.data);
+    if (!r.ok) throw new Error(`observe ${pool.name}: ${r.reason}`);
+    return r.value;
+  };
+
+  /** Polls both pools until `ok(reply)` holds for each, or the settle bound passes. */
+  const settle = async (what: string, ok: (role: Role, r: ObserveReply) => boolean): Promise<boolean> => {
+    const until = performance.now() + settleTimeoutMs;
+    const empty = new BigUint64Array(0);
+    for (;;) {
+      let all = true;
+      for (const role of ['efficient', 'capable'] as const) {
+        try {
+          if (!ok(role, await observe(o.pools[role], empty, 1))) all = false;
+        } catch {
+          all = false;
+        }
+      }
+      if (all) return true;
+      if (performance.now() > until || o.signal?.aborted) {
+        counts.settleTimeouts++;
+        progress(`calibration: ${what} not reached within ${settleTimeoutMs} ms; going on`);
+        return false;
+      }
+      await sleep(50);
+    }
+  };
+  const idle = (): Promise<boolean> => settle('idle pools (R = 0 everywhere)', (_r, rep) => {
+    const live = rep.workers.filter((w) => w.schedulable);
+    return live.length > 0 && live.every((w) => w.R === 0);
+  });
+
+  /** Sends one request to a worker and follows it to its end, publishing lifecycle events as a gateway does. */
+  const serve = (pool: LoadgenPool, workerId: WorkerId, req: { requestId: string; sessionId: string; tokens: Uint32Array; osl: number }, onFirstToken?: () => void): Promise<ServeResult> =>
+    new Promise((resolve) => {
+      const inbox = createInbox();
+      let done = false;
+      const finish = (r: ServeResult): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        sub.unsubscribe();
+        resolve(r);
+      };
+      const timer = setTimeout(() => {
+        lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'cancelled', workerId, usage: null, error: { code: 'request_timeout', message: null } });
+        finish({ status: 'cancelled', error: 'request_timeout', ttftMs: null, reusedTokens: null });
+      }, requestTimeoutMs);
+      const sub = nc.subscribe(inbox, {
+        callback: (err, m) => {
+          if (err) return;
+          const p = decodeProgress(m.data);
+          if (p === null) return;
+          if (p.kind === 'first_token') {
+            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'first_token', workerId, usage: null, error: null });
+            onFirstToken?.();
+          } else if (p.kind === 'done') {
+            const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
+            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'done', workerId, usage, error: null });
+            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'usage', workerId, usage, error: null });
+            finish({ status: 'done', error: null, ttftMs: p.firstTokenMs - p.arrivalMs, reusedTokens: p.reusedTokens });
+          } else if (p.kind === 'failed') {
+            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'failed', workerId, usage: null, error: { code: p.code, message: p.reason.slice(0, 500) } });
+            finish({ status: 'failed', error: p.code, ttftMs: null, reusedTokens: null });
+          }
+        },
+      });
+      nc.publish(generateSubject(pool.name, workerId), encodeGenerateRequest({ requestId: req.requestId, sessionId: req.sessionId, osl: req.osl, prompt: { kind: 'token_ids', tokens: req.tokens }, outputTokens: null }), {
+        reply: inbox,
+      });
+    });
+
+  const blocksCache = new WeakMap<Uint32Array, Map<number, PromptBlocks>>();
+  const blocksOf = (t: Uint32Array, blockSize: number): PromptBlocks => {
+    let m = blocksCache.get(t);
+    if (!m) blocksCache.set(t, (m = new Map()));
+    let b = m.get(blockSize);
+    if (!b) m.set(blockSize, (b = promptFromTokens(t, blockSize)));
+    return b;
+  };
+
+  /** Route through the decision service with Stage proposing `role`, then serve where it says. */
+  const routed = async (
+    c: CalibrationCondition,
+    run: CalibrationRun,
+    kind: 'probe' | 'warmup',
+    role: Role,
+    sessionId: string,
+    t: Uint32Array,
+    osl: number,
+  ): Promise<void> => {
+    const requestId = `${runId}-${c.id}-${run.repeat}-${kind}-${role}`;
+    const cand = (p: LoadgenPool): RouteCandidate => ({ model: p.model, pool: p.name, prompt: { kind: 'local_hashes', localHashes: blocksOf(t, p.blockSize).local, loraName: null }, promptTokens: t.length });
+    let log: CalibrationRequestLog;
+    const base = { conditionId: c.id, repeat: run.repeat, kind, role, requestId, sessionId, background: false, isl: t.length, osl };
+    try {
+      const m = await request(
+        nc,
+        routeSubject,
+        routeRequestCodec.encode({ requestId, sessionId, stageProposal: role, candidates: { efficient: cand(o.pools.efficient), capable: cand(o.pools.capable) }, deadlineMs: null }),
+        { timeoutMs: routeTimeoutMs },
+      );
+      const r = routeReplyCodec.decode(m.data);
+      if (!r.ok) throw new Error(`route reply: ${r.reason}`);
+      const v = r.value;
+      if (v.modelRole !== role) throw new Error(`the decision service changed ${role} to ${v.modelRole}: calibration needs a parameter set that never overrides`);
+      if (v.workerId === null) throw new Error(`route reply without a worker (${v.reason}${v.fallback === null ? '' : `, ${v.fallback}`})`);
+      const pool = o.pools[role];
+      const res = await serve(pool, v.workerId, { requestId, sessionId, tokens: t, osl });
+      const obs = v.observations[role];
+      log = { ...base, ...res, workerId: v.workerId.toString(), reason: v.fallback === null ? v.reason : `${v.reason}:${v.fallback}`, observed: obs === null ? null : { K: obs.K, R: obs.R, P: obs.P } };
+    } catch (e) {
+      log = { ...base, workerId: null, status: 'failed', error: e instanceof Error ? e.message : String(e), ttftMs: null, reusedTokens: null, reason: null, observed: null };
+    }
+    if (log.status !== 'done') counts.failed++;
+    o.onRequest?.(log);
+    if (kind === 'probe') {
+      counts.probes++;
+      if (log.status === 'done') counts.probesCompleted++;
+      const want = c.background.filter((b) => b.pool === role).reduce((s, b) => s + b.count, 0);
+      if (want > 0 && log.observed !== null && (log.observed.R ?? 0) < want) counts.loadNotVisible++;
+    } else counts.warmups++;
+  };
+
+  for (let i = 0; i < order.length && !o.signal?.aborted; i++) {
+    const { conditionId, repeat } = order[i]!;
+    const c = byId.get(conditionId);
+    const run = c?.runs[repeat];
+    if (c === undefined || run === undefined) throw new Error(`plan run order names ${conditionId}:${repeat}, which the plan does not hold`);
+    progress(`calibration ${i + 1}/${order.length}: ${c.id} repeat ${repeat} (${c.factor})`);
+    await idle();
+    const seed = (label: string, k = 0): number => (Math.imul(run.contentSeed ^ salt, 0x9e3779b1) ^ hashLabel(label, k)) >>> 0;
+    const prefix = tokens(seed('prefix'), c.probe.prefixTokens);
+    const probeTokens = concat(prefix, tokens(seed('suffix'), c.probe.promptTokens - c.probe.prefixTokens));
+
+    // 2. Warm the reusable prefix on both candidates.
+    if (c.probe.prefixTokens > 0) {
+      await Promise.all(c.measure.map((role) => routed(c, run, 'warmup', role, run.warmupSessionId, prefix, 1)));
+      await idle();
+    }
+
+    // 3. Background load on every schedulable worker of each loaded pool.
+    const bg: Promise<void>[] = [];
+    let firstTokensDue = 0;
+    let firstTokensSeen = 0;
+    /** Background requests still open per worker: the indexers must count at least these. */
+    const open = new Map<string, number>();
+    for (const [si, spec] of c.background.entries()) {
+      const pool = o.pools[spec.pool];
+      const workers = (await observe(pool, new BigUint64Array(0), 1)).workers.filter((w) => w.schedulable);
+      for (const w of workers) {
+        const key = `${pool.name}/${w.workerId.toString()}`;
+        for (let j = 0; j < spec.count; j++) {
+          const t = tokens(seed(`bg-${si}-${w.workerId.toString()}`, j), spec.promptTokens);
+          const requestId = `${runId}-${c.id}-${repeat}-bg-${spec.pool}-${si}-${w.workerId.toString()}-${j}`;
+          const blocks = blocksOf(t, pool.blockSize);
+          nc.publish(
+            bookingsSubject(pool.name),
+            bookingEventCodec.encode({
+              requestId,
+              sessionId: run.backgroundSessionId,
+              pool: pool.name,
+              workerId: w.workerId,
+              dpRank: w.dpRank,
+              promptTokens: t.length,
+              overlapBlocks: 0,
+              sequenceHashes: blocks.sequence,
+              localHashes: null,
+              expectedOutputTokens: spec.outputTokens,
+              prefillTokens: null,
+              atMs: Date.now(),
+            }),
+          );
+          firstTokensDue++;
+          open.set(key, (open.get(key) ?? 0) + 1);
+          bg.push(
+            serve(pool, w.workerId, { requestId, sessionId: run.backgroundSessionId, tokens: t, osl: spec.outputTokens }, () => firstTokensSeen++).then((res) => {
+              open.set(key, (open.get(key) ?? 1) - 1);
+              counts.background++;
+              if (res.status !== 'done') counts.failed++;
+              o.onRequest?.({
+                conditionId: c.id,
+                repeat,
+                kind: 'background',
+                role: spec.pool,
+                requestId,
+                sessionId: run.backgroundSessionId,
+                background: true,
+                workerId: w.workerId.toString(),
+                isl: t.length,
+                osl: spec.outputTokens,
+                ...res,
+                reason: null,
+                observed: null,
+              });
+            }),
+          );
+        }
+      }
+    }
+
+    // 4. Probe both candidates at the same instant, when the condition says.
+    if (bg.length > 0) {
+      if (c.probeTiming === 'after_background_first_tokens') {
+        const until = performance.now() + settleTimeoutMs;
+        while (firstTokensSeen < firstTokensDue && performance.now() < until) await sleep(5);
+        if (firstTokensSeen < firstTokensDue) counts.settleTimeouts++;
+      } else {
+        // The bookings must be applied by the indexers before the probes' observe queries.
+        // Requests that already finished are no longer booked, so the check is against those still open.
+        await settle('background bookings visible', (role, rep) => rep.workers.every((w) => w.R >= (open.get(`${o.pools[role].name}/${w.workerId.toString()}`) ?? 0)));
+      }
+    }
+    await Promise.all([...c.measure.map((role) => routed(c, run, 'probe', role, run.sessionId, probeTokens, c.probe.outputTokens)), ...bg]);
+  }
+  await nc.flush();
+  return { runs: order.length, ...counts, durationMs: Math.round(performance.now() - started) };
+}
+
+function hashLabel(label: string, k: number): number {
+  let h = 0x811c9dc5 ^ k;
+  for (let i = 0; i < label.length; i++) {
+    h ^= label.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
