@@ -6,28 +6,45 @@ import { mix2 } from './hash32';
  *
  * Hand-written open addressing over one Int32Array instead of `Map<bigint, …>`: a bigint key
  * costs an allocation per lookup and ~80 bytes per entry, which dominated apply cost. Each slot is
- * four int32s side by side [keyLo, keyHi, node, tiers], so a probe touches one cache line (the
- * table is far larger than cache; a lookup of a random engine hash is one memory miss). Linear
- * probing with backward-shift deletion keeps the table free of tombstones, so store/evict churn
- * never lengthens probes. node 0 marks an empty slot (node 0 is the root, never a value).
+ * three int32s side by side [keyLo, keyHi, value], value = node | tiers << 28 (node ids stay below
+ * 2^28, tiers are a 4-bit mask), so a probe touches one cache line and a slot is 12 bytes: the
+ * table is larger than cache and every lookup of a random engine hash is a memory miss, so its
+ * size (cache and TLB reach) is what the apply rate depends on. Linear probing with
+ * backward-shift deletion keeps the table free of tombstones, so store/evict churn never lengthens
+ * probes. Value 0 marks an empty slot (node 0 is the root, never a value, and tiers are never 0).
  */
-export const SLOT = 4;
+export const SLOT = 3;
 export const K_LO = 0;
 export const K_HI = 1;
-export const K_NODE = 2;
-export const K_TIERS = 3;
+export const K_VAL = 2;
+/** Node ids are below 2^28: the top four bits of a value hold the tier mask. */
+export const NODE_BITS = 28;
+export const NODE_MASK = (1 << NODE_BITS) - 1;
+/** Highest load (entries / slots) before the table doubles. */
+const LOAD_NUM = 7;
+const LOAD_DEN = 10;
+
+/** Slots needed to hold `entries` entries without growing. */
+export function slotsFor(entries: number): number {
+  let cap = 16;
+  while (cap * LOAD_NUM < entries * LOAD_DEN) cap <<= 1;
+  return cap;
+}
 
 export class ExtMap {
-  /** Slots of [keyLo, keyHi, node, tiers]; a slot index s addresses t[s * SLOT + field]. */
+  /** Slots of [keyLo, keyHi, value]; slot index s addresses t[s * SLOT + field]. */
   t: Int32Array;
   mask: number;
   size = 0;
+  /** Entries allowed before the next doubling. */
+  limit: number;
 
-  constructor(capacity = 16) {
+  constructor(slots = 16) {
     let cap = 16;
-    while (cap < capacity) cap <<= 1;
+    while (cap < slots) cap <<= 1;
     this.t = new Int32Array(cap * SLOT);
     this.mask = cap - 1;
+    this.limit = Math.floor((cap * LOAD_NUM) / LOAD_DEN);
   }
 
   /** Base offset of the slot holding key (lo, hi), or -1. Keys are the u64 halves as int32. */
@@ -37,25 +54,22 @@ export class ExtMap {
     let i = mix2(lo, hi) & mask;
     for (;;) {
       const b = i * SLOT;
-      if (t[b + K_NODE] === 0) return -1;
+      if (t[b + K_VAL] === 0) return -1;
       if (t[b] === lo && t[b + K_HI] === hi) return b;
       i = (i + 1) & mask;
     }
   }
 
-  /** Insert a key known to be absent; returns its slot base. */
-  insert(lo: number, hi: number, node: number, tiers: number): number {
-    // Grow at 1/2 load: probes stay short and a slot is only 16 bytes.
-    if ((this.size + 1) * 2 > this.mask + 1) this.grow();
+  /** Insert a key known to be absent (room reserved by the caller); returns its slot base. */
+  insertFresh(lo: number, hi: number, value: number): number {
     const t = this.t;
     const mask = this.mask;
     let i = mix2(lo, hi) & mask;
-    while (t[i * SLOT + K_NODE] !== 0) i = (i + 1) & mask;
+    while (t[i * SLOT + K_VAL] !== 0) i = (i + 1) & mask;
     const b = i * SLOT;
     t[b] = lo;
     t[b + K_HI] = hi;
-    t[b + K_NODE] = node;
-    t[b + K_TIERS] = tiers;
+    t[b + K_VAL] = value;
     this.size++;
     return b;
   }
@@ -69,7 +83,7 @@ export class ExtMap {
     for (;;) {
       j = (j + 1) & mask;
       const jb = j * SLOT;
-      if (t[jb + K_NODE] === 0) break;
+      if (t[jb + K_VAL] === 0) break;
       const home = mix2(t[jb]!, t[jb + K_HI]!) & mask;
       // The entry at j may fill the hole unless its home lies cyclically in (hole, j].
       const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
@@ -77,26 +91,30 @@ export class ExtMap {
         const hb = hole * SLOT;
         t[hb] = t[jb]!;
         t[hb + K_HI] = t[jb + K_HI]!;
-        t[hb + K_NODE] = t[jb + K_NODE]!;
-        t[hb + K_TIERS] = t[jb + K_TIERS]!;
+        t[hb + K_VAL] = t[jb + K_VAL]!;
         hole = j;
       }
     }
     const hb = hole * SLOT;
-    t[hb + K_NODE] = 0;
-    t[hb + K_TIERS] = 0;
+    t[hb] = 0;
+    t[hb + K_HI] = 0;
+    t[hb + K_VAL] = 0;
     this.size--;
   }
 
-  grow(): void {
+  /** Make room for `k` more entries (doubling as often as needed). */
+  reserve(k: number): void {
+    if (this.size + k <= this.limit) return;
+    let cap = this.mask + 1;
+    while (Math.floor((cap * LOAD_NUM) / LOAD_DEN) < this.size + k) cap <<= 1;
     const old = this.t;
-    const cap = (this.mask + 1) * 2;
     this.t = new Int32Array(cap * SLOT);
     this.mask = cap - 1;
+    this.limit = Math.floor((cap * LOAD_NUM) / LOAD_DEN);
     this.size = 0;
     for (let b = 0; b < old.length; b += SLOT) {
-      const n = old[b + K_NODE]!;
-      if (n !== 0) this.insert(old[b]!, old[b + K_HI]!, n, old[b + K_TIERS]!);
+      const v = old[b + K_VAL]!;
+      if (v !== 0) this.insertFresh(old[b]!, old[b + K_HI]!, v);
     }
   }
 

@@ -1,6 +1,6 @@
 import type { KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { xxh3_64 } from '@vantage/hashing';
-import { ExtMap, K_NODE, K_TIERS, SLOT } from './ext-map';
+import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor } from './ext-map';
 import { mix2, mix3, u64Hi, u64Lo } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 import type {
@@ -17,7 +17,7 @@ import type {
 // ---------------------------------------------------------------------------
 // Layout (the README has the design and the measured memory figures)
 //
-// Node table: one Int32Array, a record of R = 8 + 4W int32s per node, node 0 the root:
+// Node table: one Int32Array, a record of R = 8 + W int32s per node, node 0 the root:
 //   LO, HI      the block's local hash (`tokens_hash`) as int32 halves
 //   PARENT      parent node; DETACHED when cut from the tree; FREE on the free list
 //   FIRST, NEXT, PREV
@@ -25,10 +25,13 @@ import type {
 //               children in O(children); one child unlinks in O(1)
 //   REFS        block-id map entries (over all publishers) naming this node; recycled at 0
 //   NCHILD      child count; the sign bit says the children are also in the edge hash table
-//   BITS..      per storage tier, a bitset over dense publisher slots: 4 tiers x W words
+//   BITS..      the device tier's bitset over dense publisher slots: W words
+// The three lower tiers' bitsets (3 x W words per node) live in a side table with the same node
+// ids, allocated on the first block stored below the device tier: most deployments never store
+// one, and every byte of the node table costs cache and TLB reach on the apply path.
 // Records are interleaved, not split into one array per field, because every access path
 // (apply, match) is a random memory access: one record is one or two cache lines, where a
-// struct of arrays costs a miss per field. For W = 2 (up to 64 publishers) a record is 64 bytes.
+// struct of arrays costs a miss per field. For W = 2 (up to 64 publishers) a record is 40 bytes.
 //
 // Child lookup: a chain node (the common case: most blocks have one child) scans its short
 // child list, and chain nodes are allocated consecutively by one stored event, so a walk down
@@ -66,7 +69,11 @@ const TIER_INDEX: Readonly<Record<StorageTier, number>> = {
 const REASONS: readonly SuspectReason[] = ['unknown_parent', 'event_gap', 'missed_start'];
 
 const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32
-const SNAPSHOT_VERSION = 1;
+const SNAPSHOT_VERSION = 2;
+/** Oldest version `restore` still reads (converted on the way in). */
+const SNAPSHOT_V1 = 1;
+/** Node ids share an int32 with a 4-bit tier mask in the block-id tables. */
+const MAX_NODES = 1 << NODE_BITS;
 const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
 
 const EMPTY_U64 = new BigUint64Array(0);
@@ -92,7 +99,7 @@ export interface PrefixIndexOptions {
   /**
    * Blocks a publisher is expected to hold (a worker's advertised `total_kv_blocks`): its block-id
    * table is sized for that many on creation instead of growing by doubling as it fills. Costs
-   * 32 bytes per hinted block per publisher up front.
+   * about 17 bytes per hinted block per publisher up front, touched as it fills.
    */
   readonly publisherBlocksHint?: number;
 }
@@ -126,14 +133,17 @@ export class PrefixIndex {
 
   // Node table.
   private nd: Int32Array;
-  private R: number; // record size in int32s: F_BITS + NTIERS * words
+  /** Lower-tier bitsets (host_pinned, disk, external: 3 x W words per node), or null while none is held. */
+  private low: Int32Array | null = null;
+  private R: number; // record size in int32s: F_BITS + words
   private words = 1; // W: int32 words per tier bitset
   private nodeCap: number;
   private nodeHigh = 1; // ids below this have been used at least once; 0 is the root
   private freeHead = 0; // free list threaded through F_NEXT; 0 = empty
   private liveNodes = 1;
 
-  // Edge table for children of wide nodes: slots of [node, fingerprint].
+  // Edge table for children of wide nodes: slots of [node, fingerprint]; the fingerprint is the
+  // full 32-bit mix of the edge key, so a rehash never reads the node table.
   private edges: Int32Array;
   private edgeMask: number;
   private edgeCount = 0;
@@ -156,11 +166,11 @@ export class PrefixIndex {
       throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
     }
     this.blockSize = blockSize;
-    this.publisherSlots = Math.min(1 << 26, Math.max(16, 2 * Math.ceil(options.publisherBlocksHint ?? 0)));
+    this.publisherSlots = slotsFor(Math.min(1 << 26, Math.max(0, Math.ceil(options.publisherBlocksHint ?? 0))));
     let cap = 1024;
     while (cap < (options.initialNodes ?? 0)) cap <<= 1;
     this.nodeCap = cap;
-    this.R = F_BITS + NTIERS * this.words;
+    this.R = F_BITS + this.words;
     this.nd = new Int32Array(cap * this.R);
     this.nd[F_PARENT] = DETACHED; // the root has no parent
     this.edges = new Int32Array(2 * 256);
@@ -251,18 +261,19 @@ export class PrefixIndex {
 
   /**
    * Returns true when the parent was unknown. This is the hot path (one iteration per stored
-   * block): child lookup and the block-id probe are inlined, and the probe inserts into the empty
-   * slot it ends on instead of probing twice.
+   * block): child lookup and the block-id probe are inlined, the block-id table is grown once per
+   * event for all its blocks, and the probe inserts into the empty slot it ends on instead of
+   * probing twice.
    */
   private applyStored(pub: Publisher, tier: number, data: KvStoredData): boolean {
     const n = data.blockHashes.length;
     const ext = i32View(data.blockHashes);
     const loc = i32View(data.tokensHashes);
     const tierBit = 1 << tier;
+    const tierVal = tierBit << NODE_BITS;
     const slot = pub.slot;
-    const bitOff = F_BITS + tier * this.words + (slot >>> 5);
+    const word = slot >>> 5;
     const bit = 1 << (slot & 31);
-    const R = this.R;
     const tierBlocks = pub.tierBlocks;
     const map = pub.map;
     let cur: number;
@@ -279,8 +290,22 @@ export class PrefixIndex {
         unknownParent = true;
         cur = DETACHED;
       } else {
-        cur = map.t[s + K_NODE]!;
+        cur = map.t[s + K_VAL]! & NODE_MASK;
       }
+    }
+    // Room for every block of the event up front: nothing below rehashes the table.
+    map.reserve(n);
+    const t = map.t;
+    const mask = map.mask;
+    let bitsAt: number;
+    let stride: number;
+    if (tier === 0) {
+      bitsAt = F_BITS + word;
+      stride = this.R;
+    } else {
+      this.ensureLow();
+      bitsAt = (tier - 1) * this.words + word;
+      stride = 3 * this.words;
     }
     for (let i = 0; i < n; i++) {
       const lo = loc[2 * i]!;
@@ -290,6 +315,7 @@ export class PrefixIndex {
         target = this.allocNode(lo, hi);
       } else {
         const nd = this.nd;
+        const R = this.R;
         const pb = cur * R;
         if ((nd[pb + F_NCHILD]! & HASHED) === 0) {
           for (let c = nd[pb + F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) {
@@ -308,38 +334,34 @@ export class PrefixIndex {
       }
       const elo = ext[2 * i]!;
       const ehi = ext[2 * i + 1]!;
-      if ((map.size + 1) * 2 > map.mask + 1) map.grow();
-      const t = map.t;
-      const mask = map.mask;
       let j = mix2(elo, ehi) & mask;
       for (;;) {
         const b = j * SLOT;
-        const old = t[b + K_NODE]!;
-        if (old === 0) {
+        const v = t[b + K_VAL]!;
+        if (v === 0) {
           // New block id for this publisher.
           t[b] = elo;
           t[b + 1] = ehi;
-          t[b + K_NODE] = target;
-          t[b + K_TIERS] = tierBit;
+          t[b + K_VAL] = target | tierVal;
           map.size++;
-          this.nd[target * R + F_REFS]!++;
+          this.nd[target * this.R + F_REFS]!++;
           tierBlocks[tier]!++;
           break;
         }
         if (t[b] === elo && t[b + 1] === ehi) {
-          const held = t[b + K_TIERS]!;
+          const old = v & NODE_MASK;
+          const held = v >>> NODE_BITS;
           if (old === target) {
             if ((held & tierBit) === 0) {
-              t[b + K_TIERS] = held | tierBit;
+              t[b + K_VAL] = v | tierVal;
               tierBlocks[tier]!++;
             }
           } else {
             // The publisher re-stores a block id at a different position (for example after its
             // old position was cut from the tree). The newest statement wins: the id moves, and
             // the old node loses this publisher on every tier the id was held on.
-            t[b + K_NODE] = target;
-            t[b + K_TIERS] = tierBit;
-            this.nd[target * R + F_REFS]!++;
+            t[b + K_VAL] = target | tierVal;
+            this.nd[target * this.R + F_REFS]!++;
             for (let k = 0; k < NTIERS; k++) if (held & (1 << k)) tierBlocks[k]!--;
             tierBlocks[tier]!++;
             this.release(old, slot, held, true);
@@ -348,9 +370,9 @@ export class PrefixIndex {
         }
         j = (j + 1) & mask;
       }
-      const nd = this.nd;
-      const w = target * R + bitOff;
-      nd[w] = nd[w]! | bit;
+      const bits = tier === 0 ? this.nd : this.low!;
+      const w = target * stride + bitsAt;
+      bits[w] = bits[w]! | bit;
       cur = target;
     }
     return unknownParent;
@@ -360,26 +382,28 @@ export class PrefixIndex {
     const n = hashes.length;
     const ext = i32View(hashes);
     const tierBit = 1 << tier;
+    const map = pub.map;
+    const tierBlocks = pub.tierBlocks;
+    const slot = pub.slot;
     let unknown: number[] | null = null;
     for (let i = 0; i < n; i++) {
-      const map = pub.map;
       const s = map.find(ext[2 * i]!, ext[2 * i + 1]!);
-      const t = map.t;
-      if (s < 0 || (t[s + K_TIERS]! & tierBit) === 0) {
+      const v = s < 0 ? 0 : map.t[s + K_VAL]!;
+      const held = v >>> NODE_BITS;
+      if ((held & tierBit) === 0) {
         (unknown ??= []).push(i);
         continue;
       }
-      const node = t[s + K_NODE]!;
-      const rest = t[s + K_TIERS]! & ~tierBit;
-      pub.tierBlocks[tier]!--;
-      let dropRef = false;
+      const node = v & NODE_MASK;
+      const rest = held & ~tierBit;
+      tierBlocks[tier]!--;
       if (rest === 0) {
         map.removeAt(s);
-        dropRef = true;
+        this.release(node, slot, tierBit, true);
       } else {
-        t[s + K_TIERS] = rest;
+        map.t[s + K_VAL] = node | (rest << NODE_BITS);
+        this.release(node, slot, tierBit, false);
       }
-      this.release(node, pub.slot, tierBit, dropRef);
     }
     if (unknown === null) return EMPTY_U64;
     const out = new BigUint64Array(unknown.length);
@@ -400,19 +424,30 @@ export class PrefixIndex {
     const bitsAt = base + F_BITS;
     const word = slot >>> 5;
     const clear = ~(1 << (slot & 31));
-    for (let t = 0; t < NTIERS; t++) {
-      if (tierMask & (1 << t)) {
-        const w = bitsAt + t * words + word;
-        nd[w] = nd[w]! & clear;
-      }
-    }
+    if (tierMask & 1) nd[bitsAt + word] = nd[bitsAt + word]! & clear;
     let any = 0;
-    for (let k = 0; k < NTIERS * words; k++) any |= nd[bitsAt + k]!;
+    for (let k = 0; k < words; k++) any |= nd[bitsAt + k]!;
+    const low = this.low;
+    if (low !== null) {
+      const lb = node * 3 * words;
+      for (let t = 1; t < NTIERS; t++) {
+        if (tierMask & (1 << t)) {
+          const w = lb + (t - 1) * words + word;
+          low[w] = low[w]! & clear;
+        }
+      }
+      if (any === 0) for (let k = 0; k < 3 * words; k++) any |= low[lb + k]!;
+    }
     if (any === 0) {
       this.unlink(node);
       this.cutChildren(node);
     }
     if (dropRef && --nd[base + F_REFS]! === 0) this.freeNode(node);
+  }
+
+  /** Allocate the lower-tier bitsets on the first block stored below the device tier. */
+  private ensureLow(): void {
+    if (this.low === null) this.low = new Int32Array(this.nodeCap * 3 * this.words);
   }
 
   /** Drop every block of a publisher (its `cleared` event, resync, removal). */
@@ -422,8 +457,8 @@ export class PrefixIndex {
     const slot = pub.slot;
     const dropped = map.size;
     for (let b = 0; b < t.length; b += SLOT) {
-      const node = t[b + K_NODE]!;
-      if (node !== 0) this.release(node, slot, t[b + K_TIERS]!, true);
+      const v = t[b + K_VAL]!;
+      if (v !== 0) this.release(v & NODE_MASK, slot, v >>> NODE_BITS, true);
     }
     pub.map = new ExtMap(this.publisherSlots);
     pub.tierBlocks.fill(0);
@@ -575,6 +610,9 @@ export class PrefixIndex {
     const W = this.words;
     const R = this.R;
     const nd = this.nd;
+    // Only called when some block is held below the device tier, so the side table exists.
+    const low = this.low!;
+    const L = 3 * W;
     const active = this.active;
     const counts = this.counts;
     const slots = W * 32;
@@ -583,25 +621,27 @@ export class PrefixIndex {
     if (cur !== 0) {
       // Block 0 seeds the active sets (cumulative tier masks: device ⊆ +host ⊆ +disk ⊆ +external).
       let b = cur * R + F_BITS;
+      let lb = cur * L;
       for (let w = 0; w < W; w++) {
         const m0 = nd[b + w]!;
-        const m1 = m0 | nd[b + W + w]!;
-        const m2 = m1 | nd[b + 2 * W + w]!;
+        const m1 = m0 | low[lb + w]!;
+        const m2 = m1 | low[lb + W + w]!;
         active[w] = m0;
         active[W + w] = m1;
         active[2 * W + w] = m2;
-        active[3 * W + w] = m2 | nd[b + 3 * W + w]!;
+        active[3 * W + w] = m2 | low[lb + 2 * W + w]!;
       }
       for (depth = 1; depth < n; depth++) {
         const c = this.child(cur, loc[2 * depth]!, loc[2 * depth + 1]!);
         if (c === 0) break;
         b = c * R + F_BITS;
+        lb = c * L;
         let alive = 0;
         for (let w = 0; w < W; w++) {
           const m0 = nd[b + w]!;
-          const m1 = m0 | nd[b + W + w]!;
-          const m2 = m1 | nd[b + 2 * W + w]!;
-          const m3 = m2 | nd[b + 3 * W + w]!;
+          const m1 = m0 | low[lb + w]!;
+          const m2 = m1 | low[lb + W + w]!;
+          const m3 = m2 | low[lb + 2 * W + w]!;
           const a0 = active[w]!;
           const a1 = active[W + w]!;
           const a2 = active[2 * W + w]!;
@@ -696,7 +736,12 @@ export class PrefixIndex {
       suspect: p.suspect,
       lastEventId: p.lastEventId,
     }));
-    let arrayBytes = this.nd.byteLength + this.edges.byteLength + this.active.byteLength + this.counts.byteLength;
+    let arrayBytes =
+      this.nd.byteLength +
+      (this.low?.byteLength ?? 0) +
+      this.edges.byteLength +
+      this.active.byteLength +
+      this.counts.byteLength;
     for (const p of this.publishers) arrayBytes += p.map.bytes();
     return {
       blockSize: this.blockSize,
@@ -717,7 +762,10 @@ export class PrefixIndex {
     if (id !== 0) {
       this.freeHead = this.nd[id * this.R + F_NEXT]!;
     } else {
-      if (this.nodeHigh === this.nodeCap) this.growNodes();
+      if (this.nodeHigh === this.nodeCap) {
+        if (this.nodeCap >= MAX_NODES) throw new RangeError(`prefix index is full (${MAX_NODES} nodes)`);
+        this.growNodes();
+      }
       id = this.nodeHigh++;
     }
     const nd = this.nd;
@@ -744,10 +792,15 @@ export class PrefixIndex {
   }
 
   private growNodes(): void {
-    const cap = this.nodeCap * 2;
+    const cap = Math.min(MAX_NODES, this.nodeCap * 2);
     const nd = new Int32Array(cap * this.R);
     nd.set(this.nd);
     this.nd = nd;
+    if (this.low !== null) {
+      const low = new Int32Array(cap * 3 * this.words);
+      low.set(this.low);
+      this.low = low;
+    }
     this.nodeCap = cap;
   }
 
@@ -826,7 +879,26 @@ export class PrefixIndex {
     this.edgeCount--;
   }
 
+  /** Re-place every edge in a table of `slots` slots, from the stored fingerprints alone. */
   private rehashEdges(slots: number): void {
+    const old = this.edges;
+    const edges = new Int32Array(2 * slots);
+    const mask = slots - 1;
+    for (let k = 0; k < old.length; k += 2) {
+      const c = old[k]!;
+      if (c === 0) continue;
+      const h = old[k + 1]!;
+      let i = h & mask;
+      while (edges[2 * i] !== 0) i = (i + 1) & mask;
+      edges[2 * i] = c;
+      edges[2 * i + 1] = h;
+    }
+    this.edges = edges;
+    this.edgeMask = mask;
+  }
+
+  /** Build the edge table from the child lists (after a restore). */
+  private indexEdges(slots: number): void {
     this.edges = new Int32Array(2 * slots);
     this.edgeMask = slots - 1;
     this.edgeCount = 0;
@@ -913,16 +985,23 @@ export class PrefixIndex {
   private widen(words: number): void {
     const oldW = this.words;
     const oldR = this.R;
-    const R = F_BITS + NTIERS * words;
+    const R = F_BITS + words;
     const nd = new Int32Array(this.nodeCap * R);
     const old = this.nd;
     for (let n = 0; n < this.nodeHigh; n++) {
       const ob = n * oldR;
       const b = n * R;
-      for (let f = 0; f < F_BITS; f++) nd[b + f] = old[ob + f]!;
-      for (let t = 0; t < NTIERS; t++) {
-        for (let w = 0; w < oldW; w++) nd[b + F_BITS + t * words + w] = old[ob + F_BITS + t * oldW + w]!;
+      for (let f = 0; f < F_BITS + oldW; f++) nd[b + f] = old[ob + f]!;
+    }
+    const oldLow = this.low;
+    if (oldLow !== null) {
+      const low = new Int32Array(this.nodeCap * 3 * words);
+      for (let n = 0; n < this.nodeHigh; n++) {
+        for (let t = 0; t < 3; t++) {
+          for (let w = 0; w < oldW; w++) low[n * 3 * words + t * words + w] = oldLow[n * 3 * oldW + t * oldW + w]!;
+        }
       }
+      this.low = low;
     }
     this.nd = nd;
     this.words = words;
@@ -936,12 +1015,13 @@ export class PrefixIndex {
   // -------------------------------------------------------------------------
 
   /**
-   * Exact, versioned image of the index. Layout (little-endian):
+   * Exact, versioned image of the index. Layout (little-endian, version 2):
    *   header   magic "VPIX" | version u32 | payload length u32 | xxh3-64(payload) u64
    *   payload  blockSize, W, node table up to its high-water mark (free records included, so node
-   *            ids and the free list survive), publisher slots, counters, then each publisher with
-   *            its event-id and suspect state and its block-id entries. The edge table and the
-   *            block-id hash tables are derived data, rebuilt on restore.
+   *            ids and the free list survive), the lower-tier bitsets if allocated, publisher
+   *            slots, counters, then each publisher with its event-id and suspect state and its raw
+   *            block-id table. The edge table is derived data, rebuilt on restore.
+   * Version 1 (4 tier bitsets inside each node record, 16-byte block-id slots) is still read.
    */
   snapshot(): Uint8Array {
     const w = new ByteWriter();
@@ -957,6 +1037,8 @@ export class PrefixIndex {
     w.i32(this.freeHead);
     w.u32(this.liveNodes);
     w.bytes(this.nd.subarray(0, this.nodeHigh * this.R));
+    w.u8(this.low === null ? 0 : 1);
+    if (this.low !== null) w.bytes(this.low.subarray(0, this.nodeHigh * 3 * this.words));
     w.u32(this.slotHigh);
     w.u32(this.freeSlots.length);
     for (const s of this.freeSlots) w.u32(s);
@@ -1013,10 +1095,10 @@ export class PrefixIndex {
       throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (bad magic)');
     }
     const version = dv.getUint32(4, true);
-    if (version !== SNAPSHOT_VERSION) {
+    if (version !== SNAPSHOT_VERSION && version !== SNAPSHOT_V1) {
       throw new SnapshotError(
         'unsupported_version',
-        `prefix-index snapshot version ${version} is not supported (this build reads version ${SNAPSHOT_VERSION})`,
+        `prefix-index snapshot version ${version} is not supported (this build reads versions ${SNAPSHOT_V1} to ${SNAPSHOT_VERSION})`,
       );
     }
     const len = dv.getUint32(8, true);
@@ -1028,29 +1110,55 @@ export class PrefixIndex {
       throw new SnapshotError('corrupt', 'snapshot checksum mismatch');
     }
     try {
-      return PrefixIndex.decode(new ByteReader(bytes, HEADER_BYTES, bytes.length));
+      return PrefixIndex.decode(new ByteReader(bytes, HEADER_BYTES, bytes.length), version);
     } catch (e) {
       if (e instanceof SnapshotError) throw e;
       throw new SnapshotError('corrupt', `snapshot is inconsistent: ${(e as Error).message}`);
     }
   }
 
-  private static decode(r: ByteReader): PrefixIndex {
+  private static decode(r: ByteReader, version: number): PrefixIndex {
     const bad = (why: string): never => {
       throw new SnapshotError('corrupt', `snapshot is inconsistent: ${why}`);
     };
+    const v1 = version === SNAPSHOT_V1;
     const blockSize = r.u32();
     const words = r.u32();
     if (words === 0 || (words & (words - 1)) !== 0 || words > 1 << 16) bad(`bitset width ${words}`);
     const hi = r.u32();
-    if (hi < 1 || hi > 1 << 28) bad(`node count ${hi}`);
+    if (hi < 1 || hi > MAX_NODES) bad(`node count ${hi}`);
     const idx = new PrefixIndex(blockSize, { initialNodes: hi });
     if (words !== idx.words) idx.widen(words);
     idx.freeHead = r.i32();
     idx.liveNodes = r.u32();
     idx.nodeHigh = hi;
     const R = idx.R;
-    idx.nd.set(r.i32Array(hi * R));
+    const L = 3 * words;
+    if (v1) {
+      // Version 1 records: the 8 structural fields, then 4 tier bitsets of W words each.
+      const R1 = F_BITS + NTIERS * words;
+      const old = r.i32Array(hi * R1);
+      const nd = idx.nd;
+      for (let n = 0; n < hi; n++) {
+        const ob = n * R1;
+        for (let f = 0; f < F_BITS + words; f++) nd[n * R + f] = old[ob + f]!;
+        for (let k = 0; k < L; k++) {
+          const v = old[ob + F_BITS + words + k]!;
+          if (v !== 0) {
+            idx.ensureLow();
+            idx.low![n * L + k] = v;
+          }
+        }
+      }
+    } else {
+      idx.nd.set(r.i32Array(hi * R));
+      const hasLow = r.u8();
+      if (hasLow > 1) bad('lower-tier flag');
+      if (hasLow === 1) {
+        idx.ensureLow();
+        idx.low!.set(r.i32Array(hi * L));
+      }
+    }
     const nd = idx.nd;
     const inRange = (v: number): boolean => v >= 0 && v < hi;
     for (let n = 0; n < hi; n++) {
@@ -1077,6 +1185,8 @@ export class PrefixIndex {
     c.missedStarts = r.f64();
     c.missedEvents = r.u64();
     const nPubs = r.u32();
+    const entryOk = (node: number, tiers: number): boolean =>
+      node > 0 && node < hi && nd[node * R + F_PARENT] !== FREE && tiers > 0 && tiers <= 15;
     for (let i = 0; i < nPubs; i++) {
       const workerId = r.u64() as WorkerId;
       const dpRank = r.u32();
@@ -1095,19 +1205,34 @@ export class PrefixIndex {
       if (ranks.has(dpRank)) bad('duplicate publisher');
       const count = r.u32();
       const cap = r.u32();
-      if (cap < 16 || (cap & (cap - 1)) !== 0 || cap > 1 << 28 || count * 2 > cap) bad('block-id table size');
-      const map = new ExtMap(cap);
-      map.t = r.i32Array(cap * SLOT);
+      if (cap < 16 || (cap & (cap - 1)) !== 0 || cap > 1 << 28 || count > (v1 ? cap / 2 : cap)) bad('block-id table size');
+      let map: ExtMap;
       let seen = 0;
-      for (let b = 0; b < map.t.length; b += SLOT) {
-        const node = map.t[b + K_NODE]!;
-        if (node === 0) continue;
-        const tiers = map.t[b + K_TIERS]!;
-        if (node < 0 || node >= hi || nd[node * R + F_PARENT] === FREE || tiers <= 0 || tiers > 15) bad('block-id entry');
-        seen++;
+      if (v1) {
+        // Version 1 slots: [keyLo, keyHi, node, tiers]; re-inserted into a compact table.
+        const t1 = r.i32Array(cap * 4);
+        map = new ExtMap(slotsFor(count));
+        for (let b = 0; b < t1.length; b += 4) {
+          const node = t1[b + 2]!;
+          if (node === 0) continue;
+          const tiers = t1[b + 3]!;
+          if (!entryOk(node, tiers) || seen >= count) bad('block-id entry');
+          map.insertFresh(t1[b]!, t1[b + 1]!, node | (tiers << NODE_BITS));
+          seen++;
+        }
+      } else {
+        map = new ExtMap(cap);
+        map.t = r.i32Array(cap * SLOT);
+        for (let b = 0; b < map.t.length; b += SLOT) {
+          const v = map.t[b + K_VAL]!;
+          if (v === 0) continue;
+          if (!entryOk(v & NODE_MASK, v >>> NODE_BITS)) bad('block-id entry');
+          seen++;
+        }
+        if (seen > map.limit) bad('block-id table overfull');
+        map.size = count;
       }
       if (seen !== count) bad('block-id count');
-      map.size = count;
       const pub: Publisher = {
         workerId,
         dpRank,
@@ -1130,7 +1255,7 @@ export class PrefixIndex {
     }
     let slots = 256;
     while (slots < wide * 2 + 2) slots <<= 1;
-    idx.rehashEdges(slots);
+    idx.indexEdges(slots);
     return idx;
   }
 }

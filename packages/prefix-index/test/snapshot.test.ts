@@ -1,10 +1,12 @@
 import fc from 'fast-check';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { PrefixIndex, SnapshotError } from '@vantage/prefix-index';
 import { ReferenceIndex } from './reference-model';
 import { W, locals, stored } from './events';
 import { WORKERS, cmdArb, normApply, normImpl, queries, toEvent } from './streams';
 import type { Cmd } from './streams';
+import { v1Streams } from './v1-streams';
 
 /** Apply one command to an index (and the reference, which only supplies query paths). */
 function step(idx: PrefixIndex, c: Cmd, sent: Map<string, bigint>, now: number, ref?: ReferenceIndex): unknown {
@@ -89,8 +91,8 @@ describe('snapshot', () => {
     foreign[0] = 0x7b; // '{'
     expectError(foreign, 'bad_magic', /bad magic/);
     const newer = good.slice();
-    new DataView(newer.buffer).setUint32(4, 2, true);
-    expectError(newer, 'unsupported_version', /version 2 is not supported/);
+    new DataView(newer.buffer).setUint32(4, 3, true);
+    expectError(newer, 'unsupported_version', /version 3 is not supported/);
     expectError(good.subarray(0, good.length - 1), 'corrupt', /length/);
     for (const at of [24, Math.floor(good.length / 2), good.length - 1]) {
       const flipped = good.slice();
@@ -98,5 +100,36 @@ describe('snapshot', () => {
       expectError(flipped, 'corrupt', /checksum/);
     }
     expect(() => PrefixIndex.restore(good)).not.toThrow();
+  });
+
+  it('restores version-1 images (written before the compact layout) to an index that behaves identically', () => {
+    const fixture = JSON.parse(readFileSync(new URL('./fixtures/snapshot-v1.json', import.meta.url), 'utf8')) as {
+      blockSize: number;
+      images: string[];
+    };
+    const streams = v1Streams();
+    expect(fixture.images.length).toBe(streams.length);
+    const withoutBytes = (x: PrefixIndex): unknown => ({ ...x.stats(), arrayBytes: 0 });
+    streams.forEach(([before, after], k) => {
+      const bytes = new Uint8Array(Buffer.from(fixture.images[k]!, 'base64'));
+      expect(new DataView(bytes.buffer, bytes.byteOffset).getUint32(4, true)).toBe(1);
+      const old = PrefixIndex.restore(bytes);
+      const fresh = new PrefixIndex(fixture.blockSize);
+      const ref = new ReferenceIndex();
+      const sentF = new Map<string, bigint>();
+      before.forEach((c, i) => step(fresh, c, sentF, i, ref));
+      expect(withoutBytes(old)).toEqual(withoutBytes(fresh));
+      // A re-snapshot is written in the current version and restores to the same index.
+      const again = PrefixIndex.restore(old.snapshot());
+      expect(again.snapshot()).toEqual(old.snapshot());
+      const sentO = new Map(sentF);
+      for (const q of queries(ref)) expect(normImpl(old.match(q))).toEqual(normImpl(fresh.match(q)));
+      after.forEach((c, i) => {
+        const now = 10_000 + i;
+        expect(step(old, c, sentO, now), `image ${k}, command ${i} after restore`).toEqual(step(fresh, c, sentF, now, ref));
+        for (const q of queries(ref)) expect(normImpl(old.match(q))).toEqual(normImpl(fresh.match(q)));
+      });
+      expect(withoutBytes(old)).toEqual(withoutBytes(fresh));
+    });
   });
 });
