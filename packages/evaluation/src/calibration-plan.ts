@@ -151,14 +151,20 @@ export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'full', Pre
       efficientLoad: { count: 1, promptTokens: 4096, outputTokens: 4 },
     },
   },
-  /** Minutes of simulated time: every factor at two levels, two repeats. */
+  /**
+   * Minutes of simulated time: every factor at two levels, two repeats. The Q grid spans what the main
+   * job's agentic sessions send (a 6,000-token system prompt, contexts up to 16,384 tokens, most of each
+   * turn's prompt cached): a prediction outside the grid is out of range and leaves Stage's choice.
+   * 0.984375 = 63/64 keeps K on the 64-token block grid at every N.
+   */
   small: {
     repeats: 2,
     probeOutputTokens: 8,
-    qGrid: { promptTokens: [1024, 4096, 16384], cachedFractions: [0, 0.5, 0.875] },
+    qGrid: { promptTokens: [4096, 8192, 16384], cachedFractions: [0, 0.5, 0.875, 0.984375] },
     loadedProbes: [
       { promptTokens: 4096, cachedFraction: 0 },
       { promptTokens: 16384, cachedFraction: 0.875 },
+      { promptTokens: 8192, cachedFraction: 0.984375 },
     ],
     probeCrossing: 'cycle',
     prefill: { counts: [1, 4], promptTokens: [8192], outputTokens: 4, pools: ['efficient', 'capable'] },
