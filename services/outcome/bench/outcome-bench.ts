@@ -1,30 +1,47 @@
 /**
- * Outcome service benchmark: sustained JetStream input → joined records in Kafka.
+ * Outcome service benchmark: JetStream input → joined records in Kafka, in two phases.
  *
- *   node --import tsx services/outcome/bench/outcome-bench.ts [--rate REQ_PER_S] [--seconds S] [--events 1|2]
+ *   npm run bench:outcome -- [--rate REQ_PER_S] [--seconds S] [--backlog REQUESTS] [--events 1|2] [--prof DIR]
  *
  * Brokers: NATS_URL / KAFKA_BROKERS when set, otherwise a nats-server and a
  * Kafka broker started here under .infra/bench (stopped at the end). The
- * service runs as a child process (`node --import tsx`), as in production.
+ * service runs as a child process (`node --import tsx`), as in production;
+ * `--prof DIR` runs it under `--cpu-prof` and leaves the profile in DIR.
  *
  * Each request is one decision (Avro) plus lifecycle events (first_token and
  * done with usage; `--events 1` sends only done). Into Kafka go 2 records per
- * request (the decision copy and the outcome). Measured:
- *   records_per_s  decision + outcome records committed per second, first publish → last record visible
- *   lag p50/p99    publish of a request's last message → its outcome visible to a read_committed consumer
- *   lost / duplicated  by reading both topics back (keys are unique per request)
+ * request (the decision copy and the outcome).
+ *
+ *  1. drain: `--backlog` requests (default rate × seconds) are published to the
+ *     streams before the service starts; measured is how fast the service
+ *     empties that backlog (service healthy → last record visible). This is the
+ *     service's own throughput, independent of the publisher.
+ *  2. live: `--rate` requests per second for `--seconds`, published while the
+ *     service runs; measured are the sustained records per second (first
+ *     publish → last record visible) and the end-to-end lag (publish of a
+ *     request's last message → its outcome visible to a read_committed consumer).
+ *
+ * Publishing: JetStream publishes pipelined on one connection (each message
+ * carries a reply inbox; the stream's PubAck is checked, at most
+ * `PUBLISH_WINDOW` unacknowledged), and the stream message counts are checked
+ * afterwards. (The client's per-call `publish()` builds two Error objects per
+ * message for stack traces and tops out at a few thousand per second here.)
+ *
+ * lost / duplicated: both topics are read back read_committed and every
+ * request id (the record key is unique per request) counted, both phases.
  * Baseline in the same run: a bare kafkajs idempotent producer writing the
- * same number of pre-encoded records in batches (no NATS, no join, no transactions).
- * The last stdout line is one JSON object.
+ * same number of pre-encoded records as the live phase in batches (no NATS,
+ * no join, no transactions). The last stdout line is one JSON object;
+ * `records_per_s`, `lag_p50_ms` and `lag_p99_ms` are the live phase's.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { connect } from '@nats-io/transport-node';
-import { jetstream } from '@nats-io/jetstream';
+import { connect, createInbox, type NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import kafkajs from 'kafkajs';
 import { freePort, INFRA_DIR, kafkaBroker, natsBroker } from '@vantage/infra';
 import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
@@ -35,17 +52,30 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 const say = (s: string): void => void process.stderr.write(`[outcome-bench] ${s}\n`);
 
 const { values: args } = parseArgs({
-  options: { rate: { type: 'string', default: '10000' }, seconds: { type: 'string', default: '15' }, events: { type: 'string', default: '2' } },
+  options: {
+    rate: { type: 'string', default: '10000' },
+    seconds: { type: 'string', default: '10' },
+    backlog: { type: 'string' },
+    events: { type: 'string', default: '2' },
+    prof: { type: 'string' },
+  },
 });
 const RATE = Number(args.rate);
 const SECONDS = Number(args.seconds);
 const EVENTS = Number(args.events) === 1 ? 1 : 2;
-const N = Math.round(RATE * SECONDS);
+/** Live-phase requests. */
+const NL = Math.round(RATE * SECONDS);
+/** Backlog requests (drain phase), indices [0, NB); live requests are [NB, NB + NL). */
+const NB = args.backlog === undefined ? NL : Math.max(0, Math.round(Number(args.backlog)));
+const N = NB + NL;
+const PUBLISH_WINDOW = 8_192;
 
 function pct(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
 }
+
+const round1 = (x: number): number => Math.round(x * 10) / 10;
 
 function decision(i: number, runId: string): DecisionRecord {
   return {
@@ -77,6 +107,73 @@ function decision(i: number, runId: string): DecisionRecord {
     decisionInstanceId: 'bench',
     background: false,
   };
+}
+
+/**
+ * Pipelined JetStream publishing: a plain publish with a reply subject per
+ * message, so the stream's PubAck (or error) comes back to one subscription.
+ * At most `window` messages are unacknowledged; an error reply is retried.
+ */
+class AckedPublisher {
+  private readonly inbox = createInbox();
+  private inFlight = 0;
+  private waiter: (() => void) | null = null;
+  private readonly pending = new Map<number, { subject: string; data: Uint8Array; tries: number }>();
+  private nextId = 0;
+  errors = 0;
+  failed = 0;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly window: number,
+  ) {
+    nc.subscribe(`${this.inbox}.*`, {
+      callback: (_err, m) => {
+        const id = Number(m.subject.slice(this.inbox.length + 1));
+        const p = this.pending.get(id);
+        if (p === undefined) return;
+        const d = m.data;
+        // A PubAck is {"stream":…,"seq":…}; anything else (an API error, a
+        // no-responders status with an empty body) is retried a few times.
+        const ok = d.length > 10 && d[0] === 0x7b && d[2] === 0x73; // {"s
+        if (!ok) {
+          this.errors++;
+          if (p.tries < 5) {
+            p.tries++;
+            this.nc.publish(p.subject, p.data, { reply: `${this.inbox}.${id}` });
+            return;
+          }
+          this.failed++;
+        }
+        this.pending.delete(id);
+        this.inFlight--;
+        if (this.waiter !== null && this.inFlight <= this.window / 2) {
+          const w = this.waiter;
+          this.waiter = null;
+          w();
+        }
+      },
+    });
+  }
+
+  /** Publishes; waits only when the window is full. */
+  async publish(subject: string, data: Uint8Array): Promise<void> {
+    const id = this.nextId++;
+    this.pending.set(id, { subject, data, tries: 0 });
+    this.inFlight++;
+    this.nc.publish(subject, data, { reply: `${this.inbox}.${id}` });
+    if (this.inFlight >= this.window) await new Promise<void>((r) => (this.waiter = r));
+  }
+
+  /** Waits for every acknowledgement. */
+  async drain(): Promise<void> {
+    while (this.inFlight > 0) {
+      await new Promise<void>((r) => {
+        this.waiter = r;
+        setTimeout(r, 50);
+      });
+    }
+  }
 }
 
 async function main(): Promise<void> {
@@ -128,30 +225,123 @@ async function main(): Promise<void> {
   const bp = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await bp.connect();
   const outcomeSized = Buffer.alloc(decBytes[0]!.length * 2 + 200, 1);
+  const NBASE = Math.max(NL, 10_000);
   const tb = performance.now();
   const B = 2_000;
-  for (let i = 0; i < 2 * N; i += B) {
+  for (let i = 0; i < 2 * NBASE; i += B) {
     const messages = [];
-    for (let j = i; j < Math.min(2 * N, i + B); j++) messages.push({ key: `s${j >> 1}`, value: j % 2 === 0 ? decBytes[j >> 1]! : outcomeSized });
+    for (let j = i; j < Math.min(2 * NBASE, i + B); j++) messages.push({ key: `s${j >> 1}`, value: j % 2 === 0 ? decBytes[(j >> 1) % N]! : outcomeSized });
     await bp.send({ topic: baseTopic, acks: -1, messages });
   }
   const baselineSecs = (performance.now() - tb) / 1000;
   await bp.disconnect();
-  const baselineRps = (2 * N) / baselineSecs;
-  say(`baseline: bare kafkajs idempotent producer, ${2 * N} records in batches of ${B}: ${Math.round(baselineRps)} records/s`);
+  const baselineRps = (2 * NBASE) / baselineSecs;
+  say(`baseline: bare kafkajs idempotent producer, ${2 * NBASE} records in batches of ${B}: ${Math.round(baselineRps)} records/s`);
 
-  // ----------------------------------------------------------------- service
+  // ----------------------------------------------------------------- streams
+  const decStream = `BD_${runId}`;
+  const lcStream = `BL_${runId}`;
+  const decSubject = `bench.${runId}.decisions`;
+  const lcSubject = `bench.${runId}.lifecycle.small`;
+  const nc = await connect({ servers: nats });
+  const jsm = await jetstreamManager(nc);
+  // The service ensures the same streams (and adds its limits) at start; the
+  // backlog has to exist before it does.
+  await jsm.streams.add({ name: decStream, subjects: [decSubject] });
+  await jsm.streams.add({ name: lcStream, subjects: [`bench.${runId}.lifecycle.>`] });
+  const pub = new AckedPublisher(nc, PUBLISH_WINDOW);
+  const lastPub = new Float64Array(N);
+  const publishRequest = async (i: number): Promise<void> => {
+    await pub.publish(decSubject, decBytes[i]!);
+    if (EVENTS === 2) await pub.publish(lcSubject, ftBytes[i]!);
+    lastPub[i] = performance.now();
+    await pub.publish(lcSubject, doneBytes[i]!);
+  };
+  const streamCounts = async (): Promise<number> => {
+    const [a, b] = await Promise.all([jsm.streams.info(decStream), jsm.streams.info(lcStream)]);
+    return a.state.messages + b.state.messages;
+  };
+
+  // --------------------------------------------------------- backlog publish
+  let backlogPubRate = 0;
+  if (NB > 0) {
+    const tp = performance.now();
+    for (let i = 0; i < NB; i++) await publishRequest(i);
+    await pub.drain();
+    const secs = (performance.now() - tp) / 1000;
+    backlogPubRate = (NB * (EVENTS + 1)) / secs;
+    const stored = await streamCounts();
+    say(`backlog: published ${NB} requests (${NB * (EVENTS + 1)} messages, ${stored} in the streams) in ${secs.toFixed(1)} s = ${Math.round(backlogPubRate)} messages/s; ${pub.errors} error replies, ${pub.failed} failed`);
+    if (stored !== NB * (EVENTS + 1)) throw new Error(`streams hold ${stored} messages, expected ${NB * (EVENTS + 1)}`);
+  }
+
+  // ------------------------------------------------------------------ reader
+  // read_committed consumers on both topics, started before the service.
   const tag = `bench-${runId}`;
   const topics = { decisions: `${tag}.decisions`, outcomes: `${tag}.outcomes`, deadLetter: `${tag}.dlq`, progress: `${tag}.progress` };
+  const seenOutcome = new Uint8Array(N);
+  const seenDecision = new Uint8Array(N);
+  const lags: number[] = [];
+  let backlogSeen = 0;
+  let liveSeen = 0;
+  let dupOutcomes = 0;
+  let dupDecisions = 0;
+  let backlogDoneAt = 0;
+  let firstLiveVisible = 0;
+  let lastLiveVisible = 0;
+  const consumer = kafka.consumer({ groupId: `bench-reader-${runId}`, readUncommitted: false, maxWaitTimeInMs: 50, maxBytes: 32 * 1024 * 1024 });
+  await consumer.connect();
+  // Created here, as the service would (same partitions and settings), so the
+  // reader's group is settled before the first record.
+  const topicConfig = [
+    { name: 'retention.ms', value: String(30 * 24 * 3600_000) },
+    { name: 'max.message.bytes', value: String(16 * 1024 * 1024) },
+  ];
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: [
+      { topic: topics.decisions, numPartitions: 6, configEntries: topicConfig },
+      { topic: topics.outcomes, numPartitions: 6, configEntries: topicConfig },
+    ],
+  });
+  await consumer.subscribe({ topics: [topics.outcomes, topics.decisions], fromBeginning: true });
+  await consumer.run({
+    eachBatch: async ({ batch }) => {
+      const now = performance.now();
+      const isOutcome = batch.topic === topics.outcomes;
+      const seen = isOutcome ? seenOutcome : seenDecision;
+      for (const m of batch.messages) {
+        const i = Number(m.key?.toString('latin1').slice(1) ?? -1);
+        if (!(i >= 0 && i < N)) continue;
+        if (seen[i] === 1) {
+          if (isOutcome) dupOutcomes++;
+          else dupDecisions++;
+          continue;
+        }
+        seen[i] = 1;
+        if (i < NB) {
+          if (++backlogSeen === 2 * NB) backlogDoneAt = now;
+        } else {
+          liveSeen++;
+          if (firstLiveVisible === 0) firstLiveVisible = now;
+          lastLiveVisible = now;
+          if (isOutcome) lags.push(now - (lastPub[i] as number));
+        }
+      }
+    },
+  });
+  await sleep(2_000); // group join
+
+  // ----------------------------------------------------------------- service
   const httpPort = await freePort();
   const env: Record<string, string> = {
     VANTAGE_NATS_URL: nats,
     VANTAGE_KAFKA_BROKERS: kafkaBrokers.join(','),
     VANTAGE_LOG_LEVEL: 'warn',
     VANTAGE_HTTP_PORT: String(httpPort),
-    VANTAGE_OUTCOME_NATS_DECISIONS_STREAM: `BD_${runId}`,
-    VANTAGE_OUTCOME_NATS_DECISIONS_SUBJECT: `bench.${runId}.decisions`,
-    VANTAGE_OUTCOME_NATS_LIFECYCLE_STREAM: `BL_${runId}`,
+    VANTAGE_OUTCOME_NATS_DECISIONS_STREAM: decStream,
+    VANTAGE_OUTCOME_NATS_DECISIONS_SUBJECT: decSubject,
+    VANTAGE_OUTCOME_NATS_LIFECYCLE_STREAM: lcStream,
     VANTAGE_OUTCOME_NATS_LIFECYCLE_SUBJECT: `bench.${runId}.lifecycle.>`,
     VANTAGE_OUTCOME_TOPICS_DECISIONS: topics.decisions,
     VANTAGE_OUTCOME_TOPICS_OUTCOMES: topics.outcomes,
@@ -159,140 +349,124 @@ async function main(): Promise<void> {
     VANTAGE_OUTCOME_TOPICS_PROGRESS: topics.progress,
     VANTAGE_OUTCOME_TRANSACTIONAL_ID: `bench-${runId}`,
   };
-  const svc = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../src/main.ts', import.meta.url))], {
+  const profDir = args.prof === undefined ? undefined : resolve(args.prof);
+  const svc = spawn(process.execPath, [...(profDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`]), '--import', 'tsx', fileURLToPath(new URL('../src/main.ts', import.meta.url))], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(join(INFRA_DIR, 'bench'), { recursive: true });
   const svcLog = join(INFRA_DIR, 'bench', `outcome-${runId}.log`);
   svc.stdout?.pipe(createWriteStream(svcLog));
-  say(`service log: ${svcLog}`);
-  stops.unshift(async () => {
+  say(`service log: ${svcLog}${profDir === undefined ? '' : `; cpu profile in ${profDir} at exit`}`);
+  const stopService = async (): Promise<void> => {
+    if (svc.exitCode !== null || svc.signalCode !== null) return;
     svc.kill('SIGTERM');
-    await new Promise((r) => (svc.exitCode !== null ? r(null) : svc.once('exit', r)));
-  });
+    await new Promise((r) => svc.once('exit', r));
+  };
+  stops.unshift(stopService);
+  const tStart = performance.now();
   for (let i = 0; ; i++) {
     const ok = await fetch(`http://127.0.0.1:${httpPort}/healthz`).then((r) => r.ok, () => false);
     if (ok) break;
     if (i > 1800 || svc.exitCode !== null) throw new Error(`service did not become healthy (exit code ${svc.exitCode}); see ${svcLog}`);
-    await sleep(100);
+    await sleep(50);
   }
-  say('service healthy');
+  const tHealthy = performance.now();
+  say(`service healthy after ${Math.round(tHealthy - tStart)} ms`);
+  const metric = async (re: RegExp): Promise<number | null> => {
+    const text = await fetch(`http://127.0.0.1:${httpPort}/metrics`).then((r) => r.text(), () => '');
+    let sum: number | null = null;
+    for (const m of text.matchAll(re)) sum = (sum ?? 0) + Number(m[1]);
+    return sum;
+  };
+  const CPU_RE = /^process_cpu_seconds_total(?:\{[^}]*\})? ([\d.e+-]+)/gm;
+  const cpuAtHealthy = await metric(CPU_RE);
+  const TXN_RE = /^vantage_outcome_kafka_transactions_total\{result="committed"[^}]*\} (\d+)/gm;
 
-  // Reader: read_committed consumers on both topics, started before publishing.
-  const lastPub = new Float64Array(N);
-  const seenOutcome = new Uint8Array(N);
-  const seenDecision = new Uint8Array(N);
-  const lags: number[] = [];
-  let outcomes = 0;
-  let decisionsOut = 0;
-  let dupOutcomes = 0;
-  let dupDecisions = 0;
-  let lastVisible = 0;
-  const consumer = kafka.consumer({ groupId: `bench-reader-${runId}`, readUncommitted: false, maxWaitTimeInMs: 50, maxBytes: 32 * 1024 * 1024 });
-  await consumer.connect();
-  await consumer.subscribe({ topics: [topics.outcomes, topics.decisions], fromBeginning: true });
-  await consumer.run({
-    eachBatch: async ({ batch }) => {
-      const now = performance.now();
-      const isOutcome = batch.topic === topics.outcomes;
-      for (const m of batch.messages) {
-        const i = Number(m.key?.toString('latin1').slice(1) ?? -1);
-        if (!(i >= 0 && i < N)) continue;
-        if (isOutcome) {
-          outcomes++;
-          if (seenOutcome[i] === 1) dupOutcomes++;
-          else {
-            seenOutcome[i] = 1;
-            lags.push(now - (lastPub[i] as number));
-          }
-        } else {
-          decisionsOut++;
-          if (seenDecision[i] === 1) dupDecisions++;
-          seenDecision[i] = 1;
-        }
-      }
-      lastVisible = now;
-    },
-  });
-  await sleep(2_000); // group join
+  // -------------------------------------------------------------- drain phase
+  let drainSecs = NaN;
+  let drainTxns: number | null = null;
+  /** Service CPU (user + system) per record while draining: independent of what else runs on the machine. */
+  let drainCpuUsPerRecord: number | null = null;
+  if (NB > 0) {
+    const deadline = performance.now() + 300_000;
+    while (backlogDoneAt === 0 && performance.now() < deadline) await sleep(50);
+    drainSecs = ((backlogDoneAt === 0 ? performance.now() : backlogDoneAt) - tHealthy) / 1000;
+    drainTxns = await metric(TXN_RE);
+    const cpu = await metric(CPU_RE);
+    if (cpu !== null && cpuAtHealthy !== null) drainCpuUsPerRecord = ((cpu - cpuAtHealthy) * 1e6) / Math.max(1, backlogSeen);
+    say(`drain: ${backlogSeen} of ${2 * NB} backlog records visible ${drainSecs.toFixed(1)} s after the service was healthy = ${Math.round(backlogSeen / drainSecs)} records/s, ${drainTxns ?? '?'} transactions`);
+  }
 
-  // --------------------------------------------------------------- publisher
-  const nc = await connect({ servers: nats });
-  const js = jetstream(nc);
-  const decSubject = `bench.${runId}.decisions`;
-  const lcSubject = `bench.${runId}.lifecycle.small`;
+  // --------------------------------------------------------------- live phase
   const tick = 10; // ms per publishing slot
   const perTick = RATE / (1000 / tick);
-  const MAX_IN_FLIGHT = 4_000;
-  let inFlight = 0;
-  let pubErrors = 0;
-  const track = (p: Promise<unknown>): void => {
-    inFlight++;
-    p.then(
-      () => inFlight--,
-      () => {
-        inFlight--;
-        pubErrors++;
-      },
-    );
-  };
   const t0 = performance.now();
-  let next = 0;
+  let next = NB;
   let behindMs = 0;
   while (next < N) {
-    const due = Math.min(N, Math.floor(((performance.now() - t0) / tick + 1) * perTick));
-    for (; next < due; next++) {
-      while (inFlight >= MAX_IN_FLIGHT) await sleep(1);
-      track(js.publish(decSubject, decBytes[next]!));
-      if (EVENTS === 2) track(js.publish(lcSubject, ftBytes[next]!));
-      lastPub[next] = performance.now();
-      track(js.publish(lcSubject, doneBytes[next]!));
-    }
+    const due = Math.min(N, NB + Math.floor(((performance.now() - t0) / tick + 1) * perTick));
+    for (; next < due; next++) await publishRequest(next);
     const slotEnd = t0 + Math.ceil((performance.now() - t0 + 0.001) / tick) * tick;
     const wait = slotEnd - performance.now();
     if (wait > 0) await sleep(wait);
     else behindMs -= wait;
   }
-  while (inFlight > 0) await sleep(5);
+  await pub.drain();
   const pubSecs = (performance.now() - t0) / 1000;
-  say(`published ${N} requests (${N * (EVENTS + 1)} messages) in ${pubSecs.toFixed(1)} s (${Math.round(N / pubSecs)} req/s offered), ${pubErrors} publish errors`);
+  say(`live: published ${NL} requests (${NL * (EVENTS + 1)} messages) in ${pubSecs.toFixed(1)} s (${Math.round(NL / pubSecs)} req/s offered of ${RATE}), ${pub.errors} error replies, ${pub.failed} failed`);
+  const stored = await streamCounts();
+  if (stored !== N * (EVENTS + 1)) say(`WARNING: streams hold ${stored} messages, expected ${N * (EVENTS + 1)}`);
 
-  const deadline = performance.now() + 120_000;
-  while ((outcomes < N || decisionsOut < N) && performance.now() < deadline) await sleep(100);
+  const deadline = performance.now() + 180_000;
+  while ((liveSeen < 2 * NL || backlogSeen < 2 * NB) && performance.now() < deadline) await sleep(50);
   await sleep(3_000); // let any duplicate surface
-  const totalSecs = (lastVisible - t0) / 1000;
-  const lost = N - seenOutcome.reduce((a, b) => a + b, 0) + (N - seenDecision.reduce((a, b) => a + b, 0));
+  const liveSecs = (lastLiveVisible - t0) / 1000;
+  const seenTotal = seenOutcome.reduce((a, b) => a + b, 0) + seenDecision.reduce((a, b) => a + b, 0);
+  const lost = 2 * N - seenTotal;
   const duplicated = dupOutcomes + dupDecisions;
   const sorted = Float64Array.from(lags).sort();
-  const metricsText = await fetch(`http://127.0.0.1:${httpPort}/metrics`).then((r) => r.text(), () => '');
-  const txns = /vantage_outcome_kafka_transactions_total\{result="committed"[^}]*\} (\d+)/.exec(metricsText)?.[1];
+  const txns = await metric(TXN_RE);
 
   await consumer.disconnect();
+  await stopService();
+  // Brokers given by NATS_URL / KAFKA_BROKERS outlive the run: remove what it made.
+  await jsm.streams.delete(decStream).catch(() => {});
+  await jsm.streams.delete(lcStream).catch(() => {});
   await nc.close();
-  await admin.deleteTopics({ topics: [baseTopic] }).catch(() => {});
+  await admin.deleteTopics({ topics: [baseTopic, ...Object.values(topics)] }).catch(() => {});
   await admin.disconnect();
+  const startedBrokers = stops.length > 1;
   for (const s of stops) await s().catch(() => {});
-  if (stops.length > 1) rmSync(dir, { recursive: true, force: true });
+  if (startedBrokers) rmSync(dir, { recursive: true, force: true });
 
   const result = {
     requests: N,
+    backlog_requests: NB,
+    live_requests: NL,
     offered_req_per_s: RATE,
     events_per_request: EVENTS,
-    records: outcomes + decisionsOut,
-    records_per_s: Math.round((outcomes + decisionsOut) / totalSecs),
-    outcomes_per_s: Math.round(outcomes / totalSecs),
-    lag_p50_ms: Math.round(pct(sorted, 50) * 10) / 10,
-    lag_p99_ms: Math.round(pct(sorted, 99) * 10) / 10,
-    lag_max_ms: Math.round(pct(sorted, 100) * 10) / 10,
+    records: seenTotal + duplicated,
+    records_per_s: NL > 0 ? Math.round(liveSeen / liveSecs) : null,
+    outcomes_per_s: NL > 0 ? Math.round(liveSeen / 2 / liveSecs) : null,
+    lag_p50_ms: round1(pct(sorted, 50)),
+    lag_p99_ms: round1(pct(sorted, 99)),
+    lag_max_ms: round1(pct(sorted, 100)),
+    drain_records_per_s: NB > 0 ? Math.round(backlogSeen / drainSecs) : null,
+    drain_seconds: NB > 0 ? round1(drainSecs) : null,
     lost,
     duplicated,
-    transactions: txns === undefined ? null : Number(txns),
+    transactions: txns,
+    drain_transactions: drainTxns,
+    drain_service_cpu_us_per_record: drainCpuUsPerRecord === null ? null : Math.round(drainCpuUsPerRecord),
     publisher_behind_ms: Math.round(behindMs),
+    backlog_publish_msgs_per_s: Math.round(backlogPubRate),
     baseline_records_per_s: Math.round(baselineRps),
   };
-  say(`service: ${result.records} records in ${totalSecs.toFixed(1)} s = ${result.records_per_s} records/s (${result.outcomes_per_s} outcomes/s); lag p50 ${result.lag_p50_ms} ms, p99 ${result.lag_p99_ms} ms; lost ${lost}, duplicated ${duplicated}`);
-  say(`baseline: ${result.baseline_records_per_s} records/s (bare producer, same record count, no NATS/join/transactions)`);
+  say(`drain: ${result.drain_records_per_s ?? '-'} records/s (backlog of ${2 * NB} records), service CPU ${result.drain_service_cpu_us_per_record ?? '-'} µs per record`);
+  say(`live: ${liveSeen} records in ${liveSecs.toFixed(1)} s = ${result.records_per_s} records/s (${result.outcomes_per_s} outcomes/s) at ${RATE} req/s offered; lag p50 ${result.lag_p50_ms} ms, p99 ${result.lag_p99_ms} ms`);
+  say(`lost ${lost}, duplicated ${duplicated} (both phases, read back read_committed)`);
+  say(`baseline: ${result.baseline_records_per_s} records/s (bare producer, no NATS/join/transactions)`);
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
 }

@@ -41,6 +41,8 @@ export interface Held {
    * before it is the only writer of the message (README, "ownership").
    */
   ownedUntilMs: number;
+  /** Stream sequence (from the delivery info, parsed once). */
+  seq: number;
 }
 
 interface InboxItem {
@@ -48,6 +50,10 @@ interface InboxItem {
   stream: string;
   msg: JsMsg;
   receivedAtMs: number;
+  /** From the delivery info, parsed once at receipt. */
+  seq: number;
+  redelivered: boolean;
+  publishMs: number;
 }
 
 interface Batch {
@@ -65,7 +71,8 @@ interface Batch {
   newestPublishMs: number;
   /** Request ids whose outcome this batch carries (un-closed again if the batch is abandoned). */
   closedIds: string[];
-  counts: { kind: string; status: string }[];
+  /** Output records by `kind \0 status`, counted into metrics after commit. */
+  counts: Map<string, number>;
   deadLetters: DeadLetterReason[];
 }
 
@@ -85,9 +92,6 @@ function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
   else a.push(v);
 }
 
-function publishMs(msg: JsMsg): number {
-  return Math.floor(Number(msg.info.timestampNanos) / 1_000_000);
-}
 
 /** Retries a start-up call that fails transiently (leader elections, coordinator loading). */
 async function retrying<T>(what: string, fn: () => Promise<T>, attempts = 30): Promise<T> {
@@ -330,7 +334,16 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         const watchdog = setTimeout(() => void iter.stop(), o.nats.fetchExpiresMs * 2 + 2_000);
         try {
           for await (const m of iter) {
-            inbox.push({ kind: s.kind, stream: s.stream, msg: m, receivedAtMs: Date.now() });
+            const info = m.info;
+            inbox.push({
+              kind: s.kind,
+              stream: s.stream,
+              msg: m,
+              receivedAtMs: Date.now(),
+              seq: info.streamSequence,
+              redelivered: info.deliveryCount > 1,
+              publishMs: Math.floor(info.timestampNanos / 1_000_000),
+            });
             st.fetched++;
             if (inboxSize() >= o.nats.fetchBatch || inboxSize() === 1) poke();
           }
@@ -362,25 +375,26 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       copiedSeqs: new Map(),
       newestPublishMs: 0,
       closedIds: [],
-      counts: [],
+      counts: new Map(),
       deadLetters: [],
     };
   }
 
   function held(item: InboxItem): Held {
-    return { msg: item.msg, ownedUntilMs: item.receivedAtMs + ownershipMs };
+    return { msg: item.msg, ownedUntilMs: item.receivedAtMs + ownershipMs, seq: item.seq };
   }
 
   function emit(b: Batch, topic: string, m: KafkaMessage, kind: string, status: string): void {
     push(b.byTopic, topic, m);
     b.records++;
     b.bytes += (m.value as Buffer | null)?.length ?? 0;
-    b.counts.push({ kind, status });
+    const key = `${kind}\u0000${status}`;
+    b.counts.set(key, (b.counts.get(key) ?? 0) + 1);
   }
 
   function markDone(b: Batch, h: Held, stream: string): void {
     b.done.push(h);
-    push(b.doneSeqs, stream, h.msg.seq);
+    push(b.doneSeqs, stream, h.seq);
   }
 
   function deadLetter(b: Batch, item: InboxItem, reason: DeadLetterReason, detail: string): void {
@@ -395,8 +409,9 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       o.topics.decisions,
       {
         key: d.sessionId,
-        value: Buffer.from(item.msg.data),
-        headers: { 'vantage-source-stream': item.stream, 'vantage-source-seq': String(item.msg.seq) },
+        // A view of the received bytes, not a copy: they live until the commit anyway.
+        value: Buffer.from(item.msg.data.buffer, item.msg.data.byteOffset, item.msg.data.byteLength),
+        headers: { 'vantage-source-stream': item.stream, 'vantage-source-seq': String(item.seq) },
       },
       'decision',
       'copied',
@@ -441,8 +456,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
 
   /** Decode, dead-letter or join one message. `seenAs` is what the progress log says about a redelivery. */
   function processOne(b: Batch, item: InboxItem, seenAs: 'decision' | undefined): void {
-    const { msg, stream } = item;
-    b.newestPublishMs = Math.max(b.newestPublishMs, publishMs(msg));
+    const { msg, stream, seq } = item;
+    if (item.publishMs > b.newestPublishMs) b.newestPublishMs = item.publishMs;
     if (msg.data.length > o.maxMessageBytes) {
       deadLetter(b, item, 'OVERSIZED', `${msg.data.length} bytes > ${o.maxMessageBytes}`);
       return;
@@ -459,8 +474,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         return;
       }
       const h = held(item);
-      if (joiner.rehandle(d.requestId, stream, msg.seq, h)) return; // redelivery of a message we hold
-      const src: Source<Held> = { stream, seq: msg.seq, part: 'decision', handle: h };
+      if (joiner.rehandle(d.requestId, stream, seq, h)) return; // redelivery of a message we hold
+      const src: Source<Held> = { stream, seq, part: 'decision', handle: h };
       const res = joiner.addDecision(d, src, item.receivedAtMs);
       if (seenAs !== 'decision') copyDecision(b, item, d);
       if (res === 'late') {
@@ -471,7 +486,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       }
       if (seenAs !== 'decision') {
         b.copied.push(h);
-        push(b.copiedSeqs, stream, msg.seq);
+        push(b.copiedSeqs, stream, seq);
       }
       return;
     }
@@ -483,8 +498,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     }
     const ev: LifecycleEventInput = r.value;
     const h = held(item);
-    if (joiner.rehandle(ev.requestId, stream, msg.seq, h)) return;
-    const res = joiner.addEvent(ev, { stream, seq: msg.seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs);
+    if (joiner.rehandle(ev.requestId, stream, seq, h)) return;
+    const res = joiner.addEvent(ev, { stream, seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs);
     if (res === 'late') deadLetter(b, item, 'JOIN_LATE', `${ev.kind} event for request ${ev.requestId} arrived after its outcome was written`);
   }
 
@@ -553,11 +568,143 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     joiner.clear();
   }
 
+  /**
+   * Take up to one batch from the inbox and turn it into records: decode,
+   * dead-letter, dedupe redeliveries, join, close due joins. Synchronous
+   * except for a sync when a redelivered message is unknown to the progress
+   * log (the caller has no transaction in flight then).
+   */
+  async function buildBatch(): Promise<Batch> {
+    const b = newBatch();
+    const take = Math.min(inboxSize(), o.maxBatchRecords);
+    const items = inbox.slice(inboxHead, inboxHead + take);
+    inboxHead += take;
+
+    // Redeliveries first: anything not held in memory and not known as
+    // committed may have been written by a replica that died before acking.
+    let redeliveries = 0;
+    let needSync = false;
+    for (const it of items) {
+      if (!it.redelivered) continue;
+      redeliveries++;
+      if (!needSync && committed.lookup(it.stream, it.seq) !== 'done') needSync = true;
+    }
+    if (redeliveries > 0) {
+      metrics.redeliveries.inc(redeliveries);
+      if (needSync) await sync();
+    }
+    const skip: Held[] = [];
+    const startedMs = Date.now();
+    let used = 0;
+    let decisionsIn = 0;
+    let expired = 0;
+    for (const it of items) {
+      // Byte cap: the rest stays in the inbox for the next transaction.
+      if (b.bytes >= o.maxBatchBytes) break;
+      used++;
+      if (it.kind === 'decision') decisionsIn++;
+      // Held so long (Kafka down) that the server may have redelivered it:
+      // not ours to write any more. Dropped unacked; its redelivery decides.
+      if (it.receivedAtMs + ownershipMs <= startedMs) {
+        expired++;
+        continue;
+      }
+      let seenAs: 'decision' | undefined;
+      if (it.redelivered) {
+        const s = committed.lookup(it.stream, it.seq);
+        if (s === 'done') {
+          metrics.redeliveriesSkipped.inc({ found: 'done' });
+          skip.push(held(it));
+          continue;
+        }
+        if (s === 'decision') {
+          metrics.redeliveriesSkipped.inc({ found: 'decision_copy' });
+          seenAs = 'decision';
+        }
+      }
+      processOne(b, it, seenAs);
+    }
+    if (decisionsIn > 0) metrics.recordsIn.inc({ kind: 'decision' }, decisionsIn);
+    if (used > decisionsIn) metrics.recordsIn.inc({ kind: 'lifecycle' }, used - decisionsIn);
+    if (expired > 0) metrics.expiredDropped.inc(expired);
+    inboxHead -= items.length - used;
+    if (inboxHead > 65_536 && inboxHead * 2 > inbox.length) {
+      inbox.splice(0, inboxHead);
+      inboxHead = 0;
+    }
+    metrics.inbox.set(inboxSize());
+    // Already in Kafka: ack now, nothing to write.
+    for (const h of skip) h.msg.ack();
+
+    const now = Date.now();
+    // Closed joins are bounded per batch too; the rest close in the next one.
+    const room = (): number => (b.bytes >= o.maxBatchBytes ? 0 : Math.max(1, o.maxBatchRecords - b.records));
+    for (const c of joiner.takeComplete(now, room())) emitOutcome(b, c);
+    for (const c of joiner.takeExpired(now, room())) emitOutcome(b, c);
+    metrics.pendingJoins.set(joiner.pending);
+    return b;
+  }
+
+  /** After a commit: acknowledge the batch's finished sources and count. */
+  function finish(b: Batch): void {
+    lastCommitMs = Date.now();
+    for (const h of b.done) h.msg.ack();
+    metrics.batchRecords.observe(b.records);
+    for (const [key, n] of b.counts) {
+      const i = key.indexOf('\u0000');
+      metrics.recordsOut.inc({ kind: key.slice(0, i), status: key.slice(i + 1) }, n);
+    }
+    for (const r of b.deadLetters) metrics.deadLetters.inc({ reason: r });
+    if (b.newestPublishMs > 0) metrics.lagSeconds.set((Date.now() - b.newestPublishMs) / 1000);
+    committed.prune(Date.now());
+  }
+
+  /**
+   * The batch loop is a two-stage pipeline: while batch k's transaction is
+   * in flight (Kafka round trips, broker work), batch k+1 is decoded and
+   * joined. Order and the exactly-once rules are unchanged:
+   *  - at most one transaction is open (batch k+1 is committed only after k
+   *    settled), so the progress log and the commits stay in order;
+   *  - a batch is acked only after its own commit;
+   *  - a batch that needs a sync (unknown redelivery) waits for the
+   *    transaction in flight first, so the sync and its lookups see it;
+   *  - if batch k lost ownership, everything in memory is dropped (reset) and
+   *    batch k+1, built on that memory, is abandoned with it, unacked: its
+   *    messages are redelivered like the rest.
+   */
   async function batchLoop(): Promise<void> {
+    let inFlight: { b: Batch; result: Promise<boolean> } | null = null;
+    /** Waits for the transaction in flight; false when the loop must stop (gave up at shutdown). */
+    const settle = async (): Promise<{ ok: boolean; lost: boolean }> => {
+      if (inFlight === null) return { ok: true, lost: false };
+      const { b, result } = inFlight;
+      inFlight = null;
+      let committedOk: boolean;
+      try {
+        committedOk = await result;
+      } catch (e) {
+        log.error({ err: e }, 'giving up on the current batch at shutdown; its messages stay unacked');
+        return { ok: false, lost: false };
+      }
+      if (!committedOk) {
+        reset(b);
+        return { ok: true, lost: true };
+      }
+      finish(b);
+      return { ok: true, lost: false };
+    };
+
     while (!stopping) {
       const now0 = Date.now();
       const due = joiner.nextDueMs(now0);
       if (inboxSize() === 0 && (due === undefined || due > now0)) {
+        if (inFlight !== null) {
+          // Nothing to overlap with: finish the transaction in flight first.
+          stage = 'commit';
+          if (!(await settle()).ok) return;
+          stage = 'idle';
+          continue;
+        }
         await new Promise<void>((resolve) => {
           const t = setTimeout(() => {
             wake = null;
@@ -570,88 +717,48 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         });
         if (stopping) break;
       }
-      if (o.lingerMs > 0 && inboxSize() > 0 && inboxSize() < o.nats.fetchBatch) await sleep(o.lingerMs);
+      if (o.lingerMs > 0 && inFlight === null && inboxSize() > 0 && inboxSize() < o.nats.fetchBatch) await sleep(o.lingerMs);
       if (stopping) break;
 
-      const b = newBatch();
-      const take = Math.min(inboxSize(), o.maxBatchRecords);
-      const items = inbox.slice(inboxHead, inboxHead + take);
-      inboxHead += take;
-
-      // Redeliveries first: anything not held in memory and not known as
-      // committed may have been written by a replica that died before acking.
-      const redelivered = items.filter((it) => it.msg.redelivered);
-      if (redelivered.length > 0) {
-        metrics.redeliveries.inc(redelivered.length);
-        if (redelivered.some((it) => committed.lookup(it.stream, it.msg.seq) !== 'done')) await sync();
+      // A redelivered message may need the progress log up to date: no
+      // transaction may be in flight while it is looked up.
+      if (inFlight !== null && hasRedeliveryAhead()) {
+        stage = 'commit';
+        if (!(await settle()).ok) return;
       }
-      const skip: Held[] = [];
-      const startedMs = Date.now();
-      let used = 0;
-      for (const it of items) {
-        // Byte cap: the rest stays in the inbox for the next transaction.
-        if (b.bytes >= o.maxBatchBytes) break;
-        used++;
-        metrics.recordsIn.inc({ kind: it.kind });
-        // Held so long (Kafka down) that the server may have redelivered it:
-        // not ours to write any more. Dropped unacked; its redelivery decides.
-        if (it.receivedAtMs + ownershipMs <= startedMs) {
-          metrics.expiredDropped.inc();
+      stage = 'process';
+      const b = await buildBatch();
+      if (inFlight !== null) {
+        stage = 'commit';
+        const s = await settle();
+        if (!s.ok) {
+          joiner.forgetClosed(b.closedIds);
+          return;
+        }
+        if (s.lost) {
+          // Built on the memory that reset() dropped: abandoned, unacked.
+          joiner.forgetClosed(b.closedIds);
           continue;
         }
-        let seenAs: 'decision' | undefined;
-        if (it.msg.redelivered) {
-          const s = committed.lookup(it.stream, it.msg.seq);
-          if (s === 'done') {
-            metrics.redeliveriesSkipped.inc({ found: 'done' });
-            skip.push(held(it));
-            continue;
-          }
-          if (s === 'decision') {
-            metrics.redeliveriesSkipped.inc({ found: 'decision_copy' });
-            seenAs = 'decision';
-          }
-        }
-        processOne(b, it, seenAs);
       }
-      inboxHead -= items.length - used;
-      if (inboxHead > 65_536 && inboxHead * 2 > inbox.length) {
-        inbox.splice(0, inboxHead);
-        inboxHead = 0;
-      }
-      metrics.inbox.set(inboxSize());
-      // Already in Kafka: ack now, nothing to write.
-      for (const h of skip) h.msg.ack();
-
-      const now = Date.now();
-      // Closed joins are bounded per batch too; the rest close in the next one.
-      const room = (): number => (b.bytes >= o.maxBatchBytes ? 0 : Math.max(1, o.maxBatchRecords - b.records));
-      for (const c of joiner.takeComplete(now, room())) emitOutcome(b, c);
-      for (const c of joiner.takeExpired(now, room())) emitOutcome(b, c);
-      metrics.pendingJoins.set(joiner.pending);
-      if (b.records === 0) continue;
-
-      let ok: boolean;
-      stage = 'commit';
-      try {
-        ok = await commit(b);
-      } catch (e) {
-        log.error({ err: e }, 'giving up on the current batch at shutdown; its messages stay unacked');
-        return;
-      }
-      if (!ok) {
-        reset(b);
+      if (b.records === 0) {
+        stage = 'idle';
         continue;
       }
-      stage = 'idle';
-      lastCommitMs = Date.now();
-      for (const h of b.done) h.msg.ack();
-      metrics.batchRecords.observe(b.records);
-      for (const c of b.counts) metrics.recordsOut.inc(c);
-      for (const r of b.deadLetters) metrics.deadLetters.inc({ reason: r });
-      if (b.newestPublishMs > 0) metrics.lagSeconds.set((Date.now() - b.newestPublishMs) / 1000);
-      committed.prune(Date.now());
+      stage = 'commit';
+      inFlight = { b, result: commit(b) };
+      // A rejection is handled by settle(); never leave it unobserved meanwhile.
+      inFlight.result.catch(() => {});
     }
+    // Stopping: the transaction in flight still commits (or gives up near the deadline).
+    await settle();
+  }
+
+  /** Whether the next batch holds a redelivered message. */
+  function hasRedeliveryAhead(): boolean {
+    const end = Math.min(inbox.length, inboxHead + o.maxBatchRecords);
+    for (let i = inboxHead; i < end; i++) if ((inbox[i] as InboxItem).redelivered) return true;
+    return false;
   }
 
   // Reconnects restart the pruning clock (see CommittedSet).
