@@ -1,0 +1,33 @@
+// The main job's fixed pieces: the calibration set observes both candidates and cannot override,
+// the variant vocabulary matches the decision records', and the settings are validated.
+import { describe, expect, it } from 'vitest';
+import { VARIANTS as RECORD_VARIANTS } from '@vantage/records';
+import { loadParameterSet, serializeParameterSet, VARIANTS } from '@vantage/rules';
+import { calibrationParameterSet, defaultJobConfig, RECORD_VARIANT } from '../src/job';
+
+describe('main job', () => {
+  it('calibrates under a set the decision service loads, probing both pools, with a rule that never fires', () => {
+    const set = calibrationParameterSet(8, '20260101T000000Z');
+    expect(loadParameterSet(serializeParameterSet(set)).ok).toBe(true);
+    // Not the Stage baseline: the baseline asks only the proposed pool, calibration needs both observed.
+    expect(set.variant).not.toBe('stage');
+    expect(set.variant).toBe('count');
+    // R >= 1e6 booked requests on one worker does not happen; the gate's limit is the evaluation's.
+    expect(set.thresholds).toEqual({ r: 1_000_000, p: null });
+    expect(set.gate.destinationLimit).toBe(8);
+    expect(set.version).toBe('calibration-20260101T000000Z');
+  });
+
+  it('names every rule variant as decision records do', () => {
+    expect(Object.keys(RECORD_VARIANT).sort()).toEqual([...VARIANTS].sort());
+    expect(Object.values(RECORD_VARIANT).sort()).toEqual([...RECORD_VARIANTS].sort());
+  });
+
+  it('reads its settings from the environment and refuses bad ones', () => {
+    const d = defaultJobConfig({});
+    expect(d).toMatchObject({ preset: 'small', attempts: 2, sessions: 8, destinationLimit: 8, proposal: 'fraction:0.2:7' });
+    expect(defaultJobConfig({ VANTAGE_JOB_SESSIONS: '3', VANTAGE_JOB_CALIBRATION: 'tiny' })).toMatchObject({ sessions: 3, preset: 'tiny' });
+    expect(() => defaultJobConfig({ VANTAGE_JOB_SESSIONS: '0' })).toThrow(/positive integer/);
+    expect(() => defaultJobConfig({ VANTAGE_JOB_CALIBRATION: 'huge' })).toThrow(/tiny, small or full/);
+  });
+});
