@@ -1,7 +1,9 @@
+import { isAscii } from 'node:buffer';
 import Ajv, { type ValidateFunction } from 'ajv';
 import { U64_MAX, type WorkerId } from '@vantage/types';
 import { PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 import { PROTOCOL_VERSION } from './subjects';
+import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
 import type {
   BookingEvent,
   CandidateObservation,
@@ -23,6 +25,7 @@ import type {
  * - `unsupported_version`: a `v` other than 1 (a newer producer on an old subject).
  * - `schema_violation`: valid JSON that breaks the message's schema.
  * - `u64_out_of_range`: a decimal u64 string above 2^64-1.
+ * - `malformed_binary`: a binary observe reply whose framing is wrong (length, magic, trailing JSON).
  * None is retryable: the same bytes will be rejected again.
  */
 export const PROTOCOL_ERROR_CODES = [
@@ -31,6 +34,7 @@ export const PROTOCOL_ERROR_CODES = [
   'unsupported_version',
   'schema_violation',
   'u64_out_of_range',
+  'malformed_binary',
 ] as const;
 export type ProtocolErrorCode = (typeof PROTOCOL_ERROR_CODES)[number];
 
@@ -155,6 +159,66 @@ function u64ListEither(decimal: readonly string[] | undefined, le64: string | un
   return null;
 }
 
+/** Longest `*Le64` string the schemas accept. */
+const MAX_LE64_CHARS = 1_398_104;
+
+/**
+ * The u64s of a `*Le64` string when it is canonical base64 (what every encoder writes: decoding and
+ * re-encoding natively gives it back) of a whole number of u64s, else null. Canonical base64 always
+ * matches the schema's pattern, so such a string needs no regular expression or code-point count.
+ */
+function canonicalLe64(s: string): BigUint64Array | null {
+  if (s.length > MAX_LE64_CHARS || s.length % 4 !== 0) return null;
+  const bytes = Buffer.from(s, 'base64');
+  if (bytes.length % 8 !== 0 || bytes.toString('base64') !== s) return null;
+  const out = new BigUint64Array(bytes.length / 8);
+  new Uint8Array(out.buffer).set(bytes);
+  return out;
+}
+
+/**
+ * Decoding a message whose bulk is `*Le64` hash lists without validating that bulk character by
+ * character: the lists are taken out of the parsed JSON (kept when canonical), the schema checks
+ * everything else with empty strings in their place, and the decoded lists are put back. Whenever
+ * the fast path is not sure (non-ASCII bytes, a non-canonical list, any rejection), the message is
+ * decoded by the codec alone from the same bytes: what is accepted or rejected, and why, is the codec's.
+ */
+function withLe64FastPath<T>(
+  codec: MessageCodec<T>,
+  holders: (json: W) => [holder: Record<string, unknown>, key: string][],
+  patch: (value: T, lists: ReadonlyMap<string, BigUint64Array>) => T,
+): MessageCodec<T> {
+  const fast = (data: Uint8Array | string, maxBytes: number): DecodeResult<T> | null => {
+    if (typeof data === 'string' || data.byteLength > maxBytes || !isAscii(data)) return null;
+    let json: W;
+    try {
+      json = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('latin1'));
+    } catch {
+      return null;
+    }
+    if (typeof json !== 'object' || json === null || Array.isArray(json)) return null;
+    const lists = new Map<string, BigUint64Array>();
+    for (const [holder, key] of holders(json)) {
+      const s = holder[key];
+      if (s === undefined) continue;
+      if (typeof s !== 'string') return null;
+      const v = canonicalLe64(s);
+      if (v === null) return null;
+      lists.set(key, v);
+      holder[key] = '';
+    }
+    const r = codec.fromWire(json);
+    if (!r.ok) return null;
+    return lists.size === 0 ? r : { ok: true, value: patch(r.value, lists) };
+  };
+  return {
+    ...codec,
+    decode: (data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) => fast(data, maxBytes) ?? codec.decode(data, maxBytes),
+  };
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 function promptToWire(p: PromptSpec): Record<string, unknown> {
   const lora = p.loraName === null ? {} : { loraName: p.loraName };
   return p.kind === 'local_hashes' ? { localHashesLe64: le64Base64(p.localHashes), ...lora } : { tokenIds: Array.from(p.tokenIds), ...lora };
@@ -175,16 +239,31 @@ const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingM
  * `vantage.v1.observe.{pool}` request:
  * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens, workers?: 'all'|'choice' }`
  */
-export const observeRequestCodec: MessageCodec<ObserveRequest> = makeCodec(
-  'observe-request.v1.json',
-  (m) => ({
-    v: PROTOCOL_VERSION,
-    ...(m.requestId === null ? {} : { requestId: m.requestId }),
-    prompt: promptToWire(m.prompt),
-    promptTokens: m.promptTokens,
-    ...(m.workers === undefined || m.workers === 'all' ? {} : { workers: m.workers }),
-  }),
-  (w) => ({ requestId: w.requestId ?? null, prompt: promptFromWire(w.prompt, '/prompt'), promptTokens: w.promptTokens, workers: w.workers ?? 'all' }),
+export const observeRequestCodec: MessageCodec<ObserveRequest> = withLe64FastPath(
+  makeCodec<ObserveRequest>(
+    'observe-request.v1.json',
+    (m) => ({
+      v: PROTOCOL_VERSION,
+      ...(m.requestId === null ? {} : { requestId: m.requestId }),
+      prompt: promptToWire(m.prompt),
+      promptTokens: m.promptTokens,
+      ...(m.workers === undefined || m.workers === 'all' ? {} : { workers: m.workers }),
+      ...(m.replyEncoding === 'binary' ? { replyEncoding: m.replyEncoding } : {}),
+    }),
+    (w) => ({
+      requestId: w.requestId ?? null,
+      prompt: promptFromWire(w.prompt, '/prompt'),
+      promptTokens: w.promptTokens,
+      workers: w.workers ?? 'all',
+      // Present only when asked for, so that existing callers' decoded values are unchanged.
+      ...(w.replyEncoding === 'binary' ? { replyEncoding: 'binary' as const } : {}),
+    }),
+  ),
+  (json) => (isObj(json.prompt) ? [[json.prompt, 'localHashesLe64']] : []),
+  (value, lists) => {
+    const h = lists.get('localHashesLe64');
+    return h && value.prompt.kind === 'local_hashes' ? { ...value, prompt: { ...value.prompt, localHashes: h } } : value;
+  },
 );
 
 function workerToWire(o: WorkerObservation): Record<string, unknown> {
@@ -225,7 +304,7 @@ function workerFromWire(w: W, path: string): WorkerObservation {
  * `{ v: 1, pool, blockSize, queryDurationUs, atMs, workers: [WorkerObservation], pending: {requests, tokens}|null,
  *    dynamoChoice: {workerId, dpRank, cost, policy: {name, params}}|null, snapshotRestoredAtMs? }`
  */
-export const observeReplyCodec: MessageCodec<ObserveReply> = makeCodec(
+const observeReplyJsonCodec: MessageCodec<ObserveReply> = makeCodec(
   'observe-reply.v1.json',
   (m) => ({
     v: PROTOCOL_VERSION,
@@ -265,6 +344,22 @@ export const observeReplyCodec: MessageCodec<ObserveReply> = makeCodec(
     snapshotRestoredAtMs: orNull(w.snapshotRestoredAtMs),
   }),
 );
+
+/**
+ * Decodes both encodings of the reply: JSON, and the binary form an indexer sends when the request
+ * asked for `replyEncoding: "binary"` (observe-binary.ts), told apart by the first bytes. Either way
+ * the value passes the same schema. `encode` writes JSON; `encodeObserveReplyBinary` writes binary.
+ */
+export const observeReplyCodec: MessageCodec<ObserveReply> = {
+  ...observeReplyJsonCodec,
+  decode(data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) {
+    if (typeof data === 'string' || !isObserveReplyBinary(data)) return observeReplyJsonCodec.decode(data, maxBytes);
+    if (data.byteLength > maxBytes) return { ok: false, code: 'payload_too_large', reason: `${data.byteLength} bytes exceeds ${maxBytes}` };
+    const w = observeReplyBinaryToWire(data);
+    if (!w.ok) return { ok: false, code: 'malformed_binary', reason: w.reason };
+    return observeReplyJsonCodec.fromWire(w.wire);
+  },
+};
 
 // --- route ------------------------------------------------------------------------
 
@@ -406,7 +501,7 @@ export const routeReplyCodec: MessageCodec<RouteReply> = makeCodec(
  *    sequenceHashes?: [u64] | sequenceHashesLe64?: base64 | localHashes?: [u64] | localHashesLe64?: base64,
  *    expectedOutputTokens?, prefillTokens?, atMs }`
  */
-export const bookingEventCodec: MessageCodec<BookingEvent> = makeCodec(
+export const bookingEventCodec: MessageCodec<BookingEvent> = withLe64FastPath(makeCodec<BookingEvent>(
   'booking-event.v1.json',
   (m) => ({
     v: PROTOCOL_VERSION,
@@ -440,6 +535,16 @@ export const bookingEventCodec: MessageCodec<BookingEvent> = makeCodec(
     expectedOutputTokens: w.expectedOutputTokens ?? null,
     prefillTokens: orNull(w.prefillTokens),
     atMs: w.atMs,
+  }),
+),
+  (json) => [
+    [json, 'sequenceHashesLe64'],
+    [json, 'localHashesLe64'],
+  ],
+  (value, lists) => ({
+    ...value,
+    sequenceHashes: lists.get('sequenceHashesLe64') ?? value.sequenceHashes,
+    localHashes: lists.get('localHashesLe64') ?? value.localHashes,
   }),
 );
 

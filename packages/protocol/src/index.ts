@@ -34,6 +34,17 @@ export {
 } from './codec';
 export { PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 export {
+  F as OBSERVE_REPLY_FIELD,
+  OBSERVE_REPLY_BINARY_MAGIC,
+  ObserveReplyBinaryWriter,
+  WORKER_FIELDS as OBSERVE_REPLY_WORKER_FIELDS,
+  encodeObserveReplyBinary,
+  isObserveReplyBinary,
+  nullable as binaryNullable,
+  type BinaryReplyHead,
+  type WorkerField as ObserveReplyWorkerField,
+} from './observe-binary';
+export {
   LIFECYCLE_KINDS,
   type AdvertisedCapacity,
   type BookingEvent,

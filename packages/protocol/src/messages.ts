@@ -24,6 +24,8 @@ export interface ObserveRequest {
   readonly promptTokens: number;
   /** Which workers the reply lists: all of the pool (default) or only Dynamo's choice. */
   readonly workers?: 'all' | 'choice';
+  /** The reply's encoding: JSON (default) or the compact binary form (`observeReplyCodec.decode` reads both). */
+  readonly replyEncoding?: 'json' | 'binary';
 }
 
 /** How old each fact about a worker is, in ms, relative to the reply's `atMs`. */

@@ -159,6 +159,12 @@ const observeRequest: Schema = obj(['v', 'prompt', 'promptTokens'], {
       "Which workers the reply lists: every (worker, dp rank) of the pool (default), or only the one Dynamo's cost would choose " +
       '(for callers such as the decision service that read only that one; saves encoding and parsing the rest).',
   },
+  replyEncoding: {
+    enum: ['json', 'binary'],
+    description:
+      'Encoding of the reply: JSON per observe-reply.v1.json (default), or the compact binary layout described in ' +
+      'schemas/protocol/README.md (same content and validation; numbers written as little-endian doubles instead of text).',
+  },
 });
 
 const observeReply: Schema = obj(['v', 'pool', 'blockSize', 'queryDurationUs', 'atMs', 'workers', 'pending', 'dynamoChoice'], {

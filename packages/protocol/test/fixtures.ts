@@ -206,6 +206,7 @@ export const CASES: ReadonlyArray<readonly [string, MessageCodec<never>, unknown
   ['observe request (local hashes)', observeRequestCodec as MessageCodec<never>, observeRequest],
   ['observe request (token ids)', observeRequestCodec as MessageCodec<never>, observeRequestTokens],
   ['observe request (only Dynamo\'s choice)', observeRequestCodec as MessageCodec<never>, { ...observeRequest, workers: 'choice' }],
+  ['observe request (binary reply)', observeRequestCodec as MessageCodec<never>, { ...observeRequest, replyEncoding: 'binary' }],
   ['observe reply', observeReplyCodec as MessageCodec<never>, observeReply],
   ['observe reply (empty)', observeReplyCodec as MessageCodec<never>, { ...observeReply, workers: [], pending: null, dynamoChoice: null, snapshotRestoredAtMs: null }],
   ['route request', routeRequestCodec as MessageCodec<never>, routeRequest],

@@ -6,15 +6,22 @@
  *      writer, so nothing is dropped) and publish→applied lag at a fixed rate
  *      (from /metrics polled every 10 ms);
  *   2. observe: open loop at 1,000 and 5,000 requests/s for 32k-token prompts
- *      (512 local hashes, block size 64) against 64 workers holding varied prefixes;
+ *      (512 local hashes, block size 64) against 64 workers holding varied prefixes,
+ *      each with live bookings (BENCH_BOOKINGS_PER_WORKER, default 4) so that R, P and
+ *      the new-block count are computed as in production;
+ *      Both reply encodings are measured: binary (`replyEncoding: "binary"`, the headline
+ *      figures) and JSON (`*_json_*` figures);
  *   3. baseline: a bare NATS request-reply echo in its own process replying with a
- *      payload the size of an observe reply, same load pattern, same run;
+ *      payload the size of the observe reply of that encoding, same requests, same load
+ *      pattern, same run, right after the observe run it is compared with;
  *   4. profile: where an observe's service time goes (decode, match, selection,
  *      reply encoding), measured in-process on the same data.
  *
  * Uses NATS_URL when set, otherwise a private nats-server under .infra/bench.
  * Last stdout line: one JSON object with the figures.
- * Environment knobs: BENCH_OBSERVE_SECONDS (default 5), BENCH_RATES (default "1000,5000").
+ * Environment knobs: BENCH_OBSERVE_SECONDS (default 5), BENCH_RATES (default "1000,5000"),
+ * BENCH_BOOKINGS_PER_WORKER (default 4), BENCH_INDEXER_NODE_ARGS (extra node flags for the
+ * indexer process, e.g. "--cpu-prof --cpu-prof-dir=DIR" to profile the service under load).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
@@ -23,10 +30,19 @@ import { performance } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
 import { INFRA_DIR, REPO_ROOT, natsBroker } from '@vantage/infra';
-import { observeRequestCodec, observeSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
+import {
+  bookingEventCodec,
+  bookingsSubject,
+  observeReplyCodec,
+  observeRequestCodec,
+  observeSubject,
+  workerRegistrationCodec,
+  workersSubject,
+  type BookingEvent,
+} from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
-import { decodeObserve, encodeObserveReply } from '../src/messages';
+import { decodeBooking, decodeObserve, encodeObserveReply, encodeObserveReplyBinary } from '../src/messages';
 import { PoolState } from '@vantage/observation';
 
 const BS = 64;
@@ -34,6 +50,8 @@ const PROMPT_BLOCKS = 512; // 32k tokens
 const WORKERS = 64;
 const OBSERVE_SECONDS = Number(process.env.BENCH_OBSERVE_SECONDS ?? 5);
 const RATES = (process.env.BENCH_RATES ?? '1000,5000').split(',').map(Number);
+/** Live bookings per worker during the observe runs (R, P and active blocks are then real, as in production). */
+const BOOKINGS_PER_WORKER = Number(process.env.BENCH_BOOKINGS_PER_WORKER ?? 4);
 const POOL = 'bench';
 const NS = `bench${process.pid}`;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -125,6 +143,35 @@ function ingestEvents(n: number): KvEvent[] {
   return out;
 }
 
+/**
+ * Bookings as the decision service publishes them (local hashes, base64): worker i holds prompts
+ * i+16j (mod 64), so every observed prompt is fully active on some workers and shares only its
+ * system prompt, or nothing, with the rest.
+ */
+function bookings(): BookingEvent[] {
+  const out: BookingEvent[] = [];
+  for (let i = 0; i < WORKERS; i++) {
+    for (let j = 0; j < BOOKINGS_PER_WORKER; j++) {
+      const p = (i + 16 * j) % prompts.length;
+      out.push({
+        requestId: `bench-${i}-${j}`,
+        sessionId: `bench-${p}`,
+        pool: POOL,
+        workerId: workerIds[i]!,
+        dpRank: 0,
+        promptTokens: PROMPT_BLOCKS * BS,
+        overlapBlocks: 0,
+        sequenceHashes: null,
+        localHashes: prompts[p]!.local,
+        expectedOutputTokens: 256,
+        prefillTokens: null,
+        atMs: Date.now(),
+      });
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------
 // Processes
 // ---------------------------------------------------------------------------------
@@ -134,8 +181,14 @@ process.on('exit', () => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
 });
 
-function spawnTs(script: string, args: string[], env: NodeJS.ProcessEnv, ready: (line: string) => unknown): Promise<{ proc: ChildProcess; line: string }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+function spawnTs(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: (line: string) => unknown,
+  nodeArgs: string[] = [],
+): Promise<{ proc: ChildProcess; line: string }> {
+  const proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(proc);
   let err = '';
   proc.stderr!.on('data', (c: Buffer) => (err = (err + c.toString()).slice(-4000)));
@@ -262,7 +315,9 @@ async function main(): Promise<void> {
     VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: POOL, blockSize: BS, namespace: NS }]),
     VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
   });
-  const { proc: indexer, line } = await spawnTs(join(REPO_ROOT, 'services/indexer/src/main.ts'), [], env, (l) => l.includes('"service started"'));
+  // BENCH_INDEXER_NODE_ARGS: extra node flags for the indexer only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const indexerNodeArgs = (process.env.BENCH_INDEXER_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
+  const { proc: indexer, line } = await spawnTs(join(REPO_ROOT, 'services/indexer/src/main.ts'), [], env, (l) => l.includes('"service started"'), indexerNodeArgs);
   const opsPort = Number((JSON.parse(line) as { opsPort: number }).opsPort);
   const metrics = async (): Promise<string> => (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
   const applied = async (): Promise<number> => metricSum(await metrics(), 'vantage_indexer_events_applied_total', `pool="${POOL}"`);
@@ -359,36 +414,61 @@ async function main(): Promise<void> {
   const lagP99 = pct(lags, 99);
   log(`ingest lag at ${lagRate} events/s: p50 ${lagP50.toFixed(1)} ms, p99 ${lagP99.toFixed(1)} ms (${lags.length} samples, 10 ms polling)`);
 
-  // --- 2. observe, open loop ---
-  const requests = prompts.map((p) => observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS }));
-  const sample = await nc.request(observeSubject(POOL), requests[0]!, { timeout: 5_000 });
-  const replyBytes = sample.data.length;
-  log(`observe request ${requests[0]!.length} bytes, reply ${replyBytes} bytes, ${WORKERS} workers`);
-  for (let i = 0; i < 500; i++) await nc.request(observeSubject(POOL), requests[i % requests.length]!, { timeout: 5_000 }); // warm-up
-
-  const echoSubject = `bench.echo.${process.pid}`;
-  const { proc: echo } = await spawnTs(join(REPO_ROOT, 'services/indexer/bench/echo-server.ts'), [natsUrl, echoSubject, String(replyBytes)], env, (l) => l === 'ready');
-  for (let i = 0; i < 500; i++) await nc.request(echoSubject, requests[i % requests.length]!, { timeout: 5_000 });
+  // --- 2. observe, open loop, with live bookings on every worker ---
+  const bookBase = await applied();
+  const toBook = bookings();
+  for (const b of toBook) nc.publish(bookingsSubject(POOL), bookingEventCodec.encode(b));
+  await nc.flush();
+  while ((await applied()) - bookBase < toBook.length) await sleep(20);
+  log(`booked ${toBook.length} requests (${BOOKINGS_PER_WORKER} per worker, 32k tokens each)`);
+  // Both reply encodings, each against an echo replying with a payload of its own size.
+  const ENCODINGS = ['binary', 'json'] as const;
+  type Enc = (typeof ENCODINGS)[number];
+  const requestsOf = (enc: Enc): Uint8Array[] =>
+    prompts.map((p) =>
+      observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: enc }),
+    );
+  const reqs: Record<Enc, Uint8Array[]> = { binary: requestsOf('binary'), json: requestsOf('json') };
+  const requests = reqs.json;
+  const replyBytesOf = {} as Record<Enc, number>;
+  const echoSubjects = {} as Record<Enc, string>;
+  const echoes: ChildProcess[] = [];
+  for (const enc of ENCODINGS) {
+    const sample = await nc.request(observeSubject(POOL), reqs[enc][0]!, { timeout: 5_000 });
+    const check = observeReplyCodec.decode(sample.data);
+    if (!check.ok || check.value.workers.length !== WORKERS) throw new Error(`observe (${enc}) answered ${check.ok ? `${check.value.workers.length} workers` : check.reason}`);
+    replyBytesOf[enc] = sample.data.length;
+    log(`observe (${enc} reply): request ${reqs[enc][0]!.length} bytes, reply ${sample.data.length} bytes, ${WORKERS} workers`);
+    for (let i = 0; i < 500; i++) await nc.request(observeSubject(POOL), reqs[enc][i % prompts.length]!, { timeout: 5_000 }); // warm-up
+    echoSubjects[enc] = `bench.echo.${enc}.${process.pid}`;
+    const { proc } = await spawnTs(join(REPO_ROOT, 'services/indexer/bench/echo-server.ts'), [natsUrl, echoSubjects[enc], String(sample.data.length)], env, (l) => l === 'ready');
+    echoes.push(proc);
+    for (let i = 0; i < 500; i++) await nc.request(echoSubjects[enc], reqs[enc][i % prompts.length]!, { timeout: 5_000 });
+  }
+  const replyBytes = replyBytesOf.json;
 
   const results: Record<string, number> = {};
   const svcBefore = await metrics();
   for (const rate of RATES) {
-    const o = await openLoop(nc, observeSubject(POOL), requests, rate, OBSERVE_SECONDS);
-    const e = await openLoop(nc, echoSubject, requests, rate, OBSERVE_SECONDS);
-    log(
-      `${String(rate).padStart(5)} req/s  observe p50 ${o.p50.toFixed(0)} µs p90 ${o.p90.toFixed(0)} p99 ${o.p99.toFixed(0)} max ${o.max.toFixed(0)} (errors ${o.errors}, sent ${o.sent} at ${o.achievedRate.toFixed(0)}/s)` +
-        ` | echo p50 ${e.p50.toFixed(0)} µs p90 ${e.p90.toFixed(0)} p99 ${e.p99.toFixed(0)} max ${e.max.toFixed(0)} (errors ${e.errors}) | Δp50 ${(o.p50 - e.p50).toFixed(0)} µs`,
-    );
-    Object.assign(results, {
-      [`observe_${rate}_p50_us`]: Math.round(o.p50),
-      [`observe_${rate}_p90_us`]: Math.round(o.p90),
-      [`observe_${rate}_p99_us`]: Math.round(o.p99),
-      [`observe_${rate}_errors`]: o.errors,
-      [`echo_${rate}_p50_us`]: Math.round(e.p50),
-      [`echo_${rate}_p90_us`]: Math.round(e.p90),
-      [`echo_${rate}_p99_us`]: Math.round(e.p99),
-      [`echo_${rate}_errors`]: e.errors,
-    });
+    for (const enc of ENCODINGS) {
+      const o = await openLoop(nc, observeSubject(POOL), reqs[enc], rate, OBSERVE_SECONDS);
+      const e = await openLoop(nc, echoSubjects[enc], reqs[enc], rate, OBSERVE_SECONDS);
+      log(
+        `${String(rate).padStart(5)} req/s ${enc.padEnd(6)} observe p50 ${o.p50.toFixed(0)} µs p90 ${o.p90.toFixed(0)} p99 ${o.p99.toFixed(0)} max ${o.max.toFixed(0)} (errors ${o.errors}, sent ${o.sent} at ${o.achievedRate.toFixed(0)}/s)` +
+          ` | echo (${replyBytesOf[enc]} B) p50 ${e.p50.toFixed(0)} µs p90 ${e.p90.toFixed(0)} p99 ${e.p99.toFixed(0)} max ${e.max.toFixed(0)} (errors ${e.errors}) | Δp50 ${(o.p50 - e.p50).toFixed(0)} µs`,
+      );
+      const tag = enc === 'binary' ? `${rate}` : `json_${rate}`;
+      Object.assign(results, {
+        [`observe_${tag}_p50_us`]: Math.round(o.p50),
+        [`observe_${tag}_p90_us`]: Math.round(o.p90),
+        [`observe_${tag}_p99_us`]: Math.round(o.p99),
+        [`observe_${tag}_errors`]: o.errors,
+        [`echo_${tag}_p50_us`]: Math.round(e.p50),
+        [`echo_${tag}_p90_us`]: Math.round(e.p90),
+        [`echo_${tag}_p99_us`]: Math.round(e.p99),
+        [`echo_${tag}_errors`]: e.errors,
+      });
+    }
   }
   const svcAfter = await metrics();
   const svcCount = metricSum(svcAfter, 'vantage_indexer_observe_seconds_count', 'outcome="ok"') - metricSum(svcBefore, 'vantage_indexer_observe_seconds_count', 'outcome="ok"');
@@ -396,7 +476,7 @@ async function main(): Promise<void> {
   const svcMeanUs = (svcSum / svcCount) * 1e6;
   log(`service-side observe time (handler, from its histogram): mean ${svcMeanUs.toFixed(0)} µs over ${svcCount} requests`);
 
-  // --- 4. profile, in-process on the same data ---
+  // --- 4. profile, in-process on the same data (same registrations, preload and bookings) ---
   const state = new PoolState({ pool: POOL, blockSize: BS, selection: { kind: 'kv_router', formula: 'prefill_load_scale' }, bookingTtlMs: 300_000, workerTtlMs: 3_600_000 });
   for (const w of workerIds) state.register(w, { blockSize: BS, totalKvBlocks: 100_000, maxNumBatchedTokens: 8192, maxNumSeqs: 256, dpStartRank: 0, dpSize: 1, schedulable: true }, null, 0, true);
   eventIds.clear();
@@ -404,28 +484,36 @@ async function main(): Promise<void> {
   const req = requests[0]!;
   const local = prompts[0]!.local;
   const text = new TextDecoder().decode(req);
-  const strings = (JSON.parse(text) as { prompt: { localHashes: string[] } }).prompt.localHashes;
-  const obs = state.observe(local, PROMPT_BLOCKS * BS, Date.now());
+  const b64 = (JSON.parse(text) as { prompt: { localHashesLe64: string } }).prompt.localHashesLe64;
   const meta = { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null };
+  const observeEmpty = timeIt(2000, () => state.observe(local, PROMPT_BLOCKS * BS, Date.now()));
+  for (const b of bookings()) {
+    const d = decodeBooking(bookingEventCodec.encode(b));
+    if (!d.ok) throw new Error(d.reason);
+    state.ledger.book({ ...d.value, source: 'decision_service', nowMs: Date.now() });
+  }
+  const obs = state.observe(local, PROMPT_BLOCKS * BS, Date.now());
+  const bookingBytes = bookingEventCodec.encode(bookings()[0]!);
   const prof = {
     decode_total_us: timeIt(2000, () => decodeObserve(req)),
     decode_json_parse_us: timeIt(2000, () => JSON.parse(new TextDecoder().decode(req))),
-    decode_bigint_512_us: timeIt(2000, () => {
-      const out = new BigUint64Array(strings.length);
-      for (let i = 0; i < strings.length; i++) out[i] = BigInt(strings[i]!);
-      return out;
-    }),
+    decode_base64_us: timeIt(2000, () => Buffer.from(b64, 'base64')),
     observe_total_us: timeIt(2000, () => state.observe(local, PROMPT_BLOCKS * BS, Date.now())),
+    observe_no_bookings_us: observeEmpty,
     match_us: timeIt(2000, () => state.index.match(local)),
+    sequence_hashes_us: timeIt(2000, () => sequenceHashes(local)),
     encode_reply_us: timeIt(2000, () => encodeObserveReply(obs, meta)),
+    encode_reply_binary_us: timeIt(2000, () => encodeObserveReplyBinary(obs, meta)),
+    decode_booking_us: timeIt(2000, () => decodeBooking(bookingBytes)),
   };
   log(
-    `profile (in-process, µs/op): decode ${prof.decode_total_us.toFixed(1)} (JSON.parse ${prof.decode_json_parse_us.toFixed(1)}, BigInt×512 ${prof.decode_bigint_512_us.toFixed(1)}, rest = schema validation + copy)` +
-      ` | observe ${prof.observe_total_us.toFixed(1)} (index match ${prof.match_us.toFixed(1)}, rest = per-worker facts + selection) | encode reply ${prof.encode_reply_us.toFixed(1)}`,
+    `profile (in-process, µs/op): decode ${prof.decode_total_us.toFixed(1)} (JSON.parse ${prof.decode_json_parse_us.toFixed(1)}, base64 ${prof.decode_base64_us.toFixed(1)}, rest = schema validation + copy)` +
+      ` | observe ${prof.observe_total_us.toFixed(1)} with ${BOOKINGS_PER_WORKER * WORKERS} bookings, ${prof.observe_no_bookings_us.toFixed(1)} without (index match ${prof.match_us.toFixed(1)}, sequence hashes ${prof.sequence_hashes_us.toFixed(1)}, rest = per-worker facts + selection)` +
+      ` | encode reply JSON ${prof.encode_reply_us.toFixed(1)}, binary ${prof.encode_reply_binary_us.toFixed(1)} | decode booking ${prof.decode_booking_us.toFixed(1)}`,
   );
 
   await nc.close();
-  await stopChild(echo);
+  for (const e of echoes) await stopChild(e);
   await stopChild(indexer);
   if (cleanupNats) await cleanupNats();
 
@@ -437,6 +525,7 @@ async function main(): Promise<void> {
     ingest_lag_p50_ms: Number(lagP50.toFixed(1)),
     ingest_lag_p99_ms: Number(lagP99.toFixed(1)),
     observe_rate: first,
+    observe_reply_encoding: 'binary',
     observe_p50_us: results[`observe_${first}_p50_us`],
     observe_p99_us: results[`observe_${first}_p99_us`],
     echo_p50_us: results[`echo_${first}_p50_us`],
@@ -444,14 +533,21 @@ async function main(): Promise<void> {
     observe_minus_echo_p50_us: results[`observe_${first}_p50_us`]! - results[`echo_${first}_p50_us`]!,
     target_p50_within_150_us: results[`observe_${first}_p50_us`]! - results[`echo_${first}_p50_us`]! <= 150,
     ...results,
-    reply_bytes: replyBytes,
+    reply_bytes: replyBytesOf.binary,
+    reply_bytes_json: replyBytes,
+    observe_json_minus_echo_p50_us: results[`observe_json_${first}_p50_us`]! - results[`echo_json_${first}_p50_us`]!,
+    bookings_live: BOOKINGS_PER_WORKER * WORKERS,
     service_observe_mean_us: Math.round(svcMeanUs),
     profile_decode_us: Number(prof.decode_total_us.toFixed(1)),
     profile_decode_json_parse_us: Number(prof.decode_json_parse_us.toFixed(1)),
-    profile_decode_bigint_us: Number(prof.decode_bigint_512_us.toFixed(1)),
+    profile_decode_base64_us: Number(prof.decode_base64_us.toFixed(1)),
     profile_observe_us: Number(prof.observe_total_us.toFixed(1)),
+    profile_observe_no_bookings_us: Number(prof.observe_no_bookings_us.toFixed(1)),
     profile_match_us: Number(prof.match_us.toFixed(1)),
+    profile_sequence_hashes_us: Number(prof.sequence_hashes_us.toFixed(1)),
     profile_encode_reply_us: Number(prof.encode_reply_us.toFixed(1)),
+    profile_encode_reply_binary_us: Number(prof.encode_reply_binary_us.toFixed(1)),
+    profile_decode_booking_us: Number(prof.decode_booking_us.toFixed(1)),
   };
   log(JSON.stringify(summary));
 }

@@ -5,6 +5,9 @@
 import type { WorkerCapacity } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
 import {
+  OBSERVE_REPLY_FIELD as F,
+  ObserveReplyBinaryWriter,
+  binaryNullable,
   bookingEventCodec,
   lifecycleEventCodec,
   observeReplyCodec,
@@ -27,6 +30,7 @@ export interface ObserveQuery {
   readonly loraName: string | null;
   readonly promptTokens: number;
   readonly workers: 'all' | 'choice';
+  readonly replyEncoding: 'json' | 'binary';
 }
 
 export function decodeObserve(data: Uint8Array): Decoded<ObserveQuery> {
@@ -42,6 +46,7 @@ export function decodeObserve(data: Uint8Array): Decoded<ObserveQuery> {
       loraName: p.loraName,
       promptTokens: r.value.promptTokens,
       workers: r.value.workers ?? 'all',
+      replyEncoding: r.value.replyEncoding ?? 'json',
     },
   };
 }
@@ -101,6 +106,67 @@ export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Ar
 }
 
 const utf8 = new TextEncoder();
+
+const binary = new ObserveReplyBinaryWriter();
+
+/**
+ * The observe reply in the protocol's binary encoding (`replyEncoding: "binary"`), written straight
+ * from the observation into the writer's typed arrays: no text, no intermediate objects. Same
+ * content as `encodeObserveReply` (a test decodes both and compares).
+ */
+export function encodeObserveReplyBinary(o: PoolObservation, meta: ReplyMeta): Uint8Array {
+  const now = meta.nowMs;
+  const only = meta.workers === 'choice' ? o.chosenIndex : -2;
+  const n = only === -2 ? o.workers.length : only >= 0 ? 1 : 0;
+  binary.begin(n);
+  const f = binary.f64;
+  let k = 0;
+  for (let i = 0; i < o.workers.length; i++) {
+    if (only !== -2 && i !== only) continue;
+    const w = o.workers[i]!;
+    const m = w.match;
+    const l = w.load;
+    const r = w.report;
+    binary.head(k, w.workerId, w.dpRank, w.schedulable === true, r !== null, w.suspect ? w.suspect.reason : null);
+    const b = binary.slots(k++);
+    f[b + F.deviceOverlapBlocks] = m ? m.deviceBlocks : 0;
+    f[b + F.K] = m ? m.deviceTokens : 0;
+    f[b + F.hostOverlapBlocks] = m ? m.hostBlocks : NaN;
+    f[b + F.diskOverlapBlocks] = m ? m.diskBlocks : NaN;
+    f[b + F.anyTierOverlapBlocks] = m ? m.anyBlocks : NaN;
+    f[b + F.R] = l.requests;
+    f[b + F.trackedPrefillTokens] = l.trackedPrefillTokens;
+    f[b + F.P] = binaryNullable(l.prefillPressure);
+    f[b + F.maxNumBatchedTokens] = binaryNullable(w.capacity ? w.capacity.maxNumBatchedTokens : null);
+    f[b + F.effectivePrefillTokens] = w.effectivePrefillTokens;
+    f[b + F.newBlocks] = w.newRequestBlocks;
+    f[b + F.activeBlocks] = l.activeBlocks;
+    f[b + F.totalKvBlocks] = binaryNullable(l.totalKvBlocks);
+    f[b + F.treeBlocks] = m ? m.treeSize : 0;
+    f[b + F.reportedActiveDecodeBlocks] = r ? binaryNullable(r.activeDecodeBlocks) : NaN;
+    f[b + F.reportedActivePrefillTokens] = r ? binaryNullable(r.activePrefillTokens) : NaN;
+    f[b + F.reportedKvUsedBlocks] = r ? binaryNullable(r.kvUsedBlocks) : NaN;
+    f[b + F.suspectSinceMs] = w.suspect ? w.suspect.sinceMs : NaN;
+    f[b + F.indexAgeMs] = w.lastEventMs === null ? NaN : Math.max(0, now - w.lastEventMs);
+    f[b + F.loadAgeMs] = r ? Math.max(0, now - r.atMs) : NaN;
+    f[b + F.bookingAgeMs] = l.lastChangeMs === null ? NaN : Math.max(0, now - l.lastChangeMs);
+    f[b + F.dynamoCost] = binaryNullable(o.costs[i]);
+  }
+  const chosen = o.selection.chosen;
+  const cost = o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null;
+  return binary.finish({
+    pool: o.pool,
+    blockSize: o.blockSize,
+    queryDurationUs: Math.round(meta.queryDurationUs),
+    atMs: now,
+    pending: o.pending,
+    dynamoChoice:
+      chosen && cost !== null && cost !== undefined
+        ? { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: `kv_router:${o.selection.reason}`, params: numericTerms(o) } }
+        : null,
+    snapshotRestoredAtMs: meta.restoredAtMs,
+  });
+}
 
 /** JSON has no NaN or Infinity: a non-finite number is reported as unknown. */
 const num = (v: number | null): string => (v === null || !Number.isFinite(v) ? 'null' : String(v));

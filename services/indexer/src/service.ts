@@ -9,7 +9,7 @@ import { Svcm, type Service } from '@nats-io/services';
 import { localBlockHashes } from '@vantage/hashing';
 import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
-import { decodeObserve, encodeObserveReply, observeSubject } from './messages';
+import { decodeObserve, encodeObserveReply, encodeObserveReplyBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolRunner } from './runner';
 
@@ -33,7 +33,8 @@ export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs
   const now = Date.now();
   const obs = state.observe(local, r.promptTokens, now);
   const durationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
-  return encodeObserveReply(obs, { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs, workers: r.workers });
+  const meta = { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs, workers: r.workers };
+  return r.replyEncoding === 'binary' ? encodeObserveReplyBinary(obs, meta) : encodeObserveReply(obs, meta);
 }
 
 export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>): Promise<IndexerHandle> {

@@ -304,9 +304,20 @@ export function publishLifecycle(nc: NatsConnection, pool: string, requestId: st
   );
 }
 
-/** One observe round trip, decoded (throws on an error reply). */
+let binaryNext = false;
+
+/**
+ * One observe round trip, decoded (throws on an error reply). Calls alternate between the JSON and
+ * the binary reply encoding, so every integration assertion holds for both.
+ */
 export async function observe(nc: NatsConnection, pool: string, localHashes: BigUint64Array, promptTokens: number, timeoutMs = 5_000): Promise<ObserveReply> {
-  const req = observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes, loraName: null }, promptTokens });
+  binaryNext = !binaryNext;
+  const req = observeRequestCodec.encode({
+    requestId: null,
+    prompt: { kind: 'local_hashes', localHashes, loraName: null },
+    promptTokens,
+    replyEncoding: binaryNext ? 'binary' : 'json',
+  });
   const m = await nc.request(observeSubject(pool), req, { timeout: timeoutMs });
   if (m.headers?.get('Vantage-Error-Code')) throw new Error(`observe error ${m.headers.get('Vantage-Error-Code')}: ${m.headers.get('Nats-Service-Error')}`);
   const r = observeReplyCodec.decode(m.data);

@@ -3,7 +3,7 @@ import { hashPrompt } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
 import { observeReplyCodec } from '@vantage/protocol';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import { encodeObserveReply, encodeObserveReplyViaCodec } from '../src/messages';
+import { encodeObserveReply, encodeObserveReplyBinary, encodeObserveReplyViaCodec } from '../src/messages';
 
 const BS = 4;
 const cap = { blockSize: BS, totalKvBlocks: 100, maxNumBatchedTokens: 16, maxNumSeqs: 8, dpStartRank: 0, dpSize: 2, schedulable: true };
@@ -47,6 +47,10 @@ describe('observe reply encoding', () => {
       expect(JSON.parse(new TextDecoder().decode(fast))).toEqual(JSON.parse(new TextDecoder().decode(ref)));
       const decoded = observeReplyCodec.decode(fast);
       expect(decoded.ok).toBe(true);
+      // The binary encoding carries exactly the same reply.
+      const bin = encodeObserveReplyBinary(o, meta);
+      expect(bin.length).toBeLessThan(fast.length);
+      expect(observeReplyCodec.decode(bin)).toEqual(decoded);
       if (decoded.ok) {
         // u64 worker ids survive exactly; suspect, capacity and load facts are where they belong.
         const choice = decoded.value.dynamoChoice;

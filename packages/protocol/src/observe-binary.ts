@@ -1,0 +1,290 @@
+/**
+ * The observe reply in its compact binary encoding (`replyEncoding: "binary"` in the request).
+ *
+ * Same content as the JSON reply (schemas/protocol/observe-reply.v1.json), laid out so that the
+ * indexer writes numbers straight into typed arrays instead of formatting ~1,500 of them as text
+ * per answer (64 workers × 22 facts), and a reader gets them back without parsing text. The
+ * decoder rebuilds the JSON reply's wire object and validates it with the same schema, so both
+ * encodings accept and reject exactly the same replies. Layout (little-endian; documented in
+ * schemas/protocol/README.md):
+ *
+ *   header, 80 bytes
+ *     0  u32  magic 0x01524F56 ("VOR" 0x01)       4  u32  n, worker records
+ *     8  u32  blockSize                            12 u32  flags: 1 pending, 2 dynamoChoice, 4 snapshotRestoredAtMs
+ *     16 f64  queryDurationUs                      24 f64  atMs
+ *     32 f64  pending.requests                     40 f64  pending.tokens
+ *     48 f64  snapshotRestoredAtMs                 56 u64  dynamoChoice.workerId
+ *     64 u32  dynamoChoice.dpRank                  68 u32  m, bytes of the trailing JSON
+ *     72 f64  dynamoChoice.cost
+ *   n worker records, 192 bytes each
+ *     0  u64  workerId    8 u32 dpRank    12 u32 flags: 1 schedulable, 2 reported, 4 suspect; bits 16–31 suspect reason index
+ *     16 f64 × 22, in WORKER_FIELDS order; NaN where the JSON has null
+ *   m bytes of UTF-8 JSON: {"pool": string, "policy": {"name", "params"} | null, "reasons": [string]}
+ */
+import type { ObserveReply } from './messages';
+
+export const OBSERVE_REPLY_BINARY_MAGIC = 0x01524f56;
+export const OBSERVE_REPLY_HEADER_BYTES = 80;
+export const OBSERVE_REPLY_RECORD_BYTES = 192;
+
+/** The f64 slots of a worker record, in order. */
+export const WORKER_FIELDS = [
+  'deviceOverlapBlocks',
+  'K',
+  'hostOverlapBlocks',
+  'diskOverlapBlocks',
+  'anyTierOverlapBlocks',
+  'R',
+  'trackedPrefillTokens',
+  'P',
+  'maxNumBatchedTokens',
+  'effectivePrefillTokens',
+  'newBlocks',
+  'activeBlocks',
+  'totalKvBlocks',
+  'treeBlocks',
+  'reportedActiveDecodeBlocks',
+  'reportedActivePrefillTokens',
+  'reportedKvUsedBlocks',
+  'suspectSinceMs',
+  'indexAgeMs',
+  'loadAgeMs',
+  'bookingAgeMs',
+  'dynamoCost',
+] as const;
+export type WorkerField = (typeof WORKER_FIELDS)[number];
+/** Slot offset of each field from a record's first f64 (`ObserveReplyBinaryWriter.slots(i)`). */
+export const F = Object.freeze(Object.fromEntries(WORKER_FIELDS.map((k, i) => [k, i])) as Record<WorkerField, number>);
+
+const FLAG_SCHEDULABLE = 1;
+const FLAG_REPORTED = 2;
+const FLAG_SUSPECT = 4;
+const HEAD_PENDING = 1;
+const HEAD_CHOICE = 2;
+const HEAD_RESTORED = 4;
+const MAX_WORKERS = 4096;
+
+/** A nullable number as written: null (and any non-finite value, which JSON cannot carry either) is NaN. */
+export const nullable = (v: number | null | undefined): number => (v === null || v === undefined || !Number.isFinite(v) ? NaN : v);
+
+export interface BinaryReplyHead {
+  readonly pool: string;
+  readonly blockSize: number;
+  readonly queryDurationUs: number;
+  readonly atMs: number;
+  readonly pending: { readonly requests: number; readonly tokens: number } | null;
+  readonly dynamoChoice: {
+    readonly workerId: bigint;
+    readonly dpRank: number;
+    readonly cost: number;
+    readonly policy: { readonly name: string; readonly params: Readonly<Record<string, number>> };
+  } | null;
+  readonly snapshotRestoredAtMs: number | null;
+}
+
+/**
+ * Writes binary observe replies. Reusable: `begin(n)`, then per record `head(i, ...)` and the
+ * values at `f64[slots(i) + F.field]`, then `finish(head)` returns a fresh copy of the bytes.
+ * Every value slot must be written (NaN for null); nothing is carried over between replies.
+ */
+export class ObserveReplyBinaryWriter {
+  f64 = new Float64Array(0);
+  private u32 = new Uint32Array(0);
+  private u64 = new BigUint64Array(0);
+  private bytes = Buffer.alloc(0);
+  private n = 0;
+  private reasons: string[] = [];
+  private reasonIndex = new Map<string, number>();
+
+  begin(workers: number): void {
+    const bytes = OBSERVE_REPLY_HEADER_BYTES + workers * OBSERVE_REPLY_RECORD_BYTES;
+    if (this.f64.byteLength < bytes) {
+      const buf = new ArrayBuffer(Math.max(bytes, 2 * this.f64.byteLength));
+      this.f64 = new Float64Array(buf);
+      this.u32 = new Uint32Array(buf);
+      this.u64 = new BigUint64Array(buf);
+      this.bytes = Buffer.from(buf);
+    }
+    this.n = workers;
+    if (this.reasons.length > 0) {
+      this.reasons = [];
+      this.reasonIndex.clear();
+    }
+  }
+
+  /** Index into `f64` of record i's first value slot. */
+  slots(i: number): number {
+    return (OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES + 16) / 8;
+  }
+
+  /** Record i's identity and flags (`reported`: the worker's own load report is present). */
+  head(i: number, workerId: bigint, dpRank: number, schedulable: boolean, reported: boolean, suspectReason: string | null): void {
+    const w = (OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES) / 8;
+    this.u64[w] = workerId;
+    this.u32[2 * w + 2] = dpRank;
+    let flags = (schedulable ? FLAG_SCHEDULABLE : 0) | (reported ? FLAG_REPORTED : 0);
+    if (suspectReason !== null) {
+      let k = this.reasonIndex.get(suspectReason);
+      if (k === undefined) {
+        k = this.reasons.length;
+        this.reasons.push(suspectReason);
+        this.reasonIndex.set(suspectReason, k);
+      }
+      flags |= FLAG_SUSPECT | (k << 16);
+    }
+    this.u32[2 * w + 3] = flags >>> 0;
+  }
+
+  finish(h: BinaryReplyHead): Uint8Array {
+    const u32 = this.u32;
+    const f64 = this.f64;
+    const meta = JSON.stringify({ pool: h.pool, policy: h.dynamoChoice ? h.dynamoChoice.policy : null, reasons: this.reasons });
+    const metaLen = Buffer.byteLength(meta, 'utf8');
+    const c = h.dynamoChoice;
+    u32[0] = OBSERVE_REPLY_BINARY_MAGIC;
+    u32[1] = this.n;
+    u32[2] = h.blockSize;
+    u32[3] = (h.pending ? HEAD_PENDING : 0) | (c ? HEAD_CHOICE : 0) | (h.snapshotRestoredAtMs !== null ? HEAD_RESTORED : 0);
+    f64[2] = h.queryDurationUs;
+    f64[3] = h.atMs;
+    f64[4] = h.pending ? h.pending.requests : NaN;
+    f64[5] = h.pending ? h.pending.tokens : NaN;
+    f64[6] = nullable(h.snapshotRestoredAtMs);
+    this.u64[7] = c ? c.workerId : 0n;
+    u32[16] = c ? c.dpRank : 0;
+    u32[17] = metaLen;
+    f64[9] = c ? c.cost : NaN;
+    const body = OBSERVE_REPLY_HEADER_BYTES + this.n * OBSERVE_REPLY_RECORD_BYTES;
+    // A fresh buffer each time (the caller may hold on to it); every byte of it is written below.
+    const out = Buffer.allocUnsafe(body + metaLen);
+    this.bytes.copy(out, 0, 0, body);
+    out.write(meta, body, 'utf8');
+    return out;
+  }
+}
+
+/** The binary encoding of a reply given in its domain form (the reference; the indexer writes records directly). */
+export function encodeObserveReplyBinary(r: ObserveReply): Uint8Array {
+  const w = new ObserveReplyBinaryWriter();
+  w.begin(r.workers.length);
+  const f = w.f64;
+  r.workers.forEach((o, i) => {
+    w.head(i, o.workerId, o.dpRank, o.schedulable, o.reported !== null, o.suspect ? o.suspect.reason : null);
+    const b = w.slots(i);
+    f[b + F.deviceOverlapBlocks] = o.deviceOverlapBlocks;
+    f[b + F.K] = o.K;
+    f[b + F.hostOverlapBlocks] = nullable(o.hostOverlapBlocks);
+    f[b + F.diskOverlapBlocks] = nullable(o.diskOverlapBlocks);
+    f[b + F.anyTierOverlapBlocks] = nullable(o.anyTierOverlapBlocks);
+    f[b + F.R] = o.R;
+    f[b + F.trackedPrefillTokens] = o.trackedPrefillTokens;
+    f[b + F.P] = nullable(o.P);
+    f[b + F.maxNumBatchedTokens] = nullable(o.maxNumBatchedTokens);
+    f[b + F.effectivePrefillTokens] = o.effectivePrefillTokens;
+    f[b + F.newBlocks] = o.newBlocks;
+    f[b + F.activeBlocks] = o.activeBlocks;
+    f[b + F.totalKvBlocks] = nullable(o.totalKvBlocks);
+    f[b + F.treeBlocks] = o.treeBlocks;
+    f[b + F.reportedActiveDecodeBlocks] = nullable(o.reported?.activeDecodeBlocks);
+    f[b + F.reportedActivePrefillTokens] = nullable(o.reported?.activePrefillTokens);
+    f[b + F.reportedKvUsedBlocks] = nullable(o.reported?.kvUsedBlocks);
+    f[b + F.suspectSinceMs] = o.suspect ? o.suspect.sinceMs : NaN;
+    f[b + F.indexAgeMs] = nullable(o.ages.indexMs);
+    f[b + F.loadAgeMs] = nullable(o.ages.loadMs);
+    f[b + F.bookingAgeMs] = nullable(o.ages.bookingMs);
+    f[b + F.dynamoCost] = nullable(o.dynamoCost);
+  });
+  return w.finish(r);
+}
+
+/** True when the bytes start with the binary observe reply's magic (JSON never starts with 'V'). */
+export function isObserveReplyBinary(data: Uint8Array): boolean {
+  return data.byteLength >= 4 && data[0] === 0x56 && data[1] === 0x4f && data[2] === 0x52 && data[3] === 0x01;
+}
+
+export type BinaryToWire = { ok: true; wire: Record<string, unknown> } | { ok: false; reason: string };
+
+const utf8dec = new TextDecoder('utf-8', { fatal: true });
+const orNull = (v: number): number | null => (Number.isFinite(v) ? v : null);
+
+/**
+ * The JSON reply's wire object from binary bytes, for the schema validation and conversion every
+ * JSON reply gets. Only framing is checked here (lengths, magic, the trailing JSON, reason indices).
+ */
+export function observeReplyBinaryToWire(data: Uint8Array): BinaryToWire {
+  const H = OBSERVE_REPLY_HEADER_BYTES;
+  const R = OBSERVE_REPLY_RECORD_BYTES;
+  if (data.byteLength < H || !isObserveReplyBinary(data)) return { ok: false, reason: `not a binary observe reply (${data.byteLength} bytes)` };
+  // Typed-array views need 8-byte alignment; message buffers often are not. (A copy, not
+  // `data.slice()`: on a Node Buffer that is a view of the same bytes.)
+  const bytes = data.byteOffset % 8 === 0 ? data : new Uint8Array(data);
+  const u32 = new Uint32Array(bytes.buffer, bytes.byteOffset, H / 4);
+  const n = u32[1]!;
+  const metaLen = u32[17]!;
+  if (n > MAX_WORKERS) return { ok: false, reason: `${n} worker records exceed ${MAX_WORKERS}` };
+  const body = H + n * R;
+  if (bytes.byteLength !== body + metaLen) return { ok: false, reason: `length ${bytes.byteLength} bytes, layout says ${body + metaLen}` };
+  let meta: { pool?: unknown; policy?: unknown; reasons?: unknown };
+  try {
+    meta = JSON.parse(utf8dec.decode(bytes.subarray(body))) as typeof meta;
+  } catch (e) {
+    return { ok: false, reason: `trailing JSON: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  if (typeof meta !== 'object' || meta === null || !Array.isArray(meta.reasons)) return { ok: false, reason: 'trailing JSON: not {pool, policy, reasons}' };
+  const reasons = meta.reasons as unknown[];
+  const f64 = new Float64Array(bytes.buffer, bytes.byteOffset, body / 8);
+  const u64 = new BigUint64Array(bytes.buffer, bytes.byteOffset, body / 8);
+  const rec = new Uint32Array(bytes.buffer, bytes.byteOffset, body / 4);
+  const flags = u32[3]!;
+  const workers: Record<string, unknown>[] = new Array<Record<string, unknown>>(n);
+  for (let i = 0; i < n; i++) {
+    const w = (H + i * R) / 8;
+    const fl = rec[2 * w + 3]!;
+    const b = w + 2;
+    const v = (k: WorkerField): number | null => orNull(f64[b + F[k]]!);
+    let suspect: { reason: unknown; sinceMs: number | null } | null = null;
+    if (fl & FLAG_SUSPECT) {
+      const k = fl >>> 16;
+      if (k >= reasons.length) return { ok: false, reason: `/workers/${i}: suspect reason ${k} of ${reasons.length}` };
+      suspect = { reason: reasons[k], sinceMs: v('suspectSinceMs') };
+    }
+    workers[i] = {
+      workerId: u64[w]!.toString(),
+      dpRank: rec[2 * w + 2]!,
+      schedulable: (fl & FLAG_SCHEDULABLE) !== 0,
+      deviceOverlapBlocks: v('deviceOverlapBlocks'),
+      K: v('K'),
+      hostOverlapBlocks: v('hostOverlapBlocks'),
+      diskOverlapBlocks: v('diskOverlapBlocks'),
+      anyTierOverlapBlocks: v('anyTierOverlapBlocks'),
+      R: v('R'),
+      trackedPrefillTokens: v('trackedPrefillTokens'),
+      P: v('P'),
+      maxNumBatchedTokens: v('maxNumBatchedTokens'),
+      effectivePrefillTokens: v('effectivePrefillTokens'),
+      newBlocks: v('newBlocks'),
+      activeBlocks: v('activeBlocks'),
+      totalKvBlocks: v('totalKvBlocks'),
+      treeBlocks: v('treeBlocks'),
+      reported:
+        fl & FLAG_REPORTED
+          ? { activeDecodeBlocks: v('reportedActiveDecodeBlocks'), activePrefillTokens: v('reportedActivePrefillTokens'), kvUsedBlocks: v('reportedKvUsedBlocks') }
+          : null,
+      suspect,
+      ages: { indexMs: v('indexAgeMs'), loadMs: v('loadAgeMs'), bookingMs: v('bookingAgeMs') },
+      dynamoCost: v('dynamoCost'),
+    };
+  }
+  const wire: Record<string, unknown> = {
+    v: 1,
+    pool: meta.pool,
+    blockSize: u32[2],
+    queryDurationUs: orNull(f64[2]!),
+    atMs: orNull(f64[3]!),
+    workers,
+    pending: flags & HEAD_PENDING ? { requests: orNull(f64[4]!), tokens: orNull(f64[5]!) } : null,
+    dynamoChoice: flags & HEAD_CHOICE ? { workerId: u64[7]!.toString(), dpRank: u32[16], cost: orNull(f64[9]!), policy: meta.policy } : null,
+  };
+  if (flags & HEAD_RESTORED) wire.snapshotRestoredAtMs = orNull(f64[6]!);
+  return { ok: true, wire };
+}

@@ -1,0 +1,155 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  OBSERVE_REPLY_FIELD as F,
+  ObserveReplyBinaryWriter,
+  bookingEventCodec,
+  encodeObserveReplyBinary,
+  isObserveReplyBinary,
+  observeReplyCodec,
+  observeRequestCodec,
+  type DecodeResult,
+  type ObserveReply,
+} from '@vantage/protocol';
+import { bookingEvent, observeReply, observeRequest } from './fixtures';
+
+const enc = new TextEncoder();
+const emptyReply: ObserveReply = { ...observeReply, workers: [], pending: null, dynamoChoice: null, snapshotRestoredAtMs: null };
+/** Every nullable fact null, a suspect flag, a reported load with nulls inside. */
+const sparseReply: ObserveReply = {
+  ...observeReply,
+  snapshotRestoredAtMs: null,
+  workers: [
+    ...observeReply.workers,
+    {
+      ...observeReply.workers[0]!,
+      workerId: 7n as never,
+      dpRank: 0xffff_ffff,
+      schedulable: false,
+      hostOverlapBlocks: null,
+      diskOverlapBlocks: null,
+      anyTierOverlapBlocks: null,
+      P: null,
+      maxNumBatchedTokens: null,
+      totalKvBlocks: null,
+      reported: { activeDecodeBlocks: null, activePrefillTokens: 3, kvUsedBlocks: null },
+      suspect: { reason: 'unknown_parent', sinceMs: 5 },
+      ages: { indexMs: null, loadMs: 0.5, bookingMs: null },
+      dynamoCost: null,
+    },
+  ],
+};
+
+describe('binary observe reply', () => {
+  it.each([
+    ['full', observeReply],
+    ['empty', emptyReply],
+    ['sparse', sparseReply],
+  ] as const)('%s: decodes to exactly what the JSON encoding decodes to', (_n, reply) => {
+    const bin = encodeObserveReplyBinary(reply);
+    expect(isObserveReplyBinary(bin)).toBe(true);
+    expect(isObserveReplyBinary(observeReplyCodec.encode(reply))).toBe(false);
+    const fromBin = observeReplyCodec.decode(bin);
+    expect(fromBin).toEqual({ ok: true, value: reply });
+    expect(fromBin).toEqual(observeReplyCodec.decode(observeReplyCodec.encode(reply)));
+    // From an unaligned view (message buffers rarely start on an 8-byte boundary).
+    const shifted = new Uint8Array(bin.length + 3);
+    shifted.set(bin, 3);
+    expect(observeReplyCodec.decode(shifted.subarray(3))).toEqual(fromBin);
+    // A Node Buffer at an odd offset, as NATS delivers message data.
+    const pooled = Buffer.alloc(bin.length + 5);
+    pooled.set(bin, 5);
+    expect(observeReplyCodec.decode(pooled.subarray(5))).toEqual(fromBin);
+  });
+
+  it('is smaller than the JSON for a pool of 64 workers', () => {
+    const big: ObserveReply = { ...observeReply, workers: Array.from({ length: 64 }, (_, i) => ({ ...observeReply.workers[0]!, dpRank: i })) };
+    expect(encodeObserveReplyBinary(big).length).toBeLessThan(observeReplyCodec.encode(big).length / 2);
+  });
+
+  it('refuses broken framing as malformed_binary and bad values as the schema does', () => {
+    const bin = encodeObserveReplyBinary(observeReply);
+    const code = (r: DecodeResult<unknown>): string => (r.ok ? 'ok' : r.code);
+    expect(code(observeReplyCodec.decode(bin.subarray(0, bin.length - 1)))).toBe('malformed_binary');
+    expect(code(observeReplyCodec.decode(bin.subarray(0, 40)))).toBe('malformed_binary');
+    expect(code(observeReplyCodec.decode(Uint8Array.of(0x56, 0x4f, 0x52, 0x01)))).toBe('malformed_binary');
+    expect(code(observeReplyCodec.decode(bin, 100))).toBe('payload_too_large');
+    // A fractional K, written through the writer, is the same schema violation as in JSON.
+    const w = new ObserveReplyBinaryWriter();
+    w.begin(1);
+    const o = observeReply.workers[0]!;
+    w.head(0, o.workerId, o.dpRank, true, false, null);
+    w.f64.fill(0, w.slots(0), w.slots(0) + 22);
+    w.f64[w.slots(0) + F.K] = 1.5;
+    const r = observeReplyCodec.decode(w.finish({ ...observeReply, dynamoChoice: null }));
+    expect(r.ok ? '' : `${r.code} ${r.reason}`).toContain('schema_violation /workers/0/K');
+    // Garbage never throws.
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 400 }), (tail) => {
+        const bytes = new Uint8Array(4 + tail.length);
+        bytes.set([0x56, 0x4f, 0x52, 0x01]);
+        bytes.set(tail, 4);
+        expect(observeReplyCodec.decode(bytes).ok).toBe(false);
+      }),
+      { seed: 7, numRuns: 300 },
+    );
+  });
+});
+
+describe('hash-list fast path (canonical *Le64 strings are not scanned by the schema)', () => {
+  /** The codec's own verdict: fromWire on the parsed JSON, which validates the bulk with the schema. */
+  const slow = <T>(codec: { fromWire(j: unknown): DecodeResult<T> }, text: string): DecodeResult<T> => codec.fromWire(JSON.parse(text));
+
+  it('accepts and rejects observe requests exactly as the schema path does', () => {
+    const base = JSON.parse(new TextDecoder().decode(observeRequestCodec.encode(observeRequest))) as { prompt: Record<string, unknown> };
+    const variants: unknown[] = [
+      base,
+      { ...base, prompt: { ...base.prompt, localHashesLe64: '' } },
+      { ...base, prompt: { ...base.prompt, localHashesLe64: 'AAAAAAAAAAA' } }, // 8 bytes, unpadded: not canonical, still pattern-valid
+      { ...base, prompt: { ...base.prompt, localHashesLe64: 'AAAAAAAAAAA=' } }, // canonical: 8 zero bytes
+      { ...base, prompt: { ...base.prompt, localHashesLe64: 'AAAA*AAAAAA=' } },
+      { ...base, prompt: { ...base.prompt, localHashesLe64: Buffer.alloc(7).toString('base64') } },
+      { ...base, prompt: { ...base.prompt, localHashesLe64: 5 } },
+      { ...base, prompt: { ...base.prompt, tokenIds: [1] } },
+      { ...base, prompt: 'x' },
+      { ...base, promptTokens: -1 },
+      { ...base, v: 2 },
+      { ...base, requestId: 'é' },
+      { ...base, replyEncoding: 'binary' },
+      { ...base, replyEncoding: 'xml' },
+    ];
+    for (const v of variants) {
+      const text = JSON.stringify(v);
+      expect(observeRequestCodec.decode(enc.encode(text)), text).toEqual(slow(observeRequestCodec, text));
+    }
+  });
+
+  it('accepts and rejects bookings exactly as the schema path does', () => {
+    const base = JSON.parse(new TextDecoder().decode(bookingEventCodec.encode(bookingEvent))) as Record<string, unknown>;
+    const { sequenceHashesLe64: seq, ...noSeq } = base;
+    const variants: unknown[] = [
+      base,
+      noSeq,
+      { ...noSeq, localHashesLe64: seq },
+      { ...base, localHashesLe64: seq }, // both: refused
+      { ...base, sequenceHashesLe64: 'AA==' },
+      { ...base, sequenceHashesLe64: '!!!!' },
+      { ...noSeq, localHashes: ['1', '2'] },
+    ];
+    for (const v of variants) {
+      const text = JSON.stringify(v);
+      expect(bookingEventCodec.decode(enc.encode(text)), text).toEqual(slow(bookingEventCodec, text));
+    }
+  });
+
+  it('round-trips random hash lists', () => {
+    fc.assert(
+      fc.property(fc.array(fc.bigUintN(64), { maxLength: 600 }), (xs) => {
+        const localHashes = BigUint64Array.from(xs);
+        const r = observeRequestCodec.decode(observeRequestCodec.encode({ ...observeRequest, prompt: { kind: 'local_hashes', localHashes, loraName: null } }));
+        expect(r.ok && r.value.prompt.kind === 'local_hashes' ? r.value.prompt.localHashes : null).toEqual(localHashes);
+      }),
+      { seed: 11, numRuns: 200 },
+    );
+  });
+});
