@@ -148,6 +148,19 @@ export class BookingLedger {
   readonly #earlyPrefill: RecentIds<true>;
   readonly #counters = newCounters();
   #clock = Number.NEGATIVE_INFINITY;
+  /**
+   * One-entry memo of the last (worker, rank) looked up by a query: observe asks `load` and then
+   * `newBlocksOfChain` for the same rank, for every rank of the pool. Every mutation passes through
+   * #tick, which invalidates it, so a query never sees a stale entry.
+   */
+  #memoValid = false;
+  #memoWorker: bigint = 0n;
+  #memoDp = -1;
+  #memoEntry: WorkerEntry | undefined = undefined;
+  #memoRank: RankState | undefined = undefined;
+  /** The int32 view of the last chain queried (observe passes the same chain for every rank). */
+  #chain: BigUint64Array | null = null;
+  #chainHalves: Int32Array = new Int32Array(0);
 
   constructor(options: BookingLedgerOptions) {
     if (!isPosInt(options.blockSize)) throw new RangeError('blockSize must be a positive integer');
@@ -399,8 +412,26 @@ export class BookingLedger {
 
   /** Booked work on one (worker, dp rank). Unknown workers read as empty and unregistered. */
   load(workerId: WorkerId, dpRank: number): WorkerLoad {
+    this.#lookup(workerId, dpRank);
+    return loadOf(workerId, dpRank, this.#memoEntry?.capacity ?? null, this.#memoRank);
+  }
+
+  #lookup(workerId: WorkerId, dpRank: number): void {
+    if (this.#memoValid && this.#memoWorker === workerId && this.#memoDp === dpRank) return;
     const entry = this.#workers.get(workerId);
-    return loadOf(workerId, dpRank, entry?.capacity ?? null, entry?.ranks.get(dpRank));
+    this.#memoEntry = entry;
+    this.#memoRank = entry?.ranks.get(dpRank);
+    this.#memoWorker = workerId;
+    this.#memoDp = dpRank;
+    this.#memoValid = true;
+  }
+
+  #halvesOf(chain: BigUint64Array): Int32Array {
+    if (chain !== this.#chain || this.#chainHalves.length !== chain.length * 2) {
+      this.#chain = chain;
+      this.#chainHalves = halves(chain);
+    }
+    return this.#chainHalves;
   }
 
   /** Every (worker, dp rank) the ledger knows: each registered rank and each rank holding bookings. */
@@ -443,9 +474,10 @@ export class BookingLedger {
    * worker; with 64 workers and 2,048-block prompts the linear form is ~131k bigint lookups.
    */
   newBlocksOfChain(workerId: WorkerId, dpRank: number, chain: BigUint64Array): number {
-    const refs = this.#workers.get(workerId)?.ranks.get(dpRank)?.blockRefs;
+    this.#lookup(workerId, dpRank);
+    const refs = this.#memoRank?.blockRefs;
     if (refs === undefined || refs.size === 0) return chain.length;
-    return chain.length - activeChainPrefix(refs, halves(chain), chain.length);
+    return chain.length - activeChainPrefix(refs, this.#halvesOf(chain), chain.length);
   }
 
   /** Ledger time of the last booking or capacity change on any rank of the worker. */
@@ -461,6 +493,7 @@ export class BookingLedger {
   // -------------------------------------------------------------------------
 
   #tick(nowMs: number): number {
+    this.#memoValid = false;
     if (Number.isFinite(nowMs) && nowMs > this.#clock) this.#clock = nowMs;
     // Before the first finite time, a non-finite stamp would poison every comparison.
     return Number.isFinite(this.#clock) ? this.#clock : 0;
@@ -513,22 +546,13 @@ export class BookingLedger {
 /**
  * Length of the active prefix of a chain given as int32 halves (`n` hashes): the largest k with
  * chain[0, k) all held. Chains are active as prefixes (see `newBlocksOfChain`), so the end is
- * found by a search; it gallops from the start (1, 2, 4, ... blocks) before bisecting, so a short
- * shared prefix (a system prompt) costs O(log k) lookups rather than O(log n).
+ * found by bisection, after one probe of block 0: a rank sharing nothing with the request (most
+ * of a pool, usually) costs a single lookup.
  */
 function activeChainPrefix(refs: BlockRefs, hv: Int32Array, n: number): number {
-  let lo = 0; // chain[0, lo) known active
+  if (n === 0 || !refs.has(hv[0]!, hv[1]!)) return 0;
+  let lo = 1; // chain[0, lo) known active
   let hi = n; // chain[hi, n) known not active
-  let step = 1;
-  while (lo + step <= hi) {
-    const i = lo + step - 1;
-    if (!refs.has(hv[2 * i]!, hv[2 * i + 1]!)) {
-      hi = i;
-      break;
-    }
-    lo = i + 1;
-    step *= 2;
-  }
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     if (refs.has(hv[2 * mid]!, hv[2 * mid + 1]!)) lo = mid + 1;
