@@ -237,21 +237,21 @@ export function decide(input: DecisionInput, params: ParameterSet): Decision {
     blind: advantage(predictions.efficient?.blind, predictions.capable?.blind),
     cache: advantage(predictions.efficient?.cache, predictions.capable?.cache),
   };
-  const base = {
+  // Written member by member rather than spread from a shared base: on Node 20, `{ ...base, more }` costs
+  // microseconds per call, a noticeable part of a route's budget.
+  const make = (choice: Role, reason: Reason, detail: ReasonDetail | null, couldAct: boolean, triggered: boolean): Decision => ({
     proposal: input.proposal,
     variant: params.variant,
     parameterSetVersion: params.version,
     predictions,
     advantageMs,
-  };
-  const keep = (reason: Reason, detail: ReasonDetail | null, couldAct = false): Decision => ({
-    ...base,
-    choice: input.proposal,
+    choice,
     reason,
     detail,
     couldAct,
-    triggered: false,
+    triggered,
   });
+  const keep = (reason: Reason, detail: ReasonDetail | null, couldAct = false): Decision => make(input.proposal, reason, detail, couldAct, false);
 
   // 1-2. Nothing to decide.
   if (input.proposal === 'capable') return keep('kept_capable_proposal', null);
@@ -385,5 +385,5 @@ export function decide(input: DecisionInput, params: ParameterSet): Decision {
   }
 
   if (!triggered) return keep('kept_no_trigger', null, true);
-  return { ...base, choice: 'capable', reason: 'overrode', detail: null, couldAct: true, triggered: true };
+  return make('capable', 'overrode', null, true, true);
 }

@@ -13,12 +13,20 @@
  * Nothing is dropped silently: a full queue (JetStream down for long enough to
  * fill `maxQueued`) refuses new records, counts them and logs an error with
  * the request id, so the loss is visible and attributable.
+ *
+ * A publish is JetStream's wire protocol itself: a core publish with a reply
+ * subject and the `Nats-Msg-Id` header, acked by the stream with
+ * `{"stream", "seq"}` or refused with `{"error"}`. It goes through the
+ * service's Requester rather than the JetStream client, which would capture two
+ * stack traces per record; many publishes queued in one turn of the event loop
+ * leave in one socket write.
  */
-import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import type { Logger, NatsConnection } from '@vantage/runtime';
+import { headers } from '@nats-io/transport-node';
+import type { Logger } from '@vantage/runtime';
+import type { Requester } from './requester';
 
 export interface PublisherOptions {
-  readonly nc: NatsConnection;
+  readonly requester: Requester;
   readonly subject: string;
   readonly log: Logger;
   readonly maxInFlight: number;
@@ -39,8 +47,21 @@ interface Pending {
   attempts: number;
 }
 
+/** A JetStream publish ack: the stream stored it (or had it already: a deduplicated retry), or refused it. */
+export function parseAck(data: Uint8Array): { ok: true; stream: string; seq: number; duplicate: boolean } | { ok: false; reason: string } {
+  let a: { stream?: unknown; seq?: unknown; duplicate?: unknown; error?: { code?: unknown; err_code?: unknown; description?: unknown } };
+  try {
+    a = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as typeof a;
+  } catch {
+    return { ok: false, reason: 'publish ack is not JSON' };
+  }
+  if (typeof a !== 'object' || a === null) return { ok: false, reason: 'publish ack is not an object' };
+  if (a.error !== undefined) return { ok: false, reason: `stream refused the record: ${String(a.error?.description ?? 'error')} (code ${String(a.error?.code)}, err_code ${String(a.error?.err_code)})` };
+  if (typeof a.stream !== 'string' || typeof a.seq !== 'number') return { ok: false, reason: 'publish ack without stream and sequence' };
+  return { ok: true, stream: a.stream, seq: a.seq, duplicate: a.duplicate === true };
+}
+
 export class RecordPublisher {
-  readonly #js: JetStreamClient;
   readonly #queue: Pending[] = [];
   #head = 0;
   #inFlight = 0;
@@ -53,9 +74,7 @@ export class RecordPublisher {
   failures = 0;
   dropped = 0;
 
-  constructor(private readonly o: PublisherOptions) {
-    this.#js = jetstream(o.nc, { timeout: o.publishTimeoutMs });
-  }
+  constructor(private readonly o: PublisherOptions) {}
 
   get depth(): number {
     return this.#queue.length - this.#head + this.#inFlight;
@@ -123,32 +142,42 @@ export class RecordPublisher {
   #send(p: Pending): void {
     this.#inFlight++;
     p.attempts++;
-    this.#js.publish(this.o.subject, p.data, { msgID: p.id, timeout: this.o.publishTimeoutMs }).then(
-      () => {
-        this.#inFlight--;
-        this.#consecutiveFailures = 0;
-        this.published++;
-        this.o.onPublished?.();
-        this.#after();
+    const h = headers();
+    h.set('Nats-Msg-Id', p.id);
+    this.o.requester.request(this.o.subject, p.data, this.o.publishTimeoutMs, h).then(
+      (m) => {
+        const ack = parseAck(m.data);
+        if (ack.ok) this.#acked();
+        else this.#failed(p, new Error(ack.reason));
       },
-      (e: unknown) => {
-        this.#inFlight--;
-        this.failures++;
-        this.#consecutiveFailures++;
-        this.o.onFailure?.(p.attempts);
-        const delay = Math.min(this.o.retryMaxMs, this.o.retryBaseMs * 2 ** Math.min(16, this.#consecutiveFailures - 1));
-        const jittered = delay / 2 + Math.random() * (delay / 2);
-        this.#backoffUntil = Math.max(this.#backoffUntil, Date.now() + jittered);
-        // Log the first failure of a streak and then every 100th: an outage must be visible without flooding the log.
-        if (this.#consecutiveFailures === 1 || this.#consecutiveFailures % 100 === 0) {
-          this.o.log.warn({ err: e, recordId: p.id, requestId: p.requestId, attempt: p.attempts, retryInMs: Math.round(jittered), consecutiveFailures: this.#consecutiveFailures }, 'decision record publish failed; retrying');
-        }
-        // Back to the front: order is not a contract, but retrying oldest first bounds a record's delay.
-        if (this.#head > 0) this.#queue[--this.#head] = p;
-        else this.#queue.unshift(p);
-        this.#after();
-      },
+      (e: unknown) => this.#failed(p, e),
     );
+  }
+
+  #acked(): void {
+    this.#inFlight--;
+    this.#consecutiveFailures = 0;
+    this.published++;
+    this.o.onPublished?.();
+    this.#after();
+  }
+
+  #failed(p: Pending, e: unknown): void {
+    this.#inFlight--;
+    this.failures++;
+    this.#consecutiveFailures++;
+    this.o.onFailure?.(p.attempts);
+    const delay = Math.min(this.o.retryMaxMs, this.o.retryBaseMs * 2 ** Math.min(16, this.#consecutiveFailures - 1));
+    const jittered = delay / 2 + Math.random() * (delay / 2);
+    this.#backoffUntil = Math.max(this.#backoffUntil, Date.now() + jittered);
+    // Log the first failure of a streak and then every 100th: an outage must be visible without flooding the log.
+    if (this.#consecutiveFailures === 1 || this.#consecutiveFailures % 100 === 0) {
+      this.o.log.warn({ err: e, recordId: p.id, requestId: p.requestId, attempt: p.attempts, retryInMs: Math.round(jittered), consecutiveFailures: this.#consecutiveFailures }, 'decision record publish failed; retrying');
+    }
+    // Back to the front: order is not a contract, but retrying oldest first bounds a record's delay.
+    if (this.#head > 0) this.#queue[--this.#head] = p;
+    else this.#queue.unshift(p);
+    this.#after();
   }
 
   #after(): void {

@@ -39,10 +39,10 @@ const MAX_TOKEN_IDS = 2_097_152;
 export interface DecodedRoute {
   readonly req: RouteRequest;
   /**
-   * Per candidate, the canonical base64 (`localHashesLe64`) of its local hashes when the request
-   * carried them that way: forwarded as is to the observe query and the booking. null otherwise.
+   * Per candidate, the canonical base64 (`localHashesLe64`, ASCII bytes) of its local hashes when the
+   * request carried them that way: forwarded as is to the observe query and the booking. null otherwise.
    */
-  readonly le64: { readonly efficient: string | null; readonly capable: string | null };
+  readonly le64: { readonly efficient: Uint8Array | null; readonly capable: Uint8Array | null };
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -65,6 +65,8 @@ function slow(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeRes
 // --- token-id arrays -----------------------------------------------------------------
 
 const TOKEN_KEY = Buffer.from('"tokenIds"');
+const HASH_KEY = Buffer.from('"localHashesLe64"');
+const PLACEHOLDER = /^@(?:0|[1-9][0-9]*)$/;
 const Q = 0x22; // "
 const BS = 0x5c; // \
 const COLON = 0x3a;
@@ -128,106 +130,130 @@ function parseU32Array(b: Uint8Array, at: number): { values: Uint32Array; end: n
 
 interface Extracted {
   readonly text: string;
+  /** Token-id arrays, replaced in `text` by `[k]`. */
   readonly arrays: readonly Uint32Array[];
+  /** The bytes of each base64 hash string (views of the request), replaced in `text` by `"@k"`. */
+  readonly strings: readonly Buffer[];
 }
 
 /**
- * Every `"tokenIds": [ ... ]` member, parsed and replaced by `[k]` (k its index in `arrays`).
+ * Every `"tokenIds": [ ... ]` member, parsed and replaced by `[k]` (k its index in `arrays`), and
+ * every `"localHashesLe64": "..."` member, its string taken out and replaced by `"@k"`, so that
+ * `JSON.parse` sees only the small rest of the request.
+ *
  * Only for text without backslashes: then every quote opens or closes a string, no key is written
- * with escapes, and a `"tokenIds"` outside a string followed by `:` is that member's key.
- * null when the text is not one the scanner is sure about.
+ * with escapes, no string holds an escaped quote, and a key outside a string followed by `:` is that
+ * member's key. null when the text is not one the scanner is sure about.
  */
-function extractTokenArrays(b: Uint8Array): Extracted | null {
+function extractBulk(b: Uint8Array): Extracted | null {
   const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
   if (buf.indexOf(BS) >= 0) return null;
   const arrays: Uint32Array[] = [];
-  const ranges: { start: number; end: number }[] = [];
+  const arrayRanges: { start: number; end: number }[] = [];
+  const strings: Buffer[] = [];
+  const cuts: { start: number; end: number; placeholder: string }[] = [];
   let inString = false;
   let pos = 0; // the string state is known at pos
-  for (;;) {
-    const k = buf.indexOf(TOKEN_KEY, pos);
-    if (k < 0) break;
+  let nextTok = buf.indexOf(TOKEN_KEY, 0);
+  let nextHash = buf.indexOf(HASH_KEY, 0);
+  while (nextTok >= 0 || nextHash >= 0) {
+    const isTok = nextHash < 0 || (nextTok >= 0 && nextTok < nextHash);
+    const k = isTok ? nextTok : nextHash;
     for (let q = buf.indexOf(Q, pos); q >= 0 && q < k; q = buf.indexOf(Q, q + 1)) inString = !inString;
-    pos = k + TOKEN_KEY.length;
-    // Inside a string: its closing quote is k; `tokenIds"` then opens another. Not an encoder's text.
+    pos = k + (isTok ? TOKEN_KEY.length : HASH_KEY.length);
+    // Inside a string: its closing quote is k, and the key's letters would follow it. Not an encoder's text.
     if (inString) return null;
     let i = pos;
     while (i < b.length && isWs(b[i]!)) i++;
-    if (b[i] !== COLON) continue; // a string value "tokenIds", not a key
-    i++;
-    while (i < b.length && isWs(b[i]!)) i++;
-    if (b[i] !== LBRACK) continue; // not an array: the codec will judge it
-    // The same bytes as an earlier array (both candidates' prompts, usually): parse once.
-    let parsed: { values: Uint32Array; end: number } | null = null;
-    for (let a = 0; a < ranges.length && parsed === null; a++) {
-      const r = ranges[a]!;
-      const len = r.end - r.start;
-      if (i + len <= b.length && buf.compare(buf, r.start, r.end, i, i + len) === 0) parsed = { values: arrays[a]!, end: i + len };
+    if (b[i] === COLON) {
+      i++;
+      while (i < b.length && isWs(b[i]!)) i++;
+      if (isTok && b[i] === LBRACK) {
+        // The same bytes as an earlier array (both candidates' prompts, usually): parse once.
+        let parsed: { values: Uint32Array; end: number } | null = null;
+        for (let a = 0; a < arrayRanges.length && parsed === null; a++) {
+          const r = arrayRanges[a]!;
+          const len = r.end - r.start;
+          if (i + len <= b.length && buf.compare(buf, r.start, r.end, i, i + len) === 0) parsed = { values: arrays[a]!, end: i + len };
+        }
+        parsed ??= parseU32Array(b, i);
+        if (parsed === null) return null;
+        cuts.push({ start: i, end: parsed.end, placeholder: `[${arrays.length}]` });
+        arrays.push(parsed.values);
+        arrayRanges.push({ start: i, end: parsed.end });
+        pos = parsed.end;
+      } else if (!isTok && b[i] === Q) {
+        const end = buf.indexOf(Q, i + 1);
+        if (end < 0) return null;
+        cuts.push({ start: i, end: end + 1, placeholder: `"@${strings.length}"` });
+        strings.push(buf.subarray(i + 1, end));
+        pos = end + 1;
+      }
+      // Anything else (a string value spelled like the key, a value of another type): left to JSON.parse and the codec.
     }
-    parsed ??= parseU32Array(b, i);
-    if (parsed === null) return null;
-    arrays.push(parsed.values);
-    ranges.push({ start: i, end: parsed.end });
-    pos = parsed.end;
+    if (nextTok >= 0 && nextTok < pos) nextTok = buf.indexOf(TOKEN_KEY, pos);
+    if (nextHash >= 0 && nextHash < pos) nextHash = buf.indexOf(HASH_KEY, pos);
   }
-  if (ranges.length === 0) return null;
   let out = '';
   let from = 0;
-  for (let a = 0; a < ranges.length; a++) {
-    const t = text(b, from, ranges[a]!.start);
+  for (const c of cuts) {
+    const t = text(b, from, c.start);
     if (t === null) return null;
-    out += `${t}[${a}]`;
-    from = ranges[a]!.end;
+    out += t + c.placeholder;
+    from = c.end;
   }
   const tail = text(b, from, b.length);
   if (tail === null) return null;
-  return { text: out + tail, arrays };
+  return { text: out + tail, arrays, strings };
 }
 
 // --- base64 hash lists -----------------------------------------------------------------
 
-/** Canonical base64 of whole u64s: the hashes and the canonical string, or null (the codec decides). */
-function le64(s: string): { hashes: BigUint64Array; canonical: string } | null {
-  if (s.length > MAX_LE64_CHARS) return null;
+interface Le64 {
+  readonly hashes: BigUint64Array;
+  /** Canonical base64 (with padding), ASCII: a view of the request when it was canonical already. */
+  readonly canonical: Uint8Array;
+}
+
+/** Canonical base64 of whole u64s: the hashes and the canonical text, or null (the codec decides). */
+function le64(b: Buffer): Le64 | null {
+  if (b.length > MAX_LE64_CHARS) return null;
+  const s = b.toString('latin1');
   const bytes = Buffer.from(s, 'base64');
   if (bytes.length % 8 !== 0) return null;
   const canonical = bytes.toString('base64');
+  let text: Uint8Array;
+  if (canonical === s) text = b;
   // Padding is optional in the schema's pattern; anything else that differs is not canonical.
-  if (canonical !== s && !(canonical.length - s.length <= 2 && canonical.startsWith(s) && /^=*$/.test(canonical.slice(s.length)))) return null;
+  else if (canonical.length - s.length <= 2 && canonical.startsWith(s) && /^=*$/.test(canonical.slice(s.length))) text = Buffer.from(canonical, 'latin1');
+  else return null;
   const hashes = new BigUint64Array(bytes.length / 8);
   new Uint8Array(hashes.buffer).set(bytes);
-  return { hashes, canonical };
+  return { hashes, canonical: text };
 }
 
 // --- the decoder -------------------------------------------------------------------
 
 interface Bulk {
   tokens: Uint32Array | null;
-  hashes: { hashes: BigUint64Array; canonical: string } | null;
+  hashes: Le64 | null;
 }
 
 /** Decode a route request; the same accepted values and rejections as `routeRequestCodec.decode`. */
 export function decodeRouteRequest(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeResult<DecodedRoute> {
   if (data.byteLength > maxBytes) return slow(data, maxBytes);
-  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   let json: unknown;
-  let arrays: readonly Uint32Array[] = [];
+  let bulk0: Extracted | null;
   try {
-    if (buf.indexOf(TOKEN_KEY) >= 0) {
-      const x = extractTokenArrays(data);
-      if (x === null) return slow(data);
-      arrays = x.arrays;
-      json = JSON.parse(x.text);
-    } else {
-      const t = text(data, 0, data.byteLength);
-      if (t === null) return slow(data);
-      json = JSON.parse(t);
-    }
+    bulk0 = extractBulk(data);
+    if (bulk0 === null) return slow(data, maxBytes);
+    json = JSON.parse(bulk0.text);
   } catch {
-    return slow(data);
+    return slow(data, maxBytes);
   }
+  const { arrays, strings } = bulk0;
   const candidates = (json as { candidates?: Record<string, unknown> } | null)?.candidates;
-  if (typeof candidates !== 'object' || candidates === null) return slow(data);
+  if (typeof candidates !== 'object' || candidates === null) return slow(data, maxBytes);
   const bulk: Record<Role, Bulk> = { efficient: { tokens: null, hashes: null }, capable: { tokens: null, hashes: null } };
   for (const role of ROLES) {
     const prompt = (candidates[role] as { prompt?: Record<string, unknown> } | undefined)?.prompt;
@@ -237,22 +263,26 @@ export function decodeRouteRequest(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYL
       // Every `"tokenIds": [...]` member was replaced by `[k]`, so an array here is a placeholder.
       const k = t[0] as number;
       const values = arrays[k];
-      if (t.length !== 1 || values === undefined || values.length > MAX_TOKEN_IDS) return slow(data);
+      if (t.length !== 1 || values === undefined || values.length > MAX_TOKEN_IDS) return slow(data, maxBytes);
       bulk[role].tokens = values;
       prompt['tokenIds'] = [];
     }
     const h = prompt['localHashesLe64'];
     if (typeof h === 'string') {
-      const d = le64(h);
-      if (d === null) return slow(data);
+      // Every `"localHashesLe64": "..."` member was replaced by `"@k"`.
+      const b = PLACEHOLDER.test(h) ? strings[Number(h.slice(1))] : undefined;
+      // Both candidates' hashes are often the same (same tokens, same block size): check them once.
+      const e = bulk.efficient.hashes;
+      const d = b === undefined ? null : role === 'capable' && e !== null && b.equals(e.canonical) ? e : le64(b);
+      if (d === null) return slow(data, maxBytes);
       bulk[role].hashes = d;
       prompt['localHashesLe64'] = '';
     }
   }
   const r = routeRequestCodec.fromWire(json);
-  if (!r.ok) return slow(data); // the codec's own rejection, from the untouched bytes
+  if (!r.ok) return slow(data, maxBytes); // the codec's own rejection, from the untouched bytes
   const req = r.value;
-  const le64s: Record<Role, string | null> = { efficient: null, capable: null };
+  const le64s: Record<Role, Uint8Array | null> = { efficient: null, capable: null };
   const fill = (role: Role): RouteCandidate => {
     const c = req.candidates[role];
     const b = bulk[role];
@@ -262,8 +292,9 @@ export function decodeRouteRequest(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYL
       prompt = { kind: 'local_hashes', localHashes: b.hashes.hashes, loraName: prompt.loraName };
       le64s[role] = b.hashes.canonical;
     }
-    return prompt === c.prompt ? c : { ...c, prompt };
+    return prompt === c.prompt ? c : { model: c.model, pool: c.pool, prompt, promptTokens: c.promptTokens };
   };
-  const candidatesOut = { efficient: fill('efficient'), capable: fill('capable') };
-  return { ok: true, value: { req: { ...req, candidates: candidatesOut }, le64: le64s } };
+  const candidates2 = { efficient: fill('efficient'), capable: fill('capable') };
+  const out: RouteRequest = { requestId: req.requestId, sessionId: req.sessionId, stageProposal: req.stageProposal, candidates: candidates2, deadlineMs: req.deadlineMs };
+  return { ok: true, value: { req: out, le64: le64s } };
 }

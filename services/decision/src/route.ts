@@ -13,7 +13,6 @@ import { localBlockHashes } from '@vantage/hashing';
 import {
   bookingsSubject,
   observeSubject,
-  routeReplyCodec,
   type Predictions,
   type RouteCandidate,
   type RouteReply,
@@ -22,14 +21,15 @@ import {
 import { DECISION_RECORD_CURRENT, encodeSingleObject, type CandidatePrediction, type DecisionRecord, type GateChecks } from '@vantage/records';
 import { decide, type CandidateReport, type Decision, type ParameterSet, type Role } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
-import { request, toVantageError, VantageError, type Logger, type NatsConnection } from '@vantage/runtime';
+import { toVantageError, VantageError, type Logger, type NatsConnection } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 import type { InFlight } from './inflight';
 import type { DecisionMetrics } from './metrics';
 import { decodeObserveReply, failedProbe, toCandidateReport, toRecordObservation, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
 import type { RecordPublisher } from './publisher';
 import { decodeRouteRequest } from './request';
-import { encodeBooking, encodeObserveQuery, le64Base64 } from './wire';
+import type { Requester } from './requester';
+import { encodeBooking, encodeObserveQuery, encodeRouteReply, le64Base64 } from './wire';
 import { RECORD_REASON, RECORD_VARIANT, replyReason } from './vocabulary';
 
 export interface RouterDeps {
@@ -39,6 +39,8 @@ export interface RouterDeps {
   readonly metrics: DecisionMetrics;
   readonly inFlight: InFlight;
   readonly publisher: RecordPublisher | null;
+  /** Request-reply for the observe queries. */
+  readonly requester: Requester;
   readonly instanceId: string;
   /** The active parameter set; called once per request. */
   readonly params: () => ParameterSet;
@@ -52,15 +54,34 @@ const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 interface Prepared {
   readonly target: ProbeTarget;
   readonly localHashes: BigUint64Array;
-  /** The same hashes as base64 of little-endian u64s, as the observe query and the booking carry them. */
-  readonly localHashesLe64: string;
+  /** The same hashes as base64 of little-endian u64s (ASCII bytes), as the observe query and the booking carry them. */
+  readonly localHashesLe64: Uint8Array;
   /** The request's token ids, when it sent them (to recognise the other candidate's identical prompt). */
   readonly tokenIds: Uint32Array | null;
   readonly loraName: string | null;
 }
 
 export class Router {
+  /** Records of routes answered since the last publish turn. */
+  #records: RecordInput[] = [];
+
   constructor(private readonly d: RouterDeps) {}
+
+  readonly #publishRecords = (): void => {
+    const batch = this.#records;
+    this.#records = [];
+    const pub = this.d.publisher;
+    if (pub === null) return;
+    for (const x of batch) {
+      try {
+        const rec = buildRecord(x);
+        pub.enqueue(rec.recordId, x.req.requestId, encodeSingleObject(DECISION_RECORD_CURRENT, rec));
+      } catch (e) {
+        this.d.metrics.recordsDropped.inc({ cause: 'encode' });
+        this.d.log.error({ err: e, requestId: x.req.requestId }, 'decision record could not be built or encoded: not published');
+      }
+    }
+  };
 
   /** serveRequests handler: reply bytes, or throws VantageError (sent as headers). */
   async handle(data: Uint8Array): Promise<Uint8Array> {
@@ -79,7 +100,17 @@ export class Router {
     const probeRoles: readonly Role[] = params.variant === 'stage' ? [req.stageProposal] : ROLES;
     const budgetMs = req.deadlineMs === null ? this.d.cfg.observeTimeoutMs : Math.min(this.d.cfg.observeTimeoutMs, req.deadlineMs);
     const tq = hrUs();
-    const results = await Promise.all(probeRoles.map((r) => this.probe(req, prepared[r], budgetMs)));
+    // Observe queries carry local hashes (token ids were hashed once above; the booking needs them too, and hashes
+    // are ~6x smaller on the wire) and ask only for the worker Dynamo would choose: the rule reads that one, so the
+    // indexer encodes just it. Identical prompts (same hashes, same N) make identical queries: encoded once.
+    const bodies: Partial<Record<Role, Uint8Array>> = {};
+    for (const r of probeRoles) {
+      const p = prepared[r];
+      const o = r === 'capable' ? bodies.efficient : undefined;
+      const same = o !== undefined && p.target.promptTokens === prepared.efficient.target.promptTokens && Buffer.from(p.localHashesLe64.buffer, p.localHashesLe64.byteOffset, p.localHashesLe64.byteLength).equals(prepared.efficient.localHashesLe64);
+      bodies[r] = same ? o : encodeObserveQuery(req.requestId, p.localHashesLe64, p.target.promptTokens);
+    }
+    const results = await Promise.all(probeRoles.map((r) => this.probe(prepared[r], bodies[r]!, budgetMs)));
     const decisionAtUs = hrUs();
     const queryDurationUs = decisionAtUs - tq;
     const probes: Partial<Record<Role, ProbeResult>> = {};
@@ -151,29 +182,21 @@ export class Router {
       queryDurationUs: Math.round(queryDurationUs),
       decisionDurationUs: Math.round(hrUs() - t0),
     };
-    const bytes = routeReplyCodec.encode(reply);
+    const bytes = encodeRouteReply(reply);
     const decisionDurationUs = Math.round(hrUs() - t0);
     this.d.metrics.routes.inc({ reason: decision.reason, variant: params.variant, choice: decision.choice });
 
     // The record is built and encoded after the reply has gone out (serveRequests responds as soon as this
-    // handler resolves; setImmediate runs after that I/O), so Avro encoding never sits on the reply path.
+    // handler resolves; setImmediate runs after that I/O), so Avro encoding never sits on the reply path. All the
+    // records of one turn of the event loop are built together, so their publishes leave in one socket write.
     if (this.d.publisher !== null) {
-      const pub = this.d.publisher;
-      setImmediate(() => {
-        let rec: DecisionRecord | undefined;
-        try {
-          rec = buildRecord({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: probeRoles.length > 0 });
-          pub.enqueue(rec.recordId, req.requestId, encodeSingleObject(DECISION_RECORD_CURRENT, rec));
-        } catch (e) {
-          this.d.metrics.recordsDropped.inc({ cause: 'encode' });
-          this.d.log.error({ err: e, requestId: req.requestId }, 'decision record could not be built or encoded: not published');
-        }
-      });
+      this.#records.push({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: probeRoles.length > 0 });
+      if (this.#records.length === 1) setImmediate(this.#publishRecords);
     }
     return bytes;
   }
 
-  private prepare(role: Role, c: RouteCandidate, le64: string | null, other: Prepared | null): Prepared {
+  private prepare(role: Role, c: RouteCandidate, le64: Uint8Array | null, other: Prepared | null): Prepared {
     const conf = this.d.cfg.pools[role];
     if (c.pool !== null && c.pool !== conf.pool) {
       throw new VantageError('BAD_REQUEST', `route: ${role} candidate names pool "${c.pool}", this decision service serves "${conf.pool}" for ${role}`, {
@@ -182,7 +205,7 @@ export class Router {
     }
     const p = c.prompt;
     let localHashes: BigUint64Array;
-    let localHashesLe64: string | null = le64;
+    let localHashesLe64: Uint8Array | null = le64;
     if (p.kind === 'local_hashes') localHashes = p.localHashes;
     else if (other !== null && other.tokenIds === p.tokenIds && other.target.blockSize === conf.blockSize && other.loraName === p.loraName) {
       localHashes = other.localHashes;
@@ -197,19 +220,16 @@ export class Router {
     };
   }
 
-  private async probe(req: RouteRequest, p: Prepared, budgetMs: number): Promise<ProbeResult> {
+  private async probe(p: Prepared, body: Uint8Array, budgetMs: number): Promise<ProbeResult> {
     const pool = p.target.pool;
     const t = hrUs();
     if (budgetMs <= 0) {
       this.d.metrics.indexerUnavailable.inc({ pool, status: 'timeout' });
       return { kind: 'failed', status: 'timeout', code: 'DEADLINE_EXCEEDED', reason: 'no time budget left for the observe query', rttUs: 0 };
     }
-    // Always local hashes (token ids were hashed once above; the booking needs them too, and hashes are ~6x smaller
-    // on the wire), and only the worker Dynamo would choose: the rule reads that one, so the indexer encodes just it.
-    const body = encodeObserveQuery(req.requestId, p.localHashesLe64, p.target.promptTokens);
     let result: ProbeResult;
     try {
-      const msg = await request(this.d.nc, observeSubject(pool), body, { timeoutMs: budgetMs });
+      const msg = await this.d.requester.request(observeSubject(pool), body, budgetMs);
       const rttUs = hrUs() - t;
       const r = decodeObserveReply(msg.data);
       result = r.ok ? { kind: 'ok', reply: r.reply, worker: r.worker, rttUs } : { kind: 'failed', status: 'error', code: r.code.toUpperCase(), reason: `observe reply: ${r.reason}`, rttUs };

@@ -11,6 +11,7 @@ import { InFlight } from './inflight';
 import { decisionMetrics, type DecisionMetrics } from './metrics';
 import { ParameterFile } from './params';
 import { RecordPublisher } from './publisher';
+import { Requester } from './requester';
 import { Router } from './route';
 
 export const DECISION_VERSION = '0.1.0';
@@ -97,13 +98,15 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     );
   }
 
+  // Observe queries and record publishes share one inbox subscription (see requester.ts).
+  const requester = new Requester(nc);
   let publisher: RecordPublisher | null = null;
   if (cfg.records.enabled) {
     // Only name and subjects: retention is the outcome service's to set (it owns the stream's consumers),
     // and ensureStream compares only the fields given, so the two services never fight over the config.
     await ensureStream(nc, { name: cfg.records.stream, subjects: [cfg.records.subject] }, log);
     publisher = new RecordPublisher({
-      nc,
+      requester,
       subject: cfg.records.subject,
       log,
       maxInFlight: cfg.records.maxInFlight,
@@ -126,6 +129,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     metrics,
     inFlight,
     publisher,
+    requester,
     instanceId: ctx.instanceId,
     params: () => params.current(),
     endpointOf: (pool, workerId) => endpoints.get(pool)?.get(workerId) ?? null,
@@ -151,6 +155,10 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     // Leave a margin inside the shutdown deadline for the close phase.
     const left = await publisher.flush(Math.max(100, config.shutdown.deadlineMs - 1000));
     if (left > 0) throw new Error(`${left} decision records not published`);
+  });
+  shutdown.register('stop the request inbox', 'close', () => {
+    requester.close();
+    return Promise.resolve();
   });
 
   log.info({ subject: cfg.subject, queue: cfg.queueGroup, efficient: cfg.pools.efficient, capable: cfg.pools.capable, parameterSetVersion: params.current().version }, 'decision service ready');

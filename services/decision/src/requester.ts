@@ -1,0 +1,99 @@
+/**
+ * Request-reply on the route's hot path, over one wildcard inbox subscription.
+ *
+ * `nc.request` is correct but heavy for a service that sends three requests per
+ * route (two observe queries, one JetStream publish): each call captures two
+ * stack traces up front (a RequestError for async context and a TimeoutError
+ * for its timer) and builds a timeout promise, whether or not anything fails.
+ * Here a request is a publish with a reply subject under this connection's own
+ * inbox, a map entry and one timer; an error object is made only when a request
+ * actually fails.
+ *
+ * Failures are the runtime's VantageErrors, exactly as `request` (from
+ * @vantage/runtime) reports them: NATS_NO_RESPONDERS (the server's 503 status),
+ * NATS_TIMEOUT, the replier's own code from its error headers (`details.remote`),
+ * NATS_REQUEST_FAILED (the connection refused the publish or closed).
+ */
+import { createInbox, type Msg, type MsgHdrs, type Subscription } from '@nats-io/transport-node';
+import { readErrorHeaders, VantageError, type NatsConnection } from '@vantage/runtime';
+
+interface Pending {
+  readonly subject: string;
+  readonly timeoutMs: number;
+  readonly resolve: (m: Msg) => void;
+  readonly reject: (e: VantageError) => void;
+  readonly timer: NodeJS.Timeout;
+}
+
+export class Requester {
+  readonly #nc: NatsConnection;
+  readonly #prefix: string;
+  readonly #pending = new Map<string, Pending>();
+  readonly #sub: Subscription;
+  #seq = 0;
+
+  constructor(nc: NatsConnection) {
+    this.#nc = nc;
+    this.#prefix = `${createInbox()}.`;
+    this.#sub = nc.subscribe(`${this.#prefix}*`, { callback: (err, m) => (err === null ? this.#onReply(m) : this.#failAll(err)) });
+  }
+
+  /** Requests awaiting a reply. */
+  get pending(): number {
+    return this.#pending.size;
+  }
+
+  request(subject: string, payload: Uint8Array, timeoutMs: number, headers?: MsgHdrs): Promise<Msg> {
+    return new Promise<Msg>((resolve, reject) => {
+      const token = (this.#seq++).toString(36);
+      const reply = this.#prefix + token;
+      const timer = setTimeout(() => {
+        if (this.#pending.delete(token)) reject(new VantageError('NATS_TIMEOUT', `no reply on ${subject} within ${timeoutMs} ms`, { details: { subject, timeoutMs } }));
+      }, timeoutMs);
+      this.#pending.set(token, { subject, timeoutMs, resolve, reject, timer });
+      try {
+        this.#nc.publish(subject, payload, headers === undefined ? { reply } : { reply, headers });
+      } catch (e) {
+        clearTimeout(timer);
+        this.#pending.delete(token);
+        reject(new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e, details: { subject } }));
+      }
+    });
+  }
+
+  /** Stop listening; requests still pending fail as NATS_REQUEST_FAILED. */
+  close(): void {
+    this.#sub.unsubscribe();
+    this.#failAll(new Error('requester closed'));
+  }
+
+  #onReply(m: Msg): void {
+    const token = m.subject.slice(this.#prefix.length);
+    const p = this.#pending.get(token);
+    if (p === undefined) return; // timed out already
+    this.#pending.delete(token);
+    clearTimeout(p.timer);
+    const h = m.headers;
+    if (h !== undefined) {
+      // The server's own status: 503 when nobody is subscribed to the subject.
+      if (h.hasError && h.code === 503 && m.data.length === 0) {
+        p.reject(new VantageError('NATS_NO_RESPONDERS', `no responders on ${p.subject}`, { details: { subject: p.subject } }));
+        return;
+      }
+      const remote = readErrorHeaders(h, { subject: p.subject });
+      if (remote !== null) {
+        p.reject(remote);
+        return;
+      }
+    }
+    p.resolve(m);
+  }
+
+  #failAll(err: unknown): void {
+    for (const [token, p] of this.#pending) {
+      this.#pending.delete(token);
+      clearTimeout(p.timer);
+      p.reject(new VantageError('NATS_REQUEST_FAILED', `request on ${p.subject} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err, details: { subject: p.subject } }));
+    }
+  }
+}
