@@ -487,6 +487,14 @@ export function analyzeEvaluation(rows: readonly unknown[] | { readonly rows: re
       }
       progress(`${v} vs ${baselineName}: ${DIFFERENCE_METRICS.length} differences, ${iterations} bootstrap replicates each`);
     }
+    // Every session of one run shares that run's conditions (host load, the fleet's start); the session
+    // bootstrap does not see that variation, and with few runs per variant nothing can estimate it.
+    const attempts = Math.min(...names.map((v) => new Set((byVariant.get(v) ?? []).flatMap((r) => (r.attempt === null ? [] : [r.attempt]))).size));
+    if (Number.isFinite(attempts) && attempts < 3) {
+      warnings.push(
+        `${attempts} attempt(s) per variant: intervals resample sessions within runs, so they leave out run-to-run variation (host load, start-up); read differences near their interval's edge with that in mind`,
+      );
+    }
     const unpaired = differences.filter((d) => d.method === 'independent' && DIFFERENCE_METRICS.find((m) => m.id === d.metric)?.scope === 'sessions');
     if (unpaired.length > 0) {
       const vs = [...new Set(unpaired.map((d) => d.variant))];

@@ -157,6 +157,11 @@ describe('differences from the baseline on a synthetic evaluation', () => {
     expect(a.gaps.length).toBeGreaterThan(3);
   });
 
+  it('says when too few attempts leave run-to-run variation out of the intervals', () => {
+    const two = analyzeEvaluation(syntheticEvaluation({ attempts: 2, sessions: 4 }).rows, { seed: 4, iterations: 200 });
+    expect(two.warnings.join('\n')).toContain('2 attempt(s) per variant');
+  });
+
   it('recovers each known TTFT shift inside its paired interval', () => {
     for (const [variant, shift] of Object.entries(syn.shiftMs)) {
       if (variant === 'baseline') continue;
