@@ -304,6 +304,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   // shared host, time slicing adds wall time to routing and dispatch that no rule causes.
   const engine = engineSummary(out, runs);
   writeFileSync(join(out, 'engine-summary.json'), `${JSON.stringify(engine, null, 1)}\n`);
+  log('TTFT in the report is wall clock (time scale 4) and includes routing and host load; the engine\'s own TTFT per variant, in sim ms:');
   for (const [variant, e] of Object.entries(engine)) {
     log(`engine-side ${variant.padEnd(14)} ${e.requests} requests: engine TTFT mean ${e.engineTtftMeanMs} sim ms (p90 ${e.engineTtftP90Ms}), wall route ${e.routeWallMeanMs} ms, reasons ${JSON.stringify(e.reasons)}`);
   }
