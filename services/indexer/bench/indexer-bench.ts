@@ -17,6 +17,9 @@
  *   4. profile: where an observe's service time goes (decode, match, selection,
  *      reply encoding), measured in-process on the same data.
  *
+ * Per run it also reports the CPU time the indexer and the echo process spent per request (from
+ * /proc), which unlike latency does not depend on what else the machine is running, and the
+ * machine's load average (latency figures from a loaded machine are queueing, not service time).
  * Uses NATS_URL when set, otherwise a private nats-server under .infra/bench.
  * Last stdout line: one JSON object with the figures.
  * Environment knobs: BENCH_OBSERVE_SECONDS (default 5), BENCH_RATES (default "1000,5000"),
@@ -24,7 +27,8 @@
  * indexer process, e.g. "--cpu-prof --cpu-prof-dir=DIR" to profile the service under load).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -214,6 +218,21 @@ async function stopChild(p: ChildProcess): Promise<void> {
   const t = setTimeout(() => p.kill('SIGKILL'), 10_000);
   await gone;
   clearTimeout(t);
+}
+
+/**
+ * CPU time (user + system, µs) a process has used, from /proc (Linux; NaN elsewhere). Unlike
+ * latency it does not grow when other processes compete for the cores, so it shows what each
+ * request costs the service even on a busy machine.
+ */
+function cpuUs(pid: number | undefined): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1e6) / 100; // utime + stime, in USER_HZ (100 on Linux)
+  } catch {
+    return NaN;
+  }
 }
 
 function metricSum(text: string, name: string, match = ''): number {
@@ -433,6 +452,7 @@ async function main(): Promise<void> {
   const replyBytesOf = {} as Record<Enc, number>;
   const echoSubjects = {} as Record<Enc, string>;
   const echoes: ChildProcess[] = [];
+  const echoOf = {} as Record<Enc, ChildProcess>;
   for (const enc of ENCODINGS) {
     const sample = await nc.request(observeSubject(POOL), reqs[enc][0]!, { timeout: 5_000 });
     const check = observeReplyCodec.decode(sample.data);
@@ -443,6 +463,7 @@ async function main(): Promise<void> {
     echoSubjects[enc] = `bench.echo.${enc}.${process.pid}`;
     const { proc } = await spawnTs(join(REPO_ROOT, 'services/indexer/bench/echo-server.ts'), [natsUrl, echoSubjects[enc], String(sample.data.length)], env, (l) => l === 'ready');
     echoes.push(proc);
+    echoOf[enc] = proc;
     for (let i = 0; i < 500; i++) await nc.request(echoSubjects[enc], reqs[enc][i % prompts.length]!, { timeout: 5_000 });
   }
   const replyBytes = replyBytesOf.json;
@@ -451,11 +472,18 @@ async function main(): Promise<void> {
   const svcBefore = await metrics();
   for (const rate of RATES) {
     for (const enc of ENCODINGS) {
+      const c0 = cpuUs(indexer.pid);
       const o = await openLoop(nc, observeSubject(POOL), reqs[enc], rate, OBSERVE_SECONDS);
+      const c1 = cpuUs(indexer.pid);
+      const e0 = cpuUs(echoOf[enc].pid);
       const e = await openLoop(nc, echoSubjects[enc], reqs[enc], rate, OBSERVE_SECONDS);
+      const e1 = cpuUs(echoOf[enc].pid);
+      const svcCpu = (c1 - c0) / o.sent;
+      const echoCpu = (e1 - e0) / e.sent;
       log(
         `${String(rate).padStart(5)} req/s ${enc.padEnd(6)} observe p50 ${o.p50.toFixed(0)} µs p90 ${o.p90.toFixed(0)} p99 ${o.p99.toFixed(0)} max ${o.max.toFixed(0)} (errors ${o.errors}, sent ${o.sent} at ${o.achievedRate.toFixed(0)}/s)` +
-          ` | echo (${replyBytesOf[enc]} B) p50 ${e.p50.toFixed(0)} µs p90 ${e.p90.toFixed(0)} p99 ${e.p99.toFixed(0)} max ${e.max.toFixed(0)} (errors ${e.errors}) | Δp50 ${(o.p50 - e.p50).toFixed(0)} µs`,
+          ` | echo (${replyBytesOf[enc]} B) p50 ${e.p50.toFixed(0)} µs p90 ${e.p90.toFixed(0)} p99 ${e.p99.toFixed(0)} max ${e.max.toFixed(0)} (errors ${e.errors}) | Δp50 ${(o.p50 - e.p50).toFixed(0)} µs` +
+          ` | CPU per request: indexer ${svcCpu.toFixed(0)} µs, echo ${echoCpu.toFixed(0)} µs`,
       );
       const tag = enc === 'binary' ? `${rate}` : `json_${rate}`;
       Object.assign(results, {
@@ -467,6 +495,8 @@ async function main(): Promise<void> {
         [`echo_${tag}_p90_us`]: Math.round(e.p90),
         [`echo_${tag}_p99_us`]: Math.round(e.p99),
         [`echo_${tag}_errors`]: e.errors,
+        [`indexer_cpu_per_observe_${tag}_us`]: Math.round(svcCpu),
+        [`echo_cpu_per_request_${tag}_us`]: Math.round(echoCpu),
       });
     }
   }
@@ -533,6 +563,7 @@ async function main(): Promise<void> {
     observe_minus_echo_p50_us: results[`observe_${first}_p50_us`]! - results[`echo_${first}_p50_us`]!,
     target_p50_within_150_us: results[`observe_${first}_p50_us`]! - results[`echo_${first}_p50_us`]! <= 150,
     ...results,
+    load_average_1m: Number(loadavg()[0]!.toFixed(2)),
     reply_bytes: replyBytesOf.binary,
     reply_bytes_json: replyBytes,
     observe_json_minus_echo_p50_us: results[`observe_json_${first}_p50_us`]! - results[`echo_json_${first}_p50_us`]!,
