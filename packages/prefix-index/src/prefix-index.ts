@@ -565,11 +565,12 @@ export class PrefixIndex {
     const slots = this.words * 32;
     counts.fill(0);
     let lower = 0;
-    for (const p of this.publishers) lower += p.tierBlocks[1]! + p.tierBlocks[2]! + p.tierBlocks[3]!;
+    if (this.low !== null) for (const p of this.publishers) lower += p.tierBlocks[1]! + p.tierBlocks[2]! + p.tierBlocks[3]!;
     if (lower === 0) {
       // Nothing is held below the device tier (the common deployment): walk one bitset instead
       // of four; the cumulative counts all equal the device count.
-      this.walkDevice(loc, n);
+      if (this.words <= 2) this.walkDevice2(loc, n);
+      else this.walkDevice(loc, n);
       counts.copyWithin(slots, 0, slots);
       counts.copyWithin(2 * slots, 0, 2 * slots);
     } else {
@@ -671,6 +672,53 @@ export class PrefixIndex {
         if (a !== 0) dropOut(counts, Math.floor(k / W) * slots, k % W, a, depth);
       }
     }
+  }
+
+  /**
+   * walkDevice for up to 64 publisher slots (W <= 2): the active set lives in two locals and the
+   * child lookup of a list node is inlined, since this loop runs once per matched block.
+   */
+  private walkDevice2(loc: Int32Array, n: number): void {
+    const two = this.words === 2;
+    const R = this.R;
+    const nd = this.nd;
+    const counts = this.counts;
+    let cur = n > 0 ? this.child(ROOT, loc[0]!, loc[1]!) : 0;
+    if (cur === 0) return;
+    let a0 = nd[cur * R + F_BITS]!;
+    let a1 = two ? nd[cur * R + F_BITS + 1]! : 0;
+    let depth = 1;
+    for (; depth < n; depth++) {
+      const lo = loc[2 * depth]!;
+      const hi = loc[2 * depth + 1]!;
+      const pb = cur * R;
+      let c = 0;
+      if ((nd[pb + F_NCHILD]! & HASHED) === 0) {
+        for (let k = nd[pb + F_FIRST]!; k !== 0; k = nd[k * R + F_NEXT]!) {
+          if (nd[k * R + F_LO] === lo && nd[k * R + F_HI] === hi) {
+            c = k;
+            break;
+          }
+        }
+      } else {
+        c = this.child(cur, lo, hi);
+      }
+      if (c === 0) break;
+      const b = c * R + F_BITS;
+      const m0 = a0 & nd[b]!;
+      const m1 = two ? a1 & nd[b + 1]! : 0;
+      if (m0 !== a0 || m1 !== a1) {
+        // Publishers leaving the set here held exactly `depth` leading blocks.
+        if (m0 !== a0) dropOut(counts, 0, 0, a0 & ~m0, depth);
+        if (m1 !== a1) dropOut(counts, 0, 1, a1 & ~m1, depth);
+        a0 = m0;
+        a1 = m1;
+        if ((m0 | m1) === 0) break;
+      }
+      cur = c;
+    }
+    if (a0 !== 0) dropOut(counts, 0, 0, a0, depth);
+    if (a1 !== 0) dropOut(counts, 0, 1, a1, depth);
   }
 
   /** Leading-block counts on the device tier only, into the first tier row of this.counts. */

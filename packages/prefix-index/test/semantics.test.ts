@@ -314,6 +314,35 @@ describe('scale of the publisher set', () => {
   });
 });
 
+describe('bitset widths', () => {
+  it.each([5, 40, 100])('matches %i publishers exactly, including holes in their prefixes', (pubs) => {
+    const idx = new PrefixIndex(16);
+    const expected = new Map<number, number>();
+    for (let w = 0; w < pubs; w++) {
+      // Publisher w stores a 12-block chain, then evicts block (w % 13) (13 = none): it then holds
+      // exactly the leading min(w % 13, 12) blocks; every publisher shares the same path.
+      const blocks: Array<[number, number]> = [];
+      for (let i = 0; i < 12; i++) blocks.push([100 * w + i + 1, i + 1]);
+      idx.apply(stored(w, 1, null, blocks), 0);
+      const hole = w % 13;
+      if (hole < 12) idx.apply(removed(w, 2, [100 * w + hole + 1]), 0);
+      expected.set(w, Math.min(hole, 12));
+    }
+    const r = idx.match(locals(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13));
+    expect(r.workers.length).toBe(pubs);
+    for (let w = 0; w < pubs; w++) {
+      const m = of(r, w);
+      expect(m.deviceBlocks, `publisher ${w}`).toBe(expected.get(w));
+      expect(m.anyBlocks).toBe(expected.get(w));
+    }
+    // The same after a host-tier block enters (the four-tier walk).
+    idx.apply(stored(pubs, 1, null, [[1, 1]], { tier: 'host_pinned' }), 0);
+    const r2 = idx.match(locals(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13));
+    for (let w = 0; w < pubs; w++) expect(of(r2, w).deviceBlocks, `publisher ${w}`).toBe(expected.get(w));
+    expect(of(r2, pubs).hostBlocks).toBe(1);
+  });
+});
+
 describe('wide nodes', () => {
   it('finds children of nodes past the scan fan-out, through cuts, removals and re-stores', () => {
     const idx = new PrefixIndex(16);
