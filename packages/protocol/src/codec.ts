@@ -553,7 +553,9 @@ export const bookingEventCodec: MessageCodec<BookingEvent> = withLe64FastPath(ma
 /**
  * `vantage.v1.lifecycle.{pool}` event:
  * `{ v: 1, requestId, sessionId, pool, kind: "first_token"|"done"|"cancelled"|"failed"|"usage", atMs,
- *    workerId?, dpRank?, usage?: {inputTokens, outputTokens, cachedTokens}, error?: {code, message} }`
+ *    workerId?, dpRank?, usage?: {inputTokens, outputTokens, cachedTokens}, error?: {code, message},
+ *    background?: true, arrivalMs? }`
+ * (`background` is written only when true, `arrivalMs` only when set; decoded as false / null when absent)
  */
 export const lifecycleEventCodec: MessageCodec<LifecycleEvent> = makeCodec(
   'lifecycle-event.v1.json',
@@ -568,6 +570,8 @@ export const lifecycleEventCodec: MessageCodec<LifecycleEvent> = makeCodec(
     ...(m.dpRank === null ? {} : { dpRank: m.dpRank }),
     ...(m.usage === null ? {} : { usage: { ...m.usage } }),
     ...(m.error === null ? {} : { error: { ...m.error } }),
+    ...(m.background === true ? { background: true } : {}),
+    ...(m.arrivalMs === undefined || m.arrivalMs === null ? {} : { arrivalMs: m.arrivalMs }),
   }),
   (w) => ({
     requestId: w.requestId,
@@ -579,6 +583,8 @@ export const lifecycleEventCodec: MessageCodec<LifecycleEvent> = makeCodec(
     dpRank: w.dpRank ?? null,
     usage: w.usage === undefined ? null : { inputTokens: w.usage.inputTokens, outputTokens: w.usage.outputTokens, cachedTokens: w.usage.cachedTokens },
     error: w.error === undefined ? null : { code: w.error.code, message: w.error.message },
+    background: w.background === true,
+    arrivalMs: w.arrivalMs ?? null,
   }),
 );
 

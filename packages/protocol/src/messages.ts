@@ -215,6 +215,17 @@ export interface LifecycleEvent {
   /** Always present for kind 'usage'; may accompany 'done'. */
   readonly usage: Usage | null;
   readonly error: { readonly code: string; readonly message: string | null } | null;
+  /**
+   * Competing (background) traffic, not a request of the sessions under study: load generators
+   * and calibration harnesses mark theirs so outcome records can tell them apart. Decoders
+   * always fill it (absent on the wire = false); producers may omit it.
+   */
+  readonly background?: boolean;
+  /**
+   * Epoch ms of the request's arrival, for requests that have no decision record to time them
+   * from (background traffic). Decoders always fill it (absent on the wire = null).
+   */
+  readonly arrivalMs?: number | null;
 }
 
 // --- vantage.v1.workers.{pool} ----------------------------------------------------

@@ -318,6 +318,11 @@ const lifecycleEvent: Schema = obj(
       cachedTokens: { ...nullableNonNegInt, description: 'Reported cache reuse; null when the backend does not report it.' },
     }),
     error: obj(['code', 'message'], { code: shortString(128), message: nullableString(4096) }),
+    background: {
+      type: 'boolean',
+      description: 'Competing (background) traffic, not a request of the sessions under study. Absent means false.',
+    },
+    arrivalMs: { ...epochMs, description: 'Arrival of the request (ms since the Unix epoch), for requests without a decision record to time them from.' },
   },
   {
     description: 'Gateway lifecycle of one request. kind usage carries usage.',

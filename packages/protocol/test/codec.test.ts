@@ -19,6 +19,7 @@ import {
   U64_TOP,
   W,
   bookingEvent,
+  backgroundLifecycleEvent,
   lifecycleEvent,
   observeReply,
   observeRequest,
@@ -175,6 +176,21 @@ describe('rejections', () => {
     expect(rejected(lifecycleEventCodec.fromWire(w)).reason).toContain('usage');
     expect(lifecycleEventCodec.fromWire({ ...w, kind: 'done' }).ok).toBe(true);
     expect(rejected(lifecycleEventCodec.fromWire({ ...w, kind: 'paused' })).reason).toContain('/kind');
+  });
+
+  it('lifecycle background and arrival: omitted on the wire unless set, defaulted on decode, type-checked', () => {
+    const plain = wire(lifecycleEventCodec, lifecycleEvent);
+    expect('background' in plain).toBe(false);
+    expect('arrivalMs' in plain).toBe(false);
+    const { background: _b, arrivalMs: _a, ...legacy } = lifecycleEvent;
+    const fromLegacy = lifecycleEventCodec.decode(lifecycleEventCodec.encode(legacy));
+    expect(fromLegacy.ok && fromLegacy.value.background === false && fromLegacy.value.arrivalMs === null).toBe(true);
+    const bg = wire(lifecycleEventCodec, backgroundLifecycleEvent);
+    expect(bg.background).toBe(true);
+    expect(bg.arrivalMs).toBe(backgroundLifecycleEvent.arrivalMs);
+    expect(rejected(lifecycleEventCodec.fromWire({ ...bg, background: 'yes' })).reason).toContain('/background');
+    expect(rejected(lifecycleEventCodec.fromWire({ ...bg, arrivalMs: -1 })).reason).toContain('/arrivalMs');
+    expect(rejected(lifecycleEventCodec.fromWire({ ...bg, arrivalMs: 1.5 })).reason).toContain('/arrivalMs');
   });
 
   it('refuses a booking carrying both hash forms', () => {

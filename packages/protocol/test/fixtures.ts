@@ -178,6 +178,19 @@ export const lifecycleEvent: LifecycleEvent = {
   dpRank: 1,
   usage: { inputTokens: 300, outputTokens: 120, cachedTokens: 192 },
   error: null,
+  background: false,
+  arrivalMs: null,
+};
+
+/** Competing traffic: marked background, timed from its own arrival. */
+export const backgroundLifecycleEvent: LifecycleEvent = {
+  ...lifecycleEvent,
+  requestId: 'bg-1',
+  sessionId: 'evalbg:a0',
+  kind: 'first_token',
+  usage: null,
+  background: true,
+  arrivalMs: 1_780_000_000_100,
 };
 
 export const registration: WorkerRegistration = {
@@ -220,6 +233,7 @@ export const CASES: ReadonlyArray<readonly [string, MessageCodec<never>, unknown
   ['booking event (local hashes)', bookingEventCodec as MessageCodec<never>, { ...bookingEvent, sequenceHashes: null, localHashes: BigUint64Array.from([1n]), expectedOutputTokens: null, prefillTokens: 40 }],
   ['booking event (no hashes)', bookingEventCodec as MessageCodec<never>, { ...bookingEvent, sequenceHashes: null }],
   ['lifecycle event', lifecycleEventCodec as MessageCodec<never>, lifecycleEvent],
+  ['lifecycle event (background)', lifecycleEventCodec as MessageCodec<never>, backgroundLifecycleEvent],
   ['lifecycle event (failed)', lifecycleEventCodec as MessageCodec<never>, { ...lifecycleEvent, kind: 'failed', usage: null, workerId: null, dpRank: null, error: { code: 'upstream_503', message: null } }],
   ['worker registration', workerRegistrationCodec as MessageCodec<never>, registration],
   ['worker deregistration', workerRegistrationCodec as MessageCodec<never>, deregistration],
