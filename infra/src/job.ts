@@ -236,18 +236,9 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     '--destination-limit', String(cfg.destinationLimit),
     '--lenient',
   ];
-  let fitText: string;
-  try {
-    fitText = await cli(fitArgs, 'fit');
-  } catch (e) {
-    // Every Q-grid point is its own workload condition, so the grouped split gives the fitting split only
-    // its share of them; on a small plan a whole column of the grid can land elsewhere. Then, and only
-    // then, Q is built from the no-contention rows of every split (`--q-source all`, stated in the fit
-    // report's options), which makes the margins and the selection slightly optimistic.
-    if (!(e instanceof Error && /Q table|Q from/.test(e.message))) throw e;
-    log('the fitting split does not cover the Q grid; fitting again with Q from every split\'s no-contention rows (--q-source all)');
-    fitText = await cli([...fitArgs, '--q-source', 'all'], 'fit');
-  }
+  // Q tables come from the calibration's Q set (the no-contention grid measured for Q alone, session ids
+  // `cal:<condition>:<repeat>:qgrid`); only the contention conditions are split (`vantage fit`'s default).
+  const fitText = await cli(fitArgs, 'fit');
   process.stderr.write(fitText.split('\n').map((l) => (l.trim() ? `[fit] ${l}\n` : '')).join(''));
   const fitted = loadParameterSet(readFileSync(fittedFile, 'utf8'));
   if (!fitted.ok) throw new Error(`the fit wrote an invalid parameter set: ${fitted.errors.join('; ')}`);

@@ -7,6 +7,17 @@
  * Dynamo's load. Measure both candidates here to assess predictions."), plus
  * the no-contention (N, f) grid the Q tables are read from.
  *
+ * Two measurement sets (seed 000: "Q_m(N, f) is a table of measured TTFT with
+ * no competing requests"; "Use separate measurements for fitting, estimating
+ * uncertainty and selecting candidates"):
+ *   - the Q set: every (N, f) point of the grid, no background load, both
+ *     models, `repeats` times; session ids end in `:qgrid`, and fitting uses
+ *     these for the Q tables only, never in a split;
+ *   - the contention conditions: every loaded factor, plus zero-load
+ *     references (the loaded probes' shapes with no background, the anchor of
+ *     the load corrections at R = 0); only these are split into fitting,
+ *     uncertainty and selection, all repeats of a condition together.
+ *
  * Pure data: a harness (wired later to the live services or the simulator)
  * runs each condition's repeats in `runOrder`. One repeat is:
  *
@@ -23,7 +34,7 @@
  *   5. wait for everything to finish.
  *
  * Session ids follow @vantage/fitting's convention
- * (`cal:<conditionId>:<repeat>:<idle|loaded>`), so `vantage fit` reads the
+ * (`cal:<conditionId>:<repeat>:<idle|loaded|qgrid>`), so `vantage fit` reads the
  * outcome rows directly; warm-ups (`calwarm:`) and background (`calbg:`, and
  * the background flag) are skipped by it.
  */
@@ -36,8 +47,10 @@ export const ROLES: readonly Role[] = ['efficient', 'capable'];
 
 /** Which seed-000 factor a condition varies. */
 export const CALIBRATION_FACTORS = [
-  /** Q-table grid point: no background, prompt length N and cached fraction f varied. */
+  /** Q-table grid point (the Q set): no background, prompt length N and cached fraction f varied. */
   'no_contention',
+  /** A contention condition at zero load: a loaded probe's shape with no background (the corrections' R = 0 anchor). */
+  'zero_load',
   /** Background requests with long, uncached prompts: booked prefill work. */
   'prefill_contention',
   /** Background requests with long outputs, probed once they are decoding: busy while P falls toward 0. */
@@ -97,6 +110,8 @@ export interface CalibrationCondition {
   readonly repeats: number;
   /** No background load at all (fitting's `idle`). */
   readonly noBackgroundLoad: boolean;
+  /** A Q-set point (factor `no_contention`): measured for the Q tables alone, never in a split. */
+  readonly qSet: boolean;
   readonly probe: ProbeSpec;
   readonly background: readonly BackgroundLoadSpec[];
   readonly probeTiming: ProbeTiming;
@@ -246,6 +261,8 @@ export interface CalibrationPlan {
   readonly runOrder: readonly { readonly conditionId: string; readonly repeat: number }[];
   readonly totals: {
     readonly conditions: number;
+    /** Conditions of the Q set (the no-contention grid); the rest are contention conditions. */
+    readonly qSetConditions: number;
     readonly runs: number;
     /** Two per run: one per candidate. */
     readonly probeRequests: number;
@@ -337,6 +354,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
         factor: 'no_contention',
         description: `Q-table point: N ${n}, f ${fmtF(f)}, no background load`,
         noBackgroundLoad: true,
+        qSet: true,
         probe,
         background: [],
         probeTiming: 'immediate',
@@ -344,6 +362,21 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
         atDestinationLimit: false,
       });
     }
+  }
+  for (const s of spec.loadedProbes) {
+    const probe = probeOf(s.promptTokens, s.cachedFraction, osl, blockSize);
+    drafts.push({
+      id: `zero-${probeTag(probe)}`,
+      factor: 'zero_load',
+      description: `contention condition at zero load: the loaded probe N ${probe.promptTokens}, f ${fmtF(probe.cachedFraction)} with no background`,
+      noBackgroundLoad: true,
+      qSet: false,
+      probe,
+      background: [],
+      probeTiming: 'immediate',
+      contrastGroup: null,
+      atDestinationLimit: false,
+    });
   }
   for (const pool of spec.prefill.pools) {
     for (const count of spec.prefill.counts) {
@@ -354,6 +387,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
             factor: 'prefill_contention',
             description: `${count} uncached ${len}-token prompts booked on the ${pool} candidate's worker; probe while they prefill`,
             noBackgroundLoad: false,
+            qSet: false,
             probe,
             background: [bg(pool, count, len, spec.prefill.outputTokens)],
             probeTiming: 'immediate',
@@ -373,6 +407,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
             factor: 'generation_contention',
             description: `${count} requests generating ${out} tokens on the ${pool} candidate's worker; probe once all are decoding`,
             noBackgroundLoad: false,
+            qSet: false,
             probe,
             background: [bg(pool, count, spec.generation.promptTokens, out)],
             probeTiming: 'after_background_first_tokens',
@@ -395,6 +430,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
           factor: 'generation_length_contrast',
           description: `${count} background requests about to finish (${kind === 'short' ? 'short' : 'long'} generations, ${out} tokens) on the efficient worker; same count and prompts as its pair`,
           noBackgroundLoad: false,
+          qSet: false,
           probe,
           background: [bg('efficient', count, spec.contrast.promptTokens, out)],
           probeTiming: 'after_background_first_tokens',
@@ -413,6 +449,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
         factor: 'busy_capable',
         description: `capable worker busy with ${count} requests${count >= limit ? ` (at the gate's destination limit ${limit})` : ''}; efficient loaded with ${e.count} long prompts`,
         noBackgroundLoad: false,
+        qSet: false,
         probe,
         background: [bg('capable', count, spec.busyCapable.promptTokens, spec.busyCapable.outputTokens), bg('efficient', e.count, e.promptTokens, e.outputTokens)],
         probeTiming: 'immediate',
@@ -430,7 +467,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
     for (let r = 0; r < repeats; r++) {
       runs.push({
         repeat: r,
-        sessionId: calibrationSessionId(d.id, r, d.noBackgroundLoad),
+        sessionId: calibrationSessionId(d.id, r, d.noBackgroundLoad, d.qSet),
         warmupSessionId: `${WARMUP_SESSION_PREFIX}${d.id}:${r}`,
         backgroundSessionId: `${BACKGROUND_SESSION_PREFIX}${d.id}:${r}`,
         contentSeed: hash32(seed, 'content', d.id, r),
@@ -453,6 +490,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
     runOrder,
     totals: {
       conditions: conditions.length,
+      qSetConditions: conditions.filter((c) => c.qSet).length,
       runs,
       probeRequests: runs * ROLES.length,
       warmupRequests: conditions.reduce((s, c) => s + (c.probe.prefixTokens > 0 ? c.repeats * ROLES.length : 0), 0),

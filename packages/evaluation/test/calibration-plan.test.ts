@@ -51,6 +51,18 @@ describe.each(plans)('calibration plan (%s)', (_name, plan) => {
     }
   });
 
+  it('measures the Q grid as its own set, and zero-load references among the contention conditions', () => {
+    for (const c of plan.conditions) expect(c.qSet).toBe(c.factor === 'no_contention');
+    expect(plan.totals.qSetConditions).toBe(plan.qGrid.promptTokens.length * plan.qGrid.cachedFractions.length);
+    const zero = plan.conditions.filter((c) => c.factor === 'zero_load');
+    expect(zero.length).toBe(CALIBRATION_PRESETS[plan.preset as 'small'].loadedProbes.length);
+    for (const c of zero) {
+      expect(c.noBackgroundLoad).toBe(true);
+      expect(c.qSet).toBe(false);
+      expect(loaded(plan).some((l) => l.probe.promptTokens === c.probe.promptTokens && l.probe.cachedFraction === c.probe.cachedFraction)).toBe(true);
+    }
+  });
+
   it('varies prefill contention: long uncached background prompts booked on the candidate worker, probed while they prefill', () => {
     const pf = plan.conditions.filter((c) => c.factor === 'prefill_contention');
     expect(new Set(pf.map((c) => c.background[0]?.count)).size).toBeGreaterThanOrEqual(2);
@@ -116,7 +128,7 @@ describe.each(plans)('calibration plan (%s)', (_name, plan) => {
     for (const c of plan.conditions) {
       expect(c.measure).toEqual(['efficient', 'capable']);
       expect(c.runs.map((r) => r.repeat)).toEqual(Array.from({ length: c.repeats }, (_, i) => i));
-      for (const r of c.runs) expect(r.sessionId).toBe(`cal:${c.id}:${r.repeat}:${c.noBackgroundLoad ? 'idle' : 'loaded'}`);
+      for (const r of c.runs) expect(r.sessionId).toBe(`cal:${c.id}:${r.repeat}:${c.qSet ? 'qgrid' : c.noBackgroundLoad ? 'idle' : 'loaded'}`);
     }
     expect(new Set(plan.conditions.map((c) => c.id)).size).toBe(plan.conditions.length);
     for (const f of CALIBRATION_FACTORS) expect(plan.totals.byFactor[f]).toBeGreaterThan(0);
@@ -236,7 +248,19 @@ describe('fitting reads what the plan asks the harness to write', () => {
     const ids = new Set(parsed.rows.map((r) => r.conditionId));
     expect(ids).toEqual(new Set(plan.conditions.map((c) => c.id)));
     expect(parsed.rows.filter((r) => r.noContention).length).toBe(plan.conditions.filter((c) => c.noBackgroundLoad).length * 3 * 2);
-    const fit = fitAll(parsed.rows, { seed: 1, variant: 'cache', qSource: 'all', createdAt: '2026-01-01T00:00:00Z' });
+    expect(parsed.rows.filter((r) => r.qSet === true).length).toBe(plan.totals.qSetConditions * 3 * 2);
+    const fit = fitAll(parsed.rows, { seed: 1, variant: 'cache', createdAt: '2026-01-01T00:00:00Z' });
     expect(fit.ok ? 'ok' : [...fit.errors, ...fit.problems.map((p) => p.message)].join('; ')).toBe('ok');
+    if (!fit.ok) return;
+    // Q from the Q set alone; only contention conditions are split, every one of them exactly once.
+    expect(fit.report.options.qSource).toBe('qset');
+    expect(fit.report.input.qSetConditions).toBe(plan.totals.qSetConditions);
+    const split = [...fit.report.splits.fitting.conditionIds, ...fit.report.splits.uncertainty.conditionIds, ...fit.report.splits.selection.conditionIds];
+    expect(new Set(split).size).toBe(split.length);
+    expect(new Set(split)).toEqual(new Set(plan.conditions.filter((c) => !c.qSet).map((c) => c.id)));
+    for (const role of ['efficient', 'capable'] as const) {
+      expect(fit.report.models[role].qMeasurements).toBe(plan.totals.qSetConditions * 3);
+      expect(fit.report.models[role].qCells.every((c) => c.source === 'measured')).toBe(true);
+    }
   });
 });

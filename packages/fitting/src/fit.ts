@@ -2,8 +2,10 @@
  * `fitAll`: every calibration step of seed 000 in order, from measurements
  * to a validated parameter set and the report that justifies it.
  *
- *   rows ─validate─▶ pairs ─grouped split (seeded)─▶ fitting | uncertainty | selection
- *   fitting      ─▶ Q tables, standardisation, ridge (lambda by grouped CV)   per model
+ *   rows ─validate─▶ Q set | contention conditions
+ *   Q set        ─▶ Q tables (no-contention grid, measured for Q alone)        per model
+ *   contention ─▶ pairs ─grouped split (seeded)─▶ fitting | uncertainty | selection
+ *   fitting      ─▶ standardisation, ridge (lambda by grouped CV)              per model
  *   uncertainty  ─▶ margins delta_blind, delta_cache (p90 of per-condition max error)
  *   selection    ─▶ thresholds r, p (count, count + prefill); rule comparison
  *
@@ -29,6 +31,8 @@ import { applySplit, DEFAULT_FRACTIONS, findSplitLeaks, fractionProblems, SPLIT_
 import { searchThresholds, type ThresholdSearch } from './thresholds';
 
 export type FitVariant = Exclude<Variant, 'stage'>;
+export const Q_SOURCES = ['qset', 'fitting', 'all'] as const;
+export type QSource = (typeof Q_SOURCES)[number];
 export const FIT_VARIANTS: readonly FitVariant[] = ['count', 'count_prefill', 'blind', 'cache'];
 
 export interface FitOptions {
@@ -42,13 +46,16 @@ export interface FitOptions {
   /** CV folds (over workload conditions). Default 5. */
   readonly cvFolds?: number;
   /**
-   * Which no-contention measurements fill the Q tables: `fitting` (default:
-   * the strict reading of "separate measurements for fitting, estimating
-   * uncertainty and selecting") or `all` (every split; the grid is the
-   * design either way). `all` lets uncertainty and selection measurements
-   * into the model, which makes margins and selection slightly optimistic.
+   * Which no-contention measurements fill the Q tables:
+   *  - `qset` (default): the Q set only, the no-contention grid measured for
+   *    the Q tables alone (rows with `qSet`), never part of a split;
+   *  - `fitting`: no-contention rows of the fitting split (for data without a
+   *    Q set; the Q-set rows are then unused);
+   *  - `all`: every no-contention row, Q set and every split. This lets
+   *    uncertainty and selection measurements into the model, which makes
+   *    margins and selection optimistic; kept for old data sets only.
    */
-  readonly qSource?: 'fitting' | 'all';
+  readonly qSource?: QSource;
   /** Decimals of f = K / N for Q grid columns. Default 2. */
   readonly fDecimals?: number;
   readonly clampN?: boolean;
@@ -86,13 +93,21 @@ export interface FitReport {
     readonly fractions: SplitFractions;
     readonly lambdas: readonly number[];
     readonly cvFolds: number;
-    readonly qSource: 'fitting' | 'all';
+    readonly qSource: QSource;
     readonly fDecimals: number;
     readonly proposals: 'efficient' | 'rows';
     readonly gate: GateLimits;
     readonly marginQuantile: number;
   };
-  readonly input: { readonly rows: number; readonly pairs: number; readonly unpairedRows: number; readonly conditions: number };
+  /** `conditions`, `pairs` and `unpairedRows` count the contention conditions (the ones split); the Q set is counted apart. */
+  readonly input: {
+    readonly rows: number;
+    readonly pairs: number;
+    readonly unpairedRows: number;
+    readonly conditions: number;
+    readonly qSetConditions: number;
+    readonly qSetRows: number;
+  };
   readonly splits: Readonly<
     Record<SplitName, { readonly conditionIds: readonly string[]; readonly rows: number; readonly pairs: number }>
   >;
@@ -119,6 +134,7 @@ function optionProblems(o: FitOptions): string[] {
   if (o.cvFolds !== undefined && !(Number.isInteger(o.cvFolds) && o.cvFolds >= 2)) out.push(`cvFolds ${o.cvFolds} must be an integer >= 2`);
   if (o.fDecimals !== undefined && !(Number.isInteger(o.fDecimals) && o.fDecimals >= 0 && o.fDecimals <= 6)) out.push(`fDecimals ${o.fDecimals} must be an integer in [0, 6]`);
   if (o.variant !== undefined && !FIT_VARIANTS.includes(o.variant)) out.push(`variant ${String(o.variant)} must be one of ${FIT_VARIANTS.join(', ')}`);
+  if (o.qSource !== undefined && !Q_SOURCES.includes(o.qSource)) out.push(`qSource ${String(o.qSource)} must be one of ${Q_SOURCES.join(', ')}`);
   return out;
 }
 
@@ -148,7 +164,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const variant = options.variant ?? 'cache';
   const lambdas = [...(options.lambdas ?? DEFAULT_LAMBDAS)].sort((a, b) => a - b);
   const cvFolds = options.cvFolds ?? DEFAULT_CV_FOLDS;
-  const qSource = options.qSource ?? 'fitting';
+  const qSource = options.qSource ?? 'qset';
   const fDecimals = options.fDecimals ?? 2;
   const proposals = options.proposals ?? 'efficient';
   const gate = options.gate ?? DEFAULT_PARAMETER_SET.gate;
@@ -164,16 +180,27 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     names[role] = r.model;
   }
 
-  // Pairs and grouped splits.
-  const { pairs, unpaired } = pairRows(rows, proposals);
+  // The Q set apart; pairs and grouped splits of the contention conditions.
+  const qSetRows = rows.filter((r) => r.qSet === true);
+  const contention = rows.filter((r) => r.qSet !== true);
+  const qSetConditions = new Set(qSetRows.map((r) => r.conditionId)).size;
+  if (qSource === 'qset' && qSetRows.length === 0) {
+    return fail([
+      "no Q-set measurements (session ids cal:<condition>:<repeat>:qgrid): the Q tables come from the no-contention grid measured as its own set; for data without one, choose qSource 'fitting'",
+    ]);
+  }
+  if (qSource === 'fitting' && qSetRows.length > 0) warnings.push(`Q from the fitting split's no-contention rows: the ${qSetRows.length} Q-set measurements are not used`);
+  if (qSource === 'all') warnings.push('Q from every no-contention row, uncertainty and selection splits included: margins and selection are optimistic');
+  const { pairs, unpaired } = pairRows(contention, proposals);
   if (unpaired.length > 0) warnings.push(`${unpaired.length} measurement(s) without their other candidate: used for Q and regression, not for margins or thresholds`);
-  const split = splitConditions(rows, fractions, seed);
-  const rowSplits = applySplit(rows, split);
+  const split = splitConditions(contention, fractions, seed);
+  const rowSplits = applySplit(contention, split);
   const pairSplits = applySplit(pairs, split);
   const leaks = [...findSplitLeaks(rowSplits), ...findSplitLeaks(pairSplits)];
   if (leaks.length > 0) return fail([`internal: conditions in two splits: ${leaks.map((l) => l.conditionId).join(', ')}`]);
   const conditions = SPLIT_NAMES.reduce((n, s) => n + split[s].length, 0);
-  progress(`split ${conditions} conditions: ${SPLIT_NAMES.map((s) => `${s} ${split[s].length} (${rowSplits[s].length} rows, ${pairSplits[s].length} pairs)`).join(', ')}`);
+  progress(`Q set: ${qSetConditions} conditions, ${qSetRows.length} rows`);
+  progress(`split ${conditions} contention conditions: ${SPLIT_NAMES.map((s) => `${s} ${split[s].length} (${rowSplits[s].length} rows, ${pairSplits[s].length} pairs)`).join(', ')}`);
   for (const s of SPLIT_NAMES) if (split[s].length === 0) return fail([`the ${s} split has no workload condition (${conditions} conditions in total)`]);
 
   // Per model: Q table, standardisation, both estimators.
@@ -185,8 +212,12 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     const mine = { fitting: [] as CalibrationRow[], uncertainty: [] as CalibrationRow[], selection: [] as CalibrationRow[] };
     for (const s of SPLIT_NAMES) mine[s] = rowSplits[s].filter((r) => r.role === role);
     const allQuiet = rows.filter((r) => r.role === role && r.noContention);
-    const grid = designGrid(allQuiet, fDecimals);
-    const qRows = qSource === 'all' ? allQuiet : mine.fitting.filter((r) => r.noContention);
+    const mineQ = qSetRows.filter((r) => r.role === role);
+    const qRows = qSource === 'qset' ? mineQ.filter((r) => r.noContention) : qSource === 'all' ? allQuiet : mine.fitting.filter((r) => r.noContention);
+    if (qSource === 'qset' && qRows.length < mineQ.length) {
+      warnings.push(`${role} Q set: ${mineQ.length - qRows.length} measurement(s) saw booked requests (R > 0) at probe time and are left out of Q`);
+    }
+    const grid = designGrid(qSource === 'qset' ? qRows : allQuiet, fDecimals);
     const q = buildQTable(qRows, { nGrid: grid.nGrid, fGrid: grid.fGrid, fDecimals, clampN: options.clampN ?? false, clampF: options.clampF ?? false });
     if (!q.ok) {
       errors.push(...q.errors.map((e) => `${role} (${name}) Q from ${qSource} no-contention rows: ${e}`));
@@ -309,7 +340,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     seed,
     variant,
     options: { fractions, lambdas, cvFolds, qSource, fDecimals, proposals, gate, marginQuantile: MARGIN_QUANTILE },
-    input: { rows: rows.length, pairs: pairs.length, unpairedRows: unpaired.length, conditions },
+    input: { rows: rows.length, pairs: pairs.length, unpairedRows: unpaired.length, conditions, qSetConditions, qSetRows: qSetRows.length },
     splits: Object.fromEntries(
       SPLIT_NAMES.map((s) => [s, { conditionIds: split[s], rows: rowSplits[s].length, pairs: pairSplits[s].length }]),
     ) as FitReport['splits'],

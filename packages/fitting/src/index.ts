@@ -47,8 +47,8 @@ export {
 } from './margins';
 export type { Estimator, EstimatorModels, AdvantageError, ConditionError, MarginFit } from './margins';
 
-export { fitAll, FIT_VARIANTS } from './fit';
-export type { FitOptions, FitResult, FitReport, FitVariant, ModelReport, RuleComparison } from './fit';
+export { fitAll, FIT_VARIANTS, Q_SOURCES } from './fit';
+export type { FitOptions, FitResult, FitReport, FitVariant, ModelReport, QSource, RuleComparison } from './fit';
 
 export { renderFitReportHtml } from './report-html';
 export { mulberry32, shuffled } from './random';

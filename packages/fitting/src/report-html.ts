@@ -166,6 +166,12 @@ function modelSection(m: ModelReport): string {
 /** Top rows of the threshold table shown in the page. */
 const TOP = 15;
 
+const QSOURCE_TEXT: Readonly<Record<FitReport['options']['qSource'], string>> = {
+  qset: 'the Q set only',
+  fitting: "the fitting split's no-contention rows (no Q set used)",
+  all: 'every no-contention row, uncertainty and selection splits included (optimistic margins and selection)',
+};
+
 export function renderFitReportHtml(report: FitReport): string {
   const out: string[] = [];
   out.push(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>vantage fit ${escapeHtml(report.parameterSetVersion)}</title>
@@ -177,8 +183,10 @@ td:first-child,th:first-child{text-align:left}svg{margin:4px;font-size:10px;font
 </style></head><body>`);
   out.push(`<h1>Calibration fit ${escapeHtml(report.parameterSetVersion)}</h1>`);
   out.push(
-    `<p>Variant <b>${escapeHtml(report.variant)}</b>, seed ${report.seed}. ${report.input.rows} measurements, ${report.input.pairs} pairs, ${report.input.conditions} workload conditions. ` +
-      `Q from ${escapeHtml(report.options.qSource)} no-contention rows; lambda grid ${escapeHtml(report.options.lambdas.map(fmtG).join(', '))}; margins at p${report.options.marginQuantile * 100} (nearest rank). ` +
+    `<p>Variant <b>${escapeHtml(report.variant)}</b>, seed ${report.seed}. ${report.input.rows} measurements: ` +
+      `the Q set (no-contention grid measured for the Q tables alone, in no split) ${report.input.qSetConditions} conditions, ${report.input.qSetRows} rows; ` +
+      `${report.input.pairs} pairs over ${report.input.conditions} contention conditions, split below. ` +
+      `Q tables from ${QSOURCE_TEXT[report.options.qSource]}; lambda grid ${escapeHtml(report.options.lambdas.map(fmtG).join(', '))}; margins at p${report.options.marginQuantile * 100} (nearest rank). ` +
       `Gate (not fitted): max age ${report.options.gate.maxAgeMs} ms, destination limit ${report.options.gate.destinationLimit}, local limit ${report.options.gate.localLimit}.</p>`,
   );
   out.push(

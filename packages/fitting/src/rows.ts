@@ -41,6 +41,13 @@ export interface CalibrationRow {
   readonly noBackgroundLoad: boolean;
   /** No-contention measurement: no background load and R = 0 (a Q-table point). */
   readonly noContention: boolean;
+  /**
+   * Part of the Q set: the no-contention (N, f) grid measured for the Q tables alone
+   * (seed 000: "Q_m(N, f) is a table of measured TTFT with no competing requests").
+   * Q-set conditions are never in the fitting, uncertainty or selection split.
+   * Absent means false (contention measurements).
+   */
+  readonly qSet?: boolean;
   /** Stage's proposal as recorded; null when the row carried none. */
   readonly proposal: Role | null;
 }
@@ -97,9 +104,11 @@ export const OUTCOME_COLUMNS = Object.freeze({
  * Calibration identity. Outcome records have no field for the workload
  * condition, so the calibration harness names it in the session id:
  *
- *   cal:<conditionId>:<repeat>:<idle|loaded>
+ *   cal:<conditionId>:<repeat>:<idle|loaded|qgrid>
  *
- * (`idle` = run without background load). The condition id may itself contain
+ * (`idle` = run without background load; `qgrid` = a point of the Q set, the
+ * no-contention grid measured for the Q tables alone, also without background
+ * load). The condition id may itself contain
  * `:`; the last two fields are split off from the right. Warm-up requests and
  * background traffic use other session ids and are skipped. A tool that joins
  * its own design table may instead add the explicit columns below, which win.
@@ -109,17 +118,24 @@ export const CALIBRATION_COLUMNS = Object.freeze({
   conditionId: 'calibration.conditionId',
   repeat: 'calibration.repeat',
   noBackgroundLoad: 'calibration.noBackgroundLoad',
+  /** Optional boolean: the row belongs to the Q set (absent = false). */
+  qSet: 'calibration.qSet',
 });
 
-/** Session id for one calibration measurement, as the harness must write it. */
-export function calibrationSessionId(conditionId: string, repeat: number, noBackgroundLoad: boolean): string {
-  return `${CALIBRATION_SESSION_PREFIX}${conditionId}:${repeat}:${noBackgroundLoad ? 'idle' : 'loaded'}`;
+/**
+ * Session id for one calibration measurement, as the harness must write it.
+ * `qSet` marks a Q-set point (no background load by definition).
+ */
+export function calibrationSessionId(conditionId: string, repeat: number, noBackgroundLoad: boolean, qSet = false): string {
+  if (qSet && !noBackgroundLoad) throw new RangeError(`Q-set condition ${conditionId} must run without background load`);
+  return `${CALIBRATION_SESSION_PREFIX}${conditionId}:${repeat}:${qSet ? 'qgrid' : noBackgroundLoad ? 'idle' : 'loaded'}`;
 }
 
 interface Identity {
   readonly conditionId: string;
   readonly repeat: number;
   readonly noBackgroundLoad: boolean;
+  readonly qSet: boolean;
 }
 
 type IdentityResult = { kind: 'none' } | { kind: 'bad'; message: string } | { kind: 'ok'; id: Identity };
@@ -134,13 +150,15 @@ function identityOf(o: Record<string, unknown>): IdentityResult {
       return { kind: 'bad', message: `${CALIBRATION_COLUMNS.repeat} must be a non-negative integer, got ${JSON.stringify(rep)}` };
     }
     if (typeof nb !== 'boolean') return { kind: 'bad', message: `${CALIBRATION_COLUMNS.noBackgroundLoad} must be true or false, got ${JSON.stringify(nb)}` };
-    return { kind: 'ok', id: { conditionId: c, repeat: rep, noBackgroundLoad: nb } };
+    const q = o[CALIBRATION_COLUMNS.qSet] ?? false;
+    if (typeof q !== 'boolean') return { kind: 'bad', message: `${CALIBRATION_COLUMNS.qSet} must be true or false, got ${JSON.stringify(q)}` };
+    return { kind: 'ok', id: { conditionId: c, repeat: rep, noBackgroundLoad: nb, qSet: q } };
   }
   const s = o[OUTCOME_COLUMNS.sessionId];
   if (typeof s !== 'string' || !s.startsWith(CALIBRATION_SESSION_PREFIX)) return { kind: 'none' };
-  const m = /^cal:(.+):(\d+):(idle|loaded)$/.exec(s);
-  if (m === null) return { kind: 'bad', message: `session id ${JSON.stringify(s)} is not cal:<condition>:<repeat>:<idle|loaded>` };
-  return { kind: 'ok', id: { conditionId: m[1] as string, repeat: Number(m[2]), noBackgroundLoad: m[3] === 'idle' } };
+  const m = /^cal:(.+):(\d+):(idle|loaded|qgrid)$/.exec(s);
+  if (m === null) return { kind: 'bad', message: `session id ${JSON.stringify(s)} is not cal:<condition>:<repeat>:<idle|loaded|qgrid>` };
+  return { kind: 'ok', id: { conditionId: m[1] as string, repeat: Number(m[2]), noBackgroundLoad: m[3] !== 'loaded', qSet: m[3] === 'qgrid' } };
 }
 
 function isRole(v: unknown): v is Role {
@@ -217,6 +235,7 @@ export function rowFromOutcomeJson(o: Record<string, unknown>, line: number): Ro
       ttftMs: ttft as number,
       noBackgroundLoad: ident.id.noBackgroundLoad,
       noContention: ident.id.noBackgroundLoad && rr === 0,
+      ...(ident.id.qSet ? { qSet: true } : {}),
       proposal: isRole(proposal) ? proposal : null,
     },
   };
@@ -284,6 +303,7 @@ function rowValueProblems(r: CalibrationRow): string[] {
   if (r.p !== null && !(Number.isFinite(r.p) && r.p >= 0)) out.push(`P = ${r.p} must be a finite number >= 0`);
   if (!(Number.isFinite(r.ttftMs) && r.ttftMs > 0)) out.push(`TTFT = ${r.ttftMs} ms must be a positive finite time`);
   if (r.noContention !== (r.noBackgroundLoad && r.r === 0)) out.push('noContention must equal (no background load AND R = 0)');
+  if (r.qSet === true && !r.noBackgroundLoad) out.push('a Q-set measurement must run without background load');
   return out;
 }
 
@@ -297,7 +317,14 @@ export function validateCalibrationRows(rows: readonly CalibrationRow[]): RowPro
   for (const r of rows) for (const m of rowValueProblems(r)) problems.push({ line: r.line, message: m });
   const seen = new Map<string, number>();
   const names = new Map<Role, { model: string; line: number }>();
+  const setOf = new Map<string, { qSet: boolean; line: number }>();
   for (const r of rows) {
+    const q = r.qSet === true;
+    const set = setOf.get(r.conditionId);
+    if (set === undefined) setOf.set(r.conditionId, { qSet: q, line: r.line });
+    else if (set.qSet !== q) {
+      problems.push({ line: r.line, message: `condition ${JSON.stringify(r.conditionId)} is ${q ? '' : 'not '}in the Q set here but ${set.qSet ? '' : 'not '}on line ${set.line}: a condition is Q set or contention, never both` });
+    }
     const key = JSON.stringify([r.conditionId, r.repeat, r.role]);
     const first = seen.get(key);
     if (first !== undefined) {

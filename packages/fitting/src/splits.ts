@@ -5,9 +5,11 @@
  *
  * The unit assigned to a split is the workload condition, never a row, so
  * repeats (and both candidates' measurements of a repeat) always travel
- * together. Conditions are split separately within two strata, no-contention
- * conditions and loaded ones, so that every split receives its share of the
- * no-contention measurements the Q tables are built from.
+ * together. The Q set (rows with `qSet`: the no-contention grid measured for
+ * the Q tables alone) is its own measurement set and never enters a split;
+ * only the contention conditions are split. They are split separately within
+ * two strata, no-contention conditions (zero-load references) and loaded
+ * ones, so that every split receives its share of each.
  */
 import { mulberry32, shuffled } from './random';
 import { compareStrings, type CalibrationRow } from './rows';
@@ -56,10 +58,14 @@ export function allocate(n: number, f: SplitFractions): Record<SplitName, number
   return { fitting: counts[0] as number, uncertainty: counts[1] as number, selection: counts[2] as number };
 }
 
-/** A condition is a no-contention condition when every one of its rows is. */
+/**
+ * A condition is a no-contention condition when every one of its rows is.
+ * Q-set rows are left out: they belong to no split.
+ */
 export function conditionStrata(rows: readonly CalibrationRow[]): Map<string, 'no_contention' | 'loaded'> {
   const out = new Map<string, 'no_contention' | 'loaded'>();
   for (const r of rows) {
+    if (r.qSet === true) continue;
     const prev = out.get(r.conditionId);
     out.set(r.conditionId, prev === 'loaded' || !r.noContention ? 'loaded' : 'no_contention');
   }
@@ -67,7 +73,8 @@ export function conditionStrata(rows: readonly CalibrationRow[]): Map<string, 'n
 }
 
 /**
- * Assign workload conditions to splits: per stratum, sort the ids (so input
+ * Assign the contention conditions to splits (Q-set conditions are never
+ * assigned, so `applySplit` drops their rows): per stratum, sort the ids (so input
  * order does not matter), shuffle with the seed, and cut by the
  * largest-remainder counts. Same rows and seed, same split.
  */

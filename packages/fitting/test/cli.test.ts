@@ -30,7 +30,7 @@ describe('vantage fit', () => {
     const r = vantage(['fit', '--input', input, '--out-params', params, '--out-report', report, '--seed', '3', '--variant', 'count']);
     expect(r.err).toContain('fit: read 576 rows');
     expect(r.code).toBe(0);
-    expect(r.err).toMatch(/fit: split 96 conditions/);
+    expect(r.err).toMatch(/fit: Q set: 36 conditions, 216 rows\n.*fit: split 60 contention conditions/);
     expect(r.out).toMatch(/parameter set \S+ \(variant count\)/);
     expect(r.out).toMatch(/margins: delta_blind [\d.]+ ms, delta_cache [\d.]+ ms/);
     const set = loadParameterSet(readFileSync(params, 'utf8'));

@@ -78,7 +78,11 @@ describe('fitAll on synthetic calibration data', () => {
     expect(fit.report.thresholds.count.table.length).toBeGreaterThan(1);
     expect(fit.report.thresholds.count.best.meanSelectedTtftMs).toBeLessThan(fit.report.thresholds.count.stageMeanTtftMs);
     expect(fit.report.margins.cache.perCondition.length).toBe(splits.uncertainty.conditionIds.length);
-    expect(fit.report.models.efficient.estimators.cache.residuals.length).toBe(rows.filter((r) => r.role === 'efficient').length);
+    // Residuals of the split rows only: the Q set is in no split.
+    expect(fit.report.models.efficient.estimators.cache.residuals.length).toBe(rows.filter((r) => r.role === 'efficient' && r.qSet !== true).length);
+    expect(fit.report.input.qSetConditions).toBe(new Set(rows.filter((r) => r.qSet === true).map((r) => r.conditionId)).size);
+    for (const id of all) expect(id.startsWith('idle-')).toBe(false);
+    expect(fit.report.models.efficient.qMeasurements).toBe(rows.filter((r) => r.role === 'efficient' && r.qSet === true).length);
     expect(fit.report.models.efficient.estimators.cache.cvCurve.map((c) => c.lambda)).toEqual([0, 0.01, 0.1, 1, 10, 100, 1000]);
   });
 
@@ -153,13 +157,27 @@ describe('fitAll refusals', () => {
     expect(!r.ok && r.errors.join()).toMatch(/disabled term is best/);
   });
 
-  it('refuses a Q table that cannot cover its design from the fitting split', () => {
-    // One idle condition per cell: the fitting split misses whole grid rows or corners.
+  it('builds Q from the Q set alone, so one measurement per grid cell suffices', () => {
     const sparse = synthesize({ idleVariants: 1 });
-    const strict = fitAll(sparse, { seed: 3 });
+    const r = ok(fitAll(sparse, { seed: 3 }));
+    for (const role of ['efficient', 'capable'] as const) expect(r.report.models[role].qCells.every((c) => c.source === 'measured')).toBe(true);
+  });
+
+  it('refuses data without a Q set by default, and a Q table the fitting split cannot cover with qSource fitting', () => {
+    // No Q set, one idle condition per cell: the fitting split misses whole grid rows or corners.
+    const sparse = synthesize({ idleVariants: 1, qSet: false });
+    const byDefault = fitAll(sparse, { seed: 3 });
+    expect(!byDefault.ok && byDefault.errors.join()).toMatch(/no Q-set measurements/);
+    const strict = fitAll(sparse, { seed: 3, qSource: 'fitting' });
     expect(strict.ok).toBe(false);
     if (!strict.ok) expect(strict.errors.join()).toMatch(/Q from fitting no-contention rows/);
     expect(fitAll(sparse, { seed: 3, qSource: 'all' }).ok).toBe(true);
+  });
+
+  it('refuses a condition that is Q set in one row and contention in another', () => {
+    const mixed = rows.map((r, i) => (i === 0 ? { ...r, qSet: r.qSet !== true } : r));
+    const r = fitAll(mixed, { seed: 3 });
+    expect(!r.ok && r.problems.some((p) => /Q set or contention, never both/.test(p.message))).toBe(true);
   });
 
   it('refuses bad options', () => {

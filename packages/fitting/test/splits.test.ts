@@ -58,6 +58,42 @@ describe('splitConditions', () => {
     );
   });
 
+  it('never puts a Q-set condition in any split, and splits every contention condition exactly once', () => {
+    const withQ = arbRows.chain((rows) =>
+      fc.array(fc.boolean(), { minLength: rows.length, maxLength: rows.length }).map((flags) => {
+        // Q set decided per condition (by its first row's flag), only among idle conditions.
+        const q = new Map<string, boolean>();
+        rows.forEach((r, i) => {
+          if (!q.has(r.conditionId)) q.set(r.conditionId, r.noBackgroundLoad && (flags[i] as boolean));
+        });
+        return rows.map((r) => (q.get(r.conditionId) === true ? { ...r, conditionId: `q/${r.conditionId}`, qSet: true } : r));
+      }),
+    );
+    fc.assert(
+      fc.property(withQ, arbFractions, fc.nat(), (rows, fractions, seed) => {
+        const split = splitConditions(rows, fractions, seed);
+        const ids = SPLIT_NAMES.flatMap((s) => [...split[s]]);
+        const qIds = new Set(rows.filter((r) => r.qSet === true).map((r) => r.conditionId));
+        const contention = new Set(rows.filter((r) => r.qSet !== true).map((r) => r.conditionId));
+        for (const id of ids) expect(qIds.has(id)).toBe(false);
+        expect(new Set(ids).size).toBe(ids.length);
+        expect(new Set(ids)).toEqual(contention);
+        const byRows = applySplit(rows, split);
+        expect(findSplitLeaks(byRows)).toEqual([]);
+        for (const s of SPLIT_NAMES) for (const r of byRows[s]) expect(r.qSet).not.toBe(true);
+        expect(SPLIT_NAMES.reduce((n, s) => n + byRows[s].length, 0)).toBe(rows.filter((r) => r.qSet !== true).length);
+      }),
+      { seed: 20261129, numRuns: 300 },
+    );
+  });
+
+  it('a Q set leaves the contention split unchanged (same seed, same contention conditions)', () => {
+    const rows: CalibrationRow[] = [];
+    for (let i = 0; i < 12; i++) rows.push(row(`load${i}`, 0, 'efficient', false), row(`zero${i}`, 0, 'efficient', true));
+    const q = Array.from({ length: 9 }, (_, i): CalibrationRow => ({ ...row(`nc${i}`, 0, 'capable', true), qSet: true }));
+    expect(splitConditions([...rows, ...q], undefined, 11)).toEqual(splitConditions(rows, undefined, 11));
+  });
+
   it('depends on the seed and the set of conditions, not on row order', () => {
     fc.assert(
       fc.property(arbRows, fc.nat(), (rows, seed) => {

@@ -40,6 +40,8 @@ export interface SyntheticOptions {
   readonly idleVariants?: number;
   readonly loadedConditions?: number;
   readonly repeats?: number;
+  /** The idle grid conditions are the Q set (default true); false gives data without one. */
+  readonly qSet?: boolean;
 }
 
 export function synthesize(opts: SyntheticOptions = {}): CalibrationRow[] {
@@ -52,7 +54,7 @@ export function synthesize(opts: SyntheticOptions = {}): CalibrationRow[] {
   };
   const rows: CalibrationRow[] = [];
   const repeats = opts.repeats ?? 3;
-  const add = (conditionId: string, idle: boolean, n: number, k: number, load: Record<Role, { r: number; p: number }>): void => {
+  const add = (conditionId: string, idle: boolean, n: number, k: number, load: Record<Role, { r: number; p: number }>, qSet = false): void => {
     for (let rep = 0; rep < repeats; rep++) {
       for (const role of ['efficient', 'capable'] as const) {
         const m = TRUTH[role];
@@ -71,6 +73,7 @@ export function synthesize(opts: SyntheticOptions = {}): CalibrationRow[] {
           ttftMs: trueTtft(m, n, k, r, p) + noise * gauss(),
           noBackgroundLoad: idle,
           noContention: idle && r === 0,
+          ...(qSet ? { qSet: true } : {}),
           proposal: 'efficient',
         });
       }
@@ -79,7 +82,7 @@ export function synthesize(opts: SyntheticOptions = {}): CalibrationRow[] {
   for (const n of N_GRID) {
     for (const f of F_GRID) {
       for (let v = 0; v < (opts.idleVariants ?? 3); v++) {
-        add(`idle-${n}-${f}-${v}`, true, n, Math.round(n * f), { efficient: { r: 0, p: 0 }, capable: { r: 0, p: 0 } });
+        add(`idle-${n}-${f}-${v}`, true, n, Math.round(n * f), { efficient: { r: 0, p: 0 }, capable: { r: 0, p: 0 } }, opts.qSet ?? true);
       }
     }
   }
@@ -135,7 +138,7 @@ export function outcomeJsonRow(row: CalibrationRow, other: { name: string } = { 
   const decision: DecisionRecord = {
     recordId: `d-${row.requestId}`,
     requestId: row.requestId,
-    sessionId: calibrationSessionId(row.conditionId, row.repeat, row.noBackgroundLoad),
+    sessionId: calibrationSessionId(row.conditionId, row.repeat, row.noBackgroundLoad, row.qSet === true),
     timestampMs: t0,
     parameterSetVersion: 'calibration',
     variant: 'baseline',

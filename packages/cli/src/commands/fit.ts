@@ -5,18 +5,17 @@
  * @vantage/fitting; this file reads, reports progress and writes.
  */
 import { join } from 'node:path';
-import { FIT_VARIANTS, fitAll, variantParameterSet, parseCalibrationJsonl, renderFitReportHtml, type FitOptions, type FitReport } from '@vantage/fitting';
+import { FIT_VARIANTS, fitAll, Q_SOURCES, variantParameterSet, parseCalibrationJsonl, renderFitReportHtml, type FitOptions, type FitReport } from '@vantage/fitting';
 import { serializeParameterSet, DEFAULT_PARAMETER_SET, VARIANTS, type GateLimits } from '@vantage/rules';
 import { choice, parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 
-const Q_SOURCES = ['fitting', 'all'] as const;
 
 const help = `Usage: vantage fit --input FILE|- --out-params FILE --out-report FILE
                    [--seed N] [--variant count|count_prefill|blind|cache]
-                   [--fractions F,U,S] [--q-source fitting|all] [--lenient]
+                   [--fractions F,U,S] [--q-source qset|fitting|all] [--lenient]
                    [--max-age-ms MS] [--destination-limit N] [--local-limit N]
                    [--out-json FILE] [--out-variants DIR]
 
@@ -27,9 +26,11 @@ validated parameter set and a self-contained HTML report; progress on stderr,
 a summary on stdout.
 
 Input: outcome rows as \`vantage replay --kind outcome --format jsonl\` writes
-them. A calibration measurement has session id cal:<condition>:<repeat>:<idle|loaded>
-(or calibration.conditionId / .repeat / .noBackgroundLoad columns); other rows,
-background traffic and unfinished requests are skipped and counted.
+them. A calibration measurement has session id cal:<condition>:<repeat>:<idle|loaded|qgrid>
+(or calibration.conditionId / .repeat / .noBackgroundLoad / .qSet columns); other rows,
+background traffic and unfinished requests are skipped and counted. qgrid marks the
+Q set: the no-contention grid measured for the Q tables alone, never split; the
+other (contention) conditions are split into fitting, uncertainty and selection.
 
 Options:
   --input FILE            JSON Lines file, or - for standard input (required)
@@ -38,7 +39,9 @@ Options:
   --seed N                seed of the grouped split and CV folds (default 1)
   --variant V             rule of the parameter set: count, count_prefill, blind, cache (default cache)
   --fractions F,U,S       fitting, uncertainty, selection fractions of conditions (default 0.6,0.2,0.2)
-  --q-source S            no-contention rows for Q: fitting (default) or all splits
+  --q-source S            rows the Q tables come from: qset (default: the Q set alone),
+                          fitting (no-contention rows of the fitting split, for data
+                          without a Q set) or all (every no-contention row; optimistic)
   --lenient               leave bad rows out (listed on stderr) instead of refusing the file
   --max-age-ms MS         gate: largest observation age (default ${DEFAULT_PARAMETER_SET.gate.maxAgeMs})
   --destination-limit N   gate: capable booked requests must stay below N (default ${DEFAULT_PARAMETER_SET.gate.destinationLimit})
@@ -80,7 +83,8 @@ function summary(report: FitReport, paramsPath: string, reportPath: string): str
   const lines = [
     `parameter set ${report.parameterSetVersion} (variant ${report.variant}) -> ${paramsPath}`,
     `report -> ${reportPath}`,
-    `input: ${report.input.rows} measurements, ${report.input.pairs} pairs, ${report.input.conditions} conditions; ` +
+    `input: ${report.input.rows} measurements; Q set ${report.input.qSetConditions} conditions (${report.input.qSetRows} rows, Q from ${report.options.qSource}); ` +
+      `${report.input.pairs} pairs over ${report.input.conditions} contention conditions; ` +
       `splits (conditions): fitting ${report.splits.fitting.conditionIds.length}, uncertainty ${report.splits.uncertainty.conditionIds.length}, selection ${report.splits.selection.conditionIds.length}`,
   ];
   for (const role of ['efficient', 'capable'] as const) {
@@ -136,7 +140,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     seed: num('seed', values['seed'], 1, true, 0),
     variant: choice('variant', values['variant'], FIT_VARIANTS, 'cache'),
     fractions: fractions(values['fractions']),
-    qSource: choice('q-source', values['q-source'], Q_SOURCES, 'fitting'),
+    qSource: choice('q-source', values['q-source'], Q_SOURCES, 'qset'),
     gate,
     onProgress: (line) => io.stderr(`fit: ${line}\n`),
   };
