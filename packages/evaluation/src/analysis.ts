@@ -113,6 +113,8 @@ export const DIFFERENCE_METRICS = [
   { id: 'override_rate', label: 'Overrides per efficient proposal', unit: 'fraction', scope: 'sessions' },
   { id: 'background_ttft_mean_ms', label: 'Competing traffic: mean TTFT', unit: 'ms', scope: 'background' },
   { id: 'background_ttft_p90_ms', label: 'Competing traffic: p90 TTFT', unit: 'ms', scope: 'background' },
+  { id: 'background_latency_mean_ms', label: 'Competing traffic: mean full-response latency', unit: 'ms', scope: 'background' },
+  { id: 'background_latency_p90_ms', label: 'Competing traffic: p90 full-response latency', unit: 'ms', scope: 'background' },
 ] as const;
 export type DifferenceMetricId = (typeof DIFFERENCE_METRICS)[number]['id'];
 
@@ -246,6 +248,8 @@ const STATS: Readonly<Record<DifferenceMetricId, (units: readonly SessionUnit[])
   },
   background_ttft_mean_ms: (us) => pooledMean(us, (u) => u.ttft),
   background_ttft_p90_ms: (us) => pooledQuantile(us, (u) => u.ttft, 0.9),
+  background_latency_mean_ms: (us) => pooledMean(us, (u) => u.latency),
+  background_latency_p90_ms: (us) => pooledQuantile(us, (u) => u.latency, 0.9),
 };
 
 // ---------------------------------------------------------------------------
@@ -452,6 +456,13 @@ export function analyzeEvaluation(rows: readonly unknown[] | { readonly rows: re
     progress(`${v}: ${s.sessions.total} sessions, ${s.requests.total} requests (${s.requests.executed} executed), ${s.background.requests} background`);
     if (s.uncachedInput.missingUsage > 0) warnings.push(`${v}: ${s.uncachedInput.missingUsage} executed request(s) without a usage report (left out of uncached input)`);
     if (s.rules.withoutDecision > 0) warnings.push(`${v}: ${s.rules.withoutDecision} foreground request(s) without a decision record`);
+    const bgUntimed = s.background.byStatus['incomplete'] ?? 0;
+    if (bgUntimed > 0) {
+      warnings.push(
+        `${v}: ${bgUntimed} of ${s.background.requests} competing-traffic record(s) are incomplete (no TTFT or latency): ` +
+          'the outcome service did not join their lifecycle-only events as background requests timed from arrivalMs',
+      );
+    }
     if (s.rules.other && Object.keys(s.rules.other).length > 0) warnings.push(`${v}: decision reasons this build does not know: ${Object.keys(s.rules.other).join(', ')}`);
   }
 

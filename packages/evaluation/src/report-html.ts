@@ -238,6 +238,30 @@ function variantTable(vs: readonly VariantSummary[]): string {
   return `<table><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('')}</tbody></table>`;
 }
 
+/** Competing traffic per variant: the same seeded load in every run, served beside the sessions (see background.ts). */
+function backgroundTable(a: EvaluationAnalysis): string {
+  const head = ['variant', 'streams', 'requests', 'completed', 'by status', 'TTFT mean ms', 'TTFT p90 ms', 'latency mean ms', 'latency p90 ms'];
+  const rows = a.variants.map((v) => {
+    const b = v.background;
+    const none = b.executed === 0;
+    return [
+      escapeHtml(v.variant), String(b.streams), String(b.requests), String(b.executed),
+      escapeHtml(Object.entries(b.byStatus).map(([k, n]) => `${k} ${n}`).join(', ')) || '–',
+      none ? '–' : fmt(b.ttftMs.mean), none ? '–' : fmt(b.ttftMs.p90), none ? '–' : fmt(b.latencyMs.mean), none ? '–' : fmt(b.latencyMs.p90),
+    ];
+  });
+  const diffs = a.differences.filter((d) => d.metric.startsWith('background_'));
+  const dhead = ['metric', 'variant', 'variant value', 'baseline value', 'difference', 'interval', 'method', 'units'];
+  const drows = diffs.map((d) => [
+    escapeHtml(d.label), escapeHtml(d.variant), fmt(d.variantValue), fmt(d.baselineValue), fmt(d.estimate),
+    d.lo === null || d.hi === null ? 'n/a' : `[${fmt(d.lo)}, ${fmt(d.hi)}] (${Math.round(d.confidence * 100)} %)`,
+    d.method, `${d.units.variant} / ${d.units.baseline}`,
+  ]);
+  const t = (h: string[], rs: string[][]): string =>
+    `<table><thead><tr>${h.map((x) => `<th>${escapeHtml(x)}</th>`).join('')}</tr></thead><tbody>${rs.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('')}</tbody></table>`;
+  return `${t(head, rows)}${diffs.length === 0 ? '<p>No competing-traffic differences (no timed background requests in the baseline or the variants).</p>' : t(dhead, drows)}`;
+}
+
 function ruleTable(vs: readonly VariantSummary[]): string {
   const fallbackKeys = [...new Set(vs.flatMap((v) => Object.keys(v.rules.fallback)))].sort();
   const head = ['variant', 'decisions', 'efficient proposals', 'could act', 'changed (overrode)', 'fell back', ...fallbackKeys, 'kept', 'Stage capable', 'final capable', 'no decision'];
@@ -292,6 +316,9 @@ ${variantTable(a.variants)}
 ${differenceTable(a.differences)}
 <h2>TTFT distributions</h2>
 <div class="plots">${box}${cdf}</div>
+<h2>Effect on competing traffic</h2>
+<p>Background requests (session ids evalbg:&lt;attempt&gt;:&lt;variant&gt;:&lt;stream&gt;, outcome records with background = true): the same seeded open-loop load in every run, booked and served by Dynamo's own choice beside the sessions. TTFT and latency from their arrival; differences from the baseline with bootstrap intervals over streams.</p>
+${backgroundTable(a)}
 <h2>How often each rule could act, changed the choice or fell back</h2>
 <div class="plots">${ruleBars(a.variants)}</div>
 ${ruleTable(a.variants)}

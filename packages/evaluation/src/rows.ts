@@ -118,12 +118,16 @@ export function evaluationRowFromJson(o: Record<string, unknown>, line: number):
   }
   const flag = o[C.background];
   const background = flag === true || parsedId?.background === true;
-  if (parsedId !== null && typeof flag === 'boolean' && flag !== parsedId.background) {
+  const reason = o[C.reason];
+  const hasDecision = typeof reason === 'string' && reason !== '';
+  // A lifecycle-only record (no decision) whose events were not marked background is joined as an
+  // ordinary request (`incomplete`, untimed); its evalbg session id still says what it is.
+  const unmarkedBackground = parsedId?.background === true && flag === false && !hasDecision;
+  if (parsedId !== null && typeof flag === 'boolean' && flag !== parsedId.background && !unmarkedBackground) {
     return { kind: 'problem', message: `session id ${JSON.stringify(sessionId)} is ${parsedId.background ? '' : 'not '}background traffic, the row says otherwise` };
   }
-  const reason = o[C.reason];
   let decision: DecisionFacts | null = null;
-  if (typeof reason === 'string' && reason !== '') {
+  if (hasDecision) {
     const str = (k: string): string | null => (typeof o[k] === 'string' ? (o[k] as string) : null);
     decision = { reason, couldAct: o[C.couldAct] === true, triggered: o[C.triggered] === true, proposal: str(C.proposal), finalRole: str(C.finalRole) };
   }

@@ -14,7 +14,8 @@
  *   3. background load (session `calbg:`): fresh, uncached prompts booked on
  *      `vantage.v1.bookings.{pool}` — the accounting path Dynamo's router and the
  *      decision service use, so the indexer counts them in R and P exactly like
- *      routed requests — served with lifecycle events like any request. The plan
+ *      routed requests — served with lifecycle events like any request, marked
+ *      `background: true` with their `arrivalMs` (they have no decision record). The plan
  *      places them on "the worker the probe's candidate would get"; with Dynamo's
  *      own choice picking that worker at probe time (and preferring idle ones),
  *      the only placement that guarantees it is every schedulable worker of the
@@ -157,6 +158,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   const order = o.plan.runOrder.slice(0, o.maxRuns ?? o.plan.runOrder.length);
   const counts = { probes: 0, probesCompleted: 0, warmups: 0, background: 0, failed: 0, settleTimeouts: 0, loadNotVisible: 0 };
 
+  /** Background requests' events say so and carry the arrival time (they have no decision record to time them from). */
   const lifecycle = (pool: string, e: Omit<LifecycleEvent, 'pool' | 'atMs' | 'dpRank'>): void => {
     nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
   };
@@ -198,9 +200,15 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   });
 
   /** Sends one request to a worker and follows it to its end, publishing lifecycle events as a gateway does. */
-  const serve = (pool: LoadgenPool, workerId: WorkerId, req: { requestId: string; sessionId: string; tokens: Uint32Array; osl: number }, onFirstToken?: () => void): Promise<ServeResult> =>
+  const serve = (
+    pool: LoadgenPool,
+    workerId: WorkerId,
+    req: { requestId: string; sessionId: string; tokens: Uint32Array; osl: number; background?: boolean },
+    onFirstToken?: () => void,
+  ): Promise<ServeResult> =>
     new Promise((resolve) => {
       const inbox = createInbox();
+      const mark = req.background === true ? { background: true, arrivalMs: Date.now() } : {};
       let done = false;
       const finish = (r: ServeResult): void => {
         if (done) return;
@@ -210,7 +218,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
         resolve(r);
       };
       const timer = setTimeout(() => {
-        lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'cancelled', workerId, usage: null, error: { code: 'request_timeout', message: null } });
+        lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'cancelled', workerId, usage: null, error: { code: 'request_timeout', message: null }, ...mark });
         finish({ status: 'cancelled', error: 'request_timeout', ttftMs: null, reusedTokens: null });
       }, requestTimeoutMs);
       const sub = nc.subscribe(inbox, {
@@ -219,15 +227,15 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
           const p = decodeProgress(m.data);
           if (p === null) return;
           if (p.kind === 'first_token') {
-            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'first_token', workerId, usage: null, error: null });
+            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'first_token', workerId, usage: null, error: null, ...mark });
             onFirstToken?.();
           } else if (p.kind === 'done') {
             const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
-            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'done', workerId, usage, error: null });
-            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'usage', workerId, usage, error: null });
+            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'done', workerId, usage, error: null, ...mark });
+            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'usage', workerId, usage, error: null, ...mark });
             finish({ status: 'done', error: null, ttftMs: p.firstTokenMs - p.arrivalMs, reusedTokens: p.reusedTokens });
           } else if (p.kind === 'failed') {
-            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'failed', workerId, usage: null, error: { code: p.code, message: p.reason.slice(0, 500) } });
+            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'failed', workerId, usage: null, error: { code: p.code, message: p.reason.slice(0, 500) }, ...mark });
             finish({ status: 'failed', error: p.code, ttftMs: null, reusedTokens: null });
           }
         },
@@ -341,7 +349,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
           firstTokensDue++;
           open.set(key, (open.get(key) ?? 0) + 1);
           bg.push(
-            serve(pool, w.workerId, { requestId, sessionId: run.backgroundSessionId, tokens: t, osl: spec.outputTokens }, () => firstTokensSeen++).then((res) => {
+            serve(pool, w.workerId, { requestId, sessionId: run.backgroundSessionId, tokens: t, osl: spec.outputTokens, background: true }, () => firstTokensSeen++).then((res) => {
               open.set(key, (open.get(key) ?? 1) - 1);
               counts.background++;
               if (res.status !== 'done') counts.failed++;
