@@ -32,7 +32,6 @@ const B2H = Number(BITFLIP2 >> 32n);
 const MX_H = 0x16566791;
 const MX_L = 0x9e3779f9;
 
-const P16 = 0x1_0000;
 const P32 = 0x1_0000_0000;
 
 function bswap32(x: number): number {
@@ -40,11 +39,18 @@ function bswap32(x: number): number {
 }
 
 /**
- * High 32 bits of the 64-bit product of two u32s. `a * (b & 0xffff)` and `a * (b >>> 16)` are below
- * 2^48, so every step is exact in a double; the low 32 bits are `Math.imul(a, b) >>> 0`.
+ * High 32 bits of the 64-bit product of two u32s, from 16-bit halves: each partial product is below
+ * 2^32 and every sum below 2^34, exact in a double. The low 32 bits are `Math.imul(a, b) >>> 0`.
  */
 function mulHi32(a: number, b: number): number {
-  return Math.floor((a * (b >>> 16) + Math.floor((a * (b & 0xffff)) / P16)) / P16);
+  const a0 = a & 0xffff;
+  const a1 = a >>> 16;
+  const b0 = b & 0xffff;
+  const b1 = b >>> 16;
+  const m1 = a1 * b0;
+  const m2 = a0 * b1;
+  const mid = ((a0 * b0) >>> 16) + (m1 & 0xffff) + (m2 & 0xffff);
+  return a1 * b1 + (m1 >>> 16) + (m2 >>> 16) + (mid >>> 16);
 }
 
 /**
