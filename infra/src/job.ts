@@ -8,7 +8,8 @@
  *   2. fit: the replay tool reads the calibration outcomes back from Kafka, `vantage fit` writes the
  *      versioned parameter set, its report, and the same frozen numbers once per rule variant;
  *   3. evaluation: the schedule (attempts x five variants in seeded random order, matched sessions) runs
- *      agentic coding sessions; before each run the fleet is restarted (empty KV caches: matched starting
+ *      agentic coding sessions beside a seeded competing-traffic load (the same in every run, booked by
+ *      Dynamo's choice, lifecycle marked background); before each run the fleet is restarted (empty KV caches: matched starting
  *      conditions) and the decision service reloads that variant's frozen set (file reload);
  *   4. report: the replay tool reads the evaluation's outcomes back from Kafka and `vantage evaluate`
  *      renders the HTML report with bootstrap intervals.
@@ -17,7 +18,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { evaluationSchedule, type ScheduledRun } from '@vantage/evaluation';
+import { DEFAULT_BACKGROUND_TRAFFIC, evaluationSchedule, formatBackgroundSpec, parseBackgroundSpec, type ScheduledRun } from '@vantage/evaluation';
 import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
 import { REPO_ROOT } from './paths';
 
@@ -45,12 +46,28 @@ export interface JobConfig {
   readonly maxContextTokens: number;
   /** Stage proposal model (`--proposal` of the load generator). */
   readonly proposal: string;
+  /**
+   * Competing traffic in every evaluation run (`--background` of the load generator:
+   * STREAMS:REQUESTS:GAP_MS:SEED[:CAPABLE_FRACTION], or `off`): the same seeded load for every
+   * variant and attempt, booked by Dynamo's choice, lifecycle marked background.
+   */
+  readonly background: string;
   readonly scheduleSeed: number;
   readonly bootstrap: number;
   readonly timeScale: number;
   /** Pools as `name:blockSize` for the load tools. */
   readonly pools: string;
   readonly topics: { readonly outcomes: string; readonly decisions: string };
+}
+
+function backgroundSetting(v: string | undefined): string {
+  if (v === undefined || v === '') return formatBackgroundSpec(DEFAULT_BACKGROUND_TRAFFIC);
+  try {
+    parseBackgroundSpec(v);
+  } catch (e) {
+    throw new Error(`VANTAGE_JOB_BACKGROUND: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return v;
 }
 
 export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfig {
@@ -73,6 +90,7 @@ export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfi
     // variant would fall back to Stage on it (seed 000), which measures the grid, not the rule.
     maxContextTokens: 16_384,
     proposal: env['VANTAGE_JOB_PROPOSAL'] ?? 'fraction:0.2:7',
+    background: backgroundSetting(env['VANTAGE_JOB_BACKGROUND']),
     scheduleSeed: int('VANTAGE_JOB_SEED', 1),
     bootstrap: int('VANTAGE_JOB_BOOTSTRAP', 1000),
     timeScale: 4,
@@ -250,6 +268,10 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   const runs: ScheduledRun[] = schedule.runs.slice(0, ctx.maxEvaluationRuns ?? schedule.runs.length);
   writeFileSync(join(out, 'schedule.json'), `${JSON.stringify(schedule, null, 1)}\n`);
   log(`evaluation: ${runs.length} runs (${cfg.attempts} attempts x ${schedule.variants.length} variants in seeded random order, ${cfg.sessions} matched sessions each, Stage proposal ${cfg.proposal})`);
+  if (cfg.background !== 'off') {
+    const bg = parseBackgroundSpec(cfg.background);
+    log(`competing traffic in every run: ${cfg.background} (${bg?.streams} streams x ${bg?.requestsPerStream} requests, mean gap ${bg?.meanGapMs} sim ms, seeded, the same for every variant and attempt; Dynamo's choice, booked, lifecycle marked background)`);
+  }
   const evalSince = new Date(Date.now() - 1_000).toISOString();
   const evalIds = new Set<string>();
   for (const run of runs) {
@@ -269,6 +291,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
         '--max-context', String(cfg.maxContextTokens),
         '--eval', `${run.attempt}:${run.variant}`,
         '--proposal', cfg.proposal,
+        ...(cfg.background === 'off' ? [] : ['--background', cfg.background]),
         '--pools', cfg.pools,
         '--nats', ctx.natsUrl,
         '--time-scale', String(cfg.timeScale),
@@ -320,7 +343,8 @@ function engineSummary(out: string, runs: readonly ScheduledRun[]): Record<strin
   for (const run of runs) {
     const b = (by[run.variant] ??= { ttft: [], route: [], reasons: {}, n: 0 });
     for (const l of lines(join(out, `requests-${run.attempt}-${run.variant}.jsonl`))) {
-      const r = JSON.parse(l) as { status: string; ttftMs: number | null; routeWallMs: number | null; reason: string };
+      const r = JSON.parse(l) as { status: string; ttftMs: number | null; routeWallMs: number | null; reason: string; background?: boolean };
+      if (r.background === true) continue; // competing traffic: in the report's own table
       b.n++;
       b.reasons[r.reason] = (b.reasons[r.reason] ?? 0) + 1;
       if (r.status === 'done' && r.ttftMs !== null) b.ttft.push(r.ttftMs);

@@ -29,5 +29,10 @@ describe('main job', () => {
     expect(defaultJobConfig({ VANTAGE_JOB_SESSIONS: '3', VANTAGE_JOB_CALIBRATION: 'tiny' })).toMatchObject({ sessions: 3, preset: 'tiny' });
     expect(() => defaultJobConfig({ VANTAGE_JOB_SESSIONS: '0' })).toThrow(/positive integer/);
     expect(() => defaultJobConfig({ VANTAGE_JOB_CALIBRATION: 'huge' })).toThrow(/tiny, small or full/);
+    // Competing traffic: on by default (the evaluation's default load), off or a custom spec by setting.
+    expect(d.background).toBe('4:6:6000:1:0.5');
+    expect(defaultJobConfig({ VANTAGE_JOB_BACKGROUND: 'off' }).background).toBe('off');
+    expect(defaultJobConfig({ VANTAGE_JOB_BACKGROUND: '2:3:500:9' }).background).toBe('2:3:500:9');
+    expect(() => defaultJobConfig({ VANTAGE_JOB_BACKGROUND: '2:0:500:9' })).toThrow(/VANTAGE_JOB_BACKGROUND/);
   });
 });

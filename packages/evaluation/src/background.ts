@@ -51,7 +51,7 @@ export interface BackgroundRequestPlan {
 export const DEFAULT_BACKGROUND_TRAFFIC: BackgroundTrafficSpec = Object.freeze({
   streams: 4,
   requestsPerStream: 6,
-  meanGapMs: 8_000,
+  meanGapMs: 6_000,
   promptTokens: Object.freeze({ min: 1_024, max: 4_096 }),
   outputTokens: Object.freeze({ min: 16, max: 64 }),
   capableFraction: 0.5,

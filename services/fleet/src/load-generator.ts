@@ -19,6 +19,14 @@
  *  4. Outcome per request (TTFT and E2E in sim ms as the engine measured them,
  *     plus wall times seen by the client) and a summary.
  *
+ * Competing traffic (`background`, the evaluation's matched load): each
+ * request arrives at its fixed offset from the run's start (open loop), goes
+ * to Dynamo's own choice on its pool and is booked on
+ * `vantage.v1.bookings.{pool}` (the path Dynamo's router uses, so the
+ * indexers count it), never through the decision service; its lifecycle
+ * events say `background: true` and carry its `arrivalMs`. Its outcomes are
+ * kept apart from the workload's (`backgroundOutcomes`, `onBackgroundOutcome`).
+ *
  * Time: the workload's times (trace timestamps / speedup, think times) are sim
  * ms; they are waited in wall time divided by the fleet's time scale.
  */
@@ -38,6 +46,7 @@ import {
   type ModelRole,
   type RouteCandidate,
 } from '@vantage/protocol';
+import { mulberry32, type BackgroundRequestPlan } from '@vantage/evaluation';
 import { isVantageError, request } from '@vantage/runtime';
 import { seededRng } from '@vantage/selection';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
@@ -95,6 +104,13 @@ export interface LoadgenOptions {
   readonly waitReadyMs?: number;
   /** Aborting ends the run early, like its deadline: nothing more is issued, open requests are cancelled. */
   readonly signal?: AbortSignal;
+  /** Competing traffic played beside the workload (see the header). */
+  readonly background?: {
+    readonly requests: readonly BackgroundRequestPlan[];
+    /** Session id of a stream, e.g. the evaluation's `evalbg:<attempt>:<variant>:<stream>`. */
+    readonly sessionIdOf: (stream: number) => string;
+  };
+  readonly onBackgroundOutcome?: (o: RequestOutcome) => void;
 }
 
 export interface RequestOutcome {
@@ -154,6 +170,8 @@ export interface LoadgenSummary {
   readonly prefixReuseRatio: number | null;
   readonly timeScale: number;
   readonly durationMs: number;
+  /** Competing traffic, when the run played some (engine-measured sim ms). */
+  readonly background?: { readonly requests: number; readonly completed: number; readonly ttftMs: Dist; readonly e2eMs: Dist };
 }
 
 interface Job {
@@ -279,6 +297,32 @@ function sessionJob(s: AgenticSession, t: number, index: number, requestPrefix: 
   };
 }
 
+const VOCAB = 150_000;
+
+/** A competing request: fresh seeded tokens (nothing shared with the sessions or other requests). */
+function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: string, sessionId: string): Job {
+  const rnd = mulberry32(b.contentSeed);
+  const tokens = new Uint32Array(b.promptTokens);
+  for (let i = 0; i < tokens.length; i++) tokens[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
+  const cache = new Map<number, PromptBlocks>();
+  return {
+    index,
+    requestId,
+    sessionId,
+    sessionIndex: null,
+    turn: b.index,
+    isl: b.promptTokens,
+    osl: b.outputTokens,
+    payload: { kind: 'token_ids', tokens },
+    outputTokens: null,
+    blocks(pool) {
+      let x = cache.get(pool.blockSize);
+      if (!x) cache.set(pool.blockSize, (x = promptFromTokens(tokens, pool.blockSize)));
+      return x;
+    },
+  };
+}
+
 /** Polls `observe` on the pools the run uses until each lists a schedulable worker, or the wait is over. */
 async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSignal): Promise<void> {
   const waitMs = o.waitReadyMs ?? 30_000;
@@ -302,7 +346,7 @@ async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSign
 }
 
 /** Runs the workload; resolves with every outcome and the summary once the last request ends (or the run's deadline). */
-export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: RequestOutcome[]; summary: LoadgenSummary }> {
+export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: RequestOutcome[]; backgroundOutcomes: RequestOutcome[]; summary: LoadgenSummary }> {
   const nc = o.nc;
   const timeScale = o.timeScale ?? 1;
   const requestTimeoutMs = o.requestTimeoutMs ?? 120_000;
@@ -315,6 +359,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   const deadlineTimer = setTimeout(() => deadline.abort(), o.maxDurationMs ?? 600_000);
   o.signal?.addEventListener('abort', () => deadline.abort(), { once: true });
   const outcomes: RequestOutcome[] = [];
+  const backgroundOutcomes: RequestOutcome[] = [];
   let routeErrors = 0;
   let issued = 0;
   let inflight = 0;
@@ -424,7 +469,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   };
 
   /** Sends the request to the worker and follows its progress until done, failed, timeout or the run's deadline. */
-  const serve = (job: Job, to: Routed, t0: number): Promise<Omit<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl' | 'routeWallMs' | 'reason' | 'fallback'>> =>
+  const serve = (job: Job, to: Routed, t0: number, mark: { background?: true; arrivalMs?: number } = {}): Promise<Omit<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl' | 'routeWallMs' | 'reason' | 'fallback'>> =>
     new Promise((resolve) => {
       const inbox = createInbox();
       const poolName = to.pool.name;
@@ -442,7 +487,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
         resolve(r);
       };
       const cancel = (why: string): void => {
-        lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'cancelled', workerId: to.workerId, usage: null, error: { code: why, message: null } });
+        lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'cancelled', workerId: to.workerId, usage: null, error: { code: why, message: null }, ...mark });
         finish({ ...base, ...none, wallTtftMs, status: 'cancelled', error: why, detail: null });
       };
       const onAbort = (): void => cancel('run_deadline');
@@ -455,11 +500,11 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
           if (p === null) return;
           if (p.kind === 'first_token') {
             wallTtftMs = performance.now() - t0;
-            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'first_token', workerId: to.workerId, usage: null, error: null });
+            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'first_token', workerId: to.workerId, usage: null, error: null, ...mark });
           } else if (p.kind === 'done') {
             const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
-            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'done', workerId: to.workerId, usage, error: null });
-            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'usage', workerId: to.workerId, usage, error: null });
+            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'done', workerId: to.workerId, usage, error: null, ...mark });
+            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'usage', workerId: to.workerId, usage, error: null, ...mark });
             finish({
               ...base,
               status: 'done',
@@ -473,7 +518,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
               wallE2eMs: performance.now() - t0,
             });
           } else if (p.kind === 'failed') {
-            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'failed', workerId: to.workerId, usage: null, error: { code: p.code, message: p.reason.slice(0, 500) } });
+            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'failed', workerId: to.workerId, usage: null, error: { code: p.code, message: p.reason.slice(0, 500) }, ...mark });
             finish({ ...base, ...none, status: 'failed', error: p.code, detail: p.reason });
           }
         },
@@ -526,10 +571,62 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
     return out;
   };
 
+  /** One competing request: Dynamo's choice on its pool, booked, served with background lifecycle events. */
+  const runBackground = async (job: Job, role: ModelRole): Promise<RequestOutcome> => {
+    const t0 = performance.now();
+    const arrivalMs = Date.now();
+    const pool = o.pools[role];
+    const common = { requestId: job.requestId, sessionId: job.sessionId, stageProposal: role, isl: job.isl, osl: job.osl };
+    let out: RequestOutcome;
+    try {
+      const workerId = await dynamoChoice(job, pool, true);
+      const routeWallMs = performance.now() - t0;
+      const r = await serve(job, { role, pool, model: pool.model, workerId, reason: 'background', fallback: null }, t0, { background: true, arrivalMs });
+      out = { ...common, ...r, routeWallMs, reason: 'background', fallback: null };
+    } catch (e) {
+      const code = isVantageError(e) ? e.code : 'no_route';
+      out = {
+        ...common,
+        detail: e instanceof Error ? e.message : String(e),
+        modelRole: null,
+        model: null,
+        pool: null,
+        workerId: null,
+        reason: 'background',
+        fallback: code,
+        status: 'failed',
+        error: code,
+        ttftMs: null,
+        e2eMs: null,
+        reusedTokens: null,
+        outputTokens: null,
+        routeWallMs: null,
+        wallTtftMs: null,
+        wallE2eMs: null,
+      };
+    }
+    backgroundOutcomes.push(out);
+    o.onBackgroundOutcome?.(out);
+    return out;
+  };
+
   await waitReady(o, routeTimeoutMs, deadline.signal);
   const t0run = performance.now();
   const jobs: Promise<unknown>[] = [];
   const wallOf = (simMs: number): number => simMs / timeScale;
+  if (o.background !== undefined) {
+    const bgo = o.background;
+    bgo.requests.forEach((b, k) => {
+      const sessionId = bgo.sessionIdOf(b.stream);
+      jobs.push(
+        (async () => {
+          await sleep(t0run + wallOf(b.arrivalMs) - performance.now(), deadline.signal);
+          if (deadline.signal.aborted) return;
+          await runBackground(backgroundJob(b, planned + k, `${runId}-${sessionId}-${b.index}`, sessionId), b.role);
+        })(),
+      );
+    });
+  }
   if (o.workload.kind === 'trace') {
     for (const { job, arrivalMs } of traceJobs(o.workload.records, runId, o.workload.speedup)) {
       await sleep(t0run + wallOf(arrivalMs) - performance.now(), deadline.signal);
@@ -569,5 +666,19 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
     timeScale,
     durationMs: Math.round(performance.now() - started),
   });
-  return { outcomes, summary };
+  if (o.background === undefined) return { outcomes, backgroundOutcomes, summary };
+  const bgDone = backgroundOutcomes.filter((x) => x.status === 'done');
+  return {
+    outcomes,
+    backgroundOutcomes,
+    summary: {
+      ...summary,
+      background: {
+        requests: backgroundOutcomes.length,
+        completed: bgDone.length,
+        ttftMs: distribution(bgDone.map((x) => x.ttftMs!)),
+        e2eMs: distribution(bgDone.map((x) => x.e2eMs!)),
+      },
+    },
+  };
 }

@@ -12,7 +12,7 @@ import { createWriteStream } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { connectNats, createLogger, flushLogger } from '@vantage/runtime';
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
-import { evaluationSessionId, stageProposal, type StageProposalModel } from '@vantage/evaluation';
+import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, stageProposal, type StageProposalModel } from '@vantage/evaluation';
 import { runLoadgen, type LoadgenOptions, type Workload } from './load-generator';
 import { parsePools } from './pools';
 
@@ -20,12 +20,16 @@ const USAGE = `usage: loadgen (--trace FILE [--limit N] [--speedup X] | --sessio
                [--direct [--direct-pool efficient|capable] [--no-book]] [--capable-fraction F] [--seed S]
                [--pools efficient:64[:model],capable:64[:model]] [--time-scale X] [--nats URL]
                [--max-duration-ms MS] [--request-timeout-ms MS] [--route-timeout-ms MS] [--wait-ready-ms MS]
-               [--eval ATTEMPT:VARIANT [--proposal always_efficient|fraction:F:SEED|length:TOKENS]]
+               [--eval ATTEMPT:VARIANT [--proposal always_efficient|fraction:F:SEED|length:TOKENS]
+                [--background STREAMS:REQUESTS:GAP_MS:SEED[:CAPABLE_FRACTION]|off]]
                [--out FILE.jsonl]
 
   --eval A:V    one run of the evaluation schedule: session i is eval:<A>:<V>:<i> (V as decision records
                 name variants), and Stage's proposals come from --proposal with the match key <A>:<i>,
-                so every variant of attempt A sees the same proposals`;
+                so every variant of attempt A sees the same proposals
+  --background  competing traffic beside the sessions: the same seeded open-loop requests in every run
+                (gaps in sim ms), Dynamo's choice on their pool, booked, session evalbg:<A>:<V>:<stream>,
+                lifecycle marked background with arrivalMs; their lines in --out carry "background": true`;
 
 function fail(msg: string): never {
   process.stderr.write(`loadgen: ${msg}\n${USAGE}\n`);
@@ -62,6 +66,7 @@ const { values: a } = (() => {
         'wait-ready-ms': { type: 'string' },
         eval: { type: 'string' },
         proposal: { type: 'string' },
+        background: { type: 'string' },
         out: { type: 'string' },
         help: { type: 'boolean', default: false },
       },
@@ -89,7 +94,7 @@ function proposalModel(spec: string): StageProposalModel {
   fail(`--proposal must be always_efficient, fraction:F:SEED or length:TOKENS, got ${spec}`);
 }
 
-let evalRun: Pick<LoadgenOptions, 'sessionIdOf' | 'proposal'> = {};
+let evalRun: Pick<LoadgenOptions, 'sessionIdOf' | 'proposal' | 'background'> = {};
 if (a.eval !== undefined) {
   const m = /^(\d+):([a-z_]+)$/.exec(a.eval);
   if (!m) fail(`--eval must be ATTEMPT:VARIANT, got ${a.eval}`);
@@ -97,11 +102,19 @@ if (a.eval !== undefined) {
   const attempt = Number(m[1]);
   const variant = m[2]!;
   const model = proposalModel(a.proposal ?? 'always_efficient');
+  let bg: ReturnType<typeof parseBackgroundSpec> = null;
+  try {
+    bg = a.background === undefined ? null : parseBackgroundSpec(a.background);
+  } catch (e) {
+    fail((e as Error).message);
+  }
   evalRun = {
     sessionIdOf: (i) => evaluationSessionId(attempt, variant, i),
     proposal: (ctx) => stageProposal(model, { matchKey: `${attempt}:${ctx.sessionIndex}`, turn: ctx.turn, promptTokens: ctx.promptTokens }),
+    ...(bg === null ? {} : { background: { requests: backgroundTraffic(bg), sessionIdOf: (stream: number) => evaluationBackgroundSessionId(attempt, variant, stream) } }),
   };
 } else if (a.proposal !== undefined) fail('--proposal needs --eval');
+else if (a.background !== undefined) fail('--background needs --eval');
 let pools;
 try {
   pools = parsePools(a.pools);
@@ -149,7 +162,7 @@ try {
     routeTimeoutMs: num(a['route-timeout-ms'], 'route-timeout-ms', 5_000, 1),
     waitReadyMs: num(a['wait-ready-ms'], 'wait-ready-ms', 30_000),
     progress: (line) => process.stderr.write(`${line}\n`),
-    ...(out ? { onOutcome: (o) => out.write(`${JSON.stringify(o)}\n`) } : {}),
+    ...(out ? { onOutcome: (o) => out.write(`${JSON.stringify(o)}\n`), onBackgroundOutcome: (o) => out.write(`${JSON.stringify({ ...o, background: true })}\n`) } : {}),
     signal: abort.signal,
   });
   if (out) await new Promise<void>((r) => out.end(r));

@@ -5,7 +5,9 @@
  * Dynamo's choice. Checks: the wire format as the indexer consumes it, the
  * indexer sees the fleet's cached prefixes on the workers that served them,
  * registrations made the workers schedulable (exact u64 ids past 2^63), every
- * request completed with TTFT > 0, and shutdown deregisters.
+ * request completed with TTFT > 0, competing traffic is booked on both pools
+ * with lifecycle events marked background (with arrivalMs), and shutdown
+ * deregisters.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,7 +16,8 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { indexerConfigSchema, startIndexer, type IndexerHandle } from '@vantage/indexer';
-import { observeReplyCodec, observeRequestCodec, observeSubject, type ObserveReply } from '@vantage/protocol';
+import { backgroundTraffic, DEFAULT_BACKGROUND_TRAFFIC, evaluationBackgroundSessionId } from '@vantage/evaluation';
+import { lifecycleEventCodec, lifecycleSubject, observeReplyCodec, observeRequestCodec, observeSubject, type LifecycleEvent, type ObserveReply } from '@vantage/protocol';
 import { connectNats, createLogger, request, runService, type NatsConnection, type RunningService } from '@vantage/runtime';
 import { MooncakePromptHasher, type MooncakeRecord } from '@vantage/sim';
 import { eventually, natsUrl, uniqueName } from '@vantage/testkit';
@@ -225,6 +228,58 @@ describe('simulated fleet, live mode', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('plays competing traffic beside the workload: booked by Dynamo\'s choice on its pool, lifecycle marked background with arrivalMs', async () => {
+    const events: LifecycleEvent[] = [];
+    const subs = [eff, cap].map((pool) =>
+      nc.subscribe(lifecycleSubject(pool), {
+        callback: (_e, m) => {
+          const r = lifecycleEventCodec.decode(m.data);
+          if (r.ok) events.push(r.value);
+        },
+      }),
+    );
+    await nc.flush();
+    const plan = backgroundTraffic({ ...DEFAULT_BACKGROUND_TRAFFIC, streams: 2, requestsPerStream: 3, meanGapMs: 300, promptTokens: { min: 256, max: 512 }, outputTokens: { min: 4, max: 8 } });
+    const before = Date.now();
+    const r = await runLoadgen({
+      nc,
+      pools: { efficient: { name: eff, blockSize: 64, model: 'm-eff' }, capable: { name: cap, blockSize: 64, model: 'm-cap' } },
+      workload: { kind: 'trace', records: records().slice(0, 3), speedup: 1 },
+      mode: { kind: 'direct', role: 'efficient', book: true },
+      background: { requests: plan, sessionIdOf: (s) => evaluationBackgroundSessionId(0, 'baseline', s) },
+      timeScale: TIME_SCALE,
+      maxDurationMs: 60_000,
+      requestTimeoutMs: 30_000,
+    });
+    await nc.flush();
+    for (const s of subs) s.unsubscribe();
+    expect(r.summary).toMatchObject({ requests: 3, completed: 3, background: { requests: plan.length, completed: plan.length } });
+    expect(r.outcomes.every((o) => !o.sessionId.startsWith('evalbg:'))).toBe(true);
+    expect(r.backgroundOutcomes).toHaveLength(plan.length);
+    for (const o of r.backgroundOutcomes) {
+      expect(o.status).toBe('done');
+      expect(o.reason).toBe('background');
+      expect(o.sessionId).toMatch(/^evalbg:0:baseline:[01]$/);
+      expect(o.ttftMs).toBeGreaterThan(0);
+    }
+    expect(new Set(r.backgroundOutcomes.map((o) => o.pool))).toEqual(new Set(plan.map((p) => (p.role === 'capable' ? cap : eff))));
+    const bgIds = new Set(r.backgroundOutcomes.map((o) => o.requestId));
+    const bgEvents = events.filter((e) => bgIds.has(e.requestId));
+    expect(new Set(bgEvents.map((e) => e.kind))).toEqual(new Set(['first_token', 'done', 'usage']));
+    for (const e of bgEvents) {
+      expect(e.background).toBe(true);
+      expect(e.arrivalMs).toBeGreaterThanOrEqual(before);
+      expect(e.arrivalMs).toBeLessThanOrEqual(e.atMs);
+    }
+    // Every first_token of a request carries the same arrival as its done.
+    for (const id of bgIds) expect(new Set(bgEvents.filter((e) => e.requestId === id).map((e) => e.arrivalMs)).size).toBe(1);
+    for (const e of events.filter((x) => !bgIds.has(x.requestId))) {
+      expect(e.background).toBe(false);
+      expect(e.arrivalMs).toBeNull();
+    }
+    await eventually('background bookings released', () => indexer.runners.get(eff)!.state.ledger.size === 0 && indexer.runners.get(cap)!.state.ledger.size === 0);
   });
 
   it('deregisters every worker on shutdown', async () => {
