@@ -100,7 +100,9 @@ describe('calibration -> fit -> parameter set -> decision service, through Kafka
     // Calibration went through Kafka: probes of both candidates, read back by the replay tool.
     const cal = rows(join(dir, 'calibration-outcomes.jsonl'));
     const probes = cal.filter((r) => typeof r['sessionId'] === 'string' && (r['sessionId'] as string).startsWith('cal:'));
-    expect(probes.length).toBeGreaterThanOrEqual(30); // 18 runs x 2 candidates, a few may miss their observe budget
+    expect(probes.length).toBeGreaterThanOrEqual(34); // 20 runs x 2 candidates, a few may miss their observe budget
+    // The Q grid is measured as its own set (no contention), apart from the contention conditions.
+    expect(probes.filter((r) => (r['sessionId'] as string).endsWith(':qgrid')).length).toBeGreaterThanOrEqual(12); // 4 points x 2 repeats x 2 candidates
     expect(new Set(probes.map((r) => r['decision.finalChoice.role']))).toEqual(new Set(['efficient', 'capable']));
     expect(probes.every((r) => r['decision.parameterSetVersion'] === 'calibration-test' || String(r['decision.parameterSetVersion']).startsWith('calibration-'))).toBe(true);
     const loaded = probes.filter((r) => (r['sessionId'] as string).endsWith(':loaded') && (r['decision.observations.efficient.bookedRequests'] as number) > 0);
@@ -113,6 +115,7 @@ describe('calibration -> fit -> parameter set -> decision service, through Kafka
     expect(set.version).toBe(result.fittedVersion);
     expect(readFileSync(join(dir, 'fit-report.html'), 'utf8')).toContain('<html');
     expect(set.provenance?.['rows']).toBeGreaterThan(0);
+    expect(set.provenance?.['qSource']).toBe('qset'); // Q from the Q set alone, never from a split
 
     // Evaluation runs: their decisions (inside the outcome records, from Kafka) carry <fitted>+<variant>.
     const evalRows = rows(join(dir, 'outcomes.jsonl')).filter((r) => typeof r['sessionId'] === 'string' && (r['sessionId'] as string).startsWith('eval:'));
@@ -120,7 +123,12 @@ describe('calibration -> fit -> parameter set -> decision service, through Kafka
     for (const r of evalRows) {
       expect(String(r['decision.parameterSetVersion'])).toMatch(new RegExp(`^${set.version.replace(/[.+]/g, '\\$&')}\\+(stage|count|count_prefill|blind|cache)$`));
     }
-    expect(readFileSync(result.report, 'utf8')).toContain('<html');
+    // Competing traffic ran beside the sessions and reached Kafka (as background records once the outcome
+    // service honours the lifecycle flag, as untimed lifecycle-only records before).
+    const bgRows = rows(join(dir, 'outcomes.jsonl')).filter((r) => typeof r['sessionId'] === 'string' && (r['sessionId'] as string).startsWith('evalbg:'));
+    expect(bgRows.length).toBeGreaterThan(0);
+    expect(bgRows.every((r) => r['join.hasDecision'] === false)).toBe(true);
+    expect(readFileSync(result.report, 'utf8')).toContain('Effect on competing traffic');
   }, 240_000);
 
   it('a second run under the fitted set: its decision records carry exactly its version', async () => {
