@@ -16,8 +16,8 @@ export type LifecycleKind = 'first_token' | 'done' | 'cancelled' | 'failed' | 'u
 export interface LifecycleUsage {
   inputTokens: number;
   outputTokens: number;
-  /** Prompt tokens the engine reported as served from cache. */
-  cachedTokens: number;
+  /** Prompt tokens the engine reported as served from cache; null when the backend does not report it. */
+  cachedTokens: number | null;
 }
 
 export interface LifecycleEventInput {

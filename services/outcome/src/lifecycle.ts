@@ -1,76 +1,66 @@
 /**
- * Gateway lifecycle events, decoded at the edge.
+ * Gateway lifecycle events, decoded at the edge with the contract's own
+ * decoder: `@vantage/protocol`'s `lifecycleEventCodec` (schema
+ * `schemas/protocol/lifecycle-event.v1.json`), the same codec the gateway
+ * client encodes with. Unknown extra keys are tolerated as the schema allows
+ * (a newer gateway may add fields within v1); anything that does not match is
+ * a typed rejection, never an exception.
  *
- * Wire shape (subject `vantage.v1.lifecycle.{pool}`, UTF-8 JSON):
- *   {"v":1, "requestId":"…", "sessionId":"…", "pool":"…",
- *    "kind":"first_token"|"done"|"cancelled"|"failed"|"usage",
- *    "atMs": <epoch ms, may be fractional>,
- *    "usage"?: {"inputTokens":n, "outputTokens":n, "cachedTokens":n},
- *    "error"?: "…"}
- *
- * `@vantage/protocol` will own this decoder; until it exports one, the
- * outcome service keeps this strict local copy behind one function so the
- * switch is a one-line change. Unknown extra keys are tolerated (a newer
- * gateway may add fields within v1); anything else that does not match is a
- * typed rejection, never an exception.
+ * The decoded event is then mapped to `@vantage/records`' plain
+ * `LifecycleEventInput` (records stays a leaf package): the error object
+ * `{code, message}` becomes its string form `code: message` (just `code`
+ * when there is no message). `background` and `arrivalMs`, which describe the
+ * request rather than the event, are returned beside it for the joiner.
  */
-import type { LifecycleEventInput, LifecycleKind } from '@vantage/records';
+import { lifecycleEventCodec, type LifecycleEvent, type ProtocolErrorCode } from '@vantage/protocol';
+import type { LifecycleEventInput } from '@vantage/records';
 
 export type LifecycleRejectionCode = 'LIFECYCLE_NOT_JSON' | 'LIFECYCLE_UNKNOWN_VERSION' | 'LIFECYCLE_INVALID';
 
-export type LifecycleDecode = { ok: true; value: LifecycleEventInput } | { ok: false; code: LifecycleRejectionCode; reason: string };
-
-const KINDS: ReadonlySet<string> = new Set<LifecycleKind>(['first_token', 'done', 'cancelled', 'failed', 'usage']);
-const MAX_ID = 256;
-const td = new TextDecoder('utf-8', { fatal: true });
-
-function isCount(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+export interface DecodedLifecycle {
+  event: LifecycleEventInput;
+  /** Competing (background) traffic: the request has no decision by design. */
+  background: boolean;
+  /** The request's arrival (epoch ms) for requests without a decision; null when not sent. */
+  arrivalMs: number | null;
 }
 
-function idOk(v: unknown): v is string {
-  return typeof v === 'string' && v.length > 0 && v.length <= MAX_ID;
+export type LifecycleDecode = { ok: true; value: DecodedLifecycle } | { ok: false; code: LifecycleRejectionCode; reason: string };
+
+const CODE_OF: Record<ProtocolErrorCode, LifecycleRejectionCode> = {
+  malformed_json: 'LIFECYCLE_NOT_JSON',
+  unsupported_version: 'LIFECYCLE_UNKNOWN_VERSION',
+  schema_violation: 'LIFECYCLE_INVALID',
+  u64_out_of_range: 'LIFECYCLE_INVALID',
+  payload_too_large: 'LIFECYCLE_INVALID',
+  malformed_binary: 'LIFECYCLE_INVALID',
+};
+
+/** The error's string form in outcome records: `code: message`, or `code` alone. */
+export function errorString(error: { readonly code: string; readonly message: string | null }): string {
+  return error.message === null || error.message === '' ? error.code : `${error.code}: ${error.message}`;
 }
 
-function invalid(reason: string): LifecycleDecode {
-  return { ok: false, code: 'LIFECYCLE_INVALID', reason };
+/** Protocol event → records input (plus the request-level background marker and arrival). */
+export function toRecordsInput(e: LifecycleEvent): DecodedLifecycle {
+  const event: LifecycleEventInput = { requestId: e.requestId, sessionId: e.sessionId, pool: e.pool, kind: e.kind, atMs: e.atMs };
+  if (e.usage !== null) event.usage = { inputTokens: e.usage.inputTokens, outputTokens: e.usage.outputTokens, cachedTokens: e.usage.cachedTokens };
+  if (e.error !== null) event.error = errorString(e.error);
+  return { event, background: e.background === true, arrivalMs: e.arrivalMs ?? null };
 }
 
 /**
  * Decode one lifecycle message. `subjectPool` is the subject's last token;
  * when given it must equal the body's `pool` (a mismatch means a misrouted or
- * forged event, and the pool is what dispatch checks rely on).
+ * forged event, and the pool is what dispatch checks rely on). The size limit
+ * is the caller's (messages above it are dead-lettered as OVERSIZED first).
  */
 export function decodeLifecycle(bytes: Uint8Array, subjectPool?: string): LifecycleDecode {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(td.decode(bytes));
-  } catch (e) {
-    return { ok: false, code: 'LIFECYCLE_NOT_JSON', reason: `not UTF-8 JSON: ${e instanceof Error ? e.message : String(e)}` };
+  const r = lifecycleEventCodec.decode(bytes, Number.MAX_SAFE_INTEGER);
+  if (!r.ok) return { ok: false, code: CODE_OF[r.code], reason: `${r.code}: ${r.reason}` };
+  const e = r.value;
+  if (subjectPool !== undefined && subjectPool !== e.pool) {
+    return { ok: false, code: 'LIFECYCLE_INVALID', reason: `pool ${JSON.stringify(e.pool)} does not match subject token ${JSON.stringify(subjectPool)}` };
   }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return invalid('body is not a JSON object');
-  const o = doc as Record<string, unknown>;
-  if (o['v'] !== 1) return { ok: false, code: 'LIFECYCLE_UNKNOWN_VERSION', reason: `unsupported version ${JSON.stringify(o['v'])}` };
-  const { requestId, sessionId, pool, kind, atMs, usage, error } = o;
-  if (!idOk(requestId)) return invalid('requestId must be a non-empty string of at most 256 characters');
-  if (!idOk(sessionId)) return invalid('sessionId must be a non-empty string of at most 256 characters');
-  if (!idOk(pool)) return invalid('pool must be a non-empty string of at most 256 characters');
-  if (subjectPool !== undefined && subjectPool !== pool) return invalid(`pool ${JSON.stringify(pool)} does not match subject token ${JSON.stringify(subjectPool)}`);
-  if (typeof kind !== 'string' || !KINDS.has(kind)) return invalid(`unknown kind ${JSON.stringify(kind)}`);
-  // Whole ms must fit a timestamp-millis long exactly.
-  if (typeof atMs !== 'number' || !Number.isFinite(atMs) || atMs < 0 || atMs > Number.MAX_SAFE_INTEGER) return invalid('atMs must be a finite non-negative number');
-  const value: LifecycleEventInput = { requestId, sessionId, pool, kind: kind as LifecycleKind, atMs };
-  if (usage !== undefined && usage !== null) {
-    if (typeof usage !== 'object' || Array.isArray(usage)) return invalid('usage must be an object');
-    const u = usage as Record<string, unknown>;
-    if (!isCount(u['inputTokens']) || !isCount(u['outputTokens']) || !isCount(u['cachedTokens'])) {
-      return invalid('usage.inputTokens, outputTokens and cachedTokens must be non-negative integers');
-    }
-    value.usage = { inputTokens: u['inputTokens'], outputTokens: u['outputTokens'], cachedTokens: u['cachedTokens'] };
-  }
-  if (error !== undefined && error !== null) {
-    if (typeof error !== 'string') return invalid('error must be a string');
-    value.error = error.length > 4096 ? `${error.slice(0, 4093)}...` : error;
-  }
-  return { ok: true, value };
+  return { ok: true, value: toRecordsInput(e) };
 }

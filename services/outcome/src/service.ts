@@ -496,7 +496,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       deadLetter(b, item, r.code, r.reason);
       return;
     }
-    const ev: LifecycleEventInput = r.value;
+    const ev: LifecycleEventInput = r.value.event;
     const h = held(item);
     if (joiner.rehandle(ev.requestId, stream, seq, h)) return;
     const res = joiner.addEvent(ev, { stream, seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs);

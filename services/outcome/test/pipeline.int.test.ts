@@ -6,7 +6,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run as cli } from '@vantage/cli';
 import { decodeSingleObject, DECISION_REGISTRY, OUTCOME_REGISTRY, type OutcomeRecord } from '@vantage/records';
+import { GatewayClient } from '@vantage/gateway-client';
+import type { NatsConnection } from '@vantage/runtime';
 import { eventually, kafkaBrokers, natsUrl } from '@vantage/testkit';
+import type { WorkerId } from '@vantage/types';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decision, inProcess, names, Publisher, readTopic, REPO_ROOT, serviceEnv, type Names } from './helpers';
 
@@ -99,6 +102,38 @@ describe('outcome service (in-process, shared brokers)', () => {
     expect(o).toMatchObject({ status: 'timeout', ttftMs: 80, join: { closedBy: 'deadline' } });
     const text = await h.svc.ctx.registry.metrics();
     expect(text).toMatch(/vantage_outcome_join_timeouts_total\{status="incomplete",service="outcome"\} [1-9]/);
+  });
+
+  it('joins the failed event exactly as GatewayClient.failed() publishes it (error object, workerId, dpRank)', async () => {
+    // The gateway client publishes on core NATS to vantage.v1.lifecycle.{pool};
+    // capture its bytes and put them, unchanged, on this test's lifecycle stream.
+    const sent: { subject: string; data: Uint8Array }[] = [];
+    const nc = { publish: (subject: string, data: Uint8Array) => void sent.push({ subject, data }) } as unknown as NatsConnection;
+    const pool = { model: 'm', pool: 'small', blockSize: 16 };
+    const gw = new GatewayClient({ nc, pools: { efficient: pool, capable: { ...pool, model: 'm2', pool: 'large' } } });
+    const d = decision(0, 'gwfail');
+    const p = { requestId: d.requestId, sessionId: d.sessionId, pool: 'small', workerId: 18_446_744_073_709_551_557n as WorkerId, dpRank: 2 };
+    gw.firstToken(p, d.timestampMs + 95);
+    gw.failed(p, { code: 'ENGINE_ERROR', message: 'worker exited mid-stream' }, d.timestampMs + 400);
+    expect(sent.map((x) => x.subject)).toEqual(['vantage.v1.lifecycle.small', 'vantage.v1.lifecycle.small']);
+    expect(JSON.parse(Buffer.from(sent[1]!.data).toString('utf8'))).toMatchObject({ error: { code: 'ENGINE_ERROR', message: 'worker exited mid-stream' }, workerId: '18446744073709551557', dpRank: 2 });
+    await pub.decision(d);
+    for (const x of sent) await pub.pub(`${n.lifecyclePrefix}.small`, x.data);
+
+    let o: OutcomeRecord | undefined;
+    await eventually('failed outcome', async () => (o = outcomes(await readTopic(brokers(), n.topics.outcomes)).find((x) => x.requestId === d.requestId)) !== undefined, 20_000, 250);
+    expect(o).toMatchObject({
+      status: 'failed',
+      error: 'ENGINE_ERROR: worker exited mid-stream',
+      ttftMs: 95,
+      endMs: d.timestampMs + 400,
+      latencyMs: null,
+      background: false,
+      servedPool: 'small',
+      join: { hasDecision: true, hasFirstToken: true, hasTerminal: true, eventCount: 2, closedBy: 'complete' },
+    });
+    const dlq = await readTopic(brokers(), n.topics.deadLetter);
+    expect(dlq.filter((r) => (r.headers['vantage-dlq-detail'] ?? '').includes(d.requestId) || Buffer.from(r.value ?? []).toString('utf8').includes(d.requestId))).toEqual([]);
   });
 
   it('dead-letters malformed and hostile input with the reason; valid records around them are unaffected', async () => {

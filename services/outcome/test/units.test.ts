@@ -1,6 +1,9 @@
 // Transport-free parts of the outcome service: the join state machine, the
 // lifecycle decoder, sequence ranges and the committed-set bookkeeping.
 import fc from 'fast-check';
+import { GatewayClient } from '@vantage/gateway-client';
+import type { NatsConnection } from '@vantage/runtime';
+import type { WorkerId } from '@vantage/types';
 import { describe, expect, it } from 'vitest';
 import { CommittedSet, decodeLifecycle, inRanges, Joiner, mergeRanges, parseProgress, progressRecord, toRanges } from '../src/index';
 import { decision } from './helpers';
@@ -75,12 +78,42 @@ describe('Joiner', () => {
   });
 });
 
-describe('decodeLifecycle', () => {
-  const ok = { v: 1, requestId: 'r', sessionId: 's', pool: 'p', kind: 'done', atMs: 12.5 };
+describe('decodeLifecycle (the protocol codec)', () => {
+  const ok = { v: 1, requestId: 'r', sessionId: 's', pool: 'p', kind: 'done', atMs: 12 };
   it('accepts the wire shape and tolerates unknown keys', () => {
     expect(decodeLifecycle(te.encode(JSON.stringify({ ...ok, extra: true, usage: { inputTokens: 1, outputTokens: 2, cachedTokens: 0 } })), 'p')).toEqual({
       ok: true,
-      value: { requestId: 'r', sessionId: 's', pool: 'p', kind: 'done', atMs: 12.5, usage: { inputTokens: 1, outputTokens: 2, cachedTokens: 0 } },
+      value: {
+        event: { requestId: 'r', sessionId: 's', pool: 'p', kind: 'done', atMs: 12, usage: { inputTokens: 1, outputTokens: 2, cachedTokens: 0 } },
+        background: false,
+        arrivalMs: null,
+      },
+    });
+  });
+  it('maps the error object to `code: message`, keeps workerId out, carries background and arrivalMs', () => {
+    const r = decodeLifecycle(
+      te.encode(JSON.stringify({ ...ok, kind: 'failed', workerId: '18446744073709551615', dpRank: 3, error: { code: 'ENGINE_OOM', message: 'out of KV blocks' }, background: true, arrivalMs: 5 })),
+      'p',
+    );
+    expect(r).toEqual({
+      ok: true,
+      value: { event: { requestId: 'r', sessionId: 's', pool: 'p', kind: 'failed', atMs: 12, error: 'ENGINE_OOM: out of KV blocks' }, background: true, arrivalMs: 5 },
+    });
+    const bare = decodeLifecycle(te.encode(JSON.stringify({ ...ok, kind: 'failed', error: { code: 'ABORTED', message: null } })), 'p');
+    expect(bare.ok && bare.value.event.error).toBe('ABORTED');
+  });
+  it('decodes exactly what GatewayClient.failed() publishes', () => {
+    const sent: { subject: string; data: Uint8Array }[] = [];
+    const nc = { publish: (subject: string, data: Uint8Array) => void sent.push({ subject, data }) } as unknown as NatsConnection;
+    const pool = { model: 'm', pool: 'small', blockSize: 16 };
+    const gw = new GatewayClient({ nc, pools: { efficient: pool, capable: { ...pool, pool: 'large' } } });
+    gw.failed({ requestId: 'r-1', sessionId: 's-1', pool: 'small', workerId: 7n as WorkerId, dpRank: 0 }, { code: 'ENGINE_ERROR', message: 'engine exited' }, 1_732_000_000_500);
+    expect(sent).toHaveLength(1);
+    const subject = sent[0]!.subject;
+    const r = decodeLifecycle(sent[0]!.data, subject.slice(subject.lastIndexOf('.') + 1));
+    expect(r).toEqual({
+      ok: true,
+      value: { event: { requestId: 'r-1', sessionId: 's-1', pool: 'small', kind: 'failed', atMs: 1_732_000_000_500, error: 'ENGINE_ERROR: engine exited' }, background: false, arrivalMs: null },
     });
   });
   it.each([
@@ -89,9 +122,13 @@ describe('decodeLifecycle', () => {
     [JSON.stringify({ ...ok, v: 2 }), 'LIFECYCLE_UNKNOWN_VERSION'],
     [JSON.stringify({ ...ok, kind: 'started' }), 'LIFECYCLE_INVALID'],
     [JSON.stringify({ ...ok, atMs: -1 }), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, atMs: 12.5 }), 'LIFECYCLE_INVALID'],
     [JSON.stringify({ ...ok, requestId: '' }), 'LIFECYCLE_INVALID'],
     [JSON.stringify({ ...ok, usage: { inputTokens: 1.5, outputTokens: 0, cachedTokens: 0 } }), 'LIFECYCLE_INVALID'],
     [JSON.stringify({ ...ok, error: 7 }), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, error: 'a string' }), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, workerId: '18446744073709551616' }), 'LIFECYCLE_INVALID'],
+    [JSON.stringify({ ...ok, background: 'yes' }), 'LIFECYCLE_INVALID'],
     [JSON.stringify({ ...ok, pool: 'q' }), 'LIFECYCLE_INVALID'],
   ])('rejects %s as %s', (text, code) => {
     const r = decodeLifecycle(te.encode(text), 'p');
