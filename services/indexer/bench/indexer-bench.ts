@@ -12,8 +12,14 @@
  *      Both reply encodings are measured: binary (`replyEncoding: "binary"`, the headline
  *      figures) and JSON (`*_json_*` figures);
  *   3. baseline: a bare NATS request-reply echo in its own process replying with a
- *      payload the size of the observe reply of that encoding, same requests, same load
- *      pattern, same run, right after the observe run it is compared with;
+ *      payload the size of the observe reply of that encoding, same requests, same offered
+ *      rate, measured in the same time window as observe: BENCH_ROUNDS short rounds, each
+ *      one observe segment and one echo segment back to back, the order alternating round by
+ *      round, after a discarded warm-up at the same rate. Headline figures are medians of the
+ *      per-round p50 / p99, and observe − echo is the median of the per-round differences (a
+ *      load change on the machine between rounds then moves both sides of a pair alike);
+ *      pooled percentiles and the per-round spread are printed too. A rate the sender or a
+ *      responder cannot sustain is reported (achieved rate, timeouts), not fatal;
  *   4. profile: where an observe's service time goes (decode, match, selection,
  *      reply encoding), measured in-process on the same data.
  *
@@ -22,7 +28,8 @@
  * machine's load average (latency figures from a loaded machine are queueing, not service time).
  * Uses NATS_URL when set, otherwise a private nats-server under .infra/bench.
  * Last stdout line: one JSON object with the figures.
- * Environment knobs: BENCH_OBSERVE_SECONDS (default 5), BENCH_RATES (default "1000,5000"),
+ * Environment knobs: BENCH_ROUNDS (default 8), BENCH_ROUND_SECONDS (segment length, default 1),
+ * BENCH_RATES (default "1000,5000"),
  * BENCH_BOOKINGS_PER_WORKER (default 4), BENCH_INDEXER_NODE_ARGS (extra node flags for the
  * indexer process, e.g. "--cpu-prof --cpu-prof-dir=DIR" to profile the service under load).
  */
@@ -52,7 +59,9 @@ import { PoolState } from '@vantage/observation';
 const BS = 64;
 const PROMPT_BLOCKS = 512; // 32k tokens
 const WORKERS = 64;
-const OBSERVE_SECONDS = Number(process.env.BENCH_OBSERVE_SECONDS ?? 5);
+/** observe-vs-echo rounds per (rate, encoding), and the length of each segment (s): one round = one observe and one echo segment. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8);
+const ROUND_SECONDS = Number(process.env.BENCH_ROUND_SECONDS ?? 1);
 const RATES = (process.env.BENCH_RATES ?? '1000,5000').split(',').map(Number);
 /** Live bookings per worker during the observe runs (R, P and active blocks are then real, as in production). */
 const BOOKINGS_PER_WORKER = Number(process.env.BENCH_BOOKINGS_PER_WORKER ?? 4);
@@ -250,27 +259,35 @@ function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-interface LoadResult {
-  rate: number;
+/** One open-loop segment against one subject: raw latencies (µs) and what was offered and achieved. */
+interface Segment {
+  lat: number[];
   sent: number;
+  /** Replies carrying an error header. */
   errors: number;
-  p50: number;
-  p90: number;
-  p99: number;
-  max: number;
+  /** Requests that got no reply within REQUEST_TIMEOUT_MS (or failed on the connection). */
+  timeouts: number;
+  /** Requests sent per second over the sending window (below the offered rate: the sender could not keep up). */
   achievedRate: number;
+  /** CPU time (µs) the answering process used over the segment, from /proc. */
+  cpuUs: number;
 }
 
+const REQUEST_TIMEOUT_MS = 2_000;
+
 /**
- * Open loop: requests are sent on schedule (a 1 ms timer sends whatever is due),
- * whatever the replies do. Latency is from the send to the reply (µs).
+ * Open loop: requests are sent on schedule (a 1 ms timer sends whatever is due), whatever the
+ * replies do; latency is from the send to the reply (µs). The segment ends once every request has
+ * been answered or timed out, so the next segment starts on an idle responder.
  */
-async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Array[], rate: number, seconds: number): Promise<LoadResult> {
-  const total = Math.round(rate * seconds);
+async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Array[], rate: number, seconds: number, pid: number | undefined): Promise<Segment> {
+  const total = Math.max(1, Math.round(rate * seconds));
   const lat: number[] = [];
   let errors = 0;
+  let timeouts = 0;
   let sent = 0;
   const inflight: Promise<void>[] = [];
+  const c0 = cpuUs(pid);
   const start = performance.now();
   await new Promise<void>((resolve) => {
     const tick = (): void => {
@@ -280,12 +297,12 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
         const payload = payloads[sent % payloads.length]!;
         sent++;
         inflight.push(
-          nc.request(subject, payload, { timeout: 5_000 }).then(
+          nc.request(subject, payload, { timeout: REQUEST_TIMEOUT_MS }).then(
             (m) => {
               if (m.headers?.get('Vantage-Error-Code')) errors++;
               else lat.push((performance.now() - t0) * 1000);
             },
-            () => void errors++,
+            () => void timeouts++,
           ),
         );
       }
@@ -294,10 +311,92 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
     };
     tick();
   });
-  const sendSeconds = (performance.now() - start) / 1000;
+  const sendSeconds = Math.max((performance.now() - start) / 1000, seconds);
   await Promise.all(inflight);
-  lat.sort((a, b) => a - b);
-  return { rate, sent, errors, p50: pct(lat, 50), p90: pct(lat, 90), p99: pct(lat, 99), max: lat[lat.length - 1] ?? NaN, achievedRate: sent / sendSeconds };
+  return { lat, sent, errors, timeouts, achievedRate: sent / sendSeconds, cpuUs: cpuUs(pid) - c0 };
+}
+
+const median = (xs: number[]): number => pct([...xs].sort((a, b) => a - b), 50);
+const sortedOf = (xs: number[]): number[] => [...xs].sort((a, b) => a - b);
+
+/** Figures of one target (observe or echo) over all rounds of a (rate, encoding) comparison. */
+interface TargetFigures {
+  /** Median over rounds of each round's p50 / p99 (µs): the headline, robust to one disturbed round. */
+  p50: number;
+  p99: number;
+  /** Percentiles of all rounds' latencies pooled (µs). */
+  pooledP50: number;
+  pooledP90: number;
+  pooledP99: number;
+  max: number;
+  sent: number;
+  errors: number;
+  timeouts: number;
+  /** Lowest per-round achieved send rate (requests/s). */
+  minAchievedRate: number;
+  cpuPerRequestUs: number;
+  roundP50s: number[];
+}
+
+function figures(segs: Segment[]): TargetFigures {
+  const all = sortedOf(segs.flatMap((s) => s.lat));
+  const sent = segs.reduce((a, s) => a + s.sent, 0);
+  return {
+    p50: median(segs.map((s) => pct(sortedOf(s.lat), 50))),
+    p99: median(segs.map((s) => pct(sortedOf(s.lat), 99))),
+    pooledP50: pct(all, 50),
+    pooledP90: pct(all, 90),
+    pooledP99: pct(all, 99),
+    max: all[all.length - 1] ?? NaN,
+    sent,
+    errors: segs.reduce((a, s) => a + s.errors, 0),
+    timeouts: segs.reduce((a, s) => a + s.timeouts, 0),
+    minAchievedRate: Math.min(...segs.map((s) => s.achievedRate)),
+    cpuPerRequestUs: segs.reduce((a, s) => a + s.cpuUs, 0) / sent,
+    roundP50s: segs.map((s) => pct(sortedOf(s.lat), 50)),
+  };
+}
+
+/**
+ * observe and the echo compared in the same time window: ROUNDS short rounds, each one segment of
+ * observe and one of echo back to back (the order alternating round by round, so a drift in the
+ * machine's load favours neither), same requests, same offered rate, same reply size. A warm-up
+ * round at the same rate is run first and discarded. The comparison is the median over rounds of
+ * the per-round difference of p50s (paired, so a load change between rounds cancels out).
+ */
+async function compare(
+  nc: NatsConnection,
+  observe: { subject: string; pid: number | undefined },
+  echo: { subject: string; pid: number | undefined },
+  payloads: Uint8Array[],
+  rate: number,
+): Promise<{ observe: TargetFigures; echo: TargetFigures; deltaP50: number; deltaP50Min: number; deltaP50Max: number; observeFaster: number }> {
+  const warm = Math.min(0.5, ROUND_SECONDS);
+  await openLoop(nc, observe.subject, payloads, rate, warm, observe.pid);
+  await openLoop(nc, echo.subject, payloads, rate, warm, echo.pid);
+  const o: Segment[] = [];
+  const e: Segment[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    if (r % 2 === 0) {
+      o.push(await openLoop(nc, observe.subject, payloads, rate, ROUND_SECONDS, observe.pid));
+      e.push(await openLoop(nc, echo.subject, payloads, rate, ROUND_SECONDS, echo.pid));
+    } else {
+      e.push(await openLoop(nc, echo.subject, payloads, rate, ROUND_SECONDS, echo.pid));
+      o.push(await openLoop(nc, observe.subject, payloads, rate, ROUND_SECONDS, observe.pid));
+    }
+  }
+  const of = figures(o);
+  const ef = figures(e);
+  const deltas = of.roundP50s.map((p, i) => p - ef.roundP50s[i]!);
+  const finite = deltas.filter(Number.isFinite);
+  return {
+    observe: of,
+    echo: ef,
+    deltaP50: median(finite),
+    deltaP50Min: finite.length ? Math.min(...finite) : NaN,
+    deltaP50Max: finite.length ? Math.max(...finite) : NaN,
+    observeFaster: deltas.filter((d) => d < 0).length,
+  };
 }
 
 function timeIt(iters: number, fn: () => unknown): number {
@@ -468,35 +567,50 @@ async function main(): Promise<void> {
   }
   const replyBytes = replyBytesOf.json;
 
-  const results: Record<string, number> = {};
+  const results: Record<string, number | boolean> = {};
+  const loads: number[] = [];
   const svcBefore = await metrics();
   for (const rate of RATES) {
     for (const enc of ENCODINGS) {
-      const c0 = cpuUs(indexer.pid);
-      const o = await openLoop(nc, observeSubject(POOL), reqs[enc], rate, OBSERVE_SECONDS);
-      const c1 = cpuUs(indexer.pid);
-      const e0 = cpuUs(echoOf[enc].pid);
-      const e = await openLoop(nc, echoSubjects[enc], reqs[enc], rate, OBSERVE_SECONDS);
-      const e1 = cpuUs(echoOf[enc].pid);
-      const svcCpu = (c1 - c0) / o.sent;
-      const echoCpu = (e1 - e0) / e.sent;
+      const c = await compare(nc, { subject: observeSubject(POOL), pid: indexer.pid }, { subject: echoSubjects[enc], pid: echoOf[enc].pid }, reqs[enc], rate);
+      const load = loadavg()[0]!;
+      loads.push(load);
+      const { observe: o, echo: e } = c;
+      const fmt = (f: TargetFigures): string =>
+        `p50 ${f.p50.toFixed(0)} µs p99 ${f.p99.toFixed(0)} (pooled p50 ${f.pooledP50.toFixed(0)} p90 ${f.pooledP90.toFixed(0)} p99 ${f.pooledP99.toFixed(0)} max ${f.max.toFixed(0)})`;
+      const shortfall = (f: TargetFigures): string =>
+        f.timeouts > 0 || f.errors > 0 || f.minAchievedRate < 0.95 * rate
+          ? ` NOT SUSTAINED: ${f.timeouts} timeouts, ${f.errors} errors, lowest round sent at ${f.minAchievedRate.toFixed(0)}/s of ${rate}/s`
+          : '';
       log(
-        `${String(rate).padStart(5)} req/s ${enc.padEnd(6)} observe p50 ${o.p50.toFixed(0)} µs p90 ${o.p90.toFixed(0)} p99 ${o.p99.toFixed(0)} max ${o.max.toFixed(0)} (errors ${o.errors}, sent ${o.sent} at ${o.achievedRate.toFixed(0)}/s)` +
-          ` | echo (${replyBytesOf[enc]} B) p50 ${e.p50.toFixed(0)} µs p90 ${e.p90.toFixed(0)} p99 ${e.p99.toFixed(0)} max ${e.max.toFixed(0)} (errors ${e.errors}) | Δp50 ${(o.p50 - e.p50).toFixed(0)} µs` +
-          ` | CPU per request: indexer ${svcCpu.toFixed(0)} µs, echo ${echoCpu.toFixed(0)} µs`,
+        `${String(rate).padStart(5)} req/s ${enc.padEnd(6)} ${ROUNDS} rounds × ${ROUND_SECONDS} s each` +
+          ` | observe ${fmt(o)}${shortfall(o)} | echo (${replyBytesOf[enc]} B) ${fmt(e)}${shortfall(e)}` +
+          ` | Δp50 median ${c.deltaP50.toFixed(0)} µs (rounds ${c.deltaP50Min.toFixed(0)}..${c.deltaP50Max.toFixed(0)}, observe faster in ${c.observeFaster}/${ROUNDS})` +
+          ` | CPU per request: indexer ${o.cpuPerRequestUs.toFixed(0)} µs, echo ${e.cpuPerRequestUs.toFixed(0)} µs | load ${load.toFixed(2)}`,
       );
       const tag = enc === 'binary' ? `${rate}` : `json_${rate}`;
+      const sustained = (f: TargetFigures): boolean => f.timeouts === 0 && f.errors === 0 && f.minAchievedRate >= 0.95 * rate;
       Object.assign(results, {
         [`observe_${tag}_p50_us`]: Math.round(o.p50),
-        [`observe_${tag}_p90_us`]: Math.round(o.p90),
         [`observe_${tag}_p99_us`]: Math.round(o.p99),
+        [`observe_${tag}_pooled_p90_us`]: Math.round(o.pooledP90),
+        [`observe_${tag}_pooled_p99_us`]: Math.round(o.pooledP99),
         [`observe_${tag}_errors`]: o.errors,
+        [`observe_${tag}_timeouts`]: o.timeouts,
+        [`observe_${tag}_min_achieved_rate`]: Math.round(o.minAchievedRate),
+        [`observe_${tag}_sustained`]: sustained(o),
         [`echo_${tag}_p50_us`]: Math.round(e.p50),
-        [`echo_${tag}_p90_us`]: Math.round(e.p90),
         [`echo_${tag}_p99_us`]: Math.round(e.p99),
+        [`echo_${tag}_pooled_p90_us`]: Math.round(e.pooledP90),
+        [`echo_${tag}_pooled_p99_us`]: Math.round(e.pooledP99),
         [`echo_${tag}_errors`]: e.errors,
-        [`indexer_cpu_per_observe_${tag}_us`]: Math.round(svcCpu),
-        [`echo_cpu_per_request_${tag}_us`]: Math.round(echoCpu),
+        [`echo_${tag}_timeouts`]: e.timeouts,
+        [`echo_${tag}_sustained`]: sustained(e),
+        [`observe_minus_echo_${tag}_p50_us`]: Math.round(c.deltaP50),
+        [`observe_minus_echo_${tag}_p50_min_us`]: Math.round(c.deltaP50Min),
+        [`observe_minus_echo_${tag}_p50_max_us`]: Math.round(c.deltaP50Max),
+        [`indexer_cpu_per_observe_${tag}_us`]: Math.round(o.cpuPerRequestUs),
+        [`echo_cpu_per_request_${tag}_us`]: Math.round(e.cpuPerRequestUs),
       });
     }
   }
@@ -560,13 +674,16 @@ async function main(): Promise<void> {
     observe_p99_us: results[`observe_${first}_p99_us`],
     echo_p50_us: results[`echo_${first}_p50_us`],
     echo_p99_us: results[`echo_${first}_p99_us`],
-    observe_minus_echo_p50_us: results[`observe_${first}_p50_us`]! - results[`echo_${first}_p50_us`]!,
-    target_p50_within_150_us: results[`observe_${first}_p50_us`]! - results[`echo_${first}_p50_us`]! <= 150,
+    observe_minus_echo_p50_us: results[`observe_minus_echo_${first}_p50_us`],
+    target_p50_within_150_us: (results[`observe_minus_echo_${first}_p50_us`] as number) <= 150,
+    rounds: ROUNDS,
+    round_seconds: ROUND_SECONDS,
     ...results,
     load_average_1m: Number(loadavg()[0]!.toFixed(2)),
+    load_average_1m_max_during_observe: Number(Math.max(...loads).toFixed(2)),
     reply_bytes: replyBytesOf.binary,
     reply_bytes_json: replyBytes,
-    observe_json_minus_echo_p50_us: results[`observe_json_${first}_p50_us`]! - results[`echo_json_${first}_p50_us`]!,
+    observe_json_minus_echo_p50_us: results[`observe_minus_echo_json_${first}_p50_us`],
     bookings_live: BOOKINGS_PER_WORKER * WORKERS,
     service_observe_mean_us: Math.round(svcMeanUs),
     profile_decode_us: Number(prof.decode_total_us.toFixed(1)),
