@@ -409,6 +409,7 @@ function timeIt(iters: number, fn: () => unknown): number {
 // ---------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
+  const benchStart = performance.now();
   let natsUrl = process.env.NATS_URL;
   let cleanupNats: (() => Promise<void>) | null = null;
   if (!natsUrl) {
@@ -681,6 +682,7 @@ async function main(): Promise<void> {
     ...results,
     load_average_1m: Number(loadavg()[0]!.toFixed(2)),
     load_average_1m_max_during_observe: Number(Math.max(...loads).toFixed(2)),
+    bench_seconds: Math.round((performance.now() - benchStart) / 1000),
     reply_bytes: replyBytesOf.binary,
     reply_bytes_json: replyBytes,
     observe_json_minus_echo_p50_us: results[`observe_minus_echo_json_${first}_p50_us`],
