@@ -45,12 +45,18 @@
  * decision service alone; the default `real` runs the indexers),
  * NATS_URL (an existing server; 128k token-id requests need max_payload >= 2 MiB).
  *
+ * Each run also reports the CPU time per answered request of each process group
+ * (nats-server, decision service, indexers, echo responder, this generator),
+ * read from /proc, and the 1-minute load average: latency on a shared machine
+ * depends on what else runs, CPU per request much less.
+ *
  * The machine may have only 2 cores: nats-server, both indexers, the decision
  * service, the echo responder and this generator share them, so absolute
  * figures are pessimistic; the echo baseline runs under the same conditions.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { GatewayClient } from '@vantage/gateway-client';
@@ -80,6 +86,42 @@ mkdirSync(dir, { recursive: true });
 const children: ChildProcess[] = [];
 const log = (s: string): void => void process.stderr.write(`${s}\n`);
 
+/** Processes whose CPU time is reported per request (from /proc: unlike latency, it does not depend on what else runs). */
+const cpuOf: Record<string, ChildProcess[]> = { nats: [], decision: [], indexers: [], responder: [] };
+const TICK_US = 1e6 / 100; // USER_HZ
+
+/** User and system CPU time of a process, µs. */
+function procCpuUs(pid: number | undefined): { user: number; sys: number } {
+  if (pid === undefined) return { user: 0, sys: 0 };
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { user: Number(f[11]) * TICK_US, sys: Number(f[12]) * TICK_US }; // utime, stime
+  } catch {
+    return { user: 0, sys: 0 };
+  }
+}
+
+function cpuSnapshot(): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, ps] of Object.entries(cpuOf)) {
+    const t = ps.map((c) => procCpuUs(c.pid));
+    out[k] = t.reduce((a, x) => a + x.user + x.sys, 0);
+    // The system (kernel) share of the decision service: socket reads and writes.
+    if (k === 'decision') out['decision_sys'] = t.reduce((a, x) => a + x.sys, 0);
+  }
+  const u = process.cpuUsage();
+  out['generator'] = u.user + u.system;
+  return out;
+}
+
+/** CPU µs per answered request, by process group, between two snapshots. */
+function cpuPerRequest(a: Record<string, number>, b: Record<string, number>, n: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const k of Object.keys(b)) out[k] = n > 0 ? Math.round(((b[k] ?? 0) - (a[k] ?? 0)) / n) : 0;
+  return out;
+}
+
 function child(name: string, args: string[], env: Record<string, string>): ChildProcess {
   const c = spawn(process.execPath, args, { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   c.stderr?.on('data', (d: Buffer) => log(`[${name}] ${d.toString().trimEnd()}`));
@@ -96,6 +138,7 @@ async function startNats(): Promise<string> {
   writeFileSync(conf, `listen: 127.0.0.1:${port}\nmax_payload: 8388608\njetstream { store_dir: "${join(dir, 'js')}" }\n`);
   const c = spawn(bin, ['-c', conf], { stdio: 'ignore' });
   children.push(c);
+  cpuOf['nats']!.push(c);
   await waitFor('nats-server', () => tcpOpen('127.0.0.1', port), 15_000);
   return `nats://127.0.0.1:${port}`;
 }
@@ -141,6 +184,9 @@ interface RunResult {
   observeP50: number;
   ownP50: number;
   ownP99: number;
+  /** CPU µs per answered request by process group (the echo responder counts as `responder`). */
+  cpu: Record<string, number>;
+  loadavg: number;
 }
 
 /** Fixed-width request id patched into pre-encoded bytes. */
@@ -174,6 +220,7 @@ async function openLoop(name: string, rate: number, seconds: number, send: (id: 
   let n = 0;
   const maxInFlight = 4096;
   let inFlight = 0;
+  const cpu0 = cpuSnapshot();
   const t0 = performance.now();
   const interval = 1000 / rate;
   await new Promise<void>((done) => {
@@ -227,6 +274,7 @@ async function openLoop(name: string, rate: number, seconds: number, send: (id: 
     tick();
   });
   const elapsed = (performance.now() - t0) / 1000;
+  const cpu = cpuPerRequest(cpu0, cpuSnapshot(), ok);
   const sorted = lat.subarray(0, ok).sort();
   const obs = Float64Array.from(observe).sort();
   const ownSorted = Float64Array.from(own).sort();
@@ -245,6 +293,8 @@ async function openLoop(name: string, rate: number, seconds: number, send: (id: 
     observeP50: quantile(obs, 0.5),
     ownP50: quantile(ownSorted, 0.5),
     ownP99: quantile(ownSorted, 0.99),
+    cpu,
+    loadavg: Math.round(loadavg()[0]! * 100) / 100,
   };
 }
 
@@ -270,7 +320,7 @@ function startStubIndexer(url: string): void {
 const nc = await connect({ servers: ${JSON.stringify(url)} });
 for (const r of ${JSON.stringify(replies)}) { const body = new Uint8Array(Buffer.from(r.b64, 'base64')); nc.subscribe(r.subject, { callback: (e, m) => { if (!e) m.respond(body); } }); }
 await nc.flush(); process.stderr.write('stub indexer ready\\n');`;
-  child('stub-indexer', ['--input-type=module', '-e', code], {});
+  cpuOf['indexers']!.push(child('stub-indexer', ['--input-type=module', '-e', code], {}));
 }
 
 const us = (x: number): number | null => (Number.isFinite(x) ? Math.round(x) : null);
@@ -287,16 +337,18 @@ async function main(): Promise<void> {
   else {
     for (const role of ROLES) {
       const p = POOLS[role];
-      child(`indexer-${role}`, ['--import', 'tsx', 'services/indexer/src/main.ts'], {
+      const ix = child(`indexer-${role}`, ['--import', 'tsx', 'services/indexer/src/main.ts'], {
         ...common,
         VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: p.pool, blockSize: BLOCK, namespace: p.ns, component: 'backend' }]),
         VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
         VANTAGE_INDEXER_WORKER_TTL_MS: '3600000',
       });
+      cpuOf['indexers']!.push(ix);
     }
   }
   const echoSubject = 'bench.echo';
-  child('echo', ['--input-type=module', '-e', `import { connect } from '@nats-io/transport-node'; const nc = await connect({ servers: ${JSON.stringify(url)} }); nc.subscribe(${JSON.stringify(echoSubject)}, { callback: (e, m) => { if (!e) m.respond(m.data); } }); await nc.flush(); process.stderr.write('echo ready\\n');`], common);
+  const echoProc = child('echo', ['--input-type=module', '-e', `import { connect } from '@nats-io/transport-node'; const nc = await connect({ servers: ${JSON.stringify(url)} }); nc.subscribe(${JSON.stringify(echoSubject)}, { callback: (e, m) => { if (!e) m.respond(m.data); } }); await nc.flush(); process.stderr.write('echo ready\\n');`], common);
+  cpuOf['responder']!.push(echoProc);
 
   // Parameter set: variant cache with the development tables (the most work per decision).
   const fitted = createParameterSet({
@@ -369,6 +421,7 @@ async function main(): Promise<void> {
     VANTAGE_DECISION_PARAMETER_SET_FILE: paramsFile,
     VANTAGE_DECISION_MAX_IN_FLIGHT: '8192',
   });
+  cpuOf['decision']!.push(decision);
   const probeBody = client.encodeRoute({ requestId: 'warm', sessionId: 's', stageProposal: 'efficient', prompts: { efficient: { tokenIds: prompts.get(0)!.subarray(0, 1024) }, capable: { tokenIds: prompts.get(0)!.subarray(0, 1024) } } });
   await waitFor('decision service', async () => client.routeEncoded(probeBody).then((r) => r.observations.efficient?.workerId != null && r.observations.capable?.workerId != null, () => false), 60_000, 250);
 
@@ -424,7 +477,10 @@ async function main(): Promise<void> {
       `${label.padEnd(15)} ${String(r.rate).padStart(5)}/s ${(payloadBytes / 1024).toFixed(0).padStart(5)} KiB | route p50 ${f(r.p50, 7)} p99 ${f(r.p99, 8)} µs ok ${r.ok}/${r.sent} (${r.achieved.toFixed(0)}/s)` +
         ` | observe p50 ${f(r.observeP50, 6)} own p50 ${f(r.ownP50, 5)} µs` +
         (e === null ? '' : ` | echo p50 ${f(e.p50, 6)} p99 ${f(e.p99, 7)} µs | route-echo p50 ${f(r.p50 - e.p50, 7)} µs`) +
-        ` | max R ${r.maxR} | ${JSON.stringify(r.outcomes)}`,
+        ` | max R ${r.maxR} | ${JSON.stringify(r.outcomes)}` +
+        ` | cpu µs/route ${JSON.stringify(r.cpu)}` +
+        (e === null ? '' : ` echo cpu µs/req ${JSON.stringify({ nats: e.cpu['nats'], responder: e.cpu['responder'], generator: e.cpu['generator'] })}`) +
+        ` load ${r.loadavg}`,
     );
   };
   const row = (label: string, r: RunResult, e: RunResult | null, payloadBytes: number): Record<string, unknown> => ({
@@ -442,42 +498,73 @@ async function main(): Promise<void> {
     decision_own_p99_us: us(r.ownP99),
     max_booked_R: r.maxR,
     outcomes: r.outcomes,
-    ...(e === null ? {} : { echo_p50_us: us(e.p50), echo_p99_us: us(e.p99), echo_ok: e.ok, echo_sent: e.sent }),
+    cpu_us_per_route: r.cpu,
+    loadavg_1m: r.loadavg,
+    ...(e === null ? {} : { echo_p50_us: us(e.p50), echo_p99_us: us(e.p99), echo_ok: e.ok, echo_sent: e.sent, echo_cpu_us_per_request: { nats: e.cpu['nats'], responder: e.cpu['responder'], generator: e.cpu['generator'] } }),
   });
 
-  for (const label of SCENARIOS) {
+  // Between runs: let the previous run's backlog drain (a probe route answered within 20 ms, at most 15 s).
+  const settle = async (): Promise<void> => {
+    const until = performance.now() + 15_000;
+    while (performance.now() < until) {
+      const t = performance.now();
+      const fast = await client.routeEncoded(probeBody).then(
+        (r) => {
+          if (r.pool !== null) sendDone(nc, r.requestId, r.pool);
+          return performance.now() - t < 20;
+        },
+        () => false,
+      );
+      if (fast) return;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    log('settle: the system did not drain within 15 s; measuring anyway');
+  };
+
+  const runScenario = async (label: string): Promise<void> => {
     const m = /^(\d+)k-(hashes|token_ids)$/.exec(label);
     if (!m) throw new Error(`unknown scenario ${label}`);
     const size = Number(m[1]) * 1024;
     const form = m[2] as 'hashes' | 'token_ids';
     const s = makeSenders(size, form);
     // Warm-up (JIT, connections).
+    await settle();
     await openLoop(`warm ${label}`, 200, 1, s.route, nc);
     for (const rate of RATES) {
       // Token ids at 128k are ~1.6 MB per request: far beyond this machine at 2,000/s; bound the run rather than queue for minutes.
       const seconds = form === 'token_ids' && size > 32768 && rate > 500 ? Math.min(SECONDS, 2) : SECONDS;
+      await settle();
       const e = await openLoop(`echo ${label}`, rate, seconds, s.echo, nc);
+      await settle();
       const r = await openLoop(`route ${label}`, rate, seconds, s.route, nc);
       line(label, r, e, s.payloadBytes);
       summary.push(row(label, r, e, s.payloadBytes));
     }
-  }
+  };
 
   // Highest sustained offered rate: 32k block-hash requests, stepping up until a step fails.
   const sustained = (r: RunResult): boolean =>
     r.errors === 0 && r.ok === r.sent && r.achieved >= 0.97 * r.rate && r.p99 < P99_LIMIT_US && (r.outcomes['fallback_indexer_unavailable'] ?? 0) < 0.01 * r.sent;
-  const sat = makeSenders(32768, 'hashes');
   let maxRate = 0;
   const search: Record<string, unknown>[] = [];
-  for (let rate = SEARCH_FROM; rate <= SEARCH_MAX; rate += STEP) {
-    const r = await openLoop(`search ${rate}`, rate, SECONDS, sat.route, nc);
-    const good = sustained(r);
-    line(`search ${good ? 'ok' : 'FAIL'}`, r, null, sat.payloadBytes);
-    search.push({ rate, sustained: good, route_p50_us: us(r.p50), route_p99_us: us(r.p99), achieved_per_s: Math.round(r.achieved), outcomes: r.outcomes });
-    if (!good) break;
-    maxRate = rate;
-  }
-  log(`max sustained offered rate (32k hashes, p99 < ${P99_LIMIT_US} µs, all answered, < 1% indexer fallbacks): ${maxRate} routes/s`);
+  const runSearch = async (): Promise<void> => {
+    const sat = makeSenders(32768, 'hashes');
+    for (let rate = SEARCH_FROM; rate <= SEARCH_MAX; rate += STEP) {
+      await settle();
+      const r = await openLoop(`search ${rate}`, rate, SECONDS, sat.route, nc);
+      const good = sustained(r);
+      line(`search ${good ? 'ok' : 'FAIL'}`, r, null, sat.payloadBytes);
+      search.push({ rate, sustained: good, route_p50_us: us(r.p50), route_p99_us: us(r.p99), achieved_per_s: Math.round(r.achieved), outcomes: r.outcomes, cpu_us_per_route: r.cpu, loadavg_1m: r.loadavg });
+      if (!good) break;
+      maxRate = rate;
+    }
+    log(`max sustained offered rate (32k hashes, p99 < ${P99_LIMIT_US} µs, all answered, < 1% indexer fallbacks): ${maxRate} routes/s`);
+  };
+
+  // Block-hash scenarios, then the rate search, then token ids (whose overload must not leak into the search).
+  for (const label of SCENARIOS.filter((x) => x.endsWith('hashes'))) await runScenario(label);
+  await runSearch();
+  for (const label of SCENARIOS.filter((x) => !x.endsWith('hashes'))) await runScenario(label);
 
   const head = summary.find((x) => x['prompt'] === '32k-hashes' && x['rate'] === Math.max(...RATES)) ?? summary[0];
   const head500 = summary.find((x) => x['prompt'] === '32k-hashes' && x['rate'] === Math.min(...RATES)) ?? head;

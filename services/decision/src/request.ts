@@ -79,51 +79,49 @@ let scratch = new Uint32Array(1 << 16);
 
 /**
  * Parse `[int, int, ...]` starting at `b[at] === '['`: plain non-negative JSON integers (no sign,
- * fraction, exponent or leading zero) within u32. Returns the values and the index after `]`,
- * or null when the array is anything else (the codec then decides).
+ * fraction, exponent or leading zero) within u32, whitespace allowed between tokens. Returns the
+ * values and the index after `]`, or null when the array is anything else (the codec then decides).
+ * Digits are read in a tight inner loop; past the end of `b`, reads give undefined, which no test
+ * below accepts.
  */
 function parseU32Array(b: Uint8Array, at: number): { values: Uint32Array; end: number } | null {
-  let i = at + 1;
-  const n = b.length;
+  let out = scratch;
   let count = 0;
-  while (i < n && isWs(b[i]!)) i++;
-  if (i < n && b[i] === RBRACK) return { values: new Uint32Array(0), end: i + 1 };
+  let i = at + 1;
+  while (isWs(b[i]!)) i++;
+  if (b[i] === RBRACK) return { values: new Uint32Array(0), end: i + 1 };
   for (;;) {
-    while (i < n && isWs(b[i]!)) i++;
-    if (i >= n) return null;
-    let c = b[i]!;
-    if (c < 0x30 || c > 0x39) return null;
-    let v = c - 0x30;
+    while (isWs(b[i]!)) i++;
+    let d = b[i]! - 0x30;
+    if (!(d >= 0 && d <= 9)) return null;
+    let v = d;
     i++;
+    d = b[i]! - 0x30;
     if (v === 0) {
-      // A leading zero must be the whole number.
-      if (i < n && b[i]! >= 0x30 && b[i]! <= 0x39) return null;
+      if (d >= 0 && d <= 9) return null; // a leading zero
     } else {
       let digits = 1;
-      while (i < n) {
-        c = b[i]!;
-        if (c < 0x30 || c > 0x39) break;
-        v = v * 10 + (c - 0x30);
-        i++;
+      while (d >= 0 && d <= 9) {
+        v = v * 10 + d;
         if (++digits > 10) return null;
+        d = b[++i]! - 0x30;
       }
       if (v > 0xffff_ffff) return null;
     }
-    if (count === scratch.length) {
+    if (count === out.length) {
       if (count >= MAX_TOKEN_IDS) return null;
-      const bigger = new Uint32Array(scratch.length * 2);
-      bigger.set(scratch);
-      scratch = bigger;
+      const bigger = new Uint32Array(out.length * 2);
+      bigger.set(out);
+      out = scratch = bigger;
     }
-    scratch[count++] = v;
-    while (i < n && isWs(b[i]!)) i++;
-    if (i >= n) return null;
-    c = b[i]!;
+    out[count++] = v;
+    let c = b[i];
+    while (c !== undefined && isWs(c)) c = b[++i];
     if (c === COMMA) {
       i++;
       continue;
     }
-    if (c === RBRACK) return { values: scratch.slice(0, count), end: i + 1 };
+    if (c === RBRACK) return { values: out.slice(0, count), end: i + 1 };
     return null;
   }
 }

@@ -49,6 +49,8 @@ export interface RouterDeps {
 }
 
 const ROLES = ['efficient', 'capable'] as const;
+/** How long decision records are gathered before they are built and published together. */
+const RECORD_BATCH_MS = 2;
 const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 
 interface Prepared {
@@ -62,12 +64,16 @@ interface Prepared {
 }
 
 export class Router {
-  /** Records of routes answered since the last publish turn. */
+  /** Records of routes answered since the last batch. */
   #records: RecordInput[] = [];
+  #recordTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly d: RouterDeps) {}
 
-  readonly #publishRecords = (): void => {
+  /** Build and queue the records gathered so far (also called at shutdown, before the publisher flushes). */
+  readonly flushRecords = (): void => {
+    if (this.#recordTimer !== null) clearTimeout(this.#recordTimer);
+    this.#recordTimer = null;
     const batch = this.#records;
     this.#records = [];
     const pub = this.d.publisher;
@@ -135,23 +141,25 @@ export class Router {
     const worker = placement !== null && chosenProbe?.kind === 'ok' ? chosenProbe.worker : null;
     let endpoint: string | null = null;
     if (placement !== null && worker !== null) {
-      this.d.nc.publish(
-        bookingsSubject(chosen.target.pool),
-        encodeBooking({
-          requestId: req.requestId,
-          sessionId: req.sessionId,
-          pool: chosen.target.pool,
-          workerId: placement.workerId,
-          dpRank: placement.dpRank,
-          promptTokens: chosen.target.promptTokens,
-          overlapBlocks: worker.deviceOverlapBlocks,
-          // Local hashes: the indexer derives the sequence hashes it needs on its side.
-          localHashesLe64: chosen.localHashesLe64,
-          expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
-          prefillTokens: worker.effectivePrefillTokens,
-          atMs: nowMs,
-        }),
-      );
+      const subject = bookingsSubject(chosen.target.pool);
+      const booking = encodeBooking({
+        requestId: req.requestId,
+        sessionId: req.sessionId,
+        pool: chosen.target.pool,
+        workerId: placement.workerId,
+        dpRank: placement.dpRank,
+        promptTokens: chosen.target.promptTokens,
+        overlapBlocks: worker.deviceOverlapBlocks,
+        // Local hashes: the indexer derives the sequence hashes it needs on its side.
+        localHashesLe64: chosen.localHashesLe64,
+        expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
+        prefillTokens: worker.effectivePrefillTokens,
+        atMs: nowMs,
+      });
+      // Published from a microtask queued before this handler returns, so it runs just before serveRequests sends
+      // the reply: the booking and the reply leave in one socket write (not two), the booking first, so the
+      // indexer has it before the gateway can report the request's end.
+      queueMicrotask(() => this.d.nc.publish(subject, booking));
       this.d.metrics.bookings.inc({ pool: chosen.target.pool });
       this.d.inFlight.add(req.requestId, chosen.target.model, chosen.target.pool, nowMs);
       endpoint = this.d.endpointOf(chosen.target.pool, placement.workerId);
@@ -186,12 +194,13 @@ export class Router {
     const decisionDurationUs = Math.round(hrUs() - t0);
     this.d.metrics.routes.inc({ reason: decision.reason, variant: params.variant, choice: decision.choice });
 
-    // The record is built and encoded after the reply has gone out (serveRequests responds as soon as this
-    // handler resolves; setImmediate runs after that I/O), so Avro encoding never sits on the reply path. All the
-    // records of one turn of the event loop are built together, so their publishes leave in one socket write.
+    // The record is built and encoded after the reply has gone out, so Avro encoding never sits on the reply path.
+    // Records are gathered for RECORD_BATCH_MS and published together: their publishes leave in one socket write
+    // (a write is a system call, costlier here than building a record), and the delay is nothing next to the
+    // durability they wait for (the JetStream ack).
     if (this.d.publisher !== null) {
       this.#records.push({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: probeRoles.length > 0 });
-      if (this.#records.length === 1) setImmediate(this.#publishRecords);
+      this.#recordTimer ??= setTimeout(this.flushRecords, RECORD_BATCH_MS);
     }
     return bytes;
   }

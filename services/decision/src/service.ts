@@ -152,6 +152,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   });
   shutdown.register('flush decision records', 'flush', async () => {
     if (publisher === null) return;
+    router.flushRecords();
     // Leave a margin inside the shutdown deadline for the close phase.
     const left = await publisher.flush(Math.max(100, config.shutdown.deadlineMs - 1000));
     if (left > 0) throw new Error(`${left} decision records not published`);
