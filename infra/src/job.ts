@@ -321,6 +321,10 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   log('TTFT in the report is wall clock (time scale 4) and includes routing and host load; the engine\'s own TTFT per variant, in sim ms:');
   for (const [variant, e] of Object.entries(engine)) {
     log(`engine-side ${variant.padEnd(14)} ${e.requests} requests: engine TTFT mean ${e.engineTtftMeanMs} sim ms (p90 ${e.engineTtftP90Ms}), wall route ${e.routeWallMeanMs} ms, reasons ${JSON.stringify(e.reasons)}`);
+    if (e.background.requests > 0) {
+      const g = e.background;
+      log(`engine-side ${variant.padEnd(14)} ${g.requests} competing requests: engine TTFT mean ${g.engineTtftMeanMs} sim ms (p90 ${g.engineTtftP90Ms}), full response mean ${g.engineLatencyMeanMs} sim ms`);
+    }
   }
   log(`fit report:        ${fitReport}`);
   log(`fitted parameters: ${fittedFile} (version ${fitted.value.version}; per variant: ${join(out, 'params-<variant>.json')})`);
@@ -335,16 +339,24 @@ interface EngineSide {
   engineTtftP90Ms: number | null;
   routeWallMeanMs: number | null;
   reasons: Record<string, number>;
+  /** Competing traffic of the same runs, engine-measured. */
+  background: { requests: number; engineTtftMeanMs: number | null; engineTtftP90Ms: number | null; engineLatencyMeanMs: number | null };
 }
 
 /** Per variant, from the load generator's per-request lines: the engine-measured TTFT and the route wall time. */
 function engineSummary(out: string, runs: readonly ScheduledRun[]): Record<string, EngineSide> {
-  const by: Record<string, { ttft: number[]; route: number[]; reasons: Record<string, number>; n: number }> = {};
+  const by: Record<string, { ttft: number[]; route: number[]; reasons: Record<string, number>; n: number; bgN: number; bgTtft: number[]; bgE2e: number[] }> = {};
   for (const run of runs) {
-    const b = (by[run.variant] ??= { ttft: [], route: [], reasons: {}, n: 0 });
+    const b = (by[run.variant] ??= { ttft: [], route: [], reasons: {}, n: 0, bgN: 0, bgTtft: [], bgE2e: [] });
     for (const l of lines(join(out, `requests-${run.attempt}-${run.variant}.jsonl`))) {
-      const r = JSON.parse(l) as { status: string; ttftMs: number | null; routeWallMs: number | null; reason: string; background?: boolean };
-      if (r.background === true) continue; // competing traffic: in the report's own table
+      const r = JSON.parse(l) as { status: string; ttftMs: number | null; e2eMs?: number | null; routeWallMs: number | null; reason: string; background?: boolean };
+      if (r.background === true) {
+        // Competing traffic: apart from the sessions' figures.
+        b.bgN++;
+        if (r.status === 'done' && r.ttftMs !== null) b.bgTtft.push(r.ttftMs);
+        if (r.status === 'done' && typeof r.e2eMs === 'number') b.bgE2e.push(r.e2eMs);
+        continue;
+      }
       b.n++;
       b.reasons[r.reason] = (b.reasons[r.reason] ?? 0) + 1;
       if (r.status === 'done' && r.ttftMs !== null) b.ttft.push(r.ttftMs);
@@ -355,7 +367,17 @@ function engineSummary(out: string, runs: readonly ScheduledRun[]): Record<strin
   const mean = (xs: number[]): number | null => (xs.length === 0 ? null : round(xs.reduce((s, x) => s + x, 0) / xs.length));
   const p90 = (xs: number[]): number | null => (xs.length === 0 ? null : round([...xs].sort((a, b) => a - b)[Math.ceil(0.9 * xs.length) - 1]!));
   return Object.fromEntries(
-    Object.entries(by).map(([v, b]) => [v, { requests: b.n, engineTtftMeanMs: mean(b.ttft), engineTtftP90Ms: p90(b.ttft), routeWallMeanMs: mean(b.route), reasons: b.reasons }]),
+    Object.entries(by).map(([v, b]) => [
+      v,
+      {
+        requests: b.n,
+        engineTtftMeanMs: mean(b.ttft),
+        engineTtftP90Ms: p90(b.ttft),
+        routeWallMeanMs: mean(b.route),
+        reasons: b.reasons,
+        background: { requests: b.bgN, engineTtftMeanMs: mean(b.bgTtft), engineTtftP90Ms: p90(b.bgTtft), engineLatencyMeanMs: mean(b.bgE2e) },
+      },
+    ]),
   );
 }
 
