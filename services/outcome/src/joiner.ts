@@ -9,6 +9,12 @@
  *    (usage often rides on the terminal event; a separate report gets a short wait);
  *  - otherwise `joinWindowMs` after the join opened            → `deadline`
  *    (`joinOutcome` then says `incomplete` or `timeout`).
+ * Background (competing) traffic has no decision by design: once an event of
+ * the request says `background`, its terminal event stands in for
+ * "decision + terminal" above (same usage grace), and the record is written
+ * with background = true and the events' `arrivalMs` as arrival, never as
+ * `incomplete`. A decision that does arrive before the join closes stays
+ * authoritative (`joinOutcome` ignores the event-side marker then).
  * Nothing is ever dropped: every join ends in exactly one outcome record.
  *
  * Each contributing message is carried as a `Source<H>` whose handle `H` the
@@ -32,6 +38,10 @@ interface Join<H> {
   sources: Source<H>[];
   hasTerminal: boolean;
   hasUsage: boolean;
+  /** Some event of the request marked it as background (competing) traffic. */
+  background: boolean;
+  /** The request's arrival as the events report it (first one given), for a join without a decision. */
+  arrivalMs: number | null;
   /** Grace deadline once decision + terminal are in but usage is not. */
   graceAtMs: number | null;
 }
@@ -99,11 +109,18 @@ export class Joiner<H> {
     return 'joined';
   }
 
-  addEvent(ev: LifecycleEventInput, src: Source<H>, nowMs: number): AddResult {
+  /**
+   * Adds a lifecycle event. `request` carries what the event says about its
+   * request: the background marker and the arrival time (protocol fields
+   * `background`, `arrivalMs`).
+   */
+  addEvent(ev: LifecycleEventInput, src: Source<H>, nowMs: number, request: { background?: boolean; arrivalMs?: number | null } = {}): AddResult {
     if (this.isLate(ev.requestId)) return 'late';
     const j = this.get(ev.requestId, nowMs);
     j.sources.push(src);
     j.events.push(ev);
+    if (request.background === true) j.background = true;
+    if (j.arrivalMs === null && request.arrivalMs !== undefined && request.arrivalMs !== null) j.arrivalMs = request.arrivalMs;
     if (TERMINAL.has(ev.kind)) j.hasTerminal = true;
     if (ev.usage !== undefined) j.hasUsage = true;
     this.maybeArm(j, nowMs);
@@ -199,6 +216,8 @@ export class Joiner<H> {
         sources: [],
         hasTerminal: false,
         hasUsage: false,
+        background: false,
+        arrivalMs: null,
         graceAtMs: null,
       };
       this.open.set(requestId, j);
@@ -212,7 +231,8 @@ export class Joiner<H> {
       if (j.hasUsage) this.ready.push(j.requestId);
       return;
     }
-    if (j.decision === null || !j.hasTerminal) return;
+    // Background traffic has no decision to wait for: its terminal event is enough.
+    if ((j.decision === null && !j.background) || !j.hasTerminal) return;
     j.graceAtMs = j.hasUsage ? nowMs : nowMs + this.opts.terminalGraceMs;
     if (j.hasUsage) this.ready.push(j.requestId);
     else this.graceQueue.push({ id: j.requestId, at: j.graceAtMs });
@@ -234,6 +254,9 @@ export class Joiner<H> {
       closedBy,
       sources: j.sources.map((s) => ({ stream: s.stream, sequence: s.seq, part: s.part })),
       joinLatencyMs: nowMs - j.openedAtMs,
+      // Used only without a decision (joinOutcome: the decision is authoritative).
+      background: j.background,
+      ...(j.arrivalMs === null ? {} : { arrivalMs: j.arrivalMs }),
     });
     return { record, sources: j.sources };
   }

@@ -499,7 +499,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     const ev: LifecycleEventInput = r.value.event;
     const h = held(item);
     if (joiner.rehandle(ev.requestId, stream, seq, h)) return;
-    const res = joiner.addEvent(ev, { stream, seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs);
+    const res = joiner.addEvent(ev, { stream, seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs, r.value);
     if (res === 'late') deadLetter(b, item, 'JOIN_LATE', `${ev.kind} event for request ${ev.requestId} arrived after its outcome was written`);
   }
 

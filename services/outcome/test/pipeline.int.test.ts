@@ -136,6 +136,38 @@ describe('outcome service (in-process, shared brokers)', () => {
     expect(dlq.filter((r) => (r.headers['vantage-dlq-detail'] ?? '').includes(d.requestId) || Buffer.from(r.value ?? []).toString('utf8').includes(d.requestId))).toEqual([]);
   });
 
+  it('writes background (competing) traffic on its terminal event, without a decision and without waiting for the window', async () => {
+    // No decision by design: the events carry background and the arrival time.
+    const a = decision(0, 'bg');
+    const b = decision(1, 'bg');
+    const c = decision(2, 'bg');
+    const req = { background: true, arrivalMs: a.timestampMs - 40 };
+    await pub.event(a, 'first_token', 60, 'small', req);
+    await pub.event(a, 'done', 700, 'small', { ...req, usage: { inputTokens: 2000, outputTokens: 30, cachedTokens: 1500 } });
+    // Usage in a separate report within the grace; and a failure.
+    await pub.event(b, 'first_token', 50, 'small', { background: true, arrivalMs: b.timestampMs });
+    await pub.event(b, 'done', 500, 'small', { background: true, arrivalMs: b.timestampMs });
+    await pub.event(b, 'usage', 501, 'small', { background: true, arrivalMs: b.timestampMs, usage: { inputTokens: 10, outputTokens: 3, cachedTokens: null } });
+    await pub.event(c, 'failed', 90, 'small', { background: true, arrivalMs: c.timestampMs, error: { code: 'ENGINE_ERROR', message: null } });
+    // A background-marked request whose decision does come: the decision stays authoritative.
+    const e = decision(3, 'bg');
+    await pub.decision(e);
+    await pub.event(e, 'first_token', 30, 'small', { background: true, arrivalMs: e.timestampMs - 999 });
+    await pub.event(e, 'done', 300, 'small', { background: true, arrivalMs: e.timestampMs - 999, usage: { inputTokens: 1, outputTokens: 1, cachedTokens: 0 } });
+
+    let got: OutcomeRecord[] = [];
+    const ids = [a, b, c, e].map((x) => x.requestId);
+    await eventually('background outcomes', async () => (got = outcomes(await readTopic(brokers(), n.topics.outcomes)).filter((x) => ids.includes(x.requestId))).length >= 4, 20_000, 100);
+    const by = new Map(got.map((x) => [x.requestId, x]));
+    expect(got).toHaveLength(4);
+    expect(by.get(a.requestId)).toMatchObject({ status: 'completed', background: true, decision: null, arrivalMs: a.timestampMs - 40, ttftMs: 100, latencyMs: 740, uncachedInputTokens: 500, join: { hasDecision: false, closedBy: 'complete' } });
+    expect(by.get(b.requestId)).toMatchObject({ status: 'completed', background: true, ttftMs: 50, inputTokens: 10, cachedTokens: null, join: { hasUsage: true, closedBy: 'complete' } });
+    expect(by.get(c.requestId)).toMatchObject({ status: 'failed', background: true, error: 'ENGINE_ERROR', ttftMs: null, join: { closedBy: 'complete' } });
+    expect(by.get(e.requestId)).toMatchObject({ status: 'completed', background: false, arrivalMs: e.timestampMs, ttftMs: 30, join: { hasDecision: true, closedBy: 'complete' } });
+    // Closed by their terminal event (plus the 200 ms usage grace at most), not by the 1.5 s window.
+    for (const x of [a, b, c]) expect(by.get(x.requestId)?.join.joinLatencyMs ?? Infinity).toBeLessThan(1_500);
+  });
+
   it('dead-letters malformed and hostile input with the reason; valid records around them are unaffected', async () => {
     const before = outcomes(await readTopic(brokers(), n.topics.outcomes)).length;
     const ok1 = decision(1, 'around');

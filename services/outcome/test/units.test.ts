@@ -70,6 +70,67 @@ describe('Joiner', () => {
     expect([...j.heldHandles()]).toEqual([70]);
   });
 
+  it('closes background traffic on its terminal event (usage grace as usual), timed from arrivalMs, never incomplete', () => {
+    const j = new Joiner<number>(opts);
+    const bg = { background: true, arrivalMs: 1_000 };
+    // With usage on the terminal event: at once, no decision awaited.
+    j.addEvent(ev('bg-1', 'first_token', 1_250), src(1, 'first_token'), 0, bg);
+    j.addEvent(ev('bg-1', 'done', 1_900, { usage: { inputTokens: 100, outputTokens: 10, cachedTokens: 40 } }), src(2, 'done'), 5, bg);
+    const [a] = j.takeComplete(5);
+    expect(a?.record).toMatchObject({
+      requestId: 'bg-1',
+      status: 'completed',
+      background: true,
+      decision: null,
+      arrivalMs: 1_000,
+      ttftMs: 250,
+      latencyMs: 900,
+      uncachedInputTokens: 60,
+      join: { hasDecision: false, closedBy: 'complete' },
+    });
+    // Terminal without usage: the usual grace, then complete; a usage report within it is joined.
+    j.addEvent(ev('bg-2', 'first_token', 1_100), src(3, 'first_token'), 10, bg);
+    j.addEvent(ev('bg-2', 'failed', 1_300, { error: 'ENGINE_ERROR: x' }), src(4, 'done'), 10, bg);
+    j.addEvent(ev('bg-3', 'cancelled', 1_200), src(5, 'done'), 10, bg);
+    expect(j.takeComplete(50)).toEqual([]);
+    j.addEvent(ev('bg-2', 'usage', 1_310, { usage: { inputTokens: 5, outputTokens: 0, cachedTokens: 0 } }), src(6, 'done'), 60, bg);
+    const [b] = j.takeComplete(60);
+    expect(b?.record).toMatchObject({ requestId: 'bg-2', status: 'failed', error: 'ENGINE_ERROR: x', background: true, ttftMs: 100, inputTokens: 5, join: { closedBy: 'complete' } });
+    const [c] = j.takeComplete(110);
+    expect(c?.record).toMatchObject({ requestId: 'bg-3', status: 'cancelled', background: true, ttftMs: null, join: { closedBy: 'complete', hasUsage: false } });
+    expect(j.pending).toBe(0);
+    // Only the terminal event need carry the marker.
+    j.addEvent(ev('bg-4', 'first_token', 1_050), src(7, 'first_token'), 200);
+    j.addEvent(ev('bg-4', 'done', 1_400, { usage: { inputTokens: 1, outputTokens: 1, cachedTokens: 0 } }), src(8, 'done'), 200, bg);
+    expect(j.takeComplete(200).map((x) => [x.record.requestId, x.record.background, x.record.ttftMs])).toEqual([['bg-4', true, 50]]);
+  });
+
+  it('background without a terminal event times out at the window (timeout, not incomplete)', () => {
+    const j = new Joiner<number>(opts);
+    j.addEvent(ev('bg-5', 'first_token', 1_080), src(1, 'first_token'), 0, { background: true, arrivalMs: 1_000 });
+    expect(j.takeComplete(500)).toEqual([]);
+    const [c] = j.takeExpired(1_000);
+    expect(c?.record).toMatchObject({ status: 'timeout', background: true, ttftMs: 80, join: { closedBy: 'deadline' } });
+  });
+
+  it('a decision that arrives for a background-marked request stays authoritative', () => {
+    const j = new Joiner<number>(opts);
+    const d = decision(1, 'bgd');
+    j.addEvent(ev(d.requestId, 'first_token', d.timestampMs + 70), src(1, 'first_token'), 0, { background: true, arrivalMs: d.timestampMs - 500 });
+    j.addDecision(d, src(2), 1);
+    j.addEvent(ev(d.requestId, 'done', d.timestampMs + 300, { usage: { inputTokens: 1, outputTokens: 1, cachedTokens: 0 } }), src(3, 'done'), 2, { background: true, arrivalMs: d.timestampMs - 500 });
+    const [c] = j.takeComplete(2);
+    expect(c?.record).toMatchObject({ background: false, arrivalMs: d.timestampMs, ttftMs: 70, latencyMs: 300, join: { hasDecision: true } });
+    expect(c?.record.decision?.recordId).toBe(d.recordId);
+  });
+
+  it('an unmarked request without a decision still waits for the window and is incomplete', () => {
+    const j = new Joiner<number>(opts);
+    j.addEvent(ev('nodec', 'done', 5, { usage: { inputTokens: 1, outputTokens: 1, cachedTokens: 0 } }), src(1, 'done'), 0, { arrivalMs: 1 });
+    expect(j.takeComplete(999)).toEqual([]);
+    expect(j.takeExpired(1_000).map((c) => [c.record.status, c.record.background])).toEqual([['incomplete', false]]);
+  });
+
   it('honours limits per call', () => {
     const j = new Joiner<number>(opts);
     for (let i = 0; i < 5; i++) j.addDecision(decision(i, 'l'), src(i), 0);
