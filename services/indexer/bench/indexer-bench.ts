@@ -19,7 +19,8 @@
  *      per-round p50 / p99, and observe − echo is the median of the per-round differences (a
  *      load change on the machine between rounds then moves both sides of a pair alike);
  *      pooled percentiles and the per-round spread are printed too. A rate the sender or a
- *      responder cannot sustain is reported (achieved rate, timeouts), not fatal;
+ *      responder cannot sustain is reported (achieved rate, timeouts), not fatal (once requests
+ *      time out, the comparison stops after 3 rounds);
  *   4. profile: where an observe's service time goes (decode, match, selection,
  *      reply encoding), measured in-process on the same data.
  *
@@ -370,7 +371,7 @@ async function compare(
   echo: { subject: string; pid: number | undefined },
   payloads: Uint8Array[],
   rate: number,
-): Promise<{ observe: TargetFigures; echo: TargetFigures; deltaP50: number; deltaP50Min: number; deltaP50Max: number; observeFaster: number }> {
+): Promise<{ observe: TargetFigures; echo: TargetFigures; rounds: number; deltaP50: number; deltaP50Min: number; deltaP50Max: number; observeFaster: number }> {
   const warm = Math.min(0.5, ROUND_SECONDS);
   await openLoop(nc, observe.subject, payloads, rate, warm, observe.pid);
   await openLoop(nc, echo.subject, payloads, rate, warm, echo.pid);
@@ -384,6 +385,8 @@ async function compare(
       e.push(await openLoop(nc, echo.subject, payloads, rate, ROUND_SECONDS, echo.pid));
       o.push(await openLoop(nc, observe.subject, payloads, rate, ROUND_SECONDS, observe.pid));
     }
+    // Saturated (requests timing out): more rounds would only add minutes of backlog, not information.
+    if (r >= 2 && o.concat(e).some((s) => s.timeouts > 0)) break;
   }
   const of = figures(o);
   const ef = figures(e);
@@ -392,6 +395,7 @@ async function compare(
   return {
     observe: of,
     echo: ef,
+    rounds: o.length,
     deltaP50: median(finite),
     deltaP50Min: finite.length ? Math.min(...finite) : NaN,
     deltaP50Max: finite.length ? Math.max(...finite) : NaN,
@@ -584,9 +588,9 @@ async function main(): Promise<void> {
           ? ` NOT SUSTAINED: ${f.timeouts} timeouts, ${f.errors} errors, lowest round sent at ${f.minAchievedRate.toFixed(0)}/s of ${rate}/s`
           : '';
       log(
-        `${String(rate).padStart(5)} req/s ${enc.padEnd(6)} ${ROUNDS} rounds × ${ROUND_SECONDS} s each` +
+        `${String(rate).padStart(5)} req/s ${enc.padEnd(6)} ${c.rounds} rounds × ${ROUND_SECONDS} s each${c.rounds < ROUNDS ? ' (saturated: stopped early)' : ''}` +
           ` | observe ${fmt(o)}${shortfall(o)} | echo (${replyBytesOf[enc]} B) ${fmt(e)}${shortfall(e)}` +
-          ` | Δp50 median ${c.deltaP50.toFixed(0)} µs (rounds ${c.deltaP50Min.toFixed(0)}..${c.deltaP50Max.toFixed(0)}, observe faster in ${c.observeFaster}/${ROUNDS})` +
+          ` | Δp50 median ${c.deltaP50.toFixed(0)} µs (rounds ${c.deltaP50Min.toFixed(0)}..${c.deltaP50Max.toFixed(0)}, observe faster in ${c.observeFaster}/${c.rounds})` +
           ` | CPU per request: indexer ${o.cpuPerRequestUs.toFixed(0)} µs, echo ${e.cpuPerRequestUs.toFixed(0)} µs | load ${load.toFixed(2)}`,
       );
       const tag = enc === 'binary' ? `${rate}` : `json_${rate}`;
@@ -607,6 +611,7 @@ async function main(): Promise<void> {
         [`echo_${tag}_errors`]: e.errors,
         [`echo_${tag}_timeouts`]: e.timeouts,
         [`echo_${tag}_sustained`]: sustained(e),
+        [`rounds_${tag}`]: c.rounds,
         [`observe_minus_echo_${tag}_p50_us`]: Math.round(c.deltaP50),
         [`observe_minus_echo_${tag}_p50_min_us`]: Math.round(c.deltaP50Min),
         [`observe_minus_echo_${tag}_p50_max_us`]: Math.round(c.deltaP50Max),
