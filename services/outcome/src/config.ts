@@ -39,8 +39,23 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
       /** Topic `max.message.bytes` set at creation: one transaction's record batch per partition must fit. */
       maxMessageBytes: s.integer({ minimum: 1024 * 1024, default: 16 * 1024 * 1024 }),
     }),
-    /** Stable per replica (e.g. a StatefulSet ordinal); empty = `<service>-<instanceId>`. A restarted replica must reuse it to fence its predecessor. */
+    /**
+     * ONE id shared by every replica of this pair of streams (not per process): a new leader's
+     * InitProducerId fences the previous leader, so a stale leader can never commit. Empty =
+     * `<service>-txn`.
+     */
     transactionalId: s.string({ default: '' }),
+    /** Active–standby leadership: a lease in a JetStream KV bucket; only its holder consumes (README, "Replicas"). */
+    leader: s.object({
+      /** KV bucket (created when missing, TTL = leaseMs). */
+      bucket: s.string({ minLength: 1, pattern: '^[-\\w]+$', default: 'vantage_outcome_leader' }),
+      /** Lease key; empty = the transactional id (the lease guards who uses it). */
+      key: s.string({ default: '' }),
+      /** The key's TTL (bucket max_age): a leader that stopped renewing loses the lease this long after its last renewal. */
+      leaseMs: s.integer({ minimum: 1000, default: 5_000 }),
+      /** Renewal period of the leader, and the standby's polling period. */
+      renewMs: s.integer({ minimum: 100, default: 1_000 }),
+    }),
     transactionTimeoutMs: s.integer({ minimum: 1000, default: 60_000 }),
     /** A join closes as `deadline` this long after its first message arrived. */
     joinWindowMs: s.integer({ minimum: 10, default: 60_000 }),
@@ -78,6 +93,9 @@ export function checkOutcomeConfig(cfg: OutcomeConfig): void {
   // still open, or a second replica would start the same join (see README).
   if (o.nats.ackWaitMs < 2 * (o.joinWindowMs + o.terminalGraceMs) + 5_000) {
     problems.push(`outcome.nats.ackWaitMs (${o.nats.ackWaitMs}) must be >= 2 * (joinWindowMs + terminalGraceMs) + 5000 = ${2 * (o.joinWindowMs + o.terminalGraceMs) + 5_000}`);
+  }
+  if (o.leader.leaseMs < 3 * o.leader.renewMs) {
+    problems.push(`outcome.leader.leaseMs (${o.leader.leaseMs}) must be >= 3 * outcome.leader.renewMs (${3 * o.leader.renewMs})`);
   }
   if (o.transactionTimeoutMs >= o.nats.ackWaitMs) {
     problems.push(`outcome.transactionTimeoutMs (${o.transactionTimeoutMs}) must be below outcome.nats.ackWaitMs (${o.nats.ackWaitMs})`);

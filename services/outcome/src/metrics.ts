@@ -26,6 +26,8 @@ export function outcomeMetrics(registry: Registry) {
     syncs: new Counter({ name: 'vantage_outcome_progress_syncs_total', help: 'Progress-log synchronisations (sentinel round trips)', registers }),
     resets: new Counter({ name: 'vantage_outcome_resets_total', help: 'In-memory state dropped after losing ownership of messages (JetStream redelivers them)', registers }),
     expiredDropped: new Counter({ name: 'vantage_outcome_expired_dropped_total', help: 'Fetched messages dropped unprocessed because their ownership lapsed while queued (redelivered later)', registers }),
+    leader: new Gauge({ name: 'vantage_outcome_leader', help: '1 while this replica holds the leadership lease and consumes, 0 while standby', registers }),
+    leadershipChanges: new Counter({ name: 'vantage_outcome_leadership_changes_total', help: 'Leadership transitions, by the role taken (leader, standby)', labelNames: ['to'], registers }),
     fetchPaused: new Gauge({ name: 'vantage_outcome_fetch_paused', help: '1 while fetching is paused by backpressure', registers }),
   };
 }

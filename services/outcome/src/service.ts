@@ -9,6 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type Consumer as JsConsumer, type JsMsg } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import {
   decodeSingleObject,
   DECISION_REGISTRY,
@@ -78,8 +79,11 @@ interface Batch {
 
 export interface OutcomeService {
   readonly metrics: OutcomeMetrics;
+  /** The current leader term's joiner (a fresh one per term). */
   readonly joiner: Joiner<Held>;
   readonly transactionalId: string;
+  /** Active–standby: only the holder of the leadership lease consumes (README, "Replicas"). */
+  readonly role: 'leader' | 'standby';
   /** Resolves when the loops have stopped (after shutdown). */
   readonly stopped: Promise<void>;
 }
@@ -112,7 +116,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   const log = ctx.log.child({ component: 'outcome' });
   const kafka = ctx.kafka;
   const metrics = outcomeMetrics(ctx.registry);
-  const transactionalId = o.transactionalId === '' ? `${cfg.service}-${ctx.instanceId}` : o.transactionalId;
+  // One transactional id for every replica: a new leader's InitProducerId fences the old one.
+  const transactionalId = o.transactionalId === '' ? `${cfg.service}-txn` : o.transactionalId;
   const ackWaitMs = o.nats.ackWaitMs;
   const ownershipMs = Math.floor(ackWaitMs / 2);
   const lifecyclePrefix = o.nats.lifecycleSubject.slice(0, -1); // "vantage.v1.lifecycle."
@@ -160,13 +165,20 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     { topic: o.topics.progress, partitions: 1, replicationFactor: o.topics.replicationFactor, config: topicConfig },
   ]);
 
-  const committed = new CommittedSet(2 * ackWaitMs);
-  const joiner = new Joiner<Held>({ joinWindowMs: o.joinWindowMs, terminalGraceMs: o.terminalGraceMs, recentlyClosedCap: o.recentlyClosedCap });
+  // Per leader term (fresh at each takeover): what is committed, the open joins, the inbox.
+  let committed = new CommittedSet(2 * ackWaitMs);
+  const newJoiner = (): Joiner<Held> => new Joiner<Held>({ joinWindowMs: o.joinWindowMs, terminalGraceMs: o.terminalGraceMs, recentlyClosedCap: o.recentlyClosedCap });
+  let joiner = newJoiner();
   const inbox: InboxItem[] = [];
   let inboxHead = 0;
   const inboxSize = (): number => inbox.length - inboxHead;
 
+  /** The leader term's loops stop (shutdown or lost lease). */
   let stopping = false;
+  /** The service is shutting down: no new leader term. */
+  let shuttingDown = false;
+  /** Handles of an abandoned batch at the end of a term: naked with the rest. */
+  const abandoned: Held[] = [];
   /** Set near the shutdown deadline: a Kafka retry loop gives up and leaves its messages unacked. */
   let giveUp = false;
   let kafkaHealthy = true;
@@ -182,12 +194,26 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   };
 
   // ------------------------------------------------------------- producer
-  let producer: VantageProducer = await kafka.createProducer({ transactionalId, transactionTimeoutMs: o.transactionTimeoutMs });
+  // Created by the leader only: with the shared transactional id, creating one fences whoever else has it.
+  let producer: VantageProducer | null = null;
+  const prod = (): VantageProducer => {
+    if (producer === null) throw new Error('no Kafka producer: not the leader');
+    return producer;
+  };
 
-  /** A fresh producer with the same transactional id: InitProducerId fences the old epoch and finishes or aborts its open transaction. */
+  /**
+   * A fresh producer with the shared transactional id: InitProducerId fences
+   * the old epoch (a previous leader, or our own failed producer) and finishes
+   * or aborts its open transaction. Only while this replica provably holds the
+   * lease (a renewal just succeeded): a stale leader must never fence the
+   * current one.
+   */
   async function recreateProducer(): Promise<void> {
-    await producer.disconnect().catch(() => {});
+    await producer?.disconnect().catch(() => {});
+    producer = null;
     for (let attempt = 0; ; attempt++) {
+      if (giveUp) throw new Error('not re-creating the Kafka producer: shutting down or no longer the leader');
+      if (!(await renewLease())) throw new Error('leadership lease not held: not re-creating the Kafka producer');
       try {
         producer = await kafka.createProducer({ transactionalId, transactionTimeoutMs: o.transactionTimeoutMs });
         return;
@@ -201,6 +227,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
 
   // ---------------------------------------------------- progress follower
   const sentinelWaiters = new Map<string, () => void>();
+  /** Started at each leader term, from the ack floors of that moment (see progressStartOffset). */
+  async function startFollower(): Promise<KafkaConsumer> {
   const followerGroup = `${transactionalId}-progress-${randomBytes(4).toString('hex')}`;
   const startOffset = await progressStartOffset();
   // The start position is committed for the (new, empty) group before it
@@ -228,6 +256,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     },
   });
   log.info({ topic: o.topics.progress, offset: startOffset }, 'progress follower started');
+  return follower;
+  }
 
   /**
    * Where the follower must start so that every committed transaction that
@@ -269,7 +299,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       const nonce = `s-${randomBytes(8).toString('hex')}`;
       const seen = new Promise<void>((resolve) => sentinelWaiters.set(nonce, resolve));
       try {
-        const txn = await producer.raw.transaction();
+        const txn = await prod().raw.transaction();
         try {
           await txn.send({ topic: o.topics.progress, acks: -1, messages: [{ partition: 0, value: JSON.stringify(progressRecord(transactionalId, nonce, Date.now(), new Map(), new Map())) }] });
           await txn.commit();
@@ -297,9 +327,6 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     }
   }
 
-  // Before taking any work: know everything already committed.
-  await sync();
-  log.info({ committedTransactions: committed.size }, 'progress log read back');
 
   // ---------------------------------------------------------- fetch loops
   const js = jetstream(ctx.nc);
@@ -334,6 +361,11 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         const watchdog = setTimeout(() => void iter.stop(), o.nats.fetchExpiresMs * 2 + 2_000);
         try {
           for await (const m of iter) {
+            if (stopping) {
+              // Term over (lost lease or shutdown): the pull still delivers; give it straight back.
+              m.nak();
+              continue;
+            }
             const info = m.info;
             inbox.push({
               kind: s.kind,
@@ -504,6 +536,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   }
 
   function owned(b: Batch, nowMs: number): boolean {
+    // The lease first: a replica that may no longer be the leader writes nothing.
+    if (!leaseValid(nowMs)) return false;
     for (const h of b.done) if (h.ownedUntilMs <= nowMs) return false;
     for (const h of b.copied) if (h.ownedUntilMs <= nowMs) return false;
     return true;
@@ -524,7 +558,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       if (!owned(b, Date.now())) return false;
       const stop = metrics.produceSeconds.startTimer();
       try {
-        const txn = await producer.raw.transaction();
+        const txn = await prod().raw.transaction();
         try {
           await txn.sendBatch({ topicMessages, acks: -1 });
           if (!owned(b, Date.now())) {
@@ -564,6 +598,11 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   function reset(b: Batch): void {
     metrics.resets.inc();
     joiner.forgetClosed(b.closedIds);
+    if (stopping) {
+      // The term is ending (lost lease): everything held goes back at once.
+      for (const h of joiner.heldHandles()) abandoned.push(h);
+      abandoned.push(...b.done);
+    }
     log.warn({ pendingJoins: joiner.pending }, 'ownership of held messages lapsed; dropping in-memory joins for redelivery');
     joiner.clear();
   }
@@ -683,7 +722,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       try {
         committedOk = await result;
       } catch (e) {
-        log.error({ err: e }, 'giving up on the current batch at shutdown; its messages stay unacked');
+        log.error({ err: e }, 'giving up on the current batch (shutdown or lost lease); its messages are released unacked');
+        abandoned.push(...b.done);
         return { ok: false, lost: false };
       }
       if (!committedOk) {
@@ -733,11 +773,13 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         const s = await settle();
         if (!s.ok) {
           joiner.forgetClosed(b.closedIds);
+          abandoned.push(...b.done);
           return;
         }
         if (s.lost) {
           // Built on the memory that reset() dropped: abandoned, unacked.
           joiner.forgetClosed(b.closedIds);
+          if (stopping) abandoned.push(...b.done);
           continue;
         }
       }
@@ -766,8 +808,163 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     for await (const s of ctx.nc.status()) if (s.type === 'reconnect') committed.noteReconnect(Date.now());
   })().catch(() => {});
 
-  const loops = Promise.all([...streams.map((s) => fetchLoop(s)), batchLoop()]);
-  const stopped = loops.then(() => undefined);
+  // ------------------------------------------------------------ leadership
+  // Active–standby (README, "Replicas"): a join needs both halves of a request
+  // in one process, so exactly one replica consumes. The lease is a key in a
+  // JetStream KV bucket whose TTL (max_age) is leaseMs: created if absent,
+  // renewed by the holder with a revision-checked update every renewMs. A
+  // killed leader stops renewing and its key expires; a standby polling with
+  // create-if-absent then takes over. Kafka fencing (one transactional id for
+  // all replicas) makes sure a stale leader can never commit after that.
+  const kv = await retrying('leader KV bucket', () => new Kvm(ctx.nc).create(o.leader.bucket, { ttl: o.leader.leaseMs, history: 1 }));
+  const leaseKey = o.leader.key === '' ? transactionalId.replace(/[^-/_=.a-zA-Z0-9]/g, '_') : o.leader.key;
+  const holder = `${ctx.instanceId}-${randomBytes(4).toString('hex')}`;
+  let role: 'leader' | 'standby' = 'standby';
+  let leaseRev = 0;
+  let lastRenewOkMs = 0;
+  /** The current term lost the lease (set once per term). */
+  let lost = false;
+  let renewing: Promise<boolean> | null = null;
+  metrics.leader.set(0);
+
+  /**
+   * Whether this replica may still act as leader: it holds the lease and its
+   * last successful renewal is recent enough that the key cannot have expired
+   * (expiry is leaseMs after the last write; one renew period of margin).
+   */
+  function leaseValid(nowMs: number): boolean {
+    return role === 'leader' && !lost && nowMs - lastRenewOkMs < o.leader.leaseMs - o.leader.renewMs;
+  }
+
+  function loseLeadership(why: string, err?: unknown): void {
+    if (lost || role !== 'leader') return;
+    lost = true;
+    stopping = true;
+    giveUp = true;
+    log.warn({ err, why, holder, key: leaseKey }, 'leadership lost: stop consuming, release open work unacked');
+    poke();
+  }
+
+  /** One revision-checked renewal (concurrent callers share it). False when the lease is not (or no longer) held. */
+  function renewLease(): Promise<boolean> {
+    if (renewing !== null) return renewing;
+    renewing = (async () => {
+      if (role !== 'leader' || lost) return false;
+      try {
+        leaseRev = await kv.update(leaseKey, holder, leaseRev);
+        lastRenewOkMs = Date.now();
+        return true;
+      } catch (e) {
+        const msg = e instanceof Error ? e.message : String(e);
+        // The server says the key moved on (another holder, or it expired): lost now.
+        // Anything else (timeout, disconnected) is lost once the lease may have lapsed.
+        if (/wrong last sequence/i.test(msg)) loseLeadership('lease revision changed (taken over or expired)', e);
+        else if (!leaseValid(Date.now())) loseLeadership('lease not renewed in time', e);
+        else log.warn({ err: e }, 'lease renewal failed; retrying');
+        return false;
+      }
+    })().finally(() => {
+      renewing = null;
+    });
+    return renewing;
+  }
+
+  async function tryAcquire(): Promise<boolean> {
+    try {
+      leaseRev = await kv.create(leaseKey, holder);
+      lastRenewOkMs = Date.now();
+      return true;
+    } catch {
+      // Still ours (a term ended on a NATS outage while the key outlived it)? Then take it back.
+      const e = await kv.get(leaseKey).catch(() => null);
+      if (e === null || e.operation !== 'PUT' || e.string() !== holder) return false;
+      try {
+        leaseRev = await kv.update(leaseKey, holder, e.revision);
+        lastRenewOkMs = Date.now();
+        return true;
+      } catch {
+        return false;
+      }
+    }
+  }
+
+  /** Nak everything this term holds (inbox, open joins, abandoned batches) so the next leader gets it at once. */
+  function releaseHeld(): number {
+    let naked = 0;
+    for (let i = inboxHead; i < inbox.length; i++) {
+      inbox[i]?.msg.nak();
+      naked++;
+    }
+    inbox.length = 0;
+    inboxHead = 0;
+    naked += nakOpenJoins(joiner);
+    for (const h of abandoned) h.msg.nak();
+    naked += abandoned.length;
+    abandoned.length = 0;
+    metrics.inbox.set(0);
+    metrics.pendingJoins.set(0);
+    return naked;
+  }
+
+  /** One leader term: fence, read the progress log, consume until shutdown or the lease is lost. */
+  async function term(): Promise<void> {
+    lost = false;
+    stopping = false;
+    giveUp = false;
+    role = 'leader';
+    metrics.leader.set(1);
+    metrics.leadershipChanges.inc({ to: 'leader' });
+    log.info({ role, holder, key: leaseKey, transactionalId }, 'leader: lease acquired; fencing the previous leader and reading the progress log');
+    const renewTimer = setInterval(() => void renewLease(), o.leader.renewMs);
+    let follower: KafkaConsumer | null = null;
+    try {
+      joiner = newJoiner();
+      committed = new CommittedSet(2 * ackWaitMs);
+      // InitProducerId with the shared transactional id: the previous leader's
+      // producer is fenced and its open transaction aborted (or completed) here.
+      await recreateProducer();
+      // Then the previous leaders' committed progress, before any message is
+      // taken: the follower starts at this moment's ack floors, and the
+      // sentinel sync waits until every transaction committed before it is read.
+      follower = await startFollower();
+      await sync();
+      log.info({ committedTransactions: committed.size }, 'progress log read back; consuming');
+      lastCommitMs = Date.now();
+      if (!stopping) await Promise.all([...streams.map((s) => fetchLoop(s)), batchLoop()]);
+    } catch (e) {
+      if (!lost && !shuttingDown) log.error({ err: e }, 'leader term failed; releasing the lease');
+    } finally {
+      clearInterval(renewTimer);
+      stopping = true;
+      const naked = releaseHeld();
+      await ctx.nc.flush().catch(() => {});
+      await follower?.disconnect().catch(() => {});
+      await producer?.disconnect().catch(() => {});
+      producer = null;
+      // Hand the lease over at once on shutdown or failure (a standby need not wait for the TTL).
+      if (!lost) await kv.delete(leaseKey, { previousSeq: leaseRev }).catch(() => {});
+      role = 'standby';
+      metrics.leader.set(0);
+      metrics.leadershipChanges.inc({ to: 'standby' });
+      log.info({ role, naked, lost, holder }, lost ? 'standby: leadership lost; held messages released for redelivery' : 'standby: leadership released; held messages released for redelivery');
+    }
+  }
+
+  const leadership = (async () => {
+    let waiting = false;
+    while (!shuttingDown) {
+      if (await tryAcquire()) {
+        waiting = false;
+        await term();
+        if (shuttingDown) break;
+      } else if (!waiting) {
+        waiting = true;
+        log.info({ role, holder, key: leaseKey }, 'standby: another replica holds the leadership lease');
+      }
+      await sleep(o.leader.renewMs);
+    }
+  })();
+  const stopped = leadership.then(() => undefined);
 
   const jsm = await jetstreamManager(ctx.nc);
   const lagTimer = setInterval(() => {
@@ -782,7 +979,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   // A stall report: when work is waiting and nothing has committed for a
   // while, say where the pipeline is (an operator's first question).
   const stallTimer = setInterval(() => {
-    if (Date.now() - lastCommitMs > 10_000) {
+    if (role === 'leader' && Date.now() - lastCommitMs > 10_000) {
       log.warn({ stage, inbox: inboxSize(), pendingJoins: joiner.pending, sinceCommitMs: Date.now() - lastCommitMs, kafkaHealthy, fetch: fetchState }, 'outcome pipeline idle or stalled');
     }
   }, 10_000);
@@ -791,15 +988,16 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   ctx.addHealthCheck('kafka', () => ({ ok: kafkaHealthy, details: kafkaHealthy ? {} : { error: lastKafkaError } }));
   ctx.addHealthCheck('pipeline', () => ({
     ok: natsConnected(ctx.nc),
-    details: { pendingJoins: joiner.pending, inbox: inboxSize(), committedTransactions: committed.size },
+    details: { role, holder, leaseKey, pendingJoins: joiner.pending, inbox: inboxSize(), committedTransactions: committed.size },
   }));
 
   // Shutdown: stop intake; let the batch in flight commit (or give up near
   // the deadline); then nak what is held so a replica or the next start takes
-  // it at once instead of after ack_wait. Nothing unjoined is written early:
-  // an `incomplete` record for a request whose events are merely in flight
-  // would be a wrong fact.
+  // it at once instead of after ack_wait, and hand the lease over. Nothing
+  // unjoined is written early: an `incomplete` record for a request whose
+  // events are merely in flight would be a wrong fact.
   ctx.shutdown.register('outcome-intake', 'intake', () => {
+    shuttingDown = true;
     stopping = true;
     poke();
   });
@@ -812,18 +1010,21 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     }
     clearInterval(lagTimer);
     clearInterval(stallTimer);
-    let naked = 0;
-    for (let i = inboxHead; i < inbox.length; i++) {
-      inbox[i]?.msg.nak();
-      naked++;
-    }
-    naked += nakOpenJoins(joiner);
-    await ctx.nc.flush().catch(() => {});
-    log.info({ naked }, 'outcome pipeline stopped; held messages released for redelivery');
+    log.info('outcome pipeline stopped');
   });
 
-  log.info({ transactionalId, streams: streams.map((s) => s.stream), topics: o.topics }, 'outcome service running');
-  return { metrics, joiner, transactionalId, stopped };
+  log.info({ transactionalId, leaseBucket: o.leader.bucket, leaseKey, holder, streams: streams.map((s) => s.stream), topics: o.topics }, 'outcome service running');
+  return {
+    metrics,
+    get joiner() {
+      return joiner;
+    },
+    transactionalId,
+    get role() {
+      return role;
+    },
+    stopped,
+  };
 }
 
 function nakOpenJoins(joiner: Joiner<Held>): number {

@@ -1,10 +1,11 @@
-// Two replicas sharing the work: both consume the same durable JetStream
-// consumers (one queue of work) with their own transactional ids. Both must
-// write (the progress log names each transaction's writer), and every request
-// id must be in the outcomes topic exactly once, every decision once in the
-// decisions topic. Then one replica is killed with SIGKILL mid-stream and not
-// restarted: the other gets its unacked messages after ack_wait and, through
-// the progress log, neither loses nor repeats any of them.
+// Two replicas, active–standby: both run against the same durable JetStream
+// consumers with ONE shared transactional id; only the holder of the
+// leadership lease (JetStream KV) consumes. The leader is killed with SIGKILL
+// mid-stream and not restarted: its lease lapses, the standby takes over
+// (fencing the dead leader's transactional id, reading its committed progress)
+// and finishes, including the dead leader's unacked messages once JetStream
+// redelivers them. Every request id must be in the outcomes topic exactly
+// once and every decision once in the decisions topic, counted read_committed.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,20 +24,13 @@ function countBy<T>(xs: T[], key: (x: T) => string): Map<string, number> {
   return m;
 }
 
-// KNOWN LIMITATION, recorded as an expected failure (`it.fails`): a request's
-// decision and lifecycle events are delivered to whichever replica pulls them,
-// so with two replicas a join is often split; each half closes at the join
-// window and both replicas write an `incomplete` outcome for the same request
-// id (duplicates in the outcomes topic). Until the work is partitioned by
-// request id (README, "Replicas"), run one replica per stream pair. Turn this
-// back into `it` when that lands: the assertions are the requirement.
-describe('two replicas share the work', () => {
+describe('two replicas, active–standby', () => {
   const cleanups: (() => Promise<void>)[] = [];
   afterAll(async () => {
     for (const c of cleanups.reverse()) await c().catch(() => {});
   });
 
-  it.fails('both write, every request once, also after one is killed', { timeout: 300_000 }, async () => {
+  it('one leader writes; after kill -9 of the leader the standby takes over; every request once', { timeout: 300_000 }, async () => {
     const [nats, kafka] = await Promise.all([ownNats(), ownKafka()]);
     cleanups.push(nats.cleanup, kafka.cleanup);
     const n = names('replicas');
@@ -46,19 +40,21 @@ describe('two replicas share the work', () => {
       VANTAGE_OUTCOME_TERMINAL_GRACE_MS: '200',
       VANTAGE_OUTCOME_NATS_ACK_WAIT_MS: '10000',
       VANTAGE_OUTCOME_TRANSACTION_TIMEOUT_MS: '8000',
-      // Small pulls, so both replicas get a share of a modest stream.
       VANTAGE_OUTCOME_NATS_FETCH_BATCH: '50',
       VANTAGE_LOG_LEVEL: 'info',
+      // ONE transactional id shared by the replicas (and the lease key derived from it).
+      VANTAGE_OUTCOME_TRANSACTIONAL_ID: `txn-${n.decisionsStream}`,
     };
     const replicas = ['a', 'b'].map((r) => {
       const logFile = join(dir, `service-${r}.log`);
       writeFileSync(logFile, '');
-      const env = serviceEnv(n, nats.url, kafka.brokers, { ...base, VANTAGE_OUTCOME_TRANSACTIONAL_ID: `txn-${n.decisionsStream}-${r}` });
-      return { name: r, writer: env['VANTAGE_OUTCOME_TRANSACTIONAL_ID'] as string, logFile, proc: null as ChildProcess | null };
+      return { name: r, logFile, proc: null as ChildProcess | null };
     });
+    const logOf = (r: (typeof replicas)[number]): string => readFileSync(r.logFile, 'utf8');
+    const becameLeader = (r: (typeof replicas)[number]): number => logOf(r).split('\n').filter((l) => l.includes('leader: lease acquired')).length;
     // Start one after the other: both ensure the same streams, consumers and topics.
     for (const r of replicas) {
-      r.proc = child(serviceEnv(n, nats.url, kafka.brokers, { ...base, VANTAGE_OUTCOME_TRANSACTIONAL_ID: r.writer }), r.logFile);
+      r.proc = child(serviceEnv(n, nats.url, kafka.brokers, base), r.logFile);
       const p = r.proc;
       cleanups.push(async () => {
         p.kill('SIGKILL');
@@ -66,6 +62,9 @@ describe('two replicas share the work', () => {
       });
       await eventually(`replica ${r.name} started`, () => readFileSync(r.logFile, 'utf8').includes('"service started"'), 90_000, 100);
     }
+
+    // The lease holder fences, reads the progress log back, then consumes.
+    await eventually('a leader consuming', () => replicas.some((r) => logOf(r).includes('progress log read back; consuming')), 90_000, 100);
 
     const pub = await Publisher.open(nats.url, n);
     cleanups.push(() => pub.close());
@@ -82,21 +81,23 @@ describe('two replicas share the work', () => {
       }
     })();
 
-    // Both replicas are committing work: each writer appears in the progress log with sources.
-    const writers = async (): Promise<Map<string, number>> => {
-      const recs = (await readTopic(kafka.brokers, n.topics.progress)).map((r) => parseProgress(r.value));
-      const withWork = recs.filter((p) => p !== null && Object.keys(p.done).length + Object.keys(p.decisions).length > 0);
-      return countBy(withWork, (p) => p!.writer);
-    };
+    // Exactly one leader; the other is standby and writes nothing.
     await eventually('half published', () => published >= N / 2, 120_000, 50);
-    const shared = await writers();
-    process.stderr.write(`[replicas] transactions per writer while both ran: ${JSON.stringify(Object.fromEntries(shared))}\n`);
-    for (const r of replicas) expect(shared.get(r.writer) ?? 0).toBeGreaterThan(0);
+    const leaders = replicas.filter((r) => becameLeader(r) > 0);
+    expect(leaders).toHaveLength(1);
+    const leader = leaders[0]!;
+    const standby = replicas.find((r) => r !== leader)!;
+    expect(logOf(standby)).toContain('standby: another replica holds the leadership lease');
+    const progress = (await readTopic(kafka.brokers, n.topics.progress)).map((r) => parseProgress(r.value)).filter((p) => p !== null && Object.keys(p.done).length > 0);
+    expect(progress.length).toBeGreaterThan(0);
+    expect(new Set(progress.map((p) => p!.writer))).toEqual(new Set([`txn-${n.decisionsStream}`]));
 
-    // Kill replica b mid-stream; a alone finishes, including b's unacked messages.
-    const b = replicas[1]!;
-    b.proc!.kill('SIGKILL');
-    await waitExit(b.proc!);
+    // Kill the leader mid-stream; the standby takes over and finishes, including the dead leader's unacked messages.
+    const killedAt = Date.now();
+    leader.proc!.kill('SIGKILL');
+    await waitExit(leader.proc!);
+    await eventually('standby took over', () => becameLeader(standby) > 0, 60_000, 100);
+    process.stderr.write(`[replicas] ${standby.name} took over ${Date.now() - killedAt} ms after kill -9 of ${leader.name}\n`);
     await publishing;
 
     let outcomes: { requestId: string; status: string }[] = [];
@@ -128,8 +129,8 @@ describe('two replicas share the work', () => {
     const dlq = await readTopic(kafka.brokers, n.topics.deadLetter);
     expect(dlq.filter((r) => r.headers['vantage-dlq-reason'] !== 'JOIN_LATE')).toEqual([]);
 
-    const a = replicas[0]!;
-    a.proc!.kill('SIGTERM');
-    expect(await waitExit(a.proc!)).toBe(0);
+    standby.proc!.kill('SIGTERM');
+    expect(await waitExit(standby.proc!)).toBe(0);
+    expect(logOf(standby)).toContain('standby: leadership released');
   });
 });
