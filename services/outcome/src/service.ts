@@ -227,8 +227,12 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
 
   // ---------------------------------------------------- progress follower
   const sentinelWaiters = new Map<string, () => void>();
+  let currentFollower: KafkaConsumer | null = null;
+  /** Counts leader terms (a set-up step that outlives its term must not touch the next one). */
+  let termNo = 0;
   /** Started at each leader term, from the ack floors of that moment (see progressStartOffset). */
   async function startFollower(): Promise<KafkaConsumer> {
+  const myTerm = termNo;
   const followerGroup = `${transactionalId}-progress-${randomBytes(4).toString('hex')}`;
   const startOffset = await progressStartOffset();
   // The start position is committed for the (new, empty) group before it
@@ -244,6 +248,17 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     sessionTimeout: 6_000,
     heartbeatInterval: 1_000,
     retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 2_000 },
+  });
+  if (termNo !== myTerm) {
+    // The term that asked for it is over (set-up aborted): do not leak a consumer.
+    await follower.disconnect().catch(() => {});
+    throw new Error('leader term ended while its progress follower was starting');
+  }
+  currentFollower = follower;
+  // A follower that crashed for good (e.g. a broker restart while it was
+  // joining) would stall every sync: end the term; the next one starts afresh.
+  follower.on(follower.events.CRASH, (e) => {
+    if (e.payload.restart === false) failTerm(`progress follower crashed: ${e.payload.error.message}`);
   });
   await follower.subscribe({ topic: o.topics.progress, fromBeginning: true });
   await follower.run({
@@ -836,6 +851,17 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     return role === 'leader' && !lost && nowMs - lastRenewOkMs < o.leader.leaseMs - o.leader.renewMs;
   }
 
+  /** Ends the current term after a failure it cannot recover from by itself (the lease is released; the next term starts afresh). */
+  let abortTerm: ((e: Error) => void) | null = null;
+  function failTerm(why: string): void {
+    if (role !== 'leader' || stopping) return;
+    log.warn({ why }, 'leader term failing; starting afresh');
+    stopping = true;
+    giveUp = true;
+    poke();
+    abortTerm?.(new Error(why));
+  }
+
   function loseLeadership(why: string, err?: unknown): void {
     if (lost || role !== 'leader') return;
     lost = true;
@@ -911,23 +937,29 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     lost = false;
     stopping = false;
     giveUp = false;
+    termNo++;
     role = 'leader';
     metrics.leader.set(1);
     metrics.leadershipChanges.inc({ to: 'leader' });
     log.info({ role, holder, key: leaseKey, transactionalId }, 'leader: lease acquired; fencing the previous leader and reading the progress log');
     const renewTimer = setInterval(() => void renewLease(), o.leader.renewMs);
-    let follower: KafkaConsumer | null = null;
+    currentFollower = null;
+    const aborted = new Promise<never>((_, reject) => (abortTerm = reject));
+    aborted.catch(() => {});
+    // Setting up (fence, follower, sync) must not hang on a broker restart in the middle of it.
+    const setupTimer = setTimeout(() => failTerm('leader term set-up took longer than 60 s'), 60_000);
     try {
       joiner = newJoiner();
       committed = new CommittedSet(2 * ackWaitMs);
       // InitProducerId with the shared transactional id: the previous leader's
       // producer is fenced and its open transaction aborted (or completed) here.
-      await recreateProducer();
+      await Promise.race([recreateProducer(), aborted]);
       // Then the previous leaders' committed progress, before any message is
       // taken: the follower starts at this moment's ack floors, and the
       // sentinel sync waits until every transaction committed before it is read.
-      follower = await startFollower();
-      await sync();
+      await Promise.race([startFollower(), aborted]);
+      await Promise.race([sync(), aborted]);
+      clearTimeout(setupTimer);
       log.info({ committedTransactions: committed.size }, 'progress log read back; consuming');
       lastCommitMs = Date.now();
       if (!stopping) await Promise.all([...streams.map((s) => fetchLoop(s)), batchLoop()]);
@@ -935,10 +967,13 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       if (!lost && !shuttingDown) log.error({ err: e }, 'leader term failed; releasing the lease');
     } finally {
       clearInterval(renewTimer);
+      clearTimeout(setupTimer);
+      abortTerm = null;
       stopping = true;
       const naked = releaseHeld();
       await ctx.nc.flush().catch(() => {});
-      await follower?.disconnect().catch(() => {});
+      await (currentFollower as KafkaConsumer | null)?.disconnect().catch(() => {});
+      currentFollower = null;
       await producer?.disconnect().catch(() => {});
       producer = null;
       // Hand the lease over at once on shutdown or failure (a standby need not wait for the TTL).

@@ -45,7 +45,10 @@ describe('exactly once across kill -9, Kafka restart and nats-server restart', (
       svc.kill('SIGKILL');
       await waitExit(svc);
     });
-    const serviceUp = (): Promise<void> => eventually('service started', () => readFileSync(logFile, 'utf8').split('\n').filter((l) => l.includes('"service started"')).length > starts, 90_000, 100);
+    // Up = leading and consuming: a restarted instance first waits out its killed predecessor's
+    // lease (TTL), then fences and reads the progress log; the failures below must hit a running pipeline.
+    const serviceUp = (): Promise<void> =>
+      eventually('service consuming', () => readFileSync(logFile, 'utf8').split('\n').filter((l) => l.includes('progress log read back; consuming')).length > starts, 90_000, 100);
     let starts = 0;
     await serviceUp();
     starts++;
