@@ -28,6 +28,7 @@ export {
   bookingEventCodec,
   lifecycleEventCodec,
   workerRegistrationCodec,
+  le64Base64,
   type ProtocolErrorCode,
   type DecodeResult,
   type MessageCodec,

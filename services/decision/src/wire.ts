@@ -7,8 +7,7 @@
  * @vantage/protocol's codec (same bytes, and the codec decodes them to the
  * same values).
  */
-import type { CandidateObservation, RouteReply } from '@vantage/protocol';
-import type { WorkerId } from '@vantage/types';
+import { le64Base64 as le64Base64String, type BookingEvent, type CandidateObservation, type RouteReply } from '@vantage/protocol';
 
 const utf8 = new TextEncoder();
 const str = (s: string): string => JSON.stringify(s);
@@ -31,20 +30,11 @@ export function encodeObserveQuery(requestId: string, localHashesLe64: Uint8Arra
   return withBulk(`{"v":1,"requestId":${str(requestId)},"prompt":{"localHashesLe64":"`, localHashesLe64, `"},"promptTokens":${promptTokens},"workers":"choice"}`);
 }
 
-export interface BookingFields {
-  readonly requestId: string;
-  readonly sessionId: string;
-  readonly pool: string;
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly promptTokens: number;
-  readonly overlapBlocks: number;
+/** A booking's fields, with the local hashes already in their wire form (no sequence hashes: the decision service books local hashes). */
+export type BookingFields = Omit<BookingEvent, 'sequenceHashes' | 'localHashes'> & {
   /** Local hashes, canonical base64 of 8-byte little-endian u64s as ASCII bytes: the indexer chains them into sequence hashes. */
   readonly localHashesLe64: Uint8Array;
-  readonly expectedOutputTokens: number | null;
-  readonly prefillTokens: number | null;
-  readonly atMs: number;
-}
+};
 
 /** `vantage.v1.bookings.{pool}` event (booking-event.v1.json), in the codec's member order. */
 export function encodeBooking(b: BookingFields): Uint8Array {
@@ -61,7 +51,7 @@ export function encodeBooking(b: BookingFields): Uint8Array {
 
 /** Canonical base64 of 8-byte little-endian u64s (the `*Le64` wire form), as ASCII bytes. */
 export function le64Base64(list: BigUint64Array): Uint8Array {
-  return Buffer.from(Buffer.from(list.buffer, list.byteOffset, list.byteLength).toString('base64'), 'latin1');
+  return Buffer.from(le64Base64String(list), 'latin1');
 }
 
 // --- the route reply -------------------------------------------------------------------
