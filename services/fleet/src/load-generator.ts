@@ -324,6 +324,34 @@ function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: strin
 }
 
 /** Polls `observe` on the pools the run uses until each lists a schedulable worker, or the wait is over. */
+/** The failed outcome of a request that never reached a worker (no route, no Dynamo choice). */
+function unrouted(
+  common: Pick<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl'>,
+  reason: string,
+  e: unknown,
+): RequestOutcome {
+  const code = isVantageError(e) ? e.code : 'no_route';
+  return {
+    ...common,
+    detail: e instanceof Error ? e.message : String(e),
+    modelRole: null,
+    model: null,
+    pool: null,
+    workerId: null,
+    reason,
+    fallback: code,
+    status: 'failed',
+    error: code,
+    ttftMs: null,
+    e2eMs: null,
+    reusedTokens: null,
+    outputTokens: null,
+    routeWallMs: null,
+    wallTtftMs: null,
+    wallE2eMs: null,
+  };
+}
+
 async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSignal): Promise<void> {
   const waitMs = o.waitReadyMs ?? 30_000;
   if (waitMs <= 0) return;
@@ -544,26 +572,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       out = { ...common, ...r, routeWallMs, reason: to.reason, fallback: to.fallback };
     } catch (e) {
       // No worker could be chosen at all: nothing was sent, so there is no lifecycle to report.
-      const code = isVantageError(e) ? e.code : 'no_route';
-      out = {
-        detail: e instanceof Error ? e.message : String(e),
-        ...common,
-        modelRole: null,
-        model: null,
-        pool: null,
-        workerId: null,
-        reason: 'route_error',
-        fallback: code,
-        status: 'failed',
-        error: code,
-        ttftMs: null,
-        e2eMs: null,
-        reusedTokens: null,
-        outputTokens: null,
-        routeWallMs: null,
-        wallTtftMs: null,
-        wallE2eMs: null,
-      };
+      out = unrouted(common, 'route_error', e);
     }
     inflight--;
     outcomes.push(out);
@@ -584,26 +593,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       const r = await serve(job, { role, pool, model: pool.model, workerId, reason: 'background', fallback: null }, t0, { background: true, arrivalMs });
       out = { ...common, ...r, routeWallMs, reason: 'background', fallback: null };
     } catch (e) {
-      const code = isVantageError(e) ? e.code : 'no_route';
-      out = {
-        ...common,
-        detail: e instanceof Error ? e.message : String(e),
-        modelRole: null,
-        model: null,
-        pool: null,
-        workerId: null,
-        reason: 'background',
-        fallback: code,
-        status: 'failed',
-        error: code,
-        ttftMs: null,
-        e2eMs: null,
-        reusedTokens: null,
-        outputTokens: null,
-        routeWallMs: null,
-        wallTtftMs: null,
-        wallE2eMs: null,
-      };
+      out = unrouted(common, 'background', e);
     }
     backgroundOutcomes.push(out);
     o.onBackgroundOutcome?.(out);
