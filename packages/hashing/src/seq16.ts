@@ -1,8 +1,9 @@
 /**
  * XXH3-64 of exactly 16 bytes with seed 1337, in plain JavaScript on u32 halves: the sequence-hash
  * step `XXH3-64(le64(parent) ++ le64(local), 1337)`. A whole prompt's chain is hundreds of these; one
- * native call each costs about a microsecond of binding overhead and a BigInt per result, this costs
- * a few dozen nanoseconds and allocates nothing (inputs and outputs are u32 views of BigUint64Arrays).
+ * native call each costs binding overhead and a BigInt per result, this allocates nothing (inputs and
+ * outputs are u32 views of BigUint64Arrays). `npm run bench:indexer` times a 512-block chain
+ * (`profile_sequence_hashes_us`).
  *
  * XXH3's path for inputs of 9..16 bytes (the reference `XXH3_len_9to16_64b`):
  *   bitflip1 = (secret[24..32) ^ secret[32..40)) + seed
