@@ -19,7 +19,6 @@ import { readErrorHeaders, VantageError, type NatsConnection } from '@vantage/ru
 
 interface Pending {
   readonly subject: string;
-  readonly timeoutMs: number;
   readonly resolve: (m: Msg) => void;
   readonly reject: (e: VantageError) => void;
   readonly timer: NodeJS.Timeout;
@@ -50,7 +49,7 @@ export class Requester {
       const timer = setTimeout(() => {
         if (this.#pending.delete(token)) reject(new VantageError('NATS_TIMEOUT', `no reply on ${subject} within ${timeoutMs} ms`, { details: { subject, timeoutMs } }));
       }, timeoutMs);
-      this.#pending.set(token, { subject, timeoutMs, resolve, reject, timer });
+      this.#pending.set(token, { subject, resolve, reject, timer });
       try {
         this.#nc.publish(subject, payload, headers === undefined ? { reply } : { reply, headers });
       } catch (e) {
