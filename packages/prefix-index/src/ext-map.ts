@@ -5,9 +5,9 @@ import { mix2 } from './hash32';
  * and the tiers on which this publisher holds it.
  *
  * Hand-written open addressing over one Int32Array instead of `Map<bigint, …>`: a bigint key
- * costs an allocation per lookup and ~80 bytes per entry, which dominated apply cost. Each slot is
- * three int32s side by side [keyLo, keyHi, value], value = node | tiers << 28 (node ids stay below
- * 2^28, tiers are a 4-bit mask), so a probe touches one cache line and a slot is 12 bytes: the
+ * costs an allocation per lookup and a heap object per entry, which dominated apply cost. Each
+ * slot is three int32s side by side [keyLo, keyHi, value], value = node | tiers << 28 (node ids
+ * stay below 2^28, tiers are a 4-bit mask), so a probe touches one cache line and a slot is 12 bytes: the
  * table is larger than cache and every lookup of a random engine hash is a memory miss, so its
  * size (cache and TLB reach) is what the apply rate depends on. Linear probing with
  * backward-shift deletion keeps the table free of tombstones, so store/evict churn never lengthens
