@@ -9,12 +9,14 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import kafkajs from 'kafkajs';
 import type { IHeaders } from 'kafkajs';
-import { encodeSingleObject, DECISION_RECORD_CURRENT, type DecisionRecord } from '@vantage/records';
+import { decodeSingleObject, encodeSingleObject, DECISION_RECORD_CURRENT, DECISION_REGISTRY, OUTCOME_REGISTRY, type DecisionRecord, type OutcomeRecord } from '@vantage/records';
 import { runService, type RunningService } from '@vantage/runtime';
 import { outcomeConfigSchema, startOutcome, type OutcomeConfigShape, type OutcomeService } from '../src/index';
 
 process.env['KAFKAJS_NO_PARTITIONER_WARNING'] = '1';
 const { Kafka, logLevel } = kafkajs;
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
@@ -138,6 +140,15 @@ export class Publisher {
     await this.event(d, 'first_token', 120);
     await this.event(d, 'done', 900, 'small', { usage: { inputTokens: 1000, outputTokens: 50, cachedTokens: 600 } });
   }
+  /** Complete requests, `per100ms` at a time every 100 ms (slower if publishing lags); `progress` gets the count published so far. */
+  async paced(ds: DecisionRecord[], per100ms: number, progress: (published: number) => void): Promise<void> {
+    for (let i = 0; i < ds.length; i += per100ms) {
+      const t = Date.now();
+      await Promise.all(ds.slice(i, i + per100ms).map((d) => this.request(d)));
+      progress(Math.min(ds.length, i + per100ms));
+      await sleep(Math.max(0, 100 - (Date.now() - t)));
+    }
+  }
   async close(): Promise<void> {
     await this.nc.close();
   }
@@ -147,6 +158,30 @@ function hash(b: Uint8Array): string {
   let h = 2166136261;
   for (const x of b) h = Math.imul(h ^ x, 16777619) >>> 0;
   return h.toString(16);
+}
+
+export function countBy<T>(xs: T[], key: (x: T) => string): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const x of xs) m.set(key(x), (m.get(key(x)) ?? 0) + 1);
+  return m;
+}
+
+/** Outcome records read back from Kafka, decoded; a record that does not decode fails the test. */
+export function decodeOutcomes(rs: { value: Buffer | null }[]): OutcomeRecord[] {
+  return rs.map((r) => {
+    const d = decodeSingleObject(r.value ?? Buffer.alloc(0), OUTCOME_REGISTRY);
+    if (!d.ok) throw new Error(d.reason);
+    return d.value;
+  });
+}
+
+/** Record ids of decision records read back from Kafka; a record that does not decode fails the test. */
+export function decodeDecisionIds(rs: { value: Buffer | null }[]): string[] {
+  return rs.map((r) => {
+    const d = decodeSingleObject(r.value ?? Buffer.alloc(0), DECISION_REGISTRY);
+    if (!d.ok) throw new Error(d.reason);
+    return d.value.recordId;
+  });
 }
 
 export interface RawRecord {

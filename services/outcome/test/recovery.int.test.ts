@@ -7,18 +7,10 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import { decodeSingleObject, DECISION_REGISTRY, OUTCOME_REGISTRY } from '@vantage/records';
+import type { OutcomeRecord } from '@vantage/records';
 import { eventually, ownKafka, ownNats } from '@vantage/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { child, decision, names, Publisher, readTopic, serviceEnv, waitExit } from './helpers';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function countBy<T>(xs: T[], key: (x: T) => string): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const x of xs) m.set(key(x), (m.get(key(x)) ?? 0) + 1);
-  return m;
-}
+import { child, countBy, decision, decodeDecisionIds, decodeOutcomes, names, Publisher, readTopic, serviceEnv, sleep, waitExit } from './helpers';
 
 describe('exactly once across kill -9, Kafka restart and nats-server restart', () => {
   const cleanups: (() => Promise<void>)[] = [];
@@ -58,15 +50,8 @@ describe('exactly once across kill -9, Kafka restart and nats-server restart', (
     const N = 2400;
     const ds = Array.from({ length: N }, (_, i) => decision(i, 'rec'));
     let published = 0;
-    const publishing = (async () => {
-      // ~150 requests/s, so each failure lands mid-stream.
-      for (let i = 0; i < N; i += 15) {
-        const t = Date.now();
-        await Promise.all(ds.slice(i, i + 15).map((d) => pub.request(d)));
-        published = Math.min(N, i + 15);
-        await sleep(Math.max(0, 100 - (Date.now() - t)));
-      }
-    })();
+    // ~150 requests/s, so each failure lands mid-stream.
+    const publishing = pub.paced(ds, 15, (k) => (published = k));
 
     await eventually('some published', () => published >= 300, 60_000, 50);
     svc.kill('SIGKILL');
@@ -86,18 +71,11 @@ describe('exactly once across kill -9, Kafka restart and nats-server restart', (
     await nats.start();
 
     await publishing;
-    let outcomes: ReturnType<typeof decodeAll> = [];
-    function decodeAll(rs: Awaited<ReturnType<typeof readTopic>>) {
-      return rs.map((r) => {
-        const d = decodeSingleObject(r.value ?? Buffer.alloc(0), OUTCOME_REGISTRY);
-        if (!d.ok) throw new Error(d.reason);
-        return d.value;
-      });
-    }
-    await eventually('all outcomes', async () => (outcomes = decodeAll(await readTopic(kafka.brokers, n.topics.outcomes))).length >= N, 180_000, 1_000);
+    let outcomes: OutcomeRecord[] = [];
+    await eventually('all outcomes', async () => (outcomes = decodeOutcomes(await readTopic(kafka.brokers, n.topics.outcomes))).length >= N, 180_000, 1_000);
     // Let late redeliveries (ack_wait) play out, then count again.
     await sleep(12_000);
-    outcomes = decodeAll(await readTopic(kafka.brokers, n.topics.outcomes));
+    outcomes = decodeOutcomes(await readTopic(kafka.brokers, n.topics.outcomes));
     const perRequest = countBy(outcomes, (o) => o.requestId);
     const dups = [...perRequest].filter(([, c]) => c > 1);
     expect(dups).toEqual([]);
@@ -111,11 +89,7 @@ describe('exactly once across kill -9, Kafka restart and nats-server restart', (
     expect([...statuses.keys()].every((s) => ['completed', 'incomplete', 'timeout'].includes(s))).toBe(true);
     expect(statuses.get('completed') ?? 0).toBeGreaterThan(N / 2);
 
-    const decisions = (await readTopic(kafka.brokers, n.topics.decisions)).map((r) => {
-      const d = decodeSingleObject(r.value ?? Buffer.alloc(0), DECISION_REGISTRY);
-      if (!d.ok) throw new Error(d.reason);
-      return d.value.recordId;
-    });
+    const decisions = decodeDecisionIds(await readTopic(kafka.brokers, n.topics.decisions));
     const perDecision = countBy(decisions, (x) => x);
     expect([...perDecision].filter(([, c]) => c > 1)).toEqual([]);
     expect(perDecision.size).toBe(N);

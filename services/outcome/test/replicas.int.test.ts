@@ -10,19 +10,11 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import { decodeSingleObject, DECISION_REGISTRY, OUTCOME_REGISTRY } from '@vantage/records';
+import type { OutcomeRecord } from '@vantage/records';
 import { eventually, ownKafka, ownNats } from '@vantage/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { child, decision, names, Publisher, readTopic, serviceEnv, waitExit } from './helpers';
+import { child, countBy, decision, decodeDecisionIds, decodeOutcomes, names, Publisher, readTopic, serviceEnv, sleep, waitExit } from './helpers';
 import { parseProgress } from '../src/progress';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function countBy<T>(xs: T[], key: (x: T) => string): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const x of xs) m.set(key(x), (m.get(key(x)) ?? 0) + 1);
-  return m;
-}
 
 describe('two replicas, active–standby', () => {
   const cleanups: (() => Promise<void>)[] = [];
@@ -71,15 +63,8 @@ describe('two replicas, active–standby', () => {
     const N = 1800;
     const ds = Array.from({ length: N }, (_, i) => decision(i, 'rep'));
     let published = 0;
-    const publishing = (async () => {
-      // ~200 requests/s.
-      for (let i = 0; i < N; i += 20) {
-        const t = Date.now();
-        await Promise.all(ds.slice(i, i + 20).map((d) => pub.request(d)));
-        published = Math.min(N, i + 20);
-        await sleep(Math.max(0, 100 - (Date.now() - t)));
-      }
-    })();
+    // ~200 requests/s.
+    const publishing = pub.paced(ds, 20, (k) => (published = k));
 
     // Exactly one leader; the other is standby and writes nothing.
     await eventually('half published', () => published >= N / 2, 120_000, 50);
@@ -100,17 +85,11 @@ describe('two replicas, active–standby', () => {
     process.stderr.write(`[replicas] ${standby.name} took over ${Date.now() - killedAt} ms after kill -9 of ${leader.name}\n`);
     await publishing;
 
-    let outcomes: { requestId: string; status: string }[] = [];
-    const decodeAll = (rs: Awaited<ReturnType<typeof readTopic>>): { requestId: string; status: string }[] =>
-      rs.map((r) => {
-        const d = decodeSingleObject(r.value ?? Buffer.alloc(0), OUTCOME_REGISTRY);
-        if (!d.ok) throw new Error(d.reason);
-        return d.value;
-      });
-    await eventually('all outcomes', async () => (outcomes = decodeAll(await readTopic(kafka.brokers, n.topics.outcomes))).length >= N, 180_000, 1_000);
+    let outcomes: OutcomeRecord[] = [];
+    await eventually('all outcomes', async () => (outcomes = decodeOutcomes(await readTopic(kafka.brokers, n.topics.outcomes))).length >= N, 180_000, 1_000);
     // Let late redeliveries (ack_wait) play out, then count again.
     await sleep(12_000);
-    outcomes = decodeAll(await readTopic(kafka.brokers, n.topics.outcomes));
+    outcomes = decodeOutcomes(await readTopic(kafka.brokers, n.topics.outcomes));
     const perRequest = countBy(outcomes, (o) => o.requestId);
     expect([...perRequest].filter(([, c]) => c > 1)).toEqual([]);
     expect(perRequest.size).toBe(N);
@@ -118,11 +97,7 @@ describe('two replicas, active–standby', () => {
     process.stderr.write(`[replicas] outcome statuses: ${JSON.stringify(Object.fromEntries(statuses))}\n`);
     expect([...statuses.keys()].every((s) => ['completed', 'incomplete', 'timeout'].includes(s))).toBe(true);
 
-    const decisions = (await readTopic(kafka.brokers, n.topics.decisions)).map((r) => {
-      const d = decodeSingleObject(r.value ?? Buffer.alloc(0), DECISION_REGISTRY);
-      if (!d.ok) throw new Error(d.reason);
-      return d.value.recordId;
-    });
+    const decisions = decodeDecisionIds(await readTopic(kafka.brokers, n.topics.decisions));
     const perDecision = countBy(decisions, (x) => x);
     expect([...perDecision].filter(([, c]) => c > 1)).toEqual([]);
     expect(perDecision.size).toBe(N);
