@@ -1,7 +1,7 @@
 import { isAscii } from 'node:buffer';
 import Ajv, { type ValidateFunction } from 'ajv';
 import { U64_MAX, type WorkerId } from '@vantage/types';
-import { PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
+import { MAX_LE64_CHARS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 import { PROTOCOL_VERSION } from './subjects';
 import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
 import type {
@@ -158,9 +158,6 @@ function u64ListEither(decimal: readonly string[] | undefined, le64: string | un
   if (decimal !== undefined) return u64List(decimal, path);
   return null;
 }
-
-/** Longest `*Le64` string the schemas accept. */
-const MAX_LE64_CHARS = 1_398_104;
 
 /**
  * The u64s of a `*Le64` string when it is canonical base64 (what every encoder writes: decoding and

@@ -33,7 +33,7 @@ export {
   type DecodeResult,
   type MessageCodec,
 } from './codec';
-export { PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
+export { MAX_LE64_CHARS, MAX_TOKENS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 export {
   F as OBSERVE_REPLY_FIELD,
   OBSERVE_REPLY_BINARY_MAGIC,

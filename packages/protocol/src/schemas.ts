@@ -17,8 +17,11 @@ const SAFE_MAX = Number.MAX_SAFE_INTEGER;
 const U32_MAX = 0xffff_ffff;
 /** 2^17 blocks: 2M tokens at block size 16, beyond any context window we serve. */
 const MAX_HASHES = 131_072;
-const MAX_TOKENS = 2_097_152;
+/** Most token ids a prompt may carry (`tokenIds` maxItems). */
+export const MAX_TOKENS = 2_097_152;
 const MAX_WORKERS = 4096;
+/** Longest `*Le64` string the schemas accept: base64 of MAX_HASHES u64s. */
+export const MAX_LE64_CHARS = Math.ceil((MAX_HASHES * 8) / 3) * 4;
 
 const id = (name: string): string => `urn:vantage:protocol:v1:${name}`;
 
@@ -51,7 +54,7 @@ function obj(required: string[], properties: Record<string, Schema>, extra: Sche
 /** A u64 list in its compact form: base64 of consecutive 8-byte little-endian integers. */
 const u64Le64: Schema = {
   type: 'string',
-  maxLength: Math.ceil((MAX_HASHES * 8) / 3) * 4,
+  maxLength: MAX_LE64_CHARS,
   pattern: '^[A-Za-z0-9+/]*={0,2}$',
 };
 

@@ -27,14 +27,11 @@
  * rejected requests, and rejection codes, are the codec's.
  */
 import { isAscii } from 'node:buffer';
-import { DEFAULT_MAX_PAYLOAD_BYTES, routeRequestCodec, type DecodeResult, type PromptSpec, type RouteCandidate, type RouteRequest } from '@vantage/protocol';
+// MAX_LE64_CHARS and MAX_TOKEN_IDS: the schema's bounds, checked here for the parts taken out of the codec's view.
+import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_LE64_CHARS, MAX_TOKENS as MAX_TOKEN_IDS, routeRequestCodec, type DecodeResult, type PromptSpec, type RouteCandidate, type RouteRequest } from '@vantage/protocol';
 
 type Role = 'efficient' | 'capable';
 const ROLES: readonly Role[] = ['efficient', 'capable'];
-
-/** Schema bounds (route-request.v1.json), checked here for the parts taken out of the codec's view. */
-const MAX_LE64_CHARS = 1_398_104;
-const MAX_TOKEN_IDS = 2_097_152;
 
 export interface DecodedRoute {
   readonly req: RouteRequest;
