@@ -5,7 +5,7 @@ export { startOutcome } from './service';
 export type { OutcomeService, OutcomeContext, Held } from './service';
 export { Joiner } from './joiner';
 export type { ClosedJoin, JoinerOptions, Source, AddResult } from './joiner';
-export { decodeLifecycle, errorString, toRecordsInput } from './lifecycle';
+export { decodeLifecycle } from './lifecycle';
 export type { DecodedLifecycle, LifecycleDecode, LifecycleRejectionCode } from './lifecycle';
 export { deadLetterMessage, DLQ_HEADERS } from './deadletter';
 export type { DeadLetterReason } from './deadletter';

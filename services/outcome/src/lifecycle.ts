@@ -37,12 +37,12 @@ const CODE_OF: Record<ProtocolErrorCode, LifecycleRejectionCode> = {
 };
 
 /** The error's string form in outcome records: `code: message`, or `code` alone. */
-export function errorString(error: { readonly code: string; readonly message: string | null }): string {
+function errorString(error: { readonly code: string; readonly message: string | null }): string {
   return error.message === null || error.message === '' ? error.code : `${error.code}: ${error.message}`;
 }
 
 /** Protocol event → records input (plus the request-level background marker and arrival). */
-export function toRecordsInput(e: LifecycleEvent): DecodedLifecycle {
+function toRecordsInput(e: LifecycleEvent): DecodedLifecycle {
   const event: LifecycleEventInput = { requestId: e.requestId, sessionId: e.sessionId, pool: e.pool, kind: e.kind, atMs: e.atMs };
   if (e.usage !== null) event.usage = { inputTokens: e.usage.inputTokens, outputTokens: e.usage.outputTokens, cachedTokens: e.usage.cachedTokens };
   if (e.error !== null) event.error = errorString(e.error);
