@@ -14,6 +14,7 @@ import {
   observeRequestCodec,
   workerRegistrationCodec,
   type LifecycleKind,
+  type ObserveReply,
   type WorkerObservation as WireWorker,
 } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
@@ -152,18 +153,13 @@ export function encodeObserveReplyBinary(o: PoolObservation, meta: ReplyMeta): U
     f[b + F.bookingAgeMs] = l.lastChangeMs === null ? NaN : Math.max(0, now - l.lastChangeMs);
     f[b + F.dynamoCost] = binaryNullable(o.costs[i]);
   }
-  const chosen = o.selection.chosen;
-  const cost = o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null;
   return binary.finish({
     pool: o.pool,
     blockSize: o.blockSize,
     queryDurationUs: Math.round(meta.queryDurationUs),
     atMs: now,
     pending: o.pending,
-    dynamoChoice:
-      chosen && cost !== null && cost !== undefined
-        ? { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: `kv_router:${o.selection.reason}`, params: numericTerms(o) } }
-        : null,
+    dynamoChoice: dynamoChoiceOf(o),
     snapshotRestoredAtMs: meta.restoredAtMs,
   });
 }
@@ -203,8 +199,6 @@ export function encodeObserveReplyViaCodec(o: PoolObservation, meta: ReplyMeta):
       dynamoCost: c === undefined || c === null || !Number.isFinite(c) ? null : c,
     };
   });
-  const chosen = o.selection.chosen;
-  const cost = o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null;
   return observeReplyCodec.encode({
     pool: o.pool,
     blockSize: o.blockSize,
@@ -212,12 +206,17 @@ export function encodeObserveReplyViaCodec(o: PoolObservation, meta: ReplyMeta):
     atMs: now,
     workers,
     pending: o.pending,
-    dynamoChoice:
-      chosen && cost !== null && cost !== undefined
-        ? { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: `kv_router:${o.selection.reason}`, params: numericTerms(o) } }
-        : null,
+    dynamoChoice: dynamoChoiceOf(o),
     snapshotRestoredAtMs: meta.restoredAtMs,
   });
+}
+
+/** The worker Dynamo's cost chose, with its cost and terms; null when none was chosen or it has no cost. */
+function dynamoChoiceOf(o: PoolObservation): ObserveReply['dynamoChoice'] {
+  const chosen = o.selection.chosen;
+  const cost = o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null;
+  if (!chosen || cost === null || cost === undefined) return null;
+  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: `kv_router:${o.selection.reason}`, params: numericTerms(o) } };
 }
 
 function numericTerms(o: PoolObservation): Record<string, number> {
