@@ -25,7 +25,7 @@
  * carries a reply inbox; the stream's PubAck is checked, at most
  * `PUBLISH_WINDOW` unacknowledged), and the stream message counts are checked
  * afterwards. (The client's per-call `publish()` builds two Error objects per
- * message for stack traces and tops out at a few thousand per second here.)
+ * message for stack traces.)
  *
  * lost / duplicated: both topics are read back read_committed and every
  * request id (the record key is unique per request) counted, both phases.
