@@ -106,8 +106,8 @@ export class Router {
     const probeRoles: readonly Role[] = params.variant === 'stage' ? [req.stageProposal] : ROLES;
     const budgetMs = req.deadlineMs === null ? this.d.cfg.observeTimeoutMs : Math.min(this.d.cfg.observeTimeoutMs, req.deadlineMs);
     const tq = hrUs();
-    // Observe queries carry local hashes (token ids were hashed once above; the booking needs them too, and hashes
-    // are ~6x smaller on the wire) and ask only for the worker Dynamo would choose: the rule reads that one, so the
+    // Observe queries carry local hashes (token ids were hashed once above; the booking needs them too, and one 8-byte
+    // hash per block is far smaller on the wire than the block's token ids) and ask only for the worker Dynamo would choose: the rule reads that one, so the
     // indexer encodes just it. Identical prompts (same hashes, same N) make identical queries: encoded once.
     const bodies: Partial<Record<Role, Uint8Array>> = {};
     for (const r of probeRoles) {
