@@ -36,9 +36,7 @@ export {
 export { MAX_LE64_CHARS, MAX_TOKENS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 export {
   F as OBSERVE_REPLY_FIELD,
-  OBSERVE_REPLY_BINARY_MAGIC,
   ObserveReplyBinaryWriter,
-  WORKER_FIELDS as OBSERVE_REPLY_WORKER_FIELDS,
   encodeObserveReplyBinary,
   isObserveReplyBinary,
   nullable as binaryNullable,
