@@ -76,14 +76,17 @@ describe('route request decoder', () => {
   it('agrees with the codec on hand-written edge cases', () => {
     const base = wire(req());
     const text = JSON.stringify(base);
+    /** The request with one candidate's prompt replaced (written as JSON). */
+    const withPrompt = (role: 'efficient' | 'capable', prompt: object): string =>
+      JSON.stringify({ ...base, candidates: { ...base['candidates'], [role]: { ...base['candidates'][role], prompt } } });
     const cases: string[] = [
       text,
       // whitespace everywhere the grammar allows it
       JSON.stringify(base, null, 2),
       text.replace('"tokenIds":[', '"tokenIds" :\n [ '),
       // empty token array, single zero, max u32
-      JSON.stringify({ ...base, candidates: { ...base['candidates'], efficient: { ...base['candidates'].efficient, prompt: { tokenIds: [] } } } }),
-      JSON.stringify({ ...base, candidates: { ...base['candidates'], efficient: { ...base['candidates'].efficient, prompt: { tokenIds: [0, 4294967295] } } } }),
+      withPrompt('efficient', { tokenIds: [] }),
+      withPrompt('efficient', { tokenIds: [0, 4294967295] }),
       // numbers the scanner leaves to the codec: over u32, negative, fraction, exponent, leading zero
       text.replace('"tokenIds":[', '"tokenIds":[4294967296,'),
       text.replace('"tokenIds":[', '"tokenIds":[-1,'),
@@ -118,8 +121,8 @@ describe('route request decoder', () => {
       text.replace(/"localHashesLe64":"[^"]*"/, '"localHashesLe64":""'),
       text.replace(/"localHashesLe64":"[^"]*"/, '"localHashesLe64":"AAAAAAAAAAE="'),
       // decimal hashes still work
-      JSON.stringify({ ...base, candidates: { ...base['candidates'], capable: { ...base['candidates'].capable, prompt: { localHashes: ['1', '18446744073709551615'] } } } }),
-      JSON.stringify({ ...base, candidates: { ...base['candidates'], capable: { ...base['candidates'].capable, prompt: { localHashes: ['18446744073709551616'] } } } }),
+      withPrompt('capable', { localHashes: ['1', '18446744073709551615'] }),
+      withPrompt('capable', { localHashes: ['18446744073709551616'] }),
       // schema violations elsewhere, wrong version, not JSON, not an object
       text.replace('"stageProposal":"efficient"', '"stageProposal":"other"'),
       text.replace('"v":1', '"v":2'),
