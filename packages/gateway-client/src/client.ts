@@ -73,7 +73,7 @@ export interface RouteArgs {
   readonly prompts: { readonly efficient: CandidatePrompt; readonly capable: CandidatePrompt };
   /** Budget for the decision (the service falls back past it). */
   readonly deadlineMs?: number;
-  /** Send token ids and let the decision service hash them (default false: hash here, ~6x smaller messages). */
+  /** Send token ids and let the decision service hash them (default false: hash here; one 8-byte hash per block is far smaller than the block's token ids). */
   readonly sendTokenIds?: boolean;
 }
 
