@@ -170,7 +170,7 @@ export function countBy<T>(xs: T[], key: (x: T) => string): Map<string, number> 
 export function decodeOutcomes(rs: { value: Buffer | null }[]): OutcomeRecord[] {
   return rs.map((r) => {
     const d = decodeSingleObject(r.value ?? Buffer.alloc(0), OUTCOME_REGISTRY);
-    if (!d.ok) throw new Error(d.reason);
+    if (!d.ok) throw new Error(`${d.code}: ${d.reason}`);
     return d.value;
   });
 }
@@ -179,7 +179,7 @@ export function decodeOutcomes(rs: { value: Buffer | null }[]): OutcomeRecord[] 
 export function decodeDecisionIds(rs: { value: Buffer | null }[]): string[] {
   return rs.map((r) => {
     const d = decodeSingleObject(r.value ?? Buffer.alloc(0), DECISION_REGISTRY);
-    if (!d.ok) throw new Error(d.reason);
+    if (!d.ok) throw new Error(`${d.code}: ${d.reason}`);
     return d.value.recordId;
   });
 }

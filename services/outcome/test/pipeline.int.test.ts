@@ -5,21 +5,13 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run as cli } from '@vantage/cli';
-import { decodeSingleObject, DECISION_REGISTRY, OUTCOME_REGISTRY, type OutcomeRecord } from '@vantage/records';
+import { decodeSingleObject, DECISION_REGISTRY, type OutcomeRecord } from '@vantage/records';
 import { GatewayClient } from '@vantage/gateway-client';
 import type { NatsConnection } from '@vantage/runtime';
 import { eventually, kafkaBrokers, natsUrl } from '@vantage/testkit';
 import type { WorkerId } from '@vantage/types';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decision, inProcess, names, Publisher, readTopic, REPO_ROOT, serviceEnv, type Names } from './helpers';
-
-function outcomes(records: { value: Buffer | null }[]): OutcomeRecord[] {
-  return records.map((r) => {
-    const d = decodeSingleObject(r.value ?? Buffer.alloc(0), OUTCOME_REGISTRY);
-    if (!d.ok) throw new Error(`${d.code}: ${d.reason}`);
-    return d.value;
-  });
-}
+import { decision, decodeOutcomes as outcomes, inProcess, names, Publisher, readTopic, REPO_ROOT, serviceEnv, type Names } from './helpers';
 
 describe('outcome service (in-process, shared brokers)', () => {
   let n: Names;
