@@ -123,11 +123,16 @@ describe('calibration -> fit -> parameter set -> decision service, through Kafka
     for (const r of evalRows) {
       expect(String(r['decision.parameterSetVersion'])).toMatch(new RegExp(`^${set.version.replace(/[.+]/g, '\\$&')}\\+(stage|count|count_prefill|blind|cache)$`));
     }
-    // Competing traffic ran beside the sessions and reached Kafka (as background records once the outcome
-    // service honours the lifecycle flag, as untimed lifecycle-only records before).
+    // Competing traffic ran beside the sessions and reached Kafka as background records, timed from their
+    // arrival: no decision, marked background, completed, with a TTFT.
     const bgRows = rows(join(dir, 'outcomes.jsonl')).filter((r) => typeof r['sessionId'] === 'string' && (r['sessionId'] as string).startsWith('evalbg:'));
     expect(bgRows.length).toBeGreaterThan(0);
-    expect(bgRows.every((r) => r['join.hasDecision'] === false)).toBe(true);
+    for (const r of bgRows) {
+      expect(r['join.hasDecision']).toBe(false);
+      expect(r['background']).toBe(true);
+      expect(r['status']).toBe('completed');
+      expect(typeof r['ttftMs']).toBe('number');
+    }
     expect(readFileSync(result.report, 'utf8')).toContain('Effect on competing traffic');
   }, 240_000);
 
