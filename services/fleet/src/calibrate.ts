@@ -10,67 +10,39 @@
  * Exit: 0 finished (failures counted in the summary), 2 bad arguments, 1 fatal error.
  */
 import { createWriteStream } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { calibrationPlan, CALIBRATION_PRESETS, type CalibrationPreset } from '@vantage/evaluation';
 import { connectNats, createLogger, flushLogger } from '@vantage/runtime';
 import { runCalibration } from './calibration';
-import { parsePools } from './pools';
+import { cliTool } from './cli-args';
 
 const USAGE = `usage: calibrate [--preset tiny|small|full] [--repeats N] [--seed S] [--destination-limit N]
                  [--pools efficient:64[:model],capable:64[:model]] [--nats URL] [--route-subject S]
                  [--max-runs N] [--request-timeout-ms MS] [--settle-timeout-ms MS] [--out FILE.jsonl] [--plan-only]`;
 
-function fail(msg: string): never {
-  process.stderr.write(`calibrate: ${msg}\n${USAGE}\n`);
-  process.exit(2);
-}
-
-function int(v: string | undefined, name: string, min: number): number | undefined {
-  if (v === undefined) return undefined;
-  const x = Number(v);
-  if (!Number.isInteger(x) || x < min) fail(`--${name} must be an integer >= ${min}, got ${v}`);
-  return x;
-}
-
-const { values: a } = (() => {
-  try {
-    return parseArgs({
-      options: {
-        preset: { type: 'string', default: 'small' },
-        repeats: { type: 'string' },
-        seed: { type: 'string' },
-        'destination-limit': { type: 'string' },
-        pools: { type: 'string', default: 'efficient:64,capable:64' },
-        nats: { type: 'string' },
-        'route-subject': { type: 'string' },
-        'max-runs': { type: 'string' },
-        'request-timeout-ms': { type: 'string' },
-        'settle-timeout-ms': { type: 'string' },
-        out: { type: 'string' },
-        'plan-only': { type: 'boolean', default: false },
-        help: { type: 'boolean', default: false },
-      },
-      strict: true,
-    });
-  } catch (e) {
-    fail((e as Error).message);
-  }
-})();
-if (a.help) {
-  process.stdout.write(`${USAGE}\n`);
-  process.exit(0);
-}
+const cli = cliTool('calibrate', USAGE, {
+  preset: { type: 'string', default: 'small' },
+  repeats: { type: 'string' },
+  seed: { type: 'string' },
+  'destination-limit': { type: 'string' },
+  pools: { type: 'string', default: 'efficient:64,capable:64' },
+  nats: { type: 'string' },
+  'route-subject': { type: 'string' },
+  'max-runs': { type: 'string' },
+  'request-timeout-ms': { type: 'string' },
+  'settle-timeout-ms': { type: 'string' },
+  out: { type: 'string' },
+  'plan-only': { type: 'boolean', default: false },
+});
+const a = cli.args;
+// Annotated so that the compiler treats it as ending control flow.
+const fail: (msg: string) => never = cli.fail;
+const int = cli.int;
 if (!(a.preset in CALIBRATION_PRESETS)) fail(`--preset must be one of ${Object.keys(CALIBRATION_PRESETS).join(', ')}`);
-let pools;
-try {
-  pools = parsePools(a.pools);
-} catch (e) {
-  fail((e as Error).message);
-}
+const pools = cli.pools('pools');
 if (pools.efficient.blockSize !== pools.capable.blockSize) fail('both pools must share one block size (the plan warms K on a block boundary of both)');
-const repeats = int(a.repeats, 'repeats', 1);
-const seed = int(a.seed, 'seed', 0);
-const limit = int(a['destination-limit'], 'destination-limit', 1);
+const repeats = int('repeats', 1);
+const seed = int('seed', 0);
+const limit = int('destination-limit', 1);
 let plan;
 try {
   plan = calibrationPlan({
@@ -100,9 +72,9 @@ try {
   const out = a.out ? createWriteStream(a.out) : null;
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());
-  const maxRuns = int(a['max-runs'], 'max-runs', 1);
-  const requestTimeoutMs = int(a['request-timeout-ms'], 'request-timeout-ms', 1);
-  const settleTimeoutMs = int(a['settle-timeout-ms'], 'settle-timeout-ms', 1);
+  const maxRuns = int('max-runs', 1);
+  const requestTimeoutMs = int('request-timeout-ms', 1);
+  const settleTimeoutMs = int('settle-timeout-ms', 1);
   const summary = await runCalibration({
     nc,
     pools,

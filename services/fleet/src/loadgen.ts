@@ -9,12 +9,11 @@
  * Exit: 0 when the run finished (request failures are in the summary), 2 on bad arguments, 1 on a fatal error.
  */
 import { createWriteStream } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { connectNats, createLogger, flushLogger } from '@vantage/runtime';
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
 import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, stageProposal, type StageProposalModel } from '@vantage/evaluation';
 import { runLoadgen, type LoadgenOptions, type Workload } from './load-generator';
-import { parsePools } from './pools';
+import { cliTool } from './cli-args';
 
 const USAGE = `usage: loadgen (--trace FILE [--limit N] [--speedup X] | --sessions N [--seed S] [--max-context TOKENS])
                [--direct [--direct-pool efficient|capable] [--no-book]] [--capable-fraction F] [--seed S]
@@ -31,55 +30,33 @@ const USAGE = `usage: loadgen (--trace FILE [--limit N] [--speedup X] | --sessio
                 (gaps in sim ms), Dynamo's choice on their pool, booked, session evalbg:<A>:<V>:<stream>,
                 lifecycle marked background with arrivalMs; their lines in --out carry "background": true`;
 
-function fail(msg: string): never {
-  process.stderr.write(`loadgen: ${msg}\n${USAGE}\n`);
-  process.exit(2);
-}
-
-function num(v: string | undefined, name: string, dflt: number, min = 0): number {
-  if (v === undefined) return dflt;
-  const x = Number(v);
-  if (!Number.isFinite(x) || x < min) fail(`--${name} must be a number >= ${min}, got ${v}`);
-  return x;
-}
-
-const { values: a } = (() => {
-  try {
-    return parseArgs({
-      options: {
-        trace: { type: 'string' },
-        limit: { type: 'string' },
-        speedup: { type: 'string' },
-        sessions: { type: 'string' },
-        seed: { type: 'string' },
-        'max-context': { type: 'string' },
-        direct: { type: 'boolean', default: false },
-        'direct-pool': { type: 'string', default: 'efficient' },
-        'no-book': { type: 'boolean', default: false },
-        'capable-fraction': { type: 'string' },
-        pools: { type: 'string', default: 'efficient:64,capable:64' },
-        'time-scale': { type: 'string' },
-        nats: { type: 'string' },
-        'max-duration-ms': { type: 'string' },
-        'request-timeout-ms': { type: 'string' },
-        'route-timeout-ms': { type: 'string' },
-        'wait-ready-ms': { type: 'string' },
-        eval: { type: 'string' },
-        proposal: { type: 'string' },
-        background: { type: 'string' },
-        out: { type: 'string' },
-        help: { type: 'boolean', default: false },
-      },
-      strict: true,
-    });
-  } catch (e) {
-    fail((e as Error).message);
-  }
-})();
-if (a.help) {
-  process.stdout.write(`${USAGE}\n`);
-  process.exit(0);
-}
+const cli = cliTool('loadgen', USAGE, {
+  trace: { type: 'string' },
+  limit: { type: 'string' },
+  speedup: { type: 'string' },
+  sessions: { type: 'string' },
+  seed: { type: 'string' },
+  'max-context': { type: 'string' },
+  direct: { type: 'boolean', default: false },
+  'direct-pool': { type: 'string', default: 'efficient' },
+  'no-book': { type: 'boolean', default: false },
+  'capable-fraction': { type: 'string' },
+  pools: { type: 'string', default: 'efficient:64,capable:64' },
+  'time-scale': { type: 'string' },
+  nats: { type: 'string' },
+  'max-duration-ms': { type: 'string' },
+  'request-timeout-ms': { type: 'string' },
+  'route-timeout-ms': { type: 'string' },
+  'wait-ready-ms': { type: 'string' },
+  eval: { type: 'string' },
+  proposal: { type: 'string' },
+  background: { type: 'string' },
+  out: { type: 'string' },
+});
+const a = cli.args;
+// Annotated so that the compiler treats it as ending control flow.
+const fail: (msg: string) => never = cli.fail;
+const numArg = cli.num;
 if ((a.trace === undefined) === (a.sessions === undefined)) fail('give exactly one of --trace and --sessions');
 const role = a['direct-pool'];
 if (role !== 'efficient' && role !== 'capable') fail(`--direct-pool must be efficient or capable, got ${role}`);
@@ -115,12 +92,7 @@ if (a.eval !== undefined) {
   };
 } else if (a.proposal !== undefined) fail('--proposal needs --eval');
 else if (a.background !== undefined) fail('--background needs --eval');
-let pools;
-try {
-  pools = parsePools(a.pools);
-} catch (e) {
-  fail((e as Error).message);
-}
+const pools = cli.pools('pools');
 
 let workload: Workload;
 if (a.trace !== undefined) {
@@ -130,13 +102,13 @@ if (a.trace !== undefined) {
   } catch (e) {
     fail((e as Error).message);
   }
-  const limit = num(a.limit, 'limit', records.length, 1);
-  workload = { kind: 'trace', records: records.slice(0, limit), speedup: num(a.speedup, 'speedup', 1, 1e-6) };
+  const limit = numArg('limit', records.length, 1);
+  workload = { kind: 'trace', records: records.slice(0, limit), speedup: numArg('speedup', 1, 1e-6) };
 } else {
-  const n = num(a.sessions, 'sessions', 1, 1);
+  const n = numArg('sessions', 1, 1);
   workload = {
     kind: 'sessions',
-    sessions: generateAgenticSessions({ ...DEFAULT_AGENTIC_CONFIG, sessions: Math.floor(n), seed, maxContextTokens: num(a['max-context'], 'max-context', 32_768, 1) }),
+    sessions: generateAgenticSessions({ ...DEFAULT_AGENTIC_CONFIG, sessions: Math.floor(n), seed, maxContextTokens: numArg('max-context', 32_768, 1) }),
   };
 }
 
@@ -154,13 +126,13 @@ try {
     ...evalRun,
     workload,
     mode: a.direct ? { kind: 'direct', role, book: !a['no-book'] } : { kind: 'route' },
-    capableFraction: num(a['capable-fraction'], 'capable-fraction', 0),
+    capableFraction: numArg('capable-fraction', 0),
     seed,
-    timeScale: num(a['time-scale'], 'time-scale', Number(process.env.VANTAGE_FLEET_TIME_SCALE ?? 1), 1e-6),
-    maxDurationMs: num(a['max-duration-ms'], 'max-duration-ms', 600_000, 1),
-    requestTimeoutMs: num(a['request-timeout-ms'], 'request-timeout-ms', 120_000, 1),
-    routeTimeoutMs: num(a['route-timeout-ms'], 'route-timeout-ms', 5_000, 1),
-    waitReadyMs: num(a['wait-ready-ms'], 'wait-ready-ms', 30_000),
+    timeScale: numArg('time-scale', Number(process.env.VANTAGE_FLEET_TIME_SCALE ?? 1), 1e-6),
+    maxDurationMs: numArg('max-duration-ms', 600_000, 1),
+    requestTimeoutMs: numArg('request-timeout-ms', 120_000, 1),
+    routeTimeoutMs: numArg('route-timeout-ms', 5_000, 1),
+    waitReadyMs: numArg('wait-ready-ms', 30_000),
     progress: (line) => process.stderr.write(`${line}\n`),
     ...(out ? { onOutcome: (o) => out.write(`${JSON.stringify(o)}\n`), onBackgroundOutcome: (o) => out.write(`${JSON.stringify({ ...o, background: true })}\n`) } : {}),
     signal: abort.signal,
