@@ -14,6 +14,7 @@
  */
 import { xxh3 } from '@node-rs/xxhash';
 import type { LocalHash, SequenceHash } from '@vantage/types';
+import { wasmChain } from './seq-wasm';
 import { seqHash16 } from './seq16';
 
 export const DYNAMO_HASH_SEED = 1337n;
@@ -89,11 +90,8 @@ export function nextSequenceHash(parent: bigint, local: bigint): SequenceHash {
   return pair[0] as SequenceHash;
 }
 
-/**
- * Sequence hashes from local hashes (seq[0] = local[0]), written into `out` (same length as
- * `locals`; a fresh array when absent). The chain is computed on u32 views: no BigInt per block.
- */
-export function sequenceHashes(locals: BigUint64Array, out?: BigUint64Array): BigUint64Array {
+/** The chain in JavaScript on u32 views (the reference for the WebAssembly chain, and its fallback). */
+export function sequenceHashesJs(locals: BigUint64Array, out?: BigUint64Array): BigUint64Array {
   const n = locals.length;
   const res = out ?? new BigUint64Array(n);
   if (res.length !== n) throw new RangeError(`output holds ${res.length} hashes, input ${n}`);
@@ -103,6 +101,30 @@ export function sequenceHashes(locals: BigUint64Array, out?: BigUint64Array): Bi
   dst[0] = src[0]!;
   dst[1] = src[1]!;
   for (let i = 1; i < n; i++) seqHash16(dst, 2 * i - 2, src, 2 * i, dst, 2 * i);
+  return res;
+}
+
+/** The WebAssembly chain (`seq-wasm.ts`), or null until it has passed the load-time check below (or where it cannot run). */
+let wasm = wasmChain();
+/** Which implementation `sequenceHashes` uses for chains of 8 blocks or more. */
+export function sequenceChainEngine(): 'wasm' | 'js' {
+  return wasm === null ? 'js' : 'wasm';
+}
+
+/** Below this many blocks the JavaScript chain is used: copying in and out of WebAssembly memory is not worth it. */
+const WASM_MIN_BLOCKS = 8;
+
+/**
+ * Sequence hashes from local hashes (seq[0] = local[0]), written into `out` (same length as
+ * `locals`; a fresh array when absent). No BigInt per block: a chain of at least 8 blocks runs in
+ * WebAssembly with 64-bit arithmetic, a shorter one in JavaScript on u32 views.
+ */
+export function sequenceHashes(locals: BigUint64Array, out?: BigUint64Array): BigUint64Array {
+  const n = locals.length;
+  if (wasm === null || n < WASM_MIN_BLOCKS) return sequenceHashesJs(locals, out);
+  const res = out ?? new BigUint64Array(n);
+  if (res.length !== n) throw new RangeError(`output holds ${res.length} hashes, input ${n}`);
+  wasm.run(locals, res);
   return res;
 }
 
@@ -129,4 +151,20 @@ for (const [p, l] of [
   [0x8000_0000_0000_0001n, 0x0123_4567_89ab_cdefn],
 ] as const) {
   if (nextSequenceHash(p, l) !== nextSequenceHashNative(p, l)) throw new Error('@vantage/hashing: sequence-hash fast path disagrees with XXH3');
+}
+
+// The WebAssembly chain must agree with the JavaScript one (checked against XXH3 just above) and with
+// the native step on a chain through edge values; otherwise it is not used.
+if (wasm !== null) {
+  const probe = BigUint64Array.from([0n, U64, 1n, 0x8000_0000_0000_0000n, 0x0123_4567_89ab_cdefn, 14643705804678351452n, 16777012769546811212n, 0xffff_ffffn, 0x1_0000_0000n, 42n]);
+  const viaWasm = new BigUint64Array(probe.length);
+  wasm.run(probe, viaWasm);
+  const viaJs = sequenceHashesJs(probe);
+  let parent = probe[0]!;
+  let agree = viaWasm[0] === parent;
+  for (let i = 1; i < probe.length && agree; i++) {
+    parent = nextSequenceHashNative(parent, probe[i]!);
+    agree = viaWasm[i] === parent && viaJs[i] === parent;
+  }
+  if (!agree) wasm = null;
 }
