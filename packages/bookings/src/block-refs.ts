@@ -61,12 +61,12 @@ export class BlockRefs {
     return b < 0 ? 0 : this.t[b + 2]!;
   }
 
-  /** Add one reference. */
-  add(lo: number, hi: number): void {
+  /** Add one reference; true when the key was not held before. */
+  add(lo: number, hi: number): boolean {
     const b = this.find(lo, hi);
     if (b >= 0) {
       this.t[b + 2]!++;
-      return;
+      return false;
     }
     // Grow at 1/2 load: probes stay short.
     if ((this.size + 1) * 2 > this.mask + 1) this.grow();
@@ -79,19 +79,22 @@ export class BlockRefs {
     t[nb + 1] = hi;
     t[nb + 2] = 1;
     this.size++;
+    return true;
   }
 
   /** Drop one reference; false when the key was not held (a caller bug, counted by the ledger). */
   release(lo: number, hi: number): boolean {
+    return this.drop(lo, hi) >= 0;
+  }
+
+  /** Drop one reference and return the references left (0: the key is gone), or -1 when it was not held. */
+  drop(lo: number, hi: number): number {
     const b = this.find(lo, hi);
-    if (b < 0) return false;
+    if (b < 0) return -1;
     const t = this.t;
-    if (t[b + 2]! > 1) {
-      t[b + 2]!--;
-      return true;
-    }
+    if (t[b + 2]! > 1) return --t[b + 2]!;
     this.removeAt(b);
-    return true;
+    return 0;
   }
 
   private removeAt(b: number): void {

@@ -65,6 +65,9 @@ class RankState {
   readonly blockRefs = new BlockRefs();
   readonly bookings = new Set<BookingRecord>();
   lastChangeMs: number | null = null;
+  /** `prepareChain` result for this rank: the active prefix length of the prepared chain, valid when `queryId` is the ledger's. */
+  queryId = -1;
+  queryPrefix = 0;
 
   constructor(
     readonly workerId: WorkerId,
@@ -161,6 +164,19 @@ export class BookingLedger {
   /** The int32 view of the last chain queried (observe passes the same chain for every rank). */
   #chain: BigUint64Array | null = null;
   #chainHalves: Int32Array = new Int32Array(0);
+  /**
+   * Ledger-wide sequence hash → number of ranks holding it (a rank counts once however many of its
+   * bookings hold the block). With `#roots`, lets `prepareChain` find every rank's active prefix of
+   * a chain without probing every rank's own table at every bisection step.
+   */
+  readonly #holders = new BlockRefs();
+  /** First sequence hash of booked chains → the ranks holding a chain from it, with how many bookings each. */
+  readonly #roots = new Map<bigint, Map<RankState, number>>();
+  /** The chain `prepareChain` last ran on (null once any change invalidated it) and its query id. */
+  #prepared: BigUint64Array | null = null;
+  #queryId = 0;
+  /** Scratch for the prefix lengths at which the number of ranks holding the prepared chain drops. */
+  #drops: number[] = [];
 
   constructor(options: BookingLedgerOptions) {
     if (!isPosInt(options.blockSize)) throw new RangeError('blockSize must be a positive integer');
@@ -329,8 +345,15 @@ export class BookingLedger {
     }
     if (record.expectedOutputTokens !== null) rank.expectedOutputTokens += record.expectedOutputTokens;
     const refs = rank.blockRefs;
+    const holders = this.#holders;
     const hv = halves(record.sequenceHashes);
-    for (let i = 0; i < hv.length; i += 2) refs.add(hv[i]!, hv[i + 1]!);
+    for (let i = 0; i < hv.length; i += 2) if (refs.add(hv[i]!, hv[i + 1]!)) holders.add(hv[i]!, hv[i + 1]!);
+    if (record.sequenceHashes.length > 0) {
+      const root = record.sequenceHashes[0]!;
+      let ranks = this.#roots.get(root);
+      if (ranks === undefined) this.#roots.set(root, (ranks = new Map()));
+      ranks.set(rank, (ranks.get(rank) ?? 0) + 1);
+    }
     this.#touch(entry, rank, now);
     this.#counters.booked++;
     return { kind: 'booked', booking: view(record) };
@@ -475,9 +498,69 @@ export class BookingLedger {
    */
   newBlocksOfChain(workerId: WorkerId, dpRank: number, chain: BigUint64Array): number {
     this.#lookup(workerId, dpRank);
-    const refs = this.#memoRank?.blockRefs;
+    const rank = this.#memoRank;
+    if (chain === this.#prepared) return rank !== undefined && rank.queryId === this.#queryId ? chain.length - rank.queryPrefix : chain.length;
+    const refs = rank?.blockRefs;
     if (refs === undefined || refs.size === 0) return chain.length;
     return chain.length - activeChainPrefix(refs, this.#halvesOf(chain), chain.length);
+  }
+
+  /**
+   * Work out `newBlocksOfChain` for every rank at once, before asking it rank by rank (observe asks
+   * for every rank of the pool). The answers for `chain` stay valid until the ledger next changes or
+   * `prepareChain` runs again; the caller must not modify `chain` in between.
+   *
+   * Bookings hold whole chains from block 0, so the ranks holding seq[i] can only shrink as i grows,
+   * and the number holding it (`#holders`) falls exactly where some rank's active prefix ends. Those
+   * prefix lengths are found by bisection on the ledger-wide count (a stretch whose two ends have
+   * the same count has no drop inside); the candidate ranks are those holding a chain from the same
+   * first block (`#roots`), and each one's prefix is one of those lengths, found by bisection over
+   * them in its own table. With a few distinct prefix lengths that is a few dozen lookups in all,
+   * instead of a bisection over the whole chain in every rank's table.
+   */
+  prepareChain(chain: BigUint64Array): void {
+    const id = ++this.#queryId;
+    this.#prepared = chain;
+    const n = chain.length;
+    if (n === 0 || this.#holders.size === 0) return;
+    const cands = this.#roots.get(chain[0]!);
+    if (cands === undefined) return;
+    const hv = this.#halvesOf(chain);
+    const holders = this.#holders;
+    const drops = this.#drops;
+    drops.length = 0;
+    // Prefix lengths p (1..n) at which the count falls: holders(seq[p-1]) > holders(seq[p]), holders(seq[n]) = 0.
+    const seg = (a: number, ca: number, b: number, cb: number): void => {
+      if (ca === cb) return;
+      if (b === a + 1) {
+        drops.push(b);
+        return;
+      }
+      const mid = (a + b) >>> 1;
+      const cm = holders.count(hv[2 * mid]!, hv[2 * mid + 1]!);
+      seg(a, ca, mid, cm);
+      seg(mid, cm, b, cb);
+    };
+    seg(0, holders.count(hv[0]!, hv[1]!), n, 0);
+    if (drops.length === 0) return;
+    for (const rank of cands.keys()) {
+      // Largest drop length p whose last block seq[p-1] the rank holds (its prefix ends at a drop).
+      // Every candidate holds seq[0] and so the whole stretch up to the first drop: that one needs no lookup.
+      const refs = rank.blockRefs;
+      let lo = 1;
+      let hi = drops.length - 1;
+      let best = drops[0]!;
+      while (lo <= hi) {
+        const mid = (lo + hi) >>> 1;
+        const p = drops[mid]!;
+        if (refs.has(hv[2 * p - 2]!, hv[2 * p - 1]!)) {
+          best = p;
+          lo = mid + 1;
+        } else hi = mid - 1;
+      }
+      rank.queryId = id;
+      rank.queryPrefix = best;
+    }
   }
 
   /** Ledger time of the last booking or capacity change on any rank of the worker. */
@@ -494,6 +577,7 @@ export class BookingLedger {
 
   #tick(nowMs: number): number {
     this.#memoValid = false;
+    this.#prepared = null;
     if (Number.isFinite(nowMs) && nowMs > this.#clock) this.#clock = nowMs;
     // Before the first finite time, a non-finite stamp would poison every comparison.
     return Number.isFinite(this.#clock) ? this.#clock : 0;
@@ -527,8 +611,23 @@ export class BookingLedger {
       rank.expectedOutputTokens = this.#dec(rank.expectedOutputTokens, b.expectedOutputTokens);
     }
     const refs = rank.blockRefs;
+    const holders = this.#holders;
     const hv = halves(b.sequenceHashes);
-    for (let i = 0; i < hv.length; i += 2) if (!refs.release(hv[i]!, hv[i + 1]!)) this.#counters.invariantViolations++;
+    for (let i = 0; i < hv.length; i += 2) {
+      const left = refs.drop(hv[i]!, hv[i + 1]!);
+      if (left < 0) this.#counters.invariantViolations++;
+      else if (left === 0 && holders.drop(hv[i]!, hv[i + 1]!) < 0) this.#counters.invariantViolations++;
+    }
+    if (b.sequenceHashes.length > 0) {
+      const root = b.sequenceHashes[0]!;
+      const ranks = this.#roots.get(root);
+      const c = ranks?.get(rank) ?? 0;
+      if (c > 1) ranks!.set(rank, c - 1);
+      else if (c === 1) {
+        ranks!.delete(rank);
+        if (ranks!.size === 0) this.#roots.delete(root);
+      } else this.#counters.invariantViolations++;
+    }
     const entry = this.#workers.get(b.workerId);
     this.#touch(entry, rank, now);
     this.#counters.tombstonesEvicted += this.#tombstones.add(b.requestId, reason, now);

@@ -371,6 +371,8 @@ export class PoolState {
         if (this.seqScratch.length < localHashes.length) this.seqScratch = new BigUint64Array(Math.max(localHashes.length, 2 * this.seqScratch.length));
         seq = sequenceHashes(localHashes, this.seqScratch.subarray(0, localHashes.length));
       }
+      // Every rank's active prefix of the chain in one pass, read back rank by rank below.
+      this.ledger.prepareChain(seq);
     }
     const requestBlocks = Math.ceil(promptTokens / this.blockSize);
     const beyondChain = seq ? Math.max(0, requestBlocks - seq.length) : 0;

@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import type { WorkerId } from '@vantage/types';
+import { BookingLedger } from '@vantage/bookings';
+
+// Differential test of `prepareChain`: after any stream of bookings, releases, expiries and worker
+// removals, the per-rank new-block counts it prepares equal the linear count (`newBlocks`, one
+// lookup per block) for every (worker, rank), for queries sharing prefixes with the booked chains.
+
+const WORKERS = [1n, 0xffff_ffff_ffff_fffen, 1n << 63n, 77n] as WorkerId[];
+const BASES = 4;
+const LEN = 40;
+
+/** Base chains; chains sharing a base share its prefix (bases 2k and 2k+1 share their first 12 blocks). */
+function bases(seed: number): BigUint64Array[] {
+  let x = BigInt(seed) * 0x9e37_79b9_7f4a_7c15n + 1n;
+  const next = (): bigint => {
+    x = (x * 6364136223846793005n + 1442695040888963407n) & 0xffff_ffff_ffff_ffffn;
+    return x;
+  };
+  const out: BigUint64Array[] = [];
+  for (let b = 0; b < BASES; b++) {
+    const c = new BigUint64Array(LEN);
+    for (let i = 0; i < LEN; i++) c[i] = b % 2 === 1 && i < 12 ? out[b - 1]![i]! : next();
+    out.push(c);
+  }
+  return out;
+}
+
+type Op =
+  | { k: 'book'; id: number; w: number; r: number; base: number; len: number }
+  | { k: 'release'; id: number }
+  | { k: 'expire'; dt: number }
+  | { k: 'removeWorker'; w: number }
+  | { k: 'query'; base: number; len: number; tail: number };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      k: fc.constant('book' as const),
+      id: fc.integer({ min: 0, max: 30 }),
+      w: fc.integer({ min: 0, max: WORKERS.length - 1 }),
+      r: fc.integer({ min: 0, max: 1 }),
+      base: fc.integer({ min: 0, max: BASES - 1 }),
+      len: fc.integer({ min: 0, max: LEN }),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ k: fc.constant('release' as const), id: fc.integer({ min: 0, max: 30 }) }) },
+  { weight: 1, arbitrary: fc.record({ k: fc.constant('expire' as const), dt: fc.integer({ min: 0, max: 40 }) }) },
+  { weight: 1, arbitrary: fc.record({ k: fc.constant('removeWorker' as const), w: fc.integer({ min: 0, max: WORKERS.length - 1 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      k: fc.constant('query' as const),
+      base: fc.integer({ min: 0, max: BASES - 1 }),
+      len: fc.integer({ min: 0, max: LEN }),
+      tail: fc.integer({ min: 0, max: 5 }),
+    }),
+  },
+);
+
+describe('BookingLedger.prepareChain', () => {
+  it('gives every rank the same new-block count as the linear count, under any history', () => {
+    fc.assert(
+      fc.property(fc.integer(), fc.array(opArb, { maxLength: 120 }), (seed, ops) => {
+        const chains = bases(seed);
+        const ledger = new BookingLedger({ blockSize: 16, ttlMs: 50 });
+        let now = 0;
+        for (const op of ops) {
+          if (op.k === 'book') {
+            ledger.book({
+              requestId: `r${op.id}`,
+              workerId: WORKERS[op.w]!,
+              dpRank: op.r,
+              promptTokens: op.len * 16,
+              overlapBlocks: 0,
+              sequenceHashes: chains[op.base]!.subarray(0, op.len),
+              expectedOutputTokens: null,
+              source: 'decision_service',
+              nowMs: now,
+            });
+          } else if (op.k === 'release') ledger.release(`r${op.id}`, 'completed', now);
+          else if (op.k === 'expire') ledger.expire((now += op.dt));
+          else if (op.k === 'removeWorker') ledger.removeWorker(WORKERS[op.w]!, now);
+          else {
+            // A booked prefix, then `tail` blocks no booking holds.
+            const q = new BigUint64Array(op.len + op.tail);
+            q.set(chains[op.base]!.subarray(0, op.len));
+            for (let i = op.len; i < q.length; i++) q[i] = 0xdead_0000n + BigInt(i);
+            ledger.prepareChain(q);
+            for (const w of WORKERS) {
+              for (const r of [0, 1, 2]) expect(ledger.newBlocksOfChain(w, r, q)).toBe(ledger.newBlocks(w, r, q));
+            }
+          }
+        }
+        expect(ledger.counters().invariantViolations).toBe(0);
+      }),
+      { seed: 0xc4a1, numRuns: 400 },
+    );
+  });
+
+  it('is invalidated by any change: answers after a booking are not the prepared ones', () => {
+    const chain = BigUint64Array.from([11n, 12n, 13n, 14n]);
+    const ledger = new BookingLedger({ blockSize: 16 });
+    const w = 5n as WorkerId;
+    ledger.prepareChain(chain);
+    expect(ledger.newBlocksOfChain(w, 0, chain)).toBe(4);
+    ledger.book({ requestId: 'a', workerId: w, dpRank: 0, promptTokens: 48, overlapBlocks: 0, sequenceHashes: chain.subarray(0, 3), expectedOutputTokens: null, source: 'decision_service', nowMs: 1 });
+    expect(ledger.newBlocksOfChain(w, 0, chain)).toBe(1);
+    ledger.prepareChain(chain);
+    expect(ledger.newBlocksOfChain(w, 0, chain)).toBe(1);
+    ledger.release('a', 'completed', 2);
+    expect(ledger.newBlocksOfChain(w, 0, chain)).toBe(4);
+  });
+});
