@@ -52,6 +52,8 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
       publishTimeoutMs: s.integer({ minimum: 100, default: 5000 }),
       retryBaseMs: s.integer({ minimum: 1, default: 100 }),
       retryMaxMs: s.integer({ minimum: 1, default: 10_000 }),
+      /** Longest a new record is held before it is sent, when no route's observe queries take it along first (0: at once). */
+      sendDelayMs: s.integer({ minimum: 0, maximum: 1000, default: 20 }),
     }),
   }),
 });

@@ -20,6 +20,15 @@
  * service's Requester rather than the JetStream client, which would capture two
  * stack traces per record; many publishes queued in one turn of the event loop
  * leave in one socket write.
+ *
+ * With `sendDelayMs` > 0, a new record is held (at most that long) instead of
+ * being sent at once: `kick()` sends what is held right after the service has
+ * queued other messages (the next route's observe queries), so the records ride
+ * in a socket write that happens anyway; a timer sends them after `sendDelayMs`
+ * when no such write comes. A socket write is a system call, costlier per route
+ * than building the record; the delay is small next to the JetStream ack the
+ * record waits for anyway. Retries, shutdown and a full in-flight window behave
+ * as without the delay.
  */
 import { headers } from '@nats-io/transport-node';
 import type { Logger } from '@vantage/runtime';
@@ -34,6 +43,8 @@ export interface PublisherOptions {
   readonly publishTimeoutMs: number;
   readonly retryBaseMs: number;
   readonly retryMaxMs: number;
+  /** Hold new records up to this long before sending them (0: send at once); `kick()` sends them earlier. */
+  readonly sendDelayMs?: number;
   readonly onPublished?: () => void;
   readonly onFailure?: (attempt: number) => void;
   readonly onDropped?: () => void;
@@ -68,13 +79,20 @@ export class RecordPublisher {
   #backoffUntil = 0;
   #consecutiveFailures = 0;
   #timer: NodeJS.Timeout | null = null;
+  /** Sends held records when no `kick()` came within sendDelayMs. */
+  #delayTimer: NodeJS.Timeout | null = null;
+  /** The last pump stopped at maxInFlight with records left: an ack sends the next one at once. */
+  #starved = false;
+  readonly #delayMs: number;
   #idleWaiters: (() => void)[] = [];
   #stopped = false;
   published = 0;
   failures = 0;
   dropped = 0;
 
-  constructor(private readonly o: PublisherOptions) {}
+  constructor(private readonly o: PublisherOptions) {
+    this.#delayMs = o.sendDelayMs ?? 0;
+  }
 
   get depth(): number {
     return this.#queue.length - this.#head + this.#inFlight;
@@ -89,9 +107,28 @@ export class RecordPublisher {
       return false;
     }
     this.#queue.push({ id, requestId, data, attempts: 0 });
-    this.#pump();
+    if (this.#delayMs <= 0) this.#pump();
+    else this.#delayTimer ??= setTimeout(this.#onDelay, this.#delayMs);
     return true;
   }
+
+  /** Records queued and not yet sent. */
+  get held(): number {
+    return this.#queue.length - this.#head;
+  }
+
+  /**
+   * Send the held records now: called right after the service queued messages of its own, so that
+   * the records leave in the same socket write. Cheap when nothing is held.
+   */
+  kick(): void {
+    if (this.#head < this.#queue.length) this.#pump();
+  }
+
+  readonly #onDelay = (): void => {
+    this.#delayTimer = null;
+    this.#pump();
+  };
 
   /** Resolves when everything queued has been acked (or `stop` gave up). */
   idle(): Promise<void> {
@@ -102,10 +139,13 @@ export class RecordPublisher {
   /** Flush within `deadlineMs`; whatever is left is logged by request id (never silently lost). */
   async flush(deadlineMs: number): Promise<number> {
     let timer: NodeJS.Timeout | undefined;
+    this.#pump(); // whatever is held leaves now
     await Promise.race([this.idle(), new Promise<void>((r) => (timer = setTimeout(r, deadlineMs)))]);
     clearTimeout(timer);
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
+    if (this.#delayTimer) clearTimeout(this.#delayTimer);
+    this.#delayTimer = null;
     const left = this.#queue.slice(this.#head);
     if (left.length > 0 || this.#inFlight > 0) {
       this.o.log.error(
@@ -130,6 +170,11 @@ export class RecordPublisher {
       const p = this.#queue[this.#head]!;
       this.#head++;
       this.#send(p);
+    }
+    this.#starved = this.#head < this.#queue.length;
+    if (!this.#starved && this.#delayTimer !== null) {
+      clearTimeout(this.#delayTimer);
+      this.#delayTimer = null;
     }
     // Compact the array now and then rather than shift() per record.
     if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
@@ -159,7 +204,8 @@ export class RecordPublisher {
     this.#consecutiveFailures = 0;
     this.published++;
     this.o.onPublished?.();
-    this.#after();
+    // Held records wait for their kick or timer; only a backlog stopped by maxInFlight moves on each ack.
+    this.#after(this.#delayMs <= 0 || this.#starved);
   }
 
   #failed(p: Pending, e: unknown): void {
@@ -177,11 +223,11 @@ export class RecordPublisher {
     // Back to the front: order is not a contract, but retrying oldest first bounds a record's delay.
     if (this.#head > 0) this.#queue[--this.#head] = p;
     else this.#queue.unshift(p);
-    this.#after();
+    this.#after(true);
   }
 
-  #after(): void {
-    this.#pump();
+  #after(pump: boolean): void {
+    if (pump) this.#pump();
     if (this.depth === 0 && this.#idleWaiters.length > 0) {
       const w = this.#idleWaiters;
       this.#idleWaiters = [];

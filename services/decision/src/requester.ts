@@ -16,6 +16,7 @@
  */
 import { createInbox, type Msg, type MsgHdrs, type Subscription } from '@nats-io/transport-node';
 import { readErrorHeaders, VantageError, type NatsConnection } from '@vantage/runtime';
+import type { Outbox } from './outbox';
 
 interface Pending {
   readonly subject: string;
@@ -31,8 +32,12 @@ export class Requester {
   readonly #sub: Subscription;
   #seq = 0;
 
-  constructor(nc: NatsConnection) {
+  /** Requests are sent through `outbox` when given (one socket write per event-loop turn), else published at once. */
+  readonly #out: Outbox | null;
+
+  constructor(nc: NatsConnection, outbox: Outbox | null = null) {
     this.#nc = nc;
+    this.#out = outbox;
     this.#prefix = `${createInbox()}.`;
     this.#sub = nc.subscribe(`${this.#prefix}*`, { callback: (err, m) => (err === null ? this.#onReply(m) : this.#failAll(err)) });
   }
@@ -50,12 +55,18 @@ export class Requester {
         if (this.#pending.delete(token)) reject(new VantageError('NATS_TIMEOUT', `no reply on ${subject} within ${timeoutMs} ms`, { details: { subject, timeoutMs } }));
       }, timeoutMs);
       this.#pending.set(token, { subject, resolve, reject, timer });
+      const refused = (e: unknown): void => {
+        clearTimeout(timer);
+        if (this.#pending.delete(token)) reject(new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e, details: { subject } }));
+      };
+      if (this.#out !== null) {
+        this.#out.publish(subject, payload, reply, headers, refused);
+        return;
+      }
       try {
         this.#nc.publish(subject, payload, headers === undefined ? { reply } : { reply, headers });
       } catch (e) {
-        clearTimeout(timer);
-        this.#pending.delete(token);
-        reject(new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e, details: { subject } }));
+        refused(e);
       }
     });
   }

@@ -24,6 +24,7 @@ import type { WorkerId } from '@vantage/types';
 import { toVantageError, VantageError, type Logger, type NatsConnection } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 import type { InFlight } from './inflight';
+import type { Outbox } from './outbox';
 import type { DecisionMetrics } from './metrics';
 import { decodeObserveReply, failedProbe, toCandidateReport, toRecordObservation, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
 import type { RecordPublisher } from './publisher';
@@ -41,6 +42,8 @@ export interface RouterDeps {
   readonly publisher: RecordPublisher | null;
   /** Request-reply for the observe queries. */
   readonly requester: Requester;
+  /** Everything sent in one turn of the event loop leaves in one socket write (the booking, before the reply). */
+  readonly outbox: Outbox;
   readonly instanceId: string;
   /** The active parameter set; called once per request. */
   readonly params: () => ParameterSet;
@@ -49,8 +52,6 @@ export interface RouterDeps {
 }
 
 const ROLES = ['efficient', 'capable'] as const;
-/** How long decision records are gathered before they are built and published together. */
-const RECORD_BATCH_MS = 2;
 const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 
 interface Prepared {
@@ -66,14 +67,13 @@ interface Prepared {
 export class Router {
   /** Records of routes answered since the last batch. */
   #records: RecordInput[] = [];
-  #recordTimer: NodeJS.Timeout | null = null;
+  #recordsScheduled = false;
 
   constructor(private readonly d: RouterDeps) {}
 
   /** Build and queue the records gathered so far (also called at shutdown, before the publisher flushes). */
   readonly flushRecords = (): void => {
-    if (this.#recordTimer !== null) clearTimeout(this.#recordTimer);
-    this.#recordTimer = null;
+    this.#recordsScheduled = false;
     const batch = this.#records;
     this.#records = [];
     const pub = this.d.publisher;
@@ -156,11 +156,10 @@ export class Router {
         prefillTokens: worker.effectivePrefillTokens,
         atMs: nowMs,
       });
-      // Published from a microtask queued before this handler returns, so it runs just before serveRequests sends
-      // the reply: the booking and the reply leave in one socket write (not two), the booking first, so the
-      // indexer has it before the gateway can report the request's end.
-      queueMicrotask(() => this.d.nc.publish(subject, booking));
-      this.d.metrics.bookings.inc({ pool: chosen.target.pool });
+      // Queued before the reply (which is queued once this handler returns): both leave in one socket write, the
+      // booking first, so the indexer has it before the gateway can report the request's end.
+      this.d.outbox.publish(subject, booking, undefined, undefined, (e) => this.d.log.warn({ err: e, pool: chosen.target.pool }, 'booking not sent'));
+      this.d.metrics.bookings.inc(chosen.target.pool);
       this.d.inFlight.add(req.requestId, chosen.target.model, chosen.target.pool, nowMs);
       endpoint = this.d.endpointOf(chosen.target.pool, placement.workerId);
     }
@@ -192,15 +191,20 @@ export class Router {
     };
     const bytes = encodeRouteReply(reply);
     const decisionDurationUs = Math.round(hrUs() - t0);
-    this.d.metrics.routes.inc({ reason: decision.reason, variant: params.variant, choice: decision.choice });
+    this.d.metrics.routes.inc(decision.reason, params.variant, decision.choice);
+    this.d.metrics.routeSeconds.observe(decisionDurationUs / 1e6, 'ok');
 
-    // The record is built and encoded after the reply has gone out, so Avro encoding never sits on the reply path.
-    // Records are gathered for RECORD_BATCH_MS and published together: their publishes leave in one socket write
-    // (a write is a system call, costlier here than building a record), and the delay is nothing next to the
-    // durability they wait for (the JetStream ack).
+    // The record is built and encoded in the turn after the reply's socket write, so Avro encoding never sits on
+    // the reply path; the replies of one write share a batch. The publisher then holds the encoded records until
+    // the service writes anyway (the next observe queries or reply: its kick runs before each outbox write) or its
+    // send delay passes, so they add no socket write of their own (a write is a system call, costlier here than
+    // building a record); the delay is small next to the durability they wait for (the JetStream ack).
     if (this.d.publisher !== null) {
       this.#records.push({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: probeRoles.length > 0 });
-      this.#recordTimer ??= setTimeout(this.flushRecords, RECORD_BATCH_MS);
+      if (!this.#recordsScheduled) {
+        this.#recordsScheduled = true;
+        this.d.outbox.afterNextFlush(this.flushRecords);
+      }
     }
     return bytes;
   }
@@ -247,7 +251,7 @@ export class Router {
       result = failedProbe(toVantageError(e), hrUs() - t);
     }
     const outcome = result.kind === 'ok' ? 'ok' : result.status;
-    this.d.metrics.observeSeconds.observe({ pool, outcome }, result.rttUs / 1e6);
+    this.d.metrics.observeSeconds.observe(result.rttUs / 1e6, pool, outcome);
     if (result.kind === 'failed') this.d.metrics.indexerUnavailable.inc({ pool, status: result.status });
     return result;
   }

@@ -4,15 +4,17 @@
  * publisher, metrics and the shutdown sequence.
  */
 import { lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
-import { ensureStream, serveRequests, VantageError, type RequestServer, type ServiceContext } from '@vantage/runtime';
+import { ensureStream, VantageError, type RequestServer, type ServiceContext } from '@vantage/runtime';
 import type { Subscription } from '@nats-io/transport-node';
 import type { DecisionSettings } from './config';
 import { InFlight } from './inflight';
 import { decisionMetrics, type DecisionMetrics } from './metrics';
+import { Outbox } from './outbox';
 import { ParameterFile } from './params';
 import { RecordPublisher } from './publisher';
 import { Requester } from './requester';
 import { Router } from './route';
+import { serveRoutes } from './server';
 
 export const DECISION_VERSION = '0.1.0';
 
@@ -60,8 +62,8 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   if (cfg.reloadOnSighup) process.on('SIGHUP', onHup);
 
   // Local in-flight accounting, released by lifecycle events or by timeout.
-  const inFlight = new InFlight(cfg.inFlightTimeoutMs, (model, n) => metrics.inFlight.set({ model }, n));
-  for (const role of ['efficient', 'capable'] as const) metrics.inFlight.set({ model: cfg.pools[role].model }, 0);
+  const inFlight = new InFlight(cfg.inFlightTimeoutMs, (model, n) => (metrics.inFlight.series(model).n = n));
+  for (const role of ['efficient', 'capable'] as const) metrics.inFlight.series(cfg.pools[role].model).n = 0;
   const sweep = setInterval(() => {
     for (const e of inFlight.expire(Date.now())) {
       metrics.inFlightExpired.inc({ model: e.model });
@@ -98,13 +100,17 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     );
   }
 
+  // Everything this service sends leaves through one outbox: one socket write per event-loop turn (outbox.ts).
+  const outbox = new Outbox(nc);
   // Observe queries and record publishes share one inbox subscription (see requester.ts).
-  const requester = new Requester(nc);
+  const requester = new Requester(nc, outbox);
   let publisher: RecordPublisher | null = null;
   if (cfg.records.enabled) {
     // Only name and subjects: retention is the outcome service's to set (it owns the stream's consumers),
     // and ensureStream compares only the fields given, so the two services never fight over the config.
     await ensureStream(nc, { name: cfg.records.stream, subjects: [cfg.records.subject] }, log);
+    const published = metrics.recordsPublished.series();
+    const queued = metrics.recordsQueued.series();
     publisher = new RecordPublisher({
       requester,
       subject: cfg.records.subject,
@@ -114,11 +120,17 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
       publishTimeoutMs: cfg.records.publishTimeoutMs,
       retryBaseMs: cfg.records.retryBaseMs,
       retryMaxMs: cfg.records.retryMaxMs,
-      onPublished: () => metrics.recordsPublished.inc(),
+      sendDelayMs: cfg.records.sendDelayMs,
+      onPublished: () => void published.n++,
       onFailure: () => metrics.recordPublishFailures.inc(),
       onDropped: () => metrics.recordsDropped.inc({ cause: 'queue_full' }),
-      onQueueDepth: (n) => metrics.recordsQueued.set(n),
+      onQueueDepth: (n) => (queued.n = n),
     });
+  }
+  // Held decision records leave with whatever the service writes next.
+  if (publisher !== null) {
+    const p = publisher;
+    outbox.beforeFlush(() => p.kick());
   }
   await nc.flush();
 
@@ -130,11 +142,12 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     inFlight,
     publisher,
     requester,
+    outbox,
     instanceId: ctx.instanceId,
     params: () => params.current(),
     endpointOf: (pool, workerId) => endpoints.get(pool)?.get(workerId) ?? null,
   });
-  const server = serveRequests(nc, cfg.subject, { queue: cfg.queueGroup, log, metrics: ctx.metrics, maxInFlight: cfg.maxInFlight }, (msg) => router.handle(msg.data));
+  const server = serveRoutes(nc, cfg.subject, { queue: cfg.queueGroup, log, metrics: ctx.metrics, maxInFlight: cfg.maxInFlight, outbox }, (data) => router.handle(data));
 
   ctx.addHealthCheck('decision', () => ({
     ok: true,
@@ -153,6 +166,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   shutdown.register('flush decision records', 'flush', async () => {
     if (publisher === null) return;
     router.flushRecords();
+    outbox.flushNow();
     // Leave a margin inside the shutdown deadline for the close phase.
     const left = await publisher.flush(Math.max(100, config.shutdown.deadlineMs - 1000));
     if (left > 0) throw new Error(`${left} decision records not published`);
