@@ -179,14 +179,74 @@ function canonicalLe64(s: string): BigUint64Array | null {
  * everything else with empty strings in their place, and the decoded lists are put back. Whenever
  * the fast path is not sure (non-ASCII bytes, a non-canonical list, any rejection), the message is
  * decoded by the codec alone from the same bytes: what is accepted or rejected, and why, is the codec's.
+ *
+ * First try (`spliced`): each list written the way encoders write it (`"key":"…"`, no spaces) is
+ * cut out of the bytes and decoded on its own (the same canonical check), and only the rest of the
+ * message, a few dozen bytes, is parsed as JSON. It applies only when the rest holds no backslash (so no escaped
+ * key can stand for a list) and names each list at most once, as the cut-out key itself; the parsed
+ * rest must then show an empty string exactly where each list was cut out. Otherwise the whole
+ * message is parsed as below.
  */
 function withLe64FastPath<T>(
   codec: MessageCodec<T>,
   holders: (json: W) => [holder: Record<string, unknown>, key: string][],
   patch: (value: T, lists: ReadonlyMap<string, BigUint64Array>) => T,
+  keys: readonly string[],
 ): MessageCodec<T> {
+  const patterns = keys.map((k) => ({ key: k, bytes: Buffer.from(`"${k}":"`, 'latin1') }));
+  const spliced = (data: Uint8Array): DecodeResult<T> | null => {
+    const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    const cuts: { key: string; start: number; end: number; list: BigUint64Array }[] = [];
+    for (const { key, bytes } of patterns) {
+      const at = buf.indexOf(bytes);
+      if (at < 0) continue;
+      const start = at + bytes.length;
+      const end = buf.indexOf(0x22, start);
+      if (end < 0) return null;
+      const list = canonicalLe64(buf.toString('latin1', start, end));
+      if (list === null) return null;
+      cuts.push({ key, start, end, list });
+    }
+    if (cuts.length === 0) return null;
+    cuts.sort((a, b) => a.start - b.start);
+    let rest = '';
+    let from = 0;
+    for (const c of cuts) {
+      if (c.start < from) return null;
+      rest += buf.toString('latin1', from, c.start);
+      from = c.end;
+    }
+    rest += buf.toString('latin1', from, buf.length);
+    if (rest.includes('\\')) return null;
+    for (const k of keys) {
+      const first = rest.indexOf(k);
+      const cut = cuts.some((c) => c.key === k);
+      if (cut ? first < 0 || rest.indexOf(k, first + 1) >= 0 : first >= 0) return null;
+    }
+    let json: W;
+    try {
+      json = JSON.parse(rest);
+    } catch {
+      return null;
+    }
+    if (typeof json !== 'object' || json === null || Array.isArray(json)) return null;
+    const lists = new Map<string, BigUint64Array>();
+    let found = 0;
+    for (const [holder, key] of holders(json)) {
+      const c = cuts.find((x) => x.key === key);
+      if (c === undefined || holder[key] !== '') continue;
+      lists.set(key, c.list);
+      found++;
+    }
+    if (found !== cuts.length) return null;
+    const r = codec.fromWire(json);
+    if (!r.ok) return null;
+    return { ok: true, value: patch(r.value, lists) };
+  };
   const fast = (data: Uint8Array | string, maxBytes: number): DecodeResult<T> | null => {
     if (typeof data === 'string' || data.byteLength > maxBytes || !isAscii(data)) return null;
+    const s = spliced(data);
+    if (s !== null) return s;
     let json: W;
     try {
       json = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('latin1'));
@@ -261,6 +321,7 @@ export const observeRequestCodec: MessageCodec<ObserveRequest> = withLe64FastPat
     const h = lists.get('localHashesLe64');
     return h && value.prompt.kind === 'local_hashes' ? { ...value, prompt: { ...value.prompt, localHashes: h } } : value;
   },
+  ['localHashesLe64'],
 );
 
 function workerToWire(o: WorkerObservation): Record<string, unknown> {
@@ -543,6 +604,7 @@ export const bookingEventCodec: MessageCodec<BookingEvent> = withLe64FastPath(ma
     sequenceHashes: lists.get('sequenceHashesLe64') ?? value.sequenceHashes,
     localHashes: lists.get('localHashesLe64') ?? value.localHashes,
   }),
+  ['sequenceHashesLe64', 'localHashesLe64'],
 );
 
 // --- lifecycle ----------------------------------------------------------------------
