@@ -52,8 +52,10 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
       publishTimeoutMs: s.integer({ minimum: 100, default: 5000 }),
       retryBaseMs: s.integer({ minimum: 1, default: 100 }),
       retryMaxMs: s.integer({ minimum: 1, default: 10_000 }),
-      /** Longest a new record is held before it is sent, when no route's observe queries take it along first (0: at once). */
+      /** Records are sent together every sendDelayMs (0: each at once) ... */
       sendDelayMs: s.integer({ minimum: 0, maximum: 1000, default: 20 }),
+      /** ... or with the service's next write once this many are held. */
+      sendBatch: s.integer({ minimum: 1, default: 32 }),
     }),
   }),
 });

@@ -57,7 +57,7 @@ export class Outbox {
     this.#before.push(f);
   }
 
-  /** Run `f` once, in the turn after the next write (once the connection has written the messages). */
+  /** Run `f` once, right after the next write (once the connection has written the messages). */
   afterNextFlush(f: () => void): void {
     this.#after.push(f);
     this.#scheduled ??= setImmediate(this.#flush);
@@ -87,12 +87,12 @@ export class Outbox {
       this.flushes++;
       this.sent += q.length;
     }
-    // The connection writes its buffer from a microtask, which runs as soon as this callback returns;
-    // after-flush work goes to the next turn so that it never delays that write.
+    // The connection writes its buffer from a microtask queued by the first publish above (or at once, past its
+    // pending limit): a microtask queued now runs after that write, so after-flush work never delays it.
     if (this.#after.length > 0) {
       const after = this.#after;
       this.#after = [];
-      setImmediate(() => {
+      queueMicrotask(() => {
         for (const f of after) f();
       });
     }

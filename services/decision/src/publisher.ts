@@ -21,14 +21,14 @@
  * stack traces per record; many publishes queued in one turn of the event loop
  * leave in one socket write.
  *
- * With `sendDelayMs` > 0, a new record is held (at most that long) instead of
- * being sent at once: `kick()` sends what is held right after the service has
- * queued other messages (the next route's observe queries), so the records ride
- * in a socket write that happens anyway; a timer sends them after `sendDelayMs`
- * when no such write comes. A socket write is a system call, costlier per route
- * than building the record; the delay is small next to the JetStream ack the
- * record waits for anyway. Retries, shutdown and a full in-flight window behave
- * as without the delay.
+ * With `sendDelayMs` > 0, records are sent in batches: a new record is held (at
+ * most that long) and a timer sends everything held together, in one socket
+ * write, whose acks come back together too; once `sendBatch` records are held,
+ * `kick()` (called just before the service's own writes) sends them with that
+ * write instead. Every socket write and every wake-up to read a message costs
+ * this process more CPU than building a record; the delay is small next to the
+ * JetStream ack the record waits for anyway. Retries, shutdown and a full
+ * in-flight window behave as without the delay.
  */
 import { headers } from '@nats-io/transport-node';
 import type { Logger } from '@vantage/runtime';
@@ -43,8 +43,10 @@ export interface PublisherOptions {
   readonly publishTimeoutMs: number;
   readonly retryBaseMs: number;
   readonly retryMaxMs: number;
-  /** Hold new records up to this long before sending them (0: send at once); `kick()` sends them earlier. */
+  /** Hold new records up to this long before sending them together (0: send each at once). */
   readonly sendDelayMs?: number;
+  /** With sendDelayMs: `kick()` sends the held records once at least this many are held (default 1). */
+  readonly sendBatch?: number;
   readonly onPublished?: () => void;
   readonly onFailure?: (attempt: number) => void;
   readonly onDropped?: () => void;
@@ -84,6 +86,7 @@ export class RecordPublisher {
   /** The last pump stopped at maxInFlight with records left: an ack sends the next one at once. */
   #starved = false;
   readonly #delayMs: number;
+  readonly #batch: number;
   #idleWaiters: (() => void)[] = [];
   #stopped = false;
   published = 0;
@@ -92,6 +95,7 @@ export class RecordPublisher {
 
   constructor(private readonly o: PublisherOptions) {
     this.#delayMs = o.sendDelayMs ?? 0;
+    this.#batch = Math.max(1, o.sendBatch ?? 1);
   }
 
   get depth(): number {
@@ -118,11 +122,11 @@ export class RecordPublisher {
   }
 
   /**
-   * Send the held records now: called right after the service queued messages of its own, so that
-   * the records leave in the same socket write. Cheap when nothing is held.
+   * Send the held records now if a batch (`sendBatch`) is held: called just before the service writes
+   * messages of its own, so that the records leave in the same socket write. Cheap otherwise.
    */
   kick(): void {
-    if (this.#head < this.#queue.length) this.#pump();
+    if (this.#queue.length - this.#head >= this.#batch) this.#pump();
   }
 
   readonly #onDelay = (): void => {

@@ -121,6 +121,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
       retryBaseMs: cfg.records.retryBaseMs,
       retryMaxMs: cfg.records.retryMaxMs,
       sendDelayMs: cfg.records.sendDelayMs,
+      sendBatch: cfg.records.sendBatch,
       onPublished: () => void published.n++,
       onFailure: () => metrics.recordPublishFailures.inc(),
       onDropped: () => metrics.recordsDropped.inc({ cause: 'queue_full' }),

@@ -73,21 +73,24 @@ describe('requester and record publisher over real NATS', () => {
     }
   });
 
-  it('held records leave with the next outbox write or after the send delay, each stored once', async () => {
+  it('held records leave with the next outbox write once a batch is held, or after the send delay; each stored once', async () => {
     const stream = uniqueName('REC').replace(/-/g, '_');
     const subject = `${uniqueName('rec')}.decisions`;
     const jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: stream, subjects: [subject] });
     const outbox = new Outbox(nc);
     const viaOutbox = new Requester(nc, outbox);
-    const pub = new RecordPublisher({ requester: viaOutbox, subject, log, maxInFlight: 2, maxQueued: 100, publishTimeoutMs: 2000, retryBaseMs: 20, retryMaxMs: 100, sendDelayMs: 60_000 });
+    const pub = new RecordPublisher({ requester: viaOutbox, subject, log, maxInFlight: 2, maxQueued: 100, publishTimeoutMs: 2000, retryBaseMs: 20, retryMaxMs: 100, sendDelayMs: 60_000, sendBatch: 5 });
     outbox.beforeFlush(() => pub.kick());
     try {
-      for (let i = 0; i < 5; i++) pub.enqueue(`held-${i}`, `req-${i}`, new TextEncoder().encode(`record ${i}`));
+      for (let i = 0; i < 4; i++) pub.enqueue(`held-${i}`, `req-${i}`, new TextEncoder().encode(`record ${i}`));
+      // Something else is written, but less than a batch is held: the records stay (the delay is long).
+      outbox.publish(uniqueName('other'), new TextEncoder().encode('x'));
       await new Promise((r) => setTimeout(r, 50));
-      expect(pub.held).toBe(5); // nothing written yet: no kick, the delay is long
+      expect(pub.held).toBe(4);
       expect(pub.published).toBe(0);
-      // Something else is written: the held records go with it (at most maxInFlight at a time, the rest as acks return).
+      pub.enqueue('held-4', 'req-4', new TextEncoder().encode('record 4'));
+      // A batch is held: the next write takes it along (at most maxInFlight at a time, the rest as acks return).
       const flushes = outbox.flushes;
       outbox.publish(uniqueName('other'), new TextEncoder().encode('x'));
       await pub.idle();
