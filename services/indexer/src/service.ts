@@ -74,6 +74,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
   let inFlight = 0;
   for (const [name, runner] of runners) {
     const subject = observeSubject(name);
+    const okSeconds = metrics.observeSeconds.series(name, 'ok');
     service.addEndpoint(`observe-${name}`, {
       subject,
       queue: `vantage-indexer-${name}`,
@@ -88,7 +89,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
         inFlight++;
         try {
           msg.respond(handleObserve(runner, msg.data, t0));
-          metrics.observeSeconds.observe({ pool: name, outcome: 'ok' }, Number(process.hrtime.bigint() - t0) / 1e9);
+          okSeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
         } catch (e) {
           const ve = toVantageError(e);
           if (ve.code === 'INTERNAL') log.error({ err: e, pool: name }, 'observe failed');
