@@ -23,11 +23,12 @@ function withBulk(head: string, bulk: Uint8Array, tail: string): Uint8Array {
 }
 
 /**
- * `vantage.v1.observe.{pool}` query for local hashes listing only Dynamo's choice (observe-request.v1.json).
- * `localHashesLe64`: canonical base64 of the hashes as ASCII bytes.
+ * `vantage.v1.observe.{pool}` query for local hashes listing only Dynamo's choice, answered in the
+ * protocol's binary reply encoding (observe-request.v1.json; `observeReplyCodec.decode` reads it, and
+ * JSON from an indexer that ignores the option). `localHashesLe64`: canonical base64 of the hashes as ASCII bytes.
  */
 export function encodeObserveQuery(requestId: string, localHashesLe64: Uint8Array, promptTokens: number): Uint8Array {
-  return withBulk(`{"v":1,"requestId":${str(requestId)},"prompt":{"localHashesLe64":"`, localHashesLe64, `"},"promptTokens":${promptTokens},"workers":"choice"}`);
+  return withBulk(`{"v":1,"requestId":${str(requestId)},"prompt":{"localHashesLe64":"`, localHashesLe64, `"},"promptTokens":${promptTokens},"workers":"choice","replyEncoding":"binary"}`);
 }
 
 /** A booking's fields, with the local hashes already in their wire form (no sequence hashes: the decision service books local hashes). */

@@ -12,10 +12,10 @@ describe('hand-written messages', () => {
   it('observe query: the codec writes the same bytes and decodes them to the same values', () => {
     for (const id of ['r-1', 'quote " and \\ and é', 'x'.repeat(256)]) {
       const mine = encodeObserveQuery(id, le64Base64(hashes), 4096);
-      const codec = observeRequestCodec.encode({ requestId: id, prompt: { kind: 'local_hashes', localHashes: hashes, loraName: null }, promptTokens: 4096, workers: 'choice' });
+      const codec = observeRequestCodec.encode({ requestId: id, prompt: { kind: 'local_hashes', localHashes: hashes, loraName: null }, promptTokens: 4096, workers: 'choice', replyEncoding: 'binary' });
       expect(dec.decode(mine)).toBe(dec.decode(codec));
       const r = observeRequestCodec.decode(mine);
-      expect(r.ok && r.value).toEqual({ requestId: id, prompt: { kind: 'local_hashes', localHashes: hashes, loraName: null }, promptTokens: 4096, workers: 'choice' });
+      expect(r.ok && r.value).toEqual({ requestId: id, prompt: { kind: 'local_hashes', localHashes: hashes, loraName: null }, promptTokens: 4096, workers: 'choice', replyEncoding: 'binary' });
     }
   });
 
