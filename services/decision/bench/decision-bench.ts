@@ -47,8 +47,10 @@
  *
  * Each run also reports the CPU time per answered request of each process group
  * (nats-server, decision service, indexers, echo responder, this generator),
- * read from /proc, and the 1-minute load average: latency on a shared machine
- * depends on what else runs, CPU per request much less.
+ * read from /proc, the decision service's socket reads, writes and wake-ups per
+ * request (/proc/<pid>/io syscr and syscw, voluntary context switches), and the
+ * 1-minute load average: latency on a shared machine depends on what else runs,
+ * CPU per request much less.
  *
  * The machine may have only 2 cores: nats-server, both indexers, the decision
  * service, the echo responder and this generator share them, so absolute
@@ -112,14 +114,47 @@ function cpuSnapshot(): Record<string, number> {
   }
   const u = process.cpuUsage();
   out['generator'] = u.user + u.system;
+  const io = procIo(cpuOf['decision']![0]?.pid);
+  out['decision_reads'] = io.reads;
+  out['decision_writes'] = io.writes;
+  out['decision_wakeups'] = io.wakeups;
   return out;
+}
+
+/**
+ * Socket reads and writes (syscr, syscw from /proc/<pid>/io) and wake-ups (voluntary context switches of
+ * the main thread: the event loop going to sleep and being woken) of the decision service: on a machine
+ * where each system call and wake-up is costly, they explain most of its CPU per route.
+ */
+function procIo(pid: number | undefined): { reads: number; writes: number; wakeups: number } {
+  if (pid === undefined) return { reads: 0, writes: 0, wakeups: 0 };
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const num = (text: string, key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+    return { reads: num(io, 'syscr'), writes: num(io, 'syscw'), wakeups: num(st, 'voluntary_ctxt_switches') };
+  } catch {
+    return { reads: NaN, writes: NaN, wakeups: NaN };
+  }
 }
 
 /** CPU µs per answered request, by process group, between two snapshots. */
 function cpuPerRequest(a: Record<string, number>, b: Record<string, number>, n: number): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const k of Object.keys(b)) out[k] = n > 0 ? Math.round(((b[k] ?? 0) - (a[k] ?? 0)) / n) : 0;
+  for (const k of Object.keys(b)) {
+    if (k === 'decision_reads' || k === 'decision_writes' || k === 'decision_wakeups') continue;
+    out[k] = n > 0 ? Math.round(((b[k] ?? 0) - (a[k] ?? 0)) / n) : 0;
+  }
   return out;
+}
+
+/** The decision service's reads, writes and wake-ups per answered request (two decimals). */
+function ioPerRequest(a: Record<string, number>, b: Record<string, number>, n: number): Record<string, number | null> {
+  const per = (k: string): number | null => {
+    const d = ((b[k] ?? NaN) - (a[k] ?? NaN)) / n;
+    return n > 0 && Number.isFinite(d) ? Math.round(d * 100) / 100 : null;
+  };
+  return { reads: per('decision_reads'), writes: per('decision_writes'), wakeups: per('decision_wakeups') };
 }
 
 function child(name: string, args: string[], env: Record<string, string>): ChildProcess {
@@ -186,6 +221,8 @@ interface RunResult {
   ownP99: number;
   /** CPU µs per answered request by process group (the echo responder counts as `responder`). */
   cpu: Record<string, number>;
+  /** The decision service's socket reads, writes and wake-ups per answered request. */
+  io: Record<string, number | null>;
   loadavg: number;
 }
 
@@ -274,7 +311,9 @@ async function openLoop(name: string, rate: number, seconds: number, send: (id: 
     tick();
   });
   const elapsed = (performance.now() - t0) / 1000;
-  const cpu = cpuPerRequest(cpu0, cpuSnapshot(), ok);
+  const cpu1 = cpuSnapshot();
+  const cpu = cpuPerRequest(cpu0, cpu1, ok);
+  const io = ioPerRequest(cpu0, cpu1, ok);
   const sorted = lat.subarray(0, ok).sort();
   const obs = Float64Array.from(observe).sort();
   const ownSorted = Float64Array.from(own).sort();
@@ -294,6 +333,7 @@ async function openLoop(name: string, rate: number, seconds: number, send: (id: 
     ownP50: quantile(ownSorted, 0.5),
     ownP99: quantile(ownSorted, 0.99),
     cpu,
+    io,
     loadavg: Math.round(loadavg()[0]! * 100) / 100,
   };
 }
@@ -478,7 +518,7 @@ async function main(): Promise<void> {
         ` | observe p50 ${f(r.observeP50, 6)} own p50 ${f(r.ownP50, 5)} µs` +
         (e === null ? '' : ` | echo p50 ${f(e.p50, 6)} p99 ${f(e.p99, 7)} µs | route-echo p50 ${f(r.p50 - e.p50, 7)} µs`) +
         ` | max R ${r.maxR} | ${JSON.stringify(r.outcomes)}` +
-        ` | cpu µs/route ${JSON.stringify(r.cpu)}` +
+        ` | cpu µs/route ${JSON.stringify(r.cpu)} decision io/route ${JSON.stringify(r.io)}` +
         (e === null ? '' : ` echo cpu µs/req ${JSON.stringify({ nats: e.cpu['nats'], responder: e.cpu['responder'], generator: e.cpu['generator'] })}`) +
         ` load ${r.loadavg}`,
     );
@@ -499,6 +539,7 @@ async function main(): Promise<void> {
     max_booked_R: r.maxR,
     outcomes: r.outcomes,
     cpu_us_per_route: r.cpu,
+    decision_io_per_route: r.io,
     loadavg_1m: r.loadavg,
     ...(e === null ? {} : { echo_p50_us: us(e.p50), echo_p99_us: us(e.p99), echo_ok: e.ok, echo_sent: e.sent, echo_cpu_us_per_request: { nats: e.cpu['nats'], responder: e.cpu['responder'], generator: e.cpu['generator'] } }),
   });
@@ -554,7 +595,7 @@ async function main(): Promise<void> {
       const r = await openLoop(`search ${rate}`, rate, SECONDS, sat.route, nc);
       const good = sustained(r);
       line(`search ${good ? 'ok' : 'FAIL'}`, r, null, sat.payloadBytes);
-      search.push({ rate, sustained: good, route_p50_us: us(r.p50), route_p99_us: us(r.p99), achieved_per_s: Math.round(r.achieved), outcomes: r.outcomes, cpu_us_per_route: r.cpu, loadavg_1m: r.loadavg });
+      search.push({ rate, sustained: good, route_p50_us: us(r.p50), route_p99_us: us(r.p99), achieved_per_s: Math.round(r.achieved), outcomes: r.outcomes, cpu_us_per_route: r.cpu, decision_io_per_route: r.io, loadavg_1m: r.loadavg });
       if (!good) break;
       maxRate = rate;
     }
