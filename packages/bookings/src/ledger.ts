@@ -530,18 +530,7 @@ export class BookingLedger {
     const drops = this.#drops;
     drops.length = 0;
     // Prefix lengths p (1..n) at which the count falls: holders(seq[p-1]) > holders(seq[p]), holders(seq[n]) = 0.
-    const seg = (a: number, ca: number, b: number, cb: number): void => {
-      if (ca === cb) return;
-      if (b === a + 1) {
-        drops.push(b);
-        return;
-      }
-      const mid = (a + b) >>> 1;
-      const cm = holders.count(hv[2 * mid]!, hv[2 * mid + 1]!);
-      seg(a, ca, mid, cm);
-      seg(mid, cm, b, cb);
-    };
-    seg(0, holders.count(hv[0]!, hv[1]!), n, 0);
+    countDrops(holders, hv, drops, 0, holders.count(hv[0]!, hv[1]!), n, 0);
     if (drops.length === 0) return;
     for (const rank of cands.keys()) {
       // Largest drop length p whose last block seq[p-1] the rank holds (its prefix ends at a drop).
@@ -640,6 +629,24 @@ export class BookingLedger {
       if (cap === null && entry.ranks.size === 0) this.#workers.delete(b.workerId);
     }
   }
+}
+
+/**
+ * Appends to `drops`, in increasing order, every p in (a, b] with holders(seq[p-1]) > holders(seq[p])
+ * (holders(seq[n]) read as 0), given ca = holders(seq[a]) and cb = holders(seq[b]). The count never
+ * rises along a chain, so a stretch whose ends have the same count has no drop inside and is skipped.
+ * (A module function rather than a closure: the hot path then creates no function per query.)
+ */
+function countDrops(holders: BlockRefs, hv: Int32Array, drops: number[], a: number, ca: number, b: number, cb: number): void {
+  if (ca === cb) return;
+  if (b === a + 1) {
+    drops.push(b);
+    return;
+  }
+  const mid = (a + b) >>> 1;
+  const cm = holders.count(hv[2 * mid]!, hv[2 * mid + 1]!);
+  countDrops(holders, hv, drops, a, ca, mid, cm);
+  countDrops(holders, hv, drops, mid, cm, b, cb);
 }
 
 /**

@@ -108,6 +108,7 @@ timeIt('newBlocks (all ranks)', (i) => {
   for (const r of ranks) t += state.ledger.newBlocksOfChain(r.workerId, r.dpRank, seqs[i % 64]!);
   return t;
 });
+timeIt('prepareChain', (i) => state.ledger.prepareChain(seqs[i % 64]!));
 timeIt('ledger.load (all ranks)', () => {
   let t = 0;
   for (const r of ranks) t += state.ledger.load(r.workerId, r.dpRank).requests;
