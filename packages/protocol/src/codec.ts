@@ -166,10 +166,14 @@ function u64ListEither(decimal: readonly string[] | undefined, le64: string | un
  */
 function canonicalLe64(s: string): BigUint64Array | null {
   if (s.length > MAX_LE64_CHARS || s.length % 4 !== 0) return null;
-  const bytes = Buffer.from(s, 'base64');
-  if (bytes.length % 8 !== 0 || bytes.toString('base64') !== s) return null;
-  const out = new BigUint64Array(bytes.length / 8);
-  new Uint8Array(out.buffer).set(bytes);
+  const pad = s.length === 0 ? 0 : s.charCodeAt(s.length - 1) !== 0x3d ? 0 : s.charCodeAt(s.length - 2) === 0x3d ? 2 : 1;
+  const nbytes = (s.length / 4) * 3 - pad;
+  if (nbytes % 8 !== 0) return null;
+  // Decoded straight into the result's (aligned) bytes. Re-encoding them gives `s` back exactly when
+  // `s` is the canonical base64 of those bytes (then they are all of what `s` decodes to).
+  const out = new BigUint64Array(nbytes / 8);
+  const bytes = Buffer.from(out.buffer);
+  if (bytes.write(s, 0, nbytes, 'base64') !== nbytes || bytes.toString('base64') !== s) return null;
   return out;
 }
 

@@ -33,6 +33,9 @@ describe('*Le64 fast path agrees with the plain codec', () => {
     ['non-canonical base64 (unused bits set)', `{"v":1,"prompt":{"localHashesLe64":"AQAAAAAAAAB="},"promptTokens":8}`],
     ['a list that is not whole u64s', `{"v":1,"prompt":{"localHashesLe64":"AAAA"},"promptTokens":8}`],
     ['an empty list', `{"v":1,"prompt":{"localHashesLe64":""},"promptTokens":0}`],
+    ...['====', 'AA==', 'AAAAAAAAAAA=', 'AAAAAAAAAAB=', 'AAAAAAAAAA==', 'AAAAAAAA=AA=', 'AAAA AAAAAA=', 'AAAAAAAAAAA', '-_AAAAAAAAA=', 'AAAAAAAAAAAAAAAAAAAAAA=='].map(
+      (v): [string, string] => [`the list ${v}`, `{"v":1,"prompt":{"localHashesLe64":"${v}"},"promptTokens":8}`],
+    ),
     ['an unterminated list', `{"v":1,"prompt":{"localHashesLe64":"${A}`],
     ['token ids and a LoRA named like the key', `{"v":1,"prompt":{"tokenIds":[1,2,3],"loraName":"localHashesLe64"},"promptTokens":3}`],
     ['the key with a number value', `{"v":1,"prompt":{"localHashesLe64":5},"promptTokens":3}`],
