@@ -62,6 +62,26 @@ describe('binary observe reply', () => {
     expect(observeReplyCodec.decode(pooled.subarray(5))).toEqual(fromBin);
   });
 
+  it('keeps every reply intact while later ones are written, across slabs, and with a long trailing JSON', () => {
+    const replies: ObserveReply[] = Array.from({ length: 300 }, (_, k) => ({
+      ...observeReply,
+      atMs: k,
+      workers: Array.from({ length: 64 }, (_, i) => ({
+        ...observeReply.workers[0]!,
+        dpRank: i,
+        R: k * 1000 + i,
+        // Every 50th reply: 64 distinct long suspect reasons, a trailing JSON over the slab's reserve.
+        suspect: k % 50 === 7 ? { reason: `r_${i}_${'x'.repeat(55)}`, sinceMs: k } : null,
+      })),
+    }));
+    const bins = replies.map((r) => encodeObserveReplyBinary(r));
+    expect(new Set(bins.map((b) => b.buffer)).size).toBeGreaterThan(1);
+    bins.forEach((b, k) => {
+      expect(b.byteOffset % 8).toBe(0);
+      expect(observeReplyCodec.decode(b)).toEqual({ ok: true, value: replies[k] });
+    });
+  });
+
   it('is smaller than the JSON for a pool of 64 workers', () => {
     const big: ObserveReply = { ...observeReply, workers: Array.from({ length: 64 }, (_, i) => ({ ...observeReply.workers[0]!, dpRank: i })) };
     expect(encodeObserveReplyBinary(big).length).toBeLessThan(observeReplyCodec.encode(big).length / 2);
