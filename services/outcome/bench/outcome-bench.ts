@@ -1,7 +1,7 @@
 /**
  * Outcome service benchmark: JetStream input → joined records in Kafka, in two phases.
  *
- *   npm run bench:outcome -- [--rate REQ_PER_S] [--seconds S] [--backlog REQUESTS] [--events 1|2] [--prof DIR]
+ *   npm run bench:outcome -- [--rate REQ_PER_S] [--seconds S] [--backlog REQUESTS] [--events 1|2] [--connections N] [--prof DIR]
  *
  * Brokers: NATS_URL / KAFKA_BROKERS when set, otherwise a nats-server and a
  * Kafka broker started here under .infra/bench (stopped at the end). The
@@ -21,11 +21,12 @@
  *     publish → last record visible) and the end-to-end lag (publish of a
  *     request's last message → its outcome visible to a read_committed consumer).
  *
- * Publishing: JetStream publishes pipelined on one connection (each message
- * carries a reply inbox; the stream's PubAck is checked, at most
- * `PUBLISH_WINDOW` unacknowledged), and the stream message counts are checked
- * afterwards. (The client's per-call `publish()` builds two Error objects per
- * message for stack traces.)
+ * Publishing: JetStream publishes pipelined on `--connections` connections
+ * (default 4; request i on connection i mod n, so a request's messages keep
+ * their order). Each message carries a reply inbox; the stream's PubAck is
+ * checked, at most `PUBLISH_WINDOW` unacknowledged per connection, and the
+ * stream message counts are checked afterwards. (The client's per-call
+ * `publish()` builds two Error objects per message for stack traces.)
  *
  * lost / duplicated: both topics are read back read_committed and every
  * request id (the record key is unique per request) counted, both phases.
@@ -58,6 +59,7 @@ const { values: args } = parseArgs({
     backlog: { type: 'string' },
     events: { type: 'string', default: '2' },
     prof: { type: 'string' },
+    connections: { type: 'string', default: '4' },
   },
 });
 const RATE = Number(args.rate);
@@ -69,6 +71,8 @@ const NL = Math.round(RATE * SECONDS);
 const NB = args.backlog === undefined ? NL : Math.max(0, Math.round(Number(args.backlog)));
 const N = NB + NL;
 const PUBLISH_WINDOW = 8_192;
+/** Publishing connections: request i goes on connection i mod CONNECTIONS (its messages stay in order). */
+const CONNECTIONS = Math.max(1, Math.round(Number(args.connections)));
 
 function pct(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return NaN;
@@ -156,13 +160,22 @@ class AckedPublisher {
     });
   }
 
-  /** Publishes; waits only when the window is full. */
-  async publish(subject: string, data: Uint8Array): Promise<void> {
+  /** Publishes without waiting; `full` says when the caller should wait for `room()`. */
+  send(subject: string, data: Uint8Array): void {
     const id = this.nextId++;
     this.pending.set(id, { subject, data, tries: 0 });
     this.inFlight++;
     this.nc.publish(subject, data, { reply: `${this.inbox}.${id}` });
-    if (this.inFlight >= this.window) await new Promise<void>((r) => (this.waiter = r));
+  }
+
+  get full(): boolean {
+    return this.inFlight >= this.window;
+  }
+
+  /** Resolves once the window is half empty. */
+  room(): Promise<void> {
+    if (this.inFlight <= this.window / 2) return Promise.resolve();
+    return new Promise<void>((r) => (this.waiter = r));
   }
 
   /** Waits for every acknowledgement. */
@@ -244,18 +257,33 @@ async function main(): Promise<void> {
   const decSubject = `bench.${runId}.decisions`;
   const lcSubject = `bench.${runId}.lifecycle.small`;
   const nc = await connect({ servers: nats });
+  // Several publishing connections: nats-server reads each connection on its own goroutine,
+  // and one connection's pipelined publishes were the live phase's ceiling.
+  const pubConns = [nc, ...(await Promise.all(Array.from({ length: CONNECTIONS - 1 }, () => connect({ servers: nats }))))];
   const jsm = await jetstreamManager(nc);
   // The service ensures the same streams (and adds its limits) at start; the
   // backlog has to exist before it does.
   await jsm.streams.add({ name: decStream, subjects: [decSubject] });
   await jsm.streams.add({ name: lcStream, subjects: [`bench.${runId}.lifecycle.>`] });
-  const pub = new AckedPublisher(nc, PUBLISH_WINDOW);
+  const pubs = pubConns.map((c) => new AckedPublisher(c, PUBLISH_WINDOW));
+  const pub = {
+    get errors() {
+      return pubs.reduce((a, p) => a + p.errors, 0);
+    },
+    get failed() {
+      return pubs.reduce((a, p) => a + p.failed, 0);
+    },
+    drain: () => Promise.all(pubs.map((p) => p.drain())),
+  };
   const lastPub = new Float64Array(N);
-  const publishRequest = async (i: number): Promise<void> => {
-    await pub.publish(decSubject, decBytes[i]!);
-    if (EVENTS === 2) await pub.publish(lcSubject, ftBytes[i]!);
+  /** Publishes request i's messages on its connection; waits only when that connection's window is full. */
+  const publishRequest = (i: number): Promise<void> | undefined => {
+    const p = pubs[i % pubs.length] as AckedPublisher;
+    p.send(decSubject, decBytes[i]!);
+    if (EVENTS === 2) p.send(lcSubject, ftBytes[i]!);
     lastPub[i] = performance.now();
-    await pub.publish(lcSubject, doneBytes[i]!);
+    p.send(lcSubject, doneBytes[i]!);
+    return p.full ? p.room() : undefined;
   };
   const streamCounts = async (): Promise<number> => {
     const [a, b] = await Promise.all([jsm.streams.info(decStream), jsm.streams.info(lcStream)]);
@@ -266,12 +294,15 @@ async function main(): Promise<void> {
   let backlogPubRate = 0;
   if (NB > 0) {
     const tp = performance.now();
-    for (let i = 0; i < NB; i++) await publishRequest(i);
+    for (let i = 0; i < NB; i++) {
+      const w = publishRequest(i);
+      if (w !== undefined) await w;
+    }
     await pub.drain();
     const secs = (performance.now() - tp) / 1000;
     backlogPubRate = (NB * (EVENTS + 1)) / secs;
     const stored = await streamCounts();
-    say(`backlog: published ${NB} requests (${NB * (EVENTS + 1)} messages, ${stored} in the streams) in ${secs.toFixed(1)} s = ${Math.round(backlogPubRate)} messages/s; ${pub.errors} error replies, ${pub.failed} failed`);
+    say(`backlog: published ${NB} requests (${NB * (EVENTS + 1)} messages, ${stored} in the streams) in ${secs.toFixed(1)} s = ${Math.round(backlogPubRate)} messages/s on ${CONNECTIONS} connection(s); ${pub.errors} error replies, ${pub.failed} failed`);
     if (stored !== NB * (EVENTS + 1)) throw new Error(`streams hold ${stored} messages, expected ${NB * (EVENTS + 1)}`);
   }
 
@@ -406,7 +437,10 @@ async function main(): Promise<void> {
   let behindMs = 0;
   while (next < N) {
     const due = Math.min(N, NB + Math.floor(((performance.now() - t0) / tick + 1) * perTick));
-    for (; next < due; next++) await publishRequest(next);
+    for (; next < due; next++) {
+      const w = publishRequest(next);
+      if (w !== undefined) await w;
+    }
     const slotEnd = t0 + Math.ceil((performance.now() - t0 + 0.001) / tick) * tick;
     const wait = slotEnd - performance.now();
     if (wait > 0) await sleep(wait);
@@ -433,7 +467,7 @@ async function main(): Promise<void> {
   // Brokers given by NATS_URL / KAFKA_BROKERS outlive the run: remove what it made.
   await jsm.streams.delete(decStream).catch(() => {});
   await jsm.streams.delete(lcStream).catch(() => {});
-  await nc.close();
+  await Promise.all(pubConns.map((c) => c.close()));
   await admin.deleteTopics({ topics: [baseTopic, ...Object.values(topics)] }).catch(() => {});
   await admin.disconnect();
   const startedBrokers = stops.length > 1;
@@ -461,6 +495,7 @@ async function main(): Promise<void> {
     drain_service_cpu_us_per_record: drainCpuUsPerRecord === null ? null : Math.round(drainCpuUsPerRecord),
     publisher_behind_ms: Math.round(behindMs),
     backlog_publish_msgs_per_s: Math.round(backlogPubRate),
+    publish_connections: CONNECTIONS,
     baseline_records_per_s: Math.round(baselineRps),
   };
   say(`drain: ${result.drain_records_per_s ?? '-'} records/s (backlog of ${2 * NB} records), service CPU ${result.drain_service_cpu_us_per_record ?? '-'} µs per record`);

@@ -1,11 +1,13 @@
 /** @vantage/outcome: joins decisions with lifecycle events and writes them to Kafka exactly once. See README.md. */
 export { outcomeConfigSchema, checkOutcomeConfig } from './config';
 export type { OutcomeConfig, OutcomeConfigShape } from './config';
-export { startOutcome } from './service';
+export { startOutcome, sendRequests, SEND_CHUNK_RECORDS } from './service';
 export type { OutcomeService, OutcomeContext, Held } from './service';
 export { Joiner } from './joiner';
 export type { ClosedJoin, JoinerOptions, Source, AddResult } from './joiner';
 export { decodeLifecycle } from './lifecycle';
+export { parseDelivery } from './delivery';
+export type { Delivery } from './delivery';
 export type { DecodedLifecycle, LifecycleDecode, LifecycleRejectionCode } from './lifecycle';
 export { deadLetterMessage, DLQ_HEADERS } from './deadletter';
 export type { DeadLetterReason } from './deadletter';

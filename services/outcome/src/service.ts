@@ -25,6 +25,7 @@ import type { Consumer as KafkaConsumer, Message as KafkaMessage } from 'kafkajs
 import { checkOutcomeConfig, type OutcomeConfig, type OutcomeConfigShape } from './config';
 import { deadLetterMessage, type DeadLetterReason } from './deadletter';
 import { Joiner, type ClosedJoin, type Source } from './joiner';
+import { parseDelivery } from './delivery';
 import { decodeLifecycle } from './lifecycle';
 import { outcomeMetrics, type OutcomeMetrics } from './metrics';
 import { CommittedSet, parseProgress, progressRecord, type ProgressRecord } from './progress';
@@ -46,13 +47,11 @@ export interface Held {
   seq: number;
 }
 
-interface InboxItem {
+/** A fetched message waiting in the inbox; it is also its own `Held` handle (one object per message). */
+interface InboxItem extends Held {
   kind: Kind;
   stream: string;
-  msg: JsMsg;
   receivedAtMs: number;
-  /** From the delivery info, parsed once at receipt. */
-  seq: number;
   redelivered: boolean;
   publishMs: number;
 }
@@ -381,15 +380,21 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
               m.nak();
               continue;
             }
-            const info = m.info;
+            // The ack subject read directly (JsMsg.info builds a dozen strings per message); the client's parser is the fallback.
+            // (`reply` is public on the client's message class, not on its JsMsg interface.)
+            const reply = (m as JsMsg & { readonly reply?: unknown }).reply;
+            const d = typeof reply === 'string' ? parseDelivery(reply) : null;
+            const deliveryCount = d === null ? m.info.deliveryCount : d.deliveryCount;
+            const receivedAtMs = Date.now();
             inbox.push({
               kind: s.kind,
               stream: s.stream,
               msg: m,
-              receivedAtMs: Date.now(),
-              seq: info.streamSequence,
-              redelivered: info.deliveryCount > 1,
-              publishMs: Math.floor(info.timestampNanos / 1_000_000),
+              receivedAtMs,
+              ownedUntilMs: receivedAtMs + ownershipMs,
+              seq: d === null ? m.info.streamSequence : d.streamSeq,
+              redelivered: deliveryCount > 1,
+              publishMs: d === null ? Math.floor(m.info.timestampNanos / 1_000_000) : d.publishMs,
             });
             st.fetched++;
             if (inboxSize() >= o.nats.fetchBatch || inboxSize() === 1) poke();
@@ -427,9 +432,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     };
   }
 
-  function held(item: InboxItem): Held {
-    return { msg: item.msg, ownedUntilMs: item.receivedAtMs + ownershipMs, seq: item.seq };
-  }
+  /** The handle joins and batches keep for a message: the inbox item itself (ownedUntilMs was set at receipt). */
+  const held = (item: InboxItem): Held => item;
 
   function emit(b: Batch, topic: string, m: KafkaMessage, kind: string, status: string): void {
     push(b.byTopic, topic, m);
@@ -567,15 +571,15 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
    */
   async function commit(b: Batch): Promise<boolean> {
     const prog: ProgressRecord = progressRecord(transactionalId, b.nonce, Date.now(), b.doneSeqs, b.copiedSeqs);
-    const topicMessages = [...b.byTopic].map(([topic, messages]) => ({ topic, messages }));
-    topicMessages.push({ topic: o.topics.progress, messages: [{ partition: 0, value: JSON.stringify(prog) } as KafkaMessage] });
+    const requests = sendRequests(b.byTopic, { topic: o.topics.progress, messages: [{ partition: 0, value: JSON.stringify(prog) } as KafkaMessage] });
     for (let attempt = 0; ; attempt++) {
       if (!owned(b, Date.now())) return false;
       const stop = metrics.produceSeconds.startTimer();
       try {
         const txn = await prod().raw.transaction();
         try {
-          await txn.sendBatch({ topicMessages, acks: -1 });
+          // Several produce requests, one transaction: all of them commit or none.
+          for (const topicMessages of requests) await txn.sendBatch({ topicMessages, acks: -1 });
           if (!owned(b, Date.now())) {
             await txn.abort();
             metrics.transactions.inc({ result: 'aborted' });
@@ -1060,6 +1064,38 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     },
     stopped,
   };
+}
+
+/**
+ * Most records per kafkajs `sendBatch` call. kafkajs groups a call's records
+ * per partition by copying the partition's array for every record, so its
+ * cost grows with the square of the records per partition in one call;
+ * smaller calls inside the same transaction keep it down, for one produce
+ * round trip each.
+ */
+export const SEND_CHUNK_RECORDS = 1000;
+
+/** The batch's records as produce requests of at most SEND_CHUNK_RECORDS; `last` (the progress record) goes in the final one. */
+export function sendRequests(byTopic: ReadonlyMap<string, KafkaMessage[]>, last: { topic: string; messages: KafkaMessage[] }): { topic: string; messages: KafkaMessage[] }[][] {
+  const out: { topic: string; messages: KafkaMessage[] }[][] = [];
+  let cur: { topic: string; messages: KafkaMessage[] }[] = [];
+  let n = 0;
+  for (const [topic, messages] of byTopic) {
+    for (let i = 0; i < messages.length; ) {
+      if (n === SEND_CHUNK_RECORDS) {
+        out.push(cur);
+        cur = [];
+        n = 0;
+      }
+      const take = Math.min(messages.length - i, SEND_CHUNK_RECORDS - n);
+      cur.push({ topic, messages: i === 0 && take === messages.length ? messages : messages.slice(i, i + take) });
+      n += take;
+      i += take;
+    }
+  }
+  cur.push(last);
+  out.push(cur);
+  return out;
 }
 
 function nakOpenJoins(joiner: Joiner<Held>): number {

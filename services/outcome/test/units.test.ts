@@ -5,7 +5,7 @@ import { GatewayClient } from '@vantage/gateway-client';
 import type { NatsConnection } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
 import { describe, expect, it } from 'vitest';
-import { CommittedSet, decodeLifecycle, inRanges, Joiner, mergeRanges, parseProgress, progressRecord, toRanges } from '../src/index';
+import { CommittedSet, decodeLifecycle, inRanges, Joiner, mergeRanges, parseDelivery, parseProgress, progressRecord, SEND_CHUNK_RECORDS, sendRequests, toRanges } from '../src/index';
 import { decision } from './helpers';
 
 const te = new TextEncoder();
@@ -250,5 +250,65 @@ describe('configuration', () => {
     expect(() => checkOutcomeConfig(cfg)).not.toThrow();
     const bad = loadConfig(outcomeConfigSchema, { env: { VANTAGE_OUTCOME_NATS_ACK_WAIT_MS: '30000' }, defaults: { service: 'outcome' } });
     expect(() => checkOutcomeConfig(bad)).toThrow(/ackWaitMs/);
+  });
+});
+
+describe('parseDelivery', () => {
+  // Reference: the ack-subject layout as the NATS client reads it (split on dots; the 9-token form has no domain and account).
+  const reference = (reply: string) => {
+    const t = reply.split('.');
+    if (t.length === 9) t.splice(2, 0, '_', '');
+    return { deliveryCount: Number(t[6]), streamSeq: Number(t[7]), publishMs: Math.floor(Number(BigInt(t[9] as string) / 1_000_000n)) };
+  };
+
+  it('reads delivery count, stream sequence and publish time from both ack-subject layouts', () => {
+    const ts = 1_764_400_000_123_456_789n;
+    expect(parseDelivery(`$JS.ACK.S.c.1.42.40.${ts}.7`)).toEqual({ deliveryCount: 1, streamSeq: 42, publishMs: 1_764_400_000_123 });
+    expect(parseDelivery(`$JS.ACK._.ACCT.S.c.3.42.40.${ts}.0`)).toEqual({ deliveryCount: 3, streamSeq: 42, publishMs: 1_764_400_000_123 });
+    expect(parseDelivery(`$JS.ACK.dom.ACCT.S.c.2.9007199254740991.1.${ts}.0.tok`)).toEqual({ deliveryCount: 2, streamSeq: 9007199254740991, publishMs: 1_764_400_000_123 });
+    expect(parseDelivery(`$JS.ACK.S.c.1.5.5.999.0`)).toEqual({ deliveryCount: 1, streamSeq: 5, publishMs: 0 });
+  });
+
+  it('agrees with the reference on generated subjects', () => {
+    fc.assert(
+      fc.property(
+        fc.boolean(),
+        fc.boolean(),
+        fc.integer({ min: 1, max: 1000 }),
+        fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
+        fc.bigInt({ min: 0n, max: 9_000_000_000_000_000_000n }),
+        (old, token, dc, seq, ns) => {
+          const reply = old ? `$JS.ACK.STR.dur.${dc}.${seq}.11.${ns}.3` : `$JS.ACK._.AH.STR.dur.${dc}.${seq}.11.${ns}.3${token ? '.x1' : ''}`;
+          expect(parseDelivery(reply)).toEqual(reference(reply));
+        },
+      ),
+      { seed: 6, numRuns: 500 },
+    );
+  });
+
+  it('returns null for anything that is not an ack subject (the caller falls back to the client)', () => {
+    for (const r of ['', '_INBOX.abc', '$JS.ACK.S.c.1.2', '$JS.ACK.S.c.x.2.3.4.5', '$JS.ACK.S.c.1.2.3.4.5.6.7.8.9.10', '$JS.ACK.S.c.1.-2.3.4.5', '$JS.ACK.S.c.1..3.4.5']) {
+      expect(parseDelivery(r)).toBeNull();
+    }
+  });
+});
+
+describe('sendRequests', () => {
+  const msgs = (topic: string, n: number) => Array.from({ length: n }, (_, i) => ({ key: `${topic}${i}`, value: Buffer.from([i & 255]) }));
+  const last = { topic: 'progress', messages: [{ partition: 0, value: '{}' }] };
+
+  it('splits a batch into requests of at most SEND_CHUNK_RECORDS records, in order, with the progress record in the last one', () => {
+    for (const [a, b] of [[0, 0], [1, 0], [SEND_CHUNK_RECORDS, 0], [SEND_CHUNK_RECORDS - 1, 1], [2 * SEND_CHUNK_RECORDS + 7, SEND_CHUNK_RECORDS + 3]] as const) {
+      const byTopic = new Map<string, { key: string; value: Buffer }[]>();
+      if (a > 0) byTopic.set('a', msgs('a', a));
+      if (b > 0) byTopic.set('b', msgs('b', b));
+      const reqs = sendRequests(byTopic, last);
+      const flat = reqs.flatMap((r) => r.flatMap((t) => t.messages.map((m) => `${t.topic}:${String(m.key)}`)));
+      expect(flat).toEqual([...msgs('a', a).map((m) => `a:${m.key}`), ...msgs('b', b).map((m) => `b:${m.key}`), 'progress:undefined']);
+      const sizes = reqs.map((r) => r.filter((t) => t.topic !== 'progress').reduce((x, t) => x + t.messages.length, 0));
+      expect(sizes.every((n) => n <= SEND_CHUNK_RECORDS)).toBe(true);
+      expect(reqs.length).toBe(Math.max(1, Math.ceil((a + b) / SEND_CHUNK_RECORDS)));
+      expect(reqs.at(-1)?.at(-1)).toBe(last);
+    }
   });
 });
