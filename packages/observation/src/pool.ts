@@ -399,7 +399,8 @@ export class PoolState {
         report: r.report,
         effectivePrefillTokens: Math.max(0, promptTokens - device * this.blockSize),
         newRequestBlocks,
-        suspect: match?.suspect ?? this.index.suspectOf(workerId, dpRank),
+        // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
+        suspect: match ? match.suspect : this.index.suspectOf(workerId, dpRank),
         lastEventMs: match?.lastEventMs ?? null,
         lastSeenMs: r.worker.lastSeen,
       };
