@@ -24,6 +24,20 @@ export const NODE_MASK = (1 << NODE_BITS) - 1;
 const LOAD_NUM = 7;
 const LOAD_DEN = 10;
 
+/**
+ * A zeroed Int32Array of `n` elements for the index's tables, backed by a SharedArrayBuffer (never
+ * shared with another thread). V8 counts ordinary ArrayBuffer memory as external memory of the
+ * heap generation its owner lives in: a few tens of megabytes of tables allocated while an index
+ * grows force a young-generation collection, and with little old-generation headroom that starts
+ * a full mark-compact of the whole heap in the middle of applying events. Shared backing stores
+ * are not counted that way, so growing tables no longer schedule collections of unrelated objects.
+ * The memory is still reported by the index's own figures (`stats().arrayBytes`), and a table
+ * outgrown by doubling is freed when its (small) owner object is collected, as before.
+ */
+export function table(n: number): Int32Array {
+  return new Int32Array(new SharedArrayBuffer(n * 4));
+}
+
 /** Slots needed to hold `entries` entries without growing. */
 export function slotsFor(entries: number): number {
   let cap = 16;
@@ -42,7 +56,7 @@ export class ExtMap {
   constructor(slots = 16) {
     let cap = 16;
     while (cap < slots) cap <<= 1;
-    this.t = new Int32Array(cap * SLOT);
+    this.t = table(cap * SLOT);
     this.mask = cap - 1;
     this.limit = Math.floor((cap * LOAD_NUM) / LOAD_DEN);
   }
@@ -108,7 +122,7 @@ export class ExtMap {
     let cap = this.mask + 1;
     while (Math.floor((cap * LOAD_NUM) / LOAD_DEN) < this.size + k) cap <<= 1;
     const old = this.t;
-    this.t = new Int32Array(cap * SLOT);
+    this.t = table(cap * SLOT);
     this.mask = cap - 1;
     this.limit = Math.floor((cap * LOAD_NUM) / LOAD_DEN);
     this.size = 0;
