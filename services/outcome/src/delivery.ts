@@ -31,6 +31,11 @@ function digits(s: string, from: number, to: number): number {
 /** Dot positions of the last parse (a subject has at most 11 dots). */
 const dots = new Int32Array(12);
 
+/** Token k (k ≥ 1) of a subject with n dots, as decimal digits. (Module level: a closure per call showed in profiles.) */
+function token(reply: string, n: number, k: number): number {
+  return digits(reply, (dots[k - 1] as number) + 1, k < n ? (dots[k] as number) : reply.length);
+}
+
 /** Parses an ack subject; null when it is not one (the caller falls back to the client's parser, which throws). */
 export function parseDelivery(reply: string): Delivery | null {
   if (!reply.startsWith('$JS.ACK.')) return null;
@@ -45,9 +50,8 @@ export function parseDelivery(reply: string): Delivery | null {
   if (tokens === 9) first = 4;
   else if (tokens === 11 || tokens === 12) first = 6;
   else return null;
-  const tok = (k: number): number => digits(reply, (dots[k - 1] as number) + 1, k < n ? (dots[k] as number) : reply.length);
-  const deliveryCount = tok(first);
-  const streamSeq = tok(first + 1);
+  const deliveryCount = token(reply, n, first);
+  const streamSeq = token(reply, n, first + 1);
   // Timestamp in nanoseconds: its leading digits without the last six are the milliseconds (exact below 2^53).
   const tsFrom = (dots[first + 2] as number) + 1;
   const tsTo = first + 3 < n ? (dots[first + 3] as number) : reply.length;

@@ -525,7 +525,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         return;
       }
       const h = held(item);
-      if (joiner.rehandle(d.requestId, stream, seq, h)) return; // redelivery of a message we hold
+      // Only a redelivery can be a message a join already holds (first deliveries skip the lookup).
+      if (item.redelivered && joiner.rehandle(d.requestId, stream, seq, h)) return; // redelivery of a message we hold
       const src: Source<Held> = { stream, seq, part: 'decision', handle: h };
       const res = joiner.addDecision(d, src, item.receivedAtMs);
       if (seenAs !== 'decision') copyDecision(b, item, d);
@@ -549,7 +550,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     }
     const ev: LifecycleEventInput = r.value.event;
     const h = held(item);
-    if (joiner.rehandle(ev.requestId, stream, seq, h)) return;
+    if (item.redelivered && joiner.rehandle(ev.requestId, stream, seq, h)) return;
     const res = joiner.addEvent(ev, { stream, seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs, r.value);
     if (res === 'late') deadLetter(b, item, 'JOIN_LATE', `${ev.kind} event for request ${ev.requestId} arrived after its outcome was written`);
   }
