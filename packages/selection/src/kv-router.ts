@@ -164,11 +164,12 @@ export function selectKvRouter(
   if (candidates.length === 0) {
     return { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' };
   }
-  const computed = candidates.map((c) =>
-    policy.formula === 'overlap_weight'
-      ? overlapWeightCost(req, c, nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight))
-      : prefillScaleCost(req, c, policy),
-  );
+  const n = candidates.length;
+  const computed = new Array<{ cost: number; terms: Record<string, number> }>(n);
+  if (policy.formula === 'overlap_weight') {
+    const weight = nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight);
+    for (let i = 0; i < n; i++) computed[i] = overlapWeightCost(req, candidates[i]!, weight);
+  } else for (let i = 0; i < n; i++) computed[i] = prefillScaleCost(req, candidates[i]!, policy);
   // Work in a canonical (worker, rank) order so the seeded pick does not
   // depend on the order the caller happened to list candidates in.
   const order = candidateOrder(candidates);
@@ -178,11 +179,13 @@ export function selectKvRouter(
 
   if (temperature === 0) {
     let best = Infinity;
-    for (const i of order) best = Math.min(best, computed[i]!.cost);
-    let tied = order.filter((i) => computed[i]!.cost === best);
+    for (let i = 0; i < n; i++) best = Math.min(best, computed[i]!.cost);
+    let tied: number[] = [];
+    for (const i of order) if (computed[i]!.cost === best) tied.push(i);
     reason = 'lowest_cost';
     if (tied.length > 1 && (policy.tieBreakByTreeSize ?? true) && tied.every((i) => candidates[i]!.treeSize !== undefined)) {
-      const smallest = Math.min(...tied.map((i) => candidates[i]!.treeSize!));
+      let smallest = Infinity;
+      for (const i of tied) smallest = Math.min(smallest, candidates[i]!.treeSize!);
       const narrowed = tied.filter((i) => candidates[i]!.treeSize === smallest);
       if (narrowed.length < tied.length) reason = 'lowest_cost_tie_tree';
       tied = narrowed;
@@ -209,15 +212,14 @@ export function selectKvRouter(
     reason = 'sampled';
   }
 
-  const scores: CandidateScore[] = candidates.map((c, i) => ({
-    workerId: c.workerId,
-    dpRank: c.dpRank,
-    score: computed[i]!.cost,
-    terms: computed[i]!.terms,
-    eligible: true,
-    ...(probs ? { probability: probs[i]! } : {}),
-    input: c,
-  }));
+  const scores = new Array<CandidateScore>(n);
+  for (let i = 0; i < n; i++) {
+    const c = candidates[i]!;
+    const k = computed[i]!;
+    scores[i] = probs
+      ? { workerId: c.workerId, dpRank: c.dpRank, score: k.cost, terms: k.terms, eligible: true, probability: probs[i]!, input: c }
+      : { workerId: c.workerId, dpRank: c.dpRank, score: k.cost, terms: k.terms, eligible: true, input: c };
+  }
   const ch = candidates[chosenIdx]!;
   const chosen: ChosenWorker = { workerId: ch.workerId, dpRank: ch.dpRank, index: chosenIdx };
   return { chosen, sense: 'lower-is-better', scores, reason };

@@ -18,12 +18,26 @@ export function requestBlocksOf(req: SelectionRequest): number {
  * candidate set, never on the caller's listing order.
  */
 export function candidateOrder(candidates: readonly CandidateInput[]): number[] {
-  const idx = candidates.map((_, i) => i);
-  idx.sort((a, b) => {
-    const x = candidates[a]!;
-    const y = candidates[b]!;
-    if (x.workerId !== y.workerId) return x.workerId < y.workerId ? -1 : 1;
-    return x.dpRank - y.dpRank;
-  });
+  const n = candidates.length;
+  const idx = new Array<number>(n);
+  for (let i = 0; i < n; i++) idx[i] = i;
+  // Callers usually list candidates already in this order (the indexer's pool does): one O(n)
+  // scan then replaces the O(n log n) sort with its bigint comparisons.
+  if (isCanonicalOrder(candidates)) return idx;
+  idx.sort((a, b) => compareCandidates(candidates[a]!, candidates[b]!));
   return idx;
+}
+
+function compareCandidates(x: CandidateInput, y: CandidateInput): number {
+  if (x.workerId !== y.workerId) return x.workerId < y.workerId ? -1 : 1;
+  return x.dpRank - y.dpRank;
+}
+
+/**
+ * True when `candidates` are listed in non-decreasing (workerId, dpRank) order, so that the
+ * identity permutation is exactly what the (stable) sort would return.
+ */
+export function isCanonicalOrder(candidates: readonly CandidateInput[]): boolean {
+  for (let i = 1; i < candidates.length; i++) if (compareCandidates(candidates[i - 1]!, candidates[i]!) > 0) return false;
+  return true;
 }

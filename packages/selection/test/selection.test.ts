@@ -253,3 +253,51 @@ describe('round robin and random', () => {
     expect(selectWorker({ kind: 'random' }, req, cs, seededRng(5)).chosen).toEqual(a);
   });
 });
+
+describe('candidates already in (worker, rank) order', () => {
+  // The pool lists candidates sorted, so the canonical order is taken without sorting; the
+  // result must be exactly the one a shuffled listing gives (mapped back to the caller's indices).
+  const sorted: CandidateInput[] = [];
+  for (let i = 0; i < 24; i++) {
+    // Large u64 ids, two dp ranks on some workers, and ties in cost so seeded picks matter.
+    const id = 0xffff_ffff_ffff_f000n + BigInt(i >> 1);
+    sorted.push(cand(id, { dpRank: i & 1, overlapBlocks: i % 3, activeDecodeBlocks: (i * 7) % 5, newRequestBlocks: 16 - (i % 3), treeSize: i % 2 }));
+  }
+  const policies: SelectionPolicy[] = [
+    { kind: 'kv_router', formula: 'overlap_weight' },
+    { kind: 'kv_router', formula: 'prefill_load_scale', temperature: 0.7 },
+    { kind: 'kv_router', formula: 'overlap_weight', tieBreakByTreeSize: false },
+    { kind: 'llmd', scorer: 'token-load', peakPrefillThroughput: 1000, maxTTFTPenaltyMs: 100 },
+    { kind: 'random' },
+  ];
+  it.each(policies.map((p) => [JSON.stringify(p), p] as const))('%s: same choice, reason and scores as a shuffled listing', (_n, policy) => {
+    const shuffleRng = seededRng(99);
+    for (let seed = 0; seed < 200; seed++) {
+      const perm = sorted.map((_, i) => i);
+      for (let i = perm.length - 1; i > 0; i--) {
+        const j = Math.floor(shuffleRng.next() * (i + 1));
+        [perm[i], perm[j]] = [perm[j]!, perm[i]!];
+      }
+      const shuffled = perm.map((i) => sorted[i]!);
+      const a = selectWorker(policy, req, sorted, seededRng(seed));
+      const b = selectWorker(policy, req, shuffled, seededRng(seed));
+      expect(a.reason).toBe(b.reason);
+      expect(a.chosen!.workerId).toBe(b.chosen!.workerId);
+      expect(a.chosen!.dpRank).toBe(b.chosen!.dpRank);
+      expect(perm[b.chosen!.index]).toBe(a.chosen!.index);
+      // Each candidate's score (and probability when sampled) is the same whichever listing it came in.
+      for (let k = 0; k < perm.length; k++) expect(b.scores[k]).toEqual(a.scores[perm[k]!]);
+    }
+  });
+
+  it('round robin walks the same sequence for a sorted and a shuffled listing', () => {
+    const rev = [...sorted].reverse();
+    const pa = roundRobinPolicy();
+    const pb = roundRobinPolicy();
+    for (let k = 0; k < 50; k++) {
+      const a = selectWorker(pa, req, sorted, seededRng(k));
+      const b = selectWorker(pb, req, rev, seededRng(k));
+      expect([a.chosen!.workerId, a.chosen!.dpRank]).toEqual([b.chosen!.workerId, b.chosen!.dpRank]);
+    }
+  });
+});
