@@ -401,6 +401,19 @@ export class PrefixIndex {
     const slot = pub.slot;
     let unknown: number[] | null = null;
     touchHomes(map.t, map.mask, ext, n);
+    // Second wave, the same way: the node each id names (its slot is cached now), so releasing
+    // the blocks below does not wait for their node records one at a time.
+    {
+      const nd = this.nd;
+      const R = this.R;
+      const t = map.t;
+      let acc = 0;
+      for (let i = 0; i < n; i++) {
+        const s = map.find(ext[2 * i]!, ext[2 * i + 1]!);
+        if (s >= 0) acc |= nd[(t[s + K_VAL]! & NODE_MASK) * R + F_REFS]!;
+      }
+      sink.touched = acc;
+    }
     for (let i = 0; i < n; i++) {
       const s = map.find(ext[2 * i]!, ext[2 * i + 1]!);
       const v = s < 0 ? 0 : map.t[s + K_VAL]!;
