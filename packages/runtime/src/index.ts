@@ -26,6 +26,8 @@ export { createLogger, defaultInstanceId, flushLogger } from './logger';
 export type { Logger, LoggerOptions } from './logger';
 
 export { runtimeMetrics } from './metrics';
+export { HistogramSeries, LazyCounter, LazyGauge, LazyHistogram } from './lazy-metrics';
+export type { Series } from './lazy-metrics';
 export type { RuntimeMetrics } from './metrics';
 
 export { connectNats, ensureDurableConsumer, ensureStream, natsConnected, request, serveRequests } from './nats';

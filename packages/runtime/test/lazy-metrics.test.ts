@@ -1,13 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { LATENCY_BUCKETS, LazyCounter, LazyGauge, LazyHistogram } from '../src/metrics';
+import { LazyCounter, LazyGauge, LazyHistogram } from '../src/lazy-metrics';
+
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
 /** Two registries with the same default labels: one with prom-client's metrics, one with the lazy ones. */
 function pair(): { prom: Registry; lazy: Registry } {
   const prom = new Registry();
   const lazy = new Registry();
-  prom.setDefaultLabels({ service: 'decision' });
-  lazy.setDefaultLabels({ service: 'decision' });
+  prom.setDefaultLabels({ service: 'svc' });
+  lazy.setDefaultLabels({ service: 'svc' });
   return { prom, lazy };
 }
 
