@@ -14,6 +14,7 @@ import {
   type NatsConnection,
   type Payload,
   type Status,
+  type Subscription,
 } from '@nats-io/transport-node';
 import {
   AckPolicy,
@@ -227,21 +228,7 @@ export function serveRequests(nc: NatsConnection, subject: string, opts: ServeOp
     }
   };
 
-  const sub = nc.subscribe(subject, {
-    ...(opts.queue === undefined ? {} : { queue: opts.queue }),
-    callback: (err, msg) => {
-      if (err !== null) {
-        log.error({ err, subject }, 'subscription error');
-        return;
-      }
-      if (msg.reply === undefined || msg.reply === '') {
-        // A publish, not a request: nobody would read a reply.
-        log.debug({ subject }, 'message without reply subject ignored');
-        return;
-      }
-      void handleOne(msg);
-    },
-  });
+  const sub = subscribeRequests(nc, subject, opts.queue, log, (msg) => void handleOne(msg));
 
   return {
     subject,
@@ -249,16 +236,42 @@ export function serveRequests(nc: NatsConnection, subject: string, opts: ServeOp
       return inFlight;
     },
     async stop() {
-      if (!sub.isClosed()) {
-        try {
-          await sub.drain();
-        } catch (e) {
-          log.warn({ err: e, subject }, 'subscription drain failed');
-        }
-      }
+      await drainSubscription(sub, subject, log);
       if (inFlight > 0) await new Promise<void>((resolve) => (idle = resolve));
     },
   };
+}
+
+/**
+ * The subscription under a request server: subscription errors are logged, and
+ * messages without a reply subject (a publish, not a request: nobody would read
+ * a reply) are ignored; every request goes to `onRequest`.
+ */
+export function subscribeRequests(nc: NatsConnection, subject: string, queue: string | undefined, log: Logger, onRequest: (msg: Msg) => void): Subscription {
+  return nc.subscribe(subject, {
+    ...(queue === undefined ? {} : { queue }),
+    callback: (err, msg) => {
+      if (err !== null) {
+        log.error({ err, subject }, 'subscription error');
+        return;
+      }
+      if (msg.reply === undefined || msg.reply === '') {
+        log.debug({ subject }, 'message without reply subject ignored');
+        return;
+      }
+      onRequest(msg);
+    },
+  });
+}
+
+/** Drains a request server's subscription (no new requests; those already received are delivered). */
+export async function drainSubscription(sub: Subscription, subject: string, log: Logger): Promise<void> {
+  if (sub.isClosed()) return;
+  try {
+    await sub.drain();
+  } catch (e) {
+    log.warn({ err: e, subject }, 'subscription drain failed');
+  }
 }
 
 export interface RequestOptions {

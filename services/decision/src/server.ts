@@ -13,8 +13,8 @@
  * in-flight gauge are brought up to date once per write instead of per
  * request (the values are exact after each write).
  */
-import { Empty, headers, type Msg, type Subscription } from '@nats-io/transport-node';
-import { toVantageError, VantageError, writeErrorHeaders, type Logger, type NatsConnection, type RequestServer, type RuntimeMetrics } from '@vantage/runtime';
+import { Empty, headers, type Msg } from '@nats-io/transport-node';
+import { drainSubscription, subscribeRequests, toVantageError, VantageError, writeErrorHeaders, type Logger, type NatsConnection, type RequestServer, type RuntimeMetrics } from '@vantage/runtime';
 import type { Outbox } from './outbox';
 
 export interface RouteServerOptions {
@@ -75,20 +75,7 @@ export function serveRoutes(nc: NatsConnection, subject: string, o: RouteServerO
     }
   };
 
-  const sub: Subscription = nc.subscribe(subject, {
-    queue: o.queue,
-    callback: (err, msg) => {
-      if (err !== null) {
-        log.error({ err, subject }, 'subscription error');
-        return;
-      }
-      if (msg.reply === undefined || msg.reply === '') {
-        log.debug({ subject }, 'message without reply subject ignored');
-        return;
-      }
-      void handleOne(msg);
-    },
-  });
+  const sub = subscribeRequests(nc, subject, o.queue, log, (msg) => void handleOne(msg));
 
   return {
     subject,
@@ -96,13 +83,7 @@ export function serveRoutes(nc: NatsConnection, subject: string, o: RouteServerO
       return inFlight;
     },
     async stop() {
-      if (!sub.isClosed()) {
-        try {
-          await sub.drain();
-        } catch (e) {
-          log.warn({ err: e, subject }, 'subscription drain failed');
-        }
-      }
+      await drainSubscription(sub, subject, log);
       if (inFlight > 0) await new Promise<void>((resolve) => (idle = resolve));
       outbox.flushNow();
       if (metrics !== undefined) {
