@@ -24,4 +24,5 @@ export {
   type SetWorkerOutcome,
   type WorkerCapacity,
   type WorkerLoad,
+  type WorkerLoadRecord,
 } from './types';

@@ -14,6 +14,7 @@ import {
   type SetWorkerOutcome,
   type WorkerCapacity,
   type WorkerLoad,
+  type WorkerLoadRecord,
 } from './types';
 
 export interface BookingLedgerOptions {
@@ -437,6 +438,31 @@ export class BookingLedger {
   load(workerId: WorkerId, dpRank: number): WorkerLoad {
     this.#lookup(workerId, dpRank);
     return loadOf(workerId, dpRank, this.#memoEntry?.capacity ?? null, this.#memoRank);
+  }
+
+  /**
+   * `load`, written into a record the caller owns instead of a new object (the observe hot path
+   * keeps one per rank and hands the result on synchronously). Returns `out`.
+   */
+  loadInto(workerId: WorkerId, dpRank: number, out: WorkerLoadRecord): WorkerLoad {
+    this.#lookup(workerId, dpRank);
+    const cap = this.#memoEntry?.capacity ?? null;
+    const rank = this.#memoRank;
+    const tracked = rank?.trackedPrefillTokens ?? 0;
+    const budget = cap?.maxNumBatchedTokens ?? null;
+    out.workerId = workerId;
+    out.dpRank = dpRank;
+    out.registered = cap !== null;
+    out.schedulable = cap?.schedulable ?? null;
+    out.requests = rank?.requests ?? 0;
+    out.prefillRequests = rank?.prefillRequests ?? 0;
+    out.trackedPrefillTokens = tracked;
+    out.prefillPressure = budget !== null && budget > 0 ? tracked / budget : null;
+    out.activeBlocks = rank?.blockRefs.size ?? 0;
+    out.totalKvBlocks = cap?.totalKvBlocks ?? null;
+    out.expectedOutputTokens = rank?.expectedOutputTokens ?? 0;
+    out.lastChangeMs = rank?.lastChangeMs ?? null;
+    return out;
   }
 
   #lookup(workerId: WorkerId, dpRank: number): void {

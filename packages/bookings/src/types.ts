@@ -100,6 +100,9 @@ export interface WorkerLoad {
   readonly lastChangeMs: number | null;
 }
 
+/** A `WorkerLoad` record a caller owns and lets `BookingLedger.loadInto` overwrite (hot paths reuse one per rank). */
+export type WorkerLoadRecord = { -readonly [K in keyof WorkerLoad]: WorkerLoad[K] };
+
 export type BookOutcome =
   | { readonly kind: 'booked'; readonly booking: BookingView }
   /** Same id already live: ignored, the existing booking is returned. `conflicting` when worker or rank differ. */

@@ -123,4 +123,47 @@ describe('PoolState.observe', () => {
     const o = p.observe(local, 16, 3);
     expect(o.workers[0]!.suspect?.reason).toBe('event_gap');
   });
+
+  it('observeTransient answers exactly what observe does, while its records are reused query after query', () => {
+    // Two pools fed the same messages with the same selection seed: one answers through observe,
+    // the other through observeTransient (which overwrites one set of records per rank).
+    const mk = (): PoolState =>
+      new PoolState({ pool: 'p', blockSize: BS, selection: { kind: 'kv_router', formula: 'prefill_load_scale', temperature: 0.5 }, bookingTtlMs: 300_000, workerTtlMs: 60_000 });
+    const a = mk();
+    const b = mk();
+    const W3 = 0x8000_0000_0000_0001n as WorkerId;
+    const other = Array.from({ length: 16 }, (_, i) => 100 + i);
+    const steps: ((p: PoolState) => void)[] = [
+      () => {},
+      (p) => {
+        p.register(W1, cap, null, 0);
+        p.register(W2, { ...cap, dpSize: 2 }, null, 0);
+      },
+      (p) => p.applyKvEvent(stored(W1, prompt, 3, 1n), 10),
+      (p) => p.applyKvEvent(stored(W2, other, 2, 1n), 11),
+      (p) => p.ledger.book({ requestId: 'x', workerId: W1, dpRank: 0, promptTokens: 16, overlapBlocks: 3, sequenceHashes: hashPrompt(prompt, BS).sequence, source: 'local', nowMs: 12 }),
+      (p) => p.applyLoad({ workerId: W2, dpRank: 1, activeDecodeBlocks: 5, activePrefillTokens: 7, kvUsedBlocks: 9, schedulerLoadScope: null }, 13),
+      (p) => p.register(W3, { ...cap, schedulable: false }, null, 14),
+      (p) => p.applyKvEvent({ ...stored(W3, prompt, 4, 3n) }, 15), // event-id gap: W3 suspect
+      (p) => p.removeWorker(W1, 16),
+      (p) => p.ledger.release('x', 'completed', 17),
+    ];
+    let t = 20;
+    for (const step of steps) {
+      step(a);
+      step(b);
+      for (const [tokens, n] of [
+        [prompt, 16],
+        [other, 15],
+        [prompt, 9],
+      ] as const) {
+        const { local } = hashPrompt(tokens.slice(0, n), BS);
+        const fresh = a.observe(local, n, t);
+        const transient = b.observeTransient(local, n, t);
+        expect(transient).toEqual(fresh);
+        t++;
+      }
+    }
+  });
 });
+

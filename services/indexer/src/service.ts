@@ -31,7 +31,8 @@ export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs
   if (r.localHashes) local = r.localHashes;
   else local = localBlockHashes(r.tokenIds!, state.blockSize, r.loraName);
   const now = Date.now();
-  const obs = state.observe(local, r.promptTokens, now);
+  // The reply is encoded before this returns, so the pool's reused answer records are safe to read.
+  const obs = state.observeTransient(local, r.promptTokens, now);
   const durationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
   const meta = { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs, workers: r.workers };
   return r.replyEncoding === 'binary' ? encodeObserveReplyBinary(obs, meta) : encodeObserveReply(obs, meta);
