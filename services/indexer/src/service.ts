@@ -94,7 +94,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
         } catch (e) {
           const ve = toVantageError(e);
           if (ve.code === 'INTERNAL') log.error({ err: e, pool: name }, 'observe failed');
-          metrics.observeSeconds.observe({ pool: name, outcome: ve.label }, Number(process.hrtime.bigint() - t0) / 1e9);
+          metrics.observeSeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9, name, ve.label);
           replyError(msg as unknown as Msg, ve);
         } finally {
           inFlight--;
