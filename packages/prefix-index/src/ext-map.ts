@@ -25,17 +25,12 @@ const LOAD_NUM = 7;
 const LOAD_DEN = 10;
 
 /**
- * A zeroed Int32Array of `n` elements for the index's tables, backed by a SharedArrayBuffer (never
- * shared with another thread). V8 counts ordinary ArrayBuffer memory as external memory of the
- * heap generation its owner lives in: a few tens of megabytes of tables allocated while an index
- * grows force a young-generation collection, and with little old-generation headroom that starts
- * a full mark-compact of the whole heap in the middle of applying events. Shared backing stores
- * are not counted that way, so growing tables no longer schedule collections of unrelated objects.
- * The memory is still reported by the index's own figures (`stats().arrayBytes`), and a table
- * outgrown by doubling is freed when its (small) owner object is collected, as before.
+ * A zeroed Int32Array of `n` elements for the index's tables. Ordinary memory: tables over a
+ * SharedArrayBuffer (never shared) kept V8 from scheduling collections while tables grow, which
+ * sped up applying events in the benchmark, but made match slower (README, "Table memory").
  */
 export function table(n: number): Int32Array {
-  return new Int32Array(new SharedArrayBuffer(n * 4));
+  return new Int32Array(n);
 }
 
 /** Slots needed to hold `entries` entries without growing. */
