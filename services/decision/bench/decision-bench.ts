@@ -39,6 +39,10 @@
  * Environment: BENCH_SECONDS (default 4), BENCH_RATES (default 500,2000),
  * BENCH_SCENARIOS (default 32k-hashes,128k-hashes,32k-token_ids,128k-token_ids),
  * BENCH_SEARCH_FROM (1000), BENCH_STEP (500), BENCH_SEARCH_MAX (6000),
+ * BENCH_WARMUP_ROUTES (3000) and BENCH_WARMUP_RATE (300/s): routes sent before
+ * each scenario's measured runs, so that the figures are those of a running
+ * service with compiled code (every process starts cold here; the first few
+ * thousand routes cost several times the steady state). 0 measures cold.
  * BENCH_CPU_PROF=dir (run the decision service under `--cpu-prof`, profile in dir),
  * BENCH_INDEXER=stub (diagnostic: instead of the two indexers, one responder answers
  * every observe query with a fixed, valid reply at once, so the figures show the
@@ -74,6 +78,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const RATES = (process.env.BENCH_RATES ?? '500,2000').split(',').map(Number);
 const SCENARIOS = (process.env.BENCH_SCENARIOS ?? '32k-hashes,128k-hashes,32k-token_ids,128k-token_ids').split(',');
 const SEARCH_FROM = Number(process.env.BENCH_SEARCH_FROM ?? 1000);
+const WARMUP_ROUTES = Number(process.env.BENCH_WARMUP_ROUTES ?? 3000);
+const WARMUP_RATE = Number(process.env.BENCH_WARMUP_RATE ?? 300);
 const STEP = Number(process.env.BENCH_STEP ?? 500);
 const SEARCH_MAX = Number(process.env.BENCH_SEARCH_MAX ?? 6000);
 const CPU_PROF = process.env.BENCH_CPU_PROF;
@@ -568,9 +574,13 @@ async function main(): Promise<void> {
     const size = Number(m[1]) * 1024;
     const form = m[2] as 'hashes' | 'token_ids';
     const s = makeSenders(size, form);
-    // Warm-up (JIT, connections).
+    // Warm-up (JIT, connections): the decision service, the indexers and the echo responder.
     await settle();
-    await openLoop(`warm ${label}`, 200, 1, s.route, nc);
+    if (WARMUP_ROUTES > 0) {
+      await openLoop(`warm ${label}`, WARMUP_RATE, WARMUP_ROUTES / WARMUP_RATE, s.route, nc);
+      await settle();
+      await openLoop(`warm echo ${label}`, WARMUP_RATE, Math.min(WARMUP_ROUTES, 1000) / WARMUP_RATE, s.echo, nc);
+    }
     for (const rate of RATES) {
       // Token ids at 128k are ~1.6 MB per request: far beyond this machine at 2,000/s; bound the run rather than queue for minutes.
       const seconds = form === 'token_ids' && size > 32768 && rate > 500 ? Math.min(SECONDS, 2) : SECONDS;
@@ -631,6 +641,7 @@ async function main(): Promise<void> {
       max_routes_per_s: maxRate,
       workers_per_pool: WORKERS,
       seconds_per_run: SECONDS,
+      warmup_routes_per_scenario: WARMUP_ROUTES,
       scenarios: summary,
       search,
     })}\n`,
