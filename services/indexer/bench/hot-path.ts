@@ -12,31 +12,13 @@ import { PoolState } from '@vantage/observation';
 import { bookingEventCodec, observeRequestCodec, type BookingEvent } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { decodeBooking, decodeObserve, encodeObserveReplyBinary } from '../src/messages';
+import { PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
 
 const BS = 64;
-const PROMPT_BLOCKS = 512;
-const WORKERS = 64;
 const ITER = Number(process.argv[2] ?? 20000);
 /** Only time these steps (comma-separated names), e.g. `observe`; default all. */
 const ONLY = process.argv[3]?.split(',') ?? null;
 
-let seed = 0x12345678n;
-function rand64(): bigint {
-  seed = (seed + 0x9e3779b97f4a7c15n) & 0xffff_ffff_ffff_ffffn;
-  let z = seed;
-  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & 0xffff_ffff_ffff_ffffn;
-  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & 0xffff_ffff_ffff_ffffn;
-  return z ^ (z >> 31n);
-}
-const prompts: { local: BigUint64Array; seq: BigUint64Array }[] = [];
-for (let g = 0; g < 8; g++) {
-  const shared = Array.from({ length: 128 + g * 32 }, rand64);
-  for (let k = 0; k < 8; k++) {
-    const local = BigUint64Array.from([...shared, ...Array.from({ length: PROMPT_BLOCKS - shared.length }, rand64)]);
-    prompts.push({ local, seq: sequenceHashes(local) });
-  }
-}
-const workerIds = Array.from({ length: WORKERS }, (_, i) => (0x8000_0000_0000_0000n + BigInt(i) * 7919n) as WorkerId);
 const state = new PoolState({ pool: 'bench', blockSize: BS, selection: { kind: 'kv_router', formula: 'prefill_load_scale' }, bookingTtlMs: 300_000, workerTtlMs: 3_600_000 });
 for (const w of workerIds) state.register(w, { blockSize: BS, totalKvBlocks: 100_000, maxNumBatchedTokens: 8192, maxNumSeqs: 256, dpStartRank: 0, dpSize: 1, schedulable: true }, null, 0, true);
 let eid = 0n;

@@ -55,11 +55,10 @@ import {
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
 import { decodeBooking, decodeObserve, encodeObserveReply, encodeObserveReplyBinary } from '../src/messages';
+import { PROMPT_BLOCKS, prompts, rand64, WORKERS, workerIds } from './data';
 import { PoolState } from '@vantage/observation';
 
 const BS = 64;
-const PROMPT_BLOCKS = 512; // 32k tokens
-const WORKERS = 64;
 /** observe-vs-echo rounds per (rate, encoding), and the length of each segment (s): one round = one observe and one echo segment. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8);
 const ROUND_SECONDS = Number(process.env.BENCH_ROUND_SECONDS ?? 1);
@@ -75,25 +74,6 @@ const log = (s: string): void => void process.stdout.write(`${s}\n`);
 // Data: 8 shared system prompts (128..352 blocks) × 8 continuations = 64 prompts of 512 blocks
 // ---------------------------------------------------------------------------------
 
-let seed = 0x12345678n;
-function rand64(): bigint {
-  // splitmix64
-  seed = (seed + 0x9e3779b97f4a7c15n) & 0xffff_ffff_ffff_ffffn;
-  let z = seed;
-  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & 0xffff_ffff_ffff_ffffn;
-  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & 0xffff_ffff_ffff_ffffn;
-  return z ^ (z >> 31n);
-}
-
-const prompts: { local: BigUint64Array; seq: BigUint64Array }[] = [];
-for (let g = 0; g < 8; g++) {
-  const shared = Array.from({ length: 128 + g * 32 }, rand64);
-  for (let k = 0; k < 8; k++) {
-    const local = BigUint64Array.from([...shared, ...Array.from({ length: PROMPT_BLOCKS - shared.length }, rand64)]);
-    prompts.push({ local, seq: sequenceHashes(local) });
-  }
-}
-const workerIds = Array.from({ length: WORKERS }, (_, i) => (0x8000_0000_0000_0000n + BigInt(i) * 7919n) as WorkerId);
 const eventIds = new Map<bigint, bigint>();
 const nextId = (w: bigint): bigint => {
   const id = (eventIds.get(w) ?? 0n) + 1n;
