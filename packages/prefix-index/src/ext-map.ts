@@ -24,15 +24,6 @@ export const NODE_MASK = (1 << NODE_BITS) - 1;
 const LOAD_NUM = 7;
 const LOAD_DEN = 10;
 
-/**
- * A zeroed Int32Array of `n` elements for the index's tables. Ordinary memory: tables over a
- * SharedArrayBuffer (never shared) kept V8 from scheduling collections while tables grow, which
- * sped up applying events in the benchmark, but made match slower (README, "Table memory").
- */
-export function table(n: number): Int32Array {
-  return new Int32Array(n);
-}
-
 /** Slots needed to hold `entries` entries without growing. */
 export function slotsFor(entries: number): number {
   let cap = 16;
@@ -51,7 +42,7 @@ export class ExtMap {
   constructor(slots = 16) {
     let cap = 16;
     while (cap < slots) cap <<= 1;
-    this.t = table(cap * SLOT);
+    this.t = new Int32Array(cap * SLOT);
     this.mask = cap - 1;
     this.limit = Math.floor((cap * LOAD_NUM) / LOAD_DEN);
   }
@@ -117,7 +108,7 @@ export class ExtMap {
     let cap = this.mask + 1;
     while (Math.floor((cap * LOAD_NUM) / LOAD_DEN) < this.size + k) cap <<= 1;
     const old = this.t;
-    this.t = table(cap * SLOT);
+    this.t = new Int32Array(cap * SLOT);
     this.mask = cap - 1;
     this.limit = Math.floor((cap * LOAD_NUM) / LOAD_DEN);
     this.size = 0;

@@ -1,6 +1,6 @@
 import type { KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { xxh3_64 } from '@vantage/hashing';
-import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor, table } from './ext-map';
+import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor } from './ext-map';
 import { mix2, mix3, u64Hi, u64Lo } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 import type {
@@ -171,9 +171,9 @@ export class PrefixIndex {
     while (cap < (options.initialNodes ?? 0)) cap <<= 1;
     this.nodeCap = cap;
     this.R = F_BITS + this.words;
-    this.nd = table(cap * this.R);
+    this.nd = new Int32Array(cap * this.R);
     this.nd[F_PARENT] = DETACHED; // the root has no parent
-    this.edges = table(2 * 256);
+    this.edges = new Int32Array(2 * 256);
     this.edgeMask = 255;
   }
 
@@ -475,7 +475,7 @@ export class PrefixIndex {
 
   /** Allocate the lower-tier bitsets on the first block stored below the device tier. */
   private ensureLow(): void {
-    if (this.low === null) this.low = table(this.nodeCap * 3 * this.words);
+    if (this.low === null) this.low = new Int32Array(this.nodeCap * 3 * this.words);
   }
 
   /** Drop every block of a publisher (its `cleared` event, resync, removal). */
@@ -869,11 +869,11 @@ export class PrefixIndex {
 
   private growNodes(): void {
     const cap = Math.min(MAX_NODES, this.nodeCap * 2);
-    const nd = table(cap * this.R);
+    const nd = new Int32Array(cap * this.R);
     nd.set(this.nd);
     this.nd = nd;
     if (this.low !== null) {
-      const low = table(cap * 3 * this.words);
+      const low = new Int32Array(cap * 3 * this.words);
       low.set(this.low);
       this.low = low;
     }
@@ -958,7 +958,7 @@ export class PrefixIndex {
   /** Re-place every edge in a table of `slots` slots, from the stored fingerprints alone. */
   private rehashEdges(slots: number): void {
     const old = this.edges;
-    const edges = table(2 * slots);
+    const edges = new Int32Array(2 * slots);
     const mask = slots - 1;
     for (let k = 0; k < old.length; k += 2) {
       const c = old[k]!;
@@ -975,7 +975,7 @@ export class PrefixIndex {
 
   /** Build the edge table from the child lists (after a restore). */
   private indexEdges(slots: number): void {
-    this.edges = table(2 * slots);
+    this.edges = new Int32Array(2 * slots);
     this.edgeMask = slots - 1;
     this.edgeCount = 0;
     const nd = this.nd;
@@ -1062,7 +1062,7 @@ export class PrefixIndex {
     const oldW = this.words;
     const oldR = this.R;
     const R = F_BITS + words;
-    const nd = table(this.nodeCap * R);
+    const nd = new Int32Array(this.nodeCap * R);
     const old = this.nd;
     for (let n = 0; n < this.nodeHigh; n++) {
       const ob = n * oldR;
@@ -1071,7 +1071,7 @@ export class PrefixIndex {
     }
     const oldLow = this.low;
     if (oldLow !== null) {
-      const low = table(this.nodeCap * 3 * words);
+      const low = new Int32Array(this.nodeCap * 3 * words);
       for (let n = 0; n < this.nodeHigh; n++) {
         for (let t = 0; t < 3; t++) {
           for (let w = 0; w < oldW; w++) low[n * 3 * words + t * words + w] = oldLow[n * 3 * oldW + t * oldW + w]!;
@@ -1298,7 +1298,7 @@ export class PrefixIndex {
         }
       } else {
         map = new ExtMap(cap);
-        map.t.set(r.i32Array(cap * SLOT));
+        map.t = r.i32Array(cap * SLOT);
         for (let b = 0; b < map.t.length; b += SLOT) {
           const v = map.t[b + K_VAL]!;
           if (v === 0) continue;
