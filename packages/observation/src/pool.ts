@@ -396,13 +396,9 @@ export class PoolState {
     const matched = this.slotsOf(m.workers);
     const ranks = this.sorted();
     const n = ranks.length;
-    const sc = this.scratch;
-    let matches: (WorkerMatch | null)[];
-    if (reuse) {
-      matches = sc.matches;
-      matches.length = n;
-      matches.fill(null);
-    } else matches = new Array<WorkerMatch | null>(n).fill(null);
+    // observeTransient writes into the pool's arrays and records; observe into fresh ones. One path fills both.
+    const sc = reuse ? this.scratch : null;
+    const matches = nulls(sc?.matches, n);
     for (let i = 0; i < matched.length; i++) matches[matched[i]!.pos] = m.workers[i]!;
     // Sequence hashes are only needed to count blocks already active on a worker;
     // skip hashing when nothing is booked anywhere (then every block is new).
@@ -418,17 +414,8 @@ export class PoolState {
     }
     const requestBlocks = Math.ceil(promptTokens / this.blockSize);
     const beyondChain = seq ? Math.max(0, requestBlocks - seq.length) : 0;
-    let workers: WorkerObservation[];
-    let candidates: CandidateInput[];
-    if (reuse) {
-      workers = sc.workers;
-      candidates = sc.candidates;
-      workers.length = n;
-      candidates.length = n;
-    } else {
-      workers = new Array<WorkerObservation>(n);
-      candidates = new Array<CandidateInput>(n);
-    }
+    const workers = sized(sc?.workers, n);
+    const candidates = sized(sc?.candidates, n);
     let pendingRequests = 0;
     let pendingTokens = 0;
     for (let i = 0; i < n; i++) {
@@ -436,8 +423,8 @@ export class PoolState {
       const { workerId, dpRank } = r;
       const match = matches[i]!;
       const reg = r.worker.reg;
-      const rs = reuse ? (r.scratch ??= newRankScratch(r)) : null;
-      const load = rs ? this.ledger.loadInto(workerId, dpRank, rs.load) : this.ledger.load(workerId, dpRank);
+      const rs = reuse ? (r.scratch ??= newRankScratch(r)) : newRankScratch(r);
+      const load = this.ledger.loadInto(workerId, dpRank, rs.load);
       const device = match?.deviceBlocks ?? 0;
       const newRequestBlocks = seq ? this.ledger.newBlocksOfChain(workerId, dpRank, seq) + beyondChain : requestBlocks;
       const registered = reg !== undefined;
@@ -451,75 +438,36 @@ export class PoolState {
       const hostOverlapBlocks = Math.max(0, (match?.hostBlocks ?? 0) - device);
       const diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - (match?.hostBlocks ?? 0));
       const treeSize = match?.treeSize ?? 0;
-      if (rs) {
-        const o = rs.obs;
-        o.registered = registered;
-        o.schedulable = schedulable;
-        o.capacity = capacity;
-        o.match = match;
-        o.load = load;
-        o.report = r.report;
-        o.effectivePrefillTokens = effectivePrefillTokens;
-        o.newRequestBlocks = newRequestBlocks;
-        o.suspect = suspect;
-        o.lastEventMs = lastEventMs;
-        o.lastSeenMs = lastSeenMs;
-        workers[i] = o;
-        const c = rs.cand;
-        c.overlapBlocks = device;
-        c.hostOverlapBlocks = hostOverlapBlocks;
-        c.diskOverlapBlocks = diskOverlapBlocks;
-        c.activePrefillTokens = load.trackedPrefillTokens;
-        c.activeDecodeBlocks = load.activeBlocks;
-        c.activeRequests = load.requests;
-        c.newRequestBlocks = newRequestBlocks;
-        c.treeSize = treeSize;
-        candidates[i] = c;
-      } else {
-        workers[i] = {
-          workerId,
-          dpRank,
-          registered,
-          schedulable,
-          capacity,
-          match,
-          load,
-          report: r.report,
-          effectivePrefillTokens,
-          newRequestBlocks,
-          suspect,
-          lastEventMs,
-          lastSeenMs,
-        };
-        candidates[i] = {
-          workerId,
-          dpRank,
-          overlapBlocks: device,
-          hostOverlapBlocks,
-          diskOverlapBlocks,
-          activePrefillTokens: load.trackedPrefillTokens,
-          activeDecodeBlocks: load.activeBlocks,
-          activeRequests: load.requests,
-          newRequestBlocks,
-          treeSize,
-        };
-      }
+      const o = rs.obs;
+      o.registered = registered;
+      o.schedulable = schedulable;
+      o.capacity = capacity;
+      o.match = match;
+      o.load = load;
+      o.report = r.report;
+      o.effectivePrefillTokens = effectivePrefillTokens;
+      o.newRequestBlocks = newRequestBlocks;
+      o.suspect = suspect;
+      o.lastEventMs = lastEventMs;
+      o.lastSeenMs = lastSeenMs;
+      workers[i] = o;
+      const c = rs.cand;
+      c.overlapBlocks = device;
+      c.hostOverlapBlocks = hostOverlapBlocks;
+      c.diskOverlapBlocks = diskOverlapBlocks;
+      c.activePrefillTokens = load.trackedPrefillTokens;
+      c.activeDecodeBlocks = load.activeBlocks;
+      c.activeRequests = load.requests;
+      c.newRequestBlocks = newRequestBlocks;
+      c.treeSize = treeSize;
+      candidates[i] = c;
       pendingRequests += load.prefillRequests;
       pendingTokens += load.trackedPrefillTokens;
     }
     // Dynamo only routes to schedulable workers; unregistered ones (capacity unknown) stay eligible
     // so a pool without registrations still gets an answer.
-    let eligibleIdx: number[];
-    let eligible: CandidateInput[];
-    if (reuse) {
-      eligibleIdx = sc.eligibleIdx;
-      eligible = sc.eligible;
-      eligibleIdx.length = 0;
-      eligible.length = 0;
-    } else {
-      eligibleIdx = [];
-      eligible = [];
-    }
+    const eligibleIdx = sized(sc?.eligibleIdx, 0);
+    const eligible = sized(sc?.eligible, 0);
     for (let i = 0; i < n; i++) {
       if (workers[i]!.schedulable !== false) {
         eligibleIdx.push(i);
@@ -530,12 +478,7 @@ export class PoolState {
       promptTokens > 0
         ? selectWorker(this.opts.selection, { isl: promptTokens, blockSize: this.blockSize }, eligible, this.rng)
         : ({ chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' } as SelectionResult);
-    let costs: (number | null)[];
-    if (reuse) {
-      costs = sc.costs;
-      costs.length = n;
-      costs.fill(null);
-    } else costs = new Array<number | null>(n).fill(null);
+    const costs = nulls(sc?.costs, n);
     for (let j = 0; j < selection.scores.length; j++) {
       const score = selection.scores[j]!.score;
       costs[eligibleIdx[j]!] = Number.isNaN(score) ? null : score;
@@ -554,6 +497,18 @@ export class PoolState {
       pending: { requests: pendingRequests, tokens: pendingTokens },
     };
   }
+}
+
+/** `buf` (a pool-owned array) cut or extended to `n` entries, or a new array of `n` when there is none. */
+function sized<T>(buf: T[] | undefined, n: number): T[] {
+  if (buf === undefined) return new Array<T>(n);
+  buf.length = n;
+  return buf;
+}
+
+/** `sized`, every entry null. */
+function nulls<T>(buf: (T | null)[] | undefined, n: number): (T | null)[] {
+  return sized(buf, n).fill(null);
 }
 
 function newRankScratch(r: RankSlot): RankScratch {
