@@ -43,12 +43,25 @@ class SeriesSet<S extends { readonly labels: LabelValues<string> }> {
   }
 }
 
-/** A counter incremented with plain additions; prom-client reads the series when scraped. */
-export class LazyCounter {
-  readonly #set: SeriesSet<Series>;
+/** What LazyCounter and LazyGauge share: their series, each a plain number. */
+abstract class LazyScalar {
+  protected readonly seriesSet: SeriesSet<Series>;
 
+  constructor(labelNames: readonly string[]) {
+    this.seriesSet = new SeriesSet<Series>(labelNames, (labels) => ({ labels, n: 0 }));
+  }
+
+  /** The series of these label values, in `labelNames` order (keep it to skip the lookup). */
+  series(...values: string[]): Series {
+    return this.seriesSet.get(values);
+  }
+}
+
+/** A counter incremented with plain additions; prom-client reads the series when scraped. */
+export class LazyCounter extends LazyScalar {
   constructor(registry: Registry, name: string, help: string, labelNames: readonly string[] = []) {
-    const set = (this.#set = new SeriesSet<Series>(labelNames, (labels) => ({ labels, n: 0 })));
+    super(labelNames);
+    const set = this.seriesSet;
     new Counter({
       name,
       help,
@@ -61,22 +74,16 @@ export class LazyCounter {
     });
   }
 
-  /** The series of these label values, in `labelNames` order (keep it to skip the lookup). */
-  series(...values: string[]): Series {
-    return this.#set.get(values);
-  }
-
   inc(...values: string[]): void {
-    this.#set.get(values).n++;
+    this.seriesSet.get(values).n++;
   }
 }
 
 /** A gauge set with plain assignments; prom-client reads the series when scraped. */
-export class LazyGauge {
-  readonly #set: SeriesSet<Series>;
-
+export class LazyGauge extends LazyScalar {
   constructor(registry: Registry, name: string, help: string, labelNames: readonly string[] = []) {
-    const set = (this.#set = new SeriesSet<Series>(labelNames, (labels) => ({ labels, n: 0 })));
+    super(labelNames);
+    const set = this.seriesSet;
     new Gauge({
       name,
       help,
@@ -87,10 +94,6 @@ export class LazyGauge {
         for (const s of set.map.values()) this.set(s.labels, s.n);
       },
     });
-  }
-
-  series(...values: string[]): Series {
-    return this.#set.get(values);
   }
 }
 
