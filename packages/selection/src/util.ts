@@ -37,7 +37,7 @@ function compareCandidates(x: CandidateInput, y: CandidateInput): number {
  * True when `candidates` are listed in non-decreasing (workerId, dpRank) order, so that the
  * identity permutation is exactly what the (stable) sort would return.
  */
-export function isCanonicalOrder(candidates: readonly CandidateInput[]): boolean {
+function isCanonicalOrder(candidates: readonly CandidateInput[]): boolean {
   for (let i = 1; i < candidates.length; i++) if (compareCandidates(candidates[i - 1]!, candidates[i]!) > 0) return false;
   return true;
 }
