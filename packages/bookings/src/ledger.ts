@@ -162,7 +162,10 @@ export class BookingLedger {
   #memoDp = -1;
   #memoEntry: WorkerEntry | undefined = undefined;
   #memoRank: RankState | undefined = undefined;
-  /** The int32 view of the last chain queried (observe passes the same chain for every rank). */
+  /**
+   * The int32 view of the last chain queried: `prepareChain` converts it once; a caller asking
+   * `newBlocksOfChain` rank by rank without preparing passes the same chain for every rank.
+   */
   #chain: BigUint64Array | null = null;
   #chainHalves: Int32Array = new Int32Array(0);
   /**
