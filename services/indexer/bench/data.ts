@@ -5,6 +5,7 @@
  * worker ids. Seeded: every run builds the same data.
  */
 import { sequenceHashes } from '@vantage/hashing';
+import type { BookingEvent } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
 
 export const PROMPT_BLOCKS = 512; // 32k tokens
@@ -30,3 +31,32 @@ for (let g = 0; g < 8; g++) {
 }
 
 export const workerIds = Array.from({ length: WORKERS }, (_, i) => (0x8000_0000_0000_0000n + BigInt(i) * 7919n) as WorkerId);
+
+/**
+ * Bookings as the decision service publishes them (local hashes), `perWorker` per worker: worker i
+ * holds prompts i+16j (mod 64), so every observed prompt is fully active on some workers and
+ * shares only its system prompt, or nothing, with the rest.
+ */
+export function benchBookings(pool: string, perWorker: number, blockSize: number): BookingEvent[] {
+  const out: BookingEvent[] = [];
+  for (let i = 0; i < WORKERS; i++) {
+    for (let j = 0; j < perWorker; j++) {
+      const p = (i + 16 * j) % prompts.length;
+      out.push({
+        requestId: `bench-${i}-${j}`,
+        sessionId: `bench-${p}`,
+        pool,
+        workerId: workerIds[i]!,
+        dpRank: 0,
+        promptTokens: PROMPT_BLOCKS * blockSize,
+        overlapBlocks: 0,
+        sequenceHashes: null,
+        localHashes: prompts[p]!.local,
+        expectedOutputTokens: 256,
+        prefillTokens: null,
+        atMs: Date.now(),
+      });
+    }
+  }
+  return out;
+}

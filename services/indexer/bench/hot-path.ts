@@ -9,10 +9,10 @@
 import { constants, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { sequenceHashes } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
-import { bookingEventCodec, observeRequestCodec, type BookingEvent } from '@vantage/protocol';
+import { bookingEventCodec, observeRequestCodec } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { decodeBooking, decodeObserve, encodeObserveReplyBinary } from '../src/messages';
-import { PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
+import { benchBookings, PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
 
 const BS = 64;
 const ITER = Number(process.argv[2] ?? 20000);
@@ -42,27 +42,10 @@ for (let i = 0; i < WORKERS; i++) {
     }
   }
 }
-for (let i = 0; i < WORKERS; i++) {
-  for (let j = 0; j < 4; j++) {
-    const p = (i + 16 * j) % prompts.length;
-    const b: BookingEvent = {
-      requestId: `bench-${i}-${j}`,
-      sessionId: `bench-${p}`,
-      pool: 'bench',
-      workerId: workerIds[i]!,
-      dpRank: 0,
-      promptTokens: PROMPT_BLOCKS * BS,
-      overlapBlocks: 0,
-      sequenceHashes: null,
-      localHashes: prompts[p]!.local,
-      expectedOutputTokens: 256,
-      prefillTokens: null,
-      atMs: Date.now(),
-    };
-    const d = decodeBooking(bookingEventCodec.encode(b));
-    if (!d.ok) throw new Error(d.reason);
-    state.ledger.book({ ...d.value, source: 'decision_service', nowMs: Date.now() });
-  }
+for (const b of benchBookings('bench', 4, BS)) {
+  const d = decodeBooking(bookingEventCodec.encode(b));
+  if (!d.ok) throw new Error(d.reason);
+  state.ledger.book({ ...d.value, source: 'decision_service', nowMs: Date.now() });
 }
 const reqs = prompts.map((p) =>
   observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: 'binary' }),

@@ -50,12 +50,11 @@ import {
   observeSubject,
   workerRegistrationCodec,
   workersSubject,
-  type BookingEvent,
 } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
 import { decodeBooking, decodeObserve, encodeObserveReply, encodeObserveReplyBinary } from '../src/messages';
-import { PROMPT_BLOCKS, prompts, rand64, WORKERS, workerIds } from './data';
+import { benchBookings, PROMPT_BLOCKS, prompts, rand64, WORKERS, workerIds } from './data';
 import { PoolState } from '@vantage/observation';
 
 const BS = 64;
@@ -133,35 +132,6 @@ function ingestEvents(n: number): KvEvent[] {
     }
     out.push(stored(w, c.seq, c.local, c.len, c.len + 4));
     c.len += 4;
-  }
-  return out;
-}
-
-/**
- * Bookings as the decision service publishes them (local hashes, base64): worker i holds prompts
- * i+16j (mod 64), so every observed prompt is fully active on some workers and shares only its
- * system prompt, or nothing, with the rest.
- */
-function bookings(): BookingEvent[] {
-  const out: BookingEvent[] = [];
-  for (let i = 0; i < WORKERS; i++) {
-    for (let j = 0; j < BOOKINGS_PER_WORKER; j++) {
-      const p = (i + 16 * j) % prompts.length;
-      out.push({
-        requestId: `bench-${i}-${j}`,
-        sessionId: `bench-${p}`,
-        pool: POOL,
-        workerId: workerIds[i]!,
-        dpRank: 0,
-        promptTokens: PROMPT_BLOCKS * BS,
-        overlapBlocks: 0,
-        sequenceHashes: null,
-        localHashes: prompts[p]!.local,
-        expectedOutputTokens: 256,
-        prefillTokens: null,
-        atMs: Date.now(),
-      });
-    }
   }
   return out;
 }
@@ -519,7 +489,7 @@ async function main(): Promise<void> {
 
   // --- 2. observe, open loop, with live bookings on every worker ---
   const bookBase = await applied();
-  const toBook = bookings();
+  const toBook = benchBookings(POOL, BOOKINGS_PER_WORKER, BS);
   for (const b of toBook) nc.publish(bookingsSubject(POOL), bookingEventCodec.encode(b));
   await nc.flush();
   while ((await applied()) - bookBase < toBook.length) await sleep(20);
@@ -617,13 +587,13 @@ async function main(): Promise<void> {
   const b64 = (JSON.parse(text) as { prompt: { localHashesLe64: string } }).prompt.localHashesLe64;
   const meta = { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null };
   const observeEmpty = timeIt(2000, () => state.observe(local, PROMPT_BLOCKS * BS, Date.now()));
-  for (const b of bookings()) {
+  for (const b of benchBookings(POOL, BOOKINGS_PER_WORKER, BS)) {
     const d = decodeBooking(bookingEventCodec.encode(b));
     if (!d.ok) throw new Error(d.reason);
     state.ledger.book({ ...d.value, source: 'decision_service', nowMs: Date.now() });
   }
   const obs = state.observe(local, PROMPT_BLOCKS * BS, Date.now());
-  const bookingBytes = bookingEventCodec.encode(bookings()[0]!);
+  const bookingBytes = bookingEventCodec.encode(benchBookings(POOL, BOOKINGS_PER_WORKER, BS)[0]!);
   const prof = {
     decode_total_us: timeIt(2000, () => decodeObserve(req)),
     decode_json_parse_us: timeIt(2000, () => JSON.parse(new TextDecoder().decode(req))),
