@@ -35,12 +35,13 @@ export function serveRoutes(nc: NatsConnection, subject: string, o: RouteServerO
   let okSinceFlush = 0;
   let reportedInFlight = -1;
   const seconds = metrics?.requestSeconds.labels({ subject });
-  outbox.beforeFlush(() => {
+  const reportCounts = (): void => {
     if (metrics === undefined) return;
     if (okSinceFlush > 0) metrics.requests.inc({ subject, outcome: 'ok' }, okSinceFlush);
     okSinceFlush = 0;
     if (inFlight !== reportedInFlight) metrics.requestsInFlight.set({ subject }, (reportedInFlight = inFlight));
-  });
+  };
+  outbox.beforeFlush(reportCounts);
 
   // The connection closed under us: the requester will see a timeout.
   const unsent = (e: unknown): void => log.warn({ err: e, subject }, 'could not send reply');
@@ -86,11 +87,7 @@ export function serveRoutes(nc: NatsConnection, subject: string, o: RouteServerO
       await drainSubscription(sub, subject, log);
       if (inFlight > 0) await new Promise<void>((resolve) => (idle = resolve));
       outbox.flushNow();
-      if (metrics !== undefined) {
-        if (okSinceFlush > 0) metrics.requests.inc({ subject, outcome: 'ok' }, okSinceFlush);
-        okSinceFlush = 0;
-        metrics.requestsInFlight.set({ subject }, inFlight);
-      }
+      reportCounts(); // flushNow runs the hook only when something was queued
     },
   };
 }
