@@ -11,7 +11,7 @@ import { LazyCounter, LazyGauge, LazyHistogram } from '@vantage/runtime';
 export interface DecisionMetrics {
   /** Routes by the rules' reason, the variant in force and the final role. */
   readonly routes: LazyCounter;
-  /** By outcome: `ok` or the error label. */
+  /** Label `outcome`: only `ok` is observed (answered routes, receipt to reply built); rejected requests are in the runtime's request metrics. */
   readonly routeSeconds: LazyHistogram;
   readonly observeSeconds: LazyHistogram;
   readonly indexerUnavailable: Counter<'pool' | 'status'>;
