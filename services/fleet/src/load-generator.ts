@@ -323,7 +323,6 @@ function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: strin
   };
 }
 
-/** Polls `observe` on the pools the run uses until each lists a schedulable worker, or the wait is over. */
 /** The failed outcome of a request that never reached a worker (no route, no Dynamo choice). */
 function unrouted(
   common: Pick<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl'>,
@@ -352,6 +351,7 @@ function unrouted(
   };
 }
 
+/** Polls `observe` on the pools the run uses until each lists a schedulable worker, or the wait is over. */
 async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSignal): Promise<void> {
   const waitMs = o.waitReadyMs ?? 30_000;
   if (waitMs <= 0) return;
@@ -504,6 +504,8 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       const base = { modelRole: to.role, model: to.model, pool: poolName, workerId: to.workerId.toString() };
       const none = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null };
       let wallTtftMs: number | null = null;
+      const report = (kind: LifecycleEvent['kind'], usage: LifecycleEvent['usage'], error: LifecycleEvent['error']): void =>
+        lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind, workerId: to.workerId, usage, error, ...mark });
       let sub: Subscription | null = null;
       let finished = false;
       const finish = (r: Parameters<typeof resolve>[0]): void => {
@@ -515,7 +517,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
         resolve(r);
       };
       const cancel = (why: string): void => {
-        lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'cancelled', workerId: to.workerId, usage: null, error: { code: why, message: null }, ...mark });
+        report('cancelled', null, { code: why, message: null });
         finish({ ...base, ...none, wallTtftMs, status: 'cancelled', error: why, detail: null });
       };
       const onAbort = (): void => cancel('run_deadline');
@@ -528,11 +530,11 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
           if (p === null) return;
           if (p.kind === 'first_token') {
             wallTtftMs = performance.now() - t0;
-            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'first_token', workerId: to.workerId, usage: null, error: null, ...mark });
+            report('first_token', null, null);
           } else if (p.kind === 'done') {
             const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
-            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'done', workerId: to.workerId, usage, error: null, ...mark });
-            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'usage', workerId: to.workerId, usage, error: null, ...mark });
+            report('done', usage, null);
+            report('usage', usage, null);
             finish({
               ...base,
               status: 'done',
@@ -546,7 +548,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
               wallE2eMs: performance.now() - t0,
             });
           } else if (p.kind === 'failed') {
-            lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind: 'failed', workerId: to.workerId, usage: null, error: { code: p.code, message: p.reason.slice(0, 500) }, ...mark });
+            report('failed', null, { code: p.code, message: p.reason.slice(0, 500) });
             finish({ ...base, ...none, status: 'failed', error: p.code, detail: p.reason });
           }
         },
