@@ -126,7 +126,7 @@ export class RecordPublisher {
    * messages of its own, so that the records leave in the same socket write. Cheap otherwise.
    */
   kick(): void {
-    if (this.#queue.length - this.#head >= this.#batch) this.#pump();
+    if (this.held >= this.#batch) this.#pump();
   }
 
   readonly #onDelay = (): void => {
