@@ -7,8 +7,7 @@ import { join } from 'node:path';
 import { run as cli } from '@vantage/cli';
 import { decodeSingleObject, DECISION_REGISTRY, type OutcomeRecord } from '@vantage/records';
 import { GatewayClient } from '@vantage/gateway-client';
-import type { NatsConnection } from '@vantage/runtime';
-import { eventually, kafkaBrokers, natsUrl } from '@vantage/testkit';
+import { eventually, kafkaBrokers, natsUrl, uniqueName } from '@vantage/testkit';
 import type { WorkerId } from '@vantage/types';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decision, decodeOutcomes as outcomes, inProcess, names, Publisher, readTopic, REPO_ROOT, serviceEnv, type Names } from './helpers';
@@ -97,16 +96,25 @@ describe('outcome service (in-process, shared brokers)', () => {
   });
 
   it('joins the failed event exactly as GatewayClient.failed() publishes it (error object, workerId, dpRank)', async () => {
-    // The gateway client publishes on core NATS to vantage.v1.lifecycle.{pool};
-    // capture its bytes and put them, unchanged, on this test's lifecycle stream.
+    // The gateway client publishes on core NATS to vantage.v1.lifecycle.{pool}
+    // (the real broker); take its messages off that subject and put their
+    // bytes, unchanged, on this test's lifecycle stream.
+    // A unique request id: the subject is shared with anything else on the broker.
+    const d = decision(0, uniqueName('gwfail'));
     const sent: { subject: string; data: Uint8Array }[] = [];
-    const nc = { publish: (subject: string, data: Uint8Array) => void sent.push({ subject, data }) } as unknown as NatsConnection;
+    const sub = pub.nc.subscribe('vantage.v1.lifecycle.small', {
+      callback: (err, m) => {
+        if (err === null && m.string().includes(d.requestId)) sent.push({ subject: m.subject, data: m.data });
+      },
+    });
+    await pub.nc.flush();
     const pool = { model: 'm', pool: 'small', blockSize: 16 };
-    const gw = new GatewayClient({ nc, pools: { efficient: pool, capable: { ...pool, model: 'm2', pool: 'large' } } });
-    const d = decision(0, 'gwfail');
+    const gw = new GatewayClient({ nc: pub.nc, pools: { efficient: pool, capable: { ...pool, model: 'm2', pool: 'large' } } });
     const p = { requestId: d.requestId, sessionId: d.sessionId, pool: 'small', workerId: 18_446_744_073_709_551_557n as WorkerId, dpRank: 2 };
     gw.firstToken(p, d.timestampMs + 95);
     gw.failed(p, { code: 'ENGINE_ERROR', message: 'worker exited mid-stream' }, d.timestampMs + 400);
+    await eventually('gateway events on NATS', () => sent.length >= 2, 5_000, 10);
+    sub.unsubscribe();
     expect(sent.map((x) => x.subject)).toEqual(['vantage.v1.lifecycle.small', 'vantage.v1.lifecycle.small']);
     expect(JSON.parse(Buffer.from(sent[1]!.data).toString('utf8'))).toMatchObject({ error: { code: 'ENGINE_ERROR', message: 'worker exited mid-stream' }, workerId: '18446744073709551557', dpRank: 2 });
     await pub.decision(d);
