@@ -432,9 +432,6 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     };
   }
 
-  /** The handle joins and batches keep for a message: the inbox item itself (ownedUntilMs was set at receipt). */
-  const held = (item: InboxItem): Held => item;
-
   function emit(b: Batch, topic: string, m: KafkaMessage, kind: string, status: string): void {
     push(b.byTopic, topic, m);
     b.records++;
@@ -451,7 +448,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   function deadLetter(b: Batch, item: InboxItem, reason: DeadLetterReason, detail: string): void {
     emit(b, o.topics.deadLetter, deadLetterMessage(item.msg, item.stream, reason, detail, o.maxDeadLetterBytes), 'dead_letter', reason);
     b.deadLetters.push(reason);
-    markDone(b, held(item), item.stream);
+    markDone(b, item, item.stream);
   }
 
   function copyDecision(b: Batch, item: InboxItem, d: DecisionRecord): void {
@@ -524,7 +521,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         deadLetter(b, item, 'DECISION_INVALID', 'requestId and sessionId must be non-empty');
         return;
       }
-      const h = held(item);
+      const h: Held = item;
       // Only a redelivery can be a message a join already holds (first deliveries skip the lookup).
       if (item.redelivered && joiner.rehandle(d.requestId, stream, seq, h)) return; // redelivery of a message we hold
       const src: Source<Held> = { stream, seq, part: 'decision', handle: h };
@@ -549,7 +546,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       return;
     }
     const ev: LifecycleEventInput = r.value.event;
-    const h = held(item);
+    const h: Held = item;
     if (item.redelivered && joiner.rehandle(ev.requestId, stream, seq, h)) return;
     const res = joiner.addEvent(ev, { stream, seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs, r.value);
     if (res === 'late') deadLetter(b, item, 'JOIN_LATE', `${ev.kind} event for request ${ev.requestId} arrived after its outcome was written`);
@@ -673,7 +670,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         const s = committed.lookup(it.stream, it.seq);
         if (s === 'done') {
           metrics.redeliveriesSkipped.inc({ found: 'done' });
-          skip.push(held(it));
+          skip.push(it);
           continue;
         }
         if (s === 'decision') {
