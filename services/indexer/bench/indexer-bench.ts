@@ -24,7 +24,10 @@
  *   4. profile: where an observe's service time goes (decode, match, selection,
  *      reply encoding), measured in-process on the same data.
  *
- * Per run it also reports the CPU time the indexer and the echo process spent per request (from
+ * Per run it also reports the service's own query time (the `queryDurationUs` each binary reply
+ * carries: receipt to answer ready, before the reply is encoded; its p50 over all rounds), which
+ * separates the indexer's work from transport and queueing in the observe − echo difference.
+ * It also reports the CPU time the indexer and the echo process spent per request (from
  * /proc), which unlike latency does not depend on what else the machine is running, and the
  * machine's load average (latency figures from a loaded machine are queueing, not service time).
  * Uses NATS_URL when set, otherwise a private nats-server under .infra/bench.
@@ -45,6 +48,7 @@ import { INFRA_DIR, REPO_ROOT, natsBroker } from '@vantage/infra';
 import {
   bookingEventCodec,
   bookingsSubject,
+  isObserveReplyBinary,
   observeReplyCodec,
   observeRequestCodec,
   observeSubject,
@@ -222,6 +226,8 @@ interface Segment {
   achievedRate: number;
   /** CPU time (µs) the answering process used over the segment, from /proc. */
   cpuUs: number;
+  /** The service's own `queryDurationUs` of each binary observe reply (receipt → answer ready, before encoding). */
+  query: number[];
 }
 
 const REQUEST_TIMEOUT_MS = 2_000;
@@ -234,6 +240,7 @@ const REQUEST_TIMEOUT_MS = 2_000;
 async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Array[], rate: number, seconds: number, pid: number | undefined): Promise<Segment> {
   const total = Math.max(1, Math.round(rate * seconds));
   const lat: number[] = [];
+  const query: number[] = [];
   let errors = 0;
   let timeouts = 0;
   let sent = 0;
@@ -251,7 +258,10 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
           nc.request(subject, payload, { timeout: REQUEST_TIMEOUT_MS }).then(
             (m) => {
               if (m.headers?.get('Vantage-Error-Code')) errors++;
-              else lat.push((performance.now() - t0) * 1000);
+              else {
+                lat.push((performance.now() - t0) * 1000);
+                if (isObserveReplyBinary(m.data)) query.push(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength).readDoubleLE(16));
+              }
             },
             () => void timeouts++,
           ),
@@ -264,7 +274,7 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
   });
   const sendSeconds = Math.max((performance.now() - start) / 1000, seconds);
   await Promise.all(inflight);
-  return { lat, sent, errors, timeouts, achievedRate: sent / sendSeconds, cpuUs: cpuUs(pid) - c0 };
+  return { lat, sent, errors, timeouts, achievedRate: sent / sendSeconds, cpuUs: cpuUs(pid) - c0, query };
 }
 
 const median = (xs: number[]): number => pct([...xs].sort((a, b) => a - b), 50);
@@ -287,6 +297,8 @@ interface TargetFigures {
   minAchievedRate: number;
   cpuPerRequestUs: number;
   roundP50s: number[];
+  /** p50 of the service's own query time over all rounds (binary replies only; NaN otherwise). */
+  queryP50: number;
 }
 
 function figures(segs: Segment[]): TargetFigures {
@@ -305,6 +317,7 @@ function figures(segs: Segment[]): TargetFigures {
     minAchievedRate: Math.min(...segs.map((s) => s.achievedRate)),
     cpuPerRequestUs: segs.reduce((a, s) => a + s.cpuUs, 0) / sent,
     roundP50s: segs.map((s) => pct(sortedOf(s.lat), 50)),
+    queryP50: pct(sortedOf(segs.flatMap((s) => s.query)), 50),
   };
 }
 
@@ -541,7 +554,9 @@ async function main(): Promise<void> {
         `${String(rate).padStart(5)} req/s ${enc.padEnd(6)} ${c.rounds} rounds × ${ROUND_SECONDS} s each${c.rounds < ROUNDS ? ' (saturated: stopped early)' : ''}` +
           ` | observe ${fmt(o)}${shortfall(o)} | echo (${replyBytesOf[enc]} B) ${fmt(e)}${shortfall(e)}` +
           ` | Δp50 median ${c.deltaP50.toFixed(0)} µs (rounds ${c.deltaP50Min.toFixed(0)}..${c.deltaP50Max.toFixed(0)}, observe faster in ${c.observeFaster}/${c.rounds})` +
-          ` | CPU per request: indexer ${o.cpuPerRequestUs.toFixed(0)} µs, echo ${e.cpuPerRequestUs.toFixed(0)} µs | load ${load.toFixed(2)}`,
+          ` | CPU per request: indexer ${o.cpuPerRequestUs.toFixed(0)} µs, echo ${e.cpuPerRequestUs.toFixed(0)} µs` +
+          (Number.isFinite(o.queryP50) ? ` | service's own query time p50 ${o.queryP50.toFixed(0)} µs` : '') +
+          ` | load ${load.toFixed(2)}`,
       );
       const tag = enc === 'binary' ? `${rate}` : `json_${rate}`;
       const sustained = (f: TargetFigures): boolean => f.timeouts === 0 && f.errors === 0 && f.minAchievedRate >= 0.95 * rate;
@@ -567,6 +582,7 @@ async function main(): Promise<void> {
         [`observe_minus_echo_${tag}_p50_max_us`]: Math.round(c.deltaP50Max),
         [`indexer_cpu_per_observe_${tag}_us`]: Math.round(o.cpuPerRequestUs),
         [`echo_cpu_per_request_${tag}_us`]: Math.round(e.cpuPerRequestUs),
+        ...(Number.isFinite(o.queryP50) ? { [`observe_${tag}_query_p50_us`]: Math.round(o.queryP50) } : {}),
       });
     }
   }
