@@ -62,7 +62,7 @@ describe('binary observe reply', () => {
     expect(observeReplyCodec.decode(pooled.subarray(5))).toEqual(fromBin);
   });
 
-  it('keeps every reply intact while later ones are written, across slabs, and with a long trailing JSON', () => {
+  it('keeps every reply intact while later ones are written (each is its own copy), and with a long trailing JSON', () => {
     const replies: ObserveReply[] = Array.from({ length: 300 }, (_, k) => ({
       ...observeReply,
       atMs: k,
@@ -70,7 +70,7 @@ describe('binary observe reply', () => {
         ...observeReply.workers[0]!,
         dpRank: i,
         R: k * 1000 + i,
-        // Every 50th reply: 64 distinct long suspect reasons, a trailing JSON over the slab's reserve.
+        // Every 50th reply: 64 distinct long suspect reasons, a trailing JSON over the scratch's reserve.
         suspect: k % 50 === 7 ? { reason: `r_${i}_${'x'.repeat(55)}`, sinceMs: k } : null,
       })),
     }));
