@@ -88,3 +88,19 @@ export function processMatches(pid: number, marker: string): boolean {
     return true;
   }
 }
+
+/**
+ * CPU time a process has used so far, µs (user and system, all its threads), from /proc/<pid>/stat
+ * (Linux; in USER_HZ, 100 per second). Null when the process or /proc is not there. Benchmarks use it
+ * to report CPU per operation, which unlike latency does not grow when other processes compete.
+ */
+export function processCpuUs(pid: number | undefined): { user: number; sys: number } | null {
+  if (pid === undefined) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { user: Number(f[11]) * 10_000, sys: Number(f[12]) * 10_000 }; // utime, stime
+  } catch {
+    return null;
+  }
+}

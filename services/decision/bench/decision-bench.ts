@@ -66,7 +66,7 @@ import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { GatewayClient } from '@vantage/gateway-client';
-import { ensureNatsServer, freePort, INFRA_DIR, REPO_ROOT, waitFor, tcpOpen } from '@vantage/infra';
+import { ensureNatsServer, freePort, INFRA_DIR, REPO_ROOT, waitFor, tcpOpen, processCpuUs } from '@vantage/infra';
 import { lifecycleEventCodec, lifecycleSubject, observeReplyCodec, observeSubject, workerRegistrationCodec, workersSubject, type WorkerObservation } from '@vantage/protocol';
 import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
 import type { KvEvent, WorkerId } from '@vantage/types';
@@ -96,18 +96,9 @@ const log = (s: string): void => void process.stderr.write(`${s}\n`);
 
 /** Processes whose CPU time is reported per request (from /proc: unlike latency, it does not depend on what else runs). */
 const cpuOf: Record<string, ChildProcess[]> = { nats: [], decision: [], indexers: [], responder: [] };
-const TICK_US = 1e6 / 100; // USER_HZ
-
-/** User and system CPU time of a process, µs. */
+/** User and system CPU time of a process, µs (zero when it is gone). */
 function procCpuUs(pid: number | undefined): { user: number; sys: number } {
-  if (pid === undefined) return { user: 0, sys: 0 };
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { user: Number(f[11]) * TICK_US, sys: Number(f[12]) * TICK_US }; // utime, stime
-  } catch {
-    return { user: 0, sys: 0 };
-  }
+  return processCpuUs(pid) ?? { user: 0, sys: 0 };
 }
 
 function cpuSnapshot(): Record<string, number> {

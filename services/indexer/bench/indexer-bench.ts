@@ -44,7 +44,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
-import { INFRA_DIR, REPO_ROOT, natsBroker } from '@vantage/infra';
+import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuUs } from '@vantage/infra';
 import {
   bookingEventCodec,
   bookingsSubject,
@@ -190,13 +190,8 @@ async function stopChild(p: ChildProcess): Promise<void> {
  * request costs the service even on a busy machine.
  */
 function cpuUs(pid: number | undefined): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1e6) / 100; // utime + stime, in USER_HZ (100 on Linux)
-  } catch {
-    return NaN;
-  }
+  const c = processCpuUs(pid);
+  return c === null ? NaN : c.user + c.sys;
 }
 
 function metricSum(text: string, name: string, match = ''): number {

@@ -16,6 +16,11 @@
  *     streams before the service starts; measured is how fast the service
  *     empties that backlog (service healthy → last record visible). This is the
  *     service's own throughput, independent of the publisher.
+ *     Before the service starts, the same backlog goes through `bare-pipeline.ts`, the floor under
+ *     the service on this machine with the same libraries: fetch + ack alone, then fetch →
+ *     kafkajs idempotent produce → ack, without decoding, join, Avro or transactions
+ *     (`floor_*` figures; durable consumers of its own, so the streams still hold everything).
+ *     CPU per record is reported for the pipeline or service and for the brokers started here.
  *  2. live: `--rate` requests per second for `--seconds`, published while the
  *     service runs; measured are the sustained records per second (first
  *     publish → last record visible) and the end-to-end lag (publish of a
@@ -38,13 +43,14 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { connect, createInbox, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import kafkajs from 'kafkajs';
-import { freePort, INFRA_DIR, kafkaBroker, natsBroker } from '@vantage/infra';
+import { freePort, INFRA_DIR, kafkaBroker, natsBroker, processCpuUs } from '@vantage/infra';
 import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
 
 process.env['KAFKAJS_NO_PARTITIONER_WARNING'] = '1';
@@ -195,6 +201,15 @@ async function main(): Promise<void> {
   let natsUrl = process.env['NATS_URL'];
   let brokers = process.env['KAFKA_BROKERS'];
   const dir = join(INFRA_DIR, 'bench', `run-${process.pid}`);
+  /** Brokers started here (their CPU per record is reported; unknown for brokers given by URL). */
+  let natsPid: number | undefined;
+  let kafkaPid: number | undefined;
+  const cpuOf = (pid: number | undefined): number => {
+    const c = processCpuUs(pid);
+    return c === null ? NaN : c.user + c.sys;
+  };
+  /** CPU (µs) of nats-server and the Kafka broker so far. */
+  const brokerCpu = (): { nats: number; kafka: number } => ({ nats: cpuOf(natsPid), kafka: cpuOf(kafkaPid) });
   if (natsUrl === undefined || brokers === undefined) {
     mkdirSync(dir, { recursive: true });
     const t0 = Date.now();
@@ -203,6 +218,7 @@ async function main(): Promise<void> {
         if (natsUrl !== undefined) return;
         const n = await natsBroker({ dir: join(dir, 'nats'), attached: true });
         await n.start();
+        natsPid = n.pid();
         stops.push(() => n.stop(5_000));
         natsUrl = n.url;
       })(),
@@ -210,6 +226,7 @@ async function main(): Promise<void> {
         if (brokers !== undefined) return;
         const k = await kafkaBroker({ dir: join(dir, 'kafka'), attached: true, heapMb: 768 });
         await k.start();
+        kafkaPid = k.pid();
         stops.push(() => k.stop(10_000));
         brokers = k.brokers;
       })(),
@@ -292,8 +309,13 @@ async function main(): Promise<void> {
 
   // --------------------------------------------------------- backlog publish
   let backlogPubRate = 0;
+  /** CPU (µs) per published message while publishing the backlog: this publisher, and nats-server storing it. */
+  let pubCpuPerMsg = NaN;
+  let pubNatsCpuPerMsg = NaN;
   if (NB > 0) {
     const tp = performance.now();
+    const pc0 = process.cpuUsage();
+    const pb0 = brokerCpu();
     for (let i = 0; i < NB; i++) {
       const w = publishRequest(i);
       if (w !== undefined) await w;
@@ -301,10 +323,64 @@ async function main(): Promise<void> {
     await pub.drain();
     const secs = (performance.now() - tp) / 1000;
     backlogPubRate = (NB * (EVENTS + 1)) / secs;
+    const pc = process.cpuUsage(pc0);
+    pubCpuPerMsg = (pc.user + pc.system) / (NB * (EVENTS + 1));
+    pubNatsCpuPerMsg = (brokerCpu().nats - pb0.nats) / (NB * (EVENTS + 1));
     const stored = await streamCounts();
-    say(`backlog: published ${NB} requests (${NB * (EVENTS + 1)} messages, ${stored} in the streams) in ${secs.toFixed(1)} s = ${Math.round(backlogPubRate)} messages/s on ${CONNECTIONS} connection(s); ${pub.errors} error replies, ${pub.failed} failed`);
+    say(
+      `backlog: published ${NB} requests (${NB * (EVENTS + 1)} messages, ${stored} in the streams) in ${secs.toFixed(1)} s = ${Math.round(backlogPubRate)} messages/s on ${CONNECTIONS} connection(s); ` +
+        `${pub.errors} error replies, ${pub.failed} failed; CPU per message: publisher ${pubCpuPerMsg.toFixed(1)} µs, nats-server ${pubNatsCpuPerMsg.toFixed(1)} µs`,
+    );
     if (stored !== NB * (EVENTS + 1)) throw new Error(`streams hold ${stored} messages, expected ${NB * (EVENTS + 1)}`);
   }
+
+  // ------------------------------------------------------------ bare floor
+  // The same backlog through bare-pipeline.ts (durable consumers of its own; the streams keep
+  // every message for the service): fetch + ack alone, then fetch + Kafka + ack. What the service
+  // adds on top (decoding, join, Avro, transactions, bookkeeping) is the difference.
+  const bareTopic = `bench-bare-${runId}`;
+  await admin.createTopics({ waitForLeaders: true, topics: [{ topic: bareTopic, numPartitions: 6 }] });
+  const runBare = async (withKafka: boolean): Promise<Record<string, number | null> | null> => {
+    if (NB === 0) return null;
+    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./bare-pipeline.ts', import.meta.url))], {
+      env: {
+        ...process.env,
+        BARE_NATS_URL: natsUrl as string,
+        BARE_KAFKA_BROKERS: kafkaBrokers.join(','),
+        BARE_STREAMS: `${decStream},${lcStream}`,
+        BARE_MESSAGES: String(NB * (EVENTS + 1)),
+        BARE_DURABLE: `bare-${withKafka ? 'kafka' : 'nats'}-${runId}`,
+        BARE_KAFKA: withKafka ? '1' : '0',
+        BARE_TOPIC: bareTopic,
+        BARE_OUTCOME_BYTES: String(outcomeSized.length),
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout?.on('data', (b: Buffer) => (out += b.toString()));
+    const b0 = brokerCpu();
+    const code = await new Promise<number | null>((r) => child.once('exit', r));
+    const b1 = brokerCpu();
+    const line = out.trim().split('\n').pop() ?? '';
+    if (code !== 0 || !line.startsWith('{')) {
+      say(`bare pipeline (${withKafka ? 'with Kafka' : 'NATS only'}) failed: exit ${code}`);
+      return null;
+    }
+    const r = JSON.parse(line) as Record<string, number | null>;
+    // Broker CPU over the child's whole life (its set-up and tear-down included: an upper bound).
+    const per = withKafka ? (r.records ?? 0) : (r.messages ?? 0);
+    r.nats_cpu_us = Math.round((b1.nats - b0.nats) / Math.max(1, per));
+    r.kafka_cpu_us = withKafka ? Math.round((b1.kafka - b0.kafka) / Math.max(1, per)) : null;
+    return r;
+  };
+  const bareNats = await runBare(false);
+  if (bareNats) say(`floor, NATS only (fetch + ack, no Kafka): ${bareNats.messages_per_s} messages/s; CPU per message: pipeline ${bareNats.cpu_us_per_message} µs, nats-server ${bareNats.nats_cpu_us} µs`);
+  const bareKafka = await runBare(true);
+  if (bareKafka)
+    say(
+      `floor, bare pipeline (fetch → kafkajs idempotent produce → ack, no decode/join/Avro/transactions): ${bareKafka.records_per_s} records/s (${bareKafka.messages_per_s} messages/s); ` +
+        `CPU per record: pipeline ${bareKafka.cpu_us_per_record} µs, nats-server ${bareKafka.nats_cpu_us} µs, Kafka broker ${bareKafka.kafka_cpu_us} µs`,
+    );
 
   // ------------------------------------------------------------------ reader
   // read_committed consumers on both topics, started before the service.
@@ -412,6 +488,7 @@ async function main(): Promise<void> {
   };
   const CPU_RE = /^process_cpu_seconds_total(?:\{[^}]*\})? ([\d.e+-]+)/gm;
   const cpuAtHealthy = await metric(CPU_RE);
+  const brokersAtHealthy = brokerCpu();
   const TXN_RE = /^vantage_outcome_kafka_transactions_total\{result="committed"[^}]*\} (\d+)/gm;
 
   // -------------------------------------------------------------- drain phase
@@ -419,6 +496,9 @@ async function main(): Promise<void> {
   let drainTxns: number | null = null;
   /** Service CPU (user + system) per record while draining: independent of what else runs on the machine. */
   let drainCpuUsPerRecord: number | null = null;
+  /** nats-server's and the Kafka broker's CPU per record while draining (µs; NaN for brokers not started here). */
+  let drainNatsCpu = NaN;
+  let drainKafkaCpu = NaN;
   if (NB > 0) {
     const deadline = performance.now() + 300_000;
     while (backlogDoneAt === 0 && performance.now() < deadline) await sleep(50);
@@ -426,6 +506,9 @@ async function main(): Promise<void> {
     drainTxns = await metric(TXN_RE);
     const cpu = await metric(CPU_RE);
     if (cpu !== null && cpuAtHealthy !== null) drainCpuUsPerRecord = ((cpu - cpuAtHealthy) * 1e6) / Math.max(1, backlogSeen);
+    const b = brokerCpu();
+    drainNatsCpu = (b.nats - brokersAtHealthy.nats) / Math.max(1, backlogSeen);
+    drainKafkaCpu = (b.kafka - brokersAtHealthy.kafka) / Math.max(1, backlogSeen);
     say(`drain: ${backlogSeen} of ${2 * NB} backlog records visible ${drainSecs.toFixed(1)} s after the service was healthy = ${Math.round(backlogSeen / drainSecs)} records/s, ${drainTxns ?? '?'} transactions`);
   }
 
@@ -468,7 +551,7 @@ async function main(): Promise<void> {
   await jsm.streams.delete(decStream).catch(() => {});
   await jsm.streams.delete(lcStream).catch(() => {});
   await Promise.all(pubConns.map((c) => c.close()));
-  await admin.deleteTopics({ topics: [baseTopic, ...Object.values(topics)] }).catch(() => {});
+  await admin.deleteTopics({ topics: [baseTopic, bareTopic, ...Object.values(topics)] }).catch(() => {});
   await admin.disconnect();
   const startedBrokers = stops.length > 1;
   for (const s of stops) await s().catch(() => {});
@@ -493,15 +576,46 @@ async function main(): Promise<void> {
     transactions: txns,
     drain_transactions: drainTxns,
     drain_service_cpu_us_per_record: drainCpuUsPerRecord === null ? null : Math.round(drainCpuUsPerRecord),
+    drain_nats_cpu_us_per_record: Number.isFinite(drainNatsCpu) ? Math.round(drainNatsCpu) : null,
+    drain_kafka_cpu_us_per_record: Number.isFinite(drainKafkaCpu) ? Math.round(drainKafkaCpu) : null,
     publisher_behind_ms: Math.round(behindMs),
     backlog_publish_msgs_per_s: Math.round(backlogPubRate),
     publish_connections: CONNECTIONS,
     baseline_records_per_s: Math.round(baselineRps),
+    floor_records_per_s: bareKafka?.records_per_s ?? null,
+    floor_cpu_us_per_record: bareKafka?.cpu_us_per_record ?? null,
+    floor_nats_only_messages_per_s: bareNats?.messages_per_s ?? null,
+    floor_nats_only_cpu_us_per_message: bareNats?.cpu_us_per_message ?? null,
+    floor_nats_cpu_us_per_record: bareKafka?.nats_cpu_us ?? null,
+    floor_kafka_cpu_us_per_record: bareKafka?.kafka_cpu_us ?? null,
+    publish_cpu_us_per_message: Number.isFinite(pubCpuPerMsg) ? round1(pubCpuPerMsg) : null,
+    publish_nats_cpu_us_per_message: Number.isFinite(pubNatsCpuPerMsg) ? round1(pubNatsCpuPerMsg) : null,
   };
-  say(`drain: ${result.drain_records_per_s ?? '-'} records/s (backlog of ${2 * NB} records), service CPU ${result.drain_service_cpu_us_per_record ?? '-'} µs per record`);
+  // What the machine's cores could carry at most, from the CPU each live record needs of every
+  // process (floor pipeline, its brokers, and publishing its (EVENTS + 1) / 2 messages), were all
+  // of them perfectly parallel and nothing else running.
+  const floorTotal =
+    (result.floor_cpu_us_per_record ?? NaN) +
+    (result.floor_nats_cpu_us_per_record ?? NaN) +
+    (result.floor_kafka_cpu_us_per_record ?? NaN) +
+    ((EVENTS + 1) / 2) * ((result.publish_cpu_us_per_message ?? NaN) + (result.publish_nats_cpu_us_per_message ?? NaN));
+  const cores = availableParallelism();
+  Object.assign(result, {
+    floor_live_cpu_us_per_record: Number.isFinite(floorTotal) ? Math.round(floorTotal) : null,
+    floor_live_max_records_per_s: Number.isFinite(floorTotal) ? Math.round((cores * 1e6) / floorTotal) : null,
+    cores,
+  });
+  say(
+    `drain: ${result.drain_records_per_s ?? '-'} records/s (backlog of ${2 * NB} records); CPU per record: service ${result.drain_service_cpu_us_per_record ?? '-'} µs, ` +
+      `nats-server ${result.drain_nats_cpu_us_per_record ?? '-'} µs, Kafka broker ${result.drain_kafka_cpu_us_per_record ?? '-'} µs`,
+  );
   say(`live: ${liveSeen} records in ${liveSecs.toFixed(1)} s = ${result.records_per_s} records/s (${result.outcomes_per_s} outcomes/s) at ${RATE} req/s offered; lag p50 ${result.lag_p50_ms} ms, p99 ${result.lag_p99_ms} ms`);
   say(`lost ${lost}, duplicated ${duplicated} (both phases, read back read_committed)`);
   say(`baseline: ${result.baseline_records_per_s} records/s (bare producer, no NATS/join/transactions)`);
+  if (Number.isFinite(floorTotal))
+    say(
+      `floor, live: ${Math.round(floorTotal)} µs of CPU per record over all processes (bare pipeline, brokers, publishing) → at most ${Math.round((cores * 1e6) / floorTotal)} records/s on ${cores} cores`,
+    );
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
 }
