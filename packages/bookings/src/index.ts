@@ -4,6 +4,7 @@ export {
   DEFAULT_TOMBSTONE_CAPACITY,
   validateWorkerCapacity,
   type BookingLedgerOptions,
+  type RankRef,
 } from './ledger';
 export {
   applyActiveSequenceEvent,

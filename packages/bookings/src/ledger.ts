@@ -56,14 +56,16 @@ interface BookingRecord {
   readonly rank: RankState;
 }
 
-/** Running totals for one (worker, dp rank); every field is kept exact incrementally. */
-class RankState {
+/**
+ * Running totals for one (worker, dp rank); every field is kept exact incrementally. The rank is its
+ * own active-block map (sequence hash → number of live bookings on this rank that contain it, seed
+ * 002's map; `size` is the active block count): one object fewer to reach per rank on a query.
+ */
+class RankState extends BlockRefs {
   requests = 0;
   prefillRequests = 0;
   trackedPrefillTokens = 0;
   expectedOutputTokens = 0;
-  /** Sequence hash → number of live bookings on this rank that contain it (seed 002's active-block map). */
-  readonly blockRefs = new BlockRefs();
   readonly bookings = new Set<BookingRecord>();
   lastChangeMs: number | null = null;
   /** `prepareChain` result for this rank: the active prefix length of the prepared chain, valid when `queryId` is the ledger's. */
@@ -71,6 +73,32 @@ class RankState {
   queryPrefix = 0;
 
   constructor(
+    readonly workerId: WorkerId,
+    readonly dpRank: number,
+  ) {
+    super();
+  }
+}
+
+/**
+ * A (worker, dp rank) resolved in the ledger once, for a caller that reads the same ranks query
+ * after query (observe reads every rank of the pool on every query): `loadOfRef` and
+ * `newBlocksOfRef` then skip the two map lookups per rank. Made by `rankRef`; valid for the
+ * ledger's life: it resolves itself again whenever a worker or rank has been added, removed or
+ * re-registered since (the ledger's structure version), never on bookings of ranks it knows.
+ */
+export interface RankRef {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+}
+
+class Ref implements RankRef {
+  /** The ledger's structure version this was resolved at (-1: never). */
+  version = -1;
+  rank: RankState | undefined = undefined;
+  cap: WorkerCapacity | null = null;
+  constructor(
+    readonly ledger: BookingLedger,
     readonly workerId: WorkerId,
     readonly dpRank: number,
   ) {}
@@ -181,6 +209,11 @@ export class BookingLedger {
   #queryId = 0;
   /** Scratch for the prefix lengths at which the number of ranks holding the prepared chain drops. */
   #drops: number[] = [];
+  /**
+   * Bumped whenever a worker entry or rank state is created or dropped, or a capacity replaced: what
+   * a `RankRef` resolved may then be stale. Bookings on known ranks leave it alone.
+   */
+  #structure = 0;
 
   constructor(options: BookingLedgerOptions) {
     if (!isPosInt(options.blockSize)) throw new RangeError('blockSize must be a positive integer');
@@ -224,6 +257,7 @@ export class BookingLedger {
       return { kind: 'invalid', reason: why };
     }
     const frozen = Object.freeze({ ...capacity });
+    this.#structure++;
     const entry = this.#workers.get(workerId);
     if (entry === undefined) {
       this.#workers.set(workerId, { capacity: frozen, ranks: new Map(), lastChangeMs: now });
@@ -263,6 +297,7 @@ export class BookingLedger {
       }
     }
     this.#workers.delete(workerId);
+    this.#structure++;
     this.#counters.droppedByWorkerRemoval += dropped;
     if (entry.capacity !== null) this.#counters.workersRemoved++;
     return dropped;
@@ -308,6 +343,7 @@ export class BookingLedger {
       // load is real, so it is tracked with unknown capacity.
       entry = { capacity: null, ranks: new Map(), lastChangeMs: null };
       this.#workers.set(input.workerId, entry);
+      this.#structure++;
     }
     const cap = entry.capacity;
     if (cap !== null && (input.dpRank < cap.dpStartRank || input.dpRank >= cap.dpStartRank + cap.dpSize)) {
@@ -317,6 +353,7 @@ export class BookingLedger {
     if (rank === undefined) {
       rank = new RankState(input.workerId, input.dpRank);
       entry.ranks.set(input.dpRank, rank);
+      this.#structure++;
     }
 
     const blockSize = cap?.blockSize ?? this.#blockSize;
@@ -348,7 +385,7 @@ export class BookingLedger {
       rank.trackedPrefillTokens += prefillTokens;
     }
     if (record.expectedOutputTokens !== null) rank.expectedOutputTokens += record.expectedOutputTokens;
-    const refs = rank.blockRefs;
+    const refs: BlockRefs = rank;
     const holders = this.#holders;
     const hv = halves(record.sequenceHashes);
     for (let i = 0; i < hv.length; i += 2) if (refs.add(hv[i]!, hv[i + 1]!)) holders.add(hv[i]!, hv[i + 1]!);
@@ -461,11 +498,57 @@ export class BookingLedger {
     out.prefillRequests = rank?.prefillRequests ?? 0;
     out.trackedPrefillTokens = tracked;
     out.prefillPressure = budget !== null && budget > 0 ? tracked / budget : null;
-    out.activeBlocks = rank?.blockRefs.size ?? 0;
+    out.activeBlocks = rank?.size ?? 0;
     out.totalKvBlocks = cap?.totalKvBlocks ?? null;
     out.expectedOutputTokens = rank?.expectedOutputTokens ?? 0;
     out.lastChangeMs = rank?.lastChangeMs ?? null;
     return out;
+  }
+
+  /** A resolved handle on (worker, dp rank) for `loadOfRef` and `newBlocksOfRef` (see `RankRef`). */
+  rankRef(workerId: WorkerId, dpRank: number): RankRef {
+    return new Ref(this, workerId, dpRank);
+  }
+
+  #resolved(ref: RankRef): Ref {
+    if (!(ref instanceof Ref) || ref.ledger !== this) throw new TypeError('not a RankRef of this ledger');
+    if (ref.version !== this.#structure) {
+      const entry = this.#workers.get(ref.workerId);
+      ref.rank = entry?.ranks.get(ref.dpRank);
+      ref.cap = entry?.capacity ?? null;
+      ref.version = this.#structure;
+    }
+    return ref;
+  }
+
+  /** `loadInto` for a rank given by its `RankRef`: the same values, without looking the rank up. */
+  loadOfRef(ref: RankRef, out: WorkerLoadRecord): WorkerLoad {
+    const r = this.#resolved(ref);
+    const cap = r.cap;
+    const rank = r.rank;
+    const tracked = rank?.trackedPrefillTokens ?? 0;
+    const budget = cap?.maxNumBatchedTokens ?? null;
+    out.workerId = r.workerId;
+    out.dpRank = r.dpRank;
+    out.registered = cap !== null;
+    out.schedulable = cap?.schedulable ?? null;
+    out.requests = rank?.requests ?? 0;
+    out.prefillRequests = rank?.prefillRequests ?? 0;
+    out.trackedPrefillTokens = tracked;
+    out.prefillPressure = budget !== null && budget > 0 ? tracked / budget : null;
+    out.activeBlocks = rank?.size ?? 0;
+    out.totalKvBlocks = cap?.totalKvBlocks ?? null;
+    out.expectedOutputTokens = rank?.expectedOutputTokens ?? 0;
+    out.lastChangeMs = rank?.lastChangeMs ?? null;
+    return out;
+  }
+
+  /** `newBlocksOfChain` for a rank given by its `RankRef`: the same value, without looking the rank up. */
+  newBlocksOfRef(ref: RankRef, chain: BigUint64Array): number {
+    const rank = this.#resolved(ref).rank;
+    if (chain === this.#prepared) return rank !== undefined && rank.queryId === this.#queryId ? chain.length - rank.queryPrefix : chain.length;
+    if (rank === undefined || rank.size === 0) return chain.length;
+    return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
   }
 
   #lookup(workerId: WorkerId, dpRank: number): void {
@@ -510,7 +593,7 @@ export class BookingLedger {
    * (`decode_blocks = active_blocks + new blocks`). O(blocks of the request).
    */
   newBlocks(workerId: WorkerId, dpRank: number, sequenceHashes: BigUint64Array): number {
-    const refs = this.#workers.get(workerId)?.ranks.get(dpRank)?.blockRefs;
+    const refs: BlockRefs | undefined = this.#workers.get(workerId)?.ranks.get(dpRank);
     if (refs === undefined || refs.size === 0) return sequenceHashes.length;
     const hv = halves(sequenceHashes);
     let fresh = 0;
@@ -529,9 +612,8 @@ export class BookingLedger {
     this.#lookup(workerId, dpRank);
     const rank = this.#memoRank;
     if (chain === this.#prepared) return rank !== undefined && rank.queryId === this.#queryId ? chain.length - rank.queryPrefix : chain.length;
-    const refs = rank?.blockRefs;
-    if (refs === undefined || refs.size === 0) return chain.length;
-    return chain.length - activeChainPrefix(refs, this.#halvesOf(chain), chain.length);
+    if (rank === undefined || rank.size === 0) return chain.length;
+    return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
   }
 
   /**
@@ -564,7 +646,7 @@ export class BookingLedger {
     for (const rank of cands.keys()) {
       // Largest drop length p whose last block seq[p-1] the rank holds (its prefix ends at a drop).
       // Every candidate holds seq[0] and so the whole stretch up to the first drop: that one needs no lookup.
-      const refs = rank.blockRefs;
+      const refs: BlockRefs = rank;
       let lo = 1;
       let hi = drops.length - 1;
       let best = drops[0]!;
@@ -628,7 +710,7 @@ export class BookingLedger {
     if (b.expectedOutputTokens !== null) {
       rank.expectedOutputTokens = this.#dec(rank.expectedOutputTokens, b.expectedOutputTokens);
     }
-    const refs = rank.blockRefs;
+    const refs: BlockRefs = rank;
     const holders = this.#holders;
     const hv = halves(b.sequenceHashes);
     for (let i = 0; i < hv.length; i += 2) {
@@ -654,8 +736,8 @@ export class BookingLedger {
       // traffic alone must not accumulate once their work is gone.
       const cap = entry.capacity;
       const registeredRank = cap !== null && b.dpRank >= cap.dpStartRank && b.dpRank < cap.dpStartRank + cap.dpSize;
-      if (!registeredRank) entry.ranks.delete(b.dpRank);
-      if (cap === null && entry.ranks.size === 0) this.#workers.delete(b.workerId);
+      if (!registeredRank && entry.ranks.delete(b.dpRank)) this.#structure++;
+      if (cap === null && entry.ranks.size === 0 && this.#workers.delete(b.workerId)) this.#structure++;
     }
   }
 }
@@ -742,7 +824,7 @@ function loadOf(workerId: WorkerId, dpRank: number, cap: WorkerCapacity | null, 
     trackedPrefillTokens: tracked,
     // An advertised budget of 0 is as unknown as a missing one: never divide by it.
     prefillPressure: budget !== null && budget > 0 ? tracked / budget : null,
-    activeBlocks: rank?.blockRefs.size ?? 0,
+    activeBlocks: rank?.size ?? 0,
     totalKvBlocks: cap?.totalKvBlocks ?? null,
     expectedOutputTokens: rank?.expectedOutputTokens ?? 0,
     lastChangeMs: rank?.lastChangeMs ?? null,

@@ -114,3 +114,83 @@ describe('BookingLedger.prepareChain', () => {
     expect(ledger.newBlocksOfChain(w, 0, chain)).toBe(4);
   });
 });
+
+describe('BookingLedger.rankRef', () => {
+  type RefOp = Op | { k: 'setWorker'; w: number; dpSize: number; budget: number | null } | { k: 'prefill'; id: number };
+  const refOpArb: fc.Arbitrary<RefOp> = fc.oneof(
+    { weight: 8, arbitrary: opArb },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        k: fc.constant('setWorker' as const),
+        w: fc.integer({ min: 0, max: WORKERS.length - 1 }),
+        dpSize: fc.integer({ min: 1, max: 2 }),
+        budget: fc.option(fc.integer({ min: 0, max: 4096 })),
+      }),
+    },
+    { weight: 1, arbitrary: fc.record({ k: fc.constant('prefill' as const), id: fc.integer({ min: 0, max: 30 }) }) },
+  );
+
+  it('reads the same load and new-block counts as the lookups by id, held across any history', () => {
+    fc.assert(
+      fc.property(fc.integer(), fc.array(refOpArb, { maxLength: 120 }), (seed, ops) => {
+        const chains = bases(seed);
+        const ledger = new BookingLedger({ blockSize: 16, ttlMs: 50 });
+        // Made before anything exists, and kept: each must follow its rank being created, dropped and re-created.
+        const refs = WORKERS.flatMap((w) => [0, 1, 2].map((r) => ledger.rankRef(w, r)));
+        const out = (): Record<string, unknown> => ({});
+        let now = 0;
+        const check = (q: BigUint64Array | null): void => {
+          for (const ref of refs) {
+            expect(ledger.loadOfRef(ref, out() as never)).toEqual(ledger.load(ref.workerId, ref.dpRank));
+            if (q !== null) expect(ledger.newBlocksOfRef(ref, q)).toBe(ledger.newBlocks(ref.workerId, ref.dpRank, q));
+          }
+        };
+        for (const op of ops) {
+          now++;
+          if (op.k === 'book') {
+            ledger.book({
+              requestId: `r${op.id}`,
+              workerId: WORKERS[op.w]!,
+              dpRank: op.r,
+              promptTokens: op.len * 16,
+              overlapBlocks: 0,
+              sequenceHashes: chains[op.base]!.subarray(0, op.len),
+              expectedOutputTokens: op.id % 3 === 0 ? null : op.id,
+              source: 'decision_service',
+              nowMs: now,
+            });
+          } else if (op.k === 'release') ledger.release(`r${op.id}`, 'completed', now);
+          else if (op.k === 'prefill') ledger.markPrefillComplete(`r${op.id}`, now);
+          else if (op.k === 'expire') ledger.expire((now += op.dt));
+          else if (op.k === 'removeWorker') ledger.removeWorker(WORKERS[op.w]!, now);
+          else if (op.k === 'setWorker') {
+            ledger.setWorker(
+              WORKERS[op.w]!,
+              { blockSize: 16, totalKvBlocks: 1000, maxNumBatchedTokens: op.budget, maxNumSeqs: null, dpStartRank: 0, dpSize: op.dpSize, schedulable: op.dpSize === 1 },
+              now,
+            );
+          } else {
+            const q = new BigUint64Array(op.len + op.tail);
+            q.set(chains[op.base]!.subarray(0, op.len));
+            for (let i = op.len; i < q.length; i++) q[i] = 0xdead_0000n + BigInt(i);
+            check(q); // unprepared
+            ledger.prepareChain(q);
+            check(q); // prepared
+            continue;
+          }
+          check(null);
+        }
+      }),
+      { seed: 0x5eaf, numRuns: 300 },
+    );
+  });
+
+  it('refuses a handle of another ledger', () => {
+    const a = new BookingLedger({ blockSize: 16 });
+    const b = new BookingLedger({ blockSize: 16 });
+    const ref = a.rankRef(1n as WorkerId, 0);
+    expect(() => b.loadOfRef(ref, {} as never)).toThrow(TypeError);
+    expect(() => b.loadOfRef({ workerId: 1n as WorkerId, dpRank: 0 }, {} as never)).toThrow(TypeError);
+  });
+});

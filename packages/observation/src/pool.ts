@@ -5,10 +5,11 @@
  * writer), so an `observe` never sees a half-applied event; the offline tools
  * can drive the very same class without NATS.
  */
-import { BookingLedger, applyActiveSequenceEvent, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
+import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
 import { PrefixIndex, type ApplyResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
+  SelectionScratch,
   seededRng,
   selectWorker,
   type CandidateInput,
@@ -107,15 +108,25 @@ interface WorkerSlot {
   readonly ranks: RankSlot[];
 }
 
-/** One (worker, dp rank): what observe enumerates. Exposed read-only through `knownRanks()`. */
+/**
+ * One (worker, dp rank): what observe enumerates. Exposed read-only through `knownRanks()`.
+ * Observe reads every rank of the pool on every query, usually with the CPU's caches cold (one
+ * request at a time, other processes in between), so what it needs of a rank is reachable from
+ * here in as few steps as possible: the worker's registration is mirrored here, the ledger's
+ * state is reached through a resolved handle, and the transient answer's records hang off it.
+ */
 interface RankSlot {
   readonly workerId: WorkerId;
   readonly dpRank: number;
   readonly worker: WorkerSlot;
+  /** The worker's registration (`worker.reg`) and its capacity, mirrored: set by `register`. */
+  reg: Registration | undefined;
   /** The rank's own last load report (`kv_metrics`). */
   report: LoadReport | null;
   /** Position in the sorted rank list (valid while that list is). */
   pos: number;
+  /** The rank in the booking ledger, resolved once. */
+  readonly ref: RankRef;
   /** This rank's records in `observeTransient` answers, overwritten by each one (null until first used). */
   scratch: RankScratch | null;
 }
@@ -166,13 +177,20 @@ export class PoolState {
   private sortedRanks: RankSlot[] | null = null;
   /** Bumped whenever a rank slot is added or removed. */
   private generation = 0;
-  /** The rank slot of each entry of the last match result, valid for `matchGeneration` if the match lists the same ranks. */
+  /**
+   * The rank slot of each entry of the last match result, valid for `matchGeneration` if the match
+   * lists the same ranks (checked against flat copies of their ids, not the slots themselves).
+   */
   private matchSlots: RankSlot[] = [];
+  private matchIds: bigint[] = [];
+  private matchRanks = new Uint32Array(0);
   private matchGeneration = -1;
   /** Scratch for a prompt's sequence hashes (observe is synchronous and never hands them out). */
   private seqScratch = new BigUint64Array(0);
   /** Arrays of the last `observeTransient` answer, reused by the next one. */
   private readonly scratch: ObserveScratch = { matches: [], workers: [], candidates: [], costs: [], eligibleIdx: [], eligible: [] };
+  /** Score records of the last `observeTransient` selection, reused by the next one. */
+  private readonly selectionScratch = new SelectionScratch();
 
   constructor(opts: PoolOptions) {
     this.opts = opts;
@@ -195,7 +213,7 @@ export class PoolState {
 
   private rankSlot(w: WorkerSlot, dpRank: number): RankSlot {
     for (const r of w.ranks) if (r.dpRank === dpRank) return r;
-    const r: RankSlot = { workerId: w.workerId, dpRank, worker: w, report: null, pos: -1, scratch: null };
+    const r: RankSlot = { workerId: w.workerId, dpRank, worker: w, reg: w.reg, report: null, pos: -1, ref: this.ledger.rankRef(w.workerId, dpRank), scratch: null };
     w.ranks.push(r);
     this.sortedRanks = null;
     this.generation++;
@@ -286,7 +304,9 @@ export class PoolState {
     const r = this.ledger.setWorker(workerId, capacity, nowMs);
     if (r.kind === 'invalid') return r.reason ?? 'invalid capacity';
     this.counters.registrations++;
-    this.workerSlot(workerId).reg = { capacity, ttlMs, atMs: nowMs, static: isStatic };
+    const w = this.workerSlot(workerId);
+    w.reg = { capacity, ttlMs, atMs: nowMs, static: isStatic };
+    for (const r of w.ranks) r.reg = w.reg;
     for (let i = 0; i < capacity.dpSize; i++) this.touch(workerId, capacity.dpStartRank + i, nowMs);
     return undefined;
   }
@@ -352,11 +372,12 @@ export class PoolState {
   private slotsOf(ws: readonly WorkerMatch[]): RankSlot[] {
     const prev = this.matchSlots;
     if (this.matchGeneration === this.generation && prev.length === ws.length) {
+      const ids = this.matchIds;
+      const dps = this.matchRanks;
       let same = true;
       for (let i = 0; i < ws.length; i++) {
         const w = ws[i]!;
-        const s = prev[i]!;
-        if (w.workerId !== s.workerId || w.dpRank !== s.dpRank) {
+        if (w.workerId !== ids[i] || w.dpRank !== dps[i]) {
           same = false;
           break;
         }
@@ -366,6 +387,8 @@ export class PoolState {
     const out = new Array<RankSlot>(ws.length);
     for (let i = 0; i < ws.length; i++) out[i] = this.rankSlot(this.workerSlot(ws[i]!.workerId), ws[i]!.dpRank);
     this.matchSlots = out;
+    this.matchIds = ws.map((w) => w.workerId);
+    this.matchRanks = Uint32Array.from(ws, (w) => w.dpRank);
     this.matchGeneration = this.generation;
     return out;
   }
@@ -420,19 +443,18 @@ export class PoolState {
     let pendingTokens = 0;
     for (let i = 0; i < n; i++) {
       const r = ranks[i]!;
-      const { workerId, dpRank } = r;
       const match = matches[i]!;
-      const reg = r.worker.reg;
+      const reg = r.reg;
       const rs = reuse ? (r.scratch ??= newRankScratch(r)) : newRankScratch(r);
-      const load = this.ledger.loadInto(workerId, dpRank, rs.load);
+      const load = this.ledger.loadOfRef(r.ref, rs.load);
       const device = match?.deviceBlocks ?? 0;
-      const newRequestBlocks = seq ? this.ledger.newBlocksOfChain(workerId, dpRank, seq) + beyondChain : requestBlocks;
+      const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + beyondChain : requestBlocks;
       const registered = reg !== undefined;
       const schedulable = reg ? reg.capacity.schedulable : null;
       const capacity = reg ? reg.capacity : null;
       const effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
       // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
-      const suspect = match ? match.suspect : this.index.suspectOf(workerId, dpRank);
+      const suspect = match ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
       const lastEventMs = match?.lastEventMs ?? null;
       const lastSeenMs = r.worker.lastSeen;
       const hostOverlapBlocks = Math.max(0, (match?.hostBlocks ?? 0) - device);
@@ -476,7 +498,7 @@ export class PoolState {
     }
     const selection =
       promptTokens > 0
-        ? selectWorker(this.opts.selection, { isl: promptTokens, blockSize: this.blockSize }, eligible, this.rng)
+        ? selectWorker(this.opts.selection, { isl: promptTokens, blockSize: this.blockSize }, eligible, this.rng, reuse ? this.selectionScratch : undefined)
         : ({ chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' } as SelectionResult);
     const costs = nulls(sc?.costs, n);
     for (let j = 0; j < selection.scores.length; j++) {

@@ -124,11 +124,14 @@ describe('PoolState.observe', () => {
     expect(o.workers[0]!.suspect?.reason).toBe('event_gap');
   });
 
-  it('observeTransient answers exactly what observe does, while its records are reused query after query', () => {
+  it.each([
+    ['sampled', { kind: 'kv_router', formula: 'prefill_load_scale', temperature: 0.5 }],
+    ['lowest cost', { kind: 'kv_router', formula: 'prefill_load_scale' }],
+    ['lowest cost, April 2026 formula', { kind: 'kv_router', formula: 'overlap_weight' }],
+  ] as const)('observeTransient answers exactly what observe does, while its records are reused query after query (%s)', (_n, selection) => {
     // Two pools fed the same messages with the same selection seed: one answers through observe,
     // the other through observeTransient (which overwrites one set of records per rank).
-    const mk = (): PoolState =>
-      new PoolState({ pool: 'p', blockSize: BS, selection: { kind: 'kv_router', formula: 'prefill_load_scale', temperature: 0.5 }, bookingTtlMs: 300_000, workerTtlMs: 60_000 });
+    const mk = (): PoolState => new PoolState({ pool: 'p', blockSize: BS, selection, bookingTtlMs: 300_000, workerTtlMs: 60_000 });
     const a = mk();
     const b = mk();
     const W3 = 0x8000_0000_0000_0001n as WorkerId;
@@ -147,8 +150,14 @@ describe('PoolState.observe', () => {
       (p) => p.applyKvEvent({ ...stored(W3, prompt, 4, 3n) }, 15), // event-id gap: W3 suspect
       (p) => p.removeWorker(W1, 16),
       (p) => p.ledger.release('x', 'completed', 17),
+      // Re-registrations, and bookings that create ledger state after the pool first read a rank.
+      (p) => p.register(W2, { ...cap, dpSize: 2, maxNumBatchedTokens: 32, schedulable: false }, null, 18),
+      (p) => p.ledger.book({ requestId: 'y', workerId: W3, dpRank: 0, promptTokens: 16, overlapBlocks: 0, sequenceHashes: hashPrompt(other, BS).sequence, source: 'local', nowMs: 19 }),
+      (p) => p.register(W1, { ...cap, totalKvBlocks: 7 }, null, 20),
+      (p) => p.ledger.book({ requestId: 'z', workerId: W1, dpRank: 0, promptTokens: 16, overlapBlocks: 0, sequenceHashes: hashPrompt(prompt, BS).sequence, source: 'local', nowMs: 21 }),
+      (p) => p.register(W2, { ...cap, dpSize: 2 }, null, 22),
     ];
-    let t = 20;
+    let t = 30;
     for (const step of steps) {
       step(a);
       step(b);
@@ -161,6 +170,12 @@ describe('PoolState.observe', () => {
         const fresh = a.observe(local, n, t);
         const transient = b.observeTransient(local, n, t);
         expect(transient).toEqual(fresh);
+        // Registration and booked load as the pool and the ledger report them when asked directly.
+        for (const w of fresh.workers) {
+          const reg = a.registration(w.workerId);
+          expect([w.registered, w.schedulable, w.capacity]).toEqual([reg !== undefined, reg ? reg.capacity.schedulable : null, reg ? reg.capacity : null]);
+          expect(w.load).toEqual(a.ledger.load(w.workerId, w.dpRank));
+        }
         t++;
       }
     }

@@ -10,7 +10,7 @@ export type {
   SelectionResult,
 } from './types';
 export type { KvRouterPolicy, KvRouterOverlapWeightPolicy, KvRouterPrefillScalePolicy } from './kv-router';
-export { KV_ROUTER_DEFAULTS, overlapWeightCost, prefillScaleCost, softmaxProbabilities, selectKvRouter } from './kv-router';
+export { KV_ROUTER_DEFAULTS, SelectionScratch, overlapWeightCost, prefillScaleCost, softmaxProbabilities, selectKvRouter } from './kv-router';
 export type { LlmdPolicy } from './llmd';
 export { LLMD_DEFAULTS, selectLlmd } from './llmd';
 export type { SelectionPolicy, RoundRobinPolicy, RandomPolicy } from './select';

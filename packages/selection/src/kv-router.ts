@@ -83,21 +83,44 @@ function decodeBlocksOf(req: SelectionRequest, c: CandidateInput): number {
   return c.activeDecodeBlocks + Math.max(0, fresh);
 }
 
+type Terms = Record<string, number>;
+
+/** A terms record of the April 2026 formula (keys in the order the reply reports them). */
+const overlapWeightTerms = (): Terms => ({ overlapBlocks: 0, uncachedTokens: 0, prefillTokens: 0, prefillBlocks: 0, decodeBlocks: 0 });
+
+/** A terms record of the later-2026 formula (keys in the order the reply reports them). */
+const prefillScaleTerms = (): Terms => ({
+  overlapBlocks: 0,
+  rawPrefillBlocks: 0,
+  overlapCreditBlocks: 0,
+  adjustedPrefillBlocks: 0,
+  prefillCostBlocks: 0,
+  decodeBlocks: 0,
+  activeRequestCost: 0,
+});
+
 /** Cost and its terms for one candidate under the April 2026 formula. */
 export function overlapWeightCost(
   req: SelectionRequest,
   c: CandidateInput,
   overlapScoreWeight: number = KV_ROUTER_DEFAULTS.overlapScoreWeight,
 ): { cost: number; terms: Record<string, number> } {
+  const terms = overlapWeightTerms();
+  return { cost: overlapWeightInto(req, c, overlapScoreWeight, terms), terms };
+}
+
+/** `overlapWeightCost` writing its terms into `t` (made by `overlapWeightTerms`); returns the cost. */
+function overlapWeightInto(req: SelectionRequest, c: CandidateInput, overlapScoreWeight: number, t: Terms): number {
   const bs = req.blockSize;
   const uncached = Math.max(0, req.isl - c.overlapBlocks * bs);
   const prefillTokens = c.activePrefillTokens + uncached;
   const decodeBlocks = decodeBlocksOf(req, c);
-  const cost = (overlapScoreWeight * prefillTokens) / bs + decodeBlocks;
-  return {
-    cost,
-    terms: { overlapBlocks: c.overlapBlocks, uncachedTokens: uncached, prefillTokens, prefillBlocks: prefillTokens / bs, decodeBlocks },
-  };
+  t.overlapBlocks = c.overlapBlocks;
+  t.uncachedTokens = uncached;
+  t.prefillTokens = prefillTokens;
+  t.prefillBlocks = prefillTokens / bs;
+  t.decodeBlocks = decodeBlocks;
+  return (overlapScoreWeight * prefillTokens) / bs + decodeBlocks;
 }
 
 /** Cost and its terms for one candidate under the later-2026 formula. */
@@ -106,6 +129,12 @@ export function prefillScaleCost(
   c: CandidateInput,
   p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'> = {},
 ): { cost: number; terms: Record<string, number> } {
+  const terms = prefillScaleTerms();
+  return { cost: prefillScaleInto(req, c, p, terms), terms };
+}
+
+/** `prefillScaleCost` writing its terms into `t` (made by `prefillScaleTerms`); returns the cost. */
+function prefillScaleInto(req: SelectionRequest, c: CandidateInput, p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'>, t: Terms): number {
   const bs = req.blockSize;
   const credit = p.overlapScoreCredit ?? KV_ROUTER_DEFAULTS.overlapScoreCredit;
   const scale = p.prefillLoadScale ?? KV_ROUTER_DEFAULTS.prefillLoadScale;
@@ -118,19 +147,29 @@ export function prefillScaleCost(
   const adjustedPrefillBlocks = Math.max(0, rawPrefillBlocks - overlapCreditBlocks);
   const decodeBlocks = decodeBlocksOf(req, c);
   const activeRequestCost = reqWeight * c.activeRequests;
-  const cost = scale * adjustedPrefillBlocks + decodeBlocks + activeRequestCost;
-  return {
-    cost,
-    terms: {
-      overlapBlocks: c.overlapBlocks,
-      rawPrefillBlocks,
-      overlapCreditBlocks,
-      adjustedPrefillBlocks,
-      prefillCostBlocks: scale * adjustedPrefillBlocks,
-      decodeBlocks,
-      activeRequestCost,
-    },
-  };
+  t.overlapBlocks = c.overlapBlocks;
+  t.rawPrefillBlocks = rawPrefillBlocks;
+  t.overlapCreditBlocks = overlapCreditBlocks;
+  t.adjustedPrefillBlocks = adjustedPrefillBlocks;
+  t.prefillCostBlocks = scale * adjustedPrefillBlocks;
+  t.decodeBlocks = decodeBlocks;
+  t.activeRequestCost = activeRequestCost;
+  return scale * adjustedPrefillBlocks + decodeBlocks + activeRequestCost;
+}
+
+type ScoreRecord = { -readonly [K in keyof CandidateScore]: CandidateScore[K] } & { terms: Terms };
+
+/**
+ * Records `selectKvRouter` may write its answer into instead of allocating one per candidate, for
+ * a caller that consumes each answer before the next selection (the indexer's observe). Opaque.
+ */
+export class SelectionScratch {
+  /** @internal Score records by formula (their terms differ in shape), reused call after call. */
+  readonly records: { overlap_weight: ScoreRecord[]; prefill_load_scale: ScoreRecord[] } = { overlap_weight: [], prefill_load_scale: [] };
+  /** @internal */
+  readonly scores: ScoreRecord[] = [];
+  /** @internal */
+  cost = new Float64Array(0);
 }
 
 /**
@@ -153,11 +192,18 @@ export function softmaxProbabilities(costs: readonly number[], temperature: numb
   return ws.map((w) => w / sum);
 }
 
+/**
+ * Dynamo's pick among `candidates`, with every candidate's cost and terms. With `scratch` (and
+ * temperature 0), the answer's score records and its scores array are the scratch's, overwritten
+ * by the next call given the same scratch: the same values as without it, no allocation per
+ * candidate. A sampled pick (temperature > 0) always answers in new records.
+ */
 export function selectKvRouter(
   policy: KvRouterPolicy,
   req: SelectionRequest,
   candidates: readonly CandidateInput[],
   rng: Rng,
+  scratch?: SelectionScratch,
 ): SelectionResult {
   validateRequest(req);
   const temperature = nonNegative('temperature', policy.temperature ?? KV_ROUTER_DEFAULTS.temperature);
@@ -165,11 +211,25 @@ export function selectKvRouter(
     return { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' };
   }
   const n = candidates.length;
-  const computed = new Array<{ cost: number; terms: Record<string, number> }>(n);
-  if (policy.formula === 'overlap_weight') {
-    const weight = nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight);
-    for (let i = 0; i < n; i++) computed[i] = overlapWeightCost(req, candidates[i]!, weight);
-  } else for (let i = 0; i < n; i++) computed[i] = prefillScaleCost(req, candidates[i]!, policy);
+  const reuse = scratch !== undefined && temperature === 0 ? scratch : null;
+  const overlapWeight = policy.formula === 'overlap_weight';
+  const weight = overlapWeight ? nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight) : 0;
+  // Terms records: the scratch's (made once per candidate slot and formula) or new ones.
+  let recs: ScoreRecord[] | null = null;
+  if (reuse !== null) {
+    recs = overlapWeight ? reuse.records.overlap_weight : reuse.records.prefill_load_scale;
+    for (let i = recs.length; i < n; i++) {
+      const c = candidates[i]!;
+      recs.push({ workerId: c.workerId, dpRank: c.dpRank, score: 0, terms: overlapWeight ? overlapWeightTerms() : prefillScaleTerms(), eligible: true, input: c });
+    }
+    if (reuse.cost.length < n) reuse.cost = new Float64Array(Math.max(n, 2 * reuse.cost.length));
+  }
+  const costs = reuse !== null ? reuse.cost : new Float64Array(n);
+  const terms = new Array<Terms>(recs === null ? n : 0);
+  for (let i = 0; i < n; i++) {
+    const t = recs !== null ? recs[i]!.terms : (terms[i] = overlapWeight ? overlapWeightTerms() : prefillScaleTerms());
+    costs[i] = overlapWeight ? overlapWeightInto(req, candidates[i]!, weight, t) : prefillScaleInto(req, candidates[i]!, policy, t);
+  }
   // Work in a canonical (worker, rank) order so the seeded pick does not
   // depend on the order the caller happened to list candidates in.
   const order = candidateOrder(candidates);
@@ -179,9 +239,9 @@ export function selectKvRouter(
 
   if (temperature === 0) {
     let best = Infinity;
-    for (let i = 0; i < n; i++) best = Math.min(best, computed[i]!.cost);
+    for (let i = 0; i < n; i++) best = Math.min(best, costs[i]!);
     let tied: number[] = [];
-    for (const i of order) if (computed[i]!.cost === best) tied.push(i);
+    for (const i of order) if (costs[i] === best) tied.push(i);
     reason = 'lowest_cost';
     if (tied.length > 1 && (policy.tieBreakByTreeSize ?? true) && tied.every((i) => candidates[i]!.treeSize !== undefined)) {
       let smallest = Infinity;
@@ -194,7 +254,7 @@ export function selectKvRouter(
     chosenIdx = tied.length === 1 ? tied[0]! : tied[randomInt(rng, tied.length)]!;
   } else {
     const orderedProbs = softmaxProbabilities(
-      order.map((i) => computed[i]!.cost),
+      order.map((i) => costs[i]!),
       temperature,
     );
     probs = new Array<number>(candidates.length);
@@ -212,13 +272,28 @@ export function selectKvRouter(
     reason = 'sampled';
   }
 
-  const scores = new Array<CandidateScore>(n);
-  for (let i = 0; i < n; i++) {
-    const c = candidates[i]!;
-    const k = computed[i]!;
-    scores[i] = probs
-      ? { workerId: c.workerId, dpRank: c.dpRank, score: k.cost, terms: k.terms, eligible: true, probability: probs[i]!, input: c }
-      : { workerId: c.workerId, dpRank: c.dpRank, score: k.cost, terms: k.terms, eligible: true, input: c };
+  let scores: CandidateScore[];
+  if (recs !== null) {
+    const out = reuse!.scores;
+    out.length = n;
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i]!;
+      const r = recs[i]!;
+      r.workerId = c.workerId;
+      r.dpRank = c.dpRank;
+      r.score = costs[i]!;
+      r.input = c;
+      out[i] = r;
+    }
+    scores = out;
+  } else {
+    scores = new Array<CandidateScore>(n);
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i]!;
+      scores[i] = probs
+        ? { workerId: c.workerId, dpRank: c.dpRank, score: costs[i]!, terms: terms[i]!, eligible: true, probability: probs[i]!, input: c }
+        : { workerId: c.workerId, dpRank: c.dpRank, score: costs[i]!, terms: terms[i]!, eligible: true, input: c };
+    }
   }
   const ch = candidates[chosenIdx]!;
   const chosen: ChosenWorker = { workerId: ch.workerId, dpRank: ch.dpRank, index: chosenIdx };

@@ -1,4 +1,4 @@
-import type { KvRouterPolicy } from './kv-router';
+import type { KvRouterPolicy, SelectionScratch } from './kv-router';
 import { selectKvRouter } from './kv-router';
 import type { LlmdPolicy } from './llmd';
 import { selectLlmd } from './llmd';
@@ -35,17 +35,19 @@ function unscored(candidates: readonly CandidateInput[]): CandidateScore[] {
  * Choose a worker for `request` among `candidates` under `policy`.
  * Every candidate's score and inputs come back with the choice, so the caller
  * can report what each policy would have done, not only its winner.
- * `rng` is consumed only for sampling and tie-breaks.
+ * `rng` is consumed only for sampling and tie-breaks. `scratch`: see `selectKvRouter` (only the
+ * kv_router policy uses it; the others answer as without it).
  */
 export function selectWorker(
   policy: SelectionPolicy,
   request: SelectionRequest,
   candidates: readonly CandidateInput[],
   rng: Rng,
+  scratch?: SelectionScratch,
 ): SelectionResult {
   switch (policy.kind) {
     case 'kv_router':
-      return selectKvRouter(policy, request, candidates, rng);
+      return selectKvRouter(policy, request, candidates, rng, scratch);
     case 'llmd':
       return selectLlmd(policy, request, candidates, rng);
     case 'round_robin': {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { WorkerId } from '@vantage/types';
+import fc from 'fast-check';
 import {
+  SelectionScratch,
   overlapWeightCost,
   prefillScaleCost,
   roundRobinPolicy,
@@ -299,5 +301,41 @@ describe('candidates already in (worker, rank) order', () => {
       const b = selectWorker(pb, req, rev, seededRng(k));
       expect([a.chosen!.workerId, a.chosen!.dpRank]).toEqual([b.chosen!.workerId, b.chosen!.dpRank]);
     }
+  });
+});
+
+describe('kv_router selection into a reused scratch', () => {
+  it('answers exactly what a fresh selection does, call after call, whatever the candidate count', () => {
+    const policies: SelectionPolicy[] = [
+      { kind: 'kv_router', formula: 'prefill_load_scale' },
+      { kind: 'kv_router', formula: 'overlap_weight', overlapScoreWeight: 1.5 },
+      { kind: 'kv_router', formula: 'prefill_load_scale', decodeActiveRequestWeight: 2, tieBreakByTreeSize: false },
+      { kind: 'kv_router', formula: 'overlap_weight', temperature: 0.7 },
+    ];
+    const candArb = fc.record({
+      id: fc.integer({ min: 0, max: 6 }),
+      overlapBlocks: fc.integer({ min: 0, max: 20 }),
+      hostOverlapBlocks: fc.integer({ min: 0, max: 4 }),
+      activePrefillTokens: fc.integer({ min: 0, max: 3000 }),
+      activeDecodeBlocks: fc.integer({ min: 0, max: 40 }),
+      activeRequests: fc.integer({ min: 0, max: 5 }),
+      newRequestBlocks: fc.integer({ min: 0, max: 16 }),
+      treeSize: fc.integer({ min: 0, max: 3 }),
+    });
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: policies.length - 1 }), fc.array(candArb, { maxLength: 9 })), { maxLength: 12 }), (calls) => {
+        // The two sides share one policy sequence and one seed; one reuses a scratch throughout.
+        const scratch = new SelectionScratch();
+        const rngA = seededRng(3);
+        const rngB = seededRng(3);
+        for (const [p, cs] of calls) {
+          const candidates = cs.map(({ id, ...over }) => cand(id, over));
+          const fresh = selectWorker(policies[p]!, req, candidates, rngA);
+          const reused = selectWorker(policies[p]!, req, candidates, rngB, scratch);
+          expect(reused).toEqual(fresh);
+        }
+      }),
+      { seed: 0x5c4, numRuns: 300 },
+    );
   });
 });
