@@ -110,6 +110,7 @@ function timeApply<T>(
   gc();
   gc();
   const h0 = process.memoryUsage().heapUsed;
+  log(`heap before timing: ${(h0 / 1e6).toFixed(1)} MB`);
   let warm: T | null = make();
   for (let i = 0; i < events.length; i++) apply(warm, events[i]!);
   gc();
@@ -163,79 +164,88 @@ const baseLats: Float64Array[] = [];
 let checked = 0;
 let fullCacheBytesPerBlock = 0;
 
+/**
+ * One trace × worker-count scenario. A function of its own so that everything it builds (the
+ * loaded indexes; the baseline's Map-of-bigint index, 65–170 MB of heap) is garbage once it
+ * returns: built in the loop's own scope, a scenario's baseline was still reachable while the next
+ * scenario was timed (70 MB of live heap instead of 9 MB, "heap before timing"), and each full
+ * collection the index's table growth set off in a pass had to mark all of it.
+ */
+function runScenario(name: string, prompts: readonly Prompt[], queries: readonly BigUint64Array[], workers: number): void {
+  const label = `${name}/${workers}w`;
+  log(`${label}: simulating ${prompts.length} requests through ${workers} worker caches`);
+  const sim = simulate(prompts, workers, CAPACITY);
+  const ops = sim.blockOps;
+  log(`${label}: ${sim.events.length} events, ${ops} block ops (${sim.evicted} evictions); timing apply, 1 warm-up + ${REPS} passes`);
+
+  // The index first, alone in the heap: timing, memory, match latency; then the baseline.
+  // Configured as the indexer service runs it (no per-publisher size hint). BENCH_PUBLISHER_HINT
+  // (e.g. 16384, the workers' total_kv_blocks) pre-sizes each publisher's block-id table instead.
+  const impl = timeApply(
+    sim.events,
+    () => new PrefixIndex(BLOCK, HINT > 0 ? { publisherBlocksHint: HINT } : {}),
+    (x, e) => x.apply(e, 0),
+    (x) => x.stats().arrayBytes,
+  );
+  const idx = impl.last;
+  const resident = idx.totalBlocks;
+  const nodes = idx.nodeCount;
+  const arrayBytes = idx.stats().arrayBytes;
+  log(`${label}: matching ${queries.length} prompts`);
+  gc();
+  const lat = latencies(queries, 3, (q) => idx.match(q));
+  log(`${label}: baseline`);
+  const base = timeApply(sim.events, () => new MapIndex(BLOCK), (x, e) => x.apply(e), () => 0);
+  const baseIdx = base.last;
+  if (resident !== baseIdx.totalBlocks) throw new Error(`${label}: resident blocks differ`);
+  gc();
+  const blat = latencies(queries, 1, (q) => baseIdx.match(q));
+  checked += sameAnswers(idx, baseIdx, queries.filter((_, i) => i % 5 === 0));
+  lats.push(lat.best);
+  rawLats.push(lat.raw);
+  baseLats.push(blat.raw);
+  totals.ops += ops * REPS;
+  totals.cpu += sum(impl.cpuSeconds);
+  totals.wall += sum(impl.seconds);
+  totals.baseCpu += sum(base.cpuSeconds);
+  totals.baseWall += sum(base.seconds);
+  if (sim.evicted > 0 && fullCacheBytesPerBlock === 0) fullCacheBytesPerBlock = impl.bytes / resident;
+
+  const s = {
+    scenario: label,
+    events: sim.events.length,
+    block_ops: ops,
+    evictions: sim.evicted,
+    resident_blocks: resident,
+    nodes,
+    block_ops_per_s_cpu_runs: impl.cpuSeconds.map((x) => Math.round(ops / x)),
+    block_ops_per_s_wall_runs: impl.seconds.map((x) => Math.round(ops / x)),
+    baseline_block_ops_per_s_cpu_runs: base.cpuSeconds.map((x) => Math.round(ops / x)),
+    baseline_block_ops_per_s_wall_runs: base.seconds.map((x) => Math.round(ops / x)),
+    match_p50_us: fmt(percentile(lat.best, 50)),
+    match_p99_us: fmt(percentile(lat.best, 99)),
+    match_raw_p99_us: fmt(percentile(lat.raw, 99)),
+    baseline_match_p50_us: fmt(percentile(blat.raw, 50)),
+    baseline_match_p99_us: fmt(percentile(blat.raw, 99)),
+    bytes_per_block: Math.round(impl.bytes / resident),
+    bytes_per_node: Math.round(impl.bytes / Math.max(1, nodes)),
+    array_bytes_per_block: Math.round(arrayBytes / resident),
+    baseline_bytes_per_block: Math.round(base.bytes / resident),
+  };
+  scenarios.push(s);
+  console.log(
+    `${label.padEnd(20)} apply ${(ops / median(impl.cpuSeconds) / 1e6).toFixed(2)} M blocks/cpu-s` +
+      ` (wall ${(ops / median(impl.seconds) / 1e6).toFixed(2)}; baseline ${(ops / median(base.cpuSeconds) / 1e6).toFixed(2)} / ${(ops / median(base.seconds) / 1e6).toFixed(2)})` +
+      `  match p50 ${s.match_p50_us} p99 ${s.match_p99_us} µs (raw p99 ${s.match_raw_p99_us}; baseline ${s.baseline_match_p50_us} / ${s.baseline_match_p99_us})` +
+      `  ${resident} blocks on ${nodes} nodes, ${s.bytes_per_block} B/block (baseline ${s.baseline_bytes_per_block})`,
+  );
+}
+
 for (const [name, path] of TRACES) {
   log(`hashing ${name} at block size ${BLOCK}`);
   const prompts = loadTracePrompts(path, BLOCK);
   const queries = prompts.map((p: Prompt) => p.local).filter((q) => q.length > 0);
-  for (const workers of [8, 64]) {
-    const label = `${name}/${workers}w`;
-    log(`${label}: simulating ${prompts.length} requests through ${workers} worker caches`);
-    const sim = simulate(prompts, workers, CAPACITY);
-    const ops = sim.blockOps;
-    log(`${label}: ${sim.events.length} events, ${ops} block ops (${sim.evicted} evictions); timing apply, 1 warm-up + ${REPS} passes`);
-
-    // The index first, alone in the heap: timing, memory, match latency; then the baseline.
-    // Configured as the indexer service runs it (no per-publisher size hint). BENCH_PUBLISHER_HINT
-    // (e.g. 16384, the workers' total_kv_blocks) pre-sizes each publisher's block-id table instead.
-    const impl = timeApply(
-      sim.events,
-      () => new PrefixIndex(BLOCK, HINT > 0 ? { publisherBlocksHint: HINT } : {}),
-      (x, e) => x.apply(e, 0),
-      (x) => x.stats().arrayBytes,
-    );
-    const idx = impl.last;
-    const resident = idx.totalBlocks;
-    const nodes = idx.nodeCount;
-    const arrayBytes = idx.stats().arrayBytes;
-    log(`${label}: matching ${queries.length} prompts`);
-    gc();
-    const lat = latencies(queries, 3, (q) => idx.match(q));
-    log(`${label}: baseline`);
-    const base = timeApply(sim.events, () => new MapIndex(BLOCK), (x, e) => x.apply(e), () => 0);
-    const baseIdx = base.last;
-    if (resident !== baseIdx.totalBlocks) throw new Error(`${label}: resident blocks differ`);
-    gc();
-    const blat = latencies(queries, 1, (q) => baseIdx.match(q));
-    checked += sameAnswers(idx, baseIdx, queries.filter((_, i) => i % 5 === 0));
-    lats.push(lat.best);
-    rawLats.push(lat.raw);
-    baseLats.push(blat.raw);
-    totals.ops += ops * REPS;
-    totals.cpu += sum(impl.cpuSeconds);
-    totals.wall += sum(impl.seconds);
-    totals.baseCpu += sum(base.cpuSeconds);
-    totals.baseWall += sum(base.seconds);
-    if (sim.evicted > 0 && fullCacheBytesPerBlock === 0) fullCacheBytesPerBlock = impl.bytes / resident;
-
-    const s = {
-      scenario: label,
-      events: sim.events.length,
-      block_ops: ops,
-      evictions: sim.evicted,
-      resident_blocks: resident,
-      nodes,
-      block_ops_per_s_cpu_runs: impl.cpuSeconds.map((x) => Math.round(ops / x)),
-      block_ops_per_s_wall_runs: impl.seconds.map((x) => Math.round(ops / x)),
-      baseline_block_ops_per_s_cpu_runs: base.cpuSeconds.map((x) => Math.round(ops / x)),
-      baseline_block_ops_per_s_wall_runs: base.seconds.map((x) => Math.round(ops / x)),
-      match_p50_us: fmt(percentile(lat.best, 50)),
-      match_p99_us: fmt(percentile(lat.best, 99)),
-      match_raw_p99_us: fmt(percentile(lat.raw, 99)),
-      baseline_match_p50_us: fmt(percentile(blat.raw, 50)),
-      baseline_match_p99_us: fmt(percentile(blat.raw, 99)),
-      bytes_per_block: Math.round(impl.bytes / resident),
-      bytes_per_node: Math.round(impl.bytes / Math.max(1, nodes)),
-      array_bytes_per_block: Math.round(arrayBytes / resident),
-      baseline_bytes_per_block: Math.round(base.bytes / resident),
-    };
-    scenarios.push(s);
-    console.log(
-      `${label.padEnd(20)} apply ${(ops / median(impl.cpuSeconds) / 1e6).toFixed(2)} M blocks/cpu-s` +
-        ` (wall ${(ops / median(impl.seconds) / 1e6).toFixed(2)}; baseline ${(ops / median(base.cpuSeconds) / 1e6).toFixed(2)} / ${(ops / median(base.seconds) / 1e6).toFixed(2)})` +
-        `  match p50 ${s.match_p50_us} p99 ${s.match_p99_us} µs (raw p99 ${s.match_raw_p99_us}; baseline ${s.baseline_match_p50_us} / ${s.baseline_match_p99_us})` +
-        `  ${resident} blocks on ${nodes} nodes, ${s.bytes_per_block} B/block (baseline ${s.baseline_bytes_per_block})`,
-    );
-  }
+  for (const workers of [8, 64]) runScenario(name, prompts, queries, workers);
 }
 
 // ---------------------------------------------------------------------------
