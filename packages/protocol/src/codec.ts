@@ -164,17 +164,37 @@ function u64ListEither(decimal: readonly string[] | undefined, le64: string | un
  * re-encoding natively gives it back) of a whole number of u64s, else null. Canonical base64 always
  * matches the schema's pattern, so such a string needs no regular expression or code-point count.
  */
-function canonicalLe64(s: string): BigUint64Array | null {
+function canonicalLe64(s: string, into?: Le64Scratch): BigUint64Array | null {
   if (s.length > MAX_LE64_CHARS || s.length % 4 !== 0) return null;
   const pad = s.length === 0 ? 0 : s.charCodeAt(s.length - 1) !== 0x3d ? 0 : s.charCodeAt(s.length - 2) === 0x3d ? 2 : 1;
   const nbytes = (s.length / 4) * 3 - pad;
   if (nbytes % 8 !== 0) return null;
   // Decoded straight into the result's (aligned) bytes. Re-encoding them gives `s` back exactly when
   // `s` is the canonical base64 of those bytes (then they are all of what `s` decodes to).
-  const out = new BigUint64Array(nbytes / 8);
-  const bytes = Buffer.from(out.buffer);
-  if (bytes.write(s, 0, nbytes, 'base64') !== nbytes || bytes.toString('base64') !== s) return null;
+  let out: BigUint64Array;
+  let bytes: Buffer;
+  if (into === undefined) {
+    out = new BigUint64Array(nbytes / 8);
+    bytes = Buffer.from(out.buffer);
+  } else {
+    if (into.hashes.length < nbytes / 8) {
+      into.hashes = new BigUint64Array(Math.max(nbytes / 8, 2 * into.hashes.length));
+      into.bytes = Buffer.from(into.hashes.buffer);
+    }
+    out = into.hashes.subarray(0, nbytes / 8);
+    bytes = into.bytes;
+  }
+  if (bytes.write(s, 0, nbytes, 'base64') !== nbytes || bytes.toString('base64', 0, nbytes) !== s) return null;
   return out;
+}
+
+/**
+ * Where `decodeObserveRequestReusing` decodes a request's hashes: one buffer, grown as needed and
+ * overwritten by every decode given it.
+ */
+export class Le64Scratch {
+  hashes = new BigUint64Array(0);
+  bytes = Buffer.alloc(0);
 }
 
 /**
@@ -296,11 +316,69 @@ const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingM
 
 // --- observe ----------------------------------------------------------------------
 
+/** The observe request as encoders write it (requestId and loraName absent), cut where the variable parts go. */
+const OBS_HEAD = Buffer.from('{"v":1,"prompt":{"localHashesLe64":"', 'latin1');
+const OBS_MID = Buffer.from('"},"promptTokens":', 'latin1');
+/** The endings encoders write after promptTokens: `workers` only when "choice", `replyEncoding` only when "binary". */
+const OBS_TAILS: readonly { bytes: Buffer; workers: 'all' | 'choice'; binary: boolean }[] = [
+  { bytes: Buffer.from(',"replyEncoding":"binary"}', 'latin1'), workers: 'all', binary: true },
+  { bytes: Buffer.from('}', 'latin1'), workers: 'all', binary: false },
+  { bytes: Buffer.from(',"workers":"choice","replyEncoding":"binary"}', 'latin1'), workers: 'choice', binary: true },
+  { bytes: Buffer.from(',"workers":"choice"}', 'latin1'), workers: 'choice', binary: false },
+];
+
+function startsWithAt(buf: Buffer, at: number, what: Buffer): boolean {
+  return buf.length - at >= what.length && buf.compare(what, 0, what.length, at, at + what.length) === 0;
+}
+
 /**
- * `vantage.v1.observe.{pool}` request:
- * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens, workers?: 'all'|'choice' }`
+ * An observe request in exactly the bytes `observeRequestCodec.encode` writes for a prompt of local
+ * hashes without request id or LoRA (what the decision service and the gateway client send on every
+ * route), decoded without JSON.parse or the schema: the fixed parts are compared byte for byte, the
+ * hash list must be canonical base64 of whole u64s (see `canonicalLe64`) and promptTokens a JSON
+ * integer within the schema's range, so every message taken here is one the schema accepts, and the
+ * value is the one the codec gives. Anything else (other fields, other spacing or order, a number
+ * with a fraction or exponent) returns null and goes to the general decoders. Tested against the
+ * plain codec on encoder output and on mutations of it.
  */
-export const observeRequestCodec: MessageCodec<ObserveRequest> = withLe64FastPath(
+function observeTemplate(data: Uint8Array, maxBytes: number, into?: Le64Scratch): DecodeResult<ObserveRequest> | null {
+  if (data.byteLength > maxBytes) return null;
+  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (!startsWithAt(buf, 0, OBS_HEAD)) return null;
+  const start = OBS_HEAD.length;
+  const end = buf.indexOf(0x22, start);
+  if (end < 0 || !startsWithAt(buf, end, OBS_MID)) return null;
+  // promptTokens: a JSON integer without sign, fraction or exponent: 0, or 1-9 then digits; at most 2^53-1.
+  let at = end + OBS_MID.length;
+  const first = at;
+  let tokens = 0;
+  while (at < buf.length && buf[at]! >= 0x30 && buf[at]! <= 0x39 && at - first < 17) tokens = tokens * 10 + (buf[at++]! - 0x30);
+  const digits = at - first;
+  if (digits === 0 || (digits > 1 && buf[first] === 0x30) || !Number.isSafeInteger(tokens)) return null;
+  let tail: (typeof OBS_TAILS)[number] | undefined;
+  for (const t of OBS_TAILS) {
+    if (buf.length - at === t.bytes.length && startsWithAt(buf, at, t.bytes)) {
+      tail = t;
+      break;
+    }
+  }
+  if (tail === undefined) return null;
+  const localHashes = canonicalLe64(buf.toString('latin1', start, end), into);
+  if (localHashes === null) return null;
+  return {
+    ok: true,
+    value: {
+      requestId: null,
+      prompt: { kind: 'local_hashes', localHashes, loraName: null },
+      promptTokens: tokens,
+      workers: tail.workers,
+      ...(tail.binary ? { replyEncoding: 'binary' as const } : {}),
+    },
+  };
+}
+
+/** The observe request's codec with the `*Le64` fast path, for every shape (see `observeRequestCodec`). */
+const observeRequestGeneral: MessageCodec<ObserveRequest> = withLe64FastPath(
   makeCodec<ObserveRequest>(
     'observe-request.v1.json',
     (m) => ({
@@ -327,6 +405,28 @@ export const observeRequestCodec: MessageCodec<ObserveRequest> = withLe64FastPat
   },
   ['localHashesLe64'],
 );
+
+/**
+ * `vantage.v1.observe.{pool}` request:
+ * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens, workers?: 'all'|'choice' }`.
+ * Bytes as encoders write them take `observeTemplate`; others the `*Le64` fast path, then the codec.
+ */
+export const observeRequestCodec: MessageCodec<ObserveRequest> = {
+  ...observeRequestGeneral,
+  decode: (data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) =>
+    (typeof data === 'string' ? null : observeTemplate(data, maxBytes)) ?? observeRequestGeneral.decode(data, maxBytes),
+};
+
+/**
+ * `observeRequestCodec.decode` for a caller that uses the hashes at once and keeps nothing of them
+ * (the indexer answers each request before reading the next): a request in the encoders' own shape
+ * has its hashes decoded into `scratch`, and the value's `localHashes` is a view of it, overwritten
+ * by the next call given the same scratch. Accepts and rejects exactly what `decode` does, with the
+ * same value; other requests are decoded by `decode` itself (into arrays of their own).
+ */
+export function decodeObserveRequestReusing(data: Uint8Array, scratch: Le64Scratch, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeResult<ObserveRequest> {
+  return observeTemplate(data, maxBytes, scratch) ?? observeRequestGeneral.decode(data, maxBytes);
+}
 
 function workerToWire(o: WorkerObservation): Record<string, unknown> {
   return { ...o, workerId: str(o.workerId), reported: o.reported === null ? null : { ...o.reported }, ages: { ...o.ages } };

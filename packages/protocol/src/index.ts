@@ -29,6 +29,8 @@ export {
   lifecycleEventCodec,
   workerRegistrationCodec,
   le64Base64,
+  decodeObserveRequestReusing,
+  Le64Scratch,
   type ProtocolErrorCode,
   type DecodeResult,
   type MessageCodec,

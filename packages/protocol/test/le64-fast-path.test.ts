@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bookingEventCodec, observeRequestCodec, type DecodeResult } from '@vantage/protocol';
+import { Le64Scratch, bookingEventCodec, decodeObserveRequestReusing, observeRequestCodec, type DecodeResult } from '@vantage/protocol';
 
 // The byte decoders take a fast path for `*Le64` lists (cut out of the bytes, the rest parsed
 // alone); a string input takes the plain codec. Whatever the bytes, both must agree: same value,
@@ -60,5 +61,77 @@ describe('*Le64 fast path agrees with the plain codec', () => {
   ];
   it.each(booking)('booking: %s', (_name, text) => {
     agree(bookingEventCodec, text);
+  });
+});
+
+describe('observe requests in the encoders\' own bytes (decoded without JSON.parse or the schema)', () => {
+  const cases: [string, string][] = [
+    ['promptTokens 0', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":0}`],
+    ['promptTokens 2^53-1', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":9007199254740991}`],
+    ['promptTokens 2^53', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":9007199254740992}`],
+    ['promptTokens with 20 digits', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":12345678901234567890}`],
+    ['promptTokens with a leading zero', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":048}`],
+    ['promptTokens 48.0', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48.0}`],
+    ['promptTokens 4.8e1', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":4.8e1}`],
+    ['promptTokens missing', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":}`],
+    ['workers choice, binary', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48,"workers":"choice","replyEncoding":"binary"}`],
+    ['workers choice, JSON', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48,"workers":"choice"}`],
+    ['workers all written out', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48,"workers":"all"}`],
+    ['replyEncoding json written out', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48,"replyEncoding":"json"}`],
+    ['trailing bytes', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48}}`],
+    ['trailing space', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48} `],
+    ['a truncated tail', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48,"replyEncoding":"binary"`],
+    ['a byte of the list not base64', `{"v":1,"prompt":{"localHashesLe64":"${A.slice(0, 3)}\u00e9${A.slice(4)}"},"promptTokens":48}`],
+  ];
+  it.each(cases)('%s', (_name, text) => {
+    agree(observeRequestCodec, text);
+    const scratch = new Le64Scratch();
+    expect(show(decodeObserveRequestReusing(enc.encode(text), scratch))).toBe(show(observeRequestCodec.decode(text)));
+  });
+
+  it('agrees with the plain codec on encoder output and on every kind of mutation of it, reusing one scratch', () => {
+    const scratch = new Le64Scratch();
+    const msg = fc.record({
+      hashes: fc.array(fc.bigInt({ min: 0n, max: (1n << 64n) - 1n }), { maxLength: 40 }),
+      promptTokens: fc.oneof(fc.nat(), fc.constant(Number.MAX_SAFE_INTEGER)),
+      workers: fc.constantFrom('all' as const, 'choice' as const),
+      replyEncoding: fc.constantFrom('json' as const, 'binary' as const),
+    });
+    const edit = fc.oneof(
+      fc.record({ k: fc.constant('set' as const), at: fc.nat(), byte: fc.integer({ min: 0, max: 255 }) }),
+      fc.record({ k: fc.constant('insert' as const), at: fc.nat(), byte: fc.constantFrom(0x20, 0x22, 0x2c, 0x30, 0x31, 0x2e, 0x65, 0x7d, 0x3d, 0x41, 0x2b) }),
+      fc.record({ k: fc.constant('delete' as const), at: fc.nat() }),
+    );
+    fc.assert(
+      fc.property(msg, fc.array(edit, { maxLength: 2 }), (m, edits) => {
+        const bytes = [
+          ...observeRequestCodec.encode({
+            requestId: null,
+            prompt: { kind: 'local_hashes', localHashes: BigUint64Array.from(m.hashes), loraName: null },
+            promptTokens: m.promptTokens,
+            workers: m.workers,
+            replyEncoding: m.replyEncoding,
+          }),
+        ];
+        for (const e of edits) {
+          const at = e.at % (bytes.length + 1);
+          if (e.k === 'set') bytes[Math.min(at, bytes.length - 1)] = e.byte;
+          else if (e.k === 'insert') bytes.splice(at, 0, e.byte);
+          else bytes.splice(at, 1);
+        }
+        const data = Uint8Array.from(bytes);
+        const text = Buffer.from(data).toString('utf8');
+        // The plain codec's verdict on the same bytes (a string input skips every fast path; bytes that are not UTF-8 are malformed either way).
+        const plain = Buffer.from(text, 'utf8').equals(data) ? show(observeRequestCodec.decode(text)) : null;
+        const fast = show(observeRequestCodec.decode(data));
+        if (plain !== null) expect(fast).toBe(plain);
+        expect(show(decodeObserveRequestReusing(data, scratch))).toBe(fast);
+        if (edits.length === 0) {
+          const r = observeRequestCodec.decode(data);
+          expect(r.ok && r.value.prompt.kind === 'local_hashes' ? [...r.value.prompt.localHashes] : null).toEqual(m.hashes);
+        }
+      }),
+      { seed: 0x7e4, numRuns: 2000 },
+    );
   });
 });

@@ -17,7 +17,7 @@ import { sequenceHashes } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
 import { bookingEventCodec, observeRequestCodec } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
-import { decodeBooking, decodeObserve, encodeObserveReplyBinary } from '../src/messages';
+import { decodeBooking, decodeObserve, decodeObserveTransient, encodeObserveReplyBinary } from '../src/messages';
 import { benchBookings, PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
 
 const BS = 64;
@@ -128,6 +128,7 @@ const locals = reqs.map((r) => {
 const obs = locals.map((l) => state.observe(l, PROMPT_BLOCKS * BS, Date.now()));
 const scratch = new BigUint64Array(PROMPT_BLOCKS);
 await timeIt('decode', (i) => decodeObserve(reqs[i % 64]!));
+await timeIt('decodeTransient', (i) => decodeObserveTransient(reqs[i % 64]!));
 await timeIt('match', (i) => state.index.match(locals[i % 64]!));
 await timeIt('sequenceHashes', (i) => sequenceHashes(locals[i % 64]!, scratch));
 const seqs = locals.map((l) => sequenceHashes(l));
@@ -148,7 +149,7 @@ await timeIt('observeTransient', (i) => state.observeTransient(locals[i % 64]!, 
 await timeIt('encode binary', (i) => encodeObserveReplyBinary(obs[i % 64]!, { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null }));
 // As the service runs it (handleObserve): the reply is encoded from the pool's reused answer records.
 await timeIt('decode+observe+encode', (i) => {
-  const d = decodeObserve(reqs[i % 64]!);
+  const d = decodeObserveTransient(reqs[i % 64]!);
   if (!d.ok) throw new Error();
   const o = state.observeTransient(d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now());
   return encodeObserveReplyBinary(o, { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null });

@@ -7,8 +7,10 @@ import { sequenceHashes } from '@vantage/hashing';
 import {
   OBSERVE_REPLY_FIELD as F,
   ObserveReplyBinaryWriter,
+  Le64Scratch,
   binaryNullable,
   bookingEventCodec,
+  decodeObserveRequestReusing,
   lifecycleEventCodec,
   observeReplyCodec,
   observeRequestCodec,
@@ -35,7 +37,21 @@ export interface ObserveQuery {
 }
 
 export function decodeObserve(data: Uint8Array): Decoded<ObserveQuery> {
-  const r = observeRequestCodec.decode(data);
+  return queryOf(observeRequestCodec.decode(data));
+}
+
+const hashScratch = new Le64Scratch();
+
+/**
+ * `decodeObserve` for the observe handler, which answers before it reads the next request: the
+ * local hashes of a request as encoders write it are decoded into one reused buffer (a view of it,
+ * overwritten by the next call), so a query allocates no array for them. Same values and rejections.
+ */
+export function decodeObserveTransient(data: Uint8Array): Decoded<ObserveQuery> {
+  return queryOf(decodeObserveRequestReusing(data, hashScratch));
+}
+
+function queryOf(r: ReturnType<typeof observeRequestCodec.decode>): Decoded<ObserveQuery> {
   if (!r.ok) return r;
   const p = r.value.prompt;
   return {

@@ -9,7 +9,7 @@ import { Svcm, type Service } from '@nats-io/services';
 import { localBlockHashes } from '@vantage/hashing';
 import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
-import { decodeObserve, encodeObserveReply, encodeObserveReplyBinary, observeSubject } from './messages';
+import { decodeObserveTransient, encodeObserveReply, encodeObserveReplyBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolRunner } from './runner';
 
@@ -23,7 +23,8 @@ export interface IndexerHandle {
 
 /** Answer one observe request for a pool; throws VantageError for bad requests. */
 export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint): Uint8Array {
-  const req = decodeObserve(data);
+  // The hashes are a view of a reused buffer: used by observeTransient below, kept by nothing.
+  const req = decodeObserveTransient(data);
   if (!req.ok) throw new VantageError('BAD_REQUEST', `observe: ${req.reason}`, { details: { code: req.code } });
   const r = req.value;
   const state = runner.state;

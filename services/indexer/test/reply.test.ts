@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { hashPrompt } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
-import { observeReplyCodec } from '@vantage/protocol';
+import { observeReplyCodec, observeRequestCodec } from '@vantage/protocol';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import { encodeObserveReply, encodeObserveReplyBinary, encodeObserveReplyViaCodec } from '../src/messages';
+import { decodeObserve, decodeObserveTransient, encodeObserveReply, encodeObserveReplyBinary, encodeObserveReplyViaCodec } from '../src/messages';
 
 const BS = 4;
 const cap = { blockSize: BS, totalKvBlocks: 100, maxNumBatchedTokens: 16, maxNumSeqs: 8, dpStartRank: 0, dpSize: 2, schedulable: true };
@@ -66,5 +66,29 @@ describe('observe reply encoding', () => {
         expect(decoded.value.workers.find((w) => w.workerId === 2n ** 64n - 1n && w.dpRank === 0)?.R).toBe(1);
       }
     }
+  });
+});
+
+describe('observe request decoding for the handler', () => {
+  it('decodeObserveTransient gives what decodeObserve gives, its hashes in a buffer the next call reuses', () => {
+    const enc = new TextEncoder();
+    const requests = [
+      ...[0, 1, 7, 300, 2].map((n) =>
+        observeRequestCodec.encode({
+          requestId: null,
+          prompt: { kind: 'local_hashes', localHashes: BigUint64Array.from({ length: n }, (_, i) => BigInt(i) * 0x9e37_79b9_7f4a_7c15n + BigInt(n)), loraName: null },
+          promptTokens: n * BS,
+          replyEncoding: n % 2 === 0 ? 'binary' : 'json',
+        }),
+      ),
+      observeRequestCodec.encode({ requestId: 'r-1', prompt: { kind: 'token_ids', tokenIds: Uint32Array.of(1, 2, 3), loraName: 'a' }, promptTokens: 3, workers: 'choice' }),
+      enc.encode('{"v":1,"prompt":{"localHashesLe64":"AAAA"},"promptTokens":4}'),
+      enc.encode('{"v":2,"prompt":{"localHashesLe64":""},"promptTokens":4}'),
+    ];
+    for (const data of requests) expect(decodeObserveTransient(data)).toEqual(decodeObserve(data));
+    // The 300-hash request grew the buffer; the next one (2 hashes) is decoded into the same one.
+    const a = decodeObserveTransient(requests[3]!);
+    const b = decodeObserveTransient(requests[4]!);
+    expect(a.ok && b.ok && a.value.localHashes!.buffer === b.value.localHashes!.buffer).toBe(true);
   });
 });
