@@ -30,6 +30,8 @@ const SHARED = fileURLToPath(new URL('../../../../shared', import.meta.url));
 const BLOCK = 64;
 const CAPACITY = 16_384;
 const REPS = Number(process.env.BENCH_REPS ?? 3);
+/** Untimed fills before the timed ones (the first also measures memory). */
+const WARMUPS = Math.max(1, Number(process.env.BENCH_WARMUPS ?? 2));
 const HINT = Number(process.env.BENCH_PUBLISHER_HINT ?? 0);
 const TRACES = [
   ['conversation_2k', `${SHARED}/traces/conversation_2k.jsonl`],
@@ -101,6 +103,16 @@ function sameAnswers(idx: PrefixIndex, base: MapIndex, prompts: readonly BigUint
  * is billed to the loop. Throughput is reported per CPU-second of this process (all its threads,
  * GC helpers included) and per wall-clock second.
  */
+/**
+ * One fill, the loop every untimed and timed pass runs: the same function, so the timed passes run
+ * the code the untimed ones got optimised. (With a loop of its own, the first timed pass set off an
+ * on-stack-replacement compile of the whole enclosing function, apply inlined: over 100 ms of
+ * compiler-thread CPU billed to that pass, and slower code until it was done.)
+ */
+function fill<T>(idx: T, events: readonly KvEvent[], apply: (idx: T, e: KvEvent) => void): void {
+  for (let i = 0; i < events.length; i++) apply(idx, events[i]!);
+}
+
 function timeApply<T>(
   events: readonly KvEvent[],
   make: () => T,
@@ -112,31 +124,44 @@ function timeApply<T>(
   const h0 = process.memoryUsage().heapUsed;
   log(`heap before timing: ${(h0 / 1e6).toFixed(1)} MB`);
   let warm: T | null = make();
-  for (let i = 0; i < events.length; i++) apply(warm, events[i]!);
+  fill(warm, events, apply);
   gc();
   gc();
   // The index keeps almost everything in typed arrays, so its heap growth is near zero and GC
   // noise can make it negative (garbage from earlier setup collected late): clamped at zero, for
   // both implementations alike.
   const bytes = Math.max(0, process.memoryUsage().heapUsed - h0) + arrayBytes(warm);
-  warm = make();
-  for (let i = 0; i < events.length; i++) apply(warm, events[i]!);
+  for (let w = 1; w < WARMUPS; w++) {
+    warm = make();
+    fill(warm, events, apply);
+  }
   warm = null;
   const seconds: number[] = [];
   const cpuSeconds: number[] = [];
+  /** Page faults (first touches of memory the process got from the system) and kernel time, per pass. */
+  const faults: number[] = [];
+  const sysSeconds: number[] = [];
   let last: T | undefined;
   for (let r = 0; r < REPS; r++) {
     last = undefined;
+    // Twice: the second collection first finishes the sweeping the first one left running on
+    // helper threads (freeing the previous fill's tables), which would otherwise run during the
+    // timed pass, billed to its CPU time and flushing its TLB entries as memory is unmapped.
+    gc();
     gc();
     const idx = make();
+    const f0 = process.resourceUsage().minorPageFault;
     const c0 = process.cpuUsage();
     const t0 = process.hrtime.bigint();
-    for (let i = 0; i < events.length; i++) apply(idx, events[i]!);
+    fill(idx, events, apply);
     seconds.push(Number(process.hrtime.bigint() - t0) / 1e9);
     const c = process.cpuUsage(c0);
     cpuSeconds.push((c.user + c.system) / 1e6);
+    faults.push(process.resourceUsage().minorPageFault - f0);
+    sysSeconds.push(c.system / 1e6);
     last = idx;
   }
+  log(`passes: ${cpuSeconds.map((c, i) => `${(c * 1000).toFixed(0)} ms CPU (${(sysSeconds[i]! * 1000).toFixed(0)} in the kernel), ${faults[i]} page faults`).join('; ')}`);
   return { seconds, cpuSeconds, bytes, last: last! };
 }
 
@@ -176,7 +201,7 @@ function runScenario(name: string, prompts: readonly Prompt[], queries: readonly
   log(`${label}: simulating ${prompts.length} requests through ${workers} worker caches`);
   const sim = simulate(prompts, workers, CAPACITY);
   const ops = sim.blockOps;
-  log(`${label}: ${sim.events.length} events, ${ops} block ops (${sim.evicted} evictions); timing apply, 1 warm-up + ${REPS} passes`);
+  log(`${label}: ${sim.events.length} events, ${ops} block ops (${sim.evicted} evictions); timing apply, ${WARMUPS} untimed + ${REPS} timed passes`);
 
   // The index first, alone in the heap: timing, memory, match latency; then the baseline.
   // Configured as the indexer service runs it (no per-publisher size hint). BENCH_PUBLISHER_HINT
