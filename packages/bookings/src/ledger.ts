@@ -96,7 +96,11 @@ class Ref implements RankRef {
   /** The ledger's structure version this was resolved at (-1: never). */
   version = -1;
   rank: RankState | undefined = undefined;
-  cap: WorkerCapacity | null = null;
+  /** What a load reads of the worker's capacity (frozen, replaced only by `setWorker`, which bumps the version). */
+  registered = false;
+  schedulable: boolean | null = null;
+  budget: number | null = null;
+  totalKvBlocks: number | null = null;
   constructor(
     readonly ledger: BookingLedger,
     readonly workerId: WorkerId,
@@ -514,8 +518,12 @@ export class BookingLedger {
     if (!(ref instanceof Ref) || ref.ledger !== this) throw new TypeError('not a RankRef of this ledger');
     if (ref.version !== this.#structure) {
       const entry = this.#workers.get(ref.workerId);
+      const cap = entry?.capacity ?? null;
       ref.rank = entry?.ranks.get(ref.dpRank);
-      ref.cap = entry?.capacity ?? null;
+      ref.registered = cap !== null;
+      ref.schedulable = cap?.schedulable ?? null;
+      ref.budget = cap?.maxNumBatchedTokens ?? null;
+      ref.totalKvBlocks = cap?.totalKvBlocks ?? null;
       ref.version = this.#structure;
     }
     return ref;
@@ -524,20 +532,19 @@ export class BookingLedger {
   /** `loadInto` for a rank given by its `RankRef`: the same values, without looking the rank up. */
   loadOfRef(ref: RankRef, out: WorkerLoadRecord): WorkerLoad {
     const r = this.#resolved(ref);
-    const cap = r.cap;
     const rank = r.rank;
     const tracked = rank?.trackedPrefillTokens ?? 0;
-    const budget = cap?.maxNumBatchedTokens ?? null;
+    const budget = r.budget;
     out.workerId = r.workerId;
     out.dpRank = r.dpRank;
-    out.registered = cap !== null;
-    out.schedulable = cap?.schedulable ?? null;
+    out.registered = r.registered;
+    out.schedulable = r.schedulable;
     out.requests = rank?.requests ?? 0;
     out.prefillRequests = rank?.prefillRequests ?? 0;
     out.trackedPrefillTokens = tracked;
     out.prefillPressure = budget !== null && budget > 0 ? tracked / budget : null;
     out.activeBlocks = rank?.size ?? 0;
-    out.totalKvBlocks = cap?.totalKvBlocks ?? null;
+    out.totalKvBlocks = r.totalKvBlocks;
     out.expectedOutputTokens = rank?.expectedOutputTokens ?? 0;
     out.lastChangeMs = rank?.lastChangeMs ?? null;
     return out;

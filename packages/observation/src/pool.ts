@@ -119,8 +119,10 @@ interface RankSlot {
   readonly workerId: WorkerId;
   readonly dpRank: number;
   readonly worker: WorkerSlot;
-  /** The worker's registration (`worker.reg`) and its capacity, mirrored: set by `register`. */
+  /** The worker's registration (`worker.reg`), mirrored with what observe reads of it: set by `register`. */
   reg: Registration | undefined;
+  capacity: WorkerCapacity | null;
+  schedulable: boolean | null;
   /** The rank's own last load report (`kv_metrics`). */
   report: LoadReport | null;
   /** Position in the sorted rank list (valid while that list is). */
@@ -128,7 +130,9 @@ interface RankSlot {
   /** The rank in the booking ledger, resolved once. */
   readonly ref: RankRef;
   /** This rank's records in `observeTransient` answers, overwritten by each one (null until first used). */
-  scratch: RankScratch | null;
+  obs: RankScratch['obs'] | null;
+  cand: RankScratch['cand'] | null;
+  load: RankScratch['load'] | null;
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -213,7 +217,20 @@ export class PoolState {
 
   private rankSlot(w: WorkerSlot, dpRank: number): RankSlot {
     for (const r of w.ranks) if (r.dpRank === dpRank) return r;
-    const r: RankSlot = { workerId: w.workerId, dpRank, worker: w, reg: w.reg, report: null, pos: -1, ref: this.ledger.rankRef(w.workerId, dpRank), scratch: null };
+    const r: RankSlot = {
+      workerId: w.workerId,
+      dpRank,
+      worker: w,
+      reg: w.reg,
+      capacity: w.reg ? w.reg.capacity : null,
+      schedulable: w.reg ? w.reg.capacity.schedulable : null,
+      report: null,
+      pos: -1,
+      ref: this.ledger.rankRef(w.workerId, dpRank),
+      obs: null,
+      cand: null,
+      load: null,
+    };
     w.ranks.push(r);
     this.sortedRanks = null;
     this.generation++;
@@ -306,7 +323,11 @@ export class PoolState {
     this.counters.registrations++;
     const w = this.workerSlot(workerId);
     w.reg = { capacity, ttlMs, atMs: nowMs, static: isStatic };
-    for (const r of w.ranks) r.reg = w.reg;
+    for (const r of w.ranks) {
+      r.reg = w.reg;
+      r.capacity = capacity;
+      r.schedulable = capacity.schedulable;
+    }
     for (let i = 0; i < capacity.dpSize; i++) this.touch(workerId, capacity.dpStartRank + i, nowMs);
     return undefined;
   }
@@ -444,14 +465,21 @@ export class PoolState {
     for (let i = 0; i < n; i++) {
       const r = ranks[i]!;
       const match = matches[i]!;
-      const reg = r.reg;
-      const rs = reuse ? (r.scratch ??= newRankScratch(r)) : newRankScratch(r);
+      let rs: RankScratch;
+      if (!reuse) rs = newRankScratch(r);
+      else if (r.obs !== null && r.cand !== null && r.load !== null) rs = r as RankScratch;
+      else {
+        rs = newRankScratch(r);
+        r.obs = rs.obs;
+        r.cand = rs.cand;
+        r.load = rs.load;
+      }
       const load = this.ledger.loadOfRef(r.ref, rs.load);
       const device = match?.deviceBlocks ?? 0;
       const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + beyondChain : requestBlocks;
-      const registered = reg !== undefined;
-      const schedulable = reg ? reg.capacity.schedulable : null;
-      const capacity = reg ? reg.capacity : null;
+      const registered = r.reg !== undefined;
+      const schedulable = r.schedulable;
+      const capacity = r.capacity;
       const effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
       // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
       const suspect = match ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
