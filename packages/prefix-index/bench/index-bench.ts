@@ -33,6 +33,8 @@ const REPS = Number(process.env.BENCH_REPS ?? 3);
 /** Untimed fills before the timed ones (the first also measures memory). */
 const WARMUPS = Math.max(1, Number(process.env.BENCH_WARMUPS ?? 2));
 const HINT = Number(process.env.BENCH_PUBLISHER_HINT ?? 0);
+/** Workers' registered cache sizes passed to the index (`expectBlocks`), as the indexer service does. */
+const EXPECT = process.env.BENCH_EXPECT_BLOCKS !== '0';
 const TRACES = [
   ['conversation_2k', `${SHARED}/traces/conversation_2k.jsonl`],
   ['synthetic', `${SHARED}/traces/synthetic_trace.jsonl`],
@@ -204,11 +206,18 @@ function runScenario(name: string, prompts: readonly Prompt[], queries: readonly
   log(`${label}: ${sim.events.length} events, ${ops} block ops (${sim.evicted} evictions); timing apply, ${WARMUPS} untimed + ${REPS} timed passes`);
 
   // The index first, alone in the heap: timing, memory, match latency; then the baseline.
-  // Configured as the indexer service runs it (no per-publisher size hint). BENCH_PUBLISHER_HINT
-  // (e.g. 16384, the workers' total_kv_blocks) pre-sizes each publisher's block-id table instead.
+  // Every worker's advertised cache size (total_kv_blocks = CAPACITY, what its registration
+  // carries) is given to the index as `expectBlocks` before its events, as the indexer does on a
+  // registration (BENCH_EXPECT_BLOCKS=0: as if no worker registered, tables grow from empty).
+  // BENCH_PUBLISHER_HINT sets the index-wide hint instead.
+  const workerIds = [...new Set(sim.events.map((e) => e.workerId))];
   const impl = timeApply(
     sim.events,
-    () => new PrefixIndex(BLOCK, HINT > 0 ? { publisherBlocksHint: HINT } : {}),
+    () => {
+      const x = new PrefixIndex(BLOCK, HINT > 0 ? { publisherBlocksHint: HINT } : {});
+      if (EXPECT) for (const w of workerIds) x.expectBlocks(w, CAPACITY);
+      return x;
+    },
     (x, e) => x.apply(e, 0),
     (x) => x.stats().arrayBytes,
   );
@@ -364,6 +373,7 @@ const summary = {
   answers_checked: checked,
   reps: REPS,
   publisher_blocks_hint: HINT,
+  expect_blocks: EXPECT ? CAPACITY : 0,
   load_average_1m: +load.toFixed(2),
   method:
     'block_ops_per_s: process CPU time of the apply loop; *_wall: wall clock. match_*: per-prompt best of interleaved rounds; *_raw: every call. bytes_per_block: heap+array buffers per resident block, first full-cache scenario.',

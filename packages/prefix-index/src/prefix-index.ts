@@ -150,6 +150,8 @@ export class PrefixIndex {
 
   // Publishers.
   private readonly byWorker = new Map<bigint, Map<number, Publisher>>();
+  /** Blocks each publisher of a worker is expected to hold (`expectBlocks`), for sizing its block-id table. */
+  private readonly expected = new Map<bigint, number>();
   private publishers: Publisher[] = [];
   private slotHigh = 0;
   private freeSlots: number[] = [];
@@ -488,7 +490,7 @@ export class PrefixIndex {
       const v = t[b + K_VAL]!;
       if (v !== 0) this.release(v & NODE_MASK, slot, v >>> NODE_BITS, true);
     }
-    pub.map = new ExtMap(this.publisherSlots);
+    pub.map = new ExtMap(this.tableSlots(pub.workerId));
     pub.tierBlocks.fill(0);
     return dropped;
   }
@@ -519,7 +521,7 @@ export class PrefixIndex {
       workerId,
       dpRank,
       slot,
-      map: new ExtMap(this.publisherSlots),
+      map: new ExtMap(this.tableSlots(workerId)),
       lastEventId: null,
       expectStart: true,
       suspect: null,
@@ -541,8 +543,33 @@ export class PrefixIndex {
     return dropped;
   }
 
-  /** Forget a worker on every dp rank (it left the pool). Returns the blocks dropped. */
+  /**
+   * A worker's advertised cache size, `total_kv_blocks` per dp rank (from its registration): each of
+   * its publishers' block-id tables is sized to hold that many blocks from the start, instead of
+   * doubling (and rehashing everything) from empty as it fills; tables that exist grow to it now.
+   * A hint, not a limit: a publisher holding more (lower tiers) still grows. 0 forgets the hint.
+   * No answer depends on it. About 17 bytes per expected block and publisher, touched as it fills.
+   */
+  expectBlocks(workerId: WorkerId, blocks: number): void {
+    const n = Math.min(1 << 26, Math.max(0, Math.floor(blocks)));
+    if (!(n > 0)) {
+      this.expected.delete(workerId);
+      return;
+    }
+    this.expected.set(workerId, n);
+    const ranks = this.byWorker.get(workerId);
+    if (ranks !== undefined) for (const pub of ranks.values()) if (pub.map.size < n) pub.map.reserve(n - pub.map.size);
+  }
+
+  /** Initial slots of a publisher's block-id table: the worker's `expectBlocks`, else the index-wide hint. */
+  private tableSlots(workerId: WorkerId): number {
+    const e = this.expected.get(workerId);
+    return e === undefined ? this.publisherSlots : Math.max(this.publisherSlots, slotsFor(e));
+  }
+
+  /** Forget a worker on every dp rank (it left the pool), and its `expectBlocks`. Returns the blocks dropped. */
   removeWorker(workerId: WorkerId): number {
+    this.expected.delete(workerId);
     const ranks = this.byWorker.get(workerId);
     if (ranks === undefined) return 0;
     let dropped = 0;

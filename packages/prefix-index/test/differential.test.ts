@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { PrefixIndex } from '@vantage/prefix-index';
 import { ReferenceIndex } from './reference-model';
+import type { ExternalHash } from '@vantage/types';
 import { W } from './events';
 import { WORKERS, cmdArb, normApply, normImpl, queries, toEvent } from './streams';
 import type { Cmd } from './streams';
@@ -30,9 +31,14 @@ function check(idx: PrefixIndex, ref: ReferenceIndex, where: string): void {
   ).toEqual(ref.counters);
 }
 
-function runStream(cmds: readonly Cmd[], checkEvery = 1): { idx: PrefixIndex; ref: ReferenceIndex } {
+/**
+ * `expected`: each worker's `expectBlocks` hint, given before the stream (and again after the worker
+ * is removed, as a re-registration would), so tables start pre-sized or are grown mid-stream.
+ */
+function runStream(cmds: readonly Cmd[], checkEvery = 1, expected: readonly number[] | null = null): { idx: PrefixIndex; ref: ReferenceIndex } {
   const idx = new PrefixIndex(16);
   const ref = new ReferenceIndex();
+  if (expected !== null) WORKERS.forEach((w, i) => idx.expectBlocks(W(w), expected[i]!));
   const sent = new Map<string, bigint>();
   cmds.forEach((c, i) => {
     const now = 1000 + i;
@@ -43,6 +49,7 @@ function runStream(cmds: readonly Cmd[], checkEvery = 1): { idx: PrefixIndex; re
     } else if (c.t === 'removeWorker') {
       idx.removeWorker(W(WORKERS[c.w]!));
       ref.removeWorker(WORKERS[c.w]!);
+      if (expected !== null) idx.expectBlocks(W(WORKERS[c.w]!), expected[(c.w + i) % expected.length]!);
     } else if (c.t === 'removeDp') {
       idx.removeDpRank(W(WORKERS[c.w]!), c.dp);
       ref.removeDpRank(WORKERS[c.w]!, c.dp);
@@ -79,6 +86,38 @@ describe('differential: PrefixIndex vs reference model', () => {
       }),
       { seed: 0x5eed_0002, numRuns: 25 },
     );
+  });
+
+  it('expectBlocks (pre-sized and mid-stream grown block-id tables) changes no answer', () => {
+    fc.assert(
+      fc.property(fc.array(cmdArb, { maxLength: 80 }), fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 3, maxLength: 3 }), (cmds, expected) => {
+        runStream(cmds, 1, expected);
+      }),
+      { seed: 0x5eed_0004, numRuns: 200 },
+    );
+  });
+
+  it('expectBlocks sizes a publisher table once: it does not grow while filling up to the hint', () => {
+    const w = W(7);
+    const ids = new BigUint64Array(1000).map((_, i) => BigInt(i + 1) * 0x9e37_79b9_7f4a_7c15n);
+    // 1,000 blocks in a chain (the node table's first 1,024 records hold them, so only the block-id table can grow).
+    const fill = (idx: PrefixIndex): { first: number; last: number } => {
+      let first = 0;
+      for (let k = 0; k < ids.length; k++) {
+        const parentHash = (k === 0 ? null : ids[k - 1]!) as ExternalHash | null;
+        idx.apply({ workerId: w, dpRank: 0, storageTier: 'device', eventId: BigInt(k + 1), data: { kind: 'stored', parentHash, startPosition: k, blockHashes: ids.subarray(k, k + 1), tokensHashes: ids.subarray(k, k + 1) } }, 0);
+        if (k === 0) first = idx.stats().arrayBytes;
+      }
+      return { first, last: idx.stats().arrayBytes };
+    };
+    const hinted = new PrefixIndex(16);
+    hinted.expectBlocks(w, 1000);
+    const h = fill(hinted);
+    const u = fill(new PrefixIndex(16));
+    expect(h.last).toBe(h.first);
+    expect(u.last).toBeGreaterThan(u.first);
+    expect(h.first).toBeGreaterThan(u.first);
+    expect(hinted.match(ids).workers[0]!.deviceBlocks).toBe(1000);
   });
 
   it('the harness can fail: a deliberately wrong model is caught and shrunk', () => {
