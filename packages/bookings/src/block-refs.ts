@@ -147,3 +147,120 @@ export class BlockRefs {
     }
   }
 }
+
+/** Ranks a `HolderTable` can name in its per-key masks (two int32 words). */
+export const HOLDER_MASK_RANKS = 64;
+const HSLOT = 5;
+
+/**
+ * The ledger-wide sequence hash → holders table: per key, how many ranks hold it (`count`) and,
+ * for ranks given a mask bit (0..63), which ones (two int32 words). Same open addressing, hashing
+ * and backward-shift deletion as `BlockRefs`; slots are [keyLo, keyHi, count, mask0, mask1].
+ * A rank without a bit (-1) is counted but not named.
+ */
+export class HolderTable {
+  private t: Int32Array;
+  private mask: number;
+  size = 0;
+
+  constructor() {
+    this.t = new Int32Array(16 * HSLOT);
+    this.mask = 15;
+  }
+
+  /** Slot base of (lo, hi), or -1. Read `countAt`, `mask0At`, `mask1At` from it. */
+  find(lo: number, hi: number): number {
+    const t = this.t;
+    const mask = this.mask;
+    let i = mix(lo, hi) & mask;
+    for (;;) {
+      const b = i * HSLOT;
+      if (t[b + 2] === 0) return -1;
+      if (t[b] === lo && t[b + 1] === hi) return b;
+      i = (i + 1) & mask;
+    }
+  }
+
+  countAt(b: number): number {
+    return b < 0 ? 0 : this.t[b + 2]!;
+  }
+
+  mask0At(b: number): number {
+    return b < 0 ? 0 : this.t[b + 3]!;
+  }
+
+  mask1At(b: number): number {
+    return b < 0 ? 0 : this.t[b + 4]!;
+  }
+
+  count(lo: number, hi: number): number {
+    return this.countAt(this.find(lo, hi));
+  }
+
+  /** One more rank holds (lo, hi); `bit` names it in the mask (-1: counted only). */
+  add(lo: number, hi: number, bit: number): void {
+    let b = this.find(lo, hi);
+    if (b < 0) {
+      if ((this.size + 1) * 2 > this.mask + 1) this.resize((this.mask + 1) * 2);
+      const t = this.t;
+      const mask = this.mask;
+      let i = mix(lo, hi) & mask;
+      while (t[i * HSLOT + 2] !== 0) i = (i + 1) & mask;
+      b = i * HSLOT;
+      t[b] = lo;
+      t[b + 1] = hi;
+      t[b + 3] = 0;
+      t[b + 4] = 0;
+      this.size++;
+    }
+    const t = this.t;
+    t[b + 2]!++;
+    if (bit >= 0) t[b + 3 + (bit >>> 5)]! |= 1 << (bit & 31);
+  }
+
+  /** A rank stopped holding (lo, hi): returns the ranks left holding it, or -1 when the key was not held. */
+  drop(lo: number, hi: number, bit: number): number {
+    const b = this.find(lo, hi);
+    if (b < 0) return -1;
+    const t = this.t;
+    if (bit >= 0) t[b + 3 + (bit >>> 5)]! &= ~(1 << (bit & 31));
+    if (t[b + 2]! > 1) return --t[b + 2]!;
+    this.removeAt(b);
+    return 0;
+  }
+
+  private removeAt(b: number): void {
+    const t = this.t;
+    const mask = this.mask;
+    let hole = b / HSLOT;
+    let j = hole;
+    for (;;) {
+      j = (j + 1) & mask;
+      const jb = j * HSLOT;
+      if (t[jb + 2] === 0) break;
+      const home = mix(t[jb]!, t[jb + 1]!) & mask;
+      const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
+      if (!between) {
+        t.copyWithin(hole * HSLOT, jb, jb + HSLOT);
+        hole = j;
+      }
+    }
+    t[hole * HSLOT + 2] = 0;
+    this.size--;
+    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize((this.mask + 1) / 2);
+  }
+
+  private resize(cap: number): void {
+    const old = this.t;
+    this.t = new Int32Array(cap * HSLOT);
+    this.mask = cap - 1;
+    const t = this.t;
+    const mask = this.mask;
+    for (let b = 0; b < old.length; b += HSLOT) {
+      if (old[b + 2] === 0) continue;
+      let i = mix(old[b]!, old[b + 1]!) & mask;
+      while (t[i * HSLOT + 2] !== 0) i = (i + 1) & mask;
+      t.set(old.subarray(b, b + HSLOT), i * HSLOT);
+    }
+  }
+}

@@ -1,5 +1,5 @@
 import { isU64, type WorkerId } from '@vantage/types';
-import { BlockRefs, halves } from './block-refs';
+import { BlockRefs, HOLDER_MASK_RANKS, HolderTable, halves } from './block-refs';
 import { RecentIds } from './recent-ids';
 import {
   RELEASE_REASONS,
@@ -71,6 +71,8 @@ class RankState extends BlockRefs {
   /** `prepareChain` result for this rank: the active prefix length of the prepared chain, valid when `queryId` is the ledger's. */
   queryId = -1;
   queryPrefix = 0;
+  /** This rank's bit in the holder masks (0..63), or -1 when all bits were taken when it was created. */
+  bit = -1;
 
   constructor(
     readonly workerId: WorkerId,
@@ -205,7 +207,19 @@ export class BookingLedger {
    * bookings hold the block). With `#roots`, lets `prepareChain` find every rank's active prefix of
    * a chain without probing every rank's own table at every bisection step.
    */
-  readonly #holders = new BlockRefs();
+  readonly #holders = new HolderTable();
+  /** Holder-mask bits not in use, and how many live ranks have none. */
+  readonly #freeBits: number[] = Array.from({ length: HOLDER_MASK_RANKS }, (_, i) => HOLDER_MASK_RANKS - 1 - i);
+  #unnamed = 0;
+  /**
+   * `prepareChain` results by mask bit when every live rank has one (then no rank state is touched
+   * to prepare a chain): the query id each bit's prefix is for, and the prefix.
+   */
+  readonly #bitQuery = new Float64Array(HOLDER_MASK_RANKS).fill(-1);
+  readonly #bitPrefix = new Int32Array(HOLDER_MASK_RANKS);
+  #preparedByBit = false;
+  /** Scratch beside `#drops`: the holders-table slot of the block just before each drop. */
+  #dropSlots: number[] = [];
   /** First sequence hash of booked chains → the ranks holding a chain from it, with how many bookings each. */
   readonly #roots = new Map<bigint, Map<RankState, number>>();
   /** The chain `prepareChain` last ran on (null once any change invalidated it) and its query id. */
@@ -300,6 +314,7 @@ export class BookingLedger {
         dropped++;
       }
     }
+    for (const rank of entry.ranks.values()) this.#dropRank(rank);
     this.#workers.delete(workerId);
     this.#structure++;
     this.#counters.droppedByWorkerRemoval += dropped;
@@ -356,6 +371,9 @@ export class BookingLedger {
     let rank = entry.ranks.get(input.dpRank);
     if (rank === undefined) {
       rank = new RankState(input.workerId, input.dpRank);
+      const bit = this.#freeBits.pop();
+      if (bit === undefined) this.#unnamed++;
+      else rank.bit = bit;
       entry.ranks.set(input.dpRank, rank);
       this.#structure++;
     }
@@ -392,7 +410,7 @@ export class BookingLedger {
     const refs: BlockRefs = rank;
     const holders = this.#holders;
     const hv = halves(record.sequenceHashes);
-    for (let i = 0; i < hv.length; i += 2) if (refs.add(hv[i]!, hv[i + 1]!)) holders.add(hv[i]!, hv[i + 1]!);
+    for (let i = 0; i < hv.length; i += 2) if (refs.add(hv[i]!, hv[i + 1]!)) holders.add(hv[i]!, hv[i + 1]!, rank.bit);
     if (record.sequenceHashes.length > 0) {
       const root = record.sequenceHashes[0]!;
       let ranks = this.#roots.get(root);
@@ -509,6 +527,15 @@ export class BookingLedger {
     return out;
   }
 
+  /**
+   * Live rank states without a holder-mask bit (only the first 64 ranks alive at once get one):
+   * while any exists, `prepareChain` probes each candidate rank's own table instead of reading the
+   * masks. A diagnostic, for tests and metrics.
+   */
+  get ranksWithoutMaskBit(): number {
+    return this.#unnamed;
+  }
+
   /** A resolved handle on (worker, dp rank) for `loadOfRef` and `newBlocksOfRef` (see `RankRef`). */
   rankRef(workerId: WorkerId, dpRank: number): RankRef {
     return new Ref(this, workerId, dpRank);
@@ -553,7 +580,7 @@ export class BookingLedger {
   /** `newBlocksOfChain` for a rank given by its `RankRef`: the same value, without looking the rank up. */
   newBlocksOfRef(ref: RankRef, chain: BigUint64Array): number {
     const rank = this.#resolved(ref).rank;
-    if (chain === this.#prepared) return rank !== undefined && rank.queryId === this.#queryId ? chain.length - rank.queryPrefix : chain.length;
+    if (chain === this.#prepared) return this.#preparedNew(rank, chain.length);
     if (rank === undefined || rank.size === 0) return chain.length;
     return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
   }
@@ -618,7 +645,7 @@ export class BookingLedger {
   newBlocksOfChain(workerId: WorkerId, dpRank: number, chain: BigUint64Array): number {
     this.#lookup(workerId, dpRank);
     const rank = this.#memoRank;
-    if (chain === this.#prepared) return rank !== undefined && rank.queryId === this.#queryId ? chain.length - rank.queryPrefix : chain.length;
+    if (chain === this.#prepared) return this.#preparedNew(rank, chain.length);
     if (rank === undefined || rank.size === 0) return chain.length;
     return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
   }
@@ -639,17 +666,44 @@ export class BookingLedger {
   prepareChain(chain: BigUint64Array): void {
     const id = ++this.#queryId;
     this.#prepared = chain;
+    this.#preparedByBit = false;
     const n = chain.length;
     if (n === 0 || this.#holders.size === 0) return;
-    const cands = this.#roots.get(chain[0]!);
-    if (cands === undefined) return;
     const hv = this.#halvesOf(chain);
     const holders = this.#holders;
+    const first = holders.find(hv[0]!, hv[1]!);
+    const c0 = holders.countAt(first);
+    if (c0 === 0) return;
     const drops = this.#drops;
+    const slots = this.#dropSlots;
     drops.length = 0;
+    slots.length = 0;
     // Prefix lengths p (1..n) at which the count falls: holders(seq[p-1]) > holders(seq[p]), holders(seq[n]) = 0.
-    countDrops(holders, hv, drops, 0, holders.count(hv[0]!, hv[1]!), n, 0);
-    if (drops.length === 0) return;
+    countDrops(holders, hv, drops, slots, 0, first, c0, n, 0);
+    if (this.#unnamed === 0) {
+      // Every rank has a mask bit: the ranks holding seq[p-1] are named in its slot, read by the
+      // bisection already. Walking the drops in increasing order leaves each rank its longest.
+      const q = this.#bitQuery;
+      const pre = this.#bitPrefix;
+      for (let k = 0; k < drops.length; k++) {
+        const p = drops[k]!;
+        const b = slots[k]!;
+        for (let w = 0; w < 2; w++) {
+          let m = w === 0 ? holders.mask0At(b) : holders.mask1At(b);
+          while (m !== 0) {
+            const low = m & -m;
+            const bit = 31 - Math.clz32(low) + 32 * w;
+            q[bit] = id;
+            pre[bit] = p;
+            m ^= low;
+          }
+        }
+      }
+      this.#preparedByBit = true;
+      return;
+    }
+    const cands = this.#roots.get(chain[0]!);
+    if (cands === undefined) return;
     for (const rank of cands.keys()) {
       // Largest drop length p whose last block seq[p-1] the rank holds (its prefix ends at a drop).
       // Every candidate holds seq[0] and so the whole stretch up to the first drop: that one needs no lookup.
@@ -681,6 +735,21 @@ export class BookingLedger {
   }
 
   // -------------------------------------------------------------------------
+
+  /** A rank state leaves the ledger (it holds no blocks by then): its mask bit is free again. */
+  #dropRank(rank: RankState): void {
+    if (rank.bit >= 0) {
+      this.#freeBits.push(rank.bit);
+      rank.bit = -1;
+    } else this.#unnamed--;
+  }
+
+  /** New blocks of the prepared chain (`n` long) on `rank`. */
+  #preparedNew(rank: RankState | undefined, n: number): number {
+    if (rank === undefined) return n;
+    if (this.#preparedByBit) return rank.bit >= 0 && this.#bitQuery[rank.bit] === this.#queryId ? n - this.#bitPrefix[rank.bit]! : n;
+    return rank.queryId === this.#queryId ? n - rank.queryPrefix : n;
+  }
 
   #tick(nowMs: number): number {
     this.#memoValid = false;
@@ -723,7 +792,7 @@ export class BookingLedger {
     for (let i = 0; i < hv.length; i += 2) {
       const left = refs.drop(hv[i]!, hv[i + 1]!);
       if (left < 0) this.#counters.invariantViolations++;
-      else if (left === 0 && holders.drop(hv[i]!, hv[i + 1]!) < 0) this.#counters.invariantViolations++;
+      else if (left === 0 && holders.drop(hv[i]!, hv[i + 1]!, rank.bit) < 0) this.#counters.invariantViolations++;
     }
     if (b.sequenceHashes.length > 0) {
       const root = b.sequenceHashes[0]!;
@@ -743,7 +812,10 @@ export class BookingLedger {
       // traffic alone must not accumulate once their work is gone.
       const cap = entry.capacity;
       const registeredRank = cap !== null && b.dpRank >= cap.dpStartRank && b.dpRank < cap.dpStartRank + cap.dpSize;
-      if (!registeredRank && entry.ranks.delete(b.dpRank)) this.#structure++;
+      if (!registeredRank && entry.ranks.delete(b.dpRank)) {
+        this.#dropRank(rank);
+        this.#structure++;
+      }
       if (cap === null && entry.ranks.size === 0 && this.#workers.delete(b.workerId)) this.#structure++;
     }
   }
@@ -751,20 +823,23 @@ export class BookingLedger {
 
 /**
  * Appends to `drops`, in increasing order, every p in (a, b] with holders(seq[p-1]) > holders(seq[p])
- * (holders(seq[n]) read as 0), given ca = holders(seq[a]) and cb = holders(seq[b]). The count never
- * rises along a chain, so a stretch whose ends have the same count has no drop inside and is skipped.
+ * (holders(seq[n]) read as 0), given ca = holders(seq[a]) and cb = holders(seq[b]), and to `slots`
+ * the holders-table slot of seq[p-1] (`sa` is seq[a]'s). The count never rises along a chain, so a
+ * stretch whose ends have the same count has no drop inside and is skipped.
  * (A module function rather than a closure: the hot path then creates no function per query.)
  */
-function countDrops(holders: BlockRefs, hv: Int32Array, drops: number[], a: number, ca: number, b: number, cb: number): void {
+function countDrops(holders: HolderTable, hv: Int32Array, drops: number[], slots: number[], a: number, sa: number, ca: number, b: number, cb: number): void {
   if (ca === cb) return;
   if (b === a + 1) {
     drops.push(b);
+    slots.push(sa);
     return;
   }
   const mid = (a + b) >>> 1;
-  const cm = holders.count(hv[2 * mid]!, hv[2 * mid + 1]!);
-  countDrops(holders, hv, drops, a, ca, mid, cm);
-  countDrops(holders, hv, drops, mid, cm, b, cb);
+  const sm = holders.find(hv[2 * mid]!, hv[2 * mid + 1]!);
+  const cm = holders.countAt(sm);
+  countDrops(holders, hv, drops, slots, a, sa, ca, mid, cm);
+  countDrops(holders, hv, drops, slots, mid, sm, cm, b, cb);
 }
 
 /**

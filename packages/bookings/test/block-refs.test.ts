@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BlockRefs, halves } from '../src/block-refs';
+import { BlockRefs, HolderTable, halves } from '../src/block-refs';
 
 /** Apply (key, add|release) operations to the table and to a Map reference; they must agree throughout. */
 function differential(ops: readonly { key: bigint; add: boolean }[]): void {
@@ -39,5 +39,50 @@ describe('BlockRefs (u64 → reference count, open addressing)', () => {
   it('grows to thousands of keys and shrinks back to empty', () => {
     const keys = Array.from({ length: 5000 }, (_, i) => BigInt(i) * 0x9e37_79b9_7f4a_7c15n & 0xffff_ffff_ffff_ffffn);
     differential([...keys.map((k) => ({ key: k, add: true })), ...keys.map((k) => ({ key: k, add: false }))]);
+  });
+});
+
+describe('HolderTable (u64 → holder count and the named holders)', () => {
+  it('agrees with a reference of per-key holder sets under any add/drop sequence, through growth and shrinking', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ key: fc.bigInt({ min: 0n, max: 300n }), bit: fc.integer({ min: -1, max: 63 }), add: fc.boolean() }), { maxLength: 3000 }),
+        (ops) => {
+          const t = new HolderTable();
+          // Per key: the named holders (bits) and the unnamed ones (a count), as the ledger adds and drops them.
+          const ref = new Map<bigint, { bits: Set<number>; unnamed: number }>();
+          const buf = new BigUint64Array(1);
+          const hv = halves(buf);
+          for (const { key, bit, add } of ops) {
+            buf[0] = key * 0x9e37_79b9_7f4a_7c15n;
+            const e = ref.get(key) ?? { bits: new Set<number>(), unnamed: 0 };
+            const holds = bit >= 0 ? e.bits.has(bit) : e.unnamed > 0;
+            if (add && !holds) {
+              t.add(hv[0]!, hv[1]!, bit);
+              if (bit >= 0) e.bits.add(bit);
+              else e.unnamed++;
+              ref.set(key, e);
+            } else if (!add && holds) {
+              if (bit >= 0) e.bits.delete(bit);
+              else e.unnamed--;
+              expect(t.drop(hv[0]!, hv[1]!, bit)).toBe(e.bits.size + e.unnamed);
+              if (e.bits.size + e.unnamed === 0) ref.delete(key);
+            } else if (!add && !ref.has(key)) expect(t.drop(hv[0]!, hv[1]!, bit)).toBe(-1);
+          }
+          expect(t.size).toBe(ref.size);
+          for (const [key, e] of ref) {
+            buf[0] = key * 0x9e37_79b9_7f4a_7c15n;
+            const b = t.find(hv[0]!, hv[1]!);
+            expect(t.countAt(b)).toBe(e.bits.size + e.unnamed);
+            let m0 = 0;
+            let m1 = 0;
+            for (const x of e.bits) if (x < 32) m0 |= 1 << x;
+            else m1 |= 1 << (x - 32);
+            expect([t.mask0At(b), t.mask1At(b)]).toEqual([m0, m1]);
+          }
+        },
+      ),
+      { seed: 0x401d, numRuns: 200 },
+    );
   });
 });

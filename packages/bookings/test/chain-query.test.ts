@@ -34,21 +34,23 @@ type Op =
   | { k: 'removeWorker'; w: number }
   | { k: 'query'; base: number; len: number; tail: number };
 
-const opArb: fc.Arbitrary<Op> = fc.oneof(
+/** Operations on `workers` workers (2 ranks each) with request ids 0..`ids`. */
+function manyOps(workers: number, ids: number): fc.Arbitrary<Op> {
+  return fc.oneof(
   {
     weight: 5,
     arbitrary: fc.record({
       k: fc.constant('book' as const),
-      id: fc.integer({ min: 0, max: 30 }),
-      w: fc.integer({ min: 0, max: WORKERS.length - 1 }),
+      id: fc.integer({ min: 0, max: ids }),
+      w: fc.integer({ min: 0, max: workers - 1 }),
       r: fc.integer({ min: 0, max: 1 }),
       base: fc.integer({ min: 0, max: BASES - 1 }),
       len: fc.integer({ min: 0, max: LEN }),
     }),
   },
-  { weight: 2, arbitrary: fc.record({ k: fc.constant('release' as const), id: fc.integer({ min: 0, max: 30 }) }) },
+  { weight: 2, arbitrary: fc.record({ k: fc.constant('release' as const), id: fc.integer({ min: 0, max: ids }) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('expire' as const), dt: fc.integer({ min: 0, max: 40 }) }) },
-  { weight: 1, arbitrary: fc.record({ k: fc.constant('removeWorker' as const), w: fc.integer({ min: 0, max: WORKERS.length - 1 }) }) },
+  { weight: 1, arbitrary: fc.record({ k: fc.constant('removeWorker' as const), w: fc.integer({ min: 0, max: workers - 1 }) }) },
   {
     weight: 4,
     arbitrary: fc.record({
@@ -58,12 +60,22 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       tail: fc.integer({ min: 0, max: 5 }),
     }),
   },
-);
+  );
+}
+
+const opArb = manyOps(WORKERS.length, 30);
+
+/** 40 workers × 2 ranks, 120 request ids: more ranks than the holder masks name (64), so both ways of preparing a chain run. */
+const MANY = Array.from({ length: 40 }, (_, i) => (BigInt(i) * 0x1_0000_0001n + 3n) as WorkerId);
 
 describe('BookingLedger.prepareChain', () => {
-  it('gives every rank the same new-block count as the linear count, under any history', () => {
+  it.each([
+    ['4 workers', WORKERS, 30, 120, 400],
+    ['40 workers (more ranks than mask bits)', MANY, 120, 500, 100],
+  ] as const)('gives every rank the same new-block count as the linear count, under any history (%s)', (_n, WORKERS, ids, maxOps, numRuns) => {
+    const opArb = manyOps(WORKERS.length, ids);
     fc.assert(
-      fc.property(fc.integer(), fc.array(opArb, { maxLength: 120 }), (seed, ops) => {
+      fc.property(fc.integer(), fc.array(opArb, { maxLength: maxOps }), (seed, ops) => {
         const chains = bases(seed);
         const ledger = new BookingLedger({ blockSize: 16, ttlMs: 50 });
         let now = 0;
@@ -96,8 +108,56 @@ describe('BookingLedger.prepareChain', () => {
         }
         expect(ledger.counters().invariantViolations).toBe(0);
       }),
-      { seed: 0xc4a1, numRuns: 400 },
+      { seed: 0xc4a1, numRuns },
     );
+  });
+
+  it('answers exactly with more ranks than mask bits, and the bits of dropped ranks are reused', () => {
+    const chains = bases(9);
+    const ledger = new BookingLedger({ blockSize: 16 });
+    const workers = Array.from({ length: 200 }, (_, i) => (BigInt(i) * 0x9e37_79b9n + 11n) as WorkerId);
+    const cap = { blockSize: 16, totalKvBlocks: null, maxNumBatchedTokens: null, maxNumSeqs: null, dpStartRank: 0, dpSize: 2, schedulable: true };
+    const check = (): void => {
+      for (let base = 0; base < BASES; base++) {
+        for (const len of [0, 1, 12, 13, 25, LEN]) {
+          const q = chains[base]!.subarray(0, len);
+          ledger.prepareChain(q);
+          for (const w of workers) for (const r of [0, 1]) expect(ledger.newBlocksOfChain(w, r, q)).toBe(ledger.newBlocks(w, r, q));
+        }
+      }
+    };
+    let id = 0;
+    const book = (w: WorkerId, r: number, k: number): void => {
+      ledger.book({ requestId: `q${id++}`, workerId: w, dpRank: r, promptTokens: 16, overlapBlocks: 0, sequenceHashes: chains[k % BASES]!.subarray(0, 1 + ((k * 7) % LEN)), expectedOutputTokens: null, source: 'decision_service', nowMs: id });
+    };
+    // 35 registered workers × 2 ranks with bookings: 70 ranks, 6 of them without a bit.
+    for (let i = 0; i < 35; i++) {
+      ledger.setWorker(workers[i]!, cap, id);
+      book(workers[i]!, 0, i);
+      book(workers[i]!, 1, i + 1);
+    }
+    expect(ledger.ranksWithoutMaskBit).toBe(6);
+    check();
+    // Workers leave and others come, many times over: bits come back with the ranks that held them.
+    for (let round = 0; round < 20; round++) {
+      for (let i = 0; i < 35; i++) ledger.removeWorker(workers[(round * 35 + i) % 200]!, id);
+      expect(ledger.ranksWithoutMaskBit).toBe(0);
+      for (let i = 0; i < 30; i++) {
+        const w = workers[((round + 1) * 35 + i) % 200]!;
+        ledger.setWorker(w, cap, id);
+        book(w, 0, i + round);
+        book(w, 1, i + round + 3);
+      }
+      expect(ledger.ranksWithoutMaskBit).toBe(0);
+    }
+    check();
+    // Unregistered ranks (competing traffic) hold their bit only while they hold bookings.
+    for (let i = 0; i < 10; i++) book(workers[199 - i]!, 5, i);
+    check();
+    for (let k = id - 10; k < id; k++) ledger.release(`q${k}`, 'completed', id);
+    expect(ledger.ranksWithoutMaskBit).toBe(0);
+    check();
+    expect(ledger.counters().invariantViolations).toBe(0);
   });
 
   it('is invalidated by any change: answers after a booking are not the prepared ones', () => {
