@@ -329,6 +329,8 @@ export class PoolState {
       r.schedulable = capacity.schedulable;
     }
     for (let i = 0; i < capacity.dpSize; i++) this.touch(workerId, capacity.dpStartRank + i, nowMs);
+    // Each dp rank's cache size sizes its block-id table in the index up front (no growth while it fills).
+    this.index.expectBlocks(workerId, capacity.totalKvBlocks ?? 0);
     return undefined;
   }
 

@@ -74,6 +74,8 @@ const SNAPSHOT_VERSION = 2;
 const SNAPSHOT_V1 = 1;
 /** Node ids share an int32 with a 4-bit tier mask in the block-id tables. */
 const MAX_NODES = 1 << NODE_BITS;
+/** Largest `expectBlocks` hint honoured (blocks per publisher). */
+export const EXPECT_BLOCKS_MAX = 1 << 22;
 const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
 
 const EMPTY_U64 = new BigUint64Array(0);
@@ -548,10 +550,12 @@ export class PrefixIndex {
    * its publishers' block-id tables is sized to hold that many blocks from the start, instead of
    * doubling (and rehashing everything) from empty as it fills; tables that exist grow to it now.
    * A hint, not a limit: a publisher holding more (lower tiers) still grows. 0 forgets the hint.
-   * No answer depends on it. About 17 bytes per expected block and publisher, touched as it fills.
+   * No answer depends on it. About 17 bytes per expected block and publisher, touched as it fills;
+   * hints above EXPECT_BLOCKS_MAX (4,194,304 blocks, ~70 MB a table) count as that, so a bogus
+   * registration cannot make the index reserve gigabytes.
    */
   expectBlocks(workerId: WorkerId, blocks: number): void {
-    const n = Math.min(1 << 26, Math.max(0, Math.floor(blocks)));
+    const n = Math.min(EXPECT_BLOCKS_MAX, Math.max(0, Math.floor(blocks)));
     if (!(n > 0)) {
       this.expected.delete(workerId);
       return;
