@@ -123,6 +123,8 @@ interface RankSlot {
   reg: Registration | undefined;
   capacity: WorkerCapacity | null;
   schedulable: boolean | null;
+  /** `worker.lastSeen`, mirrored (every write of it goes through `seen`). */
+  lastSeen: number | null;
   /** The rank's own last load report (`kv_metrics`). */
   report: LoadReport | null;
   /** Position in the sorted rank list (valid while that list is). */
@@ -224,6 +226,7 @@ export class PoolState {
       reg: w.reg,
       capacity: w.reg ? w.reg.capacity : null,
       schedulable: w.reg ? w.reg.capacity.schedulable : null,
+      lastSeen: w.lastSeen,
       report: null,
       pos: -1,
       ref: this.ledger.rankRef(w.workerId, dpRank),
@@ -246,14 +249,14 @@ export class PoolState {
     for (const p of pubs) {
       const w = this.workerSlot(p.workerId);
       this.rankSlot(w, p.dpRank);
-      w.lastSeen = nowMs;
+      seen(w, nowMs);
     }
     return pubs.length;
   }
 
   private touch(workerId: WorkerId, dpRank: number | null, nowMs: number): RankSlot | null {
     const w = this.workerSlot(workerId);
-    w.lastSeen = nowMs;
+    seen(w, nowMs);
     this.lastChangeMs = nowMs;
     return dpRank === null ? null : this.rankSlot(w, dpRank);
   }
@@ -486,7 +489,7 @@ export class PoolState {
       // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
       const suspect = match ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
       const lastEventMs = match?.lastEventMs ?? null;
-      const lastSeenMs = r.worker.lastSeen;
+      const lastSeenMs = r.lastSeen;
       const hostOverlapBlocks = Math.max(0, (match?.hostBlocks ?? 0) - device);
       const diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - (match?.hostBlocks ?? 0));
       const treeSize = match?.treeSize ?? 0;
@@ -549,6 +552,12 @@ export class PoolState {
       pending: { requests: pendingRequests, tokens: pendingTokens },
     };
   }
+}
+
+/** The worker was heard from: its last-seen time, on the worker and each of its rank slots. */
+function seen(w: WorkerSlot, nowMs: number): void {
+  w.lastSeen = nowMs;
+  for (const r of w.ranks) r.lastSeen = nowMs;
 }
 
 /** `buf` (a pool-owned array) cut or extended to `n` entries, or a new array of `n` when there is none. */

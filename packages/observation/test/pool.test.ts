@@ -157,10 +157,15 @@ describe('PoolState.observe', () => {
       (p) => p.ledger.book({ requestId: 'z', workerId: W1, dpRank: 0, promptTokens: 16, overlapBlocks: 0, sequenceHashes: hashPrompt(prompt, BS).sequence, source: 'local', nowMs: 21 }),
       (p) => p.register(W2, { ...cap, dpSize: 2 }, null, 22),
     ];
+    // Each step's messages, by worker, at the step's time (registrations, KV events, load reports).
+    const heard: (readonly [WorkerId, number])[][] = [[], [[W1, 0], [W2, 0]], [[W1, 10]], [[W2, 11]], [], [[W2, 13]], [[W3, 14]], [[W3, 15]], [], [], [[W2, 18]], [], [[W1, 20]], [], [[W2, 22]]];
+    const lastSeen = new Map<bigint, number>();
     let t = 30;
-    for (const step of steps) {
+    for (const [k, step] of steps.entries()) {
       step(a);
       step(b);
+      for (const [w, at] of heard[k]!) lastSeen.set(w, at);
+      if (k === 8) lastSeen.delete(W1); // removed
       for (const [tokens, n] of [
         [prompt, 16],
         [other, 15],
@@ -170,6 +175,8 @@ describe('PoolState.observe', () => {
         const fresh = a.observe(local, n, t);
         const transient = b.observeTransient(local, n, t);
         expect(transient).toEqual(fresh);
+        // Last seen is the worker's: the same on every rank of a worker, the time of its latest message.
+        for (const w of fresh.workers) expect(w.lastSeenMs).toBe(lastSeen.get(w.workerId) ?? null);
         // Registration and booked load as the pool and the ledger report them when asked directly.
         for (const w of fresh.workers) {
           const reg = a.registration(w.workerId);
