@@ -521,14 +521,18 @@ export class PoolState {
     }
     // Dynamo only routes to schedulable workers; unregistered ones (capacity unknown) stay eligible
     // so a pool without registrations still gets an answer.
-    const eligibleIdx = sized(sc?.eligibleIdx, 0);
-    const eligible = sized(sc?.eligible, 0);
+    // Written by index and cut to length after (emptying a reused array first would drop its storage).
+    const eligibleIdx = sized(sc?.eligibleIdx, n);
+    const eligible = sized(sc?.eligible, n);
+    let ne = 0;
     for (let i = 0; i < n; i++) {
       if (workers[i]!.schedulable !== false) {
-        eligibleIdx.push(i);
-        eligible.push(candidates[i]!);
+        eligibleIdx[ne] = i;
+        eligible[ne++] = candidates[i]!;
       }
     }
+    eligibleIdx.length = ne;
+    eligible.length = ne;
     const selection =
       promptTokens > 0
         ? selectWorker(this.opts.selection, { isl: promptTokens, blockSize: this.blockSize }, eligible, this.rng, reuse ? this.selectionScratch : undefined)
