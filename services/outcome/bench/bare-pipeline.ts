@@ -64,6 +64,17 @@ let records = 0;
 let stopping = false;
 const c0 = process.cpuUsage();
 
+/** A delivered message into the inbox, waking the processing loop. */
+const received = (m: JsMsg, stream: string): void => {
+  if (firstAt === 0) firstAt = performance.now();
+  inbox.push({ m, stream });
+  if (wake !== null) {
+    const w = wake;
+    wake = null;
+    w();
+  }
+};
+
 const fetchLoop = async (stream: string): Promise<void> => {
   const consumer = await js.consumers.get(stream, DURABLE);
   if (process.env['BARE_PULL'] === 'consume') {
@@ -71,13 +82,7 @@ const fetchLoop = async (stream: string): Promise<void> => {
     const iter = await consumer.consume({ max_messages: FETCH_BATCH });
     for await (const m of iter) {
       if (stopping) break;
-      if (firstAt === 0) firstAt = performance.now();
-      inbox.push({ m, stream });
-      if (wake !== null) {
-        const w = wake;
-        wake = null;
-        w();
-      }
+      received(m, stream);
     }
     return;
   }
@@ -87,15 +92,7 @@ const fetchLoop = async (stream: string): Promise<void> => {
       continue;
     }
     const iter = await consumer.fetch({ max_messages: FETCH_BATCH, expires: 1_000 });
-    for await (const m of iter) {
-      if (firstAt === 0) firstAt = performance.now();
-      inbox.push({ m, stream });
-      if (wake !== null) {
-        const w = wake;
-        wake = null;
-        w();
-      }
-    }
+    for await (const m of iter) received(m, stream);
   }
 };
 
