@@ -127,8 +127,8 @@ const processLoop = async (): Promise<void> => {
   }
 };
 
-void fetchLoop(STREAMS[0]!).catch((e: unknown) => process.stderr.write(`fetch ${STREAMS[0]}: ${String(e)}\n`));
-for (const s of STREAMS.slice(1)) void fetchLoop(s).catch((e: unknown) => process.stderr.write(`fetch ${s}: ${String(e)}\n`));
+// (A pull ended by the consumers' deletion at the end is not an error.)
+for (const s of STREAMS) void fetchLoop(s).catch((e: unknown) => stopping || process.stderr.write(`fetch ${s}: ${String(e)}\n`));
 await processLoop();
 await nc.flush();
 const secs = (performance.now() - firstAt) / 1000;
