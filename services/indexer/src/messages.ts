@@ -124,14 +124,17 @@ export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Ar
 
 const utf8 = new TextEncoder();
 
-const binary = new ObserveReplyBinaryWriter();
+/** Writes each binary reply into a buffer of its own (the default; the service passes its pooled writer). */
+const copying = new ObserveReplyBinaryWriter();
 
 /**
  * The observe reply in the protocol's binary encoding (`replyEncoding: "binary"`), written straight
  * from the observation into the writer's typed arrays: no text, no intermediate objects. Same
- * content as `encodeObserveReply` (a test decodes both and compares).
+ * content as `encodeObserveReply` (a test decodes both and compares). `writer`: the service passes
+ * its pooled writer (replies as views of slabs it recycles after a NATS flush); by default each
+ * reply is a buffer of its own.
  */
-export function encodeObserveReplyBinary(o: PoolObservation, meta: ReplyMeta): Uint8Array {
+export function encodeObserveReplyBinary(o: PoolObservation, meta: ReplyMeta, binary: ObserveReplyBinaryWriter = copying): Uint8Array {
   const now = meta.nowMs;
   const only = meta.workers === 'choice' ? o.chosenIndex : -2;
   const n = only === -2 ? o.workers.length : only >= 0 ? 1 : 0;

@@ -4,9 +4,10 @@
  * endpoint, snapshots, housekeeping, metrics, NATS service discovery and the
  * shutdown sequence.
  */
-import { headers, type Msg } from '@nats-io/transport-node';
+import { headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { Svcm, type Service } from '@nats-io/services';
 import { localBlockHashes } from '@vantage/hashing';
+import { ObserveReplyBinaryWriter } from '@vantage/protocol';
 import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
 import { decodeObserveTransient, encodeObserveReply, encodeObserveReplyBinary, observeSubject } from './messages';
@@ -21,8 +22,35 @@ export interface IndexerHandle {
   readonly service: Service;
 }
 
-/** Answer one observe request for a pool; throws VantageError for bad requests. */
-export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint): Uint8Array {
+/**
+ * A binary reply writer whose replies are views of slabs, recycled safely for replies sent on `nc`:
+ * when a slab fills, every reply handed out so far has been published (the handler publishes each
+ * before it returns), so a flush issued then resolves only after the server has processed them,
+ * i.e. after the client's outgoing buffer let go of them (even across a reconnect); only then are
+ * those slabs written again. A failed flush (connection closed) releases nothing.
+ */
+export function pooledReplyWriter(nc: Pick<NatsConnection, 'flush'>): ObserveReplyBinaryWriter {
+  const w = new ObserveReplyBinaryWriter({ pooled: true });
+  w.onRetire = () => {
+    const e = w.epoch();
+    try {
+      nc.flush().then(
+        () => w.release(e),
+        () => {},
+      );
+    } catch {
+      /* closed: nothing is released */
+    }
+  };
+  return w;
+}
+
+/**
+ * Answer one observe request for a pool; throws VantageError for bad requests. A binary reply is
+ * written by `writer` (default: a buffer of its own per reply); the caller must publish it before
+ * the next call (see `pooledReplyWriter`).
+ */
+export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint, writer?: ObserveReplyBinaryWriter): Uint8Array {
   // The hashes are a view of a reused buffer: used by observeTransient below, kept by nothing.
   const req = decodeObserveTransient(data);
   if (!req.ok) throw new VantageError('BAD_REQUEST', `observe: ${req.reason}`, { details: { code: req.code } });
@@ -36,7 +64,7 @@ export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs
   const obs = state.observeTransient(local, r.promptTokens, now);
   const durationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
   const meta = { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs, workers: r.workers };
-  return r.replyEncoding === 'binary' ? encodeObserveReplyBinary(obs, meta) : encodeObserveReply(obs, meta);
+  return r.replyEncoding === 'binary' ? encodeObserveReplyBinary(obs, meta, writer) : encodeObserveReply(obs, meta);
 }
 
 export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>): Promise<IndexerHandle> {
@@ -74,6 +102,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
     metadata: { pools: [...runners.keys()].join(',') },
   });
   let inFlight = 0;
+  const replyWriter = pooledReplyWriter(nc);
   for (const [name, runner] of runners) {
     const subject = observeSubject(name);
     const okSeconds = metrics.observeSeconds.series(name, 'ok');
@@ -90,7 +119,8 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
         if (inFlight >= cfg.maxInFlight) return replyError(msg as unknown as Msg, new VantageError('OVERLOADED', `${inFlight} observe requests in flight`));
         inFlight++;
         try {
-          msg.respond(handleObserve(runner, msg.data, t0));
+          // Published at once: the reply may be a view of the pooled writer's slab (see pooledReplyWriter).
+          msg.respond(handleObserve(runner, msg.data, t0, replyWriter));
           okSeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
         } catch (e) {
           const ve = toVantageError(e);

@@ -4,6 +4,7 @@ import { PoolState } from '@vantage/observation';
 import { observeReplyCodec, observeRequestCodec } from '@vantage/protocol';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { decodeObserve, decodeObserveTransient, encodeObserveReply, encodeObserveReplyBinary, encodeObserveReplyViaCodec } from '../src/messages';
+import { pooledReplyWriter } from '../src/service';
 
 const BS = 4;
 const cap = { blockSize: BS, totalKvBlocks: 100, maxNumBatchedTokens: 16, maxNumSeqs: 8, dpStartRank: 0, dpSize: 2, schedulable: true };
@@ -90,5 +91,39 @@ describe('observe request decoding for the handler', () => {
     const a = decodeObserveTransient(requests[3]!);
     const b = decodeObserveTransient(requests[4]!);
     expect(a.ok && b.ok && a.value.localHashes!.buffer === b.value.localHashes!.buffer).toBe(true);
+  });
+});
+
+describe('pooled binary replies (the service\'s writer)', () => {
+  it('writes a slab again only after a flush issued once it was full has resolved, never after a failed one', async () => {
+    const p = scenario();
+    const flushes: { resolve: () => void; reject: (e: Error) => void }[] = [];
+    const w = pooledReplyWriter({ flush: () => new Promise<void>((resolve, reject) => void flushes.push({ resolve, reject })) });
+    const o = p.observeTransient(hashPrompt(Array.from({ length: 32 }, (_, i) => i * 3 + 1), BS).local, 32, 100);
+    const encode = (k: number): Uint8Array => encodeObserveReplyBinary(o, { nowMs: 1000 + k, queryDurationUs: k, restoredAtMs: null }, w);
+    const expectIntact = (b: Uint8Array, k: number): void => {
+      const r = observeReplyCodec.decode(b);
+      expect(r.ok && [r.value.atMs, r.value.queryDurationUs]).toEqual([1000 + k, k]);
+    };
+    // 3 workers: ~700-byte replies, a few hundred per slab. Fill several slabs; nothing is released yet.
+    const first = Array.from({ length: 2000 }, (_, k) => encode(k));
+    expect(flushes.length).toBeGreaterThan(2);
+    expect(w.slabs.free).toBe(0);
+    first.forEach(expectIntact);
+    // A failed flush releases nothing.
+    flushes[0]!.reject(new Error('closed'));
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(w.slabs.free).toBe(0);
+    // The second flush resolves: the slabs full when it was issued are written again, later replies are not touched.
+    const pendingAtSecond = flushes.length;
+    flushes[1]!.resolve();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(w.slabs.free).toBeGreaterThan(0);
+    const perSlab = Math.ceil(2000 / pendingAtSecond);
+    const late = first.slice(-perSlab).map((b) => Uint8Array.from(b));
+    const more = Array.from({ length: 500 }, (_, k) => encode(5000 + k));
+    first.slice(-perSlab).forEach((b, k) => expect(b).toEqual(late[k]));
+    more.forEach((b, k) => expectIntact(b, 5000 + k));
   });
 });
