@@ -15,7 +15,7 @@
 import { constants, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { sequenceHashes } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
-import { bookingEventCodec, observeRequestCodec } from '@vantage/protocol';
+import { ObserveReplyBinaryWriter, bookingEventCodec, observeRequestCodec } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { decodeBooking, decodeObserve, decodeObserveTransient, encodeObserveReplyBinary } from '../src/messages';
 import { benchBookings, PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
@@ -153,4 +153,15 @@ await timeIt('decode+observe+encode', (i) => {
   if (!d.ok) throw new Error();
   const o = state.observeTransient(d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now());
   return encodeObserveReplyBinary(o, { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null });
+});
+// The same with the service's pooled reply writer (replies as views of recycled slabs). Here nothing
+// holds a reply past its iteration, so each full slab is released at once; the service releases
+// only after a NATS flush has resolved.
+const pooled = new ObserveReplyBinaryWriter({ pooled: true });
+pooled.onRetire = () => pooled.release(pooled.epoch());
+await timeIt('...+encode pooled', (i) => {
+  const d = decodeObserveTransient(reqs[i % 64]!);
+  if (!d.ok) throw new Error();
+  const o = state.observeTransient(d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now());
+  return encodeObserveReplyBinary(o, { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null }, pooled);
 });
