@@ -40,6 +40,20 @@ const sparseReply: ObserveReply = {
   ],
 };
 
+/** Reply k with 64 workers (R tells them apart); `suspect`: each with a distinct long suspect reason. */
+function replyOf64(k: number, suspect: boolean): ObserveReply {
+  return {
+    ...observeReply,
+    atMs: k,
+    workers: Array.from({ length: 64 }, (_, i) => ({
+      ...observeReply.workers[0]!,
+      dpRank: i,
+      R: k * 1000 + i,
+      suspect: suspect ? { reason: `r_${i}_${'x'.repeat(55)}`, sinceMs: k } : null,
+    })),
+  };
+}
+
 describe('binary observe reply', () => {
   it.each([
     ['full', observeReply],
@@ -63,17 +77,8 @@ describe('binary observe reply', () => {
   });
 
   it('keeps every reply intact while later ones are written (each is its own copy), and with a long trailing JSON', () => {
-    const replies: ObserveReply[] = Array.from({ length: 300 }, (_, k) => ({
-      ...observeReply,
-      atMs: k,
-      workers: Array.from({ length: 64 }, (_, i) => ({
-        ...observeReply.workers[0]!,
-        dpRank: i,
-        R: k * 1000 + i,
-        // Every 50th reply: 64 distinct long suspect reasons, a trailing JSON over the scratch's reserve.
-        suspect: k % 50 === 7 ? { reason: `r_${i}_${'x'.repeat(55)}`, sinceMs: k } : null,
-      })),
-    }));
+    // Every 50th reply: 64 distinct long suspect reasons, a trailing JSON over the scratch's reserve.
+    const replies: ObserveReply[] = Array.from({ length: 300 }, (_, k) => replyOf64(k, k % 50 === 7));
     const bins = replies.map((r) => encodeObserveReplyBinary(r));
     expect(new Set(bins.map((b) => b.buffer)).size).toBeGreaterThan(1);
     bins.forEach((b, k) => {
@@ -83,16 +88,7 @@ describe('binary observe reply', () => {
   });
 
   it('pooled: replies are views of slabs, each intact until an epoch after it is released, and slabs are reused after that', () => {
-    const reply = (k: number, suspect = false): ObserveReply => ({
-      ...observeReply,
-      atMs: k,
-      workers: Array.from({ length: 64 }, (_, i) => ({
-        ...observeReply.workers[0]!,
-        dpRank: i,
-        R: k * 1000 + i,
-        suspect: suspect ? { reason: `r_${i}_${'x'.repeat(55)}`, sinceMs: k } : null,
-      })),
-    });
+    const reply = (k: number, suspect = false): ObserveReply => replyOf64(k, suspect);
     const encode = (w: ObserveReplyBinaryWriter, r: ObserveReply): Uint8Array => {
       w.begin(r.workers.length);
       r.workers.forEach((o, i) => {
