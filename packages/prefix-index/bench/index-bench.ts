@@ -107,9 +107,9 @@ function sameAnswers(idx: PrefixIndex, base: MapIndex, prompts: readonly BigUint
  */
 /**
  * One fill, the loop every untimed and timed pass runs: the same function, so the timed passes run
- * the code the untimed ones got optimised. (With a loop of its own, the first timed pass set off an
- * on-stack-replacement compile of the whole enclosing function, apply inlined: over 100 ms of
- * compiler-thread CPU billed to that pass, and slower code until it was done.)
+ * the code the untimed ones got optimised. (With a loop of its own, the first timed pass cost 2–3x
+ * the CPU of the later ones, no collection or page faults explaining it: its first run compiled the
+ * enclosing function on the stack, apply inlined, which the untimed passes had not.)
  */
 function fill<T>(idx: T, events: readonly KvEvent[], apply: (idx: T, e: KvEvent) => void): void {
   for (let i = 0; i < events.length; i++) apply(idx, events[i]!);
