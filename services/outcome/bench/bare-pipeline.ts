@@ -20,6 +20,7 @@ import { performance } from 'node:perf_hooks';
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import kafkajs from 'kafkajs';
+import { SEND_CHUNK_RECORDS } from '../src/service';
 
 process.env['KAFKAJS_NO_PARTITIONER_WARNING'] = '1';
 const { Kafka, logLevel } = kafkajs;
@@ -35,20 +36,14 @@ const EXPECTED = Number(env('BARE_MESSAGES'));
 const DURABLE = env('BARE_DURABLE');
 const WITH_KAFKA = process.env['BARE_KAFKA'] !== '0';
 /** Messages per pull request (the service's default `fetchBatch`). */
-const FETCH_BATCH = Number(process.env['BARE_FETCH_BATCH'] ?? 2_000);
-/**
- * `explicit` (default, as the service): every message acknowledged. For comparison only: `all`
- * acknowledges a batch's last message per stream (AckAll), `none` sends no acks (AckNone).
- */
-const ACK = (process.env['BARE_ACK'] ?? 'explicit') as 'explicit' | 'all' | 'none';
+const FETCH_BATCH = 2_000;
 const BATCH = 5_000;
 const DONE = Buffer.from('"kind":"done"');
 
 const nc = await connect({ servers: NATS });
 const jsm = await jetstreamManager(nc);
 const js = jetstream(nc);
-const ackPolicy = ACK === 'all' ? AckPolicy.All : ACK === 'none' ? AckPolicy.None : AckPolicy.Explicit;
-for (const s of STREAMS) await jsm.consumers.add(s, { durable_name: DURABLE, ack_policy: ackPolicy, ...(ACK === 'none' ? {} : { max_ack_pending: 100_000 }) });
+for (const s of STREAMS) await jsm.consumers.add(s, { durable_name: DURABLE, ack_policy: AckPolicy.Explicit, max_ack_pending: 100_000 });
 
 const kafka = WITH_KAFKA ? new Kafka({ brokers: env('BARE_KAFKA_BROKERS').split(','), clientId: 'bare-pipeline', logLevel: logLevel.NOTHING }) : null;
 const producer = kafka?.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false }) ?? null;
@@ -56,7 +51,7 @@ await producer?.connect();
 const topic = WITH_KAFKA ? env('BARE_TOPIC') : '';
 const outcomeValue = Buffer.alloc(Number(process.env['BARE_OUTCOME_BYTES'] ?? 800), 1);
 
-const inbox: { m: JsMsg; stream: string }[] = [];
+const inbox: JsMsg[] = [];
 let wake: (() => void) | null = null;
 let firstAt = 0;
 let acked = 0;
@@ -65,9 +60,9 @@ let stopping = false;
 const c0 = process.cpuUsage();
 
 /** A delivered message into the inbox, waking the processing loop. */
-const received = (m: JsMsg, stream: string): void => {
+const received = (m: JsMsg): void => {
   if (firstAt === 0) firstAt = performance.now();
-  inbox.push({ m, stream });
+  inbox.push(m);
   if (wake !== null) {
     const w = wake;
     wake = null;
@@ -77,22 +72,13 @@ const received = (m: JsMsg, stream: string): void => {
 
 const fetchLoop = async (stream: string): Promise<void> => {
   const consumer = await js.consumers.get(stream, DURABLE);
-  if (process.env['BARE_PULL'] === 'consume') {
-    // The client's continuous pull (refills by itself) instead of one fetch at a time.
-    const iter = await consumer.consume({ max_messages: FETCH_BATCH });
-    for await (const m of iter) {
-      if (stopping) break;
-      received(m, stream);
-    }
-    return;
-  }
   while (!stopping) {
     if (inbox.length >= 4 * FETCH_BATCH) {
       await new Promise((r) => setTimeout(r, 2));
       continue;
     }
     const iter = await consumer.fetch({ max_messages: FETCH_BATCH, expires: 1_000 });
-    for await (const m of iter) received(m, stream);
+    for await (const m of iter) received(m);
   }
 };
 
@@ -107,22 +93,16 @@ const processLoop = async (): Promise<void> => {
     const batch = inbox.splice(0, BATCH);
     if (producer !== null) {
       const messages: { key: Buffer | null; value: Buffer }[] = [];
-      for (const { m } of batch) {
+      for (const m of batch) {
         const d = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
         if (d[0] === 0xc3) messages.push({ key: null, value: d });
         else if (d.indexOf(DONE) >= 0) messages.push({ key: null, value: outcomeValue });
       }
-      // Produce requests of at most 1,000 records, as the service sends them (kafkajs groups a
-      // request's records per partition at a cost that grows with the square of its size).
-      for (let i = 0; i < messages.length; i += 1_000) await producer.send({ topic, acks: -1, messages: messages.slice(i, i + 1_000) });
+      // Produce requests no larger than the service's (see SEND_CHUNK_RECORDS).
+      for (let i = 0; i < messages.length; i += SEND_CHUNK_RECORDS) await producer.send({ topic, acks: -1, messages: messages.slice(i, i + SEND_CHUNK_RECORDS) });
       records += messages.length;
     }
-    if (ACK === 'explicit') for (const { m } of batch) m.ack();
-    else if (ACK === 'all') {
-      const last = new Map<string, JsMsg>();
-      for (const { m, stream } of batch) last.set(stream, m);
-      for (const m of last.values()) m.ack();
-    }
+    for (const m of batch) m.ack();
     acked += batch.length;
   }
 };
