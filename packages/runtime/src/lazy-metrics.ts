@@ -43,12 +43,26 @@ class SeriesSet<S extends { readonly labels: LabelValues<string> }> {
   }
 }
 
-/** What LazyCounter and LazyGauge share: their series, each a plain number. */
+/**
+ * What LazyCounter and LazyGauge share: their series, each a plain number, and the prom-client
+ * metric whose `collect()` copies the numbers in when scraped (after `reset()`, `inc(labels, n)`
+ * leaves a counter's or a gauge's series at exactly n).
+ */
 abstract class LazyScalar {
   protected readonly seriesSet: SeriesSet<Series>;
 
-  constructor(labelNames: readonly string[]) {
-    this.seriesSet = new SeriesSet<Series>(labelNames, (labels) => ({ labels, n: 0 }));
+  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[], Metric: typeof Counter | typeof Gauge) {
+    const set = (this.seriesSet = new SeriesSet<Series>(labelNames, (labels) => ({ labels, n: 0 })));
+    new Metric({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect(this: Counter | Gauge) {
+        this.reset();
+        for (const s of set.map.values()) this.inc(s.labels, s.n);
+      },
+    });
   }
 
   /** The series of these label values, in `labelNames` order (keep it to skip the lookup). */
@@ -60,18 +74,7 @@ abstract class LazyScalar {
 /** A counter incremented with plain additions; prom-client reads the series when scraped. */
 export class LazyCounter extends LazyScalar {
   constructor(registry: Registry, name: string, help: string, labelNames: readonly string[] = []) {
-    super(labelNames);
-    const set = this.seriesSet;
-    new Counter({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      collect(this: Counter) {
-        this.reset();
-        for (const s of set.map.values()) this.inc(s.labels, s.n);
-      },
-    });
+    super(registry, name, help, labelNames, Counter);
   }
 
   inc(...values: string[]): void {
@@ -82,18 +85,7 @@ export class LazyCounter extends LazyScalar {
 /** A gauge set with plain assignments; prom-client reads the series when scraped. */
 export class LazyGauge extends LazyScalar {
   constructor(registry: Registry, name: string, help: string, labelNames: readonly string[] = []) {
-    super(labelNames);
-    const set = this.seriesSet;
-    new Gauge({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      collect(this: Gauge) {
-        this.reset();
-        for (const s of set.map.values()) this.set(s.labels, s.n);
-      },
-    });
+    super(registry, name, help, labelNames, Gauge);
   }
 }
 

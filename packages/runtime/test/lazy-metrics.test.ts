@@ -45,6 +45,8 @@ describe('lazy metrics', () => {
     const ln = new LazyCounter(lazy, 'n_total', 'n');
     const pg = new Gauge({ name: 'g', help: 'g', labelNames: ['model'], registers: [prom] });
     const lg = new LazyGauge(lazy, 'g', 'g', ['model']);
+    const pu = new Gauge({ name: 'u', help: 'u', registers: [prom] });
+    const lu = new LazyGauge(lazy, 'u', 'u');
     for (let i = 0; i < 5; i++) {
       pc.inc({ reason: 'overrode', variant: 'cache', choice: 'capable' });
       lc.inc('overrode', 'cache', 'capable');
@@ -57,12 +59,16 @@ describe('lazy metrics', () => {
     lg.series('m-8b').n = 7;
     pg.set({ model: 'm-70b' }, 0);
     lg.series('m-70b').n = 0;
+    pu.set(-2.5);
+    lu.series().n = -2.5;
     expect(await lazy.metrics()).toBe(await prom.metrics());
     // Values keep counting after a scrape.
     pc.inc({ reason: 'overrode', variant: 'cache', choice: 'capable' });
     lc.inc('overrode', 'cache', 'capable');
     pg.set({ model: 'm-8b' }, 6);
     lg.series('m-8b').n = 6;
+    pu.set(4);
+    lu.series().n = 4;
     expect(await lazy.metrics()).toBe(await prom.metrics());
   });
 });
