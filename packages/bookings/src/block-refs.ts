@@ -98,26 +98,7 @@ export class BlockRefs {
   }
 
   private removeAt(b: number): void {
-    const t = this.t;
-    const mask = this.mask;
-    let hole = b / SLOT;
-    let j = hole;
-    for (;;) {
-      j = (j + 1) & mask;
-      const jb = j * SLOT;
-      if (t[jb + 2] === 0) break;
-      const home = mix(t[jb]!, t[jb + 1]!) & mask;
-      // The entry at j may move into the hole unless its home lies cyclically in (hole, j].
-      const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
-      if (!between) {
-        const hb = hole * SLOT;
-        t[hb] = t[jb]!;
-        t[hb + 1] = t[jb + 1]!;
-        t[hb + 2] = t[jb + 2]!;
-        hole = j;
-      }
-    }
-    t[hole * SLOT + 2] = 0;
+    removeSlot(this.t, this.mask, b, SLOT);
     this.size--;
     // Shrink when mostly empty, so a rank that once held a huge burst does not keep its memory.
     if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize((this.mask + 1) / 2);
@@ -128,24 +109,46 @@ export class BlockRefs {
   }
 
   private resize(cap: number): void {
-    const old = this.t;
-    this.t = new Int32Array(cap * SLOT);
+    this.t = rehash(this.t, cap, SLOT);
     this.mask = cap - 1;
-    this.size = 0;
-    const t = this.t;
-    const mask = this.mask;
-    for (let b = 0; b < old.length; b += SLOT) {
-      const c = old[b + 2]!;
-      if (c === 0) continue;
-      let i = mix(old[b]!, old[b + 1]!) & mask;
-      while (t[i * SLOT + 2] !== 0) i = (i + 1) & mask;
-      const nb = i * SLOT;
-      t[nb] = old[b]!;
-      t[nb + 1] = old[b + 1]!;
-      t[nb + 2] = c;
-      this.size++;
+  }
+}
+
+/**
+ * Backward-shift deletion of the slot at base `b` in a table of `width`-int slots laid out as
+ * [keyLo, keyHi, count, ...] (count 0: empty): later entries of its probe run move up into the
+ * hole, so no tombstone is left. The caller updates its size.
+ */
+function removeSlot(t: Int32Array, mask: number, b: number, width: number): void {
+  let hole = b / width;
+  let j = hole;
+  for (;;) {
+    j = (j + 1) & mask;
+    const jb = j * width;
+    if (t[jb + 2] === 0) break;
+    const home = mix(t[jb]!, t[jb + 1]!) & mask;
+    // The entry at j may move into the hole unless its home lies cyclically in (hole, j].
+    const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
+    if (!between) {
+      const hb = hole * width;
+      for (let k = 0; k < width; k++) t[hb + k] = t[jb + k]!;
+      hole = j;
     }
   }
+  t[hole * width + 2] = 0;
+}
+
+/** A new table of `cap` slots (a power of two) of `width` ints holding every entry of `old`. */
+function rehash(old: Int32Array, cap: number, width: number): Int32Array {
+  const t = new Int32Array(cap * width);
+  const mask = cap - 1;
+  for (let b = 0; b < old.length; b += width) {
+    if (old[b + 2] === 0) continue;
+    let i = mix(old[b]!, old[b + 1]!) & mask;
+    while (t[i * width + 2] !== 0) i = (i + 1) & mask;
+    t.set(old.subarray(b, b + width), i * width);
+  }
+  return t;
 }
 
 /** Ranks a `HolderTable` can name in its per-key masks (two int32 words). */
@@ -230,37 +233,13 @@ export class HolderTable {
   }
 
   private removeAt(b: number): void {
-    const t = this.t;
-    const mask = this.mask;
-    let hole = b / HSLOT;
-    let j = hole;
-    for (;;) {
-      j = (j + 1) & mask;
-      const jb = j * HSLOT;
-      if (t[jb + 2] === 0) break;
-      const home = mix(t[jb]!, t[jb + 1]!) & mask;
-      const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
-      if (!between) {
-        t.copyWithin(hole * HSLOT, jb, jb + HSLOT);
-        hole = j;
-      }
-    }
-    t[hole * HSLOT + 2] = 0;
+    removeSlot(this.t, this.mask, b, HSLOT);
     this.size--;
     if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize((this.mask + 1) / 2);
   }
 
   private resize(cap: number): void {
-    const old = this.t;
-    this.t = new Int32Array(cap * HSLOT);
+    this.t = rehash(this.t, cap, HSLOT);
     this.mask = cap - 1;
-    const t = this.t;
-    const mask = this.mask;
-    for (let b = 0; b < old.length; b += HSLOT) {
-      if (old[b + 2] === 0) continue;
-      let i = mix(old[b]!, old[b + 1]!) & mask;
-      while (t[i * HSLOT + 2] !== 0) i = (i + 1) & mask;
-      t.set(old.subarray(b, b + HSLOT), i * HSLOT);
-    }
   }
 }
