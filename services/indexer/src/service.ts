@@ -47,10 +47,9 @@ export function pooledReplyWriter(nc: Pick<NatsConnection, 'flush'>): ObserveRep
 
 /**
  * Answer one observe request for a pool; throws VantageError for bad requests. A binary reply is
- * written by `writer` (default: a buffer of its own per reply); the caller must publish it before
- * the next call (see `pooledReplyWriter`).
+ * written by `writer`; the caller must publish it before the next call (see `pooledReplyWriter`).
  */
-export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint, writer?: ObserveReplyBinaryWriter): Uint8Array {
+export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint, writer: ObserveReplyBinaryWriter): Uint8Array {
   // The hashes are a view of a reused buffer: used by observeTransient below, kept by nothing.
   const req = decodeObserveTransient(data);
   if (!req.ok) throw new VantageError('BAD_REQUEST', `observe: ${req.reason}`, { details: { code: req.code } });
