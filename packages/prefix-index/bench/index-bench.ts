@@ -32,7 +32,6 @@ const CAPACITY = 16_384;
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 /** Untimed fills before the timed ones (the first also measures memory). */
 const WARMUPS = Math.max(1, Number(process.env.BENCH_WARMUPS ?? 2));
-const HINT = Number(process.env.BENCH_PUBLISHER_HINT ?? 0);
 /** Workers' registered cache sizes passed to the index (`expectBlocks`), as the indexer service does. */
 const EXPECT = process.env.BENCH_EXPECT_BLOCKS !== '0';
 const TRACES = [
@@ -209,12 +208,11 @@ function runScenario(name: string, prompts: readonly Prompt[], queries: readonly
   // Every worker's advertised cache size (total_kv_blocks = CAPACITY, what its registration
   // carries) is given to the index as `expectBlocks` before its events, as the indexer does on a
   // registration (BENCH_EXPECT_BLOCKS=0: as if no worker registered, tables grow from empty).
-  // BENCH_PUBLISHER_HINT sets the index-wide hint instead.
   const workerIds = [...new Set(sim.events.map((e) => e.workerId))];
   const impl = timeApply(
     sim.events,
     () => {
-      const x = new PrefixIndex(BLOCK, HINT > 0 ? { publisherBlocksHint: HINT } : {});
+      const x = new PrefixIndex(BLOCK);
       if (EXPECT) for (const w of workerIds) x.expectBlocks(w, CAPACITY);
       return x;
     },
@@ -372,7 +370,6 @@ const summary = {
   answers_identical: true,
   answers_checked: checked,
   reps: REPS,
-  publisher_blocks_hint: HINT,
   expect_blocks: EXPECT ? CAPACITY : 0,
   load_average_1m: +load.toFixed(2),
   method:

@@ -75,7 +75,7 @@ const SNAPSHOT_V1 = 1;
 /** Node ids share an int32 with a 4-bit tier mask in the block-id tables. */
 const MAX_NODES = 1 << NODE_BITS;
 /** Largest `expectBlocks` hint honoured (blocks per publisher). */
-export const EXPECT_BLOCKS_MAX = 1 << 22;
+const EXPECT_BLOCKS_MAX = 1 << 22;
 const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
 
 const EMPTY_U64 = new BigUint64Array(0);
@@ -98,12 +98,6 @@ interface Publisher {
 export interface PrefixIndexOptions {
   /** Initial node capacity (grows by doubling). */
   readonly initialNodes?: number;
-  /**
-   * Blocks a publisher is expected to hold (a worker's advertised `total_kv_blocks`): its block-id
-   * table is sized for that many on creation instead of growing by doubling as it fills. Costs
-   * about 17 bytes per hinted block per publisher up front, touched as it fills.
-   */
-  readonly publisherBlocksHint?: number;
 }
 
 /** A BigUint64Array read as int32 halves (lo at 2i, hi at 2i+1) without copying: same buffer. */
@@ -163,14 +157,12 @@ export class PrefixIndex {
   private counts = new Int32Array(NTIERS * 32);
 
   private readonly counters: IndexCounters = emptyCounters();
-  private readonly publisherSlots: number;
 
   constructor(blockSize: number, options: PrefixIndexOptions = {}) {
     if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
       throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
     }
     this.blockSize = blockSize;
-    this.publisherSlots = slotsFor(Math.min(1 << 26, Math.max(0, Math.ceil(options.publisherBlocksHint ?? 0))));
     let cap = 1024;
     while (cap < (options.initialNodes ?? 0)) cap <<= 1;
     this.nodeCap = cap;
@@ -565,10 +557,10 @@ export class PrefixIndex {
     if (ranks !== undefined) for (const pub of ranks.values()) if (pub.map.size < n) pub.map.reserve(n - pub.map.size);
   }
 
-  /** Initial slots of a publisher's block-id table: the worker's `expectBlocks`, else the index-wide hint. */
+  /** Initial slots of a publisher's block-id table: for the worker's `expectBlocks`, else the smallest table. */
   private tableSlots(workerId: WorkerId): number {
     const e = this.expected.get(workerId);
-    return e === undefined ? this.publisherSlots : Math.max(this.publisherSlots, slotsFor(e));
+    return e === undefined ? 0 : slotsFor(e);
   }
 
   /** Forget a worker on every dp rank (it left the pool), and its `expectBlocks`. Returns the blocks dropped. */
