@@ -196,10 +196,6 @@ export class HolderTable {
     return b < 0 ? 0 : this.t[b + 4]!;
   }
 
-  count(lo: number, hi: number): number {
-    return this.countAt(this.find(lo, hi));
-  }
-
   /** One more rank holds (lo, hi); `bit` names it in the mask (-1: counted only). */
   add(lo: number, hi: number, bit: number): void {
     let b = this.find(lo, hi);
