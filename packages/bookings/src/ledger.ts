@@ -187,9 +187,9 @@ export class BookingLedger {
   readonly #counters = newCounters();
   #clock = Number.NEGATIVE_INFINITY;
   /**
-   * One-entry memo of the last (worker, rank) looked up by a query: observe asks `load` and then
-   * `newBlocksOfChain` for the same rank, for every rank of the pool. Every mutation passes through
-   * #tick, which invalidates it, so a query never sees a stale entry.
+   * One-entry memo of the last (worker, rank) looked up by a query: a caller asks `load` and then
+   * `newBlocksOfChain` for the same rank (observe itself goes through `RankRef`s). Every mutation
+   * passes through #tick, which invalidates it, so a query never sees a stale entry.
    */
   #memoValid = false;
   #memoWorker: bigint = 0n;
@@ -503,31 +503,6 @@ export class BookingLedger {
   }
 
   /**
-   * `load`, written into a record the caller owns instead of a new object (the observe hot path
-   * keeps one per rank and hands the result on synchronously). Returns `out`.
-   */
-  loadInto(workerId: WorkerId, dpRank: number, out: WorkerLoadRecord): WorkerLoad {
-    this.#lookup(workerId, dpRank);
-    const cap = this.#memoEntry?.capacity ?? null;
-    const rank = this.#memoRank;
-    const tracked = rank?.trackedPrefillTokens ?? 0;
-    const budget = cap?.maxNumBatchedTokens ?? null;
-    out.workerId = workerId;
-    out.dpRank = dpRank;
-    out.registered = cap !== null;
-    out.schedulable = cap?.schedulable ?? null;
-    out.requests = rank?.requests ?? 0;
-    out.prefillRequests = rank?.prefillRequests ?? 0;
-    out.trackedPrefillTokens = tracked;
-    out.prefillPressure = budget !== null && budget > 0 ? tracked / budget : null;
-    out.activeBlocks = rank?.size ?? 0;
-    out.totalKvBlocks = cap?.totalKvBlocks ?? null;
-    out.expectedOutputTokens = rank?.expectedOutputTokens ?? 0;
-    out.lastChangeMs = rank?.lastChangeMs ?? null;
-    return out;
-  }
-
-  /**
    * Live rank states without a holder-mask bit (only the first 64 ranks alive at once get one):
    * while any exists, `prepareChain` probes each candidate rank's own table instead of reading the
    * masks. A diagnostic, for tests and metrics.
@@ -556,7 +531,11 @@ export class BookingLedger {
     return ref;
   }
 
-  /** `loadInto` for a rank given by its `RankRef`: the same values, without looking the rank up. */
+  /**
+   * `load` for a rank given by its `RankRef`, written into a record the caller owns instead of a new
+   * object (the observe hot path keeps one per rank and hands the result on synchronously): the same
+   * values, without looking the rank up. Returns `out`.
+   */
   loadOfRef(ref: RankRef, out: WorkerLoadRecord): WorkerLoad {
     const r = this.#resolved(ref);
     const rank = r.rank;

@@ -100,7 +100,7 @@ export interface WorkerLoad {
   readonly lastChangeMs: number | null;
 }
 
-/** A `WorkerLoad` record a caller owns and lets `BookingLedger.loadInto` overwrite (hot paths reuse one per rank). */
+/** A `WorkerLoad` record a caller owns and lets `BookingLedger.loadOfRef` overwrite (hot paths reuse one per rank). */
 export type WorkerLoadRecord = { -readonly [K in keyof WorkerLoad]: WorkerLoad[K] };
 
 export type BookOutcome =

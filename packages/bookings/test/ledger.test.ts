@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { WorkerId } from '@vantage/types';
-import { BookingLedger, type BookInput, type WorkerCapacity, type WorkerLoadRecord } from '@vantage/bookings';
+import { BookingLedger, type BookInput, type WorkerCapacity } from '@vantage/bookings';
 import { localBlockHashes, sequenceHashes } from '@vantage/hashing';
 
 const W1 = 0xffff_ffff_ffff_fff1n as WorkerId; // above 2^63: must stay exact
@@ -56,19 +56,6 @@ describe('booking and R / P', () => {
     load = l.load(W1, 0);
     expect(load.requests).toBe(1);
     expect(load.lastChangeMs).toBe(1000);
-  });
-
-  it('loadInto writes exactly what load returns into a reused record', () => {
-    const l = ledger();
-    l.book(req('a'));
-    l.book(req('b', { workerId: W2, prefillTokens: 5 }));
-    l.setWorker(W2, { ...CAP, maxNumBatchedTokens: 0, schedulable: false }, 2000);
-    const out = {} as WorkerLoadRecord;
-    // Registered with bookings, registered idle rank, unregistered-then-registered, unknown worker; the same record each time.
-    for (const [w, r] of [[W1, 0], [W1, 1], [W2, 0], [3n as WorkerId, 0], [W1, 0]] as const) {
-      expect(l.loadInto(w, r, out)).toBe(out);
-      expect({ ...out }).toEqual(l.load(w, r));
-    }
   });
 
   it('uses the caller-supplied prefill figure when given', () => {
