@@ -30,7 +30,18 @@ export { HistogramSeries, LazyCounter, LazyGauge, LazyHistogram } from './lazy-m
 export type { Series } from './lazy-metrics';
 export type { RuntimeMetrics } from './metrics';
 
-export { connectNats, drainSubscription, ensureDurableConsumer, ensureStream, natsConnected, request, serveRequests, subscribeRequests } from './nats';
+export {
+  connectNats,
+  drainSubscription,
+  ensureDurableConsumer,
+  ensureStream,
+  errorReplyHeaders,
+  handlerFailure,
+  natsConnected,
+  request,
+  serveRequests,
+  subscribeRequests,
+} from './nats';
 export type {
   ConnectNatsOptions,
   DurableConsumerSpec,

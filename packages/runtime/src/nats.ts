@@ -195,13 +195,7 @@ export function serveRequests(nc: NatsConnection, subject: string, opts: ServeOp
   let inFlight = 0;
   let idle: (() => void) | null = null;
 
-  const replyError = (msg: Msg, err: VantageError): void => {
-    const h = headers();
-    writeErrorHeaders(h, err);
-    respondSafely(msg, log, Empty, h);
-    metrics?.requests.inc({ subject, outcome: err.label });
-    metrics?.countError(err.code);
-  };
+  const replyError = (msg: Msg, err: VantageError): void => respondSafely(msg, log, Empty, errorReplyHeaders(subject, err, metrics));
 
   const handleOne = async (msg: Msg): Promise<void> => {
     if (inFlight >= maxInFlight) {
@@ -216,10 +210,7 @@ export function serveRequests(nc: NatsConnection, subject: string, opts: ServeOp
       respondSafely(msg, log, body);
       metrics?.requests.inc({ subject, outcome: 'ok' });
     } catch (e) {
-      const err = toVantageError(e);
-      if (err.code === 'INTERNAL') log.error({ err: e, subject }, 'request handler failed');
-      else log.debug({ err, subject }, 'request rejected');
-      replyError(msg, err);
+      replyError(msg, handlerFailure(e, subject, log));
     } finally {
       stopTimer?.();
       inFlight--;
@@ -240,6 +231,26 @@ export function serveRequests(nc: NatsConnection, subject: string, opts: ServeOp
       if (inFlight > 0) await new Promise<void>((resolve) => (idle = resolve));
     },
   };
+}
+
+/**
+ * A request server's error reply (`serveRequests`, or a server replying another way): the error's
+ * headers for an empty body; the error is counted in the request metrics by its label and code.
+ */
+export function errorReplyHeaders(subject: string, err: VantageError, metrics: RuntimeMetrics | undefined): MsgHdrs {
+  const h = headers();
+  writeErrorHeaders(h, err);
+  metrics?.requests.inc({ subject, outcome: err.label });
+  metrics?.countError(err.code);
+  return h;
+}
+
+/** What a request handler threw, as the VantageError to reply with; logged (an error when INTERNAL). */
+export function handlerFailure(e: unknown, subject: string, log: Logger): VantageError {
+  const err = toVantageError(e);
+  if (err.code === 'INTERNAL') log.error({ err: e, subject }, 'request handler failed');
+  else log.debug({ err, subject }, 'request rejected');
+  return err;
 }
 
 /**

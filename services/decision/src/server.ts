@@ -13,8 +13,18 @@
  * in-flight gauge are brought up to date once per write instead of per
  * request (the values are exact after each write).
  */
-import { Empty, headers, type Msg } from '@nats-io/transport-node';
-import { drainSubscription, subscribeRequests, toVantageError, VantageError, writeErrorHeaders, type Logger, type NatsConnection, type RequestServer, type RuntimeMetrics } from '@vantage/runtime';
+import { Empty, type Msg } from '@nats-io/transport-node';
+import {
+  drainSubscription,
+  errorReplyHeaders,
+  handlerFailure,
+  subscribeRequests,
+  VantageError,
+  type Logger,
+  type NatsConnection,
+  type RequestServer,
+  type RuntimeMetrics,
+} from '@vantage/runtime';
 import type { Outbox } from './outbox';
 
 export interface RouteServerOptions {
@@ -45,13 +55,7 @@ export function serveRoutes(nc: NatsConnection, subject: string, o: RouteServerO
 
   // The connection closed under us: the requester will see a timeout.
   const unsent = (e: unknown): void => log.warn({ err: e, subject }, 'could not send reply');
-  const replyError = (msg: Msg, err: VantageError): void => {
-    const h = headers();
-    writeErrorHeaders(h, err);
-    outbox.publish(msg.reply!, Empty, undefined, h, unsent);
-    metrics?.requests.inc({ subject, outcome: err.label });
-    metrics?.countError(err.code);
-  };
+  const replyError = (msg: Msg, err: VantageError): void => outbox.publish(msg.reply!, Empty, undefined, errorReplyHeaders(subject, err, metrics), unsent);
 
   const handleOne = async (msg: Msg): Promise<void> => {
     if (inFlight >= o.maxInFlight) {
@@ -65,10 +69,7 @@ export function serveRoutes(nc: NatsConnection, subject: string, o: RouteServerO
       outbox.publish(msg.reply!, body, undefined, undefined, unsent);
       okSinceFlush++;
     } catch (e) {
-      const err = toVantageError(e);
-      if (err.code === 'INTERNAL') log.error({ err: e, subject }, 'request handler failed');
-      else log.debug({ err, subject }, 'request rejected');
-      replyError(msg, err);
+      replyError(msg, handlerFailure(e, subject, log));
     } finally {
       seconds?.observe(hrSeconds() - t0);
       inFlight--;
