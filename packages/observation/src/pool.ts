@@ -119,8 +119,7 @@ interface RankSlot {
   readonly workerId: WorkerId;
   readonly dpRank: number;
   readonly worker: WorkerSlot;
-  /** The worker's registration (`worker.reg`), mirrored with what observe reads of it: set by `register`. */
-  reg: Registration | undefined;
+  /** What observe reads of the worker's registration (`worker.reg`), mirrored (set by `register`); null when unregistered. */
   capacity: WorkerCapacity | null;
   schedulable: boolean | null;
   /** `worker.lastSeen`, mirrored (every write of it goes through `seen`). */
@@ -223,7 +222,6 @@ export class PoolState {
       workerId: w.workerId,
       dpRank,
       worker: w,
-      reg: w.reg,
       capacity: w.reg ? w.reg.capacity : null,
       schedulable: w.reg ? w.reg.capacity.schedulable : null,
       lastSeen: w.lastSeen,
@@ -327,7 +325,6 @@ export class PoolState {
     const w = this.workerSlot(workerId);
     w.reg = { capacity, ttlMs, atMs: nowMs, static: isStatic };
     for (const r of w.ranks) {
-      r.reg = w.reg;
       r.capacity = capacity;
       r.schedulable = capacity.schedulable;
     }
@@ -482,7 +479,7 @@ export class PoolState {
       const load = this.ledger.loadOfRef(r.ref, rs.load);
       const device = match?.deviceBlocks ?? 0;
       const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + beyondChain : requestBlocks;
-      const registered = r.reg !== undefined;
+      const registered = r.capacity !== null;
       const schedulable = r.schedulable;
       const capacity = r.capacity;
       const effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
