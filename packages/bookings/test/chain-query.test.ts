@@ -65,6 +65,36 @@ function manyOps(workers: number, ids: number): fc.Arbitrary<Op> {
 
 const opArb = manyOps(WORKERS.length, 30);
 
+/**
+ * Applies one booking-side operation (any but a query) to `ledger` at time `now`, on `workers`;
+ * returns the ledger time after it (an expiry moves it on by `dt`).
+ */
+function applyOp(
+  ledger: BookingLedger,
+  chains: BigUint64Array[],
+  workers: readonly WorkerId[],
+  op: Exclude<Op, { k: 'query' }>,
+  now: number,
+  expectedOutputTokens: (id: number) => number | null,
+): number {
+  if (op.k === 'book') {
+    ledger.book({
+      requestId: `r${op.id}`,
+      workerId: workers[op.w]!,
+      dpRank: op.r,
+      promptTokens: op.len * 16,
+      overlapBlocks: 0,
+      sequenceHashes: chains[op.base]!.subarray(0, op.len),
+      expectedOutputTokens: expectedOutputTokens(op.id),
+      source: 'decision_service',
+      nowMs: now,
+    });
+  } else if (op.k === 'release') ledger.release(`r${op.id}`, 'completed', now);
+  else if (op.k === 'expire') ledger.expire((now += op.dt));
+  else ledger.removeWorker(workers[op.w]!, now);
+  return now;
+}
+
 /** 40 workers × 2 ranks, 120 request ids: more ranks than the holder masks name (64), so both ways of preparing a chain run. */
 const MANY = Array.from({ length: 40 }, (_, i) => (BigInt(i) * 0x1_0000_0001n + 3n) as WorkerId);
 
@@ -80,21 +110,7 @@ describe('BookingLedger.prepareChain', () => {
         const ledger = new BookingLedger({ blockSize: 16, ttlMs: 50 });
         let now = 0;
         for (const op of ops) {
-          if (op.k === 'book') {
-            ledger.book({
-              requestId: `r${op.id}`,
-              workerId: WORKERS[op.w]!,
-              dpRank: op.r,
-              promptTokens: op.len * 16,
-              overlapBlocks: 0,
-              sequenceHashes: chains[op.base]!.subarray(0, op.len),
-              expectedOutputTokens: null,
-              source: 'decision_service',
-              nowMs: now,
-            });
-          } else if (op.k === 'release') ledger.release(`r${op.id}`, 'completed', now);
-          else if (op.k === 'expire') ledger.expire((now += op.dt));
-          else if (op.k === 'removeWorker') ledger.removeWorker(WORKERS[op.w]!, now);
+          if (op.k !== 'query') now = applyOp(ledger, chains, WORKERS, op, now, () => null);
           else {
             // A booked prefix, then `tail` blocks no booking holds.
             const q = new BigUint64Array(op.len + op.tail);
@@ -208,29 +224,14 @@ describe('BookingLedger.rankRef', () => {
         };
         for (const op of ops) {
           now++;
-          if (op.k === 'book') {
-            ledger.book({
-              requestId: `r${op.id}`,
-              workerId: WORKERS[op.w]!,
-              dpRank: op.r,
-              promptTokens: op.len * 16,
-              overlapBlocks: 0,
-              sequenceHashes: chains[op.base]!.subarray(0, op.len),
-              expectedOutputTokens: op.id % 3 === 0 ? null : op.id,
-              source: 'decision_service',
-              nowMs: now,
-            });
-          } else if (op.k === 'release') ledger.release(`r${op.id}`, 'completed', now);
-          else if (op.k === 'prefill') ledger.markPrefillComplete(`r${op.id}`, now);
-          else if (op.k === 'expire') ledger.expire((now += op.dt));
-          else if (op.k === 'removeWorker') ledger.removeWorker(WORKERS[op.w]!, now);
+          if (op.k === 'prefill') ledger.markPrefillComplete(`r${op.id}`, now);
           else if (op.k === 'setWorker') {
             ledger.setWorker(
               WORKERS[op.w]!,
               { blockSize: 16, totalKvBlocks: 1000, maxNumBatchedTokens: op.budget, maxNumSeqs: null, dpStartRank: 0, dpSize: op.dpSize, schedulable: op.dpSize === 1 },
               now,
             );
-          } else {
+          } else if (op.k === 'query') {
             const q = new BigUint64Array(op.len + op.tail);
             q.set(chains[op.base]!.subarray(0, op.len));
             for (let i = op.len; i < q.length; i++) q[i] = 0xdead_0000n + BigInt(i);
@@ -238,7 +239,7 @@ describe('BookingLedger.rankRef', () => {
             ledger.prepareChain(q);
             check(q); // prepared
             continue;
-          }
+          } else now = applyOp(ledger, chains, WORKERS, op, now, (id) => (id % 3 === 0 ? null : id));
           check(null);
         }
       }),
