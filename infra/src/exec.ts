@@ -104,3 +104,9 @@ export function processCpuUs(pid: number | undefined): { user: number; sys: numb
     return null;
   }
 }
+
+/** `processCpuUs` as one figure, user + system µs; NaN when the process or /proc is not there. */
+export function processCpuTotalUs(pid: number | undefined): number {
+  const c = processCpuUs(pid);
+  return c === null ? NaN : c.user + c.sys;
+}

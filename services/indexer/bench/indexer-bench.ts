@@ -44,7 +44,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
-import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuUs } from '@vantage/infra';
+import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuTotalUs } from '@vantage/infra';
 import {
   bookingEventCodec,
   bookingsSubject,
@@ -184,16 +184,6 @@ async function stopChild(p: ChildProcess): Promise<void> {
   clearTimeout(t);
 }
 
-/**
- * CPU time (user + system, µs) a process has used, from /proc (Linux; NaN elsewhere). Unlike
- * latency it does not grow when other processes compete for the cores, so it shows what each
- * request costs the service even on a busy machine.
- */
-function cpuUs(pid: number | undefined): number {
-  const c = processCpuUs(pid);
-  return c === null ? NaN : c.user + c.sys;
-}
-
 function metricSum(text: string, name: string, match = ''): number {
   let s = 0;
   for (const line of text.split('\n')) if (line.startsWith(`${name}{`) && line.includes(match)) s += Number(line.slice(line.lastIndexOf(' ') + 1));
@@ -240,7 +230,7 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
   let timeouts = 0;
   let sent = 0;
   const inflight: Promise<void>[] = [];
-  const c0 = cpuUs(pid);
+  const c0 = processCpuTotalUs(pid);
   const start = performance.now();
   await new Promise<void>((resolve) => {
     const tick = (): void => {
@@ -255,6 +245,7 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
               if (m.headers?.get('Vantage-Error-Code')) errors++;
               else {
                 lat.push((performance.now() - t0) * 1000);
+                // queryDurationUs: the f64 at byte 16 of the binary reply's header (packages/protocol/src/observe-binary.ts).
                 if (isObserveReplyBinary(m.data)) query.push(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength).readDoubleLE(16));
               }
             },
@@ -269,7 +260,7 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
   });
   const sendSeconds = Math.max((performance.now() - start) / 1000, seconds);
   await Promise.all(inflight);
-  return { lat, sent, errors, timeouts, achievedRate: sent / sendSeconds, cpuUs: cpuUs(pid) - c0, query };
+  return { lat, sent, errors, timeouts, achievedRate: sent / sendSeconds, cpuUs: processCpuTotalUs(pid) - c0, query };
 }
 
 const median = (xs: number[]): number => pct([...xs].sort((a, b) => a - b), 50);
