@@ -37,29 +37,29 @@ type Op =
 /** Operations on `workers` workers (2 ranks each) with request ids 0..`ids`. */
 function manyOps(workers: number, ids: number): fc.Arbitrary<Op> {
   return fc.oneof(
-  {
-    weight: 5,
-    arbitrary: fc.record({
-      k: fc.constant('book' as const),
-      id: fc.integer({ min: 0, max: ids }),
-      w: fc.integer({ min: 0, max: workers - 1 }),
-      r: fc.integer({ min: 0, max: 1 }),
-      base: fc.integer({ min: 0, max: BASES - 1 }),
-      len: fc.integer({ min: 0, max: LEN }),
-    }),
-  },
-  { weight: 2, arbitrary: fc.record({ k: fc.constant('release' as const), id: fc.integer({ min: 0, max: ids }) }) },
-  { weight: 1, arbitrary: fc.record({ k: fc.constant('expire' as const), dt: fc.integer({ min: 0, max: 40 }) }) },
-  { weight: 1, arbitrary: fc.record({ k: fc.constant('removeWorker' as const), w: fc.integer({ min: 0, max: workers - 1 }) }) },
-  {
-    weight: 4,
-    arbitrary: fc.record({
-      k: fc.constant('query' as const),
-      base: fc.integer({ min: 0, max: BASES - 1 }),
-      len: fc.integer({ min: 0, max: LEN }),
-      tail: fc.integer({ min: 0, max: 5 }),
-    }),
-  },
+    {
+      weight: 5,
+      arbitrary: fc.record({
+        k: fc.constant('book' as const),
+        id: fc.integer({ min: 0, max: ids }),
+        w: fc.integer({ min: 0, max: workers - 1 }),
+        r: fc.integer({ min: 0, max: 1 }),
+        base: fc.integer({ min: 0, max: BASES - 1 }),
+        len: fc.integer({ min: 0, max: LEN }),
+      }),
+    },
+    { weight: 2, arbitrary: fc.record({ k: fc.constant('release' as const), id: fc.integer({ min: 0, max: ids }) }) },
+    { weight: 1, arbitrary: fc.record({ k: fc.constant('expire' as const), dt: fc.integer({ min: 0, max: 40 }) }) },
+    { weight: 1, arbitrary: fc.record({ k: fc.constant('removeWorker' as const), w: fc.integer({ min: 0, max: workers - 1 }) }) },
+    {
+      weight: 4,
+      arbitrary: fc.record({
+        k: fc.constant('query' as const),
+        base: fc.integer({ min: 0, max: BASES - 1 }),
+        len: fc.integer({ min: 0, max: LEN }),
+        tail: fc.integer({ min: 0, max: 5 }),
+      }),
+    },
   );
 }
 
@@ -102,22 +102,22 @@ describe('BookingLedger.prepareChain', () => {
   it.each([
     ['4 workers', WORKERS, 30, 120, 400],
     ['40 workers (more ranks than mask bits)', MANY, 120, 500, 100],
-  ] as const)('gives every rank the same new-block count as the linear count, under any history (%s)', (_n, WORKERS, ids, maxOps, numRuns) => {
-    const opArb = manyOps(WORKERS.length, ids);
+  ] as const)('gives every rank the same new-block count as the linear count, under any history (%s)', (_n, workers, ids, maxOps, numRuns) => {
+    const arb = manyOps(workers.length, ids);
     fc.assert(
-      fc.property(fc.integer(), fc.array(opArb, { maxLength: maxOps }), (seed, ops) => {
+      fc.property(fc.integer(), fc.array(arb, { maxLength: maxOps }), (seed, ops) => {
         const chains = bases(seed);
         const ledger = new BookingLedger({ blockSize: 16, ttlMs: 50 });
         let now = 0;
         for (const op of ops) {
-          if (op.k !== 'query') now = applyOp(ledger, chains, WORKERS, op, now, () => null);
+          if (op.k !== 'query') now = applyOp(ledger, chains, workers, op, now, () => null);
           else {
             // A booked prefix, then `tail` blocks no booking holds.
             const q = new BigUint64Array(op.len + op.tail);
             q.set(chains[op.base]!.subarray(0, op.len));
             for (let i = op.len; i < q.length; i++) q[i] = 0xdead_0000n + BigInt(i);
             ledger.prepareChain(q);
-            for (const w of WORKERS) {
+            for (const w of workers) {
               for (const r of [0, 1, 2]) expect(ledger.newBlocksOfChain(w, r, q)).toBe(ledger.newBlocks(w, r, q));
             }
           }
