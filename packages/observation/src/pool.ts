@@ -118,7 +118,6 @@ interface WorkerSlot {
 interface RankSlot {
   readonly workerId: WorkerId;
   readonly dpRank: number;
-  readonly worker: WorkerSlot;
   /** What observe reads of the worker's registration (`worker.reg`), mirrored (set by `register`); null when unregistered. */
   capacity: WorkerCapacity | null;
   schedulable: boolean | null;
@@ -221,7 +220,6 @@ export class PoolState {
     const r: RankSlot = {
       workerId: w.workerId,
       dpRank,
-      worker: w,
       capacity: w.reg ? w.reg.capacity : null,
       schedulable: w.reg ? w.reg.capacity.schedulable : null,
       lastSeen: w.lastSeen,
