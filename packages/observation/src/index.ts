@@ -1,1 +1,12 @@
-export { PoolState, type PoolOptions, type PoolObservation, type WorkerObservation, type LoadReport, type Registration, type PoolCounters } from './pool';
+export {
+  PoolState,
+  ROW_FIELDS,
+  type ObserveRows,
+  type RowSink,
+  type PoolOptions,
+  type PoolObservation,
+  type WorkerObservation,
+  type LoadReport,
+  type Registration,
+  type PoolCounters,
+} from './pool';

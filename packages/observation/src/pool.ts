@@ -7,7 +7,7 @@
  */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { PrefixIndex, type ApplyResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { PrefixIndex, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   SelectionScratch,
   seededRng,
@@ -137,6 +137,100 @@ interface RankSlot {
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
+/**
+ * The facts of one rank in an `observeRows` row, in order (f64 each; NaN where `observe` answers
+ * null). The same facts, names and order as the binary observe reply's worker record
+ * (schemas/protocol/README.md), so the indexer writes rows straight into its replies.
+ */
+export const ROW_FIELDS = [
+  'deviceOverlapBlocks',
+  'K',
+  'hostOverlapBlocks',
+  'diskOverlapBlocks',
+  'anyTierOverlapBlocks',
+  'R',
+  'trackedPrefillTokens',
+  'P',
+  'maxNumBatchedTokens',
+  'effectivePrefillTokens',
+  'newBlocks',
+  'activeBlocks',
+  'totalKvBlocks',
+  'treeBlocks',
+  'reportedActiveDecodeBlocks',
+  'reportedActivePrefillTokens',
+  'reportedKvUsedBlocks',
+  'suspectSinceMs',
+  'indexAgeMs',
+  'loadAgeMs',
+  'bookingAgeMs',
+  'dynamoCost',
+] as const;
+const [
+  R_DEVICE,
+  R_K,
+  R_HOST,
+  R_DISK,
+  R_ANY,
+  R_REQUESTS,
+  R_TRACKED,
+  R_PRESSURE,
+  R_BUDGET,
+  R_EFFECTIVE,
+  R_NEW,
+  R_ACTIVE,
+  R_TOTAL,
+  R_TREE,
+  R_REP_DECODE,
+  R_REP_PREFILL,
+  R_REP_KV,
+  R_SUSPECT_SINCE,
+  R_INDEX_AGE,
+  R_LOAD_AGE,
+  R_BOOKING_AGE,
+  R_COST,
+] = ROW_FIELDS.map((_, i) => i) as number[] as [number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number];
+
+/**
+ * Everything of an `observeRows` answer besides the rows, belonging to the pool (overwritten by the
+ * next call). Per rank i (as `knownRanks()`): `ranks[i]`, `schedulable[i]`, `reported[i]` (1: its
+ * own load report is present), `suspect[i]`.
+ */
+export interface ObserveRows {
+  readonly n: number;
+  readonly ranks: readonly { readonly workerId: WorkerId; readonly dpRank: number }[];
+  readonly schedulable: readonly (boolean | null)[];
+  readonly reported: Uint8Array;
+  readonly suspect: readonly (SuspectInfo | null)[];
+  readonly requestBlocks: number;
+  readonly promptTokens: number;
+  readonly atMs: number;
+  readonly selection: SelectionResult;
+  /** Index (into ranks) of Dynamo's choice, or -1; its cost (null when not a number). */
+  readonly chosenIndex: number;
+  readonly chosenCost: number | null;
+  readonly pendingRequests: number;
+  readonly pendingTokens: number;
+}
+
+/** Where `observeRows` writes its rows: told the row count first, it offers `out`, `base` and `stride`. */
+export interface RowSink {
+  reserve(rows: number): void;
+  readonly out: Float64Array;
+  readonly base: number;
+  readonly stride: number;
+}
+
+interface ObservePrologue {
+  readonly m: MatchResult;
+  readonly ranks: RankSlot[];
+  readonly matches: (WorkerMatch | null)[];
+  readonly seq: BigUint64Array | null;
+  /** Blocks of the prompt (ceil(tokens / block size)), and how many of them lie beyond the hashed chain. */
+  readonly requestBlocks: number;
+  readonly beyondChain: number;
+}
+
 interface RankScratch {
   readonly obs: Mutable<WorkerObservation>;
   readonly cand: Mutable<CandidateInput> & { hostOverlapBlocks: number; diskOverlapBlocks: number; newRequestBlocks: number; treeSize: number };
@@ -195,6 +289,22 @@ export class PoolState {
   private readonly scratch: ObserveScratch = { matches: [], workers: [], candidates: [], costs: [], eligibleIdx: [], eligible: [] };
   /** Score records of the last `observeTransient` selection, reused by the next one. */
   private readonly selectionScratch = new SelectionScratch();
+  /** The last `observeRows` answer, overwritten by the next one. */
+  private readonly rowsScratch: Mutable<Omit<ObserveRows, 'schedulable' | 'suspect'>> & { schedulable: (boolean | null)[]; suspect: (SuspectInfo | null)[] } = {
+    n: 0,
+    ranks: [],
+    schedulable: [],
+    reported: new Uint8Array(0),
+    suspect: [],
+    requestBlocks: 0,
+    promptTokens: 0,
+    atMs: 0,
+    selection: { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' },
+    chosenIndex: -1,
+    chosenCost: null,
+    pendingRequests: 0,
+    pendingTokens: 0,
+  };
 
   constructor(opts: PoolOptions) {
     this.opts = opts;
@@ -435,14 +545,95 @@ export class PoolState {
     return this.run(localHashes, promptTokens, nowMs, undefined, true);
   }
 
-  private run(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sequence: BigUint64Array | undefined, reuse: boolean): PoolObservation {
+  /**
+   * Facts for a prompt as numbers: one row of `ROW_FIELDS.length` f64 per rank (in `knownRanks()`
+   * order), written where `sink` says once it has been told how many (`sink.out[sink.base + i *
+   * sink.stride + field]`), NaN where `observe` answers null; everything else (identity, flags,
+   * selection, pending work) in the returned record, which belongs to the pool and is overwritten by
+   * the next call. The same facts as `observe` (tested against it) without an object per rank: the
+   * indexer writes its binary replies' records this way.
+   */
+  observeRows(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sink: RowSink): ObserveRows {
+    const q = this.prologue(localHashes, promptTokens, undefined, true);
+    const { ranks, matches, seq } = q;
+    const n = ranks.length;
+    sink.reserve(n);
+    const { out, base, stride } = sink;
+    if (stride < ROW_FIELDS.length || base < 0 || (n > 0 && base + (n - 1) * stride + ROW_FIELDS.length > out.length)) {
+      throw new RangeError(`observeRows: ${n} rows of stride ${stride} from ${base} do not fit ${out.length} slots`);
+    }
+    const rows = this.rowsScratch;
+    const candidates = sized(this.scratch.candidates, n);
+    const suspects = sized(rows.suspect, n);
+    rows.schedulable.length = n;
+    if (rows.reported.length < n) rows.reported = new Uint8Array(Math.max(n, 2 * rows.reported.length));
+    const bs = this.blockSize;
+    let pendingRequests = 0;
+    let pendingTokens = 0;
+    for (let i = 0, b = base; i < n; i++, b += stride) {
+      const r = ranks[i]!;
+      const match = matches[i]!;
+      const rs = this.rankScratch(r);
+      const load = this.ledger.loadOfRef(r.ref, rs.load);
+      const device = match === null ? 0 : match.deviceBlocks;
+      const newRequestBlocks = seq !== null ? this.ledger.newBlocksOfRef(r.ref, seq) + q.beyondChain : q.requestBlocks;
+      const suspect = match !== null ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
+      const report = r.report;
+      const lastEventMs = match === null ? null : match.lastEventMs;
+      out[b + R_DEVICE] = device;
+      out[b + R_K] = device * bs;
+      out[b + R_HOST] = match === null ? NaN : match.hostBlocks;
+      out[b + R_DISK] = match === null ? NaN : match.diskBlocks;
+      out[b + R_ANY] = match === null ? NaN : match.anyBlocks;
+      out[b + R_REQUESTS] = load.requests;
+      out[b + R_TRACKED] = load.trackedPrefillTokens;
+      out[b + R_PRESSURE] = numOrNaN(load.prefillPressure);
+      out[b + R_BUDGET] = r.capacity === null ? NaN : numOrNaN(r.capacity.maxNumBatchedTokens);
+      out[b + R_EFFECTIVE] = Math.max(0, promptTokens - device * bs);
+      out[b + R_NEW] = newRequestBlocks;
+      out[b + R_ACTIVE] = load.activeBlocks;
+      out[b + R_TOTAL] = numOrNaN(load.totalKvBlocks);
+      out[b + R_TREE] = match === null ? 0 : match.treeSize;
+      out[b + R_REP_DECODE] = report === null ? NaN : numOrNaN(report.activeDecodeBlocks);
+      out[b + R_REP_PREFILL] = report === null ? NaN : numOrNaN(report.activePrefillTokens);
+      out[b + R_REP_KV] = report === null ? NaN : numOrNaN(report.kvUsedBlocks);
+      out[b + R_SUSPECT_SINCE] = suspect === null ? NaN : suspect.sinceMs;
+      out[b + R_INDEX_AGE] = lastEventMs === null ? NaN : Math.max(0, nowMs - lastEventMs);
+      out[b + R_LOAD_AGE] = report === null ? NaN : Math.max(0, nowMs - report.atMs);
+      out[b + R_BOOKING_AGE] = load.lastChangeMs === null ? NaN : Math.max(0, nowMs - load.lastChangeMs);
+      out[b + R_COST] = NaN;
+      rows.schedulable[i] = r.schedulable;
+      rows.reported[i] = report === null ? 0 : 1;
+      suspects[i] = suspect;
+      candidates[i] = fillCandidate(rs.cand, match, device, load, newRequestBlocks);
+      pendingRequests += load.prefillRequests;
+      pendingTokens += load.trackedPrefillTokens;
+    }
+    const c = this.choose(ranks, candidates, promptTokens, true);
+    const scores = c.selection.scores;
+    for (let j = 0; j < scores.length; j++) out[base + c.eligibleIdx[j]! * stride + R_COST] = numOrNaN(scores[j]!.score);
+    rows.n = n;
+    rows.ranks = ranks;
+    rows.requestBlocks = q.m.requestBlocks;
+    rows.promptTokens = promptTokens;
+    rows.atMs = nowMs;
+    rows.selection = c.selection;
+    rows.chosenIndex = c.chosenIndex;
+    // As `observe`'s costs[chosenIndex]: null when the chosen score is NaN.
+    const chosenScore = c.selection.chosen ? scores[c.selection.chosen.index]?.score : undefined;
+    rows.chosenCost = chosenScore === undefined || Number.isNaN(chosenScore) ? null : chosenScore;
+    rows.pendingRequests = pendingRequests;
+    rows.pendingTokens = pendingTokens;
+    return rows;
+  }
+
+  /** What every form of observe starts with: the match, the ranks in order with each one's match, and the prepared chain. */
+  private prologue(localHashes: BigUint64Array, promptTokens: number, sequence: BigUint64Array | undefined, reuse: boolean): ObservePrologue {
     const m = this.index.match(localHashes);
     const matched = this.slotsOf(m.workers);
     const ranks = this.sorted();
     const n = ranks.length;
-    // observeTransient writes into the pool's arrays and records; observe into fresh ones. One path fills both.
-    const sc = reuse ? this.scratch : null;
-    const matches = nulls(sc?.matches, n);
+    const matches = nulls(reuse ? this.scratch.matches : undefined, n);
     for (let i = 0; i < matched.length; i++) matches[matched[i]!.pos] = m.workers[i]!;
     // Sequence hashes are only needed to count blocks already active on a worker;
     // skip hashing when nothing is booked anywhere (then every block is new).
@@ -457,71 +648,33 @@ export class PoolState {
       this.ledger.prepareChain(seq);
     }
     const requestBlocks = Math.ceil(promptTokens / this.blockSize);
-    const beyondChain = seq ? Math.max(0, requestBlocks - seq.length) : 0;
-    const workers = sized(sc?.workers, n);
-    const candidates = sized(sc?.candidates, n);
-    let pendingRequests = 0;
-    let pendingTokens = 0;
-    for (let i = 0; i < n; i++) {
-      const r = ranks[i]!;
-      const match = matches[i]!;
-      let rs: RankScratch;
-      if (!reuse) rs = newRankScratch(r);
-      else if (r.obs !== null && r.cand !== null && r.load !== null) rs = r as RankScratch;
-      else {
-        rs = newRankScratch(r);
-        r.obs = rs.obs;
-        r.cand = rs.cand;
-        r.load = rs.load;
-      }
-      const load = this.ledger.loadOfRef(r.ref, rs.load);
-      const device = match?.deviceBlocks ?? 0;
-      const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + beyondChain : requestBlocks;
-      const registered = r.capacity !== null;
-      const schedulable = r.schedulable;
-      const capacity = r.capacity;
-      const effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
-      // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
-      const suspect = match ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
-      const lastEventMs = match?.lastEventMs ?? null;
-      const lastSeenMs = r.lastSeen;
-      const hostOverlapBlocks = Math.max(0, (match?.hostBlocks ?? 0) - device);
-      const diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - (match?.hostBlocks ?? 0));
-      const treeSize = match?.treeSize ?? 0;
-      const o = rs.obs;
-      o.registered = registered;
-      o.schedulable = schedulable;
-      o.capacity = capacity;
-      o.match = match;
-      o.load = load;
-      o.report = r.report;
-      o.effectivePrefillTokens = effectivePrefillTokens;
-      o.newRequestBlocks = newRequestBlocks;
-      o.suspect = suspect;
-      o.lastEventMs = lastEventMs;
-      o.lastSeenMs = lastSeenMs;
-      workers[i] = o;
-      const c = rs.cand;
-      c.overlapBlocks = device;
-      c.hostOverlapBlocks = hostOverlapBlocks;
-      c.diskOverlapBlocks = diskOverlapBlocks;
-      c.activePrefillTokens = load.trackedPrefillTokens;
-      c.activeDecodeBlocks = load.activeBlocks;
-      c.activeRequests = load.requests;
-      c.newRequestBlocks = newRequestBlocks;
-      c.treeSize = treeSize;
-      candidates[i] = c;
-      pendingRequests += load.prefillRequests;
-      pendingTokens += load.trackedPrefillTokens;
-    }
-    // Dynamo only routes to schedulable workers; unregistered ones (capacity unknown) stay eligible
-    // so a pool without registrations still gets an answer.
+    return { m, ranks, matches, seq, requestBlocks, beyondChain: seq ? Math.max(0, requestBlocks - seq.length) : 0 };
+  }
+
+  /** A rank's reused answer records (made on its first transient answer). */
+  private rankScratch(r: RankSlot): RankScratch {
+    if (r.obs !== null && r.cand !== null && r.load !== null) return r as RankScratch;
+    const rs = newRankScratch(r);
+    r.obs = rs.obs;
+    r.cand = rs.cand;
+    r.load = rs.load;
+    return rs;
+  }
+
+  /**
+   * Dynamo's pick among the schedulable ranks (unregistered ones, capacity unknown, stay eligible so
+   * a pool without registrations still gets an answer): the selection, and for each of its scores
+   * the rank's index in `ranks`.
+   */
+  private choose(ranks: readonly RankSlot[], candidates: CandidateInput[], promptTokens: number, reuse: boolean): { selection: SelectionResult; eligibleIdx: number[]; chosenIndex: number } {
+    const n = ranks.length;
+    const sc = reuse ? this.scratch : null;
     // Written by index and cut to length after (emptying a reused array first would drop its storage).
     const eligibleIdx = sized(sc?.eligibleIdx, n);
     const eligible = sized(sc?.eligible, n);
     let ne = 0;
     for (let i = 0; i < n; i++) {
-      if (workers[i]!.schedulable !== false) {
+      if (ranks[i]!.schedulable !== false) {
         eligibleIdx[ne] = i;
         eligible[ne++] = candidates[i]!;
       }
@@ -532,16 +685,55 @@ export class PoolState {
       promptTokens > 0
         ? selectWorker(this.opts.selection, { isl: promptTokens, blockSize: this.blockSize }, eligible, this.rng, reuse ? this.selectionScratch : undefined)
         : ({ chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' } as SelectionResult);
+    const chosenIndex = selection.chosen ? eligibleIdx[selection.chosen.index]! : -1;
+    return { selection, eligibleIdx, chosenIndex };
+  }
+
+  private run(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sequence: BigUint64Array | undefined, reuse: boolean): PoolObservation {
+    const q = this.prologue(localHashes, promptTokens, sequence, reuse);
+    const { ranks, matches, seq } = q;
+    const n = ranks.length;
+    // observeTransient writes into the pool's arrays and records; observe into fresh ones. One path fills both.
+    const sc = reuse ? this.scratch : null;
+    const workers = sized(sc?.workers, n);
+    const candidates = sized(sc?.candidates, n);
+    let pendingRequests = 0;
+    let pendingTokens = 0;
+    for (let i = 0; i < n; i++) {
+      const r = ranks[i]!;
+      const match = matches[i]!;
+      const rs = reuse ? this.rankScratch(r) : newRankScratch(r);
+      const load = this.ledger.loadOfRef(r.ref, rs.load);
+      const device = match?.deviceBlocks ?? 0;
+      const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + q.beyondChain : q.requestBlocks;
+      // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
+      const o = rs.obs;
+      o.registered = r.capacity !== null;
+      o.schedulable = r.schedulable;
+      o.capacity = r.capacity;
+      o.match = match;
+      o.load = load;
+      o.report = r.report;
+      o.effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
+      o.newRequestBlocks = newRequestBlocks;
+      o.suspect = match ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
+      o.lastEventMs = match?.lastEventMs ?? null;
+      o.lastSeenMs = r.lastSeen;
+      workers[i] = o;
+      candidates[i] = fillCandidate(rs.cand, match, device, load, newRequestBlocks);
+      pendingRequests += load.prefillRequests;
+      pendingTokens += load.trackedPrefillTokens;
+    }
+    const { selection, eligibleIdx, chosenIndex } = this.choose(ranks, candidates, promptTokens, reuse);
     const costs = nulls(sc?.costs, n);
     for (let j = 0; j < selection.scores.length; j++) {
       const score = selection.scores[j]!.score;
       costs[eligibleIdx[j]!] = Number.isNaN(score) ? null : score;
     }
-    const chosenIndex = selection.chosen ? eligibleIdx[selection.chosen.index]! : -1;
     return {
       pool: this.name,
       blockSize: this.blockSize,
-      requestBlocks: m.requestBlocks,
+      requestBlocks: q.m.requestBlocks,
       promptTokens,
       atMs: nowMs,
       workers,
@@ -551,6 +743,24 @@ export class PoolState {
       pending: { requests: pendingRequests, tokens: pendingTokens },
     };
   }
+}
+
+/** A rank's candidate record for the selection, filled from its facts. */
+function fillCandidate(c: RankScratch['cand'], match: WorkerMatch | null, device: number, load: WorkerLoad, newRequestBlocks: number): CandidateInput {
+  c.overlapBlocks = device;
+  c.hostOverlapBlocks = Math.max(0, (match?.hostBlocks ?? 0) - device);
+  c.diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - (match?.hostBlocks ?? 0));
+  c.activePrefillTokens = load.trackedPrefillTokens;
+  c.activeDecodeBlocks = load.activeBlocks;
+  c.activeRequests = load.requests;
+  c.newRequestBlocks = newRequestBlocks;
+  c.treeSize = match?.treeSize ?? 0;
+  return c;
+}
+
+/** A number, or NaN for null and for any non-finite value (rows have no null). */
+function numOrNaN(v: number | null): number {
+  return v === null || !Number.isFinite(v) ? NaN : v;
 }
 
 /** The worker was heard from: its last-seen time, on the worker and each of its rank slots. */

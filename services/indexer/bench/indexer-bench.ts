@@ -44,7 +44,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
-import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuTotalUs } from '@vantage/infra';
+import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuUs } from '@vantage/infra';
 import {
   bookingEventCodec,
   bookingsSubject,
@@ -211,6 +211,8 @@ interface Segment {
   achievedRate: number;
   /** CPU time (µs) the answering process used over the segment, from /proc. */
   cpuUs: number;
+  /** The system (kernel) part of cpuUs. */
+  sysUs: number;
   /** The service's own `queryDurationUs` of each binary observe reply (receipt → answer ready, before encoding). */
   query: number[];
 }
@@ -230,7 +232,7 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
   let timeouts = 0;
   let sent = 0;
   const inflight: Promise<void>[] = [];
-  const c0 = processCpuTotalUs(pid);
+  const c0 = processCpuUs(pid);
   const start = performance.now();
   await new Promise<void>((resolve) => {
     const tick = (): void => {
@@ -260,7 +262,10 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
   });
   const sendSeconds = Math.max((performance.now() - start) / 1000, seconds);
   await Promise.all(inflight);
-  return { lat, sent, errors, timeouts, achievedRate: sent / sendSeconds, cpuUs: processCpuTotalUs(pid) - c0, query };
+  const c1 = processCpuUs(pid);
+  const cpuUs = c0 === null || c1 === null ? NaN : c1.user + c1.sys - c0.user - c0.sys;
+  const sysUs = c0 === null || c1 === null ? NaN : c1.sys - c0.sys;
+  return { lat, sent, errors, timeouts, achievedRate: sent / sendSeconds, cpuUs, sysUs, query };
 }
 
 const median = (xs: number[]): number => pct([...xs].sort((a, b) => a - b), 50);
@@ -282,6 +287,8 @@ interface TargetFigures {
   /** Lowest per-round achieved send rate (requests/s). */
   minAchievedRate: number;
   cpuPerRequestUs: number;
+  /** The kernel's share of it (system time: socket reads and writes, wake-ups). */
+  sysPerRequestUs: number;
   roundP50s: number[];
   /** p50 of the service's own query time over all rounds (binary replies only; NaN otherwise). */
   queryP50: number;
@@ -302,6 +309,7 @@ function figures(segs: Segment[]): TargetFigures {
     timeouts: segs.reduce((a, s) => a + s.timeouts, 0),
     minAchievedRate: Math.min(...segs.map((s) => s.achievedRate)),
     cpuPerRequestUs: segs.reduce((a, s) => a + s.cpuUs, 0) / sent,
+    sysPerRequestUs: segs.reduce((a, s) => a + s.sysUs, 0) / sent,
     roundP50s: segs.map((s) => pct(sortedOf(s.lat), 50)),
     queryP50: pct(sortedOf(segs.flatMap((s) => s.query)), 50),
   };
@@ -540,7 +548,7 @@ async function main(): Promise<void> {
         `${String(rate).padStart(5)} req/s ${enc.padEnd(6)} ${c.rounds} rounds × ${ROUND_SECONDS} s each${c.rounds < ROUNDS ? ' (saturated: stopped early)' : ''}` +
           ` | observe ${fmt(o)}${shortfall(o)} | echo (${replyBytesOf[enc]} B) ${fmt(e)}${shortfall(e)}` +
           ` | Δp50 median ${c.deltaP50.toFixed(0)} µs (rounds ${c.deltaP50Min.toFixed(0)}..${c.deltaP50Max.toFixed(0)}, observe faster in ${c.observeFaster}/${c.rounds})` +
-          ` | CPU per request: indexer ${o.cpuPerRequestUs.toFixed(0)} µs, echo ${e.cpuPerRequestUs.toFixed(0)} µs` +
+          ` | CPU per request: indexer ${o.cpuPerRequestUs.toFixed(0)} µs (kernel ${o.sysPerRequestUs.toFixed(0)}), echo ${e.cpuPerRequestUs.toFixed(0)} µs (kernel ${e.sysPerRequestUs.toFixed(0)})` +
           (Number.isFinite(o.queryP50) ? ` | service's own query time p50 ${o.queryP50.toFixed(0)} µs` : '') +
           ` | load ${load.toFixed(2)}`,
       );
@@ -567,7 +575,9 @@ async function main(): Promise<void> {
         [`observe_minus_echo_${tag}_p50_min_us`]: Math.round(c.deltaP50Min),
         [`observe_minus_echo_${tag}_p50_max_us`]: Math.round(c.deltaP50Max),
         [`indexer_cpu_per_observe_${tag}_us`]: Math.round(o.cpuPerRequestUs),
+        [`indexer_sys_per_observe_${tag}_us`]: Math.round(o.sysPerRequestUs),
         [`echo_cpu_per_request_${tag}_us`]: Math.round(e.cpuPerRequestUs),
+        [`echo_sys_per_request_${tag}_us`]: Math.round(e.sysPerRequestUs),
         ...(Number.isFinite(o.queryP50) ? { [`observe_${tag}_query_p50_us`]: Math.round(o.queryP50) } : {}),
       });
     }

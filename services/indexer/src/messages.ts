@@ -20,7 +20,7 @@ import {
   type WorkerObservation as WireWorker,
 } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
-import type { PoolObservation } from '@vantage/observation';
+import { ROW_FIELDS, type ObserveRows, type PoolObservation, type PoolState, type RowSink } from '@vantage/observation';
 
 export { observeSubject, bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 
@@ -181,6 +181,75 @@ export function encodeObserveReplyBinary(o: PoolObservation, meta: ReplyMeta, bi
     dynamoChoice: dynamoChoiceOf(o),
     snapshotRestoredAtMs: meta.restoredAtMs,
   });
+}
+
+/**
+ * The pool's answer rows hold the binary record's value slots in the same order (checked here once,
+ * at load: a mismatch is a build error, not a runtime condition), so `observeBinary` has the pool
+ * write each rank's facts straight into the reply.
+ */
+if (ROW_FIELDS.length !== Object.keys(F).length || ROW_FIELDS.some((f, i) => F[f] !== i)) {
+  throw new Error('observation ROW_FIELDS and the binary observe record (OBSERVE_REPLY_FIELD) list different facts');
+}
+
+/** A binary writer as the pool's row sink: `reserve(n)` begins a reply of n records. */
+class RecordSink implements RowSink {
+  out = new Float64Array(0);
+  base = 0;
+  stride = 0;
+  constructor(readonly writer: ObserveReplyBinaryWriter) {}
+  reserve(rows: number): void {
+    const w = this.writer;
+    w.begin(rows);
+    this.out = w.f64;
+    this.base = w.slots(0);
+    this.stride = w.slots(1) - this.base;
+  }
+}
+
+const sinks = new WeakMap<ObserveReplyBinaryWriter, RecordSink>();
+
+/**
+ * A binary observe reply listing every worker, computed and encoded in one pass: the pool writes its
+ * rows into the reply's records (`PoolState.observeRows`), then the records' heads and the header are
+ * added. The same bytes as `encodeObserveReplyBinary(state.observeTransient(...))` (tested), without
+ * a record object per worker. `queryDurationUs` is measured from `receivedAtNs` to when the answer is
+ * ready, before the header is written (as the object path measures it before encoding).
+ */
+export function observeBinary(
+  state: PoolState,
+  localHashes: BigUint64Array,
+  promptTokens: number,
+  nowMs: number,
+  receivedAtNs: bigint,
+  restoredAtMs: number | null,
+  writer: ObserveReplyBinaryWriter = copying,
+): Uint8Array {
+  let sink = sinks.get(writer);
+  if (sink === undefined) sinks.set(writer, (sink = new RecordSink(writer)));
+  const rows = state.observeRows(localHashes, promptTokens, nowMs, sink);
+  const queryDurationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
+  for (let i = 0; i < rows.n; i++) {
+    const r = rows.ranks[i]!;
+    writer.head(i, r.workerId, r.dpRank, rows.schedulable[i] === true, rows.reported[i] === 1, rows.suspect[i]?.reason ?? null);
+  }
+  return writer.finish({
+    pool: state.name,
+    blockSize: state.blockSize,
+    queryDurationUs: Math.round(queryDurationUs),
+    atMs: nowMs,
+    pending: { requests: rows.pendingRequests, tokens: rows.pendingTokens },
+    dynamoChoice: rowsChoice(rows),
+    snapshotRestoredAtMs: restoredAtMs,
+  });
+}
+
+/** `dynamoChoiceOf` for a rows answer. */
+function rowsChoice(rows: ObserveRows): ObserveReply['dynamoChoice'] {
+  const chosen = rows.selection.chosen;
+  if (!chosen || rows.chosenCost === null) return null;
+  const s = rows.selection.scores[chosen.index];
+  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost: rows.chosenCost, policy: { name: `kv_router:${rows.selection.reason}`, params: s ? { ...s.terms } : {} } };
 }
 
 /** JSON has no NaN or Infinity: a non-finite number is reported as unknown. */

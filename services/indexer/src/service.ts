@@ -10,7 +10,7 @@ import { localBlockHashes } from '@vantage/hashing';
 import { ObserveReplyBinaryWriter } from '@vantage/protocol';
 import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
-import { decodeObserveTransient, encodeObserveReply, encodeObserveReplyBinary, observeSubject } from './messages';
+import { decodeObserveTransient, encodeObserveReply, encodeObserveReplyBinary, observeBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolRunner } from './runner';
 
@@ -59,6 +59,8 @@ export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs
   if (r.localHashes) local = r.localHashes;
   else local = localBlockHashes(r.tokenIds!, state.blockSize, r.loraName);
   const now = Date.now();
+  // Every worker in binary (the hot path): the pool writes its facts straight into the reply.
+  if (r.replyEncoding === 'binary' && r.workers !== 'choice') return observeBinary(state, local, r.promptTokens, now, receivedAtNs, runner.restoredAtMs, writer);
   // The reply is encoded before this returns, so the pool's reused answer records are safe to read.
   const obs = state.observeTransient(local, r.promptTokens, now);
   const durationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;

@@ -3,14 +3,15 @@ import { hashPrompt } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
 import { observeReplyCodec, observeRequestCodec } from '@vantage/protocol';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import { decodeObserve, decodeObserveTransient, encodeObserveReply, encodeObserveReplyBinary, encodeObserveReplyViaCodec } from '../src/messages';
+import { ObserveReplyBinaryWriter } from '@vantage/protocol';
+import { decodeObserve, decodeObserveTransient, encodeObserveReply, encodeObserveReplyBinary, encodeObserveReplyViaCodec, observeBinary } from '../src/messages';
 import { pooledReplyWriter } from '../src/service';
 
 const BS = 4;
 const cap = { blockSize: BS, totalKvBlocks: 100, maxNumBatchedTokens: 16, maxNumSeqs: 8, dpStartRank: 0, dpSize: 2, schedulable: true };
 
-function scenario(): PoolState {
-  const p = new PoolState({ pool: 'p-1', blockSize: BS, selection: { kind: 'kv_router', formula: 'prefill_load_scale' }, bookingTtlMs: 300_000, workerTtlMs: 60_000 });
+function scenario(selection: ConstructorParameters<typeof PoolState>[0]['selection'] = { kind: 'kv_router', formula: 'prefill_load_scale' }): PoolState {
+  const p = new PoolState({ pool: 'p-1', blockSize: BS, selection, bookingTtlMs: 300_000, workerTtlMs: 60_000 });
   const toks = Array.from({ length: 32 }, (_, i) => i * 3 + 1);
   const { local, sequence } = hashPrompt(toks, BS);
   const ws = [2n ** 64n - 1n, 2n ** 63n, 5n] as WorkerId[];
@@ -67,6 +68,55 @@ describe('observe reply encoding', () => {
         expect(decoded.value.workers.find((w) => w.workerId === 2n ** 64n - 1n && w.dpRank === 0)?.R).toBe(1);
       }
     }
+  });
+});
+
+describe('observeBinary (the pool writes its rows into the reply)', () => {
+  // queryDurationUs (the f64 at byte 16) is measured, so it is the one field compared apart.
+  const withoutDuration = (b: Uint8Array): Uint8Array => {
+    const c = Uint8Array.from(b);
+    c.fill(0, 16, 24);
+    return c;
+  };
+  it.each([
+    ['prefill_load_scale', { kind: 'kv_router', formula: 'prefill_load_scale' }],
+    ['overlap_weight', { kind: 'kv_router', formula: 'overlap_weight' }],
+    ['prefill_load_scale, sampled (temperature 1)', { kind: 'kv_router', formula: 'prefill_load_scale', temperature: 1 }],
+  ] as const)('gives the bytes of encodeObserveReplyBinary(observeTransient(...)) for every prompt, time and writer (%s)', (_name, selection) => {
+    // Two pools fed alike, one per path: their selection RNGs then advance alike too.
+    const a = scenario(selection);
+    const b = scenario(selection);
+    const toks = Array.from({ length: 40 }, (_, i) => i * 3 + 1);
+    const pooled = new ObserveReplyBinaryWriter({ pooled: true });
+    pooled.onRetire = () => pooled.release(pooled.epoch());
+    let k = 0;
+    for (const len of [0, 1, 2, 3, 5, 8, 9, 10, 40]) {
+      const { local } = hashPrompt(toks.slice(0, len), BS);
+      for (const promptTokens of [len, len + 3, 0]) {
+        for (const [nowMs, restoredAtMs] of [
+          [1_000, null],
+          [6, 900],
+          [50_000, null],
+        ] as const) {
+          const ref = encodeObserveReplyBinary(a.observeTransient(local, promptTokens, nowMs), { nowMs, queryDurationUs: 0, restoredAtMs });
+          const fast = observeBinary(b, local, promptTokens, nowMs, process.hrtime.bigint(), restoredAtMs, k++ % 2 === 0 ? undefined : pooled);
+          expect(withoutDuration(fast)).toEqual(withoutDuration(ref));
+          const d = observeReplyCodec.decode(fast);
+          expect(d.ok && d.value.queryDurationUs).toBeGreaterThanOrEqual(0);
+        }
+      }
+    }
+    // The pools change (a worker leaves, a booking ends, a rank of a new worker appears): still the same bytes.
+    for (const p of [a, b]) {
+      p.removeWorker(5n as WorkerId, 60_000);
+      p.ledger.release('r', 'completed', 60_001);
+      p.applyLoad({ workerId: (2n ** 63n) as WorkerId, dpRank: 0, activeDecodeBlocks: 1, activePrefillTokens: 2, kvUsedBlocks: 3, schedulerLoadScope: null }, 60_002);
+      p.applyKvEvent({ workerId: 77n as WorkerId, dpRank: 3, storageTier: 'device', eventId: 1n, data: { kind: 'stored', parentHash: null, startPosition: null, blockHashes: BigUint64Array.of(1n), tokensHashes: hashPrompt(toks.slice(0, 4), BS).local } }, 60_003);
+    }
+    const { local } = hashPrompt(toks, BS);
+    const ref = encodeObserveReplyBinary(a.observeTransient(local, 40, 70_000), { nowMs: 70_000, queryDurationUs: 0, restoredAtMs: null });
+    const fast = observeBinary(b, local, 40, 70_000, process.hrtime.bigint(), null, pooled);
+    expect(withoutDuration(fast)).toEqual(withoutDuration(ref));
   });
 });
 
