@@ -225,7 +225,7 @@ export class ObserveReplyBinaryWriter {
 
   finish(h: BinaryReplyHead): Uint8Array {
     const c = h.dynamoChoice;
-    const meta = JSON.stringify({ pool: h.pool, policy: c ? c.policy : null, reasons: this.reasons });
+    const meta = metaJson(h.pool, c ? c.policy : null, this.reasons);
     const start = this.base;
     const body = start + OBSERVE_REPLY_HEADER_BYTES + this.n * OBSERVE_REPLY_RECORD_BYTES;
     // UTF-8 takes at most 3 bytes per UTF-16 unit.
@@ -266,6 +266,30 @@ export class ObserveReplyBinaryWriter {
     this.slab!.lastHanded = ++this.handed;
     return new Uint8Array(this.slab!.buf, start, len);
   }
+}
+
+/**
+ * `JSON.stringify({ pool, policy, reasons })`, the same string, written by hand: on every reply, and
+ * V8's generic stringify took ~2 µs for these few fields (number formatting through its slow path);
+ * the same text costs a third of that by concatenation. Tested against JSON.stringify.
+ */
+export function metaJson(pool: string, policy: { readonly name: string; readonly params: Readonly<Record<string, number>> } | null, reasons: readonly string[]): string {
+  let s = '{"pool":' + JSON.stringify(pool) + ',"policy":';
+  if (policy === null) s += 'null';
+  else {
+    s += '{"name":' + JSON.stringify(policy.name) + ',"params":{';
+    const params = policy.params;
+    let first = true;
+    for (const k of Object.keys(params)) {
+      const v = params[k];
+      // As JSON.stringify: a non-finite number is null; an undefined value leaves the key out.
+      if (v === undefined) continue;
+      s += (first ? '' : ',') + JSON.stringify(k) + ':' + (typeof v === 'number' ? (Number.isFinite(v) ? String(v) : 'null') : JSON.stringify(v));
+      first = false;
+    }
+    s += '}}';
+  }
+  return s + ',"reasons":' + (reasons.length === 0 ? '[]' : JSON.stringify(reasons)) + '}';
 }
 
 /** The binary encoding of a reply given in its domain form (the reference; the indexer writes records directly). */

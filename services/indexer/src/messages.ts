@@ -249,7 +249,7 @@ function rowsChoice(rows: ObserveRows): ObserveReply['dynamoChoice'] {
   const chosen = rows.selection.chosen;
   if (!chosen || rows.chosenCost === null) return null;
   const s = rows.selection.scores[chosen.index];
-  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost: rows.chosenCost, policy: { name: `kv_router:${rows.selection.reason}`, params: s ? { ...s.terms } : {} } };
+  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost: rows.chosenCost, policy: { name: `kv_router:${rows.selection.reason}`, params: s ? s.terms : {} } };
 }
 
 /** JSON has no NaN or Infinity: a non-finite number is reported as unknown. */
