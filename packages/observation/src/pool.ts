@@ -537,9 +537,10 @@ export class PoolState {
 
   /**
    * `observe` for a caller that consumes the answer at once (the service encodes its reply
-   * synchronously): the answer's arrays and its per-rank observation, load and candidate records
-   * belong to the pool and are overwritten by the next `observeTransient`, so a query allocates
-   * about three objects per rank fewer. Same content as `observe` (tested); copy anything kept.
+   * synchronously): the answer's arrays and its per-rank observation, load, candidate and match
+   * records belong to the pool (the match records to its index) and are overwritten by the next
+   * `observeTransient` or `observeRows`, so a query allocates about four objects per rank fewer.
+   * Same content as `observe` (tested); copy anything kept.
    */
   observeTransient(localHashes: BigUint64Array, promptTokens: number, nowMs: number): PoolObservation {
     return this.run(localHashes, promptTokens, nowMs, undefined, true);
@@ -629,7 +630,8 @@ export class PoolState {
 
   /** What every form of observe starts with: the match, the ranks in order with each one's match, and the prepared chain. */
   private prologue(localHashes: BigUint64Array, promptTokens: number, sequence: BigUint64Array | undefined, reuse: boolean): ObservePrologue {
-    const m = this.index.match(localHashes);
+    // A transient answer reads the index's transient match records (overwritten by the next one, as its own are).
+    const m = reuse ? this.index.matchTransient(localHashes) : this.index.match(localHashes);
     const matched = this.slotsOf(m.workers);
     const ranks = this.sorted();
     const n = ranks.length;

@@ -93,6 +93,30 @@ interface Publisher {
   lastEventMs: number | null;
   /** Entries holding each tier. */
   readonly tierBlocks: Uint32Array;
+  /** This publisher's record in `matchTransient` answers (made on first use). */
+  matchRecord: Mutable<WorkerMatch> | null;
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** A publisher's match record, its facts still to be filled (`matchInto` fills every one). */
+function matchRecord(p: Publisher): Mutable<WorkerMatch> {
+  return {
+    workerId: p.workerId,
+    dpRank: p.dpRank,
+    deviceBlocks: 0,
+    hostBlocks: 0,
+    diskBlocks: 0,
+    anyBlocks: 0,
+    deviceTokens: 0,
+    hostTokens: 0,
+    diskTokens: 0,
+    anyTokens: 0,
+    treeSize: 0,
+    suspect: null,
+    lastEventId: null,
+    lastEventMs: null,
+  };
 }
 
 export interface PrefixIndexOptions {
@@ -155,6 +179,8 @@ export class PrefixIndex {
   // Match scratch (reused: match allocates only its result).
   private active = new Int32Array(NTIERS);
   private counts = new Int32Array(NTIERS * 32);
+  /** The `matchTransient` answer, overwritten by each one. */
+  private readonly transient: { blockSize: number; requestBlocks: number; workers: WorkerMatch[] };
 
   private readonly counters: IndexCounters = emptyCounters();
 
@@ -171,6 +197,7 @@ export class PrefixIndex {
     this.nd[F_PARENT] = DETACHED; // the root has no parent
     this.edges = new Int32Array(2 * 256);
     this.edgeMask = 255;
+    this.transient = { blockSize, requestBlocks: 0, workers: [] };
   }
 
   // -------------------------------------------------------------------------
@@ -521,6 +548,7 @@ export class PrefixIndex {
       suspect: null,
       lastEventMs: null,
       tierBlocks: new Uint32Array(NTIERS),
+      matchRecord: null,
     };
     ranks.set(dpRank, pub);
     this.publishers.push(pub);
@@ -610,6 +638,19 @@ export class PrefixIndex {
    * soon as no publisher holds the block on any tier.
    */
   match(localHashes: BigUint64Array): MatchResult {
+    return this.matchInto(localHashes, false);
+  }
+
+  /**
+   * `match` for a caller that reads the answer at once (the indexer's observe, one query at a time):
+   * the result, its array and each publisher's record belong to the index and are overwritten by the
+   * next `matchTransient`, so a query allocates no record per publisher. The same values as `match`.
+   */
+  matchTransient(localHashes: BigUint64Array): MatchResult {
+    return this.matchInto(localHashes, true);
+  }
+
+  private matchInto(localHashes: BigUint64Array, reuse: boolean): MatchResult {
     const loc = i32View(localHashes);
     const n = localHashes.length;
     const counts = this.counts;
@@ -629,7 +670,8 @@ export class PrefixIndex {
     }
     const bs = this.blockSize;
     const pubs = this.publishers;
-    const workers: WorkerMatch[] = new Array<WorkerMatch>(pubs.length);
+    const workers: WorkerMatch[] = reuse ? this.transient.workers : new Array<WorkerMatch>(pubs.length);
+    if (reuse) workers.length = pubs.length;
     for (let i = 0; i < pubs.length; i++) {
       const p = pubs[i]!;
       const s = p.slot;
@@ -637,24 +679,25 @@ export class PrefixIndex {
       const h = counts[slots + s]!;
       const k = counts[2 * slots + s]!;
       const a = counts[3 * slots + s]!;
-      workers[i] = {
-        workerId: p.workerId,
-        dpRank: p.dpRank,
-        deviceBlocks: d,
-        hostBlocks: h,
-        diskBlocks: k,
-        anyBlocks: a,
-        deviceTokens: d * bs,
-        hostTokens: h * bs,
-        diskTokens: k * bs,
-        anyTokens: a * bs,
-        treeSize: p.map.size,
-        suspect: p.suspect,
-        lastEventId: p.lastEventId,
-        lastEventMs: p.lastEventMs,
-      };
+      const w = reuse ? (p.matchRecord ??= matchRecord(p)) : matchRecord(p);
+      w.deviceBlocks = d;
+      w.hostBlocks = h;
+      w.diskBlocks = k;
+      w.anyBlocks = a;
+      w.deviceTokens = d * bs;
+      w.hostTokens = h * bs;
+      w.diskTokens = k * bs;
+      w.anyTokens = a * bs;
+      w.treeSize = p.map.size;
+      w.suspect = p.suspect;
+      w.lastEventId = p.lastEventId;
+      w.lastEventMs = p.lastEventMs;
+      workers[i] = w;
     }
-    return { blockSize: bs, requestBlocks: n, workers };
+    if (!reuse) return { blockSize: bs, requestBlocks: n, workers };
+    const t = this.transient;
+    t.requestBlocks = n;
+    return t;
   }
 
   /** Leading-block counts on the four cumulative tier sets, into this.counts. */
@@ -1342,6 +1385,7 @@ export class PrefixIndex {
         suspect: (flags & 4) !== 0 ? { reason: reason!, sinceMs, incidents } : null,
         lastEventMs: (flags & 8) !== 0 ? lastEventMs : null,
         tierBlocks,
+        matchRecord: null,
       };
       ranks.set(dpRank, pub);
       idx.publishers.push(pub);
