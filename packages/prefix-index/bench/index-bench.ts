@@ -15,7 +15,22 @@ import { fileURLToPath } from 'node:url';
  * each prompt's best of interleaved rounds, with every-call ("raw") percentiles beside them: on a
  * shared machine a call that straddles a preemption costs milliseconds (see README).
  * Progress goes to stderr; the last stdout line is one JSON object with the headline figures.
+ *
+ * Huge pages: the indexer is deployed with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (README,
+ * "Deployment"): glibc then asks for transparent huge pages on the memory it maps for large
+ * allocations, the typed arrays' backing stores, and the apply loop's random accesses miss the TLB
+ * far less. A process cannot set this for itself (glibc reads it at start-up), so by default this
+ * script runs the whole benchmark twice, in child processes, with the setting (the headline: the
+ * deployment) and without it (`without_hugetlb` in the JSON line); each run reports the
+ * AnonHugePages it ended up with. BENCH_HUGETLB=1 or 0 runs one mode in this process instead.
+ *
+ * One small index stays alive for the whole run, as in the indexer (which always has one): when
+ * every PrefixIndex dies between passes, V8 may collect its hidden classes and throw away all
+ * optimized code built on them ("weak objects" in --trace-deopt), and the next pass pays for
+ * re-optimizing.
  */
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -39,12 +54,89 @@ const TRACES = [
   ['synthetic', `${SHARED}/traces/synthetic_trace.jsonl`],
 ] as const;
 
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
+const HUGETLB = 'glibc.malloc.hugetlb=1';
 
 const log = (msg: string): void => {
   process.stderr.write(`[bench:index] ${msg}\n`);
 };
+
+/** GLIBC_TUNABLES of this process without any glibc.malloc.hugetlb setting. */
+function tunablesWithoutHugetlb(): string {
+  return (process.env.GLIBC_TUNABLES ?? '')
+    .split(':')
+    .filter((t) => t !== '' && !t.startsWith('glibc.malloc.hugetlb='))
+    .join(':');
+}
+
+/** Run this benchmark in a child process with or without the huge-page setting; its summary line. */
+function runChild(hugetlb: boolean): Record<string, unknown> {
+  const base = tunablesWithoutHugetlb();
+  const tunables = hugetlb ? (base === '' ? HUGETLB : `${base}:${HUGETLB}`) : base;
+  const env: NodeJS.ProcessEnv = { ...process.env, BENCH_HUGETLB: hugetlb ? '1' : '0', GLIBC_TUNABLES: tunables };
+  if (tunables === '') delete env.GLIBC_TUNABLES;
+  log(`running the benchmark ${hugetlb ? `with GLIBC_TUNABLES=${tunables}` : 'without glibc.malloc.hugetlb'} in a child process`);
+  const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!], {
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+  });
+  if (r.status !== 0) throw new Error(`benchmark child (hugetlb ${hugetlb ? 1 : 0}) failed: status ${r.status} ${r.error?.message ?? ''}`);
+  const lines = r.stdout.trimEnd().split('\n');
+  for (const line of lines.slice(0, -1)) console.log(`[hugetlb ${hugetlb ? 1 : 0}] ${line}`);
+  return JSON.parse(lines[lines.length - 1]!) as Record<string, unknown>;
+}
+
+if (process.env.BENCH_HUGETLB === undefined) {
+  const withHuge = runChild(true);
+  const without = runChild(false);
+  const pick = (x: Record<string, unknown>): Record<string, unknown> => ({
+    block_ops_per_s: x.block_ops_per_s,
+    block_ops_per_s_wall: x.block_ops_per_s_wall,
+    match_p99_us: x.match_p99_us,
+    match_2048_p99_us: x.match_2048_p99_us,
+    anon_huge_pages_mb: x.anon_huge_pages_mb,
+    scenario_block_ops_per_s: x.scenario_block_ops_per_s,
+  });
+  console.log(
+    `block_ops_per_s ${String(withHuge.block_ops_per_s)} with ${HUGETLB} (the deployment setting), ${String(without.block_ops_per_s)} without` +
+      `; match p99 ${String(withHuge.match_p99_us)} / ${String(without.match_p99_us)} µs, 2048-block p99 ${String(withHuge.match_2048_p99_us)} / ${String(without.match_2048_p99_us)} µs`,
+  );
+  console.log(JSON.stringify({ ...withHuge, without_hugetlb: pick(without) }));
+  process.exit(0);
+}
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** AnonHugePages of this process in MB (transparent huge pages in use), from /proc. */
+function anonHugeMb(): number {
+  try {
+    const m = /AnonHugePages:\s+(\d+) kB/.exec(readFileSync('/proc/self/smaps_rollup', 'utf8'));
+    return m === null ? 0 : Math.round(Number(m[1]) / 1024);
+  } catch {
+    return 0;
+  }
+}
+let maxAnonHugeMb = 0;
+
+/**
+ * The index kept alive for the whole run (see the header): a few events of two workers, on two
+ * tiers, stored and removed, so the classes and field representations the timed indexes use exist.
+ */
+const resident = new PrefixIndex(BLOCK);
+{
+  const ids = (a: number, n: number): BigUint64Array => BigUint64Array.from({ length: n }, (_, i) => BigInt(a + i));
+  for (const [w, tier] of [
+    [1n, 'device'],
+    [2n, 'host_pinned'],
+  ] as const) {
+    const workerId = w as WorkerId;
+    resident.expectBlocks(workerId, 64);
+    resident.apply({ workerId, dpRank: 0, storageTier: tier, eventId: 1n, data: { kind: 'stored', parentHash: null, startPosition: 0, blockHashes: ids(100, 8), tokensHashes: ids(200, 8) } }, 0);
+    resident.apply({ workerId, dpRank: 0, storageTier: tier, eventId: 2n, data: { kind: 'removed', blockHashes: ids(104, 4) } }, 0);
+  }
+}
 
 function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return 0;
@@ -143,6 +235,7 @@ function timeApply<T>(
   const faults: number[] = [];
   const sysSeconds: number[] = [];
   let last: T | undefined;
+  log(`${REPS} timed passes`);
   for (let r = 0; r < REPS; r++) {
     last = undefined;
     // Twice: the second collection first finishes the sweeping the first one left running on
@@ -162,6 +255,7 @@ function timeApply<T>(
     sysSeconds.push(c.system / 1e6);
     last = idx;
   }
+  maxAnonHugeMb = Math.max(maxAnonHugeMb, anonHugeMb());
   log(`passes: ${cpuSeconds.map((c, i) => `${(c * 1000).toFixed(0)} ms CPU (${(sysSeconds[i]! * 1000).toFixed(0)} in the kernel), ${faults[i]} page faults`).join('; ')}`);
   return { seconds, cpuSeconds, bytes, last: last! };
 }
@@ -371,6 +465,12 @@ const summary = {
   answers_checked: checked,
   reps: REPS,
   expect_blocks: EXPECT ? CAPACITY : 0,
+  hugetlb: (process.env.GLIBC_TUNABLES ?? '').split(':').includes(HUGETLB) ? HUGETLB : 'off',
+  anon_huge_pages_mb: maxAnonHugeMb,
+  scenario_block_ops_per_s: Object.fromEntries(
+    scenarios.map((s) => [s.scenario, Math.round(median(s.block_ops_per_s_cpu_runs as number[]))]),
+  ),
+  resident_index_blocks: resident.totalBlocks,
   load_average_1m: +load.toFixed(2),
   method:
     'block_ops_per_s: process CPU time of the apply loop; *_wall: wall clock. match_*: per-prompt best of interleaved rounds; *_raw: every call. bytes_per_block: heap+array buffers per resident block, first full-cache scenario.',
