@@ -2,8 +2,9 @@
  * In-process profile of one observe as the service runs it (decode → observe → binary reply),
  * on the benchmark's data (64 workers, 32k-token prompts, 4 bookings per worker), without NATS.
  * Run: node --import tsx services/indexer/bench/hot-path.ts [iterations] [steps] [--cold]
- * (`observe` builds a fresh answer; `observeTransient` reuses the pool's records, as the service does;
- * `decode+observe+encode` is the service's path.)
+ * (`observe` builds a fresh answer; `observeTransient` reuses the pool's records; `decode+observeBinary`
+ * is the service's path for binary replies listing every worker, `decode+observe+encode` its path for
+ * the others.)
  * (add --cpu-prof --cpu-prof-dir=DIR before --import to profile it).
  *
  * With `--cold`, the core's data caches are flushed before every iteration (2 MiB, twice its L2,
@@ -17,7 +18,7 @@ import { sequenceHashes } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
 import { ObserveReplyBinaryWriter, bookingEventCodec, observeRequestCodec } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
-import { decodeBooking, decodeObserve, decodeObserveTransient, encodeObserveReplyBinary } from '../src/messages';
+import { decodeBooking, decodeObserve, decodeObserveTransient, encodeObserveReplyBinary, observeBinary } from '../src/messages';
 import { benchBookings, PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
 
 const BS = 64;
@@ -164,4 +165,11 @@ await timeIt('...+encode pooled', (i) => {
   if (!d.ok) throw new Error();
   const o = state.observeTransient(d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now());
   return encodeObserveReplyBinary(o, { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null }, pooled);
+});
+// What the service runs for a binary reply listing every worker (handleObserve): the pool writes its
+// facts straight into the reply (observeBinary), here with the pooled writer as above.
+await timeIt('decode+observeBinary', (i) => {
+  const d = decodeObserveTransient(reqs[i % 64]!);
+  if (!d.ok) throw new Error();
+  return observeBinary(state, d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now(), process.hrtime.bigint(), null, pooled);
 });
