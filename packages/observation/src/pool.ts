@@ -17,7 +17,7 @@ import {
   type Rng,
   type SelectionResult,
 } from '@vantage/selection';
-import type { KvEvent, WorkerId } from '@vantage/types';
+import { WORKER_FACTS, type KvEvent, type WorkerId } from '@vantage/types';
 import type { ActiveLoad, ActiveSequenceEvent } from '@vantage/wire';
 
 export interface PoolOptions {
@@ -139,33 +139,10 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /**
  * The facts of one rank in an `observeRows` row, in order (f64 each; NaN where `observe` answers
- * null). The same facts, names and order as the binary observe reply's worker record
- * (schemas/protocol/README.md), so the indexer writes rows straight into its replies.
+ * null): `WORKER_FACTS`, the binary observe reply's worker-record slots too, so the indexer writes
+ * rows straight into its replies.
  */
-export const ROW_FIELDS = [
-  'deviceOverlapBlocks',
-  'K',
-  'hostOverlapBlocks',
-  'diskOverlapBlocks',
-  'anyTierOverlapBlocks',
-  'R',
-  'trackedPrefillTokens',
-  'P',
-  'maxNumBatchedTokens',
-  'effectivePrefillTokens',
-  'newBlocks',
-  'activeBlocks',
-  'totalKvBlocks',
-  'treeBlocks',
-  'reportedActiveDecodeBlocks',
-  'reportedActivePrefillTokens',
-  'reportedKvUsedBlocks',
-  'suspectSinceMs',
-  'indexAgeMs',
-  'loadAgeMs',
-  'bookingAgeMs',
-  'dynamoCost',
-] as const;
+export const ROW_FIELDS = WORKER_FACTS;
 const [
   R_DEVICE,
   R_K,

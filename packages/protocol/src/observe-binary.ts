@@ -21,37 +21,15 @@
  *     16 f64 × 22, in WORKER_FIELDS order; NaN where the JSON has null
  *   m bytes of UTF-8 JSON: {"pool": string, "policy": {"name", "params"} | null, "reasons": [string]}
  */
+import { WORKER_FACTS } from '@vantage/types';
 import type { ObserveReply } from './messages';
 
 export const OBSERVE_REPLY_BINARY_MAGIC = 0x01524f56;
 export const OBSERVE_REPLY_HEADER_BYTES = 80;
 export const OBSERVE_REPLY_RECORD_BYTES = 192;
 
-/** The f64 slots of a worker record, in order. */
-export const WORKER_FIELDS = [
-  'deviceOverlapBlocks',
-  'K',
-  'hostOverlapBlocks',
-  'diskOverlapBlocks',
-  'anyTierOverlapBlocks',
-  'R',
-  'trackedPrefillTokens',
-  'P',
-  'maxNumBatchedTokens',
-  'effectivePrefillTokens',
-  'newBlocks',
-  'activeBlocks',
-  'totalKvBlocks',
-  'treeBlocks',
-  'reportedActiveDecodeBlocks',
-  'reportedActivePrefillTokens',
-  'reportedKvUsedBlocks',
-  'suspectSinceMs',
-  'indexAgeMs',
-  'loadAgeMs',
-  'bookingAgeMs',
-  'dynamoCost',
-] as const;
+/** The f64 slots of a worker record, in order (the list the pool's answer rows use too). */
+export const WORKER_FIELDS = WORKER_FACTS;
 export type WorkerField = (typeof WORKER_FIELDS)[number];
 /** Slot offset of each field from a record's first f64 (`ObserveReplyBinaryWriter.slots(i)`). */
 export const F = Object.freeze(Object.fromEntries(WORKER_FIELDS.map((k, i) => [k, i])) as Record<WorkerField, number>);

@@ -20,7 +20,7 @@ import {
   type WorkerObservation as WireWorker,
 } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
-import { ROW_FIELDS, type ObserveRows, type PoolObservation, type PoolState, type RowSink } from '@vantage/observation';
+import type { ObserveRows, PoolObservation, PoolState, RowSink } from '@vantage/observation';
 
 export { observeSubject, bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 
@@ -183,15 +183,6 @@ export function encodeObserveReplyBinary(o: PoolObservation, meta: ReplyMeta, bi
   });
 }
 
-/**
- * The pool's answer rows hold the binary record's value slots in the same order (checked here once,
- * at load: a mismatch is a build error, not a runtime condition), so `observeBinary` has the pool
- * write each rank's facts straight into the reply.
- */
-if (ROW_FIELDS.length !== Object.keys(F).length || ROW_FIELDS.some((f, i) => F[f] !== i)) {
-  throw new Error('observation ROW_FIELDS and the binary observe record (OBSERVE_REPLY_FIELD) list different facts');
-}
-
 /** A binary writer as the pool's row sink: `reserve(n)` begins a reply of n records. */
 class RecordSink implements RowSink {
   out = new Float64Array(0);
@@ -211,8 +202,8 @@ const sinks = new WeakMap<ObserveReplyBinaryWriter, RecordSink>();
 
 /**
  * A binary observe reply listing every worker, computed and encoded in one pass: the pool writes its
- * rows into the reply's records (`PoolState.observeRows`), then the records' heads and the header are
- * added. The same bytes as `encodeObserveReplyBinary(state.observeTransient(...))` (tested), without
+ * rows into the reply's records (`PoolState.observeRows`; rows and records both lay out
+ * `WORKER_FACTS` from @vantage/types), then the records' heads and the header are added. The same bytes as `encodeObserveReplyBinary(state.observeTransient(...))` (tested), without
  * a record object per worker. `queryDurationUs` is measured from `receivedAtNs` to when the answer is
  * ready, before the header is written (as the object path measures it before encoding).
  */
