@@ -16,20 +16,18 @@ import { fileURLToPath } from 'node:url';
  * shared machine a call that straddles a preemption costs milliseconds (see README).
  * Progress goes to stderr; the last stdout line is one JSON object with the headline figures.
  *
- * Huge pages: the indexer is deployed with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (README,
- * "Deployment"): glibc then asks for transparent huge pages on the memory it maps for large
- * allocations, the typed arrays' backing stores, and the apply loop's random accesses miss the TLB
- * far less. A process cannot set this for itself (glibc reads it at start-up), so by default this
- * script runs the whole benchmark twice, in child processes, with the setting (the headline: the
- * deployment) and without it (`without_hugetlb` in the JSON line); each run reports the
- * AnonHugePages it ended up with. BENCH_HUGETLB=1 or 0 runs one mode in this process instead.
+ * Huge pages: the JSON line says whether this process ran with GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+ * (glibc then asks for transparent huge pages for the memory it maps for large allocations, the
+ * typed arrays' backing stores) and the AnonHugePages it reached. Measured and not made a
+ * deployment setting (README, "Benchmark"): run `GLIBC_TUNABLES=glibc.malloc.hugetlb=1 npm run
+ * bench:index` to compare.
  *
- * One small index stays alive for the whole run, as in the indexer (which always has one): when
- * every PrefixIndex dies between passes, V8 may collect its hidden classes and throw away all
- * optimized code built on them ("weak objects" in --trace-deopt), and the next pass pays for
- * re-optimizing.
+ * One small index stays alive for the whole run, as in the indexer (which always has one). With
+ * every PrefixIndex dead (between scenarios), V8 collected the hidden classes the index's optimized
+ * code was built on and deoptimized all of it ("weak objects" in --trace-deopt) at the start of
+ * each scenario, leaving the untimed passes to re-optimize it; with one alive that no longer
+ * happens, and --trace-deopt shows no deoptimization of index code in any timed pass.
  */
-import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
@@ -59,52 +57,6 @@ const HUGETLB = 'glibc.malloc.hugetlb=1';
 const log = (msg: string): void => {
   process.stderr.write(`[bench:index] ${msg}\n`);
 };
-
-/** GLIBC_TUNABLES of this process without any glibc.malloc.hugetlb setting. */
-function tunablesWithoutHugetlb(): string {
-  return (process.env.GLIBC_TUNABLES ?? '')
-    .split(':')
-    .filter((t) => t !== '' && !t.startsWith('glibc.malloc.hugetlb='))
-    .join(':');
-}
-
-/** Run this benchmark in a child process with or without the huge-page setting; its summary line. */
-function runChild(hugetlb: boolean): Record<string, unknown> {
-  const base = tunablesWithoutHugetlb();
-  const tunables = hugetlb ? (base === '' ? HUGETLB : `${base}:${HUGETLB}`) : base;
-  const env: NodeJS.ProcessEnv = { ...process.env, BENCH_HUGETLB: hugetlb ? '1' : '0', GLIBC_TUNABLES: tunables };
-  if (tunables === '') delete env.GLIBC_TUNABLES;
-  log(`running the benchmark ${hugetlb ? `with GLIBC_TUNABLES=${tunables}` : 'without glibc.malloc.hugetlb'} in a child process`);
-  const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!], {
-    env,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    encoding: 'utf8',
-    maxBuffer: 64 << 20,
-  });
-  if (r.status !== 0) throw new Error(`benchmark child (hugetlb ${hugetlb ? 1 : 0}) failed: status ${r.status} ${r.error?.message ?? ''}`);
-  const lines = r.stdout.trimEnd().split('\n');
-  for (const line of lines.slice(0, -1)) console.log(`[hugetlb ${hugetlb ? 1 : 0}] ${line}`);
-  return JSON.parse(lines[lines.length - 1]!) as Record<string, unknown>;
-}
-
-if (process.env.BENCH_HUGETLB === undefined) {
-  const withHuge = runChild(true);
-  const without = runChild(false);
-  const pick = (x: Record<string, unknown>): Record<string, unknown> => ({
-    block_ops_per_s: x.block_ops_per_s,
-    block_ops_per_s_wall: x.block_ops_per_s_wall,
-    match_p99_us: x.match_p99_us,
-    match_2048_p99_us: x.match_2048_p99_us,
-    anon_huge_pages_mb: x.anon_huge_pages_mb,
-    scenario_block_ops_per_s: x.scenario_block_ops_per_s,
-  });
-  console.log(
-    `block_ops_per_s ${String(withHuge.block_ops_per_s)} with ${HUGETLB} (the deployment setting), ${String(without.block_ops_per_s)} without` +
-      `; match p99 ${String(withHuge.match_p99_us)} / ${String(without.match_p99_us)} µs, 2048-block p99 ${String(withHuge.match_2048_p99_us)} / ${String(without.match_2048_p99_us)} µs`,
-  );
-  console.log(JSON.stringify({ ...withHuge, without_hugetlb: pick(without) }));
-  process.exit(0);
-}
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
