@@ -5,7 +5,7 @@ export { natsBroker, kafkaBroker, KAFKA_CLUSTER_ID } from './brokers';
 export type { BrokerProcess, NatsBroker, KafkaBroker, NatsOptions, KafkaOptions } from './brokers';
 export { localBrokers, brokersUp, brokersDown, brokersStatus } from './local';
 export type { LocalBrokers, BrokerEndpoints } from './local';
-export { Stack, indexerTunables, stackServices } from './stack';
+export { Stack, stackServices } from './stack';
 export type { StackOptions, PoolSpec, ServiceSpec, RunningService } from './stack';
 export { runJob, defaultJobConfig, calibrationParameterSet, writeParameterSet, waitForParameterSet, runNode, RECORD_VARIANT, OUT_DIR } from './job';
 export type { JobConfig, JobContext, JobResult } from './job';

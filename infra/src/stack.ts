@@ -51,18 +51,6 @@ export interface RunningService {
   readonly logFile: string;
 }
 
-/**
- * GLIBC_TUNABLES for an indexer process: the given ones plus `glibc.malloc.hugetlb=1`, its deployment
- * setting (packages/prefix-index README): glibc then maps its large allocations, the index's typed
- * arrays, with transparent huge pages, and the index's random accesses miss the TLB far less. glibc
- * reads it at process start, so it is set for the process, not by it. Without glibc, or without
- * transparent huge pages, it has no effect.
- */
-export function indexerTunables(existing: string | undefined): string {
-  const kept = (existing ?? '').split(':').filter((t) => t !== '' && !t.startsWith('glibc.malloc.hugetlb='));
-  return [...kept, 'glibc.malloc.hugetlb=1'].join(':');
-}
-
 export function stackServices(o: StackOptions): ServiceSpec[] {
   const pools = [o.pools.efficient, o.pools.capable];
   const extra = (name: string): Readonly<Record<string, string>> => o.extraEnv?.[name] ?? {};
@@ -70,11 +58,7 @@ export function stackServices(o: StackOptions): ServiceSpec[] {
     ...pools.map((p) => ({
       name: `indexer-${p.name}`,
       entry: 'services/indexer/src/main.ts',
-      env: {
-        VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: p.name, component: p.component }]),
-        GLIBC_TUNABLES: indexerTunables(process.env.GLIBC_TUNABLES),
-        ...extra(`indexer-${p.name}`),
-      },
+      env: { VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: p.name, component: p.component }]), ...extra(`indexer-${p.name}`) },
     })),
     {
       name: 'decision',

@@ -35,9 +35,7 @@
  * Environment knobs: BENCH_ROUNDS (default 8), BENCH_ROUND_SECONDS (segment length, default 1),
  * BENCH_RATES (default "1000,5000"),
  * BENCH_BOOKINGS_PER_WORKER (default 4), BENCH_INDEXER_NODE_ARGS (extra node flags for the
- * indexer process, e.g. "--cpu-prof --cpu-prof-dir=DIR" to profile the service under load),
- * BENCH_INDEXER_HUGETLB=0 (run the indexer without its deployment setting
- * GLIBC_TUNABLES=glibc.malloc.hugetlb=1, which it gets by default, as in infra's stack).
+ * indexer process, e.g. "--cpu-prof --cpu-prof-dir=DIR" to profile the service under load).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
@@ -46,7 +44,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
-import { INFRA_DIR, REPO_ROOT, indexerTunables, natsBroker, processCpuUs } from '@vantage/infra';
+import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuUs } from '@vantage/infra';
 import {
   bookingEventCodec,
   bookingsSubject,
@@ -396,9 +394,6 @@ async function main(): Promise<void> {
     VANTAGE_LOG_LEVEL: 'info', // the 'service started' line carries the ops port; nothing is logged per message
     VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: POOL, blockSize: BS, namespace: NS }]),
     VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
-    // The indexer's deployment setting (huge pages for the index's tables; infra's stack sets it too).
-    // BENCH_INDEXER_HUGETLB=0 runs it without.
-    ...(process.env.BENCH_INDEXER_HUGETLB === '0' ? {} : { GLIBC_TUNABLES: indexerTunables(process.env.GLIBC_TUNABLES) }),
   });
   // BENCH_INDEXER_NODE_ARGS: extra node flags for the indexer only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
   const indexerNodeArgs = (process.env.BENCH_INDEXER_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
