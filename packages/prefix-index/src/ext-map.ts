@@ -60,6 +60,19 @@ export class ExtMap {
     }
   }
 
+  /** find, with the key's home slot (mix2(lo, hi) & mask) already computed. */
+  findFrom(home: number, lo: number, hi: number): number {
+    const t = this.t;
+    const mask = this.mask;
+    let i = home;
+    for (;;) {
+      const b = i * SLOT;
+      if (t[b + K_VAL] === 0) return -1;
+      if (t[b] === lo && t[b + K_HI] === hi) return b;
+      i = (i + 1) & mask;
+    }
+  }
+
   /** Insert a key known to be absent (room reserved by the caller); returns its slot base. */
   insertFresh(lo: number, hi: number, value: number): number {
     const t = this.t;

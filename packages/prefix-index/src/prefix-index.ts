@@ -179,6 +179,8 @@ export class PrefixIndex {
   // Match scratch (reused: match allocates only its result).
   private active = new Int32Array(NTIERS);
   private counts = new Int32Array(NTIERS * 32);
+  /** Apply scratch: the block-id table home slot of each block id of the event being applied. */
+  private homes = new Int32Array(256);
   /** The `matchTransient` answer, overwritten by each one. */
   private readonly transient: { blockSize: number; requestBlocks: number; workers: WorkerMatch[] };
 
@@ -320,7 +322,8 @@ export class PrefixIndex {
     map.reserve(n);
     const t = map.t;
     const mask = map.mask;
-    touchHomes(t, mask, ext, n);
+    const homes = this.homesFor(ext, n, mask);
+    touchHomes(t, homes, n);
     let bitsAt: number;
     let stride: number;
     if (tier === 0) {
@@ -371,7 +374,7 @@ export class PrefixIndex {
       }
       const elo = ext[2 * i]!;
       const ehi = ext[2 * i + 1]!;
-      let j = mix2(elo, ehi) & mask;
+      let j = homes[i]!;
       for (;;) {
         const b = j * SLOT;
         const v = t[b + K_VAL]!;
@@ -415,6 +418,14 @@ export class PrefixIndex {
     return unknownParent;
   }
 
+  /** Home slot (in a block-id table of mask + 1 slots) of each of the n ids in ext, into this.homes. */
+  private homesFor(ext: Int32Array, n: number, mask: number): Int32Array {
+    if (this.homes.length < n) this.homes = new Int32Array(Math.max(n, 2 * this.homes.length));
+    const homes = this.homes;
+    for (let i = 0; i < n; i++) homes[i] = mix2(ext[2 * i]!, ext[2 * i + 1]!) & mask;
+    return homes;
+  }
+
   private applyRemoved(pub: Publisher, tier: number, hashes: BigUint64Array): BigUint64Array {
     const n = hashes.length;
     const ext = i32View(hashes);
@@ -423,7 +434,8 @@ export class PrefixIndex {
     const tierBlocks = pub.tierBlocks;
     const slot = pub.slot;
     let unknown: number[] | null = null;
-    touchHomes(map.t, map.mask, ext, n);
+    const homes = this.homesFor(ext, n, map.mask);
+    touchHomes(map.t, homes, n);
     // Second wave, the same way: the node each id names (its slot is cached now), so releasing
     // the blocks below does not wait for their node records one at a time.
     {
@@ -432,13 +444,13 @@ export class PrefixIndex {
       const t = map.t;
       let acc = 0;
       for (let i = 0; i < n; i++) {
-        const s = map.find(ext[2 * i]!, ext[2 * i + 1]!);
+        const s = map.findFrom(homes[i]!, ext[2 * i]!, ext[2 * i + 1]!);
         if (s >= 0) acc |= nd[(t[s + K_VAL]! & NODE_MASK) * R + F_REFS]!;
       }
       sink.touched = acc;
     }
     for (let i = 0; i < n; i++) {
-      const s = map.find(ext[2 * i]!, ext[2 * i + 1]!);
+      const s = map.findFrom(homes[i]!, ext[2 * i]!, ext[2 * i + 1]!);
       const v = s < 0 ? 0 : map.t[s + K_VAL]!;
       const held = v >>> NODE_BITS;
       if ((held & tierBit) === 0) {
@@ -1420,10 +1432,11 @@ const sink = { touched: 0 };
  * Read the home slot of every block id of an event before any of them is used. Engine ids are
  * random, so each home is a cache miss; issued back to back from this short loop the misses
  * overlap (the loads do not depend on each other), where the main loop, long and branchy, would
- * wait for them one at a time.
+ * wait for them one at a time. The homes are hashed beforehand (homesFor), so the loop body is
+ * little more than the load itself and more of them fit in flight.
  */
-function touchHomes(t: Int32Array, mask: number, ext: Int32Array, n: number): void {
+function touchHomes(t: Int32Array, homes: Int32Array, n: number): void {
   let acc = 0;
-  for (let i = 0; i < n; i++) acc |= t[(mix2(ext[2 * i]!, ext[2 * i + 1]!) & mask) * SLOT + K_VAL]!;
+  for (let i = 0; i < n; i++) acc |= t[homes[i]! * SLOT + K_VAL]!;
   sink.touched = acc;
 }
