@@ -99,23 +99,23 @@ interface Publisher {
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
-/** A publisher's match record, its facts still to be filled (`matchInto` fills every one). */
-function matchRecord(p: Publisher): Mutable<WorkerMatch> {
+/** A publisher's match record: d, h, k, a leading blocks on the cumulative tier sets, block size bs. */
+function matchRecord(p: Publisher, d: number, h: number, k: number, a: number, bs: number): Mutable<WorkerMatch> {
   return {
     workerId: p.workerId,
     dpRank: p.dpRank,
-    deviceBlocks: 0,
-    hostBlocks: 0,
-    diskBlocks: 0,
-    anyBlocks: 0,
-    deviceTokens: 0,
-    hostTokens: 0,
-    diskTokens: 0,
-    anyTokens: 0,
-    treeSize: 0,
-    suspect: null,
-    lastEventId: null,
-    lastEventMs: null,
+    deviceBlocks: d,
+    hostBlocks: h,
+    diskBlocks: k,
+    anyBlocks: a,
+    deviceTokens: d * bs,
+    hostTokens: h * bs,
+    diskTokens: k * bs,
+    anyTokens: a * bs,
+    treeSize: p.map.size,
+    suspect: p.suspect,
+    lastEventId: p.lastEventId,
+    lastEventMs: p.lastEventMs,
   };
 }
 
@@ -691,7 +691,14 @@ export class PrefixIndex {
       const h = counts[slots + s]!;
       const k = counts[2 * slots + s]!;
       const a = counts[3 * slots + s]!;
-      const w = reuse ? (p.matchRecord ??= matchRecord(p)) : matchRecord(p);
+      const w = reuse ? p.matchRecord : null;
+      if (w === null) {
+        // A new record, written whole (`match`, or a publisher's first transient answer).
+        const rec = matchRecord(p, d, h, k, a, bs);
+        if (reuse) p.matchRecord = rec;
+        workers[i] = rec;
+        continue;
+      }
       w.deviceBlocks = d;
       w.hostBlocks = h;
       w.diskBlocks = k;
