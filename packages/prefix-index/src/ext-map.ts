@@ -49,15 +49,7 @@ export class ExtMap {
 
   /** Base offset of the slot holding key (lo, hi), or -1. Keys are the u64 halves as int32. */
   find(lo: number, hi: number): number {
-    const t = this.t;
-    const mask = this.mask;
-    let i = mix2(lo, hi) & mask;
-    for (;;) {
-      const b = i * SLOT;
-      if (t[b + K_VAL] === 0) return -1;
-      if (t[b] === lo && t[b + K_HI] === hi) return b;
-      i = (i + 1) & mask;
-    }
+    return this.findFrom(mix2(lo, hi) & this.mask, lo, hi);
   }
 
   /** find, with the key's home slot (mix2(lo, hi) & mask) already computed. */
