@@ -20,7 +20,7 @@ import {
   type WorkerObservation as WireWorker,
 } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
-import type { ObserveRows, PoolObservation, PoolState, RowSink } from '@vantage/observation';
+import type { PoolObservation, PoolState, RowSink } from '@vantage/observation';
 
 export { observeSubject, bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 
@@ -112,10 +112,9 @@ export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Ar
       `"dynamoCost":${num(cost ?? null)}}`;
   }
   out += `],"pending":{"requests":${o.pending.requests},"tokens":${o.pending.tokens}},"dynamoChoice":`;
-  const chosen = o.selection.chosen;
-  const cost = o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null;
-  if (chosen && cost !== null && cost !== undefined) {
-    out += `{"workerId":"${chosen.workerId}","dpRank":${chosen.dpRank},"cost":${num(cost)},"policy":{"name":${JSON.stringify(`kv_router:${o.selection.reason}`)},"params":${JSON.stringify(numericTerms(o))}}}`;
+  const choice = dynamoChoiceOf(o);
+  if (choice !== null) {
+    out += `{"workerId":"${choice.workerId}","dpRank":${choice.dpRank},"cost":${num(choice.cost)},"policy":{"name":${JSON.stringify(choice.policy.name)},"params":${JSON.stringify(choice.policy.params)}}}`;
   } else out += 'null';
   // Like the codec: the field is present only after a snapshot restore.
   out += meta.restoredAtMs === null ? '}' : `,"snapshotRestoredAtMs":${meta.restoredAtMs}}`;
@@ -203,9 +202,10 @@ const sinks = new WeakMap<ObserveReplyBinaryWriter, RecordSink>();
 /**
  * A binary observe reply listing every worker, computed and encoded in one pass: the pool writes its
  * rows into the reply's records (`PoolState.observeRows`; rows and records both lay out
- * `WORKER_FACTS` from @vantage/types), then the records' heads and the header are added. The same bytes as `encodeObserveReplyBinary(state.observeTransient(...))` (tested), without
- * a record object per worker. `queryDurationUs` is measured from `receivedAtNs` to when the answer is
- * ready, before the header is written (as the object path measures it before encoding).
+ * `WORKER_FACTS` from @vantage/types), then the records' heads and the header are added. The same
+ * bytes as `encodeObserveReplyBinary(state.observeTransient(...))` (tested), without a record object
+ * per worker. `queryDurationUs` runs from `receivedAtNs` until the rows are written, so unlike the
+ * object path's (which stops before anything is encoded) it includes writing the records' values.
  */
 export function observeBinary(
   state: PoolState,
@@ -230,17 +230,9 @@ export function observeBinary(
     queryDurationUs: Math.round(queryDurationUs),
     atMs: nowMs,
     pending: { requests: rows.pendingRequests, tokens: rows.pendingTokens },
-    dynamoChoice: rowsChoice(rows),
+    dynamoChoice: choiceOf(rows.selection, rows.chosenCost),
     snapshotRestoredAtMs: restoredAtMs,
   });
-}
-
-/** `dynamoChoiceOf` for a rows answer. */
-function rowsChoice(rows: ObserveRows): ObserveReply['dynamoChoice'] {
-  const chosen = rows.selection.chosen;
-  if (!chosen || rows.chosenCost === null) return null;
-  const s = rows.selection.scores[chosen.index];
-  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost: rows.chosenCost, policy: { name: `kv_router:${rows.selection.reason}`, params: s ? s.terms : {} } };
 }
 
 /** JSON has no NaN or Infinity: a non-finite number is reported as unknown. */
@@ -292,17 +284,18 @@ export function encodeObserveReplyViaCodec(o: PoolObservation, meta: ReplyMeta):
 
 /** The worker Dynamo's cost chose, with its cost and terms; null when none was chosen or it has no cost. */
 function dynamoChoiceOf(o: PoolObservation): ObserveReply['dynamoChoice'] {
-  const chosen = o.selection.chosen;
-  const cost = o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null;
-  if (!chosen || cost === null || cost === undefined) return null;
-  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: `kv_router:${o.selection.reason}`, params: numericTerms(o) } };
+  return choiceOf(o.selection, o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null);
 }
 
-function numericTerms(o: PoolObservation): Record<string, number> {
-  const chosen = o.selection.chosen;
-  if (!chosen) return {};
-  const s = o.selection.scores[chosen.index];
-  return s ? { ...s.terms } : {};
+/**
+ * `dynamoChoiceOf` from a selection and the chosen worker's cost. The policy's params are the chosen
+ * score's own terms record, not a copy: every caller encodes it before the next selection.
+ */
+function choiceOf(selection: PoolObservation['selection'], cost: number | null | undefined): ObserveReply['dynamoChoice'] {
+  const chosen = selection.chosen;
+  if (!chosen || cost === null || cost === undefined) return null;
+  const s = selection.scores[chosen.index];
+  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: `kv_router:${selection.reason}`, params: s ? s.terms : {} } };
 }
 
 export interface BookingMessage {
