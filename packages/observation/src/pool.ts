@@ -179,12 +179,8 @@ export interface ObserveRows {
   readonly schedulable: readonly (boolean | null)[];
   readonly reported: Uint8Array;
   readonly suspect: readonly (SuspectInfo | null)[];
-  readonly requestBlocks: number;
-  readonly promptTokens: number;
-  readonly atMs: number;
   readonly selection: SelectionResult;
-  /** Index (into ranks) of Dynamo's choice, or -1; its cost (null when not a number). */
-  readonly chosenIndex: number;
+  /** The cost of Dynamo's choice (`selection.chosen`); null without a choice or when it is not a number. */
   readonly chosenCost: number | null;
   readonly pendingRequests: number;
   readonly pendingTokens: number;
@@ -273,11 +269,7 @@ export class PoolState {
     schedulable: [],
     reported: new Uint8Array(0),
     suspect: [],
-    requestBlocks: 0,
-    promptTokens: 0,
-    atMs: 0,
     selection: { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' },
-    chosenIndex: -1,
     chosenCost: null,
     pendingRequests: 0,
     pendingTokens: 0,
@@ -592,11 +584,7 @@ export class PoolState {
     for (let j = 0; j < scores.length; j++) out[base + c.eligibleIdx[j]! * stride + R_COST] = numOrNaN(scores[j]!.score);
     rows.n = n;
     rows.ranks = ranks;
-    rows.requestBlocks = q.m.requestBlocks;
-    rows.promptTokens = promptTokens;
-    rows.atMs = nowMs;
     rows.selection = c.selection;
-    rows.chosenIndex = c.chosenIndex;
     // As `observe`'s costs[chosenIndex]: null when the chosen score is NaN.
     const chosenScore = c.selection.chosen ? scores[c.selection.chosen.index]?.score : undefined;
     rows.chosenCost = chosenScore === undefined || Number.isNaN(chosenScore) ? null : chosenScore;
@@ -685,7 +673,6 @@ export class PoolState {
       const load = this.ledger.loadOfRef(r.ref, rs.load);
       const device = match?.deviceBlocks ?? 0;
       const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + q.beyondChain : q.requestBlocks;
-      // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
       const o = rs.obs;
       o.registered = r.capacity !== null;
       o.schedulable = r.schedulable;
@@ -695,6 +682,7 @@ export class PoolState {
       o.report = r.report;
       o.effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
       o.newRequestBlocks = newRequestBlocks;
+      // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
       o.suspect = match ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
       o.lastEventMs = match?.lastEventMs ?? null;
       o.lastSeenMs = r.lastSeen;
