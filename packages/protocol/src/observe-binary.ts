@@ -259,10 +259,9 @@ export function metaJson(pool: string, policy: { readonly name: string; readonly
     const params = policy.params;
     let first = true;
     for (const k of Object.keys(params)) {
-      const v = params[k];
-      // As JSON.stringify: a non-finite number is null; an undefined value leaves the key out.
-      if (v === undefined) continue;
-      s += (first ? '' : ',') + JSON.stringify(k) + ':' + (typeof v === 'number' ? (Number.isFinite(v) ? String(v) : 'null') : JSON.stringify(v));
+      const v = params[k]!;
+      // As JSON.stringify writes a number: a non-finite one is null.
+      s += (first ? '' : ',') + JSON.stringify(k) + ':' + (Number.isFinite(v) ? String(v) : 'null');
       first = false;
     }
     s += '}}';
