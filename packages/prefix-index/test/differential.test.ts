@@ -7,16 +7,26 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PrefixIndex } from '@vantage/prefix-index';
+import { PrefixIndex, type WorkerMatch } from '@vantage/prefix-index';
 import { ReferenceIndex } from './reference-model';
 import type { ExternalHash } from '@vantage/types';
 import { W } from './events';
 import { WORKERS, cmdArb, normApply, normImpl, queries, toEvent } from './streams';
 import type { Cmd } from './streams';
 
+/** Every field of match records, in a form `toEqual` compares exactly (the record objects themselves may differ). */
+const plain = (ws: readonly WorkerMatch[]): WorkerMatch[] => ws.map((w) => ({ ...w }));
+
 function check(idx: PrefixIndex, ref: ReferenceIndex, where: string): void {
+  let previous: readonly WorkerMatch[] | null = null;
   for (const q of queries(ref)) {
-    expect(normImpl(idx.match(q)), `${where}: match [${[...q].join(',')}]`).toEqual(ref.match([...q]));
+    const m = idx.match(q);
+    expect(normImpl(m), `${where}: match [${[...q].join(',')}]`).toEqual(ref.match([...q]));
+    // matchTransient: every field as match, in records the index reuses from one answer to the next.
+    const t = idx.matchTransient(q);
+    expect([t.blockSize, t.requestBlocks, plain(t.workers)], `${where}: matchTransient [${[...q].join(',')}]`).toEqual([m.blockSize, m.requestBlocks, plain(m.workers)]);
+    if (previous !== null) for (let k = 0; k < t.workers.length; k++) expect(t.workers[k], `${where}: transient record reused`).toBe(previous[k]);
+    previous = [...t.workers];
   }
   const tiers = ref.tierCounts();
   for (const p of idx.stats().publishers) {
