@@ -316,8 +316,13 @@ const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingM
 
 // --- observe ----------------------------------------------------------------------
 
-/** The observe request as encoders write it (requestId and loraName absent), cut where the variable parts go. */
-const OBS_HEAD = Buffer.from('{"v":1,"prompt":{"localHashesLe64":"', 'latin1');
+/** The observe request as encoders write it (loraName absent), cut where the variable parts go. */
+const OBS_V = Buffer.from('{"v":1,', 'latin1');
+/** An optional request id (the decision service sends one on every route). */
+const OBS_REQUEST_ID = Buffer.from('"requestId":"', 'latin1');
+/** Longest request id the schema accepts (`shortString(256)`; the template takes ASCII only, one byte a character). */
+const REQUEST_ID_MAX = 256;
+const OBS_PROMPT = Buffer.from('"prompt":{"localHashesLe64":"', 'latin1');
 const OBS_MID = Buffer.from('"},"promptTokens":', 'latin1');
 /** The endings encoders write after promptTokens: `workers` only when "choice", `replyEncoding` only when "binary". */
 const OBS_TAILS: readonly { bytes: Buffer; workers: 'all' | 'choice'; binary: boolean }[] = [
@@ -332,20 +337,37 @@ function startsWithAt(buf: Buffer, at: number, what: Buffer): boolean {
 }
 
 /**
- * An observe request in exactly the bytes `observeRequestCodec.encode` writes for a prompt of local
- * hashes without request id or LoRA (what the decision service and the gateway client send on every
- * route), decoded without JSON.parse or the schema: the fixed parts are compared byte for byte, the
- * hash list must be canonical base64 of whole u64s (see `canonicalLe64`) and promptTokens a JSON
- * integer within the schema's range, so every message taken here is one the schema accepts, and the
- * value is the one the codec gives. Anything else (other fields, other spacing or order, a number
- * with a fraction or exponent) returns null and goes to the general decoders. Tested against the
- * plain codec on encoder output and on mutations of it.
+ * An observe request in exactly the bytes `observeRequestCodec.encode` (or the decision service's
+ * `encodeObserveQuery`) writes for a prompt of local hashes without LoRA, with or without a request
+ * id, decoded without JSON.parse or the schema: the fixed parts are compared byte for byte, a request
+ * id must be 1 to 256 printable ASCII characters without quote or backslash (so its JSON text is the
+ * string itself), the hash list must be canonical base64 of whole u64s (see `canonicalLe64`) and
+ * promptTokens a JSON integer within the schema's range, so every message taken here is one the
+ * schema accepts, and the value is the one the codec gives. Anything else (other fields, other
+ * spacing or order, an escaped or non-ASCII request id, a number with a fraction or exponent) returns
+ * null and goes to the general decoders. Tested against the plain codec on encoder output and on
+ * mutations of it.
  */
 function observeTemplate(data: Uint8Array, maxBytes: number, into?: Le64Scratch): DecodeResult<ObserveRequest> | null {
   if (data.byteLength > maxBytes) return null;
   const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  if (!startsWithAt(buf, 0, OBS_HEAD)) return null;
-  const start = OBS_HEAD.length;
+  if (!startsWithAt(buf, 0, OBS_V)) return null;
+  let from = OBS_V.length;
+  let requestId: string | null = null;
+  if (startsWithAt(buf, from, OBS_REQUEST_ID)) {
+    const s0 = from + OBS_REQUEST_ID.length;
+    let e = s0;
+    for (; e < buf.length && e - s0 <= REQUEST_ID_MAX; e++) {
+      const c = buf[e]!;
+      if (c === 0x22) break;
+      if (c < 0x20 || c > 0x7e || c === 0x5c) return null;
+    }
+    if (e === s0 || e - s0 > REQUEST_ID_MAX || buf[e] !== 0x22 || buf[e + 1] !== 0x2c) return null;
+    requestId = buf.toString('latin1', s0, e);
+    from = e + 2;
+  }
+  if (!startsWithAt(buf, from, OBS_PROMPT)) return null;
+  const start = from + OBS_PROMPT.length;
   const end = buf.indexOf(0x22, start);
   if (end < 0 || !startsWithAt(buf, end, OBS_MID)) return null;
   // promptTokens: a JSON integer without sign, fraction or exponent: 0, or 1-9 then digits; at most 2^53-1.
@@ -368,7 +390,7 @@ function observeTemplate(data: Uint8Array, maxBytes: number, into?: Le64Scratch)
   return {
     ok: true,
     value: {
-      requestId: null,
+      requestId,
       prompt: { kind: 'local_hashes', localHashes, loraName: null },
       promptTokens: tokens,
       workers: tail.workers,

@@ -82,6 +82,15 @@ describe('observe requests in the encoders\' own bytes (decoded without JSON.par
     ['trailing space', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48} `],
     ['a truncated tail', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":48,"replyEncoding":"binary"`],
     ['a byte of the list not base64', `{"v":1,"prompt":{"localHashesLe64":"${A.slice(0, 3)}\u00e9${A.slice(4)}"},"promptTokens":48}`],
+    // The decision service's query (encodeObserveQuery): a request id first.
+    ['request id, workers choice, binary', `{"v":1,"requestId":"r-1","prompt":{"localHashesLe64":"${A}"},"promptTokens":48,"workers":"choice","replyEncoding":"binary"}`],
+    ['request id of 256 characters', `{"v":1,"requestId":"${'x'.repeat(256)}","prompt":{"localHashesLe64":"${A}"},"promptTokens":48}`],
+    ['request id of 257 characters', `{"v":1,"requestId":"${'x'.repeat(257)}","prompt":{"localHashesLe64":"${A}"},"promptTokens":48}`],
+    ['empty request id', `{"v":1,"requestId":"","prompt":{"localHashesLe64":"${A}"},"promptTokens":48}`],
+    ['request id with an escaped quote', `{"v":1,"requestId":"a\\"b","prompt":{"localHashesLe64":"${A}"},"promptTokens":48}`],
+    ['request id with a tab', `{"v":1,"requestId":"a\tb","prompt":{"localHashesLe64":"${A}"},"promptTokens":48}`],
+    ['request id not ASCII', `{"v":1,"requestId":"é","prompt":{"localHashesLe64":"${A}"},"promptTokens":48}`],
+    ['request id not followed by a comma', `{"v":1,"requestId":"r""prompt":{"localHashesLe64":"${A}"},"promptTokens":48}`],
   ];
   it.each(cases)('%s', (_name, text) => {
     agree(observeRequestCodec, text);
@@ -96,6 +105,7 @@ describe('observe requests in the encoders\' own bytes (decoded without JSON.par
       promptTokens: fc.oneof(fc.nat(), fc.constant(Number.MAX_SAFE_INTEGER)),
       workers: fc.constantFrom('all' as const, 'choice' as const),
       replyEncoding: fc.constantFrom('json' as const, 'binary' as const),
+      requestId: fc.option(fc.oneof(fc.string({ minLength: 1, maxLength: 258 }), fc.stringMatching(/^[ -~]{1,256}$/)), { nil: null }),
     });
     const edit = fc.oneof(
       fc.record({ k: fc.constant('set' as const), at: fc.nat(), byte: fc.integer({ min: 0, max: 255 }) }),
@@ -106,7 +116,7 @@ describe('observe requests in the encoders\' own bytes (decoded without JSON.par
       fc.property(msg, fc.array(edit, { maxLength: 2 }), (m, edits) => {
         const bytes = [
           ...observeRequestCodec.encode({
-            requestId: null,
+            requestId: m.requestId,
             prompt: { kind: 'local_hashes', localHashes: BigUint64Array.from(m.hashes), loraName: null },
             promptTokens: m.promptTokens,
             workers: m.workers,
@@ -125,10 +135,14 @@ describe('observe requests in the encoders\' own bytes (decoded without JSON.par
         const plain = Buffer.from(text, 'utf8').equals(data) ? show(observeRequestCodec.decode(text)) : null;
         const fast = show(observeRequestCodec.decode(data));
         if (plain !== null) expect(fast).toBe(plain);
-        expect(show(decodeObserveRequestReusing(data, scratch))).toBe(fast);
+        const reused = decodeObserveRequestReusing(data, scratch);
+        expect(show(reused)).toBe(fast);
         if (edits.length === 0) {
           const r = observeRequestCodec.decode(data);
           expect(r.ok && r.value.prompt.kind === 'local_hashes' ? [...r.value.prompt.localHashes] : null).toEqual(m.hashes);
+          // Encoder output with a plain request id (or none) takes the template: its hashes are a view of the scratch.
+          const plainId = m.requestId === null || /^[ -~]{1,256}$/.test(m.requestId) && !/["\\]/.test(m.requestId);
+          if (plainId && m.hashes.length > 0) expect(reused.ok && reused.value.prompt.kind === 'local_hashes' && reused.value.prompt.localHashes.buffer === scratch.hashes.buffer).toBe(true);
         }
       }),
       { seed: 0x7e4, numRuns: 2000 },

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { bookingEventCodec, observeRequestCodec, routeReplyCodec, type CandidateObservation, type RouteReply } from '@vantage/protocol';
+import { Le64Scratch, bookingEventCodec, decodeObserveRequestReusing, observeRequestCodec, routeReplyCodec, type CandidateObservation, type RouteReply } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
 import { encodeBooking, encodeObserveQuery, encodeRouteReply, le64Base64 } from '../src/wire';
 
@@ -16,6 +16,13 @@ describe('hand-written messages', () => {
       expect(dec.decode(mine)).toBe(dec.decode(codec));
       const r = observeRequestCodec.decode(mine);
       expect(r.ok && r.value).toEqual({ requestId: id, prompt: { kind: 'local_hashes', localHashes: hashes, loraName: null }, promptTokens: 4096, workers: 'choice', replyEncoding: 'binary' });
+      // The indexer's handler decodes it the same, and a plain ASCII id takes the protocol's template
+      // (the hashes are a view of the handler's scratch), the others the general decoders.
+      const scratch = new Le64Scratch();
+      const t = decodeObserveRequestReusing(mine, scratch);
+      expect(t.ok && t.value).toEqual(r.ok && r.value);
+      const viaTemplate = t.ok && t.value.prompt.kind === 'local_hashes' && t.value.prompt.localHashes.buffer === scratch.hashes.buffer;
+      expect(viaTemplate).toBe(/^[ -~]+$/.test(id) && !/["\\]/.test(id));
     }
   });
 
