@@ -180,7 +180,8 @@ export interface ObserveRows {
   readonly reported: Uint8Array;
   readonly suspect: readonly (SuspectInfo | null)[];
   readonly selection: SelectionResult;
-  /** The cost of Dynamo's choice (`selection.chosen`); null without a choice or when it is not a number. */
+  /** Index (into ranks) of Dynamo's choice, or -1; its cost (null without a choice or when it is not a number). */
+  readonly chosenIndex: number;
   readonly chosenCost: number | null;
   readonly pendingRequests: number;
   readonly pendingTokens: number;
@@ -270,6 +271,7 @@ export class PoolState {
     reported: new Uint8Array(0),
     suspect: [],
     selection: { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' },
+    chosenIndex: -1,
     chosenCost: null,
     pendingRequests: 0,
     pendingTokens: 0,
@@ -585,6 +587,7 @@ export class PoolState {
     rows.n = n;
     rows.ranks = ranks;
     rows.selection = c.selection;
+    rows.chosenIndex = c.chosenIndex;
     // As `observe`'s costs[chosenIndex]: null when the chosen score is NaN.
     const chosenScore = c.selection.chosen ? scores[c.selection.chosen.index]?.score : undefined;
     rows.chosenCost = chosenScore === undefined || Number.isNaN(chosenScore) ? null : chosenScore;

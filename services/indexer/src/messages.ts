@@ -19,8 +19,8 @@ import {
   type ObserveReply,
   type WorkerObservation as WireWorker,
 } from '@vantage/protocol';
-import type { WorkerId } from '@vantage/types';
-import type { PoolObservation, PoolState, RowSink } from '@vantage/observation';
+import { WORKER_FACTS, type WorkerId } from '@vantage/types';
+import type { ObserveRows, PoolObservation, PoolState, RowSink } from '@vantage/observation';
 
 export { observeSubject, bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 
@@ -199,13 +199,26 @@ class RecordSink implements RowSink {
 
 const sinks = new WeakMap<ObserveReplyBinaryWriter, RecordSink>();
 
+/** Rows of a `workers: "choice"` reply: written here, then the chosen one is copied into the reply. */
+class ScratchSink implements RowSink {
+  out = new Float64Array(0);
+  readonly base = 0;
+  readonly stride = WORKER_FACTS.length;
+  reserve(rows: number): void {
+    if (this.out.length < rows * this.stride) this.out = new Float64Array(Math.max(rows * this.stride, 2 * this.out.length));
+  }
+}
+
+const choiceRows = new ScratchSink();
+
 /**
- * A binary observe reply listing every worker, computed and encoded in one pass: the pool writes its
+ * A binary observe reply, computed and encoded in one pass. Listing every worker, the pool writes its
  * rows into the reply's records (`PoolState.observeRows`; rows and records both lay out
  * `WORKER_FACTS` from @vantage/types), then the records' heads and the header are added. The same
  * bytes as `encodeObserveReplyBinary(state.observeTransient(...))` (tested), without a record object
- * per worker. `queryDurationUs` runs from `receivedAtNs` until the rows are written, so unlike the
- * object path's (which stops before anything is encoded) it includes writing the records' values.
+ * per worker; with `workers: "choice"` the chosen row alone is copied in. `queryDurationUs` runs from
+ * `receivedAtNs` until the rows are written, so unlike the object path's (which stops before anything
+ * is encoded) it includes writing the records' values.
  */
 export function observeBinary(
   state: PoolState,
@@ -215,15 +228,25 @@ export function observeBinary(
   receivedAtNs: bigint,
   restoredAtMs: number | null,
   writer: ObserveReplyBinaryWriter = copying,
+  workers: 'all' | 'choice' = 'all',
 ): Uint8Array {
-  let sink = sinks.get(writer);
-  if (sink === undefined) sinks.set(writer, (sink = new RecordSink(writer)));
-  const rows = state.observeRows(localHashes, promptTokens, nowMs, sink);
-  const queryDurationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
-  for (let i = 0; i < rows.n; i++) {
-    const r = rows.ranks[i]!;
-    writer.head(i, r.workerId, r.dpRank, rows.schedulable[i] === true, rows.reported[i] === 1, rows.suspect[i]?.reason ?? null);
+  let rows: ObserveRows;
+  if (workers === 'all') {
+    let sink = sinks.get(writer);
+    if (sink === undefined) sinks.set(writer, (sink = new RecordSink(writer)));
+    rows = state.observeRows(localHashes, promptTokens, nowMs, sink);
+  } else {
+    // Only Dynamo's choice is listed: every rank's row is computed (the choice needs them all) into
+    // a scratch, and the chosen one is copied into the reply's single record.
+    rows = state.observeRows(localHashes, promptTokens, nowMs, choiceRows);
+    const c = rows.chosenIndex;
+    writer.begin(c >= 0 ? 1 : 0);
+    if (c >= 0) writer.f64.set(choiceRows.out.subarray(c * choiceRows.stride, (c + 1) * choiceRows.stride), writer.slots(0));
   }
+  const queryDurationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
+  if (workers === 'all') {
+    for (let i = 0; i < rows.n; i++) head(writer, i, rows, i);
+  } else if (rows.chosenIndex >= 0) head(writer, 0, rows, rows.chosenIndex);
   return writer.finish({
     pool: state.name,
     blockSize: state.blockSize,
@@ -233,6 +256,12 @@ export function observeBinary(
     dynamoChoice: choiceOf(rows.selection, rows.chosenCost),
     snapshotRestoredAtMs: restoredAtMs,
   });
+}
+
+/** Record k's head from rank i of a rows answer. */
+function head(writer: ObserveReplyBinaryWriter, k: number, rows: ObserveRows, i: number): void {
+  const r = rows.ranks[i]!;
+  writer.head(k, r.workerId, r.dpRank, rows.schedulable[i] === true, rows.reported[i] === 1, rows.suspect[i]?.reason ?? null);
 }
 
 /** JSON has no NaN or Infinity: a non-finite number is reported as unknown. */

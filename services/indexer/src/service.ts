@@ -10,7 +10,7 @@ import { localBlockHashes } from '@vantage/hashing';
 import { ObserveReplyBinaryWriter } from '@vantage/protocol';
 import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
-import { decodeObserveTransient, encodeObserveReply, encodeObserveReplyBinary, observeBinary, observeSubject } from './messages';
+import { decodeObserveTransient, encodeObserveReply, observeBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolRunner } from './runner';
 
@@ -59,13 +59,12 @@ export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs
   if (r.localHashes) local = r.localHashes;
   else local = localBlockHashes(r.tokenIds!, state.blockSize, r.loraName);
   const now = Date.now();
-  // Every worker in binary (the hot path): the pool writes its facts straight into the reply.
-  if (r.replyEncoding === 'binary' && r.workers !== 'choice') return observeBinary(state, local, r.promptTokens, now, receivedAtNs, runner.restoredAtMs, writer);
-  // The reply is encoded before this returns, so the pool's reused answer records are safe to read.
+  // Binary (the hot path: the decision service's queries, and every worker's): the pool writes its facts straight into the reply.
+  if (r.replyEncoding === 'binary') return observeBinary(state, local, r.promptTokens, now, receivedAtNs, runner.restoredAtMs, writer, r.workers);
+  // JSON: the reply is encoded before this returns, so the pool's reused answer records are safe to read.
   const obs = state.observeTransient(local, r.promptTokens, now);
   const durationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
-  const meta = { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs, workers: r.workers };
-  return r.replyEncoding === 'binary' ? encodeObserveReplyBinary(obs, meta, writer) : encodeObserveReply(obs, meta);
+  return encodeObserveReply(obs, { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs, workers: r.workers });
 }
 
 export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>): Promise<IndexerHandle> {

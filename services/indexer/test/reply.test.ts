@@ -82,7 +82,7 @@ describe('observeBinary (the pool writes its rows into the reply)', () => {
     ['prefill_load_scale', { kind: 'kv_router', formula: 'prefill_load_scale' }],
     ['overlap_weight', { kind: 'kv_router', formula: 'overlap_weight' }],
     ['prefill_load_scale, sampled (temperature 1)', { kind: 'kv_router', formula: 'prefill_load_scale', temperature: 1 }],
-  ] as const)('gives the bytes of encodeObserveReplyBinary(observeTransient(...)) for every prompt, time and writer (%s)', (_name, selection) => {
+  ] as const)('gives the bytes of encodeObserveReplyBinary(observeTransient(...)) for every prompt, time, writer and worker listing (%s)', (_name, selection) => {
     // Two pools fed alike, one per path: their selection RNGs then advance alike too.
     const a = scenario(selection);
     const b = scenario(selection);
@@ -98,8 +98,9 @@ describe('observeBinary (the pool writes its rows into the reply)', () => {
           [6, 900],
           [50_000, null],
         ] as const) {
-          const ref = encodeObserveReplyBinary(a.observeTransient(local, promptTokens, nowMs), { nowMs, queryDurationUs: 0, restoredAtMs });
-          const fast = observeBinary(b, local, promptTokens, nowMs, process.hrtime.bigint(), restoredAtMs, k++ % 2 === 0 ? undefined : pooled);
+          const workers = k % 3 === 2 ? ('choice' as const) : ('all' as const);
+          const ref = encodeObserveReplyBinary(a.observeTransient(local, promptTokens, nowMs), { nowMs, queryDurationUs: 0, restoredAtMs, workers });
+          const fast = observeBinary(b, local, promptTokens, nowMs, process.hrtime.bigint(), restoredAtMs, k++ % 2 === 0 ? undefined : pooled, workers);
           expect(withoutDuration(fast)).toEqual(withoutDuration(ref));
           const d = observeReplyCodec.decode(fast);
           expect(d.ok && d.value.queryDurationUs).toBeGreaterThanOrEqual(0);
@@ -114,9 +115,11 @@ describe('observeBinary (the pool writes its rows into the reply)', () => {
       p.applyKvEvent({ workerId: 77n as WorkerId, dpRank: 3, storageTier: 'device', eventId: 1n, data: { kind: 'stored', parentHash: null, startPosition: null, blockHashes: BigUint64Array.of(1n), tokensHashes: hashPrompt(toks.slice(0, 4), BS).local } }, 60_003);
     }
     const { local } = hashPrompt(toks, BS);
-    const ref = encodeObserveReplyBinary(a.observeTransient(local, 40, 70_000), { nowMs: 70_000, queryDurationUs: 0, restoredAtMs: null });
-    const fast = observeBinary(b, local, 40, 70_000, process.hrtime.bigint(), null, pooled);
-    expect(withoutDuration(fast)).toEqual(withoutDuration(ref));
+    for (const workers of ['all', 'choice'] as const) {
+      const ref = encodeObserveReplyBinary(a.observeTransient(local, 40, 70_000), { nowMs: 70_000, queryDurationUs: 0, restoredAtMs: null, workers });
+      const fast = observeBinary(b, local, 40, 70_000, process.hrtime.bigint(), null, pooled, workers);
+      expect(withoutDuration(fast)).toEqual(withoutDuration(ref));
+    }
   });
 });
 
