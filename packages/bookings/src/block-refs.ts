@@ -146,7 +146,9 @@ function rehash(old: Int32Array, cap: number, width: number): Int32Array {
     if (old[b + 2] === 0) continue;
     let i = mix(old[b]!, old[b + 1]!) & mask;
     while (t[i * width + 2] !== 0) i = (i + 1) & mask;
-    t.set(old.subarray(b, b + width), i * width);
+    // Copied int by int: a subarray per entry would allocate an object for each one.
+    const nb = i * width;
+    for (let k = 0; k < width; k++) t[nb + k] = old[b + k]!;
   }
   return t;
 }
