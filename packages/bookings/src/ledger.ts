@@ -187,16 +187,6 @@ export class BookingLedger {
   readonly #counters = newCounters();
   #clock = Number.NEGATIVE_INFINITY;
   /**
-   * One-entry memo of the last (worker, rank) looked up by a query: a caller asks `load` and then
-   * `newBlocksOfChain` for the same rank (observe itself goes through `RankRef`s). Every mutation
-   * passes through #tick, which invalidates it, so a query never sees a stale entry.
-   */
-  #memoValid = false;
-  #memoWorker: bigint = 0n;
-  #memoDp = -1;
-  #memoEntry: WorkerEntry | undefined = undefined;
-  #memoRank: RankState | undefined = undefined;
-  /**
    * The int32 view of the last chain queried: `prepareChain` converts it once; a caller asking
    * `newBlocksOfChain` rank by rank without preparing passes the same chain for every rank.
    */
@@ -498,8 +488,8 @@ export class BookingLedger {
 
   /** Booked work on one (worker, dp rank). Unknown workers read as empty and unregistered. */
   load(workerId: WorkerId, dpRank: number): WorkerLoad {
-    this.#lookup(workerId, dpRank);
-    return loadOf(workerId, dpRank, this.#memoEntry?.capacity ?? null, this.#memoRank);
+    const entry = this.#workers.get(workerId);
+    return loadOf(workerId, dpRank, entry?.capacity ?? null, entry?.ranks.get(dpRank));
   }
 
   /**
@@ -564,16 +554,6 @@ export class BookingLedger {
     return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
   }
 
-  #lookup(workerId: WorkerId, dpRank: number): void {
-    if (this.#memoValid && this.#memoWorker === workerId && this.#memoDp === dpRank) return;
-    const entry = this.#workers.get(workerId);
-    this.#memoEntry = entry;
-    this.#memoRank = entry?.ranks.get(dpRank);
-    this.#memoWorker = workerId;
-    this.#memoDp = dpRank;
-    this.#memoValid = true;
-  }
-
   #halvesOf(chain: BigUint64Array): Int32Array {
     if (chain !== this.#chain || this.#chainHalves.length !== chain.length * 2) {
       this.#chain = chain;
@@ -622,8 +602,7 @@ export class BookingLedger {
    * worker; with 64 workers and 2,048-block prompts the linear form is ~131k bigint lookups.
    */
   newBlocksOfChain(workerId: WorkerId, dpRank: number, chain: BigUint64Array): number {
-    this.#lookup(workerId, dpRank);
-    const rank = this.#memoRank;
+    const rank = this.#workers.get(workerId)?.ranks.get(dpRank);
     if (chain === this.#prepared) return this.#preparedNew(rank, chain.length);
     if (rank === undefined || rank.size === 0) return chain.length;
     return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
@@ -731,7 +710,6 @@ export class BookingLedger {
   }
 
   #tick(nowMs: number): number {
-    this.#memoValid = false;
     this.#prepared = null;
     if (Number.isFinite(nowMs) && nowMs > this.#clock) this.#clock = nowMs;
     // Before the first finite time, a non-finite stamp would poison every comparison.
