@@ -56,8 +56,9 @@ for (const b of benchBookings('bench', 4, BS)) {
   if (!d.ok) throw new Error(d.reason);
   state.ledger.book({ ...d.value, source: 'decision_service', nowMs: Date.now() });
 }
-const reqs = prompts.map((p) =>
-  observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: 'binary' }),
+// With a request id, as the decision service sends its queries.
+const reqs = prompts.map((p, i) =>
+  observeRequestCodec.encode({ requestId: `bench-${i}`, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: 'binary' }),
 );
 
 /** Young-generation collections seen so far (a proxy for what a step allocates). */
@@ -130,19 +131,24 @@ const obs = locals.map((l) => state.observe(l, PROMPT_BLOCKS * BS, Date.now()));
 const scratch = new BigUint64Array(PROMPT_BLOCKS);
 await timeIt('decode', (i) => decodeObserve(reqs[i % 64]!));
 await timeIt('decodeTransient', (i) => decodeObserveTransient(reqs[i % 64]!));
-await timeIt('match', (i) => state.index.match(locals[i % 64]!));
+// The pieces as observe runs them: the index's transient match, the chain prepared once, then each
+// rank read through its resolved ledger handle.
+await timeIt('matchTransient', (i) => state.index.matchTransient(locals[i % 64]!));
 await timeIt('sequenceHashes', (i) => sequenceHashes(locals[i % 64]!, scratch));
 const seqs = locals.map((l) => sequenceHashes(l));
-const ranks = state.knownRanks();
-await timeIt('newBlocks (all ranks)', (i) => {
+const refs = state.knownRanks().map((r) => state.ledger.rankRef(r.workerId, r.dpRank));
+await timeIt('prepareChain', (i) => state.ledger.prepareChain(seqs[i % 64]!));
+await timeIt('prepareChain+newBlocksOfRef', (i) => {
+  const seq = seqs[i % 64]!;
+  state.ledger.prepareChain(seq);
   let t = 0;
-  for (const r of ranks) t += state.ledger.newBlocksOfChain(r.workerId, r.dpRank, seqs[i % 64]!);
+  for (const ref of refs) t += state.ledger.newBlocksOfRef(ref, seq);
   return t;
 });
-await timeIt('prepareChain', (i) => state.ledger.prepareChain(seqs[i % 64]!));
-await timeIt('ledger.load (all ranks)', () => {
+const loadRecord = { ...state.ledger.load(refs[0]!.workerId, refs[0]!.dpRank) };
+await timeIt('loadOfRef (all ranks)', () => {
   let t = 0;
-  for (const r of ranks) t += state.ledger.load(r.workerId, r.dpRank).requests;
+  for (const ref of refs) t += state.ledger.loadOfRef(ref, loadRecord).requests;
   return t;
 });
 await timeIt('observe', (i) => state.observe(locals[i % 64]!, PROMPT_BLOCKS * BS, Date.now()));

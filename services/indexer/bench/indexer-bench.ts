@@ -505,8 +505,9 @@ async function main(): Promise<void> {
   const ENCODINGS = ['binary', 'json'] as const;
   type Enc = (typeof ENCODINGS)[number];
   const requestsOf = (enc: Enc): Uint8Array[] =>
-    prompts.map((p) =>
-      observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: enc }),
+    // With a request id, as the decision service sends its queries.
+    prompts.map((p, i) =>
+      observeRequestCodec.encode({ requestId: `bench-${i}`, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: enc }),
     );
   const reqs: Record<Enc, Uint8Array[]> = { binary: requestsOf('binary'), json: requestsOf('json') };
   const requests = reqs.json;
