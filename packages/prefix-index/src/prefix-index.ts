@@ -1,5 +1,6 @@
 import type { KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { xxh3_64 } from '@vantage/hashing';
+import { growableTable, growTable } from './growable';
 import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor } from './ext-map';
 import { mix2, mix3, u64Hi, u64Lo } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
@@ -158,6 +159,7 @@ export class PrefixIndex {
   private R: number; // record size in int32s: F_BITS + words
   private words = 1; // W: int32 words per tier bitset
   private nodeCap: number;
+  private nodeReserve: number; // records the node table (and the lower-tier table) can grow to in place
   private nodeHigh = 1; // ids below this have been used at least once; 0 is the root
   private freeHead = 0; // free list threaded through F_NEXT; 0 = empty
   private liveNodes = 1;
@@ -194,8 +196,9 @@ export class PrefixIndex {
     let cap = 1024;
     while (cap < (options.initialNodes ?? 0)) cap <<= 1;
     this.nodeCap = cap;
+    this.nodeReserve = cap;
     this.R = F_BITS + this.words;
-    this.nd = new Int32Array(cap * this.R);
+    this.nd = growableTable(cap * this.R, cap * this.R);
     this.nd[F_PARENT] = DETACHED; // the root has no parent
     this.edges = new Int32Array(2 * 256);
     this.edgeMask = 255;
@@ -510,7 +513,7 @@ export class PrefixIndex {
 
   /** Allocate the lower-tier bitsets on the first block stored below the device tier. */
   private ensureLow(): void {
-    if (this.low === null) this.low = new Int32Array(this.nodeCap * 3 * this.words);
+    if (this.low === null) this.low = growableTable(this.nodeCap * 3 * this.words, this.nodeReserve * 3 * this.words);
   }
 
   /** Drop every block of a publisher (its `cleared` event, resync, removal). */
@@ -954,15 +957,24 @@ export class PrefixIndex {
 
   private growNodes(): void {
     const cap = Math.min(MAX_NODES, this.nodeCap * 2);
-    const nd = new Int32Array(cap * this.R);
-    nd.set(this.nd);
-    this.nd = nd;
-    if (this.low !== null) {
-      const low = new Int32Array(cap * 3 * this.words);
-      low.set(this.low);
-      this.low = low;
-    }
+    if (cap > this.nodeReserve) this.nodeReserve = this.reserveFor(cap);
+    const res = this.nodeReserve;
+    this.nd = growTable(this.nd, cap * this.R, res * this.R);
+    if (this.low !== null) this.low = growTable(this.low, cap * 3 * this.words, res * 3 * this.words);
     this.nodeCap = cap;
+  }
+
+  /**
+   * Records to reserve address space for once the node table needs `cap`: room to grow in place
+   * to the blocks the registered workers advertise (a node per block at most, `expectBlocks`), and
+   * at least 16 times `cap`, within MAX_NODES.
+   */
+  private reserveFor(cap: number): number {
+    let expected = 1;
+    for (const e of this.expected.values()) expected += e;
+    let res = cap * 16;
+    while (res < expected) res *= 2;
+    return Math.min(MAX_NODES, res);
   }
 
   /** Child of `p` with local hash (lo, hi), or 0. */
@@ -1147,7 +1159,7 @@ export class PrefixIndex {
     const oldW = this.words;
     const oldR = this.R;
     const R = F_BITS + words;
-    const nd = new Int32Array(this.nodeCap * R);
+    const nd = growableTable(this.nodeCap * R, this.nodeReserve * R);
     const old = this.nd;
     for (let n = 0; n < this.nodeHigh; n++) {
       const ob = n * oldR;
@@ -1156,7 +1168,7 @@ export class PrefixIndex {
     }
     const oldLow = this.low;
     if (oldLow !== null) {
-      const low = new Int32Array(this.nodeCap * 3 * words);
+      const low = growableTable(this.nodeCap * 3 * words, this.nodeReserve * 3 * words);
       for (let n = 0; n < this.nodeHigh; n++) {
         for (let t = 0; t < 3; t++) {
           for (let w = 0; w < oldW; w++) low[n * 3 * words + t * words + w] = oldLow[n * 3 * oldW + t * oldW + w]!;
