@@ -26,10 +26,25 @@ interface GrowableSab extends SharedArrayBuffer {
 }
 type SabWithOptions = new (byteLength: number, options: { maxByteLength: number }) => GrowableSab;
 
-/** A zeroed table of `len` int32s that can grow in place to `reserve` int32s. */
+/** V8's largest growable buffer: 4 GiB. */
+const MAX_INTS = 2 ** 30;
+
+/**
+ * A zeroed table of `len` int32s that can grow in place to `reserve` int32s (at most 2^30, V8's
+ * limit). Where the address space cannot be reserved, or the table is larger than a growable
+ * buffer can be, it is an ordinary `Int32Array`, which `growTable` grows by copying.
+ */
 export function growableTable(len: number, reserve: number): Int32Array {
-  const buf = new (SharedArrayBuffer as unknown as SabWithOptions)(len * 4, { maxByteLength: Math.max(len, reserve) * 4 });
-  return new Int32Array(buf, 0, len);
+  if (len <= MAX_INTS) {
+    for (const max of [Math.min(MAX_INTS, Math.max(len, reserve)), len]) {
+      try {
+        return new Int32Array(new (SharedArrayBuffer as unknown as SabWithOptions)(len * 4, { maxByteLength: max * 4 }), 0, len);
+      } catch {
+        /* no address space for this reservation: try the next, then an ordinary array */
+      }
+    }
+  }
+  return new Int32Array(len);
 }
 
 /**
@@ -39,7 +54,7 @@ export function growableTable(len: number, reserve: number): Int32Array {
  */
 export function growTable(a: Int32Array, len: number, reserve: number): Int32Array {
   const buf = a.buffer as GrowableSab;
-  if (a.byteOffset === 0 && buf.maxByteLength >= len * 4) {
+  if (buf instanceof SharedArrayBuffer && a.byteOffset === 0 && buf.maxByteLength >= len * 4) {
     if (buf.byteLength < len * 4) buf.grow(len * 4);
     return new Int32Array(buf, 0, len);
   }
