@@ -1,5 +1,5 @@
 /**
- * The three facts the service needs from a JetStream delivery, read straight
+ * The facts the service needs from a JetStream delivery, read straight
  * from the message's ack subject without building the client's full
  * delivery-info object (`JsMsg.info` splits the subject into a dozen strings
  * per message). Whether it still matters is seen in a profile of the service
@@ -15,6 +15,8 @@ export interface Delivery {
   streamSeq: number;
   /** Publish time of the message in the stream, epoch milliseconds (nanoseconds truncated). */
   publishMs: number;
+  /** Messages the consumer had not yet delivered when this one was (0: it was caught up). */
+  pending: number;
 }
 
 /** Decimal digits of s[from, to) as a number; -1 when empty or not all digits. */
@@ -58,6 +60,7 @@ export function parseDelivery(reply: string): Delivery | null {
   const tsTo = first + 3 < n ? (dots[first + 3] as number) : reply.length;
   const msTo = Math.max(tsFrom, tsTo - 6);
   const publishMs = msTo === tsFrom ? 0 : digits(reply, tsFrom, msTo);
-  if (deliveryCount < 0 || streamSeq < 0 || publishMs < 0 || digits(reply, msTo, tsTo) < 0) return null;
-  return { deliveryCount, streamSeq, publishMs };
+  const pending = token(reply, n, first + 4);
+  if (deliveryCount < 0 || streamSeq < 0 || publishMs < 0 || pending < 0 || digits(reply, msTo, tsTo) < 0) return null;
+  return { deliveryCount, streamSeq, publishMs, pending };
 }

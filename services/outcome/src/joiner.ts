@@ -8,7 +8,9 @@
  *  - decision + terminal event, no usage, `terminalGraceMs` later → `complete`
  *    (usage often rides on the terminal event; a separate report gets a short wait);
  *  - otherwise `joinWindowMs` after the join opened            → `deadline`
- *    (`joinOutcome` then says `incomplete` or `timeout`).
+ *    (`joinOutcome` then says `incomplete` or `timeout`), once the streams
+ *    have also been read past `joinWindowMs` after its first message's
+ *    publish time (see `takeExpired`), or at the latest `maxHoldMs` later.
  * Background (competing) traffic has no decision by design: once an event of
  * the request says `background`, its terminal event stands in for
  * "decision + terminal" above (same usage grace), and the record is written
@@ -33,6 +35,10 @@ interface Join<H> {
   requestId: string;
   openedAtMs: number;
   deadlineMs: number;
+  /** Publish time of the join's first message + the window: the streams must be read this far. */
+  eventDeadlineMs: number;
+  /** deadlineMs + maxHoldMs: closes now whatever the streams' read position. */
+  holdUntilMs: number;
   decision: DecisionRecord | null;
   events: LifecycleEventInput[];
   sources: Source<H>[];
@@ -56,6 +62,8 @@ export interface JoinerOptions {
   terminalGraceMs: number;
   /** Request ids remembered after their join closed, to recognise late messages. */
   recentlyClosedCap: number;
+  /** Longest a join waits past its deadline for the streams' read position (see `takeExpired`); default 0. */
+  maxHoldMs?: number;
 }
 
 export type AddResult = 'joined' | 'duplicate' | 'late';
@@ -98,9 +106,10 @@ export class Joiner<H> {
     return !this.open.has(requestId) && this.closed.has(requestId);
   }
 
-  addDecision(decision: DecisionRecord, src: Source<H>, nowMs: number): AddResult {
+  /** `publishMs`: when the message entered its stream (default `nowMs`), for `takeExpired`'s read position. */
+  addDecision(decision: DecisionRecord, src: Source<H>, nowMs: number, publishMs = nowMs): AddResult {
     if (this.isLate(decision.requestId)) return 'late';
-    const j = this.get(decision.requestId, nowMs);
+    const j = this.get(decision.requestId, nowMs, publishMs);
     j.sources.push(src);
     // The first decision stays authoritative; a second one (a republish) only adds a source.
     if (j.decision !== null) return 'duplicate';
@@ -114,9 +123,9 @@ export class Joiner<H> {
    * request: the background marker and the arrival time (protocol fields
    * `background`, `arrivalMs`).
    */
-  addEvent(ev: LifecycleEventInput, src: Source<H>, nowMs: number, request: { background?: boolean; arrivalMs?: number | null } = {}): AddResult {
+  addEvent(ev: LifecycleEventInput, src: Source<H>, nowMs: number, request: { background?: boolean; arrivalMs?: number | null } = {}, publishMs = nowMs): AddResult {
     if (this.isLate(ev.requestId)) return 'late';
-    const j = this.get(ev.requestId, nowMs);
+    const j = this.get(ev.requestId, nowMs, publishMs);
     j.sources.push(src);
     j.events.push(ev);
     if (request.background === true) j.background = true;
@@ -154,13 +163,23 @@ export class Joiner<H> {
     return out;
   }
 
-  /** Joins past their window, oldest first. */
-  takeExpired(nowMs: number, limit = Infinity): ClosedJoin<H>[] {
+  /**
+   * Joins past their window, oldest first. `readUpToMs` is the publish time up
+   * to which every stream has been read and joined (the caller's read
+   * position; default: no constraint). A join past its deadline still waits
+   * until the streams are read `joinWindowMs` past its first message's publish
+   * time, or until `maxHoldMs` more have passed: after an outage the backlog
+   * of one stream can be read long after the other's, and its messages must
+   * not find their join already closed `incomplete` by the wall clock.
+   */
+  takeExpired(nowMs: number, limit = Infinity, readUpToMs = Infinity): ClosedJoin<H>[] {
     const out: ClosedJoin<H>[] = [];
     // Map iteration is insertion order and every deadline is open time + a
-    // constant, so the first entry is always the earliest deadline.
+    // constant, so the deadlines are in order; joins held for the read
+    // position are passed over (their event deadlines need not be in order).
     for (const j of this.open.values()) {
       if (j.deadlineMs > nowMs || out.length >= limit) break;
+      if (j.eventDeadlineMs > readUpToMs && j.holdUntilMs > nowMs) continue;
       out.push(this.close(j, 'deadline', nowMs));
     }
     return out;
@@ -188,12 +207,19 @@ export class Joiner<H> {
     this.ready.length = 0;
   }
 
-  /** Earliest time any join could close by the clock (for the service's timer). */
-  nextDueMs(nowMs: number): number | undefined {
+  /**
+   * Earliest time any join could close by the clock (for the service's timer).
+   * A join held for the read position (`takeExpired`) is due again after
+   * `recheckMs`, when the read position may have moved, or at its hold limit.
+   */
+  nextDueMs(nowMs: number, readUpToMs = Infinity, recheckMs = 50): number | undefined {
     if (this.ready.length > 0) return nowMs;
     let due: number | undefined;
     const first = this.open.values().next();
-    if (!first.done) due = first.value.deadlineMs;
+    if (!first.done) {
+      const j = first.value;
+      due = j.deadlineMs > nowMs || j.eventDeadlineMs <= readUpToMs ? j.deadlineMs : Math.min(j.holdUntilMs, nowMs + recheckMs);
+    }
     for (let i = this.graceHead; i < this.graceQueue.length; i++) {
       const g = this.graceQueue[i] as { id: string; at: number };
       const j = this.open.get(g.id);
@@ -204,13 +230,16 @@ export class Joiner<H> {
     return due;
   }
 
-  private get(requestId: string, nowMs: number): Join<H> {
+  private get(requestId: string, nowMs: number, publishMs: number): Join<H> {
     let j = this.open.get(requestId);
     if (j === undefined) {
+      const deadlineMs = nowMs + this.opts.joinWindowMs;
       j = {
         requestId,
         openedAtMs: nowMs,
-        deadlineMs: nowMs + this.opts.joinWindowMs,
+        deadlineMs,
+        eventDeadlineMs: publishMs + this.opts.joinWindowMs,
+        holdUntilMs: deadlineMs + (this.opts.maxHoldMs ?? 0),
         decision: null,
         events: [],
         sources: [],

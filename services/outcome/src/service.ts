@@ -89,6 +89,9 @@ export interface OutcomeService {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Time kept, within a message's ownership, for the transaction that writes its join. */
+const COMMIT_MARGIN_MS = 2_000;
+
 function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
   const a = m.get(k);
   if (a === undefined) m.set(k, [v]);
@@ -166,11 +169,43 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
 
   // Per leader term (fresh at each takeover): what is committed, the open joins, the inbox.
   let committed = new CommittedSet(2 * ackWaitMs);
-  const newJoiner = (): Joiner<Held> => new Joiner<Held>({ joinWindowMs: o.joinWindowMs, terminalGraceMs: o.terminalGraceMs, recentlyClosedCap: o.recentlyClosedCap });
+  // A join held for the streams' read position (Joiner.takeExpired) still commits well inside its messages' ownership.
+  const maxHoldMs = Math.max(0, ownershipMs - o.joinWindowMs - o.terminalGraceMs - COMMIT_MARGIN_MS);
+  const newJoiner = (): Joiner<Held> =>
+    new Joiner<Held>({ joinWindowMs: o.joinWindowMs, terminalGraceMs: o.terminalGraceMs, recentlyClosedCap: o.recentlyClosedCap, maxHoldMs });
   let joiner = newJoiner();
   const inbox: InboxItem[] = [];
   let inboxHead = 0;
   const inboxSize = (): number => inbox.length - inboxHead;
+  /** Per stream: whether its latest delivery said more messages were waiting in JetStream, and that delivery's publish time. */
+  const reading = new Map<string, { backlog: boolean; publishMs: number }>();
+
+  /**
+   * The publish time up to which both streams have been read and joined (for `Joiner.takeExpired`):
+   * per stream, the publish time of its oldest message still in the inbox; with none there, that of
+   * the latest one received if JetStream holds more (a backlog), else now. After an outage one
+   * stream's backlog can be read long after the other's; a join waits for it rather than close
+   * `incomplete` by the wall clock. At `maxPendingJoins` nothing is held (the memory bound first).
+   */
+  function readUpTo(now: number): number {
+    if (joiner.pending >= o.maxPendingJoins) return Infinity;
+    let upTo = now;
+    let unseen = streams.length;
+    const firstInInbox = new Map<string, number>();
+    for (let i = inboxHead; i < inbox.length && unseen > 0; i++) {
+      const it = inbox[i] as InboxItem;
+      if (!firstInInbox.has(it.stream)) {
+        firstInInbox.set(it.stream, it.publishMs);
+        unseen--;
+      }
+    }
+    for (const s of streams) {
+      const r = reading.get(s.stream);
+      const w = firstInInbox.get(s.stream) ?? (r !== undefined && r.backlog ? r.publishMs : now);
+      if (w < upTo) upTo = w;
+    }
+    return upTo;
+  }
 
   /** The leader term's loops stop (shutdown or lost lease). */
   let stopping = false;
@@ -370,6 +405,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         consumer ??= await js.consumers.get(s.stream, o.nats.durable);
         set('fetching');
         const iter = await consumer.fetch({ max_messages: room, expires: o.nats.fetchExpiresMs, idle_heartbeat: Math.max(500, Math.floor(o.nats.fetchExpiresMs / 2)) });
+        let got = 0;
         // A pull request lost in a server restart can leave the iterator
         // waiting forever; a fetch never legitimately outlives its expiry by much.
         const watchdog = setTimeout(() => void iter.stop(), o.nats.fetchExpiresMs * 2 + 2_000);
@@ -385,6 +421,9 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
             const reply = (m as JsMsg & { readonly reply?: unknown }).reply;
             const d = typeof reply === 'string' ? parseDelivery(reply) : null;
             const deliveryCount = d === null ? m.info.deliveryCount : d.deliveryCount;
+            const publishMs = d === null ? Math.floor(m.info.timestampNanos / 1_000_000) : d.publishMs;
+            reading.set(s.stream, { backlog: (d === null ? m.info.pending : d.pending) > 0, publishMs });
+            got++;
             const receivedAtMs = Date.now();
             inbox.push({
               kind: s.kind,
@@ -394,7 +433,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
               ownedUntilMs: receivedAtMs + ownershipMs,
               seq: d === null ? m.info.streamSequence : d.streamSeq,
               redelivered: deliveryCount > 1,
-              publishMs: d === null ? Math.floor(m.info.timestampNanos / 1_000_000) : d.publishMs,
+              publishMs,
             });
             st.fetched++;
             if (inboxSize() >= o.nats.fetchBatch || inboxSize() === 1) poke();
@@ -402,6 +441,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         } finally {
           clearTimeout(watchdog);
         }
+        // A pull that waited out its expiry with nothing to deliver: this stream is caught up.
+        if (got === 0) reading.delete(s.stream);
         poke();
       } catch (e) {
         if (stopping) break;
@@ -525,7 +566,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
       // Only a redelivery can be a message a join already holds (first deliveries skip the lookup).
       if (item.redelivered && joiner.rehandle(d.requestId, stream, seq, h)) return; // redelivery of a message we hold
       const src: Source<Held> = { stream, seq, part: 'decision', handle: h };
-      const res = joiner.addDecision(d, src, item.receivedAtMs);
+      const res = joiner.addDecision(d, src, item.receivedAtMs, item.publishMs);
       if (seenAs !== 'decision') copyDecision(b, item, d);
       if (res === 'late') {
         // Its request's outcome is already written: keep the decision (copied
@@ -548,7 +589,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     const ev: LifecycleEventInput = r.value.event;
     const h: Held = item;
     if (item.redelivered && joiner.rehandle(ev.requestId, stream, seq, h)) return;
-    const res = joiner.addEvent(ev, { stream, seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs, r.value);
+    const res = joiner.addEvent(ev, { stream, seq, part: ev.kind as SourcePart, handle: h }, item.receivedAtMs, r.value, item.publishMs);
     if (res === 'late') deadLetter(b, item, 'JOIN_LATE', `${ev.kind} event for request ${ev.requestId} arrived after its outcome was written`);
   }
 
@@ -696,7 +737,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     // Closed joins are bounded per batch too; the rest close in the next one.
     const room = (): number => (b.bytes >= o.maxBatchBytes ? 0 : Math.max(1, o.maxBatchRecords - b.records));
     for (const c of joiner.takeComplete(now, room())) emitOutcome(b, c);
-    for (const c of joiner.takeExpired(now, room())) emitOutcome(b, c);
+    for (const c of joiner.takeExpired(now, room(), readUpTo(now))) emitOutcome(b, c);
     metrics.pendingJoins.set(joiner.pending);
     return b;
   }
@@ -753,7 +794,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
 
     while (!stopping) {
       const now0 = Date.now();
-      const due = joiner.nextDueMs(now0);
+      const due = joiner.nextDueMs(now0, readUpTo(now0));
       if (inboxSize() === 0 && (due === undefined || due > now0)) {
         if (inFlight !== null) {
           // Nothing to overlap with: finish the transaction in flight first.

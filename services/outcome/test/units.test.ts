@@ -41,6 +41,39 @@ describe('Joiner', () => {
     expect(j.takeComplete(100).map((c) => c.record.requestId)).toEqual([a.requestId]);
   });
 
+  it('holds a join past its deadline until the streams are read a window past its publish time, or the hold limit', () => {
+    const j = new Joiner<number>({ ...opts, maxHoldMs: 5000 });
+    const done = (d: ReturnType<typeof decision>) => ev(d.requestId, 'done', d.timestampMs + 9, { usage: { inputTokens: 1, outputTokens: 1, cachedTokens: 0 } });
+    const a = decision(1, 'h');
+    // Received at 0, published at -50: deadline 1000, read position needed 950.
+    j.addDecision(a, src(1), 0, -50);
+    expect(j.nextDueMs(500, 400)).toBe(1000);
+    // Past its deadline, the streams read only up to 900: held, due again after the recheck.
+    expect(j.takeExpired(1200, Infinity, 900)).toEqual([]);
+    expect(j.nextDueMs(1200, 900)).toBe(1250);
+    // Its done event, read late from a backlog: the join completes instead of closing incomplete.
+    j.addEvent(done(a), src(2, 'done'), 1300, {}, 0);
+    expect(j.takeComplete(1300).map((c) => c.record.status)).toEqual(['completed']);
+
+    // Held joins are passed over, not in the way: a later join whose read position is reached closes.
+    const b = decision(2, 'h');
+    const c = decision(3, 'h');
+    j.addDecision(b, src(3), 2000, 2000);
+    j.addDecision(c, src(4), 2100, 1000);
+    expect(j.takeExpired(3200, Infinity, 2500).map((x) => x.record.requestId)).toEqual([c.requestId]);
+    // With no constraint from the read position, deadlines are the wall clock's.
+    const [x] = j.takeExpired(3200);
+    expect([x?.record.requestId, x?.record.status, x?.record.join.joinLatencyMs]).toEqual([b.requestId, 'incomplete', 1200]);
+
+    // The hold limit: at deadline + maxHoldMs a join closes whatever the read position.
+    const d = decision(4, 'h');
+    j.addDecision(d, src(5), 10_000, 10_000);
+    expect(j.takeExpired(15_999, Infinity, 0)).toEqual([]);
+    expect(j.nextDueMs(15_990, 0)).toBe(16_000);
+    expect(j.takeExpired(16_000, Infinity, 0).map((y) => y.record.status)).toEqual(['incomplete']);
+    expect(j.pending).toBe(0);
+  });
+
   it('closes by deadline as incomplete or timeout, oldest first, and treats later messages as late', () => {
     const j = new Joiner<number>(opts);
     const a = decision(1, 'w');
@@ -56,6 +89,7 @@ describe('Joiner', () => {
       [b.requestId, 'timeout', 'deadline'],
     ]);
     expect(j.addEvent(ev(a.requestId, 'done', 1), src(9, 'done'), 2001)).toBe('late');
+    expect(closed[0]?.record.join.joinLatencyMs).toBe(2000);
     // An abandoned batch un-closes its joins: the redelivery joins again.
     j.forgetClosed([a.requestId]);
     expect(j.addEvent(ev(a.requestId, 'done', 1), src(9, 'done'), 2002)).toBe('joined');
@@ -258,15 +292,15 @@ describe('parseDelivery', () => {
   const reference = (reply: string) => {
     const t = reply.split('.');
     if (t.length === 9) t.splice(2, 0, '_', '');
-    return { deliveryCount: Number(t[6]), streamSeq: Number(t[7]), publishMs: Math.floor(Number(BigInt(t[9] as string) / 1_000_000n)) };
+    return { deliveryCount: Number(t[6]), streamSeq: Number(t[7]), publishMs: Math.floor(Number(BigInt(t[9] as string) / 1_000_000n)), pending: Number(t[10]) };
   };
 
-  it('reads delivery count, stream sequence and publish time from both ack-subject layouts', () => {
+  it('reads delivery count, stream sequence, publish time and pending count from both ack-subject layouts', () => {
     const ts = 1_764_400_000_123_456_789n;
-    expect(parseDelivery(`$JS.ACK.S.c.1.42.40.${ts}.7`)).toEqual({ deliveryCount: 1, streamSeq: 42, publishMs: 1_764_400_000_123 });
-    expect(parseDelivery(`$JS.ACK._.ACCT.S.c.3.42.40.${ts}.0`)).toEqual({ deliveryCount: 3, streamSeq: 42, publishMs: 1_764_400_000_123 });
-    expect(parseDelivery(`$JS.ACK.dom.ACCT.S.c.2.9007199254740991.1.${ts}.0.tok`)).toEqual({ deliveryCount: 2, streamSeq: 9007199254740991, publishMs: 1_764_400_000_123 });
-    expect(parseDelivery(`$JS.ACK.S.c.1.5.5.999.0`)).toEqual({ deliveryCount: 1, streamSeq: 5, publishMs: 0 });
+    expect(parseDelivery(`$JS.ACK.S.c.1.42.40.${ts}.7`)).toEqual({ deliveryCount: 1, streamSeq: 42, publishMs: 1_764_400_000_123, pending: 7 });
+    expect(parseDelivery(`$JS.ACK._.ACCT.S.c.3.42.40.${ts}.0`)).toEqual({ deliveryCount: 3, streamSeq: 42, publishMs: 1_764_400_000_123, pending: 0 });
+    expect(parseDelivery(`$JS.ACK.dom.ACCT.S.c.2.9007199254740991.1.${ts}.12.tok`)).toEqual({ deliveryCount: 2, streamSeq: 9007199254740991, publishMs: 1_764_400_000_123, pending: 12 });
+    expect(parseDelivery(`$JS.ACK.S.c.1.5.5.999.0`)).toEqual({ deliveryCount: 1, streamSeq: 5, publishMs: 0, pending: 0 });
   });
 
   it('agrees with the reference on generated subjects', () => {
@@ -277,8 +311,9 @@ describe('parseDelivery', () => {
         fc.integer({ min: 1, max: 1000 }),
         fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
         fc.bigInt({ min: 0n, max: 9_000_000_000_000_000_000n }),
-        (old, token, dc, seq, ns) => {
-          const reply = old ? `$JS.ACK.STR.dur.${dc}.${seq}.11.${ns}.3` : `$JS.ACK._.AH.STR.dur.${dc}.${seq}.11.${ns}.3${token ? '.x1' : ''}`;
+        fc.integer({ min: 0, max: 1_000_000 }),
+        (old, token, dc, seq, ns, pending) => {
+          const reply = old ? `$JS.ACK.STR.dur.${dc}.${seq}.11.${ns}.${pending}` : `$JS.ACK._.AH.STR.dur.${dc}.${seq}.11.${ns}.${pending}${token ? '.x1' : ''}`;
           expect(parseDelivery(reply)).toEqual(reference(reply));
         },
       ),
@@ -287,7 +322,7 @@ describe('parseDelivery', () => {
   });
 
   it('returns null for anything that is not an ack subject (the caller falls back to the client)', () => {
-    for (const r of ['', '_INBOX.abc', '$JS.ACK.S.c.1.2', '$JS.ACK.S.c.x.2.3.4.5', '$JS.ACK.S.c.1.2.3.4.5.6.7.8.9.10', '$JS.ACK.S.c.1.-2.3.4.5', '$JS.ACK.S.c.1..3.4.5']) {
+    for (const r of ['', '_INBOX.abc', '$JS.ACK.S.c.1.2', '$JS.ACK.S.c.x.2.3.4.5', '$JS.ACK.S.c.1.2.3.4.x', '$JS.ACK.S.c.1.2.3.4.5.6.7.8.9.10', '$JS.ACK.S.c.1.-2.3.4.5', '$JS.ACK.S.c.1..3.4.5']) {
       expect(parseDelivery(r)).toBeNull();
     }
   });
