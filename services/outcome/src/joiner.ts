@@ -79,6 +79,8 @@ export class Joiner<H> {
   private readonly ready: string[] = [];
   /** Insertion-ordered, so the first key is the oldest: an LRU by close time. */
   private readonly closed = new Map<string, number>();
+  /** Joins the last `takeExpired` found past their deadline but held for the read position. */
+  held = 0;
 
   constructor(private readonly opts: JoinerOptions) {}
 
@@ -174,14 +176,19 @@ export class Joiner<H> {
    */
   takeExpired(nowMs: number, limit = Infinity, readUpToMs = Infinity): ClosedJoin<H>[] {
     const out: ClosedJoin<H>[] = [];
+    let held = 0;
     // Map iteration is insertion order and every deadline is open time + a
     // constant, so the deadlines are in order; joins held for the read
     // position are passed over (their event deadlines need not be in order).
     for (const j of this.open.values()) {
       if (j.deadlineMs > nowMs || out.length >= limit) break;
-      if (j.eventDeadlineMs > readUpToMs && j.holdUntilMs > nowMs) continue;
+      if (j.eventDeadlineMs > readUpToMs && j.holdUntilMs > nowMs) {
+        held++;
+        continue;
+      }
       out.push(this.close(j, 'deadline', nowMs));
     }
+    this.held = held;
     return out;
   }
 

@@ -10,6 +10,7 @@ export function outcomeMetrics(registry: Registry) {
     deadLetters: new Counter({ name: 'vantage_outcome_dead_letters_total', help: 'Messages dead-lettered, by reason code', labelNames: ['reason'], registers }),
     pendingJoins: new Gauge({ name: 'vantage_outcome_pending_joins', help: 'Open joins held in memory', registers }),
     inbox: new Gauge({ name: 'vantage_outcome_inbox_messages', help: 'Messages fetched but not yet processed', registers }),
+    joinsHeld: new Gauge({ name: 'vantage_outcome_joins_held', help: 'Open joins past their deadline waiting for a stream backlog to be read (README, "Joins after an outage")', registers }),
     joinTimeouts: new Counter({ name: 'vantage_outcome_join_timeouts_total', help: 'Joins closed by their deadline (status incomplete or timeout)', labelNames: ['status'], registers }),
     produceSeconds: new Histogram({
       name: 'vantage_outcome_kafka_transaction_seconds',

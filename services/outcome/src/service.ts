@@ -739,6 +739,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     for (const c of joiner.takeComplete(now, room())) emitOutcome(b, c);
     for (const c of joiner.takeExpired(now, room(), readUpTo(now))) emitOutcome(b, c);
     metrics.pendingJoins.set(joiner.pending);
+    metrics.joinsHeld.set(joiner.held);
     return b;
   }
 

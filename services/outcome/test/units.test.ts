@@ -50,6 +50,7 @@ describe('Joiner', () => {
     expect(j.nextDueMs(500, 400)).toBe(1000);
     // Past its deadline, the streams read only up to 900: held, due again after the recheck.
     expect(j.takeExpired(1200, Infinity, 900)).toEqual([]);
+    expect(j.held).toBe(1);
     expect(j.nextDueMs(1200, 900)).toBe(1250);
     // Its done event, read late from a backlog: the join completes instead of closing incomplete.
     j.addEvent(done(a), src(2, 'done'), 1300, {}, 0);
@@ -71,6 +72,7 @@ describe('Joiner', () => {
     expect(j.takeExpired(15_999, Infinity, 0)).toEqual([]);
     expect(j.nextDueMs(15_990, 0)).toBe(16_000);
     expect(j.takeExpired(16_000, Infinity, 0).map((y) => y.record.status)).toEqual(['incomplete']);
+    expect(j.held).toBe(0);
     expect(j.pending).toBe(0);
   });
 
