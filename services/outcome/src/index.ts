@@ -8,6 +8,7 @@ export type { ClosedJoin, JoinerOptions, Source, AddResult } from './joiner';
 export { decodeLifecycle } from './lifecycle';
 export { parseDelivery } from './delivery';
 export type { Delivery } from './delivery';
+export { ReadPosition } from './readposition';
 export type { DecodedLifecycle, LifecycleDecode, LifecycleRejectionCode } from './lifecycle';
 export { deadLetterMessage, DLQ_HEADERS } from './deadletter';
 export type { DeadLetterReason } from './deadletter';

@@ -212,6 +212,7 @@ export class Joiner<H> {
     this.graceQueue.length = 0;
     this.graceHead = 0;
     this.ready.length = 0;
+    this.held = 0;
   }
 
   /**

@@ -26,6 +26,7 @@ import { checkOutcomeConfig, type OutcomeConfig, type OutcomeConfigShape } from 
 import { deadLetterMessage, type DeadLetterReason } from './deadletter';
 import { Joiner, type ClosedJoin, type Source } from './joiner';
 import { parseDelivery } from './delivery';
+import { ReadPosition } from './readposition';
 import { decodeLifecycle } from './lifecycle';
 import { outcomeMetrics, type OutcomeMetrics } from './metrics';
 import { CommittedSet, parseProgress, progressRecord, type ProgressRecord } from './progress';
@@ -177,35 +178,13 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   const inbox: InboxItem[] = [];
   let inboxHead = 0;
   const inboxSize = (): number => inbox.length - inboxHead;
-  /** Per stream: whether its latest delivery said more messages were waiting in JetStream, and that delivery's publish time. */
-  const reading = new Map<string, { backlog: boolean; publishMs: number }>();
-
+  /** How far both streams have been read (per term: cleared at each takeover). */
+  const reading = new ReadPosition(streams.map((s) => s.stream));
   /**
-   * The publish time up to which both streams have been read and joined (for `Joiner.takeExpired`):
-   * per stream, the publish time of its oldest message still in the inbox; with none there, that of
-   * the latest one received if JetStream holds more (a backlog), else now. After an outage one
-   * stream's backlog can be read long after the other's; a join waits for it rather than close
-   * `incomplete` by the wall clock. At `maxPendingJoins` nothing is held (the memory bound first).
+   * The publish time up to which both streams have been read and joined, for `Joiner.takeExpired`
+   * (README, "Joins after an outage"). At `maxPendingJoins` nothing is held (the memory bound first).
    */
-  function readUpTo(now: number): number {
-    if (joiner.pending >= o.maxPendingJoins) return Infinity;
-    let upTo = now;
-    let unseen = streams.length;
-    const firstInInbox = new Map<string, number>();
-    for (let i = inboxHead; i < inbox.length && unseen > 0; i++) {
-      const it = inbox[i] as InboxItem;
-      if (!firstInInbox.has(it.stream)) {
-        firstInInbox.set(it.stream, it.publishMs);
-        unseen--;
-      }
-    }
-    for (const s of streams) {
-      const r = reading.get(s.stream);
-      const w = firstInInbox.get(s.stream) ?? (r !== undefined && r.backlog ? r.publishMs : now);
-      if (w < upTo) upTo = w;
-    }
-    return upTo;
-  }
+  const readUpTo = (now: number): number => (joiner.pending >= o.maxPendingJoins ? Infinity : reading.upTo(now, inbox, inboxHead));
 
   /** The leader term's loops stop (shutdown or lost lease). */
   let stopping = false;
@@ -422,7 +401,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
             const d = typeof reply === 'string' ? parseDelivery(reply) : null;
             const deliveryCount = d === null ? m.info.deliveryCount : d.deliveryCount;
             const publishMs = d === null ? Math.floor(m.info.timestampNanos / 1_000_000) : d.publishMs;
-            reading.set(s.stream, { backlog: (d === null ? m.info.pending : d.pending) > 0, publishMs });
+            reading.delivered(s.stream, publishMs, d === null ? m.info.pending : d.pending);
             got++;
             const receivedAtMs = Date.now();
             inbox.push({
@@ -442,7 +421,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
           clearTimeout(watchdog);
         }
         // A pull that waited out its expiry with nothing to deliver: this stream is caught up.
-        if (got === 0) reading.delete(s.stream);
+        if (got === 0) reading.caughtUp(s.stream);
         poke();
       } catch (e) {
         if (stopping) break;
@@ -973,6 +952,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     abandoned.length = 0;
     metrics.inbox.set(0);
     metrics.pendingJoins.set(0);
+    metrics.joinsHeld.set(0);
     return naked;
   }
 
@@ -995,6 +975,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     try {
       joiner = newJoiner();
       committed = new CommittedSet(2 * ackWaitMs);
+      reading.clear();
       // InitProducerId with the shared transactional id: the previous leader's
       // producer is fenced and its open transaction aborted (or completed) here.
       await Promise.race([recreateProducer(), aborted]);

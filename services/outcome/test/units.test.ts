@@ -5,7 +5,7 @@ import { GatewayClient } from '@vantage/gateway-client';
 import type { NatsConnection } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
 import { describe, expect, it } from 'vitest';
-import { CommittedSet, decodeLifecycle, inRanges, Joiner, mergeRanges, parseDelivery, parseProgress, progressRecord, SEND_CHUNK_RECORDS, sendRequests, toRanges } from '../src/index';
+import { CommittedSet, decodeLifecycle, inRanges, Joiner, mergeRanges, parseDelivery, parseProgress, progressRecord, ReadPosition, SEND_CHUNK_RECORDS, sendRequests, toRanges } from '../src/index';
 import { decision } from './helpers';
 
 const te = new TextEncoder();
@@ -74,6 +74,13 @@ describe('Joiner', () => {
     expect(j.takeExpired(16_000, Infinity, 0).map((y) => y.record.status)).toEqual(['incomplete']);
     expect(j.held).toBe(0);
     expect(j.pending).toBe(0);
+
+    // A reset (lost ownership) forgets held joins too.
+    j.addDecision(decision(5, 'h'), src(6), 20_000, 20_000);
+    expect(j.takeExpired(21_500, Infinity, 0)).toEqual([]);
+    expect(j.held).toBe(1);
+    j.clear();
+    expect([j.held, j.pending]).toEqual([0, 0]);
   });
 
   it('closes by deadline as incomplete or timeout, oldest first, and treats later messages as late', () => {
@@ -286,6 +293,39 @@ describe('configuration', () => {
     expect(() => checkOutcomeConfig(cfg)).not.toThrow();
     const bad = loadConfig(outcomeConfigSchema, { env: { VANTAGE_OUTCOME_NATS_ACK_WAIT_MS: '30000' }, defaults: { service: 'outcome' } });
     expect(() => checkOutcomeConfig(bad)).toThrow(/ackWaitMs/);
+  });
+});
+
+describe('ReadPosition', () => {
+  const item = (stream: string, publishMs: number) => ({ stream, publishMs });
+
+  it('is the least over the streams of the first inbox message, else the backlog position, else now', () => {
+    const r = new ReadPosition(['D', 'L']);
+    // Nothing known: now.
+    expect(r.upTo(1000, [], 0)).toBe(1000);
+    // The first message of each stream still in the inbox (from the head on), in delivery order.
+    expect(r.upTo(1000, [item('L', 10), item('D', 300), item('L', 200), item('D', 400)], 1)).toBe(200);
+    // Only one stream in the inbox: the other is caught up (its latest delivery said nothing more was pending).
+    r.delivered('L', 500, 0);
+    expect(r.upTo(1000, [item('D', 300), item('D', 350)], 0)).toBe(300);
+    // …or has a backlog in JetStream: read up to its newest delivery.
+    r.delivered('L', 250, 7);
+    r.delivered('D', 900, 0);
+    expect(r.upTo(1000, [item('D', 600)], 0)).toBe(500);
+    expect(r.upTo(1000, [], 0)).toBe(500);
+    // A redelivery's older publish time does not move the position back.
+    r.delivered('L', 20, 3);
+    expect(r.upTo(1000, [], 0)).toBe(500);
+    r.delivered('L', 700, 2);
+    expect(r.upTo(1000, [], 0)).toBe(700);
+    // An empty pull: caught up.
+    r.caughtUp('L');
+    expect(r.upTo(1000, [], 0)).toBe(1000);
+    // A new term knows nothing of the last one's backlog.
+    r.delivered('D', 950, 5);
+    expect(r.upTo(1000, [], 0)).toBe(950);
+    r.clear();
+    expect(r.upTo(1000, [], 0)).toBe(1000);
   });
 });
 

@@ -1,0 +1,60 @@
+/**
+ * How far the service has read its JetStream streams, as a publish time: the
+ * read position `Joiner.takeExpired` holds joins for (README, "Joins after an
+ * outage"). Per stream: the publish time of its first message still in the
+ * inbox (delivery order); with none there, the newest publish time delivered
+ * if the latest delivery said JetStream holds more (a backlog), else now
+ * (caught up, or nothing known yet). The position is the least of the streams'.
+ */
+export class ReadPosition {
+  /** Per stream: the newest publish time delivered, and whether the latest delivery said more were waiting. */
+  private readonly last = new Map<string, { backlog: boolean; publishMs: number }>();
+
+  constructor(private readonly streams: readonly string[]) {}
+
+  /**
+   * A delivery: its publish time and the consumer's pending count (messages
+   * not yet delivered). A redelivery's older publish time does not move the
+   * stream's position back: everything up to the newest delivery was read.
+   */
+  delivered(stream: string, publishMs: number, pending: number): void {
+    const r = this.last.get(stream);
+    if (r === undefined) this.last.set(stream, { backlog: pending > 0, publishMs });
+    else {
+      r.backlog = pending > 0;
+      if (publishMs > r.publishMs) r.publishMs = publishMs;
+    }
+  }
+
+  /** A pull that waited out its expiry with nothing to deliver: the stream is caught up. */
+  caughtUp(stream: string): void {
+    this.last.delete(stream);
+  }
+
+  /** A new leader term: nothing is known of the streams yet. */
+  clear(): void {
+    this.last.clear();
+  }
+
+  /** The read position; `inbox[from…]` are the messages fetched but not yet joined, in delivery order. */
+  upTo(nowMs: number, inbox: readonly { stream: string; publishMs: number }[], from: number): number {
+    const n = this.streams.length;
+    const first: (number | undefined)[] = new Array<number | undefined>(n);
+    // Stops once every stream's first message is found; at worst one pass over the inbox (bounded by maxInbox).
+    for (let i = from, unseen = n; i < inbox.length && unseen > 0; i++) {
+      const it = inbox[i] as { stream: string; publishMs: number };
+      const k = this.streams.indexOf(it.stream);
+      if (k >= 0 && first[k] === undefined) {
+        first[k] = it.publishMs;
+        unseen--;
+      }
+    }
+    let upTo = nowMs;
+    for (let k = 0; k < n; k++) {
+      const r = this.last.get(this.streams[k] as string);
+      const w = first[k] ?? (r !== undefined && r.backlog ? r.publishMs : nowMs);
+      if (w < upTo) upTo = w;
+    }
+    return upTo;
+  }
+}
