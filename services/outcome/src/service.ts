@@ -170,7 +170,8 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
 
   // Per leader term (fresh at each takeover): what is committed, the open joins, the inbox.
   let committed = new CommittedSet(2 * ackWaitMs);
-  // A join held for the streams' read position (Joiner.takeExpired) still commits well inside its messages' ownership.
+  // A join held for the streams' read position (Joiner.takeExpired) closes terminalGraceMs + COMMIT_MARGIN_MS before its
+  // first message's ownership ends, leaving that long for its transaction (README, "Joins after an outage").
   const maxHoldMs = Math.max(0, ownershipMs - o.joinWindowMs - o.terminalGraceMs - COMMIT_MARGIN_MS);
   const newJoiner = (): Joiner<Held> =>
     new Joiner<Held>({ joinWindowMs: o.joinWindowMs, terminalGraceMs: o.terminalGraceMs, recentlyClosedCap: o.recentlyClosedCap, maxHoldMs });
