@@ -5,13 +5,15 @@
 // lifecycle events still wait in the inbox or in JetStream.
 import type { OutcomeRecord } from '@vantage/records';
 import { eventually, kafkaBrokers, natsUrl } from '@vantage/testkit';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { countBy, decision, decodeOutcomes, inProcess, names, Publisher, readTopic, serviceEnv } from './helpers';
 
 describe('outcome service reading a backlog', () => {
   const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
+  // Each case's services and connections go before the next case starts (its brokers' load would skew the next read).
+  afterEach(async () => {
     for (const c of cleanups.reverse()) await c().catch(() => {});
+    cleanups.length = 0;
   });
 
   // Where the unread backlog waits while a join is held: in the inbox (it holds the whole backlog), or
