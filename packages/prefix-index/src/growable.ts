@@ -51,10 +51,12 @@ export function growableTable(len: number, reserve: number): Int32Array {
  * `a` (from `growableTable`) grown to `len` int32s, contents kept and the rest zero: in place when
  * its reservation allows, else copied into a new table reserving `reserve` int32s. `a` must not be
  * used afterwards (in place, it is a view of the first `a.length` elements of the same memory).
+ * Only a view of its whole buffer grows in place: memory past a shorter view (a subarray) is not
+ * the view's and need not be zero.
  */
 export function growTable(a: Int32Array, len: number, reserve: number): Int32Array {
   const buf = a.buffer as GrowableSab;
-  if (buf instanceof SharedArrayBuffer && a.byteOffset === 0 && buf.maxByteLength >= len * 4) {
+  if (buf instanceof SharedArrayBuffer && a.byteOffset === 0 && a.byteLength === buf.byteLength && buf.maxByteLength >= len * 4) {
     if (buf.byteLength < len * 4) buf.grow(len * 4);
     return new Int32Array(buf, 0, len);
   }

@@ -30,6 +30,17 @@ describe('growable tables', () => {
     expect((a.buffer as SharedArrayBuffer & { maxByteLength: number }).maxByteLength).toBe(2 ** 32);
   });
 
+  it('grow a view of part of a table by copying it: what lies past the view is not kept', () => {
+    const a = growableTable(4, 64);
+    a.set([1, 2, 3, 4]);
+    for (const part of [a.subarray(0, 2), a.subarray(1, 3)]) {
+      const b = growTable(part, 8, 64);
+      expect(b.buffer).not.toBe(a.buffer);
+      expect(Array.from(b)).toEqual([...Array.from(part), 0, 0, 0, 0, 0, 0]);
+    }
+    expect(Array.from(a)).toEqual([1, 2, 3, 4]);
+  });
+
   it('grow an ordinary Int32Array by copying it', () => {
     const a = Int32Array.from([5, 6]);
     const b = growTable(a, 4, 4);
