@@ -3,8 +3,9 @@
  *
  * The node table doubles as the index fills. With an ordinary `Int32Array`, every doubling
  * allocates a new array, copies the old one into it and frees it: the copy, and the first touches
- * of the fresh memory it writes, were about a tenth of applying a 64-worker cache fill (each
- * table's contents are written twice more over the fill than they would be at their final size).
+ * of the fresh memory it writes, were a large part of applying a 64-worker cache fill (each
+ * table's contents are written twice more over the fill than they would be at their final size;
+ * figures in the package README, "Node table grown in place").
  * A growable `SharedArrayBuffer` reserves address space up front and commits it as it grows, so
  * `grow` keeps the contents where they are and a new fixed-length view over the same memory
  * replaces the old one: nothing is copied and only memory actually used is touched.
