@@ -190,6 +190,9 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
       addHealthCheck: (name, check) => void checks.set(name, check),
     };
     await spec.start(ctx);
+    // Every subscription the service made is registered on the server before it says it has started:
+    // a request sent on seeing "service started" finds its responders (a PING/PONG round trip).
+    await nc.flush();
     started = true;
     log.info({ opsPort: ops.port, opsHost: ops.host }, 'service started');
     return { ctx, opsPort: ops.port, stop: (reason = 'stop requested') => shutdown.trigger(reason) };
