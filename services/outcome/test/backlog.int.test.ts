@@ -26,7 +26,7 @@ describe('outcome service reading a backlog', () => {
     const n = names('backlog');
     const env = serviceEnv(n, natsUrl(), brokers, {
       // A window far shorter than reading the backlog takes: 9,000 messages in transactions of 100 records.
-      VANTAGE_OUTCOME_JOIN_WINDOW_MS: '200',
+      VANTAGE_OUTCOME_JOIN_WINDOW_MS: '1000',
       VANTAGE_OUTCOME_MAX_BATCH_RECORDS: '100',
       VANTAGE_OUTCOME_LINGER_MS: '0',
       // Ownership (half of this) bounds how long a join may be held for the other stream (README,
@@ -44,8 +44,13 @@ describe('outcome service reading a backlog', () => {
     const N = 3000;
     const ds = Array.from({ length: N }, (_, i) => decision(i, 'bl'));
     // Each request's decision, first token and done published together, as live traffic is: the
-    // lifecycle stream holds twice as many messages, so reading it falls behind the decisions'.
-    for (let i = 0; i < N; i += 100) await Promise.all(ds.slice(i, i + 100).map((d) => pub.request(d)));
+    // lifecycle stream holds twice as many messages, so reading it falls behind the decisions'. The
+    // three go out back to back (in order on one connection) rather than each after the previous
+    // one's ack: on a loaded host a request's awaited publishes could land more than a window apart,
+    // and its join would then rightly close without them.
+    const usage = { usage: { inputTokens: 1000, outputTokens: 50, cachedTokens: 600 } };
+    const request = (d: (typeof ds)[number]) => Promise.all([pub.decision(d), pub.event(d, 'first_token', 120), pub.event(d, 'done', 900, 'small', usage)]);
+    for (let i = 0; i < N; i += 100) await Promise.all(ds.slice(i, i + 100).map(request));
 
     const t0 = Date.now();
     const second = await inProcess(env);
@@ -56,7 +61,7 @@ describe('outcome service reading a backlog', () => {
     const statuses = Object.fromEntries(countBy(got, (o) => o.status));
     process.stderr.write(`[backlog] (in ${where}) ${N} requests read in ${readMs} ms; statuses ${JSON.stringify(statuses)}\n`);
     // The backlog really took longer to read than the join window.
-    expect(readMs).toBeGreaterThan(200);
+    expect(readMs).toBeGreaterThan(1000);
     expect(new Set(got.map((o) => o.requestId)).size).toBe(N);
     expect(statuses).toEqual({ completed: N });
     expect(await readTopic(brokers, n.topics.deadLetter)).toEqual([]);
