@@ -37,9 +37,11 @@ const MAX_INTS = 2 ** 30;
  */
 export function growableTable(len: number, reserve: number): Int32Array {
   if (len <= MAX_INTS) {
-    for (const max of [Math.min(MAX_INTS, Math.max(len, reserve)), len]) {
+    const max = Math.min(MAX_INTS, Math.max(len, reserve));
+    // The reservation asked for, then (if that address space is not to be had) none beyond len.
+    for (const m of max > len ? [max, len] : [len]) {
       try {
-        return new Int32Array(new (SharedArrayBuffer as unknown as SabWithOptions)(len * 4, { maxByteLength: max * 4 }), 0, len);
+        return new Int32Array(new (SharedArrayBuffer as unknown as SabWithOptions)(len * 4, { maxByteLength: m * 4 }), 0, len);
       } catch {
         /* no address space for this reservation: try the next, then an ordinary array */
       }
