@@ -4,6 +4,7 @@ import { U64_MAX, type WorkerId } from '@vantage/types';
 import { MAX_LE64_CHARS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 import { PROTOCOL_VERSION } from './subjects';
 import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
+import { isObserveRequestBinary, observeRequestBinaryFast, observeRequestBinaryToWire } from './observe-request-binary';
 import type {
   BookingEvent,
   CandidateObservation,
@@ -25,7 +26,7 @@ import type {
  * - `unsupported_version`: a `v` other than 1 (a newer producer on an old subject).
  * - `schema_violation`: valid JSON that breaks the message's schema.
  * - `u64_out_of_range`: a decimal u64 string above 2^64-1.
- * - `malformed_binary`: a binary observe reply whose framing is wrong (length, magic, trailing JSON).
+ * - `malformed_binary`: a binary observe request or reply whose framing is wrong (length, magic, flags, UTF-8, trailing JSON).
  * None is retryable: the same bytes will be rejected again.
  */
 export const PROTOCOL_ERROR_CODES = [
@@ -429,24 +430,43 @@ const observeRequestGeneral: MessageCodec<ObserveRequest> = withLe64FastPath(
 );
 
 /**
+ * A request in the binary encoding (observe-request-binary.ts): the common shape straight into
+ * `into` (or a new array), any other through its JSON wire object and the schema.
+ */
+function decodeObserveRequestBinary(data: Uint8Array, maxBytes: number, into?: Le64Scratch): DecodeResult<ObserveRequest> {
+  if (data.byteLength > maxBytes) return { ok: false, code: 'payload_too_large', reason: `${data.byteLength} bytes exceeds ${maxBytes}` };
+  const fast = observeRequestBinaryFast(data, into);
+  if (fast !== null) return fast;
+  const w = observeRequestBinaryToWire(data);
+  if (!w.ok) return { ok: false, code: 'malformed_binary', reason: w.reason };
+  return observeRequestGeneral.fromWire(w.wire);
+}
+
+/**
  * `vantage.v1.observe.{pool}` request:
- * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens, workers?: 'all'|'choice' }`.
- * Bytes as encoders write them take `observeTemplate`; others the `*Le64` fast path, then the codec.
+ * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens, workers?: 'all'|'choice' }`,
+ * as JSON or in the binary encoding (`encodeObserveRequestBinary`; told apart by the first four
+ * bytes, validated by the same schema). JSON as encoders write it takes `observeTemplate`; other
+ * JSON the `*Le64` fast path, then the codec. `encode` writes JSON.
  */
 export const observeRequestCodec: MessageCodec<ObserveRequest> = {
   ...observeRequestGeneral,
-  decode: (data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) =>
-    (typeof data === 'string' ? null : observeTemplate(data, maxBytes)) ?? observeRequestGeneral.decode(data, maxBytes),
+  decode: (data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) => {
+    if (typeof data === 'string') return observeRequestGeneral.decode(data, maxBytes);
+    if (isObserveRequestBinary(data)) return decodeObserveRequestBinary(data, maxBytes);
+    return observeTemplate(data, maxBytes) ?? observeRequestGeneral.decode(data, maxBytes);
+  },
 };
 
 /**
  * `observeRequestCodec.decode` for a caller that uses the hashes at once and keeps nothing of them
  * (the indexer answers each request before reading the next): a request in the encoders' own shape
- * has its hashes decoded into `scratch`, and the value's `localHashes` is a view of it, overwritten
+ * (JSON, or binary with local hashes and no LoRA name) has its hashes decoded into `scratch`, and the value's `localHashes` is a view of it, overwritten
  * by the next call given the same scratch. Accepts and rejects exactly what `decode` does, with the
  * same value; other requests are decoded by `decode` itself (into arrays of their own).
  */
 export function decodeObserveRequestReusing(data: Uint8Array, scratch: Le64Scratch, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeResult<ObserveRequest> {
+  if (isObserveRequestBinary(data)) return decodeObserveRequestBinary(data, maxBytes, scratch);
   return observeTemplate(data, maxBytes, scratch) ?? observeRequestGeneral.decode(data, maxBytes);
 }
 

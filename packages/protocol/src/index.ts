@@ -35,6 +35,11 @@ export {
   type DecodeResult,
   type MessageCodec,
 } from './codec';
+export {
+  OBSERVE_REQUEST_BINARY_MAGIC,
+  encodeObserveRequestBinary,
+  isObserveRequestBinary,
+} from './observe-request-binary';
 export { MAX_LE64_CHARS, MAX_TOKENS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 export {
   F as OBSERVE_REPLY_FIELD,

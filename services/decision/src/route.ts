@@ -57,7 +57,7 @@ const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 interface Prepared {
   readonly target: ProbeTarget;
   readonly localHashes: BigUint64Array;
-  /** The same hashes as base64 of little-endian u64s (ASCII bytes), as the observe query and the booking carry them. */
+  /** The same hashes as base64 of little-endian u64s (ASCII bytes), as the booking carries them. */
   readonly localHashesLe64: Uint8Array;
   /** The request's token ids, when it sent them (to recognise the other candidate's identical prompt). */
   readonly tokenIds: Uint32Array | null;
@@ -114,7 +114,7 @@ export class Router {
       const p = prepared[r];
       const o = r === 'capable' ? bodies.efficient : undefined;
       const same = o !== undefined && p.target.promptTokens === prepared.efficient.target.promptTokens && Buffer.from(p.localHashesLe64.buffer, p.localHashesLe64.byteOffset, p.localHashesLe64.byteLength).equals(prepared.efficient.localHashesLe64);
-      bodies[r] = same ? o : encodeObserveQuery(req.requestId, p.localHashesLe64, p.target.promptTokens);
+      bodies[r] = same ? o : encodeObserveQuery(req.requestId, p.localHashes, p.target.promptTokens);
     }
     const results = await Promise.all(probeRoles.map((r) => this.probe(prepared[r], bodies[r]!, budgetMs)));
     const decisionAtUs = hrUs();

@@ -1,13 +1,14 @@
 /**
- * The messages the decision service sends on every route, written as JSON text
- * directly: an observe query per candidate, the booking and the reply. The
- * first two carry the prompt's local hashes as base64 (`localHashesLe64`),
- * which for a block-hash request is the request's own string, forwarded
- * without decoding and re-encoding. Unit tests check each against
- * @vantage/protocol's codec (same bytes, and the codec decodes them to the
- * same values).
+ * The messages the decision service sends on every route: an observe query per
+ * candidate (in the protocol's binary request encoding: the hashes as raw
+ * integers, which the indexer copies instead of decoding base64 out of JSON),
+ * and the booking and the reply, written as JSON text directly. The booking
+ * carries the prompt's local hashes as base64 (`localHashesLe64`), which for a
+ * block-hash request is the request's own string, forwarded without decoding
+ * and re-encoding. Unit tests check each against @vantage/protocol's codec
+ * (same bytes, and the codec decodes them to the same values).
  */
-import { le64Base64 as le64Base64String, type BookingEvent, type CandidateObservation, type RouteReply } from '@vantage/protocol';
+import { encodeObserveRequestBinary, le64Base64 as le64Base64String, type BookingEvent, type CandidateObservation, type RouteReply } from '@vantage/protocol';
 
 const utf8 = new TextEncoder();
 const str = (s: string): string => JSON.stringify(s);
@@ -24,11 +25,11 @@ function withBulk(head: string, bulk: Uint8Array, tail: string): Uint8Array {
 
 /**
  * `vantage.v1.observe.{pool}` query for local hashes listing only Dynamo's choice, answered in the
- * protocol's binary reply encoding (observe-request.v1.json; `observeReplyCodec.decode` reads it, and
- * JSON from an indexer that ignores the option). `localHashesLe64`: canonical base64 of the hashes as ASCII bytes.
+ * protocol's binary reply encoding (`observeReplyCodec.decode` reads it), sent in the binary request
+ * encoding (observe-request.v1.json's content; schemas/protocol/README.md).
  */
-export function encodeObserveQuery(requestId: string, localHashesLe64: Uint8Array, promptTokens: number): Uint8Array {
-  return withBulk(`{"v":1,"requestId":${str(requestId)},"prompt":{"localHashesLe64":"`, localHashesLe64, `"},"promptTokens":${promptTokens},"workers":"choice","replyEncoding":"binary"}`);
+export function encodeObserveQuery(requestId: string, localHashes: BigUint64Array, promptTokens: number): Uint8Array {
+  return encodeObserveRequestBinary({ requestId, prompt: { kind: 'local_hashes', localHashes, loraName: null }, promptTokens, workers: 'choice', replyEncoding: 'binary' });
 }
 
 /** A booking's fields, with the local hashes already in their wire form (no sequence hashes: the decision service books local hashes). */

@@ -2,8 +2,9 @@
  * In-process profile of one observe as the service runs it (decode → observe → binary reply),
  * on the benchmark's data (64 workers, 32k-token prompts, 4 bookings per worker), without NATS.
  * Run: node --import tsx services/indexer/bench/hot-path.ts [iterations] [steps] [--cold]
- * (`observe` builds a fresh answer; `observeTransient` reuses the pool's records; `decode+observeBinary`
- * is the service's path for binary replies listing every worker, `decode+observe+encode` its path for
+ * (`observe` builds a fresh answer; `observeTransient` reuses the pool's records; `decode binary+observeBinary`
+ * is the service's path for a binary request asking for a binary reply listing every worker
+ * (`decode+observeBinary` the same from a JSON request), `decode+observe+encode` its path for
  * the others.)
  * (add --cpu-prof --cpu-prof-dir=DIR before --import to profile it).
  *
@@ -16,7 +17,7 @@
 import { constants, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { sequenceHashes } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
-import { ObserveReplyBinaryWriter, bookingEventCodec, observeRequestCodec } from '@vantage/protocol';
+import { ObserveReplyBinaryWriter, bookingEventCodec, encodeObserveRequestBinary, observeRequestCodec } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { decodeBooking, decodeObserve, decodeObserveTransient, encodeObserveReplyBinary, observeBinary } from '../src/messages';
 import { benchBookings, PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
@@ -59,6 +60,10 @@ for (const b of benchBookings('bench', 4, BS)) {
 // With a request id, as the decision service sends its queries.
 const reqs = prompts.map((p, i) =>
   observeRequestCodec.encode({ requestId: `bench-${i}`, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: 'binary' }),
+);
+// The same requests in the binary encoding (what the benchmark's binary figures send).
+const reqsBin = prompts.map((p, i) =>
+  encodeObserveRequestBinary({ requestId: `bench-${i}`, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: 'binary' }),
 );
 
 /** Young-generation collections seen so far (a proxy for what a step allocates). */
@@ -131,6 +136,7 @@ const obs = locals.map((l) => state.observe(l, PROMPT_BLOCKS * BS, Date.now()));
 const scratch = new BigUint64Array(PROMPT_BLOCKS);
 await timeIt('decode', (i) => decodeObserve(reqs[i % 64]!));
 await timeIt('decodeTransient', (i) => decodeObserveTransient(reqs[i % 64]!));
+await timeIt('decodeTransient binary', (i) => decodeObserveTransient(reqsBin[i % 64]!));
 // The pieces as observe runs them: the index's transient match, the chain prepared once, then each
 // rank read through its resolved ledger handle.
 await timeIt('matchTransient', (i) => state.index.matchTransient(locals[i % 64]!));
@@ -176,6 +182,12 @@ await timeIt('...+encode pooled', (i) => {
 // facts straight into the reply (observeBinary), here with the pooled writer as above.
 await timeIt('decode+observeBinary', (i) => {
   const d = decodeObserveTransient(reqs[i % 64]!);
+  if (!d.ok) throw new Error();
+  return observeBinary(state, d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now(), process.hrtime.bigint(), null, pooled);
+});
+// The same from a binary request.
+await timeIt('decode binary+observeBinary', (i) => {
+  const d = decodeObserveTransient(reqsBin[i % 64]!);
   if (!d.ok) throw new Error();
   return observeBinary(state, d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now(), process.hrtime.bigint(), null, pooled);
 });

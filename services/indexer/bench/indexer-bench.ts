@@ -9,8 +9,8 @@
  *      (512 local hashes, block size 64) against 64 workers holding varied prefixes,
  *      each with live bookings (BENCH_BOOKINGS_PER_WORKER, default 4) so that R, P and
  *      the new-block count are computed as in production;
- *      Both reply encodings are measured: binary (`replyEncoding: "binary"`, the headline
- *      figures) and JSON (`*_json_*` figures);
+ *      Both encodings are measured: binary (a binary request asking for a binary reply, the
+ *      headline figures) and JSON (JSON request and reply, the `*_json_*` figures);
  *   3. baseline: a bare NATS request-reply echo in its own process replying with a
  *      payload the size of the observe reply of that encoding, same requests, same offered
  *      rate, measured in the same time window as observe: BENCH_ROUNDS short rounds, each
@@ -48,12 +48,14 @@ import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuUs } from '@vantage/infra';
 import {
   bookingEventCodec,
   bookingsSubject,
+  encodeObserveRequestBinary,
   isObserveReplyBinary,
   observeReplyCodec,
   observeRequestCodec,
   observeSubject,
   workerRegistrationCodec,
   workersSubject,
+  type ObserveRequest,
 } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
@@ -504,11 +506,13 @@ async function main(): Promise<void> {
   // Both reply encodings, each against an echo replying with a payload of its own size.
   const ENCODINGS = ['binary', 'json'] as const;
   type Enc = (typeof ENCODINGS)[number];
+  // With a request id, as the decision service sends its queries; binary replies are asked for in
+  // binary requests, JSON replies in JSON requests (each encoding end to end).
   const requestsOf = (enc: Enc): Uint8Array[] =>
-    // With a request id, as the decision service sends its queries.
-    prompts.map((p, i) =>
-      observeRequestCodec.encode({ requestId: `bench-${i}`, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: enc }),
-    );
+    prompts.map((p, i) => {
+      const r: ObserveRequest = { requestId: `bench-${i}`, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: enc };
+      return enc === 'binary' ? encodeObserveRequestBinary(r) : observeRequestCodec.encode(r);
+    });
   const reqs: Record<Enc, Uint8Array[]> = { binary: requestsOf('binary'), json: requestsOf('json') };
   const requests = reqs.json;
   const replyBytesOf = {} as Record<Enc, number>;
@@ -520,7 +524,7 @@ async function main(): Promise<void> {
     const check = observeReplyCodec.decode(sample.data);
     if (!check.ok || check.value.workers.length !== WORKERS) throw new Error(`observe (${enc}) answered ${check.ok ? `${check.value.workers.length} workers` : check.reason}`);
     replyBytesOf[enc] = sample.data.length;
-    log(`observe (${enc} reply): request ${reqs[enc][0]!.length} bytes, reply ${sample.data.length} bytes, ${WORKERS} workers`);
+    log(`observe (${enc} request and reply): request ${reqs[enc][0]!.length} bytes, reply ${sample.data.length} bytes, ${WORKERS} workers`);
     for (let i = 0; i < 500; i++) await nc.request(observeSubject(POOL), reqs[enc][i % prompts.length]!, { timeout: 5_000 }); // warm-up
     echoSubjects[enc] = `bench.echo.${enc}.${process.pid}`;
     const { proc } = await spawnTs(join(REPO_ROOT, 'services/indexer/bench/echo-server.ts'), [natsUrl, echoSubjects[enc], String(sample.data.length)], env, (l) => l === 'ready');

@@ -6,7 +6,7 @@
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
-import { observeReplyCodec, observeRequestCodec, observeSubject, type ObserveReply } from '@vantage/protocol';
+import { encodeObserveRequestBinary, observeReplyCodec, observeRequestCodec, observeSubject, type ObserveReply, type ObserveRequest } from '@vantage/protocol';
 import { natsUrl, uniqueName } from '@vantage/testkit';
 import type { ExternalHash, WorkerId } from '@vantage/types';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,8 +65,10 @@ describe('indexer: pooled binary replies over NATS', () => {
     await nc?.close();
   });
 
-  async function request(local: BigUint64Array, enc: 'json' | 'binary'): Promise<ObserveReply> {
-    const req = observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: local, loraName: null }, promptTokens: local.length * BS, replyEncoding: enc });
+  /** `enc`: the reply's encoding; `binaryRequest`: the request in the binary encoding rather than JSON. */
+  async function request(local: BigUint64Array, enc: 'json' | 'binary', binaryRequest = false): Promise<ObserveReply> {
+    const value: ObserveRequest = { requestId: binaryRequest ? 'r-bin' : null, prompt: { kind: 'local_hashes', localHashes: local, loraName: null }, promptTokens: local.length * BS, replyEncoding: enc };
+    const req = binaryRequest ? encodeObserveRequestBinary(value) : observeRequestCodec.encode(value);
     const m = await nc.request(observeSubject(pool), req, { timeout: 10_000 });
     const r = observeReplyCodec.decode(m.data);
     if (!r.ok) throw new Error(`bad observe reply: ${r.reason}`);
@@ -76,9 +78,9 @@ describe('indexer: pooled binary replies over NATS', () => {
   it('every binary reply of a burst says what the JSON reply for its prompt says', async () => {
     const expected = await Promise.all(prompts.map(async (p) => timeless(await request(p, 'json'))));
     // 3 bursts of 1,000 concurrent requests (about 150 slabs' worth of replies of 20 each, so every slab is
-    // written many times over), prompts interleaved.
+    // written many times over), prompts interleaved; every other request in the binary request encoding.
     for (let burst = 0; burst < 3; burst++) {
-      const replies = await Promise.all(Array.from({ length: 1000 }, (_, k) => request(prompts[(k * 5 + burst) % PROMPTS]!, 'binary')));
+      const replies = await Promise.all(Array.from({ length: 1000 }, (_, k) => request(prompts[(k * 5 + burst) % PROMPTS]!, 'binary', k % 2 === 1)));
       replies.forEach((r, k) => expect(timeless(r)).toEqual(expected[(k * 5 + burst) % PROMPTS]));
     }
   });

@@ -6,7 +6,7 @@
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { bookingsSubject, lifecycleSubject, observeSubject, workersSubject } from '@vantage/protocol';
+import { bookingsSubject, encodeObserveRequestBinary, lifecycleSubject, observeSubject, workersSubject } from '@vantage/protocol';
 import { natsUrl, uniqueName, eventually } from '@vantage/testkit';
 import type { WorkerId } from '@vantage/types';
 import {
@@ -86,8 +86,12 @@ describe('indexer: malformed input', () => {
     for (const [, , subject, payloads] of cases) for (const b of payloads) nc.publish(subject, b);
     await nc.flush();
 
-    // Malformed observe requests: an error reply, never silence.
-    for (const bad of [GARBAGE, te.encode('{}'), te.encode('{"v":1,"prompt":{"localHashes":["1"]},"promptTokens":-5}'), te.encode('{"v":1,"prompt":{"localHashes":["18446744073709551616"]},"promptTokens":16}'), new Uint8Array(0)]) {
+    // Malformed observe requests: an error reply, never silence. Binary ones too: cut short, and with an unknown flag.
+    const bin = encodeObserveRequestBinary({ requestId: null, prompt: { kind: 'local_hashes', localHashes: BigUint64Array.of(1n, 2n), loraName: null }, promptTokens: 128 });
+    const binBadFlags = Buffer.from(bin);
+    binBadFlags.writeUInt32LE(0x40, 4);
+    const badObserve = [bin.subarray(0, bin.length - 3), binBadFlags, GARBAGE, te.encode('{}'), te.encode('{"v":1,"prompt":{"localHashes":["1"]},"promptTokens":-5}'), te.encode('{"v":1,"prompt":{"localHashes":["18446744073709551616"]},"promptTokens":16}'), new Uint8Array(0)];
+    for (const bad of badObserve) {
       const m = await nc.request(observeSubject(P.event_plane), bad, { timeout: 5_000 });
       expect(m.headers?.get('Vantage-Error-Code')).toBe('BAD_REQUEST');
       expect(m.headers?.get('Nats-Service-Error-Code')).toBe('400');
@@ -149,6 +153,6 @@ describe('indexer: malformed input', () => {
       ).catch(() => expect(diffs).toEqual([]));
     }
     expect(child.proc.exitCode).toBeNull();
-    expect(await child.metric('vantage_indexer_observe_seconds_count', { pool: P.event_plane, outcome: 'bad_request' })).toBe(5);
+    expect(await child.metric('vantage_indexer_observe_seconds_count', { pool: P.event_plane, outcome: 'bad_request' })).toBe(badObserve.length);
   });
 });
