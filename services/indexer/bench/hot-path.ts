@@ -1,7 +1,7 @@
 /**
  * In-process profile of one observe as the service runs it (decode → observe → binary reply),
  * on the benchmark's data (64 workers, 32k-token prompts, 4 bookings per worker), without NATS.
- * Run: node --import tsx services/indexer/bench/hot-path.ts [iterations] [steps] [--cold]
+ * Run: node --import tsx services/indexer/bench/hot-path.ts [iterations] [steps] [--cold | --idle]
  * (`observe` builds a fresh answer; `observeTransient` reuses the pool's records; `decode binary+observeBinary`
  * is the service's path for a binary request asking for a binary reply listing every worker
  * (`decode+observeBinary` the same from a JSON request), `decode+observe+encode` its path for
@@ -13,6 +13,13 @@
  * closer to the running service, which answers one request at a time with other processes (NATS,
  * the clients) running on its cores in between. Cold figures are per-iteration wall times (median
  * and p90), so run it under the benchmark lock.
+ *
+ * With `--idle`, the process sleeps 1 ms (a timer) before every iteration instead, as the service
+ * does between requests at 1,000/s, and each is timed alone. On the development host this alone
+ * makes a step two to five times slower than back to back (e.g. decoding a binary request 19.6 µs
+ * against 2.4, the service's binary path 132 µs against 35–63), as slow as or slower than the running
+ * service. (A 1 ms spin in registers instead of the sleep gave about the same: not the process's
+ * own activity, most likely what else runs on the host's cores in that millisecond.)
  */
 import { constants, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { sequenceHashes } from '@vantage/hashing';
@@ -23,8 +30,9 @@ import { decodeBooking, decodeObserve, decodeObserveTransient, encodeObserveRepl
 import { benchBookings, PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
 
 const BS = 64;
-const args = process.argv.slice(2).filter((a) => a !== '--cold');
+const args = process.argv.slice(2).filter((a) => a !== '--cold' && a !== '--idle');
 const COLD = process.argv.includes('--cold');
+const IDLE = process.argv.includes('--idle');
 const ITER = Number(args[0] ?? 20000);
 /** Only time these steps (comma-separated names), e.g. `observe`; default all. */
 const ONLY = args[1]?.split(',') ?? null;
@@ -81,7 +89,7 @@ new PerformanceObserver((list) => {
 async function timeIt(name: string, fn: (i: number) => unknown): Promise<void> {
   if (ONLY !== null && !ONLY.includes(name)) return;
   for (let i = 0; i < 500; i++) fn(i);
-  if (COLD) return timeCold(name, fn);
+  if (COLD || IDLE) return timeCold(name, fn);
   const per = Math.max(1, Math.floor(ITER / 5));
   const cpu: number[] = [];
   const wall: number[] = [];
@@ -113,8 +121,11 @@ async function timeCold(name: string, fn: (i: number) => unknown): Promise<void>
   const t = new Float64Array(ITER);
   const gc0 = minorGcs;
   for (let i = 0; i < ITER; i++) {
-    const v = ++evictRound & 0xff;
-    for (let k = 0; k < evict.length; k += 64) evict[k] = v;
+    if (IDLE) await new Promise((r) => setTimeout(r, 1));
+    else {
+      const v = ++evictRound & 0xff;
+      for (let k = 0; k < evict.length; k += 64) evict[k] = v;
+    }
     const t0 = process.hrtime.bigint();
     fn(i);
     t[i] = Number(process.hrtime.bigint() - t0) / 1000;
