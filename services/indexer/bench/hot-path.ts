@@ -134,7 +134,7 @@ async function timeCold(name: string, fn: (i: number) => unknown): Promise<void>
   t.sort();
   const f = (v: number): string => v.toFixed(1).padStart(6);
   process.stdout.write(
-    `${name.padEnd(24)} cold wall median ${f(t[Math.floor(ITER / 2)]!)} µs  p90 ${f(t[Math.floor(ITER * 0.9)]!)} µs  minor GCs/1k ${(((minorGcs - gc0) * 1000) / ITER).toFixed(2)}\n`,
+    `${name.padEnd(24)} ${IDLE ? 'idle' : 'cold'} wall median ${f(t[Math.floor(ITER / 2)]!)} µs  p90 ${f(t[Math.floor(ITER * 0.9)]!)} µs  minor GCs/1k ${(((minorGcs - gc0) * 1000) / ITER).toFixed(2)}\n`,
   );
 }
 
