@@ -31,6 +31,12 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
     reloadOnSighup: s.boolean({ default: true }),
     /** Bound on each indexer observe query; past it the candidate is `unavailable` (a fallback, not an error). */
     observeTimeoutMs: s.integer({ minimum: 1, default: 100 }),
+    /**
+     * Encoding of the observe queries: `binary` (the protocol's binary request; indexers of this
+     * version and later) or `json` (every indexer version: for a rolling upgrade that reaches the
+     * decision services before the indexers, whose older versions refuse binary requests).
+     */
+    observeRequestEncoding: s.enum(['binary', 'json'] as const, { default: 'binary' }),
     /** Concurrency bound of route handlers (beyond it: OVERLOADED). */
     maxInFlight: s.integer({ minimum: 1, default: 4096 }),
     /** A reservation whose lifecycle never ends stops counting as local in-flight after this long. */

@@ -30,7 +30,7 @@ import { decodeObserveReply, failedProbe, toCandidateReport, toRecordObservation
 import type { RecordPublisher } from './publisher';
 import { decodeRouteRequest } from './request';
 import type { Requester } from './requester';
-import { encodeBooking, encodeObserveQuery, encodeRouteReply, le64Base64 } from './wire';
+import { encodeBooking, encodeObserveQuery, encodeObserveQueryJson, encodeRouteReply, le64Base64 } from './wire';
 import { RECORD_REASON, RECORD_VARIANT, replyReason } from './vocabulary';
 
 export interface RouterDeps {
@@ -114,7 +114,11 @@ export class Router {
       const p = prepared[r];
       const o = r === 'capable' ? bodies.efficient : undefined;
       const same = o !== undefined && p.target.promptTokens === prepared.efficient.target.promptTokens && Buffer.from(p.localHashesLe64.buffer, p.localHashesLe64.byteOffset, p.localHashesLe64.byteLength).equals(prepared.efficient.localHashesLe64);
-      bodies[r] = same ? o : encodeObserveQuery(req.requestId, p.localHashes, p.target.promptTokens);
+      bodies[r] = same
+        ? o
+        : this.d.cfg.observeRequestEncoding === 'json'
+          ? encodeObserveQueryJson(req.requestId, p.localHashesLe64, p.target.promptTokens)
+          : encodeObserveQuery(req.requestId, p.localHashes, p.target.promptTokens);
     }
     const results = await Promise.all(probeRoles.map((r) => this.probe(prepared[r], bodies[r]!, budgetMs)));
     const decisionAtUs = hrUs();

@@ -94,7 +94,7 @@ export class Harness {
 
   constructor(
     readonly paramsFile: string,
-    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number } = {},
+    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number; observeRequestEncoding?: 'binary' | 'json' } = {},
   ) {}
 
   async start(initial: ParameterSet): Promise<void> {
@@ -121,6 +121,7 @@ export class Harness {
         VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
         VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: String(this.opts.observeTimeoutMs ?? 500),
         VANTAGE_DECISION_IN_FLIGHT_TIMEOUT_MS: String(this.opts.inFlightTimeoutMs ?? 60_000),
+        VANTAGE_DECISION_OBSERVE_REQUEST_ENCODING: this.opts.observeRequestEncoding ?? 'binary',
         VANTAGE_DECISION_RECORDS_STREAM: this.recordsStream,
         VANTAGE_DECISION_RECORDS_SUBJECT: this.recordsSubject,
       },
