@@ -461,8 +461,8 @@ export const observeRequestCodec: MessageCodec<ObserveRequest> = {
 /**
  * `observeRequestCodec.decode` for a caller that uses the hashes at once and keeps nothing of them
  * (the indexer answers each request before reading the next): a request in the encoders' own shape
- * (JSON, or binary with local hashes and no LoRA name) has its hashes decoded into `scratch`, and the value's `localHashes` is a view of it, overwritten
- * by the next call given the same scratch. Accepts and rejects exactly what `decode` does, with the
+ * (JSON, or binary with local hashes and no LoRA name) has its hashes decoded into `scratch`, and
+ * the value's `localHashes` is a view of it, overwritten by the next call given the same scratch. Accepts and rejects exactly what `decode` does, with the
  * same value; other requests are decoded by `decode` itself (into arrays of their own).
  */
 export function decodeObserveRequestReusing(data: Uint8Array, scratch: Le64Scratch, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeResult<ObserveRequest> {

@@ -57,7 +57,7 @@ const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 interface Prepared {
   readonly target: ProbeTarget;
   readonly localHashes: BigUint64Array;
-  /** The same hashes as base64 of little-endian u64s (ASCII bytes), as the booking carries them. */
+  /** The same hashes as base64 of little-endian u64s (ASCII bytes), as the booking (and a JSON observe query) carries them. */
   readonly localHashesLe64: Uint8Array;
   /** The request's token ids, when it sent them (to recognise the other candidate's identical prompt). */
   readonly tokenIds: Uint32Array | null;
