@@ -40,14 +40,7 @@ describe('decision service over real NATS with two indexers', () => {
     v1 = p.version;
     await h.start(p);
     hashes = h.client.hashPrompt('efficient', prompt);
-    h.register('efficient', E1);
-    h.register('capable', C1);
-    h.store('efficient', E1, hashes.subarray(0, 30)); // efficient worker holds 30 of 40 blocks
-    await eventually('both indexers know their worker', async () => {
-      const e = await h.observeWorker('efficient', E1, hashes);
-      const c = await h.observeWorker('capable', C1, hashes);
-      return e?.K === 30 * BLOCK && c !== undefined && c.schedulable;
-    });
+    await h.seedWorkers(E1, C1, hashes, 30); // efficient worker holds 30 of 40 blocks
   });
   afterAll(async () => {
     await h.stop();

@@ -11,7 +11,7 @@ import { indexerConfigSchema, startIndexer, type IndexerHandle } from '@vantage/
 import { bookingEventCodec, bookingsSubject, observeReplyCodec, observeRequestCodec, observeSubject, workerRegistrationCodec, workersSubject, type WorkerObservation } from '@vantage/protocol';
 import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet, type FittedParameters, type ParameterSet } from '@vantage/rules';
 import { runService, type RunningService } from '@vantage/runtime';
-import { natsUrl, uniqueName } from '@vantage/testkit';
+import { eventually, natsUrl, uniqueName } from '@vantage/testkit';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
 import { decisionConfigSchema, startDecision, type DecisionHandle, type DecisionSettings } from '../src/index';
@@ -195,6 +195,21 @@ export class Harness {
       bookingsSubject(pool),
       bookingEventCodec.encode({ requestId, sessionId: 'bg', pool, workerId, dpRank: 0, promptTokens, overlapBlocks: 0, sequenceHashes: null, localHashes: null, expectedOutputTokens: null, prefillTokens: null, atMs: Date.now() }),
     );
+  }
+
+  /**
+   * One registered worker per pool, the efficient one holding the first `held` blocks of the prompt
+   * (`localHashes`, as hashed for the efficient pool), once both indexers show it.
+   */
+  async seedWorkers(efficient: WorkerId, capable: WorkerId, localHashes: BigUint64Array, held: number): Promise<void> {
+    this.register('efficient', efficient);
+    this.register('capable', capable);
+    this.store('efficient', efficient, localHashes.subarray(0, held));
+    await eventually('both indexers know their worker', async () => {
+      const e = await this.observeWorker('efficient', efficient, localHashes);
+      const c = await this.observeWorker('capable', capable, localHashes);
+      return e?.K === held * BLOCK && c !== undefined && c.schedulable;
+    });
   }
 
   /** Ask an indexer directly (as the decision service does) for one worker's facts. */

@@ -24,14 +24,7 @@ describe.each(['json', 'binary'] as const)('decision service with %s observe que
   beforeAll(async () => {
     await h.start(parameterSet({ effModel: 'model-8b', capModel: 'model-70b', provenance: { test: encoding } }));
     hashes = h.client.hashPrompt('efficient', prompt);
-    h.register('efficient', E1);
-    h.register('capable', C1);
-    h.store('efficient', E1, hashes.subarray(0, 20));
-    await eventually('both indexers know their worker', async () => {
-      const e = await h.observeWorker('efficient', E1, hashes);
-      const c = await h.observeWorker('capable', C1, hashes);
-      return e?.K === 20 * BLOCK && c !== undefined && c.schedulable;
-    });
+    await h.seedWorkers(E1, C1, hashes, 20);
   });
   afterAll(async () => {
     await h.stop();
