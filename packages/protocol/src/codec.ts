@@ -5,6 +5,9 @@ import { MAX_LE64_CHARS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './sch
 import { PROTOCOL_VERSION } from './subjects';
 import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
 import { isObserveRequestBinary, observeRequestBinaryFast, observeRequestBinaryToWire } from './observe-request-binary';
+import { Le64Scratch } from './scratch';
+
+export { Le64Scratch };
 import type {
   BookingEvent,
   CandidateObservation,
@@ -172,30 +175,10 @@ function canonicalLe64(s: string, into?: Le64Scratch): BigUint64Array | null {
   if (nbytes % 8 !== 0) return null;
   // Decoded straight into the result's (aligned) bytes. Re-encoding them gives `s` back exactly when
   // `s` is the canonical base64 of those bytes (then they are all of what `s` decodes to).
-  let out: BigUint64Array;
-  let bytes: Buffer;
-  if (into === undefined) {
-    out = new BigUint64Array(nbytes / 8);
-    bytes = Buffer.from(out.buffer);
-  } else {
-    if (into.hashes.length < nbytes / 8) {
-      into.hashes = new BigUint64Array(Math.max(nbytes / 8, 2 * into.hashes.length));
-      into.bytes = Buffer.from(into.hashes.buffer);
-    }
-    out = into.hashes.subarray(0, nbytes / 8);
-    bytes = into.bytes;
-  }
+  const out = into === undefined ? new BigUint64Array(nbytes / 8) : into.take(nbytes / 8);
+  const bytes = into === undefined ? Buffer.from(out.buffer) : into.bytes;
   if (bytes.write(s, 0, nbytes, 'base64') !== nbytes || bytes.toString('base64', 0, nbytes) !== s) return null;
   return out;
-}
-
-/**
- * Where `decodeObserveRequestReusing` decodes a request's hashes: one buffer, grown as needed and
- * overwritten by every decode given it.
- */
-export class Le64Scratch {
-  hashes = new BigUint64Array(0);
-  bytes = Buffer.alloc(0);
 }
 
 /**

@@ -20,8 +20,9 @@
  * encodings accept and reject exactly the same requests (a framing error is `malformed_binary`),
  * except for the fast path below, which takes only requests the schema certainly accepts.
  */
-import { MAX_LE64_CHARS, MAX_TOKENS } from './schemas';
+import { MAX_HASHES } from './schemas';
 import type { ObserveRequest } from './messages';
+import type { Le64Scratch } from './scratch';
 
 export const OBSERVE_REQUEST_BINARY_MAGIC = 0x01514f56;
 export const OBSERVE_REQUEST_HEADER_BYTES = 24;
@@ -31,8 +32,6 @@ const FLAG_BINARY_REPLY = 2;
 const FLAG_TOKEN_IDS = 4;
 const FLAG_LORA = 8;
 const KNOWN_FLAGS = FLAG_CHOICE | FLAG_BINARY_REPLY | FLAG_TOKEN_IDS | FLAG_LORA;
-/** Most local hashes a request may carry (the JSON form's `localHashesLe64` length limit). */
-const MAX_HASHES = Math.floor(((MAX_LE64_CHARS / 4) * 3) / 8);
 /** Longest request id the schema accepts, in characters. */
 const REQUEST_ID_MAX = 256;
 
@@ -75,6 +74,8 @@ export type RequestBinaryToWire = { ok: true; wire: Record<string, unknown> } | 
 const utf8dec = new TextDecoder('utf-8', { fatal: true });
 
 interface Frame {
+  /** The message's bytes, as a Buffer view. */
+  readonly buf: Buffer;
   readonly flags: number;
   readonly promptTokens: number;
   readonly count: number;
@@ -98,7 +99,7 @@ function frame(data: Uint8Array): Frame | string {
   const listBytes = count * ((flags & FLAG_TOKEN_IDS) !== 0 ? 4 : 8);
   const want = H + listBytes + idLen + loraLen;
   if (data.byteLength !== want) return `${data.byteLength} bytes where the header describes ${want}`;
-  return { flags, promptTokens: b.readDoubleLE(8), count, idLen, loraLen, listBytes };
+  return { buf: b, flags, promptTokens: b.readDoubleLE(8), count, idLen, loraLen, listBytes };
 }
 
 /**
@@ -109,7 +110,7 @@ export function observeRequestBinaryToWire(data: Uint8Array): RequestBinaryToWir
   const f = frame(data);
   if (typeof f === 'string') return { ok: false, reason: f };
   const H = OBSERVE_REQUEST_HEADER_BYTES;
-  const b = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  const b = f.buf;
   let requestId: string | undefined;
   let loraName: string | undefined;
   try {
@@ -139,12 +140,6 @@ export function observeRequestBinaryToWire(data: Uint8Array): RequestBinaryToWir
   };
 }
 
-/** Where a decoder reusing its buffer puts a request's hashes (`Le64Scratch` in codec.ts). */
-export interface HashScratch {
-  hashes: BigUint64Array;
-  bytes: Buffer;
-}
-
 /**
  * The common request (local hashes, no LoRA name, a request id absent or of printable ASCII) decoded
  * without building its wire object: every check the schema would make is made here, so what this
@@ -152,7 +147,7 @@ export interface HashScratch {
  * (overwritten by the next call given it) or into a new array. Anything else returns null and takes
  * the general path, which decides. Tested against the general path on encoder output and mutations.
  */
-export function observeRequestBinaryFast(data: Uint8Array, into?: HashScratch): { ok: true; value: ObserveRequest } | null {
+export function observeRequestBinaryFast(data: Uint8Array, into?: Le64Scratch): { ok: true; value: ObserveRequest } | null {
   const f = frame(data);
   if (typeof f === 'string' || (f.flags & (FLAG_TOKEN_IDS | FLAG_LORA)) !== 0) return null;
   if (f.count > MAX_HASHES || !Number.isSafeInteger(f.promptTokens) || f.promptTokens < 0) return null;
@@ -165,17 +160,9 @@ export function observeRequestBinaryFast(data: Uint8Array, into?: HashScratch): 
       const c = data[i]!;
       if (c < 0x20 || c > 0x7e) return null;
     }
-    requestId = Buffer.from(data.buffer, data.byteOffset + s0, f.idLen).toString('latin1');
+    requestId = f.buf.toString('latin1', s0, s0 + f.idLen);
   }
-  let hashes: BigUint64Array;
-  if (into === undefined) hashes = new BigUint64Array(f.count);
-  else {
-    if (into.hashes.length < f.count) {
-      into.hashes = new BigUint64Array(Math.max(f.count, 2 * into.hashes.length));
-      into.bytes = Buffer.from(into.hashes.buffer);
-    }
-    hashes = into.hashes.subarray(0, f.count);
-  }
+  const hashes = into === undefined ? new BigUint64Array(f.count) : into.take(f.count);
   new Uint8Array(hashes.buffer, hashes.byteOffset, f.listBytes).set(data.subarray(H, H + f.listBytes));
   return {
     ok: true,

@@ -16,7 +16,7 @@ type Schema = Record<string, unknown>;
 const SAFE_MAX = Number.MAX_SAFE_INTEGER;
 const U32_MAX = 0xffff_ffff;
 /** 2^17 blocks: 2M tokens at block size 16, beyond any context window we serve. */
-const MAX_HASHES = 131_072;
+export const MAX_HASHES = 131_072;
 /** Most token ids a prompt may carry (`tokenIds` maxItems). */
 export const MAX_TOKENS = 2_097_152;
 const MAX_WORKERS = 4096;
