@@ -13,7 +13,7 @@ import { connect } from '@nats-io/transport-node';
 const [url, subject, bytes, busy] = process.argv.slice(2);
 const BUSY_MS = Number(busy ?? 0) / 1000;
 if (!url || !subject || !bytes) {
-  process.stderr.write('usage: echo-server.ts <natsUrl> <subject> <replyBytes>\n');
+  process.stderr.write('usage: echo-server.ts <natsUrl> <subject> <replyBytes> [busyUs]\n');
   process.exit(2);
 }
 const payload = new Uint8Array(Number(bytes)).fill(0x20);

@@ -604,6 +604,7 @@ async function main(): Promise<void> {
   eventIds.clear();
   for (const e of preloadEvents()) state.applyKvEvent(e, Date.now());
   const req = requests[0]!;
+  const reqBinary = reqs.binary[0]!;
   const local = prompts[0]!.local;
   const text = new TextDecoder().decode(req);
   const b64 = (JSON.parse(text) as { prompt: { localHashesLe64: string } }).prompt.localHashesLe64;
@@ -618,6 +619,7 @@ async function main(): Promise<void> {
   const bookingBytes = bookingEventCodec.encode(benchBookings(POOL, BOOKINGS_PER_WORKER, BS)[0]!);
   const prof = {
     decode_total_us: timeIt(2000, () => decodeObserve(req)),
+    decode_binary_us: timeIt(2000, () => decodeObserve(reqBinary)),
     decode_json_parse_us: timeIt(2000, () => JSON.parse(new TextDecoder().decode(req))),
     decode_base64_us: timeIt(2000, () => Buffer.from(b64, 'base64')),
     observe_total_us: timeIt(2000, () => state.observe(local, PROMPT_BLOCKS * BS, Date.now())),
@@ -629,7 +631,7 @@ async function main(): Promise<void> {
     decode_booking_us: timeIt(2000, () => decodeBooking(bookingBytes)),
   };
   log(
-    `profile (in-process, µs/op): decode ${prof.decode_total_us.toFixed(1)} (JSON.parse ${prof.decode_json_parse_us.toFixed(1)}, base64 ${prof.decode_base64_us.toFixed(1)}, rest = schema validation + copy)` +
+    `profile (in-process, µs/op): decode JSON request ${prof.decode_total_us.toFixed(1)} (JSON.parse ${prof.decode_json_parse_us.toFixed(1)}, base64 ${prof.decode_base64_us.toFixed(1)}, rest = schema validation + copy), binary request ${prof.decode_binary_us.toFixed(1)}` +
       ` | observe ${prof.observe_total_us.toFixed(1)} with ${BOOKINGS_PER_WORKER * WORKERS} bookings, ${prof.observe_no_bookings_us.toFixed(1)} without (index match ${prof.match_us.toFixed(1)}, sequence hashes ${prof.sequence_hashes_us.toFixed(1)}, rest = per-worker facts + selection)` +
       ` | encode reply JSON ${prof.encode_reply_us.toFixed(1)}, binary ${prof.encode_reply_binary_us.toFixed(1)} | decode booking ${prof.decode_booking_us.toFixed(1)}`,
   );
@@ -669,6 +671,7 @@ async function main(): Promise<void> {
     bookings_live: BOOKINGS_PER_WORKER * WORKERS,
     service_observe_mean_us: Math.round(svcMeanUs),
     profile_decode_us: Number(prof.decode_total_us.toFixed(1)),
+    profile_decode_binary_us: Number(prof.decode_binary_us.toFixed(1)),
     profile_decode_json_parse_us: Number(prof.decode_json_parse_us.toFixed(1)),
     profile_decode_base64_us: Number(prof.decode_base64_us.toFixed(1)),
     profile_observe_us: Number(prof.observe_total_us.toFixed(1)),
