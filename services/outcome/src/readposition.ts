@@ -9,8 +9,12 @@
 export class ReadPosition {
   /** Per stream: the newest publish time delivered, and whether the latest delivery said more were waiting. */
   private readonly last = new Map<string, { backlog: boolean; publishMs: number }>();
+  /** `upTo`'s scratch: per stream, the publish time of its first inbox message (NaN: none found). */
+  private readonly first: Float64Array;
 
-  constructor(private readonly streams: readonly string[]) {}
+  constructor(private readonly streams: readonly string[]) {
+    this.first = new Float64Array(streams.length);
+  }
 
   /**
    * A delivery: its publish time and the consumer's pending count (messages
@@ -39,12 +43,12 @@ export class ReadPosition {
   /** The read position; `inbox[from…]` are the messages fetched but not yet joined, in delivery order. */
   upTo(nowMs: number, inbox: readonly { stream: string; publishMs: number }[], from: number): number {
     const n = this.streams.length;
-    const first: (number | undefined)[] = new Array<number | undefined>(n);
+    const first = this.first.fill(NaN);
     // Stops once every stream's first message is found; at worst one pass over the inbox (bounded by maxInbox).
     for (let i = from, unseen = n; i < inbox.length && unseen > 0; i++) {
       const it = inbox[i] as { stream: string; publishMs: number };
       const k = this.streams.indexOf(it.stream);
-      if (k >= 0 && first[k] === undefined) {
+      if (k >= 0 && Number.isNaN(first[k])) {
         first[k] = it.publishMs;
         unseen--;
       }
@@ -52,7 +56,8 @@ export class ReadPosition {
     let upTo = nowMs;
     for (let k = 0; k < n; k++) {
       const r = this.last.get(this.streams[k] as string);
-      const w = first[k] ?? (r !== undefined && r.backlog ? r.publishMs : nowMs);
+      const f = first[k] as number;
+      const w = !Number.isNaN(f) ? f : r !== undefined && r.backlog ? r.publishMs : nowMs;
       if (w < upTo) upTo = w;
     }
     return upTo;
