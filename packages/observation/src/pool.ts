@@ -168,6 +168,29 @@ const [
   R_COST,
 ] = ROW_FIELDS.map((_, i) => i) as number[] as [number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number];
 
+/** A rank's row of `PoolState.facts` (what observeRows keeps between queries), NaN for null. */
+const X_REQUESTS = 0;
+const X_PREFILL_REQUESTS = 1;
+const X_TRACKED = 2;
+const X_PRESSURE = 3;
+const X_BUDGET = 4;
+const X_ACTIVE = 5;
+const X_TOTAL = 6;
+const X_REP_DECODE = 7;
+const X_REP_PREFILL = 8;
+const X_REP_KV = 9;
+const X_REPORT_AT = 10;
+const X_LAST_CHANGE = 11;
+/** The rank's holder-mask bit in the ledger (`bitOfRef`), -1 for none. */
+const X_BIT = 12;
+/** The worker id's u32 halves (the id never changes; kept here so a query reads no bigint). */
+const X_ID_LO = 13;
+const X_ID_HI = 14;
+/** f64 per row (15 used): 128 bytes, rows at a fixed power-of-two stride. */
+const FACTS = 16;
+
+const noop = (): void => {};
+
 /**
  * Everything of an `observeRows` answer besides the rows, belonging to the pool (overwritten by the
  * next call). Per rank i (as `knownRanks()`): `ranks[i]`, `schedulable[i]`, `reported[i]` (1: its
@@ -176,6 +199,8 @@ const [
 export interface ObserveRows {
   readonly n: number;
   readonly ranks: readonly { readonly workerId: WorkerId; readonly dpRank: number }[];
+  /** `ranks[i].workerId` as u32 halves: low at 2i, high at 2i + 1 (writing them reads no bigint). */
+  readonly idHalves: Uint32Array;
   readonly schedulable: readonly (boolean | null)[];
   readonly reported: Uint8Array;
   readonly suspect: readonly (SuspectInfo | null)[];
@@ -256,7 +281,28 @@ export class PoolState {
   private matchSlots: RankSlot[] = [];
   private matchIds: bigint[] = [];
   private matchRanks = new Uint32Array(0);
+  /** The match records that mapping was last confirmed for (see `slotsOf`). */
+  private matchRecs: WorkerMatch[] = [];
   private matchGeneration = -1;
+  /**
+   * What `observeRows` reads of each rank's bookings, registration and load report, kept between
+   * queries as FACTS f64 per rank in sorted-rank order, so that a query reads one contiguous table
+   * instead of half a dozen objects per rank (a query usually finds the CPU's caches cold, and those
+   * misses were a large part of its time). A row is rebuilt when `factsOk` says it is stale: every
+   * row when the set of ranks (`generation`) or the ledger's structure changed, or when the ledger's
+   * change log overflowed; otherwise only the ranks the ledger logged as changed (`drainChanged`)
+   * and those with a new load report.
+   */
+  private facts = new Float64Array(0);
+  private factsOk = new Uint8Array(0);
+  private factsGeneration = -1;
+  private factsStructure = -1;
+  /** `drainChanged`'s callback: the rank's row is stale. */
+  private readonly staleRank = (workerId: WorkerId, dpRank: number): void => {
+    const w = this.workers.get(workerId);
+    if (w === undefined) return;
+    for (const r of w.ranks) if (r.dpRank === dpRank) this.staleFacts(r);
+  };
   /** Scratch for a prompt's sequence hashes (observe is synchronous and never hands them out). */
   private seqScratch = new BigUint64Array(0);
   /** Arrays of the last `observeTransient` answer, reused by the next one. */
@@ -267,6 +313,7 @@ export class PoolState {
   private readonly rowsScratch: Mutable<Omit<ObserveRows, 'schedulable' | 'suspect'>> & { schedulable: (boolean | null)[]; suspect: (SuspectInfo | null)[] } = {
     n: 0,
     ranks: [],
+    idHalves: new Uint32Array(0),
     schedulable: [],
     reported: new Uint8Array(0),
     suspect: [],
@@ -356,12 +403,14 @@ export class PoolState {
       return false;
     }
     this.counters.loadReports++;
-    this.touch(l.workerId, l.dpRank, nowMs)!.report = {
+    const r = this.touch(l.workerId, l.dpRank, nowMs)!;
+    r.report = {
       activeDecodeBlocks: l.activeDecodeBlocks,
       activePrefillTokens: l.activePrefillTokens,
       kvUsedBlocks: l.kvUsedBlocks,
       atMs: nowMs,
     };
+    this.staleFacts(r);
     return true;
   }
 
@@ -406,6 +455,7 @@ export class PoolState {
     for (const r of w.ranks) {
       r.capacity = capacity;
       r.schedulable = capacity.schedulable;
+      this.staleFacts(r);
     }
     for (let i = 0; i < capacity.dpSize; i++) this.touch(workerId, capacity.dpStartRank + i, nowMs);
     // Each dp rank's cache size sizes its block-id table in the index up front (no growth while it fills).
@@ -476,13 +526,18 @@ export class PoolState {
     if (this.matchGeneration === this.generation && prev.length === ws.length) {
       const ids = this.matchIds;
       const dps = this.matchRanks;
+      const recs = this.matchRecs;
       let same = true;
       for (let i = 0; i < ws.length; i++) {
         const w = ws[i]!;
+        // A transient match reuses one record per publisher, whose identity never changes: the same
+        // record object is the same (worker, rank), and its bigint id need not be read.
+        if (w === recs[i]) continue;
         if (w.workerId !== ids[i] || w.dpRank !== dps[i]) {
           same = false;
           break;
         }
+        recs[i] = w;
       }
       if (same) return prev;
     }
@@ -491,6 +546,7 @@ export class PoolState {
     this.matchSlots = out;
     this.matchIds = ws.map((w) => w.workerId);
     this.matchRanks = Uint32Array.from(ws, (w) => w.dpRank);
+    this.matchRecs = ws.slice();
     this.matchGeneration = this.generation;
     return out;
   }
@@ -539,47 +595,69 @@ export class PoolState {
     const suspects = sized(rows.suspect, n);
     rows.schedulable.length = n;
     if (rows.reported.length < n) rows.reported = new Uint8Array(Math.max(n, 2 * rows.reported.length));
+    if (rows.idHalves.length < 2 * n) rows.idHalves = new Uint32Array(Math.max(2 * n, 2 * rows.idHalves.length));
+    const idHalves = rows.idHalves;
     const bs = this.blockSize;
+    const facts = this.syncFacts(ranks);
+    const ok = this.factsOk;
+    const ledger = this.ledger;
     let pendingRequests = 0;
     let pendingTokens = 0;
-    for (let i = 0, b = base; i < n; i++, b += stride) {
+    for (let i = 0, b = base, f = 0; i < n; i++, b += stride, f += FACTS) {
       const r = ranks[i]!;
+      if (ok[i] === 0) this.refreshFacts(r, f);
       const match = matches[i]!;
-      const rs = this.rankScratch(r);
-      const load = this.ledger.loadOfRef(r.ref, rs.load);
       const device = match === null ? 0 : match.deviceBlocks;
-      const newRequestBlocks = seq !== null ? this.ledger.newBlocksOfRef(r.ref, seq) + q.beyondChain : q.requestBlocks;
+      let newRequestBlocks = q.requestBlocks;
+      if (seq !== null) {
+        let fresh = ledger.preparedNewOfBit(facts[f + X_BIT]!, seq);
+        if (fresh < 0) fresh = ledger.newBlocksOfRef(r.ref, seq);
+        newRequestBlocks = fresh + q.beyondChain;
+      }
       const suspect = match !== null ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
-      const report = r.report;
       const lastEventMs = match === null ? null : match.lastEventMs;
+      const tracked = facts[f + X_TRACKED]!;
+      const reportAt = facts[f + X_REPORT_AT]!;
+      const lastChange = facts[f + X_LAST_CHANGE]!;
       out[b + R_DEVICE] = device;
       out[b + R_K] = device * bs;
       out[b + R_HOST] = match === null ? NaN : match.hostBlocks;
       out[b + R_DISK] = match === null ? NaN : match.diskBlocks;
       out[b + R_ANY] = match === null ? NaN : match.anyBlocks;
-      out[b + R_REQUESTS] = load.requests;
-      out[b + R_TRACKED] = load.trackedPrefillTokens;
-      out[b + R_PRESSURE] = numOrNaN(load.prefillPressure);
-      out[b + R_BUDGET] = r.capacity === null ? NaN : numOrNaN(r.capacity.maxNumBatchedTokens);
+      out[b + R_REQUESTS] = facts[f + X_REQUESTS]!;
+      out[b + R_TRACKED] = tracked;
+      out[b + R_PRESSURE] = facts[f + X_PRESSURE]!;
+      out[b + R_BUDGET] = facts[f + X_BUDGET]!;
       out[b + R_EFFECTIVE] = Math.max(0, promptTokens - device * bs);
       out[b + R_NEW] = newRequestBlocks;
-      out[b + R_ACTIVE] = load.activeBlocks;
-      out[b + R_TOTAL] = numOrNaN(load.totalKvBlocks);
+      out[b + R_ACTIVE] = facts[f + X_ACTIVE]!;
+      out[b + R_TOTAL] = facts[f + X_TOTAL]!;
       out[b + R_TREE] = match === null ? 0 : match.treeSize;
-      out[b + R_REP_DECODE] = report === null ? NaN : numOrNaN(report.activeDecodeBlocks);
-      out[b + R_REP_PREFILL] = report === null ? NaN : numOrNaN(report.activePrefillTokens);
-      out[b + R_REP_KV] = report === null ? NaN : numOrNaN(report.kvUsedBlocks);
+      out[b + R_REP_DECODE] = facts[f + X_REP_DECODE]!;
+      out[b + R_REP_PREFILL] = facts[f + X_REP_PREFILL]!;
+      out[b + R_REP_KV] = facts[f + X_REP_KV]!;
       out[b + R_SUSPECT_SINCE] = suspect === null ? NaN : suspect.sinceMs;
       out[b + R_INDEX_AGE] = lastEventMs === null ? NaN : Math.max(0, nowMs - lastEventMs);
-      out[b + R_LOAD_AGE] = report === null ? NaN : Math.max(0, nowMs - report.atMs);
-      out[b + R_BOOKING_AGE] = load.lastChangeMs === null ? NaN : Math.max(0, nowMs - load.lastChangeMs);
+      out[b + R_LOAD_AGE] = Number.isNaN(reportAt) ? NaN : Math.max(0, nowMs - reportAt);
+      out[b + R_BOOKING_AGE] = Number.isNaN(lastChange) ? NaN : Math.max(0, nowMs - lastChange);
       out[b + R_COST] = NaN;
       rows.schedulable[i] = r.schedulable;
-      rows.reported[i] = report === null ? 0 : 1;
+      rows.reported[i] = Number.isNaN(reportAt) ? 0 : 1;
+      idHalves[2 * i] = facts[f + X_ID_LO]!;
+      idHalves[2 * i + 1] = facts[f + X_ID_HI]!;
       suspects[i] = suspect;
-      candidates[i] = fillCandidate(rs.cand, match, device, load, newRequestBlocks);
-      pendingRequests += load.prefillRequests;
-      pendingTokens += load.trackedPrefillTokens;
+      const c = (r.cand ?? this.rankScratch(r).cand) as RankScratch['cand'];
+      c.overlapBlocks = device;
+      c.hostOverlapBlocks = Math.max(0, (match?.hostBlocks ?? 0) - device);
+      c.diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - (match?.hostBlocks ?? 0));
+      c.activePrefillTokens = tracked;
+      c.activeDecodeBlocks = facts[f + X_ACTIVE]!;
+      c.activeRequests = facts[f + X_REQUESTS]!;
+      c.newRequestBlocks = newRequestBlocks;
+      c.treeSize = match?.treeSize ?? 0;
+      candidates[i] = c;
+      pendingRequests += facts[f + X_PREFILL_REQUESTS]!;
+      pendingTokens += tracked;
     }
     const c = this.choose(ranks, candidates, promptTokens, true);
     const scores = c.selection.scores;
@@ -594,6 +672,54 @@ export class PoolState {
     rows.pendingRequests = pendingRequests;
     rows.pendingTokens = pendingTokens;
     return rows;
+  }
+
+  /** Rank r's row of `facts` is stale (no-op while the table is not built for the current ranks: it is rebuilt whole then). */
+  private staleFacts(r: RankSlot): void {
+    if (this.factsGeneration === this.generation && r.pos >= 0 && r.pos < this.factsOk.length) this.factsOk[r.pos] = 0;
+  }
+
+  /** `facts` made current for `ranks` (the sorted ranks) as far as `factsOk` tells `observeRows` which rows to rebuild. */
+  private syncFacts(ranks: readonly RankSlot[]): Float64Array {
+    const n = ranks.length;
+    const structure = this.ledger.structureVersion;
+    if (this.factsGeneration !== this.generation || this.factsStructure !== structure || this.factsOk.length < n) {
+      if (this.factsOk.length < n) {
+        const cap = Math.max(n, 2 * this.factsOk.length, 8);
+        this.facts = new Float64Array(cap * FACTS);
+        this.factsOk = new Uint8Array(cap);
+      }
+      this.factsOk.fill(0);
+      this.factsGeneration = this.generation;
+      this.factsStructure = structure;
+      this.ledger.drainChanged(noop);
+    } else if (!this.ledger.drainChanged(this.staleRank)) {
+      this.factsOk.fill(0);
+    }
+    return this.facts;
+  }
+
+  /** Rebuild rank r's row of `facts` (at offset f) from its ledger state, registration and report. */
+  private refreshFacts(r: RankSlot, f: number): void {
+    const facts = this.facts;
+    const load = this.ledger.loadOfRef(r.ref, this.rankScratch(r).load);
+    const report = r.report;
+    facts[f + X_REQUESTS] = load.requests;
+    facts[f + X_PREFILL_REQUESTS] = load.prefillRequests;
+    facts[f + X_TRACKED] = load.trackedPrefillTokens;
+    facts[f + X_PRESSURE] = numOrNaN(load.prefillPressure);
+    facts[f + X_BUDGET] = r.capacity === null ? NaN : numOrNaN(r.capacity.maxNumBatchedTokens);
+    facts[f + X_ACTIVE] = load.activeBlocks;
+    facts[f + X_TOTAL] = numOrNaN(load.totalKvBlocks);
+    facts[f + X_REP_DECODE] = report === null ? NaN : numOrNaN(report.activeDecodeBlocks);
+    facts[f + X_REP_PREFILL] = report === null ? NaN : numOrNaN(report.activePrefillTokens);
+    facts[f + X_REP_KV] = report === null ? NaN : numOrNaN(report.kvUsedBlocks);
+    facts[f + X_REPORT_AT] = report === null ? NaN : report.atMs;
+    facts[f + X_LAST_CHANGE] = load.lastChangeMs === null ? NaN : load.lastChangeMs;
+    facts[f + X_BIT] = this.ledger.bitOfRef(r.ref);
+    facts[f + X_ID_LO] = Number(r.workerId & 0xffff_ffffn);
+    facts[f + X_ID_HI] = Number(r.workerId >> 32n);
+    this.factsOk[r.pos] = 1;
   }
 
   /** What every form of observe starts with: the match, the ranks in order with each one's match, and the prepared chain. */

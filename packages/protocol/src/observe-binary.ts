@@ -188,6 +188,19 @@ export class ObserveReplyBinaryWriter {
     const w = (this.base + OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES) / 8;
     this.u64[w] = workerId;
     this.u32[2 * w + 2] = dpRank;
+    this.u32[2 * w + 3] = this.flags(schedulable, reported, suspectReason);
+  }
+
+  /** `head` with the worker id as its u32 halves (a caller keeping ids that way reads no bigint). */
+  headHalves(i: number, idLo: number, idHi: number, dpRank: number, schedulable: boolean, reported: boolean, suspectReason: string | null): void {
+    const q = (this.base + OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES) / 4;
+    this.u32[q] = idLo;
+    this.u32[q + 1] = idHi;
+    this.u32[q + 2] = dpRank;
+    this.u32[q + 3] = this.flags(schedulable, reported, suspectReason);
+  }
+
+  private flags(schedulable: boolean, reported: boolean, suspectReason: string | null): number {
     let flags = (schedulable ? FLAG_SCHEDULABLE : 0) | (reported ? FLAG_REPORTED : 0);
     if (suspectReason !== null) {
       let k = this.reasonIndex.get(suspectReason);
@@ -198,7 +211,7 @@ export class ObserveReplyBinaryWriter {
       }
       flags |= FLAG_SUSPECT | (k << 16);
     }
-    this.u32[2 * w + 3] = flags >>> 0;
+    return flags >>> 0;
   }
 
   finish(h: BinaryReplyHead): Uint8Array {

@@ -260,8 +260,7 @@ export function observeBinary(
 
 /** Record k's head from rank i of a rows answer. */
 function head(writer: ObserveReplyBinaryWriter, k: number, rows: ObserveRows, i: number): void {
-  const r = rows.ranks[i]!;
-  writer.head(k, r.workerId, r.dpRank, rows.schedulable[i] === true, rows.reported[i] === 1, rows.suspect[i]?.reason ?? null);
+  writer.headHalves(k, rows.idHalves[2 * i]!, rows.idHalves[2 * i + 1]!, rows.ranks[i]!.dpRank, rows.schedulable[i] === true, rows.reported[i] === 1, rows.suspect[i]?.reason ?? null);
 }
 
 /** JSON has no NaN or Infinity: a non-finite number is reported as unknown. */

@@ -180,3 +180,118 @@ describe('pooled binary replies (the service\'s writer)', () => {
     more.forEach((b, k) => expectIntact(b, 5000 + k));
   });
 });
+
+describe('observeBinary keeps each rank’s booked, registered and reported facts between queries', () => {
+  // queryDurationUs (the f64 at byte 16) is measured, so it is the one field compared apart.
+  const withoutDuration = (b: Uint8Array): Uint8Array => {
+    const c = Uint8Array.from(b);
+    c.fill(0, 16, 24);
+    return c;
+  };
+  it('answers as observe does after every kind of change between queries', () => {
+    // Two pools fed alike (their selection RNGs advance alike): one answers through observe, which
+    // keeps nothing between queries, the other through observeBinary, which keeps rank facts.
+    const a = scenario();
+    const b = scenario();
+    const toks = Array.from({ length: 40 }, (_, i) => i * 3 + 1);
+    const { local, sequence } = hashPrompt(toks, BS);
+    const workers = [2n ** 64n - 1n, 2n ** 63n, 5n, 99n] as WorkerId[];
+    let seed = 12345;
+    const rnd = (n: number): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed >>> 8) % n;
+    };
+    const live: string[] = [];
+    let id = 0;
+    let now = 10;
+    const changes: string[] = [];
+    const check = (): void => {
+      const ref = encodeObserveReplyBinary(a.observe(local, 40, now), { nowMs: now, queryDurationUs: 0, restoredAtMs: null });
+      const fast = observeBinary(b, local, 40, now, process.hrtime.bigint(), null);
+      const x = observeReplyCodec.decode(fast);
+      const y = observeReplyCodec.decode(ref);
+      if (x.ok && y.ok) expect({ ...x.value, queryDurationUs: 0 }, `after ${changes.slice(-3).join(', ')}`).toEqual({ ...y.value, queryDurationUs: 0 });
+      expect(withoutDuration(fast), `after ${changes.slice(-3).join(', ')}`).toEqual(withoutDuration(ref));
+    };
+    check();
+    for (let step = 0; step < 400; step++) {
+      now += 1 + rnd(3);
+      const op = rnd(9);
+      const w = workers[rnd(workers.length)]!;
+      const dp = rnd(2);
+      const n = 1 + rnd(10);
+      if (op <= 1) id++;
+      for (const p of [a, b]) {
+        switch (op) {
+          case 0:
+          case 1: {
+            p.ledger.book({ requestId: `q${id}`, workerId: w, dpRank: dp, promptTokens: 4 * n, overlapBlocks: 0, sequenceHashes: sequence.slice(0, n), source: 'local', nowMs: now });
+            if (p === b) live.push(`q${id}`);
+            break;
+          }
+          case 2:
+            if (live.length > 0) p.ledger.markPrefillComplete(live[seed % live.length]!, now);
+            break;
+          case 3:
+            if (live.length > 0) p.ledger.release(live[seed % live.length]!, 'completed', now);
+            break;
+          case 4:
+            p.applyLoad({ workerId: w, dpRank: dp, activeDecodeBlocks: step, activePrefillTokens: step % 3 === 0 ? null : 2 * step, kvUsedBlocks: 7, schedulerLoadScope: null }, now);
+            break;
+          case 5:
+            p.register(w, { ...cap, maxNumBatchedTokens: 8 + (step % 5) * 8, schedulable: step % 4 !== 0, dpSize: 1 + (step % 2) }, null, now);
+            break;
+          case 6:
+            if (step % 7 === 0) p.removeWorker(w, now);
+            else p.tick(now);
+            break;
+          case 7:
+            p.applyKvEvent({ workerId: w, dpRank: dp, storageTier: 'device', eventId: BigInt(step + 100), data: { kind: 'stored', parentHash: null, startPosition: null, blockHashes: sequence.slice(0, 1 + (step % 9)), tokensHashes: local.slice(0, 1 + (step % 9)) } }, now);
+            break;
+          case 8:
+            // Thousands of booking changes on the same ranks between two queries (each rank is logged once).
+            if (step % 40 === 8) {
+              for (let k = 0; k < 2_600; k++) {
+                p.ledger.book({ requestId: `burst${step}-${k}`, workerId: workers[k % 4]!, dpRank: k % 2, promptTokens: 8, overlapBlocks: 0, sequenceHashes: sequence.slice(0, 2), source: 'local', nowMs: now });
+              }
+              for (let k = 0; k < 2_599; k++) p.ledger.release(`burst${step}-${k}`, 'completed', now);
+            }
+            break;
+        }
+      }
+      if (op === 3 && live.length > 0) live.splice(seed % live.length, 1);
+      changes.push(`step ${step} op ${op}`);
+      if (rnd(3) !== 0) check();
+    }
+    expect(live.length).toBeGreaterThan(0);
+  });
+
+  it('answers as observe does when more ranks changed between two queries than the ledger’s change log lists', () => {
+    const pools = [scenario(), scenario()] as const;
+    const { local, sequence } = hashPrompt(Array.from({ length: 40 }, (_, i) => i * 3 + 1), BS);
+    const wide = 1234n as WorkerId;
+    const RANKS = 4_200;
+    for (const p of pools) {
+      p.register(wide, { ...cap, dpSize: RANKS }, null, 10);
+      for (let r = 0; r < RANKS; r++) p.ledger.book({ requestId: `w${r}`, workerId: wide, dpRank: r, promptTokens: 8, overlapBlocks: 0, sequenceHashes: sequence.slice(0, 2), source: 'local', nowMs: 20 });
+    }
+    const check = (now: number): void => {
+      const ref = encodeObserveReplyBinary(pools[0].observe(local, 40, now), { nowMs: now, queryDurationUs: 0, restoredAtMs: null });
+      const fast = Buffer.from(withoutDuration(observeBinary(pools[1], local, 40, now, process.hrtime.bigint(), null)));
+      // Compared as buffers (a deep comparison of ~700 kB byte by byte takes seconds): the first differing byte, or -1.
+      const other = Buffer.from(withoutDuration(ref));
+      const at = fast.equals(other) ? -1 : fast.findIndex((v, i) => v !== other[i]);
+      expect({ length: fast.length, firstDifferenceAt: at }).toEqual({ length: other.length, firstDifferenceAt: -1 });
+    };
+    check(30);
+    // Every rank's prefill completes (no rank is created or dropped): more changed ranks than the
+    // log lists, so drainChanged says so and every row is rebuilt.
+    let overflowed = false;
+    for (const p of pools) for (let r = 0; r < RANKS; r++) p.ledger.markPrefillComplete(`w${r}`, 40);
+    overflowed = !pools[0].ledger.drainChanged(() => {});
+    check(50);
+    for (const p of pools) p.ledger.release(`w${RANKS - 1}`, 'completed', 60);
+    check(70);
+    expect(overflowed).toBe(true);
+  });
+});
