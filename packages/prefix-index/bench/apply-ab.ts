@@ -13,7 +13,8 @@
  * which goes first alternating), each after two forced collections, with every worker's
  * `expectBlocks` as the benchmark gives it (AB_EXPECT=0: none). One index of each stays alive
  * throughout (see index-bench.ts). Printed per scenario: the median rate of each and the median of
- * the per-pair ratios B/A; then the pooled rates (all ops over all CPU time).
+ * the per-pair ratios B/A; then each one's kernel share of its CPU time and page faults per timed
+ * pass (all scenarios); then the pooled rates (all ops over all CPU time).
  *
  * Why this and not two runs of the benchmark: on this shared machine single passes vary by 1.5x and
  * whole runs by ±15 %, far more than most changes are worth, while passes a fraction of a second
@@ -53,7 +54,7 @@ if (A === B) throw new Error('AB_A and AB_B load the same module');
 
 const median = (xs: number[]): number => [...xs].sort((p, q) => p - q)[xs.length >> 1]!;
 const specs = process.argv.slice(2);
-const tot = { opsA: 0, cpuA: 0, opsB: 0, cpuB: 0 };
+const tot = { opsA: 0, cpuA: 0, opsB: 0, cpuB: 0, sysA: 0, sysB: 0, faultsA: 0, faultsB: 0, passes: 0 };
 const kept: PrefixIndex[] = [];
 for (const spec of specs.length > 0
   ? specs
@@ -71,9 +72,19 @@ for (const spec of specs.length > 0
   const time = (C: Ctor): number => {
     gc();
     gc();
+    const f0 = process.resourceUsage().minorPageFault;
     const c0 = process.cpuUsage();
     fill(C);
     const c = process.cpuUsage(c0);
+    const faults = process.resourceUsage().minorPageFault - f0;
+    if (C === A) {
+      tot.passes++;
+      tot.sysA += c.system / 1e6;
+      tot.faultsA += faults;
+    } else {
+      tot.sysB += c.system / 1e6;
+      tot.faultsB += faults;
+    }
     return (c.user + c.system) / 1e6;
   };
   const a0 = fill(A);
@@ -105,4 +116,8 @@ for (const spec of specs.length > 0
 }
 const ra = tot.opsA / tot.cpuA;
 const rb = tot.opsB / tot.cpuB;
+console.log(
+  `kernel share of CPU A ${(tot.sysA / tot.cpuA).toFixed(3)}  B ${(tot.sysB / tot.cpuB).toFixed(3)};` +
+    ` page faults per timed pass A ${Math.round(tot.faultsA / tot.passes)}  B ${Math.round(tot.faultsB / tot.passes)}`,
+);
 console.log(`pooled A ${(ra / 1e6).toFixed(2)}  B ${(rb / 1e6).toFixed(2)} M block ops/cpu-s  B/A ${(rb / ra).toFixed(3)}  (kept: ${kept.length} indexes)`);

@@ -24,11 +24,24 @@ export const NODE_MASK = (1 << NODE_BITS) - 1;
 const LOAD_NUM = 7;
 const LOAD_DEN = 10;
 
+/** Entries a table of `slots` slots holds before it doubles. */
+function limitOf(slots: number): number {
+  return Math.floor((slots * LOAD_NUM) / LOAD_DEN);
+}
+
 /** Slots needed to hold `entries` entries without growing. */
 export function slotsFor(entries: number): number {
   let cap = 16;
   while (cap * LOAD_NUM < entries * LOAD_DEN) cap <<= 1;
   return cap;
+}
+
+/**
+ * Slots a table reserved for an `expectBlocks` hint starts with: half its reservation, so filling
+ * it to the hint doubles it in place at most once.
+ */
+export function startSlots(reserved: number): number {
+  return Math.max(16, reserved >>> 1);
 }
 
 export class ExtMap {
@@ -38,13 +51,28 @@ export class ExtMap {
   size = 0;
   /** Entries allowed before the next doubling. */
   limit: number;
+  /**
+   * Slots the table can double to in place: `buf` holds that many, `t` is a view of its first
+   * mask + 1 (0: no reservation, `t` is `buf` and a doubling allocates). A table reserved for a
+   * worker's whole cache (`expectBlocks`) starts at half the reservation, so while the cache is
+   * less than about a third full the index touches only that half (a large allocation fresh from
+   * the system is faulted in page by page as it is first touched: fewer page faults, and less
+   * cache and TLB reach), where a table of the reserved size scatters its entries over all of it.
+   */
+  private reserved: number;
+  private buf: Int32Array;
 
-  constructor(slots = 16) {
+  /** A table of `slots` slots (rounded up to a power of two) that doubles in place up to `reserved` slots. */
+  constructor(slots = 16, reserved = 0) {
     let cap = 16;
     while (cap < slots) cap <<= 1;
-    this.t = new Int32Array(cap * SLOT);
+    let res = 0;
+    if (reserved > cap) for (res = cap; res < reserved; ) res <<= 1;
+    this.buf = new Int32Array(Math.max(res, cap) * SLOT);
+    this.t = res > 0 ? this.buf.subarray(0, cap * SLOT) : this.buf;
+    this.reserved = res;
     this.mask = cap - 1;
-    this.limit = Math.floor((cap * LOAD_NUM) / LOAD_DEN);
+    this.limit = limitOf(cap);
   }
 
   /** Base offset of the slot holding key (lo, hi), or -1. Keys are the u64 halves as int32. */
@@ -107,15 +135,45 @@ export class ExtMap {
     this.size--;
   }
 
+  /** Adopt `t` (a power-of-two count of slots, as a snapshot holds them) as the whole table. */
+  load(t: Int32Array): void {
+    const cap = t.length / SLOT;
+    this.t = this.buf = t;
+    this.reserved = 0;
+    this.mask = cap - 1;
+    this.limit = limitOf(cap);
+  }
+
+  /** Let the table double in place up to `slots` slots (its contents and slot count are unchanged). */
+  reserveSlots(slots: number): void {
+    const cap = this.mask + 1;
+    if (slots <= Math.max(cap, this.reserved)) return;
+    let res = cap;
+    while (res < slots) res <<= 1;
+    this.buf = new Int32Array(res * SLOT);
+    this.buf.set(this.t);
+    this.t = this.buf.subarray(0, cap * SLOT);
+    this.reserved = res;
+    this.limit = limitOf(cap);
+  }
+
   /** Make room for `k` more entries (doubling as often as needed). */
   reserve(k: number): void {
     if (this.size + k <= this.limit) return;
     let cap = this.mask + 1;
-    while (Math.floor((cap * LOAD_NUM) / LOAD_DEN) < this.size + k) cap <<= 1;
-    const old = this.t;
-    this.t = new Int32Array(cap * SLOT);
+    while (limitOf(cap) < this.size + k) cap <<= 1;
+    let old = this.t;
+    if (cap <= this.reserved) {
+      // Within the reservation: the entries move out, and back in over the grown table.
+      old = old.slice();
+      this.t.fill(0);
+      this.t = this.buf.subarray(0, cap * SLOT);
+    } else {
+      this.t = this.buf = new Int32Array(cap * SLOT);
+      this.reserved = 0;
+    }
     this.mask = cap - 1;
-    this.limit = Math.floor((cap * LOAD_NUM) / LOAD_DEN);
+    this.limit = limitOf(cap);
     this.size = 0;
     for (let b = 0; b < old.length; b += SLOT) {
       const v = old[b + K_VAL]!;
@@ -123,7 +181,8 @@ export class ExtMap {
     }
   }
 
+  /** Bytes allocated: the whole reservation (the part the table has not reached yet included). */
   bytes(): number {
-    return this.t.byteLength;
+    return this.buf.byteLength;
   }
 }

@@ -1,7 +1,7 @@
 import type { KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { xxh3_64 } from '@vantage/hashing';
 import { growableTable, growTable } from './growable';
-import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor } from './ext-map';
+import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor, startSlots } from './ext-map';
 import { mix2, mix3, u64Hi, u64Lo } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 import type {
@@ -526,7 +526,7 @@ export class PrefixIndex {
       const v = t[b + K_VAL]!;
       if (v !== 0) this.release(v & NODE_MASK, slot, v >>> NODE_BITS, true);
     }
-    pub.map = new ExtMap(this.tableSlots(pub.workerId));
+    pub.map = this.newTable(pub.workerId);
     pub.tierBlocks.fill(0);
     return dropped;
   }
@@ -557,7 +557,7 @@ export class PrefixIndex {
       workerId,
       dpRank,
       slot,
-      map: new ExtMap(this.tableSlots(workerId)),
+      map: this.newTable(workerId),
       lastEventId: null,
       expectStart: true,
       suspect: null,
@@ -582,12 +582,13 @@ export class PrefixIndex {
 
   /**
    * A worker's advertised cache size, `total_kv_blocks` per dp rank (from its registration): each of
-   * its publishers' block-id tables is sized to hold that many blocks from the start, instead of
-   * doubling (and rehashing everything) from empty as it fills; tables that exist grow to it now.
-   * A hint, not a limit: a publisher holding more (lower tiers) still grows. 0 forgets the hint.
-   * No answer depends on it. About 17 bytes per expected block and publisher, touched as it fills;
-   * hints above EXPECT_BLOCKS_MAX (4,194,304 blocks, ~70 MB a table) count as that, so a bogus
-   * registration cannot make the index reserve gigabytes.
+   * its publishers' block-id tables is allocated for that many blocks from the start, instead of
+   * doubling (and rehashing everything) from empty as it fills. A table uses half of its
+   * allocation until it is about a third full, then doubles in place once (see ExtMap); tables
+   * that exist get the allocation now. A hint, not a limit: a publisher holding more (lower tiers)
+   * still grows. 0 forgets the hint. No answer depends on it. About 17 bytes per expected block and
+   * publisher, touched as it fills; hints above EXPECT_BLOCKS_MAX (4,194,304 blocks, ~70 MB a
+   * table) count as that, so a bogus registration cannot make the index reserve gigabytes.
    */
   expectBlocks(workerId: WorkerId, blocks: number): void {
     const n = Math.min(EXPECT_BLOCKS_MAX, Math.max(0, Math.floor(blocks)));
@@ -597,13 +598,18 @@ export class PrefixIndex {
     }
     this.expected.set(workerId, n);
     const ranks = this.byWorker.get(workerId);
-    if (ranks !== undefined) for (const pub of ranks.values()) if (pub.map.size < n) pub.map.reserve(n - pub.map.size);
+    if (ranks !== undefined) for (const pub of ranks.values()) pub.map.reserveSlots(slotsFor(n));
   }
 
-  /** Initial slots of a publisher's block-id table: for the worker's `expectBlocks`, else the smallest table. */
-  private tableSlots(workerId: WorkerId): number {
+  /**
+   * An empty block-id table for a publisher of the worker: reserved for its `expectBlocks` and
+   * starting at half of that (it doubles in place as it fills), else the smallest table.
+   */
+  private newTable(workerId: WorkerId): ExtMap {
     const e = this.expected.get(workerId);
-    return e === undefined ? 0 : slotsFor(e);
+    if (e === undefined) return new ExtMap();
+    const res = slotsFor(e);
+    return new ExtMap(startSlots(res), res);
   }
 
   /** Forget a worker on every dp rank (it left the pool), and its `expectBlocks`. Returns the blocks dropped. */
@@ -1394,8 +1400,8 @@ export class PrefixIndex {
           seen++;
         }
       } else {
-        map = new ExtMap(cap);
-        map.t = r.i32Array(cap * SLOT);
+        map = new ExtMap();
+        map.load(r.i32Array(cap * SLOT));
         for (let b = 0; b < map.t.length; b += SLOT) {
           const v = map.t[b + K_VAL]!;
           if (v === 0) continue;

@@ -7,10 +7,10 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PrefixIndex, type WorkerMatch } from '@vantage/prefix-index';
+import { PrefixIndex, type MatchResult, type WorkerMatch } from '@vantage/prefix-index';
 import { ReferenceIndex } from './reference-model';
-import type { ExternalHash } from '@vantage/types';
-import { W } from './events';
+import type { ExternalHash, KvEvent } from '@vantage/types';
+import { W, removed, stored } from './events';
 import { WORKERS, cmdArb, normApply, normImpl, queries, toEvent } from './streams';
 import type { Cmd } from './streams';
 
@@ -107,7 +107,7 @@ describe('differential: PrefixIndex vs reference model', () => {
     );
   });
 
-  it('expectBlocks sizes a publisher table once: it does not grow while filling up to the hint', () => {
+  it('expectBlocks allocates a publisher table once: filling it up to the hint allocates nothing more', () => {
     const w = W(7);
     const ids = new BigUint64Array(1000).map((_, i) => BigInt(i + 1) * 0x9e37_79b9_7f4a_7c15n);
     // 1,000 blocks in a chain (the node table's first 1,024 records hold them, so only the block-id table can grow).
@@ -128,6 +128,55 @@ describe('differential: PrefixIndex vs reference model', () => {
     expect(u.last).toBeGreaterThan(u.first);
     expect(h.first).toBeGreaterThan(u.first);
     expect(hinted.match(ids).workers[0]!.deviceBlocks).toBe(1000);
+  });
+
+  it('a table reserved by expectBlocks doubles in place: answers, removals and snapshots as without the hint', () => {
+    // 3 publishers, each filled past half its reservation (the in-place doubling), then evicting
+    // in random order (backward shifts across the doubled table) and storing again.
+    let seed = 0x1234_5678;
+    const rnd = (): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed;
+    };
+    const hinted = new PrefixIndex(16);
+    const plain = new PrefixIndex(16);
+    for (let w = 1; w <= 3; w++) hinted.expectBlocks(W(w), 600);
+    const both = (e: KvEvent): void => {
+      expect(normApply(hinted.apply(e, 0))).toEqual(normApply(plain.apply(e, 0)));
+    };
+    const held = new Map<number, bigint[]>();
+    const paths: BigUint64Array[] = [];
+    const ids = new Map<number, number>();
+    const next = (w: number): number => {
+      const id = (ids.get(w) ?? 0) + 1;
+      ids.set(w, id);
+      return id;
+    };
+    for (let round = 0; round < 2; round++) {
+      for (let c = 0; c < 40; c++) {
+        for (let w = 1; w <= 3; w++) {
+          const locs = Array.from({ length: 12 }, (_, i) => BigInt(c % 7) * 1000n + BigInt(i + 1) + BigInt(round) * 100_000n);
+          const exts = locs.map(() => (BigInt(rnd()) << 32n) | BigInt(rnd()));
+          held.set(w, [...(held.get(w) ?? []), ...exts]);
+          both(stored(w, next(w), null, exts.map((x, i) => [x, locs[i]!] as const)));
+          if (w === 1) paths.push(BigUint64Array.from(locs));
+        }
+      }
+      for (let w = 1; w <= 3; w++) {
+        const mine = held.get(w)!;
+        const out: bigint[] = [];
+        for (let k = 0; k < 200; k++) out.push(mine.splice(rnd() % mine.length, 1)[0]!);
+        both(removed(w, next(w), out));
+      }
+    }
+    expect(hinted.totalBlocks).toBe(plain.totalBlocks);
+    const norm = (r: MatchResult): unknown => [...r.workers].sort((x, y) => Number(x.workerId - y.workerId));
+    for (const q of paths) expect(norm(hinted.match(q))).toEqual(norm(plain.match(q)));
+    expect({ ...hinted.stats(), arrayBytes: 0 }).toEqual({ ...plain.stats(), arrayBytes: 0 });
+    const bytes = hinted.snapshot();
+    const back = PrefixIndex.restore(bytes);
+    expect(back.snapshot()).toEqual(bytes);
+    for (const q of paths) expect(norm(back.match(q))).toEqual(norm(plain.match(q)));
   });
 
   it('the harness can fail: a deliberately wrong model is caught and shrunk', () => {
