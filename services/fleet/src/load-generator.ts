@@ -30,6 +30,7 @@
  * Time: the workload's times (trace timestamps / speedup, think times) are sim
  * ms; they are waited in wall time divided by the fleet's time scale.
  */
+import { setMaxListeners } from 'node:events';
 import { createInbox, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import {
   bookingEventCodec,
@@ -383,6 +384,10 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   const seed = String(o.seed ?? 1);
   const runId = o.runId ?? `lg${Date.now().toString(36)}`;
   const deadline = new AbortController();
+  // Every waiting session, every background request waiting for its arrival and every request in
+  // flight listens for the deadline, and each removes its listener when it ends: many at once is
+  // the design, not a leak (Node warns past 10 by default).
+  setMaxListeners(0, deadline.signal);
   const started = performance.now();
   const deadlineTimer = setTimeout(() => deadline.abort(), o.maxDurationMs ?? 600_000);
   o.signal?.addEventListener('abort', () => deadline.abort(), { once: true });
