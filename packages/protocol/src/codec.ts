@@ -4,7 +4,7 @@ import { U64_MAX, type WorkerId } from '@vantage/types';
 import { MAX_LE64_CHARS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 import { PROTOCOL_VERSION } from './subjects';
 import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
-import { isObserveRequestBinary, observeRequestBinaryFast, observeRequestBinaryToWire } from './observe-request-binary';
+import { fastOfFrame, frameObserveRequest, isObserveRequestBinary, wireOfFrame } from './observe-request-binary';
 import { Le64Scratch } from './scratch';
 
 export { Le64Scratch };
@@ -418,9 +418,12 @@ const observeRequestGeneral: MessageCodec<ObserveRequest> = withLe64FastPath(
  */
 function decodeObserveRequestBinary(data: Uint8Array, maxBytes: number, into?: Le64Scratch): DecodeResult<ObserveRequest> {
   if (data.byteLength > maxBytes) return { ok: false, code: 'payload_too_large', reason: `${data.byteLength} bytes exceeds ${maxBytes}` };
-  const fast = observeRequestBinaryFast(data, into);
+  // Framed once: the fast path takes the common shape, the general path (same frame) the rest.
+  const f = frameObserveRequest(data);
+  if (typeof f === 'string') return { ok: false, code: 'malformed_binary', reason: f };
+  const fast = fastOfFrame(f, into);
   if (fast !== null) return fast;
-  const w = observeRequestBinaryToWire(data);
+  const w = wireOfFrame(f);
   if (!w.ok) return { ok: false, code: 'malformed_binary', reason: w.reason };
   return observeRequestGeneral.fromWire(w.wire);
 }

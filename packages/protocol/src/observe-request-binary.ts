@@ -73,8 +73,10 @@ export type RequestBinaryToWire = { ok: true; wire: Record<string, unknown> } | 
 
 const utf8dec = new TextDecoder('utf-8', { fatal: true });
 
-interface Frame {
-  /** The message's bytes, as a Buffer view. */
+/** A binary request's header, checked against its length (what `frameObserveRequest` returns). */
+export interface Frame {
+  /** The message's bytes as given, and as a Buffer view. */
+  readonly data: Uint8Array;
   readonly buf: Buffer;
   readonly flags: number;
   readonly promptTokens: number;
@@ -86,7 +88,7 @@ interface Frame {
 }
 
 /** The header's fields when the framing holds (magic, known flags, lengths adding up to the message), else the reason it does not. */
-function frame(data: Uint8Array): Frame | string {
+export function frameObserveRequest(data: Uint8Array): Frame | string {
   const H = OBSERVE_REQUEST_HEADER_BYTES;
   if (data.byteLength < H || !isObserveRequestBinary(data)) return `not a binary observe request (${data.byteLength} bytes)`;
   const b = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
@@ -99,7 +101,7 @@ function frame(data: Uint8Array): Frame | string {
   const listBytes = count * ((flags & FLAG_TOKEN_IDS) !== 0 ? 4 : 8);
   const want = H + listBytes + idLen + loraLen;
   if (data.byteLength !== want) return `${data.byteLength} bytes where the header describes ${want}`;
-  return { buf: b, flags, promptTokens: b.readDoubleLE(8), count, idLen, loraLen, listBytes };
+  return { data, buf: b, flags, promptTokens: b.readDoubleLE(8), count, idLen, loraLen, listBytes };
 }
 
 /**
@@ -107,8 +109,12 @@ function frame(data: Uint8Array): Frame | string {
  * JSON request gets. Only framing is checked here (magic, flags, lengths, UTF-8 of the strings).
  */
 export function observeRequestBinaryToWire(data: Uint8Array): RequestBinaryToWire {
-  const f = frame(data);
-  if (typeof f === 'string') return { ok: false, reason: f };
+  const f = frameObserveRequest(data);
+  return typeof f === 'string' ? { ok: false, reason: f } : wireOfFrame(f);
+}
+
+/** `observeRequestBinaryToWire` of an already framed request. */
+export function wireOfFrame(f: Frame): RequestBinaryToWire {
   const H = OBSERVE_REQUEST_HEADER_BYTES;
   const b = f.buf;
   let requestId: string | undefined;
@@ -148,8 +154,14 @@ export function observeRequestBinaryToWire(data: Uint8Array): RequestBinaryToWir
  * the general path, which decides. Tested against the general path on encoder output and mutations.
  */
 export function observeRequestBinaryFast(data: Uint8Array, into?: Le64Scratch): { ok: true; value: ObserveRequest } | null {
-  const f = frame(data);
-  if (typeof f === 'string' || (f.flags & (FLAG_TOKEN_IDS | FLAG_LORA)) !== 0) return null;
+  const f = frameObserveRequest(data);
+  return typeof f === 'string' ? null : fastOfFrame(f, into);
+}
+
+/** `observeRequestBinaryFast` of an already framed request. */
+export function fastOfFrame(f: Frame, into?: Le64Scratch): { ok: true; value: ObserveRequest } | null {
+  if ((f.flags & (FLAG_TOKEN_IDS | FLAG_LORA)) !== 0) return null;
+  const data = f.data;
   if (f.count > MAX_HASHES || !Number.isSafeInteger(f.promptTokens) || f.promptTokens < 0) return null;
   const H = OBSERVE_REQUEST_HEADER_BYTES;
   let requestId: string | null = null;
