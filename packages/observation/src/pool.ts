@@ -289,9 +289,10 @@ export class PoolState {
    * queries as FACTS f64 per rank in sorted-rank order, so that a query reads one contiguous table
    * instead of half a dozen objects per rank (a query usually finds the CPU's caches cold, and those
    * misses were a large part of its time). A row is rebuilt when `factsOk` says it is stale: every
-   * row when the set of ranks (`generation`) or the ledger's structure changed, or when the ledger's
-   * change log overflowed; otherwise only the ranks the ledger logged as changed (`drainChanged`)
-   * and those with a new load report.
+   * row when the set of ranks (`generation`) or the ledger's structure changed (a registration
+   * replaces the worker's capacity in the ledger, which changes it), or when the ledger's change log
+   * overflowed; otherwise only the ranks the ledger logged as changed (`drainChanged`) and those
+   * with a new load report.
    */
   private facts = new Float64Array(0);
   private factsOk = new Uint8Array(0);
@@ -455,7 +456,6 @@ export class PoolState {
     for (const r of w.ranks) {
       r.capacity = capacity;
       r.schedulable = capacity.schedulable;
-      this.staleFacts(r);
     }
     for (let i = 0; i < capacity.dpSize; i++) this.touch(workerId, capacity.dpStartRank + i, nowMs);
     // Each dp rank's cache size sizes its block-id table in the index up front (no growth while it fills).
@@ -646,16 +646,7 @@ export class PoolState {
       idHalves[2 * i] = facts[f + X_ID_LO]!;
       idHalves[2 * i + 1] = facts[f + X_ID_HI]!;
       suspects[i] = suspect;
-      const c = (r.cand ?? this.rankScratch(r).cand) as RankScratch['cand'];
-      c.overlapBlocks = device;
-      c.hostOverlapBlocks = Math.max(0, (match?.hostBlocks ?? 0) - device);
-      c.diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - (match?.hostBlocks ?? 0));
-      c.activePrefillTokens = tracked;
-      c.activeDecodeBlocks = facts[f + X_ACTIVE]!;
-      c.activeRequests = facts[f + X_REQUESTS]!;
-      c.newRequestBlocks = newRequestBlocks;
-      c.treeSize = match?.treeSize ?? 0;
-      candidates[i] = c;
+      candidates[i] = fillCandidate(this.rankScratch(r).cand, match, device, tracked, facts[f + X_ACTIVE]!, facts[f + X_REQUESTS]!, newRequestBlocks);
       pendingRequests += facts[f + X_PREFILL_REQUESTS]!;
       pendingTokens += tracked;
     }
@@ -816,7 +807,7 @@ export class PoolState {
       o.lastEventMs = match?.lastEventMs ?? null;
       o.lastSeenMs = r.lastSeen;
       workers[i] = o;
-      candidates[i] = fillCandidate(rs.cand, match, device, load, newRequestBlocks);
+      candidates[i] = fillCandidate(rs.cand, match, device, load.trackedPrefillTokens, load.activeBlocks, load.requests, newRequestBlocks);
       pendingRequests += load.prefillRequests;
       pendingTokens += load.trackedPrefillTokens;
     }
@@ -841,14 +832,14 @@ export class PoolState {
   }
 }
 
-/** A rank's candidate record for the selection, filled from its facts. */
-function fillCandidate(c: RankScratch['cand'], match: WorkerMatch | null, device: number, load: WorkerLoad, newRequestBlocks: number): CandidateInput {
+/** A rank's candidate record for the selection, filled from its facts (its load's tracked prefill tokens, active blocks and requests). */
+function fillCandidate(c: RankScratch['cand'], match: WorkerMatch | null, device: number, tracked: number, active: number, requests: number, newRequestBlocks: number): CandidateInput {
   c.overlapBlocks = device;
   c.hostOverlapBlocks = Math.max(0, (match?.hostBlocks ?? 0) - device);
   c.diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - (match?.hostBlocks ?? 0));
-  c.activePrefillTokens = load.trackedPrefillTokens;
-  c.activeDecodeBlocks = load.activeBlocks;
-  c.activeRequests = load.requests;
+  c.activePrefillTokens = tracked;
+  c.activeDecodeBlocks = active;
+  c.activeRequests = requests;
   c.newRequestBlocks = newRequestBlocks;
   c.treeSize = match?.treeSize ?? 0;
   return c;
