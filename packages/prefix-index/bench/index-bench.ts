@@ -11,6 +11,10 @@ import { fileURLToPath } from 'node:url';
  * 3. 2,048-block prompts against 64 workers each holding varied prefixes of 16 of 64 such prompts.
  * 4. Memory: heap growth after a forced GC plus the index's typed-array bytes, per resident block.
  * 5. Check: both implementations give identical match answers on a sample of prompts (throws if not).
+ * 6. Peer (dynamo-peer.ts; BENCH_DYNAMO=0 skips it): Dynamo's own indexers from the published
+ *    dynamo-kv-router crate replay the same event streams on one thread, timed the same way, and
+ *    Dynamo's RadixTree answers every trace prompt: its scores must equal our device-tier leading
+ *    blocks for every worker (throws if not); its match latency is printed beside ours.
  * Throughput is per CPU-second of this process and per wall second; latency percentiles are over
  * each prompt's best of interleaved rounds, with every-call ("raw") percentiles beside them: on a
  * shared machine a call that straddles a preemption costs milliseconds (see README).
@@ -34,6 +38,8 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { PrefixIndex } from '@vantage/prefix-index';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
+import { preparePeer } from './dynamo-peer';
+import type { PeerAnswer, PeerScenario } from './dynamo-peer';
 import { MapIndex } from './map-index';
 import { loadTracePrompts, simulate } from './trace-sim';
 import type { Prompt } from './trace-sim';
@@ -122,6 +128,21 @@ function latencies(
     }
   }
   return { raw: raw.sort(), best: best.sort() };
+}
+
+/** Dynamo's RadixTree scores (leading device-tier blocks per worker it scores) equal ours, prompt by prompt. */
+function sameAsDynamo(label: string, idx: PrefixIndex, queries: readonly BigUint64Array[], answers: readonly PeerAnswer[]): void {
+  for (let i = 0; i < queries.length; i++) {
+    const ours = idx
+      .match(queries[i]!)
+      .workers.filter((m) => m.deviceBlocks > 0)
+      .map((m) => `${m.workerId}:${m.dpRank}:${m.deviceBlocks}`)
+      .sort();
+    const theirs = answers[i]!;
+    if (ours.join('|') !== theirs.join('|')) {
+      throw new Error(`${label}: Dynamo's RadixTree and PrefixIndex differ on prompt ${i} (${queries[i]!.length} blocks):\n dynamo ${theirs.join(' ')}\n ours   ${ours.join(' ')}`);
+    }
+  }
 }
 
 function sameAnswers(idx: PrefixIndex, base: MapIndex, prompts: readonly BigUint64Array[]): number {
@@ -235,6 +256,9 @@ const rawLats: Float64Array[] = [];
 const baseLats: Float64Array[] = [];
 let checked = 0;
 let fullCacheBytesPerBlock = 0;
+const peer = preparePeer(log);
+const peerScenarios: PeerScenario[] = [];
+let peerChecked = 0;
 
 /**
  * One trace × worker-count scenario. A function of its own so that everything it builds (the
@@ -272,6 +296,14 @@ function runScenario(name: string, prompts: readonly Prompt[], queries: readonly
   log(`${label}: matching ${queries.length} prompts`);
   gc();
   const lat = latencies(queries, 3, (q) => idx.match(q));
+  if (peer.skipped === null) {
+    log(`${label}: Dynamo peer (same events, 2 untimed + ${REPS} timed passes per indexer; RadixTree answers ${queries.length} prompts)`);
+    const r = peer.run(label, sim.events, queries, REPS, 3);
+    if (r.scenario.block_ops !== ops) throw new Error(`${label}: the peer counted ${r.scenario.block_ops} block ops, we ${ops}`);
+    sameAsDynamo(label, idx, queries, r.answers);
+    peerChecked += queries.length;
+    peerScenarios.push(r.scenario);
+  }
   log(`${label}: baseline`);
   const base = timeApply(sim.events, () => new MapIndex(BLOCK), (x, e) => x.apply(e), () => 0);
   const baseIdx = base.last;
@@ -387,12 +419,39 @@ for (const e of longEvents) base2.apply(e);
 gc();
 const blat2 = latencies(q2, 5, (q) => base2.match(q));
 checked += sameAnswers(idx2, base2, q2);
+let peer2048: PeerScenario | null = null;
+if (peer.skipped === null) {
+  log('2048-block prompts: Dynamo peer');
+  const r = peer.run('2048x64', longEvents, q2, REPS, 30);
+  sameAsDynamo('2048x64', idx2, q2, r.answers);
+  peerChecked += q2.length;
+  peer2048 = r.scenario;
+}
 console.log(
   `2048-block x 64 workers match p50 ${fmt(percentile(lat2.best, 50))} p99 ${fmt(percentile(lat2.best, 99))} µs` +
     ` (raw p50 ${fmt(percentile(lat2.raw, 50))} p99 ${fmt(percentile(lat2.raw, 99))};` +
     ` baseline p50 ${fmt(percentile(blat2.raw, 50))} p99 ${fmt(percentile(blat2.raw, 99))} µs)`,
 );
 console.log(`check: PrefixIndex and the Map baseline gave identical match answers on ${checked} prompts`);
+/** Block ops per CPU-second of one peer indexer over all scenarios (each scenario's median pass). */
+const peerRate = (key: keyof PeerScenario): number | null =>
+  peer.skipped !== null
+    ? null
+    : Math.round(sum(peerScenarios.map((s) => s.block_ops)) / sum(peerScenarios.map((s) => s.block_ops / (s[key] as number))));
+const peerMatch = (key: 'radix_tree_match_p50_us' | 'radix_tree_match_p99_us'): number | null =>
+  peer.skipped !== null ? null : Math.max(...peerScenarios.map((s) => s[key] as number));
+if (peer.skipped === null) {
+  console.log(`check: Dynamo's RadixTree gave the same device-tier overlap as PrefixIndex for every worker on ${peerChecked} prompts`);
+  for (const s of peerScenarios) {
+    console.log(
+      `${String(s.scenario).padEnd(20)} Dynamo (dynamo-kv-router 1.6.1, one thread): RadixTree ${((s.radix_tree_block_ops_per_s as number) / 1e6).toFixed(2)}` +
+        `, PositionalIndexer ${((s.positional_block_ops_per_s as number) / 1e6).toFixed(2)}` +
+        `, ConcurrentRadixTreeCompressed ${((s.concurrent_radix_tree_compressed_block_ops_per_s as number) / 1e6).toFixed(2)} M blocks/cpu-s` +
+        `; RadixTree match p50 ${s.radix_tree_match_p50_us} p99 ${s.radix_tree_match_p99_us} µs`,
+    );
+  }
+  console.log(`2048-block x 64 workers  Dynamo RadixTree match p50 ${peer2048!.radix_tree_match_p50_us} p99 ${peer2048!.radix_tree_match_p99_us} µs`);
+}
 
 const lat = pooled(lats);
 const raw = pooled(rawLats);
@@ -413,6 +472,15 @@ const summary = {
   baseline_match_p99_us: fmt(percentile(blat, 99)),
   baseline_match_2048_p99_us: fmt(percentile(blat2.raw, 99)),
   bytes_per_block: Math.round(fullCacheBytesPerBlock),
+  dynamo_radix_tree_block_ops_per_s: peerRate('radix_tree_block_ops_per_s'),
+  dynamo_positional_block_ops_per_s: peerRate('positional_block_ops_per_s'),
+  dynamo_concurrent_radix_tree_compressed_block_ops_per_s: peerRate('concurrent_radix_tree_compressed_block_ops_per_s'),
+  dynamo_radix_tree_match_p50_us_max: peerMatch('radix_tree_match_p50_us'),
+  dynamo_radix_tree_match_p99_us_max: peerMatch('radix_tree_match_p99_us'),
+  dynamo_radix_tree_match_2048_p50_us: peer2048?.radix_tree_match_p50_us ?? null,
+  dynamo_radix_tree_match_2048_p99_us: peer2048?.radix_tree_match_p99_us ?? null,
+  dynamo_answers_checked: peerChecked,
+  dynamo_peer: peer.skipped === null ? 'dynamo-kv-router 1.6.1 (crates.io), one thread' : `skipped: ${peer.skipped}`,
   answers_identical: true,
   answers_checked: checked,
   reps: REPS,

@@ -1,0 +1,306 @@
+//! Same-machine peer for `npm run bench:index`: replays the event streams that benchmark wrote
+//! (one file per scenario, format in `read_events`) into three of Dynamo's indexers from the
+//! published `dynamo-kv-router` crate, each on this one thread, and prints one JSON line.
+//!
+//! Timing mirrors the TypeScript benchmark: the events are decoded into `RouterEvent`s before
+//! timing, each pass applies them to a fresh indexer, 2 untimed passes then `reps` timed ones,
+//! and the figure is block operations (blocks stored plus blocks removed) per second of process
+//! CPU time (user + system) over the apply loop. Building each pass's event vector (a clone of
+//! the decoded events) and dropping the indexer afterwards are outside the timed region.
+
+use std::collections::HashMap;
+use std::fs;
+use std::time::Instant;
+
+use dynamo_kv_router::concurrent_radix_tree_compressed::ConcurrentRadixTreeCompressed;
+use dynamo_kv_router::indexer::{SyncIndexer, WorkerTask};
+use dynamo_kv_router::indexer::positional::{LevelIndex, PositionalIndexer};
+use dynamo_kv_router::protocols::{
+    ExternalSequenceBlockHash, KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData,
+    KvCacheStoredBlockData, LocalBlockHash, RouterEvent, StorageTier, WorkerWithDpRank,
+};
+use dynamo_kv_router::RadixTree;
+use rustc_hash::FxHashMap;
+
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we pass it and nothing else.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> &[u8] {
+        let s = self.b.get(self.at..self.at + n).unwrap_or_else(|| panic!("truncated event file at byte {}", self.at));
+        self.at += n;
+        s
+    }
+    fn u8(&mut self) -> u8 {
+        self.take(1)[0]
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take(4).try_into().unwrap())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take(8).try_into().unwrap())
+    }
+}
+
+/// File layout (little-endian): "VEV1", u32 event count; then per event: u8 kind (1 stored,
+/// 2 removed, 3 cleared), u8 tier (0 device, 1 host_pinned, 2 disk, 3 external), u8 has-parent,
+/// u8 0, u32 dp rank, u64 worker id, u64 event id, u64 parent hash (0 when absent), u32 block
+/// count, then per block: stored u64 block hash and u64 tokens hash; removed u64 block hash.
+/// Returns the events and their block operations.
+fn read_events(path: &str) -> (Vec<RouterEvent>, u64) {
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut r = Reader { b: &bytes, at: 0 };
+    assert_eq!(r.take(4), b"VEV1", "{path}: not an event file");
+    let n = r.u32() as usize;
+    let mut out = Vec::with_capacity(n);
+    let mut ops = 0u64;
+    for _ in 0..n {
+        let kind = r.u8();
+        let tier = match r.u8() {
+            0 => StorageTier::Device,
+            1 => StorageTier::HostPinned,
+            2 => StorageTier::Disk,
+            3 => StorageTier::External,
+            t => panic!("{path}: tier {t}"),
+        };
+        let has_parent = r.u8() != 0;
+        r.u8();
+        let dp_rank = r.u32();
+        let worker_id = r.u64();
+        let event_id = r.u64();
+        let parent = r.u64();
+        let count = r.u32() as usize;
+        let data = match kind {
+            1 => {
+                let mut blocks = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let block_hash = ExternalSequenceBlockHash(r.u64());
+                    let tokens_hash = LocalBlockHash(r.u64());
+                    blocks.push(KvCacheStoredBlockData { block_hash, tokens_hash, mm_extra_info: None });
+                }
+                ops += count as u64;
+                KvCacheEventData::Stored(KvCacheStoreData {
+                    parent_hash: has_parent.then_some(ExternalSequenceBlockHash(parent)),
+                    start_position: None,
+                    blocks,
+                })
+            }
+            2 => {
+                let block_hashes = (0..count).map(|_| ExternalSequenceBlockHash(r.u64())).collect();
+                ops += count as u64;
+                KvCacheEventData::Removed(KvCacheRemoveData { block_hashes })
+            }
+            3 => KvCacheEventData::Cleared,
+            k => panic!("{path}: event kind {k}"),
+        };
+        let event = KvCacheEvent { event_id, data, dp_rank };
+        out.push(RouterEvent::with_storage_tier(worker_id, event, tier));
+    }
+    assert_eq!(r.at, bytes.len(), "{path}: trailing bytes");
+    (out, ops)
+}
+
+/// One implementation's passes: `make` builds an empty indexer, `apply` consumes the events and
+/// returns how many it rejected. Returns CPU and wall seconds of the timed passes, the last pass's
+/// rejections and its indexer (dropped by the caller, outside any timed region).
+fn time_passes<T>(events: &[RouterEvent], reps: usize, make: impl Fn() -> T, apply: impl Fn(&mut T, Vec<RouterEvent>) -> u64) -> (Vec<f64>, Vec<f64>, u64, T) {
+    let mut cpu = Vec::new();
+    let mut wall = Vec::new();
+    let mut failed = 0;
+    let mut last = None;
+    for pass in 0..(2 + reps) {
+        let batch = events.to_vec();
+        drop(last.take());
+        let mut idx = make();
+        let c0 = cpu_seconds();
+        let t0 = Instant::now();
+        let f = apply(&mut idx, batch);
+        let w = t0.elapsed().as_secs_f64();
+        let c = cpu_seconds() - c0;
+        if pass >= 2 {
+            cpu.push(c);
+            wall.push(w);
+            failed = f;
+        }
+        last = Some(idx);
+    }
+    (cpu, wall, failed, last.unwrap())
+}
+
+/// Queries file: "VEQ1", u32 count; per query u32 length then that many u64 local block hashes.
+fn read_queries(path: &str) -> Vec<Vec<LocalBlockHash>> {
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut r = Reader { b: &bytes, at: 0 };
+    assert_eq!(r.take(4), b"VEQ1", "{path}: not a queries file");
+    let n = r.u32() as usize;
+    let out = (0..n)
+        .map(|_| {
+            let len = r.u32() as usize;
+            (0..len).map(|_| LocalBlockHash(r.u64())).collect()
+        })
+        .collect();
+    assert_eq!(r.at, bytes.len(), "{path}: trailing bytes");
+    out
+}
+
+/// RadixTree's answers to the queries, written as "VEA1", u32 count; per query u32 entries, then
+/// per entry u64 worker id, u32 dp rank, u32 score. Also returns each query's best-of-3 latency in
+/// microseconds: the fastest of `rounds` calls, rounds interleaved over all queries, as the
+/// TypeScript benchmark measures its own.
+fn answer(tree: &RadixTree, queries: &[Vec<LocalBlockHash>], path: &str, rounds: usize) -> Vec<f64> {
+    let mut out = Vec::new();
+    out.extend_from_slice(b"VEA1");
+    out.extend_from_slice(&(queries.len() as u32).to_le_bytes());
+    for q in queries {
+        let s = tree.find_matches(q.clone(), false);
+        let mut entries: Vec<_> = s.scores.iter().collect();
+        entries.sort();
+        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        for (w, score) in entries {
+            out.extend_from_slice(&w.worker_id.to_le_bytes());
+            out.extend_from_slice(&w.dp_rank.to_le_bytes());
+            out.extend_from_slice(&score.to_le_bytes());
+        }
+    }
+    fs::write(path, out).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut best = vec![f64::INFINITY; queries.len()];
+    for _ in 0..rounds {
+        for (i, q) in queries.iter().enumerate() {
+            // find_matches takes the sequence by value: the copy is made before the clock starts.
+            let seq = q.clone();
+            let t0 = Instant::now();
+            let s = tree.find_matches(seq, false);
+            let us = t0.elapsed().as_secs_f64() * 1e6;
+            std::hint::black_box(s);
+            best[i] = best[i].min(us);
+        }
+    }
+    best
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.is_empty() {
+        eprintln!("usage: vantage-dynamo-peer [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...");
+        std::process::exit(2);
+    }
+    let mut reps = 3usize;
+    let mut rounds = 3usize;
+    let mut queries_path = None;
+    let mut answers_path = None;
+    let mut inputs = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--reps" => reps = args[i + 1].parse().expect("--reps N"),
+            "--rounds" => rounds = args[i + 1].parse().expect("--rounds N"),
+            "--queries" => queries_path = Some(args[i + 1].clone()),
+            "--answers" => answers_path = Some(args[i + 1].clone()),
+            _ => {
+                let (label, path) = args[i].split_once('=').expect("LABEL=FILE");
+                inputs.push((label.to_string(), path.to_string()));
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    let queries = queries_path.as_deref().map(read_queries);
+    if queries.is_some() != answers_path.is_some() {
+        panic!("--queries and --answers go together");
+    }
+
+    let impls = ["radix_tree", "positional", "concurrent_radix_tree_compressed"];
+    let mut totals: HashMap<&str, (f64, f64)> = HashMap::new();
+    let mut total_ops = 0u64;
+    let mut scenarios = Vec::new();
+    for (label, path) in &inputs {
+        let (events, ops) = read_events(path);
+        eprintln!("[dynamo-peer] {label}: {} events, {ops} block ops", events.len());
+        let mut fields = vec![format!("\"scenario\":\"{label}\""), format!("\"block_ops\":{ops}")];
+        for name in impls {
+            let (cpu, wall, failed) = match name {
+                "radix_tree" => {
+                    let (cpu, wall, failed, tree) = time_passes(&events, reps, RadixTree::new, |t, batch| {
+                        batch.into_iter().map(|e| t.apply_event(e).is_err() as u64).sum()
+                    });
+                    if let (Some(q), Some(a)) = (&queries, &answers_path) {
+                        let mut lat = answer(&tree, q, a, rounds);
+                        lat.sort_by(|x, y| x.partial_cmp(y).unwrap());
+                        fields.push(format!("\"radix_tree_match_p50_us\":{:.2}", percentile(&lat, 50.0)));
+                        fields.push(format!("\"radix_tree_match_p99_us\":{:.2}", percentile(&lat, 99.0)));
+                        fields.push(format!("\"queries\":{}", q.len()));
+                    }
+                    (cpu, wall, failed)
+                }
+                "positional" => {
+                    let (c, w, f, _) = time_passes(
+                    &events,
+                    reps,
+                    || (PositionalIndexer::new(32), FxHashMap::<WorkerWithDpRank, LevelIndex>::default()),
+                        |(t, blocks), batch| batch.into_iter().map(|e| t.apply_event(blocks, e, None).is_err() as u64).sum(),
+                    );
+                    (c, w, f)
+                }
+                _ => {
+                    let (c, w, f, _) = time_passes(&events, reps, ConcurrentRadixTreeCompressed::new, |t, batch| {
+                    // The backend's own worker loop, on this thread: it applies every queued event
+                    // and returns when the queue is closed and empty.
+                    let (tx, rx) = flume::unbounded();
+                    for e in batch {
+                        tx.send(WorkerTask::Event(e)).unwrap();
+                    }
+                    drop(tx);
+                    t.worker(rx, None).expect("worker loop");
+                    0
+                    });
+                    (c, w, f)
+                }
+            };
+            let c = median(&cpu);
+            let w = median(&wall);
+            let e = totals.entry(name).or_insert((0.0, 0.0));
+            e.0 += cpu.iter().sum::<f64>();
+            e.1 += wall.iter().sum::<f64>();
+            eprintln!(
+                "[dynamo-peer] {label} {name}: {:.2} M blocks/cpu-s (wall {:.2}), passes {:?} ms CPU, {failed} events rejected",
+                ops as f64 / c / 1e6,
+                ops as f64 / w / 1e6,
+                cpu.iter().map(|x| (x * 1000.0).round()).collect::<Vec<_>>()
+            );
+            fields.push(format!("\"{name}_block_ops_per_s\":{}", (ops as f64 / c).round()));
+            fields.push(format!("\"{name}_rejected_events\":{failed}"));
+        }
+        total_ops += ops * reps as u64;
+        scenarios.push(format!("{{{}}}", fields.join(",")));
+    }
+    let mut head = Vec::new();
+    for name in impls {
+        let (c, w) = totals[name];
+        head.push(format!("\"{name}_block_ops_per_s\":{}", (total_ops as f64 / c).round()));
+        head.push(format!("\"{name}_block_ops_per_s_wall\":{}", (total_ops as f64 / w).round()));
+    }
+    println!("{{\"crate\":\"dynamo-kv-router 1.6.1\",\"reps\":{reps},{},\"scenarios\":[{}]}}", head.join(","), scenarios.join(","));
+}
