@@ -6,7 +6,8 @@
  *
  * BENCH_DYNAMO: `auto` (default) runs the peer when `cargo` is on PATH and skips it, saying why,
  * otherwise or when its build fails; `1` makes either a failure; `0` skips it.
- * The build goes to `.infra/cargo-target` (ignored; the first one takes a few minutes on 2 cores).
+ * The build (`scripts/ensure-dynamo-peer.sh`) goes to `.infra/cargo-target` (ignored; the first one
+ * takes a few minutes on 2 cores).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -15,7 +16,8 @@ import { fileURLToPath } from 'node:url';
 import type { KvEvent, StorageTier } from '@vantage/types';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const MANIFEST = join(ROOT, 'packages/prefix-index/bench/dynamo-peer/Cargo.toml');
+/** Builds the peer (idempotent) into TARGET: the same script the differential test uses. */
+const ENSURE = join(ROOT, 'packages/prefix-index/scripts/ensure-dynamo-peer.sh');
 const TARGET = join(ROOT, '.infra/cargo-target');
 const BIN = join(TARGET, 'release/vantage-dynamo-peer');
 const WORK = join(ROOT, '.infra/bench/dynamo-peer');
@@ -138,8 +140,8 @@ export function preparePeer(log: (msg: string) => void): Peer {
   if (mode === '0') return off('BENCH_DYNAMO=0');
   if (spawnSync('cargo', ['--version'], { stdio: 'ignore' }).status !== 0) return off('cargo is not on PATH');
   log(`building the Dynamo peer (dynamo-kv-router from crates.io) into ${TARGET}${existsSync(BIN) ? '' : '; the first build takes a few minutes'}`);
-  const b = spawnSync('cargo', ['build', '--release', '--locked', '--manifest-path', MANIFEST, '--target-dir', TARGET], { stdio: ['ignore', 'inherit', 'inherit'] });
-  if (b.status !== 0) return off(`cargo build failed (exit ${b.status ?? b.signal})`);
+  const b = spawnSync('bash', [ENSURE], { stdio: ['ignore', 'ignore', 'inherit'] });
+  if (b.status !== 0) return off(`${ENSURE} failed (exit ${b.status ?? b.signal})`);
   mkdirSync(WORK, { recursive: true });
   return {
     skipped: null,

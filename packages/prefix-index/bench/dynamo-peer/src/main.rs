@@ -203,17 +203,23 @@ fn median(xs: &[f64]) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
-        eprintln!("usage: vantage-dynamo-peer [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...");
+        eprintln!("usage: vantage-dynamo-peer [--check-only] [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...");
         std::process::exit(2);
     }
     let mut reps = 3usize;
     let mut rounds = 3usize;
+    let mut check_only = false;
     let mut queries_path = None;
     let mut answers_path = None;
     let mut inputs = Vec::new();
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
+            "--check-only" => {
+                check_only = true;
+                i += 1;
+                continue;
+            }
             "--reps" => reps = args[i + 1].parse().expect("--reps N"),
             "--rounds" => rounds = args[i + 1].parse().expect("--rounds N"),
             "--queries" => queries_path = Some(args[i + 1].clone()),
@@ -230,6 +236,22 @@ fn main() {
     let queries = queries_path.as_deref().map(read_queries);
     if queries.is_some() != answers_path.is_some() {
         panic!("--queries and --answers go together");
+    }
+
+    if check_only {
+        // The differential test's mode: RadixTree only, every event applied once, no timing;
+        // prints how many events it rejected.
+        let mut rejected = 0u64;
+        let mut tree = RadixTree::new();
+        for (_, path) in &inputs {
+            let (events, _) = read_events(path);
+            rejected += events.into_iter().map(|e| tree.apply_event(e).is_err() as u64).sum::<u64>();
+        }
+        if let (Some(q), Some(a)) = (&queries, &answers_path) {
+            answer(&tree, q, a, 0);
+        }
+        println!("{{\"rejected\":{rejected}}}");
+        return;
     }
 
     let impls = ["radix_tree", "positional", "concurrent_radix_tree_compressed"];

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Ensure the Dynamo peer program (bench/dynamo-peer: Dynamo's own indexers from the published
+# dynamo-kv-router crate) is built at <repo>/.infra/cargo-target/release/vantage-dynamo-peer.
+#
+# Dynamo's RadixTree is the independent implementation our prefix index is checked against
+# (test/dynamo-differential.test.ts) and the same-machine peer of `npm run bench:index`.
+# Idempotent: once built, cargo's up-to-date check takes about a second and no network. The first
+# build fetches the locked crates from crates.io and takes a few minutes on 2 cores. Prints the
+# binary's path on success (the test reads the last line).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+target="$repo_root/.infra/cargo-target"
+bin="$target/release/vantage-dynamo-peer"
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "ensure-dynamo-peer: cargo is not on PATH (install Rust: the peer is built from crates.io)" >&2
+  exit 1
+fi
+
+# Serialise concurrent builds (parallel test workers, CI jobs).
+mkdir -p "$target"
+exec 9>"$target/.peer.lock"
+if command -v flock >/dev/null 2>&1; then flock 9; fi
+
+cargo build --release --locked --quiet \
+  --manifest-path "$repo_root/packages/prefix-index/bench/dynamo-peer/Cargo.toml" \
+  --target-dir "$target" >&2
+echo "$bin"
