@@ -16,6 +16,7 @@ use dynamo_kv_router::concurrent_radix_tree_compressed::ConcurrentRadixTreeCompr
 use dynamo_kv_router::indexer::{SyncIndexer, WorkerTask};
 use dynamo_kv_router::indexer::positional::{LevelIndex, PositionalIndexer};
 use dynamo_kv_router::protocols::{
+    ActiveLoad, ActiveSequenceEvent, ActiveSequenceEventData, PrefillLoadHint,
     ExternalSequenceBlockHash, KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData,
     KvCacheStoredBlockData, LocalBlockHash, RouterEvent, StorageTier, WorkerWithDpRank,
 };
@@ -194,6 +195,94 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
+/// The `ActiveLoad`s `--encode-wire` serialises (the wire test expects exactly these).
+fn active_load_samples() -> Vec<ActiveLoad> {
+    vec![
+        ActiveLoad {
+            worker_id: u64::MAX,
+            dp_rank: 3,
+            active_decode_blocks: Some(12),
+            active_prefill_tokens: Some(4096),
+            kv_used_blocks: None,
+        },
+        ActiveLoad {
+            worker_id: 0x8000_0000_0000_0001,
+            dp_rank: 0,
+            active_decode_blocks: None,
+            active_prefill_tokens: None,
+            kv_used_blocks: Some(77),
+        },
+    ]
+}
+
+/// The `ActiveSequenceEvent`s `--encode-wire` serialises (the wire test expects exactly these).
+fn active_sequence_samples() -> Vec<ActiveSequenceEvent> {
+    let worker = WorkerWithDpRank::new(u64::MAX - 1, 2);
+    vec![
+        ActiveSequenceEvent {
+            request_id: "req-1".to_string(),
+            worker,
+            data: ActiveSequenceEventData::AddRequest {
+                token_sequence: Some(vec![u64::MAX, 1, 0x8000_0000_0000_0000]),
+                track_prefill_tokens: false,
+                expected_output_tokens: Some(256),
+                prefill_load_hint: Some(PrefillLoadHint {
+                    initial_effective_prefill_tokens: 1024,
+                    expected_prefill_duration: Some(std::time::Duration::new(1, 500_000_001)),
+                }),
+            },
+            router_id: 0xfeed_face_cafe_beef,
+            lora_name: Some("adapter-a".to_string()),
+        },
+        ActiveSequenceEvent {
+            request_id: "req-1".to_string(),
+            worker,
+            data: ActiveSequenceEventData::MarkPrefillCompleted,
+            router_id: 7,
+            lora_name: None,
+        },
+        ActiveSequenceEvent {
+            request_id: "req-1".to_string(),
+            worker,
+            data: ActiveSequenceEventData::Free,
+            router_id: 7,
+            lora_name: None,
+        },
+    ]
+}
+
+/// `--encode-wire FILE`: the input events, and the samples above, serialised by Dynamo's own serde
+/// derives, as its publishers do (MessagePack with field names, `rmp_serde::to_vec_named`; JSON,
+/// `serde_json`). File: "VEW1", u32 records; per record u8 kind (1 RouterEvent MessagePack,
+/// 2 RouterEvent JSON, 3/4 ActiveLoad, 5/6 ActiveSequenceEvent), u32 length, the bytes. Records of
+/// one kind are in input order.
+fn encode_wire(events: &[RouterEvent], out: &str) {
+    let mut buf = Vec::new();
+    let mut records = 0u32;
+    let mut put = |kind: u8, bytes: Vec<u8>| {
+        buf.push(kind);
+        buf.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&bytes);
+        records += 1;
+    };
+    for e in events {
+        put(1, rmp_serde::to_vec_named(e).expect("msgpack"));
+        put(2, serde_json::to_vec(e).expect("json"));
+    }
+    for l in active_load_samples() {
+        put(3, rmp_serde::to_vec_named(&l).expect("msgpack"));
+        put(4, serde_json::to_vec(&l).expect("json"));
+    }
+    for s in active_sequence_samples() {
+        put(5, rmp_serde::to_vec_named(&s).expect("msgpack"));
+        put(6, serde_json::to_vec(&s).expect("json"));
+    }
+    let mut file = b"VEW1".to_vec();
+    file.extend_from_slice(&records.to_le_bytes());
+    file.extend_from_slice(&buf);
+    fs::write(out, file).unwrap_or_else(|e| panic!("{out}: {e}"));
+}
+
 fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -203,12 +292,13 @@ fn median(xs: &[f64]) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
-        eprintln!("usage: vantage-dynamo-peer [--check-only] [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...");
+        eprintln!("usage: vantage-dynamo-peer [--check-only | --encode-wire FILE] [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...");
         std::process::exit(2);
     }
     let mut reps = 3usize;
     let mut rounds = 3usize;
     let mut check_only = false;
+    let mut encode_out: Option<String> = None;
     let mut queries_path = None;
     let mut answers_path = None;
     let mut inputs = Vec::new();
@@ -220,6 +310,7 @@ fn main() {
                 i += 1;
                 continue;
             }
+            "--encode-wire" => encode_out = Some(args[i + 1].clone()),
             "--reps" => reps = args[i + 1].parse().expect("--reps N"),
             "--rounds" => rounds = args[i + 1].parse().expect("--rounds N"),
             "--queries" => queries_path = Some(args[i + 1].clone()),
@@ -236,6 +327,15 @@ fn main() {
     let queries = queries_path.as_deref().map(read_queries);
     if queries.is_some() != answers_path.is_some() {
         panic!("--queries and --answers go together");
+    }
+
+    if let Some(out) = &encode_out {
+        let mut all = Vec::new();
+        for (_, path) in &inputs {
+            all.extend(read_events(path).0);
+        }
+        encode_wire(&all, out);
+        return;
     }
 
     if check_only {
