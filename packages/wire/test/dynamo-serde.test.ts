@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExternalHash, KvEvent, StorageTier, WorkerId } from '@vantage/types';
-import { decodeActiveLoad, decodeActiveSequenceEvent, decodeRouterEventJson, decodeRouterEventMsgpack } from '../src/index';
+import { decodeActiveLoad, decodeActiveSequenceEvent, decodeActiveSequenceEvents, decodeRouterEventJson, decodeRouterEventMsgpack } from '../src/index';
 // The event-file writer the peer reads (a bench helper of the prefix index, test-only here).
 import { encodeEvents } from '../../prefix-index/bench/dynamo-peer';
 
@@ -123,7 +123,7 @@ describe("decoding what Dynamo's own serde writes (dynamo-kv-router 1.6.1)", () 
     }
   });
 
-  it('ActiveSequenceEvent, MessagePack and JSON', () => {
+  it('ActiveSequenceEvent and ActiveSequenceEventBatch, MessagePack and JSON', () => {
     const head = { requestId: 'req-1', workerId: TOP - 1n, dpRank: 2 };
     const want = [
       {
@@ -151,6 +151,17 @@ describe("decoding what Dynamo's own serde writes (dynamo-kv-router 1.6.1)", () 
         return r.value;
       });
       expect(got).toEqual(want);
+    }
+    // The same three as one ActiveSequenceEventBatch (Dynamo's replica-sync batches).
+    for (const [k, format] of [
+      [7, 'msgpack'],
+      [8, 'json'],
+    ] as const) {
+      const [bytes, ...more] = ofKind(k);
+      expect(more).toEqual([]);
+      const r = decodeActiveSequenceEvents(bytes!, { format });
+      if (!r.ok) throw new Error(`${r.code}: ${r.reason}`);
+      expect(r.value).toEqual(want);
     }
   });
 });

@@ -16,7 +16,7 @@ use dynamo_kv_router::concurrent_radix_tree_compressed::ConcurrentRadixTreeCompr
 use dynamo_kv_router::indexer::{SyncIndexer, WorkerTask};
 use dynamo_kv_router::indexer::positional::{LevelIndex, PositionalIndexer};
 use dynamo_kv_router::protocols::{
-    ActiveLoad, ActiveSequenceEvent, ActiveSequenceEventData, PrefillLoadHint,
+    ActiveLoad, ActiveSequenceEvent, ActiveSequenceEventBatch, ActiveSequenceEventData, PrefillLoadHint,
     ExternalSequenceBlockHash, KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData,
     KvCacheStoredBlockData, LocalBlockHash, RouterEvent, StorageTier, WorkerWithDpRank,
 };
@@ -254,8 +254,8 @@ fn active_sequence_samples() -> Vec<ActiveSequenceEvent> {
 /// `--encode-wire FILE`: the input events, and the samples above, serialised by Dynamo's own serde
 /// derives, as its publishers do (MessagePack with field names, `rmp_serde::to_vec_named`; JSON,
 /// `serde_json`). File: "VEW1", u32 records; per record u8 kind (1 RouterEvent MessagePack,
-/// 2 RouterEvent JSON, 3/4 ActiveLoad, 5/6 ActiveSequenceEvent), u32 length, the bytes. Records of
-/// one kind are in input order.
+/// 2 RouterEvent JSON, 3/4 ActiveLoad, 5/6 ActiveSequenceEvent, 7/8 one ActiveSequenceEventBatch of
+/// all the sequence samples), u32 length, the bytes. Records of one kind are in input order.
 fn encode_wire(events: &[RouterEvent], out: &str) {
     let mut buf = Vec::new();
     let mut records = 0u32;
@@ -277,6 +277,9 @@ fn encode_wire(events: &[RouterEvent], out: &str) {
         put(5, rmp_serde::to_vec_named(&s).expect("msgpack"));
         put(6, serde_json::to_vec(&s).expect("json"));
     }
+    let batch = ActiveSequenceEventBatch { events: active_sequence_samples() };
+    put(7, rmp_serde::to_vec_named(&batch).expect("msgpack"));
+    put(8, serde_json::to_vec(&batch).expect("json"));
     let mut file = b"VEW1".to_vec();
     file.extend_from_slice(&records.to_le_bytes());
     file.extend_from_slice(&buf);
