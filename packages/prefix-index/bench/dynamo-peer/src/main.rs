@@ -13,12 +13,12 @@ use std::fs;
 use std::time::Instant;
 
 use dynamo_kv_router::concurrent_radix_tree_compressed::ConcurrentRadixTreeCompressed;
-use dynamo_kv_router::indexer::{SyncIndexer, WorkerTask};
 use dynamo_kv_router::indexer::positional::{LevelIndex, PositionalIndexer};
+use dynamo_kv_router::indexer::{SyncIndexer, WorkerTask};
 use dynamo_kv_router::protocols::{
-    ActiveLoad, ActiveSequenceEvent, ActiveSequenceEventBatch, ActiveSequenceEventData, PrefillLoadHint,
-    ExternalSequenceBlockHash, KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData,
-    KvCacheStoredBlockData, LocalBlockHash, RouterEvent, StorageTier, WorkerWithDpRank,
+    ActiveLoad, ActiveSequenceEvent, ActiveSequenceEventBatch, ActiveSequenceEventData, ExternalSequenceBlockHash,
+    KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash,
+    PrefillLoadHint, RouterEvent, StorageTier, WorkerWithDpRank,
 };
 use dynamo_kv_router::RadixTree;
 use rustc_hash::FxHashMap;
@@ -37,7 +37,10 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> &[u8] {
-        let s = self.b.get(self.at..self.at + n).unwrap_or_else(|| panic!("truncated event file at byte {}", self.at));
+        let s = self
+            .b
+            .get(self.at..self.at + n)
+            .unwrap_or_else(|| panic!("truncated event file at byte {}", self.at));
         self.at += n;
         s
     }
@@ -86,7 +89,11 @@ fn read_events(path: &str) -> (Vec<RouterEvent>, u64) {
                 for _ in 0..count {
                     let block_hash = ExternalSequenceBlockHash(r.u64());
                     let tokens_hash = LocalBlockHash(r.u64());
-                    blocks.push(KvCacheStoredBlockData { block_hash, tokens_hash, mm_extra_info: None });
+                    blocks.push(KvCacheStoredBlockData {
+                        block_hash,
+                        tokens_hash,
+                        mm_extra_info: None,
+                    });
                 }
                 ops += count as u64;
                 KvCacheEventData::Stored(KvCacheStoreData {
@@ -103,7 +110,11 @@ fn read_events(path: &str) -> (Vec<RouterEvent>, u64) {
             3 => KvCacheEventData::Cleared,
             k => panic!("{path}: event kind {k}"),
         };
-        let event = KvCacheEvent { event_id, data, dp_rank };
+        let event = KvCacheEvent {
+            event_id,
+            data,
+            dp_rank,
+        };
         out.push(RouterEvent::with_storage_tier(worker_id, event, tier));
     }
     assert_eq!(r.at, bytes.len(), "{path}: trailing bytes");
@@ -113,28 +124,73 @@ fn read_events(path: &str) -> (Vec<RouterEvent>, u64) {
 /// One implementation's passes: `make` builds an empty indexer, `apply` consumes the events and
 /// returns how many it rejected. Returns CPU and wall seconds of the timed passes, the last pass's
 /// rejections and its indexer (dropped by the caller, outside any timed region).
-fn time_passes<T>(events: &[RouterEvent], reps: usize, make: impl Fn() -> T, apply: impl Fn(&mut T, Vec<RouterEvent>) -> u64) -> (Vec<f64>, Vec<f64>, u64, T) {
-    let mut cpu = Vec::new();
-    let mut wall = Vec::new();
-    let mut failed = 0;
-    let mut last = None;
+/// Minor page faults of this process so far (first touches of memory from the system).
+fn minor_faults() -> i64 {
+    // SAFETY: getrusage writes the rusage struct we pass it and nothing else.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_minflt as i64
+}
+
+/// One implementation's passes.
+struct Passes<T> {
+    /// CPU and wall seconds of the timed passes.
+    cpu: Vec<f64>,
+    wall: Vec<f64>,
+    /// Every pass, untimed ones first: CPU seconds and page faults.
+    all_cpu: Vec<f64>,
+    all_faults: Vec<i64>,
+    /// Events the last pass rejected.
+    failed: u64,
+    /// The last pass's indexer (dropped by the caller, outside any timed region).
+    last: T,
+}
+
+/// `make` builds an empty indexer, `apply` consumes the events and returns how many it rejected:
+/// 2 untimed passes, then `reps` timed ones. The first pass of the first implementation a process
+/// runs takes its memory fresh from the system, as every pass of ours does; later passes reuse
+/// what the allocator got back from the previous indexer.
+fn time_passes<T>(
+    events: &[RouterEvent],
+    reps: usize,
+    make: impl Fn() -> T,
+    apply: impl Fn(&mut T, Vec<RouterEvent>) -> u64,
+) -> Passes<T> {
+    let mut out = Passes {
+        cpu: Vec::new(),
+        wall: Vec::new(),
+        all_cpu: Vec::new(),
+        all_faults: Vec::new(),
+        failed: 0,
+        last: None,
+    };
     for pass in 0..(2 + reps) {
         let batch = events.to_vec();
-        drop(last.take());
+        drop(out.last.take());
         let mut idx = make();
+        let f0 = minor_faults();
         let c0 = cpu_seconds();
         let t0 = Instant::now();
         let f = apply(&mut idx, batch);
         let w = t0.elapsed().as_secs_f64();
         let c = cpu_seconds() - c0;
+        out.all_cpu.push(c);
+        out.all_faults.push(minor_faults() - f0);
         if pass >= 2 {
-            cpu.push(c);
-            wall.push(w);
-            failed = f;
+            out.cpu.push(c);
+            out.wall.push(w);
+            out.failed = f;
         }
-        last = Some(idx);
+        out.last = Some(idx);
     }
-    (cpu, wall, failed, last.unwrap())
+    Passes {
+        cpu: out.cpu,
+        wall: out.wall,
+        all_cpu: out.all_cpu,
+        all_faults: out.all_faults,
+        failed: out.failed,
+        last: out.last.unwrap(),
+    }
 }
 
 /// Queries file: "VEQ1", u32 count; per query u32 length then that many u64 local block hashes.
@@ -277,7 +333,9 @@ fn encode_wire(events: &[RouterEvent], out: &str) {
         put(5, rmp_serde::to_vec_named(&s).expect("msgpack"));
         put(6, serde_json::to_vec(&s).expect("json"));
     }
-    let batch = ActiveSequenceEventBatch { events: active_sequence_samples() };
+    let batch = ActiveSequenceEventBatch {
+        events: active_sequence_samples(),
+    };
     put(7, rmp_serde::to_vec_named(&batch).expect("msgpack"));
     put(8, serde_json::to_vec(&batch).expect("json"));
     let mut file = b"VEW1".to_vec();
@@ -348,7 +406,10 @@ fn main() {
         let mut tree = RadixTree::new();
         for (_, path) in &inputs {
             let (events, _) = read_events(path);
-            rejected += events.into_iter().map(|e| tree.apply_event(e).is_err() as u64).sum::<u64>();
+            rejected += events
+                .into_iter()
+                .map(|e| tree.apply_event(e).is_err() as u64)
+                .sum::<u64>();
         }
         if let (Some(q), Some(a)) = (&queries, &answers_path) {
             answer(&tree, q, a, 0);
@@ -368,9 +429,25 @@ fn main() {
         for name in impls {
             let (cpu, wall, failed) = match name {
                 "radix_tree" => {
-                    let (cpu, wall, failed, tree) = time_passes(&events, reps, RadixTree::new, |t, batch| {
+                    let p = time_passes(&events, reps, RadixTree::new, |t, batch| {
                         batch.into_iter().map(|e| t.apply_event(e).is_err() as u64).sum()
                     });
+                    let (cpu, wall, failed, tree) = (p.cpu, p.wall, p.failed, p.last);
+                    // Its first pass is the process's first: memory fresh from the system.
+                    eprintln!(
+                        "[dynamo-peer] {label} radix_tree: every pass {:?} ms CPU, {:?} page faults",
+                        p.all_cpu.iter().map(|x| (x * 1000.0).round()).collect::<Vec<_>>(),
+                        p.all_faults
+                    );
+                    fields.push(format!(
+                        "\"radix_tree_first_pass_block_ops_per_s\":{}",
+                        (ops as f64 / p.all_cpu[0]).round()
+                    ));
+                    fields.push(format!("\"radix_tree_first_pass_page_faults\":{}", p.all_faults[0]));
+                    fields.push(format!(
+                        "\"radix_tree_timed_pass_page_faults\":{}",
+                        p.all_faults[2..].iter().sum::<i64>() / reps as i64
+                    ));
                     if let (Some(q), Some(a)) = (&queries, &answers_path) {
                         let mut lat = answer(&tree, q, a, rounds);
                         lat.sort_by(|x, y| x.partial_cmp(y).unwrap());
@@ -381,27 +458,37 @@ fn main() {
                     (cpu, wall, failed)
                 }
                 "positional" => {
-                    let (c, w, f, _) = time_passes(
-                    &events,
-                    reps,
-                    || (PositionalIndexer::new(32), FxHashMap::<WorkerWithDpRank, LevelIndex>::default()),
-                        |(t, blocks), batch| batch.into_iter().map(|e| t.apply_event(blocks, e, None).is_err() as u64).sum(),
+                    let p = time_passes(
+                        &events,
+                        reps,
+                        || {
+                            (
+                                PositionalIndexer::new(32),
+                                FxHashMap::<WorkerWithDpRank, LevelIndex>::default(),
+                            )
+                        },
+                        |(t, blocks), batch| {
+                            batch
+                                .into_iter()
+                                .map(|e| t.apply_event(blocks, e, None).is_err() as u64)
+                                .sum()
+                        },
                     );
-                    (c, w, f)
+                    (p.cpu, p.wall, p.failed)
                 }
                 _ => {
-                    let (c, w, f, _) = time_passes(&events, reps, ConcurrentRadixTreeCompressed::new, |t, batch| {
-                    // The backend's own worker loop, on this thread: it applies every queued event
-                    // and returns when the queue is closed and empty.
-                    let (tx, rx) = flume::unbounded();
-                    for e in batch {
-                        tx.send(WorkerTask::Event(e)).unwrap();
-                    }
-                    drop(tx);
-                    t.worker(rx, None).expect("worker loop");
-                    0
+                    let p = time_passes(&events, reps, ConcurrentRadixTreeCompressed::new, |t, batch| {
+                        // The backend's own worker loop, on this thread: it applies every queued event
+                        // and returns when the queue is closed and empty.
+                        let (tx, rx) = flume::unbounded();
+                        for e in batch {
+                            tx.send(WorkerTask::Event(e)).unwrap();
+                        }
+                        drop(tx);
+                        t.worker(rx, None).expect("worker loop");
+                        0
                     });
-                    (c, w, f)
+                    (p.cpu, p.wall, p.failed)
                 }
             };
             let c = median(&cpu);
@@ -425,7 +512,14 @@ fn main() {
     for name in impls {
         let (c, w) = totals[name];
         head.push(format!("\"{name}_block_ops_per_s\":{}", (total_ops as f64 / c).round()));
-        head.push(format!("\"{name}_block_ops_per_s_wall\":{}", (total_ops as f64 / w).round()));
+        head.push(format!(
+            "\"{name}_block_ops_per_s_wall\":{}",
+            (total_ops as f64 / w).round()
+        ));
     }
-    println!("{{\"crate\":\"dynamo-kv-router 1.6.1\",\"reps\":{reps},{},\"scenarios\":[{}]}}", head.join(","), scenarios.join(","));
+    println!(
+        "{{\"crate\":\"dynamo-kv-router 1.6.1\",\"reps\":{reps},{},\"scenarios\":[{}]}}",
+        head.join(","),
+        scenarios.join(",")
+    );
 }
