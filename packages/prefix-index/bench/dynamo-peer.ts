@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { KvEvent, StorageTier } from '@vantage/types';
+import type { KvEvent, StorageTier, WorkerId } from '@vantage/types';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 /** Builds the peer (idempotent) into TARGET: the same script the differential test uses. */
@@ -25,13 +25,23 @@ const WORK = join(ROOT, '.infra/bench/dynamo-peer');
 const TIERS: Readonly<Record<StorageTier, number>> = { device: 0, host_pinned: 1, disk: 2, external: 3 };
 const KINDS = { stored: 1, removed: 2, cleared: 3 } as const;
 
+/** A worker (every dp rank) or one dp rank leaving the pool: `removeWorker`, `removeDpRank`. */
+export type Leave =
+  | { readonly leave: 'worker'; readonly workerId: WorkerId }
+  | { readonly leave: 'dp_rank'; readonly workerId: WorkerId; readonly dpRank: number };
+
 /**
- * The event file `dynamo-peer/src/main.rs` reads (its `read_events` has the layout): every id and
- * hash written as the u64 it is, from the BigUint64Arrays, never through a JS number.
+ * The event file `dynamo-peer/src/main.rs` reads (its `read_events` has the layout), KV events and
+ * workers leaving in one order: every id and hash written as the u64 it is, from the
+ * BigUint64Arrays, never through a JS number.
  */
-export function encodeEvents(events: readonly KvEvent[]): Uint8Array {
+export function encodeEvents(events: ReadonlyArray<KvEvent | Leave>): Uint8Array {
   let bytes = 8;
   for (const e of events) {
+    if ('leave' in e) {
+      bytes += 36;
+      continue;
+    }
     const d = e.data;
     bytes += 36 + (d.kind === 'stored' ? 16 * d.blockHashes.length : d.kind === 'removed' ? 8 * d.blockHashes.length : 0);
   }
@@ -41,6 +51,13 @@ export function encodeEvents(events: readonly KvEvent[]): Uint8Array {
   v.setUint32(4, events.length, true);
   let at = 8;
   for (const e of events) {
+    if ('leave' in e) {
+      v.setUint8(at, e.leave === 'worker' ? 4 : 5);
+      v.setUint32(at + 4, e.leave === 'dp_rank' ? e.dpRank : 0, true);
+      v.setBigUint64(at + 8, e.workerId, true);
+      at += 36; // no event id, parent or blocks: the count stays 0
+      continue;
+    }
     const d = e.data;
     v.setUint8(at, KINDS[d.kind]);
     v.setUint8(at + 1, TIERS[e.storageTier]);

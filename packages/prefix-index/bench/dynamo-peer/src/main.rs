@@ -55,17 +55,25 @@ impl Reader<'_> {
     }
 }
 
-/// File layout (little-endian): "VEV1", u32 event count; then per event: u8 kind (1 stored,
-/// 2 removed, 3 cleared), u8 tier (0 device, 1 host_pinned, 2 disk, 3 external), u8 has-parent,
-/// u8 0, u32 dp rank, u64 worker id, u64 event id, u64 parent hash (0 when absent), u32 block
-/// count, then per block: stored u64 block hash and u64 tokens hash; removed u64 block hash.
-/// Returns the events and their block operations.
-fn read_events(path: &str) -> (Vec<RouterEvent>, u64) {
+/// A worker leaving the pool (not a KV event): every dp rank of it, or one.
+enum Leave {
+    Worker(u64),
+    DpRank(u64, u32),
+}
+
+/// File layout (little-endian): "VEV1", u32 record count; then per record: u8 kind (1 stored,
+/// 2 removed, 3 cleared; 4 worker removed, 5 dp rank removed), u8 tier (0 device, 1 host_pinned,
+/// 2 disk, 3 external), u8 has-parent, u8 0, u32 dp rank, u64 worker id, u64 event id, u64 parent
+/// hash (0 when absent), u32 block count, then per block: stored u64 block hash and u64 tokens
+/// hash; removed u64 block hash. Returns the events, their block operations, and each removal of a
+/// worker or dp rank with the number of events before it.
+fn read_events(path: &str) -> (Vec<RouterEvent>, u64, Vec<(usize, Leave)>) {
     let bytes = fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut r = Reader { b: &bytes, at: 0 };
     assert_eq!(r.take(4), b"VEV1", "{path}: not an event file");
     let n = r.u32() as usize;
     let mut out = Vec::with_capacity(n);
+    let mut leaves = Vec::new();
     let mut ops = 0u64;
     for _ in 0..n {
         let kind = r.u8();
@@ -108,6 +116,16 @@ fn read_events(path: &str) -> (Vec<RouterEvent>, u64) {
                 KvCacheEventData::Removed(KvCacheRemoveData { block_hashes })
             }
             3 => KvCacheEventData::Cleared,
+            4 | 5 => {
+                assert_eq!(count, 0, "{path}: a worker removal has no blocks");
+                let leave = if kind == 4 {
+                    Leave::Worker(worker_id)
+                } else {
+                    Leave::DpRank(worker_id, dp_rank)
+                };
+                leaves.push((out.len(), leave));
+                continue;
+            }
             k => panic!("{path}: event kind {k}"),
         };
         let event = KvCacheEvent {
@@ -118,7 +136,7 @@ fn read_events(path: &str) -> (Vec<RouterEvent>, u64) {
         out.push(RouterEvent::with_storage_tier(worker_id, event, tier));
     }
     assert_eq!(r.at, bytes.len(), "{path}: trailing bytes");
-    (out, ops)
+    (out, ops, leaves)
 }
 
 /// One implementation's passes: `make` builds an empty indexer, `apply` consumes the events and
@@ -344,6 +362,13 @@ fn encode_wire(events: &[RouterEvent], out: &str) {
     fs::write(out, file).unwrap_or_else(|e| panic!("{out}: {e}"));
 }
 
+fn remove(tree: &mut RadixTree, leave: Leave) {
+    match leave {
+        Leave::Worker(w) => tree.remove_worker(w),
+        Leave::DpRank(w, dp) => tree.remove_worker_dp_rank(w, dp),
+    }
+}
+
 fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -393,7 +418,9 @@ fn main() {
     if let Some(out) = &encode_out {
         let mut all = Vec::new();
         for (_, path) in &inputs {
-            all.extend(read_events(path).0);
+            let (events, _, leaves) = read_events(path);
+            assert!(leaves.is_empty(), "{path}: --encode-wire takes KV events only");
+            all.extend(events);
         }
         encode_wire(&all, out);
         return;
@@ -405,11 +432,17 @@ fn main() {
         let mut rejected = 0u64;
         let mut tree = RadixTree::new();
         for (_, path) in &inputs {
-            let (events, _) = read_events(path);
-            rejected += events
-                .into_iter()
-                .map(|e| tree.apply_event(e).is_err() as u64)
-                .sum::<u64>();
+            let (events, _, leaves) = read_events(path);
+            let mut leaves = leaves.into_iter().peekable();
+            for (i, e) in events.into_iter().enumerate() {
+                while let Some((_, leave)) = leaves.next_if(|(at, _)| *at <= i) {
+                    remove(&mut tree, leave);
+                }
+                rejected += tree.apply_event(e).is_err() as u64;
+            }
+            for (_, leave) in leaves {
+                remove(&mut tree, leave);
+            }
         }
         if let (Some(q), Some(a)) = (&queries, &answers_path) {
             answer(&tree, q, a, 0);
@@ -423,7 +456,8 @@ fn main() {
     let mut total_ops = 0u64;
     let mut scenarios = Vec::new();
     for (label, path) in &inputs {
-        let (events, ops) = read_events(path);
+        let (events, ops, leaves) = read_events(path);
+        assert!(leaves.is_empty(), "{path}: timed replays take KV events only");
         eprintln!("[dynamo-peer] {label}: {} events, {ops} block ops", events.len());
         let mut fields = vec![format!("\"scenario\":\"{label}\""), format!("\"block_ops\":{ops}")];
         for name in impls {
