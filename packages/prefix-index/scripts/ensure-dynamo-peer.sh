@@ -4,7 +4,8 @@
 #
 # Dynamo's own code, as the independent implementation we check against: its RadixTree for the
 # prefix index (test/dynamo-differential.test.ts), its serde encoders for our wire decoders
-# (packages/wire/test/dynamo-serde.test.ts), and the same-machine peer of `npm run bench:index`.
+# (packages/wire/test/dynamo-serde.test.ts), its block hashing for ours
+# (packages/hashing/test/dynamo-hashing.test.ts), and the same-machine peer of `npm run bench:index`.
 # Idempotent: once built, cargo's up-to-date check takes about a second and no network. The first
 # build fetches the locked crates from crates.io and takes a few minutes on 2 cores. Prints the
 # binary's path on success (the test reads the last line).

@@ -16,9 +16,10 @@ use dynamo_kv_router::concurrent_radix_tree_compressed::ConcurrentRadixTreeCompr
 use dynamo_kv_router::indexer::positional::{LevelIndex, PositionalIndexer};
 use dynamo_kv_router::indexer::{SyncIndexer, WorkerTask};
 use dynamo_kv_router::protocols::{
-    ActiveLoad, ActiveSequenceEvent, ActiveSequenceEventBatch, ActiveSequenceEventData, ExternalSequenceBlockHash,
-    KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash,
-    PrefillLoadHint, RouterEvent, StorageTier, WorkerWithDpRank,
+    compute_block_hash_for_seq, compute_seq_hash_for_block, ActiveLoad, ActiveSequenceEvent, ActiveSequenceEventBatch,
+    ActiveSequenceEventData, BlockHashOptions, ExternalSequenceBlockHash, KvCacheEvent, KvCacheEventData,
+    KvCacheRemoveData, KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash, PrefillLoadHint, RouterEvent,
+    StorageTier, WorkerWithDpRank,
 };
 use dynamo_kv_router::RadixTree;
 use rustc_hash::FxHashMap;
@@ -362,6 +363,41 @@ fn encode_wire(events: &[RouterEvent], out: &str) {
     fs::write(out, file).unwrap_or_else(|e| panic!("{out}: {e}"));
 }
 
+/// `--hash IN OUT`: Dynamo's own block hashing for each case of IN ("VEH1", u32 cases; per case
+/// u32 block size, u32 LoRA name length (0: none) and its UTF-8 bytes, u32 token count, the tokens
+/// as u32). OUT: "VEHA", u32 cases; per case u32 blocks, then the local block hashes
+/// (`compute_block_hash_for_seq`) and the sequence hashes (`compute_seq_hash_for_block`) as u64s.
+fn hash_cases(input: &str, out: &str) {
+    let bytes = fs::read(input).unwrap_or_else(|e| panic!("{input}: {e}"));
+    let mut r = Reader { b: &bytes, at: 0 };
+    assert_eq!(r.take(4), b"VEH1", "{input}: not a hash-cases file");
+    let n = r.u32();
+    let mut buf = b"VEHA".to_vec();
+    buf.extend_from_slice(&n.to_le_bytes());
+    for _ in 0..n {
+        let block_size = r.u32();
+        let lora_len = r.u32() as usize;
+        let lora = String::from_utf8(r.take(lora_len).to_vec()).expect("LoRA name UTF-8");
+        let count = r.u32() as usize;
+        let tokens: Vec<u32> = (0..count).map(|_| r.u32()).collect();
+        let options = BlockHashOptions {
+            lora_name: (lora_len > 0).then_some(lora.as_str()),
+            ..Default::default()
+        };
+        let local = compute_block_hash_for_seq(&tokens, block_size, options);
+        let seq = compute_seq_hash_for_block(&local);
+        buf.extend_from_slice(&(local.len() as u32).to_le_bytes());
+        for h in &local {
+            buf.extend_from_slice(&h.0.to_le_bytes());
+        }
+        for h in &seq {
+            buf.extend_from_slice(&h.to_le_bytes());
+        }
+    }
+    assert_eq!(r.at, bytes.len(), "{input}: trailing bytes");
+    fs::write(out, buf).unwrap_or_else(|e| panic!("{out}: {e}"));
+}
+
 fn remove(tree: &mut RadixTree, leave: Leave) {
     match leave {
         Leave::Worker(w) => tree.remove_worker(w),
@@ -378,12 +414,13 @@ fn median(xs: &[f64]) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
-        eprintln!("usage: vantage-dynamo-peer [--check-only | --encode-wire FILE] [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...");
+        eprintln!("usage: vantage-dynamo-peer [--check-only | --encode-wire FILE | --hash IN OUT] [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...");
         std::process::exit(2);
     }
     let mut reps = 3usize;
     let mut rounds = 3usize;
     let mut check_only = false;
+    let mut hash_io: Option<(String, String)> = None;
     let mut encode_out: Option<String> = None;
     let mut queries_path = None;
     let mut answers_path = None;
@@ -397,6 +434,11 @@ fn main() {
                 continue;
             }
             "--encode-wire" => encode_out = Some(args[i + 1].clone()),
+            "--hash" => {
+                hash_io = Some((args[i + 1].clone(), args[i + 2].clone()));
+                i += 3;
+                continue;
+            }
             "--reps" => reps = args[i + 1].parse().expect("--reps N"),
             "--rounds" => rounds = args[i + 1].parse().expect("--rounds N"),
             "--queries" => queries_path = Some(args[i + 1].clone()),
@@ -413,6 +455,11 @@ fn main() {
     let queries = queries_path.as_deref().map(read_queries);
     if queries.is_some() != answers_path.is_some() {
         panic!("--queries and --answers go together");
+    }
+
+    if let Some((input, out)) = &hash_io {
+        hash_cases(input, out);
+        return;
     }
 
     if let Some(out) = &encode_out {
