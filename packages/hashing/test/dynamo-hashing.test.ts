@@ -11,18 +11,18 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localBlockHashes, sequenceHashes } from '../src/index';
+// The peer program's builder (a bench helper of the prefix index, test-only here).
+import { PEER_BUILD_TIMEOUT_MS, peerBinary } from '../../prefix-index/bench/dynamo-peer';
 
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 let bin = '';
 let dir = '';
 
 beforeAll(() => {
-  bin = execFileSync('bash', [join(ROOT, 'packages/prefix-index/scripts/ensure-dynamo-peer.sh')], { encoding: 'utf8', timeout: 900_000 }).trim().split('\n').pop() ?? '';
+  bin = peerBinary();
   dir = mkdtempSync(join(tmpdir(), 'vantage-dynamo-hash-'));
-}, 900_000);
+}, PEER_BUILD_TIMEOUT_MS);
 
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });

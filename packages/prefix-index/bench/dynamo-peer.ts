@@ -9,14 +9,14 @@
  * The build (`scripts/ensure-dynamo-peer.sh`) goes to `.infra/cargo-target` (ignored; the first one
  * takes a few minutes on 2 cores).
  */
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KvEvent, StorageTier, WorkerId } from '@vantage/types';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-/** Builds the peer (idempotent) into TARGET: the same script the differential test uses. */
+/** Builds the peer (idempotent) into TARGET: the same script the tests use (`peerBinary`). */
 const ENSURE = join(ROOT, 'packages/prefix-index/scripts/ensure-dynamo-peer.sh');
 const TARGET = join(ROOT, '.infra/cargo-target');
 const BIN = join(TARGET, 'release/vantage-dynamo-peer');
@@ -87,6 +87,17 @@ export function encodeEvents(events: ReadonlyArray<KvEvent | Leave>): Uint8Array
   }
   if (at !== bytes) throw new Error(`event file: wrote ${at} of ${bytes} bytes`);
   return buf;
+}
+
+/** How long a test should allow `peerBinary` (the first build fetches crates and compiles). */
+export const PEER_BUILD_TIMEOUT_MS = 900_000;
+
+/**
+ * The peer's binary for the tests that check our code against Dynamo's, built first if need be
+ * (idempotent: about a second once built). Throws, with cargo's output, if it cannot be built.
+ */
+export function peerBinary(): string {
+  return execFileSync('bash', [ENSURE], { encoding: 'utf8', timeout: PEER_BUILD_TIMEOUT_MS }).trim().split('\n').pop() ?? '';
 }
 
 /** Queries: "VEQ1", u32 count; per query u32 length then its local block hashes as u64. */

@@ -23,27 +23,24 @@
  *   ids for the same tokens. Each is pinned below with both answers, so a release of the crate that
  *   changes either shows up here.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { PrefixIndex } from '../src/index';
-import { decodeAnswers, encodeEvents, encodeQueries } from '../bench/dynamo-peer';
+import { decodeAnswers, encodeEvents, encodeQueries, PEER_BUILD_TIMEOUT_MS, peerBinary } from '../bench/dynamo-peer';
 import type { Leave } from '../bench/dynamo-peer';
 import { locals, removed, stored } from './events';
 
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 let bin = '';
 let dir = '';
 
 beforeAll(() => {
-  // Idempotent: cargo's up-to-date check once built (the first build takes a few minutes).
-  bin = execFileSync('bash', [join(ROOT, 'packages/prefix-index/scripts/ensure-dynamo-peer.sh')], { encoding: 'utf8', timeout: 900_000 }).trim().split('\n').pop() ?? '';
+  bin = peerBinary();
   dir = mkdtempSync(join(tmpdir(), 'vantage-dynamo-diff-'));
-}, 900_000);
+}, PEER_BUILD_TIMEOUT_MS);
 
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });

@@ -10,14 +10,12 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExternalHash, KvEvent, StorageTier, WorkerId } from '@vantage/types';
 import { decodeActiveLoad, decodeActiveSequenceEvent, decodeActiveSequenceEvents, decodeRouterEventJson, decodeRouterEventMsgpack } from '../src/index';
-// The event-file writer the peer reads (a bench helper of the prefix index, test-only here).
-import { encodeEvents } from '../../prefix-index/bench/dynamo-peer';
+// The peer program's event-file writer and builder (a bench helper of the prefix index, test-only here).
+import { encodeEvents, PEER_BUILD_TIMEOUT_MS, peerBinary } from '../../prefix-index/bench/dynamo-peer';
 
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 let records: Array<{ kind: number; bytes: Uint8Array }> = [];
 let dir = '';
 
@@ -45,7 +43,7 @@ const events: KvEvent[] = [
 ];
 
 beforeAll(() => {
-  const bin = execFileSync('bash', [join(ROOT, 'packages/prefix-index/scripts/ensure-dynamo-peer.sh')], { encoding: 'utf8', timeout: 900_000 }).trim().split('\n').pop() ?? '';
+  const bin = peerBinary();
   dir = mkdtempSync(join(tmpdir(), 'vantage-dynamo-serde-'));
   writeFileSync(join(dir, 'events'), encodeEvents(events));
   execFileSync(bin, ['--encode-wire', join(dir, 'wire'), `x=${join(dir, 'events')}`]);
@@ -61,7 +59,7 @@ beforeAll(() => {
     at += 5 + len;
   }
   expect(at).toBe(b.length);
-}, 900_000);
+}, PEER_BUILD_TIMEOUT_MS);
 
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
