@@ -13,6 +13,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { MatchResult } from '@vantage/prefix-index';
 import type { KvEvent, StorageTier, WorkerId } from '@vantage/types';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -120,6 +121,17 @@ export function encodeQueries(queries: readonly BigUint64Array[]): Uint8Array {
 export type PeerAnswer = string[];
 
 /**
+ * Our match in the shape of a `PeerAnswer`: "worker:dpRank:deviceBlocks" for every publisher with
+ * at least one leading device block (Dynamo scores only those), sorted.
+ */
+export function deviceOverlap(match: MatchResult): PeerAnswer {
+  return match.workers
+    .filter((m) => m.deviceBlocks > 0)
+    .map((m) => `${m.workerId}:${m.dpRank}:${m.deviceBlocks}`)
+    .sort();
+}
+
+/**
  * The answers file the peer writes: "VEA1", u32 count; per query u32 entries, then per entry u64
  * worker id, u32 dp rank, u32 score (leading device-tier blocks matched).
  */
@@ -148,6 +160,8 @@ export interface PeerScenario {
   readonly positional_block_ops_per_s: number;
   readonly concurrent_radix_tree_compressed_block_ops_per_s: number;
   readonly radix_tree_rejected_events: number;
+  readonly positional_rejected_events: number;
+  readonly concurrent_radix_tree_compressed_rejected_events: number;
 }
 
 export interface Peer {
@@ -184,8 +198,13 @@ export function preparePeer(log: (msg: string) => void): Peer {
       });
       if (r.status !== 0) throw new Error(`Dynamo peer failed on ${label} (exit ${r.status ?? r.signal})`);
       const line = r.stdout.trim().split('\n').pop()!;
-      const out = JSON.parse(line) as { scenarios: PeerScenario[] };
-      return { scenario: out.scenarios[0]!, answers: decodeAnswers(readFileSync(`${base}.answers`)) };
+      const scenario = JSON.parse(line) as PeerScenario;
+      // Each indexer must have applied every event, or the rates compare different work.
+      for (const k of ['radix_tree', 'positional', 'concurrent_radix_tree_compressed'] as const) {
+        const n = scenario[`${k}_rejected_events`];
+        if (n !== 0) throw new Error(`Dynamo peer on ${label}: ${k} rejected ${n} events`);
+      }
+      return { scenario, answers: decodeAnswers(readFileSync(`${base}.answers`)) };
     },
   };
 }

@@ -38,7 +38,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { PrefixIndex } from '@vantage/prefix-index';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
-import { preparePeer } from './dynamo-peer';
+import { deviceOverlap, preparePeer } from './dynamo-peer';
 import type { PeerAnswer, PeerScenario } from './dynamo-peer';
 import { MapIndex } from './map-index';
 import { loadTracePrompts, simulate } from './trace-sim';
@@ -133,11 +133,7 @@ function latencies(
 /** Dynamo's RadixTree scores (leading device-tier blocks per worker it scores) equal ours, prompt by prompt. */
 function sameAsDynamo(label: string, idx: PrefixIndex, queries: readonly BigUint64Array[], answers: readonly PeerAnswer[]): void {
   for (let i = 0; i < queries.length; i++) {
-    const ours = idx
-      .match(queries[i]!)
-      .workers.filter((m) => m.deviceBlocks > 0)
-      .map((m) => `${m.workerId}:${m.dpRank}:${m.deviceBlocks}`)
-      .sort();
+    const ours = deviceOverlap(idx.match(queries[i]!));
     const theirs = answers[i]!;
     if (ours.join('|') !== theirs.join('|')) {
       throw new Error(`${label}: Dynamo's RadixTree and PrefixIndex differ on prompt ${i} (${queries[i]!.length} blocks):\n dynamo ${theirs.join(' ')}\n ours   ${ours.join(' ')}`);

@@ -28,9 +28,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mulberry32 } from '@vantage/fitting';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { PrefixIndex } from '../src/index';
-import { decodeAnswers, encodeEvents, encodeQueries, PEER_BUILD_TIMEOUT_MS, peerBinary } from '../bench/dynamo-peer';
+import { decodeAnswers, deviceOverlap, encodeEvents, encodeQueries, PEER_BUILD_TIMEOUT_MS, peerBinary } from '../bench/dynamo-peer';
 import type { Leave } from '../bench/dynamo-peer';
 import { locals, removed, stored } from './events';
 
@@ -57,23 +58,7 @@ function dynamo(events: ReadonlyArray<KvEvent | Leave>, queries: readonly BigUin
 }
 
 function ours(idx: PrefixIndex, q: BigUint64Array): string[] {
-  return idx
-    .match(q)
-    .workers.filter((m) => m.deviceBlocks > 0)
-    .map((m) => `${m.workerId}:${m.dpRank}:${m.deviceBlocks}`)
-    .sort();
-}
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    // mulberry32
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return deviceOverlap(idx.match(q));
 }
 
 /** A 64-bit mix of a parent id and a local hash (splitmix64's finaliser): distinct pairs, distinct ids. */
@@ -92,7 +77,7 @@ interface Block {
 
 /** A seeded stream with checkpoints: the events and, every `every` events, the query prompts. */
 function scenario(seed: number, nEvents: number) {
-  const r = rng(seed);
+  const r = mulberry32(seed);
   const int = (n: number): number => Math.floor(r() * n);
   const u64 = (): bigint => (BigInt(int(2 ** 32)) << 32n) | BigInt(int(2 ** 32));
   // Paths: later ones share a prefix of an earlier one; some reuse a local hash of another path

@@ -51,6 +51,19 @@ describe('Dynamo peer files', () => {
     expect(b.length).toBe(156);
   });
 
+  it('encodes workers and dp ranks leaving as records of their own, ids exact', () => {
+    const b = encodeEvents([
+      { leave: 'worker', workerId: W },
+      { leave: 'dp_rank', workerId: 0x8000_0000_0000_0001n as WorkerId, dpRank: 7 },
+    ]);
+    const v = new DataView(b.buffer);
+    expect(v.getUint32(4, true)).toBe(2);
+    // Kind 4 (worker), no blocks; kind 5 (dp rank) with its rank.
+    expect([b[8], v.getUint32(12, true), v.getBigUint64(16, true), v.getUint32(40, true)]).toEqual([4, 0, W, 0]);
+    expect([b[44], v.getUint32(48, true), v.getBigUint64(52, true), v.getUint32(76, true)]).toEqual([5, 7, 0x8000_0000_0000_0001n, 0]);
+    expect(b.length).toBe(80);
+  });
+
   it('encodes queries and decodes answers without losing a bit', () => {
     const q = encodeQueries([BigUint64Array.of(0xffff_ffff_ffff_ffffn, 1n), new BigUint64Array(0)]);
     const qv = new DataView(q.buffer);

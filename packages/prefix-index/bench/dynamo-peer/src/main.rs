@@ -8,7 +8,6 @@
 //! CPU time (user + system) over the apply loop. Building each pass's event vector (a clone of
 //! the decoded events) and dropping the indexer afterwards are outside the timed region.
 
-use std::collections::HashMap;
 use std::fs;
 use std::time::Instant;
 
@@ -140,9 +139,6 @@ fn read_events(path: &str) -> (Vec<RouterEvent>, u64, Vec<(usize, Leave)>) {
     (out, ops, leaves)
 }
 
-/// One implementation's passes: `make` builds an empty indexer, `apply` consumes the events and
-/// returns how many it rejected. Returns CPU and wall seconds of the timed passes, the last pass's
-/// rejections and its indexer (dropped by the caller, outside any timed region).
 /// Minor page faults of this process so far (first touches of memory from the system).
 fn minor_faults() -> i64 {
     // SAFETY: getrusage writes the rusage struct we pass it and nothing else.
@@ -175,17 +171,12 @@ fn time_passes<T>(
     make: impl Fn() -> T,
     apply: impl Fn(&mut T, Vec<RouterEvent>) -> u64,
 ) -> Passes<T> {
-    let mut out = Passes {
-        cpu: Vec::new(),
-        wall: Vec::new(),
-        all_cpu: Vec::new(),
-        all_faults: Vec::new(),
-        failed: 0,
-        last: None,
-    };
+    let (mut cpu, mut wall, mut all_cpu, mut all_faults, mut failed) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), 0);
+    let mut last = None;
     for pass in 0..(2 + reps) {
         let batch = events.to_vec();
-        drop(out.last.take());
+        drop(last.take());
         let mut idx = make();
         let f0 = minor_faults();
         let c0 = cpu_seconds();
@@ -193,22 +184,23 @@ fn time_passes<T>(
         let f = apply(&mut idx, batch);
         let w = t0.elapsed().as_secs_f64();
         let c = cpu_seconds() - c0;
-        out.all_cpu.push(c);
-        out.all_faults.push(minor_faults() - f0);
+        all_cpu.push(c);
+        all_faults.push(minor_faults() - f0);
         if pass >= 2 {
-            out.cpu.push(c);
-            out.wall.push(w);
-            out.failed = f;
+            cpu.push(c);
+            wall.push(w);
+            failed = f;
         }
-        out.last = Some(idx);
+        last = Some(idx);
     }
+    let last = last.expect("at least the two untimed passes ran");
     Passes {
-        cpu: out.cpu,
-        wall: out.wall,
-        all_cpu: out.all_cpu,
-        all_faults: out.all_faults,
-        failed: out.failed,
-        last: out.last.unwrap(),
+        cpu,
+        wall,
+        all_cpu,
+        all_faults,
+        failed,
+        last,
     }
 }
 
@@ -229,9 +221,9 @@ fn read_queries(path: &str) -> Vec<Vec<LocalBlockHash>> {
 }
 
 /// RadixTree's answers to the queries, written as "VEA1", u32 count; per query u32 entries, then
-/// per entry u64 worker id, u32 dp rank, u32 score. Also returns each query's best-of-3 latency in
+/// per entry u64 worker id, u32 dp rank, u32 score. Also returns each query's latency in
 /// microseconds: the fastest of `rounds` calls, rounds interleaved over all queries, as the
-/// TypeScript benchmark measures its own.
+/// TypeScript benchmark measures its own (none when `rounds` is 0).
 fn answer(tree: &RadixTree, queries: &[Vec<LocalBlockHash>], path: &str, rounds: usize) -> Vec<f64> {
     let mut out = Vec::new();
     out.extend_from_slice(b"VEA1");
@@ -414,7 +406,7 @@ fn median(xs: &[f64]) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
-        eprintln!("usage: vantage-dynamo-peer [--check-only | --encode-wire FILE | --hash IN OUT] [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...");
+        eprintln!("usage: vantage-dynamo-peer [--check-only | --encode-wire FILE | --hash IN OUT] [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...  (a timed replay: exactly one LABEL=FILE; prints one JSON object)");
         std::process::exit(2);
     }
     let mut reps = 3usize;
@@ -498,109 +490,90 @@ fn main() {
         return;
     }
 
-    let impls = ["radix_tree", "positional", "concurrent_radix_tree_compressed"];
-    let mut totals: HashMap<&str, (f64, f64)> = HashMap::new();
-    let mut total_ops = 0u64;
-    let mut scenarios = Vec::new();
-    for (label, path) in &inputs {
-        let (events, ops, leaves) = read_events(path);
-        assert!(leaves.is_empty(), "{path}: timed replays take KV events only");
-        eprintln!("[dynamo-peer] {label}: {} events, {ops} block ops", events.len());
-        let mut fields = vec![format!("\"scenario\":\"{label}\""), format!("\"block_ops\":{ops}")];
-        for name in impls {
-            let (cpu, wall, failed) = match name {
-                "radix_tree" => {
-                    let p = time_passes(&events, reps, RadixTree::new, |t, batch| {
-                        batch.into_iter().map(|e| t.apply_event(e).is_err() as u64).sum()
-                    });
-                    let (cpu, wall, failed, tree) = (p.cpu, p.wall, p.failed, p.last);
-                    // Its first pass is the process's first: memory fresh from the system.
-                    eprintln!(
-                        "[dynamo-peer] {label} radix_tree: every pass {:?} ms CPU, {:?} page faults",
-                        p.all_cpu.iter().map(|x| (x * 1000.0).round()).collect::<Vec<_>>(),
-                        p.all_faults
-                    );
-                    fields.push(format!(
-                        "\"radix_tree_first_pass_block_ops_per_s\":{}",
-                        (ops as f64 / p.all_cpu[0]).round()
-                    ));
-                    fields.push(format!("\"radix_tree_first_pass_page_faults\":{}", p.all_faults[0]));
-                    fields.push(format!(
-                        "\"radix_tree_timed_pass_page_faults\":{}",
-                        p.all_faults[2..].iter().sum::<i64>() / reps as i64
-                    ));
-                    if let (Some(q), Some(a)) = (&queries, &answers_path) {
-                        let mut lat = answer(&tree, q, a, rounds);
-                        lat.sort_by(|x, y| x.partial_cmp(y).unwrap());
-                        fields.push(format!("\"radix_tree_match_p50_us\":{:.2}", percentile(&lat, 50.0)));
-                        fields.push(format!("\"radix_tree_match_p99_us\":{:.2}", percentile(&lat, 99.0)));
-                        fields.push(format!("\"queries\":{}", q.len()));
+    // The timed replay: one scenario per run (the benchmark runs the peer once per scenario).
+    let [(label, path)] = inputs.as_slice() else {
+        panic!("a timed replay takes one LABEL=FILE, got {}", inputs.len());
+    };
+    let (events, ops, leaves) = read_events(path);
+    assert!(leaves.is_empty(), "{path}: timed replays take KV events only");
+    eprintln!("[dynamo-peer] {label}: {} events, {ops} block ops", events.len());
+    let mut fields = vec![format!("\"scenario\":\"{label}\""), format!("\"block_ops\":{ops}")];
+    for name in ["radix_tree", "positional", "concurrent_radix_tree_compressed"] {
+        let (cpu, wall, failed) = match name {
+            "radix_tree" => {
+                let p = time_passes(&events, reps, RadixTree::new, |t, batch| {
+                    batch.into_iter().map(|e| t.apply_event(e).is_err() as u64).sum()
+                });
+                let (cpu, wall, failed, tree) = (p.cpu, p.wall, p.failed, p.last);
+                // Its first pass is the process's first: memory fresh from the system.
+                eprintln!(
+                    "[dynamo-peer] {label} radix_tree: every pass {:?} ms CPU, {:?} page faults",
+                    p.all_cpu.iter().map(|x| (x * 1000.0).round()).collect::<Vec<_>>(),
+                    p.all_faults
+                );
+                fields.push(format!(
+                    "\"radix_tree_first_pass_block_ops_per_s\":{}",
+                    (ops as f64 / p.all_cpu[0]).round()
+                ));
+                fields.push(format!("\"radix_tree_first_pass_page_faults\":{}", p.all_faults[0]));
+                fields.push(format!(
+                    "\"radix_tree_timed_pass_page_faults\":{}",
+                    p.all_faults[2..].iter().sum::<i64>() / reps as i64
+                ));
+                if let (Some(q), Some(a)) = (&queries, &answers_path) {
+                    let mut lat = answer(&tree, q, a, rounds);
+                    lat.sort_by(|x, y| x.partial_cmp(y).unwrap());
+                    fields.push(format!("\"radix_tree_match_p50_us\":{:.2}", percentile(&lat, 50.0)));
+                    fields.push(format!("\"radix_tree_match_p99_us\":{:.2}", percentile(&lat, 99.0)));
+                    fields.push(format!("\"queries\":{}", q.len()));
+                }
+                (cpu, wall, failed)
+            }
+            "positional" => {
+                let p = time_passes(
+                    &events,
+                    reps,
+                    || {
+                        (
+                            PositionalIndexer::new(32),
+                            FxHashMap::<WorkerWithDpRank, LevelIndex>::default(),
+                        )
+                    },
+                    |(t, blocks), batch| {
+                        batch
+                            .into_iter()
+                            .map(|e| t.apply_event(blocks, e, None).is_err() as u64)
+                            .sum()
+                    },
+                );
+                (p.cpu, p.wall, p.failed)
+            }
+            _ => {
+                let p = time_passes(&events, reps, ConcurrentRadixTreeCompressed::new, |t, batch| {
+                    // The backend's own worker loop, on this thread: it applies every queued event
+                    // and returns when the queue is closed and empty.
+                    let (tx, rx) = flume::unbounded();
+                    for e in batch {
+                        tx.send(WorkerTask::Event(e)).unwrap();
                     }
-                    (cpu, wall, failed)
-                }
-                "positional" => {
-                    let p = time_passes(
-                        &events,
-                        reps,
-                        || {
-                            (
-                                PositionalIndexer::new(32),
-                                FxHashMap::<WorkerWithDpRank, LevelIndex>::default(),
-                            )
-                        },
-                        |(t, blocks), batch| {
-                            batch
-                                .into_iter()
-                                .map(|e| t.apply_event(blocks, e, None).is_err() as u64)
-                                .sum()
-                        },
-                    );
-                    (p.cpu, p.wall, p.failed)
-                }
-                _ => {
-                    let p = time_passes(&events, reps, ConcurrentRadixTreeCompressed::new, |t, batch| {
-                        // The backend's own worker loop, on this thread: it applies every queued event
-                        // and returns when the queue is closed and empty.
-                        let (tx, rx) = flume::unbounded();
-                        for e in batch {
-                            tx.send(WorkerTask::Event(e)).unwrap();
-                        }
-                        drop(tx);
-                        t.worker(rx, None).expect("worker loop");
-                        0
-                    });
-                    (p.cpu, p.wall, p.failed)
-                }
-            };
-            let c = median(&cpu);
-            let w = median(&wall);
-            let e = totals.entry(name).or_insert((0.0, 0.0));
-            e.0 += cpu.iter().sum::<f64>();
-            e.1 += wall.iter().sum::<f64>();
-            eprintln!(
-                "[dynamo-peer] {label} {name}: {:.2} M blocks/cpu-s (wall {:.2}), passes {:?} ms CPU, {failed} events rejected",
-                ops as f64 / c / 1e6,
-                ops as f64 / w / 1e6,
-                cpu.iter().map(|x| (x * 1000.0).round()).collect::<Vec<_>>()
-            );
-            fields.push(format!("\"{name}_block_ops_per_s\":{}", (ops as f64 / c).round()));
-            fields.push(format!("\"{name}_rejected_events\":{failed}"));
-        }
-        total_ops += ops * reps as u64;
-        scenarios.push(format!("{{{}}}", fields.join(",")));
+                    drop(tx);
+                    t.worker(rx, None).expect("worker loop");
+                    0
+                });
+                (p.cpu, p.wall, p.failed)
+            }
+        };
+        let c = median(&cpu);
+        let w = median(&wall);
+        eprintln!(
+            "[dynamo-peer] {label} {name}: {:.2} M blocks/cpu-s (wall {:.2}), passes {:?} ms CPU, {failed} events rejected",
+            ops as f64 / c / 1e6,
+            ops as f64 / w / 1e6,
+            cpu.iter().map(|x| (x * 1000.0).round()).collect::<Vec<_>>()
+        );
+        fields.push(format!("\"{name}_block_ops_per_s\":{}", (ops as f64 / c).round()));
+        fields.push(format!("\"{name}_rejected_events\":{failed}"));
     }
-    let mut head = Vec::new();
-    for name in impls {
-        let (c, w) = totals[name];
-        head.push(format!("\"{name}_block_ops_per_s\":{}", (total_ops as f64 / c).round()));
-        head.push(format!(
-            "\"{name}_block_ops_per_s_wall\":{}",
-            (total_ops as f64 / w).round()
-        ));
-    }
-    println!(
-        "{{\"crate\":\"dynamo-kv-router 1.6.1\",\"reps\":{reps},{},\"scenarios\":[{}]}}",
-        head.join(","),
-        scenarios.join(",")
-    );
+    fields.push(format!("\"reps\":{reps}"));
+    println!("{{{}}}", fields.join(","));
 }
