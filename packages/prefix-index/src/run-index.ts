@@ -75,6 +75,8 @@ export class RunIndex extends IndexBase {
   private nMax: Int32Array = new Int32Array(256);
   private nMark: Int32Array = new Int32Array(256);
   private kidMap: (Map<number, number> | undefined)[] = [];
+  /** Children ever left off a child map because a sibling has the same low half (rare). */
+  private shadowed = 0;
   private nHigh = 1;
   private freeNodes: number[] = [];
   private livePositions = 0;
@@ -696,12 +698,14 @@ export class RunIndex extends IndexBase {
     let km = this.kidMap[p];
     if (km !== undefined) {
       if (!km.has(lo)) km.set(lo, c);
+      else this.shadowed++;
     } else if (kids > WIDE) {
       km = this.kidMap[p] = new Map();
       // c's blocks may not be written yet: its low half is `lo`.
       for (let x = this.nFirst[p]!; x !== 0; x = this.nNext[x]!) {
         const l = x === c ? lo : this.blo[this.nStart[x]!]!;
         if (!km.has(l)) km.set(l, x);
+        else this.shadowed++;
       }
     }
   }
@@ -720,7 +724,8 @@ export class RunIndex extends IndexBase {
       const l = this.blo[this.nStart[c]!]!;
       if (km.get(l) === c) {
         km.delete(l);
-        for (let x = this.nFirst[p]!; x !== 0; x = this.nNext[x]!) if (this.blo[this.nStart[x]!] === l) km.set(l, x);
+        // A sibling with the same low half is only on the list: look for one if any ever was.
+        if (this.shadowed > 0) for (let x = this.nFirst[p]!; x !== 0; x = this.nNext[x]!) if (this.blo[this.nStart[x]!] === l) km.set(l, x);
       }
       if (this.nKids[p] === 0) this.kidMap[p] = undefined;
     }
