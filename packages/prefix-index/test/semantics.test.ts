@@ -345,6 +345,28 @@ describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex, snapshots }) => {
   });
 
   describe('wide nodes', () => {
+    it('tells apart children of a wide node whose local hashes share their low 32 bits', () => {
+      const idx = new PrefixIndex(16);
+      const twin = (1n << 32n) | 100n; // the same low half as local 100
+      let id = 1;
+      for (let i = 0; i < 12; i++) idx.apply(stored(1, id++, null, [[1000 + i, 100 + i]]), 0);
+      idx.apply(stored(2, 1, null, [[5000, twin]]), 0);
+      expect(dev(idx, locals(100), 1)).toBe(1);
+      expect(dev(idx, locals(twin), 2)).toBe(1);
+      expect(dev(idx, locals(twin), 1)).toBe(0);
+      // The first child with that low half leaves: the other is still found, and back again.
+      idx.apply(removed(1, id++, [1000]), 0);
+      expect(dev(idx, locals(twin), 2)).toBe(1);
+      expect(dev(idx, locals(100), 1)).toBe(0);
+      idx.apply(stored(1, id++, null, [[1000, 100]]), 0);
+      idx.apply(removed(2, 2, [5000]), 0);
+      expect(dev(idx, locals(100), 1)).toBe(1);
+      expect(dev(idx, locals(twin), 2)).toBe(0);
+      idx.apply(stored(2, 3, null, [[5001, twin]]), 0);
+      expect(dev(idx, locals(twin), 2)).toBe(1);
+      expect(dev(idx, locals(100), 1)).toBe(1);
+    });
+
     it('finds children of nodes past the scan fan-out, through cuts, removals and re-stores', () => {
       const idx = new PrefixIndex(16);
       // 300 children under the root and 300 under block (1): both switch to hashed lookup.
