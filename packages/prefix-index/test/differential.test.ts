@@ -77,7 +77,7 @@ describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex, snapshots }) => {
     return { idx, ref };
   }
 
-  describe('differential: PrefixIndex vs reference model', () => {
+  describe('differential: the index vs the reference model', () => {
     it('agrees on every apply result, match, tier count and counter over random streams', () => {
       fc.assert(
         fc.property(fc.array(cmdArb, { maxLength: 60 }), (cmds) => {
