@@ -93,6 +93,22 @@ export class ExtMap {
     }
   }
 
+  /**
+   * findFrom, but on a miss returns where the key would go: the slot base of (lo, hi), or -(b + 1)
+   * for the base b of the empty slot its probe ends on (insert there: room reserved by the caller).
+   */
+  probeFrom(home: number, lo: number, hi: number): number {
+    const t = this.t;
+    const mask = this.mask;
+    let i = home;
+    for (;;) {
+      const b = i * SLOT;
+      if (t[b + K_VAL] === 0) return -(b + 1);
+      if (t[b] === lo && t[b + K_HI] === hi) return b;
+      i = (i + 1) & mask;
+    }
+  }
+
   /** Insert a key known to be absent (room reserved by the caller); returns its slot base. */
   insertFresh(lo: number, hi: number, value: number): number {
     const t = this.t;
@@ -185,4 +201,26 @@ export class ExtMap {
   bytes(): number {
     return this.buf.byteLength;
   }
+}
+
+/** Written by touchHomes so the engine cannot drop its loads as unused. */
+const sink = { touched: 0 };
+
+/**
+ * The home slot in `map` of each of the n block ids in `ext` (int32 halves), into `homes` (returned;
+ * a larger array when it is too short), then every home read once before any is used. Engine ids
+ * are random, so each home is a cache miss; issued back to back from this short loop the misses
+ * overlap (the loads do not depend on each other), where an apply loop, long and branchy, would
+ * wait for them one at a time. The homes are hashed in a loop of their own first, so the reading
+ * loop is little more than the loads and more of them fit in flight.
+ */
+export function touchHomes(map: ExtMap, ext: Int32Array, n: number, homes: Int32Array): Int32Array {
+  const h = homes.length >= n ? homes : new Int32Array(Math.max(n, 2 * homes.length));
+  const mask = map.mask;
+  for (let i = 0; i < n; i++) h[i] = mix2(ext[2 * i]!, ext[2 * i + 1]!) & mask;
+  const t = map.t;
+  let acc = 0;
+  for (let i = 0; i < n; i++) acc |= t[h[i]! * SLOT + K_VAL]!;
+  sink.touched = acc;
+  return h;
 }

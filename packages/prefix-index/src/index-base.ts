@@ -28,8 +28,6 @@ export interface Publisher {
   readonly dpRank: number;
   readonly slot: number;
   map: ExtMap;
-  /** RunIndex only: positions named by more than one of this publisher's ids (position -> entries << 4 | tier bits). */
-  multi: Map<number, number> | null;
   lastEventId: bigint | null;
   /** True until the first event: an id above 1 then means history was missed. */
   expectStart: boolean;
@@ -208,6 +206,19 @@ export abstract class IndexBase {
         : { reason: pub.suspect.reason, sinceMs: pub.suspect.sinceMs, incidents: pub.suspect.incidents + 1 };
   }
 
+  /**
+   * Elements to reserve address space for once a growable table (growable.ts) needs `cap`: room to
+   * grow in place to the blocks the registered workers advertise (`expectBlocks`, summed) plus
+   * `extra`, and at least 16 times `cap`, within `max`.
+   */
+  protected reservation(cap: number, extra: number, max: number): number {
+    let expected = extra;
+    for (const e of this.expected.values()) expected += e;
+    let res = cap * 16;
+    while (res < expected) res *= 2;
+    return Math.min(max, res);
+  }
+
   // -------------------------------------------------------------------------
   // Publisher management
   // -------------------------------------------------------------------------
@@ -227,7 +238,6 @@ export abstract class IndexBase {
       dpRank,
       slot,
       map: this.newTable(workerId),
-      multi: null,
       lastEventId: null,
       expectStart: true,
       suspect: null,

@@ -1,10 +1,10 @@
 import type { KvStoredData, WorkerId } from '@vantage/types';
 import { xxh3_64 } from '@vantage/hashing';
 import { growableTable, growTable } from './growable';
-import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor } from './ext-map';
+import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor, touchHomes } from './ext-map';
 import { EMPTY_U64, IndexBase, i32View, NTIERS } from './index-base';
 import type { Publisher } from './index-base';
-import { mix2, mix3, u64Hi, u64Lo } from './hash32';
+import { mix3, u64Hi, u64Lo } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 import type { IndexStats, SuspectReason } from './types';
 
@@ -93,7 +93,7 @@ export class PrefixIndex extends IndexBase {
   // Match scratch (reused: match allocates only its result).
   private active = new Int32Array(NTIERS);
   /** Apply scratch: the block-id table home slot of each block id of the event being applied. */
-  private homes = new Int32Array(256);
+  private homes: Int32Array = new Int32Array(256);
   constructor(blockSize: number, options: PrefixIndexOptions = {}) {
     super(blockSize);
     let cap = 1024;
@@ -149,8 +149,7 @@ export class PrefixIndex extends IndexBase {
     map.reserve(n);
     const t = map.t;
     const mask = map.mask;
-    const homes = this.homesFor(ext, n, mask);
-    touchHomes(t, homes, n);
+    const homes = (this.homes = touchHomes(map, ext, n, this.homes));
     let bitsAt: number;
     let stride: number;
     if (tier === 0) {
@@ -245,14 +244,6 @@ export class PrefixIndex extends IndexBase {
     return unknownParent;
   }
 
-  /** Home slot (in a block-id table of mask + 1 slots) of each of the n ids in ext, into this.homes. */
-  private homesFor(ext: Int32Array, n: number, mask: number): Int32Array {
-    if (this.homes.length < n) this.homes = new Int32Array(Math.max(n, 2 * this.homes.length));
-    const homes = this.homes;
-    for (let i = 0; i < n; i++) homes[i] = mix2(ext[2 * i]!, ext[2 * i + 1]!) & mask;
-    return homes;
-  }
-
   protected applyRemoved(pub: Publisher, tier: number, hashes: BigUint64Array): BigUint64Array {
     const n = hashes.length;
     const ext = i32View(hashes);
@@ -261,8 +252,7 @@ export class PrefixIndex extends IndexBase {
     const tierBlocks = pub.tierBlocks;
     const slot = pub.slot;
     let unknown: number[] | null = null;
-    const homes = this.homesFor(ext, n, map.mask);
-    touchHomes(map.t, homes, n);
+    const homes = (this.homes = touchHomes(map, ext, n, this.homes));
     // Second wave, the same way: the node each id names (its slot is cached now), so releasing
     // the blocks below does not wait for their node records one at a time.
     {
@@ -603,24 +593,11 @@ export class PrefixIndex extends IndexBase {
 
   private growNodes(): void {
     const cap = Math.min(MAX_NODES, this.nodeCap * 2);
-    if (cap > this.nodeReserve) this.nodeReserve = this.reserveFor(cap);
+    if (cap > this.nodeReserve) this.nodeReserve = this.reservation(cap, 1, MAX_NODES);
     const res = this.nodeReserve;
     this.nd = growTable(this.nd, cap * this.R, res * this.R);
     if (this.low !== null) this.low = growTable(this.low, cap * 3 * this.words, res * 3 * this.words);
     this.nodeCap = cap;
-  }
-
-  /**
-   * Records to reserve address space for once the node table needs `cap`: room to grow in place
-   * to the blocks the registered workers advertise (a node per block at most, `expectBlocks`), and
-   * at least 16 times `cap`, within MAX_NODES.
-   */
-  private reserveFor(cap: number): number {
-    let expected = 1;
-    for (const e of this.expected.values()) expected += e;
-    let res = cap * 16;
-    while (res < expected) res *= 2;
-    return Math.min(MAX_NODES, res);
   }
 
   /** Child of `p` with local hash (lo, hi), or 0. */
@@ -1062,7 +1039,6 @@ export class PrefixIndex extends IndexBase {
         suspect: (flags & 4) !== 0 ? { reason: reason!, sinceMs, incidents } : null,
         lastEventMs: (flags & 8) !== 0 ? lastEventMs : null,
         tierBlocks,
-        multi: null,
         matchRecord: null,
       };
       ranks.set(dpRank, pub);
@@ -1091,18 +1067,5 @@ function dropOut(counts: Int32Array, tierBase: number, w: number, gone: number, 
   }
 }
 
-/** Written by touchHomes so the engine cannot drop its loads as unused. */
+/** Written by the removal's second wave so the engine cannot drop its loads as unused. */
 const sink = { touched: 0 };
-
-/**
- * Read the home slot of every block id of an event before any of them is used. Engine ids are
- * random, so each home is a cache miss; issued back to back from this short loop the misses
- * overlap (the loads do not depend on each other), where the main loop, long and branchy, would
- * wait for them one at a time. The homes are hashed beforehand (homesFor), so the loop body is
- * little more than the load itself and more of them fit in flight.
- */
-function touchHomes(t: Int32Array, homes: Int32Array, n: number): void {
-  let acc = 0;
-  for (let i = 0; i < n; i++) acc |= t[homes[i]! * SLOT + K_VAL]!;
-  sink.touched = acc;
-}

@@ -3,9 +3,9 @@
  * semantics as PrefixIndex (README "A second layout, with runs of blocks"). Not exported.
  */
 import type { KvStoredData } from '@vantage/types';
-import { ExtMap, K_VAL, SLOT } from './ext-map';
+import { K_VAL, SLOT, touchHomes } from './ext-map';
 import { growableTable, growTable } from './growable';
-import { mix2, u64Hi, u64Lo } from './hash32';
+import { u64Hi, u64Lo } from './hash32';
 import { EMPTY_U64, IndexBase, i32View, NTIERS } from './index-base';
 import type { Publisher } from './index-base';
 import type { IndexStats } from './types';
@@ -57,7 +57,6 @@ export class RunIndex extends IndexBase {
   private aUsed: Int32Array = new Int32Array(64);
   private aRefs: Int32Array = new Int32Array(64);
   private aHigh = 0;
-  private aFreeIds: number[] = [];
   private freeByClass: number[][] = [];
   // Nodes (0 is the root, an empty run).
   private nStart: Int32Array = new Int32Array(256);
@@ -86,6 +85,11 @@ export class RunIndex extends IndexBase {
   /** Free holder blocks by capacity class (1, 2, 4, … entries). */
   private hFreeBy: number[][] = [];
   private slotCap = 32;
+  /**
+   * Per publisher slot: its positions named by more than one of its ids, position -> (ids << 4 |
+   * tier bits), or null while there are none (the common case).
+   */
+  private multi: (Map<number, number> | null)[] = [];
   /** Set by the first block stored below the device tier: until then match walks one tier set. */
   private lowerEver = false;
   // Match scratch.
@@ -95,7 +99,6 @@ export class RunIndex extends IndexBase {
   private visit = 0;
   private mark = 0;
   private homes: Int32Array = new Int32Array(256);
-  sink = 0;
   constructor(blockSize: number) {
     super(blockSize);
     this.nParent[ROOT] = NONE;
@@ -115,31 +118,6 @@ export class RunIndex extends IndexBase {
 
   // ---------------------------------------------------------------------------------------------
   // Stored
-
-  private touch(map: ExtMap, e: Int32Array, n: number): Int32Array {
-    if (this.homes.length < n) this.homes = new Int32Array(Math.max(n, 2 * this.homes.length));
-    const homes = this.homes;
-    const mask = map.mask;
-    for (let i = 0; i < n; i++) homes[i] = mix2(e[2 * i]!, e[2 * i + 1]!) & mask;
-    const t = map.t;
-    let acc = 0;
-    for (let i = 0; i < n; i++) acc |= t[homes[i]! * SLOT + K_VAL]!;
-    this.sink = acc;
-    return homes;
-  }
-
-  /** Slot base of (lo, hi) probing from home, or the negated (base + 1) of the empty slot where it would go. */
-  private probe(map: ExtMap, home: number, lo: number, hi: number): number {
-    const t = map.t;
-    const mask = map.mask;
-    let j = home;
-    for (;;) {
-      const b = j * SLOT;
-      if (t[b + K_VAL] === 0) return -(b + 1);
-      if (t[b] === lo && t[b + 1] === hi) return b;
-      j = (j + 1) & mask;
-    }
-  }
 
   private inTree(g: number): boolean {
     if (g < 0 || g >= this.bHigh) return false;
@@ -168,7 +146,7 @@ export class RunIndex extends IndexBase {
         g = this.inTree(pg) ? pg : AT_DETACHED;
       }
     }
-    const homes = this.touch(map, ext, n);
+    const homes = (this.homes = touchHomes(map, ext, n, this.homes));
     let i = 0;
     // Follow what the tree already has.
     while (i < n && g !== AT_DETACHED) {
@@ -245,7 +223,6 @@ export class RunIndex extends IndexBase {
       node = c;
     }
     const g0 = gStart!;
-    this.ensureBlocks(g0 + k);
     for (let j = 0; j < k; j++) {
       this.blo[g0 + j] = loc[2 * (i + j)]!;
       this.bhi[g0 + j] = loc[2 * (i + j) + 1]!;
@@ -254,34 +231,24 @@ export class RunIndex extends IndexBase {
     this.livePositions += k;
     // Map entries (a block id already held elsewhere moves here).
     const t = map.t;
-    const mask = map.mask;
     const val = tbit << POS_BITS;
     const a0 = this.bAlloc[g0]!;
-    const aRefs = this.aRefs;
-    const tierBlocks = pub.tierBlocks;
     for (let j = 0; j < k; j++) {
       const elo = ext[2 * (i + j)]!;
       const ehi = ext[2 * (i + j) + 1]!;
-      let h = homes[i + j]!;
-      let moved = false;
-      for (;;) {
-        const b = h * SLOT;
-        if (t[b + K_VAL] === 0) {
-          t[b] = elo;
-          t[b + 1] = ehi;
-          t[b + K_VAL] = (g0 + j) | val;
-          map.size++;
-          tierBlocks[tier]!++;
-          aRefs[a0]!++;
-          break;
-        }
-        if (t[b] === elo && t[b + 1] === ehi) {
-          moved = true;
-          break;
-        }
-        h = (h + 1) & mask;
+      const f = map.probeFrom(homes[i + j]!, elo, ehi);
+      if (f >= 0) {
+        this.enter(pub, g0 + j, tbit, elo, ehi, f, true);
+        continue;
       }
-      if (moved) this.enter(pub, g0 + j, tbit, elo, ehi, homes[i + j]!, true);
+      // A new id (the common case), inserted here: `enter` does the same, and moves.
+      const b = -f - 1;
+      t[b] = elo;
+      t[b + 1] = ehi;
+      t[b + K_VAL] = (g0 + j) | val;
+      map.size++;
+      pub.tierBlocks[tier]!++;
+      this.aRefs[a0]!++;
     }
     return unknownParent;
   }
@@ -290,7 +257,7 @@ export class RunIndex extends IndexBase {
   private claim(pub: Publisher, g: number, tier: number, elo: number, ehi: number, home: number): void {
     const tbit = 1 << tier;
     const map = pub.map;
-    const f = this.probe(map, home, elo, ehi);
+    const f = map.probeFrom(home, elo, ehi);
     if (f >= 0) {
       const v = map.t[f + K_VAL]!;
       const g0 = v & POS_MASK;
@@ -300,22 +267,22 @@ export class RunIndex extends IndexBase {
         const before = this.bitsAt(pub, g, held);
         map.t[f + K_VAL] = v | (tbit << POS_BITS);
         pub.tierBlocks[tier]!++;
-        if (pub.multi?.has(g)) pub.multi.set(g, (pub.multi.get(g)! & ~15) | before | tbit);
+        if (this.multi[pub.slot]?.has(g)) this.multi[pub.slot]!.set(g, (this.multi[pub.slot]!.get(g)! & ~15) | before | tbit);
         this.raise(pub.slot, g, before, before | tbit);
         return;
       }
     }
-    this.enter(pub, g, tbit, elo, ehi, home, false);
+    this.enter(pub, g, tbit, elo, ehi, f, false);
   }
 
   /**
    * Point the publisher's entry for (elo, ehi) at position g with tier bit tbit (inserting it, or
-   * moving it from where it was), and raise its holding at g. `fresh`: g was just created for it.
+   * moving it from where it was), and raise its holding at g. `f`: the id's `probeFrom` result.
+   * `fresh`: g was just created for it (its holding already set by the caller).
    */
-  private enter(pub: Publisher, g: number, tbit: number, elo: number, ehi: number, home: number, fresh: boolean): void {
+  private enter(pub: Publisher, g: number, tbit: number, elo: number, ehi: number, f: number, fresh: boolean): void {
     const map = pub.map;
     const s = pub.slot;
-    const f = this.probe(map, home, elo, ehi);
     let oldV = 0;
     if (f >= 0) {
       oldV = map.t[f + K_VAL]!;
@@ -332,11 +299,11 @@ export class RunIndex extends IndexBase {
       map.t[f + K_VAL] = g | (tbit << POS_BITS);
       for (let l = 0; l < NTIERS; l++) if (held & (1 << l)) pub.tierBlocks[l]!--;
       pub.tierBlocks[tier]!++;
-      this.aRefs[this.allocOf(g)]!++;
+      this.aRefs[this.bAlloc[g]!]!++;
       this.noteArrival(pub, g, before, tbit, fresh);
       if (!fresh) this.raise(s, g, before, before | tbit);
       // The old position loses this id's tiers.
-      const after = this.departure(pub, g0, oldBits, held);
+      const after = this.departure(pub, g0, oldBits, held, 0, true);
       this.lower(s, g0, oldBits, after);
       this.unref(g0);
     } else {
@@ -346,7 +313,7 @@ export class RunIndex extends IndexBase {
       map.t[b + K_VAL] = g | (tbit << POS_BITS);
       map.size++;
       pub.tierBlocks[tier]!++;
-      this.aRefs[this.allocOf(g)]!++;
+      this.aRefs[this.bAlloc[g]!]!++;
       this.noteArrival(pub, g, before, tbit, fresh);
       if (!fresh) this.raise(s, g, before, before | tbit);
     }
@@ -355,37 +322,41 @@ export class RunIndex extends IndexBase {
   /** Bookkeeping of positions named by several ids: one more id names g (its bits before: `before`). */
   private noteArrival(pub: Publisher, g: number, before: number, tbit: number, fresh: boolean): void {
     if (fresh) return;
-    const m = pub.multi?.get(g);
+    const m = this.multi[pub.slot]?.get(g);
     if (m !== undefined) {
-      pub.multi!.set(g, (((m >>> 4) + 1) << 4) | before | tbit);
+      this.multi[pub.slot]!.set(g, (((m >>> 4) + 1) << 4) | before | tbit);
       return;
     }
     if (before !== 0) {
       // A second id at a position the publisher holds through one already.
-      (pub.multi ??= new Map()).set(g, (2 << 4) | before | tbit);
+      (this.multi[pub.slot] ??= new Map()).set(g, (2 << 4) | before | tbit);
     }
   }
 
-  /** The publisher's tier bits at g after an id with tiers `held` leaves it (its bits before: `before`). */
-  private departure(pub: Publisher, g: number, before: number, held: number): number {
-    const m = pub.multi?.get(g);
-    if (m === undefined) return 0;
-    const count = (m >>> 4) - 1;
-    const bits = before & ~held;
-    if (count <= 0) pub.multi!.delete(g);
-    else pub.multi!.set(g, (count << 4) | bits);
+  /**
+   * The publisher's tier bits at g after one of its ids drops the tiers `lost` there (`gone`: the
+   * id no longer names g at all), given its bits before and that id's remaining tiers `rest`.
+   */
+  private departure(pub: Publisher, g: number, before: number, lost: number, rest: number, gone: boolean): number {
+    const multi = this.multi[pub.slot];
+    const m = multi?.get(g);
+    if (m === undefined) return rest;
+    const count = (m >>> 4) - (gone ? 1 : 0);
+    const bits = before & ~lost;
+    if (count <= 0) multi!.delete(g);
+    else multi!.set(g, (count << 4) | bits);
     return bits;
   }
 
   /** Tier bits of the publisher at g, given one entry naming g with tiers `held`. */
   private bitsAt(pub: Publisher, g: number, held: number): number {
-    const m = pub.multi?.get(g);
+    const m = this.multi[pub.slot]?.get(g);
     return m === undefined ? held : m & 15;
   }
 
   /** Tier bits of the publisher at g from its holding (a scan of its map when one other id names g). */
   private currentBits(pub: Publisher, g: number): number {
-    const m = pub.multi?.get(g);
+    const m = this.multi[pub.slot]?.get(g);
     if (m !== undefined) return m & 15;
     if (!this.inTree(g)) return 0;
     const node = this.bnode[g]!;
@@ -399,18 +370,10 @@ export class RunIndex extends IndexBase {
     return 0;
   }
 
-  private allocOf(g: number): number {
-    return this.bAlloc[g]!;
-  }
-
   /** One map entry stopped naming position g: its allocation is freed when none names any of its positions. */
   private unref(g: number): void {
-    const a = this.gAlloc(g);
+    const a = this.bAlloc[g]!;
     if (--this.aRefs[a]! === 0) this.freeAlloc(a);
-  }
-
-  private gAlloc(g: number): number {
-    return this.bAlloc[g]!;
   }
 
   /** Raise publisher s's holding at position g from tier bits `before` to `after`. */
@@ -494,9 +457,9 @@ export class RunIndex extends IndexBase {
     const map = pub.map;
     const s = pub.slot;
     let unknown: number[] | null = null;
-    const homes = this.touch(map, ext, n);
+    const homes = (this.homes = touchHomes(map, ext, n, this.homes));
     for (let i = 0; i < n; i++) {
-      const f = this.probe(map, homes[i]!, ext[2 * i]!, ext[2 * i + 1]!);
+      const f = map.probeFrom(homes[i]!, ext[2 * i]!, ext[2 * i + 1]!);
       const v = f < 0 ? 0 : map.t[f + K_VAL]!;
       const held = v >>> POS_BITS;
       if ((held & tbit) === 0) {
@@ -505,7 +468,7 @@ export class RunIndex extends IndexBase {
       }
       const g = v & POS_MASK;
       pub.tierBlocks[tier]!--;
-      if (held === tbit && pub.multi === null && this.dropLast(s, g, tier)) {
+      if (held === tbit && (this.multi[s] ?? null) === null && this.dropLast(s, g, tier)) {
         // The common case (one id, one tier, the last block of the publisher's holding): done in place.
         map.removeAt(f);
         this.unref(g);
@@ -513,14 +476,7 @@ export class RunIndex extends IndexBase {
       }
       const before = this.bitsAt(pub, g, held);
       const rest = held & ~tbit;
-      let after: number;
-      const m = pub.multi?.get(g);
-      if (m !== undefined) {
-        after = before & ~tbit;
-        const count = (m >>> 4) - (rest === 0 ? 1 : 0);
-        if (count <= 0) pub.multi!.delete(g);
-        else pub.multi!.set(g, (count << 4) | after);
-      } else after = rest;
+      const after = this.departure(pub, g, before, tbit, rest, rest === 0);
       if (rest === 0) map.removeAt(f);
       else map.t[f + K_VAL] = g | (rest << POS_BITS);
       this.lower(s, g, before, after);
@@ -560,7 +516,7 @@ export class RunIndex extends IndexBase {
       if (v !== 0) this.unref(v & POS_MASK);
     }
     pub.map = this.newTable(pub.workerId);
-    pub.multi = null;
+    this.multi[s] = null;
     pub.tierBlocks.fill(0);
     return dropped;
   }
@@ -846,18 +802,15 @@ export class RunIndex extends IndexBase {
     const start = this.bHigh;
     this.bHigh += cap;
     this.ensureBlocks(this.bHigh);
-    const idOf = this.aFreeIds.length > 0 ? this.aFreeIds[this.aFreeIds.length - 1]! : this.aHigh;
-    this.bAlloc.fill(idOf, start, start + cap);
-    let id = this.aFreeIds.pop();
-    if (id === undefined) {
-      id = this.aHigh++;
-      if (id >= this.aStart.length) {
-        this.aStart = grow(this.aStart, id + 1);
-        this.aCap = grow(this.aCap, id + 1);
-        this.aUsed = grow(this.aUsed, id + 1);
-        this.aRefs = grow(this.aRefs, id + 1);
-      }
+    // Allocation ids are never given back: a freed allocation is reused whole, id and all.
+    const id = this.aHigh++;
+    if (id >= this.aStart.length) {
+      this.aStart = grow(this.aStart, id + 1);
+      this.aCap = grow(this.aCap, id + 1);
+      this.aUsed = grow(this.aUsed, id + 1);
+      this.aRefs = grow(this.aRefs, id + 1);
     }
+    this.bAlloc.fill(id, start, start + cap);
     this.aStart[id] = start;
     this.aCap[id] = cap;
     this.aUsed[id] = 0;
@@ -880,11 +833,7 @@ export class RunIndex extends IndexBase {
     let cap = this.blo.length;
     if (n <= cap) return;
     while (cap < n) cap *= 2;
-    let expected = 0;
-    for (const e of this.expected.values()) expected += e;
-    let res = cap * 16;
-    while (res < expected) res *= 2;
-    res = Math.min(res, 1 << POS_BITS);
+    const res = this.reservation(cap, 0, 1 << POS_BITS);
     this.blo = growTable(this.blo, cap, res);
     this.bhi = growTable(this.bhi, cap, res);
     this.bnode = growTable(this.bnode, cap, res);
