@@ -7,6 +7,8 @@
  *     flock /tmp/vantage-bench.lock node --import tsx packages/prefix-index/bench/apply-ab.ts [trace:workers ...]
  *
  * (the copy must sit inside the repository, so its own imports resolve; delete it afterwards).
+ * A module exporting `RunIndex` instead is loaded as well: `AB_B=packages/prefix-index/src/run-index.ts`
+ * compares the two layouts.
  * Scenarios default to the four of `npm run bench:index` (trace file name : worker count). Each
  * scenario's event stream is simulated once (trace-sim.ts), then both implementations fill an
  * index from it twice untimed, then REPS (default 8) timed fills each, A and B alternating (and
@@ -42,8 +44,10 @@ const BLOCK = 64;
 
 async function load(path: string | undefined, name: string): Promise<Ctor> {
   if (path === undefined) throw new Error(`set ${name} to the index.ts of an implementation (see the header)`);
-  const m = (await import(pathToFileURL(resolve(path)).href)) as { PrefixIndex: Ctor };
-  return m.PrefixIndex;
+  const m = (await import(pathToFileURL(resolve(path)).href)) as { PrefixIndex?: Ctor; RunIndex?: Ctor };
+  const C = m.PrefixIndex ?? m.RunIndex;
+  if (C === undefined) throw new Error(`${path} exports neither PrefixIndex nor RunIndex`);
+  return C;
 }
 
 setFlagsFromString('--expose-gc');

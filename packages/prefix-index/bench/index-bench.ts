@@ -37,10 +37,11 @@ import { loadavg } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { PrefixIndex } from '@vantage/prefix-index';
-import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
+import type { KvEvent, WorkerId } from '@vantage/types';
 import { deviceOverlap, preparePeer } from './dynamo-peer';
 import type { PeerAnswer, PeerScenario } from './dynamo-peer';
 import { MapIndex } from './map-index';
+import { longPromptWorkload } from './long-prompts';
 import { loadTracePrompts, simulate } from './trace-sim';
 import type { Prompt } from './trace-sim';
 // The shared data folder beside the repository (traces are not part of the product).
@@ -358,51 +359,7 @@ for (const [name, path] of TRACES) {
 // 2,048-block prompts against 64 loaded workers holding varied prefixes of them.
 
 log('2048-block prompts: generating');
-let seed = 0x2545f491;
-const rand = (): number => {
-  // xorshift32: a fixed seed keeps the workload identical run to run.
-  seed ^= seed << 13;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  return (seed >>> 0) / 0x1_0000_0000;
-};
-const rand64 = (): bigint => (BigInt(Math.floor(rand() * 0x1_0000_0000)) << 32n) | BigInt(Math.floor(rand() * 0x1_0000_0000));
-const LONG = 2048;
-const PROMPTS = 64;
-const HELD = 16; // prompts each worker holds a prefix of
-const long: Prompt[] = Array.from({ length: PROMPTS }, () => {
-  const local = new BigUint64Array(LONG);
-  const sequence = new BigUint64Array(LONG);
-  for (let i = 0; i < LONG; i++) {
-    local[i] = rand64();
-    sequence[i] = rand64();
-  }
-  return { local, sequence };
-});
-const longEvents: KvEvent[] = [];
-for (let w = 0; w < 64; w++) {
-  const worker = (0xf000_0000_0000_0000n + BigInt(w)) as WorkerId;
-  let id = 1n;
-  for (let k = 0; k < HELD; k++) {
-    const p = long[(w * 5 + k * 4) % PROMPTS]!;
-    // Prefix length: a quarter of holders keep the whole prompt, the rest a uniform random prefix.
-    const len = rand() < 0.25 ? LONG : Math.floor(rand() * LONG);
-    if (len === 0) continue;
-    longEvents.push({
-      workerId: worker,
-      dpRank: 0,
-      storageTier: 'device',
-      eventId: id++,
-      data: {
-        kind: 'stored',
-        parentHash: null as ExternalHash | null,
-        startPosition: 0,
-        blockHashes: p.sequence.subarray(0, len),
-        tokensHashes: p.local.subarray(0, len),
-      },
-    });
-  }
-}
+const { prompts: long, events: longEvents } = longPromptWorkload(2048);
 const q2 = long.map((p) => p.local);
 gc();
 const idx2 = new PrefixIndex(BLOCK);

@@ -10,61 +10,30 @@
  *     flock /tmp/vantage-bench.lock node --import tsx packages/prefix-index/bench/match-ab.ts
  *
  * (the copy must sit inside the repository, so its own imports resolve; delete it afterwards).
+ * A module exporting `RunIndex` instead is loaded as well: `AB_B=packages/prefix-index/src/run-index.ts`
+ * compares the two layouts.
  * Prints per round each one's p50 and p99 over the 64 prompts. `LONG` sets the prompt length.
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import type { PrefixIndex } from '@vantage/prefix-index';
+import { longPromptWorkload } from './long-prompts';
 
 type Index = Pick<PrefixIndex, 'apply' | 'match' | 'matchTransient'>;
 type Ctor = new (blockSize: number) => Index;
 const load = async (env: string): Promise<Ctor> => {
   const path = process.env[env];
   if (!path) throw new Error(`set ${env} (see the header)`);
-  return ((await import(pathToFileURL(resolve(path)).href)) as { PrefixIndex: Ctor }).PrefixIndex;
+  const m = (await import(pathToFileURL(resolve(path)).href)) as { PrefixIndex?: Ctor; RunIndex?: Ctor };
+  const C = m.PrefixIndex ?? m.RunIndex;
+  if (C === undefined) throw new Error(`${path} exports neither PrefixIndex nor RunIndex`);
+  return C;
 };
 const A = await load('AB_A');
 const B = await load('AB_B');
 
-// The same workload as index-bench.ts's 2,048-block part (same xorshift32 seed).
-let seed = 0x2545f491;
-const rand = (): number => {
-  seed ^= seed << 13;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  return (seed >>> 0) / 0x1_0000_0000;
-};
-const rand64 = (): bigint => (BigInt(Math.floor(rand() * 0x1_0000_0000)) << 32n) | BigInt(Math.floor(rand() * 0x1_0000_0000));
-const LONG = Number(process.env.LONG ?? 2048);
-const PROMPTS = 64;
-const HELD = 16;
-const long = Array.from({ length: PROMPTS }, () => {
-  const local = new BigUint64Array(LONG);
-  const sequence = new BigUint64Array(LONG);
-  for (let i = 0; i < LONG; i++) {
-    local[i] = rand64();
-    sequence[i] = rand64();
-  }
-  return { local, sequence };
-});
-const events: KvEvent[] = [];
-for (let w = 0; w < 64; w++) {
-  const workerId = (0xf000_0000_0000_0000n + BigInt(w)) as WorkerId;
-  let id = 1n;
-  for (let k = 0; k < HELD; k++) {
-    const p = long[(w * 5 + k * 4) % PROMPTS]!;
-    const len = rand() < 0.25 ? LONG : Math.floor(rand() * LONG);
-    if (len === 0) continue;
-    events.push({
-      workerId,
-      dpRank: 0,
-      storageTier: 'device',
-      eventId: id++,
-      data: { kind: 'stored', parentHash: null as ExternalHash | null, startPosition: 0, blockHashes: p.sequence.subarray(0, len), tokensHashes: p.local.subarray(0, len) },
-    });
-  }
-}
+// The same workload as index-bench.ts's 2,048-block part.
+const { prompts: long, events } = longPromptWorkload(Number(process.env.LONG ?? 2048));
 const ia = new A(64);
 const ib = new B(64);
 for (const e of events) {
