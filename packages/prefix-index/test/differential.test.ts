@@ -15,6 +15,17 @@ import { W, removed, stored } from './events';
 import { WORKERS, cmdArb, normApply, normImpl, queries, toEvent } from './streams';
 import type { Cmd } from './streams';
 
+/**
+ * `DIFFERENTIAL_SEED=N DIFFERENTIAL_RUNS=M` runs the random-stream property with another seed and
+ * count, for a longer search than CI's (e.g. `DIFFERENTIAL_SEED=1 DIFFERENTIAL_RUNS=4000 npx vitest
+ * run --project unit --testTimeout=600000 packages/prefix-index/test/differential.test.ts -t 'random
+ * streams'`); CI runs the fixed seed below.
+ */
+const STREAMS = {
+  seed: process.env.DIFFERENTIAL_SEED === undefined ? 0x5eed_0001 : Number(process.env.DIFFERENTIAL_SEED),
+  numRuns: process.env.DIFFERENTIAL_RUNS === undefined ? 300 : Number(process.env.DIFFERENTIAL_RUNS),
+};
+
 describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex, snapshots }) => {
   /** Every field of match records, in a form `toEqual` compares exactly (the record objects themselves may differ). */
   const plain = (ws: readonly WorkerMatch[]): WorkerMatch[] => ws.map((w) => ({ ...w }));
@@ -87,7 +98,7 @@ describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex, snapshots }) => {
           expect(idx.nodeCount).toBe(0);
           expect(idx.totalBlocks).toBe(0);
         }),
-        { seed: 0x5eed_0001, numRuns: 300 },
+        STREAMS,
       );
     });
 
