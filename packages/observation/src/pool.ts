@@ -7,7 +7,7 @@
  */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { PrefixIndex, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { RunIndex, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   SelectionScratch,
   seededRng,
@@ -31,7 +31,7 @@ export interface PoolOptions {
   /** Seed for the selection RNG (temperature sampling, random tie-breaks). */
   readonly seed?: number;
   /** A restored index (from a snapshot) instead of an empty one. */
-  readonly index?: PrefixIndex;
+  readonly index?: RunIndex;
 }
 
 /** A worker's own load report (`kv_metrics`), with when it arrived. */
@@ -249,7 +249,7 @@ interface ObserveScratch {
 export class PoolState {
   readonly name: string;
   readonly blockSize: number;
-  readonly index: PrefixIndex;
+  readonly index: RunIndex;
   readonly ledger: BookingLedger;
   readonly counters: PoolCounters = {
     kvEvents: 0,
@@ -329,7 +329,7 @@ export class PoolState {
     this.opts = opts;
     this.name = opts.pool;
     this.blockSize = opts.blockSize;
-    this.index = opts.index ?? new PrefixIndex(opts.blockSize);
+    this.index = opts.index ?? new RunIndex(opts.blockSize);
     if (this.index.blockSize !== opts.blockSize) throw new RangeError(`restored index has block size ${this.index.blockSize}, pool ${opts.pool} has ${opts.blockSize}`);
     this.ledger = new BookingLedger({ blockSize: opts.blockSize, ttlMs: opts.bookingTtlMs });
     this.rng = seededRng(opts.seed ?? 0x5eed);

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
  * 1. Apply throughput: each trace (conversation_2k, synthetic) is replayed through simulated worker
  *    caches (8 and 64 workers, 16,384 blocks of 64 tokens, LRU, best-prefix routing with a load
  *    cap; see trace-sim.ts) into a KV event stream generated up front; then only the apply loop is
- *    timed, for PrefixIndex and for the Map-of-bigint baseline (map-index.ts): two untimed
+ *    timed, for RunIndex and for the Map-of-bigint baseline (map-index.ts): two untimed
  *    warm-up loads, then BENCH_REPS (default 3) timed loads, each into an empty index.
  * 2. Match latency: every trace prompt against the loaded index.
  * 3. 2,048-block prompts against 64 workers each holding varied prefixes of 16 of 64 such prompts.
@@ -27,7 +27,7 @@ import { fileURLToPath } from 'node:url';
  * bench:index` to compare.
  *
  * One small index stays alive for the whole run, as in the indexer (which always has one). With
- * every PrefixIndex dead (between scenarios), V8 collected the hidden classes the index's optimized
+ * every RunIndex dead (between scenarios), V8 collected the hidden classes the index's optimized
  * code was built on and deoptimized all of it ("weak objects" in --trace-deopt) at the start of
  * each scenario, leaving the untimed passes to re-optimize it; with one alive that no longer
  * happens, and --trace-deopt shows no deoptimization of index code in any timed pass.
@@ -36,7 +36,7 @@ import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { PrefixIndex } from '@vantage/prefix-index';
+import { RunIndex } from '@vantage/prefix-index';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { deviceOverlap, preparePeer } from './dynamo-peer';
 import type { PeerAnswer, PeerScenario } from './dynamo-peer';
@@ -83,7 +83,7 @@ let maxAnonHugeMb = 0;
  * The index kept alive for the whole run (see the header): a few events of two workers, on two
  * tiers, stored and removed, so the classes and field representations the timed indexes use exist.
  */
-const resident = new PrefixIndex(BLOCK);
+const resident = new RunIndex(BLOCK);
 {
   const ids = (a: number, n: number): BigUint64Array => BigUint64Array.from({ length: n }, (_, i) => BigInt(a + i));
   for (const [w, tier] of [
@@ -132,17 +132,17 @@ function latencies(
 }
 
 /** Dynamo's RadixTree scores (leading device-tier blocks per worker it scores) equal ours, prompt by prompt. */
-function sameAsDynamo(label: string, idx: PrefixIndex, queries: readonly BigUint64Array[], answers: readonly PeerAnswer[]): void {
+function sameAsDynamo(label: string, idx: RunIndex, queries: readonly BigUint64Array[], answers: readonly PeerAnswer[]): void {
   for (let i = 0; i < queries.length; i++) {
     const ours = deviceOverlap(idx.match(queries[i]!));
     const theirs = answers[i]!;
     if (ours.join('|') !== theirs.join('|')) {
-      throw new Error(`${label}: Dynamo's RadixTree and PrefixIndex differ on prompt ${i} (${queries[i]!.length} blocks):\n dynamo ${theirs.join(' ')}\n ours   ${ours.join(' ')}`);
+      throw new Error(`${label}: Dynamo's RadixTree and RunIndex differ on prompt ${i} (${queries[i]!.length} blocks):\n dynamo ${theirs.join(' ')}\n ours   ${ours.join(' ')}`);
     }
   }
 }
 
-function sameAnswers(idx: PrefixIndex, base: MapIndex, prompts: readonly BigUint64Array[]): number {
+function sameAnswers(idx: RunIndex, base: MapIndex, prompts: readonly BigUint64Array[]): number {
   for (const q of prompts) {
     const a = idx
       .match(q)
@@ -279,7 +279,7 @@ function runScenario(name: string, prompts: readonly Prompt[], queries: readonly
   const impl = timeApply(
     sim.events,
     () => {
-      const x = new PrefixIndex(BLOCK);
+      const x = new RunIndex(BLOCK);
       if (EXPECT) for (const w of workerIds) x.expectBlocks(w, CAPACITY);
       return x;
     },
@@ -362,7 +362,7 @@ log('2048-block prompts: generating');
 const { prompts: long, events: longEvents } = longPromptWorkload(2048);
 const q2 = long.map((p) => p.local);
 gc();
-const idx2 = new PrefixIndex(BLOCK);
+const idx2 = new RunIndex(BLOCK);
 for (const e of longEvents) idx2.apply(e, 0);
 log(`2048-block prompts: ${idx2.totalBlocks} resident blocks on ${idx2.nodeCount} nodes; matching`);
 gc();
@@ -385,7 +385,7 @@ console.log(
     ` (raw p50 ${fmt(percentile(lat2.raw, 50))} p99 ${fmt(percentile(lat2.raw, 99))};` +
     ` baseline p50 ${fmt(percentile(blat2.raw, 50))} p99 ${fmt(percentile(blat2.raw, 99))} µs)`,
 );
-console.log(`check: PrefixIndex and the Map baseline gave identical match answers on ${checked} prompts`);
+console.log(`check: RunIndex and the Map baseline gave identical match answers on ${checked} prompts`);
 /** Block ops per CPU-second of one peer indexer over all scenarios (each scenario's median pass). */
 const peerRate = (key: keyof PeerScenario): number | null =>
   peer.skipped !== null
@@ -394,7 +394,7 @@ const peerRate = (key: keyof PeerScenario): number | null =>
 const peerMatch = (key: 'radix_tree_match_p50_us' | 'radix_tree_match_p99_us'): number | null =>
   peer.skipped !== null ? null : Math.max(...peerScenarios.map((s) => s[key] as number));
 if (peer.skipped === null) {
-  console.log(`check: Dynamo's RadixTree gave the same device-tier overlap as PrefixIndex for every worker on ${peerChecked} prompts`);
+  console.log(`check: Dynamo's RadixTree gave the same device-tier overlap as RunIndex for every worker on ${peerChecked} prompts`);
   for (const s of peerScenarios) {
     console.log(
       `${String(s.scenario).padEnd(20)} Dynamo (dynamo-kv-router 1.6.1, one thread): RadixTree ${((s.radix_tree_block_ops_per_s as number) / 1e6).toFixed(2)}` +

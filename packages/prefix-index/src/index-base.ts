@@ -4,8 +4,11 @@
  * layout (`PrefixIndex`: a record per block; `RunIndex`: runs of blocks) supplies the tree: how
  * stored and removed blocks change it, how a publisher is cleared, and the match walk.
  */
-import type { KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
+import { xxh3_64 } from '@vantage/hashing';
+import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { ExtMap, slotsFor, startSlots } from './ext-map';
+import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
+import { DETACHED_REF, ROOT_REF, idOf, readTree, writeTree, type TreeDump } from './tree-dump';
 import type { ApplyResult, IndexCounters, MatchResult, PublisherStats, SuspectInfo, SuspectReason, WorkerMatch } from './types';
 
 export const NTIERS = 4;
@@ -115,6 +118,8 @@ export abstract class IndexBase {
   protected abstract ensureSlot(slot: number): void;
   /** Fill `counts` for the request's local hashes (as int32 halves); returns the stride. */
   protected abstract walk(loc: Int32Array, n: number): number;
+  /** The tree as a layout-neutral dump (tree-dump.ts), publishers in `publishers` order. */
+  protected abstract dumpTree(): TreeDump;
 
   // -------------------------------------------------------------------------
   // Events
@@ -417,4 +422,376 @@ export abstract class IndexBase {
       lastEventId: p.lastEventId,
     }));
   }
+
+  // -------------------------------------------------------------------------
+  // Rebuilding from a tree dump, and the layout-neutral snapshot (version 3)
+  // -------------------------------------------------------------------------
+
+  /**
+   * Rebuild the tree of `pubs` (empty publishers of this index, one per `d.entries`, in order) by
+   * storing each publisher's blocks again, chain by chain, through the layout's own `applyStored`:
+   * whatever the layout, the result holds exactly the dump's (publisher, block id, position, tiers).
+   * A position the publisher does not hold but needs as a parent gets a temporary id, removed at
+   * the end; a chain that hangs from nothing is stored under a temporary anchor (the one parent of
+   * all its tiers' stores), which the same removal cuts off. Counters, event ids and suspect state
+   * are not touched (the caller's).
+   */
+  protected replayTree(d: TreeDump, pubs: readonly Publisher[]): void {
+    this.rebuilding = true;
+    try {
+      this.replayPublishers(d, pubs);
+    } finally {
+      this.rebuilding = false;
+    }
+  }
+
+  /** True while `replayTree` runs (a layout defers its own upkeep, e.g. compaction, until it ends). */
+  protected rebuilding = false;
+
+  private replayPublishers(d: TreeDump, pubs: readonly Publisher[]): void {
+    const np = d.parent.length;
+    const bad = (why: string): never => {
+      throw new SnapshotError('corrupt', `snapshot is inconsistent: ${why}`);
+    };
+    // For the publisher being replayed: position -> its first entry there + 1 (0: none).
+    const owner = new Int32Array(np);
+    /** Per publisher: temporary ids to remove at the end, and tier bits to clear (see below). */
+    const temps: bigint[][] = [];
+    const fixes: { parentHash: bigint | null; lo: number; hi: number; clear: number }[][] = [];
+    const freshIds: (() => bigint)[] = [];
+    // 1. Every publisher's entries, chain by chain, with the temporary parents they need. Temporary
+    //    ids stay until every publisher is stored, so that no position leaves the tree meanwhile
+    //    (a position nobody holds is cut, with what hangs below it).
+    for (let j = 0; j < pubs.length; j++) {
+      const pub = pubs[j]!;
+      const e = d.entries[j]!;
+      const m = e.pos.length;
+      if (m >= 1 << 25) bad(`publisher ${j} has ${m} entries`);
+      // Entries by position (preorder, so a parent's entries are stored before its children's).
+      const keys = new Float64Array(m);
+      for (let k = 0; k < m; k++) keys[k] = e.pos[k]! * 33554432 + k;
+      keys.sort();
+      const order = new Int32Array(m);
+      for (let i = 0; i < m; i++) order[i] = keys[i]! % 33554432;
+      // The publisher's ids, so that temporary ids never take one of them.
+      const ids = new ExtMap(slotsFor(m));
+      for (let k = 0; k < m; k++) {
+        if (ids.find(e.idLo[k]!, e.idHi[k]!) >= 0) bad(`publisher ${j} has a block id twice`);
+        ids.insertFresh(e.idLo[k]!, e.idHi[k]!, 1);
+      }
+      let counter = 0;
+      const fresh = (): bigint => {
+        for (;;) {
+          const lo = ++counter | 0;
+          const hi = 0x7e3a_91c5 ^ j;
+          if (ids.find(lo, hi) < 0 && pub.map.find(lo, hi) < 0) return (BigInt(hi >>> 0) << 32n) | BigInt(lo >>> 0);
+        }
+      };
+      freshIds.push(fresh);
+      const mine: bigint[] = [];
+      temps.push(mine);
+      const myFixes: (typeof fixes)[number] = [];
+      fixes.push(myFixes);
+      const store = (parentHash: bigint | null, tier: number, blocks: BigUint64Array, locals: BigUint64Array): void => {
+        this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals });
+      };
+      /** Temporary ids: at a position (key q), or anchoring the detached chain that starts at q (key -2 - q). */
+      const tempAt = new Map<number, bigint>();
+      const anchor = (head: number): bigint => {
+        let t = tempAt.get(-2 - head);
+        if (t === undefined) {
+          t = fresh();
+          store(fresh(), 0, BigUint64Array.of(t), one(0, 0));
+          mine.push(t);
+          tempAt.set(-2 - head, t);
+        }
+        return t;
+      };
+      /** The publisher's id at position q (an entry's, or a temporary one stored now, with its missing ancestors). */
+      const idAt = (q: number): bigint => {
+        const own = owner[q]!;
+        if (own !== 0) return idOf(e, own - 1);
+        const known = tempAt.get(q);
+        if (known !== undefined) return known;
+        // Climb to the nearest ancestor the publisher holds (or the root, or a detached head) ...
+        const path: number[] = [];
+        let x = q;
+        while (x >= 0 && owner[x] === 0 && !tempAt.has(x)) {
+          path.push(x);
+          x = d.parent[x]!;
+        }
+        // ... and store temporary ids back down.
+        let parentHash: bigint | null = x === ROOT_REF ? null : x >= 0 ? idAt(x) : anchor(path[path.length - 1]!);
+        for (let i = path.length - 1; i >= 0; i--) {
+          const y = path[i]!;
+          const t = fresh();
+          store(parentHash, 0, BigUint64Array.of(t), one(d.lo[y]!, d.hi[y]!));
+          mine.push(t);
+          tempAt.set(y, t);
+          parentHash = t;
+        }
+        return parentHash!;
+      };
+      const parentOf = (q: number): bigint | null => {
+        const pp = d.parent[q]!;
+        return pp === ROOT_REF ? null : pp === DETACHED_REF ? anchor(q) : idAt(pp);
+      };
+      let i = 0;
+      while (i < m) {
+        const k0 = order[i]!;
+        const p0 = e.pos[k0]!;
+        const t0 = e.tiers[k0]! & 15;
+        // A chain: each next entry on the child position of the one before, with the same tiers.
+        let len = 1;
+        while (i + len < m) {
+          const k = order[i + len]!;
+          const prev = e.pos[order[i + len - 1]!]!;
+          if (e.pos[k] === prev || d.parent[e.pos[k]!] !== prev || (e.tiers[k]! & 15) !== t0) break;
+          len++;
+        }
+        const parentHash = parentOf(p0);
+        const blocks = new BigUint64Array(len);
+        const locals = new BigUint64Array(len);
+        const bv = i32View(blocks);
+        const lv = i32View(locals);
+        for (let c = 0; c < len; c++) {
+          const k = order[i + c]!;
+          const q = e.pos[k]!;
+          bv[2 * c] = e.idLo[k]!;
+          bv[2 * c + 1] = e.idHi[k]!;
+          lv[2 * c] = d.lo[q]!;
+          lv[2 * c + 1] = d.hi[q]!;
+        }
+        for (let tier = 0; tier < NTIERS; tier++) if (t0 & (1 << tier)) store(parentHash, tier, blocks, locals);
+        for (let c = 0; c < len; c++) {
+          const k = order[i + c]!;
+          if (owner[e.pos[k]!] === 0) owner[e.pos[k]!] = k + 1;
+        }
+        i += len;
+      }
+      // Where the publisher's tier bits are fewer than its ids' tiers there (one of several ids of a
+      // position removed: Dynamo drops the worker from the block), the bits to clear, and the parent
+      // a temporary id at that position is stored under.
+      for (let a = 0; a < m; ) {
+        const q = e.pos[order[a]!]!;
+        let union = 0;
+        const bits = e.tiers[order[a]!]! >>> 4;
+        let z = a;
+        for (; z < m && e.pos[order[z]!] === q; z++) {
+          union |= e.tiers[order[z]!]! & 15;
+          if (e.tiers[order[z]!]! >>> 4 !== bits) bad(`publisher ${j} has two tier sets at position ${q}`);
+        }
+        if ((bits & ~union) !== 0) bad(`publisher ${j} holds tiers at position ${q} that none of its ids has`);
+        if (bits !== union) myFixes.push({ parentHash: parentOf(q), lo: d.lo[q]!, hi: d.hi[q]!, clear: union & ~bits });
+        a = z;
+      }
+      for (let k = 0; k < m; k++) owner[e.pos[k]!] = 0;
+    }
+    // 2. Tier bits cleared as Dynamo clears them: a temporary id stored at the position on each such
+    //    tier and removed again drops the publisher from the block on that tier, its ids staying.
+    for (let j = 0; j < pubs.length; j++) {
+      const pub = pubs[j]!;
+      for (const f of fixes[j]!) {
+        const t = freshIds[j]!();
+        const block = BigUint64Array.of(t);
+        for (let tier = 0; tier < NTIERS; tier++) {
+          if (f.clear & (1 << tier)) this.applyStored(pub, tier, { kind: 'stored', parentHash: f.parentHash as ExternalHash | null, startPosition: null, blockHashes: block, tokensHashes: one(f.lo, f.hi) });
+        }
+        for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.applyRemoved(pub, tier, block);
+      }
+    }
+    // 3. The temporary ids go: what only they held leaves the tree.
+    for (let j = 0; j < pubs.length; j++) if (temps[j]!.length > 0) this.applyRemoved(pubs[j]!, 0, BigUint64Array.from(temps[j]!));
+  }
+
+  /** A layout-neutral image (version 3): publishers and counters as in version 2, then the tree dump. */
+  protected snapshotV3(): Uint8Array {
+    const { w, start } = openWriter(3);
+    w.u32(this.blockSize);
+    writeCounters(w, this.counters);
+    w.u32(this.publishers.length);
+    for (const p of this.publishers) writePublisherHead(w, p);
+    writeTree(w, this.dumpTree());
+    return sealWriter(w, start);
+  }
+
+  /** Rebuild `make(blockSize)` from a version-3 image's payload. */
+  protected static decodeV3<T extends IndexBase>(r: ByteReader, make: (blockSize: number) => T): T {
+    const blockSize = r.u32();
+    if (blockSize < 1 || blockSize > 1 << 20) throw new SnapshotError('corrupt', `snapshot is inconsistent: block size ${blockSize}`);
+    const idx = make(blockSize);
+    readCounters(r, idx.counters);
+    const n = r.u32();
+    if (n > 1 << 20) throw new SnapshotError('corrupt', `snapshot is inconsistent: ${n} publishers`);
+    const heads: PublisherHead[] = [];
+    for (let i = 0; i < n; i++) heads.push(readPublisherHead(r));
+    const d = readTree(r, n);
+    if (!r.done()) throw new SnapshotError('corrupt', 'snapshot is inconsistent: trailing bytes');
+    idx.adopt(heads, d);
+    return idx;
+  }
+
+  /** Become the publishers `heads` with the tree `d` (this index must be empty). */
+  protected adopt(heads: readonly PublisherHead[], d: TreeDump): void {
+    const pubs: Publisher[] = [];
+    for (const h of heads) {
+      if (this.publisher(h.workerId, h.dpRank, false) !== undefined) throw new SnapshotError('corrupt', 'snapshot is inconsistent: duplicate publisher');
+      const p = this.publisher(h.workerId, h.dpRank, true)!;
+      p.lastEventId = h.lastEventId;
+      p.expectStart = h.expectStart;
+      p.suspect = h.suspect;
+      p.lastEventMs = h.lastEventMs;
+      pubs.push(p);
+    }
+    this.replayTree(d, pubs);
+    for (let i = 0; i < heads.length; i++) {
+      const want = heads[i]!.tierBlocks;
+      const got = pubs[i]!.tierBlocks;
+      for (let t = 0; t < NTIERS; t++) {
+        if (want[t] !== got[t]) throw new SnapshotError('corrupt', `snapshot is inconsistent: publisher ${i} holds ${got[t]} blocks on tier ${t}, its header says ${want[t]}`);
+      }
+    }
+  }
+
+  /** `from`'s contents in a new index of another layout, `make(blockSize)`. */
+  protected static convert<T extends IndexBase>(from: IndexBase, make: (blockSize: number) => T): T {
+    const idx = make(from.blockSize);
+    Object.assign(idx.counters, from.counters);
+    idx.adopt(from.heads(), from.dumpTree());
+    return idx;
+  }
+
+  /** This index's publishers' heads (everything but their blocks), for a rebuild by `adopt`. */
+  protected heads(): PublisherHead[] {
+    return this.publishers.map((p) => ({ ...p, tierBlocks: p.tierBlocks.slice() }));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Snapshot framing and the parts every version shares
+// ---------------------------------------------------------------------------
+
+export const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32
+export const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
+const REASONS: readonly SuspectReason[] = ['unknown_parent', 'event_gap', 'missed_start'];
+
+/** A writer with the header of a `version` image written; the payload starts at `start`. */
+export function openWriter(version: number): { w: ByteWriter; start: number } {
+  const w = new ByteWriter();
+  w.u32(SNAPSHOT_MAGIC);
+  w.u32(version);
+  w.u32(0);
+  w.u64(0n);
+  return { w, start: w.length };
+}
+
+/** The image: payload length and checksum patched into the header. */
+export function sealWriter(w: ByteWriter, start: number): Uint8Array {
+  w.patchU32(8, w.length - start);
+  const out = w.finish();
+  new DataView(out.buffer).setBigUint64(12, xxh3_64(out.subarray(start)), true);
+  return out;
+}
+
+/** Check an image's header and checksum; its version and a reader over its payload. */
+export function openImage(bytes: Uint8Array, oldest: number, newest: number): { version: number; r: ByteReader } {
+  if (bytes.length < HEADER_BYTES) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (too short)');
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (dv.getUint32(0, true) !== SNAPSHOT_MAGIC) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (bad magic)');
+  const version = dv.getUint32(4, true);
+  if (version < oldest || version > newest) {
+    throw new SnapshotError('unsupported_version', `prefix-index snapshot version ${version} is not supported (this build reads versions ${oldest} to ${newest})`);
+  }
+  const len = dv.getUint32(8, true);
+  if (HEADER_BYTES + len !== bytes.length) {
+    throw new SnapshotError('corrupt', `snapshot length ${bytes.length} does not match its header (${HEADER_BYTES + len})`);
+  }
+  if (xxh3_64(bytes.subarray(HEADER_BYTES)) !== dv.getBigUint64(12, true)) throw new SnapshotError('corrupt', 'snapshot checksum mismatch');
+  return { version, r: new ByteReader(bytes, HEADER_BYTES, bytes.length) };
+}
+
+/** `decode(r)`, with anything but a SnapshotError it throws reported as a corrupt image. */
+export function decodeOrCorrupt<T>(decode: () => T): T {
+  try {
+    return decode();
+  } catch (e) {
+    if (e instanceof SnapshotError) throw e;
+    throw new SnapshotError('corrupt', `snapshot is inconsistent: ${(e as Error).message}`);
+  }
+}
+
+export function writeCounters(w: ByteWriter, c: IndexCounters): void {
+  for (const v of [c.eventsApplied, c.duplicates, c.gaps, c.unknownParents, c.unknownRemovals, c.blocksStored, c.blocksRemoved, c.clears, c.missedStarts]) w.f64(v);
+  w.u64(c.missedEvents);
+}
+
+export function readCounters(r: ByteReader, c: IndexCounters): void {
+  c.eventsApplied = r.f64();
+  c.duplicates = r.f64();
+  c.gaps = r.f64();
+  c.unknownParents = r.f64();
+  c.unknownRemovals = r.f64();
+  c.blocksStored = r.f64();
+  c.blocksRemoved = r.f64();
+  c.clears = r.f64();
+  c.missedStarts = r.f64();
+  c.missedEvents = r.u64();
+}
+
+/** A publisher without its blocks, as an image holds it. */
+export interface PublisherHead {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly slot: number;
+  readonly lastEventId: bigint | null;
+  readonly expectStart: boolean;
+  readonly suspect: SuspectInfo | null;
+  readonly lastEventMs: number | null;
+  readonly tierBlocks: Uint32Array;
+}
+
+export function writePublisherHead(w: ByteWriter, p: PublisherHead): void {
+  w.u64(p.workerId);
+  w.u32(p.dpRank);
+  w.u32(p.slot);
+  w.u8((p.lastEventId !== null ? 1 : 0) | (p.expectStart ? 2 : 0) | (p.suspect !== null ? 4 : 0) | (p.lastEventMs !== null ? 8 : 0));
+  w.u64(p.lastEventId ?? 0n);
+  w.f64(p.lastEventMs ?? 0);
+  w.u8(p.suspect === null ? 0 : REASONS.indexOf(p.suspect.reason));
+  w.f64(p.suspect?.sinceMs ?? 0);
+  w.u32(p.suspect?.incidents ?? 0);
+  w.bytes(p.tierBlocks);
+}
+
+export function readPublisherHead(r: ByteReader): PublisherHead {
+  const workerId = r.u64() as WorkerId;
+  const dpRank = r.u32();
+  const slot = r.u32();
+  const flags = r.u8();
+  const lastEventId = r.u64();
+  const lastEventMs = r.f64();
+  const reason = REASONS[r.u8()];
+  const sinceMs = r.f64();
+  const incidents = r.u32();
+  if ((flags & 4) !== 0 && reason === undefined) throw new SnapshotError('corrupt', 'snapshot is inconsistent: unknown suspect reason');
+  const tierBlocks = r.u32Array(NTIERS);
+  return {
+    workerId,
+    dpRank,
+    slot,
+    lastEventId: (flags & 1) !== 0 ? lastEventId : null,
+    expectStart: (flags & 2) !== 0,
+    suspect: (flags & 4) !== 0 ? { reason: reason!, sinceMs, incidents } : null,
+    lastEventMs: (flags & 8) !== 0 ? lastEventMs : null,
+    tierBlocks,
+  };
+}
+
+/** One u64 from its int32 halves. */
+function one(lo: number, hi: number): BigUint64Array {
+  const a = new BigUint64Array(1);
+  const v = i32View(a);
+  v[0] = lo;
+  v[1] = hi;
+  return a;
 }

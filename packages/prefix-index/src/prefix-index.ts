@@ -1,12 +1,25 @@
 import type { KvStoredData, WorkerId } from '@vantage/types';
-import { xxh3_64 } from '@vantage/hashing';
 import { growableTable, growTable } from './growable';
 import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor, touchHomes } from './ext-map';
-import { EMPTY_U64, IndexBase, i32View, NTIERS } from './index-base';
+import {
+  EMPTY_U64,
+  IndexBase,
+  decodeOrCorrupt,
+  i32View,
+  NTIERS,
+  openImage,
+  openWriter,
+  readCounters,
+  readPublisherHead,
+  sealWriter,
+  writeCounters,
+  writePublisherHead,
+} from './index-base';
 import type { Publisher } from './index-base';
+import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, type TreeDump } from './tree-dump';
 import { mix3, u64Hi, u64Lo } from './hash32';
-import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
-import type { IndexStats, SuspectReason } from './types';
+import { ByteReader, SnapshotError } from './snapshot-io';
+import type { IndexStats } from './types';
 
 // ---------------------------------------------------------------------------
 // Layout (the README has the design and the measured memory figures)
@@ -52,15 +65,13 @@ const COUNT = 0x7fff_ffff;
 /** Children scanned linearly up to this count; beyond it they are also hashed. */
 const FANOUT = 4;
 
-const REASONS: readonly SuspectReason[] = ['unknown_parent', 'event_gap', 'missed_start'];
-
-const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32
 const SNAPSHOT_VERSION = 2;
+/** The layout-neutral version (`RunIndex` writes it), read here too. */
+const SNAPSHOT_V3 = 3;
 /** Oldest version `restore` still reads (converted on the way in). */
 const SNAPSHOT_V1 = 1;
 /** Node ids share an int32 with a 4-bit tier mask in the block-id tables. */
 const MAX_NODES = 1 << NODE_BITS;
-const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
 
 export interface PrefixIndexOptions {
   /** Initial node capacity (grows by doubling). */
@@ -820,13 +831,7 @@ export class PrefixIndex extends IndexBase {
    * Version 1 (4 tier bitsets inside each node record, 16-byte block-id slots) is still read.
    */
   snapshot(): Uint8Array {
-    const w = new ByteWriter();
-    w.u32(SNAPSHOT_MAGIC);
-    w.u32(SNAPSHOT_VERSION);
-    const lenAt = w.length;
-    w.u32(0);
-    w.u64(0n);
-    const start = w.length;
+    const { w, start } = openWriter(SNAPSHOT_VERSION);
     w.u32(this.blockSize);
     w.u32(this.words);
     w.u32(this.nodeHigh);
@@ -838,79 +843,64 @@ export class PrefixIndex extends IndexBase {
     w.u32(this.slotHigh);
     w.u32(this.freeSlots.length);
     for (const s of this.freeSlots) w.u32(s);
-    const c = this.counters;
-    for (const v of [
-      c.eventsApplied,
-      c.duplicates,
-      c.gaps,
-      c.unknownParents,
-      c.unknownRemovals,
-      c.blocksStored,
-      c.blocksRemoved,
-      c.clears,
-      c.missedStarts,
-    ])
-      w.f64(v);
-    w.u64(c.missedEvents);
+    writeCounters(w, this.counters);
     w.u32(this.publishers.length);
     for (const p of this.publishers) {
-      w.u64(p.workerId);
-      w.u32(p.dpRank);
-      w.u32(p.slot);
-      w.u8(
-        (p.lastEventId !== null ? 1 : 0) |
-          (p.expectStart ? 2 : 0) |
-          (p.suspect !== null ? 4 : 0) |
-          (p.lastEventMs !== null ? 8 : 0),
-      );
-      w.u64(p.lastEventId ?? 0n);
-      w.f64(p.lastEventMs ?? 0);
-      w.u8(p.suspect === null ? 0 : REASONS.indexOf(p.suspect.reason));
-      w.f64(p.suspect?.sinceMs ?? 0);
-      w.u32(p.suspect?.incidents ?? 0);
-      w.bytes(p.tierBlocks);
+      writePublisherHead(w, p);
       // The block-id table goes as its raw slots: restore is a copy, and the layout (hence the
       // order of everything derived from it) is identical.
       w.u32(p.map.size);
       w.u32(p.map.mask + 1);
       w.bytes(p.map.t);
     }
-    const len = w.length - start;
-    w.patchU32(lenAt, len);
-    const out = w.finish();
-    const sum = xxh3_64(out.subarray(start));
-    new DataView(out.buffer).setBigUint64(lenAt + 4, sum, true);
-    return out;
+    return sealWriter(w, start);
   }
 
-  /** Rebuild an index from `snapshot()` bytes; throws SnapshotError on a foreign, corrupt or newer image. */
+  /**
+   * Rebuild an index from snapshot bytes (versions 1 and 2 of this layout, or the layout-neutral
+   * version 3 that `RunIndex` writes); throws SnapshotError on a foreign, corrupt or newer image.
+   */
   static restore(bytes: Uint8Array): PrefixIndex {
-    if (bytes.length < HEADER_BYTES) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (too short)');
-    const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    if (dv.getUint32(0, true) !== SNAPSHOT_MAGIC) {
-      throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (bad magic)');
-    }
-    const version = dv.getUint32(4, true);
-    if (version !== SNAPSHOT_VERSION && version !== SNAPSHOT_V1) {
-      throw new SnapshotError(
-        'unsupported_version',
-        `prefix-index snapshot version ${version} is not supported (this build reads versions ${SNAPSHOT_V1} to ${SNAPSHOT_VERSION})`,
-      );
-    }
-    const len = dv.getUint32(8, true);
-    if (HEADER_BYTES + len !== bytes.length) {
-      throw new SnapshotError('corrupt', `snapshot length ${bytes.length} does not match its header (${HEADER_BYTES + len})`);
-    }
-    const sum = dv.getBigUint64(12, true);
-    if (xxh3_64(bytes.subarray(HEADER_BYTES)) !== sum) {
-      throw new SnapshotError('corrupt', 'snapshot checksum mismatch');
-    }
-    try {
-      return PrefixIndex.decode(new ByteReader(bytes, HEADER_BYTES, bytes.length), version);
-    } catch (e) {
-      if (e instanceof SnapshotError) throw e;
-      throw new SnapshotError('corrupt', `snapshot is inconsistent: ${(e as Error).message}`);
-    }
+    const { version, r } = openImage(bytes, SNAPSHOT_V1, SNAPSHOT_V3);
+    return decodeOrCorrupt(() =>
+      version === SNAPSHOT_V3 ? IndexBase.decodeV3(r, (bs) => new PrefixIndex(bs)) : PrefixIndex.decode(r, version),
+    );
+  }
+
+  /** The tree as a layout-neutral dump: every live node one position, in preorder. */
+  protected dumpTree(): TreeDump {
+    const R = this.R;
+    const nd = this.nd;
+    const posOf = new Int32Array(this.nodeHigh).fill(-1);
+    const out = new PositionList();
+    const stack: number[] = [];
+    const visit = (root: number, parentRef: number): void => {
+      stack.push(root);
+      const first = stack.length - 1;
+      while (stack.length > first) {
+        const n = stack.pop()!;
+        const b = n * R;
+        const par = nd[b + F_PARENT]!;
+        posOf[n] = out.push(n === root ? parentRef : posOf[par]!, nd[b + F_LO]!, nd[b + F_HI]!);
+        for (let c = nd[b + F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) stack.push(c);
+      }
+    };
+    for (let c = nd[F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) visit(c, ROOT_REF);
+    for (let n = 1; n < this.nodeHigh; n++) if (nd[n * R + F_PARENT] === DETACHED) visit(n, DETACHED_REF);
+    const W = this.words;
+    const low = this.low;
+    return out.finish(
+      this.publishers.map((p) => {
+        const word = p.slot >>> 5;
+        const bit = 1 << (p.slot & 31);
+        const bitsOf = (n: number): number => {
+          let b = nd[n * R + F_BITS + word]! & bit ? 1 : 0;
+          if (low !== null) for (let t = 1; t < NTIERS; t++) if (low[n * 3 * W + (t - 1) * W + word]! & bit) b |= 1 << t;
+          return b;
+        };
+        return entriesOf(p.map.t, p.map.size, SLOT, NODE_BITS, posOf, bitsOf);
+      }),
+    );
   }
 
   private static decode(r: ByteReader, version: number): PrefixIndex {
@@ -969,33 +959,14 @@ export class PrefixIndex extends IndexBase {
     if (idx.slotHigh > words * 32) bad('publisher slot beyond bitset width');
     const nFree = r.u32();
     for (let i = 0; i < nFree; i++) idx.freeSlots.push(r.u32());
-    const c = idx.counters;
-    c.eventsApplied = r.f64();
-    c.duplicates = r.f64();
-    c.gaps = r.f64();
-    c.unknownParents = r.f64();
-    c.unknownRemovals = r.f64();
-    c.blocksStored = r.f64();
-    c.blocksRemoved = r.f64();
-    c.clears = r.f64();
-    c.missedStarts = r.f64();
-    c.missedEvents = r.u64();
+    readCounters(r, idx.counters);
     const nPubs = r.u32();
     const entryOk = (node: number, tiers: number): boolean =>
       node > 0 && node < hi && nd[node * R + F_PARENT] !== FREE && tiers > 0 && tiers <= 15;
     for (let i = 0; i < nPubs; i++) {
-      const workerId = r.u64() as WorkerId;
-      const dpRank = r.u32();
-      const slot = r.u32();
+      const head = readPublisherHead(r);
+      const { workerId, dpRank, slot } = head;
       if (slot >= idx.slotHigh) bad(`publisher slot ${slot}`);
-      const flags = r.u8();
-      const lastEventId = r.u64();
-      const lastEventMs = r.f64();
-      const reason = REASONS[r.u8()];
-      const sinceMs = r.f64();
-      const incidents = r.u32();
-      if ((flags & 4) !== 0 && reason === undefined) bad('unknown suspect reason');
-      const tierBlocks = r.u32Array(NTIERS);
       let ranks = idx.byWorker.get(workerId);
       if (ranks === undefined) idx.byWorker.set(workerId, (ranks = new Map()));
       if (ranks.has(dpRank)) bad('duplicate publisher');
@@ -1034,11 +1005,11 @@ export class PrefixIndex extends IndexBase {
         dpRank,
         slot,
         map,
-        lastEventId: (flags & 1) !== 0 ? lastEventId : null,
-        expectStart: (flags & 2) !== 0,
-        suspect: (flags & 4) !== 0 ? { reason: reason!, sinceMs, incidents } : null,
-        lastEventMs: (flags & 8) !== 0 ? lastEventMs : null,
-        tierBlocks,
+        lastEventId: head.lastEventId,
+        expectStart: head.expectStart,
+        suspect: head.suspect,
+        lastEventMs: head.lastEventMs,
+        tierBlocks: head.tierBlocks,
         matchRecord: null,
       };
       ranks.set(dpRank, pub);

@@ -1,13 +1,15 @@
 /**
- * Work in progress: the prefix index over runs of blocks (path-compressed), with the same public
- * semantics as PrefixIndex (README "A second layout, with runs of blocks"). Not exported.
+ * The prefix index over runs of blocks (path-compressed), with the same public semantics as
+ * PrefixIndex (README, "The product layout: runs of blocks"). The layout the indexer runs.
  */
 import type { KvStoredData } from '@vantage/types';
 import { K_VAL, SLOT, touchHomes } from './ext-map';
 import { growableTable, growTable } from './growable';
 import { u64Hi, u64Lo } from './hash32';
-import { EMPTY_U64, IndexBase, i32View, NTIERS } from './index-base';
+import { EMPTY_U64, IndexBase, decodeOrCorrupt, i32View, NTIERS, openImage } from './index-base';
 import type { Publisher } from './index-base';
+import { PrefixIndex } from './prefix-index';
+import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, type TreeDump } from './tree-dump';
 import type { IndexStats } from './types';
 
 const POS_BITS = 28;
@@ -23,6 +25,27 @@ const H_SLOT = 0;
 const H_C = 1;
 const WIDE = 8;
 const MIN_ALLOC = 16;
+/** Positions handed out below which the index never compacts. */
+const COMPACT_SLACK = 1 << 16;
+/** Compact when positions handed out exceed this many times the positions in the tree (plus the slack). */
+const COMPACT_RATIO = 4;
+
+/**
+ * The fields that make up the tree, replaced wholesale by a compaction (everything else, the
+ * publishers, counters, hints and the slot-sized scratch, is kept). A test checks that every field
+ * of a RunIndex is in this list or in KEPT_FIELDS.
+ */
+export const TREE_FIELDS = [
+  'blo', 'bhi', 'bnode', 'bAlloc', 'bHigh',
+  'aStart', 'aCap', 'aUsed', 'aRefs', 'aHigh', 'freeByClass',
+  'nStart', 'nLen', 'nParent', 'nAlloc', 'nFirst', 'nNext', 'nPrev', 'nKids', 'nHold', 'nHCnt', 'nHCap', 'nMax', 'nMark',
+  'kidMap', 'shadowed', 'nHigh', 'freeNodes', 'livePositions', 'hold', 'hTop', 'hFreeBy', 'multi', 'lowerEver', 'visit', 'mark', 'homes',
+] as const;
+/** Fields a compaction keeps. */
+export const KEPT_FIELDS = [
+  'blockSize', 'byWorker', 'expected', 'publishers', 'slotHigh', 'freeSlots', 'counters', 'counts', 'transient', 'rebuilding',
+  'slotCap', 'lvl', 'seen', 'act', 'compactAt', 'compactions',
+] as const;
 
 function grow(a: Int32Array, min: number): Int32Array {
   let n = a.length;
@@ -99,6 +122,10 @@ export class RunIndex extends IndexBase {
   private visit = 0;
   private mark = 0;
   private homes: Int32Array = new Int32Array(256);
+  /** Positions handed out (`bHigh`) above which the next event boundary considers a compaction. */
+  private compactAt = COMPACT_SLACK;
+  /** Compactions so far (stats). */
+  private compactions = 0;
   constructor(blockSize: number) {
     super(blockSize);
     this.nParent[ROOT] = NONE;
@@ -177,7 +204,10 @@ export class RunIndex extends IndexBase {
       i++;
       // A released old position may have cut the walk's node: still followed (unreachable), as the reference does.
     }
-    if (i === n) return unknownParent;
+    if (i === n) {
+      this.maybeCompact();
+      return unknownParent;
+    }
     // New positions for blocks i..n-1.
     const k = n - i;
     const tbit = 1 << tier;
@@ -250,6 +280,7 @@ export class RunIndex extends IndexBase {
       pub.tierBlocks[tier]!++;
       this.aRefs[a0]!++;
     }
+    this.maybeCompact();
     return unknownParent;
   }
 
@@ -482,6 +513,7 @@ export class RunIndex extends IndexBase {
       this.lower(s, g, before, after);
       if (rest === 0) this.unref(g);
     }
+    this.maybeCompact();
     if (unknown === null) return EMPTY_U64;
     const out = new BigUint64Array(unknown.length);
     for (let k = 0; k < unknown.length; k++) out[k] = hashes[unknown[k]!]!;
@@ -518,7 +550,99 @@ export class RunIndex extends IndexBase {
     pub.map = this.newTable(pub.workerId);
     this.multi[s] = null;
     pub.tierBlocks.fill(0);
+    this.maybeCompact();
     return dropped;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Compaction, tree dump and snapshot
+
+  /**
+   * An allocation stays whole while any table entry names one of its positions (a shared head of a
+   * run whose tail was evicted keeps the whole run's room), and freed allocations are reused only
+   * by size class. So at an event boundary, once the positions handed out have doubled since the
+   * last check and exceed COMPACT_RATIO times those in the tree (plus COMPACT_SLACK), the tree is
+   * rebuilt from its own dump into fresh, tight allocations. Each compaction costs about as much as
+   * storing the tree's blocks again and happens only after the room handed out has doubled, so
+   * the cost per event is bounded, and the room stays within about COMPACT_RATIO (twice that just
+   * before a check) times what the tree holds.
+   */
+  private maybeCompact(): void {
+    if (this.bHigh <= this.compactAt || this.rebuilding) return;
+    if (this.bHigh > COMPACT_RATIO * this.livePositions + COMPACT_SLACK) this.compact();
+    this.compactAt = Math.max(2 * this.bHigh, COMPACT_SLACK);
+  }
+
+  /** Rebuild the tree from its dump into fresh tables; publishers (and their answer records) are kept. */
+  compact(): void {
+    const d = this.dumpTree();
+    const fresh = new RunIndex(this.blockSize);
+    const self = this as unknown as Record<string, unknown>;
+    const from = fresh as unknown as Record<string, unknown>;
+    for (const k of TREE_FIELDS) self[k] = from[k];
+    for (const p of this.publishers) {
+      p.map = this.newTable(p.workerId);
+      p.tierBlocks.fill(0);
+    }
+    this.replayTree(d, this.publishers);
+    this.compactions++;
+  }
+
+  /** The tree as a layout-neutral dump: each node's run in order, nodes in preorder. */
+  protected dumpTree(): TreeDump {
+    const posOf = new Int32Array(this.bHigh).fill(-1);
+    const out = new PositionList();
+    const stack: number[] = [];
+    const visit = (root: number, parentRef: number): void => {
+      stack.push(root);
+      const first = stack.length - 1;
+      while (stack.length > first) {
+        const node = stack.pop()!;
+        const start = this.nStart[node]!;
+        const len = this.nLen[node]!;
+        const p = this.nParent[node]!;
+        let par = node === root ? parentRef : posOf[this.nStart[p]! + this.nLen[p]! - 1]!;
+        for (let j = 0; j < len; j++) par = posOf[start + j] = out.push(par, this.blo[start + j]!, this.bhi[start + j]!);
+        for (let c = this.nFirst[node]!; c !== 0; c = this.nNext[c]!) stack.push(c);
+      }
+    };
+    for (let c = this.nFirst[ROOT]!; c !== 0; c = this.nNext[c]!) visit(c, ROOT_REF);
+    for (let n = 1; n < this.nHigh; n++) if (this.nParent[n] === NONE && this.nLen[n]! > 0) visit(n, DETACHED_REF);
+    // An id whose position has left the tree: as a parent it starts a chain that hangs from nothing.
+    for (const p of this.publishers) {
+      const t = p.map.t;
+      for (let b = 0; b < t.length; b += SLOT) {
+        const v = t[b + K_VAL]!;
+        const g = v & POS_MASK;
+        if (v !== 0 && posOf[g]! < 0) posOf[g] = out.push(DETACHED_REF, this.blo[g]!, this.bhi[g]!);
+      }
+    }
+    return out.finish(
+      this.publishers.map((p) => {
+        const multi = this.multi[p.slot] ?? null;
+        const bitsOf = (g: number, tiers: number): number => {
+          const m = multi?.get(g);
+          return m === undefined ? tiers : m & 15;
+        };
+        return entriesOf(p.map.t, p.map.size, SLOT, POS_BITS, posOf, bitsOf);
+      }),
+    );
+  }
+
+  /** Exact image of the index (the layout-neutral version 3, README "Snapshot"). */
+  snapshot(): Uint8Array {
+    return this.snapshotV3();
+  }
+
+  /**
+   * Rebuild an index from snapshot bytes: version 3, or versions 1 and 2 (written by `PrefixIndex`,
+   * converted on the way in). Throws SnapshotError on a foreign, corrupt or newer image.
+   */
+  static restore(bytes: Uint8Array): RunIndex {
+    const { version, r } = openImage(bytes, 1, 3);
+    if (version === 3) return decodeOrCorrupt(() => IndexBase.decodeV3(r, (bs) => new RunIndex(bs)));
+    const old = PrefixIndex.restore(bytes);
+    return decodeOrCorrupt(() => IndexBase.convert(old, (bs) => new RunIndex(bs)));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -939,5 +1063,10 @@ export class RunIndex extends IndexBase {
     }
     for (const p of this.publishers) arrayBytes += p.map.bytes();
     return { blockSize: this.blockSize, publishers, totalBlocks: this.totalBlocks, nodes: this.nodeCount, arrayBytes, counters: { ...this.counters } };
+  }
+
+  /** Positions handed out (the block tables' high mark) and compactions so far. */
+  get room(): { positions: number; inTree: number; compactions: number } {
+    return { positions: this.bHigh, inTree: this.livePositions, compactions: this.compactions };
   }
 }

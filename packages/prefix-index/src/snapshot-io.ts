@@ -118,6 +118,12 @@ export class ByteReader {
     this.pos += n;
     return out;
   }
+  u8Array(count: number): Uint8Array {
+    this.need(count);
+    const out = this.buf.slice(this.pos, this.pos + count);
+    this.pos += count;
+    return out;
+  }
   i32Array(count: number): Int32Array {
     const u = this.u32Array(count);
     return new Int32Array(u.buffer);

@@ -1,0 +1,157 @@
+/**
+ * A layout-neutral image of an index's tree: what any layout can write out and rebuild itself from,
+ * so that a snapshot of one layout restores into another, and a layout can rebuild itself compactly.
+ *
+ * - Positions (one per block in the tree) in preorder, so a parent always comes before its
+ *   children and a chain is a run of consecutive positions: each has its parent's position,
+ *   `ROOT_REF` (a child of the root) or `DETACHED_REF` (hangs from nothing: a chain stored under an
+ *   unknown parent, or whose parent left the tree), and its local hash as int32 halves.
+ * - Per publisher, in the index's publisher order: its block ids (int32 halves), the position each
+ *   names, the tiers the id holds there, and the publisher's tier bits at that position.
+ *
+ * Nothing else about a layout survives: node ids, allocations and table layouts are rebuilt. The
+ * per-block semantics (README, "Semantics") are a function of exactly this, so an index rebuilt from
+ * it answers every match and every later event as the original does. Detached positions shared
+ * by several publishers come back as one detached chain per publisher: no match reaches them.
+ */
+import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
+
+export const ROOT_REF = -1;
+export const DETACHED_REF = -2;
+
+export interface PublisherEntries {
+  readonly idLo: Int32Array;
+  readonly idHi: Int32Array;
+  readonly pos: Int32Array;
+  /** Low four bits: the id's tiers; high four: the publisher's tier bits at the position. */
+  readonly tiers: Uint8Array;
+}
+
+export interface TreeDump {
+  /** Positions: parent (an earlier position, ROOT_REF or DETACHED_REF) and local hash halves. */
+  readonly parent: Int32Array;
+  readonly lo: Int32Array;
+  readonly hi: Int32Array;
+  /** One per publisher, in publisher order. */
+  readonly entries: PublisherEntries[];
+}
+
+/** Positions appended in preorder (a growable struct of arrays). */
+export class PositionList {
+  parent: Int32Array = new Int32Array(1024);
+  lo: Int32Array = new Int32Array(1024);
+  hi: Int32Array = new Int32Array(1024);
+  length = 0;
+
+  push(parent: number, lo: number, hi: number): number {
+    if (this.length === this.parent.length) {
+      const n = this.length * 2;
+      this.parent = grown(this.parent, n);
+      this.lo = grown(this.lo, n);
+      this.hi = grown(this.hi, n);
+    }
+    const i = this.length++;
+    this.parent[i] = parent;
+    this.lo[i] = lo;
+    this.hi[i] = hi;
+    return i;
+  }
+
+  finish(entries: PublisherEntries[]): TreeDump {
+    const n = this.length;
+    return { parent: this.parent.slice(0, n), lo: this.lo.slice(0, n), hi: this.hi.slice(0, n), entries };
+  }
+}
+
+function grown(a: Int32Array, n: number): Int32Array {
+  const b = new Int32Array(n);
+  b.set(a);
+  return b;
+}
+
+/**
+ * A publisher's entries from its block-id table: `t` holds [keyLo, keyHi, value] slots; `value`
+ * splits into (where, tiers) with `where` a layout's node or position, mapped to a dump position by
+ * `posOf` (-1: not in the dump, which a consistent index never has); `bitsOf(where, tiers)` gives
+ * the publisher's tier bits at `where` (fewer than its ids' tiers there once one of several ids of
+ * a block was removed: Dynamo then drops the worker from the block).
+ */
+export function entriesOf(
+  t: Int32Array,
+  size: number,
+  slot: number,
+  valBits: number,
+  posOf: Int32Array,
+  bitsOf: (where: number, tiers: number) => number,
+): PublisherEntries {
+  const idLo = new Int32Array(size);
+  const idHi = new Int32Array(size);
+  const pos = new Int32Array(size);
+  const tiers = new Uint8Array(size);
+  const mask = (1 << valBits) - 1;
+  let k = 0;
+  for (let b = 0; b < t.length; b += slot) {
+    const v = t[b + 2]!;
+    if (v === 0) continue;
+    const p = posOf[v & mask]!;
+    if (p < 0) throw new Error(`internal: block-id entry names ${v & mask}, which is not in the tree dump`);
+    idLo[k] = t[b]!;
+    idHi[k] = t[b + 1]!;
+    pos[k] = p;
+    tiers[k] = (v >>> valBits) | (bitsOf(v & mask, v >>> valBits) << 4);
+    k++;
+  }
+  if (k !== size) throw new Error(`internal: block-id table holds ${k} entries, its size says ${size}`);
+  return { idLo, idHi, pos, tiers };
+}
+
+/** The tree part of a version-3 snapshot: positions, then each publisher's entries. */
+export function writeTree(w: ByteWriter, d: TreeDump): void {
+  w.u32(d.parent.length);
+  w.bytes(d.parent);
+  w.bytes(d.lo);
+  w.bytes(d.hi);
+  for (const e of d.entries) {
+    w.u32(e.pos.length);
+    w.bytes(e.idLo);
+    w.bytes(e.idHi);
+    w.bytes(e.pos);
+    w.bytes(e.tiers);
+  }
+}
+
+/** Read what `writeTree` wrote for `publishers` publishers, checking every reference. */
+export function readTree(r: ByteReader, publishers: number): TreeDump {
+  const bad = (why: string): never => {
+    throw new SnapshotError('corrupt', `snapshot is inconsistent: ${why}`);
+  };
+  const n = r.u32();
+  if (n > 1 << 30) bad(`position count ${n}`);
+  const parent = r.i32Array(n);
+  const lo = r.i32Array(n);
+  const hi = r.i32Array(n);
+  for (let i = 0; i < n; i++) {
+    const p = parent[i]!;
+    if (p !== ROOT_REF && p !== DETACHED_REF && (p < 0 || p >= i)) bad(`position ${i} has parent ${p}`);
+  }
+  const entries: PublisherEntries[] = [];
+  for (let j = 0; j < publishers; j++) {
+    const m = r.u32();
+    if (m > 1 << 28) bad(`publisher ${j} has ${m} entries`);
+    const idLo = r.i32Array(m);
+    const idHi = r.i32Array(m);
+    const pos = r.i32Array(m);
+    const tiers = r.u8Array(m);
+    for (let k = 0; k < m; k++) {
+      if (pos[k]! < 0 || pos[k]! >= n) bad(`publisher ${j} entry ${k} names position ${pos[k]}`);
+      if ((tiers[k]! & 15) === 0) bad(`publisher ${j} entry ${k} has no tier`);
+    }
+    entries.push({ idLo, idHi, pos, tiers });
+  }
+  return { parent, lo, hi, entries };
+}
+
+/** Entry k's block id as a u64. */
+export function idOf(e: PublisherEntries, k: number): bigint {
+  return (BigInt(e.idHi[k]! >>> 0) << 32n) | BigInt(e.idLo[k]! >>> 0);
+}
