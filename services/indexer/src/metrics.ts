@@ -18,6 +18,10 @@ export interface IndexerMetrics {
   readonly workers: Gauge<'pool'>;
   readonly suspectWorkers: Gauge<'pool'>;
   readonly indexBlocks: Gauge<'pool'>;
+  readonly indexPositions: Gauge<'pool'>;
+  readonly indexRoom: Gauge<'pool'>;
+  readonly indexBytes: Gauge<'pool'>;
+  readonly indexCompactions: Counter<'pool'>;
   /** Labelled pool, outcome; the hot path keeps its series (`series(pool, 'ok')`). */
   readonly observeSeconds: LazyHistogram;
   readonly snapshots: Counter<'pool' | 'outcome'>;
@@ -47,6 +51,10 @@ export function indexerMetrics(registry: Registry): IndexerMetrics {
     workers: new Gauge({ name: 'vantage_indexer_workers', help: 'Known (worker, dp rank) pairs', labelNames: ['pool'], ...reg }),
     suspectWorkers: new Gauge({ name: 'vantage_indexer_suspect_workers', help: '(worker, dp rank) pairs whose index is suspect', labelNames: ['pool'], ...reg }),
     indexBlocks: new Gauge({ name: 'vantage_indexer_index_blocks', help: '(worker, block) pairs resident in the index', labelNames: ['pool'], ...reg }),
+    indexPositions: new Gauge({ name: 'vantage_indexer_index_positions', help: 'Distinct block positions in the index tree (a prefix shared by workers counts once)', labelNames: ['pool'], ...reg }),
+    indexRoom: new Gauge({ name: 'vantage_indexer_index_room_positions', help: 'Block positions handed out: the tree plus room stranded by evictions (compaction bounds it)', labelNames: ['pool'], ...reg }),
+    indexBytes: new Gauge({ name: 'vantage_indexer_index_bytes', help: 'Bytes of the index tables (typed arrays)', labelNames: ['pool'], ...reg }),
+    indexCompactions: new Counter({ name: 'vantage_indexer_index_compactions_total', help: 'Index compactions (the tree rebuilt into tight room)', labelNames: ['pool'], ...reg }),
     observeSeconds: new LazyHistogram(
       registry,
       'vantage_indexer_observe_seconds',

@@ -76,6 +76,8 @@ export class PoolRunner {
   /** When this process restored a snapshot (null: started empty). */
   restoredAtMs: number | null = null;
   snapshotTakenAtMs: number | null = null;
+  /** Index compactions already counted in the metrics (the index counts its own). */
+  private compactionsSeen = 0;
   private readonly subs: Subscription[] = [];
   private jsMessages: ConsumerMessages | null = null;
   private lastStreamSeq: number | null = null;
@@ -401,6 +403,14 @@ export class PoolRunner {
     m.workers.set({ pool: this.pool }, this.state.knownRanks().length);
     m.suspectWorkers.set({ pool: this.pool }, st.publishers.filter((p) => p.suspect !== null).length);
     m.indexBlocks.set({ pool: this.pool }, st.totalBlocks);
+    m.indexBytes.set({ pool: this.pool }, st.arrayBytes);
+    const room = this.state.index.room;
+    m.indexPositions.set({ pool: this.pool }, room.inTree);
+    m.indexRoom.set({ pool: this.pool }, room.positions);
+    // The index counts its own compactions (from 0 again after a restore): the counter takes the increase.
+    if (room.compactions < this.compactionsSeen) this.compactionsSeen = 0;
+    if (room.compactions > this.compactionsSeen) m.indexCompactions.inc({ pool: this.pool }, room.compactions - this.compactionsSeen);
+    this.compactionsSeen = room.compactions;
   }
 
   /** Write a snapshot of the index (and the stream position it covers) to the object store. */

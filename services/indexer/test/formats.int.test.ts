@@ -153,6 +153,16 @@ describe('indexer: every KV event format against a reference', () => {
       const all = queries.flatMap((q) => ref.expect(q.local, q.n));
       expect(all.some((w) => w.device > 0 && w.host > w.device)).toBe(true);
       expect(await child.metric('vantage_indexer_messages_rejected_total', { pool: p.name })).toBe(0);
+      // The index's own figures reach /metrics at the next housekeeping tick, equal to the index fed directly.
+      const indexFigures = async (): Promise<number[]> =>
+        Promise.all(['vantage_indexer_index_blocks', 'vantage_indexer_index_positions', 'vantage_indexer_index_room_positions'].map((n) => child.metric(n, { pool: p.name })));
+      await eventually(
+        'index metrics',
+        async () => JSON.stringify(await indexFigures()) === JSON.stringify([direct.totalBlocks, direct.room.inTree, direct.room.positions]),
+        10_000,
+      );
+      expect(await child.metric('vantage_indexer_index_bytes', { pool: p.name })).toBeGreaterThan(0);
+      expect(await child.metric('vantage_indexer_index_compactions_total', { pool: p.name })).toBe(0);
     });
   }
 });
