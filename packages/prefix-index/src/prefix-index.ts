@@ -16,7 +16,7 @@ import {
   writePublisherHead,
 } from './index-base';
 import type { Publisher } from './index-base';
-import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, type TreeDump } from './tree-dump';
+import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, preorder, type TreeDump } from './tree-dump';
 import { mix3, u64Hi, u64Lo } from './hash32';
 import { ByteReader, SnapshotError } from './snapshot-io';
 import type { IndexStats } from './types';
@@ -873,18 +873,16 @@ export class PrefixIndex extends IndexBase {
     const nd = this.nd;
     const posOf = new Int32Array(this.nodeHigh).fill(-1);
     const out = new PositionList();
-    const stack: number[] = [];
-    const visit = (root: number, parentRef: number): void => {
-      stack.push(root);
-      const first = stack.length - 1;
-      while (stack.length > first) {
-        const n = stack.pop()!;
-        const b = n * R;
-        const par = nd[b + F_PARENT]!;
-        posOf[n] = out.push(n === root ? parentRef : posOf[par]!, nd[b + F_LO]!, nd[b + F_HI]!);
-        for (let c = nd[b + F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) stack.push(c);
-      }
-    };
+    const visit = (root: number, parentRef: number): void =>
+      preorder(
+        root,
+        (n) => nd[n * R + F_FIRST]!,
+        (c) => nd[c * R + F_NEXT]!,
+        (n, isRoot) => {
+          const b = n * R;
+          posOf[n] = out.push(isRoot ? parentRef : posOf[nd[b + F_PARENT]!]!, nd[b + F_LO]!, nd[b + F_HI]!);
+        },
+      );
     for (let c = nd[F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) visit(c, ROOT_REF);
     for (let n = 1; n < this.nodeHigh; n++) if (nd[n * R + F_PARENT] === DETACHED) visit(n, DETACHED_REF);
     const W = this.words;

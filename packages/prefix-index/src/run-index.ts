@@ -9,7 +9,7 @@ import { u64Hi, u64Lo } from './hash32';
 import { EMPTY_U64, IndexBase, decodeOrCorrupt, i32View, NTIERS, openImage } from './index-base';
 import type { Publisher } from './index-base';
 import { PrefixIndex } from './prefix-index';
-import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, type TreeDump } from './tree-dump';
+import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, preorder, type TreeDump } from './tree-dump';
 import type { IndexStats } from './types';
 
 const POS_BITS = 28;
@@ -592,20 +592,19 @@ export class RunIndex extends IndexBase {
   protected dumpTree(): TreeDump {
     const posOf = new Int32Array(this.bHigh).fill(-1);
     const out = new PositionList();
-    const stack: number[] = [];
-    const visit = (root: number, parentRef: number): void => {
-      stack.push(root);
-      const first = stack.length - 1;
-      while (stack.length > first) {
-        const node = stack.pop()!;
-        const start = this.nStart[node]!;
-        const len = this.nLen[node]!;
-        const p = this.nParent[node]!;
-        let par = node === root ? parentRef : posOf[this.nStart[p]! + this.nLen[p]! - 1]!;
-        for (let j = 0; j < len; j++) par = posOf[start + j] = out.push(par, this.blo[start + j]!, this.bhi[start + j]!);
-        for (let c = this.nFirst[node]!; c !== 0; c = this.nNext[c]!) stack.push(c);
-      }
-    };
+    const visit = (root: number, parentRef: number): void =>
+      preorder(
+        root,
+        (n) => this.nFirst[n]!,
+        (c) => this.nNext[c]!,
+        (node, isRoot) => {
+          const start = this.nStart[node]!;
+          const p = this.nParent[node]!;
+          // A child hangs from the last position of its parent's run.
+          let par = isRoot ? parentRef : posOf[this.nStart[p]! + this.nLen[p]! - 1]!;
+          for (let j = 0; j < this.nLen[node]!; j++) par = posOf[start + j] = out.push(par, this.blo[start + j]!, this.bhi[start + j]!);
+        },
+      );
     for (let c = this.nFirst[ROOT]!; c !== 0; c = this.nNext[c]!) visit(c, ROOT_REF);
     for (let n = 1; n < this.nHigh; n++) if (this.nParent[n] === NONE && this.nLen[n]! > 0) visit(n, DETACHED_REF);
     // An id whose position has left the tree: as a parent it starts a chain that hangs from nothing.

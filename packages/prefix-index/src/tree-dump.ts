@@ -63,6 +63,19 @@ export class PositionList {
   }
 }
 
+/**
+ * Visit the subtree of `root` in preorder (iteratively: chains run thousands deep): `emit(node,
+ * isRoot)` for each node before its children, the children listed by `first` and `next` (0 ends).
+ */
+export function preorder(root: number, first: (node: number) => number, next: (child: number) => number, emit: (node: number, isRoot: boolean) => void): void {
+  const stack = [root];
+  while (stack.length > 0) {
+    const n = stack.pop()!;
+    emit(n, n === root);
+    for (let c = first(n); c !== 0; c = next(c)) stack.push(c);
+  }
+}
+
 function grown(a: Int32Array, n: number): Int32Array {
   const b = new Int32Array(n);
   b.set(a);
