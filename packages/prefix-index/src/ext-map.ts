@@ -82,15 +82,8 @@ export class ExtMap {
 
   /** find, with the key's home slot (mix2(lo, hi) & mask) already computed. */
   findFrom(home: number, lo: number, hi: number): number {
-    const t = this.t;
-    const mask = this.mask;
-    let i = home;
-    for (;;) {
-      const b = i * SLOT;
-      if (t[b + K_VAL] === 0) return -1;
-      if (t[b] === lo && t[b + K_HI] === hi) return b;
-      i = (i + 1) & mask;
-    }
+    const b = this.probeFrom(home, lo, hi);
+    return b >= 0 ? b : -1;
   }
 
   /**
