@@ -3,7 +3,7 @@ import type { MatchResult, PrefixIndex, WorkerMatch } from '@vantage/prefix-inde
 import { IMPLEMENTATIONS } from './impls';
 import { W, cleared, locals, removed, stored } from './events';
 
-describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex, snapshots }) => {
+describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex }) => {
   function of(r: MatchResult, worker: bigint | number, dp = 0): WorkerMatch {
     const m = r.workers.find((x) => x.workerId === BigInt(worker) && x.dpRank === dp);
     if (!m) throw new Error(`no match entry for ${worker}:${dp}`);
@@ -393,7 +393,7 @@ describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex, snapshots }) => {
         expect(dev(idx, locals(1, 5000 + i), 1)).toBe(2);
       }
       // Snapshot round trip keeps hashed children findable.
-      const back = snapshots ? PrefixIndex.restore(idx.snapshot()) : idx;
+      const back = PrefixIndex.restore(idx.snapshot());
       for (let i = 0; i < 300; i += 3) expect(dev(back, locals(1, 5000 + i), 1)).toBe(2);
       // Cut the wide node (1): every holder leaves it.
       back.apply(removed(1, 1_000_000, [1]), 0);
