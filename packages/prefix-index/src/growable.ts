@@ -67,3 +67,13 @@ export function growTable(a: Int32Array, len: number, reserve: number): Int32Arr
   b.set(a);
   return b;
 }
+
+/** `a`, or a copy of it at least `min` long (its length doubled as often as needed), for ordinary tables. */
+export function grow(a: Int32Array, min: number): Int32Array {
+  let n = a.length;
+  while (n < min) n *= 2;
+  if (n === a.length) return a;
+  const b = new Int32Array(n);
+  b.set(a);
+  return b;
+}

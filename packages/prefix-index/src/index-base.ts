@@ -8,6 +8,7 @@ import { xxh3_64 } from '@vantage/hashing';
 import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { ExtMap, slotsFor, startSlots } from './ext-map';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
+import { u64From } from './hash32';
 import { DETACHED_REF, ROOT_REF, idOf, readTree, writeTree, type TreeDump } from './tree-dump';
 import type { ApplyResult, IndexCounters, MatchResult, PublisherStats, SuspectInfo, SuspectReason, WorkerMatch } from './types';
 
@@ -433,8 +434,9 @@ export abstract class IndexBase {
    * whatever the layout, the result holds exactly the dump's (publisher, block id, position, tiers).
    * A position the publisher does not hold but needs as a parent gets a temporary id, removed at
    * the end; a chain that hangs from nothing is stored under a temporary anchor (the one parent of
-   * all its tiers' stores), which the same removal cuts off. Counters, event ids and suspect state
-   * are not touched (the caller's).
+   * all its tiers' stores), which the same removal cuts off; tier bits fewer than the ids' tiers at
+   * a position are cleared as Dynamo clears them (step 2 below). Counters, event ids and suspect
+   * state are not touched (the caller's).
    */
   protected replayTree(d: TreeDump, pubs: readonly Publisher[]): void {
     this.rebuilding = true;
@@ -455,10 +457,10 @@ export abstract class IndexBase {
     };
     // For the publisher being replayed: position -> its first entry there + 1 (0: none).
     const owner = new Int32Array(np);
-    /** Per publisher: temporary ids to remove at the end, and tier bits to clear (see below). */
+    /** Per publisher: temporary ids to remove at the end, tier bits to clear (see below), and its temporary id source. */
     const temps: bigint[][] = [];
-    const fixes: { parentHash: bigint | null; lo: number; hi: number; clear: number }[][] = [];
-    const freshIds: (() => bigint)[] = [];
+    const fixes: { parentHash: bigint | null; local: BigUint64Array; clear: number }[][] = [];
+    const tempIds: TempIds[] = [];
     // 1. Every publisher's entries, chain by chain, with the temporary parents they need. Temporary
     //    ids stay until every publisher is stored, so that no position leaves the tree meanwhile
     //    (a position nobody holds is cut, with what hangs below it).
@@ -473,35 +475,29 @@ export abstract class IndexBase {
       keys.sort();
       const order = new Int32Array(m);
       for (let i = 0; i < m; i++) order[i] = keys[i]! % 33554432;
-      // The publisher's ids, so that temporary ids never take one of them.
+      // The publisher's ids (those not stored yet included), so that temporary ids never take one
+      // of them; needed only while its entries are being stored.
       const ids = new ExtMap(slotsFor(m));
       for (let k = 0; k < m; k++) {
         if (ids.find(e.idLo[k]!, e.idHi[k]!) >= 0) bad(`publisher ${j} has a block id twice`);
         ids.insertFresh(e.idLo[k]!, e.idHi[k]!, 1);
       }
-      let counter = 0;
-      const fresh = (): bigint => {
-        for (;;) {
-          const lo = ++counter | 0;
-          const hi = 0x7e3a_91c5 ^ j;
-          if (ids.find(lo, hi) < 0 && pub.map.find(lo, hi) < 0) return (BigInt(hi >>> 0) << 32n) | BigInt(lo >>> 0);
-        }
-      };
-      freshIds.push(fresh);
+      const source = new TempIds(j);
+      tempIds.push(source);
+      const fresh = (): bigint => source.next((lo, hi) => ids.find(lo, hi) >= 0 || pub.map.find(lo, hi) >= 0);
       const mine: bigint[] = [];
       temps.push(mine);
       const myFixes: (typeof fixes)[number] = [];
       fixes.push(myFixes);
-      const store = (parentHash: bigint | null, tier: number, blocks: BigUint64Array, locals: BigUint64Array): void => {
-        this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals });
-      };
+      const store = (parentHash: bigint | null, tier: number, blocks: BigUint64Array, locals: BigUint64Array): void =>
+        this.storeChain(pub, parentHash, tier, blocks, locals);
       /** Temporary ids: at a position (key q), or anchoring the detached chain that starts at q (key -2 - q). */
       const tempAt = new Map<number, bigint>();
       const anchor = (head: number): bigint => {
         let t = tempAt.get(-2 - head);
         if (t === undefined) {
           t = fresh();
-          store(fresh(), 0, BigUint64Array.of(t), one(0, 0));
+          store(fresh(), 0, BigUint64Array.of(t), BigUint64Array.of(0n));
           mine.push(t);
           tempAt.set(-2 - head, t);
         }
@@ -525,7 +521,7 @@ export abstract class IndexBase {
         for (let i = path.length - 1; i >= 0; i--) {
           const y = path[i]!;
           const t = fresh();
-          store(parentHash, 0, BigUint64Array.of(t), one(d.lo[y]!, d.hi[y]!));
+          store(parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(u64From(d.lo[y]!, d.hi[y]!)));
           mine.push(t);
           tempAt.set(y, t);
           parentHash = t;
@@ -582,7 +578,7 @@ export abstract class IndexBase {
           if (e.tiers[order[z]!]! >>> 4 !== bits) bad(`publisher ${j} has two tier sets at position ${q}`);
         }
         if ((bits & ~union) !== 0) bad(`publisher ${j} holds tiers at position ${q} that none of its ids has`);
-        if (bits !== union) myFixes.push({ parentHash: parentOf(q), lo: d.lo[q]!, hi: d.hi[q]!, clear: union & ~bits });
+        if (bits !== union) myFixes.push({ parentHash: parentOf(q), local: BigUint64Array.of(u64From(d.lo[q]!, d.hi[q]!)), clear: union & ~bits });
         a = z;
       }
       for (let k = 0; k < m; k++) owner[e.pos[k]!] = 0;
@@ -592,11 +588,9 @@ export abstract class IndexBase {
     for (let j = 0; j < pubs.length; j++) {
       const pub = pubs[j]!;
       for (const f of fixes[j]!) {
-        const t = freshIds[j]!();
-        const block = BigUint64Array.of(t);
-        for (let tier = 0; tier < NTIERS; tier++) {
-          if (f.clear & (1 << tier)) this.applyStored(pub, tier, { kind: 'stored', parentHash: f.parentHash as ExternalHash | null, startPosition: null, blockHashes: block, tokensHashes: one(f.lo, f.hi) });
-        }
+        // Every id of the publisher, temporary ones included, is in its table by now.
+        const block = BigUint64Array.of(tempIds[j]!.next((lo, hi) => pub.map.find(lo, hi) >= 0));
+        for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.storeChain(pub, f.parentHash, tier, block, f.local);
         for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.applyRemoved(pub, tier, block);
       }
     }
@@ -604,9 +598,14 @@ export abstract class IndexBase {
     for (let j = 0; j < pubs.length; j++) if (temps[j]!.length > 0) this.applyRemoved(pubs[j]!, 0, BigUint64Array.from(temps[j]!));
   }
 
+  /** Store one chain of the publisher's blocks on one tier (a stored event without event-id bookkeeping). */
+  private storeChain(pub: Publisher, parentHash: bigint | null, tier: number, blocks: BigUint64Array, locals: BigUint64Array): void {
+    this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals });
+  }
+
   /** A layout-neutral image (version 3): publishers and counters as in version 2, then the tree dump. */
   protected snapshotV3(): Uint8Array {
-    const { w, start } = openWriter(3);
+    const { w, start } = openWriter(SNAPSHOT_V3);
     w.u32(this.blockSize);
     writeCounters(w, this.counters);
     w.u32(this.publishers.length);
@@ -617,9 +616,8 @@ export abstract class IndexBase {
 
   /** Rebuild `make(blockSize)` from a version-3 image's payload. */
   protected static decodeV3<T extends IndexBase>(r: ByteReader, make: (blockSize: number) => T): T {
-    const blockSize = r.u32();
-    if (blockSize < 1 || blockSize > 1 << 20) throw new SnapshotError('corrupt', `snapshot is inconsistent: block size ${blockSize}`);
-    const idx = make(blockSize);
+    // A block size the constructor refuses (RangeError) is reported as corrupt by decodeOrCorrupt.
+    const idx = make(r.u32());
     readCounters(r, idx.counters);
     const n = r.u32();
     if (n > 1 << 20) throw new SnapshotError('corrupt', `snapshot is inconsistent: ${n} publishers`);
@@ -672,6 +670,10 @@ export abstract class IndexBase {
 // ---------------------------------------------------------------------------
 
 export const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32
+/** Image versions: 1 and 2 are `PrefixIndex`'s own layout, 3 the layout-neutral tree (tree-dump.ts). */
+export const SNAPSHOT_V1 = 1;
+export const SNAPSHOT_V2 = 2;
+export const SNAPSHOT_V3 = 3;
 export const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
 const REASONS: readonly SuspectReason[] = ['unknown_parent', 'event_gap', 'missed_start'];
 
@@ -787,11 +789,15 @@ export function readPublisherHead(r: ByteReader): PublisherHead {
   };
 }
 
-/** One u64 from its int32 halves. */
-function one(lo: number, hi: number): BigUint64Array {
-  const a = new BigUint64Array(1);
-  const v = i32View(a);
-  v[0] = lo;
-  v[1] = hi;
-  return a;
+/** Temporary block ids of the j-th publisher of a replay: (counter, 0x7e3a91c5 ^ j) as (lo, hi), skipping ids in use. */
+class TempIds {
+  private counter = 0;
+  constructor(private readonly j: number) {}
+  next(taken: (lo: number, hi: number) => boolean): bigint {
+    for (;;) {
+      const lo = ++this.counter | 0;
+      const hi = 0x7e3a_91c5 ^ this.j;
+      if (!taken(lo, hi)) return u64From(lo, hi);
+    }
+  }
 }

@@ -1,4 +1,4 @@
-import type { KvStoredData, WorkerId } from '@vantage/types';
+import type { KvStoredData } from '@vantage/types';
 import { growableTable, growTable } from './growable';
 import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor, touchHomes } from './ext-map';
 import {
@@ -10,6 +10,9 @@ import {
   openImage,
   openWriter,
   readCounters,
+  SNAPSHOT_V1,
+  SNAPSHOT_V2,
+  SNAPSHOT_V3,
   readPublisherHead,
   sealWriter,
   writeCounters,
@@ -65,11 +68,8 @@ const COUNT = 0x7fff_ffff;
 /** Children scanned linearly up to this count; beyond it they are also hashed. */
 const FANOUT = 4;
 
-const SNAPSHOT_VERSION = 2;
-/** The layout-neutral version (`RunIndex` writes it), read here too. */
-const SNAPSHOT_V3 = 3;
-/** Oldest version `restore` still reads (converted on the way in). */
-const SNAPSHOT_V1 = 1;
+/** This layout writes version 2 (its tables as they are), reads 1 (converted) and the layout-neutral 3. */
+const SNAPSHOT_VERSION = SNAPSHOT_V2;
 /** Node ids share an int32 with a 4-bit tier mask in the block-id tables. */
 const MAX_NODES = 1 << NODE_BITS;
 

@@ -4,9 +4,9 @@
  */
 import type { KvStoredData } from '@vantage/types';
 import { K_VAL, SLOT, touchHomes } from './ext-map';
-import { growableTable, growTable } from './growable';
+import { grow, growableTable, growTable } from './growable';
 import { u64Hi, u64Lo } from './hash32';
-import { EMPTY_U64, IndexBase, decodeOrCorrupt, i32View, NTIERS, openImage } from './index-base';
+import { EMPTY_U64, IndexBase, decodeOrCorrupt, i32View, NTIERS, openImage, SNAPSHOT_V1, SNAPSHOT_V3 } from './index-base';
 import type { Publisher } from './index-base';
 import { PrefixIndex } from './prefix-index';
 import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, preorder, type TreeDump } from './tree-dump';
@@ -47,14 +47,6 @@ export const KEPT_FIELDS = [
   'slotCap', 'lvl', 'seen', 'act', 'compactAt', 'compactions',
 ] as const;
 
-function grow(a: Int32Array, min: number): Int32Array {
-  let n = a.length;
-  while (n < min) n *= 2;
-  if (n === a.length) return a;
-  const b = new Int32Array(n);
-  b.set(a);
-  return b;
-}
 
 /** Levels (cumulative tier sets) holding a block with tier bits b: level L iff a tier <= L is held. */
 const LEVELS = Int32Array.from({ length: 16 }, (_, b) => {
@@ -638,8 +630,8 @@ export class RunIndex extends IndexBase {
    * converted on the way in). Throws SnapshotError on a foreign, corrupt or newer image.
    */
   static restore(bytes: Uint8Array): RunIndex {
-    const { version, r } = openImage(bytes, 1, 3);
-    if (version === 3) return decodeOrCorrupt(() => IndexBase.decodeV3(r, (bs) => new RunIndex(bs)));
+    const { version, r } = openImage(bytes, SNAPSHOT_V1, SNAPSHOT_V3);
+    if (version === SNAPSHOT_V3) return decodeOrCorrupt(() => IndexBase.decodeV3(r, (bs) => new RunIndex(bs)));
     const old = PrefixIndex.restore(bytes);
     return decodeOrCorrupt(() => IndexBase.convert(old, (bs) => new RunIndex(bs)));
   }

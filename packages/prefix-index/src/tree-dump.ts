@@ -14,6 +14,8 @@
  * it answers every match and every later event as the original does. Detached positions shared
  * by several publishers come back as one detached chain per publisher: no match reaches them.
  */
+import { grow } from './growable';
+import { u64From } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 
 export const ROOT_REF = -1;
@@ -45,10 +47,10 @@ export class PositionList {
 
   push(parent: number, lo: number, hi: number): number {
     if (this.length === this.parent.length) {
-      const n = this.length * 2;
-      this.parent = grown(this.parent, n);
-      this.lo = grown(this.lo, n);
-      this.hi = grown(this.hi, n);
+      const n = this.length + 1;
+      this.parent = grow(this.parent, n);
+      this.lo = grow(this.lo, n);
+      this.hi = grow(this.hi, n);
     }
     const i = this.length++;
     this.parent[i] = parent;
@@ -76,11 +78,6 @@ export function preorder(root: number, first: (node: number) => number, next: (c
   }
 }
 
-function grown(a: Int32Array, n: number): Int32Array {
-  const b = new Int32Array(n);
-  b.set(a);
-  return b;
-}
 
 /**
  * A publisher's entries from its block-id table: `t` holds [keyLo, keyHi, value] slots; `value`
@@ -166,5 +163,5 @@ export function readTree(r: ByteReader, publishers: number): TreeDump {
 
 /** Entry k's block id as a u64. */
 export function idOf(e: PublisherEntries, k: number): bigint {
-  return (BigInt(e.idHi[k]! >>> 0) << 32n) | BigInt(e.idLo[k]! >>> 0);
+  return u64From(e.idLo[k]!, e.idHi[k]!);
 }

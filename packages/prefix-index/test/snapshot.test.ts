@@ -8,6 +8,8 @@ import { WORKERS, cmdArb, normApply, normImpl, queries, toEvent } from './stream
 import type { Cmd } from './streams';
 import { v1Streams } from './v1-streams';
 import { IMPLEMENTATIONS } from './impls';
+import { emptyCounters, openWriter, sealWriter, writeCounters, writePublisherHead, type PublisherHead } from '../src/index-base';
+import { ROOT_REF, writeTree, type TreeDump } from '../src/tree-dump';
 
 /** Apply one command to an index (and the reference, which only supplies query paths). */
 function step(idx: PrefixIndex, c: Cmd, sent: Map<string, bigint>, now: number, ref?: ReferenceIndex): unknown {
@@ -196,5 +198,55 @@ describe('snapshot', () => {
       x.apply(stored(1, 5, null, [[4, 10]]), 0);
       expect(dev(x, [10, 11])).toBe('1:2 2:1');
     }
+  });
+
+  it.each(IMPLEMENTATIONS)('$name refuses a version-3 image whose checksum is right but whose tree is not', ({ Index }) => {
+    // A two-block chain held by one worker, written with the image's own writers, then spoilt one way at a time.
+    const head = (tierBlocks: number[]): PublisherHead => ({
+      workerId: W(7),
+      dpRank: 0,
+      slot: 0,
+      lastEventId: 2n,
+      expectStart: false,
+      suspect: null,
+      lastEventMs: 0,
+      tierBlocks: Uint32Array.from(tierBlocks),
+    });
+    const image = (o: { blockSize?: number; parent?: number[]; ids?: number[]; pos?: number[]; tiers?: number[]; tierBlocks?: number[] }): Uint8Array => {
+      const { w, start } = openWriter(3);
+      w.u32(o.blockSize ?? 16);
+      writeCounters(w, emptyCounters());
+      w.u32(1);
+      writePublisherHead(w, head(o.tierBlocks ?? [2, 0, 0, 0]));
+      const ids = o.ids ?? [1, 2];
+      const dump: TreeDump = {
+        parent: Int32Array.from(o.parent ?? [ROOT_REF, 0]),
+        lo: Int32Array.of(10, 11),
+        hi: Int32Array.of(0, 0),
+        entries: [{ idLo: Int32Array.from(ids), idHi: Int32Array.of(0, 0), pos: Int32Array.from(o.pos ?? [0, 1]), tiers: Uint8Array.from(o.tiers ?? [0x11, 0x11]) }],
+      };
+      writeTree(w, dump);
+      return sealWriter(w, start);
+    };
+    const good = Index.restore(image({}));
+    expect(good.match(locals(10, 11)).workers.map((x) => x.deviceBlocks)).toEqual([2]);
+    const refused = (bytes: Uint8Array, msg: RegExp): void => {
+      let err: unknown;
+      try {
+        Index.restore(bytes);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(SnapshotError);
+      expect((err as SnapshotError).code).toBe('corrupt');
+      expect((err as SnapshotError).message).toMatch(msg);
+    };
+    refused(image({ blockSize: 0 }), /block size/);
+    refused(image({ parent: [ROOT_REF, 1] }), /position 1 has parent 1/);
+    refused(image({ pos: [0, 2] }), /names position 2/);
+    refused(image({ tiers: [0x11, 0x10] }), /has no tier/);
+    refused(image({ ids: [1, 1] }), /block id twice/);
+    refused(image({ tiers: [0x11, 0x31] }), /holds tiers at position 1 that none of its ids has/);
+    refused(image({ tierBlocks: [3, 0, 0, 0] }), /holds 2 blocks on tier 0, its header says 3/);
   });
 });
