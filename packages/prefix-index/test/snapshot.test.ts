@@ -33,6 +33,19 @@ function step(idx: PrefixIndex, c: Cmd, sent: Map<string, bigint>, now: number, 
   return null;
 }
 
+/** Restoring `bytes` throws a SnapshotError with `code` and a message matching `msg`. */
+function expectRefused(Index: { restore(bytes: Uint8Array): unknown }, bytes: Uint8Array, code: SnapshotError['code'], msg: RegExp): void {
+  let err: unknown;
+  try {
+    Index.restore(bytes);
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(SnapshotError);
+  expect((err as SnapshotError).code).toBe(code);
+  expect((err as SnapshotError).message).toMatch(msg);
+}
+
 describe('snapshot', () => {
   it('restore(snapshot(x)) answers every match and every later event exactly like x', () => {
     fc.assert(
@@ -78,17 +91,7 @@ describe('snapshot', () => {
     const a = new Index(16);
     for (let i = 1; i <= 20; i++) a.apply(stored(i % 3, Math.ceil(i / 3), null, [[i, i % 4]]), 0);
     const good = a.snapshot();
-    const expectError = (bytes: Uint8Array, code: SnapshotError['code'], msg: RegExp): void => {
-      let err: unknown;
-      try {
-        Index.restore(bytes);
-      } catch (e) {
-        err = e;
-      }
-      expect(err).toBeInstanceOf(SnapshotError);
-      expect((err as SnapshotError).code).toBe(code);
-      expect((err as SnapshotError).message).toMatch(msg);
-    };
+    const expectError = (bytes: Uint8Array, code: SnapshotError['code'], msg: RegExp): void => expectRefused(Index, bytes, code, msg);
     expectError(new Uint8Array(3), 'bad_magic', /not a prefix-index snapshot/);
     const foreign = good.slice();
     foreign[0] = 0x7b; // '{'
@@ -230,17 +233,7 @@ describe('snapshot', () => {
     };
     const good = Index.restore(image({}));
     expect(good.match(locals(10, 11)).workers.map((x) => x.deviceBlocks)).toEqual([2]);
-    const refused = (bytes: Uint8Array, msg: RegExp): void => {
-      let err: unknown;
-      try {
-        Index.restore(bytes);
-      } catch (e) {
-        err = e;
-      }
-      expect(err).toBeInstanceOf(SnapshotError);
-      expect((err as SnapshotError).code).toBe('corrupt');
-      expect((err as SnapshotError).message).toMatch(msg);
-    };
+    const refused = (bytes: Uint8Array, msg: RegExp): void => expectRefused(Index, bytes, 'corrupt', msg);
     refused(image({ blockSize: 0 }), /block size/);
     refused(image({ parent: [ROOT_REF, 1] }), /position 1 has parent 1/);
     refused(image({ pos: [0, 2] }), /names position 2/);
