@@ -309,7 +309,8 @@ export class PoolState {
   /** Arrays of the last `observeTransient` answer, reused by the next one. */
   private readonly scratch: ObserveScratch = { matches: [], workers: [], candidates: [], costs: [], eligibleIdx: [], eligible: [] };
   /** Score records of the last `observeTransient` selection, reused by the next one. */
-  private readonly selectionScratch = new SelectionScratch();
+  /** `sorted()` lists ranks in (workerId, dpRank) order, and `choose` keeps that order: said once here. */
+  private readonly selectionScratch = new SelectionScratch({ candidatesInOrder: true });
   /** The last `observeRows` answer, overwritten by the next one. */
   private readonly rowsScratch: Mutable<Omit<ObserveRows, 'schedulable' | 'suspect'>> & { schedulable: (boolean | null)[]; suspect: (SuspectInfo | null)[] } = {
     n: 0,

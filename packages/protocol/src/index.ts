@@ -37,6 +37,8 @@ export {
 } from './codec';
 export {
   OBSERVE_REQUEST_BINARY_MAGIC,
+  ObserveRequestHot,
+  decodeObserveRequestHot,
   encodeObserveRequestBinary,
   isObserveRequestBinary,
 } from './observe-request-binary';

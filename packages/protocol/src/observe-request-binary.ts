@@ -187,3 +187,80 @@ export function fastOfFrame(f: Frame, into?: Le64Scratch): { ok: true; value: Ob
     },
   };
 }
+
+/**
+ * What the indexer's observe handler reads of a request, decoded by `decodeObserveRequestHot`
+ * into this one reused record (its `localHashes` a view of its own buffer, or of the message when
+ * that is aligned), overwritten by the next decode given it.
+ */
+export class ObserveRequestHot {
+  localHashes: BigUint64Array = new BigUint64Array(0);
+  /** Always null here: such requests take the full decoder. */
+  readonly tokenIds = null;
+  readonly loraName = null;
+  promptTokens = 0;
+  workers: 'all' | 'choice' = 'all';
+  replyEncoding: 'json' | 'binary' = 'json';
+  /** The hashes' buffer when the message's are not 8-byte aligned, its bytes, and its last view. */
+  private buf = new BigUint64Array(0);
+  private bufBytes = new Uint8Array(0);
+  private view = new BigUint64Array(0);
+  private readonly f64 = new Float64Array(1);
+  private readonly f64Bytes = new Uint8Array(this.f64.buffer);
+
+  /** @internal The request's n hashes at `at` in `data`: viewed in place when aligned, else copied into the reused buffer. */
+  hashesOf(data: Uint8Array, at: number, n: number): BigUint64Array {
+    const off = data.byteOffset + at;
+    if (off % 8 === 0) return new BigUint64Array(data.buffer, off, n);
+    if (this.buf.length < n) {
+      this.buf = new BigUint64Array(Math.max(n, 2 * this.buf.length));
+      this.bufBytes = new Uint8Array(this.buf.buffer);
+      this.view = this.buf.subarray(0, n);
+    }
+    this.bufBytes.set(data.subarray(at, at + 8 * n));
+    if (this.view.length !== n) this.view = this.buf.subarray(0, n);
+    return this.view;
+  }
+
+  /** @internal The f64 at `at` in `data` (little-endian, as every host this runs on). */
+  f64At(data: Uint8Array, at: number): number {
+    const b = this.f64Bytes;
+    for (let i = 0; i < 8; i++) b[i] = data[at + i]!;
+    return this.f64[0]!;
+  }
+}
+
+const u32At = (d: Uint8Array, o: number): number => (d[o]! | (d[o + 1]! << 8) | (d[o + 2]! << 16) | (d[o + 3]! << 24)) >>> 0;
+
+/**
+ * The fast path's requests (binary, local hashes, no LoRA name, a request id absent or of
+ * printable ASCII, within `maxBytes`), decoded into `into` with nothing allocated but, when the
+ * message's hashes are not 8-byte aligned, nothing at all: the header read byte by byte, the
+ * request id checked but not made into a string (the handler does not read it). True when taken;
+ * false for every other request, which the caller then decodes in full (and which may be refused).
+ * Takes exactly the requests `observeRequestBinaryFast` takes, with the same values; tested
+ * against it on encoder output and mutations. After a millisecond of idling, the full decoder's
+ * views, string and records made up most of its ~15 µs (services/indexer/bench/hot-path.ts --idle).
+ */
+export function decodeObserveRequestHot(data: Uint8Array, into: ObserveRequestHot, maxBytes: number): boolean {
+  const H = OBSERVE_REQUEST_HEADER_BYTES;
+  const len = data.byteLength;
+  if (len < H || len > maxBytes || !isObserveRequestBinary(data)) return false;
+  const flags = u32At(data, 4);
+  if ((flags & ~(FLAG_CHOICE | FLAG_BINARY_REPLY)) !== 0) return false;
+  const count = u32At(data, 16);
+  const idLen = data[20]! | (data[21]! << 8);
+  const loraLen = data[22]! | (data[23]! << 8);
+  if (loraLen !== 0 || count > MAX_HASHES || idLen > REQUEST_ID_MAX || len !== H + 8 * count + idLen) return false;
+  const promptTokens = into.f64At(data, 8);
+  if (!Number.isSafeInteger(promptTokens) || promptTokens < 0) return false;
+  for (let i = H + 8 * count; i < len; i++) {
+    const c = data[i]!;
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  into.localHashes = into.hashesOf(data, H, count);
+  into.promptTokens = promptTokens;
+  into.workers = (flags & FLAG_CHOICE) !== 0 ? 'choice' : 'all';
+  into.replyEncoding = (flags & FLAG_BINARY_REPLY) !== 0 ? 'binary' : 'json';
+  return true;
+}

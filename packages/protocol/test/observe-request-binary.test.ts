@@ -9,7 +9,7 @@ import {
   type DecodeResult,
   type ObserveRequest,
 } from '@vantage/protocol';
-import { observeRequestBinaryFast, observeRequestBinaryToWire } from '../src/observe-request-binary';
+import { ObserveRequestHot, decodeObserveRequestHot, observeRequestBinaryFast, observeRequestBinaryToWire } from '../src/observe-request-binary';
 
 // The binary observe request carries what the JSON one does. Whatever the bytes, decoding them
 // must give what the JSON codec gives for the same request (value or rejection), the fast path
@@ -152,5 +152,40 @@ describe('binary observe request', () => {
       { numRuns: 3000 },
     );
     expect(fastHits).toBeGreaterThan(100);
+  });
+
+  it('the hot decoder takes exactly what the fast path takes, with the same values, aligned or not (property)', () => {
+    const seeds = samples.map(([, r]) => encodeObserveRequestBinary(r));
+    const hot = new ObserveRequestHot();
+    const taken = [0, 0];
+    fc.assert(
+      fc.property(fc.nat(seeds.length - 1), fc.array(fc.tuple(fc.nat(), fc.nat(255)), { maxLength: 3 }), fc.nat(7), (k, edits, shift) => {
+        // The message at every offset mod 8 of its buffer: views in place when aligned, copies otherwise.
+        const seed = seeds[k]!;
+        const b = new Uint8Array(new ArrayBuffer(seed.length + 8), shift, seed.length);
+        b.set(seed);
+        for (const [at, v] of edits) b[4 + (at % (b.length - 4))] = v;
+        const fast = observeRequestBinaryFast(b, new Le64Scratch());
+        const took = decodeObserveRequestHot(b, hot, 8 * 1024 * 1024);
+        expect(took).toBe(fast !== null);
+        if (fast === null || fast.value.prompt.kind !== 'local_hashes') return;
+        taken[(b.byteOffset + 24) % 8 === 0 ? 0 : 1]!++;
+        expect([...hot.localHashes]).toEqual([...fast.value.prompt.localHashes]);
+        expect(hot.promptTokens).toBe(fast.value.promptTokens);
+        expect(hot.workers).toBe(fast.value.workers ?? 'all');
+        expect(hot.replyEncoding).toBe(fast.value.replyEncoding ?? 'json');
+        expect(decodeObserveRequestHot(b, hot, b.length - 1)).toBe(false);
+      }),
+      { numRuns: 3000 },
+    );
+    expect(Math.min(...taken)).toBeGreaterThan(30);
+    // The request id's bytes at the edges of printable ASCII (random edits seldom land there).
+    const withId = encodeObserveRequestBinary(samples[0]![1]);
+    const idAt = withId.length - 'route-1'.length;
+    for (const v of [0x00, 0x1f, 0x20, 0x7e, 0x7f, 0x80, 0xff]) {
+      const b = Buffer.from(withId);
+      b[idAt + 3] = v;
+      expect([v, decodeObserveRequestHot(b, hot, 1 << 20)]).toEqual([v, observeRequestBinaryFast(b, new Le64Scratch()) !== null]);
+    }
   });
 });

@@ -164,6 +164,16 @@ type ScoreRecord = { -readonly [K in keyof CandidateScore]: CandidateScore[K] } 
  * a caller that consumes each answer before the next selection (the indexer's observe). Opaque.
  */
 export class SelectionScratch {
+  /**
+   * The caller lists candidates in canonical (workerId, dpRank) order, always (the indexer's pool
+   * does): the selection then does not check it, which is 63 pairs of bigint comparisons for 64
+   * workers, several microseconds on a query that follows idling. Listing them otherwise with this
+   * set changes which of several exactly tied workers is drawn (and a sampled pick's draws).
+   */
+  readonly candidatesInOrder: boolean;
+  constructor(options: { readonly candidatesInOrder?: boolean } = {}) {
+    this.candidatesInOrder = options.candidatesInOrder === true;
+  }
   /** @internal Score records by formula (their terms differ in shape), reused call after call. */
   readonly records: { overlap_weight: ScoreRecord[]; prefill_load_scale: ScoreRecord[] } = { overlap_weight: [], prefill_load_scale: [] };
   /** @internal */
@@ -232,7 +242,7 @@ export function selectKvRouter(
   }
   // Work in a canonical (worker, rank) order so the seeded pick does not
   // depend on the order the caller happened to list candidates in.
-  const order = candidateOrder(candidates);
+  const order = candidateOrder(candidates, scratch?.candidatesInOrder === true);
   let chosenIdx: number;
   let reason: SelectionReason;
   let probs: number[] | undefined;

@@ -17,13 +17,14 @@ export function requestBlocksOf(req: SelectionRequest): number {
  * walk candidates in this order so a result depends on the seed and the
  * candidate set, never on the caller's listing order.
  */
-export function candidateOrder(candidates: readonly CandidateInput[]): number[] {
+export function candidateOrder(candidates: readonly CandidateInput[], inOrder = false): number[] {
   const n = candidates.length;
   const idx = new Array<number>(n);
   for (let i = 0; i < n; i++) idx[i] = i;
   // Callers usually list candidates already in this order (the indexer's pool does): one O(n)
-  // scan then replaces the O(n log n) sort with its bigint comparisons.
-  if (isCanonicalOrder(candidates)) return idx;
+  // scan then replaces the O(n log n) sort with its bigint comparisons. `inOrder`: the caller
+  // vouches for it (see SelectionScratch.candidatesInOrder), and not even the scan is made.
+  if (inOrder || isCanonicalOrder(candidates)) return idx;
   idx.sort((a, b) => compareCandidates(candidates[a]!, candidates[b]!));
   return idx;
 }

@@ -325,14 +325,21 @@ describe('kv_router selection into a reused scratch', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: policies.length - 1 }), fc.array(candArb, { maxLength: 9 })), { maxLength: 12 }), (calls) => {
         // The two sides share one policy sequence and one seed; one reuses a scratch throughout.
+        // A third lists its candidates in canonical order and says so (candidatesInOrder, as the
+        // indexer's pool does): the same answers as a caller that does not say it.
         const scratch = new SelectionScratch();
+        const ordered = new SelectionScratch({ candidatesInOrder: true });
         const rngA = seededRng(3);
         const rngB = seededRng(3);
+        const rngC = seededRng(5);
+        const rngD = seededRng(5);
         for (const [p, cs] of calls) {
           const candidates = cs.map(({ id, ...over }) => cand(id, over));
           const fresh = selectWorker(policies[p]!, req, candidates, rngA);
           const reused = selectWorker(policies[p]!, req, candidates, rngB, scratch);
           expect(reused).toEqual(fresh);
+          const sorted = [...candidates].sort((x, y) => (x.workerId < y.workerId ? -1 : x.workerId > y.workerId ? 1 : x.dpRank - y.dpRank));
+          expect(selectWorker(policies[p]!, req, sorted, rngD, ordered)).toEqual(selectWorker(policies[p]!, req, sorted, rngC));
         }
       }),
       { seed: 0x5c4, numRuns: 300 },

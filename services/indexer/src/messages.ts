@@ -10,7 +10,10 @@ import {
   Le64Scratch,
   binaryNullable,
   bookingEventCodec,
+  decodeObserveRequestHot,
   decodeObserveRequestReusing,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  ObserveRequestHot,
   lifecycleEventCodec,
   observeReplyCodec,
   observeRequestCodec,
@@ -49,6 +52,23 @@ const hashScratch = new Le64Scratch();
  */
 export function decodeObserveTransient(data: Uint8Array): Decoded<ObserveQuery> {
   return queryOf(decodeObserveRequestReusing(data, hashScratch));
+}
+
+/** What the observe handler reads of a request (not its id). */
+export type ObserveQueryHot = Omit<ObserveQuery, 'requestId'>;
+
+const hotRequest = new ObserveRequestHot();
+const hotDecoded = { ok: true, value: hotRequest } as const;
+
+/**
+ * `decodeObserveTransient` for the observe handler, without the request id: the decision
+ * service's request (binary, local hashes) is taken apart into one reused record
+ * (`decodeObserveRequestHot`), every other request by `decodeObserveTransient`. The result and its
+ * hashes are overwritten by the next call. Same values and rejections.
+ */
+export function decodeObserveHot(data: Uint8Array): Decoded<ObserveQueryHot> {
+  if (decodeObserveRequestHot(data, hotRequest, DEFAULT_MAX_PAYLOAD_BYTES)) return hotDecoded;
+  return decodeObserveTransient(data);
 }
 
 function queryOf(r: ReturnType<typeof observeRequestCodec.decode>): Decoded<ObserveQuery> {
@@ -323,7 +343,15 @@ function choiceOf(selection: PoolObservation['selection'], cost: number | null |
   const chosen = selection.chosen;
   if (!chosen || cost === null || cost === undefined) return null;
   const s = selection.scores[chosen.index];
-  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: `kv_router:${selection.reason}`, params: s ? s.terms : {} } };
+  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: policyName(selection.reason), params: s ? s.terms : {} } };
+}
+
+/** `kv_router:<reason>`, one string per reason (the reply's writer then finds its bytes by identity). */
+const policyNames = new Map<string, string>();
+function policyName(reason: string): string {
+  let name = policyNames.get(reason);
+  if (name === undefined) policyNames.set(reason, (name = `kv_router:${reason}`));
+  return name;
 }
 
 export interface BookingMessage {

@@ -10,7 +10,7 @@ import { localBlockHashes } from '@vantage/hashing';
 import { ObserveReplyBinaryWriter } from '@vantage/protocol';
 import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
-import { decodeObserveTransient, encodeObserveReply, observeBinary, observeSubject } from './messages';
+import { decodeObserveHot, encodeObserveReply, observeBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolRunner } from './runner';
 
@@ -50,8 +50,8 @@ export function pooledReplyWriter(nc: Pick<NatsConnection, 'flush'>): ObserveRep
  * written by `writer`; the caller must publish it before the next call (see `pooledReplyWriter`).
  */
 export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint, writer: ObserveReplyBinaryWriter): Uint8Array {
-  // The hashes are a view of a reused buffer: used by observeTransient below, kept by nothing.
-  const req = decodeObserveTransient(data);
+  // The request and its hashes are views of reused memory (or of `data`): read below, kept by nothing.
+  const req = decodeObserveHot(data);
   if (!req.ok) throw new VantageError('BAD_REQUEST', `observe: ${req.reason}`, { details: { code: req.code } });
   const r = req.value;
   const state = runner.state;
