@@ -9,8 +9,12 @@ import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapac
 import { sequenceHashes } from '@vantage/hashing';
 import { RunIndex, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
+  KV_ROUTER_INPUT as IN,
+  KV_ROUTER_INPUTS,
+  KvRouterRows,
   SelectionScratch,
   seededRng,
+  selectKvRouterRows,
   selectWorker,
   type CandidateInput,
   type KvRouterPolicy,
@@ -204,7 +208,8 @@ export interface ObserveRows {
   readonly schedulable: readonly (boolean | null)[];
   readonly reported: Uint8Array;
   readonly suspect: readonly (SuspectInfo | null)[];
-  readonly selection: SelectionResult;
+  /** Dynamo's choice: why it was chosen and its cost terms (the pool's records, overwritten by the next answer); null without one. */
+  readonly choice: { readonly reason: string; readonly terms: Readonly<Record<string, number>> } | null;
   /** Index (into ranks) of Dynamo's choice, or -1; its cost (null without a choice or when it is not a number). */
   readonly chosenIndex: number;
   readonly chosenCost: number | null;
@@ -308,9 +313,13 @@ export class PoolState {
   private seqScratch = new BigUint64Array(0);
   /** Arrays of the last `observeTransient` answer, reused by the next one. */
   private readonly scratch: ObserveScratch = { matches: [], workers: [], candidates: [], costs: [], eligibleIdx: [], eligible: [] };
-  /** Score records of the last `observeTransient` selection, reused by the next one. */
-  /** `sorted()` lists ranks in (workerId, dpRank) order, and `choose` keeps that order: said once here. */
+  /**
+   * Score records of the last `observeTransient` selection, reused by the next one. `sorted()` lists
+   * ranks in (workerId, dpRank) order, and `choose` keeps that order: said once here.
+   */
   private readonly selectionScratch = new SelectionScratch({ candidatesInOrder: true });
+  /** `observeRows`' candidates for Dynamo's pick, as rows of numbers (no object per rank). */
+  private readonly selectionRows = new KvRouterRows();
   /** The last `observeRows` answer, overwritten by the next one. */
   private readonly rowsScratch: Mutable<Omit<ObserveRows, 'schedulable' | 'suspect'>> & { schedulable: (boolean | null)[]; suspect: (SuspectInfo | null)[] } = {
     n: 0,
@@ -319,7 +328,7 @@ export class PoolState {
     schedulable: [],
     reported: new Uint8Array(0),
     suspect: [],
-    selection: { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' },
+    choice: null,
     chosenIndex: -1,
     chosenCost: null,
     pendingRequests: 0,
@@ -592,7 +601,15 @@ export class PoolState {
       throw new RangeError(`observeRows: ${n} rows of stride ${stride} from ${base} do not fit ${out.length} slots`);
     }
     const rows = this.rowsScratch;
-    const candidates = sized(this.scratch.candidates, n);
+    // Dynamo's pick from rows of numbers (temperature 0, nearly always), else from a candidate object per rank.
+    const policy = this.opts.selection;
+    const byRows = promptTokens > 0 && (policy.temperature ?? 0) === 0;
+    const sel = this.selectionRows;
+    if (byRows) sel.reserve(n);
+    const inputs = sel.inputs;
+    const eligibleIdx = sized(this.scratch.eligibleIdx, n);
+    let ne = 0;
+    const candidates = sized(this.scratch.candidates, byRows ? 0 : n);
     const suspects = sized(rows.suspect, n);
     rows.schedulable.length = n;
     if (rows.reported.length < n) rows.reported = new Uint8Array(Math.max(n, 2 * rows.reported.length));
@@ -647,19 +664,45 @@ export class PoolState {
       idHalves[2 * i] = facts[f + X_ID_LO]!;
       idHalves[2 * i + 1] = facts[f + X_ID_HI]!;
       suspects[i] = suspect;
-      candidates[i] = fillCandidate(this.rankScratch(r).cand, match, device, tracked, facts[f + X_ACTIVE]!, facts[f + X_REQUESTS]!, newRequestBlocks);
+      if (!byRows) candidates[i] = fillCandidate(this.rankScratch(r).cand, match, device, tracked, facts[f + X_ACTIVE]!, facts[f + X_REQUESTS]!, newRequestBlocks);
+      else if (r.schedulable !== false) {
+        // As fillCandidate writes them, for the schedulable ranks (the eligible ones, as `choose` takes them).
+        const o = ne * KV_ROUTER_INPUTS;
+        const host = match === null ? 0 : match.hostBlocks;
+        inputs[o + IN.overlapBlocks] = device;
+        inputs[o + IN.hostOverlapBlocks] = Math.max(0, host - device);
+        inputs[o + IN.diskOverlapBlocks] = Math.max(0, (match === null ? 0 : match.diskBlocks) - host);
+        inputs[o + IN.activePrefillTokens] = tracked;
+        inputs[o + IN.activeDecodeBlocks] = facts[f + X_ACTIVE]!;
+        inputs[o + IN.activeRequests] = facts[f + X_REQUESTS]!;
+        inputs[o + IN.newRequestBlocks] = newRequestBlocks;
+        inputs[o + IN.treeSize] = match === null ? 0 : match.treeSize;
+        eligibleIdx[ne++] = i;
+      }
       pendingRequests += facts[f + X_PREFILL_REQUESTS]!;
       pendingTokens += tracked;
     }
-    const c = this.choose(ranks, candidates, promptTokens, true);
-    const scores = c.selection.scores;
-    for (let j = 0; j < scores.length; j++) out[base + c.eligibleIdx[j]! * stride + R_COST] = numOrNaN(scores[j]!.score);
+    let chosenScore: number | undefined;
+    const pick = byRows ? selectKvRouterRows(policy, { isl: promptTokens, blockSize: bs }, sel, ne, this.rng) : null;
+    if (pick !== null) {
+      const costs = sel.costs;
+      for (let j = 0; j < ne; j++) out[base + eligibleIdx[j]! * stride + R_COST] = numOrNaN(costs[j]!);
+      rows.chosenIndex = pick.index >= 0 ? eligibleIdx[pick.index]! : -1;
+      rows.choice = pick.index >= 0 ? { reason: pick.reason, terms: pick.terms ?? {} } : null;
+      chosenScore = pick.index >= 0 ? costs[pick.index] : undefined;
+    } else {
+      // Not byRows (selectKvRouterRows answers null only for a sampling policy, which byRows excludes).
+      const c = this.choose(ranks, candidates, promptTokens, true);
+      const scores = c.selection.scores;
+      for (let j = 0; j < scores.length; j++) out[base + c.eligibleIdx[j]! * stride + R_COST] = numOrNaN(scores[j]!.score);
+      rows.chosenIndex = c.chosenIndex;
+      const chosen = c.selection.chosen;
+      rows.choice = chosen ? { reason: c.selection.reason, terms: scores[chosen.index]?.terms ?? {} } : null;
+      chosenScore = chosen ? scores[chosen.index]?.score : undefined;
+    }
     rows.n = n;
     rows.ranks = ranks;
-    rows.selection = c.selection;
-    rows.chosenIndex = c.chosenIndex;
     // As `observe`'s costs[chosenIndex]: null when the chosen score is NaN.
-    const chosenScore = c.selection.chosen ? scores[c.selection.chosen.index]?.score : undefined;
     rows.chosenCost = chosenScore === undefined || Number.isNaN(chosenScore) ? null : chosenScore;
     rows.pendingRequests = pendingRequests;
     rows.pendingTokens = pendingTokens;

@@ -10,7 +10,18 @@ export type {
   SelectionResult,
 } from './types';
 export type { KvRouterPolicy, KvRouterOverlapWeightPolicy, KvRouterPrefillScalePolicy } from './kv-router';
-export { KV_ROUTER_DEFAULTS, SelectionScratch, overlapWeightCost, prefillScaleCost, softmaxProbabilities, selectKvRouter } from './kv-router';
+export {
+  KV_ROUTER_DEFAULTS,
+  KV_ROUTER_INPUT,
+  KV_ROUTER_INPUTS,
+  KvRouterRows,
+  SelectionScratch,
+  overlapWeightCost,
+  prefillScaleCost,
+  softmaxProbabilities,
+  selectKvRouter,
+  selectKvRouterRows,
+} from './kv-router';
 export type { LlmdPolicy } from './llmd';
 export { LLMD_DEFAULTS, selectLlmd } from './llmd';
 export type { SelectionPolicy, RoundRobinPolicy, RandomPolicy } from './select';

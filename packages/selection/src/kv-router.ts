@@ -183,6 +183,150 @@ export class SelectionScratch {
 }
 
 /**
+ * Dynamo's pick at temperature 0 among costs[0..n): the lowest; exact ties go to the smaller tree
+ * (when every tied candidate has a size and the policy breaks ties so), then to a seeded uniform
+ * draw over the tied in `order` (candidate indices in canonical (workerId, dpRank) order; null:
+ * they are listed in it).
+ */
+function lowestCost(
+  costs: Float64Array,
+  n: number,
+  order: readonly number[] | null,
+  treeSizeOf: (i: number) => number | undefined,
+  tieBreakByTreeSize: boolean,
+  rng: Rng,
+): { index: number; reason: SelectionReason } {
+  let best = Infinity;
+  for (let i = 0; i < n; i++) best = Math.min(best, costs[i]!);
+  let tied: number[] = [];
+  for (let k = 0; k < n; k++) {
+    const i = order === null ? k : order[k]!;
+    if (costs[i] === best) tied.push(i);
+  }
+  let reason: SelectionReason = 'lowest_cost';
+  if (tied.length > 1 && tieBreakByTreeSize && tied.every((i) => treeSizeOf(i) !== undefined)) {
+    let smallest = Infinity;
+    for (const i of tied) smallest = Math.min(smallest, treeSizeOf(i)!);
+    const narrowed = tied.filter((i) => treeSizeOf(i) === smallest);
+    if (narrowed.length < tied.length) reason = 'lowest_cost_tie_tree';
+    tied = narrowed;
+  }
+  if (tied.length > 1) reason = 'lowest_cost_tie_random';
+  return { index: tied.length === 1 ? tied[0]! : tied[randomInt(rng, tied.length)]!, reason };
+}
+
+/** Where candidate i's numbers sit in `KvRouterRows.inputs`: at `i * KV_ROUTER_INPUTS + KV_ROUTER_INPUT.field`. */
+export const KV_ROUTER_INPUT = Object.freeze({
+  overlapBlocks: 0,
+  hostOverlapBlocks: 1,
+  diskOverlapBlocks: 2,
+  activePrefillTokens: 3,
+  activeDecodeBlocks: 4,
+  activeRequests: 5,
+  newRequestBlocks: 6,
+  treeSize: 7,
+});
+export const KV_ROUTER_INPUTS = 8;
+
+type MutableCandidate = { -readonly [K in keyof CandidateInput]-?: NonNullable<CandidateInput[K]> };
+
+/**
+ * Candidates as rows of numbers, for `selectKvRouterRows`: a caller that computes every candidate's
+ * inputs anyway (the indexer's observe) writes them here instead of into one object per candidate,
+ * and the costs come back in `costs`. Reused from one selection to the next.
+ */
+export class KvRouterRows {
+  inputs = new Float64Array(0);
+  costs = new Float64Array(0);
+  /** The one candidate record each row is read into, to be costed by the very function `selectKvRouter` uses. */
+  private readonly c: MutableCandidate = {
+    workerId: 0n as CandidateInput['workerId'],
+    dpRank: 0,
+    overlapBlocks: 0,
+    hostOverlapBlocks: 0,
+    diskOverlapBlocks: 0,
+    activePrefillTokens: 0,
+    activeDecodeBlocks: 0,
+    activeRequests: 0,
+    newRequestBlocks: 0,
+    treeSize: 0,
+    inFlightTokens: 0,
+  };
+  private readonly terms = { overlap_weight: overlapWeightTerms(), prefill_load_scale: prefillScaleTerms() };
+  private readonly treeSizeOf = (i: number): number => this.inputs[i * KV_ROUTER_INPUTS + KV_ROUTER_INPUT.treeSize]!;
+
+  /** Room for `n` rows (contents not kept). */
+  reserve(n: number): void {
+    if (this.costs.length >= n) return;
+    const cap = Math.max(n, 2 * this.costs.length, 8);
+    this.inputs = new Float64Array(cap * KV_ROUTER_INPUTS);
+    this.costs = new Float64Array(cap);
+  }
+
+  /** @internal Row i read into the shared candidate record. */
+  candidate(i: number): CandidateInput {
+    const c = this.c;
+    const v = this.inputs;
+    const o = i * KV_ROUTER_INPUTS;
+    c.overlapBlocks = v[o + KV_ROUTER_INPUT.overlapBlocks]!;
+    c.hostOverlapBlocks = v[o + KV_ROUTER_INPUT.hostOverlapBlocks]!;
+    c.diskOverlapBlocks = v[o + KV_ROUTER_INPUT.diskOverlapBlocks]!;
+    c.activePrefillTokens = v[o + KV_ROUTER_INPUT.activePrefillTokens]!;
+    c.activeDecodeBlocks = v[o + KV_ROUTER_INPUT.activeDecodeBlocks]!;
+    c.activeRequests = v[o + KV_ROUTER_INPUT.activeRequests]!;
+    c.newRequestBlocks = v[o + KV_ROUTER_INPUT.newRequestBlocks]!;
+    c.treeSize = v[o + KV_ROUTER_INPUT.treeSize]!;
+    return c;
+  }
+
+  /** @internal */
+  termsRecord(overlapWeight: boolean): Terms {
+    return overlapWeight ? this.terms.overlap_weight : this.terms.prefill_load_scale;
+  }
+
+  /** @internal */
+  get treeSizes(): (i: number) => number {
+    return this.treeSizeOf;
+  }
+}
+
+/**
+ * `selectKvRouter` for candidates given as rows of numbers (`rows.inputs`, n of them, listed in
+ * canonical (workerId, dpRank) order, which the caller vouches for, every one with a tree size): the
+ * same validation, costs (computed by the same functions, so equal to the bit; in `rows.costs`),
+ * pick, reason and use of `rng`, without an object per candidate. The chosen candidate's terms are
+ * `rows`' own record, overwritten by the next call. Null when the policy samples (temperature > 0):
+ * the caller then takes `selectKvRouter`. Tested against it (services/indexer/test/reply.test.ts,
+ * packages/selection/test/selection.test.ts).
+ */
+export function selectKvRouterRows(
+  policy: KvRouterPolicy,
+  req: SelectionRequest,
+  rows: KvRouterRows,
+  n: number,
+  rng: Rng,
+): { index: number; reason: SelectionReason; terms: Readonly<Record<string, number>> | null } | null {
+  validateRequest(req);
+  const temperature = nonNegative('temperature', policy.temperature ?? KV_ROUTER_DEFAULTS.temperature);
+  if (temperature !== 0) return null;
+  if (n === 0) return { index: -1, reason: 'no_candidates', terms: null };
+  const overlapWeight = policy.formula === 'overlap_weight';
+  const weight = overlapWeight ? nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight) : 0;
+  const t = rows.termsRecord(overlapWeight);
+  const costs = rows.costs;
+  for (let i = 0; i < n; i++) {
+    const c = rows.candidate(i);
+    costs[i] = overlapWeight ? overlapWeightInto(req, c, weight, t) : prefillScaleInto(req, c, policy, t);
+  }
+  const pick = lowestCost(costs, n, null, rows.treeSizes, policy.tieBreakByTreeSize ?? true, rng);
+  // The chosen one's terms, written last into the shared record.
+  const c = rows.candidate(pick.index);
+  if (overlapWeight) overlapWeightInto(req, c, weight, t);
+  else prefillScaleInto(req, c, policy, t);
+  return { index: pick.index, reason: pick.reason, terms: t };
+}
+
+/**
  * Softmax probabilities over costs, exactly as Dynamo normalises them:
  * logits divided by their range so T is scale-free.
  */
@@ -248,20 +392,9 @@ export function selectKvRouter(
   let probs: number[] | undefined;
 
   if (temperature === 0) {
-    let best = Infinity;
-    for (let i = 0; i < n; i++) best = Math.min(best, costs[i]!);
-    let tied: number[] = [];
-    for (const i of order) if (costs[i] === best) tied.push(i);
-    reason = 'lowest_cost';
-    if (tied.length > 1 && (policy.tieBreakByTreeSize ?? true) && tied.every((i) => candidates[i]!.treeSize !== undefined)) {
-      let smallest = Infinity;
-      for (const i of tied) smallest = Math.min(smallest, candidates[i]!.treeSize!);
-      const narrowed = tied.filter((i) => candidates[i]!.treeSize === smallest);
-      if (narrowed.length < tied.length) reason = 'lowest_cost_tie_tree';
-      tied = narrowed;
-    }
-    if (tied.length > 1) reason = 'lowest_cost_tie_random';
-    chosenIdx = tied.length === 1 ? tied[0]! : tied[randomInt(rng, tied.length)]!;
+    const pick = lowestCost(costs, n, order, (i) => candidates[i]!.treeSize, policy.tieBreakByTreeSize ?? true, rng);
+    chosenIdx = pick.index;
+    reason = pick.reason;
   } else {
     const orderedProbs = softmaxProbabilities(
       order.map((i) => costs[i]!),

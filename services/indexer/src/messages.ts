@@ -273,7 +273,7 @@ export function observeBinary(
     queryDurationUs: Math.round(queryDurationUs),
     atMs: nowMs,
     pending: { requests: rows.pendingRequests, tokens: rows.pendingTokens },
-    dynamoChoice: choiceOf(rows.selection, rows.chosenCost),
+    dynamoChoice: choiceOfRows(rows),
     snapshotRestoredAtMs: restoredAtMs,
   });
 }
@@ -344,6 +344,14 @@ function choiceOf(selection: PoolObservation['selection'], cost: number | null |
   if (!chosen || cost === null || cost === undefined) return null;
   const s = selection.scores[chosen.index];
   return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: policyName(selection.reason), params: s ? s.terms : {} } };
+}
+
+/** `choiceOf` for a rows answer. */
+function choiceOfRows(rows: ObserveRows): ObserveReply['dynamoChoice'] {
+  const c = rows.chosenIndex;
+  if (c < 0 || rows.choice === null || rows.chosenCost === null) return null;
+  const r = rows.ranks[c]!;
+  return { workerId: r.workerId, dpRank: r.dpRank, cost: rows.chosenCost, policy: { name: policyName(rows.choice.reason), params: rows.choice.terms } };
 }
 
 /** `kv_router:<reason>`, one string per reason (the reply's writer then finds its bytes by identity). */
