@@ -7,7 +7,7 @@
  */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { RunIndex, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { RunIndex, type ApplyResult, type MatchResult, type PublisherView, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   KV_ROUTER_INPUT as IN,
   KV_ROUTER_INPUTS,
@@ -137,6 +137,8 @@ interface RankSlot {
   obs: RankScratch['obs'] | null;
   cand: RankScratch['cand'] | null;
   load: RankScratch['load'] | null;
+  /** Its publisher in the index (null: none), for `observeRows`; bound by `bindPublishers`. */
+  pub: PublisherView | null;
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -289,6 +291,9 @@ export class PoolState {
   /** The match records that mapping was last confirmed for (see `slotsOf`). */
   private matchRecs: WorkerMatch[] = [];
   private matchGeneration = -1;
+  /** The index's publishers version and the rank generation at which every rank's `pub` was bound. */
+  private pubsVersion = -1;
+  private pubsGeneration = -1;
   /**
    * What `observeRows` reads of each rank's bookings, registration and load report, kept between
    * queries as FACTS f64 per rank in sorted-rank order, so that a query reads one contiguous table
@@ -368,6 +373,7 @@ export class PoolState {
       obs: null,
       cand: null,
       load: null,
+      pub: null,
     };
     w.ranks.push(r);
     this.sortedRanks = null;
@@ -592,8 +598,14 @@ export class PoolState {
    * indexer writes its binary replies' records this way.
    */
   observeRows(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sink: RowSink): ObserveRows {
-    const q = this.prologue(localHashes, promptTokens, undefined, true);
-    const { ranks, matches, seq } = q;
+    // The match as counts per publisher slot, read through each rank's bound publisher (no match
+    // record per publisher, no mapping of records to ranks).
+    const mc = this.index.matchCounts(localHashes);
+    if (this.pubsVersion !== this.index.publishersVersion || this.pubsGeneration !== this.generation) this.bindPublishers();
+    const ranks = this.sorted();
+    const { seq, requestBlocks, beyondChain } = this.chain(localHashes, promptTokens);
+    const counts = mc.counts;
+    const S = mc.stride;
     const n = ranks.length;
     sink.reserve(n);
     const { out, base, stride } = sink;
@@ -624,24 +636,29 @@ export class PoolState {
     for (let i = 0, b = base, f = 0; i < n; i++, b += stride, f += FACTS) {
       const r = ranks[i]!;
       if (ok[i] === 0) this.refreshFacts(r, f);
-      const match = matches[i]!;
-      const device = match === null ? 0 : match.deviceBlocks;
-      let newRequestBlocks = q.requestBlocks;
+      const pub = r.pub;
+      const ps = pub === null ? -1 : pub.slot;
+      const device = ps < 0 ? 0 : counts[ps]!;
+      const host = ps < 0 ? 0 : counts[S + ps]!;
+      const disk = ps < 0 ? 0 : counts[2 * S + ps]!;
+      const treeSize = pub === null ? 0 : pub.map.size;
+      let newRequestBlocks = requestBlocks;
       if (seq !== null) {
         let fresh = ledger.preparedNewOfBit(facts[f + X_BIT]!, seq);
         if (fresh < 0) fresh = ledger.newBlocksOfRef(r.ref, seq);
-        newRequestBlocks = fresh + q.beyondChain;
+        newRequestBlocks = fresh + beyondChain;
       }
-      const suspect = match !== null ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
-      const lastEventMs = match === null ? null : match.lastEventMs;
+      // (A rank with no publisher has no suspicion of its own in the index either.)
+      const suspect = pub === null ? null : pub.suspect;
+      const lastEventMs = pub === null ? null : pub.lastEventMs;
       const tracked = facts[f + X_TRACKED]!;
       const reportAt = facts[f + X_REPORT_AT]!;
       const lastChange = facts[f + X_LAST_CHANGE]!;
       out[b + R_DEVICE] = device;
       out[b + R_K] = device * bs;
-      out[b + R_HOST] = match === null ? NaN : match.hostBlocks;
-      out[b + R_DISK] = match === null ? NaN : match.diskBlocks;
-      out[b + R_ANY] = match === null ? NaN : match.anyBlocks;
+      out[b + R_HOST] = ps < 0 ? NaN : host;
+      out[b + R_DISK] = ps < 0 ? NaN : disk;
+      out[b + R_ANY] = ps < 0 ? NaN : counts[3 * S + ps]!;
       out[b + R_REQUESTS] = facts[f + X_REQUESTS]!;
       out[b + R_TRACKED] = tracked;
       out[b + R_PRESSURE] = facts[f + X_PRESSURE]!;
@@ -650,7 +667,7 @@ export class PoolState {
       out[b + R_NEW] = newRequestBlocks;
       out[b + R_ACTIVE] = facts[f + X_ACTIVE]!;
       out[b + R_TOTAL] = facts[f + X_TOTAL]!;
-      out[b + R_TREE] = match === null ? 0 : match.treeSize;
+      out[b + R_TREE] = treeSize;
       out[b + R_REP_DECODE] = facts[f + X_REP_DECODE]!;
       out[b + R_REP_PREFILL] = facts[f + X_REP_PREFILL]!;
       out[b + R_REP_KV] = facts[f + X_REP_KV]!;
@@ -664,19 +681,18 @@ export class PoolState {
       idHalves[2 * i] = facts[f + X_ID_LO]!;
       idHalves[2 * i + 1] = facts[f + X_ID_HI]!;
       suspects[i] = suspect;
-      if (!byRows) candidates[i] = fillCandidate(this.rankScratch(r).cand, match, device, tracked, facts[f + X_ACTIVE]!, facts[f + X_REQUESTS]!, newRequestBlocks);
+      if (!byRows) candidates[i] = fillCandidate(this.rankScratch(r).cand, device, host, disk, treeSize, tracked, facts[f + X_ACTIVE]!, facts[f + X_REQUESTS]!, newRequestBlocks);
       else if (r.schedulable !== false) {
         // As fillCandidate writes them, for the schedulable ranks (the eligible ones, as `choose` takes them).
         const o = ne * KV_ROUTER_INPUTS;
-        const host = match === null ? 0 : match.hostBlocks;
         inputs[o + IN.overlapBlocks] = device;
         inputs[o + IN.hostOverlapBlocks] = Math.max(0, host - device);
-        inputs[o + IN.diskOverlapBlocks] = Math.max(0, (match === null ? 0 : match.diskBlocks) - host);
+        inputs[o + IN.diskOverlapBlocks] = Math.max(0, disk - host);
         inputs[o + IN.activePrefillTokens] = tracked;
         inputs[o + IN.activeDecodeBlocks] = facts[f + X_ACTIVE]!;
         inputs[o + IN.activeRequests] = facts[f + X_REQUESTS]!;
         inputs[o + IN.newRequestBlocks] = newRequestBlocks;
-        inputs[o + IN.treeSize] = match === null ? 0 : match.treeSize;
+        inputs[o + IN.treeSize] = treeSize;
         eligibleIdx[ne++] = i;
       }
       pendingRequests += facts[f + X_PREFILL_REQUESTS]!;
@@ -766,6 +782,11 @@ export class PoolState {
     const n = ranks.length;
     const matches = nulls(reuse ? this.scratch.matches : undefined, n);
     for (let i = 0; i < matched.length; i++) matches[matched[i]!.pos] = m.workers[i]!;
+    return { m, ranks, matches, ...this.chain(localHashes, promptTokens, sequence) };
+  }
+
+  /** The prompt's sequence-hash chain, prepared in the ledger (null when nothing is booked), and its block counts. */
+  private chain(localHashes: BigUint64Array, promptTokens: number, sequence?: BigUint64Array): { seq: BigUint64Array | null; requestBlocks: number; beyondChain: number } {
     // Sequence hashes are only needed to count blocks already active on a worker;
     // skip hashing when nothing is booked anywhere (then every block is new).
     let seq: BigUint64Array | null = null;
@@ -779,7 +800,18 @@ export class PoolState {
       this.ledger.prepareChain(seq);
     }
     const requestBlocks = Math.ceil(promptTokens / this.blockSize);
-    return { m, ranks, matches, seq, requestBlocks, beyondChain: seq ? Math.max(0, requestBlocks - seq.length) : 0 };
+    return { seq, requestBlocks, beyondChain: seq ? Math.max(0, requestBlocks - seq.length) : 0 };
+  }
+
+  /**
+   * Every rank's publisher in the index, for `observeRows` (bound again only when a publisher or a
+   * rank has come or gone). Every publisher gets a rank first, as the match mapping (`slotsOf`) gives them.
+   */
+  private bindPublishers(): void {
+    for (const p of this.index.publisherViews()) this.rankSlot(this.workerSlot(p.workerId), p.dpRank);
+    for (const r of this.sorted()) r.pub = this.index.publisherView(r.workerId, r.dpRank) ?? null;
+    this.pubsVersion = this.index.publishersVersion;
+    this.pubsGeneration = this.generation;
   }
 
   /** A rank's reused answer records (made on its first transient answer). */
@@ -851,7 +883,7 @@ export class PoolState {
       o.lastEventMs = match?.lastEventMs ?? null;
       o.lastSeenMs = r.lastSeen;
       workers[i] = o;
-      candidates[i] = fillCandidate(rs.cand, match, device, load.trackedPrefillTokens, load.activeBlocks, load.requests, newRequestBlocks);
+      candidates[i] = fillCandidate(rs.cand, device, match?.hostBlocks ?? 0, match?.diskBlocks ?? 0, match?.treeSize ?? 0, load.trackedPrefillTokens, load.activeBlocks, load.requests, newRequestBlocks);
       pendingRequests += load.prefillRequests;
       pendingTokens += load.trackedPrefillTokens;
     }
@@ -877,15 +909,26 @@ export class PoolState {
 }
 
 /** A rank's candidate record for the selection, filled from its facts (its load's tracked prefill tokens, active blocks and requests). */
-function fillCandidate(c: RankScratch['cand'], match: WorkerMatch | null, device: number, tracked: number, active: number, requests: number, newRequestBlocks: number): CandidateInput {
+/** A rank's candidate for Dynamo's pick; `host` and `disk` are the index's cumulative counts (0 without a match). */
+function fillCandidate(
+  c: RankScratch['cand'],
+  device: number,
+  host: number,
+  disk: number,
+  treeSize: number,
+  tracked: number,
+  active: number,
+  requests: number,
+  newRequestBlocks: number,
+): CandidateInput {
   c.overlapBlocks = device;
-  c.hostOverlapBlocks = Math.max(0, (match?.hostBlocks ?? 0) - device);
-  c.diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - (match?.hostBlocks ?? 0));
+  c.hostOverlapBlocks = Math.max(0, host - device);
+  c.diskOverlapBlocks = Math.max(0, disk - host);
   c.activePrefillTokens = tracked;
   c.activeDecodeBlocks = active;
   c.activeRequests = requests;
   c.newRequestBlocks = newRequestBlocks;
-  c.treeSize = match?.treeSize ?? 0;
+  c.treeSize = treeSize;
   return c;
 }
 

@@ -43,6 +43,25 @@ export interface Publisher {
   matchRecord: Mutable<WorkerMatch> | null;
 }
 
+/** What a reader of `matchCounts` reads of a publisher (the index's own record: read only). */
+export interface PublisherView {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  /** Its column in `matchCounts`' counts. */
+  readonly slot: number;
+  /** Its block-id table; `size` is its tree size (resident blocks). */
+  readonly map: { readonly size: number };
+  readonly suspect: SuspectInfo | null;
+  readonly lastEventMs: number | null;
+}
+
+/** `matchCounts`' answer: leading blocks of publisher slot s on cumulative tier set t at `counts[t * stride + s]`. */
+export interface MatchCounts {
+  readonly counts: Int32Array;
+  readonly stride: number;
+  readonly requestBlocks: number;
+}
+
 /** A BigUint64Array read as int32 halves (lo at 2i, hi at 2i+1) without copying: same buffer. */
 export function i32View(a: BigUint64Array): Int32Array {
   return new Int32Array(a.buffer, a.byteOffset, a.length * 2);
@@ -100,6 +119,10 @@ export abstract class IndexBase {
   protected counts: Int32Array = new Int32Array(NTIERS * 32);
   /** The `matchTransient` answer, overwritten by each one. */
   private readonly transient: { blockSize: number; requestBlocks: number; workers: WorkerMatch[] };
+  /** The `matchCounts` answer, overwritten by each one. */
+  private readonly countsAnswer: { counts: Int32Array; stride: number; requestBlocks: number } = { counts: new Int32Array(0), stride: 0, requestBlocks: 0 };
+  /** Bumped whenever a publisher is added or dropped (a slot may then name another publisher). */
+  private publishersChanged = 0;
 
   constructor(blockSize: number) {
     if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
@@ -253,6 +276,7 @@ export abstract class IndexBase {
     };
     ranks.set(dpRank, pub);
     this.publishers.push(pub);
+    this.publishersChanged++;
     return pub;
   }
 
@@ -263,6 +287,7 @@ export abstract class IndexBase {
     if (ranks.size === 0) this.byWorker.delete(pub.workerId);
     this.publishers = this.publishers.filter((p) => p !== pub);
     this.freeSlots.push(pub.slot);
+    this.publishersChanged++;
     return dropped;
   }
 
@@ -352,6 +377,35 @@ export abstract class IndexBase {
    */
   matchTransient(localHashes: BigUint64Array): MatchResult {
     return this.matchInto(localHashes, true);
+  }
+
+  /**
+   * The match as counts per publisher slot only, for a reader that keeps its own mapping from its
+   * ranks to publishers (`publisherView`, kept while `publishersVersion` stays): no record per
+   * publisher is written. The answer and its counts are the index's, overwritten by the next match
+   * of any kind. The same numbers as `match` (tested).
+   */
+  matchCounts(localHashes: BigUint64Array): MatchCounts {
+    const a = this.countsAnswer;
+    a.stride = this.walk(i32View(localHashes), localHashes.length);
+    a.counts = this.counts;
+    a.requestBlocks = localHashes.length;
+    return a;
+  }
+
+  /** Changes whenever a publisher is added or dropped: a reader's mapping to `publisherView`s is then stale. */
+  get publishersVersion(): number {
+    return this.publishersChanged;
+  }
+
+  /** The (worker, dp rank)'s publisher, if the index has one. */
+  publisherView(workerId: WorkerId, dpRank: number): PublisherView | undefined {
+    return this.publisher(workerId, dpRank, false);
+  }
+
+  /** Every publisher (read only). */
+  publisherViews(): readonly PublisherView[] {
+    return this.publishers;
   }
 
   private matchInto(localHashes: BigUint64Array, reuse: boolean): MatchResult {

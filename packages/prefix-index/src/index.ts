@@ -6,6 +6,7 @@ export { RunIndex } from './run-index';
 export { PrefixIndex } from './prefix-index';
 export type { PrefixIndexOptions } from './prefix-index';
 export { SnapshotError } from './snapshot-io';
+export type { MatchCounts, PublisherView } from './index-base';
 export type {
   ApplyResult,
   ApplyStatus,

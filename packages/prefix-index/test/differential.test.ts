@@ -40,6 +40,18 @@ describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex, exactSnapshots })
       expect([t.blockSize, t.requestBlocks, plain(t.workers)], `${where}: matchTransient [${[...q].join(',')}]`).toEqual([m.blockSize, m.requestBlocks, plain(m.workers)]);
       if (previous !== null) for (let k = 0; k < t.workers.length; k++) expect(t.workers[k], `${where}: transient record reused`).toBe(previous[k]);
       previous = [...t.workers];
+      // matchCounts: the same numbers, read through each publisher's view and slot.
+      const c = idx.matchCounts(q);
+      const viaCounts = m.workers.map((w) => {
+        const p = idx.publisherView(w.workerId, w.dpRank)!;
+        const at = (tier: number): number => c.counts[tier * c.stride + p.slot]!;
+        return [w.workerId, w.dpRank, at(0), at(1), at(2), at(3), p.map.size, p.suspect, p.lastEventMs];
+      });
+      expect([c.requestBlocks, viaCounts], `${where}: matchCounts`).toEqual([
+        m.requestBlocks,
+        m.workers.map((w) => [w.workerId, w.dpRank, w.deviceBlocks, w.hostBlocks, w.diskBlocks, w.anyBlocks, w.treeSize, w.suspect, w.lastEventMs]),
+      ]);
+      expect(idx.publisherViews().length).toBe(m.workers.length);
     }
     const tiers = ref.tierCounts();
     for (const p of idx.stats().publishers) {
