@@ -7,7 +7,7 @@
  */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { RunIndex, type ApplyResult, type MatchResult, type PublisherView, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { RunIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   KV_ROUTER_INPUT as IN,
   KV_ROUTER_INPUTS,
@@ -137,8 +137,8 @@ interface RankSlot {
   obs: RankScratch['obs'] | null;
   cand: RankScratch['cand'] | null;
   load: RankScratch['load'] | null;
-  /** Its publisher in the index (null: none), for `observeRows`; bound by `bindPublishers`. */
-  pub: PublisherView | null;
+  /** Its publisher's slot in the index (-1: none), for `observeRows`; bound by `bindPublishers`. */
+  pubSlot: number;
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -373,7 +373,7 @@ export class PoolState {
       obs: null,
       cand: null,
       load: null,
-      pub: null,
+      pubSlot: -1,
     };
     w.ranks.push(r);
     this.sortedRanks = null;
@@ -606,6 +606,8 @@ export class PoolState {
     const { seq, requestBlocks, beyondChain } = this.chain(localHashes, promptTokens);
     const counts = mc.counts;
     const S = mc.stride;
+    const slotFacts = mc.slots;
+    const slotSuspects = mc.suspects;
     const n = ranks.length;
     sink.reserve(n);
     const { out, base, stride } = sink;
@@ -636,12 +638,11 @@ export class PoolState {
     for (let i = 0, b = base, f = 0; i < n; i++, b += stride, f += FACTS) {
       const r = ranks[i]!;
       if (ok[i] === 0) this.refreshFacts(r, f);
-      const pub = r.pub;
-      const ps = pub === null ? -1 : pub.slot;
+      const ps = r.pubSlot;
       const device = ps < 0 ? 0 : counts[ps]!;
       const host = ps < 0 ? 0 : counts[S + ps]!;
       const disk = ps < 0 ? 0 : counts[2 * S + ps]!;
-      const treeSize = pub === null ? 0 : pub.map.size;
+      const treeSize = ps < 0 ? 0 : slotFacts[ps * SLOT_FACTS + SLOT_TREE]!;
       let newRequestBlocks = requestBlocks;
       if (seq !== null) {
         let fresh = ledger.preparedNewOfBit(facts[f + X_BIT]!, seq);
@@ -649,8 +650,8 @@ export class PoolState {
         newRequestBlocks = fresh + beyondChain;
       }
       // (A rank with no publisher has no suspicion of its own in the index either.)
-      const suspect = pub === null ? null : pub.suspect;
-      const lastEventMs = pub === null ? null : pub.lastEventMs;
+      const suspect = ps < 0 ? null : slotSuspects[ps]!;
+      const lastEventMs = ps < 0 ? NaN : slotFacts[ps * SLOT_FACTS + SLOT_LAST_EVENT_MS]!;
       const tracked = facts[f + X_TRACKED]!;
       const reportAt = facts[f + X_REPORT_AT]!;
       const lastChange = facts[f + X_LAST_CHANGE]!;
@@ -672,7 +673,7 @@ export class PoolState {
       out[b + R_REP_PREFILL] = facts[f + X_REP_PREFILL]!;
       out[b + R_REP_KV] = facts[f + X_REP_KV]!;
       out[b + R_SUSPECT_SINCE] = suspect === null ? NaN : suspect.sinceMs;
-      out[b + R_INDEX_AGE] = lastEventMs === null ? NaN : Math.max(0, nowMs - lastEventMs);
+      out[b + R_INDEX_AGE] = Number.isNaN(lastEventMs) ? NaN : Math.max(0, nowMs - lastEventMs);
       out[b + R_LOAD_AGE] = Number.isNaN(reportAt) ? NaN : Math.max(0, nowMs - reportAt);
       out[b + R_BOOKING_AGE] = Number.isNaN(lastChange) ? NaN : Math.max(0, nowMs - lastChange);
       out[b + R_COST] = NaN;
@@ -809,7 +810,7 @@ export class PoolState {
    */
   private bindPublishers(): void {
     for (const p of this.index.publisherViews()) this.rankSlot(this.workerSlot(p.workerId), p.dpRank);
-    for (const r of this.sorted()) r.pub = this.index.publisherView(r.workerId, r.dpRank) ?? null;
+    for (const r of this.sorted()) r.pubSlot = this.index.publisherView(r.workerId, r.dpRank)?.slot ?? -1;
     this.pubsVersion = this.index.publishersVersion;
     this.pubsGeneration = this.generation;
   }

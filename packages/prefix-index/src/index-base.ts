@@ -55,12 +55,22 @@ export interface PublisherView {
   readonly lastEventMs: number | null;
 }
 
-/** `matchCounts`' answer: leading blocks of publisher slot s on cumulative tier set t at `counts[t * stride + s]`. */
+/**
+ * `matchCounts`' answer: leading blocks of publisher slot s on cumulative tier set t at
+ * `counts[t * stride + s]`; and, kept by slot so that a reader touches no publisher record, slot s's
+ * tree size at `slots[SLOT_TREE + s * SLOT_FACTS]`, its last event's time at `SLOT_LAST_EVENT_MS`
+ * (NaN: none) and its suspicion at `suspects[s]`.
+ */
 export interface MatchCounts {
   readonly counts: Int32Array;
   readonly stride: number;
   readonly requestBlocks: number;
+  readonly slots: Float64Array;
+  readonly suspects: readonly (SuspectInfo | null)[];
 }
+export const SLOT_FACTS = 2;
+export const SLOT_TREE = 0;
+export const SLOT_LAST_EVENT_MS = 1;
 
 /** A BigUint64Array read as int32 halves (lo at 2i, hi at 2i+1) without copying: same buffer. */
 export function i32View(a: BigUint64Array): Int32Array {
@@ -120,7 +130,19 @@ export abstract class IndexBase {
   /** The `matchTransient` answer, overwritten by each one. */
   private readonly transient: { blockSize: number; requestBlocks: number; workers: WorkerMatch[] };
   /** The `matchCounts` answer, overwritten by each one. */
-  private readonly countsAnswer: { counts: Int32Array; stride: number; requestBlocks: number } = { counts: new Int32Array(0), stride: 0, requestBlocks: 0 };
+  private readonly countsAnswer: { counts: Int32Array; stride: number; requestBlocks: number; slots: Float64Array; suspects: (SuspectInfo | null)[] } = {
+    counts: new Int32Array(0),
+    stride: 0,
+    requestBlocks: 0,
+    slots: new Float64Array(0),
+    suspects: [],
+  };
+  /**
+   * Each publisher slot's tree size and last event time (SLOT_FACTS per slot) and suspicion, written
+   * whenever they change (`syncSlot`: after every event applied, resync and replay), for `matchCounts`.
+   */
+  private slotFacts = new Float64Array(SLOT_FACTS * 32);
+  private readonly slotSuspects: (SuspectInfo | null)[] = [];
   /** Bumped whenever a publisher is added or dropped (a slot may then name another publisher). */
   private publishersChanged = 0;
 
@@ -224,6 +246,7 @@ export abstract class IndexBase {
         c.clears++;
         break;
     }
+    this.syncSlot(pub);
     return { status: 'applied', blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
   }
 
@@ -277,7 +300,26 @@ export abstract class IndexBase {
     ranks.set(dpRank, pub);
     this.publishers.push(pub);
     this.publishersChanged++;
+    this.syncSlot(pub);
     return pub;
+  }
+
+  /** Publisher p's slot facts made current (see `slotFacts`). */
+  protected syncSlot(p: Publisher): void {
+    const o = p.slot * SLOT_FACTS;
+    if (o + SLOT_FACTS > this.slotFacts.length) {
+      const grown = new Float64Array(Math.max(o + SLOT_FACTS, 2 * this.slotFacts.length));
+      grown.set(this.slotFacts);
+      this.slotFacts = grown;
+    }
+    this.slotFacts[o + SLOT_TREE] = p.map.size;
+    this.slotFacts[o + SLOT_LAST_EVENT_MS] = p.lastEventMs ?? NaN;
+    this.slotSuspects[p.slot] = p.suspect;
+  }
+
+  /** `syncSlot` for every publisher (after a replay or a restore). */
+  protected syncAllSlots(): void {
+    for (const p of this.publishers) this.syncSlot(p);
   }
 
   private dropPublisher(pub: Publisher): number {
@@ -351,6 +393,7 @@ export abstract class IndexBase {
     pub.lastEventId = lastEventId ?? null;
     pub.expectStart = false;
     pub.lastEventMs = nowMs;
+    this.syncSlot(pub);
   }
 
   /** Suspect state of one publisher (null when trusted or unknown). */
@@ -390,6 +433,8 @@ export abstract class IndexBase {
     a.stride = this.walk(i32View(localHashes), localHashes.length);
     a.counts = this.counts;
     a.requestBlocks = localHashes.length;
+    a.slots = this.slotFacts;
+    a.suspects = this.slotSuspects;
     return a;
   }
 
@@ -498,6 +543,7 @@ export abstract class IndexBase {
       this.replayPublishers(d, pubs);
     } finally {
       this.rebuilding = false;
+      this.syncAllSlots();
     }
   }
 

@@ -1013,6 +1013,7 @@ export class PrefixIndex extends IndexBase {
       ranks.set(dpRank, pub);
       idx.publishers.push(pub);
     }
+    idx.syncAllSlots();
     if (!r.done()) bad('trailing bytes');
     let wide = 0;
     for (let n = 0; n < hi; n++) {

@@ -8,6 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { MatchResult, PrefixIndex, WorkerMatch } from '@vantage/prefix-index';
+import { SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE } from '@vantage/prefix-index';
 import { IMPLEMENTATIONS } from './impls';
 import { ReferenceIndex } from './reference-model';
 import type { ExternalHash, KvEvent } from '@vantage/types';
@@ -40,12 +41,13 @@ describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex, exactSnapshots })
       expect([t.blockSize, t.requestBlocks, plain(t.workers)], `${where}: matchTransient [${[...q].join(',')}]`).toEqual([m.blockSize, m.requestBlocks, plain(m.workers)]);
       if (previous !== null) for (let k = 0; k < t.workers.length; k++) expect(t.workers[k], `${where}: transient record reused`).toBe(previous[k]);
       previous = [...t.workers];
-      // matchCounts: the same numbers, read through each publisher's view and slot.
+      // matchCounts: the same numbers, read by each publisher's slot (its facts kept current by slot too).
       const c = idx.matchCounts(q);
       const viaCounts = m.workers.map((w) => {
-        const p = idx.publisherView(w.workerId, w.dpRank)!;
-        const at = (tier: number): number => c.counts[tier * c.stride + p.slot]!;
-        return [w.workerId, w.dpRank, at(0), at(1), at(2), at(3), p.map.size, p.suspect, p.lastEventMs];
+        const s = idx.publisherView(w.workerId, w.dpRank)!.slot;
+        const at = (tier: number): number => c.counts[tier * c.stride + s]!;
+        const last = c.slots[s * SLOT_FACTS + SLOT_LAST_EVENT_MS]!;
+        return [w.workerId, w.dpRank, at(0), at(1), at(2), at(3), c.slots[s * SLOT_FACTS + SLOT_TREE], c.suspects[s], Number.isNaN(last) ? null : last];
       });
       expect([c.requestBlocks, viaCounts], `${where}: matchCounts`).toEqual([
         m.requestBlocks,
