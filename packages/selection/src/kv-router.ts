@@ -110,16 +110,21 @@ export function overlapWeightCost(
 }
 
 /** `overlapWeightCost` writing its terms into `t` (made by `overlapWeightTerms`); returns the cost. */
-function overlapWeightInto(req: SelectionRequest, c: CandidateInput, overlapScoreWeight: number, t: Terms): number {
-  const bs = req.blockSize;
-  const uncached = Math.max(0, req.isl - c.overlapBlocks * bs);
-  const prefillTokens = c.activePrefillTokens + uncached;
-  const decodeBlocks = decodeBlocksOf(req, c);
-  t.overlapBlocks = c.overlapBlocks;
-  t.uncachedTokens = uncached;
-  t.prefillTokens = prefillTokens;
-  t.prefillBlocks = prefillTokens / bs;
-  t.decodeBlocks = decodeBlocks;
+function overlapWeightInto(req: SelectionRequest, c: CandidateInput, overlapScoreWeight: number, t: Terms | null): number {
+  return overlapWeightOf(req.isl, req.blockSize, overlapScoreWeight, c.overlapBlocks, c.activePrefillTokens, decodeBlocksOf(req, c), t);
+}
+
+/** The April 2026 cost from a candidate's numbers (`decodeBlocks`: active plus new), its terms into `t` when given. */
+function overlapWeightOf(isl: number, bs: number, overlapScoreWeight: number, overlapBlocks: number, activePrefillTokens: number, decodeBlocks: number, t: Terms | null): number {
+  const uncached = Math.max(0, isl - overlapBlocks * bs);
+  const prefillTokens = activePrefillTokens + uncached;
+  if (t !== null) {
+    t.overlapBlocks = overlapBlocks;
+    t.uncachedTokens = uncached;
+    t.prefillTokens = prefillTokens;
+    t.prefillBlocks = prefillTokens / bs;
+    t.decodeBlocks = decodeBlocks;
+  }
   return (overlapScoreWeight * prefillTokens) / bs + decodeBlocks;
 }
 
@@ -130,31 +135,71 @@ export function prefillScaleCost(
   p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'> = {},
 ): { cost: number; terms: Record<string, number> } {
   const terms = prefillScaleTerms();
-  return { cost: prefillScaleInto(req, c, p, terms), terms };
+  return { cost: prefillScaleInto(req, c, prefillScaleWeights(p), terms), terms };
 }
 
 /** `prefillScaleCost` writing its terms into `t` (made by `prefillScaleTerms`); returns the cost. */
-function prefillScaleInto(req: SelectionRequest, c: CandidateInput, p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'>, t: Terms): number {
-  const bs = req.blockSize;
-  const credit = p.overlapScoreCredit ?? KV_ROUTER_DEFAULTS.overlapScoreCredit;
-  const scale = p.prefillLoadScale ?? KV_ROUTER_DEFAULTS.prefillLoadScale;
-  const reqWeight = p.decodeActiveRequestWeight ?? KV_ROUTER_DEFAULTS.decodeActiveRequestWeight;
-  const hostW = p.hostCacheHitWeight ?? KV_ROUTER_DEFAULTS.hostCacheHitWeight;
-  const diskW = p.diskCacheHitWeight ?? KV_ROUTER_DEFAULTS.diskCacheHitWeight;
-  const rawPrefillBlocks = (c.activePrefillTokens + req.isl) / bs;
-  const overlapCreditBlocks =
-    credit * c.overlapBlocks + hostW * (c.hostOverlapBlocks ?? 0) + diskW * (c.diskOverlapBlocks ?? 0);
+function prefillScaleInto(req: SelectionRequest, c: CandidateInput, w: PrefillScaleWeights, t: Terms | null): number {
+  return prefillScaleOf(
+    req.isl,
+    req.blockSize,
+    w,
+    c.overlapBlocks,
+    c.hostOverlapBlocks ?? 0,
+    c.diskOverlapBlocks ?? 0,
+    c.activePrefillTokens,
+    decodeBlocksOf(req, c),
+    c.activeRequests,
+    t,
+  );
+}
+
+/** A later-2026 policy's weights, its defaults filled in. */
+interface PrefillScaleWeights {
+  readonly credit: number;
+  readonly scale: number;
+  readonly reqWeight: number;
+  readonly hostW: number;
+  readonly diskW: number;
+}
+
+function prefillScaleWeights(p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'>): PrefillScaleWeights {
+  return {
+    credit: p.overlapScoreCredit ?? KV_ROUTER_DEFAULTS.overlapScoreCredit,
+    scale: p.prefillLoadScale ?? KV_ROUTER_DEFAULTS.prefillLoadScale,
+    reqWeight: p.decodeActiveRequestWeight ?? KV_ROUTER_DEFAULTS.decodeActiveRequestWeight,
+    hostW: p.hostCacheHitWeight ?? KV_ROUTER_DEFAULTS.hostCacheHitWeight,
+    diskW: p.diskCacheHitWeight ?? KV_ROUTER_DEFAULTS.diskCacheHitWeight,
+  };
+}
+
+/** The later-2026 cost from a candidate's numbers (`decodeBlocks`: active plus new), its terms into `t` when given. */
+function prefillScaleOf(
+  isl: number,
+  bs: number,
+  w: PrefillScaleWeights,
+  overlapBlocks: number,
+  hostOverlapBlocks: number,
+  diskOverlapBlocks: number,
+  activePrefillTokens: number,
+  decodeBlocks: number,
+  activeRequests: number,
+  t: Terms | null,
+): number {
+  const rawPrefillBlocks = (activePrefillTokens + isl) / bs;
+  const overlapCreditBlocks = w.credit * overlapBlocks + w.hostW * hostOverlapBlocks + w.diskW * diskOverlapBlocks;
   const adjustedPrefillBlocks = Math.max(0, rawPrefillBlocks - overlapCreditBlocks);
-  const decodeBlocks = decodeBlocksOf(req, c);
-  const activeRequestCost = reqWeight * c.activeRequests;
-  t.overlapBlocks = c.overlapBlocks;
-  t.rawPrefillBlocks = rawPrefillBlocks;
-  t.overlapCreditBlocks = overlapCreditBlocks;
-  t.adjustedPrefillBlocks = adjustedPrefillBlocks;
-  t.prefillCostBlocks = scale * adjustedPrefillBlocks;
-  t.decodeBlocks = decodeBlocks;
-  t.activeRequestCost = activeRequestCost;
-  return scale * adjustedPrefillBlocks + decodeBlocks + activeRequestCost;
+  const activeRequestCost = w.reqWeight * activeRequests;
+  if (t !== null) {
+    t.overlapBlocks = overlapBlocks;
+    t.rawPrefillBlocks = rawPrefillBlocks;
+    t.overlapCreditBlocks = overlapCreditBlocks;
+    t.adjustedPrefillBlocks = adjustedPrefillBlocks;
+    t.prefillCostBlocks = w.scale * adjustedPrefillBlocks;
+    t.decodeBlocks = decodeBlocks;
+    t.activeRequestCost = activeRequestCost;
+  }
+  return w.scale * adjustedPrefillBlocks + decodeBlocks + activeRequestCost;
 }
 
 type ScoreRecord = { -readonly [K in keyof CandidateScore]: CandidateScore[K] } & { terms: Terms };
@@ -227,6 +272,7 @@ export const KV_ROUTER_INPUT = Object.freeze({
   treeSize: 7,
 });
 export const KV_ROUTER_INPUTS = 8;
+const IN = KV_ROUTER_INPUT;
 
 type MutableCandidate = { -readonly [K in keyof CandidateInput]-?: NonNullable<CandidateInput[K]> };
 
@@ -314,15 +360,22 @@ export function selectKvRouterRows(
   const weight = overlapWeight ? nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight) : 0;
   const t = rows.termsRecord(overlapWeight);
   const costs = rows.costs;
-  for (let i = 0; i < n; i++) {
-    const c = rows.candidate(i);
-    costs[i] = overlapWeight ? overlapWeightInto(req, c, weight, t) : prefillScaleInto(req, c, policy, t);
+  const v = rows.inputs;
+  const { isl, blockSize: bs } = req;
+  const ws = overlapWeight ? null : prefillScaleWeights(policy as KvRouterPrefillScalePolicy);
+  // Each row's cost straight from its numbers (no terms), by the functions selectKvRouter's costs come from.
+  for (let i = 0, o = 0; i < n; i++, o += KV_ROUTER_INPUTS) {
+    const decodeBlocks = v[o + IN.activeDecodeBlocks]! + Math.max(0, v[o + IN.newRequestBlocks]!);
+    costs[i] =
+      ws === null
+        ? overlapWeightOf(isl, bs, weight, v[o + IN.overlapBlocks]!, v[o + IN.activePrefillTokens]!, decodeBlocks, null)
+        : prefillScaleOf(isl, bs, ws, v[o + IN.overlapBlocks]!, v[o + IN.hostOverlapBlocks]!, v[o + IN.diskOverlapBlocks]!, v[o + IN.activePrefillTokens]!, decodeBlocks, v[o + IN.activeRequests]!, null);
   }
   const pick = lowestCost(costs, n, null, rows.treeSizes, policy.tieBreakByTreeSize ?? true, rng);
-  // The chosen one's terms, written last into the shared record.
+  // The chosen one's terms, into the shared record.
   const c = rows.candidate(pick.index);
   if (overlapWeight) overlapWeightInto(req, c, weight, t);
-  else prefillScaleInto(req, c, policy, t);
+  else prefillScaleInto(req, c, ws!, t);
   return { index: pick.index, reason: pick.reason, terms: t };
 }
 
@@ -368,6 +421,7 @@ export function selectKvRouter(
   const reuse = scratch !== undefined && temperature === 0 ? scratch : null;
   const overlapWeight = policy.formula === 'overlap_weight';
   const weight = overlapWeight ? nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight) : 0;
+  const ws = overlapWeight ? null : prefillScaleWeights(policy as KvRouterPrefillScalePolicy);
   // Terms records: the scratch's (made once per candidate slot and formula) or new ones.
   let recs: ScoreRecord[] | null = null;
   if (reuse !== null) {
@@ -382,7 +436,7 @@ export function selectKvRouter(
   const terms = new Array<Terms>(recs === null ? n : 0);
   for (let i = 0; i < n; i++) {
     const t = recs !== null ? recs[i]!.terms : (terms[i] = overlapWeight ? overlapWeightTerms() : prefillScaleTerms());
-    costs[i] = overlapWeight ? overlapWeightInto(req, candidates[i]!, weight, t) : prefillScaleInto(req, candidates[i]!, policy, t);
+    costs[i] = overlapWeight ? overlapWeightInto(req, candidates[i]!, weight, t) : prefillScaleInto(req, candidates[i]!, ws!, t);
   }
   // Work in a canonical (worker, rank) order so the seeded pick does not
   // depend on the order the caller happened to list candidates in.
