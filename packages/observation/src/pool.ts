@@ -623,7 +623,8 @@ export class PoolState {
     const inputs = sel.inputs;
     const eligibleIdx = sized(this.scratch.eligibleIdx, n);
     let ne = 0;
-    const candidates = sized(this.scratch.candidates, byRows ? 0 : n);
+    // (Left alone when unused: cutting a reused array to 0 would drop its storage for the next JSON query.)
+    const candidates = byRows ? NO_CANDIDATES : sized(this.scratch.candidates, n);
     const suspects = sized(rows.suspect, n);
     rows.schedulable.length = n;
     if (rows.reported.length < n) rows.reported = new Uint8Array(Math.max(n, 2 * rows.reported.length));
@@ -932,6 +933,9 @@ function fillCandidate(
   c.treeSize = treeSize;
   return c;
 }
+
+/** `observeRows`' candidate objects when it picks from rows of numbers: none. */
+const NO_CANDIDATES: CandidateInput[] = [];
 
 /** A number, or NaN for null and for any non-finite value (rows have no null). */
 function numOrNaN(v: number | null): number {
