@@ -396,11 +396,7 @@ function writeJsonNumber(out: Uint8Array, o: number, v: number): number {
     }
     let digits = 1;
     for (let p = 10; p <= v; p *= 10) digits++;
-    for (let i = o + digits - 1; i >= o; i--) {
-      const d = v % 10;
-      out[i] = 0x30 + d;
-      v = (v - d) / 10; // exact: a multiple of 10 below 2^53
-    }
+    writeDigits(out, o + digits, v, digits);
     return o + digits;
   }
   if (Number.isFinite(v)) {
@@ -436,8 +432,8 @@ function writeDyadic(out: Uint8Array, o: number, v: number): number {
   // The fraction's 10 decimal digits, trailing zeros dropped.
   let frac = scaled * FIVE_POW;
   let fd = DYADIC_BITS;
-  while (frac % 10 === 0) {
-    frac /= 10;
+  for (let q = Math.floor(frac / 10); frac - q * 10 === 0; q = Math.floor(frac / 10)) {
+    frac = q;
     fd--;
   }
   let id = 0;
@@ -449,21 +445,26 @@ function writeDyadic(out: Uint8Array, o: number, v: number): number {
   if (neg) out[o++] = 0x2d;
   if (id === 0) out[o++] = 0x30;
   else {
-    let x = int;
-    for (let i = o + id - 1; i >= o; i--) {
-      const d = x % 10;
-      out[i] = 0x30 + d;
-      x = (x - d) / 10;
-    }
+    writeDigits(out, o + id, int, id);
     o += id;
   }
   out[o++] = 0x2e;
-  for (let i = o + fd - 1; i >= o; i--) {
-    const d = frac % 10;
-    out[i] = 0x30 + d;
-    frac = (frac - d) / 10;
-  }
+  writeDigits(out, o + fd, frac, fd);
   return o + fd;
+}
+
+/**
+ * The last `n` decimal digits of the integer x (0 <= x < 2^53) ending before `end`, leading zeros
+ * included. Digits by floor division, not `%`: on a double above 2^31 that is a call into C, and
+ * `Math.floor(x / 10)` is exact here (x / 10 lies at least 0.1 from the next integer, more than its
+ * rounding error below 2^53).
+ */
+function writeDigits(out: Uint8Array, end: number, x: number, n: number): void {
+  for (let i = end - 1; i >= end - n; i--) {
+    const q = Math.floor(x / 10);
+    out[i] = 0x30 + (x - q * 10);
+    x = q;
+  }
 }
 
 /** The binary encoding of a reply given in its domain form (the reference; the indexer writes records directly). */
