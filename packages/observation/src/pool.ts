@@ -13,10 +13,12 @@ import {
   KV_ROUTER_INPUTS,
   KvRouterRows,
   SelectionScratch,
+  candidateRecord,
   seededRng,
   selectKvRouterRows,
   selectWorker,
   type CandidateInput,
+  type CandidateRecord,
   type KvRouterPolicy,
   type Rng,
   type SelectionResult,
@@ -239,7 +241,7 @@ interface ObservePrologue {
 
 interface RankScratch {
   readonly obs: Mutable<WorkerObservation>;
-  readonly cand: Mutable<CandidateInput> & { hostOverlapBlocks: number; diskOverlapBlocks: number; newRequestBlocks: number; treeSize: number };
+  readonly cand: CandidateRecord;
   readonly load: WorkerLoadRecord;
 }
 
@@ -978,18 +980,7 @@ function newRankScratch(r: RankSlot): RankScratch {
       lastEventMs: null,
       lastSeenMs: null,
     },
-    cand: {
-      workerId,
-      dpRank,
-      overlapBlocks: 0,
-      hostOverlapBlocks: 0,
-      diskOverlapBlocks: 0,
-      activePrefillTokens: 0,
-      activeDecodeBlocks: 0,
-      activeRequests: 0,
-      newRequestBlocks: 0,
-      treeSize: 0,
-    },
+    cand: candidateRecord(workerId, dpRank),
     load: {
       workerId,
       dpRank,

@@ -9,13 +9,14 @@ export type {
   SelectionReason,
   SelectionResult,
 } from './types';
-export type { KvRouterPolicy, KvRouterOverlapWeightPolicy, KvRouterPrefillScalePolicy } from './kv-router';
+export type { CandidateRecord, KvRouterPolicy, KvRouterOverlapWeightPolicy, KvRouterPrefillScalePolicy } from './kv-router';
 export {
   KV_ROUTER_DEFAULTS,
   KV_ROUTER_INPUT,
   KV_ROUTER_INPUTS,
   KvRouterRows,
   SelectionScratch,
+  candidateRecord,
   overlapWeightCost,
   prefillScaleCost,
   softmaxProbabilities,

@@ -274,7 +274,29 @@ export const KV_ROUTER_INPUT = Object.freeze({
 export const KV_ROUTER_INPUTS = 8;
 const IN = KV_ROUTER_INPUT;
 
-type MutableCandidate = { -readonly [K in keyof CandidateInput]-?: NonNullable<CandidateInput[K]> };
+/** A candidate record whose every kv_router input is present and writable (a caller's reused record). */
+export type CandidateRecord = { -readonly [K in keyof CandidateInput]: CandidateInput[K] } & {
+  hostOverlapBlocks: number;
+  diskOverlapBlocks: number;
+  newRequestBlocks: number;
+  treeSize: number;
+};
+
+/** A zeroed candidate record for (workerId, dpRank), for a caller that fills it query after query. */
+export function candidateRecord(workerId: CandidateInput['workerId'], dpRank: number): CandidateRecord {
+  return {
+    workerId,
+    dpRank,
+    overlapBlocks: 0,
+    hostOverlapBlocks: 0,
+    diskOverlapBlocks: 0,
+    activePrefillTokens: 0,
+    activeDecodeBlocks: 0,
+    activeRequests: 0,
+    newRequestBlocks: 0,
+    treeSize: 0,
+  };
+}
 
 /**
  * Candidates as rows of numbers, for `selectKvRouterRows`: a caller that computes every candidate's
@@ -285,19 +307,7 @@ export class KvRouterRows {
   inputs = new Float64Array(0);
   costs = new Float64Array(0);
   /** The one candidate record each row is read into, to be costed by the very function `selectKvRouter` uses. */
-  private readonly c: MutableCandidate = {
-    workerId: 0n as CandidateInput['workerId'],
-    dpRank: 0,
-    overlapBlocks: 0,
-    hostOverlapBlocks: 0,
-    diskOverlapBlocks: 0,
-    activePrefillTokens: 0,
-    activeDecodeBlocks: 0,
-    activeRequests: 0,
-    newRequestBlocks: 0,
-    treeSize: 0,
-    inFlightTokens: 0,
-  };
+  private readonly c = candidateRecord(0n as CandidateInput['workerId'], 0);
   private readonly terms = { overlap_weight: overlapWeightTerms(), prefill_load_scale: prefillScaleTerms() };
   private readonly treeSizeOf = (i: number): number => this.inputs[i * KV_ROUTER_INPUTS + KV_ROUTER_INPUT.treeSize]!;
 
