@@ -912,7 +912,6 @@ export class PoolState {
   }
 }
 
-/** A rank's candidate record for the selection, filled from its facts (its load's tracked prefill tokens, active blocks and requests). */
 /** A rank's candidate for Dynamo's pick; `host` and `disk` are the index's cumulative counts (0 without a match). */
 function fillCandidate(
   c: RankScratch['cand'],

@@ -47,7 +47,6 @@ export const KEPT_FIELDS = [
   'slotCap', 'lvl', 'seen', 'act', 'compactAt', 'compactions',
 ] as const;
 
-
 /** Levels (cumulative tier sets) holding a block with tier bits b: level L iff a tier <= L is held. */
 const LEVELS = Int32Array.from({ length: 16 }, (_, b) => {
   let m = 0;

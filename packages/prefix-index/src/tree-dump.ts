@@ -78,7 +78,6 @@ export function preorder(root: number, first: (node: number) => number, next: (c
   }
 }
 
-
 /**
  * A publisher's entries from its block-id table: `t` holds [keyLo, keyHi, value] slots; `value`
  * splits into (where, tiers) with `where` a layout's node or position, mapped to a dump position by

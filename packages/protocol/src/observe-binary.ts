@@ -339,8 +339,8 @@ const NUMBER_ROOM = 32;
  * `metaJson(pool, policy, reasons)` written as UTF-8 straight into `out` from `at` (ends before
  * `end`), without building the string: its fixed parts come from a cache of their bytes and
  * integers are written digit by digit. Returns the bytes written, or -1 when they would not fit.
- * On a reply that follows a millisecond of idling, building the string and writing it as UTF-8
- * took about 15 µs (`node --import tsx packages/protocol/bench/meta-json.ts`); tested
+ * After a millisecond of idling, building the string and writing it as UTF-8 took 20.6–29.0 µs and
+ * this 6.4–9.1 µs (`node --import tsx packages/protocol/bench/meta-json.ts`; package README); tested
  * byte for byte against JSON.stringify.
  */
 export function writeMetaJson(

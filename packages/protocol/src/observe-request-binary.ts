@@ -215,7 +215,6 @@ export class ObserveRequestHot {
     if (this.buf.length < n) {
       this.buf = new BigUint64Array(Math.max(n, 2 * this.buf.length));
       this.bufBytes = new Uint8Array(this.buf.buffer);
-      this.view = this.buf.subarray(0, n);
     }
     this.bufBytes.set(data.subarray(at, at + 8 * n));
     if (this.view.length !== n) this.view = this.buf.subarray(0, n);
@@ -239,8 +238,9 @@ const u32At = (d: Uint8Array, o: number): number => (d[o]! | (d[o + 1]! << 8) | 
  * request id checked but not made into a string (the handler does not read it). True when taken;
  * false for every other request, which the caller then decodes in full (and which may be refused).
  * Takes exactly the requests `observeRequestBinaryFast` takes, with the same values; tested
- * against it on encoder output and mutations. After a millisecond of idling, the full decoder's
- * views, string and records made up most of its ~15 µs (services/indexer/bench/hot-path.ts --idle).
+ * against it on encoder output and mutations. After a millisecond of idling it took 5.3–6.2 µs where
+ * the full decoder took 11.6–13.4 (`node --import tsx services/indexer/bench/hot-path.ts 3000
+ * 'decodeTransient binary,decodeHot binary' --idle`; package README).
  */
 export function decodeObserveRequestHot(data: Uint8Array, into: ObserveRequestHot, maxBytes: number): boolean {
   const H = OBSERVE_REQUEST_HEADER_BYTES;

@@ -225,6 +225,7 @@ describe('writeMetaJson (the trailing JSON written as bytes)', () => {
         expect(n).toBe(want.length);
         expect(Buffer.from(out.subarray(at, at + n)).equals(want)).toBe(true);
         expect(out.subarray(0, at).every((b) => b === 0xee)).toBe(true);
+        expect(out.subarray(at + n).every((b) => b === 0xee)).toBe(true);
       }),
       { numRuns: 2000 },
     );

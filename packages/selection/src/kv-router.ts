@@ -211,8 +211,8 @@ type ScoreRecord = { -readonly [K in keyof CandidateScore]: CandidateScore[K] } 
 export class SelectionScratch {
   /**
    * The caller lists candidates in canonical (workerId, dpRank) order, always (the indexer's pool
-   * does): the selection then does not check it, which is 63 pairs of bigint comparisons for 64
-   * workers, several microseconds on a query that follows idling. Listing them otherwise with this
+   * does): the selection then does not check it (63 pairs of bigint comparisons for 64 workers).
+   * Listing them otherwise with this
    * set changes which of several exactly tied workers is drawn (and a sampled pick's draws).
    */
   readonly candidatesInOrder: boolean;
