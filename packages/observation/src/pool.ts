@@ -9,8 +9,6 @@ import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapac
 import { sequenceHashes } from '@vantage/hashing';
 import { RunIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
-  KV_ROUTER_INPUT as IN,
-  KV_ROUTER_INPUTS,
   KvRouterRows,
   SelectionScratch,
   candidateRecord,
@@ -325,8 +323,9 @@ export class PoolState {
    * ranks in (workerId, dpRank) order, and `choose` keeps that order: said once here.
    */
   private readonly selectionScratch = new SelectionScratch({ candidatesInOrder: true });
-  /** `observeRows`' candidates for Dynamo's pick, as rows of numbers (no object per rank). */
+  /** `observeRows`' candidates for Dynamo's pick, as rows of numbers (no object per rank), each filled through one record. */
   private readonly selectionRows = new KvRouterRows();
+  private readonly rowCandidate = candidateRecord(0n as WorkerId, 0);
   /** The last `observeRows` answer, overwritten by the next one. */
   private readonly rowsScratch: Mutable<Omit<ObserveRows, 'schedulable' | 'suspect'>> & { schedulable: (boolean | null)[]; suspect: (SuspectInfo | null)[] } = {
     n: 0,
@@ -622,7 +621,6 @@ export class PoolState {
     const byRows = promptTokens > 0 && (policy.temperature ?? 0) === 0;
     const sel = this.selectionRows;
     if (byRows) sel.reserve(n);
-    const inputs = sel.inputs;
     const eligibleIdx = sized(this.scratch.eligibleIdx, n);
     let ne = 0;
     // (Left alone when unused: cutting a reused array to 0 would drop its storage for the next JSON query.)
@@ -687,16 +685,8 @@ export class PoolState {
       suspects[i] = suspect;
       if (!byRows) candidates[i] = fillCandidate(this.rankScratch(r).cand, device, host, disk, treeSize, tracked, facts[f + X_ACTIVE]!, facts[f + X_REQUESTS]!, newRequestBlocks);
       else if (r.schedulable !== false) {
-        // As fillCandidate writes them, for the schedulable ranks (the eligible ones, as `choose` takes them).
-        const o = ne * KV_ROUTER_INPUTS;
-        inputs[o + IN.overlapBlocks] = device;
-        inputs[o + IN.hostOverlapBlocks] = Math.max(0, host - device);
-        inputs[o + IN.diskOverlapBlocks] = Math.max(0, disk - host);
-        inputs[o + IN.activePrefillTokens] = tracked;
-        inputs[o + IN.activeDecodeBlocks] = facts[f + X_ACTIVE]!;
-        inputs[o + IN.activeRequests] = facts[f + X_REQUESTS]!;
-        inputs[o + IN.newRequestBlocks] = newRequestBlocks;
-        inputs[o + IN.treeSize] = treeSize;
+        // The schedulable ranks (the eligible ones, as `choose` takes them), each through one record.
+        sel.set(ne, fillCandidate(this.rowCandidate, device, host, disk, treeSize, tracked, facts[f + X_ACTIVE]!, facts[f + X_REQUESTS]!, newRequestBlocks));
         eligibleIdx[ne++] = i;
       }
       pendingRequests += facts[f + X_PREFILL_REQUESTS]!;
@@ -914,7 +904,7 @@ export class PoolState {
 
 /** A rank's candidate for Dynamo's pick; `host` and `disk` are the index's cumulative counts (0 without a match). */
 function fillCandidate(
-  c: RankScratch['cand'],
+  c: CandidateRecord,
   device: number,
   host: number,
   disk: number,
@@ -923,7 +913,7 @@ function fillCandidate(
   active: number,
   requests: number,
   newRequestBlocks: number,
-): CandidateInput {
+): CandidateRecord {
   c.overlapBlocks = device;
   c.hostOverlapBlocks = Math.max(0, host - device);
   c.diskOverlapBlocks = Math.max(0, disk - host);

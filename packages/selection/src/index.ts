@@ -12,8 +12,6 @@ export type {
 export type { CandidateRecord, KvRouterPolicy, KvRouterOverlapWeightPolicy, KvRouterPrefillScalePolicy } from './kv-router';
 export {
   KV_ROUTER_DEFAULTS,
-  KV_ROUTER_INPUT,
-  KV_ROUTER_INPUTS,
   KvRouterRows,
   SelectionScratch,
   candidateRecord,

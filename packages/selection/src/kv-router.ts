@@ -79,8 +79,11 @@ function nonNegative(name: string, v: number): number {
 
 /** Decode blocks after admission: current active blocks plus this request's blocks not yet active there. */
 function decodeBlocksOf(req: SelectionRequest, c: CandidateInput): number {
-  const fresh = c.newRequestBlocks ?? requestBlocksOf(req);
-  return c.activeDecodeBlocks + Math.max(0, fresh);
+  return decodeBlocksFrom(c.activeDecodeBlocks, c.newRequestBlocks ?? requestBlocksOf(req));
+}
+
+function decodeBlocksFrom(activeDecodeBlocks: number, newRequestBlocks: number): number {
+  return activeDecodeBlocks + Math.max(0, newRequestBlocks);
 }
 
 type Terms = Record<string, number>;
@@ -260,8 +263,8 @@ function lowestCost(
   return { index: tied.length === 1 ? tied[0]! : tied[randomInt(rng, tied.length)]!, reason };
 }
 
-/** Where candidate i's numbers sit in `KvRouterRows.inputs`: at `i * KV_ROUTER_INPUTS + KV_ROUTER_INPUT.field`. */
-export const KV_ROUTER_INPUT = Object.freeze({
+/** Where a candidate's numbers sit in a `KvRouterRows` row. */
+const IN = {
   overlapBlocks: 0,
   hostOverlapBlocks: 1,
   diskOverlapBlocks: 2,
@@ -270,9 +273,8 @@ export const KV_ROUTER_INPUT = Object.freeze({
   activeRequests: 5,
   newRequestBlocks: 6,
   treeSize: 7,
-});
-export const KV_ROUTER_INPUTS = 8;
-const IN = KV_ROUTER_INPUT;
+} as const;
+const ROW = 8;
 
 /** A candidate record whose every kv_router input is present and writable (a caller's reused record). */
 export type CandidateRecord = { -readonly [K in keyof CandidateInput]: CandidateInput[K] } & {
@@ -299,40 +301,46 @@ export function candidateRecord(workerId: CandidateInput['workerId'], dpRank: nu
 }
 
 /**
- * Candidates as rows of numbers, for `selectKvRouterRows`: a caller that computes every candidate's
- * inputs anyway (the indexer's observe) writes them here instead of into one object per candidate,
- * and the costs come back in `costs`. Reused from one selection to the next.
+ * Candidates as rows of numbers, for `selectKvRouterRows`: a caller that fills one candidate record
+ * per candidate anyway (the indexer's observe) copies each into a row (`set`) instead of keeping an
+ * object per candidate, and the costs come back in `costs`. Reused from one selection to the next.
  */
 export class KvRouterRows {
-  inputs = new Float64Array(0);
+  private inputs = new Float64Array(0);
   costs = new Float64Array(0);
-  /** The one candidate record each row is read into, to be costed by the very function `selectKvRouter` uses. */
-  private readonly c = candidateRecord(0n as CandidateInput['workerId'], 0);
   private readonly terms = { overlap_weight: overlapWeightTerms(), prefill_load_scale: prefillScaleTerms() };
-  private readonly treeSizeOf = (i: number): number => this.inputs[i * KV_ROUTER_INPUTS + KV_ROUTER_INPUT.treeSize]!;
+  private readonly treeSizeOf = (i: number): number => this.inputs[i * ROW + IN.treeSize]!;
 
   /** Room for `n` rows (contents not kept). */
   reserve(n: number): void {
     if (this.costs.length >= n) return;
     const cap = Math.max(n, 2 * this.costs.length, 8);
-    this.inputs = new Float64Array(cap * KV_ROUTER_INPUTS);
+    this.inputs = new Float64Array(cap * ROW);
     this.costs = new Float64Array(cap);
   }
 
-  /** @internal Row i read into the shared candidate record. */
-  candidate(i: number): CandidateInput {
-    const c = this.c;
+  /** Row i (within `reserve`d room) from candidate `c`'s inputs. */
+  set(i: number, c: CandidateRecord): void {
     const v = this.inputs;
-    const o = i * KV_ROUTER_INPUTS;
-    c.overlapBlocks = v[o + KV_ROUTER_INPUT.overlapBlocks]!;
-    c.hostOverlapBlocks = v[o + KV_ROUTER_INPUT.hostOverlapBlocks]!;
-    c.diskOverlapBlocks = v[o + KV_ROUTER_INPUT.diskOverlapBlocks]!;
-    c.activePrefillTokens = v[o + KV_ROUTER_INPUT.activePrefillTokens]!;
-    c.activeDecodeBlocks = v[o + KV_ROUTER_INPUT.activeDecodeBlocks]!;
-    c.activeRequests = v[o + KV_ROUTER_INPUT.activeRequests]!;
-    c.newRequestBlocks = v[o + KV_ROUTER_INPUT.newRequestBlocks]!;
-    c.treeSize = v[o + KV_ROUTER_INPUT.treeSize]!;
-    return c;
+    const o = i * ROW;
+    v[o + IN.overlapBlocks] = c.overlapBlocks;
+    v[o + IN.hostOverlapBlocks] = c.hostOverlapBlocks;
+    v[o + IN.diskOverlapBlocks] = c.diskOverlapBlocks;
+    v[o + IN.activePrefillTokens] = c.activePrefillTokens;
+    v[o + IN.activeDecodeBlocks] = c.activeDecodeBlocks;
+    v[o + IN.activeRequests] = c.activeRequests;
+    v[o + IN.newRequestBlocks] = c.newRequestBlocks;
+    v[o + IN.treeSize] = c.treeSize;
+  }
+
+  /** @internal Row i's cost under `p` (its terms into `t` when given), by the functions `selectKvRouter` costs with. */
+  cost(i: number, p: ResolvedPolicy, isl: number, bs: number, t: Terms | null): number {
+    const v = this.inputs;
+    const o = i * ROW;
+    const decodeBlocks = decodeBlocksFrom(v[o + IN.activeDecodeBlocks]!, v[o + IN.newRequestBlocks]!);
+    return p.prefill === null
+      ? overlapWeightOf(isl, bs, p.weight, v[o + IN.overlapBlocks]!, v[o + IN.activePrefillTokens]!, decodeBlocks, t)
+      : prefillScaleOf(isl, bs, p.prefill, v[o + IN.overlapBlocks]!, v[o + IN.hostOverlapBlocks]!, v[o + IN.diskOverlapBlocks]!, v[o + IN.activePrefillTokens]!, decodeBlocks, v[o + IN.activeRequests]!, t);
   }
 
   /** @internal */
@@ -346,13 +354,30 @@ export class KvRouterRows {
   }
 }
 
+/** A kv_router policy validated, its defaults filled in: what both selections cost with. */
+interface ResolvedPolicy {
+  readonly temperature: number;
+  /** April 2026: the overlap score weight (0 for the later formula). */
+  readonly weight: number;
+  /** Later 2026: its weights (null for the April formula). */
+  readonly prefill: PrefillScaleWeights | null;
+}
+
+function resolvePolicy(policy: KvRouterPolicy): ResolvedPolicy {
+  const temperature = nonNegative('temperature', policy.temperature ?? KV_ROUTER_DEFAULTS.temperature);
+  if (policy.formula === 'overlap_weight') {
+    return { temperature, weight: nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight), prefill: null };
+  }
+  return { temperature, weight: 0, prefill: prefillScaleWeights(policy) };
+}
+
 /**
- * `selectKvRouter` for candidates given as rows of numbers (`rows.inputs`, n of them, listed in
- * canonical (workerId, dpRank) order, which the caller vouches for, every one with a tree size): the
- * same validation, costs (computed by the same functions, so equal to the bit; in `rows.costs`),
- * pick, reason and use of `rng`, without an object per candidate. The chosen candidate's terms are
- * `rows`' own record, overwritten by the next call. Null when the policy samples (temperature > 0):
- * the caller then takes `selectKvRouter`. Tested against it (services/indexer/test/reply.test.ts,
+ * `selectKvRouter` for candidates given as rows of numbers (`KvRouterRows.set`, n of them, listed in
+ * canonical (workerId, dpRank) order, which the caller vouches for): the same validation, costs
+ * (computed by the same functions, so equal to the bit; in `rows.costs`), pick, reason and use of
+ * `rng`, without an object per candidate. The chosen candidate's terms are `rows`' own record,
+ * overwritten by the next call. Null when the policy samples (temperature > 0): the caller then
+ * takes `selectKvRouter`. Tested against it (services/indexer/test/reply.test.ts,
  * packages/selection/test/selection.test.ts).
  */
 export function selectKvRouterRows(
@@ -363,29 +388,16 @@ export function selectKvRouterRows(
   rng: Rng,
 ): { index: number; reason: SelectionReason; terms: Readonly<Record<string, number>> | null } | null {
   validateRequest(req);
-  const temperature = nonNegative('temperature', policy.temperature ?? KV_ROUTER_DEFAULTS.temperature);
-  if (temperature !== 0) return null;
+  const p = resolvePolicy(policy);
+  if (p.temperature !== 0) return null;
   if (n === 0) return { index: -1, reason: 'no_candidates', terms: null };
-  const overlapWeight = policy.formula === 'overlap_weight';
-  const weight = overlapWeight ? nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight) : 0;
-  const t = rows.termsRecord(overlapWeight);
-  const costs = rows.costs;
-  const v = rows.inputs;
   const { isl, blockSize: bs } = req;
-  const ws = overlapWeight ? null : prefillScaleWeights(policy as KvRouterPrefillScalePolicy);
-  // Each row's cost straight from its numbers (no terms), by the functions selectKvRouter's costs come from.
-  for (let i = 0, o = 0; i < n; i++, o += KV_ROUTER_INPUTS) {
-    const decodeBlocks = v[o + IN.activeDecodeBlocks]! + Math.max(0, v[o + IN.newRequestBlocks]!);
-    costs[i] =
-      ws === null
-        ? overlapWeightOf(isl, bs, weight, v[o + IN.overlapBlocks]!, v[o + IN.activePrefillTokens]!, decodeBlocks, null)
-        : prefillScaleOf(isl, bs, ws, v[o + IN.overlapBlocks]!, v[o + IN.hostOverlapBlocks]!, v[o + IN.diskOverlapBlocks]!, v[o + IN.activePrefillTokens]!, decodeBlocks, v[o + IN.activeRequests]!, null);
-  }
+  const costs = rows.costs;
+  for (let i = 0; i < n; i++) costs[i] = rows.cost(i, p, isl, bs, null);
   const pick = lowestCost(costs, n, null, rows.treeSizes, policy.tieBreakByTreeSize ?? true, rng);
   // The chosen one's terms, into the shared record.
-  const c = rows.candidate(pick.index);
-  if (overlapWeight) overlapWeightInto(req, c, weight, t);
-  else prefillScaleInto(req, c, ws!, t);
+  const t = rows.termsRecord(p.prefill === null);
+  rows.cost(pick.index, p, isl, bs, t);
   return { index: pick.index, reason: pick.reason, terms: t };
 }
 
@@ -423,15 +435,13 @@ export function selectKvRouter(
   scratch?: SelectionScratch,
 ): SelectionResult {
   validateRequest(req);
-  const temperature = nonNegative('temperature', policy.temperature ?? KV_ROUTER_DEFAULTS.temperature);
+  const { temperature, weight, prefill: ws } = resolvePolicy(policy);
   if (candidates.length === 0) {
     return { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' };
   }
   const n = candidates.length;
   const reuse = scratch !== undefined && temperature === 0 ? scratch : null;
-  const overlapWeight = policy.formula === 'overlap_weight';
-  const weight = overlapWeight ? nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight) : 0;
-  const ws = overlapWeight ? null : prefillScaleWeights(policy as KvRouterPrefillScalePolicy);
+  const overlapWeight = ws === null;
   // Terms records: the scratch's (made once per candidate slot and formula) or new ones.
   let recs: ScoreRecord[] | null = null;
   if (reuse !== null) {

@@ -2,9 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { WorkerId } from '@vantage/types';
 import fc from 'fast-check';
 import {
-  KV_ROUTER_INPUT,
-  KV_ROUTER_INPUTS,
   KvRouterRows,
+  candidateRecord,
   SelectionScratch,
   selectKvRouter,
   selectKvRouterRows,
@@ -383,9 +382,7 @@ describe('kv_router selection over rows of numbers (selectKvRouterRows)', () => 
           const candidates = cs.map((c, i) => cand(i, c));
           const want = selectKvRouter(policies[p]!, r, candidates, rngA);
           rows.reserve(cs.length);
-          cs.forEach((c, i) => {
-            for (const k of Object.keys(KV_ROUTER_INPUT) as (keyof typeof KV_ROUTER_INPUT)[]) rows.inputs[i * KV_ROUTER_INPUTS + KV_ROUTER_INPUT[k]] = c[k];
-          });
+          cs.forEach((c, i) => rows.set(i, { ...candidateRecord(candidates[i]!.workerId, 0), ...c }));
           const got = selectKvRouterRows(policies[p]!, r, rows, cs.length, rngB)!;
           reasons.add(got.reason);
           expect(got.index).toBe(want.chosen ? want.chosen.index : -1);
