@@ -802,8 +802,8 @@ export class PoolState {
    * rank has come or gone). Every publisher gets a rank first, as the match mapping (`slotsOf`) gives them.
    */
   private bindPublishers(): void {
-    for (const p of this.index.publisherViews()) this.rankSlot(this.workerSlot(p.workerId), p.dpRank);
-    for (const r of this.sorted()) r.pubSlot = this.index.publisherView(r.workerId, r.dpRank)?.slot ?? -1;
+    for (const r of this.sorted()) r.pubSlot = -1;
+    for (const p of this.index.publisherViews()) this.rankSlot(this.workerSlot(p.workerId), p.dpRank).pubSlot = p.slot;
     this.pubsVersion = this.index.publishersVersion;
     this.pubsGeneration = this.generation;
   }

@@ -7,6 +7,7 @@
 import { xxh3_64 } from '@vantage/hashing';
 import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { ExtMap, slotsFor, startSlots } from './ext-map';
+import { grow } from './growable';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 import { u64From } from './hash32';
 import { DETACHED_REF, ROOT_REF, idOf, readTree, writeTree, type TreeDump } from './tree-dump';
@@ -43,16 +44,12 @@ export interface Publisher {
   matchRecord: Mutable<WorkerMatch> | null;
 }
 
-/** What a reader of `matchCounts` reads of a publisher (the index's own record: read only). */
+/** A publisher as a reader of `matchCounts` maps it: its (worker, dp rank) and its slot (the index's own record: read only). */
 export interface PublisherView {
   readonly workerId: WorkerId;
   readonly dpRank: number;
-  /** Its column in `matchCounts`' counts. */
+  /** Its column in `matchCounts`' counts and slot tables. */
   readonly slot: number;
-  /** Its block-id table; `size` is its tree size (resident blocks). */
-  readonly map: { readonly size: number };
-  readonly suspect: SuspectInfo | null;
-  readonly lastEventMs: number | null;
 }
 
 /**
@@ -307,11 +304,7 @@ export abstract class IndexBase {
   /** Publisher p's slot facts made current (see `slotFacts`). */
   protected syncSlot(p: Publisher): void {
     const o = p.slot * SLOT_FACTS;
-    if (o + SLOT_FACTS > this.slotFacts.length) {
-      const grown = new Float64Array(Math.max(o + SLOT_FACTS, 2 * this.slotFacts.length));
-      grown.set(this.slotFacts);
-      this.slotFacts = grown;
-    }
+    this.slotFacts = grow(this.slotFacts, o + SLOT_FACTS);
     this.slotFacts[o + SLOT_TREE] = p.map.size;
     this.slotFacts[o + SLOT_LAST_EVENT_MS] = p.lastEventMs ?? NaN;
     this.slotSuspects[p.slot] = p.suspect;
@@ -424,7 +417,7 @@ export abstract class IndexBase {
 
   /**
    * The match as counts per publisher slot only, for a reader that keeps its own mapping from its
-   * ranks to publishers (`publisherView`, kept while `publishersVersion` stays): no record per
+   * ranks to publisher slots (`publisherViews`, kept while `publishersVersion` stays): no record per
    * publisher is written. The answer and its counts are the index's, overwritten by the next match
    * of any kind. The same numbers as `match` (tested).
    */
@@ -441,11 +434,6 @@ export abstract class IndexBase {
   /** Changes whenever a publisher is added or dropped: a reader's mapping to `publisherView`s is then stale. */
   get publishersVersion(): number {
     return this.publishersChanged;
-  }
-
-  /** The (worker, dp rank)'s publisher, if the index has one. */
-  publisherView(workerId: WorkerId, dpRank: number): PublisherView | undefined {
-    return this.publisher(workerId, dpRank, false);
   }
 
   /** Every publisher (read only). */

@@ -43,8 +43,9 @@ describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex, exactSnapshots })
       previous = [...t.workers];
       // matchCounts: the same numbers, read by each publisher's slot (its facts kept current by slot too).
       const c = idx.matchCounts(q);
+      const slotOf = new Map(idx.publisherViews().map((p) => [`${p.workerId}:${p.dpRank}`, p.slot]));
       const viaCounts = m.workers.map((w) => {
-        const s = idx.publisherView(w.workerId, w.dpRank)!.slot;
+        const s = slotOf.get(`${w.workerId}:${w.dpRank}`)!;
         const at = (tier: number): number => c.counts[tier * c.stride + s]!;
         const last = c.slots[s * SLOT_FACTS + SLOT_LAST_EVENT_MS]!;
         return [w.workerId, w.dpRank, at(0), at(1), at(2), at(3), c.slots[s * SLOT_FACTS + SLOT_TREE], c.suspects[s], Number.isNaN(last) ? null : last];

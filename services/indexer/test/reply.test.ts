@@ -107,9 +107,11 @@ describe('observeBinary (the pool writes its rows into the reply)', () => {
         }
       }
     }
-    // The pools change (a worker leaves, a booking ends, a rank of a new worker appears): still the same bytes.
+    // The pools change (a worker leaves, a booking ends, a rank of a new worker appears, and one rank's
+    // index entry is dropped while its worker stays registered): still the same bytes.
     for (const p of [a, b]) {
       p.removeWorker(5n as WorkerId, 60_000);
+      p.index.removeDpRank((2n ** 64n - 1n) as WorkerId, 0);
       p.ledger.release('r', 'completed', 60_001);
       p.applyLoad({ workerId: (2n ** 63n) as WorkerId, dpRank: 0, activeDecodeBlocks: 1, activePrefillTokens: 2, kvUsedBlocks: 3, schedulerLoadScope: null }, 60_002);
       p.applyKvEvent({ workerId: 77n as WorkerId, dpRank: 3, storageTier: 'device', eventId: 1n, data: { kind: 'stored', parentHash: null, startPosition: null, blockHashes: BigUint64Array.of(1n), tokensHashes: hashPrompt(toks.slice(0, 4), BS).local } }, 60_003);
