@@ -158,22 +158,28 @@ export function observeRequestBinaryFast(data: Uint8Array, into?: Le64Scratch): 
   return typeof f === 'string' ? null : fastOfFrame(f, into);
 }
 
+/**
+ * The fast paths' rule, past framing: what the schema certainly accepts and they take. Local hashes
+ * without a LoRA name, at most MAX_HASHES of them, `promptTokens` a non-negative safe integer, a
+ * request id absent or of at most REQUEST_ID_MAX printable ASCII bytes (at `idAt` in `data`).
+ */
+function fastShape(data: Uint8Array, flags: number, count: number, promptTokens: number, idAt: number, idLen: number): boolean {
+  if ((flags & (FLAG_TOKEN_IDS | FLAG_LORA)) !== 0) return false;
+  if (count > MAX_HASHES || !Number.isSafeInteger(promptTokens) || promptTokens < 0 || idLen > REQUEST_ID_MAX) return false;
+  for (let i = idAt; i < idAt + idLen; i++) {
+    const c = data[i]!;
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
 /** `observeRequestBinaryFast` of an already framed request. */
 export function fastOfFrame(f: Frame, into?: Le64Scratch): { ok: true; value: ObserveRequest } | null {
-  if ((f.flags & (FLAG_TOKEN_IDS | FLAG_LORA)) !== 0) return null;
   const data = f.data;
-  if (f.count > MAX_HASHES || !Number.isSafeInteger(f.promptTokens) || f.promptTokens < 0) return null;
   const H = OBSERVE_REQUEST_HEADER_BYTES;
-  let requestId: string | null = null;
-  if (f.idLen > 0) {
-    if (f.idLen > REQUEST_ID_MAX) return null;
-    const s0 = H + f.listBytes;
-    for (let i = s0; i < s0 + f.idLen; i++) {
-      const c = data[i]!;
-      if (c < 0x20 || c > 0x7e) return null;
-    }
-    requestId = f.buf.toString('latin1', s0, s0 + f.idLen);
-  }
+  const idAt = H + f.listBytes;
+  if (!fastShape(data, f.flags, f.count, f.promptTokens, idAt, f.idLen)) return null;
+  const requestId = f.idLen > 0 ? f.buf.toString('latin1', idAt, idAt + f.idLen) : null;
   const hashes = into === undefined ? new BigUint64Array(f.count) : into.take(f.count);
   new Uint8Array(hashes.buffer, hashes.byteOffset, f.listBytes).set(data.subarray(H, H + f.listBytes));
   return {
@@ -246,18 +252,15 @@ export function decodeObserveRequestHot(data: Uint8Array, into: ObserveRequestHo
   const H = OBSERVE_REQUEST_HEADER_BYTES;
   const len = data.byteLength;
   if (len < H || len > maxBytes || !isObserveRequestBinary(data)) return false;
+  // Framing as `frameObserveRequest` checks it, for a request of local hashes without a LoRA name
+  // (anything else fails `fastShape` anyway); then the fast paths' one rule.
   const flags = u32At(data, 4);
-  if ((flags & ~(FLAG_CHOICE | FLAG_BINARY_REPLY)) !== 0) return false;
   const count = u32At(data, 16);
   const idLen = data[20]! | (data[21]! << 8);
   const loraLen = data[22]! | (data[23]! << 8);
-  if (loraLen !== 0 || count > MAX_HASHES || idLen > REQUEST_ID_MAX || len !== H + 8 * count + idLen) return false;
+  if ((flags & ~KNOWN_FLAGS) !== 0 || loraLen !== 0 || len !== H + 8 * count + idLen) return false;
   const promptTokens = into.f64At(data, 8);
-  if (!Number.isSafeInteger(promptTokens) || promptTokens < 0) return false;
-  for (let i = H + 8 * count; i < len; i++) {
-    const c = data[i]!;
-    if (c < 0x20 || c > 0x7e) return false;
-  }
+  if (!fastShape(data, flags, count, promptTokens, H + 8 * count, idLen)) return false;
   into.localHashes = into.hashesOf(data, H, count);
   into.promptTokens = promptTokens;
   into.workers = (flags & FLAG_CHOICE) !== 0 ? 'choice' : 'all';
