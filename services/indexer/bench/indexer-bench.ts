@@ -49,6 +49,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
 import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuUs } from '@vantage/infra';
 import {
+  ObserveReplyBinaryWriter,
   bookingEventCodec,
   bookingsSubject,
   encodeObserveRequestBinary,
@@ -62,7 +63,7 @@ import {
 } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
-import { decodeBooking, decodeObserve, encodeObserveReply, encodeObserveReplyBinary } from '../src/messages';
+import { decodeBooking, decodeObserve, decodeObserveHot, encodeObserveReply, encodeObserveReplyBinary, observeBinary } from '../src/messages';
 import { benchBookings, PROMPT_BLOCKS, prompts, rand64, WORKERS, workerIds } from './data';
 import { PoolState } from '@vantage/observation';
 
@@ -617,6 +618,9 @@ async function main(): Promise<void> {
   }
   const obs = state.observe(local, PROMPT_BLOCKS * BS, Date.now());
   const bookingBytes = bookingEventCodec.encode(benchBookings(POOL, BOOKINGS_PER_WORKER, BS)[0]!);
+  // As the service's pooled writer, released at once (nothing here holds a reply).
+  const hotWriter = new ObserveReplyBinaryWriter({ pooled: true });
+  hotWriter.onRetire = () => hotWriter.release(hotWriter.epoch());
   const prof = {
     decode_total_us: timeIt(2000, () => decodeObserve(req)),
     decode_binary_us: timeIt(2000, () => decodeObserve(reqBinary)),
@@ -629,11 +633,21 @@ async function main(): Promise<void> {
     encode_reply_us: timeIt(2000, () => encodeObserveReply(obs, meta)),
     encode_reply_binary_us: timeIt(2000, () => encodeObserveReplyBinary(obs, meta)),
     decode_booking_us: timeIt(2000, () => decodeBooking(bookingBytes)),
+    // The service's own path for the headline request (handleObserve): the handler's decoder, the
+    // match as counts, and the binary reply computed and written in one pass.
+    decode_binary_hot_us: timeIt(2000, () => decodeObserveHot(reqBinary)),
+    match_counts_us: timeIt(2000, () => state.index.matchCounts(local)),
+    handler_path_us: timeIt(2000, () => {
+      const d = decodeObserveHot(reqBinary);
+      if (!d.ok) throw new Error(d.reason);
+      return observeBinary(state, d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now(), process.hrtime.bigint(), null, hotWriter);
+    }),
   };
   log(
     `profile (in-process, µs/op): decode JSON request ${prof.decode_total_us.toFixed(1)} (JSON.parse ${prof.decode_json_parse_us.toFixed(1)}, base64 ${prof.decode_base64_us.toFixed(1)}, rest = schema validation + copy), binary request ${prof.decode_binary_us.toFixed(1)}` +
       ` | observe ${prof.observe_total_us.toFixed(1)} with ${BOOKINGS_PER_WORKER * WORKERS} bookings, ${prof.observe_no_bookings_us.toFixed(1)} without (index match ${prof.match_us.toFixed(1)}, sequence hashes ${prof.sequence_hashes_us.toFixed(1)}, rest = per-worker facts + selection)` +
-      ` | encode reply JSON ${prof.encode_reply_us.toFixed(1)}, binary ${prof.encode_reply_binary_us.toFixed(1)} | decode booking ${prof.decode_booking_us.toFixed(1)}`,
+      ` | encode reply JSON ${prof.encode_reply_us.toFixed(1)}, binary ${prof.encode_reply_binary_us.toFixed(1)} | decode booking ${prof.decode_booking_us.toFixed(1)}` +
+      ` | the service's binary path: decode ${prof.decode_binary_hot_us.toFixed(1)}, match as counts ${prof.match_counts_us.toFixed(1)}, whole handler (decode + observeBinary) ${prof.handler_path_us.toFixed(1)}`,
   );
 
   await nc.close();
@@ -681,6 +695,9 @@ async function main(): Promise<void> {
     profile_encode_reply_us: Number(prof.encode_reply_us.toFixed(1)),
     profile_encode_reply_binary_us: Number(prof.encode_reply_binary_us.toFixed(1)),
     profile_decode_booking_us: Number(prof.decode_booking_us.toFixed(1)),
+    profile_decode_binary_hot_us: Number(prof.decode_binary_hot_us.toFixed(1)),
+    profile_match_counts_us: Number(prof.match_counts_us.toFixed(1)),
+    profile_handler_path_us: Number(prof.handler_path_us.toFixed(1)),
   };
   log(JSON.stringify(summary));
 }
