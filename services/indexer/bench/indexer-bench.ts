@@ -38,7 +38,10 @@
  * indexer process, e.g. "--cpu-prof --cpu-prof-dir=DIR" to profile the service under load),
  * BENCH_ECHO_BUSY_US (default 0: the echo spins this long on each request before replying, a
  * diagnostic: with about the indexer's extra CPU per query, the echo's latency shows what that much
- * work costs on this machine; the headline comparison is meaningful only with 0).
+ * work costs on this machine; the headline comparison is meaningful only with 0), BENCH_NULL (set to 1:
+ * the observe side of every comparison is a second echo process, identical to the first, so the
+ * printed observe − echo figures are the comparison's own noise on this machine at that moment;
+ * the indexer still runs the ingest part, and the target is not judged).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
@@ -72,6 +75,7 @@ const BS = 64;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8);
 const ROUND_SECONDS = Number(process.env.BENCH_ROUND_SECONDS ?? 1);
 const ECHO_BUSY_US = Number(process.env.BENCH_ECHO_BUSY_US ?? 0);
+const NULL_COMPARISON = process.env.BENCH_NULL === '1';
 const RATES = (process.env.BENCH_RATES ?? '1000,5000').split(',').map(Number);
 /** Live bookings per worker during the observe runs (R, P and active blocks are then real, as in production). */
 const BOOKINGS_PER_WORKER = Number(process.env.BENCH_BOOKINGS_PER_WORKER ?? 4);
@@ -392,6 +396,7 @@ async function main(): Promise<void> {
     };
   }
   log(`nats: ${natsUrl}${cleanupNats ? ' (private)' : ' (NATS_URL)'}`);
+  if (NULL_COMPARISON) log('diagnostic: the observe side is a second, identical echo (BENCH_NULL=1); observe − echo is the comparison\'s own noise');
   if (ECHO_BUSY_US > 0) log(`diagnostic: the echo spins ${ECHO_BUSY_US} µs per request (BENCH_ECHO_BUSY_US); observe − echo is then not the target's comparison`);
 
   const env: NodeJS.ProcessEnv = {};
@@ -525,6 +530,8 @@ async function main(): Promise<void> {
   const echoSubjects = {} as Record<Enc, string>;
   const echoes: ChildProcess[] = [];
   const echoOf = {} as Record<Enc, ChildProcess>;
+  /** The observe side of each comparison: the indexer, or with BENCH_NULL=1 a second echo. */
+  const observedOf = {} as Record<Enc, { subject: string; pid: number | undefined }>;
   for (const enc of ENCODINGS) {
     const sample = await nc.request(observeSubject(POOL), reqs[enc][0]!, { timeout: 5_000 });
     const check = observeReplyCodec.decode(sample.data);
@@ -537,6 +544,13 @@ async function main(): Promise<void> {
     echoes.push(proc);
     echoOf[enc] = proc;
     for (let i = 0; i < 500; i++) await nc.request(echoSubjects[enc], reqs[enc][i % prompts.length]!, { timeout: 5_000 });
+    if (NULL_COMPARISON) {
+      const subject = `${echoSubjects[enc]}.null`;
+      const twin = await spawnTs(join(REPO_ROOT, 'services/indexer/bench/echo-server.ts'), [natsUrl, subject, String(sample.data.length), '0'], env, (l) => l === 'ready');
+      echoes.push(twin.proc);
+      for (let i = 0; i < 500; i++) await nc.request(subject, reqs[enc][i % prompts.length]!, { timeout: 5_000 });
+      observedOf[enc] = { subject, pid: twin.proc.pid };
+    } else observedOf[enc] = { subject: observeSubject(POOL), pid: indexer.pid };
   }
   const replyBytes = replyBytesOf.json;
 
@@ -545,7 +559,7 @@ async function main(): Promise<void> {
   const svcBefore = await metrics();
   for (const rate of RATES) {
     for (const enc of ENCODINGS) {
-      const c = await compare(nc, { subject: observeSubject(POOL), pid: indexer.pid }, { subject: echoSubjects[enc], pid: echoOf[enc].pid }, reqs[enc], rate);
+      const c = await compare(nc, observedOf[enc], { subject: echoSubjects[enc], pid: echoOf[enc].pid }, reqs[enc], rate);
       const load = loadavg()[0]!;
       loads.push(load);
       const { observe: o, echo: e } = c;
@@ -671,8 +685,9 @@ async function main(): Promise<void> {
     echo_p99_us: results[`echo_${first}_p99_us`],
     observe_minus_echo_p50_us: results[`observe_minus_echo_${first}_p50_us`],
     // A spinning echo is a diagnostic, not the baseline the target is measured against.
-    target_p50_within_150_us: ECHO_BUSY_US > 0 ? null : (results[`observe_minus_echo_${first}_p50_us`] as number) <= 150,
+    target_p50_within_150_us: ECHO_BUSY_US > 0 || NULL_COMPARISON ? null : (results[`observe_minus_echo_${first}_p50_us`] as number) <= 150,
     echo_busy_us: ECHO_BUSY_US,
+    null_comparison: NULL_COMPARISON,
     rounds: ROUNDS,
     round_seconds: ROUND_SECONDS,
     ...results,
