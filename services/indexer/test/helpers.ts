@@ -68,10 +68,20 @@ export interface IndexerChild {
   readonly exited: Promise<number | null>;
 }
 
-const children = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const c of children) c.kill('SIGKILL');
-});
+/**
+ * Indexer processes still running, killed if the test process exits first. One set and one exit
+ * listener per process: the integration files run one after another in a single process, each
+ * loading this module afresh.
+ */
+const CHILDREN = Symbol.for('vantage.indexer-test.children');
+const registry = globalThis as { [CHILDREN]?: Set<ChildProcess> };
+const children = (registry[CHILDREN] ??= (() => {
+  const set = new Set<ChildProcess>();
+  process.on('exit', () => {
+    for (const c of set) c.kill('SIGKILL');
+  });
+  return set;
+})());
 
 /**
  * Start the indexer as its own process. Only the variables given here reach its
