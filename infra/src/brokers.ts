@@ -56,15 +56,16 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Processes started by this Node process, ended if it exits without cleaning up (tests). */
-const attached = new Set<number>();
-let exitHookInstalled = false;
-function trackAttached(pid: number): void {
-  attached.add(pid);
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
+/**
+ * Process groups started by this Node process, ended if it exits without cleaning up (tests): one
+ * set and one exit listener per process, however many times this module is loaded (once per test
+ * file in the integration run).
+ */
+const ATTACHED = Symbol.for('vantage.infra.attached-brokers');
+const attached = ((globalThis as { [ATTACHED]?: Set<number> })[ATTACHED] ??= (() => {
+  const set = new Set<number>();
   process.on('exit', () => {
-    for (const p of attached) {
+    for (const p of set) {
       try {
         process.kill(-p, 'SIGKILL');
       } catch {
@@ -72,6 +73,10 @@ function trackAttached(pid: number): void {
       }
     }
   });
+  return set;
+})());
+function trackAttached(pid: number): void {
+  attached.add(pid);
 }
 
 interface SpawnSpec {

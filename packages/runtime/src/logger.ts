@@ -24,11 +24,17 @@ export function defaultInstanceId(): string {
   return `${hostname()}-${process.pid}`;
 }
 
-export function createLogger(opts: LoggerOptions): Logger {
-  let dest = opts.destination;
-  if (dest === undefined) {
-    // Asynchronous writes keep logging off the request path; the cost is a
-    // buffer that must be flushed before exit, done here once per process.
+const STDOUT = Symbol.for('vantage.runtime.stdout-log-destination');
+
+/**
+ * The process's one asynchronous stdout destination, shared by every logger it creates (tests
+ * start several services in one process, and load this module once per test file): asynchronous
+ * writes keep logging off the request path; the cost is a buffer that must be flushed before exit,
+ * by one exit listener per process.
+ */
+function stdoutDestination(): DestinationStream {
+  const registry = globalThis as { [STDOUT]?: DestinationStream };
+  return (registry[STDOUT] ??= (() => {
     const sonic = pino.destination({ dest: 1, sync: false, minLength: 0 });
     process.once('exit', () => {
       try {
@@ -37,8 +43,12 @@ export function createLogger(opts: LoggerOptions): Logger {
         // stdout already closed (e.g. the reading pipe went away): nothing left to save.
       }
     });
-    dest = sonic;
-  }
+    return sonic;
+  })());
+}
+
+export function createLogger(opts: LoggerOptions): Logger {
+  const dest = opts.destination ?? stdoutDestination();
   return pino(
     {
       level: opts.level,
