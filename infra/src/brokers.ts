@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
+import { endAtExit, forgetAtExit, freePort, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
 import { ensureKafkaJars, ensureNatsServer, KAFKA_VERSION } from './install';
 
 export interface BrokerProcess {
@@ -56,28 +56,6 @@ function alive(pid: number): boolean {
   }
 }
 
-/**
- * Process groups started by this Node process, ended if it exits without cleaning up (tests): one
- * set and one exit listener per process, however many times this module is loaded (once per test
- * file in the integration run).
- */
-const ATTACHED = Symbol.for('vantage.infra.attached-brokers');
-const attached = ((globalThis as { [ATTACHED]?: Set<number> })[ATTACHED] ??= (() => {
-  const set = new Set<number>();
-  process.on('exit', () => {
-    for (const p of set) {
-      try {
-        process.kill(-p, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    }
-  });
-  return set;
-})());
-function trackAttached(pid: number): void {
-  attached.add(pid);
-}
 
 interface SpawnSpec {
   name: string;
@@ -146,11 +124,12 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
       let exited: number | null | undefined;
       child.on('exit', (code) => {
         exited = code;
-        attached.delete(childPid);
+        forgetAtExit(childPid);
       });
       child.unref();
       writeFileSync(pidFile, `${childPid}\n`);
-      if (spec.attached) trackAttached(childPid);
+      // Attached (tests): its process group ends with this Node process rather than outliving it.
+      if (spec.attached) endAtExit(childPid, true);
       await waitFor(
         spec.name,
         async () => {
@@ -176,14 +155,14 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
         /* raced with exit */
       }
       if (!(await waitGone(p, graceMs))) await hardKill(p);
-      attached.delete(p);
+      forgetAtExit(p);
       if (existsSync(pidFile)) rmSync(pidFile);
     },
     async kill9(): Promise<void> {
       const p = pid();
       if (p === undefined) return;
       await hardKill(p);
-      attached.delete(p);
+      forgetAtExit(p);
     },
   };
 }

@@ -110,3 +110,35 @@ export function processCpuTotalUs(pid: number | undefined): number {
   const c = processCpuUs(pid);
   return c === null ? NaN : c.user + c.sys;
 }
+
+const ENDED_WITH_PROCESS = Symbol.for('vantage.infra.ended-with-process');
+
+/**
+ * Processes to end (SIGKILL) if this Node process exits first, by pid: true to signal the pid's
+ * whole process group (a broker started detached), false the process alone. One table and one exit
+ * listener per Node process, however many times this module is loaded (the integration run loads it
+ * once per test file, all in one process).
+ */
+const endedWithProcess = ((globalThis as { [ENDED_WITH_PROCESS]?: Map<number, boolean> })[ENDED_WITH_PROCESS] ??= (() => {
+  const table = new Map<number, boolean>();
+  process.on('exit', () => {
+    for (const [pid, group] of table) {
+      try {
+        process.kill(group ? -pid : pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  });
+  return table;
+})());
+
+/** End `pid` (its process group with `group`) if this Node process exits before `forgetAtExit(pid)`. */
+export function endAtExit(pid: number, group = false): void {
+  endedWithProcess.set(pid, group);
+}
+
+/** `pid` has ended or been stopped: nothing to do for it at exit. */
+export function forgetAtExit(pid: number): void {
+  endedWithProcess.delete(pid);
+}

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { hashPrompt, sequenceHashes } from '@vantage/hashing';
-import { REPO_ROOT } from '@vantage/infra';
+import { REPO_ROOT, endAtExit, forgetAtExit } from '@vantage/infra';
 import {
   bookingEventCodec,
   bookingsSubject,
@@ -68,20 +68,6 @@ export interface IndexerChild {
   readonly exited: Promise<number | null>;
 }
 
-/**
- * Indexer processes still running, killed if the test process exits first. One set and one exit
- * listener per process: the integration files run one after another in a single process, each
- * loading this module afresh.
- */
-const CHILDREN = Symbol.for('vantage.indexer-test.children');
-const registry = globalThis as { [CHILDREN]?: Set<ChildProcess> };
-const children = (registry[CHILDREN] ??= (() => {
-  const set = new Set<ChildProcess>();
-  process.on('exit', () => {
-    for (const c of set) c.kill('SIGKILL');
-  });
-  return set;
-})());
 
 /**
  * Start the indexer as its own process. Only the variables given here reach its
@@ -108,7 +94,8 @@ export async function spawnIndexer(opts: {
     ...opts.env,
   });
   const proc = spawn(process.execPath, ['--import', 'tsx', MAIN], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(proc);
+  // Killed if the test process exits first.
+  if (proc.pid !== undefined) endAtExit(proc.pid);
   const lines: Record<string, unknown>[] = [];
   const waiters: { pred: (l: Record<string, unknown>) => boolean; resolve: (l: Record<string, unknown>) => void }[] = [];
   let stderr = '';
@@ -138,7 +125,7 @@ export async function spawnIndexer(opts: {
   });
   const exited = new Promise<number | null>((resolve) =>
     proc.on('exit', (code) => {
-      children.delete(proc);
+      if (proc.pid !== undefined) forgetAtExit(proc.pid);
       resolve(code);
     }),
   );
