@@ -24,31 +24,15 @@ export function defaultInstanceId(): string {
   return `${hostname()}-${process.pid}`;
 }
 
-const STDOUT = Symbol.for('vantage.runtime.stdout-log-destination');
-
 /**
- * The process's one asynchronous stdout destination, shared by every logger it creates (tests
- * start several services in one process, and load this module once per test file): asynchronous
- * writes keep logging off the request path; the cost is a buffer that must be flushed before exit,
- * by one exit listener per process.
+ * The process's asynchronous stdout destination, shared by the loggers it creates (their lines
+ * come out in the order written): asynchronous writes keep logging off the request path. pino
+ * flushes it synchronously at exit (its destinations register themselves for that).
  */
-function stdoutDestination(): DestinationStream {
-  const registry = globalThis as { [STDOUT]?: DestinationStream };
-  return (registry[STDOUT] ??= (() => {
-    const sonic = pino.destination({ dest: 1, sync: false, minLength: 0 });
-    process.once('exit', () => {
-      try {
-        sonic.flushSync();
-      } catch {
-        // stdout already closed (e.g. the reading pipe went away): nothing left to save.
-      }
-    });
-    return sonic;
-  })());
-}
+let stdout: DestinationStream | null = null;
 
 export function createLogger(opts: LoggerOptions): Logger {
-  const dest = opts.destination ?? stdoutDestination();
+  const dest = opts.destination ?? (stdout ??= pino.destination({ dest: 1, sync: false, minLength: 0 }));
   return pino(
     {
       level: opts.level,
