@@ -532,6 +532,7 @@ async function main(): Promise<void> {
   const echoOf = {} as Record<Enc, ChildProcess>;
   /** The observe side of each comparison: the indexer, or with BENCH_NULL=1 a second echo. */
   const observedOf = {} as Record<Enc, { subject: string; pid: number | undefined }>;
+  const observedName = NULL_COMPARISON ? 'twin echo (observe side)' : 'observe';
   for (const enc of ENCODINGS) {
     const sample = await nc.request(observeSubject(POOL), reqs[enc][0]!, { timeout: 5_000 });
     const check = observeReplyCodec.decode(sample.data);
@@ -571,9 +572,9 @@ async function main(): Promise<void> {
           : '';
       log(
         `${String(rate).padStart(5)} req/s ${enc.padEnd(6)} ${c.rounds} rounds × ${ROUND_SECONDS} s each${c.rounds < ROUNDS ? ' (saturated: stopped early)' : ''}` +
-          ` | observe ${fmt(o)}${shortfall(o)} | echo (${replyBytesOf[enc]} B) ${fmt(e)}${shortfall(e)}` +
+          ` | ${observedName} ${fmt(o)}${shortfall(o)} | echo (${replyBytesOf[enc]} B) ${fmt(e)}${shortfall(e)}` +
           ` | Δp50 median ${c.deltaP50.toFixed(0)} µs (rounds ${c.deltaP50Min.toFixed(0)}..${c.deltaP50Max.toFixed(0)}, observe faster in ${c.observeFaster}/${c.rounds})` +
-          ` | CPU per request: indexer ${o.cpuPerRequestUs.toFixed(0)} µs (kernel ${o.sysPerRequestUs.toFixed(0)}), echo ${e.cpuPerRequestUs.toFixed(0)} µs (kernel ${e.sysPerRequestUs.toFixed(0)})` +
+          ` | CPU per request: ${NULL_COMPARISON ? 'twin echo' : 'indexer'} ${o.cpuPerRequestUs.toFixed(0)} µs (kernel ${o.sysPerRequestUs.toFixed(0)}), echo ${e.cpuPerRequestUs.toFixed(0)} µs (kernel ${e.sysPerRequestUs.toFixed(0)})` +
           (Number.isFinite(o.queryP50) ? ` | service's own query time p50 ${o.queryP50.toFixed(0)} µs` : '') +
           ` | load ${load.toFixed(2)}`,
       );
@@ -611,7 +612,7 @@ async function main(): Promise<void> {
   const svcCount = metricSum(svcAfter, 'vantage_indexer_observe_seconds_count', 'outcome="ok"') - metricSum(svcBefore, 'vantage_indexer_observe_seconds_count', 'outcome="ok"');
   const svcSum = metricSum(svcAfter, 'vantage_indexer_observe_seconds_sum', 'outcome="ok"') - metricSum(svcBefore, 'vantage_indexer_observe_seconds_sum', 'outcome="ok"');
   const svcMeanUs = (svcSum / svcCount) * 1e6;
-  log(`service-side observe time (handler, from its histogram): mean ${svcMeanUs.toFixed(0)} µs over ${svcCount} requests`);
+  if (svcCount > 0) log(`service-side observe time (handler, from its histogram): mean ${svcMeanUs.toFixed(0)} µs over ${svcCount} requests`);
 
   // --- 4. profile, in-process on the same data (same registrations, preload and bookings) ---
   const state = new PoolState({ pool: POOL, blockSize: BS, selection: { kind: 'kv_router', formula: 'prefill_load_scale' }, bookingTtlMs: 300_000, workerTtlMs: 3_600_000 });
