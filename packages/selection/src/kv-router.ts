@@ -215,8 +215,8 @@ export class SelectionScratch {
   /**
    * The caller lists candidates in canonical (workerId, dpRank) order, always (the indexer's pool
    * does): the selection then does not check it (63 pairs of bigint comparisons for 64 workers).
-   * Listing them otherwise with this
-   * set changes which of several exactly tied workers is drawn (and a sampled pick's draws).
+   * Listing them otherwise with this set changes which of several exactly tied workers is drawn
+   * (and a sampled pick's draws).
    */
   readonly candidatesInOrder: boolean;
   constructor(options: { readonly candidatesInOrder?: boolean } = {}) {
