@@ -56,7 +56,6 @@ function alive(pid: number): boolean {
   }
 }
 
-
 interface SpawnSpec {
   name: string;
   dir: string;

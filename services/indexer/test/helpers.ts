@@ -68,7 +68,6 @@ export interface IndexerChild {
   readonly exited: Promise<number | null>;
 }
 
-
 /**
  * Start the indexer as its own process. Only the variables given here reach its
  * configuration (the runtime refuses unknown `VANTAGE_*` variables, and the test
