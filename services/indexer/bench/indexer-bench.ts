@@ -5,7 +5,7 @@
  *      sustained events/s applied (publisher kept at most 20k events ahead of the
  *      writer, so nothing is dropped) and publish→applied lag at a fixed rate
  *      (from /metrics polled every 10 ms);
- *   2. observe: open loop at 1,000 and 5,000 requests/s (evenly spaced; see PACING) for 32k-token prompts
+ *   2. observe: open loop at 1,000 and 5,000 requests/s (evenly spaced; see pacing.ts) for 32k-token prompts
  *      (512 local hashes, block size 64) against 64 workers holding varied prefixes,
  *      each with live bookings (BENCH_BOOKINGS_PER_WORKER, default 4) so that R, P and
  *      the new-block count are computed as in production;
@@ -33,7 +33,7 @@
  * Uses NATS_URL when set, otherwise a private nats-server under .infra/bench.
  * Last stdout line: one JSON object with the figures.
  * Environment knobs: BENCH_ROUNDS (default 8), BENCH_ROUND_SECONDS (segment length, default 1),
- * BENCH_RATES (default "1000,5000"), BENCH_PACING (even or timer; see PACING),
+ * BENCH_RATES (default "1000,5000"), BENCH_PACING (even or timer; see pacing.ts),
  * BENCH_BOOKINGS_PER_WORKER (default 4), BENCH_INDEXER_NODE_ARGS (extra node flags for the
  * indexer process, e.g. "--cpu-prof --cpu-prof-dir=DIR" to profile the service under load),
  * BENCH_ECHO_BUSY_US (default 0: the echo spins this long on each request before replying, a
@@ -48,7 +48,6 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Worker } from 'node:worker_threads';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
 import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuUs } from '@vantage/infra';
@@ -69,6 +68,7 @@ import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
 import { decodeBooking, decodeObserve, decodeObserveHot, encodeObserveReply, encodeObserveReplyBinary, observeBinary } from '../src/messages';
 import { benchBookings, PROMPT_BLOCKS, prompts, rand64, WORKERS, workerIds } from './data';
+import { paced, pacingOf } from './pacing';
 import { PoolState } from '@vantage/observation';
 
 const BS = 64;
@@ -231,93 +231,11 @@ interface Segment {
 
 const REQUEST_TIMEOUT_MS = 2_000;
 
-/**
- * When an open loop's requests go out (BENCH_PACING):
- * - `even` (default): the k-th request at start + k / rate, as a steady stream of queries at that
- *   rate. A metronome thread sleeps to each send time (`Atomics.wait`, sub-millisecond) and wakes
- *   this thread's event loop, which sends what is due, so at 1,000/s requests go out one at a time.
- *   The metronome wakes at most every 1 ms (above 1,000/s requests go out in groups of those due
- *   by then), and a wake that finds the previous one not yet taken up only raises the count due
- *   (what is due goes out in one write, as with the timer, when this thread falls behind).
- * - `timer`: a 1 ms timer sends whatever is due. Node runs a 1 ms timer about every 2 ms here, so at
- *   1,000/s about half the requests go out in back-to-back pairs and the second of a pair waits for
- *   the responder to finish the first: the responder's own time counts about one and a half times
- *   in the p50. (The pacing of every figure in the README before its ninth round.)
- */
-const PACING = process.env.BENCH_PACING ?? 'even';
-if (PACING !== 'even' && PACING !== 'timer') throw new Error(`BENCH_PACING=${PACING}: 'even' or 'timer'`);
+/** When an open loop's requests go out (BENCH_PACING, default even; see pacing.ts). */
+const PACING = pacingOf(process.env.BENCH_PACING);
 
 /**
- * The metronome thread. Told (total, rate, cells), it keeps `cells[0]` = the number of requests due
- * so far (the k-th at k / rate after the start) and posts a message whenever it raises it while
- * `cells[1]`, the flag the main thread clears when it takes the count up, is clear; its wakes are
- * scheduled at least 1 ms apart.
- */
-const METRONOME = `
-const { parentPort } = require('node:worker_threads');
-const { performance } = require('node:perf_hooks');
-const QUANTUM_MS = 1;
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
-const sleepUntil = (start, t) => {
-  const ms = start + t - performance.now();
-  if (ms > 0) Atomics.wait(sleeper, 0, 0, ms);
-};
-parentPort.on('message', ({ total, rate, cells }) => {
-  const c = new Int32Array(cells);
-  const start = performance.now();
-  let k = 0;
-  let at = 0; // send time of request k, ms after the start
-  let wake = 0; // this wake's scheduled time (on the schedule, so that late wakes do not add up)
-  while (k < total) {
-    sleepUntil(start, wake);
-    const now = performance.now() - start;
-    while (k < total && at <= now) {
-      k++;
-      at = (k * 1000) / rate;
-    }
-    Atomics.store(c, 0, k);
-    if (Atomics.exchange(c, 1, 1) === 0) parentPort.postMessage(0);
-    wake = Math.max(at, wake + QUANTUM_MS);
-  }
-});
-`;
-let metronome: Worker | null = null;
-
-/** Calls `send` for requests 0 .. total − 1 on the pacing's schedule; resolves once the last has been sent. */
-function paced(total: number, rate: number, send: () => void): Promise<void> {
-  let sent = 0;
-  if (PACING !== 'timer') {
-    const m = (metronome ??= new Worker(METRONOME, { eval: true }));
-    m.unref();
-    const cells = new Int32Array(new SharedArrayBuffer(8));
-    return new Promise<void>((resolve) => {
-      const onTick = (): void => {
-        Atomics.store(cells, 1, 0);
-        const due = Atomics.load(cells, 0);
-        for (; sent < due; sent++) send();
-        if (sent >= total) {
-          m.off('message', onTick);
-          resolve();
-        }
-      };
-      m.on('message', onTick);
-      m.postMessage({ total, rate, cells: cells.buffer });
-    });
-  }
-  const start = performance.now();
-  return new Promise<void>((resolve) => {
-    const tick = (): void => {
-      const due = Math.min(total, Math.floor(((performance.now() - start) * rate) / 1000));
-      for (; sent < due; sent++) send();
-      if (sent >= total) resolve();
-      else setTimeout(tick, 1);
-    };
-    tick();
-  });
-}
-
-/**
- * Open loop: requests are sent on schedule (see PACING), whatever the replies do; latency is from
+ * Open loop: requests are sent on schedule (see pacing.ts), whatever the replies do; latency is from
  * the send to the reply (µs). The segment ends once every request has been answered or timed out,
  * so the next segment starts on an idle responder.
  */
@@ -327,14 +245,12 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
   const query: number[] = [];
   let errors = 0;
   let timeouts = 0;
-  let sent = 0;
   const inflight: Promise<void>[] = [];
   const c0 = processCpuUs(pid);
   const start = performance.now();
-  await paced(total, rate, () => {
+  await paced(PACING, total, rate, (k) => {
     const t0 = performance.now();
-    const payload = payloads[sent % payloads.length]!;
-    sent++;
+    const payload = payloads[k % payloads.length]!;
     inflight.push(
       nc.request(subject, payload, { timeout: REQUEST_TIMEOUT_MS }).then(
         (m) => {
@@ -350,6 +266,7 @@ async function openLoop(nc: NatsConnection, subject: string, payloads: Uint8Arra
     );
   });
   const sendSeconds = Math.max((performance.now() - start) / 1000, seconds);
+  const sent = inflight.length;
   await Promise.all(inflight);
   const c1 = processCpuUs(pid);
   const cpuUs = c0 === null || c1 === null ? NaN : c1.user + c1.sys - c0.user - c0.sys;
