@@ -5,6 +5,7 @@
  * process on the machine). A responder's n-th request is the client's (n + k)-th for one offset k
  * (one connection, one responder, order kept), found as the k that puts the most handler entries
  * between their request's send and reply; only requests whose stamps are in order are counted.
+ * It also prints how the benchmark spaced its sends (the shares of the gaps between them by band).
  *
  * Run: node --import tsx services/indexer/bench/diagnostics/timeline-report.ts DIR
  */
@@ -72,6 +73,15 @@ function analyze(clientFile: string, responderFile: string): Legs {
   return { n: c.length, matched: n, p50, lines, queued };
 }
 
+/** How the benchmark spaced its sends: shares of the gaps between consecutive sends (µs bands). */
+function sendGaps(clientFile: string): string {
+  const c = rowsOf(clientFile, 2);
+  const gaps: number[] = [];
+  for (let i = 1; i < c.length; i++) gaps.push((c[i]![0]! - c[i - 1]![0]!) / 1000);
+  const share = (lo: number, hi: number): string => `${((100 * gaps.filter((g) => g >= lo && g < hi).length) / gaps.length).toFixed(1)}%`;
+  return `under 100 µs ${share(-Infinity, 100)}, 0.9–1.1 ms ${share(900, 1100)}, 1.5–2.1 ms ${share(1500, 2100)}`;
+}
+
 const indexerFile = files.find((f) => f.startsWith('indexer-'));
 for (const cf of files.filter((f) => f.startsWith('client-bench_echo_')).sort()) {
   // client-bench_echo_<enc>_<pid>-<enc>-<rate>.txt ↔ echo-bench_echo_<enc>_<pid>-<echo pid>.txt and the indexer's client file.
@@ -84,6 +94,7 @@ for (const cf of files.filter((f) => f.startsWith('client-bench_echo_')).sort())
   const e = analyze(cf, echoFile);
   const o = analyze(observeClient, indexerFile);
   console.log(`${rate} req/s ${enc}: per request, µs (requests with every stamp in order: echo ${e.matched}/${e.n}, indexer ${o.matched}/${o.n})`);
+  console.log(`  gaps between the benchmark's sends: to the echo ${sendGaps(cf)}; to the indexer ${sendGaps(observeClient)}`);
   console.log('  echo');
   for (const l of e.lines) console.log(l);
   console.log(`    queued behind the previous request: ${((100 * e.queued) / e.matched).toFixed(1)}%`);
