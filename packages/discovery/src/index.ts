@@ -1,0 +1,1 @@
+export type { DiscoveryChange, DiscoveryStore } from './store';
