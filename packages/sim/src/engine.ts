@@ -396,14 +396,19 @@ export class Engine {
     }
     this.flushEvictions();
 
-    // 3. every request with all known tokens computed emits one token
+    // 3. every request with all known tokens computed emits one token; those
+    // that computed a single decode token (not a prefill chunk) time the decode step
     const scheduled = this.maxNumBatchedTokens - budget;
     let ready = 0;
+    let decoding = 0;
     let contextSum = 0;
     for (const r of this.running) {
       if (r.computed === r.isl + r.generated) {
         ready++;
-        contextSum += r.computed;
+        if (r.passTokens > 0 && r.passPrefill === 0) {
+          decoding++;
+          contextSum += r.computed;
+        }
       }
     }
     if (scheduled === 0 && ready === 0) {
@@ -414,10 +419,11 @@ export class Engine {
     const duration = this.timing.stepMs({
       prefillTokens,
       prefillRequests,
-      decodeRequests: ready,
+      decodeRequests: decoding,
+      decodeKvTokens: contextSum,
       activeKvTokens: this.pool.active * bs,
       totalKvTokens: this.numGpuBlocks * bs,
-      meanContextTokens: ready > 0 ? contextSum / ready : 0,
+      meanContextTokens: decoding > 0 ? contextSum / decoding : 0,
     });
     if (!(duration > 0) || !Number.isFinite(duration)) throw new RangeError(`timing model returned ${duration} ms for a non-empty pass`);
     const endMs = nowMs + duration;
@@ -470,8 +476,8 @@ export class Engine {
   /**
    * Run the quiet decode passes that follow, in O(running + passes): every
    * running request decodes one token per pass, nothing is allocated, filled,
-   * admitted or finished, so only counters advance and every pass has the
-   * same KV usage. Pass durations are still computed one by one (and summed
+   * admitted or finished, so only counters advance and every pass holds the
+   * same blocks (the decode model's context grows one token per request per pass). Pass durations are still computed one by one (and summed
    * in the same order as single steps) so times match single stepping exactly.
    */
   private fastForward(untilMs: number): number {
@@ -501,6 +507,7 @@ export class Engine {
         prefillTokens: 0,
         prefillRequests: 0,
         decodeRequests: n,
+        decodeKvTokens: contextSum + n * j,
         activeKvTokens,
         totalKvTokens,
         meanContextTokens: (contextSum + n * j) / n,

@@ -1,11 +1,11 @@
 export type { StepShape, TimingModel, TimingTable } from './timing';
-export { polynomialPrefillMs, polynomialDecodeMs, polynomialTiming, scaledTiming, tableTiming } from './timing';
+export { polynomialPrefillMs, polynomialDecodeMs, decodeUsage, polynomialTiming, scaledTiming, tableTiming } from './timing';
 export type { PromptBlocks } from './prompt';
 export { promptFromTokens, promptFromLocalHashes, MooncakePromptHasher, MOONCAKE_CHUNK_TOKENS } from './prompt';
 export type { EngineConfig, EngineRequest, StepOptions, AddResult, FirstToken, Finished, StepResult, EngineLoad } from './engine';
 export { Engine } from './engine';
-export type { MooncakeRecord, TraceParse, Arrival } from './mooncake';
-export { parseMooncakeTrace, loadMooncakeTrace, openLoopArrivals, ClosedLoop } from './mooncake';
+export type { MooncakeRecord, TraceParse, Arrival, TraceSession } from './mooncake';
+export { parseMooncakeTrace, loadMooncakeTrace, openLoopArrivals, traceSessions, ClosedLoop } from './mooncake';
 export type { Dist, AgenticSessionConfig, SessionTurn, AgenticSession } from './sessions';
 export { sample, generateAgenticSessions, DEFAULT_AGENTIC_CONFIG } from './sessions';
 export type { Distribution, RequestRecord, ReplayMetrics } from './metrics';

@@ -1,12 +1,23 @@
 /**
- * Mooncake JSONL traces (FAST'25 release) and the two ways of replaying them:
- * open loop (arrivals at the recorded timestamps, optionally sped up) and
- * closed loop (a fixed number in flight, the next request starting when one
- * completes).
+ * Mooncake JSONL traces (FAST'25 release, and the multi-turn form NVIDIA
+ * Dynamo's replay reads) and the two ways of replaying them: open loop
+ * (arrivals at the recorded timestamps, optionally sped up) and closed loop (a
+ * fixed number in flight, the next starting when one completes).
  *
  * Line shape: {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [u32 ...]}
- * with len(hash_ids) == ceil(input_length / 512). Extra fields (session_id,
- * delay) are tolerated and ignored.
+ * with len(hash_ids) == ceil(input_length / 512), plus, in the multi-turn
+ * form, "session_id": string and "delay": ms. Other fields are ignored.
+ *
+ * Multi-turn semantics, as Dynamo 1.6.1's Mooncake loader defines them
+ * (`lib/mocker/src/loadgen/trace.rs`, checked against `run_trace_replay`):
+ * lines with the same `session_id` are the turns of one session, in file
+ * order; a line without one is a session of its own. The first turn's
+ * `timestamp` is the session's arrival; a later turn is released `delay` ms
+ * after the previous turn of its session *completes* (never earlier, however
+ * short the delay). A later turn without `delay` takes the difference of its
+ * `timestamp` from the session's previous timestamp as its delay, and one
+ * with neither has delay 0. A first turn with a non-zero `delay`, a negative
+ * delay and a timestamp earlier than the session's previous one are errors.
  */
 import { readFileSync } from 'node:fs';
 import { MOONCAKE_CHUNK_TOKENS } from './prompt';
@@ -14,10 +25,17 @@ import { MOONCAKE_CHUNK_TOKENS } from './prompt';
 export interface MooncakeRecord {
   /** Line number in the file, from 1. */
   readonly line: number;
-  readonly timestampMs: number;
+  /** The line's `timestamp`; null only on a later turn of a session that gives none. */
+  readonly timestampMs: number | null;
   readonly inputLength: number;
   readonly outputLength: number;
   readonly hashIds: Uint32Array;
+  /** `session_id` of the multi-turn form; absent: a single-turn request. */
+  readonly sessionId?: string;
+  /** 0-based turn within its session (0 for a single-turn request). */
+  readonly turn?: number;
+  /** Wait after the previous turn of the session completes, ms (resolved as above; 0 on a first turn). */
+  readonly delayMs?: number;
 }
 
 export type TraceParse =
@@ -28,12 +46,25 @@ function isNonNegInt(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
 
-/** Validate one parsed line; a reason string when it is not a usable record. */
-function checkLine(o: unknown): string | MooncakeRecord {
+interface Line {
+  readonly timestampMs: number | null;
+  readonly inputLength: number;
+  readonly outputLength: number;
+  readonly hashIds: Uint32Array;
+  readonly sessionId: string | null;
+  readonly delayMs: number | null;
+}
+
+const isFiniteNonNeg = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+
+/** Validate one parsed line on its own; a reason string when it is not a usable record. */
+function checkLine(o: unknown): string | Line {
   if (typeof o !== 'object' || o === null || Array.isArray(o)) return 'not a JSON object';
   const r = o as Record<string, unknown>;
-  const { timestamp, input_length: isl, output_length: osl, hash_ids: ids } = r;
-  if (typeof timestamp !== 'number' || !Number.isFinite(timestamp) || timestamp < 0) return 'timestamp must be a finite number >= 0';
+  const { timestamp, input_length: isl, output_length: osl, hash_ids: ids, session_id: sid, delay } = r;
+  if (sid !== undefined && sid !== null && typeof sid !== 'string') return 'session_id must be a string';
+  if (timestamp !== undefined && timestamp !== null && !isFiniteNonNeg(timestamp)) return 'timestamp must be a finite number >= 0';
+  if (delay !== undefined && delay !== null && !isFiniteNonNeg(delay)) return 'delay must be a finite number >= 0 (ms after the previous turn of the session completes)';
   if (!isNonNegInt(isl) || isl === 0) return 'input_length must be a positive integer';
   if (!isNonNegInt(osl)) return 'output_length must be a non-negative integer';
   if (!Array.isArray(ids)) return 'hash_ids must be an array';
@@ -45,12 +76,52 @@ function checkLine(o: unknown): string | MooncakeRecord {
     if (!isNonNegInt(v) || v > 0xffff_ffff) return `hash_ids[${i}] must be an integer in [0, 2^32)`;
     hashIds[i] = v;
   }
-  return { line: 0, timestampMs: timestamp, inputLength: isl, outputLength: osl, hashIds };
+  return {
+    timestampMs: isFiniteNonNeg(timestamp) ? timestamp : null,
+    inputLength: isl,
+    outputLength: osl,
+    hashIds,
+    sessionId: typeof sid === 'string' ? sid : null,
+    delayMs: isFiniteNonNeg(delay) ? delay : null,
+  };
+}
+
+interface SessionCursor {
+  turns: number;
+  /** The last timestamp seen in the session (the first turn always has one). */
+  lastTimestampMs: number;
+}
+
+/** Resolve a line's place in its session (Dynamo's rules, see the file comment); a reason string on an error. */
+function placeLine(l: Line, line: number, open: Map<string, SessionCursor>): string | MooncakeRecord {
+  const base = { line, timestampMs: l.timestampMs, inputLength: l.inputLength, outputLength: l.outputLength, hashIds: l.hashIds };
+  if (l.sessionId === null) {
+    if (l.timestampMs === null) return 'timestamp must be a finite number >= 0';
+    if (l.delayMs !== null && l.delayMs !== 0) return 'delay is set on a line without session_id (a first turn)';
+    return base;
+  }
+  const cur = open.get(l.sessionId);
+  if (cur === undefined) {
+    if (l.timestampMs === null) return `timestamp is required on the first turn of session ${JSON.stringify(l.sessionId)}`;
+    if (l.delayMs !== null && l.delayMs !== 0) return `delay is set on the first turn of session ${JSON.stringify(l.sessionId)}`;
+    open.set(l.sessionId, { turns: 1, lastTimestampMs: l.timestampMs });
+    return { ...base, sessionId: l.sessionId, turn: 0, delayMs: 0 };
+  }
+  let delayMs: number;
+  if (l.delayMs !== null) delayMs = l.delayMs;
+  else if (l.timestampMs !== null) {
+    delayMs = l.timestampMs - cur.lastTimestampMs;
+    if (delayMs < 0) return `timestamp ${l.timestampMs} is earlier than the previous turn of session ${JSON.stringify(l.sessionId)} (${cur.lastTimestampMs}), so no delay can be inferred`;
+  } else delayMs = 0;
+  if (l.timestampMs !== null) cur.lastTimestampMs = l.timestampMs;
+  const turn = cur.turns++;
+  return { ...base, sessionId: l.sessionId, turn, delayMs };
 }
 
 /** Parse a whole trace; the first bad line rejects it with its line number. Blank lines are skipped. */
 export function parseMooncakeTrace(text: string): TraceParse {
   const records: MooncakeRecord[] = [];
+  const sessions = new Map<string, SessionCursor>();
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
     const s = lines[i]!.trim();
@@ -61,9 +132,11 @@ export function parseMooncakeTrace(text: string): TraceParse {
     } catch (e) {
       return { ok: false, code: 'bad_trace_line', line: i + 1, reason: `invalid JSON: ${(e as Error).message}` };
     }
-    const r = checkLine(o);
+    const l = checkLine(o);
+    if (typeof l === 'string') return { ok: false, code: 'bad_trace_line', line: i + 1, reason: l };
+    const r = placeLine(l, i + 1, sessions);
     if (typeof r === 'string') return { ok: false, code: 'bad_trace_line', line: i + 1, reason: r };
-    records.push({ ...r, line: i + 1 });
+    records.push(r);
   }
   return { ok: true, records };
 }
@@ -82,24 +155,70 @@ export interface Arrival {
 }
 
 /**
- * Open-loop arrivals: each record at timestamp / speedup, relative to the
- * first record (so a trace starting late still starts at 0), in time order
- * (stable for equal timestamps).
+ * Open-loop arrivals of single-turn records: each at timestamp / speedup,
+ * relative to the first record (so a trace starting late still starts at 0),
+ * in time order (stable for equal timestamps). A later turn of a session has
+ * no arrival of its own (its previous turn's completion releases it), so
+ * records holding one are refused: replay those with `traceSessions` and
+ * `runReplay`.
  */
 export function openLoopArrivals(records: readonly MooncakeRecord[], opts: { speedup?: number; startMs?: number } = {}): Arrival[] {
   const speedup = opts.speedup ?? 1;
   if (!(speedup > 0) || !Number.isFinite(speedup)) throw new RangeError(`speedup must be positive, got ${speedup}`);
   const start = opts.startMs ?? 0;
   let t0 = Infinity;
-  for (const r of records) t0 = Math.min(t0, r.timestampMs);
-  const out = records.map((r, index) => ({ index, arrivalMs: start + (r.timestampMs - t0) / speedup }));
+  const ts: number[] = [];
+  for (const r of records) {
+    if ((r.turn ?? 0) > 0 || r.timestampMs === null) {
+      throw new RangeError(`line ${r.line} is turn ${r.turn ?? '?'} of session ${JSON.stringify(r.sessionId)}: a multi-turn trace has no open-loop arrival per line (replay it with runReplay)`);
+    }
+    ts.push(r.timestampMs);
+    t0 = Math.min(t0, r.timestampMs);
+  }
+  const out = ts.map((t, index) => ({ index, arrivalMs: start + (t - t0) / speedup }));
   return out.sort((a, b) => a.arrivalMs - b.arrivalMs || a.index - b.index);
 }
 
+/** One session of a trace: its records (indices into the records array) in turn order. */
+export interface TraceSession {
+  /** `session_id`, or null for a single-turn request. */
+  readonly id: string | null;
+  /** The first turn's timestamp. */
+  readonly startMs: number;
+  /** Record indices, turn 0 first. */
+  readonly turns: readonly number[];
+}
+
 /**
- * Closed loop with `concurrency` requests in flight: `start` issues the first
- * batch, and every `complete` issues the next record in trace order (if any)
- * at the completion time. Timestamps in the trace are ignored.
+ * Group records into sessions in order of first appearance (Dynamo's order):
+ * records sharing a `sessionId` in array order, every other record alone.
+ * Throws a RangeError naming the line when a session's first record has no
+ * timestamp (for example a slice that cut a session's first turns off).
+ */
+export function traceSessions(records: readonly MooncakeRecord[]): TraceSession[] {
+  const out: { id: string | null; startMs: number; turns: number[] }[] = [];
+  const byId = new Map<string, number>();
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i]!;
+    const k = r.sessionId === undefined ? undefined : byId.get(r.sessionId);
+    if (k !== undefined) {
+      out[k]!.turns.push(i);
+      continue;
+    }
+    if (r.timestampMs === null) throw new RangeError(`line ${r.line} starts session ${JSON.stringify(r.sessionId)} but has no timestamp`);
+    if (r.sessionId !== undefined) byId.set(r.sessionId, out.length);
+    out.push({ id: r.sessionId ?? null, startMs: r.timestampMs, turns: [i] });
+  }
+  return out;
+}
+
+/**
+ * Closed loop with `concurrency` items in flight: `start` issues the first
+ * batch, and every `complete` issues the next item in order (if any) at the
+ * completion time. The replay's items are sessions (Dynamo's concurrency
+ * mode): a session holds its place across all its turns and the delays
+ * between them; for a single-turn trace that is one request each.
+ * Timestamps in the trace are ignored.
  */
 export class ClosedLoop {
   private nextIndex = 0;

@@ -32,7 +32,7 @@ import {
 import { Engine } from './engine';
 import { EventHeap } from './heap';
 import { computeMetrics, type ReplayMetrics, type RequestRecord } from './metrics';
-import { ClosedLoop, openLoopArrivals, type MooncakeRecord } from './mooncake';
+import { ClosedLoop, openLoopArrivals, traceSessions, type MooncakeRecord, type TraceSession } from './mooncake';
 import { MooncakePromptHasher, promptFromTokens, type PromptBlocks } from './prompt';
 import type { AgenticSession } from './sessions';
 import type { TimingModel } from './timing';
@@ -81,9 +81,17 @@ export function prepareTrace(records: readonly MooncakeRecord[], blockSize: numb
 }
 
 export type Workload =
-  /** Arrivals at the trace timestamps divided by `speedup` (default 1). */
+  /**
+   * Sessions start at their first turn's timestamp divided by `speedup`
+   * (default 1); each later turn is released its delay (also divided by
+   * `speedup`) after the previous turn of its session completes.
+   */
   | { readonly kind: 'open_loop'; readonly trace: PreparedTrace; readonly speedup?: number }
-  /** `concurrency` requests in flight, in trace order; timestamps ignored. */
+  /**
+   * `concurrency` sessions in flight, in order of first appearance, each
+   * holding its place across its turns and their delays (Dynamo's
+   * concurrency mode); timestamps ignored. Single-turn: `concurrency` requests.
+   */
   | { readonly kind: 'closed_loop'; readonly trace: PreparedTrace; readonly concurrency: number }
   /** Multi-turn sessions: turn t+1 arrives its think time after turn t completes. */
   | { readonly kind: 'sessions'; readonly sessions: readonly AgenticSession[] };
@@ -167,9 +175,9 @@ export function routerName(spec: RouterSpec): string {
 }
 
 interface Source {
-  /** Trace index, or session index. */
+  /** Trace record index, or generated session index. */
   readonly index: number;
-  /** Session turn; -1 for trace requests. */
+  /** Generated session turn; -1 for trace records (their session follows from the record). */
   readonly turn: number;
 }
 
@@ -259,16 +267,37 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   const arrivals = new EventHeap<Arrival>();
   let total = 0;
   let loop: ClosedLoop | undefined;
-  const dynamicArrivals = wl.kind !== 'open_loop';
+  // Trace sessions: the record that follows each record in its session (-1: none).
+  // Grouped here, not in prepareTrace, so a sliced or filtered trace stays consistent.
+  let sessions: readonly TraceSession[] = [];
+  let nextTurn: Int32Array | undefined;
+  let multiTurn = false;
+  if (wl.kind !== 'sessions') {
+    const records = wl.trace.records;
+    if (wl.trace.prompts.length !== records.length) throw new RangeError(`trace ${wl.trace.name} has ${records.length} records but ${wl.trace.prompts.length} prompts`);
+    sessions = traceSessions(records);
+    nextTurn = new Int32Array(records.length).fill(-1);
+    for (const s of sessions) {
+      for (let k = 1; k < s.turns.length; k++) nextTurn[s.turns[k - 1]!] = s.turns[k]!;
+      if (s.turns.length > 1) multiTurn = true;
+    }
+  }
+  // Delays shrink with the open loop's speed-up, as Dynamo's `arrival_speedup_ratio` shrinks them.
+  const delaySpeedup = wl.kind === 'open_loop' ? (wl.speedup ?? 1) : 1;
+  const dynamicArrivals = wl.kind !== 'open_loop' || multiTurn;
   if (wl.kind === 'open_loop') {
     total = wl.trace.records.length;
-    for (const a of openLoopArrivals(wl.trace.records, wl.speedup === undefined ? {} : { speedup: wl.speedup })) {
-      arrivals.push({ t: a.arrivalMs, index: a.index, turn: -1 });
-    }
+    const records = wl.trace.records;
+    const firsts = sessions.map((s) => records[s.turns[0]!]!);
+    const starts = openLoopArrivals(
+      firsts.map((r) => ({ ...r, turn: 0 })),
+      wl.speedup === undefined ? {} : { speedup: wl.speedup },
+    );
+    for (const a of starts) arrivals.push({ t: a.arrivalMs, index: sessions[a.index]!.turns[0]!, turn: -1 });
   } else if (wl.kind === 'closed_loop') {
     total = wl.trace.records.length;
-    loop = new ClosedLoop(total, wl.concurrency);
-    for (const a of loop.start(0)) arrivals.push({ t: a.arrivalMs, index: a.index, turn: -1 });
+    loop = new ClosedLoop(sessions.length, wl.concurrency);
+    for (const a of loop.start(0)) arrivals.push({ t: a.arrivalMs, index: sessions[a.index]!.turns[0]!, turn: -1 });
   } else {
     for (let s = 0; s < wl.sessions.length; s++) {
       const sess = wl.sessions[s]!;
@@ -298,10 +327,15 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
 
   /** A request left the system (finished or rejected): issue what follows it. */
   const followUp = (src: Source, t: number): void => {
-    if (loop) {
-      const n = loop.complete(t);
-      if (n) arrivals.push({ t: n.arrivalMs, index: n.index, turn: -1 });
-    } else if (wl.kind === 'sessions') {
+    if (wl.kind !== 'sessions') {
+      // The session's next turn, its delay after this completion; else the closed loop's next session.
+      const next = nextTurn![src.index]!;
+      if (next >= 0) arrivals.push({ t: t + (wl.trace.records[next]!.delayMs ?? 0) / delaySpeedup, index: next, turn: -1 });
+      else if (loop) {
+        const n = loop.complete(t);
+        if (n) arrivals.push({ t: n.arrivalMs, index: sessions[n.index]!.turns[0]!, turn: -1 });
+      }
+    } else {
       const sess = wl.sessions[src.index]!;
       const next = sess.turns[src.turn + 1];
       if (next) arrivals.push({ t: t + next.thinkTimeMs, index: src.index, turn: src.turn + 1 });

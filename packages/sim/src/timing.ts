@@ -11,13 +11,23 @@ export interface StepShape {
   readonly prefillTokens: number;
   /** Requests contributing prefill tokens. */
   readonly prefillRequests: number;
-  /** Requests that emit a token at the end of this pass. */
+  /**
+   * Requests decoding in this pass: each computes one token after its first
+   * (a request whose prefill completes in the pass emits its first token but
+   * is prefill work, not decode).
+   */
   readonly decodeRequests: number;
+  /**
+   * Sum of the decoding requests' context lengths in tokens, counting the
+   * token computed in this pass (logical: a shared prefix counts once per
+   * request). Dynamo's `active_kv_tokens` for the decode-time model.
+   */
+  readonly decodeKvTokens: number;
   /** KV tokens held by live requests (active blocks × block size). */
   readonly activeKvTokens: number;
   /** KV capacity in tokens (GPU blocks × block size). */
   readonly totalKvTokens: number;
-  /** Mean sequence length of the token-emitting requests (0 when none). */
+  /** Mean context length of the decoding requests (0 when none). */
   readonly meanContextTokens: number;
 }
 
@@ -38,16 +48,23 @@ export function polynomialDecodeMs(u: number): number {
   return Math.max(1, -25.74 * x * x + 54.01 * x + 5.74);
 }
 
+/** The decode model's KV usage fraction: decoding context tokens / KV capacity in tokens. */
+export function decodeUsage(s: StepShape): number {
+  return s.totalKvTokens > 0 ? s.decodeKvTokens / s.totalKvTokens : 1;
+}
+
 /**
- * The mocker's vLLM pass: prefill time for all prompt tokens scheduled in the
- * pass, then — when any request emits a token — one decode step, added
- * sequentially (`end = start + prefill + decode`). A pure-prefill chunk that
- * finishes no prompt costs prefill time only.
+ * The mocker's vLLM pass, as Dynamo 1.6.1's replay times it (measured against
+ * `run_trace_replay` on single requests, see the README): prefill time for
+ * all prompt tokens scheduled in the pass, plus — when any request decodes in
+ * the pass — one decode step at u = the decoding requests' context tokens /
+ * KV capacity (`end = start + prefill + decode`). A pass whose only token is
+ * the first token of a completing prefill costs prefill time only.
  */
 export const polynomialTiming: TimingModel = Object.freeze({
   stepMs(s: StepShape): number {
     const prefill = polynomialPrefillMs(s.prefillTokens);
-    const decode = s.decodeRequests > 0 ? polynomialDecodeMs(s.totalKvTokens > 0 ? s.activeKvTokens / s.totalKvTokens : 1) : 0;
+    const decode = s.decodeRequests > 0 ? polynomialDecodeMs(decodeUsage(s)) : 0;
     return prefill + decode;
   },
 });
@@ -80,8 +97,9 @@ export function interpolate(t: TimingTable, x: number): number {
 }
 
 /**
- * Measured timing: `prefill` maps new tokens per pass → ms, `decode` maps KV
- * usage fraction → ms. Combined like the polynomial (prefill + decode).
+ * Measured timing: `prefill` maps new tokens per pass → ms, `decode` maps the
+ * decode KV usage fraction (`decodeUsage`) → ms. Combined like the polynomial
+ * (prefill + decode when any request decodes).
  * Results are clamped at >= 0 (prefill) and >= 1 ms (decode), as the mocker does.
  */
 export function tableTiming(tables: { prefill: TimingTable; decode: TimingTable }): TimingModel {
@@ -92,8 +110,7 @@ export function tableTiming(tables: { prefill: TimingTable; decode: TimingTable 
   return Object.freeze({
     stepMs(s: StepShape): number {
       const p = s.prefillTokens > 0 ? Math.max(0, interpolate(prefill, s.prefillTokens)) : 0;
-      const u = s.totalKvTokens > 0 ? s.activeKvTokens / s.totalKvTokens : 1;
-      const d = s.decodeRequests > 0 ? Math.max(1, interpolate(decode, u)) : 0;
+      const d = s.decodeRequests > 0 ? Math.max(1, interpolate(decode, decodeUsage(s))) : 0;
       return p + d;
     },
   });

@@ -31,15 +31,17 @@ describe('timing model', () => {
     prefillTokens: 0,
     prefillRequests: 0,
     decodeRequests: 0,
+    decodeKvTokens: 0,
     activeKvTokens: 0,
     totalKvTokens: 1000,
     meanContextTokens: 0,
     ...p,
   });
 
-  it('times a mixed pass as prefill then decode, and a pure prefill chunk without decode', () => {
-    expect(polynomialTiming.stepMs(shape({ prefillTokens: 1000, decodeRequests: 3, activeKvTokens: 500 }))).toBeCloseTo(32.1058589 + 26.31, 9);
-    expect(polynomialTiming.stepMs(shape({ prefillTokens: 1000 }))).toBeCloseTo(32.1058589, 9);
+  it('times a mixed pass as prefill then decode at the decoding context, a prefill-only pass without decode', () => {
+    // u = decoding requests' context tokens / capacity; the physical KV in use does not enter.
+    expect(polynomialTiming.stepMs(shape({ prefillTokens: 1000, decodeRequests: 3, decodeKvTokens: 500, activeKvTokens: 900 }))).toBeCloseTo(32.1058589 + 26.31, 9);
+    expect(polynomialTiming.stepMs(shape({ prefillTokens: 1000, activeKvTokens: 900 }))).toBeCloseTo(32.1058589, 9);
     expect(polynomialTiming.stepMs(shape({ decodeRequests: 1 }))).toBeCloseTo(5.74, 9);
   });
 
@@ -49,7 +51,7 @@ describe('timing model', () => {
     const t = tableTiming({ prefill: [[0, 10], [1000, 110]], decode: [[0, 5], [1, 25]] });
     expect(t.stepMs(shape({ prefillTokens: 500 }))).toBeCloseTo(60, 9);
     expect(t.stepMs(shape({ prefillTokens: 2000 }))).toBeCloseTo(210, 9); // extrapolated
-    expect(t.stepMs(shape({ decodeRequests: 2, activeKvTokens: 250 }))).toBeCloseTo(10, 9);
+    expect(t.stepMs(shape({ decodeRequests: 2, decodeKvTokens: 250 }))).toBeCloseTo(10, 9);
     expect(() => tableTiming({ prefill: [[0, 1]], decode: [[0, 1], [1, 2]] })).toThrow(RangeError);
   });
 });
@@ -61,13 +63,13 @@ describe('engine scheduling', () => {
     const { steps, finished } = runToIdle(e);
     expect(steps.map((s) => s.prefillTokens)).toEqual([16, 16, 8, 0]);
     expect(steps.map((s) => s.tokensEmitted)).toEqual([0, 0, 1, 1]);
-    // Durations: two pure prefill chunks, then the last chunk plus a decode step, then a decode step.
-    const u = (blocks: number) => polynomialDecodeMs(blocks / 100);
+    // Durations: three prefill chunks (the last one's first token adds no decode
+    // step, as in Dynamo's replay), then one decode step at the decoding
+    // context: 41 tokens (the prompt and the sampled token) of 400.
     expect(steps[0]!.endMs).toBeCloseTo(polynomialPrefillMs(16), 9);
-    expect(steps[2]!.endMs - steps[2]!.startMs).toBeCloseTo(polynomialPrefillMs(8) + u(10), 9);
+    expect(steps[2]!.endMs - steps[2]!.startMs).toBeCloseTo(polynomialPrefillMs(8), 9);
     expect(steps[2]!.firstTokens).toEqual([{ requestId: 'a', atMs: steps[2]!.endMs }]);
-    // Pass 4 computes the sampled token 41: an 11th block is allocated.
-    expect(steps[3]!.endMs - steps[3]!.startMs).toBeCloseTo(u(11), 9);
+    expect(steps[3]!.endMs - steps[3]!.startMs).toBeCloseTo(polynomialDecodeMs(41 / 400), 9);
     expect(finished).toHaveLength(1);
     expect(finished[0]).toMatchObject({ requestId: 'a', isl: 40, outputTokens: 2, reusedTokens: 0, atMs: steps[3]!.endMs });
     expect(e.nextEventTime()).toBe(Infinity);

@@ -1,9 +1,21 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { nextSequenceHash } from '@vantage/hashing';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import type { Engine, EngineRequest, Finished, StepResult } from '@vantage/sim';
 import { promptFromTokens } from '@vantage/sim';
 
 export const W1 = 1n as WorkerId;
+
+/**
+ * The shared data folder beside the repository (traces are not part of the
+ * product); `VANTAGE_SHARED` names it for a checkout that has none beside it
+ * (a git worktree elsewhere).
+ */
+export const SHARED: string = ((): string => {
+  const beside = fileURLToPath(new URL('../../../../shared', import.meta.url));
+  return existsSync(beside) ? beside : (process.env['VANTAGE_SHARED'] ?? beside);
+})();
 
 export function req(id: string, tokens: ArrayLike<number>, blockSize: number, osl: number, arrivalMs = 0, outputTokens?: Uint32Array): EngineRequest {
   return { id, arrivalMs, prompt: promptFromTokens(tokens, blockSize), osl, ...(outputTokens ? { outputTokens } : {}) };

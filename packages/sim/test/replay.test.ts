@@ -1,4 +1,3 @@
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   DEFAULT_KV_ROUTER,
@@ -14,8 +13,7 @@ import {
   type RequestRecord,
   type RoutingPolicy,
 } from '@vantage/sim';
-// The shared data folder beside the repository (traces are not part of the product).
-const SHARED = fileURLToPath(new URL('../../../../shared', import.meta.url));
+import { SHARED } from './helpers';
 
 /** `groups` distinct 4-chunk prompts, each sent `repeats` times in a row, `gapMs` apart (each finishes before the next). */
 function repeatsTrace(groups: number, repeats: number, gapMs: number): PreparedTrace {

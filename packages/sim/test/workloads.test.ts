@@ -1,4 +1,3 @@
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { hashPrompt } from '@vantage/hashing';
@@ -15,9 +14,7 @@ import {
   type AgenticSessionConfig,
   type SessionTurn,
 } from '@vantage/sim';
-import { W1, runToIdle } from './helpers';
-// The shared data folder beside the repository (traces are not part of the product).
-const SHARED = fileURLToPath(new URL('../../../../shared', import.meta.url));
+import { SHARED, W1, runToIdle } from './helpers';
 
 const TRACES = `${SHARED}/traces`;
 
@@ -76,7 +73,7 @@ describe('Mooncake trace loader', () => {
     // Documented statistics (README): synthetic mean input 15,325 tokens, span 1,022 s.
     const meanIn = syn.reduce((a, r) => a + r.inputLength, 0) / syn.length;
     expect(Math.round(meanIn)).toBe(15325);
-    expect(Math.round(syn.at(-1)!.timestampMs / 1000)).toBe(1022);
+    expect(Math.round(syn.at(-1)!.timestampMs! / 1000)).toBe(1022);
   });
 
   it('hashes the whole synthetic trace quickly through the chunk cache', () => {
