@@ -57,3 +57,5 @@ export {
   runSweep,
 } from './sweep';
 export { renderSweepReportHtml, sweepReportJson, lineChartSvg, barChartSvg } from './report';
+export type { MooncakeTraceLine, MooncakeSessionConfig } from './mooncake-sessions';
+export { generateMooncakeSessions, groupConversations, mooncakeJsonl, DEFAULT_MOONCAKE_SESSIONS } from './mooncake-sessions';

@@ -58,13 +58,17 @@ export interface RoutingPolicy {
 export type RouterSpec =
   | { readonly kind: 'round_robin' }
   | { readonly kind: 'random' }
-  /** Default policy: the later-2026 formula with Dynamo's defaults (credit 1, scale 1, temperature 0). */
+  /**
+   * Default policy: the later-2026 formula with Dynamo's defaults (credit 1,
+   * scale 1, temperature 0) and exact cost ties drawn uniformly at random, as
+   * Dynamo 1.6.1's selector draws them (no tree-size tie-break).
+   */
   | { readonly kind: 'kv_router'; readonly policy?: KvRouterPolicy }
   /** Default policy: token-load scorer with llm-d's defaults. */
   | { readonly kind: 'llmd'; readonly policy?: LlmdPolicy }
   | { readonly kind: 'custom'; readonly policy: RoutingPolicy };
 
-export const DEFAULT_KV_ROUTER: KvRouterPolicy = Object.freeze({ kind: 'kv_router', formula: 'prefill_load_scale' });
+export const DEFAULT_KV_ROUTER: KvRouterPolicy = Object.freeze({ kind: 'kv_router', formula: 'prefill_load_scale', tieBreakByTreeSize: false });
 export const DEFAULT_LLMD: LlmdPolicy = Object.freeze({ kind: 'llmd', scorer: 'token-load' });
 
 /** A Mooncake trace with its prompts hashed once at a block size (reusable across runs). */
@@ -164,8 +168,9 @@ export function routerName(spec: RouterSpec): string {
       return spec.kind;
     case 'kv_router': {
       const p = spec.policy ?? DEFAULT_KV_ROUTER;
-      if (p.formula === 'overlap_weight') return `kv_router(weight=${p.overlapScoreWeight ?? 1},T=${p.temperature ?? 0})`;
-      return `kv_router(credit=${p.overlapScoreCredit ?? 1},scale=${p.prefillLoadScale ?? 1},T=${p.temperature ?? 0})`;
+      const ties = (p.tieBreakByTreeSize ?? true) ? ',ties=tree' : '';
+      if (p.formula === 'overlap_weight') return `kv_router(weight=${p.overlapScoreWeight ?? 1},T=${p.temperature ?? 0}${ties})`;
+      return `kv_router(credit=${p.overlapScoreCredit ?? 1},scale=${p.prefillLoadScale ?? 1},T=${p.temperature ?? 0}${ties})`;
     }
     case 'llmd':
       return `llmd(${(spec.policy ?? DEFAULT_LLMD).scorer})`;

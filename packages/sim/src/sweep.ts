@@ -57,7 +57,7 @@ export function unitToKnobs(u: readonly number[]): RouterKnobs {
 }
 
 export function knobsPolicy(k: RouterKnobs): KvRouterPolicy {
-  return { kind: 'kv_router', formula: 'prefill_load_scale', overlapScoreCredit: k.overlapScoreCredit, prefillLoadScale: k.prefillLoadScale, temperature: k.temperature };
+  return { kind: 'kv_router', formula: 'prefill_load_scale', overlapScoreCredit: k.overlapScoreCredit, prefillLoadScale: k.prefillLoadScale, temperature: k.temperature, tieBreakByTreeSize: false };
 }
 
 export function knobsKey(k: RouterKnobs): string {

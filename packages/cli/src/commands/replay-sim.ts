@@ -12,6 +12,7 @@ import {
   prepareTrace,
   runReplay,
   stderrProgress,
+  traceSessions,
   type Distribution,
   type ReplayEngineConfig,
   type ReplayMetrics,
@@ -27,6 +28,7 @@ const ROUTERS = ['round_robin', 'random', 'kv_router', 'llmd'] as const;
 const MODES = ['open', 'closed'] as const;
 const FORMULAS = ['prefill_load_scale', 'overlap_weight'] as const;
 const SCORERS = ['token-load', 'active-request'] as const;
+const TIE_BREAKS = ['random', 'tree'] as const;
 
 const help = `Usage: vantage replay-sim (--trace FILE | --sessions N) [--router R] [--mode open|closed]
                          [--concurrency N] [--speedup X] [--workers N] [engine options] [router options]
@@ -38,11 +40,17 @@ emitted; requests are booked at routing, prefill-marked at the first token,
 released at completion. Prints Dynamo-style metrics; the last stdout line is
 one JSON object. Progress on stderr.
 
+Traces may be multi-turn, in Dynamo's form: lines sharing a "session_id" are
+one session's turns in file order; the first turn arrives at its "timestamp",
+each later turn "delay" ms after the previous turn of its session completes
+(without "delay": its timestamp minus the previous one's).
+
 Workload:
-  --trace FILE             Mooncake JSONL trace
+  --trace FILE             Mooncake JSONL trace (single- or multi-turn)
   --mode open|closed       open loop at the trace timestamps (default) or closed loop
-  --speedup X              open loop: divide timestamps by X (default 1)
-  --concurrency N          closed loop: requests in flight (default 32)
+  --speedup X              open loop: divide timestamps and delays by X (default 1)
+  --concurrency N          closed loop: sessions in flight, each holding its place
+                           across its turns (a request each in a single-turn trace; default 32)
   --sessions N             instead of a trace: N agentic sessions (default shape)
   --session-seed S         seed of the session generator (default 1)
 Router:
@@ -52,6 +60,8 @@ Router:
   --scale X                prefill_load_scale (default 1)
   --weight X               overlap_score_weight (overlap_weight formula; default 1)
   --temperature X          router_temperature (default 0)
+  --tie-break T            kv_router at temperature 0: exact cost ties drawn at random
+                           (default, as Dynamo 1.6.1) or to the smaller tree first
   --scorer S               llmd: token-load (default) or active-request
   --affinity X             llmd: affinity threshold (default 0.8)
   --max-ttft-penalty-ms MS llmd: stickiness release gate (default 18000)
@@ -138,6 +148,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
       scale: { type: 'string' },
       weight: { type: 'string' },
       temperature: { type: 'string' },
+      'tie-break': { type: 'string' },
       scorer: { type: 'string' },
       affinity: { type: 'string' },
       'max-ttft-penalty-ms': { type: 'string' },
@@ -158,12 +169,20 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   let router: RouterSpec;
   if (routerKind === 'kv_router') {
     const formula = choice('formula', values['formula'], FORMULAS, 'prefill_load_scale');
+    const tieBreakByTreeSize = choice('tie-break', values['tie-break'], TIE_BREAKS, 'random') === 'tree';
     router =
       formula === 'overlap_weight'
-        ? { kind: 'kv_router', policy: { kind: 'kv_router', formula, overlapScoreWeight: numOpt('weight', values['weight'], 1, { min: 0 }), temperature } }
+        ? { kind: 'kv_router', policy: { kind: 'kv_router', formula, overlapScoreWeight: numOpt('weight', values['weight'], 1, { min: 0 }), temperature, tieBreakByTreeSize } }
         : {
             kind: 'kv_router',
-            policy: { kind: 'kv_router', formula, overlapScoreCredit: numOpt('credit', values['credit'], 1, { min: 0, max: 1 }), prefillLoadScale: numOpt('scale', values['scale'], 1, { min: 0 }), temperature },
+            policy: {
+              kind: 'kv_router',
+              formula,
+              overlapScoreCredit: numOpt('credit', values['credit'], 1, { min: 0, max: 1 }),
+              prefillLoadScale: numOpt('scale', values['scale'], 1, { min: 0 }),
+              temperature,
+              tieBreakByTreeSize,
+            },
           };
   } else if (routerKind === 'llmd') {
     router = {
@@ -182,12 +201,13 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   if (typeof trace === 'string') {
     const parsed = await readTrace(io, trace);
     const prepared = prepareTrace(parsed.records, bs, basename(trace));
+    const sessionCount = traceSessions(parsed.records).length;
     const mode = choice('mode', values['mode'], MODES, 'open');
     workload =
       mode === 'open'
         ? { kind: 'open_loop', trace: prepared, speedup: numOpt('speedup', values['speedup'], 1, { min: Number.MIN_VALUE }) }
         : { kind: 'closed_loop', trace: prepared, concurrency: numOpt('concurrency', values['concurrency'], 32, { integer: true, min: 1 }) };
-    label = `${basename(trace)} ${mode} loop`;
+    label = `${basename(trace)} ${mode} loop${sessionCount < parsed.records.length ? ` (${sessionCount} sessions, ${parsed.records.length} turns)` : ''}`;
   } else {
     const n = numOpt('sessions', sessions, 0, { integer: true, min: 1 });
     workload = { kind: 'sessions', sessions: generateAgenticSessions({ ...DEFAULT_AGENTIC_CONFIG, sessions: n, seed: values['session-seed'] === undefined ? 1 : String(values['session-seed']) }) };
