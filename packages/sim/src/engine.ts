@@ -402,7 +402,13 @@ export class Engine {
     let ready = 0;
     let decoding = 0;
     let contextSum = 0;
+    let prefillThrough = 0;
+    let prefillPrefix = 0;
     for (const r of this.running) {
+      if (r.passPrefill > 0) {
+        prefillThrough += r.computed;
+        prefillPrefix += r.computed - r.passTokens;
+      }
       if (r.computed === r.isl + r.generated) {
         ready++;
         if (r.passTokens > 0 && r.passPrefill === 0) {
@@ -419,6 +425,8 @@ export class Engine {
     const duration = this.timing.stepMs({
       prefillTokens,
       prefillRequests,
+      prefillThroughTokens: prefillThrough,
+      prefillPrefixTokens: prefillPrefix,
       decodeRequests: decoding,
       decodeKvTokens: contextSum,
       activeKvTokens: this.pool.active * bs,
@@ -506,6 +514,8 @@ export class Engine {
       const d = this.timing.stepMs({
         prefillTokens: 0,
         prefillRequests: 0,
+        prefillThroughTokens: 0,
+        prefillPrefixTokens: 0,
         decodeRequests: n,
         decodeKvTokens: contextSum + n * j,
         activeKvTokens,

@@ -1,5 +1,5 @@
 export type { StepShape, TimingModel, TimingTable } from './timing';
-export { polynomialPrefillMs, polynomialDecodeMs, decodeUsage, polynomialTiming, scaledTiming, tableTiming } from './timing';
+export { polynomialPrefillMs, polynomialDecodeMs, batchedPrefillTokens, decodeUsage, polynomialTiming, scaledTiming, tableTiming } from './timing';
 export type { PromptBlocks } from './prompt';
 export { promptFromTokens, promptFromLocalHashes, MooncakePromptHasher, MOONCAKE_CHUNK_TOKENS } from './prompt';
 export type { EngineConfig, EngineRequest, StepOptions, AddResult, FirstToken, Finished, StepResult, EngineLoad } from './engine';

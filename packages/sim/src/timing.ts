@@ -12,6 +12,15 @@ export interface StepShape {
   /** Requests contributing prefill tokens. */
   readonly prefillRequests: number;
   /**
+   * Sum over the prefill requests of the tokens each has computed (or found
+   * cached) by the end of this pass: its sequence length as far as this pass
+   * takes it. With `prefillPrefixTokens`, what Dynamo's batched prefill model
+   * reads (`batchedPrefillTokens`).
+   */
+  readonly prefillThroughTokens: number;
+  /** Sum over the prefill requests of the tokens computed or cached before this pass. */
+  readonly prefillPrefixTokens: number;
+  /**
    * Requests decoding in this pass: each computes one token after its first
    * (a request whose prefill completes in the pass emits its first token but
    * is prefill work, not decode).
@@ -48,6 +57,19 @@ export function polynomialDecodeMs(u: number): number {
   return Math.max(1, -25.74 * x * x + 54.01 * x + 5.74);
 }
 
+/**
+ * The prefill tokens Dynamo 1.6.1's replay times a pass by: it reduces the
+ * batch to one mean request, `batch × (⌊Σ isl / batch⌋ − ⌊Σ prefix / batch⌋)`
+ * in integers (its `predict_prefill_time(batch_size, isl, prefix)`), so a
+ * batch of n prefill requests can count up to n − 1 tokens fewer, or more,
+ * than it computes. Measured against `run_trace_replay` (see the README).
+ */
+export function batchedPrefillTokens(s: StepShape): number {
+  const n = s.prefillRequests;
+  if (n <= 0) return 0;
+  return n * (Math.floor(s.prefillThroughTokens / n) - Math.floor(s.prefillPrefixTokens / n));
+}
+
 /** The decode model's KV usage fraction: decoding context tokens / KV capacity in tokens. */
 export function decodeUsage(s: StepShape): number {
   return s.totalKvTokens > 0 ? s.decodeKvTokens / s.totalKvTokens : 1;
@@ -55,15 +77,16 @@ export function decodeUsage(s: StepShape): number {
 
 /**
  * The mocker's vLLM pass, as Dynamo 1.6.1's replay times it (measured against
- * `run_trace_replay` on single requests, see the README): prefill time for
- * all prompt tokens scheduled in the pass, plus — when any request decodes in
- * the pass — one decode step at u = the decoding requests' context tokens /
- * KV capacity (`end = start + prefill + decode`). A pass whose only token is
- * the first token of a completing prefill costs prefill time only.
+ * `run_trace_replay`, see the README): prefill time for the pass's prompt
+ * tokens as its batched model counts them (`batchedPrefillTokens`), plus —
+ * when any request decodes in the pass — one decode step at u = the decoding
+ * requests' context tokens / KV capacity (`end = start + prefill + decode`).
+ * A pass whose only token is the first token of a completing prefill costs
+ * prefill time only.
  */
 export const polynomialTiming: TimingModel = Object.freeze({
   stepMs(s: StepShape): number {
-    const prefill = polynomialPrefillMs(s.prefillTokens);
+    const prefill = polynomialPrefillMs(batchedPrefillTokens(s));
     const decode = s.decodeRequests > 0 ? polynomialDecodeMs(decodeUsage(s)) : 0;
     return prefill + decode;
   },

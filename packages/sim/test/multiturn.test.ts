@@ -200,6 +200,13 @@ describe("pass timing equals Dynamo 1.6.1's replay", () => {
     ['half the KV in use', [[0, 16_384, 11, R(0, 32)]], [[338.274, 601.421]], 512],
     ['prefix reuse of a repeated prompt', [[0, 4096, 2, R(0, 8)], [1000, 4096, 2, R(0, 8)]], [[85.756, 91.707], [17.475, 23.426]]],
     ['prefix reuse of a partial last block', [[0, 4000, 2, R(0, 8)], [1000, 4000, 2, R(0, 8)]], [[83.971, 89.917], [16.988, 22.933]]],
+    // Batched prefill: 3 requests and 8,189 tokens are timed as 3 × ⌊8189 / 3⌋ = 8,187.
+    ['three prompts filling the budget', [[0, 100, 1, [100]], [0, 100, 1, [200]], [0, 7989, 1, R(300, 16)]], [[169.027, 169.027], [169.027, 169.027], [169.027, 169.027]]],
+    ['two short prompts and a chunk', [[0, 100, 1, [100]], [0, 100, 1, [200]], [0, 10_000, 1, R(300, 20)]], [[169.093, 169.093], [169.093, 169.093], [217.78, 217.78]]],
+    // Pass 2 finishes a chunked prompt 8,091 tokens in (odd) beside a new one: 2 × (⌊12000 / 2⌋ − ⌊8091 / 2⌋) = 3,910 for 3,909 computed.
+    ['a chunk continued beside a new prompt', [[0, 101, 1, [7]], [0, 9000, 1, R(100, 18)], [0, 3000, 1, R(300, 6)]], [[169.137, 169.137], [251.442, 251.442], [251.442, 251.442]]],
+    // Decoding requests do not count in the prefill batch.
+    ['two prompts beside a decoding request', [[0, 512, 300, [7]], [100, 1000, 1, R(100, 2)], [100, 1001, 1, R(300, 2)]], [[24.386, 1799.39], [59.44, 59.44], [59.44, 59.44]]],
   ];
   it.each(cases)('%s', (_name, lines, dynamo, blocks) => {
     const p = parseMooncakeTrace(lines.map(([timestamp, isl, osl, ids]) => JSON.stringify({ timestamp, input_length: isl, output_length: osl, hash_ids: ids })).join('\n'));
