@@ -293,6 +293,8 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   if (wl.kind === 'open_loop') {
     total = wl.trace.records.length;
     const records = wl.trace.records;
+    // A session's first record starts it (in a sliced trace it may be a later
+    // turn that kept its timestamp; traceSessions refused one without).
     const firsts = sessions.map((s) => records[s.turns[0]!]!);
     const starts = openLoopArrivals(
       firsts.map((r) => ({ ...r, turn: 0 })),
