@@ -1,27 +1,28 @@
 /**
- * The same-machine peer of `npm run bench:index`: Dynamo's own indexers (the published
- * `dynamo-kv-router` crate, driven by the small Rust program in `dynamo-peer/`) replay the exact
- * event streams the benchmark times, on one thread, and answer the benchmark's match queries, so
- * the benchmark can print their apply rate beside ours and check our answers against theirs.
+ * @vantage/dynamo-oracle (test tooling, never imported by product code): Dynamo's own code as the
+ * independent implementation our differential tests and `npm run bench:index` check against. A
+ * small Rust program (`rust/`) over the published `dynamo-kv-router` crate reads the files this
+ * module writes: its RadixTree answers match queries after an event stream, its serde encoders
+ * write wire messages, its hashing hashes token blocks, and in its timed mode its indexers replay
+ * the benchmark's streams on one thread (README).
  *
- * BENCH_DYNAMO: `auto` (default) runs the peer when `cargo` is on PATH and skips it, saying why,
- * otherwise or when its build fails; `1` makes either a failure; `0` skips it.
- * The build (`scripts/ensure-dynamo-peer.sh`) goes to `.infra/cargo-target` (ignored; the first one
- * takes a few minutes on 2 cores).
+ * BENCH_DYNAMO (the benchmark's `prepareOracle`): `auto` (default) runs the oracle when `cargo` is
+ * on PATH and skips it, saying why, otherwise or when its build fails; `1` makes either a failure;
+ * `0` skips it. The build (`scripts/ensure-dynamo-oracle.sh`) goes to `.infra/cargo-target`
+ * (ignored; the first one takes a few minutes on 2 cores).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { MatchResult } from '@vantage/prefix-index';
 import type { KvEvent, StorageTier, WorkerId } from '@vantage/types';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-/** Builds the peer (idempotent) into TARGET: the same script the tests use (`peerBinary`). */
-const ENSURE = join(ROOT, 'packages/prefix-index/scripts/ensure-dynamo-peer.sh');
+/** Builds the oracle (idempotent) into TARGET: the same script `npm test` runs first. */
+const ENSURE = join(ROOT, 'packages/dynamo-oracle/scripts/ensure-dynamo-oracle.sh');
 const TARGET = join(ROOT, '.infra/cargo-target');
-const BIN = join(TARGET, 'release/vantage-dynamo-peer');
-const WORK = join(ROOT, '.infra/bench/dynamo-peer');
+const BIN = join(TARGET, 'release/vantage-dynamo-oracle');
+const WORK = join(ROOT, '.infra/bench/dynamo-oracle');
 
 const TIERS: Readonly<Record<StorageTier, number>> = { device: 0, host_pinned: 1, disk: 2, external: 3 };
 const KINDS = { stored: 1, removed: 2, cleared: 3 } as const;
@@ -32,7 +33,7 @@ export type Leave =
   | { readonly leave: 'dp_rank'; readonly workerId: WorkerId; readonly dpRank: number };
 
 /**
- * The event file `dynamo-peer/src/main.rs` reads (its `read_events` has the layout), KV events and
+ * The event file `rust/src/main.rs` reads (its `read_events` has the layout), KV events and
  * workers leaving in one order: every id and hash written as the u64 it is, from the
  * BigUint64Arrays, never through a JS number.
  */
@@ -90,15 +91,15 @@ export function encodeEvents(events: ReadonlyArray<KvEvent | Leave>): Uint8Array
   return buf;
 }
 
-/** How long a test should allow `peerBinary` (the first build fetches crates and compiles). */
-export const PEER_BUILD_TIMEOUT_MS = 900_000;
+/** How long a test should allow `oracleBinary` (the first build fetches crates and compiles). */
+export const ORACLE_BUILD_TIMEOUT_MS = 900_000;
 
 /**
- * The peer's binary for the tests that check our code against Dynamo's, built first if need be
+ * The oracle's binary for the tests that check our code against Dynamo's, built first if need be
  * (idempotent: about a second once built). Throws, with cargo's output, if it cannot be built.
  */
-export function peerBinary(): string {
-  return execFileSync('bash', [ENSURE], { encoding: 'utf8', timeout: PEER_BUILD_TIMEOUT_MS }).trim().split('\n').pop() ?? '';
+export function oracleBinary(): string {
+  return execFileSync('bash', [ENSURE], { encoding: 'utf8', timeout: ORACLE_BUILD_TIMEOUT_MS }).trim().split('\n').pop() ?? '';
 }
 
 /** Queries: "VEQ1", u32 count; per query u32 length then its local block hashes as u64. */
@@ -118,13 +119,18 @@ export function encodeQueries(queries: readonly BigUint64Array[]): Uint8Array {
 }
 
 /** One query's answer from Dynamo's RadixTree: "worker:dpRank:score" for every worker it scores. */
-export type PeerAnswer = string[];
+export type OracleAnswer = string[];
+
+/** What `deviceOverlap` reads of a prefix-index match answer. */
+export interface MatchLike {
+  readonly workers: readonly { readonly workerId: bigint; readonly dpRank: number; readonly deviceBlocks: number }[];
+}
 
 /**
- * Our match in the shape of a `PeerAnswer`: "worker:dpRank:deviceBlocks" for every publisher with
- * at least one leading device block (Dynamo scores only those), sorted.
+ * Our match in the shape of an `OracleAnswer`: "worker:dpRank:deviceBlocks" for every publisher
+ * with at least one leading device block (Dynamo scores only those), sorted.
  */
-export function deviceOverlap(match: MatchResult): PeerAnswer {
+export function deviceOverlap(match: MatchLike): OracleAnswer {
   return match.workers
     .filter((m) => m.deviceBlocks > 0)
     .map((m) => `${m.workerId}:${m.dpRank}:${m.deviceBlocks}`)
@@ -132,14 +138,14 @@ export function deviceOverlap(match: MatchResult): PeerAnswer {
 }
 
 /**
- * The answers file the peer writes: "VEA1", u32 count; per query u32 entries, then per entry u64
+ * The answers file the oracle writes: "VEA1", u32 count; per query u32 entries, then per entry u64
  * worker id, u32 dp rank, u32 score (leading device-tier blocks matched).
  */
-export function decodeAnswers(buf: Uint8Array): PeerAnswer[] {
+export function decodeAnswers(buf: Uint8Array): OracleAnswer[] {
   const v = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  if (String.fromCharCode(...buf.subarray(0, 4)) !== 'VEA1') throw new Error('peer answers: bad magic');
+  if (String.fromCharCode(...buf.subarray(0, 4)) !== 'VEA1') throw new Error('oracle answers: bad magic');
   const n = v.getUint32(4, true);
-  const out: PeerAnswer[] = [];
+  const out: OracleAnswer[] = [];
   let at = 8;
   for (let i = 0; i < n; i++) {
     const k = v.getUint32(at, true);
@@ -148,11 +154,12 @@ export function decodeAnswers(buf: Uint8Array): PeerAnswer[] {
     for (let j = 0; j < k; j++, at += 16) a.push(`${v.getBigUint64(at, true)}:${v.getUint32(at + 8, true)}:${v.getUint32(at + 12, true)}`);
     out.push(a.sort());
   }
-  if (at !== buf.length) throw new Error('peer answers: trailing bytes');
+  if (at !== buf.length) throw new Error('oracle answers: trailing bytes');
   return out;
 }
 
-export interface PeerScenario {
+/** One scenario's figures from the oracle's timed mode (its JSON line). */
+export interface OracleScenario {
   readonly [key: string]: unknown;
   readonly scenario: string;
   readonly block_ops: number;
@@ -164,24 +171,25 @@ export interface PeerScenario {
   readonly concurrent_radix_tree_compressed_rejected_events: number;
 }
 
-export interface Peer {
-  /** Why the peer does not run (BENCH_DYNAMO=0, no cargo, a failed build), or null when it does. */
+/** The oracle's timed mode, for the benchmark. */
+export interface Oracle {
+  /** Why the oracle does not run (BENCH_DYNAMO=0, no cargo, a failed build), or null when it does. */
   readonly skipped: string | null;
   /** Times `reps` passes of each of Dynamo's indexers over `events`; RadixTree answers `queries`, best of `rounds`. */
-  run(label: string, events: readonly KvEvent[], queries: readonly BigUint64Array[], reps: number, rounds: number): { scenario: PeerScenario; answers: PeerAnswer[] };
+  run(label: string, events: readonly KvEvent[], queries: readonly BigUint64Array[], reps: number, rounds: number): { scenario: OracleScenario; answers: OracleAnswer[] };
 }
 
-/** Builds the peer (once, with cargo's progress on stderr) when BENCH_DYNAMO allows it. */
-export function preparePeer(log: (msg: string) => void): Peer {
+/** Builds the oracle (once, with cargo's progress on stderr) when BENCH_DYNAMO allows it. */
+export function prepareOracle(log: (msg: string) => void): Oracle {
   const mode = process.env.BENCH_DYNAMO ?? 'auto';
-  const off = (why: string): Peer => {
+  const off = (why: string): Oracle => {
     if (mode === '1') throw new Error(`BENCH_DYNAMO=1: ${why}`);
-    log(`Dynamo peer skipped: ${why}`);
+    log(`Dynamo oracle skipped: ${why}`);
     return { skipped: why, run: () => { throw new Error(why); } };
   };
   if (mode === '0') return off('BENCH_DYNAMO=0');
   if (spawnSync('cargo', ['--version'], { stdio: 'ignore' }).status !== 0) return off('cargo is not on PATH');
-  log(`building the Dynamo peer (dynamo-kv-router from crates.io) into ${TARGET}${existsSync(BIN) ? '' : '; the first build takes a few minutes'}`);
+  log(`building the Dynamo oracle (dynamo-kv-router from crates.io) into ${TARGET}${existsSync(BIN) ? '' : '; the first build takes a few minutes'}`);
   const b = spawnSync('bash', [ENSURE], { stdio: ['ignore', 'ignore', 'inherit'] });
   if (b.status !== 0) return off(`${ENSURE} failed (exit ${b.status ?? b.signal})`);
   mkdirSync(WORK, { recursive: true });
@@ -196,13 +204,13 @@ export function preparePeer(log: (msg: string) => void): Peer {
         encoding: 'utf8',
         maxBuffer: 1 << 24,
       });
-      if (r.status !== 0) throw new Error(`Dynamo peer failed on ${label} (exit ${r.status ?? r.signal})`);
+      if (r.status !== 0) throw new Error(`Dynamo oracle failed on ${label} (exit ${r.status ?? r.signal})`);
       const line = r.stdout.trim().split('\n').pop()!;
-      const scenario = JSON.parse(line) as PeerScenario;
+      const scenario = JSON.parse(line) as OracleScenario;
       // Each indexer must have applied every event, or the rates compare different work.
       for (const k of ['radix_tree', 'positional', 'concurrent_radix_tree_compressed'] as const) {
         const n = scenario[`${k}_rejected_events`];
-        if (n !== 0) throw new Error(`Dynamo peer on ${label}: ${k} rejected ${n} events`);
+        if (n !== 0) throw new Error(`Dynamo oracle on ${label}: ${k} rejected ${n} events`);
       }
       return { scenario, answers: decodeAnswers(readFileSync(`${base}.answers`)) };
     },

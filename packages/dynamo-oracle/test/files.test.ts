@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
-import { decodeAnswers, encodeEvents, encodeQueries } from '../bench/dynamo-peer';
+import { decodeAnswers, encodeEvents, encodeQueries } from '../src/index';
 
-// The files the benchmark exchanges with its Dynamo peer (bench/dynamo-peer/src/main.rs reads and
+// The files exchanged with the Dynamo oracle (rust/src/main.rs reads and
 // writes the same layouts): every id and hash must cross as the exact u64, top bit included.
 const W = 0xfedc_ba98_7654_3210n as WorkerId;
 const H = (x: bigint): BigUint64Array => BigUint64Array.of(x);
 
-describe('Dynamo peer files', () => {
+describe('Dynamo oracle files', () => {
   it('encodes events field by field, 64-bit values exact', () => {
     const events: KvEvent[] = [
       {

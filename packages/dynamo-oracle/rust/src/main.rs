@@ -1,4 +1,4 @@
-//! Same-machine peer for `npm run bench:index`: replays the event streams that benchmark wrote
+//! The Dynamo oracle (`@vantage/dynamo-oracle`). Its timed mode, for `npm run bench:index`, replays the event streams that benchmark wrote
 //! (one file per scenario, format in `read_events`) into three of Dynamo's indexers from the
 //! published `dynamo-kv-router` crate, each on this one thread, and prints one JSON line.
 //!
@@ -426,7 +426,7 @@ fn median(xs: &[f64]) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
-        eprintln!("usage: vantage-dynamo-peer [--check-only | --encode-wire FILE | --hash IN OUT] [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...  (a timed replay: exactly one LABEL=FILE; prints one JSON object)");
+        eprintln!("usage: vantage-dynamo-oracle [--check-only | --encode-wire FILE | --hash IN OUT] [--reps N] [--rounds N] [--queries FILE --answers FILE] LABEL=FILE...  (a timed replay: exactly one LABEL=FILE; prints one JSON object)");
         std::process::exit(2);
     }
     let mut reps = 3usize;
@@ -516,7 +516,7 @@ fn main() {
     };
     let (events, ops, leaves) = read_events(path);
     assert!(leaves.is_empty(), "{path}: timed replays take KV events only");
-    eprintln!("[dynamo-peer] {label}: {} events, {ops} block ops", events.len());
+    eprintln!("[dynamo-oracle] {label}: {} events, {ops} block ops", events.len());
     let mut fields = vec![format!("\"scenario\":\"{label}\""), format!("\"block_ops\":{ops}")];
     for name in ["radix_tree", "positional", "concurrent_radix_tree_compressed"] {
         let (cpu, wall, failed) = match name {
@@ -527,7 +527,7 @@ fn main() {
                 let (cpu, wall, failed, tree) = (p.cpu, p.wall, p.failed, p.last);
                 // Its first pass is the process's first: memory fresh from the system.
                 eprintln!(
-                    "[dynamo-peer] {label} radix_tree: every pass {:?} ms CPU, {:?} page faults",
+                    "[dynamo-oracle] {label} radix_tree: every pass {:?} ms CPU, {:?} page faults",
                     p.all_cpu.iter().map(|x| (x * 1000.0).round()).collect::<Vec<_>>(),
                     p.all_faults
                 );
@@ -586,7 +586,7 @@ fn main() {
         let c = median(&cpu);
         let w = median(&wall);
         eprintln!(
-            "[dynamo-peer] {label} {name}: {:.2} M blocks/cpu-s (wall {:.2}), passes {:?} ms CPU, {failed} events rejected",
+            "[dynamo-oracle] {label} {name}: {:.2} M blocks/cpu-s (wall {:.2}), passes {:?} ms CPU, {failed} events rejected",
             ops as f64 / c / 1e6,
             ops as f64 / w / 1e6,
             cpu.iter().map(|x| (x * 1000.0).round()).collect::<Vec<_>>()
