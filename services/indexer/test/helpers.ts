@@ -78,6 +78,8 @@ export async function spawnIndexer(opts: {
   pools: PoolSpec[];
   env?: Record<string, string>;
   startTimeoutMs?: number;
+  /** Node flags before the indexer's own (`--import tsx`), e.g. a diagnostics preload. */
+  nodeArgs?: string[];
 }): Promise<IndexerChild> {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('VANTAGE_') && v !== undefined) env[k] = v;
@@ -92,7 +94,7 @@ export async function spawnIndexer(opts: {
     VANTAGE_INDEXER_HOUSEKEEPING_MS: '100',
     ...opts.env,
   });
-  const proc = spawn(process.execPath, ['--import', 'tsx', MAIN], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', MAIN], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   // Killed if the test process exits first.
   if (proc.pid !== undefined) endAtExit(proc.pid);
   const lines: Record<string, unknown>[] = [];

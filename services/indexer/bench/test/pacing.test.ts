@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { paced, pacingOf } from '../bench/pacing';
+import { paced, pacingOf } from '../pacing';
 
 /**
  * Sends of one schedule: index and main-thread time (ms) of each, and whether each was sent in the
