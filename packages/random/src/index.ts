@@ -1,7 +1,10 @@
 /**
- * Seeded pseudo-random numbers. Selection (softmax sampling, tie-breaks) and
- * the simulator must be reproducible from a seed, so nothing in the core
- * calls Math.random; callers pass an `Rng`.
+ * @vantage/random: the one family of seeded pseudo-random numbers. Selection
+ * (softmax sampling, tie-breaks), the simulator, the fleet's workloads, the
+ * fitting's splits and folds, the evaluation's schedules and bootstrap must all
+ * be reproducible from a seed, so nothing calls Math.random; callers pass an
+ * `Rng` (or the `() => number` form, `seededRandom`). Not for anything
+ * security-related.
  *
  * Generator: sfc32 (Chris Doty-Humphrey's Small Fast Counter, 128-bit state,
  * passes PractRand), seeded through splitmix32 so that nearby seeds give
@@ -87,4 +90,22 @@ export function seededRng(seed: number | bigint | string): Rng {
 export function randomInt(rng: Rng, n: number): number {
   if (!Number.isInteger(n) || n <= 0) throw new RangeError(`randomInt bound must be a positive integer, got ${n}`);
   return Math.floor(rng.next() * n);
+}
+
+/** `seededRng(seed)` as a plain function returning uniform floats in [0, 1). */
+export function seededRandom(seed: number | bigint | string): () => number {
+  const rng = new Sfc32(seed32(seed));
+  return () => rng.next();
+}
+
+/** Fisher-Yates shuffle of a copy. */
+export function shuffled<T>(xs: readonly T[], rand: () => number): T[] {
+  const out = [...xs];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    const t = out[i] as T;
+    out[i] = out[j] as T;
+    out[j] = t;
+  }
+  return out;
 }
