@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { PrefixIndex, SnapshotError } from '@vantage/prefix-index';
 import { ReferenceIndex } from './reference-model';
@@ -112,6 +113,16 @@ describe('snapshot', () => {
       expectError(flipped, 'corrupt', /checksum/);
     }
     expect(() => Index.restore(good)).not.toThrow();
+  });
+
+  it('refuses as corrupt the images of the removed per-block layout, which carried the same version number', () => {
+    const fixture = JSON.parse(readFileSync(new URL('./fixtures/old-layout-v1.json', import.meta.url), 'utf8')) as { images: string[] };
+    expect(fixture.images.length).toBe(4);
+    for (const b64 of fixture.images) {
+      const bytes = new Uint8Array(Buffer.from(b64, 'base64'));
+      expect(new DataView(bytes.buffer, bytes.byteOffset).getUint32(4, true)).toBe(SNAPSHOT_VERSION);
+      expectRefused(PrefixIndex, bytes, 'corrupt', /truncated|inconsistent/);
+    }
   });
 
   it('restores a worker dropped from a block by one of its two ids while another worker keeps the block', () => {
