@@ -9,3 +9,23 @@ export { Stack, stackServices } from './stack';
 export type { StackOptions, PoolSpec, ServiceSpec, RunningService } from './stack';
 export { runJob, defaultJobConfig, calibrationParameterSet, writeParameterSet, waitForParameterSet, runNode, RECORD_VARIANT, OUT_DIR } from './job';
 export type { JobConfig, JobContext, JobResult } from './job';
+export {
+  ensureTlsMaterial,
+  kafkaScramFormatArgs,
+  kafkaSecureProperties,
+  natsServerConfig,
+  randomSecret,
+  rolePermissions,
+  writeSecretFile,
+} from './secure';
+export type {
+  KafkaScramMechanism,
+  KafkaSecurity,
+  NatsServerConfigOptions,
+  NatsUserAuth,
+  Permission,
+  RolePermissions,
+  SecureLayout,
+  SecurePool,
+  TlsMaterial,
+} from './secure';

@@ -32,7 +32,7 @@ import type { Logger } from 'pino';
 import { readErrorHeaders, toVantageError, VantageError, writeErrorHeaders } from './errors';
 import type { RuntimeMetrics } from './metrics';
 import { redactUrl } from './secrets';
-import { classifyNatsConnectError, natsSecurityOptions, natsServersForClient, type NatsSecuritySettings } from './security';
+import { classifyNatsConnectError, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
 
 export type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 
@@ -142,7 +142,18 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
   } catch (e) {
     // Credentials and TLS failures get their own codes: they are not retryable, and the
     // operator needs to know which setting to look at rather than "cannot connect".
-    const why = classifyNatsConnectError(e);
+    let why = classifyNatsConnectError(e);
+    if (why.code === 'NATS_CONNECT_FAILED' && security.tls !== undefined) {
+      // A refused client certificate shows to nats.js only as a timeout (see probeNatsTls).
+      const servers = natsServersForClient(cfg.url);
+      for (const server of servers) {
+        const code = await probeNatsTls(server, security.tls, Math.min(cfg.connectTimeoutMs, 3000));
+        if (code !== undefined) {
+          why = classifyNatsConnectError(Object.assign(new Error(code), { code }));
+          break;
+        }
+      }
+    }
     opts.metrics?.countError(why.code);
     throw new VantageError(why.code, redactUrl(`cannot connect to NATS at ${url}: ${e instanceof Error ? e.message : String(e)} (${why.hint})`), {
       cause: e,

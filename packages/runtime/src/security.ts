@@ -8,6 +8,8 @@
 // appear in an error: a problem names the setting and the path.
 
 import { readFileSync, statSync } from 'node:fs';
+import { connect as netConnect } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import {
   AuthorizationError,
   credsAuthenticator,
@@ -327,4 +329,54 @@ export function kafkaSecurityOptions(cfg: KafkaSecuritySettings, prefix = 'kafka
     ...(saslOpt === undefined ? {} : { sasl: saslOpt }),
     summary: { ssl: sslOpt === undefined ? 'off' : set(ssl.certFile) ? 'mutual' : 'on', sasl: mech },
   };
+}
+
+/**
+ * Why a TLS connection to a nats-server fails, when nats.js can only say "timeout".
+ *
+ * With TLS 1.3 the client's handshake completes before the server has checked the
+ * client certificate; the server's refusal (an alert) then arrives on a socket that
+ * nats.js has stopped reporting errors for, and the connect just times out. This
+ * repeats the connection's first steps once (read the server's INFO line, upgrade to
+ * TLS with the same files, send a PING) and returns the TLS error code the server's
+ * alert produced, or undefined when the handshake and PING succeed.
+ * Diagnostic only: it sends no credentials.
+ */
+export async function probeNatsTls(server: string, tls: { caFile?: string; certFile?: string; keyFile?: string }, timeoutMs = 2000): Promise<string | undefined> {
+  const m = /^(?:[a-z]+:\/\/)?\[?([^\]/]+?)\]?:(\d+)/i.exec(server.replace(/^[a-z]+:\/\/[^@/]*@/i, ''));
+  if (m === null) return undefined;
+  const host = m[1] as string;
+  const port = Number(m[2]);
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (v: string | undefined): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      raw.destroy();
+      resolve(v);
+    };
+    const timer = setTimeout(() => finish(undefined), timeoutMs);
+    const raw = netConnect({ host, port });
+    let info = '';
+    raw.on('error', () => finish(undefined));
+    const onData = (b: Buffer): void => {
+      info += b.toString('latin1');
+      if (!info.includes('\r\n')) return;
+      raw.off('data', onData);
+      const secure = tlsConnect({
+        socket: raw,
+        servername: /^[\d.]+$/.test(host) ? undefined : host,
+        ...(tls.caFile ? { ca: readFileSync(tls.caFile) } : {}),
+        ...(tls.certFile ? { cert: readFileSync(tls.certFile) } : {}),
+        ...(tls.keyFile ? { key: readFileSync(tls.keyFile) } : {}),
+      } as Parameters<typeof tlsConnect>[0]);
+      secure.on('error', (e: NodeJS.ErrnoException) => finish(e.code ?? e.message));
+      secure.on('secureConnect', () => secure.write('PING\r\n'));
+      secure.on('data', (d: Buffer) => {
+        if (d.toString('latin1').includes('PONG') || d.toString('latin1').includes('-ERR')) finish(undefined);
+      });
+    };
+    raw.on('data', onData);
+  });
 }
