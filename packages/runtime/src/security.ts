@@ -62,11 +62,17 @@ export function natsServers(url: string): string[] {
     .filter((u) => u !== '');
 }
 
-function checkFile(path: string, setting: string, problems: SettingProblem[]): void {
+/**
+ * A setting naming a file that must exist. For a file holding a secret the path is not
+ * repeated in the problem: the likeliest mistake is the secret itself put where its
+ * file's path belongs (`VANTAGE_NATS_PASSWORD_FILE=hunter2`), and then the path is the secret.
+ */
+function checkFile(path: string, setting: string, problems: SettingProblem[], secret: boolean): void {
+  const shown = secret ? `the file named by ${setting}` : path;
   try {
-    if (!statSync(path).isFile()) problems.push({ path: setting, message: `${path} is not a file` });
+    if (!statSync(path).isFile()) problems.push({ path: setting, message: `${shown} is not a file` });
   } catch (e) {
-    problems.push({ path: setting, message: `cannot read ${path} (${(e as NodeJS.ErrnoException).code ?? 'error'})` });
+    problems.push({ path: setting, message: `cannot read ${shown} (${(e as NodeJS.ErrnoException).code ?? 'error'})` });
   }
 }
 
@@ -95,7 +101,7 @@ export function natsSecurityProblems(cfg: NatsSecuritySettings, prefix = 'nats')
   }
   for (const key of ['passwordFile', 'tokenFile', 'nkeySeedFile', 'credsFile'] as const) {
     const p = cfg[key];
-    if (set(p)) checkFile(p, `${prefix}.${key}`, problems);
+    if (set(p)) checkFile(p, `${prefix}.${key}`, problems, true);
   }
   const tls = cfg.tls ?? {};
   if (set(tls.certFile) !== set(tls.keyFile)) {
@@ -103,7 +109,7 @@ export function natsSecurityProblems(cfg: NatsSecuritySettings, prefix = 'nats')
   }
   for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
     const p = tls[key];
-    if (set(p)) checkFile(p, `${prefix}.tls.${key}`, problems);
+    if (set(p)) checkFile(p, `${prefix}.tls.${key}`, problems, key === 'keyFile');
   }
   return problems;
 }
@@ -117,7 +123,7 @@ export function kafkaSecurityProblems(cfg: KafkaSecuritySettings, prefix = 'kafk
   }
   for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
     const p = ssl[key];
-    if (set(p)) checkFile(p, `${prefix}.ssl.${key}`, problems);
+    if (set(p)) checkFile(p, `${prefix}.ssl.${key}`, problems, key === 'keyFile');
   }
   const sasl = cfg.sasl ?? {};
   const mech = sasl.mechanism ?? 'none';
@@ -126,7 +132,7 @@ export function kafkaSecurityProblems(cfg: KafkaSecuritySettings, prefix = 'kafk
   } else {
     if (!set(sasl.username)) problems.push({ path: `${prefix}.sasl.username`, message: `is required for ${mech}` });
     if (!set(sasl.passwordFile)) problems.push({ path: `${prefix}.sasl.passwordFile`, message: `is required for ${mech}` });
-    else checkFile(sasl.passwordFile, `${prefix}.sasl.passwordFile`, problems);
+    else checkFile(sasl.passwordFile, `${prefix}.sasl.passwordFile`, problems, true);
   }
   return problems;
 }
@@ -146,10 +152,10 @@ function readSecret(path: string, setting: string): string {
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new VantageError('CONFIG_INVALID', `${setting}: cannot read ${path} (${(e as NodeJS.ErrnoException).code ?? 'error'})`, { details: { setting, file: path } });
+    throw new VantageError('CONFIG_INVALID', `${setting}: cannot read the file it names (${(e as NodeJS.ErrnoException).code ?? 'error'})`, { details: { setting } });
   }
   const secret = text.replace(/\r?\n$/, '');
-  if (secret === '') throw new VantageError('CONFIG_INVALID', `${setting}: ${path} is empty`, { details: { setting, file: path } });
+  if (secret === '') throw new VantageError('CONFIG_INVALID', `${setting}: the file it names is empty`, { details: { setting } });
   return secret;
 }
 
@@ -157,7 +163,7 @@ function readBytes(path: string, setting: string): Uint8Array {
   try {
     return readFileSync(path);
   } catch (e) {
-    throw new VantageError('CONFIG_INVALID', `${setting}: cannot read ${path} (${(e as NodeJS.ErrnoException).code ?? 'error'})`, { details: { setting, file: path } });
+    throw new VantageError('CONFIG_INVALID', `${setting}: cannot read the file it names (${(e as NodeJS.ErrnoException).code ?? 'error'})`, { details: { setting } });
   }
 }
 
