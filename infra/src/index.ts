@@ -3,7 +3,7 @@ export { freePort, tcpOpen, waitFor, sleep, processCpuUs, processCpuTotalUs, end
 export { ensureNatsServer, ensureKafkaJars, kafkaLibDir, NATS_SERVER_VERSION, KAFKA_VERSION } from './install';
 export { natsBroker, kafkaBroker, KAFKA_CLUSTER_ID } from './brokers';
 export type { BrokerProcess, NatsBroker, KafkaBroker, NatsOptions, KafkaOptions } from './brokers';
-export { localBrokers, brokersUp, brokersDown, brokersStatus } from './local';
+export { localBrokers, localSecureDeployment, brokersUp, brokersDown, brokersStatus, SECURE_DIR } from './local';
 export type { LocalBrokers, BrokerEndpoints } from './local';
 export { Stack, stackServices } from './stack';
 export type { StackOptions, PoolSpec, ServiceSpec, RunningService } from './stack';
@@ -11,6 +11,9 @@ export { runJob, defaultJobConfig, calibrationParameterSet, writeParameterSet, w
 export type { JobConfig, JobContext, JobResult } from './job';
 export {
   ensureTlsMaterial,
+  JOB_LAYOUT,
+  KAFKA_USERS,
+  secureDeployment,
   kafkaScramFormatArgs,
   kafkaSecureProperties,
   natsServerConfig,
@@ -25,6 +28,7 @@ export type {
   NatsUserAuth,
   Permission,
   RolePermissions,
+  SecureDeployment,
   SecureLayout,
   SecurePool,
   TlsMaterial,

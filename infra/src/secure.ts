@@ -223,20 +223,14 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
   });
   roles.push({
     role: 'fleet',
-    what: "the simulated fleet process (every pool's workers, plus its load generator acting as a gateway); development only",
+    what: "the simulated fleet process: every pool's workers (KV events, load, registrations) and their generate endpoints; development only",
     publish: {
-      allow: [
-        ...layout.pools.flatMap((p) => {
-          const d = dynamoSubjects(p);
-          return [d.kvEvents, d.legacyKvEvents, d.kvMetrics, d.jsKvEvents, `${V}.workers.${p.name}`];
-        }),
-        `${V}.route`,
-        `${V}.lifecycle.*`,
-        `${V}.observe.*`,
-        `${V}.fleet.generate.>`,
-      ],
+      allow: layout.pools.flatMap((p) => {
+        const d = dynamoSubjects(p);
+        return [d.kvEvents, d.legacyKvEvents, d.kvMetrics, d.jsKvEvents, `${V}.workers.${p.name}`];
+      }),
     },
-    subscribe: { allow: [`${V}.fleet.generate.>`, INBOX] },
+    subscribe: { allow: layout.pools.map((p) => `${V}.fleet.generate.${p.name}.*`) },
     allowResponses: { max: 1_000_000, expires: '15m' },
   });
   roles.push({
@@ -265,7 +259,11 @@ function permissionBlock(r: RolePermissions, indent: string): string {
   return lines.join('\n');
 }
 
-export type NatsUserAuth = { kind: 'password'; password: string } | { kind: 'nkey'; publicKey: string };
+export type NatsUserAuth =
+  | { kind: 'password'; password: string }
+  /** A variable nats-server reads from its environment at start (`password: $NAME`): the example configuration's form. */
+  | { kind: 'password-env'; variable: string }
+  | { kind: 'nkey'; publicKey: string };
 
 export interface NatsServerConfigOptions {
   readonly port: number;
@@ -308,7 +306,12 @@ export function natsServerConfig(o: NatsServerConfigOptions): string {
   if (a.kind === 'users') {
     out.push('authorization {', '  users: [');
     for (const u of a.users) {
-      const cred = u.auth.kind === 'password' ? `user: ${q(u.name)}, password: ${q(u.auth.password)}` : `nkey: ${q(u.auth.publicKey)}`;
+      const cred =
+        u.auth.kind === 'password'
+          ? `user: ${q(u.name)}, password: ${q(u.auth.password)}`
+          : u.auth.kind === 'password-env'
+            ? `user: ${q(u.name)}, password: $${u.auth.variable}`
+            : `nkey: ${q(u.auth.publicKey)}`;
       if (u.permissions === undefined) out.push(`    { ${cred} }`);
       else out.push(`    { ${cred},`, permissionBlock(u.permissions, '      '), '    }');
     }
@@ -366,4 +369,162 @@ export function kafkaSecureProperties(s: KafkaSecurity, port: number, controller
 export function kafkaScramFormatArgs(s: KafkaSecurity): string[] {
   const users = [{ ...s.brokerUser, mechanism: 'SCRAM-SHA-512' as const }, ...s.scramUsers];
   return users.flatMap((u) => ['--add-scram', `${u.mechanism}=[name=${u.name},password=${u.password}]`]);
+}
+
+// ---------------------------------------------------------------------------
+// A secured deployment: what `infra up --secure` and `npm start -- --secure` run
+// ---------------------------------------------------------------------------
+
+export interface SecureDeployment {
+  readonly dir: string;
+  readonly tls: TlsMaterial;
+  readonly roles: readonly RolePermissions[];
+  /** nats-server security: TLS with client certificates required, one password user per role. */
+  readonly nats: NonNullable<NatsOptionsSecurity>;
+  readonly kafka: KafkaSecurity;
+  /** VANTAGE_NATS_* settings of a role (user, password file, mutual TLS). */
+  natsEnv(role: string): Record<string, string>;
+  /** VANTAGE_KAFKA_* settings of a Kafka user (SASL_SSL, SCRAM-SHA-512). */
+  kafkaEnv(user: string): Record<string, string>;
+}
+
+type NatsOptionsSecurity = Omit<NatsServerConfigOptions, 'port' | 'monitorPort' | 'storeDir'>;
+
+/** Kafka users of a deployment: the outcome service and the operators' tools (replay, the job). */
+export const KAFKA_USERS = ['outcome', 'admin'] as const;
+
+function secretIn(dir: string, name: string): string {
+  const path = join(dir, name);
+  if (existsSync(path)) return readFileSync(path, 'utf8').trim();
+  const s = randomSecret();
+  writeSecretFile(path, s);
+  return s;
+}
+
+/**
+ * Certificates, one NATS user per role and the Kafka users under `dir`, made once and kept
+ * (a Kafka broker's SCRAM users are created when its data directory is formatted, so the
+ * passwords must outlive a restart). Secret files are `dir/secrets/*.password`, mode 0600.
+ */
+export function secureDeployment(dir: string, layout: SecureLayout): SecureDeployment {
+  const tls = ensureTlsMaterial(join(dir, 'tls'));
+  const secrets = join(dir, 'secrets');
+  mkdirSync(secrets, { recursive: true, mode: 0o700 });
+  const roles = rolePermissions(layout);
+  const natsPasswords = new Map(roles.map((r) => [r.role, secretIn(secrets, `nats-${r.role}.password`)]));
+  const kafkaPasswords = new Map(KAFKA_USERS.map((u) => [u as string, secretIn(secrets, `kafka-${u}.password`)]));
+  const brokerPassword = secretIn(secrets, 'kafka-broker.password');
+  return {
+    dir,
+    tls,
+    roles,
+    nats: {
+      tls: { material: tls, verify: true },
+      auth: { kind: 'users', users: roles.map((r) => ({ name: r.role, auth: { kind: 'password', password: natsPasswords.get(r.role)! }, permissions: r })) },
+    },
+    kafka: {
+      tls,
+      scramUsers: KAFKA_USERS.map((u) => ({ name: u, password: kafkaPasswords.get(u)!, mechanism: 'SCRAM-SHA-512' as const })),
+      plainUsers: [],
+      brokerUser: { name: 'broker', password: brokerPassword },
+    },
+    natsEnv(role) {
+      if (!natsPasswords.has(role)) throw new Error(`no NATS role ${role}`);
+      return {
+        VANTAGE_NATS_USER: role,
+        VANTAGE_NATS_PASSWORD_FILE: join(secrets, `nats-${role}.password`),
+        VANTAGE_NATS_TLS_CA_FILE: tls.caFile,
+        VANTAGE_NATS_TLS_CERT_FILE: tls.clientCertFile,
+        VANTAGE_NATS_TLS_KEY_FILE: tls.clientKeyFile,
+      };
+    },
+    kafkaEnv(user) {
+      if (!kafkaPasswords.has(user)) throw new Error(`no Kafka user ${user}`);
+      return {
+        VANTAGE_KAFKA_SSL_CA_FILE: tls.caFile,
+        VANTAGE_KAFKA_SASL_MECHANISM: 'scram-sha-512',
+        VANTAGE_KAFKA_SASL_USERNAME: user,
+        VANTAGE_KAFKA_SASL_PASSWORD_FILE: join(secrets, `kafka-${user}.password`),
+      };
+    },
+  };
+}
+
+/** The main job's pools as the secured deployment sees them (namespace `dynamo`, component = pool). */
+export const JOB_LAYOUT: SecureLayout = {
+  pools: [
+    { name: 'efficient', namespace: 'dynamo', component: 'efficient' },
+    { name: 'capable', namespace: 'dynamo', component: 'capable' },
+  ],
+};
+
+// ---------------------------------------------------------------------------
+// The operators' example (infra/secure/), generated from the same permission set
+// ---------------------------------------------------------------------------
+
+/** Environment variable nats-server reads a role's password from in the example (`VANTAGE_PW_INDEXER_EFFICIENT`). */
+export function examplePasswordVariable(role: string): string {
+  return `VANTAGE_PW_${role.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
+}
+
+/**
+ * `infra/secure/nats-server.conf`: the job's layout, TLS with client certificates from
+ * `/etc/nats/tls/`, one user per role with its password from the server's environment.
+ * `npm run secure:example` rewrites it; a unit test keeps it equal to this.
+ */
+export function exampleNatsConfig(layout: SecureLayout = JOB_LAYOUT): string {
+  const roles = rolePermissions(layout);
+  const material: TlsMaterial = {
+    dir: '/etc/nats/tls',
+    caFile: '/etc/nats/tls/ca.pem',
+    caKeyFile: '',
+    serverCertFile: '/etc/nats/tls/server.pem',
+    serverKeyFile: '/etc/nats/tls/server.key',
+    serverBundleFile: '',
+    clientCertFile: '',
+    clientKeyFile: '',
+  };
+  const body = natsServerConfig({
+    port: 4222,
+    monitorPort: 8222,
+    storeDir: '/var/lib/nats',
+    serverName: 'vantage-nats-1',
+    tls: { material, verify: true },
+    auth: { kind: 'users', users: roles.map((r) => ({ name: r.role, auth: { kind: 'password-env', variable: examplePasswordVariable(r.role) }, permissions: r })) },
+  });
+  const header = [
+    '# Least-privilege NATS configuration for vantage beside a Dynamo fleet (generated from',
+    '# infra/src/secure.ts by `npm run secure:example`; infra/secure/README.md explains every line).',
+    '# Passwords come from the server\'s environment (VANTAGE_PW_<ROLE>); prefer bcrypt hashes',
+    '# (`nats server passwd`) in production. Listening on 127.0.0.1: change `listen` for your network.',
+    ...roles.map((r) => `#   ${r.role.padEnd(18)} ${r.what}`),
+    '',
+  ];
+  return `${header.join('\n')}${body}`;
+}
+
+/** `infra/secure/kafka-sasl-ssl.properties`: the listener part of a broker's server.properties. */
+export function exampleKafkaProperties(): string {
+  const lines = kafkaSecureProperties(
+    {
+      tls: { dir: '', caFile: '/etc/kafka/tls/ca.pem', caKeyFile: '', serverCertFile: '', serverKeyFile: '', serverBundleFile: '/etc/kafka/tls/server-bundle.pem', clientCertFile: '', clientKeyFile: '' },
+      scramUsers: [],
+      plainUsers: [],
+      brokerUser: { name: 'broker', password: '<broker-password>' },
+    },
+    9092,
+    9093,
+  ).filter((l) => !l.startsWith('listener.name.sasl_ssl.plain.'));
+  return [
+    '# SASL_SSL client listener for the vantage outcome service and tools (generated from',
+    '# infra/src/secure.ts by `npm run secure:example`). SCRAM users are created when the data',
+    '# directory is formatted:',
+    '#   kafka-storage format -t <cluster-id> -c server.properties \\',
+    "#     --add-scram 'SCRAM-SHA-512=[name=broker,password=...]' \\",
+    "#     --add-scram 'SCRAM-SHA-512=[name=outcome,password=...]' --add-scram 'SCRAM-SHA-512=[name=admin,password=...]'",
+    '# or later with kafka-configs --alter --add-config SCRAM-SHA-512=[password=...] --entity-type users.',
+    '# Replace <broker-password> with the broker user\'s (or use a Kafka config provider), and keep the file mode 0600.',
+    ...lines.map((l) => (l.startsWith('sasl.enabled.mechanisms=') ? 'sasl.enabled.mechanisms=SCRAM-SHA-512' : l)),
+    '',
+  ].join('\n');
 }

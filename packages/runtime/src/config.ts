@@ -373,3 +373,15 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
   }
   return deepFreeze(data) as DeepReadonly<Static<ObjectSchema<P>>>;
 }
+
+/**
+ * The `nats.*` and `kafka.*` settings of a command-line tool (load generator, calibration,
+ * `vantage replay`), from `VANTAGE_NATS_*` and `VANTAGE_KAFKA_*` only: a tool shares the
+ * services' security settings (users, secret files, TLS) without their other sections.
+ * Invalid or unknown variables of those two sections are CONFIG_INVALID as for a service.
+ */
+export function toolSettings(env: Readonly<Record<string, string | undefined>>, defaults: Record<string, unknown> = {}): DeepReadonly<Pick<BaseConfig, 'nats' | 'kafka'>> {
+  const own = Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('VANTAGE_NATS_') || k.startsWith('VANTAGE_KAFKA_')));
+  const cfg = loadConfig(baseConfigSchema, { env: own, defaults: { service: 'tool', ...defaults } });
+  return { nats: cfg.nats, kafka: cfg.kafka };
+}

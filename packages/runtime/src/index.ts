@@ -3,7 +3,7 @@
 export { s } from './schema';
 export type { DeepReadonly, JsonSchema, ObjectSchema, Static, TSchema } from './schema';
 
-export { baseConfigSchema, coerceEnvValue, deepFreeze, envVariables, KAFKA_SASL_MECHANISMS, loadConfig, LOG_LEVELS } from './config';
+export { baseConfigSchema, coerceEnvValue, deepFreeze, envVariables, KAFKA_SASL_MECHANISMS, loadConfig, LOG_LEVELS, toolSettings } from './config';
 export type { BaseConfig, ConfigProblem, KafkaSaslMechanism, LoadConfigOptions, LogLevel } from './config';
 
 export {

@@ -9,7 +9,7 @@
 
 import { readFileSync, statSync } from 'node:fs';
 import { connect as netConnect } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import {
   AuthorizationError,
   credsAuthenticator,
@@ -20,6 +20,7 @@ import {
   type Authenticator,
   type TlsOptions,
 } from '@nats-io/transport-node';
+import type { SASLOptions } from 'kafkajs';
 import type { KafkaSaslMechanism } from './config';
 import { VantageError, type ErrorCode } from './errors';
 import { hasUrlUserInfo, redactUrl } from './secrets';
@@ -311,7 +312,7 @@ export function classifyKafkaConnectError(e: unknown): ConnectFailure {
 /** kafkajs `ssl` and `sasl` client options from the settings; secret files are read here. */
 export function kafkaSecurityOptions(cfg: KafkaSecuritySettings, prefix = 'kafka'): {
   ssl?: boolean | { ca?: string[]; cert?: string; key?: string };
-  sasl?: { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string };
+  sasl?: SASLOptions;
   summary: { ssl: 'off' | 'on' | 'mutual'; sasl: KafkaSaslMechanism };
 } {
   throwIfProblems(kafkaSecurityProblems(cfg, prefix));
@@ -326,10 +327,13 @@ export function kafkaSecurityOptions(cfg: KafkaSecuritySettings, prefix = 'kafka
     : undefined;
   const sasl = cfg.sasl ?? {};
   const mech = sasl.mechanism ?? 'none';
-  const saslOpt =
-    mech === 'none' || !set(sasl.username) || !set(sasl.passwordFile)
-      ? undefined
-      : { mechanism: mech, username: sasl.username, password: readSecret(sasl.passwordFile, `${prefix}.sasl.passwordFile`) };
+  let saslOpt: SASLOptions | undefined;
+  if (mech !== 'none' && set(sasl.username) && set(sasl.passwordFile)) {
+    const username = sasl.username;
+    const password = readSecret(sasl.passwordFile, `${prefix}.sasl.passwordFile`);
+    // kafkajs's own SASL mechanisms; one object per mechanism keeps its union type exact.
+    saslOpt = mech === 'plain' ? { mechanism: 'plain', username, password } : mech === 'scram-sha-256' ? { mechanism: 'scram-sha-256', username, password } : { mechanism: 'scram-sha-512', username, password };
+  }
   return {
     ...(sslOpt === undefined ? {} : { ssl: sslOpt }),
     ...(saslOpt === undefined ? {} : { sasl: saslOpt }),
@@ -370,13 +374,14 @@ export async function probeNatsTls(server: string, tls: { caFile?: string; certF
       info += b.toString('latin1');
       if (!info.includes('\r\n')) return;
       raw.off('data', onData);
-      const secure = tlsConnect({
+      const opts: ConnectionOptions = {
         socket: raw,
-        servername: /^[\d.]+$/.test(host) ? undefined : host,
+        ...(/^[\d.]+$/.test(host) ? {} : { servername: host }),
         ...(tls.caFile ? { ca: readFileSync(tls.caFile) } : {}),
         ...(tls.certFile ? { cert: readFileSync(tls.certFile) } : {}),
         ...(tls.keyFile ? { key: readFileSync(tls.keyFile) } : {}),
-      } as Parameters<typeof tlsConnect>[0]);
+      };
+      const secure = tlsConnect(opts);
       secure.on('error', (e: NodeJS.ErrnoException) => finish(e.code ?? e.message));
       secure.on('secureConnect', () => secure.write('PING\r\n'));
       secure.on('data', (d: Buffer) => {

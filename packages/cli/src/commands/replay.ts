@@ -24,7 +24,7 @@ import {
   toJsonRow,
   type JsonRow,
 } from '@vantage/records';
-import { baseConfigSchema, kafkaClientConfig, kafkaConnectError, loadConfig, redactUrl } from '@vantage/runtime';
+import { kafkaClientConfig, kafkaConnectError, redactUrl, toolSettings } from '@vantage/runtime';
 import { choice, parseOptions } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
@@ -177,9 +177,8 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   let settings: ReturnType<typeof kafkaClientConfig>;
   try {
     // The services' kafka.* section (TLS, SASL with the password from its file); other VANTAGE_* variables are not ours.
-    // Only VANTAGE_KAFKA_* is read (no VANTAGE_CONFIG: a service's file has sections this tool does not know).
-    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('VANTAGE_KAFKA_')));
-    const cfg = loadConfig(baseConfigSchema, { env, defaults: { service: 'replay', kafka: { brokers, clientId: 'vantage-replay' } } });
+    // Only VANTAGE_NATS_* and VANTAGE_KAFKA_* are read (no VANTAGE_CONFIG: a service's file has sections this tool does not know).
+    const cfg = toolSettings(process.env, { kafka: { brokers, clientId: 'vantage-replay' } });
     // --brokers wins over VANTAGE_KAFKA_BROKERS, which wins over KAFKA_BROKERS.
     settings = kafkaClientConfig({ ...cfg.kafka, brokers: typeof values.brokers === 'string' ? brokers : cfg.kafka.brokers }, 'vantage-replay');
   } catch (e) {
