@@ -47,10 +47,11 @@ async function main(argv: string[]): Promise<number> {
   const t0 = Date.now();
   const before = await localBrokers({ secure });
   const deployment = secure ? localSecureDeployment() : undefined;
+  const adminEnv = deployment === undefined ? {} : { ...deployment.natsEnv('admin'), ...deployment.kafkaEnv('admin') };
   if (deployment !== undefined) {
     // The job's own tools (calibration, load generator, replay, snapshot reset) run as the admin
     // role; each service gets its own user from the stack (secureServiceEnv).
-    Object.assign(process.env, deployment.natsEnv('admin'), deployment.kafkaEnv('admin'));
+    Object.assign(process.env, adminEnv);
     log(`secured brokers: TLS with client certificates (CA ${deployment.tls.caFile}), a NATS user per service, Kafka SASL_SSL (SCRAM-SHA-512)`);
   }
   const wasRunning = { nats: before.nats?.pid() !== undefined, kafka: before.kafka?.pid() !== undefined };
@@ -126,6 +127,7 @@ async function main(argv: string[]): Promise<number> {
       const t = Date.now();
       const result = await runJob({
         ...endpoints,
+        toolEnv: adminEnv,
         log,
         config,
         paramsFile: PARAMS_FILE,

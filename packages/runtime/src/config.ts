@@ -374,6 +374,9 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
   return deepFreeze(data) as DeepReadonly<Static<ObjectSchema<P>>>;
 }
 
+/** `@vantage/infra`'s broker ports, set in the same shell as the tools it runs: not settings of ours. */
+const INFRA_PORT_VARIABLES = new Set(['VANTAGE_NATS_PORT', 'VANTAGE_NATS_MONITOR_PORT', 'VANTAGE_KAFKA_PORT', 'VANTAGE_KAFKA_CONTROLLER_PORT']);
+
 /**
  * The `nats.*` and `kafka.*` settings of a command-line tool (load generator, calibration,
  * `vantage replay`), from `VANTAGE_NATS_*` and `VANTAGE_KAFKA_*` only: a tool shares the
@@ -381,7 +384,7 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
  * Invalid or unknown variables of those two sections are CONFIG_INVALID as for a service.
  */
 export function toolSettings(env: Readonly<Record<string, string | undefined>>, defaults: Record<string, unknown> = {}): DeepReadonly<Pick<BaseConfig, 'nats' | 'kafka'>> {
-  const own = Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('VANTAGE_NATS_') || k.startsWith('VANTAGE_KAFKA_')));
+  const own = Object.fromEntries(Object.entries(env).filter(([k]) => (k.startsWith('VANTAGE_NATS_') || k.startsWith('VANTAGE_KAFKA_')) && !INFRA_PORT_VARIABLES.has(k)));
   const cfg = loadConfig(baseConfigSchema, { env: own, defaults: { service: 'tool', ...defaults } });
   return { nats: cfg.nats, kafka: cfg.kafka };
 }
