@@ -24,7 +24,7 @@ import {
 } from '@vantage/rules';
 import { fitEstimator, withCoefficients, type EstimatorFit } from './estimator-fit';
 import { calibrateMargin, ESTIMATORS, MARGIN_QUANTILE, simulateEstimatorRule, type Estimator, type MarginFit } from './margins';
-import { buildQTable, designGrid, type QCell } from './qtable';
+import { buildQTable, DEFAULT_F_TOLERANCE, designGrid, type QCell } from './qtable';
 import { DEFAULT_CV_FOLDS, DEFAULT_LAMBDAS, fitStandardization, type FeatureName } from './ridge';
 import { compareStrings, pairRows, ROLES, validateCalibrationRows, type CalibrationRow, type Role, type RowProblem } from './rows';
 import { applySplit, DEFAULT_FRACTIONS, findSplitLeaks, fractionProblems, SPLIT_NAMES, splitConditions, type SplitFractions, type SplitName } from './splits';
@@ -56,8 +56,8 @@ export interface FitOptions {
    *    margins and selection optimistic; kept for old data sets only.
    */
   readonly qSource?: QSource;
-  /** Decimals of f = K / N for Q grid columns. Default 2. */
-  readonly fDecimals?: number;
+  /** Largest distance of a measured f = K / N from its Q grid column (grid coordinates are exact). Default 0.005. */
+  readonly fTolerance?: number;
   readonly clampN?: boolean;
   readonly clampF?: boolean;
   /** Stage proposals for the rule simulations: all efficient (default) or as recorded. */
@@ -94,7 +94,7 @@ export interface FitReport {
     readonly lambdas: readonly number[];
     readonly cvFolds: number;
     readonly qSource: QSource;
-    readonly fDecimals: number;
+    readonly fTolerance: number;
     readonly proposals: 'efficient' | 'rows';
     readonly gate: GateLimits;
     readonly marginQuantile: number;
@@ -132,7 +132,7 @@ function optionProblems(o: FitOptions): string[] {
     out.push('lambdas must be a non-empty list of finite numbers >= 0');
   }
   if (o.cvFolds !== undefined && !(Number.isInteger(o.cvFolds) && o.cvFolds >= 2)) out.push(`cvFolds ${o.cvFolds} must be an integer >= 2`);
-  if (o.fDecimals !== undefined && !(Number.isInteger(o.fDecimals) && o.fDecimals >= 0 && o.fDecimals <= 6)) out.push(`fDecimals ${o.fDecimals} must be an integer in [0, 6]`);
+  if (o.fTolerance !== undefined && !(o.fTolerance >= 0 && o.fTolerance < 0.5)) out.push(`fTolerance ${o.fTolerance} must lie in [0, 0.5)`);
   if (o.variant !== undefined && !FIT_VARIANTS.includes(o.variant)) out.push(`variant ${String(o.variant)} must be one of ${FIT_VARIANTS.join(', ')}`);
   if (o.qSource !== undefined && !Q_SOURCES.includes(o.qSource)) out.push(`qSource ${String(o.qSource)} must be one of ${Q_SOURCES.join(', ')}`);
   return out;
@@ -165,7 +165,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const lambdas = [...(options.lambdas ?? DEFAULT_LAMBDAS)].sort((a, b) => a - b);
   const cvFolds = options.cvFolds ?? DEFAULT_CV_FOLDS;
   const qSource = options.qSource ?? 'qset';
-  const fDecimals = options.fDecimals ?? 2;
+  const fTolerance = options.fTolerance ?? DEFAULT_F_TOLERANCE;
   const proposals = options.proposals ?? 'efficient';
   const gate = options.gate ?? DEFAULT_PARAMETER_SET.gate;
   const progress = options.onProgress ?? (() => {});
@@ -217,8 +217,8 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     if (qSource === 'qset' && qRows.length < mineQ.length) {
       warnings.push(`${role} Q set: ${mineQ.length - qRows.length} measurement(s) saw booked requests (R > 0) at probe time and are left out of Q`);
     }
-    const grid = designGrid(qSource === 'qset' ? qRows : allQuiet, fDecimals);
-    const q = buildQTable(qRows, { nGrid: grid.nGrid, fGrid: grid.fGrid, fDecimals, clampN: options.clampN ?? false, clampF: options.clampF ?? false });
+    const grid = designGrid(qSource === 'qset' ? qRows : allQuiet, fTolerance);
+    const q = buildQTable(qRows, { nGrid: grid.nGrid, fGrid: grid.fGrid, fTolerance, clampN: options.clampN ?? false, clampF: options.clampF ?? false });
     if (!q.ok) {
       errors.push(...q.errors.map((e) => `${role} (${name}) Q from ${qSource} no-contention rows: ${e}`));
       continue;
@@ -339,7 +339,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const report: FitReport = {
     seed,
     variant,
-    options: { fractions, lambdas, cvFolds, qSource, fDecimals, proposals, gate, marginQuantile: MARGIN_QUANTILE },
+    options: { fractions, lambdas, cvFolds, qSource, fTolerance, proposals, gate, marginQuantile: MARGIN_QUANTILE },
     input: { rows: rows.length, pairs: pairs.length, unpairedRows: unpaired.length, conditions, qSetConditions, qSetRows: qSetRows.length },
     splits: Object.fromEntries(
       SPLIT_NAMES.map((s) => [s, { conditionIds: split[s], rows: rowSplits[s].length, pairs: pairSplits[s].length }]),
