@@ -112,7 +112,8 @@ export function toCandidateReport(t: ProbeTarget, p: ProbeResult, o: MapOptions)
       kind: 'observed',
       observation: {
         model: t.model,
-        placement: null,
+        // Dynamo chose a worker the reply does not describe: that is a missing observation, not an empty pool.
+        placement: dc === null ? null : { workerId: dc.workerId, dpRank: dc.dpRank },
         schedulable: observed.missing(why),
         promptTokens: n,
         reusablePrefixTokens: observed.missing(why),
