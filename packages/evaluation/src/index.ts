@@ -37,6 +37,8 @@ export {
   evaluationSessionId,
   evaluationBackgroundSessionId,
   parseEvaluationSessionId,
+  parseProposalSpec,
+  formatProposalSpec,
 } from './schedule';
 export type {
   StageProposalModel,
