@@ -6,8 +6,16 @@
  *   Q set        ─▶ Q tables (no-contention grid, measured for Q alone)        per model
  *   contention ─▶ pairs ─grouped split (seeded)─▶ fitting | uncertainty | selection
  *   fitting      ─▶ standardisation, ridge (lambda by grouped CV)              per model
+ *   fitting      ─▶ thresholds r, p (count, count + prefill)
  *   uncertainty  ─▶ margins delta_blind, delta_cache (p90 of per-condition max error)
- *   selection    ─▶ thresholds r, p (count, count + prefill); rule comparison
+ *   selection    ─▶ rule comparison: one threshold rule and one estimator chosen
+ *
+ * The thresholds are fitted parameters like the coefficients, so they are
+ * searched on the fitting split; the selection split is used only to compare
+ * the fitted rules and choose one threshold rule (count or count + prefill)
+ * and one estimator (blind or cache), scored on data none of their numbers
+ * were fitted on (seed 000: "Use separate measurements for fitting,
+ * estimating uncertainty and selecting candidates").
  *
  * Pure and synchronous; the same rows, options and seed give the same
  * result (createdAt aside, which does not enter the version's hash).
@@ -28,7 +36,7 @@ import { buildQTable, DEFAULT_F_TOLERANCE, designGrid, type QCell } from './qtab
 import { DEFAULT_CV_FOLDS, DEFAULT_LAMBDAS, fitStandardization, type FeatureName } from './ridge';
 import { compareStrings, pairRows, ROLES, validateCalibrationRows, type CalibrationRow, type Role, type RowProblem } from './rows';
 import { applySplit, DEFAULT_FRACTIONS, findSplitLeaks, fractionProblems, SPLIT_NAMES, splitConditions, type SplitFractions, type SplitName } from './splits';
-import { searchThresholds, type ThresholdSearch } from './thresholds';
+import { countRuleChoice, searchThresholds, simulate, type RuleOutcome, type ThresholdSearch } from './thresholds';
 
 export type FitVariant = Exclude<Variant, 'stage'>;
 export const Q_SOURCES = ['qset', 'fitting', 'all'] as const;
@@ -86,6 +94,17 @@ export interface RuleComparison {
   readonly overrides: number;
 }
 
+/** One rule chosen on the selection split, with the score it was chosen by. */
+export interface ChosenRule {
+  readonly variant: FitVariant;
+  /** The rule as named in `selection`, e.g. `count r=3` or `cache delta=41.2`. */
+  readonly rule: string;
+  readonly meanSelectedTtftMs: number;
+  readonly overrides: number;
+  /** Selection pairs it was scored on. */
+  readonly pairs: number;
+}
+
 export interface FitReport {
   readonly seed: number;
   readonly variant: FitVariant;
@@ -112,10 +131,13 @@ export interface FitReport {
     Record<SplitName, { readonly conditionIds: readonly string[]; readonly rows: number; readonly pairs: number }>
   >;
   readonly models: Readonly<Record<Role, ModelReport>>;
+  /** Searched on the fitting split's pairs. */
   readonly thresholds: { readonly count: ThresholdSearch; readonly countPrefill: ThresholdSearch };
   readonly margins: Readonly<Record<Estimator, MarginFit>>;
   /** Mean selected TTFT on the selection split: Stage, the fitted rules, and the estimators at zero margin. */
   readonly selection: readonly RuleComparison[];
+  /** The threshold rule and the estimator the selection split chooses (fitted thresholds and margins). */
+  readonly chosen: { readonly thresholdRule: ChosenRule; readonly estimator: ChosenRule };
   readonly warnings: readonly string[];
   readonly parameterSetVersion: string;
 }
@@ -281,21 +303,25 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   }
   if (errors.length > 0) return fail(errors);
 
-  // Thresholds and the rule comparison on the selection split.
+  // Thresholds on the fitting split; the rule comparison and choice on the selection split.
+  const fitPairs = pairSplits.fitting;
+  if (fitPairs.length === 0) return fail(['the fitting split has no pair of measurements: thresholds cannot be searched']);
   const sel = pairSplits.selection;
-  if (sel.length === 0) return fail(['the selection split has no pair of measurements: thresholds cannot be searched']);
-  const count = searchThresholds(sel, 'count', gate.destinationLimit);
-  const countPrefill = searchThresholds(sel, 'count_prefill', gate.destinationLimit);
-  progress(`thresholds on ${sel.length} selection pairs: count r=${String(count.best.r)}; count+prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`);
+  if (sel.length === 0) return fail(['the selection split has no pair of measurements: the rules cannot be compared']);
+  const count = searchThresholds(fitPairs, 'count', gate.destinationLimit);
+  const countPrefill = searchThresholds(fitPairs, 'count_prefill', gate.destinationLimit);
+  progress(`thresholds on ${fitPairs.length} fitting pairs: count r=${String(count.best.r)}; count+prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`);
+  const score = (r: number | null, p: number | null): RuleOutcome => simulate(sel, (pair) => countRuleChoice(pair, r, p, gate.destinationLimit));
+  const countSel = score(count.best.r, null);
+  const countPrefillSel = score(countPrefill.best.r, countPrefill.best.p);
+  const countRule = `count r=${String(count.best.r)}`;
+  const countPrefillRule = `count_prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`;
   const selection: RuleComparison[] = [
-    { rule: 'stage', meanSelectedTtftMs: count.stageMeanTtftMs, overrides: 0 },
-    { rule: `count r=${String(count.best.r)}`, meanSelectedTtftMs: count.best.meanSelectedTtftMs, overrides: count.best.overrides },
-    {
-      rule: `count_prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`,
-      meanSelectedTtftMs: countPrefill.best.meanSelectedTtftMs,
-      overrides: countPrefill.best.overrides,
-    },
+    { rule: 'stage', meanSelectedTtftMs: simulate(sel, (pair) => pair.proposal).meanSelectedTtftMs, overrides: 0 },
+    { rule: countRule, ...countSel },
+    { rule: countPrefillRule, ...countPrefillSel },
   ];
+  const fittedEstimator = {} as Record<Estimator, ChosenRule>;
   for (const estimator of ESTIMATORS) {
     for (const [label, m] of [
       [`delta=${margins[estimator].marginMs.toFixed(1)}`, margins[estimator].marginMs],
@@ -303,17 +329,34 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     ] as const) {
       const o = simulateEstimatorRule(sel, pm, estimator, m, gate.destinationLimit);
       selection.push({ rule: `${estimator} ${label}`, ...o });
+      if (m === margins[estimator].marginMs && fittedEstimator[estimator] === undefined) {
+        fittedEstimator[estimator] = { variant: estimator, rule: `${estimator} ${label}`, ...o, pairs: sel.length };
+      }
     }
   }
+  // Lower mean selected TTFT; ties (within 1e-9 relative) to fewer overrides, then to the simpler rule (listed first).
+  const pick = (a: ChosenRule, b: ChosenRule): ChosenRule => {
+    const tie = Math.abs(a.meanSelectedTtftMs - b.meanSelectedTtftMs) <= 1e-9 * Math.max(1, Math.abs(a.meanSelectedTtftMs));
+    if (!tie) return b.meanSelectedTtftMs < a.meanSelectedTtftMs ? b : a;
+    return b.overrides < a.overrides ? b : a;
+  };
+  const chosen = {
+    thresholdRule: pick(
+      { variant: 'count', rule: countRule, ...countSel, pairs: sel.length },
+      { variant: 'count_prefill', rule: countPrefillRule, ...countPrefillSel, pairs: sel.length },
+    ),
+    estimator: pick(fittedEstimator.blind, fittedEstimator.cache),
+  };
+  progress(`selection on ${sel.length} pairs: chosen threshold rule ${chosen.thresholdRule.rule}, chosen estimator ${chosen.estimator.rule}`);
 
   // The parameter set.
   let thresholds: Thresholds = { r: countPrefill.best.r, p: countPrefill.best.p };
   if (variant === 'count') {
-    if (count.best.r === null) return fail(['count: no request-count threshold beats Stage on the selection split (the disabled term is best); use the Stage baseline']);
+    if (count.best.r === null) return fail(['count: no request-count threshold beats Stage on the fitting split (the disabled term is best); use the Stage baseline']);
     thresholds = { r: count.best.r, p: null };
   }
   if (variant === 'count_prefill' && thresholds.r === null && thresholds.p === null) {
-    return fail(['count_prefill: no threshold beats Stage on the selection split (both terms disabled is best); use the Stage baseline']);
+    return fail(['count_prefill: no threshold beats Stage on the fitting split (both terms disabled is best); use the Stage baseline']);
   }
   const created = createParameterSet({
     variant,
@@ -348,6 +391,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     thresholds: { count, countPrefill },
     margins,
     selection,
+    chosen,
     warnings,
     parameterSetVersion: created.value.version,
   };
