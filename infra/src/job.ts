@@ -23,6 +23,7 @@ import {
   evaluationSchedule,
   formatBackgroundSpec,
   parseBackgroundSpec,
+  calibrationParameterSet,
   parseProposalSpec,
   type EvaluationSchedule,
   type ScheduledRun,
@@ -155,22 +156,7 @@ export interface JobResult {
   readonly evaluationSummary: string;
 }
 
-/**
- * The parameter set calibration runs under: the experimental path (both candidates observed, decision
- * records with every observation) with a rule that never fires, so Stage's proposal — which the
- * calibration harness sets to the candidate it measures — is always executed.
- */
-export function calibrationParameterSet(destinationLimit: number, stamp: string): ParameterSet {
-  const doc = JSON.parse(serializeParameterSet(DEFAULT_PARAMETER_SET)) as Record<string, unknown>;
-  doc['variant'] = 'count';
-  doc['version'] = `calibration-${stamp}`;
-  doc['thresholds'] = { r: 1_000_000, p: null };
-  doc['gate'] = { ...DEFAULT_PARAMETER_SET.gate, destinationLimit };
-  doc['provenance'] = { source: 'main job calibration', note: 'observes both candidates, never overrides (r = 1e6): calibration measures the proposed candidate' };
-  const checked = loadParameterSet(JSON.stringify(doc));
-  if (!checked.ok) throw new Error(`calibration parameter set is invalid: ${checked.errors.join('; ')}`);
-  return checked.value;
-}
+export { calibrationParameterSet } from '@vantage/evaluation';
 
 /** Writes a parameter set (atomically enough for the decision service's mtime/size poll). */
 export function writeParameterSet(path: string, set: ParameterSet): void {
