@@ -12,6 +12,7 @@ import { RECORD_VARIANT } from '@vantage/decision-core';
 import {
   analyzeEvaluation,
   calibrationPlan,
+  DEFAULT_BACKGROUND_TRAFFIC,
   evaluationSchedule,
   parseEvaluationJsonl,
   renderEvaluationHtml,
@@ -118,7 +119,7 @@ export function runStudy(o: StudyOptions = {}): StudyResult {
   phase('fit');
 
   const proposal = o.proposal ?? { kind: 'fraction_capable', fraction: 0.2, seed: 7 };
-  const background = o.background === undefined ? null : o.background;
+  const background = o.background === undefined ? DEFAULT_BACKGROUND_TRAFFIC : o.background;
   const schedule = evaluationSchedule({ attempts: o.attempts ?? 5, sessionsPerAttempt: o.sessions ?? 40, seed: o.scheduleSeed ?? 1, proposal, background });
   const params = {} as Record<RecordVariant, ParameterSet>;
   for (const v of VARIANTS) params[RECORD_VARIANT[v]] = fit.variants[v];
