@@ -20,7 +20,7 @@
  * with theirs, which it skips).
  */
 import { calibrationParameterSet, mulberry32, type CalibrationPlan, type Role } from '@vantage/evaluation';
-import type { JsonRow } from '@vantage/records';
+import type { JsonRow, OutcomeRecord } from '@vantage/records';
 import { TwoPoolFleet, type FleetSpec } from './fleet';
 
 const VOCAB = 150_000;
@@ -60,6 +60,8 @@ export interface CalibrationOptions {
 
 export interface CalibrationResult {
   readonly rows: JsonRow[];
+  /** The records the rows flatten. */
+  readonly outcomes: OutcomeRecord[];
   readonly runs: number;
   readonly counts: { probes: number; warmups: number; background: number; rejected: number };
   readonly simMs: number;
@@ -135,5 +137,5 @@ export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult 
   }
   counts.rejected = fleet.counters.rejected;
   progress(`calibration: ${order.length} runs, ${counts.probes} probes, ${counts.warmups} warm-ups, ${counts.background} background requests, sim ${(fleet.nowMs / 1000).toFixed(0)} s`);
-  return { rows: fleet.rows, runs: order.length, counts, simMs: fleet.nowMs };
+  return { rows: fleet.rows, outcomes: fleet.outcomes, runs: order.length, counts, simMs: fleet.nowMs };
 }

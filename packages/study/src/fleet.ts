@@ -27,7 +27,7 @@
 import { buildDecisionRecord, decideRoute, decodeObserveReply, observeReplyOf, probeRoles, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
 import { PoolState } from '@vantage/observation';
 import { observeReplyCodec } from '@vantage/protocol';
-import { joinOutcome, outcomeToJsonRow, type DecisionRecord, type JsonRow, type LifecycleEventInput } from '@vantage/records';
+import { joinOutcome, outcomeToJsonRow, type DecisionRecord, type JsonRow, type LifecycleEventInput, type OutcomeRecord } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
 import { DEFAULT_KV_ROUTER, Engine, EventHeap, promptFromTokens, type Finished, type PromptBlocks, type TimingModel } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
@@ -199,6 +199,8 @@ export interface FleetOptions {
 export class TwoPoolFleet {
   readonly pools: Readonly<Record<Role, SimPool>>;
   readonly rows: JsonRow[] = [];
+  /** The outcome records the rows flatten (what the outcome service writes to Kafka as Avro). */
+  readonly outcomes: OutcomeRecord[] = [];
   nowMs = 0;
   /** Local in-flight count per model, held from routing until completion (as the decision service). */
   readonly #inFlight = new Map<string, number>();
@@ -337,7 +339,9 @@ export class TwoPoolFleet {
   ): JsonRow | null {
     if (!this.#keepRows) return null;
     const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: poolName, kind: e.kind, atMs: SIM_EPOCH_MS + e.atMs, ...(e.usage ? { usage: e.usage } : {}), ...(e.error !== undefined ? { error: e.error } : {}) }));
-    const row = outcomeToJsonRow(joinOutcome(record, evs, { requestId, closedBy: 'complete', background, arrivalMs: SIM_EPOCH_MS + arrivalMs }));
+    const outcome = joinOutcome(record, evs, { requestId, closedBy: 'complete', background, arrivalMs: SIM_EPOCH_MS + arrivalMs });
+    const row = outcomeToJsonRow(outcome);
+    this.outcomes.push(outcome);
     this.rows.push(row);
     return row;
   }
