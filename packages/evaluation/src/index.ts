@@ -12,6 +12,7 @@ export {
   WARMUP_SESSION_PREFIX,
   BACKGROUND_SESSION_PREFIX,
   calibrationPlan,
+  calibrationParameterSet,
   estimateRunMs,
 } from './calibration-plan';
 export type {
@@ -37,6 +38,8 @@ export {
   evaluationSessionId,
   evaluationBackgroundSessionId,
   parseEvaluationSessionId,
+  parseProposalSpec,
+  formatProposalSpec,
 } from './schedule';
 export type {
   StageProposalModel,
