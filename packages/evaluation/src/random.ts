@@ -1,10 +1,10 @@
 /**
- * Seeded randomness for schedules and the bootstrap: the project's one
- * generator (@vantage/random) and a string hash that derives an independent
+ * Seeded randomness for schedules and the bootstrap: mulberry32 (@vantage/random,
+ * the offline tools' generator) and a string hash that derives an independent
  * stream for each purpose, so adding a metric or a variant never changes the
  * numbers of another. Not for anything security-related.
  */
-import { seededRandom } from '@vantage/random';
+import { mulberry32 } from '@vantage/random';
 
 export type Rand = () => number;
 
@@ -27,5 +27,5 @@ export function hash32(...parts: readonly (string | number)[]): number {
 
 /** A generator for one purpose: `streamFor(seed, 'bootstrap', metric, variant)`. */
 export function streamFor(seed: number, ...labels: readonly (string | number)[]): Rand {
-  return seededRandom(hash32(seed, ...labels));
+  return mulberry32(hash32(seed, ...labels));
 }

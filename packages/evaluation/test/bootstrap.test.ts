@@ -1,6 +1,6 @@
 // The session bootstrap on cases that can be checked by hand.
 import { describe, expect, it } from 'vitest';
-import { seededRandom } from '@vantage/random';
+import { mulberry32 } from '@vantage/random';
 import { bootstrapDifference, isPaired, quantile, quantileSorted, streamFor, type Unit } from '../src/index';
 
 interface V extends Unit {
@@ -11,7 +11,7 @@ const meanX = (us: readonly V[]): number => us.reduce((s, u) => s + u.x, 0) / us
 
 /** n units with values drawn from N(mu, sd) (Box-Muller on the seeded generator). */
 function normalUnits(n: number, mu: number, sd: number, seed: number, keyed: boolean): V[] {
-  const r = seededRandom(seed);
+  const r = mulberry32(seed);
   const out: V[] = [];
   for (let i = 0; i < n; i++) {
     const z = Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
@@ -41,7 +41,7 @@ describe('bootstrapDifference', () => {
     const base = normalUnits(12, 1000, 200, 1, true);
     const shifted = base.map((u) => ({ matchKey: u.matchKey, x: u.x + 100 }));
     expect(isPaired(shifted, base)).toBe(true);
-    const r = bootstrapDifference(shifted, base, meanX, { iterations: 500, confidence: 0.95, rand: seededRandom(3) });
+    const r = bootstrapDifference(shifted, base, meanX, { iterations: 500, confidence: 0.95, rand: mulberry32(3) });
     expect(r.method).toBe('paired');
     expect(r.estimate).toBeCloseTo(100, 9);
     expect(r.lo).toBeCloseTo(100, 9);
@@ -54,7 +54,7 @@ describe('bootstrapDifference', () => {
     const sd = 100;
     const a = normalUnits(n, 1150, sd, 21, false);
     const b = normalUnits(n, 1000, sd, 22, false);
-    const r = bootstrapDifference(a, b, meanX, { iterations: 4000, confidence: 0.95, rand: seededRandom(5) });
+    const r = bootstrapDifference(a, b, meanX, { iterations: 4000, confidence: 0.95, rand: mulberry32(5) });
     expect(r.method).toBe('independent');
     expect(r.estimate).toBeCloseTo(meanX(a) - meanX(b), 9);
     // Coverage of the known shift is a property of many samples, not of one: 95 % intervals over 40
@@ -63,7 +63,7 @@ describe('bootstrapDifference', () => {
     for (let k = 0; k < 40; k++) {
       const ka = normalUnits(n, 1150, sd, 100 + 2 * k, false);
       const kb = normalUnits(n, 1000, sd, 101 + 2 * k, false);
-      const c = bootstrapDifference(ka, kb, meanX, { iterations: 1000, confidence: 0.95, rand: seededRandom(k) });
+      const c = bootstrapDifference(ka, kb, meanX, { iterations: 1000, confidence: 0.95, rand: mulberry32(k) });
       if ((c.lo as number) < 150 && (c.hi as number) > 150) covered++;
     }
     expect(covered).toBeGreaterThanOrEqual(34);
@@ -84,7 +84,7 @@ describe('bootstrapDifference', () => {
       const r = bootstrapDifference(normalUnits(n, 1100, 100, 31, false), normalUnits(n, 1000, 100, 32, false), meanX, {
         iterations: 2000,
         confidence: 0.95,
-        rand: seededRandom(9),
+        rand: mulberry32(9),
       });
       return (r.hi as number) - (r.lo as number);
     };
@@ -111,11 +111,11 @@ describe('bootstrapDifference', () => {
     expect(isPaired(a, normalUnits(5, 0, 1, 2, false))).toBe(false);
     // A statistic undefined whenever unit k0 is missing from the resample.
     const stat = (us: readonly V[]): number => (us.some((u) => u.matchKey === 'k0') ? meanX(us) : NaN);
-    const r = bootstrapDifference(a, a, stat, { iterations: 400, confidence: 0.9, rand: seededRandom(1) });
+    const r = bootstrapDifference(a, a, stat, { iterations: 400, confidence: 0.9, rand: mulberry32(1) });
     // P(k0 drawn at least once in 5 draws) = 1 - 0.8^5 = 0.672: fewer than 90 % defined, so no interval.
     expect(r.validIterations).toBeGreaterThan(220);
     expect(r.validIterations).toBeLessThan(320);
     expect(r.lo).toBeNull();
-    expect(() => bootstrapDifference(a, a, meanX, { iterations: 0, confidence: 0.95, rand: seededRandom(1) })).toThrow(RangeError);
+    expect(() => bootstrapDifference(a, a, meanX, { iterations: 0, confidence: 0.95, rand: mulberry32(1) })).toThrow(RangeError);
   });
 });

@@ -28,7 +28,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { seededRandom } from '@vantage/random';
+import { mulberry32 } from '@vantage/random';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { PrefixIndex } from '@vantage/prefix-index';
 import { decodeAnswers, deviceOverlap, encodeEvents, encodeQueries, ORACLE_BUILD_TIMEOUT_MS, oracleBinary, type Leave } from '@vantage/dynamo-oracle';
@@ -77,7 +77,7 @@ describe('PrefixIndex', () => {
 
   /** A seeded stream with checkpoints: the events and, every `every` events, the query prompts. */
   function scenario(seed: number, nEvents: number) {
-    const r = seededRandom(seed);
+    const r = mulberry32(seed);
     const int = (n: number): number => Math.floor(r() * n);
     const u64 = (): bigint => (BigInt(int(2 ** 32)) << 32n) | BigInt(int(2 ** 32));
     // Paths: later ones share a prefix of an earlier one; some reuse a local hash of another path

@@ -19,7 +19,8 @@
  * `cal:` session ids, so `vantage fit` reads them; warm-ups and background
  * with theirs, which it skips).
  */
-import { calibrationParameterSet, mulberry32, type CalibrationPlan, type Role } from '@vantage/evaluation';
+import { calibrationParameterSet, type CalibrationPlan, type Role } from '@vantage/evaluation';
+import { mulberry32 } from '@vantage/random';
 import type { JsonRow, OutcomeRecord } from '@vantage/records';
 import { TwoPoolFleet, type FleetSpec } from './fleet';
 

@@ -11,7 +11,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { hashPrompt, sequenceHashes } from '@vantage/hashing';
 import { REPO_ROOT, endAtExit, forgetAtExit } from '@vantage/infra';
-import { seededRandom } from '@vantage/random';
+import { mulberry32 } from '@vantage/random';
 import {
   bookingEventCodec,
   bookingsSubject,
@@ -330,7 +330,7 @@ export async function observe(nc: NatsConnection, pool: string, localHashes: Big
 
 /** The project's seeded generator (@vantage/random), with an integer helper. */
 export function rng(seed: number): { next: () => number; int: (n: number) => number } {
-  const next = seededRandom(seed);
+  const next = mulberry32(seed);
   return { next, int: (n) => Math.floor(next() * n) };
 }
 
