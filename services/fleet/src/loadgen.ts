@@ -11,7 +11,7 @@
 import { createWriteStream } from 'node:fs';
 import { connectNats, createLogger, flushLogger, toolSettings } from '@vantage/runtime';
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
-import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, stageProposal, type StageProposalModel } from '@vantage/evaluation';
+import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, parseProposalSpec, stageProposal, type StageProposalModel } from '@vantage/evaluation';
 import { runLoadgen, type LoadgenOptions, type Workload } from './load-generator';
 import { cliTool } from './cli-args';
 
@@ -63,12 +63,11 @@ if (role !== 'efficient' && role !== 'capable') fail(`--direct-pool must be effi
 const seed = a.seed ?? '1';
 
 function proposalModel(spec: string): StageProposalModel {
-  if (spec === 'always_efficient') return { kind: 'always_efficient' };
-  const f = /^fraction:([0-9.]+):(\d+)$/.exec(spec);
-  if (f) return { kind: 'fraction_capable', fraction: Number(f[1]), seed: Number(f[2]) };
-  const l = /^length:(\d+)$/.exec(spec);
-  if (l) return { kind: 'length', capableAboveTokens: Number(l[1]) };
-  fail(`--proposal must be always_efficient, fraction:F:SEED or length:TOKENS, got ${spec}`);
+  try {
+    return parseProposalSpec(spec);
+  } catch (e) {
+    fail(`--proposal: ${e instanceof Error ? e.message : String(e)}`);
+  }
 }
 
 let evalRun: Pick<LoadgenOptions, 'sessionIdOf' | 'proposal' | 'background'> = {};
