@@ -204,7 +204,7 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
     role: 'decision',
     what: 'decision service: answers route, asks the indexers, the only publisher of bookings and decision records',
     publish: { allow: [`${V}.observe.*`, `${V}.bookings.*`, `${V}.decisions`, JS_ACCOUNT_INFO, ...streamApi(decisions)] },
-    subscribe: { allow: [`${V}.route`, `${V}.lifecycle.*`, `${V}.workers.*`, '$SRV.>', INBOX] },
+    subscribe: { allow: [`${V}.route`, `${V}.lifecycle.*`, `${V}.workers.*`, INBOX] },
     allowResponses: true,
   });
   roles.push({

@@ -1,10 +1,12 @@
 // The permission set and the operators' example generated from it: the shipped files are
 // current, and the set says what the issue asks of each role (read by a NATS subject matcher).
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../src/paths';
-import { exampleKafkaProperties, exampleNatsConfig, JOB_LAYOUT, natsServerConfig, rolePermissions, type RolePermissions } from '../src/secure';
+import { exampleKafkaProperties, exampleNatsConfig, JOB_LAYOUT, natsServerConfig, rolePermissions, secureDeployment, type RolePermissions } from '../src/secure';
+import { secureServiceEnv, stackServices } from '../src/stack';
 
 /** NATS subject matching: `*` one token, `>` one or more trailing tokens. */
 function matches(pattern: string, subject: string): boolean {
@@ -77,5 +79,32 @@ describe('operators\' example (infra/secure)', () => {
     const text = exampleNatsConfig();
     for (const r of roles) expect(text).toContain(`user: "${r.role}", password: $VANTAGE_PW_`);
     expect(text).not.toMatch(/password: "/);
+  });
+});
+
+describe('secured deployment (infra up --secure)', () => {
+  it('makes certificates and secret files once (0600) and gives every stack service its own role', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vantage-secure-'));
+    try {
+      const a = secureDeployment(dir, JOB_LAYOUT);
+      const b = secureDeployment(dir, JOB_LAYOUT);
+      // Kept across runs: Kafka's SCRAM users exist only from the first format.
+      expect(b.kafka.scramUsers).toEqual(a.kafka.scramUsers);
+      expect(readFileSync(b.tls.caFile, 'utf8')).toBe(readFileSync(a.tls.caFile, 'utf8'));
+      const pwFile = a.natsEnv('decision')['VANTAGE_NATS_PASSWORD_FILE']!;
+      expect(statSync(pwFile).mode & 0o777).toBe(0o600);
+      expect(statSync(a.tls.serverKeyFile).mode & 0o777).toBe(0o600);
+      const services = stackServices({ natsUrl: 'x', kafkaBrokers: 'y', paramsFile: 'p', logDir: dir, timeScale: 1, log: () => {}, pools: { efficient: { name: 'efficient', component: 'efficient', speed: 1, workers: 1 }, capable: { name: 'capable', component: 'capable', speed: 1, workers: 1 } } });
+      const users = services.map((s) => secureServiceEnv(a, s.name)['VANTAGE_NATS_USER']);
+      expect(users).toEqual(['indexer-efficient', 'indexer-capable', 'decision', 'outcome', 'fleet']);
+      expect(secureServiceEnv(a, 'outcome')['VANTAGE_KAFKA_SASL_USERNAME']).toBe('outcome');
+      expect(secureServiceEnv(a, 'decision')['VANTAGE_KAFKA_SASL_USERNAME']).toBeUndefined();
+      // The generated server configuration holds each role's password and requires client certificates.
+      const conf = natsServerConfig({ port: 1, monitorPort: 2, storeDir: '/s', ...a.nats });
+      expect(conf).toContain('verify: true');
+      expect(conf).toContain(readFileSync(pwFile, 'utf8').trim());
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

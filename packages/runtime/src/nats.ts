@@ -32,7 +32,7 @@ import type { Logger } from 'pino';
 import { readErrorHeaders, toVantageError, VantageError, writeErrorHeaders } from './errors';
 import type { RuntimeMetrics } from './metrics';
 import { redactUrl } from './secrets';
-import { classifyNatsConnectError, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
+import { classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
 
 export type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 
@@ -153,6 +153,10 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
           break;
         }
       }
+    }
+    if (why.code === 'NATS_AUTH_FAILED' && security.summary.auth === 'creds' && cfg.credsFile !== undefined) {
+      const exp = await credsExpiry(cfg.credsFile);
+      if (exp.expired) why = { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: `the user JWT in nats.credsFile expired at ${new Date(exp.expiresAtMs ?? 0).toISOString()}` };
     }
     opts.metrics?.countError(why.code);
     throw new VantageError(why.code, redactUrl(`cannot connect to NATS at ${url}: ${e instanceof Error ? e.message : String(e)} (${why.hint})`), {

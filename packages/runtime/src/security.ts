@@ -20,6 +20,7 @@ import {
   type Authenticator,
   type TlsOptions,
 } from '@nats-io/transport-node';
+import { parseCreds } from '@nats-io/jwt';
 import type { SASLOptions } from 'kafkajs';
 import type { KafkaSaslMechanism } from './config';
 import { VantageError, type ErrorCode } from './errors';
@@ -390,4 +391,19 @@ export async function probeNatsTls(server: string, tls: { caFile?: string; certF
     };
     raw.on('data', onData);
   });
+}
+
+/**
+ * When a `.creds` login is refused: whether its user JWT has expired. nats-server answers an
+ * expired JWT at connect with the same "Authorization Violation" as an unknown one, so the
+ * client reads the claim (`exp`, seconds) itself to name the cause.
+ */
+export async function credsExpiry(credsFile: string, nowMs = Date.now()): Promise<{ expired: boolean; expiresAtMs: number | null }> {
+  try {
+    const { uc } = await parseCreds(readFileSync(credsFile));
+    const exp = typeof uc.exp === 'number' && uc.exp > 0 ? uc.exp * 1000 : null;
+    return { expired: exp !== null && exp <= nowMs, expiresAtMs: exp };
+  } catch {
+    return { expired: false, expiresAtMs: null };
+  }
 }
