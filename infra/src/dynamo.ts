@@ -1,5 +1,5 @@
 /**
- * Dynamo 1.6.1's own processes for integration tests and demos: its mocker (`python -m
+ * Dynamo 1.6.1's own processes for integration tests and `npm start -- --dynamo`: its mocker (`python -m
  * dynamo.mocker`, mock GPU workers that publish real KV events, load and forward-pass metrics on
  * NATS and list themselves in file discovery) and a driver that sends requests through Dynamo's
  * own Python client and asks Dynamo's own KvRouter for overlap (packages/testkit/python/
@@ -14,8 +14,9 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { endAtExit, forgetAtExit, freePort, INFRA_DIR, REPO_ROOT } from '@vantage/infra';
 import { parseDiscoveryEntry } from '@vantage/discovery';
+import { endAtExit, forgetAtExit, freePort } from './exec';
+import { INFRA_DIR, REPO_ROOT } from './paths';
 
 let pythonPath: string | undefined;
 
