@@ -226,7 +226,7 @@ export interface DynamoDriver extends DynamoProcess {
   /** Worker instance ids the client saw at start. */
   readonly workers: readonly bigint[];
   /** One request through `client.direct` (a worker given) or `client.generate` (round robin). */
-  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint; dpRank?: number }): Promise<GenerateResult>;
+  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint }): Promise<GenerateResult>;
   /** `KvRouter.get_overlap_scores(tokens)`. */
   overlap(tokens: readonly number[]): Promise<OverlapScores>;
   instances(): Promise<bigint[]>;
@@ -322,7 +322,6 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
         tokens,
         max_tokens: opts.maxTokens ?? 2,
         worker: opts.worker === undefined ? null : String(opts.worker),
-        dp_rank: opts.dpRank ?? null,
       });
       return { tokensOut: Number(r.tokens_out), cachedTokens: r.cached_tokens === null ? null : Number(r.cached_tokens) };
     },
