@@ -10,6 +10,15 @@ export type { StackOptions, PoolSpec, ServiceSpec, RunningService } from './stac
 export { runJob, defaultJobConfig, calibrationParameterSet, writeParameterSet, waitForParameterSet, runNode, RECORD_VARIANT, OUT_DIR } from './job';
 export type { JobConfig, JobContext, JobResult } from './job';
 export {
+  dynamoPython,
+  dynamoEnv,
+  discoveredInstanceIds,
+  startMocker,
+  startDynamoDriver,
+  DYNAMO_DRIVER,
+} from './dynamo';
+export type { MockerOptions, MockerProcess, DynamoProcess, DynamoDriver, DriverOptions, GenerateResult, OverlapScores } from './dynamo';
+export {
   ensureTlsMaterial,
   JOB_LAYOUT,
   KAFKA_USERS,

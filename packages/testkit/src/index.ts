@@ -85,3 +85,20 @@ export function secretFile(dir: string, name: string, content: string | Uint8Arr
   writeFileSync(path, content, { mode: 0o600 });
   return path;
 }
+
+/** Dynamo 1.6.1's mocker and a Dynamo-client driver (kept in @vantage/infra, which `npm start -- --dynamo` uses too). */
+export {
+  dynamoPython,
+  dynamoEnv,
+  discoveredInstanceIds,
+  startMocker,
+  startDynamoDriver,
+  DYNAMO_DRIVER,
+  type MockerOptions,
+  type MockerProcess,
+  type DynamoProcess,
+  type DynamoDriver,
+  type DriverOptions,
+  type GenerateResult,
+  type OverlapScores,
+} from '@vantage/infra';
