@@ -7,7 +7,7 @@
  */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { RunIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { RunIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   KvRouterRows,
   SelectionScratch,
@@ -407,6 +407,18 @@ export class PoolState {
     this.counters.kvEvents++;
     this.touch(ev.workerId, ev.dpRank, nowMs);
     return this.index.apply(ev, nowMs);
+  }
+
+  /**
+   * A (worker, dp rank)'s blocks as its own local index reported them (Dynamo's recovery tree
+   * dump): the publisher's state is replaced and its event-id position set to `lastEventId`
+   * (`RunIndex.recover`). Throws RangeError, before changing anything, when an event names another
+   * worker or rank or is structurally invalid.
+   */
+  applyRecovery(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint, nowMs: number): RecoverResult {
+    const r = this.index.recover(workerId, dpRank, events, lastEventId, nowMs);
+    this.touch(workerId, dpRank, nowMs);
+    return r;
   }
 
   /**
