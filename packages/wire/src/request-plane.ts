@@ -119,7 +119,7 @@ export function encodeTwoPart(m: TwoPartMessage): Uint8Array {
  * `maxFrameBytes`), after which the stream is unusable.
  */
 export class FrameReader {
-  private buf = new Uint8Array(0);
+  private buf: Uint8Array = new Uint8Array(0);
   private failed: Extract<Result<never>, { ok: false }> | null = null;
 
   constructor(
