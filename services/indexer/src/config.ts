@@ -107,6 +107,12 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
       maxFrameBytes: s.integer({ minimum: 1024, default: 256 * 1024 * 1024 }),
       /** How often due queries are issued. */
       pumpMs: s.integer({ minimum: 10, default: 100 }),
+      /**
+       * Also recover every worker once when discovery first lists its kv-events publisher (as
+       * Dynamo's router does): covers blocks stored while this indexer was not listening by a worker
+       * that has been quiet since. Off, only suspicion (a gap, an unknown parent) triggers it.
+       */
+      onListing: s.boolean({ default: true }),
     }),
   }),
 });

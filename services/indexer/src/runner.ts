@@ -90,6 +90,8 @@ export interface RunnerOptions {
     readonly metrics: RecoveryMetrics;
     /** How often due queries are issued. */
     readonly pumpMs: number;
+    /** Recover each kv-events publisher once when discovery first lists it. */
+    readonly onListing: boolean;
   } | null;
   /** A discovery store to use instead of the one the pool's configuration names (tests, other backends). */
   readonly discoveryStore?: DiscoveryStore;
@@ -371,10 +373,12 @@ export class PoolRunner {
     if (this.recovery && this.o.recovery) {
       // As Dynamo's router does for each worker it finds: its blocks as its own index holds them now
       // (this indexer may have missed them: a restart, or a worker that has been quiet since).
-      this.recoverListed('listed');
-      this.discovery?.subscribe((e) => {
-        if (e.kind === 'publishers_changed') this.recoverListed('listed');
-      });
+      if (this.o.recovery.onListing) {
+        this.recoverListed('listed');
+        this.discovery?.subscribe((e) => {
+          if (e.kind === 'publishers_changed') this.recoverListed('listed');
+        });
+      }
       const rec = this.recovery;
       this.recoveryTimer = setInterval(() => rec.pump(), this.o.recovery.pumpMs);
       this.recoveryTimer.unref();

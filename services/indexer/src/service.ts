@@ -111,6 +111,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
               settings: { initialBackoffMs: rc.initialBackoffMs, maxBackoffMs: rc.maxBackoffMs, maxBufferedEvents: rc.maxBufferedEvents },
               metrics: recMetrics,
               pumpMs: rc.pumpMs,
+              onListing: rc.onListing,
             }
           : null,
     });
