@@ -22,6 +22,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localBlockHashes } from '@vantage/hashing';
 import { INFRA_DIR } from '@vantage/infra';
+import { observeReplyCodec, observeRequestCodec, observeSubject, type ObserveReply } from '@vantage/protocol';
 import { eventually, natsUrl, startDynamoDriver, startMocker, uniqueName, type DynamoDriver, type MockerProcess } from '@vantage/testkit';
 import { observe, rng, spawnIndexer, type IndexerChild, type PoolSpec } from './helpers';
 
@@ -81,6 +82,17 @@ describe("recovery of suspect workers from Dynamo 1.6.1's local indexes", () => 
     return out;
   }
   const lastPrompts = (n: number): number[][] => prompts.slice(-n);
+  async function observeJson(p: number[]): Promise<ObserveReply> {
+    const req = observeRequestCodec.encode({
+      requestId: null,
+      prompt: { kind: 'token_ids', tokenIds: Uint32Array.from(p), loraName: null },
+      promptTokens: p.length,
+      replyEncoding: 'json',
+    });
+    const r = observeReplyCodec.decode((await nc.request(observeSubject(pool), req, { timeout: 5_000 })).data);
+    if (!r.ok) throw new Error(r.reason);
+    return r.value;
+  }
 
   beforeAll(async () => {
     mkdirSync(dir, { recursive: true });
@@ -121,6 +133,7 @@ describe("recovery of suspect workers from Dynamo 1.6.1's local indexes", () => 
     await traffic(60);
     await eventually('the indexer agrees with KvRouter before the loss', async () => (await mismatches(indexer!, lastPrompts(15))).length === 0, 20_000);
 
+    const restartedAt = Date.now();
     const ix = await restartAfterLoss(false, 40);
     // Stale until the workers speak: the loss is real.
     const stale = await mismatches(ix, lastPrompts(20));
@@ -139,8 +152,12 @@ describe("recovery of suspect workers from Dynamo 1.6.1's local indexes", () => 
     }
     expect(await ix.metric('vantage_indexer_kv_gaps_total', { pool })).toBeGreaterThanOrEqual(2);
     await eventually('every answer equals KvRouter again', async () => (await mismatches(ix, [...lastPrompts(prompts.length - before + 30)])).length === 0, 20_000);
-    const reply = await observe(nc, pool, localBlockHashes(Uint32Array.from(prompts[prompts.length - 1]!), BS, null), 10);
-    for (const w of reply.workers) expect(w.suspect).toBeNull();
+    // The answers say so: no suspicion, and when each worker was recovered (JSON replies).
+    const reply = await observeJson(prompts[prompts.length - 1]!);
+    for (const w of reply.workers) {
+      expect(w.suspect).toBeNull();
+      expect(w.recoveredAtMs).toBeGreaterThanOrEqual(restartedAt);
+    }
     expect(await ix.metric('vantage_indexer_events_applied_total', { pool, kind: 'cleared' })).toBe(0);
     expect(await ix.metric('vantage_indexer_recovery_outcomes_total', { pool, outcome: 'recovered' })).toBe(2);
     // And it stays right as traffic continues.
