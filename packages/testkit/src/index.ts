@@ -62,6 +62,7 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
   }
 }
 
+/** Dynamo 1.6.1's mocker and a Dynamo-client driver (kept in @vantage/infra, which `npm start -- --dynamo` uses too). */
 export {
   dynamoPython,
   dynamoEnv,
@@ -76,4 +77,4 @@ export {
   type DriverOptions,
   type GenerateResult,
   type OverlapScores,
-} from './dynamo';
+} from '@vantage/infra';
