@@ -436,6 +436,11 @@ export abstract class IndexBase {
     return { blocksDropped: dropped, blocks: pub.map.size, unknownParents, suspect: pub.suspect };
   }
 
+  /** Last event id applied for one publisher (null before its first event, or when unknown). */
+  lastEventIdOf(workerId: WorkerId, dpRank: number): bigint | null {
+    return this.publisher(workerId, dpRank, false)?.lastEventId ?? null;
+  }
+
   /** Suspect state of one publisher (null when trusted or unknown). */
   suspectOf(workerId: WorkerId, dpRank: number): SuspectInfo | null {
     return this.publisher(workerId, dpRank, false)?.suspect ?? null;

@@ -22,6 +22,8 @@ describe.each(IMPLEMENTATIONS)('$name recover', ({ Index }) => {
     expect(dev(idx.match(locals(1, 2, 3)), 1)).toBe(2);
     expect(dev(idx.match(locals(7, 8)), 1)).toBe(2);
     expect(dev(idx.match(locals(1, 2, 3)), 2)).toBe(2); // the other worker untouched
+    expect(idx.lastEventIdOf(W1, 0)).toBe(9n);
+    expect(idx.lastEventIdOf(W1, 3)).toBeNull();
     const m = idx.match(locals(1)).workers.find((x) => x.workerId === W1)!;
     expect(m.lastEventId).toBe(9n);
     expect(m.lastEventMs).toBe(20);

@@ -194,8 +194,7 @@ export class Recovery {
       if (target === null) continue;
       t.phase = 'in_flight';
       t.attempt = ++this.attempts;
-      const pub = this.o.state().index.stats().publishers.find((p) => p.workerId === t.workerId && p.dpRank === t.dpRank);
-      t.baseline = pub?.lastEventId ?? null;
+      t.baseline = this.o.state().index.lastEventIdOf(t.workerId, t.dpRank);
       t.buffer = [];
       t.overflow = false;
       this.o.metrics.attempts.inc({ pool: this.o.pool });
