@@ -107,6 +107,8 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
       maxFrameBytes: s.integer({ minimum: 1024, default: 256 * 1024 * 1024 }),
       /** How often due queries are issued. */
       pumpMs: s.integer({ minimum: 10, default: 100 }),
+      /** Queries out at once, across the pool's workers. */
+      maxInFlight: s.integer({ minimum: 1, default: 16 }),
       /**
        * Also recover every worker once when discovery first lists its kv-events publisher (as
        * Dynamo's router does): covers blocks stored while this indexer was not listening by a worker

@@ -47,6 +47,8 @@ export interface RecoverySettings {
   readonly maxBackoffMs: number;
   /** Events kept per publisher while its query is out; past it the attempt is abandoned and retried. */
   readonly maxBufferedEvents: number;
+  /** Queries out at once (the rest wait their turn: at start every listed worker is recovered). */
+  readonly maxInFlight: number;
 }
 
 export type RecoveryOutcome =
@@ -123,6 +125,7 @@ export class Recovery {
   /** Last successful recovery per (worker, dp rank). */
   private readonly done = new Map<string, RecoveryStatus>();
   private attempts = 0;
+  private inFlight = 0;
 
   constructor(
     private readonly o: {
@@ -189,6 +192,7 @@ export class Recovery {
   pump(): void {
     const now = this.o.now();
     for (const [k, t] of this.tracks) {
+      if (this.inFlight >= this.o.settings.maxInFlight) return;
       if (t.phase !== 'waiting' || t.nextAtMs > now) continue;
       const target = this.o.targets.targetOf(t.workerId, t.dpRank);
       if (target === null) continue;
@@ -197,6 +201,7 @@ export class Recovery {
       t.baseline = this.o.state().index.lastEventIdOf(t.workerId, t.dpRank);
       t.buffer = [];
       t.overflow = false;
+      this.inFlight++;
       this.o.metrics.attempts.inc({ pool: this.o.pool });
       this.o.metrics.inFlight.inc({ pool: this.o.pool });
       const attempt = t.attempt;
@@ -212,6 +217,7 @@ export class Recovery {
 
   /** The writer: apply a finished query's answer (or schedule the retry). */
   applyAnswer(a: RecoveryAnswer): RecoveryOutcome | null {
+    this.inFlight--;
     const t = this.tracks.get(a.key);
     if (t === undefined || t.phase !== 'in_flight' || t.attempt !== a.attempt) {
       // The worker left (or was forgotten) meanwhile.

@@ -97,7 +97,7 @@ interface Harness {
   target: { value: RecoveryTarget | null };
 }
 
-function harness(opts: { maxBufferedEvents?: number } = {}): Harness {
+function harness(opts: { maxBufferedEvents?: number; maxInFlight?: number } = {}): Harness {
   const clock = { t: 1_000 };
   const state = new PoolState({ pool: 'p', blockSize: BS, selection: { kind: 'kv_router', formula: 'prefill_load_scale' }, bookingTtlMs: 300_000, workerTtlMs: 60_000 });
   const registry = new Registry();
@@ -117,7 +117,7 @@ function harness(opts: { maxBufferedEvents?: number } = {}): Harness {
         }),
     },
     deliver: (a) => answers.push(a),
-    settings: { initialBackoffMs: 100, maxBackoffMs: 1_000, maxBufferedEvents: opts.maxBufferedEvents ?? 1000 },
+    settings: { initialBackoffMs: 100, maxBackoffMs: 1_000, maxBufferedEvents: opts.maxBufferedEvents ?? 1000, maxInFlight: opts.maxInFlight ?? 16 },
     metrics,
     log,
     now: () => clock.t,
@@ -267,6 +267,32 @@ describe('recovery of a suspect worker', () => {
     await h.settle();
     expect(await outcome(h, 'abandoned_gone')).toBe(1);
     expect(h.state.index.suspectOf(W, 0)).not.toBeNull();
+  });
+
+  it('at most maxInFlight queries are out at once; the rest go as answers come back', async () => {
+    const h = harness({ maxInFlight: 2 });
+    const ws = [W, OTHER, 13n as WorkerId, 14n as WorkerId];
+    const rec = new Recovery({
+      pool: 'p',
+      state: () => h.state,
+      targets: { targetOf: (w, dp) => ({ workerId: w, dpRank: dp, transport: 'tcp', address: '127.0.0.1:1/x', codec: 'msgpack' }) },
+      querier: { query: (t, start) => new Promise((resolve, reject) => h.calls.push({ target: t, start, answer: resolve, fail: reject })) },
+      deliver: (a) => h.answers.push(a),
+      settings: { initialBackoffMs: 100, maxBackoffMs: 1_000, maxBufferedEvents: 10, maxInFlight: 2 },
+      metrics: h.metrics,
+      log: h.log,
+      now: () => h.clock.t,
+    });
+    for (const w of ws) rec.request(w, 0, 'listed');
+    rec.pump();
+    expect(h.calls).toHaveLength(2);
+    rec.pump();
+    expect(h.calls).toHaveLength(2);
+    h.calls[0]!.answer({ kind: 'tree_dump', events: [], lastEventId: 0n });
+    await new Promise((r) => setImmediate(r));
+    for (const a of h.answers.splice(0)) rec.applyAnswer(a);
+    rec.pump();
+    expect(h.calls).toHaveLength(3);
   });
 
   it('without a recovery target it waits; once one is known the query goes out', async () => {
