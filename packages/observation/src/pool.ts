@@ -7,7 +7,7 @@
  */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { RunIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { PrefixIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   KvRouterRows,
   SelectionScratch,
@@ -35,7 +35,7 @@ export interface PoolOptions {
   /** Seed for the selection RNG (temperature sampling, random tie-breaks). */
   readonly seed?: number;
   /** A restored index (from a snapshot) instead of an empty one. */
-  readonly index?: RunIndex;
+  readonly index?: PrefixIndex;
 }
 
 /** A worker's own load report (`kv_metrics`), with when it arrived. */
@@ -278,7 +278,7 @@ interface ObserveScratch {
 export class PoolState {
   readonly name: string;
   readonly blockSize: number;
-  readonly index: RunIndex;
+  readonly index: PrefixIndex;
   readonly ledger: BookingLedger;
   readonly counters: PoolCounters = {
     kvEvents: 0,
@@ -368,7 +368,7 @@ export class PoolState {
     this.opts = opts;
     this.name = opts.pool;
     this.blockSize = opts.blockSize;
-    this.index = opts.index ?? new RunIndex(opts.blockSize);
+    this.index = opts.index ?? new PrefixIndex(opts.blockSize);
     if (this.index.blockSize !== opts.blockSize) throw new RangeError(`restored index has block size ${this.index.blockSize}, pool ${opts.pool} has ${opts.blockSize}`);
     this.ledger = new BookingLedger({ blockSize: opts.blockSize, ttlMs: opts.bookingTtlMs });
     this.rng = seededRng(opts.seed ?? 0x5eed);
@@ -437,7 +437,7 @@ export class PoolState {
   /**
    * A (worker, dp rank)'s blocks as its own local index reported them (Dynamo's recovery tree
    * dump): the publisher's state is replaced and its event-id position set to `lastEventId`
-   * (`RunIndex.recover`). Throws RangeError, before changing anything, when an event names another
+   * (`PrefixIndex.recover`). Throws RangeError, before changing anything, when an event names another
    * worker or rank or is structurally invalid.
    */
   applyRecovery(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint, nowMs: number): RecoverResult {

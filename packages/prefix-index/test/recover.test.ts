@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { MatchResult } from '@vantage/prefix-index';
-import { IMPLEMENTATIONS } from './impls';
+import { PrefixIndex as Index, type MatchResult } from '@vantage/prefix-index';
 import { W, locals, removed, stored } from './events';
 
 const W1 = W(1);
 
 /** `recover`: a publisher's state replaced by its worker's own dump (Dynamo's TreeDump recovery). */
-describe.each(IMPLEMENTATIONS)('$name recover', ({ Index }) => {
+describe('PrefixIndex recover', () => {
   const dev = (r: MatchResult, w: bigint | number, dp = 0): number => r.workers.find((x) => x.workerId === BigInt(w) && x.dpRank === dp)?.deviceBlocks ?? -1;
 
   it("replaces only that publisher's blocks, ends its suspicion and continues from the dump's last id", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
 import { PoolState } from '@vantage/observation';
-import { RunIndex } from '@vantage/prefix-index';
+import { PrefixIndex as RunIndex } from '@vantage/prefix-index';
 import type { Logger } from '@vantage/runtime';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import type { WorkerKvQueryResponse } from '@vantage/wire';
