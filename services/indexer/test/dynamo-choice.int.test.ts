@@ -76,6 +76,7 @@ describe("the indexer's dynamoChoice against Dynamo 1.6.1's KvRouter", () => {
     let agreedOnSameInputs = 0;
     let disagreementsOnSameInputs = 0;
     const disagreements: string[] = [];
+    const projectionDiffs: string[] = [];
     for (let i = 0; i < COMPARISONS; i++) {
       // The prompt: a new session, or the next turn of one.
       let p: number[];
@@ -122,6 +123,13 @@ describe("the indexer's dynamoChoice against Dynamo 1.6.1's KvRouter", () => {
         );
       });
       compared++;
+      if (!inputsEqual && projectionDiffs.length < 5) {
+        const rows = loads.map((l) => {
+          const w = mine.workers.find((x) => x.workerId === l.workerId && x.dpRank === l.dpRank)!;
+          return `${l.workerId}: Dynamo prefill ${l.potentialPrefillTokens} decode ${l.potentialDecodeBlocks} R ${l.activeRequests}; indexer tracked ${w.trackedPrefillTokens} + uncached ${w.effectivePrefillTokens} (overlap ${w.deviceOverlapBlocks}), active ${w.activeBlocks} + new ${w.newBlocks}, R ${w.R}`;
+        });
+        projectionDiffs.push(`#${i} tokens=${p.length} booked=${booked.length}: ${rows.join(' | ')}`);
+      }
       if (tied) {
         ties++;
         if (same) tiedAgreed++;
@@ -164,6 +172,7 @@ describe("the indexer's dynamoChoice against Dynamo 1.6.1's KvRouter", () => {
         `${inputDiffers} where Dynamo's own load projection differed from the indexer's; ${ties} tied (${tiedAgreed} of them the same pick)\n`,
     );
     for (const d of disagreements.slice(0, 5)) process.stderr.write(`[dynamo-choice] ${d}\n`);
+    for (const d of projectionDiffs) process.stderr.write(`[dynamo-choice] load projection differs ${d}\n`);
     // Our cost function picks Dynamo's worker whenever it is given the figures Dynamo's is.
     expect(disagreementsOnSameInputs).toBe(0);
     expect(agreedOnSameInputs).toBe(sameInputs);
