@@ -13,7 +13,7 @@
  *     index: no `cleared` anywhere, the suspicion ends, and every answer equals KvRouter's again.
  *  2. The default (also recover each worker when discovery lists it, as Dynamo's router does): after
  *     the same loss, with no request at all after the restart (quiet workers, no event to reveal a
- *     gap), the answers equal KvRouter's.
+ *     gap), the answers equal KvRouter's, for every rank of a worker with 2 dp ranks too.
  */
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -37,6 +37,7 @@ describe("recovery of suspect workers from Dynamo 1.6.1's local indexes", () => 
   const bucket = uniqueName('snap');
   let nc: NatsConnection;
   let mocker: MockerProcess;
+  let dpMocker: MockerProcess;
   let driver: DynamoDriver;
   let indexer: IndexerChild | null = null;
   const pools: PoolSpec[] = [{ name: pool, namespace: ns, discovery: { backend: 'file', dir, pollMs: 50 } } as PoolSpec];
@@ -98,14 +99,18 @@ describe("recovery of suspect workers from Dynamo 1.6.1's local indexes", () => 
     mkdirSync(dir, { recursive: true });
     nc = await connect({ servers: natsUrl() });
     mocker = await startMocker({ natsUrl: natsUrl(), fileKvDir: dir, endpoint, numWorkers: 2, blockSize: BS, numGpuBlocks: GPU_BLOCKS, speedupRatio: 100 });
+    // One worker with 2 dp ranks: each rank is its own publisher with its own local index.
+    dpMocker = await startMocker({ natsUrl: natsUrl(), fileKvDir: dir, endpoint, numWorkers: 1, dataParallelSize: 2, blockSize: BS, numGpuBlocks: GPU_BLOCKS, speedupRatio: 100 });
+    // The first test sends traffic to the single-rank workers only (a rank with no event after the
+    // restart cannot reveal a gap); the second to every worker.
     workers = [...mocker.workerIds];
-    driver = await startDynamoDriver({ natsUrl: natsUrl(), fileKvDir: dir, endpoint, blockSize: BS, minWorkers: 2 });
+    driver = await startDynamoDriver({ natsUrl: natsUrl(), fileKvDir: dir, endpoint, blockSize: BS, minWorkers: 3 });
   }, 180_000);
 
   afterAll(async () => {
     await indexer?.stop();
     await driver?.stop();
-    await mocker?.stop();
+    await Promise.all([mocker?.stop(), dpMocker?.stop()]);
     try {
       await (await jetstreamManager(nc)).streams.delete(`OBJ_${bucket}`);
     } catch {
@@ -156,7 +161,9 @@ describe("recovery of suspect workers from Dynamo 1.6.1's local indexes", () => 
     const reply = await observeJson(prompts[prompts.length - 1]!);
     for (const w of reply.workers) {
       expect(w.suspect).toBeNull();
-      expect(w.recoveredAtMs).toBeGreaterThanOrEqual(restartedAt);
+      // The dp worker had no traffic (nothing lost, nothing to recover).
+      if (workers.includes(w.workerId)) expect(w.recoveredAtMs).toBeGreaterThanOrEqual(restartedAt);
+      else expect(w.recoveredAtMs).toBeUndefined();
     }
     expect(await ix.metric('vantage_indexer_events_applied_total', { pool, kind: 'cleared' })).toBe(0);
     expect(await ix.metric('vantage_indexer_recovery_outcomes_total', { pool, outcome: 'recovered' })).toBe(2);
@@ -168,9 +175,14 @@ describe("recovery of suspect workers from Dynamo 1.6.1's local indexes", () => 
 
   it('by default every listed worker is recovered at start, so quiet workers are right without any new event', async () => {
     const t0 = Date.now();
-    const ix = await restartAfterLoss(true, 40);
-    for (const w of workers) {
-      await ix.waitLog((l) => l['msg'] === "recovered a worker's blocks from its local index" && l['workerId'] === String(w) && l['why'] === 'listed', 20_000);
+    workers = [...mocker.workerIds, ...dpMocker.workerIds];
+    const ix = await restartAfterLoss(true, 60);
+    const ranks = [...mocker.workerIds.map((w) => `${w}:0`), `${dpMocker.workerIds[0]}:0`, `${dpMocker.workerIds[0]}:1`];
+    for (const r of ranks) {
+      await ix.waitLog(
+        (l) => l['msg'] === "recovered a worker's blocks from its local index" && `${String(l['workerId'])}:${String(l['dpRank'])}` === r && l['why'] === 'listed',
+        20_000,
+      );
     }
     // No request since the restart: only the recovery can have brought the index up to date.
     expect(await mismatches(ix, lastPrompts(40))).toEqual([]);
