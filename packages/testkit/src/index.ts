@@ -69,23 +69,6 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
   }
 }
 
-/** Dynamo 1.6.1's mocker and a Dynamo-client driver (kept in @vantage/infra, which `npm start -- --dynamo` uses too). */
-export {
-  dynamoPython,
-  dynamoEnv,
-  discoveredInstanceIds,
-  startMocker,
-  startDynamoDriver,
-  DYNAMO_DRIVER,
-  type MockerOptions,
-  type MockerProcess,
-  type DynamoProcess,
-  type DynamoDriver,
-  type DriverOptions,
-  type GenerateResult,
-  type OverlapScores,
-} from '@vantage/infra';
-
 /**
  * A throwaway CA with a server certificate for 127.0.0.1 and a client certificate, in a
  * fresh folder under `.infra/test` (`name` distinguishes a trusted set from a rogue one).
@@ -102,3 +85,20 @@ export function secretFile(dir: string, name: string, content: string | Uint8Arr
   writeFileSync(path, content, { mode: 0o600 });
   return path;
 }
+
+/** Dynamo 1.6.1's mocker and a Dynamo-client driver (kept in @vantage/infra, which `npm start -- --dynamo` uses too). */
+export {
+  dynamoPython,
+  dynamoEnv,
+  discoveredInstanceIds,
+  startMocker,
+  startDynamoDriver,
+  DYNAMO_DRIVER,
+  type MockerOptions,
+  type MockerProcess,
+  type DynamoProcess,
+  type DynamoDriver,
+  type DriverOptions,
+  type GenerateResult,
+  type OverlapScores,
+} from '@vantage/infra';
