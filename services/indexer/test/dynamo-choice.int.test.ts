@@ -11,9 +11,11 @@
  * 1.0, decode_active_request_weight 0.0, temperature 0.
  *
  * Before each comparison both sides must hold the same facts: the indexer's device overlap for the
- * prompt equals KvRouter's and its booked requests equal the bookings outstanding. A comparison
- * where two or more workers share the lowest cost is a tie (Dynamo breaks it by tree size, then at
- * random) and is counted apart; on every other one the two must pick the same worker.
+ * prompt equals KvRouter's, its booked requests equal the bookings outstanding, and (for up to 2 s,
+ * while KvRouter's last prefill completion or release is on its way) the load figures Dynamo
+ * projects for the prompt (`get_potential_loads`) equal the indexer's. A comparison where two or
+ * more workers share the lowest cost is a tie (Dynamo breaks it by tree size, then at random) and
+ * is counted apart; on every other one the two must pick the same worker.
  */
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -103,25 +105,34 @@ describe("the indexer's dynamoChoice against Dynamo 1.6.1's KvRouter", () => {
         10_000,
         50,
       );
-      const [theirs, loads] = await Promise.all([driver.bestWorker(p), driver.potentialLoads(p)]);
+      // Do both sides put the same load figures into the cost? Dynamo's projection of prefill tokens
+      // (tracked + this prompt's uncached) and of decode blocks (active + this prompt's new, full
+      // blocks only: a trailing partial block is not counted by 1.6.1, our selection counts it on
+      // every worker alike, which moves no choice). A prefill completion or release KvRouter just
+      // published may still be on its way: up to 2 s for the figures to meet, then they count as
+      // differing.
+      const partial = p.length % BS === 0 ? 0 : 1;
+      let loads = await driver.potentialLoads(p);
+      const sameLoads = (): boolean =>
+        loads.every((l) => {
+          const w = mine.workers.find((x) => x.workerId === l.workerId && x.dpRank === l.dpRank);
+          return (
+            w !== undefined &&
+            l.potentialPrefillTokens === w.trackedPrefillTokens + w.effectivePrefillTokens &&
+            l.potentialDecodeBlocks === w.activeBlocks + w.newBlocks - partial
+          );
+        });
+      for (const until = Date.now() + 2_000; !sameLoads() && Date.now() < until; ) {
+        await new Promise((r) => setTimeout(r, 50));
+        [mine, loads] = await Promise.all([ask(p), driver.potentialLoads(p)]);
+      }
+      const inputsEqual = sameLoads();
+      const theirs = await driver.bestWorker(p);
       const costs = mine.workers.map((w) => w.dynamoCost ?? Infinity);
       const min = Math.min(...costs);
       const tied = costs.filter((c) => Math.abs(c - min) < 1e-9).length > 1;
       const choice = mine.dynamoChoice!;
       const same = choice.workerId === theirs.workerId && choice.dpRank === theirs.dpRank;
-      // Do both sides put the same load figures into the cost? Dynamo's projection of prefill tokens
-      // (tracked + this prompt's uncached) and of decode blocks (active + this prompt's new, full
-      // blocks only: a trailing partial block is not counted by 1.6.1, our selection counts it on
-      // every worker alike, which moves no choice).
-      const partial = p.length % BS === 0 ? 0 : 1;
-      const inputsEqual = loads.every((l) => {
-        const w = mine.workers.find((x) => x.workerId === l.workerId && x.dpRank === l.dpRank);
-        return (
-          w !== undefined &&
-          l.potentialPrefillTokens === w.trackedPrefillTokens + w.effectivePrefillTokens &&
-          l.potentialDecodeBlocks === w.activeBlocks + w.newBlocks - partial
-        );
-      });
       compared++;
       if (!inputsEqual && projectionDiffs.length < 5) {
         const rows = loads.map((l) => {
@@ -173,9 +184,12 @@ describe("the indexer's dynamoChoice against Dynamo 1.6.1's KvRouter", () => {
     );
     for (const d of disagreements.slice(0, 5)) process.stderr.write(`[dynamo-choice] ${d}\n`);
     for (const d of projectionDiffs) process.stderr.write(`[dynamo-choice] load projection differs ${d}\n`);
-    // Our cost function picks Dynamo's worker whenever it is given the figures Dynamo's is.
+    // The same pick on every comparison without a tie (printed above when not), and the two sides
+    // held the same load figures for most of them (they are printed where they did not).
+    expect(disagreements).toEqual([]);
+    expect(agreed).toBe(nonTied);
     expect(disagreementsOnSameInputs).toBe(0);
-    expect(agreedOnSameInputs).toBe(sameInputs);
-    expect(sameInputs).toBeGreaterThanOrEqual(COMPARISONS / 3);
+    expect(nonTied).toBeGreaterThanOrEqual(COMPARISONS / 2);
+    expect(sameInputs).toBeGreaterThanOrEqual(COMPARISONS / 2);
   }, 300_000);
 });
