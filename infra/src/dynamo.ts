@@ -229,6 +229,14 @@ export interface DynamoDriver extends DynamoProcess {
   generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint }): Promise<GenerateResult>;
   /** `KvRouter.get_overlap_scores(tokens)`. */
   overlap(tokens: readonly number[]): Promise<OverlapScores>;
+  /** `KvRouter.best_worker(tokens, request_id)`: the worker Dynamo picks; with a request id it also books it there. */
+  bestWorker(tokens: readonly number[], requestId?: string): Promise<{ workerId: bigint; dpRank: number; overlapBlocks: number }>;
+  /** `KvRouter.free(request_id)`. */
+  free(requestId: string): Promise<void>;
+  /** `KvRouter.mark_prefill_complete(request_id)`. */
+  prefillComplete(requestId: string): Promise<void>;
+  /** `KvRouter.get_potential_loads(tokens)`, per (worker, dp rank). */
+  potentialLoads(tokens: readonly number[]): Promise<{ workerId: bigint; dpRank: number; potentialPrefillTokens: number; potentialDecodeBlocks: number; activeRequests: number }[]>;
   instances(): Promise<bigint[]>;
 }
 
@@ -240,6 +248,8 @@ export interface DriverOptions {
   readonly minWorkers?: number;
   /** Do not start a KvRouter (no overlap queries). */
   readonly noRouter?: boolean;
+  /** The KvRouter publishes its bookings to other routers (`router_replica_sync`): indexers see them as Dynamo's load. */
+  readonly routerReplicaSync?: boolean;
   readonly logDir?: string;
   readonly readyTimeoutMs?: number;
 }
@@ -251,6 +261,7 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
   mkdirSync(logDir, { recursive: true });
   const args = [DYNAMO_DRIVER, '--endpoint', o.endpoint ?? 'dynamo.backend.generate', '--block-size', String(o.blockSize ?? 64), '--min-workers', String(o.minWorkers ?? 1)];
   if (o.noRouter) args.push('--no-router');
+  if (o.routerReplicaSync) args.push('--router-replica-sync');
   const logFile = join(logDir, `driver-${Date.now()}.log`);
   const { child, proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir), logFile, 'pipe');
   const pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
@@ -324,6 +335,26 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
         worker: opts.worker === undefined ? null : String(opts.worker),
       });
       return { tokensOut: Number(r.tokens_out), cachedTokens: r.cached_tokens === null ? null : Number(r.cached_tokens) };
+    },
+    bestWorker: async (tokens, requestId) => {
+      const r = await call({ op: 'best_worker', tokens, request_id: requestId ?? null });
+      return { workerId: BigInt(r.worker_id as string), dpRank: Number(r.dp_rank), overlapBlocks: Number(r.overlap_blocks) };
+    },
+    free: async (requestId) => {
+      await call({ op: 'free', request_id: requestId });
+    },
+    prefillComplete: async (requestId) => {
+      await call({ op: 'prefill_complete', request_id: requestId });
+    },
+    potentialLoads: async (tokens) => {
+      const r = await call({ op: 'potential_loads', tokens });
+      return (r.loads as Record<string, string | number>[]).map((l) => ({
+        workerId: BigInt(l.worker_id as string),
+        dpRank: Number(l.dp_rank),
+        potentialPrefillTokens: Number(l.potential_prefill_tokens),
+        potentialDecodeBlocks: Number(l.potential_decode_blocks),
+        activeRequests: Number(l.active_requests),
+      }));
     },
     overlap: async (tokens) => {
       const r = await call({ op: 'overlap', tokens });

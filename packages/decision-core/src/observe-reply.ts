@@ -64,6 +64,7 @@ export function observeReplyOf(o: PoolObservation, meta: ReplyMeta): ObserveRepl
               ageMs: Math.max(0, now - w.forwardPass.atMs),
             },
           }),
+      ...(w.recoveredAtMs === null ? {} : { recoveredAtMs: w.recoveredAtMs }),
     };
   });
   return {

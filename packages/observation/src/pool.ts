@@ -7,7 +7,7 @@
  */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { PrefixIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { PrefixIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   KvRouterRows,
   SelectionScratch,
@@ -81,6 +81,8 @@ export interface WorkerObservation {
   readonly report: LoadReport | null;
   /** Its last forward-pass report; null when none arrived. */
   readonly forwardPass: ForwardPassReport | null;
+  /** When its blocks were last recovered from its own local index (`applyRecovery`); null if never. */
+  readonly recoveredAtMs: number | null;
   /** Dynamo's effective prefill tokens for this request here: max(0, N - deviceBlocks*bs). */
   readonly effectivePrefillTokens: number;
   /** This request's blocks not already active on the worker. */
@@ -147,6 +149,8 @@ interface RankSlot {
   report: LoadReport | null;
   /** The rank's own last `forward-pass-metrics`. */
   forwardPass: ForwardPassReport | null;
+  /** Its last recovery from the worker's local index. */
+  recoveredAtMs: number | null;
   /** Position in the sorted rank list (valid while that list is). */
   pos: number;
   /** The rank in the booking ledger, resolved once. */
@@ -389,6 +393,7 @@ export class PoolState {
       lastSeen: w.lastSeen,
       report: null,
       forwardPass: null,
+      recoveredAtMs: null,
       pos: -1,
       ref: this.ledger.rankRef(w.workerId, dpRank),
       obs: null,
@@ -427,6 +432,18 @@ export class PoolState {
     this.counters.kvEvents++;
     this.touch(ev.workerId, ev.dpRank, nowMs);
     return this.index.apply(ev, nowMs);
+  }
+
+  /**
+   * A (worker, dp rank)'s blocks as its own local index reported them (Dynamo's recovery tree
+   * dump): the publisher's state is replaced and its event-id position set to `lastEventId`
+   * (`PrefixIndex.recover`). Throws RangeError, before changing anything, when an event names another
+   * worker or rank or is structurally invalid.
+   */
+  applyRecovery(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint, nowMs: number): RecoverResult {
+    const r = this.index.recover(workerId, dpRank, events, lastEventId, nowMs);
+    this.touch(workerId, dpRank, nowMs)!.recoveredAtMs = nowMs;
+    return r;
   }
 
   /**
@@ -912,6 +929,7 @@ export class PoolState {
       o.load = load;
       o.report = r.report;
       o.forwardPass = r.forwardPass;
+      o.recoveredAtMs = r.recoveredAtMs;
       o.effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
       o.newRequestBlocks = newRequestBlocks;
       // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
@@ -1006,6 +1024,7 @@ function newRankScratch(r: RankSlot): RankScratch {
       load: null as unknown as WorkerLoad,
       report: null,
       forwardPass: null,
+      recoveredAtMs: null,
       effectivePrefillTokens: 0,
       newRequestBlocks: 0,
       suspect: null,

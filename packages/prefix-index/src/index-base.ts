@@ -12,7 +12,7 @@ import { grow } from './growable';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 import { u64From } from './hash32';
 import { DETACHED_REF, ROOT_REF, idOf, readTree, writeTree, type TreeDump } from './tree-dump';
-import type { ApplyResult, IndexCounters, MatchResult, PublisherStats, SuspectInfo, SuspectReason, WorkerMatch } from './types';
+import type { ApplyResult, IndexCounters, MatchResult, PublisherStats, RecoverResult, SuspectInfo, SuspectReason, WorkerMatch } from './types';
 
 export const NTIERS = 4;
 export const EMPTY_U64 = new BigUint64Array(0);
@@ -388,6 +388,58 @@ export abstract class IndexBase {
     pub.expectStart = false;
     pub.lastEventMs = nowMs;
     this.syncSlot(pub);
+  }
+
+  /**
+   * Replace one publisher's state with what its worker's own index says it holds (Dynamo's
+   * `TreeDump` recovery: events in replay order, whose ids are synthetic and so are not checked):
+   * its blocks are dropped, `events` are applied in order, its event-id position becomes
+   * `lastEventId` (the worker's newest real event id at the dump; later live events continue from
+   * it and older ones are duplicates) and it is trusted again, unless a dump event named an unknown
+   * parent (then it stays suspect, `unknown_parent`). Every event must belong to this worker and dp
+   * rank and be structurally valid: a RangeError is thrown before anything changes otherwise.
+   */
+  recover(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint, nowMs: number): RecoverResult {
+    for (const e of events) {
+      if (e.workerId !== workerId || e.dpRank !== dpRank) {
+        throw new RangeError(`recovery event for worker ${e.workerId} dp rank ${e.dpRank} in the recovery of worker ${workerId} dp rank ${dpRank}`);
+      }
+      if (TIER_INDEX[e.storageTier] === undefined) throw new RangeError(`unknown storage tier ${String(e.storageTier)}`);
+      const d = e.data;
+      if (d.kind === 'stored' && d.blockHashes.length !== d.tokensHashes.length) {
+        throw new RangeError(`stored event has ${d.blockHashes.length} block hashes but ${d.tokensHashes.length} tokens hashes`);
+      }
+    }
+    const pub = this.publisher(workerId, dpRank, true)!;
+    const dropped = this.clearPublisher(pub);
+    pub.suspect = null;
+    pub.expectStart = false;
+    let unknownParents = 0;
+    const c = this.counters;
+    for (const e of events) {
+      const tier = TIER_INDEX[e.storageTier];
+      const d = e.data;
+      if (d.kind === 'stored') {
+        if (this.applyStored(pub, tier, d)) unknownParents++;
+        c.blocksStored += d.blockHashes.length;
+      } else if (d.kind === 'removed') {
+        const unknown = this.applyRemoved(pub, tier, d.blockHashes);
+        c.blocksRemoved += d.blockHashes.length - unknown.length;
+      } else this.clearPublisher(pub);
+    }
+    pub.lastEventId = lastEventId;
+    pub.lastEventMs = nowMs;
+    if (unknownParents > 0) {
+      c.unknownParents += unknownParents;
+      this.markSuspect(pub, 'unknown_parent', nowMs);
+    }
+    this.syncSlot(pub);
+    return { blocksDropped: dropped, blocks: pub.map.size, unknownParents, suspect: pub.suspect };
+  }
+
+  /** Last event id applied for one publisher (null before its first event, or when unknown). */
+  lastEventIdOf(workerId: WorkerId, dpRank: number): bigint | null {
+    return this.publisher(workerId, dpRank, false)?.lastEventId ?? null;
   }
 
   /** Suspect state of one publisher (null when trusted or unknown). */

@@ -8,6 +8,7 @@ export { SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE } from './index-base';
 export type { MatchCounts, PublisherView } from './index-base';
 export type {
   ApplyResult,
+  RecoverResult,
   ApplyStatus,
   IndexCounters,
   IndexStats,

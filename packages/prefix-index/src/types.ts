@@ -35,6 +35,17 @@ export interface ApplyResult {
   readonly suspect: SuspectInfo | null;
 }
 
+/** What `recover` did to one publisher. */
+export interface RecoverResult {
+  /** Blocks the publisher held before (dropped). */
+  readonly blocksDropped: number;
+  /** Blocks it holds after the recovered events. */
+  readonly blocks: number;
+  /** Recovered stored events whose parent was unknown (the publisher then stays suspect). */
+  readonly unknownParents: number;
+  readonly suspect: SuspectInfo | null;
+}
+
 /** One (worker, dp rank)'s reuse for a request. All counts are leading blocks from block 0. */
 export interface WorkerMatch {
   readonly workerId: WorkerId;

@@ -461,6 +461,7 @@ function workerToWire(o: WorkerObservation): Record<string, unknown> {
   const out: Record<string, unknown> = { ...o, workerId: str(o.workerId), reported: o.reported === null ? null : { ...o.reported }, ages: { ...o.ages } };
   if (o.forwardPass === undefined || o.forwardPass === null) delete out.forwardPass;
   else out.forwardPass = { ...o.forwardPass };
+  if (o.recoveredAtMs === undefined || o.recoveredAtMs === null) delete out.recoveredAtMs;
   return out;
 }
 
@@ -491,6 +492,7 @@ function workerFromWire(w: W, path: string): WorkerObservation {
     ages: agesFromWire(w.ages),
     dynamoCost: w.dynamoCost,
     ...(w.forwardPass === undefined || w.forwardPass === null ? {} : { forwardPass: { ...w.forwardPass } }),
+    ...(w.recoveredAtMs === undefined || w.recoveredAtMs === null ? {} : { recoveredAtMs: w.recoveredAtMs }),
   };
 }
 

@@ -74,6 +74,8 @@ export interface WorkerObservation {
   readonly dynamoCost: number | null;
   /** The worker's own last forward-pass-metrics report (Dynamo 1.6.1); absent when none arrived. JSON replies only. */
   readonly forwardPass?: ForwardPassObservation | null;
+  /** When the indexer last recovered this worker's blocks from the worker's own local index (ms since epoch); absent when never. JSON replies only. */
+  readonly recoveredAtMs?: number | null;
 }
 
 /** What a worker's `forward-pass-metrics` said last, and how old that is. */

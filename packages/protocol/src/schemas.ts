@@ -158,6 +158,11 @@ const workerObservation: Schema = obj(
         }, { description: "The worker's own last forward-pass-metrics report (Dynamo 1.6.1); absent or null when none arrived." }),
       ],
     },
+    recoveredAtMs: {
+      type: ['number', 'null'],
+      minimum: 0,
+      description: "When the indexer last recovered this worker's blocks from the worker's own local index (ms since epoch); absent or null when never.",
+    },
   },
 );
 

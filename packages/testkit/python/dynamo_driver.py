@@ -11,6 +11,14 @@ Requests run concurrently; each reply carries the request's `id`. Commands:
   {"op": "overlap", "id": N, "tokens": [...]}
       -> {"id": N, "ok": true, "block_size": B, "workers": [{"worker_id": "<id>", "dp_rank": R, "device_blocks": D}, ...]}
       Dynamo's own ground truth: `KvRouter(endpoint, block_size, KvRouterConfig()).get_overlap_scores(tokens)`.
+  {"op": "best_worker", "id": N, "tokens": [...], "request_id": "<id>"|null}
+      -> {"id": N, "ok": true, "worker_id": "<id>", "dp_rank": R, "overlap_blocks": B}
+      `KvRouter.best_worker(tokens, request_id=...)`: with a request id the router books the request on
+      the worker it picks (published to other routers with `--router-replica-sync`); without, a query.
+  {"op": "free", "id": N, "request_id": "<id>"}, {"op": "prefill_complete", "id": N, "request_id": "<id>"}
+      -> {"id": N, "ok": true}: `KvRouter.free` / `KvRouter.mark_prefill_complete`.
+  {"op": "potential_loads", "id": N, "tokens": [...]}
+      -> {"id": N, "ok": true, "loads": [{"worker_id": "<id>", "dp_rank", "potential_prefill_tokens", "potential_decode_blocks", "active_requests"}]}
   {"op": "quit"}
 
 Errors of one command come back as {"id": N, "ok": false, "error": "..."}; the driver keeps going.
@@ -92,6 +100,18 @@ async def handle(client, router, msg):
             res = await run_generate(client, msg)
         elif op == "overlap":
             res = await run_overlap(router, msg)
+        elif op == "best_worker":
+            w, dp, overlap = await router.best_worker(msg["tokens"], request_id=msg.get("request_id"))
+            res = {"worker_id": str(w), "dp_rank": int(dp), "overlap_blocks": int(overlap)}
+        elif op == "free":
+            await router.free(msg["request_id"])
+            res = {}
+        elif op == "prefill_complete":
+            await router.mark_prefill_complete(msg["request_id"])
+            res = {}
+        elif op == "potential_loads":
+            loads = await router.get_potential_loads(msg["tokens"])
+            res = {"loads": [{**{k: int(v) for k, v in l.items() if k != "worker_id"}, "worker_id": str(l["worker_id"])} for l in loads]}
         elif op == "instances":
             res = {"workers": [str(i) for i in client.instance_ids()]}
         else:
@@ -107,6 +127,7 @@ async def main():
     ap.add_argument("--block-size", type=int, default=64)
     ap.add_argument("--min-workers", type=int, default=1)
     ap.add_argument("--no-router", action="store_true", help="do not start a KvRouter (no overlap queries)")
+    ap.add_argument("--router-replica-sync", action="store_true", help="the KvRouter publishes its bookings (active_sequences_events)")
     args = ap.parse_args()
 
     loop = asyncio.get_running_loop()
@@ -115,7 +136,7 @@ async def main():
     client = await endpoint.client()
     while len(client.instance_ids()) < args.min_workers:
         await asyncio.sleep(0.1)
-    router = None if args.no_router else KvRouter(endpoint, args.block_size, KvRouterConfig())
+    router = None if args.no_router else KvRouter(endpoint, args.block_size, KvRouterConfig(router_replica_sync=args.router_replica_sync))
     emit({"ready": True, "workers": [str(i) for i in client.instance_ids()]})
 
     reader = asyncio.StreamReader()

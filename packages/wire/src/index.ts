@@ -87,3 +87,21 @@ export {
   type SubjectScope,
   type ParsedSubject,
 } from './subjects';
+export {
+  encodeTcpRequest,
+  decodeTcpRequest,
+  encodeTwoPart,
+  FrameReader,
+  encodeRequestControl,
+  decodeStreamHandshake,
+  decodeStreamPrologue,
+  isStreamSentinel,
+  encodeWorkerKvQueryRequest,
+  decodeWorkerKvQueryStreamItem,
+  type TcpRequestFrame,
+  type TwoPartMessage,
+  type RequestControl,
+  type WorkerKvQueryRequest,
+  type WorkerKvQueryResponse,
+  type WorkerKvQueryStreamItem,
+} from './request-plane';

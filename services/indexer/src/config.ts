@@ -86,6 +86,37 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
     durableName: s.string({ pattern: '^[A-Za-z0-9_-]*$', default: '' }),
     /** Concurrency bound of observe handlers (beyond it: OVERLOADED). */
     maxInFlight: s.integer({ minimum: 1, default: 4096 }),
+    /**
+     * Recovery of a suspect worker from its own local index (Dynamo's `worker_kv_query_source_*`
+     * endpoint, over Dynamo's TCP request plane), for workers whose discovery entry names one.
+     */
+    recovery: s.object({
+      enabled: s.boolean({ default: true }),
+      /** Interface of the response-stream server the workers dial back (Dynamo's DYN_TCP_RESPONSE_STREAM_HOST). */
+      responseHost: s.string({ minLength: 1, default: '127.0.0.1' }),
+      /** Its port; 0 picks a free one. */
+      responsePort: s.integer({ minimum: 0, maximum: 65535, default: 0 }),
+      /** Host the workers are told to dial, when not `responseHost` (e.g. this machine's address when listening on 0.0.0.0). */
+      advertiseHost: s.string({ default: '' }),
+      /** Deadline of one query. */
+      timeoutMs: s.integer({ minimum: 100, default: 10_000 }),
+      initialBackoffMs: s.integer({ minimum: 10, default: 500 }),
+      maxBackoffMs: s.integer({ minimum: 10, default: 30_000 }),
+      /** Events kept per worker while its query is out (to apply again on top of the dump). */
+      maxBufferedEvents: s.integer({ minimum: 1, default: 100_000 }),
+      /** Largest frame accepted from a worker (a tree dump). */
+      maxFrameBytes: s.integer({ minimum: 1024, default: 256 * 1024 * 1024 }),
+      /** How often due queries are issued. */
+      pumpMs: s.integer({ minimum: 10, default: 100 }),
+      /** Queries out at once, across the pool's workers. */
+      maxInFlight: s.integer({ minimum: 1, default: 16 }),
+      /**
+       * Also recover every worker once when discovery first lists its kv-events publisher (as
+       * Dynamo's router does): covers blocks stored while this indexer was not listening by a worker
+       * that has been quiet since. Off, only suspicion (a gap, an unknown parent) triggers it.
+       */
+      onListing: s.boolean({ default: true }),
+    }),
   }),
 });
 

@@ -123,7 +123,8 @@ export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Ar
       `"reported":${r ? `{"activeDecodeBlocks":${r.activeDecodeBlocks},"activePrefillTokens":${r.activePrefillTokens},"kvUsedBlocks":${r.kvUsedBlocks}}` : 'null'},` +
       `"suspect":${w.suspect ? `{"reason":${JSON.stringify(w.suspect.reason)},"sinceMs":${w.suspect.sinceMs}}` : 'null'},` +
       `"ages":{"indexMs":${age(now, w.lastEventMs)},"loadMs":${age(now, r?.atMs)},"bookingMs":${age(now, l.lastChangeMs)}},` +
-      `"dynamoCost":${num(cost ?? null)}${w.forwardPass === null ? '' : forwardPassJson(w.forwardPass, now)}}`;
+      `"dynamoCost":${num(cost ?? null)}${w.forwardPass === null ? '' : forwardPassJson(w.forwardPass, now)}` +
+      `${w.recoveredAtMs === null ? '' : `,"recoveredAtMs":${w.recoveredAtMs}`}}`;
   }
   out += `],"pending":{"requests":${o.pending.requests},"tokens":${o.pending.tokens}},"dynamoChoice":`;
   const choice = dynamoChoiceOf(o);

@@ -72,6 +72,11 @@ export class WriterQueue<T> {
     return new Promise((r) => this.idleWaiters.push(r));
   }
 
+  /** False once `stop` was called. */
+  get accepting(): boolean {
+    return !this.stopped;
+  }
+
   /** Refuse further pushes (shutdown); queued items still drain. */
   stop(): void {
     this.stopped = true;

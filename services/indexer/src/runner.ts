@@ -45,6 +45,8 @@ import type { PoolConfig } from './config';
 import type { IndexerMetrics } from './metrics';
 import { PoolState } from '@vantage/observation';
 import { WriterQueue } from './queue';
+import type { RecoveryTarget } from './worker-query';
+import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type RecoverySettings, type RecoveryTargetSource, type WorkerQuerier } from './recovery';
 import { decodeSnapshot, encodeSnapshot, type SnapshotHeader } from './snapshot';
 import {
   bookingsSubject,
@@ -66,7 +68,8 @@ export type Item =
   | { kind: 'seq'; event: ActiveSequenceEvent }
   | { kind: 'book'; booking: BookingMessage }
   | { kind: 'life'; event: LifecycleMessage }
-  | { kind: 'reg'; reg: RegistrationMessage };
+  | { kind: 'reg'; reg: RegistrationMessage }
+  | { kind: 'recovery'; answer: RecoveryAnswer };
 
 export interface RunnerOptions {
   readonly nc: NatsConnection;
@@ -79,6 +82,17 @@ export interface RunnerOptions {
   readonly snapshotBucket: string | null;
   readonly durableName: string;
   readonly now?: () => number;
+  /** Recovery of suspect workers from their local indexes (null: off, a suspect waits for a `cleared`). */
+  readonly recovery?: {
+    readonly querier: WorkerQuerier;
+    readonly targets: RecoveryTargetSource;
+    readonly settings: RecoverySettings;
+    readonly metrics: RecoveryMetrics;
+    /** How often due queries are issued. */
+    readonly pumpMs: number;
+    /** Recover each kv-events publisher once when discovery first lists it. */
+    readonly onListing: boolean;
+  } | null;
   /** A discovery store to use instead of the one the pool's configuration names (tests, other backends). */
   readonly discoveryStore?: DiscoveryStore;
 }
@@ -118,6 +132,11 @@ export class PoolRunner {
   private readonly now: () => number;
   private readonly pool: string;
   private readonly startedAtMs: number;
+  /** Null when recovery is off. */
+  readonly recovery: Recovery | null = null;
+  private recoveryTimer: NodeJS.Timeout | null = null;
+  /** kv-events publisher ids whose listing has been answered with a recovery. */
+  private readonly recoveryListed = new Set<bigint>();
   /** Tokens per block: the model cards' when discovery lists any at start, else the configuration's. */
   blockSize: number;
   /** Dynamo's discovery for this pool's endpoint; null without discovery. */
@@ -139,6 +158,62 @@ export class PoolRunner {
       (it) => this.apply(it),
       (err, it) => o.log.error({ err, pool: this.pool, kind: it.kind }, 'applying a message failed; continuing'),
     );
+    const rc = o.recovery;
+    if (rc) {
+      this.recovery = new Recovery({
+        pool: this.pool,
+        state: () => this.state,
+        targets: rc.targets,
+        querier: rc.querier,
+        // An answer is applied by the writer in turn; it is never dropped for a full queue (it holds no
+        // live event, and dropping it would leave the worker suspect until the next attempt).
+        deliver: (answer) => this.deliverRecovery({ kind: 'recovery', answer }),
+        settings: rc.settings,
+        metrics: rc.metrics,
+        log: o.log,
+        now: this.now,
+      });
+    }
+  }
+
+  /** Where a (worker, dp rank)'s local index answers: discovery's `recovery_target` for it (null: unknown). */
+  recoveryTargetOf(workerId: WorkerId, dpRank: number): RecoveryTarget | null {
+    for (const p of this.discovery?.publishers() ?? []) {
+      if (p.topic !== TOPIC_KV_EVENTS || p.workerId !== workerId || p.dpRank !== dpRank) continue;
+      const t = p.recoveryTarget;
+      if (t === null || t.transport === null) continue;
+      return { workerId, dpRank, transport: t.transport.kind, address: t.transport.address, codec: t.codec };
+    }
+    return null;
+  }
+
+  /** Every kv-events publisher with a recovery target is recovered once when it is first listed. */
+  private recoverListed(why: string): void {
+    if (!this.recovery) return;
+    for (const p of this.discovery?.publishers() ?? []) {
+      if (p.topic !== TOPIC_KV_EVENTS || p.recoveryTarget === null || this.recoveryListed.has(p.publisherId)) continue;
+      this.recoveryListed.add(p.publisherId);
+      this.recovery.request(p.workerId, p.dpRank, why);
+    }
+  }
+
+  private deliverRecovery(item: Item): void {
+    if (this.paused) {
+      this.held.push(item);
+      return;
+    }
+    if (this.queue.push(item) || !this.queue.accepting) return;
+    const t = setTimeout(() => this.deliverRecovery(item), 10);
+    t.unref();
+  }
+
+  /**
+   * Recover a (worker, dp rank) from its local index now (or after its backoff): done for every
+   * publisher whose recovery target becomes known, as Dynamo's router does for each worker it
+   * discovers, and by the writer for every publisher that turns suspect.
+   */
+  requestRecovery(workerId: WorkerId, dpRank: number, why: string): void {
+    this.recovery?.request(workerId, dpRank, why);
   }
 
   /** Queue a decoded item; while paused (restoring) items are held in order. */
@@ -295,6 +370,19 @@ export class PoolRunner {
     // Restored: release what queued up meanwhile, in arrival order, then run live.
     this.paused = false;
     for (const it of this.held.splice(0)) this.queue.push(it);
+    if (this.recovery && this.o.recovery) {
+      // As Dynamo's router does for each worker it finds: its blocks as its own index holds them now
+      // (this indexer may have missed them: a restart, or a worker that has been quiet since).
+      if (this.o.recovery.onListing) {
+        this.recoverListed('listed');
+        this.discovery?.subscribe((e) => {
+          if (e.kind === 'publishers_changed') this.recoverListed('listed');
+        });
+      }
+      const rec = this.recovery;
+      this.recoveryTimer = setInterval(() => rec.pump(), this.o.recovery.pumpMs);
+      this.recoveryTimer.unref();
+    }
   }
 
   /**
@@ -341,6 +429,7 @@ export class PoolRunner {
     const s = this.state;
     if (!add) {
       s.removeWorker(w.instanceId, now);
+      this.recovery?.forget(w.instanceId);
       this.o.log.info({ pool: this.pool, workerId: String(w.instanceId) }, 'worker left discovery; removed from the pool');
       return;
     }
@@ -492,8 +581,12 @@ export class PoolRunner {
           }
           if (r.unknownParent) m.unknownParents.inc({ pool: this.pool });
         }
+        this.recovery?.afterKvEvent(it.event, r);
         return;
       }
+      case 'recovery':
+        this.recovery?.applyAnswer(it.answer);
+        return;
       case 'load':
         m.applied.inc({ pool: this.pool, kind: s.applyLoad(it.load, now, it.adopt) ? 'load' : 'load_foreign_ignored' });
         return;
@@ -536,7 +629,10 @@ export class PoolRunner {
       }
       case 'reg': {
         const r = it.reg;
-        if (r.remove) s.removeWorker(r.workerId, now);
+        if (r.remove) {
+          s.removeWorker(r.workerId, now);
+          this.recovery?.forget(r.workerId);
+        }
         else {
           const err = s.register(r.workerId, r.capacity, r.ttlMs, now);
           if (err) this.o.log.warn({ pool: this.pool, workerId: String(r.workerId), err }, 'registration refused');
@@ -554,6 +650,7 @@ export class PoolRunner {
     const { workersRemoved } = this.state.tick(now);
     const leaked = this.state.ledger.counters().expiredLeaks - before;
     if (leaked > 0) this.o.metrics.leaks.inc({ pool: this.pool }, leaked);
+    for (const w of workersRemoved) this.recovery?.forget(w);
     if (workersRemoved.length > 0) this.o.log.info({ pool: this.pool, workers: workersRemoved.map(String) }, 'removed silent workers');
     if (this.pendingAck) {
       this.pendingAck.ack(); // AckAll: everything up to here
@@ -603,6 +700,7 @@ export class PoolRunner {
 
   /** Stop intake; resolve when everything queued has been applied. */
   async stopIntake(): Promise<void> {
+    if (this.recoveryTimer) clearInterval(this.recoveryTimer);
     for (const s of this.subs) {
       try {
         await s.drain();

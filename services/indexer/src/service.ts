@@ -13,7 +13,9 @@ import type { IndexerSettings } from './config';
 import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
 import { decodeObserveHot, encodeObserveReply, observeBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
+import { recoveryMetrics } from './recovery';
 import { PoolRunner } from './runner';
+import { WorkerQueryClient } from './worker-query';
 
 export const INDEXER_VERSION = '0.1.0';
 
@@ -79,6 +81,22 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
   const metrics = indexerMetrics(registry);
   const runners = new Map<string, PoolRunner>();
 
+  // One client of the workers' local indexes for every pool: one response-stream server.
+  const rc = cfg.recovery;
+  let querier: WorkerQueryClient | null = null;
+  if (rc.enabled) {
+    querier = new WorkerQueryClient({
+      responseHost: rc.responseHost,
+      responsePort: rc.responsePort,
+      advertiseHost: rc.advertiseHost,
+      timeoutMs: rc.timeoutMs,
+      maxFrameBytes: rc.maxFrameBytes,
+    });
+    await querier.start();
+    log.info({ responseAddress: querier.responseAddress }, 'worker recovery client listening for response streams');
+  }
+  const recMetrics = querier ? recoveryMetrics(registry) : null;
+
   for (const pool of cfg.pools) {
     if (runners.has(pool.name)) throw new VantageError('CONFIG_INVALID', `pool ${pool.name} is configured twice`);
     const runner = new PoolRunner(pool, {
@@ -91,9 +109,20 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
       workerTtlMs: cfg.workerTtlMs,
       snapshotBucket: cfg.snapshot.intervalMs > 0 ? cfg.snapshot.bucket : null,
       durableName: cfg.durableName,
+      recovery:
+        querier && recMetrics
+          ? {
+              querier,
+              targets: { targetOf: (w, dp) => runners.get(pool.name)?.recoveryTargetOf(w, dp) ?? null },
+              settings: { initialBackoffMs: rc.initialBackoffMs, maxBackoffMs: rc.maxBackoffMs, maxBufferedEvents: rc.maxBufferedEvents, maxInFlight: rc.maxInFlight },
+              metrics: recMetrics,
+              pumpMs: rc.pumpMs,
+              onListing: rc.onListing,
+            }
+          : null,
     });
-    await runner.start();
     runners.set(pool.name, runner);
+    await runner.start();
     log.info({ pool: pool.name, blockSize: pool.blockSize, kvEvents: pool.kvEvents, namespace: pool.namespace, component: pool.component }, 'pool started');
   }
 
@@ -192,6 +221,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
     clearInterval(housekeeping);
     if (snapTimer) clearInterval(snapTimer);
     await Promise.all([...runners.values()].map((r) => r.stopIntake()));
+    await querier?.close();
   });
   shutdown.register('final snapshot', 'flush', async () => {
     if (cfg.snapshot.intervalMs > 0) await snapshotAll();

@@ -71,6 +71,32 @@ describe('observe reply encoding', () => {
   });
 });
 
+describe('a worker recovered from its local index', () => {
+  it('says when in JSON replies (the hand-written encoder as the codec), and is trusted again', () => {
+    const p = scenario();
+    const { local, sequence } = hashPrompt(Array.from({ length: 32 }, (_, i) => i * 3 + 1), BS);
+    const w5 = 5n as WorkerId;
+    expect(p.index.suspectOf(w5, 0)?.reason).toBe('event_gap');
+    const dump: KvEvent[] = [
+      { workerId: w5, dpRank: 0, storageTier: 'device', eventId: 0n, data: { kind: 'stored', parentHash: null, startPosition: null, blockHashes: sequence.slice(0, 6), tokensHashes: local.slice(0, 6) } },
+    ];
+    p.applyRecovery(w5, 0, dump, 9n, 950);
+    const meta = { nowMs: 1_000, queryDurationUs: 3, restoredAtMs: null };
+    const o = p.observe(local, 30, meta.nowMs);
+    const fast = encodeObserveReply(o, meta);
+    expect(JSON.parse(new TextDecoder().decode(fast))).toEqual(JSON.parse(new TextDecoder().decode(encodeObserveReplyViaCodec(o, meta))));
+    const decoded = observeReplyCodec.decode(fast);
+    expect(decoded.ok).toBe(true);
+    if (!decoded.ok) return;
+    const w = decoded.value.workers.find((x) => x.workerId === w5)!;
+    expect(w.recoveredAtMs).toBe(950);
+    expect(w.suspect).toBeNull();
+    expect(w.deviceOverlapBlocks).toBe(6);
+    // Never recovered: no field at all.
+    expect(decoded.value.workers.filter((x) => x.workerId !== w5).every((x) => x.recoveredAtMs === undefined)).toBe(true);
+  });
+});
+
 describe('observeBinary (the pool writes its rows into the reply)', () => {
   // queryDurationUs (the f64 at byte 16) is measured, so it is the one field compared apart.
   const withoutDuration = (b: Uint8Array): Uint8Array => {

@@ -1,0 +1,356 @@
+/**
+ * Dynamo's TCP request plane (lib/runtime `pipeline/network`), as far as a client of one endpoint
+ * needs it, and the worker-local KV index query carried over it (lib/kv-router `indexer`,
+ * `WorkerKvQueryRequest` / `WorkerKvQueryResponse`). Transport-free: bytes in, values out.
+ * Every shape below was checked against bytes Dynamo 1.6.1 itself wrote (a KvRouter recovering
+ * `python -m dynamo.mocker` workers, captured with strace: test/fixtures/worker-kv-query-1.6.1.json).
+ *
+ * A call, on the TCP connection to the worker's request-plane address `host:port/path`:
+ *   request frame  u16 BE path length, path (the address after `host:port/`),
+ *                  u16 BE headers length, headers (JSON object of strings: `x-endpoint-path`, `request-id`),
+ *                  u32 BE payload length, payload = a two-part message:
+ *                    header: the control message, JSON
+ *                      {"id", "request_type":"single_in", "response_type":"many_out", "payload_codec":"msgpack",
+ *                       "connection_info":{"transport":"tcp_server","info":"<JSON text: {address, subject, context, stream_type:"response"}>"}}
+ *                    body: the request, in the endpoint's `request_plane_codec` (msgpack, named fields)
+ *   acknowledgement u32 BE length, data: empty when the request was accepted, else the worker's error text
+ * then the worker connects to the caller's response-stream server at `address` and writes two-part
+ * messages: a handshake (header `{"subject","stream_type":"response"}`), a prologue (header
+ * `{"error":null}` or an error), one body per response item (msgpack `{data?, complete_final}`), and a
+ * header-only `"sentinel"`.
+ *
+ * Two-part message: u64 BE header length, u64 BE body length, u64 BE checksum (0 from release
+ * builds; xxh3 of header+body from debug builds, not checked here), header, body.
+ */
+import type { KvEvent, WorkerId } from '@vantage/types';
+import { readJson } from './json';
+import { resolveLimits, type WireLimits } from './limits';
+import { Fields, readMsgpack, writeMsgpack } from './msgpack';
+import { guard, WireReject, type Result } from './result';
+import { routerEventFromValue } from './router-event';
+import { asMap, get, isMap, list, optional, required, str, u64, variant } from './values';
+
+const utf8 = new TextEncoder();
+const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+
+// --- request frame ------------------------------------------------------------
+
+export interface TcpRequestFrame {
+  readonly endpointPath: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly payload: Uint8Array;
+}
+
+/** The request-plane frame for one call. Throws RangeError when a part exceeds its length field. */
+export function encodeTcpRequest(f: TcpRequestFrame): Uint8Array {
+  const path = utf8.encode(f.endpointPath);
+  const headers = utf8.encode(JSON.stringify(f.headers));
+  if (path.length > 0xffff) throw new RangeError(`endpoint path of ${path.length} bytes exceeds 65535`);
+  if (headers.length > 0xffff) throw new RangeError(`headers of ${headers.length} bytes exceed 65535`);
+  if (f.payload.length > 0xffff_ffff) throw new RangeError('payload exceeds 4 GiB');
+  const out = new Uint8Array(2 + path.length + 2 + headers.length + 4 + f.payload.length);
+  const dv = new DataView(out.buffer);
+  let o = 0;
+  dv.setUint16(o, path.length);
+  out.set(path, (o += 2));
+  dv.setUint16((o += path.length), headers.length);
+  out.set(headers, (o += 2));
+  dv.setUint32((o += headers.length), f.payload.length);
+  out.set(f.payload, (o += 4));
+  return out;
+}
+
+/** One complete request frame (what a worker reads); the inverse of `encodeTcpRequest`. */
+export function decodeTcpRequest(bytes: Uint8Array): Result<TcpRequestFrame> {
+  return guard(() => {
+    const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const need = (n: number, what: string): void => {
+      if (bytes.length < n) throw new WireReject('truncated', `request frame: ${what} cut off`);
+    };
+    need(2, 'path length');
+    const pl = dv.getUint16(0);
+    need(2 + pl + 2, 'path');
+    const endpointPath = text(bytes.subarray(2, 2 + pl), 'request frame path');
+    const hl = dv.getUint16(2 + pl);
+    const ho = 4 + pl;
+    need(ho + hl + 4, 'headers');
+    const h = readJson(bytes.subarray(ho, ho + hl), hl + 1, 4);
+    if (!isMap(h)) throw new WireReject('wrong_type', 'request frame headers: expected a JSON object');
+    const headers: Record<string, string> = {};
+    for (const k of Object.keys(h)) headers[k] = str(h[k], `request frame headers.${k}`, 4096);
+    const bl = dv.getUint32(ho + hl);
+    const bo = ho + hl + 4;
+    need(bo + bl, 'payload');
+    if (bytes.length > bo + bl) throw new WireReject('malformed', 'request frame: trailing bytes');
+    return { endpointPath, headers, payload: bytes.slice(bo, bo + bl) };
+  });
+}
+
+function text(b: Uint8Array, what: string): string {
+  try {
+    return utf8Strict.decode(b);
+  } catch {
+    throw new WireReject('malformed', `${what}: not UTF-8`);
+  }
+}
+
+// --- two-part messages ----------------------------------------------------------
+
+export interface TwoPartMessage {
+  readonly header: Uint8Array;
+  readonly body: Uint8Array;
+}
+
+export function encodeTwoPart(m: TwoPartMessage): Uint8Array {
+  const out = new Uint8Array(24 + m.header.length + m.body.length);
+  const dv = new DataView(out.buffer);
+  dv.setBigUint64(0, BigInt(m.header.length));
+  dv.setBigUint64(8, BigInt(m.body.length));
+  dv.setBigUint64(16, 0n); // release builds write 0: no checksum
+  out.set(m.header, 24);
+  out.set(m.body, 24 + m.header.length);
+  return out;
+}
+
+/**
+ * Cuts a byte stream into frames: two-part messages (`kind: 'two_part'`, the response stream and a
+ * request's payload) or acknowledgements (`kind: 'ack'`, u32 length + data). Feed chunks as they
+ * arrive; `next()` returns a frame, null while one is incomplete, or a rejection (a length past
+ * `maxFrameBytes`), after which the stream is unusable.
+ */
+export class FrameReader {
+  private buf: Uint8Array = new Uint8Array(0);
+  private failed: Extract<Result<never>, { ok: false }> | null = null;
+
+  constructor(
+    readonly kind: 'two_part' | 'ack',
+    readonly maxFrameBytes: number,
+  ) {}
+
+  push(chunk: Uint8Array): void {
+    if (this.buf.length === 0) {
+      this.buf = chunk;
+      return;
+    }
+    const b = new Uint8Array(this.buf.length + chunk.length);
+    b.set(this.buf);
+    b.set(chunk, this.buf.length);
+    this.buf = b;
+  }
+
+  /** Bytes received and not yet returned as a frame. */
+  get pending(): number {
+    return this.buf.length;
+  }
+
+  next(): Result<TwoPartMessage> | null {
+    if (this.failed) return this.failed;
+    const b = this.buf;
+    const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+    let hl: number;
+    let bl: number;
+    let start: number;
+    if (this.kind === 'two_part') {
+      if (b.length < 24) return null;
+      const h = dv.getBigUint64(0);
+      const l = dv.getBigUint64(8);
+      if (h + l + 24n > BigInt(this.maxFrameBytes)) {
+        this.failed = { ok: false, code: 'too_large', reason: `two-part frame of ${h + l + 24n} bytes exceeds ${this.maxFrameBytes}` };
+        return this.failed;
+      }
+      hl = Number(h);
+      bl = Number(l);
+      start = 24;
+    } else {
+      if (b.length < 4) return null;
+      hl = 0;
+      bl = dv.getUint32(0);
+      if (bl + 4 > this.maxFrameBytes) {
+        this.failed = { ok: false, code: 'too_large', reason: `acknowledgement of ${bl + 4} bytes exceeds ${this.maxFrameBytes}` };
+        return this.failed;
+      }
+      start = 4;
+    }
+    const end = start + hl + bl;
+    if (b.length < end) return null;
+    const frame = { header: b.slice(start, start + hl), body: b.slice(start + hl, end) };
+    this.buf = b.subarray(end);
+    return { ok: true, value: frame };
+  }
+}
+
+// --- control message and response stream ----------------------------------------
+
+export interface RequestControl {
+  /** The request id (also the `request-id` header and the stream's `context`). */
+  readonly id: string;
+  /** `host:port` of the caller's response-stream server, as the worker must dial it. */
+  readonly responseAddress: string;
+  /** Names this call's stream to the response-stream server (the handshake echoes it). */
+  readonly subject: string;
+}
+
+/** The control message (the two-part header of a request's payload), JSON as Dynamo's router writes it. */
+export function encodeRequestControl(c: RequestControl): Uint8Array {
+  const info = JSON.stringify({ address: c.responseAddress, subject: c.subject, context: c.id, stream_type: 'response' });
+  return utf8.encode(
+    JSON.stringify({
+      id: c.id,
+      request_type: 'single_in',
+      response_type: 'many_out',
+      payload_codec: 'msgpack',
+      connection_info: { transport: 'tcp_server', info },
+    }),
+  );
+}
+
+/** The handshake a worker sends first on a response stream: which call it answers. */
+export function decodeStreamHandshake(header: Uint8Array): Result<{ subject: string; streamType: string }> {
+  return guard(() => {
+    const m = asMap(readJson(header, 64 * 1024, 8), 'handshake');
+    return {
+      subject: str(required(m, 'subject', 'handshake'), 'handshake.subject', 256),
+      streamType: str(required(m, 'stream_type', 'handshake'), 'handshake.stream_type', 64),
+    };
+  });
+}
+
+/** The prologue after the handshake: null when the worker started the stream, else its error. */
+export function decodeStreamPrologue(header: Uint8Array): Result<string | null> {
+  return guard(() => {
+    const m = asMap(readJson(header, 1024 * 1024, 8), 'prologue');
+    const e = get(m, 'error');
+    if (e === undefined || e === null) return null;
+    return typeof e === 'string' ? e.slice(0, 4096) : JSON.stringify(e, (_k, x: unknown) => (typeof x === 'bigint' ? String(x) : x)).slice(0, 4096);
+  });
+}
+
+/** True for the header-only frame that ends a response stream. */
+export function isStreamSentinel(m: TwoPartMessage): boolean {
+  return m.body.length === 0 && m.header.length === 10 && utf8Strict.decode(m.header) === '"sentinel"';
+}
+
+// --- the worker KV query ------------------------------------------------------------
+
+export interface WorkerKvQueryRequest {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  /** First event id wanted (inclusive); null asks for the whole tree (a dump). */
+  readonly startEventId: bigint | null;
+  /** Last event id wanted (inclusive); null for up to the newest. */
+  readonly endEventId: bigint | null;
+}
+
+/**
+ * The request body, msgpack with named fields in declaration order, as 1.6.1's router sends it:
+ * `{worker_id, dp_rank, start_event_id, end_event_id, supports_tree_dump_failed: true, kind: "recovery"}`.
+ */
+export function encodeWorkerKvQueryRequest(r: WorkerKvQueryRequest): Uint8Array {
+  return writeMsgpack(
+    new Fields([
+      ['worker_id', r.workerId],
+      ['dp_rank', r.dpRank],
+      ['start_event_id', r.startEventId],
+      ['end_event_id', r.endEventId],
+      ['supports_tree_dump_failed', true],
+      ['kind', 'recovery'],
+    ]),
+  );
+}
+
+export type WorkerKvQueryResponse =
+  /** Buffered events with their real ids, from the requested start through the newest. */
+  | { readonly kind: 'events'; readonly events: readonly KvEvent[]; readonly lastEventId: bigint }
+  /** The worker's whole tree in replay order (synthetic ids from 0); `lastEventId` is its newest real id. */
+  | { readonly kind: 'tree_dump'; readonly events: readonly KvEvent[]; readonly lastEventId: bigint }
+  | { readonly kind: 'tree_dump_failed'; readonly lastEventId: bigint; readonly message: string }
+  | { readonly kind: 'too_new'; readonly newestAvailable: bigint }
+  | { readonly kind: 'invalid_range'; readonly startId: bigint; readonly endId: bigint }
+  | { readonly kind: 'error'; readonly message: string };
+
+/** One item of a response stream: the network wrapper `{data?, complete_final}`. */
+export interface WorkerKvQueryStreamItem {
+  readonly response: WorkerKvQueryResponse | null;
+  readonly completeFinal: boolean;
+}
+
+function events(v: unknown, path: string, limits: WireLimits): KvEvent[] {
+  const items = list(v, path, limits.maxBatchEvents * 256);
+  const out: KvEvent[] = new Array<KvEvent>(items.length);
+  for (let i = 0; i < items.length; i++) out[i] = routerEventFromValue(items[i], limits, `${path}[${i}]`);
+  return out;
+}
+
+function responseFromValue(v: unknown, limits: WireLimits): WorkerKvQueryResponse {
+  const p = 'response';
+  const { tag, content } = variant(v, p);
+  switch (tag) {
+    case 'Events': {
+      const m = asMap(content, `${p}.Events`);
+      return {
+        kind: 'events',
+        events: events(required(m, 'events', `${p}.Events`), `${p}.Events.events`, limits),
+        lastEventId: u64(required(m, 'last_event_id', `${p}.Events`), `${p}.Events.last_event_id`),
+      };
+    }
+    case 'TreeDump': {
+      const m = asMap(content, `${p}.TreeDump`);
+      // Absent in older releases, meaning the whole rank. A domain-scoped snapshot describes only part
+      // of the rank's state: applying it as the whole would drop the rest, so it is refused (as
+      // Dynamo's router ignores it).
+      const scope = get(m, 'reset_scope');
+      if (scope !== undefined && scope !== 'all') {
+        throw new WireReject('unsupported', `${p}.TreeDump.reset_scope: only "all" is applied, got ${describeScope(scope)}`);
+      }
+      return {
+        kind: 'tree_dump',
+        events: events(required(m, 'events', `${p}.TreeDump`), `${p}.TreeDump.events`, limits),
+        lastEventId: u64(required(m, 'last_event_id', `${p}.TreeDump`), `${p}.TreeDump.last_event_id`),
+      };
+    }
+    case 'TreeDumpFailed': {
+      const m = asMap(content, `${p}.TreeDumpFailed`);
+      return {
+        kind: 'tree_dump_failed',
+        lastEventId: u64(required(m, 'last_event_id', `${p}.TreeDumpFailed`), `${p}.TreeDumpFailed.last_event_id`),
+        message: str(required(m, 'message', `${p}.TreeDumpFailed`), `${p}.TreeDumpFailed.message`, 1 << 20).slice(0, 4096),
+      };
+    }
+    case 'TooNew': {
+      const m = asMap(content, `${p}.TooNew`);
+      return { kind: 'too_new', newestAvailable: u64(required(m, 'newest_available', `${p}.TooNew`), `${p}.TooNew.newest_available`) };
+    }
+    case 'InvalidRange': {
+      const m = asMap(content, `${p}.InvalidRange`);
+      return {
+        kind: 'invalid_range',
+        startId: u64(required(m, 'start_id', `${p}.InvalidRange`), `${p}.InvalidRange.start_id`),
+        endId: u64(required(m, 'end_id', `${p}.InvalidRange`), `${p}.InvalidRange.end_id`),
+      };
+    }
+    case 'Error':
+      return { kind: 'error', message: str(content, `${p}.Error`, 1 << 20).slice(0, 4096) };
+    default:
+      throw new WireReject('unknown_variant', `${p}: unknown worker KV query response ${JSON.stringify(tag.slice(0, 64))}`);
+  }
+}
+
+function describeScope(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.slice(0, 64));
+  if (isMap(v)) return `{${Object.keys(v).slice(0, 4).join(', ')}}`;
+  return typeof v;
+}
+
+/** Decode one response-stream body of a worker KV query (msgpack). */
+export function decodeWorkerKvQueryStreamItem(body: Uint8Array, opts?: { limits?: Partial<WireLimits> }): Result<WorkerKvQueryStreamItem> {
+  return guard(() => {
+    const limits = resolveLimits(opts?.limits);
+    const m = asMap(readMsgpack(body, limits.maxMessageBytes), 'stream_item');
+    const data = get(m, 'data');
+    const completeFinal = optional(get(m, 'complete_final'), (x) => {
+      if (typeof x !== 'boolean') throw new WireReject('wrong_type', 'stream_item.complete_final: expected boolean');
+      return x;
+    });
+    return { response: data === undefined || data === null ? null : responseFromValue(data, limits), completeFinal: completeFinal ?? false };
+  });
+}

@@ -1,0 +1,313 @@
+/**
+ * Recovery of a (worker, dp rank) from its own local index, as Dynamo's router does, instead of
+ * waiting for a `cleared`: when the publisher is suspect (an event-id gap, an unknown parent, a
+ * first id above 1, e.g. after this indexer restarted in core-NATS mode), or as soon as its
+ * recovery target is known (a worker holding blocks may be quiet for a long time), the worker's
+ * whole tree is asked for (`WorkerKvQueryRequest` without a start id: a `TreeDump`) and, once it
+ * arrives, applied by the pool's single writer in place of the publisher's state.
+ *
+ * Events that arrive meanwhile are neither lost nor applied twice. The writer keeps applying live
+ * events while the query is out, and also keeps a copy of every event of that publisher applied
+ * since the query was issued. The dump says up to which real event id it reflects (`last_event_id`,
+ * D): applying it sets the publisher's position to D, then the kept events with ids above D are
+ * applied again on top, in order (those at or below D are already in the dump); live events that
+ * come later continue from there, and those at or below D are duplicates. A dump older than what
+ * the writer had applied when the query was issued (D below that position) would lose the events
+ * in between, so it is not applied: the query is repeated (after three such answers in a row the
+ * worker's ids are taken to have restarted and the dump is applied).
+ *
+ * Failures (cannot connect, refused, deadline, an error answer, bytes that are not an answer, a
+ * dump whose events are for another worker) are counted by outcome, logged with the reason (at
+ * most once per publisher per backoff step) and retried with exponential backoff and jitter. The
+ * queries run beside the writer, never in it: the writer only applies a finished answer, as one
+ * queue item. Nothing here throws into the writer.
+ */
+import type { Logger } from '@vantage/runtime';
+import { toVantageError } from '@vantage/runtime';
+import type { ApplyResult } from '@vantage/prefix-index';
+import type { KvEvent, WorkerId } from '@vantage/types';
+import type { WorkerKvQueryResponse } from '@vantage/wire';
+import type { PoolState } from '@vantage/observation';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { RecoveryTarget } from './worker-query';
+
+/** Where each (worker, dp rank)'s local index answers (discovery's `recovery_target`s). */
+export interface RecoveryTargetSource {
+  targetOf(workerId: WorkerId, dpRank: number): RecoveryTarget | null;
+}
+
+/** What runs a query (the TCP request-plane client, or a test double in unit tests). */
+export interface WorkerQuerier {
+  query(target: RecoveryTarget, startEventId: bigint | null): Promise<WorkerKvQueryResponse>;
+}
+
+export interface RecoverySettings {
+  /** First retry delay after a failure; doubles per failure up to `maxBackoffMs` (jitter ±25 %). */
+  readonly initialBackoffMs: number;
+  readonly maxBackoffMs: number;
+  /** Events kept per publisher while its query is out; past it the attempt is abandoned and retried. */
+  readonly maxBufferedEvents: number;
+  /** Queries out at once (the rest wait their turn: at start every listed worker is recovered). */
+  readonly maxInFlight: number;
+}
+
+export type RecoveryOutcome =
+  | 'recovered'
+  | 'stale'
+  | 'failed_query'
+  | 'failed_answer'
+  | 'failed_apply'
+  | 'abandoned_buffer'
+  | 'abandoned_gone';
+
+export interface RecoveryMetrics {
+  readonly attempts: Counter<'pool'>;
+  readonly outcomes: Counter<'pool' | 'outcome'>;
+  readonly recoveredBlocks: Counter<'pool'>;
+  readonly replayedEvents: Counter<'pool'>;
+  readonly inFlight: Gauge<'pool'>;
+}
+
+export function recoveryMetrics(registry: Registry): RecoveryMetrics {
+  const reg = { registers: [registry] };
+  return {
+    attempts: new Counter({ name: 'vantage_indexer_recovery_attempts_total', help: "Queries of a worker's local index for its blocks", labelNames: ['pool'], ...reg }),
+    outcomes: new Counter({
+      name: 'vantage_indexer_recovery_outcomes_total',
+      help: 'Recovery attempts by outcome: recovered, stale (dump older than the applied events; retried), failed_query, failed_answer, failed_apply, abandoned_buffer, abandoned_gone',
+      labelNames: ['pool', 'outcome'],
+      ...reg,
+    }),
+    recoveredBlocks: new Counter({ name: 'vantage_indexer_recovered_blocks_total', help: 'Blocks held after recoveries applied (summed over recoveries)', labelNames: ['pool'], ...reg }),
+    replayedEvents: new Counter({ name: 'vantage_indexer_recovery_replayed_events_total', help: 'Live events applied again on top of a recovered dump (newer than it)', labelNames: ['pool'], ...reg }),
+    inFlight: new Gauge({ name: 'vantage_indexer_recoveries_in_flight', help: 'Recovery queries out', labelNames: ['pool'], ...reg }),
+  };
+}
+
+/** What the writer is handed when a query finishes. */
+export interface RecoveryAnswer {
+  readonly key: string;
+  readonly attempt: number;
+  readonly response: WorkerKvQueryResponse | null;
+  readonly error: string | null;
+}
+
+interface Track {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  phase: 'waiting' | 'in_flight';
+  /** Attempts of this recovery (for backoff) and the id of the one in flight. */
+  failures: number;
+  attempt: number;
+  nextAtMs: number;
+  /** The publisher's last applied event id when the query was issued. */
+  baseline: bigint | null;
+  /** Events of the publisher applied since the query was issued (null: none in flight). */
+  buffer: KvEvent[] | null;
+  overflow: boolean;
+  staleInARow: number;
+  why: string;
+  lastLoggedFailure: number;
+}
+
+export interface RecoveryStatus {
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly recoveredAtMs: number;
+  readonly blocks: number;
+  readonly lastEventId: bigint;
+}
+
+const keyOf = (w: WorkerId, dp: number): string => `${w}:${dp}`;
+
+export class Recovery {
+  private readonly tracks = new Map<string, Track>();
+  /** Last successful recovery per (worker, dp rank). */
+  private readonly done = new Map<string, RecoveryStatus>();
+  private attempts = 0;
+  private inFlight = 0;
+
+  constructor(
+    private readonly o: {
+      readonly pool: string;
+      readonly state: () => PoolState;
+      readonly targets: RecoveryTargetSource;
+      readonly querier: WorkerQuerier;
+      /** Hand a finished answer to the single writer (in order with everything else). */
+      readonly deliver: (a: RecoveryAnswer) => void;
+      readonly settings: RecoverySettings;
+      readonly metrics: RecoveryMetrics;
+      readonly log: Logger;
+      readonly now: () => number;
+      readonly random?: () => number;
+    },
+  ) {}
+
+  /** Ask for a (worker, dp rank)'s recovery (now, or after its current backoff). Idempotent. */
+  request(workerId: WorkerId, dpRank: number, why: string): void {
+    const k = keyOf(workerId, dpRank);
+    if (this.tracks.has(k)) return;
+    this.tracks.set(k, {
+      workerId,
+      dpRank,
+      phase: 'waiting',
+      failures: 0,
+      attempt: 0,
+      nextAtMs: this.o.now(),
+      baseline: null,
+      buffer: null,
+      overflow: false,
+      staleInARow: 0,
+      why,
+      lastLoggedFailure: -1,
+    });
+  }
+
+  /** A (worker, dp rank) left the pool: forget it (an answer still out is dropped when it arrives). */
+  forget(workerId: WorkerId, dpRank?: number): void {
+    for (const [k, t] of this.tracks) {
+      if (t.workerId === workerId && (dpRank === undefined || t.dpRank === dpRank)) this.tracks.delete(k);
+    }
+    for (const [k, d] of this.done) if (d.workerId === workerId && (dpRank === undefined || d.dpRank === dpRank)) this.done.delete(k);
+  }
+
+  /** The writer, after applying a KV event: keep it if a query is out; start recovering a suspect. */
+  afterKvEvent(ev: KvEvent, r: ApplyResult): void {
+    const k = keyOf(ev.workerId, ev.dpRank);
+    const t = this.tracks.get(k);
+    if (t?.buffer) {
+      if (r.status === 'applied') {
+        if (t.buffer.length >= this.o.settings.maxBufferedEvents) t.overflow = true;
+        else t.buffer.push(ev);
+      }
+      return;
+    }
+    if (t === undefined && r.suspect !== null) this.request(ev.workerId, ev.dpRank, r.suspect.reason);
+  }
+
+  /**
+   * Issue the queries that are due (from a timer, outside the writer's turn). A publisher with no
+   * known target waits: it stays suspect until a target appears or a `cleared` repairs it.
+   */
+  pump(): void {
+    const now = this.o.now();
+    for (const [k, t] of this.tracks) {
+      if (this.inFlight >= this.o.settings.maxInFlight) return;
+      if (t.phase !== 'waiting' || t.nextAtMs > now) continue;
+      const target = this.o.targets.targetOf(t.workerId, t.dpRank);
+      if (target === null) continue;
+      t.phase = 'in_flight';
+      t.attempt = ++this.attempts;
+      t.baseline = this.o.state().index.lastEventIdOf(t.workerId, t.dpRank);
+      t.buffer = [];
+      t.overflow = false;
+      this.inFlight++;
+      this.o.metrics.attempts.inc({ pool: this.o.pool });
+      this.o.metrics.inFlight.inc({ pool: this.o.pool });
+      const attempt = t.attempt;
+      this.o.querier.query(target, null).then(
+        (response) => this.o.deliver({ key: k, attempt, response, error: null }),
+        (e: unknown) => {
+          const ve = toVantageError(e, 'UPSTREAM_UNAVAILABLE');
+          this.o.deliver({ key: k, attempt, response: null, error: `${ve.code}: ${ve.message}` });
+        },
+      );
+    }
+  }
+
+  /** The writer: apply a finished query's answer (or schedule the retry). */
+  applyAnswer(a: RecoveryAnswer): RecoveryOutcome | null {
+    this.inFlight--;
+    const t = this.tracks.get(a.key);
+    if (t === undefined || t.phase !== 'in_flight' || t.attempt !== a.attempt) {
+      // The worker left (or was forgotten) meanwhile.
+      this.o.metrics.inFlight.dec({ pool: this.o.pool });
+      if (t === undefined) this.o.metrics.outcomes.inc({ pool: this.o.pool, outcome: 'abandoned_gone' });
+      return t === undefined ? 'abandoned_gone' : null;
+    }
+    this.o.metrics.inFlight.dec({ pool: this.o.pool });
+    const buffer = t.buffer ?? [];
+    t.buffer = null;
+    const r = a.response;
+    if (r === null) return this.retry(t, 'failed_query', a.error ?? 'no answer');
+    if (r.kind !== 'tree_dump') {
+      const why = r.kind === 'error' || r.kind === 'tree_dump_failed' ? `${r.kind}: ${r.message}` : r.kind;
+      return this.retry(t, 'failed_answer', `worker answered ${why}`);
+    }
+    if (t.overflow) return this.retry(t, 'abandoned_buffer', `more than ${this.o.settings.maxBufferedEvents} events arrived during the query`);
+    if (t.baseline !== null && r.lastEventId < t.baseline && t.staleInARow < 2) {
+      t.staleInARow++;
+      return this.retry(t, 'stale', `dump reflects event ${r.lastEventId}, older than the ${t.baseline} already applied`, true);
+    }
+    const now = this.o.now();
+    const state = this.o.state();
+    let result;
+    try {
+      result = state.applyRecovery(t.workerId, t.dpRank, r.events, r.lastEventId, now);
+    } catch (e) {
+      return this.retry(t, 'failed_apply', e instanceof Error ? e.message : String(e));
+    }
+    // Events newer than the dump, applied meanwhile and now dropped with the old state: again, in order.
+    let replayed = 0;
+    let suspect = result.suspect;
+    for (const ev of buffer) {
+      if (ev.eventId <= r.lastEventId) continue;
+      const ar = state.applyKvEvent(ev, now);
+      if (ar.status === 'applied') replayed++;
+      suspect = ar.suspect;
+    }
+    this.tracks.delete(a.key);
+    const status: RecoveryStatus = { workerId: t.workerId, dpRank: t.dpRank, recoveredAtMs: now, blocks: result.blocks, lastEventId: r.lastEventId };
+    this.done.set(a.key, status);
+    const m = this.o.metrics;
+    m.outcomes.inc({ pool: this.o.pool, outcome: 'recovered' });
+    m.recoveredBlocks.inc({ pool: this.o.pool }, result.blocks);
+    if (replayed > 0) m.replayedEvents.inc({ pool: this.o.pool }, replayed);
+    this.o.log.info(
+      {
+        pool: this.o.pool,
+        workerId: String(t.workerId),
+        dpRank: t.dpRank,
+        why: t.why,
+        blocks: result.blocks,
+        dropped: result.blocksDropped,
+        lastEventId: String(r.lastEventId),
+        replayed,
+        attempts: t.failures + 1,
+      },
+      "recovered a worker's blocks from its local index",
+    );
+    // A gap just after the dump (or an unknown parent in it) makes it suspect again: start over.
+    if (suspect !== null) this.request(t.workerId, t.dpRank, suspect.reason);
+    return 'recovered';
+  }
+
+  private retry(t: Track, outcome: RecoveryOutcome, reason: string, soon = false): RecoveryOutcome {
+    this.o.metrics.outcomes.inc({ pool: this.o.pool, outcome });
+    if (!soon) t.failures++;
+    const s = this.o.settings;
+    const base = soon ? s.initialBackoffMs : Math.min(s.maxBackoffMs, s.initialBackoffMs * 2 ** Math.min(20, t.failures - 1));
+    const jitter = 0.75 + 0.5 * (this.o.random ?? Math.random)();
+    t.nextAtMs = this.o.now() + Math.round(base * jitter);
+    t.phase = 'waiting';
+    // Logged once per backoff step: a worker that stays unreachable does not flood the log.
+    if (t.failures !== t.lastLoggedFailure) {
+      t.lastLoggedFailure = t.failures;
+      this.o.log.warn(
+        { pool: this.o.pool, workerId: String(t.workerId), dpRank: t.dpRank, outcome, reason: reason.slice(0, 500), failures: t.failures, retryInMs: t.nextAtMs - this.o.now() },
+        'recovery from the worker failed; retrying',
+      );
+    }
+    return outcome;
+  }
+
+  /** The last recovery of a (worker, dp rank), if any. */
+  recoveredOf(workerId: WorkerId, dpRank: number): RecoveryStatus | undefined {
+    return this.done.get(keyOf(workerId, dpRank));
+  }
+
+  /** (worker, dp rank)s waiting for or in recovery. */
+  pending(): readonly { workerId: WorkerId; dpRank: number; phase: 'waiting' | 'in_flight'; failures: number }[] {
+    return [...this.tracks.values()].map((t) => ({ workerId: t.workerId, dpRank: t.dpRank, phase: t.phase, failures: t.failures }));
+  }
+}
