@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { INFRA_DIR, kafkaBroker, natsBroker, type KafkaBroker, type NatsBroker } from '@vantage/infra';
+import { etcdServer, INFRA_DIR, kafkaBroker, natsBroker, type EtcdServer, type KafkaBroker, type NatsBroker } from '@vantage/infra';
 
 /** A short unique token safe in NATS subjects, stream names and Kafka topic names. */
 export function uniqueName(prefix = 't'): string {
@@ -47,6 +47,24 @@ export async function ownKafka(): Promise<KafkaBroker & { cleanup: () => Promise
   return Object.assign(k, {
     cleanup: async () => {
       await k.stop(10_000);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  });
+}
+
+/**
+ * A private single-member etcd on free 127.0.0.1 client and peer ports, data under `.infra/test/`,
+ * ended with the test process if `cleanup()` is never reached. `stop()` / `kill9()` and `start()`
+ * restart it on the same ports and data (revisions survive). Call `cleanup()` in afterAll.
+ */
+export async function ownEtcd(): Promise<EtcdServer & { cleanup: () => Promise<void> }> {
+  const dir = join(INFRA_DIR, 'test', uniqueName('etcd'));
+  mkdirSync(dir, { recursive: true });
+  const e = await etcdServer({ dir, attached: true });
+  await e.start();
+  return Object.assign(e, {
+    cleanup: async () => {
+      await e.stop(5_000);
       rmSync(dir, { recursive: true, force: true });
     },
   });
