@@ -7,6 +7,7 @@ export {
   type PoolObservation,
   type WorkerObservation,
   type LoadReport,
+  type ForwardPassReport,
   type Registration,
   type PoolCounters,
 } from './pool';

@@ -22,7 +22,7 @@ import {
   type SelectionResult,
 } from '@vantage/selection';
 import { WORKER_FACTS, type KvEvent, type WorkerId } from '@vantage/types';
-import type { ActiveLoad, ActiveSequenceEvent } from '@vantage/wire';
+import type { ActiveLoad, ActiveSequenceEvent, ForwardPassMetrics } from '@vantage/wire';
 
 export interface PoolOptions {
   readonly pool: string;
@@ -46,6 +46,19 @@ export interface LoadReport {
   readonly atMs: number;
 }
 
+/** A worker's own last `forward-pass-metrics` report (Dynamo 1.6.1), with when it arrived. */
+export interface ForwardPassReport {
+  /** Requests in the last forward pass, prefill and decode. */
+  readonly scheduledRequests: number;
+  readonly scheduledPrefillTokens: number;
+  readonly scheduledDecodeKvTokens: number;
+  /** Requests waiting in the worker's own queue, and their prompt tokens. */
+  readonly queuedRequests: number;
+  readonly queuedPrefillTokens: number;
+  readonly wallTimeS: number;
+  readonly atMs: number;
+}
+
 export interface Registration {
   readonly capacity: WorkerCapacity;
   /** Registration lifetime; the worker must renew (or publish) within it. */
@@ -66,6 +79,8 @@ export interface WorkerObservation {
   readonly match: WorkerMatch | null;
   readonly load: WorkerLoad;
   readonly report: LoadReport | null;
+  /** Its last forward-pass report; null when none arrived. */
+  readonly forwardPass: ForwardPassReport | null;
   /** Dynamo's effective prefill tokens for this request here: max(0, N - deviceBlocks*bs). */
   readonly effectivePrefillTokens: number;
   /** This request's blocks not already active on the worker. */
@@ -97,6 +112,7 @@ export interface PoolCounters {
   loadReports: number;
   /** Load reports from workers of another pool sharing the namespace-wide subject. */
   loadReportsForeign: number;
+  forwardPassReports: number;
   sequenceEvents: number;
   registrations: number;
   workersExpired: number;
@@ -129,6 +145,8 @@ interface RankSlot {
   lastSeen: number | null;
   /** The rank's own last load report (`kv_metrics`). */
   report: LoadReport | null;
+  /** The rank's own last `forward-pass-metrics`. */
+  forwardPass: ForwardPassReport | null;
   /** Position in the sorted rank list (valid while that list is). */
   pos: number;
   /** The rank in the booking ledger, resolved once. */
@@ -263,6 +281,7 @@ export class PoolState {
     kvEventsIgnoredRemovedWorker: 0,
     loadReports: 0,
     loadReportsForeign: 0,
+    forwardPassReports: 0,
     sequenceEvents: 0,
     registrations: 0,
     workersExpired: 0,
@@ -369,6 +388,7 @@ export class PoolState {
       schedulable: w.reg ? w.reg.capacity.schedulable : null,
       lastSeen: w.lastSeen,
       report: null,
+      forwardPass: null,
       pos: -1,
       ref: this.ledger.rankRef(w.workerId, dpRank),
       obs: null,
@@ -414,9 +434,11 @@ export class PoolState {
    * may share the subject: only reports from workers this pool already knows (registered, or
    * seen publishing KV events or booked) are taken; the rest are counted as foreign and ignored.
    */
-  applyLoad(l: ActiveLoad, nowMs: number): boolean {
+  applyLoad(l: ActiveLoad, nowMs: number, adoptUnknown = false): boolean {
     const known = this.workers.get(l.workerId);
-    if (known === undefined || (known.lastSeen === null && known.reg === undefined)) {
+    // adoptUnknown: the report came on a subject scoped to this pool's own endpoint (Dynamo 1.6.1),
+    // so it cannot be another pool's; a worker's first report may precede its first KV event.
+    if (!adoptUnknown && (known === undefined || (known.lastSeen === null && known.reg === undefined))) {
       this.counters.loadReportsForeign++;
       return false;
     }
@@ -430,6 +452,25 @@ export class PoolState {
     };
     this.staleFacts(r);
     return true;
+  }
+
+  /**
+   * A worker's `forward-pass-metrics` (about once a second per rank, even idle): its scheduler's
+   * scheduled and queued work, and a sign of life. Arrives on the pool's endpoint-scoped subject,
+   * so an unknown worker is adopted as for a scoped load report.
+   */
+  applyForwardPass(m: ForwardPassMetrics, nowMs: number): void {
+    this.counters.forwardPassReports++;
+    const r = this.touch(m.workerId, m.dpRank, nowMs)!;
+    r.forwardPass = {
+      scheduledRequests: m.scheduled.prefillRequests + m.scheduled.decodeRequests,
+      scheduledPrefillTokens: m.scheduled.prefillTokens,
+      scheduledDecodeKvTokens: m.scheduled.decodeKvTokens,
+      queuedRequests: m.queued.prefillRequests + m.queued.decodeRequests,
+      queuedPrefillTokens: m.queued.prefillTokens,
+      wallTimeS: m.wallTime,
+      atMs: nowMs,
+    };
   }
 
   /** Another Dynamo router's booking traffic (router replica sync), so its load shows in R and P. */
@@ -870,6 +911,7 @@ export class PoolState {
       o.match = match;
       o.load = load;
       o.report = r.report;
+      o.forwardPass = r.forwardPass;
       o.effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
       o.newRequestBlocks = newRequestBlocks;
       // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
@@ -963,6 +1005,7 @@ function newRankScratch(r: RankSlot): RankScratch {
       match: null,
       load: null as unknown as WorkerLoad,
       report: null,
+      forwardPass: null,
       effectivePrefillTokens: 0,
       newRequestBlocks: 0,
       suspect: null,

@@ -457,7 +457,10 @@ export function decodeObserveRequestReusing(data: Uint8Array, scratch: Le64Scrat
 }
 
 function workerToWire(o: WorkerObservation): Record<string, unknown> {
-  return { ...o, workerId: str(o.workerId), reported: o.reported === null ? null : { ...o.reported }, ages: { ...o.ages } };
+  const out: Record<string, unknown> = { ...o, workerId: str(o.workerId), reported: o.reported === null ? null : { ...o.reported }, ages: { ...o.ages } };
+  if (o.forwardPass === undefined || o.forwardPass === null) delete out.forwardPass;
+  else out.forwardPass = { ...o.forwardPass };
+  return out;
 }
 
 function workerFromWire(w: W, path: string): WorkerObservation {
@@ -486,6 +489,7 @@ function workerFromWire(w: W, path: string): WorkerObservation {
     suspect: w.suspect === null ? null : { reason: w.suspect.reason, sinceMs: w.suspect.sinceMs },
     ages: agesFromWire(w.ages),
     dynamoCost: w.dynamoCost,
+    ...(w.forwardPass === undefined || w.forwardPass === null ? {} : { forwardPass: { ...w.forwardPass } }),
   };
 }
 

@@ -68,6 +68,7 @@ export {
   type Predictions,
   type PromptSpec,
   type ReportedLoad,
+  type ForwardPassObservation,
   type RouteCandidate,
   type RouteReason,
   type RouteReply,

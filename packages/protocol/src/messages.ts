@@ -72,6 +72,19 @@ export interface WorkerObservation {
   readonly suspect: Suspect | null;
   readonly ages: FactAges;
   readonly dynamoCost: number | null;
+  /** The worker's own last forward-pass-metrics report (Dynamo 1.6.1); absent when none arrived. JSON replies only. */
+  readonly forwardPass?: ForwardPassObservation | null;
+}
+
+/** What a worker's `forward-pass-metrics` said last, and how old that is. */
+export interface ForwardPassObservation {
+  readonly scheduledRequests: number;
+  readonly scheduledPrefillTokens: number;
+  readonly scheduledDecodeKvTokens: number;
+  readonly queuedRequests: number;
+  readonly queuedPrefillTokens: number;
+  readonly wallTimeS: number;
+  readonly ageMs: number;
 }
 
 export interface PendingWork {

@@ -143,6 +143,20 @@ const workerObservation: Schema = obj(
     suspect,
     ages,
     dynamoCost: { type: ['number', 'null'], description: "Dynamo's cost for this worker under dynamoChoice.policy." },
+    forwardPass: {
+      oneOf: [
+        { type: 'null' },
+        obj(['scheduledRequests', 'scheduledPrefillTokens', 'scheduledDecodeKvTokens', 'queuedRequests', 'queuedPrefillTokens', 'wallTimeS', 'ageMs'], {
+          scheduledRequests: { ...nonNegInt, description: 'Requests in the last forward pass (prefill and decode).' },
+          scheduledPrefillTokens: { ...nonNegInt, description: 'Prompt tokens prefilled in that pass.' },
+          scheduledDecodeKvTokens: { ...nonNegInt, description: 'KV tokens held by the decoding requests of that pass.' },
+          queuedRequests: { ...nonNegInt, description: "Requests waiting in the worker's own queue." },
+          queuedPrefillTokens: { ...nonNegInt, description: 'Their prompt tokens still to prefill.' },
+          wallTimeS: { type: 'number', minimum: 0, description: 'Seconds the last forward pass took (0 when idle).' },
+          ageMs: { ...nonNegNumber, description: 'Since that report arrived.' },
+        }, { description: "The worker's own last forward-pass-metrics report (Dynamo 1.6.1); absent or null when none arrived." }),
+      ],
+    },
   },
 );
 

@@ -79,3 +79,19 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
+
+export {
+  dynamoPython,
+  dynamoEnv,
+  discoveredInstanceIds,
+  startMocker,
+  startDynamoDriver,
+  DYNAMO_DRIVER,
+  type MockerOptions,
+  type MockerProcess,
+  type DynamoProcess,
+  type DynamoDriver,
+  type DriverOptions,
+  type GenerateResult,
+  type OverlapScores,
+} from './dynamo';

@@ -20,6 +20,7 @@ import {
   type ActiveSequenceGeneration,
 } from './active-sequence';
 import { envelopeFromValue, envelopeToWire, type EventEnvelope } from './envelope';
+import { forwardPassFromValue, forwardPassToWire, type ForwardPassMetrics } from './forward-pass';
 import { readJson, writeJson } from './json';
 import { resolveLimits, type DecodeOptions, type WireLimits } from './limits';
 import { readMsgpack, writeMsgpack, type WireValue } from './msgpack';
@@ -27,10 +28,11 @@ import { guard, reject, WireReject, type Result } from './result';
 import {
   CURRENT_ROUTER_EVENT_GENERATION,
   routerEventFromValue,
+  routerEventsFromValue,
   routerEventToWire,
   type RouterEventGeneration,
 } from './router-event';
-import { decodeSubjectSegment, TOPIC_ACTIVE_SEQUENCES, TOPIC_KV_EVENTS, TOPIC_KV_METRICS } from './subjects';
+import { decodeSubjectSegment, TOPIC_ACTIVE_SEQUENCES, TOPIC_FORWARD_PASS_METRICS, TOPIC_KV_EVENTS, TOPIC_KV_METRICS } from './subjects';
 import { isMap } from './values';
 
 export type PayloadFormat = 'msgpack' | 'json';
@@ -87,6 +89,20 @@ export function decodeRouterEventJson(input: Uint8Array | string, opts?: DecodeO
   return decodeWith(input, { ...opts, format: 'json' }, (v, limits) => routerEventFromValue(v, limits));
 }
 
+/**
+ * A `kv-events` payload in msgpack: one RouterEvent (older releases) or an array of them (1.6.1
+ * batches every envelope), as a list in publisher order. A batch holds at most `maxBatchEvents`.
+ */
+export function decodeRouterEventsMsgpack(bytes: Uint8Array, opts?: DecodeOptions): Result<KvEvent[]> {
+  return decodeWith(bytes, { ...opts, format: 'msgpack' }, (v, limits) => routerEventsFromValue(v, limits));
+}
+
+/** A batch of RouterEvents as 1.6.1 sends it (a msgpack array of maps). */
+export function encodeRouterEventBatchMsgpack(events: readonly KvEvent[], opts?: RouterEventEncodeOptions): Uint8Array {
+  const gen = opts?.generation ?? CURRENT_ROUTER_EVENT_GENERATION;
+  return writeMsgpack(events.map((e) => routerEventToWire(e, gen)));
+}
+
 export function encodeRouterEventMsgpack(event: KvEvent, opts?: RouterEventEncodeOptions): Uint8Array {
   return writeMsgpack(routerEventToWire(event, opts?.generation ?? CURRENT_ROUTER_EVENT_GENERATION));
 }
@@ -108,6 +124,29 @@ export function decodeActiveLoad(input: Uint8Array | string, opts?: PayloadDecod
 
 export function encodeActiveLoad(load: ActiveLoad, opts?: ActiveLoadEncodeOptions): Uint8Array {
   return encode(activeLoadToWire(load, opts?.generation), opts?.format ?? 'msgpack');
+}
+
+// --- ForwardPassMetrics ------------------------------------------------------
+
+/** `forward-pass-metrics` payload (1.6.1: worker id as a decimal string). */
+export function decodeForwardPassMetrics(input: Uint8Array | string, opts?: PayloadDecodeOptions): Result<ForwardPassMetrics> {
+  return decodeWith(input, opts, (v) => forwardPassFromValue(v));
+}
+
+export function encodeForwardPassMetrics(m: ForwardPassMetrics, opts?: { readonly format?: PayloadFormat }): Uint8Array {
+  return encode(forwardPassToWire(m), opts?.format ?? 'msgpack');
+}
+
+// --- exact JSON (discovery documents, tools) ----------------------------------
+
+/**
+ * Parse a JSON document with integers kept exact: every integer literal is a bigint (a u64 written
+ * as a bare JSON number, as Dynamo's discovery store writes `instance_id`, survives), every literal
+ * with a fraction or exponent a `JsonFloat`. Duplicate keys are refused. Bounded by `maxMessageBytes`
+ * and `maxDepth`.
+ */
+export function decodeJsonExact(input: Uint8Array | string, opts?: DecodeOptions): Result<unknown> {
+  return decodeWith(input, { ...opts, format: 'json' }, (v) => v);
 }
 
 // --- ActiveSequenceEvent -----------------------------------------------------
@@ -141,7 +180,11 @@ export function encodeActiveSequenceBatch(events: readonly ActiveSequenceEvent[]
 // --- event plane: envelope + dispatch by topic --------------------------------
 
 export type EventPlanePayload =
+  /** One RouterEvent in the envelope (releases before 1.6). */
   | { readonly kind: 'kv_event'; readonly event: KvEvent }
+  /** A batch of RouterEvents in one envelope (1.6.1), in publisher order. */
+  | { readonly kind: 'kv_events'; readonly events: readonly KvEvent[] }
+  | { readonly kind: 'forward_pass'; readonly metrics: ForwardPassMetrics }
   | { readonly kind: 'active_load'; readonly load: ActiveLoad }
   | { readonly kind: 'active_sequences'; readonly events: readonly ActiveSequenceEvent[] };
 
@@ -173,8 +216,15 @@ export function decodeEventPlaneMessage(bytes: Uint8Array, opts?: EventPlaneDeco
   const withEnvelope = <T>(r: Result<T>, wrap: (v: T) => EventPlanePayload): Result<EventPlaneMessage> =>
     r.ok ? { ok: true, value: { ...wrap(r.value), envelope } } : reject(r.code, `payload (${topic}): ${r.reason}`);
   switch (topic) {
-    case TOPIC_KV_EVENTS:
-      return withEnvelope(decodeRouterEventMsgpack(envelope.payload, po), (event) => ({ kind: 'kv_event', event }));
+    case TOPIC_KV_EVENTS: {
+      // One parse: an array is a 1.6.1 batch, a map a single event of an older release.
+      const r = decodeWith(envelope.payload, po, (v, limits): EventPlanePayload =>
+        Array.isArray(v) ? { kind: 'kv_events', events: routerEventsFromValue(v, limits) } : { kind: 'kv_event', event: routerEventFromValue(v, limits) },
+      );
+      return withEnvelope(r, (p) => p);
+    }
+    case TOPIC_FORWARD_PASS_METRICS:
+      return withEnvelope(decodeForwardPassMetrics(envelope.payload, po), (metrics) => ({ kind: 'forward_pass', metrics }));
     case TOPIC_KV_METRICS:
       return withEnvelope(decodeActiveLoad(envelope.payload, po), (load) => ({ kind: 'active_load', load }));
     case TOPIC_ACTIVE_SEQUENCES:
@@ -208,6 +258,14 @@ export function encodeEventPlaneMessage(header: EnvelopeHeader, payload: EventPl
       topic = TOPIC_KV_EVENTS;
       body = encodeRouterEventMsgpack(payload.event, { generation: opts?.routerEventGeneration ?? CURRENT_ROUTER_EVENT_GENERATION });
       break;
+    case 'kv_events':
+      topic = TOPIC_KV_EVENTS;
+      body = encodeRouterEventBatchMsgpack(payload.events, { generation: opts?.routerEventGeneration ?? CURRENT_ROUTER_EVENT_GENERATION });
+      break;
+    case 'forward_pass':
+      topic = TOPIC_FORWARD_PASS_METRICS;
+      body = encodeForwardPassMetrics(payload.metrics);
+      break;
     case 'active_load':
       topic = TOPIC_KV_METRICS;
       body = encodeActiveLoad(payload.load, opts?.activeLoadGeneration ? { generation: opts.activeLoadGeneration } : undefined);
@@ -229,7 +287,7 @@ export function encodeEventPlaneMessage(header: EnvelopeHeader, payload: EventPl
 
 // --- sniffing (operator tools) -------------------------------------------------
 
-export type SniffedKind = 'envelope' | 'router_event_msgpack' | 'router_event_json' | 'active_load' | 'active_sequence';
+export type SniffedKind = 'envelope' | 'router_event_msgpack' | 'router_event_batch' | 'router_event_json' | 'active_load' | 'active_sequence' | 'forward_pass';
 
 /**
  * Best guess of what a captured message is, from its first byte and top-level
@@ -242,11 +300,16 @@ export function sniffMessage(bytes: Uint8Array): SniffedKind | undefined {
   // '{' is also msgpack fixint 123, but a bare integer is never a Dynamo message.
   if (bytes[i] === 0x7b) return 'router_event_json';
   const r = guard(() => readMsgpack(bytes, resolveLimits().maxMessageBytes));
+  if (r.ok && Array.isArray(r.value)) {
+    const first: unknown = r.value[0];
+    return isMap(first) && Object.prototype.hasOwnProperty.call(first, 'event') ? 'router_event_batch' : undefined;
+  }
   if (!r.ok || !isMap(r.value)) return undefined;
   const has = (k: string): boolean => Object.prototype.hasOwnProperty.call(r.value, k);
   if (has('payload') && has('publisher_id')) return 'envelope';
   if (has('event') && has('worker_id')) return 'router_event_msgpack';
   if (has('request_id') || has('events')) return 'active_sequence';
+  if (has('scheduled_requests') && has('queued_requests')) return 'forward_pass';
   if (has('worker_id')) return 'active_load';
   return undefined;
 }

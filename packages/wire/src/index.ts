@@ -11,6 +11,8 @@ export {
 } from './result';
 export { DEFAULT_WIRE_LIMITS, resolveLimits, type WireLimits, type DecodeOptions } from './limits';
 export type { EventEnvelope } from './envelope';
+export type { ForwardPassMetrics, ForwardPassRequests } from './forward-pass';
+export { JsonFloat } from './values';
 export {
   ROUTER_EVENT_GENERATIONS,
   CURRENT_ROUTER_EVENT_GENERATION,
@@ -35,6 +37,11 @@ export {
   decodeEnvelope,
   encodeEnvelope,
   decodeRouterEventMsgpack,
+  decodeRouterEventsMsgpack,
+  encodeRouterEventBatchMsgpack,
+  decodeForwardPassMetrics,
+  encodeForwardPassMetrics,
+  decodeJsonExact,
   decodeRouterEventJson,
   encodeRouterEventMsgpack,
   encodeRouterEventJson,
@@ -63,6 +70,9 @@ export {
   TOPIC_KV_EVENTS,
   TOPIC_KV_METRICS,
   TOPIC_ACTIVE_SEQUENCES,
+  TOPIC_FORWARD_PASS_METRICS,
+  endpointSubjectPrefix,
+  prefixedSubject,
   LEGACY_TOPIC_KV_EVENTS,
   encodeSubjectSegment,
   decodeSubjectSegment,

@@ -12,7 +12,7 @@
  * serde_json prints u64.
  */
 import { WireReject } from './result';
-import { Fields, type WireValue } from './msgpack';
+import { F64, Fields, type WireValue } from './msgpack';
 import { JsonFloat } from './values';
 
 // 2^64 has 20 digits; a sign and a few leading zeros fit well inside 40.
@@ -230,7 +230,11 @@ function write(v: WireValue, parts: string[]): void {
   if (v === null) parts.push('null');
   else if (typeof v === 'boolean') parts.push(v ? 'true' : 'false');
   else if (typeof v === 'bigint') parts.push(v.toString(10));
-  else if (typeof v === 'number') {
+  else if (v instanceof F64) {
+    if (!Number.isFinite(v.value)) throw new RangeError(`JSON cannot carry ${v.value}`);
+    // serde_json writes a whole f64 with a fraction (1.0), so it reads back as a float.
+    parts.push(Number.isInteger(v.value) ? `${v.value}.0` : String(v.value));
+  } else if (typeof v === 'number') {
     if (!Number.isSafeInteger(v)) throw new RangeError(`only safe integers are written, got ${v}`);
     parts.push(String(v));
   } else if (typeof v === 'string') parts.push(JSON.stringify(v));

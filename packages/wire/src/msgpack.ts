@@ -53,8 +53,14 @@ export class Fields {
   constructor(readonly entries: ReadonlyArray<readonly [string, WireValue]>) {}
 }
 
-/** What the writers accept. Integers must be safe numbers or bigints. */
+/** A float64 for the writers (rmp writes an `f64` field as 0xcb even when its value is whole). */
+export class F64 {
+  constructor(readonly value: number) {}
+}
+
+/** What the writers accept. Integers must be safe numbers or bigints; floats are `F64`. */
 export type WireValue =
+  | F64
   | null
   | boolean
   | number
@@ -145,6 +151,12 @@ function writeValue(out: ByteSink, v: WireValue): void {
   if (v === true) return out.u8(0xc3);
   if (v === false) return out.u8(0xc2);
   if (typeof v === 'bigint') return writeInt(out, v);
+  if (v instanceof F64) {
+    out.u8(0xcb);
+    const b = new Uint8Array(8);
+    new DataView(b.buffer).setFloat64(0, v.value);
+    return out.bytes(b);
+  }
   if (typeof v === 'number') {
     if (!Number.isSafeInteger(v)) throw new RangeError(`only safe integers are written, got ${v}`);
     return writeInt(out, BigInt(v));

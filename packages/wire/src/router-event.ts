@@ -146,6 +146,19 @@ export function routerEventFromValue(v: unknown, limits: WireLimits, path = 'rou
   return { workerId, dpRank, storageTier: tier, eventId, data };
 }
 
+/**
+ * A `kv-events` payload: 1.6.1 sends a msgpack array of RouterEvents per envelope (a batch, in
+ * publisher order); older releases send one RouterEvent map. Both come back as a list. An empty
+ * batch is valid (nothing to apply).
+ */
+export function routerEventsFromValue(v: unknown, limits: WireLimits, path = 'router_events'): KvEvent[] {
+  if (!Array.isArray(v)) return [routerEventFromValue(v, limits, 'router_event')];
+  const items = list(v, path, limits.maxBatchEvents);
+  const out: KvEvent[] = new Array<KvEvent>(items.length);
+  for (let i = 0; i < items.length; i++) out[i] = routerEventFromValue(items[i], limits, `${path}[${i}]`);
+  return out;
+}
+
 function dataToWire(d: KvEventData, gen: RouterEventGeneration): WireValue {
   switch (d.kind) {
     case 'stored': {

@@ -4,7 +4,9 @@
  *   event plane (current)   namespace.{ns}.component.{comp}.kv-events
  *                           namespace.{ns}.kv_metrics
  *                           namespace.{ns}.component.{comp}.active_sequences_events
- *   per endpoint (newer)    namespace.{ns}.component.{comp}.endpoint.{ep}.{topic}
+ *   per endpoint (1.6.1)    namespace.{ns}.component.{comp}.endpoint.{ep}.{topic}
+ *                           for kv-events, kv_metrics, forward-pass-metrics, active_sequences_events;
+ *                           the prefix is in discovery (`v1/event_channels`, `transport.config.subject_prefix`)
  *   legacy core NATS        namespace.{ns}.component.{comp}.kv_events          (JSON, until Aug 2025)
  *   JetStream               stream namespace-{ns}-component-{comp}-kv-events,
  *                           subject {stream}.kv-events                         (JSON)
@@ -21,6 +23,8 @@ import { ok, reject, type Result } from './result';
 export const TOPIC_KV_EVENTS = 'kv-events';
 export const TOPIC_KV_METRICS = 'kv_metrics';
 export const TOPIC_ACTIVE_SEQUENCES = 'active_sequences_events';
+/** 1.6.1: each worker's scheduler state about once a second per dp rank, endpoint-scoped. */
+export const TOPIC_FORWARD_PASS_METRICS = 'forward-pass-metrics';
 /** The core-NATS JSON topic before the event plane (underscore). */
 export const LEGACY_TOPIC_KV_EVENTS = 'kv_events';
 
@@ -101,6 +105,24 @@ export function kvMetricsSubject(namespace: string): string {
 
 export function activeSequencesSubject(namespace: string, component: string, endpoint?: string): string {
   return eventPlaneSubject(endpoint === undefined ? { namespace, component } : { namespace, component, endpoint }, TOPIC_ACTIVE_SEQUENCES);
+}
+
+/**
+ * The endpoint scope's subject prefix, `namespace.{ns}.component.{comp}.endpoint.{ep}`, as 1.6.1
+ * writes it in discovery (`subject_prefix`); `{prefix}.{topic}` is each topic's subject.
+ */
+export function endpointSubjectPrefix(namespace: string, component: string, endpoint: string): string {
+  const s = eventPlaneSubject({ namespace, component, endpoint }, 'x');
+  return s.slice(0, -2);
+}
+
+/** `{prefix}.{topic}` with the topic percent-encoded, for a prefix taken from discovery. */
+export function prefixedSubject(prefix: string, topic: string): string {
+  checkName('subject prefix', prefix);
+  if (/[\s*>]/.test(prefix) || prefix.split('.').some((t) => t.length === 0)) {
+    throw new RangeError(`subject prefix ${JSON.stringify(prefix)} is not a literal NATS subject`);
+  }
+  return `${prefix}.${encodeSubjectSegment(topic)}`;
 }
 
 function checkLegacyToken(kind: string, v: string): void {

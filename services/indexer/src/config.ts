@@ -26,14 +26,32 @@ const selectionSchema = s.object({
   temperature: s.number({ minimum: 0, default: 0 }),
 });
 
+const discoverySchema = s.object({
+  /**
+   * Where this pool's workers are listed: `none` (configuration and the registration subject only),
+   * `file` (Dynamo's `DYN_DISCOVERY_BACKEND=file`, the directory of `DYN_FILE_KV`), or `etcd`
+   * (Dynamo's production default; `endpoints`). Kubernetes discovery is not supported yet.
+   */
+  backend: s.enum(['none', 'file', 'etcd'] as const, { default: 'none' }),
+  /** `file`: the `DYN_FILE_KV` directory the workers were started with. */
+  dir: s.string({ default: '' }),
+  /** `etcd`: client URLs, e.g. `http://127.0.0.1:2379`. */
+  endpoints: s.array(s.string({ minLength: 1 }), { default: [] }),
+  /** `file`: how often the directory is read. */
+  pollMs: s.integer({ minimum: 10, default: 200 }),
+});
+
 export const poolSchema = s.object({
   /** Our name for the pool (a subject token): `vantage.v1.observe.{name}`. */
   name: s.string({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
-  /** Tokens per KV block of this pool's engines. */
+  /** Tokens per KV block of this pool's engines; with discovery, the model cards' `kv_cache_block_size` wins. */
   blockSize: s.integer({ minimum: 1, maximum: 4096, default: 64 }),
-  /** Dynamo namespace and component whose subjects carry this pool's events. */
+  /** Dynamo namespace, component and endpoint whose subjects carry this pool's events. */
   namespace: s.string({ minLength: 1, default: 'dynamo' }),
   component: s.string({ minLength: 1, default: 'backend' }),
+  endpoint: s.string({ minLength: 1, default: 'generate' }),
+  /** Dynamo's discovery store: workers, capacity (model cards), subjects and publisher ids. */
+  discovery: discoverySchema,
   /**
    * How KV events arrive: `event_plane` (msgpack envelopes on core NATS, Dynamo's default since early 2026),
    * `legacy_json` (JSON RouterEvent on `...kv_events`), or `jetstream` (JSON RouterEvent in the durable stream).

@@ -23,7 +23,7 @@ import {
   type WorkerObservation as WireWorker,
 } from '@vantage/protocol';
 import { WORKER_FACTS, type WorkerId } from '@vantage/types';
-import type { ObserveRows, PoolObservation, PoolState, RowSink } from '@vantage/observation';
+import type { ForwardPassReport, ObserveRows, PoolObservation, PoolState, RowSink } from '@vantage/observation';
 
 export { observeSubject, bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 
@@ -129,7 +129,7 @@ export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Ar
       `"reported":${r ? `{"activeDecodeBlocks":${r.activeDecodeBlocks},"activePrefillTokens":${r.activePrefillTokens},"kvUsedBlocks":${r.kvUsedBlocks}}` : 'null'},` +
       `"suspect":${w.suspect ? `{"reason":${JSON.stringify(w.suspect.reason)},"sinceMs":${w.suspect.sinceMs}}` : 'null'},` +
       `"ages":{"indexMs":${age(now, w.lastEventMs)},"loadMs":${age(now, r?.atMs)},"bookingMs":${age(now, l.lastChangeMs)}},` +
-      `"dynamoCost":${num(cost ?? null)}}`;
+      `"dynamoCost":${num(cost ?? null)}${w.forwardPass === null ? '' : forwardPassJson(w.forwardPass, now)}}`;
   }
   out += `],"pending":{"requests":${o.pending.requests},"tokens":${o.pending.tokens}},"dynamoChoice":`;
   const choice = dynamoChoiceOf(o);
@@ -142,6 +142,15 @@ export function encodeObserveReply(o: PoolObservation, meta: ReplyMeta): Uint8Ar
 }
 
 const utf8 = new TextEncoder();
+
+/** `,"forwardPass":{…}`: present only when the worker sent one (1.6.1), like the codec writes it. */
+function forwardPassJson(f: ForwardPassReport, now: number): string {
+  return (
+    `,"forwardPass":{"scheduledRequests":${f.scheduledRequests},"scheduledPrefillTokens":${f.scheduledPrefillTokens},` +
+    `"scheduledDecodeKvTokens":${f.scheduledDecodeKvTokens},"queuedRequests":${f.queuedRequests},"queuedPrefillTokens":${f.queuedPrefillTokens},` +
+    `"wallTimeS":${num(f.wallTimeS) === 'null' ? 0 : f.wallTimeS},"ageMs":${Math.max(0, now - f.atMs)}}`
+  );
+}
 
 /** Writes each binary reply into a buffer of its own (the default; the service passes its pooled writer). */
 const copying = new ObserveReplyBinaryWriter();
@@ -316,6 +325,19 @@ export function encodeObserveReplyViaCodec(o: PoolObservation, meta: ReplyMeta):
       suspect: w.suspect ? { reason: w.suspect.reason, sinceMs: w.suspect.sinceMs } : null,
       ages: { indexMs: age(now, w.lastEventMs), loadMs: age(now, w.report?.atMs), bookingMs: age(now, w.load.lastChangeMs) },
       dynamoCost: c === undefined || c === null || !Number.isFinite(c) ? null : c,
+      ...(w.forwardPass === null
+        ? {}
+        : {
+            forwardPass: {
+              scheduledRequests: w.forwardPass.scheduledRequests,
+              scheduledPrefillTokens: w.forwardPass.scheduledPrefillTokens,
+              scheduledDecodeKvTokens: w.forwardPass.scheduledDecodeKvTokens,
+              queuedRequests: w.forwardPass.queuedRequests,
+              queuedPrefillTokens: w.forwardPass.queuedPrefillTokens,
+              wallTimeS: Number.isFinite(w.forwardPass.wallTimeS) ? w.forwardPass.wallTimeS : 0,
+              ageMs: Math.max(0, now - w.forwardPass.atMs),
+            },
+          }),
     };
   });
   return observeReplyCodec.encode({

@@ -26,6 +26,8 @@ export interface IndexerMetrics {
   readonly observeSeconds: LazyHistogram;
   readonly snapshots: Counter<'pool' | 'outcome'>;
   readonly snapshotBytes: Gauge<'pool'>;
+  readonly discoveryWorkers: Gauge<'pool'>;
+  readonly discoveryChanges: Counter<'pool' | 'kind'>;
 }
 
 export function indexerMetrics(registry: Registry): IndexerMetrics {
@@ -64,5 +66,12 @@ export function indexerMetrics(registry: Registry): IndexerMetrics {
     ),
     snapshots: new Counter({ name: 'vantage_indexer_snapshots_total', help: 'Snapshots written or restored', labelNames: ['pool', 'outcome'], ...reg }),
     snapshotBytes: new Gauge({ name: 'vantage_indexer_snapshot_bytes', help: 'Size of the last snapshot', labelNames: ['pool'], ...reg }),
+    discoveryWorkers: new Gauge({ name: 'vantage_indexer_discovery_workers', help: "Workers Dynamo's discovery lists for the pool's endpoint", labelNames: ['pool'], ...reg }),
+    discoveryChanges: new Counter({
+      name: 'vantage_indexer_discovery_changes_total',
+      help: 'Workers added, changed or removed by discovery after its initial listing',
+      labelNames: ['pool', 'kind'],
+      ...reg,
+    }),
   };
 }

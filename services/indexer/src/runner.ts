@@ -17,12 +17,20 @@ import type { WorkerCapacity } from '@vantage/bookings';
 import { RunIndex } from '@vantage/prefix-index';
 import type { Logger } from '@vantage/runtime';
 import type { KvEvent, WorkerId } from '@vantage/types';
+import { DiscoveryView, fileDiscoveryStore, type DiscoveredWorker, type DiscoveryEvent, type DiscoveryStore } from '@vantage/discovery';
+import { VantageError } from '@vantage/runtime';
 import {
   activeSequencesSubject,
   decodeActiveLoad,
   decodeActiveSequenceEvents,
   decodeEventPlaneMessage,
   decodeRouterEventJson,
+  endpointSubjectPrefix,
+  prefixedSubject,
+  TOPIC_ACTIVE_SEQUENCES,
+  TOPIC_FORWARD_PASS_METRICS,
+  TOPIC_KV_EVENTS,
+  TOPIC_KV_METRICS,
   jetStreamKvStreamName,
   jetStreamKvSubject,
   kvEventsSubject,
@@ -31,6 +39,7 @@ import {
   sniffMessage,
   type ActiveLoad,
   type ActiveSequenceEvent,
+  type ForwardPassMetrics,
 } from '@vantage/wire';
 import type { PoolConfig } from './config';
 import type { IndexerMetrics } from './metrics';
@@ -51,7 +60,9 @@ import {
 
 export type Item =
   | { kind: 'kv'; event: KvEvent; streamSeq: number | null; msg: JsMsg | null }
-  | { kind: 'load'; load: ActiveLoad }
+  | { kind: 'load'; load: ActiveLoad; adopt: boolean }
+  | { kind: 'fpm'; metrics: ForwardPassMetrics }
+  | { kind: 'disc'; add: boolean; worker: DiscoveredWorker }
   | { kind: 'seq'; event: ActiveSequenceEvent }
   | { kind: 'book'; booking: BookingMessage }
   | { kind: 'life'; event: LifecycleMessage }
@@ -68,6 +79,25 @@ export interface RunnerOptions {
   readonly snapshotBucket: string | null;
   readonly durableName: string;
   readonly now?: () => number;
+  /** A discovery store to use instead of the one the pool's configuration names (tests, other backends). */
+  readonly discoveryStore?: DiscoveryStore;
+}
+
+/** Log lines per (source, reason) at most once per this long; the rest are counted in the next line. */
+const REJECT_LOG_EVERY_MS = 10_000;
+
+/** The store a pool's `discovery` section names; null for `none`. */
+export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
+  const d = cfg.discovery;
+  switch (d.backend) {
+    case 'none':
+      return null;
+    case 'file':
+      if (d.dir === '') throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.backend "file" needs discovery.dir (Dynamo's DYN_FILE_KV)`);
+      return fileDiscoveryStore(d.dir, { pollMs: d.pollMs });
+    case 'etcd':
+      throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.backend "etcd" is not available in this build (file is)`);
+  }
 }
 
 export class PoolRunner {
@@ -88,6 +118,12 @@ export class PoolRunner {
   private readonly now: () => number;
   private readonly pool: string;
   private readonly startedAtMs: number;
+  /** Tokens per block: the model cards' when discovery lists any at start, else the configuration's. */
+  blockSize: number;
+  /** Dynamo's discovery for this pool's endpoint; null without discovery. */
+  discovery: DiscoveryView | null = null;
+  private readonly subscribed = new Set<string>();
+  private readonly rejectLog = new Map<string, { atMs: number; suppressed: number }>();
 
   constructor(
     readonly cfg: PoolConfig,
@@ -96,6 +132,7 @@ export class PoolRunner {
     this.pool = cfg.name;
     this.now = o.now ?? Date.now;
     this.startedAtMs = this.now();
+    this.blockSize = cfg.blockSize;
     this.queue = new WriterQueue<Item>(
       o.queueDepth,
       o.applyBatch,
@@ -117,12 +154,24 @@ export class PoolRunner {
     return true;
   }
 
+  /** Count a rejected message; log it, at most once per (source, reason) every REJECT_LOG_EVERY_MS. */
   private reject(source: string, reason: string, detail: string, subject: string): void {
     this.o.metrics.rejected.inc({ pool: this.pool, source, reason });
-    this.o.log.warn({ pool: this.pool, source, reason, detail, subject }, 'message rejected');
+    const k = `${source}\u0000${reason}`;
+    const now = Date.now();
+    const last = this.rejectLog.get(k);
+    if (last !== undefined && now - last.atMs < REJECT_LOG_EVERY_MS) {
+      last.suppressed++;
+      return;
+    }
+    this.rejectLog.set(k, { atMs: now, suppressed: 0 });
+    this.o.log.warn({ pool: this.pool, source, reason, detail: detail.slice(0, 512), subject, suppressedSinceLast: last?.suppressed ?? 0 }, 'message rejected');
   }
 
   private subscribe(subject: string, source: string, onMsg: (m: Msg) => void): void {
+    // A subject learned from discovery may equal the configured fallback: one subscription each.
+    if (this.subscribed.has(subject)) return;
+    this.subscribed.add(subject);
     const sub = this.o.nc.subscribe(subject, {
       callback: (err, m) => {
         if (err) {
@@ -147,15 +196,49 @@ export class PoolRunner {
     const ns = cfg.namespace;
     const comp = cfg.component;
 
-    // Dynamo's event plane (every topic in a msgpack envelope).
-    const onEventPlane = (source: string) => (m: Msg) => {
+    // Discovery first: the model cards give the block size, the event channels the subjects.
+    const store = this.o.discoveryStore ?? discoveryStoreFor(cfg);
+    if (store !== null) await this.startDiscovery(store);
+
+    // Dynamo's event plane (every topic in a msgpack envelope). `scoped`: the subject is this pool's
+    // own endpoint (1.6.1), so a load report from a worker not seen yet is this pool's, not foreign.
+    const onEventPlane = (source: string, scoped = false) => (m: Msg) => {
       const r = decodeEventPlaneMessage(m.data, { topic: m.subject });
       if (!r.ok) return this.reject(source, r.code, r.reason, m.subject);
       const v = r.value;
-      if (v.kind === 'kv_event') this.enqueue({ kind: 'kv', event: v.event, streamSeq: null, msg: null }, source);
-      else if (v.kind === 'active_load') this.enqueue({ kind: 'load', load: v.load }, source);
+      if (v.kind === 'kv_event' || v.kind === 'kv_events') {
+        const events = v.kind === 'kv_event' ? [v.event] : v.events;
+        // 1.6.1: each kv-events publisher is one (worker, dp rank), listed in v1/event_sources. An
+        // envelope whose events claim another worker is refused whole rather than applied as theirs.
+        const pub = this.discovery?.publisher(v.envelope.publisherId);
+        if (pub !== undefined && pub.topic === TOPIC_KV_EVENTS) {
+          const bad = events.find((e) => e.workerId !== pub.workerId || e.dpRank !== pub.dpRank);
+          if (bad !== undefined) {
+            return this.reject(source, 'publisher_mismatch', `publisher ${v.envelope.publisherId} is worker ${pub.workerId} rank ${pub.dpRank}; event says ${bad.workerId} rank ${bad.dpRank}`, m.subject);
+          }
+        }
+        for (const e of events) this.enqueue({ kind: 'kv', event: e, streamSeq: null, msg: null }, source);
+      } else if (v.kind === 'active_load') this.enqueue({ kind: 'load', load: v.load, adopt: scoped }, source);
+      else if (v.kind === 'forward_pass') this.enqueue({ kind: 'fpm', metrics: v.metrics }, source);
       else for (const e of v.events) this.enqueue({ kind: 'seq', event: e }, source);
     };
+
+    // Dynamo 1.6.1: every topic under the endpoint's prefix; the configured endpoint's prefix always,
+    // and each prefix discovery lists (subscribed as it appears).
+    const subscribePrefix = (prefix: string): void => {
+      if (cfg.kvEvents === 'event_plane') this.subscribe(prefixedSubject(prefix, TOPIC_KV_EVENTS), 'kv_events', onEventPlane('kv_events', true));
+      this.subscribe(prefixedSubject(prefix, TOPIC_KV_METRICS), 'kv_metrics', onEventPlane('kv_metrics', true));
+      this.subscribe(prefixedSubject(prefix, TOPIC_FORWARD_PASS_METRICS), 'forward_pass', onEventPlane('forward_pass', true));
+      if (cfg.dynamoRouterSync) this.subscribe(prefixedSubject(prefix, TOPIC_ACTIVE_SEQUENCES), 'active_sequences', onEventPlane('active_sequences', true));
+    };
+    subscribePrefix(endpointSubjectPrefix(ns, comp, cfg.endpoint));
+    for (const p of this.discovery?.subjectPrefixes() ?? []) subscribePrefix(p);
+    this.discovery?.subscribe((e) => {
+      if (e.kind === 'subjects_changed') {
+        for (const p of e.prefixes) subscribePrefix(p);
+        void this.o.nc.flush().catch(() => {});
+      }
+    });
 
     if (cfg.kvEvents === 'event_plane') this.subscribe(kvEventsSubject(ns, comp), 'kv_events', onEventPlane('kv_events'));
     if (cfg.kvEvents === 'legacy_json') {
@@ -172,7 +255,7 @@ export class PoolRunner {
       // A bare report may be msgpack or JSON ('{' first): the decoder must be told which.
       const r = decodeActiveLoad(m.data, { format: kind === 'router_event_json' ? 'json' : 'msgpack' });
       if (!r.ok) return this.reject('kv_metrics', r.code, r.reason, m.subject);
-      this.enqueue({ kind: 'load', load: r.value }, 'kv_metrics');
+      this.enqueue({ kind: 'load', load: r.value, adopt: false }, 'kv_metrics');
     });
     if (cfg.dynamoRouterSync) {
       this.subscribe(activeSequencesSubject(ns, comp), 'active_sequences', (m) => {
@@ -203,8 +286,10 @@ export class PoolRunner {
 
     const header = await this.restore();
     for (const w of cfg.workers) {
-      this.state.register(BigInt(w.workerId) as WorkerId, capacityOf(cfg.blockSize, w), null, this.now(), true);
+      this.state.register(BigInt(w.workerId) as WorkerId, capacityOf(this.blockSize, w), null, this.now(), true);
     }
+    // Discovered workers join through the writer, in order with everything else (held until restored).
+    for (const w of this.discovery?.workers() ?? []) this.enqueue({ kind: 'disc', add: true, worker: w }, 'discovery');
     if (cfg.kvEvents === 'jetstream') await this.startJetStream(header?.streamSeq ?? null);
 
     // Restored: release what queued up meanwhile, in arrival order, then run live.
@@ -212,11 +297,82 @@ export class PoolRunner {
     for (const it of this.held.splice(0)) this.queue.push(it);
   }
 
+  /**
+   * Watch Dynamo's discovery for this pool's endpoint. Resolves after the initial listing; from then
+   * on, workers that join or leave discovery join or leave the pool (through the writer queue), and
+   * new subject prefixes are subscribed. The block size is the model cards' if any are listed now.
+   */
+  private async startDiscovery(store: DiscoveryStore): Promise<void> {
+    const { cfg, log, metrics } = { cfg: this.cfg, log: this.o.log, metrics: this.o.metrics };
+    const view = new DiscoveryView(store, {
+      namespace: cfg.namespace,
+      component: cfg.component,
+      endpoint: cfg.endpoint,
+      onStoreError: (err) => log.warn({ pool: this.pool, backend: store.backend, err: err.message }, 'discovery store problem'),
+    });
+    this.discovery = view;
+    let started = false;
+    view.subscribe((e: DiscoveryEvent) => {
+      if (e.kind === 'rejected') return this.reject('discovery', e.code, e.reason, e.key);
+      if (!started) return; // the initial listing is applied below, after the block size is known
+      if (e.kind === 'worker_added' || e.kind === 'worker_changed') {
+        metrics.discoveryChanges.inc({ pool: this.pool, kind: e.kind });
+        this.enqueue({ kind: 'disc', add: true, worker: e.worker }, 'discovery');
+      } else if (e.kind === 'worker_removed') {
+        metrics.discoveryChanges.inc({ pool: this.pool, kind: e.kind });
+        this.enqueue({ kind: 'disc', add: false, worker: e.worker }, 'discovery');
+      }
+    });
+    await view.start();
+    started = true;
+    const sizes = [...new Set(view.workers().map((w) => w.capacity.blockSize))];
+    if (sizes.length === 1) this.blockSize = sizes[0]!;
+    if (sizes.length > 1) {
+      log.error({ pool: this.pool, blockSizes: sizes, using: this.blockSize }, 'model cards disagree on the block size; workers with another size are left out');
+    }
+    log.info(
+      { pool: this.pool, backend: store.backend, workers: view.workers().length, blockSize: this.blockSize, subjectPrefixes: view.subjectPrefixes(), publishers: view.publishers().length },
+      'discovery listing read',
+    );
+  }
+
+  /** A worker discovery lists joins (or its card changed); one it no longer lists leaves. */
+  private applyDiscovered(add: boolean, w: DiscoveredWorker, now: number): void {
+    const s = this.state;
+    if (!add) {
+      s.removeWorker(w.instanceId, now);
+      this.o.log.info({ pool: this.pool, workerId: String(w.instanceId) }, 'worker left discovery; removed from the pool');
+      return;
+    }
+    const c = w.capacity;
+    if (c.blockSize !== this.blockSize) {
+      this.reject('discovery', 'block_size_mismatch', `worker ${w.instanceId} has block size ${c.blockSize}, the pool ${this.blockSize}`, w.instanceId.toString(16));
+      return;
+    }
+    const err = s.register(
+      w.instanceId,
+      {
+        blockSize: c.blockSize,
+        totalKvBlocks: c.totalKvBlocks,
+        maxNumBatchedTokens: c.maxNumBatchedTokens,
+        maxNumSeqs: c.maxNumSeqs,
+        dpStartRank: c.dpStartRank,
+        dpSize: c.dpSize,
+        schedulable: true,
+      },
+      null,
+      now,
+      // Listed in discovery: never expires for being quiet, leaves only when discovery drops it.
+      true,
+    );
+    if (err) this.reject('discovery', 'registration_refused', `worker ${w.instanceId}: ${err}`, w.instanceId.toString(16));
+  }
+
   private async restore(): Promise<SnapshotHeader | null> {
     const mk = (index?: RunIndex): PoolState =>
       new PoolState({
         pool: this.pool,
-        blockSize: this.cfg.blockSize,
+        blockSize: this.blockSize,
         selection: { kind: 'kv_router', ...this.cfg.selection },
         bookingTtlMs: this.o.bookingTtlMs,
         workerTtlMs: this.o.workerTtlMs,
@@ -233,7 +389,7 @@ export class PoolRunner {
         return null;
       }
       const snap = decodeSnapshot(bytes);
-      if (snap.header.pool !== this.pool || snap.header.blockSize !== this.cfg.blockSize) {
+      if (snap.header.pool !== this.pool || snap.header.blockSize !== this.blockSize) {
         throw new Error(`snapshot is for pool ${snap.header.pool} (block size ${snap.header.blockSize})`);
       }
       this.state = mk(RunIndex.restore(snap.index));
@@ -339,7 +495,15 @@ export class PoolRunner {
         return;
       }
       case 'load':
-        m.applied.inc({ pool: this.pool, kind: s.applyLoad(it.load, now) ? 'load' : 'load_foreign_ignored' });
+        m.applied.inc({ pool: this.pool, kind: s.applyLoad(it.load, now, it.adopt) ? 'load' : 'load_foreign_ignored' });
+        return;
+      case 'fpm':
+        s.applyForwardPass(it.metrics, now);
+        m.applied.inc({ pool: this.pool, kind: 'forward_pass' });
+        return;
+      case 'disc':
+        this.applyDiscovered(it.add, it.worker, now);
+        m.applied.inc({ pool: this.pool, kind: it.add ? 'discovered' : 'undiscovered' });
         return;
       case 'seq':
         s.applySequenceEvent(it.event, now);
@@ -401,6 +565,7 @@ export class PoolRunner {
     m.queueHighWater.set({ pool: this.pool }, this.queue.highWater);
     m.bookings.set({ pool: this.pool }, this.state.ledger.size);
     m.workers.set({ pool: this.pool }, this.state.knownRanks().length);
+    if (this.discovery) m.discoveryWorkers.set({ pool: this.pool }, this.discovery.workers().length);
     m.suspectWorkers.set({ pool: this.pool }, st.publishers.filter((p) => p.suspect !== null).length);
     m.indexBlocks.set({ pool: this.pool }, st.totalBlocks);
     m.indexBytes.set({ pool: this.pool }, st.arrayBytes);
@@ -426,7 +591,7 @@ export class PoolRunner {
       }
     }
     const bytes = encodeSnapshot(
-      { pool: this.pool, blockSize: this.cfg.blockSize, takenAtMs: now, streamSeq: this.lastStreamSeq, registrations: regs },
+      { pool: this.pool, blockSize: this.blockSize, takenAtMs: now, streamSeq: this.lastStreamSeq, registrations: regs },
       this.state.index.snapshot(),
     );
     await this.store.putBlob({ name: this.pool }, bytes);
@@ -449,6 +614,7 @@ export class PoolRunner {
     this.queue.stop();
     await this.queue.idle();
     if (this.pendingAck) this.pendingAck.ack();
+    if (this.discovery) await this.discovery.close();
   }
 
   get uptimeMs(): number {

@@ -44,7 +44,9 @@ export interface PoolSpec {
   blockSize?: number;
   namespace?: string;
   component?: string;
+  endpoint?: string;
   kvEvents?: 'event_plane' | 'legacy_json' | 'jetstream';
+  discovery?: { backend: 'none' | 'file' | 'etcd'; dir?: string; endpoints?: string[]; pollMs?: number };
   dynamoRouterSync?: boolean;
   selection?: Record<string, unknown>;
   workers?: Record<string, unknown>[];

@@ -1,12 +1,15 @@
 /**
  * `vantage decode`: pretty-print a captured Dynamo message (event-plane
- * envelope, RouterEvent in msgpack or legacy JSON, ActiveLoad, active-sequence
- * event or batch), u64 values as exact decimal strings.
+ * envelope, RouterEvent in msgpack or legacy JSON, a 1.6.1 batch of
+ * RouterEvents, ActiveLoad, ForwardPassMetrics, active-sequence event or
+ * batch), u64 values as exact decimal strings.
  */
 import {
   decodeActiveLoad,
   decodeActiveSequenceEvents,
   decodeEnvelope,
+  decodeForwardPassMetrics,
+  decodeRouterEventsMsgpack,
   decodeEventPlaneMessage,
   decodeRouterEventJson,
   decodeRouterEventMsgpack,
@@ -19,7 +22,17 @@ import { EXIT, InputError } from '../exit-codes';
 import type { CliIo } from '../io';
 import { printJson } from '../print';
 
-const FORMATS = ['auto', 'envelope', 'msgpack-router-event', 'json-router-event', 'active-load', 'active-sequence'] as const;
+const FORMATS = [
+  'auto',
+  'envelope',
+  'msgpack-router-event',
+  'msgpack-router-event-batch',
+  'json-router-event',
+  'active-load',
+  'forward-pass-metrics',
+  'active-sequence',
+] as const;
+export type DecodeFormat = (typeof FORMATS)[number];
 type Format = (typeof FORMATS)[number];
 const ENCODINGS = ['auto', 'raw', 'hex', 'base64'] as const;
 type Encoding = (typeof ENCODINGS)[number];
@@ -30,13 +43,17 @@ Decode one captured Dynamo message from FILE (or standard input: - or no FILE)
 and print it as JSON. 64-bit hashes and ids print as exact decimal strings.
 
 Options:
-  --format FORMAT        auto (default), envelope, msgpack-router-event, json-router-event,
-                         active-load, active-sequence (one event or a batch)
+  --format FORMAT        auto (default), envelope, msgpack-router-event,
+                         msgpack-router-event-batch (Dynamo 1.6.1's kv-events payload: an array),
+                         json-router-event, active-load, forward-pass-metrics,
+                         active-sequence (one event or a batch)
   --input-encoding ENC   how the file holds the bytes: auto (default), raw, hex, base64
                          (auto: hex if it is only hex digits and whitespace, base64 if it is
                          only base64 characters, otherwise raw)
   --topic TOPIC          for envelopes: dispatch the payload on this topic or subject
-                         instead of the envelope's own topic field
+                         instead of the envelope's own topic field (kv-events, kv_metrics,
+                         forward-pass-metrics, active_sequences_events, or a full
+                         subject such as namespace.dynamo.component.backend.endpoint.generate.kv-events)
   -h, --help             this help
 
 Exit codes: 0 decoded, 2 rejected by the decoder (code and reason on stderr),
@@ -69,6 +86,10 @@ function detect(bytes: Uint8Array): Exclude<Format, 'auto'> {
       return 'json-router-event';
     case 'router_event_msgpack':
       return 'msgpack-router-event';
+    case 'router_event_batch':
+      return 'msgpack-router-event-batch';
+    case 'forward_pass':
+      return 'forward-pass-metrics';
     case 'active_load':
       return 'active-load';
     case 'active_sequence':
@@ -90,6 +111,10 @@ function decode(format: Exclude<Format, 'auto'>, bytes: Uint8Array, topic: strin
     }
     case 'msgpack-router-event':
       return { kind: 'router_event', result: decodeRouterEventMsgpack(bytes) };
+    case 'msgpack-router-event-batch':
+      return { kind: 'router_events', result: decodeRouterEventsMsgpack(bytes) };
+    case 'forward-pass-metrics':
+      return { kind: 'forward_pass_metrics', result: decodeForwardPassMetrics(bytes) };
     case 'json-router-event':
       return { kind: 'router_event', result: decodeRouterEventJson(bytes) };
     case 'active-load':
@@ -97,6 +122,19 @@ function decode(format: Exclude<Format, 'auto'>, bytes: Uint8Array, topic: strin
     case 'active-sequence':
       return { kind: 'active_sequence_events', result: decodeActiveSequenceEvents(bytes) };
   }
+}
+
+/**
+ * What `vantage decode` does with one message's bytes, as a library call: the format (detected
+ * when `auto`), the kind of value, and the decoder's result. Throws InputError when `auto` cannot
+ * recognise the bytes.
+ */
+export function decodeCapturedMessage(
+  bytes: Uint8Array,
+  opts: { readonly format?: DecodeFormat; readonly topic?: string } = {},
+): { format: Exclude<DecodeFormat, 'auto'>; kind: string; result: Result<unknown> } {
+  const format = opts.format === undefined || opts.format === 'auto' ? detect(bytes) : opts.format;
+  return { format, ...decode(format, bytes, opts.topic) };
 }
 
 async function run(argv: readonly string[], io: CliIo): Promise<number> {

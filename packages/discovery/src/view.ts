@@ -1,0 +1,260 @@
+/**
+ * One Dynamo endpoint's workers as its discovery store lists them, kept current from a
+ * DiscoveryStore's changes: which workers exist and their capacity (model cards), the NATS subject
+ * prefixes their events are published under (event channels), and which worker and dp rank each
+ * envelope `publisher_id` stands for (event sources, with their recovery targets).
+ *
+ * Membership follows Dynamo's own: a worker is listed while both its model card (`v1/mdc`) and its
+ * endpoint instance (`v1/instances`) are in the store, for as long as they are (quiet or not); it
+ * leaves when either is deleted (a graceful shutdown, or in etcd its lease expiring). Its dp ranks
+ * are the card's `data_parallel_start_rank .. + data_parallel_size`.
+ *
+ * Bad entries lose nothing: an entry that fails to parse is counted and reported (`rejected`) and
+ * the last good value under that key stays in force; nothing a store sends throws out of the view.
+ */
+import type { WorkerId } from '@vantage/types';
+import {
+  DISCOVERY_PREFIX,
+  parseDiscoveryEntry,
+  type CardCapacity,
+  type DiscoveryEntry,
+  type DiscoveryRejectCode,
+  type EndpointScope,
+  type EventChannelEntry,
+  type EventSourceEntry,
+  type InstanceEntry,
+  type ModelCardEntry,
+  type RecoveryTarget,
+} from './entries';
+import type { DiscoveryChange, DiscoveryStore } from './store';
+
+export interface DiscoveredWorker extends EndpointScope {
+  readonly instanceId: WorkerId;
+  readonly modelName: string | null;
+  readonly capacity: CardCapacity;
+  /** The worker runs a local indexer (1.6.1 default): its blocks can be recovered from it. */
+  readonly enableLocalIndexer: boolean;
+  /** Request-plane transport of its endpoint instance, e.g. `{ kind: 'tcp', address: '127.0.0.1:PORT/…' }`. */
+  readonly transport: { readonly kind: string; readonly address: string } | null;
+}
+
+export interface PublisherInfo extends EndpointScope {
+  readonly publisherId: bigint;
+  readonly topic: string;
+  readonly workerId: WorkerId;
+  readonly dpRank: number;
+  readonly recoveryTarget: RecoveryTarget | null;
+}
+
+export type DiscoveryEvent =
+  | { readonly kind: 'worker_added'; readonly worker: DiscoveredWorker }
+  | { readonly kind: 'worker_changed'; readonly worker: DiscoveredWorker; readonly previous: DiscoveredWorker }
+  | { readonly kind: 'worker_removed'; readonly worker: DiscoveredWorker }
+  /** The set of subject prefixes in scope changed (the full new set). */
+  | { readonly kind: 'subjects_changed'; readonly prefixes: readonly string[] }
+  /** Publisher ids were added or removed (read the new mapping through `publisher()`). */
+  | { readonly kind: 'publishers_changed'; readonly publishers: readonly PublisherInfo[] }
+  | { readonly kind: 'rejected'; readonly key: string; readonly code: DiscoveryRejectCode; readonly reason: string };
+
+export interface DiscoveryViewOptions {
+  /** Dynamo namespace of the pool (required). */
+  readonly namespace: string;
+  /** Component and endpoint; any when absent (Dynamo's defaults are `backend` and `generate`). */
+  readonly component?: string;
+  readonly endpoint?: string;
+  /** Errors of the store itself (listing, connection); entry rejections arrive as `rejected` events. */
+  readonly onStoreError?: (err: Error) => void;
+}
+
+export interface DiscoveryCounters {
+  puts: number;
+  deletes: number;
+  rejected: number;
+  /** Entries outside the scope or outside the four buckets. */
+  ignored: number;
+}
+
+const scopeKey = (s: EndpointScope): string => `${s.namespace}\u0000${s.component}\u0000${s.endpoint}`;
+
+function sameWorker(a: DiscoveredWorker, b: DiscoveredWorker): boolean {
+  const ca = a.capacity;
+  const cb = b.capacity;
+  return (
+    ca.blockSize === cb.blockSize &&
+    ca.totalKvBlocks === cb.totalKvBlocks &&
+    ca.maxNumSeqs === cb.maxNumSeqs &&
+    ca.maxNumBatchedTokens === cb.maxNumBatchedTokens &&
+    ca.dpStartRank === cb.dpStartRank &&
+    ca.dpSize === cb.dpSize &&
+    a.modelName === b.modelName &&
+    a.enableLocalIndexer === b.enableLocalIndexer &&
+    a.transport?.kind === b.transport?.kind &&
+    a.transport?.address === b.transport?.address
+  );
+}
+
+export class DiscoveryView {
+  readonly counters: DiscoveryCounters = { puts: 0, deletes: 0, rejected: 0, ignored: 0 };
+  private readonly cards = new Map<string, ModelCardEntry>();
+  private readonly instances = new Map<string, InstanceEntry>();
+  private readonly channels = new Map<string, EventChannelEntry>();
+  private readonly sources = new Map<string, EventSourceEntry>();
+  private workerSet = new Map<WorkerId, DiscoveredWorker>();
+  private prefixSet: string[] = [];
+  private publisherMap = new Map<bigint, PublisherInfo>();
+  private readonly listeners = new Set<(e: DiscoveryEvent) => void>();
+  private started = false;
+
+  constructor(
+    readonly store: DiscoveryStore,
+    readonly opts: DiscoveryViewOptions,
+  ) {
+    if (typeof opts.namespace !== 'string' || opts.namespace.length === 0) throw new RangeError('DiscoveryView: namespace is required');
+  }
+
+  /** Listen to changes; returns the unsubscribe function. Listeners' throws are contained. */
+  subscribe(listener: (e: DiscoveryEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Watch the store; resolves once its initial listing is applied (and its events delivered). */
+  async start(): Promise<void> {
+    if (this.started) throw new Error('DiscoveryView already started');
+    this.started = true;
+    await this.store.watch(DISCOVERY_PREFIX, (changes) => this.apply(changes), this.opts.onStoreError);
+  }
+
+  async close(): Promise<void> {
+    await this.store.close();
+  }
+
+  /** Workers in scope, ordered by instance id. */
+  workers(): readonly DiscoveredWorker[] {
+    return [...this.workerSet.values()];
+  }
+
+  worker(id: WorkerId): DiscoveredWorker | undefined {
+    return this.workerSet.get(id);
+  }
+
+  /** NATS subject prefixes of the scope's event channels (`{prefix}.{topic}`), sorted. */
+  subjectPrefixes(): readonly string[] {
+    return this.prefixSet;
+  }
+
+  /** The worker and dp rank behind an envelope's `publisher_id` (from `v1/event_sources`). */
+  publisher(publisherId: bigint): PublisherInfo | undefined {
+    return this.publisherMap.get(publisherId);
+  }
+
+  publishers(): readonly PublisherInfo[] {
+    return [...this.publisherMap.values()];
+  }
+
+  private inScope(s: EndpointScope): boolean {
+    const o = this.opts;
+    return s.namespace === o.namespace && (o.component === undefined || s.component === o.component) && (o.endpoint === undefined || s.endpoint === o.endpoint);
+  }
+
+  private emit(e: DiscoveryEvent): void {
+    for (const l of this.listeners) {
+      try {
+        l(e);
+      } catch {
+        /* a listener's failure is its own; the view stays consistent */
+      }
+    }
+  }
+
+  /** Apply a batch of store changes (also usable directly, e.g. by tests or another transport). */
+  apply(changes: readonly DiscoveryChange[]): void {
+    for (const c of changes) {
+      if (c.kind === 'delete') {
+        this.counters.deletes++;
+        this.cards.delete(c.key);
+        this.instances.delete(c.key);
+        this.channels.delete(c.key);
+        this.sources.delete(c.key);
+        continue;
+      }
+      this.counters.puts++;
+      const r = parseDiscoveryEntry(c.key, c.value);
+      if (!r.ok) {
+        this.counters.rejected++;
+        this.emit({ kind: 'rejected', key: c.key, code: r.code, reason: r.reason });
+        continue; // the last good value under this key stays
+      }
+      this.put(r.value);
+    }
+    this.recompute();
+  }
+
+  private put(e: DiscoveryEntry): void {
+    if (e.kind === 'other' || !this.inScope(e)) {
+      this.counters.ignored++;
+      return;
+    }
+    if (e.kind === 'model_card') this.cards.set(e.key, e);
+    else if (e.kind === 'instance') this.instances.set(e.key, e);
+    else if (e.kind === 'event_channel') this.channels.set(e.key, e);
+    else this.sources.set(e.key, e);
+  }
+
+  private recompute(): void {
+    const inst = new Map<string, InstanceEntry>();
+    for (const i of this.instances.values()) inst.set(`${scopeKey(i)}\u0000${i.instanceId}`, i);
+    const next = new Map<WorkerId, DiscoveredWorker>();
+    const cards = [...this.cards.values()].sort((a, b) => (a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : 0));
+    for (const c of cards) {
+      const i = inst.get(`${scopeKey(c)}\u0000${c.instanceId}`);
+      if (i === undefined) continue;
+      next.set(c.instanceId, {
+        namespace: c.namespace,
+        component: c.component,
+        endpoint: c.endpoint,
+        instanceId: c.instanceId,
+        modelName: c.modelName,
+        capacity: c.capacity,
+        enableLocalIndexer: c.enableLocalIndexer,
+        transport: i.transport,
+      });
+    }
+    const prev = this.workerSet;
+    this.workerSet = next;
+    for (const [id, w] of prev) if (!next.has(id)) this.emit({ kind: 'worker_removed', worker: w });
+    for (const [id, w] of next) {
+      const p = prev.get(id);
+      if (p === undefined) this.emit({ kind: 'worker_added', worker: w });
+      else if (!sameWorker(p, w)) this.emit({ kind: 'worker_changed', worker: w, previous: p });
+    }
+
+    const prefixes = [...new Set([...this.channels.values()].map((c) => c.subjectPrefix).filter((p): p is string => p !== null))].sort();
+    if (prefixes.join('\n') !== this.prefixSet.join('\n')) {
+      this.prefixSet = prefixes;
+      this.emit({ kind: 'subjects_changed', prefixes });
+    }
+
+    const pubs = new Map<bigint, PublisherInfo>();
+    for (const s of this.sources.values()) {
+      pubs.set(s.publisherId, {
+        namespace: s.namespace,
+        component: s.component,
+        endpoint: s.endpoint,
+        publisherId: s.publisherId,
+        topic: s.topic,
+        workerId: s.workerId,
+        dpRank: s.dpRank,
+        recoveryTarget: s.recoveryTarget,
+      });
+    }
+    const changed =
+      pubs.size !== this.publisherMap.size ||
+      [...pubs].some(([id, p]) => {
+        const o = this.publisherMap.get(id);
+        return o === undefined || o.workerId !== p.workerId || o.dpRank !== p.dpRank || o.topic !== p.topic;
+      });
+    this.publisherMap = pubs;
+    if (changed) this.emit({ kind: 'publishers_changed', publishers: [...pubs.values()] });
+  }
+}

@@ -1,0 +1,335 @@
+/**
+ * Dynamo 1.6.1's own processes for integration tests and demos: its mocker (`python -m
+ * dynamo.mocker`, mock GPU workers that publish real KV events, load and forward-pass metrics on
+ * NATS and list themselves in file discovery) and a driver that sends requests through Dynamo's
+ * own Python client and asks Dynamo's own KvRouter for overlap (packages/testkit/python/
+ * dynamo_driver.py, JSON lines over stdin/stdout, u64s as decimal strings).
+ *
+ * Everything runs from the virtualenv `scripts/ensure-dynamo-py.sh` installs (idempotent) into
+ * `.infra/dynamo-py`, on free TCP ports on 127.0.0.1, in its own process group that is killed
+ * (SIGKILL) if the Node process exits first (`@vantage/infra`'s endAtExit). `stop()` sends SIGTERM
+ * first so the mocker removes its discovery entries, as a graceful shutdown does.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { endAtExit, forgetAtExit, freePort, INFRA_DIR, REPO_ROOT } from '@vantage/infra';
+import { parseDiscoveryEntry } from '@vantage/discovery';
+
+let pythonPath: string | undefined;
+
+/** The Dynamo 1.6.1 interpreter, installed on first use by the project's own script. */
+export function dynamoPython(): string {
+  if (pythonPath !== undefined) return pythonPath;
+  const script = join(REPO_ROOT, 'packages', 'testkit', 'scripts', 'ensure-dynamo-py.sh');
+  const out = execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = out.trim().split('\n');
+  pythonPath = lines[lines.length - 1]!.trim();
+  return pythonPath;
+}
+
+export const DYNAMO_DRIVER = join(REPO_ROOT, 'packages', 'testkit', 'python', 'dynamo_driver.py');
+
+/** Dynamo's environment for the file discovery backend, the NATS event plane and the TCP request plane. */
+export async function dynamoEnv(natsUrl: string, fileKvDir: string): Promise<NodeJS.ProcessEnv> {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  // A system port set by the caller's shell would make several workers in one process collide.
+  delete env.DYN_SYSTEM_PORT;
+  return {
+    ...env,
+    DYN_DISCOVERY_BACKEND: 'file',
+    DYN_FILE_KV: fileKvDir,
+    DYN_EVENT_PLANE: 'nats',
+    NATS_SERVER: natsUrl,
+    DYN_REQUEST_PLANE: 'tcp',
+    DYN_TCP_RPC_HOST: '127.0.0.1',
+    DYN_TCP_RPC_PORT: String(await freePort()),
+    DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1',
+    DYN_TCP_RESPONSE_STREAM_PORT: String(await freePort()),
+    PYTHONUNBUFFERED: '1',
+  };
+}
+
+/** Instance ids (exact) of the model cards in a file discovery directory. */
+export function discoveredInstanceIds(fileKvDir: string, endpointPath?: string): bigint[] {
+  const dir = join(fileKvDir, 'v1', 'mdc');
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const out: bigint[] = [];
+  for (const n of names) {
+    let key: string;
+    try {
+      key = `v1/mdc/${decodeURIComponent(n)}`;
+    } catch {
+      continue;
+    }
+    if (endpointPath !== undefined && !key.startsWith(`v1/mdc/${endpointPath.replaceAll('.', '/')}/`)) continue;
+    let bytes: Buffer;
+    try {
+      bytes = readFileSync(join(dir, n));
+    } catch {
+      continue;
+    }
+    const r = parseDiscoveryEntry(key, bytes);
+    if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
+  }
+  return out;
+}
+
+export interface MockerOptions {
+  readonly natsUrl: string;
+  /** The `DYN_FILE_KV` directory shared with the indexer and the driver. */
+  readonly fileKvDir: string;
+  readonly numWorkers: number;
+  readonly blockSize?: number;
+  /** GPU blocks per dp rank (small: eviction all the time). */
+  readonly numGpuBlocks: number;
+  readonly speedupRatio?: number;
+  readonly dataParallelSize?: number;
+  readonly maxNumBatchedTokens?: number;
+  readonly maxNumSeqs?: number;
+  /** `namespace.component.endpoint`; Dynamo's default `dynamo.backend.generate`. */
+  readonly endpoint?: string;
+  readonly modelName?: string;
+  /** Where its log goes; a fresh directory under .infra/test by default. */
+  readonly logDir?: string;
+  readonly readyTimeoutMs?: number;
+}
+
+export interface DynamoProcess {
+  readonly pid: number;
+  readonly logFile: string;
+  /** SIGTERM to the process group (graceful: discovery entries removed), SIGKILL after `graceMs`. */
+  stop(graceMs?: number): Promise<void>;
+  /** SIGKILL at once (a crash: discovery entries stay behind in the file backend). */
+  kill9(): Promise<void>;
+  readonly exited: Promise<number | null>;
+}
+
+export interface MockerProcess extends DynamoProcess {
+  /** Instance ids of the workers this process started, exact. */
+  readonly workerIds: readonly bigint[];
+}
+
+function spawnGroup(cmd: string, args: string[], env: NodeJS.ProcessEnv, logFile: string, stdio: 'log' | 'pipe'): { child: ChildProcess; proc: DynamoProcess } {
+  const fd = openSync(logFile, 'a');
+  const child = spawn(cmd, args, {
+    env,
+    cwd: REPO_ROOT,
+    detached: true,
+    stdio: stdio === 'log' ? ['ignore', fd, fd] : ['pipe', 'pipe', fd],
+  });
+  closeSync(fd);
+  const pid = child.pid;
+  if (pid === undefined) throw new Error(`could not start ${cmd}`);
+  endAtExit(pid, true);
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => {
+      forgetAtExit(pid);
+      resolve(code);
+    });
+  });
+  const signal = (sig: NodeJS.Signals): void => {
+    try {
+      process.kill(-pid, sig);
+    } catch {
+      /* gone */
+    }
+  };
+  const proc: DynamoProcess = {
+    pid,
+    logFile,
+    exited,
+    stop: async (graceMs = 10_000) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      signal('SIGTERM');
+      const t = setTimeout(() => signal('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(t);
+      // Children of the group (Dynamo's runtime threads live in the one process, but be thorough).
+      signal('SIGKILL');
+    },
+    kill9: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      signal('SIGKILL');
+      await exited;
+    },
+  };
+  return { child, proc };
+}
+
+/** Start `python -m dynamo.mocker`; resolves once its workers' model cards are in discovery. */
+export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
+  const py = dynamoPython();
+  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
+  mkdirSync(logDir, { recursive: true });
+  mkdirSync(o.fileKvDir, { recursive: true });
+  const endpoint = o.endpoint ?? 'dynamo.backend.generate';
+  const before = new Set(discoveredInstanceIds(o.fileKvDir, endpoint));
+  const args = [
+    '-m',
+    'dynamo.mocker',
+    '--endpoint',
+    `dyn://${endpoint}`,
+    '--model-name',
+    o.modelName ?? 'mock',
+    '--num-workers',
+    String(o.numWorkers),
+    '--block-size',
+    String(o.blockSize ?? 64),
+    '--num-gpu-blocks-override',
+    String(o.numGpuBlocks),
+    '--speedup-ratio',
+    String(o.speedupRatio ?? 10),
+  ];
+  if (o.dataParallelSize !== undefined) args.push('--data-parallel-size', String(o.dataParallelSize));
+  if (o.maxNumBatchedTokens !== undefined) args.push('--max-num-batched-tokens', String(o.maxNumBatchedTokens));
+  if (o.maxNumSeqs !== undefined) args.push('--max-num-seqs', String(o.maxNumSeqs));
+  const logFile = join(logDir, `mocker-${endpoint}-${Date.now()}.log`);
+  const { proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir), logFile, 'log');
+  const deadline = Date.now() + (o.readyTimeoutMs ?? 90_000);
+  let ids: bigint[] = [];
+  let exitCode: number | null | undefined;
+  void proc.exited.then((c) => (exitCode = c));
+  for (;;) {
+    ids = discoveredInstanceIds(o.fileKvDir, endpoint).filter((id) => !before.has(id));
+    if (ids.length >= o.numWorkers) break;
+    if (exitCode !== undefined) throw new Error(`dynamo.mocker exited (${exitCode}) before its workers registered; see ${logFile}`);
+    if (Date.now() > deadline) {
+      await proc.kill9();
+      throw new Error(`dynamo.mocker: ${ids.length} of ${o.numWorkers} workers in discovery after the timeout; see ${logFile}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { ...proc, workerIds: ids.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)) };
+}
+
+/** One request through Dynamo's client, as the driver reports it. */
+export interface GenerateResult {
+  readonly tokensOut: number;
+  readonly cachedTokens: number | null;
+}
+
+/** Dynamo's KvRouter's overlap for a prompt: device blocks per (worker, dp rank). */
+export interface OverlapScores {
+  readonly blockSize: number;
+  readonly workers: readonly { readonly workerId: bigint; readonly dpRank: number; readonly deviceBlocks: number }[];
+}
+
+export interface DynamoDriver extends DynamoProcess {
+  /** Worker instance ids the client saw at start. */
+  readonly workers: readonly bigint[];
+  /** One request through `client.direct` (a worker given) or `client.generate` (round robin). */
+  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint; dpRank?: number }): Promise<GenerateResult>;
+  /** `KvRouter.get_overlap_scores(tokens)`. */
+  overlap(tokens: readonly number[]): Promise<OverlapScores>;
+  instances(): Promise<bigint[]>;
+}
+
+export interface DriverOptions {
+  readonly natsUrl: string;
+  readonly fileKvDir: string;
+  readonly endpoint?: string;
+  readonly blockSize?: number;
+  readonly minWorkers?: number;
+  /** Do not start a KvRouter (no overlap queries). */
+  readonly noRouter?: boolean;
+  readonly logDir?: string;
+  readonly readyTimeoutMs?: number;
+}
+
+/** Start the Dynamo-side driver; resolves when its client sees `minWorkers` instances. */
+export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver> {
+  const py = dynamoPython();
+  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
+  mkdirSync(logDir, { recursive: true });
+  const args = [DYNAMO_DRIVER, '--endpoint', o.endpoint ?? 'dynamo.backend.generate', '--block-size', String(o.blockSize ?? 64), '--min-workers', String(o.minWorkers ?? 1)];
+  if (o.noRouter) args.push('--no-router');
+  const logFile = join(logDir, `driver-${Date.now()}.log`);
+  const { child, proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir), logFile, 'pipe');
+  const pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
+  let nextId = 1;
+  let ready: ((v: Record<string, unknown>) => void) | null = null;
+  let failed: Error | null = null;
+  const readyP = new Promise<Record<string, unknown>>((resolve) => (ready = resolve));
+  const lines = createInterface({ input: child.stdout! });
+  lines.on('line', (line) => {
+    let msg: Record<string, unknown>;
+    try {
+      msg = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      return; // not ours (a library printing to stdout)
+    }
+    if (msg.ready === true && ready) {
+      ready(msg);
+      ready = null;
+      return;
+    }
+    const id = typeof msg.id === 'number' ? msg.id : -1;
+    const p = pending.get(id);
+    if (!p) return;
+    pending.delete(id);
+    if (msg.ok === true) p.resolve(msg);
+    else p.reject(new Error(`driver: ${String(msg.error)}`));
+  });
+  void proc.exited.then((code) => {
+    failed = new Error(`dynamo driver exited (${code}); see ${logFile}`);
+    for (const p of pending.values()) p.reject(failed);
+    pending.clear();
+  });
+  const timeout = new Promise<never>((_, rej) => {
+    const t = setTimeout(() => rej(new Error(`dynamo driver not ready after ${o.readyTimeoutMs ?? 90_000} ms; see ${logFile}`)), o.readyTimeoutMs ?? 90_000);
+    t.unref();
+    void proc.exited.then(() => rej(failed ?? new Error('driver exited')));
+  });
+  let hello: Record<string, unknown>;
+  try {
+    hello = await Promise.race([readyP, timeout]);
+  } catch (e) {
+    await proc.kill9();
+    throw e;
+  }
+  const call = (cmd: Record<string, unknown>): Promise<Record<string, unknown>> => {
+    if (failed) return Promise.reject(failed);
+    const id = nextId++;
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject });
+      child.stdin!.write(`${JSON.stringify({ ...cmd, id })}\n`);
+    });
+  };
+  return {
+    ...proc,
+    stop: async (graceMs = 5_000) => {
+      try {
+        child.stdin!.write('{"op":"quit"}\n');
+      } catch {
+        /* closed */
+      }
+      const t = setTimeout(() => void proc.stop(graceMs), 3_000);
+      await proc.exited;
+      clearTimeout(t);
+    },
+    workers: (hello.workers as string[]).map((w) => BigInt(w)),
+    generate: async (tokens, opts = {}) => {
+      const r = await call({
+        op: 'generate',
+        tokens,
+        max_tokens: opts.maxTokens ?? 2,
+        worker: opts.worker === undefined ? null : String(opts.worker),
+        dp_rank: opts.dpRank ?? null,
+      });
+      return { tokensOut: Number(r.tokens_out), cachedTokens: r.cached_tokens === null ? null : Number(r.cached_tokens) };
+    },
+    overlap: async (tokens) => {
+      const r = await call({ op: 'overlap', tokens });
+      const rows = r.workers as { worker_id: string; dp_rank: number; device_blocks: number }[];
+      return { blockSize: Number(r.block_size), workers: rows.map((w) => ({ workerId: BigInt(w.worker_id), dpRank: w.dp_rank, deviceBlocks: w.device_blocks })) };
+    },
+    instances: async () => ((await call({ op: 'instances' })).workers as string[]).map((w) => BigInt(w)),
+  };
+}
