@@ -1,7 +1,7 @@
 /**
  * Dynamo 1.6.1's own processes for integration tests and demos: its mocker (`python -m
  * dynamo.mocker`, mock GPU workers that publish real KV events, load and forward-pass metrics on
- * NATS and list themselves in file discovery) and a driver that sends requests through Dynamo's
+ * NATS and list themselves in file discovery, or in etcd with `etcd` set) and a driver that sends requests through Dynamo's
  * own Python client and asks Dynamo's own KvRouter for overlap (packages/testkit/python/
  * dynamo_driver.py, JSON lines over stdin/stdout, u64s as decimal strings).
  *
@@ -14,6 +14,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { Etcd3 } from 'etcd3';
 import { endAtExit, forgetAtExit, freePort, INFRA_DIR, REPO_ROOT } from '@vantage/infra';
 import { parseDiscoveryEntry } from '@vantage/discovery';
 
@@ -31,15 +32,37 @@ export function dynamoPython(): string {
 
 export const DYNAMO_DRIVER = join(REPO_ROOT, 'packages', 'testkit', 'python', 'dynamo_driver.py');
 
-/** Dynamo's environment for the file discovery backend, the NATS event plane and the TCP request plane. */
-export async function dynamoEnv(natsUrl: string, fileKvDir: string): Promise<NodeJS.ProcessEnv> {
+/**
+ * Dynamo's discovery in etcd (`DYN_DISCOVERY_BACKEND=etcd`): `endpoints` as Dynamo's
+ * `ETCD_ENDPOINTS` (comma-separated client URLs); `leaseTtlS` sets `ETCD_LEASE_TTL` (Dynamo's
+ * default 30 s), how long a killed worker's keys outlive it.
+ */
+export interface EtcdDiscoveryTarget {
+  readonly endpoints: string;
+  readonly leaseTtlS?: number;
+}
+
+/**
+ * Dynamo's environment for the NATS event plane, the TCP request plane and discovery: the file
+ * backend in `fileKvDir`, or etcd when `etcd` is given.
+ */
+export async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, etcd?: EtcdDiscoveryTarget): Promise<NodeJS.ProcessEnv> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   // A system port set by the caller's shell would make several workers in one process collide.
   delete env.DYN_SYSTEM_PORT;
+  delete env.DYN_FILE_KV;
+  delete env.ETCD_ENDPOINTS;
+  delete env.ETCD_LEASE_TTL;
+  let discovery: NodeJS.ProcessEnv;
+  if (etcd !== undefined) {
+    discovery = { DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd.endpoints, ...(etcd.leaseTtlS !== undefined ? { ETCD_LEASE_TTL: String(etcd.leaseTtlS) } : {}) };
+  } else {
+    if (fileKvDir === undefined) throw new Error('dynamoEnv: a file discovery directory or an etcd target is needed');
+    discovery = { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileKvDir };
+  }
   return {
     ...env,
-    DYN_DISCOVERY_BACKEND: 'file',
-    DYN_FILE_KV: fileKvDir,
+    ...discovery,
     DYN_EVENT_PLANE: 'nats',
     NATS_SERVER: natsUrl,
     DYN_REQUEST_PLANE: 'tcp',
@@ -81,10 +104,29 @@ export function discoveredInstanceIds(fileKvDir: string, endpointPath?: string):
   return out;
 }
 
+/** Instance ids (exact) of the model cards in etcd under an endpoint (`ns.comp.ep`), or all of them. */
+export async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath?: string): Promise<bigint[]> {
+  const client = new Etcd3({ hosts: etcd.endpoints.split(',') });
+  try {
+    const prefix = endpointPath === undefined ? 'v1/mdc/' : `v1/mdc/${endpointPath.replaceAll('.', '/')}/`;
+    const kvs = await client.getAll().prefix(prefix).buffers();
+    const out: bigint[] = [];
+    for (const [key, value] of Object.entries(kvs)) {
+      const r = parseDiscoveryEntry(key, value);
+      if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
+    }
+    return out;
+  } finally {
+    client.close();
+  }
+}
+
 export interface MockerOptions {
   readonly natsUrl: string;
-  /** The `DYN_FILE_KV` directory shared with the indexer and the driver. */
-  readonly fileKvDir: string;
+  /** The `DYN_FILE_KV` directory shared with the indexer and the driver (file discovery). */
+  readonly fileKvDir?: string;
+  /** Discovery in etcd instead of files. */
+  readonly etcd?: EtcdDiscoveryTarget;
   readonly numWorkers: number;
   readonly blockSize?: number;
   /** GPU blocks per dp rank (small: eviction all the time). */
@@ -168,9 +210,10 @@ export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
   const py = dynamoPython();
   const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
   mkdirSync(logDir, { recursive: true });
-  mkdirSync(o.fileKvDir, { recursive: true });
+  if (o.etcd === undefined && o.fileKvDir !== undefined) mkdirSync(o.fileKvDir, { recursive: true });
   const endpoint = o.endpoint ?? 'dynamo.backend.generate';
-  const before = new Set(discoveredInstanceIds(o.fileKvDir, endpoint));
+  const listIds = async (): Promise<bigint[]> => (o.etcd !== undefined ? etcdInstanceIds(o.etcd, endpoint) : discoveredInstanceIds(o.fileKvDir ?? '', endpoint));
+  const before = new Set(await listIds());
   const args = [
     '-m',
     'dynamo.mocker',
@@ -191,13 +234,13 @@ export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
   if (o.maxNumBatchedTokens !== undefined) args.push('--max-num-batched-tokens', String(o.maxNumBatchedTokens));
   if (o.maxNumSeqs !== undefined) args.push('--max-num-seqs', String(o.maxNumSeqs));
   const logFile = join(logDir, `mocker-${endpoint}-${Date.now()}.log`);
-  const { proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir), logFile, 'log');
+  const { proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd), logFile, 'log');
   const deadline = Date.now() + (o.readyTimeoutMs ?? 90_000);
   let ids: bigint[] = [];
   let exitCode: number | null | undefined;
   void proc.exited.then((c) => (exitCode = c));
   for (;;) {
-    ids = discoveredInstanceIds(o.fileKvDir, endpoint).filter((id) => !before.has(id));
+    ids = (await listIds()).filter((id) => !before.has(id));
     if (ids.length >= o.numWorkers) break;
     if (exitCode !== undefined) throw new Error(`dynamo.mocker exited (${exitCode}) before its workers registered; see ${logFile}`);
     if (Date.now() > deadline) {
@@ -233,7 +276,9 @@ export interface DynamoDriver extends DynamoProcess {
 
 export interface DriverOptions {
   readonly natsUrl: string;
-  readonly fileKvDir: string;
+  /** File discovery directory, or `etcd` for discovery in etcd (as the workers were started). */
+  readonly fileKvDir?: string;
+  readonly etcd?: EtcdDiscoveryTarget;
   readonly endpoint?: string;
   readonly blockSize?: number;
   readonly minWorkers?: number;
@@ -251,7 +296,7 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
   const args = [DYNAMO_DRIVER, '--endpoint', o.endpoint ?? 'dynamo.backend.generate', '--block-size', String(o.blockSize ?? 64), '--min-workers', String(o.minWorkers ?? 1)];
   if (o.noRouter) args.push('--no-router');
   const logFile = join(logDir, `driver-${Date.now()}.log`);
-  const { child, proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir), logFile, 'pipe');
+  const { child, proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd), logFile, 'pipe');
   const pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
   let nextId = 1;
   let ready: ((v: Record<string, unknown>) => void) | null = null;

@@ -1,0 +1,52 @@
+// A pool's discovery section names its store: etcd with its endpoints (and optional root, user,
+// TLS files), refused with a clear CONFIG_INVALID when incomplete.
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '@vantage/runtime';
+import { indexerConfigSchema, type PoolConfig } from '../src/index';
+import { discoveryStoreFor } from '../src/runner';
+
+function pool(discovery: Record<string, unknown>): PoolConfig {
+  const cfg = loadConfig(indexerConfigSchema, { env: { VANTAGE_SERVICE: 'indexer', VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: 'p', namespace: 'dynamo', discovery }]) } });
+  return cfg.indexer.pools[0]!;
+}
+
+describe('indexer discovery configuration', () => {
+  it('builds an etcd store from the endpoints', async () => {
+    const p = pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'] });
+    expect(p.discovery).toMatchObject({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], root: '', username: '', password: '' });
+    const store = discoveryStoreFor(p);
+    expect(store?.backend).toBe('etcd');
+    await store?.close();
+  });
+
+  it('refuses etcd without endpoints, a user without a password, and a TLS file it cannot read', () => {
+    expect(() => discoveryStoreFor(pool({ backend: 'etcd' }))).toThrow(/discovery\.backend "etcd" needs discovery\.endpoints/);
+    expect(() => discoveryStoreFor(pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], username: 'u' }))).toThrow(/username and discovery\.password go together/);
+    expect(() => discoveryStoreFor(pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], caFile: '/nonexistent/ca.pem' }))).toThrow(/discovery\.caFile \/nonexistent\/ca\.pem cannot be read/);
+    try {
+      discoveryStoreFor(pool({ backend: 'etcd' }));
+    } catch (e) {
+      expect((e as { code?: string }).code).toBe('CONFIG_INVALID');
+    }
+  });
+
+  it('reads TLS files and takes a root and credentials', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'disc-cfg-'));
+    try {
+      writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n');
+      const p = pool({ backend: 'etcd', endpoints: ['https://127.0.0.1:2379'], root: 'tenant/', username: 'u', password: 'pw', caFile: join(dir, 'ca.pem') });
+      const store = discoveryStoreFor(p);
+      expect(store?.backend).toBe('etcd');
+      await store?.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('rejects an unknown backend at load time', () => {
+    expect(() => pool({ backend: 'kubernetes' })).toThrow();
+  });
+});
