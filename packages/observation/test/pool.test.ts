@@ -189,3 +189,30 @@ describe('PoolState.observe', () => {
   });
 });
 
+
+describe('PoolState: Dynamo 1.6.1 reports on endpoint-scoped subjects', () => {
+  const mk = () => new PoolState({ pool: 'p', blockSize: 16, selection: { kind: 'kv_router' }, bookingTtlMs: 60_000, workerTtlMs: 1_000 });
+  const load = (workerId: bigint) => ({ workerId: workerId as WorkerId, dpRank: 0, activeDecodeBlocks: null, activePrefillTokens: null, schedulerLoadScope: null, kvUsedBlocks: 3 });
+
+  it('a load report before any KV event is foreign on the namespace subject, kept when adopted', () => {
+    const s = mk();
+    expect(s.applyLoad(load(5n), 1)).toBe(false);
+    expect(s.counters.loadReportsForeign).toBe(1);
+    expect(s.applyLoad(load(5n), 2, true)).toBe(true);
+    const o = s.observe(new BigUint64Array(0), 0, 3);
+    expect(o.workers.map((w) => [w.workerId, w.report?.kvUsedBlocks])).toEqual([[5n, 3]]);
+  });
+
+  it('forward-pass metrics land on their rank and count as a sign of life', () => {
+    const s = mk();
+    const idle = { prefillRequests: 0, prefillTokens: 0, prefillLengthVariance: 0, prefillKvTokens: 0, decodeRequests: 0, decodeKvTokens: 0, decodeKvTokensVariance: 0 };
+    s.applyForwardPass({ version: 1, workerId: 9n as WorkerId, dpRank: 1, counterId: 1n, wallTime: 0.5, scheduled: { ...idle, prefillRequests: 1, prefillTokens: 100, decodeRequests: 2, decodeKvTokens: 50 }, queued: { ...idle, prefillRequests: 3, prefillTokens: 900 } }, 10);
+    const o = s.observe(new BigUint64Array(0), 0, 20);
+    expect(o.workers).toHaveLength(1);
+    expect(o.workers[0]).toMatchObject({ workerId: 9n, dpRank: 1, forwardPass: { scheduledRequests: 3, scheduledPrefillTokens: 100, scheduledDecodeKvTokens: 50, queuedRequests: 3, queuedPrefillTokens: 900, wallTimeS: 0.5, atMs: 10 } });
+    // Unregistered and then silent past the TTL: removed; a static (discovered) worker is not.
+    s.register(11n as WorkerId, { blockSize: 16, totalKvBlocks: 8, maxNumBatchedTokens: 64, maxNumSeqs: 4, dpStartRank: 0, dpSize: 1, schedulable: true }, null, 10, true);
+    s.tick(5_000);
+    expect(s.knownRanks().map((r) => r.workerId)).toEqual([11n]);
+  });
+});
