@@ -11,6 +11,12 @@ Requests run concurrently; each reply carries the request's `id`. Commands:
   {"op": "overlap", "id": N, "tokens": [...]}
       -> {"id": N, "ok": true, "block_size": B, "workers": [{"worker_id": "<id>", "dp_rank": R, "device_blocks": D}, ...]}
       Dynamo's own ground truth: `KvRouter(endpoint, block_size, KvRouterConfig()).get_overlap_scores(tokens)`.
+  {"op": "best_worker", "id": N, "tokens": [...]}
+      -> {"id": N, "ok": true, "worker_id": "<id>", "dp_rank": R, "overlap_blocks": O,
+          "loads": [{"worker_id": "<id>", "dp_rank": R, "potential_prefill_tokens": T,
+                     "potential_decode_blocks": D, "active_requests": A}, ...]}
+      The worker Dynamo's KvRouter would pick (`best_worker(tokens)`, query only: no request id, no
+      state change) and the loads it weighs (`get_potential_loads(tokens)`).
   {"op": "quit"}
 
 Errors of one command come back as {"id": N, "ok": false, "error": "..."}; the driver keeps going.
@@ -87,6 +93,27 @@ async def run_overlap(router, msg):
     return {"block_size": scores.get("block_size"), "workers": rows}
 
 
+async def run_best_worker(router, msg):
+    """Query only (no request id): the router's state is not changed."""
+    worker_id, dp_rank, overlap = await router.best_worker(msg["tokens"])
+    loads = await router.get_potential_loads(msg["tokens"])
+    return {
+        "worker_id": str(worker_id),
+        "dp_rank": int(dp_rank),
+        "overlap_blocks": int(overlap),
+        "loads": [
+            {
+                "worker_id": str(l["worker_id"]),
+                "dp_rank": int(l.get("dp_rank") or 0),
+                "potential_prefill_tokens": int(l.get("potential_prefill_tokens") or 0),
+                "potential_decode_blocks": int(l.get("potential_decode_blocks") or 0),
+                "active_requests": int(l.get("active_requests") or 0),
+            }
+            for l in loads
+        ],
+    }
+
+
 async def handle(client, router, msg):
     mid = msg.get("id")
     try:
@@ -95,6 +122,8 @@ async def handle(client, router, msg):
             res = await run_generate(client, msg)
         elif op == "overlap":
             res = await run_overlap(router, msg)
+        elif op == "best_worker":
+            res = await run_best_worker(router, msg)
         elif op == "instances":
             res = {"workers": [str(i) for i in client.instance_ids()]}
         else:

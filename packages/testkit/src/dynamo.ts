@@ -264,6 +264,14 @@ export interface OverlapScores {
   readonly workers: readonly { readonly workerId: bigint; readonly dpRank: number; readonly deviceBlocks: number }[];
 }
 
+/** The worker Dynamo's KvRouter would pick for a prompt, and the per-rank loads it weighed. */
+export interface BestWorker {
+  readonly workerId: bigint;
+  readonly dpRank: number;
+  readonly overlapBlocks: number;
+  readonly loads: readonly { readonly workerId: bigint; readonly dpRank: number; readonly potentialPrefillTokens: number; readonly potentialDecodeBlocks: number; readonly activeRequests: number }[];
+}
+
 export interface DynamoDriver extends DynamoProcess {
   /** Worker instance ids the client saw at start. */
   readonly workers: readonly bigint[];
@@ -271,6 +279,8 @@ export interface DynamoDriver extends DynamoProcess {
   generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint; dpRank?: number }): Promise<GenerateResult>;
   /** `KvRouter.get_overlap_scores(tokens)`. */
   overlap(tokens: readonly number[]): Promise<OverlapScores>;
+  /** `KvRouter.best_worker(tokens)` (query only) with `get_potential_loads(tokens)`. */
+  bestWorker(tokens: readonly number[]): Promise<BestWorker>;
   instances(): Promise<bigint[]>;
 }
 
@@ -374,6 +384,16 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
       const r = await call({ op: 'overlap', tokens });
       const rows = r.workers as { worker_id: string; dp_rank: number; device_blocks: number }[];
       return { blockSize: Number(r.block_size), workers: rows.map((w) => ({ workerId: BigInt(w.worker_id), dpRank: w.dp_rank, deviceBlocks: w.device_blocks })) };
+    },
+    bestWorker: async (tokens) => {
+      const r = await call({ op: 'best_worker', tokens });
+      const loads = r.loads as { worker_id: string; dp_rank: number; potential_prefill_tokens: number; potential_decode_blocks: number; active_requests: number }[];
+      return {
+        workerId: BigInt(r.worker_id as string),
+        dpRank: Number(r.dp_rank),
+        overlapBlocks: Number(r.overlap_blocks),
+        loads: loads.map((l) => ({ workerId: BigInt(l.worker_id), dpRank: l.dp_rank, potentialPrefillTokens: l.potential_prefill_tokens, potentialDecodeBlocks: l.potential_decode_blocks, activeRequests: l.active_requests })),
+      };
     },
     instances: async () => ((await call({ op: 'instances' })).workers as string[]).map((w) => BigInt(w)),
   };

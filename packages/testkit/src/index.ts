@@ -96,4 +96,5 @@ export {
   type DriverOptions,
   type GenerateResult,
   type OverlapScores,
+  type BestWorker,
 } from './dynamo';

@@ -14,6 +14,11 @@
  *      Dynamo's default is 30 s) and the indexer drops the worker; the time from the kill is measured.
  *   3. A new worker process started while traffic runs joins the pool from etcd; traffic pinned to it
  *      and the comparison rounds cover it, its overlap equal to KvRouter's and not zero.
+ * In every comparison round, Dynamo's choice too: the indexer's `dynamoChoice` against the worker
+ * `KvRouter.best_worker` picks (query only) for the same prompt, at the same settled moment (no
+ * request in flight, so neither side holds bookings: the choice turns on overlap and request
+ * blocks), counted apart where either side has a tie for the lowest cost; and each rank's cost
+ * against Dynamo's `get_potential_loads` (one known difference, see `compareChoice`).
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -103,6 +108,46 @@ describe('indexer beside Dynamo 1.6.1 with discovery in etcd', () => {
     let sessions: Session[] = Array.from({ length: CONCURRENCY }, () => newSession());
     const counts = { requests: 0, failed: 0, prompts: 0, comparisons: 0, mismatches: 0, retried: 0, nonZero: 0, nonZeroOnJoined: 0 };
     const mismatchDetail: string[] = [];
+    // Dynamo's choice: our `dynamoChoice` against the worker KvRouter.best_worker picks for the same
+    // prompt, at the same settled moment; prompts where either side has a tie for the lowest cost
+    // are counted apart (Dynamo breaks those at random).
+    const choice = { compared: 0, agreed: 0, tiesOurs: 0, tiesDynamo: 0, costRanksCompared: 0, costRanksEqual: 0, costRanksOnePartialBlockAbove: 0 };
+    const choiceDetail: string[] = [];
+    const compareChoice = async (p: number[], ours: ObserveReply, ranks: Rank[]): Promise<void> => {
+      const theirs = await driver.bestWorker(p);
+      // Dynamo 1.6.1's default cost (prefill_load_scale 1, overlap credit 1, no request weight):
+      // potential prefill tokens / block size + potential decode blocks, per (worker, rank).
+      const dynCost = new Map<Rank, number>(theirs.loads.map((l) => [`${l.workerId}:${l.dpRank}`, l.potentialPrefillTokens / BS + l.potentialDecodeBlocks]));
+      const ourCost = new Map<Rank, number>(ours.workers.filter((w) => w.dynamoCost !== null).map((w) => [`${w.workerId}:${w.dpRank}`, w.dynamoCost!]));
+      // Measured difference: our cost counts a prompt's trailing partial block as one more decode
+      // block (ceil(tokens / block size)); Dynamo 1.6.1's potential loads count only the hashed full
+      // blocks. It is the same +1 on every worker, so it cannot change the choice; anything else is a
+      // cost mismatch.
+      const partial = p.length % BS === 0 ? 0 : 1;
+      for (const r of ranks) {
+        choice.costRanksCompared++;
+        const o = ourCost.get(r);
+        const d = dynCost.get(r);
+        if (o !== undefined && d !== undefined && o === d) choice.costRanksEqual++;
+        else if (o !== undefined && d !== undefined && partial === 1 && o === d + 1) choice.costRanksOnePartialBlockAbove++;
+        else if (choiceDetail.length < 5) choiceDetail.push(`cost ${r} (${p.length} tokens): ours ${o}, Dynamo ${d}`);
+      }
+      const tie = (m: Map<Rank, number>): boolean => {
+        const live = ranks.map((r) => m.get(r)).filter((v): v is number => v !== undefined);
+        const min = Math.min(...live);
+        return live.filter((v) => v === min).length > 1;
+      };
+      const tiedOurs = tie(ourCost);
+      const tiedDyn = tie(dynCost);
+      if (tiedOurs) choice.tiesOurs++;
+      if (tiedDyn) choice.tiesDynamo++;
+      if (tiedOurs || tiedDyn) return;
+      choice.compared++;
+      const mine = ours.dynamoChoice === null ? 'none' : `${ours.dynamoChoice.workerId}:${ours.dynamoChoice.dpRank}`;
+      const dyn = `${theirs.workerId}:${theirs.dpRank}`;
+      if (mine === dyn) choice.agreed++;
+      else if (choiceDetail.length < 5) choiceDetail.push(`${p.length} tokens: ours ${mine}, KvRouter ${dyn}`);
+    };
 
     /** Every active prompt (and its next turn) compared on the live workers' ranks. */
     const compareRound = async (): Promise<void> => {
@@ -121,6 +166,7 @@ describe('indexer beside Dynamo 1.6.1 with discovery in etcd', () => {
           for (const r of mine.keys()) if (!ranks.includes(r)) diffs.push(`${r}: listed by the indexer, not live`);
           if (diffs.length === 0) {
             agreed = true;
+            await compareChoice(p, ours, ranks);
             for (const [r, v] of dyn) {
               if (v > 0 && ranks.includes(r)) counts.nonZero++;
               if (v > 0 && c !== undefined && r === `${c.workerIds[0]}:0`) counts.nonZeroOnJoined++;
@@ -245,10 +291,14 @@ describe('indexer beside Dynamo 1.6.1 with discovery in etcd', () => {
         storedEventsApplied: kvStored,
         removedEventsApplied: kvRemoved,
         indexerRejections: rejected,
+        dynamoChoice: { ...choice, agreementRate: choice.compared > 0 ? choice.agreed / choice.compared : null },
       }),
     );
     expect(mismatchDetail).toEqual([]);
     expect(counts.mismatches).toBe(0);
+    expect(choiceDetail).toEqual([]);
+    expect(choice.compared).toBeGreaterThan(counts.prompts / 4);
+    expect(choice.agreed).toBe(choice.compared);
     expect(counts.failed).toBe(0);
     expect(counts.nonZero).toBeGreaterThan(counts.prompts / 2);
     expect(counts.nonZeroOnJoined).toBeGreaterThan(0); // the joined worker held blocks, and both sides agreed on them
