@@ -9,3 +9,13 @@ export { Stack, stackServices } from './stack';
 export type { StackOptions, PoolSpec, ServiceSpec, RunningService } from './stack';
 export { runJob, defaultJobConfig, calibrationParameterSet, writeParameterSet, waitForParameterSet, runNode, RECORD_VARIANT, OUT_DIR } from './job';
 export type { JobConfig, JobContext, JobResult } from './job';
+export {
+  dynamoPython,
+  dynamoEnv,
+  discoveredInstanceIds,
+  etcdInstanceIds,
+  startMocker,
+  startDynamoDriver,
+  DYNAMO_DRIVER,
+} from './dynamo';
+export type { EtcdDiscoveryTarget, MockerOptions, MockerProcess, DynamoProcess, DynamoDriver, DriverOptions, GenerateResult, OverlapScores, BestWorker } from './dynamo';

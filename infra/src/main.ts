@@ -5,12 +5,16 @@
  *
  *   --hold        after the job, keep everything running until Ctrl-C
  *   --no-job      start and check the services only
+ *   --dynamo      Dynamo 1.6.1's own mocker as both pools (file discovery), our services beside it,
+ *                 a small load through Dynamo's client and live observations of its workers until
+ *                 Ctrl-C (no job: the study runs on the simulated fleet)
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Objm } from '@nats-io/obj';
 import { connect } from '@nats-io/transport-node';
 import { brokersUp, localBrokers } from './local';
+import { DYNAMO_KV_DIR, runDynamoLoad, startDynamoFleet, type DynamoFleet } from './dynamo-demo';
 import { calibrationParameterSet, defaultJobConfig, OUT_DIR, runJob, writeParameterSet } from './job';
 import { RUN_DIR } from './paths';
 import { Stack } from './stack';
@@ -36,7 +40,10 @@ async function forgetSnapshots(natsUrl: string): Promise<void> {
 
 async function main(argv: string[]): Promise<number> {
   const hold = argv.includes('--hold');
-  const noJob = argv.includes('--no-job');
+  const dynamo = argv.includes('--dynamo');
+  const noJob = argv.includes('--no-job') || dynamo;
+  let fleet: DynamoFleet | null = null;
+  let loadDone: Promise<void> | null = null;
   const t0 = Date.now();
   const before = await localBrokers();
   const wasRunning = { nats: before.nats?.pid() !== undefined, kafka: before.kafka?.pid() !== undefined };
@@ -50,6 +57,7 @@ async function main(argv: string[]): Promise<number> {
       capable: { name: 'capable', component: 'capable', speed: 0.6, workers: 4 },
     },
     timeScale: config.timeScale,
+    ...(dynamo ? { dynamoFileKv: DYNAMO_KV_DIR } : {}),
     extraEnv: {
       // Load reports at most every 10 ms per worker: at time scale 4 a decoding worker changes its load
       // every few wall ms, and the indexers share two cores with everything else.
@@ -65,8 +73,16 @@ async function main(argv: string[]): Promise<number> {
   const shutdown = async (code: number): Promise<never> => {
     if (!stopping) {
       stopping = true;
+      if (loadDone) {
+        log('stopping the Dynamo client load');
+        await loadDone.catch(() => {});
+      }
       log('stopping services');
       await stack?.stop();
+      if (fleet) {
+        log("stopping Dynamo's mocker");
+        await fleet.stop();
+      }
       // Leave brokers that were already running (someone else's `infra up`) as they were.
       if (!wasRunning.nats || !wasRunning.kafka) {
         log('stopping brokers started by this run');
@@ -96,6 +112,15 @@ async function main(argv: string[]): Promise<number> {
   // switches sets later by rewriting the file.
   mkdirSync(OUT_DIR, { recursive: true });
   writeParameterSet(PARAMS_FILE, calibrationParameterSet(config.destinationLimit, 'start'));
+  if (dynamo) {
+    try {
+      fleet = await startDynamoFleet(endpoints.natsUrl, log);
+    } catch (e) {
+      log(`Dynamo's mocker did not start: ${(e as Error).message}`);
+      return shutdown(1);
+    }
+    if (stopping) return new Promise<never>(() => {});
+  }
   const services = new Stack({ ...stackOptions, natsUrl: endpoints.natsUrl, kafkaBrokers: endpoints.kafkaBrokers });
   stack = services;
   try {
@@ -122,6 +147,11 @@ async function main(argv: string[]): Promise<number> {
       log(`the job failed: ${e instanceof Error ? e.message : String(e)}`);
       return shutdown(1);
     }
+  }
+  if (dynamo) {
+    log('Dynamo 1.6.1 mocker pools efficient and capable, observed by our indexers; press Ctrl-C to stop');
+    loadDone = runDynamoLoad(endpoints.natsUrl, log, () => stopping);
+    loadDone.catch((e: unknown) => log(`the Dynamo client load stopped: ${e instanceof Error ? e.message : String(e)}`));
   }
   if (hold || noJob) {
     log('running; press Ctrl-C to stop');

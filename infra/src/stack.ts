@@ -41,6 +41,12 @@ export interface StackOptions {
   readonly joinWindowMs?: number;
   /** Extra settings per service name (`indexer-<pool>`, `decision`, `outcome`, `fleet`). */
   readonly extraEnv?: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  /**
+   * Dynamo's own mocker serves the pools instead of the simulated fleet: each pool's indexer is
+   * configured with only its Dynamo namespace (the pool's name) and this file discovery directory,
+   * and no fleet is started.
+   */
+  readonly dynamoFileKv?: string;
   readonly log: (m: string) => void;
 }
 
@@ -58,7 +64,12 @@ export function stackServices(o: StackOptions): ServiceSpec[] {
     ...pools.map((p) => ({
       name: `indexer-${p.name}`,
       entry: 'services/indexer/src/main.ts',
-      env: { VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: p.name, component: p.component }]), ...extra(`indexer-${p.name}`) },
+      env: {
+        VANTAGE_INDEXER_POOLS: JSON.stringify([
+          o.dynamoFileKv === undefined ? { name: p.name, component: p.component } : { name: p.name, namespace: p.name, discovery: { backend: 'file', dir: o.dynamoFileKv } },
+        ]),
+        ...extra(`indexer-${p.name}`),
+      },
     })),
     {
       name: 'decision',
@@ -75,7 +86,12 @@ export function stackServices(o: StackOptions): ServiceSpec[] {
       },
     },
     { name: 'outcome', entry: 'services/outcome/src/main.ts', env: { VANTAGE_OUTCOME_JOIN_WINDOW_MS: String(o.joinWindowMs ?? 10_000), ...extra('outcome') } },
-    {
+    ...(o.dynamoFileKv !== undefined ? [] : [fleetSpec(o, pools, extra)]),
+  ];
+}
+
+function fleetSpec(o: StackOptions, pools: PoolSpec[], extra: (name: string) => Readonly<Record<string, string>>): ServiceSpec {
+  return {
       name: 'fleet',
       entry: 'services/fleet/src/main.ts',
       env: {
@@ -83,8 +99,7 @@ export function stackServices(o: StackOptions): ServiceSpec[] {
         VANTAGE_FLEET_TIME_SCALE: String(o.timeScale),
         ...extra('fleet'),
       },
-    },
-  ];
+  };
 }
 
 export class Stack {

@@ -191,7 +191,7 @@ describe('PoolState.observe', () => {
 
 
 describe('PoolState: Dynamo 1.6.1 reports on endpoint-scoped subjects', () => {
-  const mk = () => new PoolState({ pool: 'p', blockSize: 16, selection: { kind: 'kv_router' }, bookingTtlMs: 60_000, workerTtlMs: 1_000 });
+  const mk = () => new PoolState({ pool: 'p', blockSize: 16, selection: { kind: 'kv_router', formula: 'overlap_weight' }, bookingTtlMs: 60_000, workerTtlMs: 1_000 });
   const load = (workerId: bigint) => ({ workerId: workerId as WorkerId, dpRank: 0, activeDecodeBlocks: null, activePrefillTokens: null, schedulerLoadScope: null, kvUsedBlocks: 3 });
 
   it('a load report before any KV event is foreign on the namespace subject, kept when adopted', () => {

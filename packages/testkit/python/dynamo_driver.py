@@ -5,7 +5,7 @@ Requests run concurrently; each reply carries the request's `id`. Commands:
 
   {"op": "instances", "id": N}
       -> {"id": N, "ok": true, "workers": ["<instance id>", ...]}
-  {"op": "generate", "id": N, "tokens": [...], "max_tokens": K, "worker": "<id>"|null, "dp_rank": R|null}
+  {"op": "generate", "id": N, "tokens": [...], "max_tokens": K, "worker": "<id>"|null}
       -> {"id": N, "ok": true, "tokens_out": T, "cached_tokens": C|null}
       Through `client.direct(request, worker)` when a worker is named, else `client.generate`.
   {"op": "overlap", "id": N, "tokens": [...]}
@@ -59,8 +59,6 @@ async def run_generate(client, msg):
         "eos_token_ids": [],
         "annotations": [],
     }
-    if msg.get("dp_rank") is not None:
-        request["routing"] = {"dp_rank": int(msg["dp_rank"])}
     worker = msg.get("worker")
     if worker is not None:
         stream = await client.direct(request, int(worker))

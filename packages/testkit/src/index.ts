@@ -80,6 +80,7 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
   }
 }
 
+/** Dynamo 1.6.1's mocker and a Dynamo-client driver (kept in @vantage/infra, which `npm start -- --dynamo` uses too). */
 export {
   dynamoPython,
   dynamoEnv,
@@ -97,4 +98,4 @@ export {
   type GenerateResult,
   type OverlapScores,
   type BestWorker,
-} from './dynamo';
+} from '@vantage/infra';

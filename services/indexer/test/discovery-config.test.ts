@@ -1,5 +1,6 @@
-// A pool's discovery section names its store: etcd with its endpoints (and optional root, user,
-// TLS files), refused with a clear CONFIG_INVALID when incomplete.
+// The pool's `discovery` section picks its store at start-up: none, the file backend on its
+// directory, or etcd with its endpoints (and optional root, user, TLS files). A section that cannot
+// work is a configuration error (CONFIG_INVALID), never a pool silently without workers.
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +15,23 @@ function pool(discovery: Record<string, unknown>): PoolConfig {
 }
 
 describe('indexer discovery configuration', () => {
+  it('none: no store; file: the file backend on its directory', async () => {
+    expect(discoveryStoreFor(pool({}))).toBeNull();
+    const s = discoveryStoreFor(pool({ backend: 'file', dir: '/nonexistent-dir' }));
+    expect(s?.backend).toBe('file');
+    await s?.close();
+  });
+
+  it('refuses file without a directory as CONFIG_INVALID', () => {
+    let err: unknown;
+    try {
+      discoveryStoreFor(pool({ backend: 'file' }));
+    } catch (e) {
+      err = e;
+    }
+    expect((err as { code?: string }).code).toBe('CONFIG_INVALID');
+  });
+
   it('builds an etcd store from the endpoints', async () => {
     const p = pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'] });
     expect(p.discovery).toMatchObject({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], root: '', username: '', password: '' });

@@ -75,7 +75,7 @@ describe('indexer beside Dynamo 1.6.1 (mocker, client, KvRouter)', () => {
   beforeAll(async () => {
     mkdirSync(dir, { recursive: true });
     nc = await connect({ servers: natsUrl() });
-    capture = nc.subscribe(`namespace.${ns}.>`, { callback: (_e, m) => captured.push({ subject: m.subject, data: new Uint8Array(m.data) }) });
+    capture = nc.subscribe(`namespace.${ns}.>`, { callback: (_e, m) => void captured.push({ subject: m.subject, data: new Uint8Array(m.data) }) });
     await nc.flush();
     const common = { natsUrl: natsUrl(), fileKvDir: dir, endpoint, blockSize: BS, numGpuBlocks: GPU_BLOCKS, speedupRatio: 100, maxNumBatchedTokens: MAX_BATCHED };
     // One after the other: each learns its own workers' ids as the cards that appeared while it started.

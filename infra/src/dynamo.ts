@@ -1,5 +1,5 @@
 /**
- * Dynamo 1.6.1's own processes for integration tests and demos: its mocker (`python -m
+ * Dynamo 1.6.1's own processes for integration tests and `npm start -- --dynamo`: its mocker (`python -m
  * dynamo.mocker`, mock GPU workers that publish real KV events, load and forward-pass metrics on
  * NATS and list themselves in file discovery, or in etcd with `etcd` set) and a driver that sends requests through Dynamo's
  * own Python client and asks Dynamo's own KvRouter for overlap (packages/testkit/python/
@@ -15,8 +15,9 @@ import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Etcd3 } from 'etcd3';
-import { endAtExit, forgetAtExit, freePort, INFRA_DIR, REPO_ROOT } from '@vantage/infra';
 import { parseDiscoveryEntry } from '@vantage/discovery';
+import { endAtExit, forgetAtExit, freePort } from './exec';
+import { INFRA_DIR, REPO_ROOT } from './paths';
 
 let pythonPath: string | undefined;
 
@@ -276,7 +277,7 @@ export interface DynamoDriver extends DynamoProcess {
   /** Worker instance ids the client saw at start. */
   readonly workers: readonly bigint[];
   /** One request through `client.direct` (a worker given) or `client.generate` (round robin). */
-  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint; dpRank?: number }): Promise<GenerateResult>;
+  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint }): Promise<GenerateResult>;
   /** `KvRouter.get_overlap_scores(tokens)`. */
   overlap(tokens: readonly number[]): Promise<OverlapScores>;
   /** `KvRouter.best_worker(tokens)` (query only) with `get_potential_loads(tokens)`. */
@@ -376,7 +377,6 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
         tokens,
         max_tokens: opts.maxTokens ?? 2,
         worker: opts.worker === undefined ? null : String(opts.worker),
-        dp_rank: opts.dpRank ?? null,
       });
       return { tokensOut: Number(r.tokens_out), cachedTokens: r.cached_tokens === null ? null : Number(r.cached_tokens) };
     },
