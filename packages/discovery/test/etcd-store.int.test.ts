@@ -312,3 +312,48 @@ describe('etcd discovery store (real etcd)', () => {
     expect(text(rec.changes[0]!)).toBe(`put ${p}b=2`);
   });
 });
+
+describe('etcd discovery store with authentication on (real etcd)', () => {
+  it('lists and watches with a user and password, and refuses to start without them', async () => {
+    const etcd = await ownEtcd();
+    const admin = new Etcd3({ hosts: etcd.endpoint });
+    let root: Etcd3 | undefined;
+    const stores: EtcdDiscoveryStore[] = [];
+    try {
+      // etcd needs its root user (with the root role) before authentication can be turned on.
+      await admin.role('root').create();
+      await admin.user('root').create('root-pw');
+      await admin.user('root').addRole('root');
+      await admin.auth.authEnable({});
+      root = new Etcd3({ hosts: etcd.endpoint, auth: { username: 'root', password: 'root-pw' } });
+      await root.put('v1/mdc/a').value('card a').exec();
+
+      const anonymous = etcdDiscoveryStore({ endpoints: [etcd.endpoint], dialTimeoutMs: 2_000 });
+      stores.push(anonymous);
+      const refused = await anonymous.watch('v1/', () => {}).then(
+        () => null,
+        (e: unknown) => e as Error & { code?: string },
+      );
+      expect(refused?.code).toBe('UPSTREAM_UNAVAILABLE');
+
+      const wrong = etcdDiscoveryStore({ endpoints: [etcd.endpoint], auth: { username: 'root', password: 'nope' }, dialTimeoutMs: 2_000 });
+      stores.push(wrong);
+      expect(await wrong.watch('v1/', () => {}).then(() => 'listed', () => 'refused')).toBe('refused');
+
+      const rec = new Recorder();
+      const store = etcdDiscoveryStore({ endpoints: [etcd.endpoint], auth: { username: 'root', password: 'root-pw' } });
+      stores.push(store);
+      await store.watch('v1/', rec.onChanges, rec.onError);
+      expect(rec.initial.map(text)).toEqual(['put v1/mdc/a=card a']);
+      await root.put('v1/mdc/b').value('card b').exec();
+      await root.delete().key('v1/mdc/a').exec();
+      await eventually('the authenticated watch delivers', () => rec.changes.length === 2);
+      expect(rec.changes.map(text)).toEqual(['put v1/mdc/b=card b', 'delete v1/mdc/a']);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+      root?.close();
+      admin.close();
+      await etcd.cleanup();
+    }
+  });
+});
