@@ -14,7 +14,6 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { Etcd3 } from 'etcd3';
 import { parseDiscoveryEntry } from '@vantage/discovery';
 import { endAtExit, forgetAtExit, freePort } from './exec';
 import { INFRA_DIR, REPO_ROOT } from './paths';
@@ -107,6 +106,8 @@ export function discoveredInstanceIds(fileKvDir: string, endpointPath?: string):
 
 /** Instance ids (exact) of the model cards in etcd under an endpoint (`ns.comp.ep`), or all of them. */
 export async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath?: string): Promise<bigint[]> {
+  // Loaded here, not at the top: everything else in @vantage/infra runs without the etcd client.
+  const { Etcd3 } = await import('etcd3');
   const client = new Etcd3({ hosts: etcd.endpoints.split(',') });
   try {
     const prefix = endpointPath === undefined ? 'v1/mdc/' : `v1/mdc/${endpointPath.replaceAll('.', '/')}/`;
