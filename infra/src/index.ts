@@ -3,7 +3,7 @@ export { freePort, tcpOpen, waitFor, sleep, processCpuUs, processCpuTotalUs, end
 export { ensureNatsServer, ensureKafkaJars, ensureEtcd, etcdVersionOf, kafkaLibDir, NATS_SERVER_VERSION, KAFKA_VERSION, ETCD_VERSION, ETCD_MODULE_DIR } from './install';
 export { natsBroker, kafkaBroker, etcdServer, KAFKA_CLUSTER_ID } from './brokers';
 export type { BrokerProcess, NatsBroker, KafkaBroker, EtcdServer, NatsOptions, KafkaOptions, EtcdOptions } from './brokers';
-export { localBrokers, brokersUp, brokersDown, brokersStatus } from './local';
+export { localBrokers, localSecureDeployment, brokersUp, brokersDown, brokersStatus, SECURE_DIR } from './local';
 export type { LocalBrokers, BrokerEndpoints, BrokersUpOptions } from './local';
 export { Stack, stackServices } from './stack';
 export type { StackOptions, PoolSpec, ServiceSpec, RunningService } from './stack';
@@ -19,3 +19,27 @@ export {
   DYNAMO_DRIVER,
 } from './dynamo';
 export type { EtcdDiscoveryTarget, MockerOptions, MockerProcess, DynamoProcess, DynamoDriver, DriverOptions, GenerateResult, OverlapScores, BestWorker } from './dynamo';
+export {
+  ensureTlsMaterial,
+  JOB_LAYOUT,
+  KAFKA_USERS,
+  secureDeployment,
+  kafkaScramFormatArgs,
+  kafkaSecureProperties,
+  natsServerConfig,
+  randomSecret,
+  rolePermissions,
+  writeSecretFile,
+} from './secure';
+export type {
+  KafkaScramMechanism,
+  KafkaSecurity,
+  NatsServerConfigOptions,
+  NatsUserAuth,
+  Permission,
+  RolePermissions,
+  SecureDeployment,
+  SecureLayout,
+  SecurePool,
+  TlsMaterial,
+} from './secure';

@@ -12,6 +12,7 @@ import { tcpOpen } from './exec';
 import { etcdServer, kafkaBroker, natsBroker, type EtcdServer, type KafkaBroker, type NatsBroker } from './brokers';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { RUN_DIR } from './paths';
+import { JOB_LAYOUT, secureDeployment, type SecureDeployment } from './secure';
 
 export interface BrokerEndpoints {
   natsUrl: string;
@@ -35,26 +36,44 @@ function portFromEnv(name: string, dflt: number): number {
   return n;
 }
 
-export async function localBrokers(): Promise<LocalBrokers> {
+/** Where the secured pair keeps its data, certificates and secrets (`infra up --secure`). */
+export const SECURE_DIR = join(RUN_DIR, 'secure');
+
+/** The secured deployment (certificates, users, secret files) of `infra up --secure`, made on first use. */
+export function localSecureDeployment(): SecureDeployment {
+  return secureDeployment(SECURE_DIR, JOB_LAYOUT);
+}
+
+/**
+ * The local pair. `secure`: nats-server with TLS (client certificates required) and one
+ * least-privilege user per role, Kafka with only a SASL_SSL listener (SCRAM-SHA-512); their
+ * data lives under `.infra/run/secure/` so it never mixes with the open pair's.
+ */
+export async function localBrokers(opts: { secure?: boolean } = {}): Promise<LocalBrokers> {
   const externalNats = process.env.NATS_URL;
   const externalKafka = process.env.KAFKA_BROKERS;
   const externalEtcd = process.env.ETCD_ENDPOINTS;
+  const secure = opts.secure === true ? localSecureDeployment() : undefined;
+  const base = secure === undefined ? RUN_DIR : SECURE_DIR;
   const nats = externalNats
     ? undefined
     : await natsBroker({
-        dir: join(RUN_DIR, 'nats'),
+        dir: join(base, 'nats'),
         port: portFromEnv('VANTAGE_NATS_PORT', 4222),
         monitorPort: portFromEnv('VANTAGE_NATS_MONITOR_PORT', 8222),
+        ...(secure === undefined ? {} : { security: secure.nats }),
       });
   const kafka = externalKafka
     ? undefined
     : await kafkaBroker({
-        dir: join(RUN_DIR, 'kafka'),
+        dir: join(base, 'kafka'),
         port: portFromEnv('VANTAGE_KAFKA_PORT', 9092),
         controllerPort: portFromEnv('VANTAGE_KAFKA_CONTROLLER_PORT', 9093),
         heapMb: 768,
         internalPartitions: 3,
+        ...(secure === undefined ? {} : { security: secure.kafka }),
       });
+  // Plain (no TLS, no users) in both layouts: `up --secure` does not start it.
   const etcd = externalEtcd
     ? undefined
     : await etcdServer({
@@ -81,6 +100,8 @@ function hostPort(s: string): { host: string; port: number } {
 }
 
 export interface BrokersUpOptions {
+  /** The secured pair (see `localBrokers`). */
+  secure?: boolean;
   /** Also start (or check) etcd; `etcdEndpoints` and `readyMs.etcd` are only set with it. */
   etcd?: boolean;
 }
@@ -89,7 +110,7 @@ export async function brokersUp(
   log: (m: string) => void,
   opts: BrokersUpOptions = {},
 ): Promise<{ endpoints: BrokerEndpoints; readyMs: { nats: number | null; kafka: number | null; etcd?: number | null } }> {
-  const b = await localBrokers();
+  const b = await localBrokers({ secure: opts.secure === true });
   const withEtcd = opts.etcd === true;
   // Installs run one after the other so their output stays readable; the brokers then start together.
   if (b.nats) await ensureNatsServer(log);
@@ -101,9 +122,7 @@ export async function brokersUp(
     !withEtcd ? 0 : b.etcd ? b.etcd.start() : checkExternal('ETCD_ENDPOINTS', b.endpoints.etcdEndpoints!),
   ]);
   const readyMs = { nats: b.nats ? natsMs : null, kafka: b.kafka ? kafkaMs : null };
-  if (!withEtcd) {
-    return { endpoints: { natsUrl: b.endpoints.natsUrl, kafkaBrokers: b.endpoints.kafkaBrokers }, readyMs };
-  }
+  if (!withEtcd) return { endpoints: { natsUrl: b.endpoints.natsUrl, kafkaBrokers: b.endpoints.kafkaBrokers }, readyMs };
   return { endpoints: b.endpoints, readyMs: { ...readyMs, etcd: b.etcd ? etcdMs : null } };
 }
 
@@ -124,8 +143,8 @@ export interface BrokerStatus {
   logFile: string | null;
 }
 
-export async function brokersStatus(): Promise<BrokerStatus[]> {
-  const b = await localBrokers();
+export async function brokersStatus(opts: { secure?: boolean } = {}): Promise<BrokerStatus[]> {
+  const b = await localBrokers(opts);
   const one = async (name: string, proc: NatsBroker | KafkaBroker | EtcdServer | undefined, address: string): Promise<BrokerStatus> => {
     const { host, port } = hostPort(address);
     const pid = proc?.pid();
@@ -139,18 +158,19 @@ export async function brokersStatus(): Promise<BrokerStatus[]> {
       logFile: proc ? proc.logFile : null,
     };
   };
+  // etcd belongs to the open layout only (`up --secure` does not start it).
   return Promise.all([
     one('nats', b.nats, b.endpoints.natsUrl),
     one('kafka', b.kafka, b.endpoints.kafkaBrokers),
-    one('etcd', b.etcd, b.endpoints.etcdEndpoints!),
+    ...(opts.secure === true ? [] : [one('etcd', b.etcd, b.endpoints.etcdEndpoints!)]),
   ]);
 }
 
 /** Stops only the brokers that `up` started (pid files); external brokers are left alone. */
-export async function brokersDown(log: (m: string) => void): Promise<void> {
-  const b = await localBrokers();
+export async function brokersDown(log: (m: string) => void, opts: { secure?: boolean } = {}): Promise<void> {
+  const b = await localBrokers(opts);
   await Promise.all(
-    [b.nats, b.kafka, b.etcd].map(async (p) => {
+    [b.nats, b.kafka, opts.secure === true ? undefined : b.etcd].map(async (p) => {
       if (!p) return;
       const pid = p.pid();
       if (pid === undefined) {

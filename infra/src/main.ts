@@ -5,6 +5,8 @@
  *
  *   --hold        after the job, keep everything running until Ctrl-C
  *   --no-job      start and check the services only
+ *   --secure      secured brokers (infra up --secure): every service as its own NATS user over
+ *                 mutual TLS, Kafka through SASL_SSL; the job's tools as the admin role
  *   --dynamo      Dynamo 1.6.1's own mocker as both pools (file discovery), our services beside it,
  *                 a small load through Dynamo's client and live observations of its workers until
  *                 Ctrl-C (no job: the study runs on the simulated fleet)
@@ -12,8 +14,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Objm } from '@nats-io/obj';
-import { connect } from '@nats-io/transport-node';
-import { brokersUp, localBrokers } from './local';
+import { connectNats, createLogger, toolSettings } from '@vantage/runtime';
+import { brokersUp, localBrokers, localSecureDeployment } from './local';
 import { DYNAMO_KV_DIR, runDynamoLoad, startDynamoFleet, type DynamoFleet } from './dynamo-demo';
 import { calibrationParameterSet, defaultJobConfig, OUT_DIR, runJob, writeParameterSet } from './job';
 import { RUN_DIR } from './paths';
@@ -26,7 +28,11 @@ const log = (m: string): void => {
 const PARAMS_FILE = join(OUT_DIR, 'params.json');
 
 async function forgetSnapshots(natsUrl: string): Promise<void> {
-  const nc = await connect({ servers: natsUrl });
+  // As the admin user on a secured deployment (VANTAGE_NATS_* set by --secure), else open.
+  const nc = await connectNats(
+    { ...toolSettings(process.env).nats, url: natsUrl, name: 'main-job', maxReconnectAttempts: 0 },
+    createLogger({ service: 'main', instanceId: String(process.pid), level: 'warn' }),
+  );
   try {
     const store = await new Objm(nc).open('vantage-indexer');
     await store.destroy();
@@ -40,12 +46,21 @@ async function forgetSnapshots(natsUrl: string): Promise<void> {
 
 async function main(argv: string[]): Promise<number> {
   const hold = argv.includes('--hold');
+  const secure = argv.includes('--secure');
   const dynamo = argv.includes('--dynamo');
   const noJob = argv.includes('--no-job') || dynamo;
   let fleet: DynamoFleet | null = null;
   let loadDone: Promise<void> | null = null;
   const t0 = Date.now();
-  const before = await localBrokers();
+  const before = await localBrokers({ secure });
+  const deployment = secure ? localSecureDeployment() : undefined;
+  const adminEnv = deployment === undefined ? {} : { ...deployment.natsEnv('admin'), ...deployment.kafkaEnv('admin') };
+  if (deployment !== undefined) {
+    // The job's own tools (calibration, load generator, replay, snapshot reset) run as the admin
+    // role; each service gets its own user from the stack (secureServiceEnv).
+    Object.assign(process.env, adminEnv);
+    log(`secured brokers: TLS with client certificates (CA ${deployment.tls.caFile}), a NATS user per service, Kafka SASL_SSL (SCRAM-SHA-512)`);
+  }
   const wasRunning = { nats: before.nats?.pid() !== undefined, kafka: before.kafka?.pid() !== undefined };
   const config = defaultJobConfig();
   let stack: Stack | null = null;
@@ -67,6 +82,7 @@ async function main(argv: string[]): Promise<number> {
       decision: { VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: '250' },
     },
     log,
+    ...(deployment === undefined ? {} : { secure: deployment }),
   };
   let stopping = false;
   // Installed before anything starts, so Ctrl-C during start-up also cleans up.
@@ -86,7 +102,7 @@ async function main(argv: string[]): Promise<number> {
       // Leave brokers that were already running (someone else's `infra up`) as they were.
       if (!wasRunning.nats || !wasRunning.kafka) {
         log('stopping brokers started by this run');
-        const b = await localBrokers();
+        const b = await localBrokers({ secure });
         await Promise.all([
           !wasRunning.nats && b.nats ? b.nats.stop() : undefined,
           !wasRunning.kafka && b.kafka ? b.kafka.stop() : undefined,
@@ -100,7 +116,7 @@ async function main(argv: string[]): Promise<number> {
   process.on('SIGINT', () => void shutdown(130));
   process.on('SIGTERM', () => void shutdown(143));
 
-  const { endpoints, readyMs } = await brokersUp(log);
+  const { endpoints, readyMs } = await brokersUp(log, { secure });
   log(`brokers ready: nats ${endpoints.natsUrl} (${readyMs.nats ?? 'external'} ms), kafka ${endpoints.kafkaBrokers} (${readyMs.kafka ?? 'external'} ms)`);
   if (stopping) return new Promise<never>(() => {});
 
@@ -136,6 +152,7 @@ async function main(argv: string[]): Promise<number> {
       const t = Date.now();
       const result = await runJob({
         ...endpoints,
+        toolEnv: adminEnv,
         log,
         config,
         paramsFile: PARAMS_FILE,

@@ -7,7 +7,7 @@ import { lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workers
 import { ensureStream, VantageError, type RequestServer, type ServiceContext } from '@vantage/runtime';
 import type { Subscription } from '@nats-io/transport-node';
 import type { DecisionSettings } from './config';
-import { InFlight } from './inflight';
+import { endsInFlight, InFlight } from './inflight';
 import { decisionMetrics, type DecisionMetrics } from './metrics';
 import { Outbox } from './outbox';
 import { ParameterFile } from './params';
@@ -84,7 +84,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
           if (err) return log.error({ err, pool }, 'lifecycle subscription error');
           const r = lifecycleEventCodec.decode(m.data);
           if (!r.ok) return log.warn({ pool, code: r.code, reason: r.reason }, 'lifecycle event rejected');
-          if (r.value.kind !== 'usage') inFlight.release(r.value.requestId);
+          if (endsInFlight(r.value.kind)) inFlight.release(r.value.requestId);
         },
       }),
       nc.subscribe(workersSubject(pool), {

@@ -3,6 +3,7 @@
  * (`VANTAGE_CONFIG=path.json`) is the usual way to list pools; every leaf can
  * also be set by environment, e.g. `VANTAGE_INDEXER_POOLS='[{"name":"efficient",...}]'`.
  */
+import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { baseConfigSchema, s, type DeepReadonly, type Static } from '@vantage/runtime';
 
 const workerSchema = s.object({
@@ -39,9 +40,10 @@ const discoverySchema = s.object({
   endpoints: s.array(s.string({ minLength: 1 }), { default: [] }),
   /** `etcd`: a key prefix in front of Dynamo's `v1/…` keys, for an etcd shared under a prefix (Dynamo 1.6.1 writes none). */
   root: s.string({ default: '' }),
-  /** `etcd`: user and password when etcd has authentication on (Dynamo's `ETCD_AUTH_USERNAME` / `ETCD_AUTH_PASSWORD`); empty for none. */
+  /** `etcd` with authentication on: the user (Dynamo's `ETCD_AUTH_USERNAME`), with `passwordFile`; empty for none. */
   username: s.string({ default: '' }),
-  password: s.string({ default: '' }),
+  /** File holding that user's password (one line; Dynamo's `ETCD_AUTH_PASSWORD`). Secrets come from files only. */
+  passwordFile: s.string({ default: '' }),
   /** `etcd` over TLS: PEM files of the CA, and of a client certificate and key (Dynamo's `ETCD_AUTH_CA`, `ETCD_AUTH_CLIENT_CERT`, `ETCD_AUTH_CLIENT_KEY`); empty for none. */
   caFile: s.string({ default: '' }),
   certFile: s.string({ default: '' }),
@@ -52,7 +54,7 @@ const discoverySchema = s.object({
 
 export const poolSchema = s.object({
   /** Our name for the pool (a subject token): `vantage.v1.observe.{name}`. */
-  name: s.string({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+  name: s.string({ pattern: POOL_NAME_PATTERN }),
   /** Tokens per KV block of this pool's engines; with discovery, the model cards' `kv_cache_block_size` wins. */
   blockSize: s.integer({ minimum: 1, maximum: 4096, default: 64 }),
   /** Dynamo namespace, component and endpoint whose subjects carry this pool's events. */

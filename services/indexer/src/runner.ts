@@ -15,11 +15,11 @@ import { jetstream, jetstreamManager, AckPolicy, DeliverPolicy, type ConsumerMes
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { WorkerCapacity } from '@vantage/bookings';
-import { RunIndex } from '@vantage/prefix-index';
+import { PrefixIndex } from '@vantage/prefix-index';
 import type { Logger } from '@vantage/runtime';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { DiscoveryView, etcdDiscoveryStore, fileDiscoveryStore, type DiscoveredWorker, type DiscoveryEvent, type DiscoveryStore } from '@vantage/discovery';
-import { VantageError } from '@vantage/runtime';
+import { readSecretFile, VantageError } from '@vantage/runtime';
 import {
   activeSequencesSubject,
   decodeActiveLoad,
@@ -98,22 +98,24 @@ export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
       return fileDiscoveryStore(d.dir, { pollMs: d.pollMs });
     case 'etcd': {
       if (d.endpoints.length === 0) throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.backend "etcd" needs discovery.endpoints (Dynamo's ETCD_ENDPOINTS)`);
-      if ((d.username === '') !== (d.password === '')) throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.username and discovery.password go together`);
+      if ((d.username === '') !== (d.passwordFile === '')) throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.username and discovery.passwordFile go together`);
+      // Errors name the setting, not the file's path or content (a key file is a secret).
       const pem = (what: string, file: string): Uint8Array | undefined => {
         if (file === '') return undefined;
         try {
           return readFileSync(file);
         } catch (e) {
-          throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.${what} ${file} cannot be read: ${(e as Error).message}`);
+          throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.${what}: cannot read the file it names (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
         }
       };
+      const password = d.passwordFile === '' ? '' : readSecretFile(d.passwordFile, `pool ${cfg.name}: discovery.passwordFile`);
       const ca = pem('caFile', d.caFile);
       const cert = pem('certFile', d.certFile);
       const key = pem('keyFile', d.keyFile);
       return etcdDiscoveryStore({
         endpoints: d.endpoints,
         root: d.root,
-        ...(d.username !== '' ? { auth: { username: d.username, password: d.password } } : {}),
+        ...(d.username !== '' ? { auth: { username: d.username, password } } : {}),
         ...(ca || cert || key ? { tls: { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) } } : {}),
       });
     }
@@ -389,7 +391,7 @@ export class PoolRunner {
   }
 
   private async restore(): Promise<SnapshotHeader | null> {
-    const mk = (index?: RunIndex): PoolState =>
+    const mk = (index?: PrefixIndex): PoolState =>
       new PoolState({
         pool: this.pool,
         blockSize: this.blockSize,
@@ -412,7 +414,7 @@ export class PoolRunner {
       if (snap.header.pool !== this.pool || snap.header.blockSize !== this.blockSize) {
         throw new Error(`snapshot is for pool ${snap.header.pool} (block size ${snap.header.blockSize})`);
       }
-      this.state = mk(RunIndex.restore(snap.index));
+      this.state = mk(PrefixIndex.restore(snap.index));
       const pubs = this.state.adoptRestored(this.now());
       this.restoredAtMs = this.now();
       this.snapshotTakenAtMs = snap.header.takenAtMs;

@@ -34,7 +34,7 @@ describe('indexer discovery configuration', () => {
 
   it('builds an etcd store from the endpoints', async () => {
     const p = pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'] });
-    expect(p.discovery).toMatchObject({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], root: '', username: '', password: '' });
+    expect(p.discovery).toMatchObject({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], root: '', username: '', passwordFile: '' });
     const store = discoveryStoreFor(p);
     expect(store?.backend).toBe('etcd');
     await store?.close();
@@ -42,8 +42,10 @@ describe('indexer discovery configuration', () => {
 
   it('refuses etcd without endpoints, a user without a password, and a TLS file it cannot read', () => {
     expect(() => discoveryStoreFor(pool({ backend: 'etcd' }))).toThrow(/discovery\.backend "etcd" needs discovery\.endpoints/);
-    expect(() => discoveryStoreFor(pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], username: 'u' }))).toThrow(/username and discovery\.password go together/);
-    expect(() => discoveryStoreFor(pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], caFile: '/nonexistent/ca.pem' }))).toThrow(/discovery\.caFile \/nonexistent\/ca\.pem cannot be read/);
+    expect(() => discoveryStoreFor(pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], username: 'u' }))).toThrow(/username and discovery\.passwordFile go together/);
+    expect(() => discoveryStoreFor(pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], username: 'u', passwordFile: '/nonexistent/pw' }))).toThrow(/discovery\.passwordFile: cannot read the file it names \(ENOENT\)/);
+    // The path of a file that may hold a key is not repeated in the error.
+    expect(() => discoveryStoreFor(pool({ backend: 'etcd', endpoints: ['http://127.0.0.1:2379'], keyFile: '/nonexistent/key.pem' }))).toThrow(/^pool p: discovery\.keyFile: cannot read the file it names \(ENOENT\)$/);
     try {
       discoveryStoreFor(pool({ backend: 'etcd' }));
     } catch (e) {
@@ -55,7 +57,8 @@ describe('indexer discovery configuration', () => {
     const dir = mkdtempSync(join(tmpdir(), 'disc-cfg-'));
     try {
       writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n');
-      const p = pool({ backend: 'etcd', endpoints: ['https://127.0.0.1:2379'], root: 'tenant/', username: 'u', password: 'pw', caFile: join(dir, 'ca.pem') });
+      writeFileSync(join(dir, 'pw'), 'secret\n', { mode: 0o600 });
+      const p = pool({ backend: 'etcd', endpoints: ['https://127.0.0.1:2379'], root: 'tenant/', username: 'u', passwordFile: join(dir, 'pw'), caFile: join(dir, 'ca.pem') });
       const store = discoveryStoreFor(p);
       expect(store?.backend).toBe('etcd');
       await store?.close();
