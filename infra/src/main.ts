@@ -9,7 +9,7 @@
  *                 mutual TLS, Kafka through SASL_SSL; the job's tools as the admin role
  *   --dynamo      Dynamo 1.6.1's own mocker as both pools (file discovery), our services beside it,
  *                 a small load through Dynamo's client and live observations of its workers until
- *                 Ctrl-C (no job: the study runs on the simulated fleet)
+ *                 Ctrl-C (no job: the study runs on the simulated fleet; not with --secure)
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -48,6 +48,11 @@ async function main(argv: string[]): Promise<number> {
   const hold = argv.includes('--hold');
   const secure = argv.includes('--secure');
   const dynamo = argv.includes('--dynamo');
+  // Dynamo's mocker and client speak plain NATS here; the secured brokers would refuse them.
+  if (dynamo && secure) {
+    log('--dynamo and --secure cannot be combined');
+    process.exit(64);
+  }
   const noJob = argv.includes('--no-job') || dynamo;
   let fleet: DynamoFleet | null = null;
   let loadDone: Promise<void> | null = null;

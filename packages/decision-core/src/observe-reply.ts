@@ -50,7 +50,7 @@ export function observeReplyOf(o: PoolObservation, meta: ReplyMeta): ObserveRepl
       suspect: w.suspect ? { reason: w.suspect.reason, sinceMs: w.suspect.sinceMs } : null,
       ages: { indexMs: age(now, w.lastEventMs), loadMs: age(now, w.report?.atMs), bookingMs: age(now, w.load.lastChangeMs) },
       dynamoCost: c === undefined || c === null || !Number.isFinite(c) ? null : c,
-      // Dynamo 1.6.1's forward-pass metrics, present only when the worker sent one.
+      // Dynamo 1.6.1's forward-pass report: present only when the worker sent one (additive field).
       ...(w.forwardPass === null
         ? {}
         : {

@@ -12,7 +12,9 @@
  * the mocker evicts only to make room for a new request), and for every active session's current
  * and next prompt the indexer's per-(worker, rank) device overlap is compared with KvRouter's. Events
  * still on their way are allowed for by asking both sides again, every 100 ms for up to 5 s, until
- * they agree; a prompt still differing after that counts as a mismatch. The test requires zero.
+ * they agree (the 5 s run from the start of the round); a prompt still differing after that counts as a
+ * mismatch. The test requires zero. (Checked that it can fail: applying only the first event of
+ * each kv-events batch gives mismatches from the first round on.)
  *
  * Also checked: P = trackedPrefillTokens / maxNumBatchedTokens with the card's budget (bookings
  * published on our own subject so P is not trivially 0), forward-pass metrics in every worker's
@@ -153,10 +155,13 @@ describe('indexer beside Dynamo 1.6.1 (mocker, client, KvRouter)', () => {
         prompts.push(s.prompt);
         prompts.push([...s.prompt, ...Array.from({ length: BS + 5 }, tok)]);
       }
+      // Events in flight have until 5 s after the round began to arrive (on either side); after
+      // that each prompt is asked once. A failing run thus ends in bounded time.
+      const until = Date.now() + 5_000;
       for (const p of prompts) {
+        if (mismatches >= 20) return; // enough evidence; the assertions below report it
         let agreed = false;
         let lastDiff = '';
-        const until = Date.now() + 5_000;
         for (let attempt = 0; ; attempt++) {
           const [ours, theirs] = await Promise.all([observeTokens(nc, pool, p), driver.overlap(p)]);
           queries += 2;
