@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone on a fresh machine: installs what it
-# needs (npm packages, nats-server, Kafka jars, Python fastavro — all cached under
+# needs (npm packages, nats-server, Kafka jars, etcd, Python fastavro — all cached under
 # ignored folders), then typecheck, lint, unit tests and integration tests against
 # real brokers that the test setup starts on free ports and stops afterwards.
 set -euo pipefail
@@ -14,7 +14,7 @@ if [ ! -f node_modules/.package-lock.json ] || ! cmp -s package-lock.json node_m
   cp package-lock.json node_modules/.vantage-lock-stamp
 fi
 
-step "brokers (nats-server, Kafka jars)"
+step "brokers (nats-server, Kafka jars, etcd)"
 npx tsx infra/src/cli.ts install
 
 for s in packages/*/scripts/ensure-*.sh; do

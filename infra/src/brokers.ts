@@ -1,7 +1,7 @@
 /**
- * Starting, checking and stopping the two brokers as child processes.
+ * Starting, checking and stopping the brokers (nats-server, Kafka, etcd) as child processes.
  *
- * Both are spawned detached into their own process group with output to a log
+ * Each is spawned detached into its own process group with output to a log
  * file, and each writes a pid file, so `infra down` (or a test's teardown) can
  * end exactly the processes it started and nothing else: before signalling a
  * pid we check that its command line still names our data directory (a stale
@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { endAtExit, forgetAtExit, freePort, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
-import { ensureKafkaJars, ensureNatsServer, KAFKA_VERSION } from './install';
+import { ensureEtcd, ensureKafkaJars, ensureNatsServer, KAFKA_VERSION } from './install';
 import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type KafkaSecurity, type NatsServerConfigOptions } from './secure';
 
 export interface BrokerProcess {
@@ -33,6 +33,13 @@ export interface NatsBroker extends BrokerProcess {
   readonly url: string;
   readonly port: number;
   readonly monitorPort: number;
+}
+
+export interface EtcdServer extends BrokerProcess {
+  /** Client URL, `http://127.0.0.1:port` (what Dynamo's `ETCD_ENDPOINTS` takes). */
+  readonly endpoint: string;
+  readonly clientPort: number;
+  readonly peerPort: number;
 }
 
 export interface KafkaBroker extends BrokerProcess {
@@ -213,6 +220,58 @@ export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
     },
   });
   return { ...proc, url: `${security?.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`, port, monitorPort };
+}
+
+export interface EtcdOptions {
+  dir: string;
+  clientPort?: number;
+  peerPort?: number;
+  attached?: boolean;
+}
+
+/**
+ * A single-member etcd on 127.0.0.1 (client and peer ports both loopback, data under `dir`),
+ * Dynamo's production discovery store. A restart on the same dir keeps its data and revisions.
+ */
+export async function etcdServer(opts: EtcdOptions): Promise<EtcdServer> {
+  const clientPort = opts.clientPort ?? (await freePort());
+  const peerPort = opts.peerPort ?? (await freePort());
+  const dataDir = join(opts.dir, 'data');
+  const endpoint = `http://127.0.0.1:${clientPort}`;
+  const peer = `http://127.0.0.1:${peerPort}`;
+  const name = `vantage-${clientPort}`;
+  const proc = makeProcess({
+    name: 'etcd',
+    dir: opts.dir,
+    marker: dataDir,
+    attached: opts.attached ?? false,
+    readyTimeoutMs: 20_000,
+    command: async () => ({
+      cmd: await ensureEtcd(),
+      args: [
+        '--name', name,
+        '--data-dir', dataDir,
+        '--listen-client-urls', endpoint,
+        '--advertise-client-urls', endpoint,
+        '--listen-peer-urls', peer,
+        '--initial-advertise-peer-urls', peer,
+        '--initial-cluster', `${name}=${peer}`,
+        '--initial-cluster-state', 'new',
+        '--log-level', 'warn',
+      ],
+    }),
+    ready: async () => {
+      try {
+        const r = await fetch(`${endpoint}/health`);
+        if (!r.ok) return false;
+        const body = (await r.json()) as { health?: unknown };
+        return body.health === 'true';
+      } catch {
+        return false;
+      }
+    },
+  });
+  return { ...proc, endpoint, clientPort, peerPort };
 }
 
 export interface KafkaOptions {

@@ -1,18 +1,20 @@
 /**
  * infra install | up | down | status — the local brokers for development and the main job.
- *   install fetch/build nats-server and the Kafka jars into .infra/ (no start)
- *   up      install if needed, start nats-server (JetStream) and Kafka (KRaft), wait until ready
+ *   install fetch/build nats-server, the Kafka jars and etcd into .infra/ (no start)
+ *   up      install if needed, start nats-server (JetStream), Kafka (KRaft) and etcd, wait until ready
  *           --secure: TLS with client certificates, least-privilege NATS users per role, Kafka
  *           SASL_SSL with SCRAM (certificates and secrets generated under .infra/run/secure/);
- *           down/status take --secure for that pair
+ *           down/status take --secure for that pair; etcd is not started with --secure (it has
+ *           no TLS or users here)
  *   down    stop only what `up` started
  *   status  show each broker, its pid and whether it answers
- * Existing brokers: set NATS_URL and/or KAFKA_BROKERS and nothing is started for them.
+ * Existing brokers: set NATS_URL, KAFKA_BROKERS and/or ETCD_ENDPOINTS and nothing is started for them.
  * Ports: VANTAGE_NATS_PORT (4222), VANTAGE_NATS_MONITOR_PORT (8222),
- *        VANTAGE_KAFKA_PORT (9092), VANTAGE_KAFKA_CONTROLLER_PORT (9093).
+ *        VANTAGE_KAFKA_PORT (9092), VANTAGE_KAFKA_CONTROLLER_PORT (9093),
+ *        VANTAGE_ETCD_PORT (2379), VANTAGE_ETCD_PEER_PORT (2380).
  */
 import { join } from 'node:path';
-import { ensureKafkaJars, ensureNatsServer } from './install';
+import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { brokersDown, brokersStatus, brokersUp, localSecureDeployment } from './local';
 import { KAFKA_USERS } from './secure';
 
@@ -25,9 +27,10 @@ async function main(cmd: string | undefined, flags: readonly string[]): Promise<
   switch (cmd) {
     case 'up': {
       const t0 = Date.now();
-      const { endpoints, readyMs } = await brokersUp(log, { secure });
+      const { endpoints, readyMs } = await brokersUp(log, { secure, etcd: !secure });
       log(`nats ready at ${endpoints.natsUrl}${readyMs.nats !== null ? ` (started in ${readyMs.nats} ms)` : ' (external)'}`);
       log(`kafka ready at ${endpoints.kafkaBrokers}${readyMs.kafka !== null ? ` (started in ${readyMs.kafka} ms)` : ' (external)'}`);
+      if (!secure) log(`etcd ready at ${endpoints.etcdEndpoints}${typeof readyMs.etcd === 'number' ? ` (started in ${readyMs.etcd} ms)` : ' (external)'}`);
       if (secure) {
         const d = localSecureDeployment();
         log(`secured: TLS with client certificates (CA ${d.tls.caFile}), one NATS user per role, Kafka SASL_SSL with SCRAM-SHA-512`);
@@ -43,8 +46,10 @@ async function main(cmd: string | undefined, flags: readonly string[]): Promise<
       const t0 = Date.now();
       const nats = await ensureNatsServer(log);
       const libs = await ensureKafkaJars(log);
+      const etcd = await ensureEtcd(log);
       log(`nats-server: ${nats}`);
       log(`kafka jars: ${libs}`);
+      log(`etcd: ${etcd}`);
       log(`install done in ${Date.now() - t0} ms`);
       return 0;
     }

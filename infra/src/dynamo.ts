@@ -1,7 +1,7 @@
 /**
  * Dynamo 1.6.1's own processes for integration tests and `npm start -- --dynamo`: its mocker (`python -m
  * dynamo.mocker`, mock GPU workers that publish real KV events, load and forward-pass metrics on
- * NATS and list themselves in file discovery) and a driver that sends requests through Dynamo's
+ * NATS and list themselves in file discovery, or in etcd with `etcd` set) and a driver that sends requests through Dynamo's
  * own Python client and asks Dynamo's own KvRouter for overlap (packages/testkit/python/
  * dynamo_driver.py, JSON lines over stdin/stdout, u64s as decimal strings).
  *
@@ -32,15 +32,37 @@ export function dynamoPython(): string {
 
 export const DYNAMO_DRIVER = join(REPO_ROOT, 'packages', 'testkit', 'python', 'dynamo_driver.py');
 
-/** Dynamo's environment for the file discovery backend, the NATS event plane and the TCP request plane. */
-export async function dynamoEnv(natsUrl: string, fileKvDir: string): Promise<NodeJS.ProcessEnv> {
+/**
+ * Dynamo's discovery in etcd (`DYN_DISCOVERY_BACKEND=etcd`): `endpoints` as Dynamo's
+ * `ETCD_ENDPOINTS` (comma-separated client URLs); `leaseTtlS` sets `ETCD_LEASE_TTL` (Dynamo's
+ * default 30 s), how long a killed worker's keys outlive it.
+ */
+export interface EtcdDiscoveryTarget {
+  readonly endpoints: string;
+  readonly leaseTtlS?: number;
+}
+
+/**
+ * Dynamo's environment for the NATS event plane, the TCP request plane and discovery: the file
+ * backend in `fileKvDir`, or etcd when `etcd` is given.
+ */
+export async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, etcd?: EtcdDiscoveryTarget): Promise<NodeJS.ProcessEnv> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   // A system port set by the caller's shell would make several workers in one process collide.
   delete env.DYN_SYSTEM_PORT;
+  delete env.DYN_FILE_KV;
+  delete env.ETCD_ENDPOINTS;
+  delete env.ETCD_LEASE_TTL;
+  let discovery: NodeJS.ProcessEnv;
+  if (etcd !== undefined) {
+    discovery = { DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd.endpoints, ...(etcd.leaseTtlS !== undefined ? { ETCD_LEASE_TTL: String(etcd.leaseTtlS) } : {}) };
+  } else {
+    if (fileKvDir === undefined) throw new Error('dynamoEnv: a file discovery directory or an etcd target is needed');
+    discovery = { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileKvDir };
+  }
   return {
     ...env,
-    DYN_DISCOVERY_BACKEND: 'file',
-    DYN_FILE_KV: fileKvDir,
+    ...discovery,
     DYN_EVENT_PLANE: 'nats',
     NATS_SERVER: natsUrl,
     DYN_REQUEST_PLANE: 'tcp',
@@ -82,10 +104,31 @@ export function discoveredInstanceIds(fileKvDir: string, endpointPath?: string):
   return out;
 }
 
+/** Instance ids (exact) of the model cards in etcd under an endpoint (`ns.comp.ep`), or all of them. */
+export async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath?: string): Promise<bigint[]> {
+  // Loaded here, not at the top: everything else in @vantage/infra runs without the etcd client.
+  const { Etcd3 } = await import('etcd3');
+  const client = new Etcd3({ hosts: etcd.endpoints.split(',') });
+  try {
+    const prefix = endpointPath === undefined ? 'v1/mdc/' : `v1/mdc/${endpointPath.replaceAll('.', '/')}/`;
+    const kvs = await client.getAll().prefix(prefix).buffers();
+    const out: bigint[] = [];
+    for (const [key, value] of Object.entries(kvs)) {
+      const r = parseDiscoveryEntry(key, value);
+      if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
+    }
+    return out;
+  } finally {
+    client.close();
+  }
+}
+
 export interface MockerOptions {
   readonly natsUrl: string;
-  /** The `DYN_FILE_KV` directory shared with the indexer and the driver. */
-  readonly fileKvDir: string;
+  /** The `DYN_FILE_KV` directory shared with the indexer and the driver (file discovery). */
+  readonly fileKvDir?: string;
+  /** Discovery in etcd instead of files. */
+  readonly etcd?: EtcdDiscoveryTarget;
   readonly numWorkers: number;
   readonly blockSize?: number;
   /** GPU blocks per dp rank (small: eviction all the time). */
@@ -169,9 +212,10 @@ export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
   const py = dynamoPython();
   const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
   mkdirSync(logDir, { recursive: true });
-  mkdirSync(o.fileKvDir, { recursive: true });
+  if (o.etcd === undefined && o.fileKvDir !== undefined) mkdirSync(o.fileKvDir, { recursive: true });
   const endpoint = o.endpoint ?? 'dynamo.backend.generate';
-  const before = new Set(discoveredInstanceIds(o.fileKvDir, endpoint));
+  const listIds = async (): Promise<bigint[]> => (o.etcd !== undefined ? etcdInstanceIds(o.etcd, endpoint) : discoveredInstanceIds(o.fileKvDir ?? '', endpoint));
+  const before = new Set(await listIds());
   const args = [
     '-m',
     'dynamo.mocker',
@@ -192,13 +236,13 @@ export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
   if (o.maxNumBatchedTokens !== undefined) args.push('--max-num-batched-tokens', String(o.maxNumBatchedTokens));
   if (o.maxNumSeqs !== undefined) args.push('--max-num-seqs', String(o.maxNumSeqs));
   const logFile = join(logDir, `mocker-${endpoint}-${Date.now()}.log`);
-  const { proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir), logFile, 'log');
+  const { proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd), logFile, 'log');
   const deadline = Date.now() + (o.readyTimeoutMs ?? 90_000);
   let ids: bigint[] = [];
   let exitCode: number | null | undefined;
   void proc.exited.then((c) => (exitCode = c));
   for (;;) {
-    ids = discoveredInstanceIds(o.fileKvDir, endpoint).filter((id) => !before.has(id));
+    ids = (await listIds()).filter((id) => !before.has(id));
     if (ids.length >= o.numWorkers) break;
     if (exitCode !== undefined) throw new Error(`dynamo.mocker exited (${exitCode}) before its workers registered; see ${logFile}`);
     if (Date.now() > deadline) {
@@ -222,6 +266,14 @@ export interface OverlapScores {
   readonly workers: readonly { readonly workerId: bigint; readonly dpRank: number; readonly deviceBlocks: number }[];
 }
 
+/** The worker Dynamo's KvRouter would pick for a prompt, and the per-rank loads it weighed. */
+export interface BestWorker {
+  readonly workerId: bigint;
+  readonly dpRank: number;
+  readonly overlapBlocks: number;
+  readonly loads: readonly { readonly workerId: bigint; readonly dpRank: number; readonly potentialPrefillTokens: number; readonly potentialDecodeBlocks: number; readonly activeRequests: number }[];
+}
+
 export interface DynamoDriver extends DynamoProcess {
   /** Worker instance ids the client saw at start. */
   readonly workers: readonly bigint[];
@@ -237,12 +289,16 @@ export interface DynamoDriver extends DynamoProcess {
   prefillComplete(requestId: string): Promise<void>;
   /** `KvRouter.get_potential_loads(tokens)`, per (worker, dp rank). */
   potentialLoads(tokens: readonly number[]): Promise<{ workerId: bigint; dpRank: number; potentialPrefillTokens: number; potentialDecodeBlocks: number; activeRequests: number }[]>;
+  /** `best_worker(tokens)` (query only), then `get_potential_loads(tokens)`: the pick and the loads it weighed. */
+  bestWorkerWithLoads(tokens: readonly number[]): Promise<BestWorker>;
   instances(): Promise<bigint[]>;
 }
 
 export interface DriverOptions {
   readonly natsUrl: string;
-  readonly fileKvDir: string;
+  /** File discovery directory, or `etcd` for discovery in etcd (as the workers were started). */
+  readonly fileKvDir?: string;
+  readonly etcd?: EtcdDiscoveryTarget;
   readonly endpoint?: string;
   readonly blockSize?: number;
   readonly minWorkers?: number;
@@ -263,7 +319,7 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
   if (o.noRouter) args.push('--no-router');
   if (o.routerReplicaSync) args.push('--router-replica-sync');
   const logFile = join(logDir, `driver-${Date.now()}.log`);
-  const { child, proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir), logFile, 'pipe');
+  const { child, proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd), logFile, 'pipe');
   const pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
   let nextId = 1;
   let ready: ((v: Record<string, unknown>) => void) | null = null;
@@ -314,7 +370,7 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
       child.stdin!.write(`${JSON.stringify({ ...cmd, id })}\n`);
     });
   };
-  return {
+  const driver: DynamoDriver = {
     ...proc,
     stop: async (graceMs = 5_000) => {
       try {
@@ -361,6 +417,11 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
       const rows = r.workers as { worker_id: string; dp_rank: number; device_blocks: number }[];
       return { blockSize: Number(r.block_size), workers: rows.map((w) => ({ workerId: BigInt(w.worker_id), dpRank: w.dp_rank, deviceBlocks: w.device_blocks })) };
     },
+    bestWorkerWithLoads: async (tokens) => {
+      const pick = await driver.bestWorker(tokens);
+      return { ...pick, loads: await driver.potentialLoads(tokens) };
+    },
     instances: async () => ((await call({ op: 'instances' })).workers as string[]).map((w) => BigInt(w)),
   };
+  return driver;
 }

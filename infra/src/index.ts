@@ -1,10 +1,10 @@
 export { REPO_ROOT, INFRA_DIR, RUN_DIR, BIN_DIR } from './paths';
 export { freePort, tcpOpen, waitFor, sleep, processCpuUs, processCpuTotalUs, endAtExit, forgetAtExit } from './exec';
-export { ensureNatsServer, ensureKafkaJars, kafkaLibDir, NATS_SERVER_VERSION, KAFKA_VERSION } from './install';
-export { natsBroker, kafkaBroker, KAFKA_CLUSTER_ID } from './brokers';
-export type { BrokerProcess, NatsBroker, KafkaBroker, NatsOptions, KafkaOptions } from './brokers';
+export { ensureNatsServer, ensureKafkaJars, ensureEtcd, etcdVersionOf, kafkaLibDir, NATS_SERVER_VERSION, KAFKA_VERSION, ETCD_VERSION, ETCD_MODULE_DIR } from './install';
+export { natsBroker, kafkaBroker, etcdServer, KAFKA_CLUSTER_ID } from './brokers';
+export type { BrokerProcess, NatsBroker, KafkaBroker, EtcdServer, NatsOptions, KafkaOptions, EtcdOptions } from './brokers';
 export { localBrokers, localSecureDeployment, brokersUp, brokersDown, brokersStatus, SECURE_DIR } from './local';
-export type { LocalBrokers, BrokerEndpoints } from './local';
+export type { LocalBrokers, BrokerEndpoints, BrokersUpOptions } from './local';
 export { Stack, stackServices } from './stack';
 export type { StackOptions, PoolSpec, ServiceSpec, RunningService } from './stack';
 export { runJob, defaultJobConfig, calibrationParameterSet, writeParameterSet, waitForParameterSet, runNode, RECORD_VARIANT, OUT_DIR } from './job';
@@ -13,11 +13,12 @@ export {
   dynamoPython,
   dynamoEnv,
   discoveredInstanceIds,
+  etcdInstanceIds,
   startMocker,
   startDynamoDriver,
   DYNAMO_DRIVER,
 } from './dynamo';
-export type { MockerOptions, MockerProcess, DynamoProcess, DynamoDriver, DriverOptions, GenerateResult, OverlapScores } from './dynamo';
+export type { EtcdDiscoveryTarget, MockerOptions, MockerProcess, DynamoProcess, DynamoDriver, DriverOptions, GenerateResult, OverlapScores, BestWorker } from './dynamo';
 export {
   ensureTlsMaterial,
   JOB_LAYOUT,

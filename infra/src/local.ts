@@ -1,25 +1,30 @@
 /**
- * The long-lived local broker pair behind `infra up|down|status` (and the README's
+ * The long-lived local brokers behind `infra up|down|status` (and the README's
  * main command): fixed ports on 127.0.0.1, data and pid files under .infra/run.
- * When NATS_URL or KAFKA_BROKERS is set, that broker is used as it is and
- * nothing is started or stopped for it.
+ * nats-server and Kafka always; etcd (Dynamo's discovery store) when asked for
+ * (`infra up` does; the main job does not need it). When NATS_URL, KAFKA_BROKERS
+ * or ETCD_ENDPOINTS is set, that broker is used as it is and nothing is started
+ * or stopped for it.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { tcpOpen } from './exec';
-import { kafkaBroker, natsBroker, type KafkaBroker, type NatsBroker } from './brokers';
-import { ensureKafkaJars, ensureNatsServer } from './install';
+import { etcdServer, kafkaBroker, natsBroker, type EtcdServer, type KafkaBroker, type NatsBroker } from './brokers';
+import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { RUN_DIR } from './paths';
 import { JOB_LAYOUT, secureDeployment, type SecureDeployment } from './secure';
 
 export interface BrokerEndpoints {
   natsUrl: string;
   kafkaBrokers: string;
+  /** etcd client URL(s), comma-separated as Dynamo's `ETCD_ENDPOINTS`; set when etcd was asked for. */
+  etcdEndpoints?: string;
 }
 
 export interface LocalBrokers {
   nats: NatsBroker | undefined; // undefined when NATS_URL points elsewhere
   kafka: KafkaBroker | undefined; // undefined when KAFKA_BROKERS points elsewhere
+  etcd: EtcdServer | undefined; // undefined when ETCD_ENDPOINTS points elsewhere
   endpoints: BrokerEndpoints;
 }
 
@@ -47,6 +52,7 @@ export function localSecureDeployment(): SecureDeployment {
 export async function localBrokers(opts: { secure?: boolean } = {}): Promise<LocalBrokers> {
   const externalNats = process.env.NATS_URL;
   const externalKafka = process.env.KAFKA_BROKERS;
+  const externalEtcd = process.env.ETCD_ENDPOINTS;
   const secure = opts.secure === true ? localSecureDeployment() : undefined;
   const base = secure === undefined ? RUN_DIR : SECURE_DIR;
   const nats = externalNats
@@ -67,10 +73,23 @@ export async function localBrokers(opts: { secure?: boolean } = {}): Promise<Loc
         internalPartitions: 3,
         ...(secure === undefined ? {} : { security: secure.kafka }),
       });
+  // Plain (no TLS, no users) in both layouts: `up --secure` does not start it.
+  const etcd = externalEtcd
+    ? undefined
+    : await etcdServer({
+        dir: join(RUN_DIR, 'etcd'),
+        clientPort: portFromEnv('VANTAGE_ETCD_PORT', 2379),
+        peerPort: portFromEnv('VANTAGE_ETCD_PEER_PORT', 2380),
+      });
   return {
     nats,
     kafka,
-    endpoints: { natsUrl: externalNats ?? nats!.url, kafkaBrokers: externalKafka ?? kafka!.brokers },
+    etcd,
+    endpoints: {
+      natsUrl: externalNats ?? nats!.url,
+      kafkaBrokers: externalKafka ?? kafka!.brokers,
+      etcdEndpoints: externalEtcd ?? etcd!.endpoint,
+    },
   };
 }
 
@@ -80,19 +99,31 @@ function hostPort(s: string): { host: string; port: number } {
   return { host: m[1]!, port: Number(m[2]) };
 }
 
+export interface BrokersUpOptions {
+  /** The secured pair (see `localBrokers`). */
+  secure?: boolean;
+  /** Also start (or check) etcd; `etcdEndpoints` and `readyMs.etcd` are only set with it. */
+  etcd?: boolean;
+}
+
 export async function brokersUp(
   log: (m: string) => void,
-  opts: { secure?: boolean } = {},
-): Promise<{ endpoints: BrokerEndpoints; readyMs: { nats: number | null; kafka: number | null } }> {
-  const b = await localBrokers(opts);
+  opts: BrokersUpOptions = {},
+): Promise<{ endpoints: BrokerEndpoints; readyMs: { nats: number | null; kafka: number | null; etcd?: number | null } }> {
+  const b = await localBrokers({ secure: opts.secure === true });
+  const withEtcd = opts.etcd === true;
   // Installs run one after the other so their output stays readable; the brokers then start together.
   if (b.nats) await ensureNatsServer(log);
   if (b.kafka) await ensureKafkaJars(log);
-  const [natsMs, kafkaMs] = await Promise.all([
+  if (withEtcd && b.etcd) await ensureEtcd(log);
+  const [natsMs, kafkaMs, etcdMs] = await Promise.all([
     b.nats ? b.nats.start() : checkExternal('NATS_URL', b.endpoints.natsUrl),
     b.kafka ? b.kafka.start() : checkExternal('KAFKA_BROKERS', b.endpoints.kafkaBrokers),
+    !withEtcd ? 0 : b.etcd ? b.etcd.start() : checkExternal('ETCD_ENDPOINTS', b.endpoints.etcdEndpoints!),
   ]);
-  return { endpoints: b.endpoints, readyMs: { nats: b.nats ? natsMs : null, kafka: b.kafka ? kafkaMs : null } };
+  const readyMs = { nats: b.nats ? natsMs : null, kafka: b.kafka ? kafkaMs : null };
+  if (!withEtcd) return { endpoints: { natsUrl: b.endpoints.natsUrl, kafkaBrokers: b.endpoints.kafkaBrokers }, readyMs };
+  return { endpoints: b.endpoints, readyMs: { ...readyMs, etcd: b.etcd ? etcdMs : null } };
 }
 
 async function checkExternal(name: string, addr: string): Promise<number> {
@@ -114,7 +145,7 @@ export interface BrokerStatus {
 
 export async function brokersStatus(opts: { secure?: boolean } = {}): Promise<BrokerStatus[]> {
   const b = await localBrokers(opts);
-  const one = async (name: string, proc: NatsBroker | KafkaBroker | undefined, address: string): Promise<BrokerStatus> => {
+  const one = async (name: string, proc: NatsBroker | KafkaBroker | EtcdServer | undefined, address: string): Promise<BrokerStatus> => {
     const { host, port } = hostPort(address);
     const pid = proc?.pid();
     return {
@@ -127,14 +158,19 @@ export async function brokersStatus(opts: { secure?: boolean } = {}): Promise<Br
       logFile: proc ? proc.logFile : null,
     };
   };
-  return Promise.all([one('nats', b.nats, b.endpoints.natsUrl), one('kafka', b.kafka, b.endpoints.kafkaBrokers)]);
+  // etcd belongs to the open layout only (`up --secure` does not start it).
+  return Promise.all([
+    one('nats', b.nats, b.endpoints.natsUrl),
+    one('kafka', b.kafka, b.endpoints.kafkaBrokers),
+    ...(opts.secure === true ? [] : [one('etcd', b.etcd, b.endpoints.etcdEndpoints!)]),
+  ]);
 }
 
 /** Stops only the brokers that `up` started (pid files); external brokers are left alone. */
 export async function brokersDown(log: (m: string) => void, opts: { secure?: boolean } = {}): Promise<void> {
   const b = await localBrokers(opts);
   await Promise.all(
-    [b.nats, b.kafka].map(async (p) => {
+    [b.nats, b.kafka, opts.secure === true ? undefined : b.etcd].map(async (p) => {
       if (!p) return;
       const pid = p.pid();
       if (pid === undefined) {

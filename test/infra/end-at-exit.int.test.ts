@@ -25,13 +25,14 @@ describe('processes that end with the Node process that started them', () => {
     mkdirSync(dir, { recursive: true });
     const r = spawnSync(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'test/infra/fixtures/exit-early.ts'), dir], { cwd: REPO_ROOT, encoding: 'utf8', timeout: 60_000 });
     expect(r.status, r.stderr).toBe(0);
-    const pids = JSON.parse(r.stdout.trim().split('\n').pop()!) as { nats: number; ended: number; kept: number };
+    const pids = JSON.parse(r.stdout.trim().split('\n').pop()!) as { nats: number; etcd: number; ended: number; kept: number };
     try {
       expect(pids.nats).toBeGreaterThan(0);
-      await waitFor('the attached nats-server and the registered process gone', async () => !alive(pids.nats) && !alive(pids.ended), 10_000);
+      expect(pids.etcd).toBeGreaterThan(0);
+      await waitFor('the attached nats-server, etcd and the registered process gone', async () => !alive(pids.nats) && !alive(pids.etcd) && !alive(pids.ended), 10_000);
       expect(alive(pids.kept)).toBe(true);
     } finally {
-      for (const p of [pids.nats, pids.ended, pids.kept]) {
+      for (const p of [pids.nats, pids.etcd, pids.ended, pids.kept]) {
         try {
           process.kill(p, 'SIGKILL');
         } catch {

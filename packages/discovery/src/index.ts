@@ -28,3 +28,7 @@ export {
   type DiscoveryViewOptions,
   type PublisherInfo,
 } from './view';
+export { etcdDiscoveryStore } from './etcd';
+export type { EtcdDiscoveryOptions, EtcdDiscoveryStore, EtcdStoreStats } from './etcd';
+export { etcdKeyOf, etcdPrefixRange, logicalKeyOf } from './etcd-keys';
+export type { EtcdKeyRejection, EtcdKeyResult } from './etcd-keys';

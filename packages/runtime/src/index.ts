@@ -67,6 +67,7 @@ export {
   natsSecurityProblems,
   natsServers,
   natsServersForClient,
+  readSecretFile,
   throwIfProblems,
 } from './security';
 export type { ConnectFailure, KafkaSecuritySettings, NatsSecurityOptions, NatsSecuritySettings, NatsTlsSettings, SettingProblem } from './security';

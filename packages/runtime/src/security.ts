@@ -148,7 +148,14 @@ export function throwIfProblems(problems: readonly SettingProblem[]): void {
   });
 }
 
-/** A one-line secret from a file: a trailing newline (what editors and `echo` add) is not part of it. */
+/**
+ * A one-line secret from a file: a trailing newline (what editors and `echo` add) is not part of it.
+ * Errors name the setting, never the path or the content (CONFIG_INVALID).
+ */
+export function readSecretFile(path: string, setting: string): string {
+  return readSecret(path, setting);
+}
+
 function readSecret(path: string, setting: string): string {
   let text: string;
   try {

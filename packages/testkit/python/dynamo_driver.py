@@ -24,13 +24,14 @@ Requests run concurrently; each reply carries the request's `id`. Commands:
 Errors of one command come back as {"id": N, "ok": false, "error": "..."}; the driver keeps going.
 On start it prints {"ready": true, "workers": [...]} once `--min-workers` instances are listed.
 
-Environment: Dynamo's own (DYN_DISCOVERY_BACKEND, DYN_FILE_KV, DYN_EVENT_PLANE, NATS_SERVER,
+Environment: Dynamo's own (DYN_DISCOVERY_BACKEND, DYN_FILE_KV or ETCD_ENDPOINTS, DYN_EVENT_PLANE, NATS_SERVER,
 DYN_REQUEST_PLANE, DYN_TCP_*); the caller sets them exactly as for the workers.
 """
 
 import argparse
 import asyncio
 import json
+import os
 import sys
 
 from dynamo._core import DistributedRuntime, KvRouter, KvRouterConfig
@@ -131,7 +132,9 @@ async def main():
     args = ap.parse_args()
 
     loop = asyncio.get_running_loop()
-    runtime = DistributedRuntime(loop, "file", "tcp", event_plane="nats")
+    # The discovery backend the workers were started with (file unless DYN_DISCOVERY_BACKEND says
+    # etcd; etcd's endpoints then come from ETCD_ENDPOINTS, as for the workers).
+    runtime = DistributedRuntime(loop, os.environ.get("DYN_DISCOVERY_BACKEND", "file"), "tcp", event_plane="nats")
     endpoint = runtime.endpoint(args.endpoint)
     client = await endpoint.client()
     while len(client.instance_ids()) < args.min_workers:

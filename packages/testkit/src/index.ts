@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureTlsMaterial, INFRA_DIR, kafkaBroker, natsBroker, type KafkaBroker, type KafkaSecurity, type NatsBroker, type NatsOptions, type TlsMaterial } from '@vantage/infra';
+import { ensureTlsMaterial, etcdServer, INFRA_DIR, kafkaBroker, natsBroker, type EtcdServer, type KafkaBroker, type KafkaSecurity, type NatsBroker, type NatsOptions, type TlsMaterial } from '@vantage/infra';
 
 /** A short unique token safe in NATS subjects, stream names and Kafka topic names. */
 export function uniqueName(prefix = 't'): string {
@@ -59,6 +59,24 @@ export async function ownKafka(opts: { security?: KafkaSecurity } = {}): Promise
   });
 }
 
+/**
+ * A private single-member etcd on free 127.0.0.1 client and peer ports, data under `.infra/test/`,
+ * ended with the test process if `cleanup()` is never reached. `stop()` / `kill9()` and `start()`
+ * restart it on the same ports and data (revisions survive). Call `cleanup()` in afterAll.
+ */
+export async function ownEtcd(): Promise<EtcdServer & { cleanup: () => Promise<void> }> {
+  const dir = join(INFRA_DIR, 'test', uniqueName('etcd'));
+  mkdirSync(dir, { recursive: true });
+  const e = await etcdServer({ dir, attached: true });
+  await e.start();
+  return Object.assign(e, {
+    cleanup: async () => {
+      await e.stop(5_000);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  });
+}
+
 /** Resolves when `check` holds, polling; rejects with `what` after the timeout. */
 export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000, everyMs = 25): Promise<void> {
   const end = Date.now() + timeoutMs;
@@ -91,9 +109,11 @@ export {
   dynamoPython,
   dynamoEnv,
   discoveredInstanceIds,
+  etcdInstanceIds,
   startMocker,
   startDynamoDriver,
   DYNAMO_DRIVER,
+  type EtcdDiscoveryTarget,
   type MockerOptions,
   type MockerProcess,
   type DynamoProcess,
@@ -101,4 +121,5 @@ export {
   type DriverOptions,
   type GenerateResult,
   type OverlapScores,
+  type BestWorker,
 } from '@vantage/infra';

@@ -36,8 +36,18 @@ const discoverySchema = s.object({
   backend: s.enum(['none', 'file', 'etcd'] as const, { default: 'none' }),
   /** `file`: the `DYN_FILE_KV` directory the workers were started with. */
   dir: s.string({ default: '' }),
-  /** `etcd`: client URLs, e.g. `http://127.0.0.1:2379`. */
+  /** `etcd`: client URLs, e.g. `http://127.0.0.1:2379` (Dynamo's `ETCD_ENDPOINTS`). */
   endpoints: s.array(s.string({ minLength: 1 }), { default: [] }),
+  /** `etcd`: a key prefix in front of Dynamo's `v1/…` keys, for an etcd shared under a prefix (Dynamo 1.6.1 writes none). */
+  root: s.string({ default: '' }),
+  /** `etcd` with authentication on: the user (Dynamo's `ETCD_AUTH_USERNAME`), with `passwordFile`; empty for none. */
+  username: s.string({ default: '' }),
+  /** File holding that user's password (one line; Dynamo's `ETCD_AUTH_PASSWORD`). Secrets come from files only. */
+  passwordFile: s.string({ default: '' }),
+  /** `etcd` over TLS: PEM files of the CA, and of a client certificate and key (Dynamo's `ETCD_AUTH_CA`, `ETCD_AUTH_CLIENT_CERT`, `ETCD_AUTH_CLIENT_KEY`); empty for none. */
+  caFile: s.string({ default: '' }),
+  certFile: s.string({ default: '' }),
+  keyFile: s.string({ default: '' }),
   /** `file`: how often the directory is read. */
   pollMs: s.integer({ minimum: 10, default: 200 }),
 });

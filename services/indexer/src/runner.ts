@@ -10,6 +10,7 @@
  * snapshot (JetStream mode).
  */
 import { hostname } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { jetstream, jetstreamManager, AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
@@ -17,8 +18,8 @@ import type { WorkerCapacity } from '@vantage/bookings';
 import { PrefixIndex } from '@vantage/prefix-index';
 import type { Logger } from '@vantage/runtime';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import { DiscoveryView, fileDiscoveryStore, type DiscoveredWorker, type DiscoveryEvent, type DiscoveryStore } from '@vantage/discovery';
-import { VantageError } from '@vantage/runtime';
+import { DiscoveryView, etcdDiscoveryStore, fileDiscoveryStore, type DiscoveredWorker, type DiscoveryEvent, type DiscoveryStore } from '@vantage/discovery';
+import { readSecretFile, VantageError } from '@vantage/runtime';
 import {
   activeSequencesSubject,
   decodeActiveLoad,
@@ -109,8 +110,29 @@ export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
     case 'file':
       if (d.dir === '') throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.backend "file" needs discovery.dir (Dynamo's DYN_FILE_KV)`);
       return fileDiscoveryStore(d.dir, { pollMs: d.pollMs });
-    case 'etcd':
-      throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.backend "etcd" is not available in this build (file is)`);
+    case 'etcd': {
+      if (d.endpoints.length === 0) throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.backend "etcd" needs discovery.endpoints (Dynamo's ETCD_ENDPOINTS)`);
+      if ((d.username === '') !== (d.passwordFile === '')) throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.username and discovery.passwordFile go together`);
+      // Errors name the setting, not the file's path or content (a key file is a secret).
+      const pem = (what: string, file: string): Uint8Array | undefined => {
+        if (file === '') return undefined;
+        try {
+          return readFileSync(file);
+        } catch (e) {
+          throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.${what}: cannot read the file it names (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
+        }
+      };
+      const password = d.passwordFile === '' ? '' : readSecretFile(d.passwordFile, `pool ${cfg.name}: discovery.passwordFile`);
+      const ca = pem('caFile', d.caFile);
+      const cert = pem('certFile', d.certFile);
+      const key = pem('keyFile', d.keyFile);
+      return etcdDiscoveryStore({
+        endpoints: d.endpoints,
+        root: d.root,
+        ...(d.username !== '' ? { auth: { username: d.username, password } } : {}),
+        ...(ca || cert || key ? { tls: { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) } } : {}),
+      });
+    }
   }
 }
 

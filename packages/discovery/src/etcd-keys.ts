@@ -1,0 +1,75 @@
+/**
+ * How Dynamo's logical discovery keys are spelled in etcd.
+ *
+ * Measured against Dynamo 1.6.1 (`python -m dynamo.mocker` with `DYN_DISCOVERY_BACKEND=etcd`): etcd
+ * holds exactly the logical keys, slashes unencoded, for example
+ *   v1/mdc/dynamo/backend/generate/390da2333bc05404
+ *   v1/instances/dynamo/backend/generate/390da2333bc05404
+ *   v1/event_channels/namespace/dynamo/component/backend/endpoint/generate/topic/kv-events/1727e001e21b21
+ *   v1/event_sources/namespace/dynamo/component/backend/endpoint/generate/topic/kv-events/1727e001e21b21
+ * each value one JSON document and each key under the lease of the worker that wrote it (the lease
+ * id is the worker's instance id). The file backend spells the same keys as
+ * `<dir>/<bucket>/<percent-encoded rest>`. An optional `root` is prepended to every key, for a
+ * deployment that shares an etcd with other applications under a key prefix (Dynamo 1.6.1 itself
+ * writes none).
+ */
+
+export type EtcdKeyRejection =
+  | { readonly ok: false; readonly code: 'key_not_utf8'; readonly reason: string }
+  | { readonly ok: false; readonly code: 'key_outside_root'; readonly reason: string };
+
+export type EtcdKeyResult = { readonly ok: true; readonly key: string } | EtcdKeyRejection;
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const lossy = new TextDecoder('utf-8');
+const encoder = new TextEncoder();
+
+/** The etcd key for a logical key. */
+export function etcdKeyOf(logicalKey: string, root = ''): Uint8Array {
+  return encoder.encode(root + logicalKey);
+}
+
+/** The key as text with U+FFFD where it is not UTF-8, and its bytes in hex (both cut at 96 bytes). */
+function preview(bytes: Uint8Array): string {
+  const cut = bytes.subarray(0, 96);
+  const hex = Array.from(cut, (b) => b.toString(16).padStart(2, '0')).join('');
+  const more = bytes.length > cut.length ? '…' : '';
+  return `${JSON.stringify(lossy.decode(cut))}${more} (${bytes.length} bytes: ${hex}${more})`;
+}
+
+/**
+ * The logical key of an etcd key, or a typed rejection: a key that is not valid UTF-8 (Dynamo's
+ * keys always are; anything else was written by something that is not Dynamo) or one outside
+ * `root` (etcd only sends keys in the watched range, so this means a misconfiguration).
+ */
+export function logicalKeyOf(etcdKey: Uint8Array, root = ''): EtcdKeyResult {
+  let text: string;
+  try {
+    text = utf8.decode(etcdKey);
+  } catch {
+    return { ok: false, code: 'key_not_utf8', reason: `etcd key is not valid UTF-8: ${preview(etcdKey)}` };
+  }
+  if (!text.startsWith(root)) {
+    return { ok: false, code: 'key_outside_root', reason: `etcd key ${JSON.stringify(text.slice(0, 200))} is not under the root ${JSON.stringify(root)}` };
+  }
+  return { ok: true, key: text.slice(root.length) };
+}
+
+/**
+ * The etcd key range `[start, end)` holding every key that starts with `root + prefix`: `end` is
+ * the prefix with its last byte below 0xff incremented and everything after it dropped, as etcd's
+ * own clients compute it; an empty prefix (or one of only 0xff bytes) has end `\0`, which etcd reads
+ * as "every key from start on".
+ */
+export function etcdPrefixRange(prefix: string, root = ''): { readonly start: Uint8Array; readonly end: Uint8Array } {
+  const start = encoder.encode(root + prefix);
+  for (let i = start.length - 1; i >= 0; i--) {
+    const b = start[i]!;
+    if (b < 0xff) {
+      const end = start.slice(0, i + 1);
+      end[i] = b + 1;
+      return { start, end };
+    }
+  }
+  return { start, end: Uint8Array.of(0) };
+}
