@@ -9,4 +9,6 @@ export {
   type LoadReport,
   type Registration,
   type PoolCounters,
+  type PoolLimits,
+  type PoolLimitName,
 } from './pool';

@@ -8,7 +8,7 @@ import { headers, type Msg, type NatsConnection } from '@nats-io/transport-node'
 import { Svcm, type Service } from '@nats-io/services';
 import { localBlockHashes } from '@vantage/hashing';
 import { ObserveReplyBinaryWriter } from '@vantage/protocol';
-import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
+import { RateLimitedLog, VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
 import { decodeObserveHot, encodeObserveReply, observeBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
@@ -72,6 +72,18 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
   const cfg = config.indexer;
   const metrics = indexerMetrics(registry);
   const runners = new Map<string, PoolRunner>();
+  const rejections = new RateLimitedLog(log, { intervalMs: cfg.rejectionLogIntervalMs });
+  const L = cfg.limits;
+  const limits = {
+    dpRanksPerWorker: L.dpRanksPerWorker,
+    workers: L.workersPerPool,
+    ranks: L.ranksPerPool,
+    bookingsPerRank: L.bookingsPerRank,
+    bookings: L.bookingsPerPool,
+    heldDuringRestore: L.heldDuringRestore,
+  };
+  // Pre-create every limit's series at 0, so a dashboard sees the metric before the first hit.
+  for (const pool of cfg.pools) for (const limit of ['dp_ranks_per_worker', 'workers_per_pool', 'ranks_per_pool', 'bookings_per_rank', 'bookings_per_pool', 'held_during_restore']) metrics.limitHits.inc({ pool: pool.name, limit }, 0);
 
   for (const pool of cfg.pools) {
     if (runners.has(pool.name)) throw new VantageError('CONFIG_INVALID', `pool ${pool.name} is configured twice`);
@@ -85,6 +97,9 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
       workerTtlMs: cfg.workerTtlMs,
       snapshotBucket: cfg.snapshot.intervalMs > 0 ? cfg.snapshot.bucket : null,
       durableName: cfg.durableName,
+      limits,
+      rejections,
+      jetstreamStalledMs: cfg.health.jetstreamStalledMs,
     });
     await runner.start();
     runners.set(pool.name, runner);
@@ -168,8 +183,14 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
 
   ctx.addHealthCheck('pools', () => {
     const details: Record<string, unknown> = {};
-    for (const [name, r] of runners) details[name] = { queueDepth: r.queue.depth, workers: r.state.knownRanks().length, bookings: r.state.ledger.size };
-    return { ok: true, details };
+    let ok = true;
+    for (const [name, r] of runners) {
+      const js = r.jetstreamHealth();
+      // JetStream consumption stopped for longer than health.jetstreamStalledMs: the index is no longer fed.
+      if (js !== null && !js.ok) ok = false;
+      details[name] = { queueDepth: r.queue.depth, workers: r.state.workerCount, ranks: r.state.rankCount, bookings: r.state.ledger.size, ...(js === null ? {} : { jetstream: { ok: js.ok, ...js.details } }) };
+    }
+    return { ok, details };
   });
 
   shutdown.register('stop observe endpoints', 'intake', async () => {
