@@ -62,6 +62,8 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
       intervalMs: s.integer({ minimum: 0, default: 30_000 }),
       /** JetStream object store bucket; one object per pool. */
       bucket: s.string({ pattern: '^[A-Za-z0-9_-]+$', default: 'vantage-indexer' }),
+      /** JetStream replicas of the bucket, set when it is created (3 on a three-node production cluster). */
+      replicas: s.integer({ minimum: 1, maximum: 5, default: 1 }),
     }),
     /** Name of this replica's durable consumers in JetStream mode (stable across restarts). */
     durableName: s.string({ pattern: '^[A-Za-z0-9_-]*$', default: '' }),

@@ -66,6 +66,8 @@ export interface RunnerOptions {
   readonly bookingTtlMs: number;
   readonly workerTtlMs: number;
   readonly snapshotBucket: string | null;
+  /** JetStream replicas of the snapshot bucket when it is created (3 on a three-node cluster). */
+  readonly snapshotReplicas?: number;
   readonly durableName: string;
   /** Bounds on the pool's tables (PoolState) and on messages held while a snapshot is restored. */
   readonly limits: PoolLimits & { readonly heldDuringRestore: number };
@@ -273,7 +275,7 @@ export class PoolRunner {
     if (this.o.snapshotBucket === null) return null;
     try {
       const objm = new Objm(this.o.nc);
-      this.store = await objm.create(this.o.snapshotBucket);
+      this.store = await objm.create(this.o.snapshotBucket, { replicas: this.o.snapshotReplicas ?? 1 });
       const bytes = await this.store.getBlob(this.pool);
       if (bytes === null) {
         this.o.log.info({ pool: this.pool }, 'no snapshot; starting with an empty index');

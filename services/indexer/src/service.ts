@@ -96,6 +96,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
       bookingTtlMs: cfg.bookingTtlMs,
       workerTtlMs: cfg.workerTtlMs,
       snapshotBucket: cfg.snapshot.intervalMs > 0 ? cfg.snapshot.bucket : null,
+      snapshotReplicas: cfg.snapshot.replicas,
       durableName: cfg.durableName,
       limits,
       rejections,
