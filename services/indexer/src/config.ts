@@ -81,7 +81,7 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
       /** (worker, dp rank) pairs per pool: at most what one observe reply carries (1,024 JSON records fit NATS's default 1 MiB payload; the binary reply's decoder takes at most 4,096). */
       ranksPerPool: s.integer({ minimum: 1, maximum: 4096, default: 1024 }),
       /** Open bookings per (worker, dp rank); they still expire after bookingTtlMs. */
-      bookingsPerRank: s.integer({ minimum: 1, default: 4096 }),
+      bookingsPerRank: s.integer({ minimum: 1, default: 16_384 }),
       /** Open bookings per pool. */
       bookingsPerPool: s.integer({ minimum: 1, default: 65_536 }),
       /** Messages held while the snapshot is restored (core NATS: dropped past it; JetStream waits). */

@@ -5,7 +5,7 @@
  * (counted as a limit hit) and the service must keep answering within the usual time.
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { natsUrl, uniqueName } from '@vantage/testkit';
+import { eventually, natsUrl, uniqueName } from '@vantage/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observe, publishRegistration, spawnIndexer, type IndexerChild } from './helpers';
 
@@ -31,6 +31,7 @@ describe('indexer: a registration with dpSize 4294967295', () => {
     await nc.flush();
     const local = BigUint64Array.of(11n, 12n);
     // The good worker's two ranks are listed.
+    await eventually('registration applied', async () => (await observe(nc, pool, local, 2 * BS, 2_000)).workers.length === 2);
     const before = await observe(nc, pool, local, 2 * BS, 2_000);
     expect(before.workers.map((w) => `${w.workerId}:${w.dpRank}`)).toEqual(['7:0', '7:1']);
 
