@@ -1063,8 +1063,9 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   }, 10_000);
   stallTimer.unref();
 
-  // An idle service would not notice Kafka gone: probe it (metadata of the progress topic, bounded in
-  // time), one probe at a time. Transactions report their own failures and successes too.
+  // An idle service would not notice Kafka gone: probe it (a cluster metadata request, bounded in
+  // time; it reads no partition, so it cannot disturb a topic whose leader is still being elected),
+  // one probe at a time. Transactions report their own failures and successes too.
   let probing = false;
   const kafkaProbe = setInterval(() => {
     if (probing) return;
@@ -1075,7 +1076,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     // (kafkajs retries inside it), whose own answer then counts.
     bound.catch((e: unknown) => setKafka(false, e));
     kafka.admin
-      .fetchTopicOffsets(o.topics.progress)
+      .describeCluster()
       .then(
         () => setKafka(true),
         (e: unknown) => setKafka(false, e),
