@@ -18,7 +18,16 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_BACKGROUND_TRAFFIC, evaluationSchedule, formatBackgroundSpec, parseBackgroundSpec, type ScheduledRun } from '@vantage/evaluation';
+import {
+  DEFAULT_BACKGROUND_TRAFFIC,
+  evaluationSchedule,
+  formatBackgroundSpec,
+  parseBackgroundSpec,
+  calibrationParameterSet,
+  parseProposalSpec,
+  type EvaluationSchedule,
+  type ScheduledRun,
+} from '@vantage/evaluation';
 import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
 import { REPO_ROOT } from './paths';
 
@@ -70,6 +79,31 @@ function backgroundSetting(v: string | undefined): string {
   return v;
 }
 
+function proposalSetting(v: string | undefined): string {
+  const spec = v === undefined || v === '' ? 'fraction:0.2:7' : v;
+  try {
+    parseProposalSpec(spec);
+  } catch (e) {
+    throw new Error(`VANTAGE_JOB_PROPOSAL: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return spec;
+}
+
+/**
+ * The evaluation schedule the runs follow, with the Stage proposal model and the competing traffic
+ * they are given (the load generator's `--proposal` and `--background`), so `schedule.json` records
+ * what the runs actually used.
+ */
+export function jobSchedule(cfg: JobConfig): EvaluationSchedule {
+  return evaluationSchedule({
+    attempts: cfg.attempts,
+    sessionsPerAttempt: cfg.sessions,
+    seed: cfg.scheduleSeed,
+    proposal: parseProposalSpec(cfg.proposal),
+    background: parseBackgroundSpec(cfg.background),
+  });
+}
+
 export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfig {
   const int = (k: string, d: number): number => {
     const v = env[k];
@@ -89,7 +123,7 @@ export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfi
     // The small plan's Q grid ends at 16,384 tokens; a longer prompt is out of range and every estimator
     // variant would fall back to Stage on it (seed 000), which measures the grid, not the rule.
     maxContextTokens: 16_384,
-    proposal: env['VANTAGE_JOB_PROPOSAL'] ?? 'fraction:0.2:7',
+    proposal: proposalSetting(env['VANTAGE_JOB_PROPOSAL']),
     background: backgroundSetting(env['VANTAGE_JOB_BACKGROUND']),
     scheduleSeed: int('VANTAGE_JOB_SEED', 1),
     bootstrap: int('VANTAGE_JOB_BOOTSTRAP', 1000),
@@ -102,6 +136,8 @@ export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfi
 export interface JobContext {
   readonly natsUrl: string;
   readonly kafkaBrokers: string;
+  /** VANTAGE_NATS_* / VANTAGE_KAFKA_* security settings for the job's tools (secured brokers: the admin role). */
+  readonly toolEnv?: Readonly<Record<string, string>>;
   readonly log: (m: string) => void;
   /** The file the decision service polls. */
   readonly paramsFile: string;
@@ -122,22 +158,7 @@ export interface JobResult {
   readonly evaluationSummary: string;
 }
 
-/**
- * The parameter set calibration runs under: the experimental path (both candidates observed, decision
- * records with every observation) with a rule that never fires, so Stage's proposal — which the
- * calibration harness sets to the candidate it measures — is always executed.
- */
-export function calibrationParameterSet(destinationLimit: number, stamp: string): ParameterSet {
-  const doc = JSON.parse(serializeParameterSet(DEFAULT_PARAMETER_SET)) as Record<string, unknown>;
-  doc['variant'] = 'count';
-  doc['version'] = `calibration-${stamp}`;
-  doc['thresholds'] = { r: 1_000_000, p: null };
-  doc['gate'] = { ...DEFAULT_PARAMETER_SET.gate, destinationLimit };
-  doc['provenance'] = { source: 'main job calibration', note: 'observes both candidates, never overrides (r = 1e6): calibration measures the proposed candidate' };
-  const checked = loadParameterSet(JSON.stringify(doc));
-  if (!checked.ok) throw new Error(`calibration parameter set is invalid: ${checked.errors.join('; ')}`);
-  return checked.value;
-}
+export { calibrationParameterSet } from '@vantage/evaluation';
 
 /** Writes a parameter set (atomically enough for the decision service's mtime/size poll). */
 export function writeParameterSet(path: string, set: ParameterSet): void {
@@ -195,7 +216,9 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     log(`${name} done in ${(phasesMs[name] / 1000).toFixed(1)} s (job ${((Date.now() - jobStart) / 1000).toFixed(0)} s so far)`);
     phaseStart = Date.now();
   };
-  const cli = (args: string[], label: string): Promise<string> => runNode(['packages/cli/src/main.ts', ...args], label);
+  // The tools run with no VANTAGE_* of the caller's except the security settings meant for them.
+  const node = (args: string[], label: string): Promise<string> => runNode(args, label, { ...ctx.toolEnv });
+  const cli = (args: string[], label: string): Promise<string> => node(['packages/cli/src/main.ts', ...args], label);
   const useParams = async (set: ParameterSet): Promise<void> => {
     writeParameterSet(ctx.paramsFile, set);
     await waitForParameterSet(ctx.decisionPort(), set.version);
@@ -220,7 +243,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   const calSince = new Date(Date.now() - 1_000).toISOString();
   log(`calibration (plan ${cfg.preset}, destination limit ${cfg.destinationLimit}) under parameter set ${calSet.version}`);
   const calRequests = join(out, 'calibration-requests.jsonl');
-  const calSummaryText = await runNode(
+  const calSummaryText = await node(
     [
       'services/fleet/src/calibrate.ts',
       '--preset', cfg.preset,
@@ -264,7 +287,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   phase('fit');
 
   // ---- 3. Evaluation -------------------------------------------------------------------------------
-  const schedule = evaluationSchedule({ attempts: cfg.attempts, sessionsPerAttempt: cfg.sessions, seed: cfg.scheduleSeed });
+  const schedule = jobSchedule(cfg);
   const runs: ScheduledRun[] = schedule.runs.slice(0, ctx.maxEvaluationRuns ?? schedule.runs.length);
   writeFileSync(join(out, 'schedule.json'), `${JSON.stringify(schedule, null, 1)}\n`);
   log(`evaluation: ${runs.length} runs (${cfg.attempts} attempts x ${schedule.variants.length} variants in seeded random order, ${cfg.sessions} matched sessions each, Stage proposal ${cfg.proposal})`);
@@ -283,7 +306,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     await useParams(set.value);
     log(`run ${run.order + 1}/${runs.length}: attempt ${run.attempt}, ${run.variant} (${set.value.version}); fleet restarted with empty caches in ${(restartMs / 1000).toFixed(1)} s`);
     const file = join(out, `requests-${run.attempt}-${run.variant}.jsonl`);
-    const summaryText = await runNode(
+    const summaryText = await node(
       [
         'services/fleet/src/loadgen.ts',
         '--sessions', String(cfg.sessions),

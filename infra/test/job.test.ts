@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { VARIANTS as RECORD_VARIANTS } from '@vantage/records';
 import { loadParameterSet, serializeParameterSet, VARIANTS } from '@vantage/rules';
-import { calibrationParameterSet, defaultJobConfig, RECORD_VARIANT } from '../src/job';
+import { DEFAULT_BACKGROUND_TRAFFIC } from '@vantage/evaluation';
+import { calibrationParameterSet, defaultJobConfig, jobSchedule, RECORD_VARIANT } from '../src/job';
 
 describe('main job', () => {
   it('calibrates under a set the decision service loads, probing both pools, with a rule that never fires', () => {
@@ -21,6 +22,18 @@ describe('main job', () => {
   it('names every rule variant as decision records do', () => {
     expect(Object.keys(RECORD_VARIANT).sort()).toEqual([...VARIANTS].sort());
     expect(Object.values(RECORD_VARIANT).sort()).toEqual([...RECORD_VARIANTS].sort());
+  });
+
+  it('records in schedule.json the Stage proposal and the competing traffic the runs use', () => {
+    const d = jobSchedule(defaultJobConfig({}));
+    expect(d.proposal).toEqual({ kind: 'fraction_capable', fraction: 0.2, seed: 7 });
+    expect(d.background).toEqual(DEFAULT_BACKGROUND_TRAFFIC);
+    expect(d.runs[0]?.backgroundSessionIds).toHaveLength(DEFAULT_BACKGROUND_TRAFFIC.streams);
+    const off = jobSchedule(defaultJobConfig({ VANTAGE_JOB_PROPOSAL: 'length:9000', VANTAGE_JOB_BACKGROUND: 'off' }));
+    expect(off.proposal).toEqual({ kind: 'length', capableAboveTokens: 9000 });
+    expect(off.background).toBeNull();
+    expect(off.runs[0]?.backgroundSessionIds).toEqual([]);
+    expect(() => defaultJobConfig({ VANTAGE_JOB_PROPOSAL: 'sometimes' })).toThrow(/VANTAGE_JOB_PROPOSAL/);
   });
 
   it('reads its settings from the environment and refuses bad ones', () => {

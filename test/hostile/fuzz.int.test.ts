@@ -21,7 +21,11 @@ import { eventually, kafkaBrokers, natsUrl } from '@vantage/testkit';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { activeSequencesSubject, encodeEventPlaneMessage, kvEventsSubject, kvMetricsSubject } from '@vantage/wire';
 import { afterAll, describe, expect, it } from 'vitest';
+// A cross-service test: it drives each service through that service's own test harness (not part
+// of the packages' public entry points), rather than a second copy of them here.
+// eslint-disable-next-line import-x/no-relative-packages
 import { BLOCK, Harness, parameterSet, tokens } from '../../services/decision/test/harness';
+// eslint-disable-next-line import-x/no-relative-packages
 import { decision, decodeOutcomes, inProcess, lifecycle, names, Publisher, readTopic, serviceEnv } from '../../services/outcome/test/helpers';
 
 const SEED = 2_5_2026;

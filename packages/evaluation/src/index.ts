@@ -12,6 +12,7 @@ export {
   WARMUP_SESSION_PREFIX,
   BACKGROUND_SESSION_PREFIX,
   calibrationPlan,
+  calibrationParameterSet,
   estimateRunMs,
 } from './calibration-plan';
 export type {
@@ -37,6 +38,8 @@ export {
   evaluationSessionId,
   evaluationBackgroundSessionId,
   parseEvaluationSessionId,
+  parseProposalSpec,
+  formatProposalSpec,
 } from './schedule';
 export type {
   StageProposalModel,
@@ -62,5 +65,5 @@ export { renderEvaluationHtml } from './report-html';
 export { DEFAULT_BACKGROUND_TRAFFIC, backgroundTraffic, formatBackgroundSpec, parseBackgroundSpec } from './background';
 export type { BackgroundTrafficSpec, BackgroundRequestPlan } from './background';
 
-export { mulberry32, hash32, streamFor } from './random';
+export { hash32, streamFor } from './random';
 export type { Rand } from './random';

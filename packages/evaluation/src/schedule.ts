@@ -22,6 +22,7 @@
  */
 import { VARIANTS, type Variant } from '@vantage/records';
 import { hash32, shuffled, streamFor } from './random';
+import type { BackgroundTrafficSpec } from './background';
 import type { Role } from './calibration-plan';
 
 export const EVALUATION_SESSION_PREFIX = 'eval:';
@@ -39,6 +40,35 @@ export type StageProposalModel =
   | { readonly kind: 'always_efficient' }
   | { readonly kind: 'fraction_capable'; readonly fraction: number; readonly seed: number }
   | { readonly kind: 'length'; readonly capableAboveTokens: number };
+
+/**
+ * `always_efficient`, `fraction:F:SEED` or `length:TOKENS` (command lines and
+ * the main job's settings) as a proposal model; RangeError on anything else.
+ */
+export function parseProposalSpec(text: string): StageProposalModel {
+  if (text === 'always_efficient') return { kind: 'always_efficient' };
+  const f = /^fraction:([0-9.]+):(\d+)$/.exec(text);
+  if (f) {
+    const fraction = Number(f[1]);
+    if (!(fraction >= 0 && fraction <= 1)) throw new RangeError(`proposal ${JSON.stringify(text)}: capable fraction ${fraction} must lie in [0, 1]`);
+    return { kind: 'fraction_capable', fraction, seed: Number(f[2]) };
+  }
+  const l = /^length:(\d+)$/.exec(text);
+  if (l) return { kind: 'length', capableAboveTokens: Number(l[1]) };
+  throw new RangeError(`proposal ${JSON.stringify(text)} is not always_efficient, fraction:F:SEED or length:TOKENS`);
+}
+
+/** The model as `parseProposalSpec` reads it back. */
+export function formatProposalSpec(m: StageProposalModel): string {
+  switch (m.kind) {
+    case 'always_efficient':
+      return 'always_efficient';
+    case 'fraction_capable':
+      return `fraction:${m.fraction}:${m.seed}`;
+    case 'length':
+      return `length:${m.capableAboveTokens}`;
+  }
+}
 
 export interface ProposalContext {
   /** `<attempt>:<sessionIndex>`: the same for a session in every variant. */
@@ -70,8 +100,10 @@ export interface EvaluationScheduleOptions {
   readonly variants?: readonly Variant[];
   /** Default `always_efficient`. */
   readonly proposal?: StageProposalModel;
-  /** Competing-traffic streams per run (default 0). */
+  /** Competing-traffic streams per run (default 0, or the streams of `background`). */
   readonly backgroundStreams?: number;
+  /** The competing traffic every run carries, recorded in the schedule (default none). */
+  readonly background?: BackgroundTrafficSpec | null;
 }
 
 export interface ScheduledSession {
@@ -102,6 +134,8 @@ export interface EvaluationSchedule {
   readonly sessionsPerAttempt: number;
   readonly variants: readonly Variant[];
   readonly proposal: StageProposalModel;
+  /** The competing traffic of every run (the same in each); null for none. */
+  readonly background: BackgroundTrafficSpec | null;
   readonly runs: readonly ScheduledRun[];
 }
 
@@ -142,7 +176,12 @@ export function evaluationSchedule(options: EvaluationScheduleOptions): Evaluati
   const variants = [...(options.variants ?? VARIANTS)];
   positiveInt('attempts', options.attempts, 1);
   positiveInt('sessionsPerAttempt', options.sessionsPerAttempt, 1);
-  positiveInt('backgroundStreams', options.backgroundStreams ?? 0, 0);
+  const background = options.background ?? null;
+  const streams = options.backgroundStreams ?? background?.streams ?? 0;
+  positiveInt('backgroundStreams', streams, 0);
+  if (background !== null && streams !== background.streams) {
+    throw new RangeError(`backgroundStreams ${streams} differs from the background traffic's ${background.streams} streams`);
+  }
   if (!Number.isInteger(options.seed)) throw new RangeError(`seed must be an integer, got ${options.seed}`);
   if (new Set(variants).size !== variants.length) throw new RangeError('variants repeat');
   if (!variants.includes('baseline')) throw new RangeError('variants must include the Stage baseline');
@@ -162,9 +201,9 @@ export function evaluationSchedule(options: EvaluationScheduleOptions): Evaluati
         sessions.push({ sessionId: evaluationSessionId(a, variant, i), sessionIndex: i, matchKey: `${a}:${i}` });
       }
       const bg: string[] = [];
-      for (let s = 0; s < (options.backgroundStreams ?? 0); s++) bg.push(evaluationBackgroundSessionId(a, variant, s));
+      for (let s = 0; s < streams; s++) bg.push(evaluationBackgroundSessionId(a, variant, s));
       runs.push({ order: runs.length, attempt: a, position, variant, sessionSeed, sessions, backgroundSessionIds: bg, flushCachesBefore: true });
     });
   }
-  return { seed: options.seed, attempts: options.attempts, sessionsPerAttempt: options.sessionsPerAttempt, variants, proposal, runs };
+  return { seed: options.seed, attempts: options.attempts, sessionsPerAttempt: options.sessionsPerAttempt, variants, proposal, background, runs };
 }

@@ -6,8 +6,16 @@
  *   Q set        ─▶ Q tables (no-contention grid, measured for Q alone)        per model
  *   contention ─▶ pairs ─grouped split (seeded)─▶ fitting | uncertainty | selection
  *   fitting      ─▶ standardisation, ridge (lambda by grouped CV)              per model
+ *   fitting      ─▶ thresholds r, p (count, count + prefill)
  *   uncertainty  ─▶ margins delta_blind, delta_cache (p90 of per-condition max error)
- *   selection    ─▶ thresholds r, p (count, count + prefill); rule comparison
+ *   selection    ─▶ rule comparison: one threshold rule and one estimator chosen
+ *
+ * The thresholds are fitted parameters like the coefficients, so they are
+ * searched on the fitting split; the selection split is used only to compare
+ * the fitted rules and choose one threshold rule (count or count + prefill)
+ * and one estimator (blind or cache), scored on data none of their numbers
+ * were fitted on (seed 000: "Use separate measurements for fitting,
+ * estimating uncertainty and selecting candidates").
  *
  * Pure and synchronous; the same rows, options and seed give the same
  * result (createdAt aside, which does not enter the version's hash).
@@ -24,11 +32,11 @@ import {
 } from '@vantage/rules';
 import { fitEstimator, withCoefficients, type EstimatorFit } from './estimator-fit';
 import { calibrateMargin, ESTIMATORS, MARGIN_QUANTILE, simulateEstimatorRule, type Estimator, type MarginFit } from './margins';
-import { buildQTable, designGrid, type QCell } from './qtable';
+import { buildQTable, DEFAULT_F_TOLERANCE, designGrid, type QCell } from './qtable';
 import { DEFAULT_CV_FOLDS, DEFAULT_LAMBDAS, fitStandardization, type FeatureName } from './ridge';
 import { compareStrings, pairRows, ROLES, validateCalibrationRows, type CalibrationRow, type Role, type RowProblem } from './rows';
 import { applySplit, DEFAULT_FRACTIONS, findSplitLeaks, fractionProblems, SPLIT_NAMES, splitConditions, type SplitFractions, type SplitName } from './splits';
-import { searchThresholds, type ThresholdSearch } from './thresholds';
+import { countRuleChoice, searchThresholds, simulate, type RuleOutcome, type ThresholdSearch } from './thresholds';
 
 export type FitVariant = Exclude<Variant, 'stage'>;
 export const Q_SOURCES = ['qset', 'fitting', 'all'] as const;
@@ -56,8 +64,8 @@ export interface FitOptions {
    *    margins and selection optimistic; kept for old data sets only.
    */
   readonly qSource?: QSource;
-  /** Decimals of f = K / N for Q grid columns. Default 2. */
-  readonly fDecimals?: number;
+  /** Largest distance of a measured f = K / N from its Q grid column (grid coordinates are exact). Default 0.005. */
+  readonly fTolerance?: number;
   readonly clampN?: boolean;
   readonly clampF?: boolean;
   /** Stage proposals for the rule simulations: all efficient (default) or as recorded. */
@@ -86,6 +94,17 @@ export interface RuleComparison {
   readonly overrides: number;
 }
 
+/** One rule chosen on the selection split, with the score it was chosen by. */
+export interface ChosenRule {
+  readonly variant: FitVariant;
+  /** The rule as named in `selection`, e.g. `count r=3` or `cache delta=41.2`. */
+  readonly rule: string;
+  readonly meanSelectedTtftMs: number;
+  readonly overrides: number;
+  /** Selection pairs it was scored on. */
+  readonly pairs: number;
+}
+
 export interface FitReport {
   readonly seed: number;
   readonly variant: FitVariant;
@@ -94,7 +113,7 @@ export interface FitReport {
     readonly lambdas: readonly number[];
     readonly cvFolds: number;
     readonly qSource: QSource;
-    readonly fDecimals: number;
+    readonly fTolerance: number;
     readonly proposals: 'efficient' | 'rows';
     readonly gate: GateLimits;
     readonly marginQuantile: number;
@@ -112,10 +131,13 @@ export interface FitReport {
     Record<SplitName, { readonly conditionIds: readonly string[]; readonly rows: number; readonly pairs: number }>
   >;
   readonly models: Readonly<Record<Role, ModelReport>>;
+  /** Searched on the fitting split's pairs. */
   readonly thresholds: { readonly count: ThresholdSearch; readonly countPrefill: ThresholdSearch };
   readonly margins: Readonly<Record<Estimator, MarginFit>>;
   /** Mean selected TTFT on the selection split: Stage, the fitted rules, and the estimators at zero margin. */
   readonly selection: readonly RuleComparison[];
+  /** The threshold rule and the estimator the selection split chooses (fitted thresholds and margins). */
+  readonly chosen: { readonly thresholdRule: ChosenRule; readonly estimator: ChosenRule };
   readonly warnings: readonly string[];
   readonly parameterSetVersion: string;
 }
@@ -132,7 +154,7 @@ function optionProblems(o: FitOptions): string[] {
     out.push('lambdas must be a non-empty list of finite numbers >= 0');
   }
   if (o.cvFolds !== undefined && !(Number.isInteger(o.cvFolds) && o.cvFolds >= 2)) out.push(`cvFolds ${o.cvFolds} must be an integer >= 2`);
-  if (o.fDecimals !== undefined && !(Number.isInteger(o.fDecimals) && o.fDecimals >= 0 && o.fDecimals <= 6)) out.push(`fDecimals ${o.fDecimals} must be an integer in [0, 6]`);
+  if (o.fTolerance !== undefined && !(o.fTolerance >= 0 && o.fTolerance < 0.5)) out.push(`fTolerance ${o.fTolerance} must lie in [0, 0.5)`);
   if (o.variant !== undefined && !FIT_VARIANTS.includes(o.variant)) out.push(`variant ${String(o.variant)} must be one of ${FIT_VARIANTS.join(', ')}`);
   if (o.qSource !== undefined && !Q_SOURCES.includes(o.qSource)) out.push(`qSource ${String(o.qSource)} must be one of ${Q_SOURCES.join(', ')}`);
   return out;
@@ -165,7 +187,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const lambdas = [...(options.lambdas ?? DEFAULT_LAMBDAS)].sort((a, b) => a - b);
   const cvFolds = options.cvFolds ?? DEFAULT_CV_FOLDS;
   const qSource = options.qSource ?? 'qset';
-  const fDecimals = options.fDecimals ?? 2;
+  const fTolerance = options.fTolerance ?? DEFAULT_F_TOLERANCE;
   const proposals = options.proposals ?? 'efficient';
   const gate = options.gate ?? DEFAULT_PARAMETER_SET.gate;
   const progress = options.onProgress ?? (() => {});
@@ -217,8 +239,8 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     if (qSource === 'qset' && qRows.length < mineQ.length) {
       warnings.push(`${role} Q set: ${mineQ.length - qRows.length} measurement(s) saw booked requests (R > 0) at probe time and are left out of Q`);
     }
-    const grid = designGrid(qSource === 'qset' ? qRows : allQuiet, fDecimals);
-    const q = buildQTable(qRows, { nGrid: grid.nGrid, fGrid: grid.fGrid, fDecimals, clampN: options.clampN ?? false, clampF: options.clampF ?? false });
+    const grid = designGrid(qSource === 'qset' ? qRows : allQuiet, fTolerance);
+    const q = buildQTable(qRows, { nGrid: grid.nGrid, fGrid: grid.fGrid, fTolerance, clampN: options.clampN ?? false, clampF: options.clampF ?? false });
     if (!q.ok) {
       errors.push(...q.errors.map((e) => `${role} (${name}) Q from ${qSource} no-contention rows: ${e}`));
       continue;
@@ -281,21 +303,25 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   }
   if (errors.length > 0) return fail(errors);
 
-  // Thresholds and the rule comparison on the selection split.
+  // Thresholds on the fitting split; the rule comparison and choice on the selection split.
+  const fitPairs = pairSplits.fitting;
+  if (fitPairs.length === 0) return fail(['the fitting split has no pair of measurements: thresholds cannot be searched']);
   const sel = pairSplits.selection;
-  if (sel.length === 0) return fail(['the selection split has no pair of measurements: thresholds cannot be searched']);
-  const count = searchThresholds(sel, 'count', gate.destinationLimit);
-  const countPrefill = searchThresholds(sel, 'count_prefill', gate.destinationLimit);
-  progress(`thresholds on ${sel.length} selection pairs: count r=${String(count.best.r)}; count+prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`);
+  if (sel.length === 0) return fail(['the selection split has no pair of measurements: the rules cannot be compared']);
+  const count = searchThresholds(fitPairs, 'count', gate.destinationLimit);
+  const countPrefill = searchThresholds(fitPairs, 'count_prefill', gate.destinationLimit);
+  progress(`thresholds on ${fitPairs.length} fitting pairs: count r=${String(count.best.r)}; count+prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`);
+  const score = (r: number | null, p: number | null): RuleOutcome => simulate(sel, (pair) => countRuleChoice(pair, r, p, gate.destinationLimit));
+  const countSel = score(count.best.r, null);
+  const countPrefillSel = score(countPrefill.best.r, countPrefill.best.p);
+  const countRule = `count r=${String(count.best.r)}`;
+  const countPrefillRule = `count_prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`;
   const selection: RuleComparison[] = [
-    { rule: 'stage', meanSelectedTtftMs: count.stageMeanTtftMs, overrides: 0 },
-    { rule: `count r=${String(count.best.r)}`, meanSelectedTtftMs: count.best.meanSelectedTtftMs, overrides: count.best.overrides },
-    {
-      rule: `count_prefill r=${String(countPrefill.best.r)} p=${String(countPrefill.best.p)}`,
-      meanSelectedTtftMs: countPrefill.best.meanSelectedTtftMs,
-      overrides: countPrefill.best.overrides,
-    },
+    { rule: 'stage', meanSelectedTtftMs: simulate(sel, (pair) => pair.proposal).meanSelectedTtftMs, overrides: 0 },
+    { rule: countRule, ...countSel },
+    { rule: countPrefillRule, ...countPrefillSel },
   ];
+  const fittedEstimator = {} as Record<Estimator, ChosenRule>;
   for (const estimator of ESTIMATORS) {
     for (const [label, m] of [
       [`delta=${margins[estimator].marginMs.toFixed(1)}`, margins[estimator].marginMs],
@@ -303,17 +329,34 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     ] as const) {
       const o = simulateEstimatorRule(sel, pm, estimator, m, gate.destinationLimit);
       selection.push({ rule: `${estimator} ${label}`, ...o });
+      if (m === margins[estimator].marginMs && fittedEstimator[estimator] === undefined) {
+        fittedEstimator[estimator] = { variant: estimator, rule: `${estimator} ${label}`, ...o, pairs: sel.length };
+      }
     }
   }
+  // Lower mean selected TTFT; ties (within 1e-9 relative) to fewer overrides, then to the simpler rule (listed first).
+  const pick = (a: ChosenRule, b: ChosenRule): ChosenRule => {
+    const tie = Math.abs(a.meanSelectedTtftMs - b.meanSelectedTtftMs) <= 1e-9 * Math.max(1, Math.abs(a.meanSelectedTtftMs));
+    if (!tie) return b.meanSelectedTtftMs < a.meanSelectedTtftMs ? b : a;
+    return b.overrides < a.overrides ? b : a;
+  };
+  const chosen = {
+    thresholdRule: pick(
+      { variant: 'count', rule: countRule, ...countSel, pairs: sel.length },
+      { variant: 'count_prefill', rule: countPrefillRule, ...countPrefillSel, pairs: sel.length },
+    ),
+    estimator: pick(fittedEstimator.blind, fittedEstimator.cache),
+  };
+  progress(`selection on ${sel.length} pairs: chosen threshold rule ${chosen.thresholdRule.rule}, chosen estimator ${chosen.estimator.rule}`);
 
   // The parameter set.
   let thresholds: Thresholds = { r: countPrefill.best.r, p: countPrefill.best.p };
   if (variant === 'count') {
-    if (count.best.r === null) return fail(['count: no request-count threshold beats Stage on the selection split (the disabled term is best); use the Stage baseline']);
+    if (count.best.r === null) return fail(['count: no request-count threshold beats Stage on the fitting split (the disabled term is best); use the Stage baseline']);
     thresholds = { r: count.best.r, p: null };
   }
   if (variant === 'count_prefill' && thresholds.r === null && thresholds.p === null) {
-    return fail(['count_prefill: no threshold beats Stage on the selection split (both terms disabled is best); use the Stage baseline']);
+    return fail(['count_prefill: no threshold beats Stage on the fitting split (both terms disabled is best); use the Stage baseline']);
   }
   const created = createParameterSet({
     variant,
@@ -339,7 +382,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const report: FitReport = {
     seed,
     variant,
-    options: { fractions, lambdas, cvFolds, qSource, fDecimals, proposals, gate, marginQuantile: MARGIN_QUANTILE },
+    options: { fractions, lambdas, cvFolds, qSource, fTolerance, proposals, gate, marginQuantile: MARGIN_QUANTILE },
     input: { rows: rows.length, pairs: pairs.length, unpairedRows: unpaired.length, conditions, qSetConditions, qSetRows: qSetRows.length },
     splits: Object.fromEntries(
       SPLIT_NAMES.map((s) => [s, { conditionIds: split[s], rows: rowSplits[s].length, pairs: pairSplits[s].length }]),
@@ -348,6 +391,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     thresholds: { count, countPrefill },
     margins,
     selection,
+    chosen,
     warnings,
     parameterSetVersion: created.value.version,
   };

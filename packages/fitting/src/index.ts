@@ -19,7 +19,7 @@ export type { Role, CalibrationRow, CalibrationPair, RowProblem, RowParse, RowSk
 export { SPLIT_NAMES, DEFAULT_FRACTIONS, splitConditions, applySplit, findSplitLeaks, allocate, fractionProblems, conditionStrata } from './splits';
 export type { SplitName, SplitFractions, ConditionSplit, SplitLeak } from './splits';
 
-export { buildQTable, designGrid, cachedFraction, roundF } from './qtable';
+export { buildQTable, designGrid, cachedFraction, DEFAULT_F_TOLERANCE } from './qtable';
 export type { QMeasurement, QBuildOptions, QBuild, QCell, CellSource } from './qtable';
 
 export { fitStandardization, ridgeSolve, crossValidateRidge, groupFolds, DEFAULT_LAMBDAS, DEFAULT_CV_FOLDS } from './ridge';
@@ -51,6 +51,5 @@ export { fitAll, FIT_VARIANTS, Q_SOURCES } from './fit';
 export type { FitOptions, FitResult, FitReport, FitVariant, ModelReport, QSource, RuleComparison } from './fit';
 
 export { renderFitReportHtml } from './report-html';
-export { mulberry32, shuffled } from './random';
 export { DISABLED_R, selectedThresholds, variantParameterSet } from './variants';
 export type { VariantSetResult } from './variants';

@@ -5,10 +5,15 @@
  * `lookupQ`, in its `QTable` format.
  *
  * Grid: the calibration's design, i.e. the distinct prompt lengths N and the
- * distinct cached fractions f = K / N of the no-contention measurements. K is
- * a block-aligned router estimate, so a designed 50 % prefix shows up as
- * 0.4998 or 0.5002; f is rounded to `fDecimals` (default 2) before it names a
- * grid column. N is used exactly: it is a token count the design fixes.
+ * distinct cached fractions f = K / N of the no-contention measurements. Grid
+ * coordinates are exact, never rounded: the calibration's f = 63/64 column is
+ * 0.984375, so a turn with K/N = 63/64 is inside the table (a column named
+ * 0.98 would put it out of range). K is a block-aligned router estimate, so a
+ * measurement can sit a block off its designed fraction; measured fractions
+ * within `fTolerance` (default 0.005) of each other form one column, named by
+ * the exact fraction most of them share (the design's). With an explicit
+ * grid, a measurement goes to the nearest column within `fTolerance`. N is
+ * used exactly: it is a token count the design fixes.
  *
  * Cell value: the MEDIAN of the measurements in the cell, not the mean. A cell
  * holds a handful of repeats, and a TTFT sample has a one-sided tail (a
@@ -36,10 +41,10 @@ export interface QMeasurement {
 export interface QBuildOptions {
   /** Grid of prompt lengths; default the distinct N of the measurements. */
   readonly nGrid?: readonly number[];
-  /** Grid of cached fractions; default the distinct rounded f of the measurements. */
+  /** Grid of cached fractions; default the measured f clustered by `fTolerance` (`designGrid`). */
   readonly fGrid?: readonly number[];
-  /** Decimals f = K / N is rounded to before it is matched to a grid column. Default 2. */
-  readonly fDecimals?: number;
+  /** Largest distance of a measured f = K / N from the grid column it counts for. Default 0.005. */
+  readonly fTolerance?: number;
   readonly clampN?: boolean;
   readonly clampF?: boolean;
 }
@@ -65,10 +70,7 @@ export type QBuild =
     }
   | { readonly ok: false; readonly errors: readonly string[] };
 
-export function roundF(f: number, decimals: number): number {
-  const s = 10 ** decimals;
-  return Math.round(f * s) / s;
-}
+export const DEFAULT_F_TOLERANCE = 0.005;
 
 /** Cached fraction of a measurement, K clipped to [0, N] as the estimator does. */
 export function cachedFraction(n: number, k: number): number {
@@ -79,11 +81,48 @@ function distinctSorted(xs: Iterable<number>): number[] {
   return [...new Set(xs)].sort((a, b) => a - b);
 }
 
-/** The design grid of a set of no-contention measurements. */
-export function designGrid(ms: readonly QMeasurement[], fDecimals = 2): { nGrid: number[]; fGrid: number[] } {
+/**
+ * Cluster measured fractions: sorted, a new column starts where a fraction
+ * lies more than `tolerance` above the column's smallest. Each column is
+ * named by its most frequent exact fraction (ties: the smaller), so a column
+ * is always a fraction some measurement actually had.
+ */
+function fColumns(fs: readonly number[], tolerance: number): number[] {
+  const sorted = [...fs].sort((a, b) => a - b);
+  const out: number[] = [];
+  let at = 0;
+  while (at < sorted.length) {
+    const first = sorted[at] as number;
+    const counts = new Map<number, number>();
+    while (at < sorted.length && (sorted[at] as number) - first <= tolerance) {
+      const f = sorted[at] as number;
+      counts.set(f, (counts.get(f) ?? 0) + 1);
+      at++;
+    }
+    let best = first;
+    let bestCount = 0;
+    for (const [f, c] of counts) if (c > bestCount) [best, bestCount] = [f, c];
+    out.push(best);
+  }
+  return out;
+}
+
+/** Index of the grid column nearest f within the tolerance, or undefined. */
+function columnOf(fGrid: readonly number[], f: number, tolerance: number): number | undefined {
+  let best: number | undefined;
+  let bestD = Infinity;
+  fGrid.forEach((g, j) => {
+    const d = Math.abs(g - f);
+    if (d <= tolerance && d < bestD) [best, bestD] = [j, d];
+  });
+  return best;
+}
+
+/** The design grid of a set of no-contention measurements (exact coordinates). */
+export function designGrid(ms: readonly QMeasurement[], fTolerance = DEFAULT_F_TOLERANCE): { nGrid: number[]; fGrid: number[] } {
   return {
     nGrid: distinctSorted(ms.map((m) => m.n)),
-    fGrid: distinctSorted(ms.map((m) => roundF(cachedFraction(m.n, m.k), fDecimals))),
+    fGrid: fColumns(ms.map((m) => cachedFraction(m.n, m.k)), fTolerance),
   };
 }
 
@@ -104,8 +143,8 @@ function between(line: readonly (number | undefined)[], grid: readonly number[],
 }
 
 export function buildQTable(measurements: readonly QMeasurement[], options: QBuildOptions = {}): QBuild {
-  const fDecimals = options.fDecimals ?? 2;
-  const design = designGrid(measurements, fDecimals);
+  const fTolerance = options.fTolerance ?? DEFAULT_F_TOLERANCE;
+  const design = designGrid(measurements, fTolerance);
   const nGrid = [...(options.nGrid ?? design.nGrid)];
   const fGrid = [...(options.fGrid ?? design.fGrid)];
   const errors: string[] = [];
@@ -114,15 +153,15 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
   if (fGrid[0] !== 0) errors.push(`Q table needs a no-contention measurement at f = 0 (the cache-blind estimator reads Q(N, 0)); lowest f is ${String(fGrid[0])}`);
   if (nGrid.some((n) => !(n > 0))) errors.push('Q table prompt lengths must be positive');
   if (fGrid.some((f) => !(f >= 0 && f <= 1))) errors.push('Q table cached fractions must lie in [0, 1]');
+  if (!(fTolerance >= 0 && fTolerance < 0.5)) errors.push(`Q table f tolerance ${fTolerance} must lie in [0, 0.5)`);
   if (errors.length > 0) return { ok: false, errors };
 
   const nIndex = new Map(nGrid.map((n, i) => [n, i]));
-  const fIndex = new Map(fGrid.map((f, j) => [f, j]));
   const bins: number[][][] = nGrid.map(() => fGrid.map(() => []));
   let offGrid = 0;
   for (const m of measurements) {
     const i = nIndex.get(m.n);
-    const j = fIndex.get(roundF(cachedFraction(m.n, m.k), fDecimals));
+    const j = columnOf(fGrid, cachedFraction(m.n, m.k), fTolerance);
     if (i === undefined || j === undefined) offGrid++;
     else (bins[i]?.[j] as number[]).push(m.ttftMs);
   }

@@ -203,13 +203,17 @@ td:first-child,th:first-child{text-align:left}svg{margin:4px;font-size:10px;font
   })));
 
   out.push('<h2>Rules on the selection split</h2>');
+  const c = report.chosen;
+  out.push(
+    `<p>Thresholds and margins were fitted on other splits; the selection split only compares the fitted rules and chooses one of each kind: <b>chosen threshold rule: ${escapeHtml(c.thresholdRule.rule)}</b> (${fmt(c.thresholdRule.meanSelectedTtftMs)} ms, ${c.thresholdRule.overrides} overrides), <b>chosen estimator: ${escapeHtml(c.estimator.rule)}</b> (${fmt(c.estimator.meanSelectedTtftMs)} ms, ${c.estimator.overrides} overrides), on ${c.estimator.pairs} selection pairs.</p>`,
+  );
   out.push(table(['rule', 'mean selected TTFT (ms)', 'overrides'], report.selection.map((r) => [r.rule, fmt(r.meanSelectedTtftMs), String(r.overrides)])));
 
   for (const [label, s] of [
     ['count', report.thresholds.count],
     ['count + prefill', report.thresholds.countPrefill],
   ] as const) {
-    out.push(`<h2>Threshold search: ${label} (top ${Math.min(TOP, s.table.length)} of ${s.table.length}, ${s.pairs} pairs)</h2>`);
+    out.push(`<h2>Threshold search: ${label} (top ${Math.min(TOP, s.table.length)} of ${s.table.length}, ${s.pairs} fitting pairs)</h2>`);
     out.push(table(['rank', 'r', 'p', 'mean selected TTFT (ms)', 'overrides', 'terms'], s.table.slice(0, TOP).map((c, i) => [String(i + 1), c.r === null ? 'disabled' : String(c.r), c.p === null ? 'disabled' : fmtG(c.p), fmt(c.meanSelectedTtftMs, 3), String(c.overrides), String(c.terms)])));
   }
 

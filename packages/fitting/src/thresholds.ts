@@ -3,7 +3,8 @@
  * calibration boundaries, including a disabled term. Minimize mean selected
  * TTFT; break ties by fewer overrides, then fewer terms."
  *
- * Each candidate (r, p) is simulated on the selection split's pairs exactly
+ * Each candidate (r, p) is simulated on the pairs given (`fitAll` passes the
+ * fitting split's, never the selection split the rules are then scored on) exactly
  * as `decide` would act on them (a test checks this against `decide`):
  *
  *   proposal capable                         -> capable (never reconsidered)
@@ -119,7 +120,7 @@ export function observedBoundaries(pairs: readonly CalibrationPair[]): { r: numb
 }
 
 /**
- * Search every (r, p) candidate on the pairs (the selection split).
+ * Search every (r, p) candidate on the pairs (`fitAll`: the fitting split).
  * `count` searches r alone (p disabled); `count_prefill` both terms.
  * `destinationLimit` is the gate's, fixed across variants. Throws on no pairs.
  */

@@ -37,7 +37,7 @@ export function variantParameterSet(fitted: ParameterSet, report: Pick<FitReport
   let thresholds = selectedThresholds(report, variant, fitted.thresholds);
   const notes: string[] = [];
   if ((variant === 'count' && thresholds.r === null) || (variant === 'count_prefill' && thresholds.r === null && thresholds.p === null)) {
-    notes.push(`the ${variant} search selected the disabled term (no threshold beat Stage on the selection split): r = ${DISABLED_R} never triggers`);
+    notes.push(`the ${variant} search selected the disabled term (no threshold beat Stage on the fitting split): r = ${DISABLED_R} never triggers`);
     thresholds = { r: DISABLED_R, p: null };
   }
   const doc = {

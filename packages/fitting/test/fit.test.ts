@@ -125,6 +125,34 @@ describe('fitAll on synthetic calibration data', () => {
     expect(cp.parameterSet.thresholds).toEqual({ r: cp.report.thresholds.countPrefill.best.r, p: cp.report.thresholds.countPrefill.best.p });
   });
 
+  it('searches thresholds off the selection split: selection TTFTs move the rule choice, never r or p', () => {
+    expect(fit.report.thresholds.count.pairs).toBe(fit.report.splits.fitting.pairs);
+    expect(fit.report.thresholds.countPrefill.pairs).toBe(fit.report.splits.fitting.pairs);
+    const selection = new Set(fit.report.splits.selection.conditionIds);
+    // Capable made much slower on the selection split only.
+    const changed = rows.map((r) => (selection.has(r.conditionId) && r.role === 'capable' ? { ...r, ttftMs: r.ttftMs + 3000 } : r));
+    const refit = ok(fitAll(changed, { seed: 3, createdAt }));
+    expect(refit.report.splits).toEqual(fit.report.splits);
+    expect(refit.report.thresholds.count.best).toEqual(fit.report.thresholds.count.best);
+    expect(refit.report.thresholds.countPrefill.best).toEqual(fit.report.thresholds.countPrefill.best);
+    expect(refit.report.selection).not.toEqual(fit.report.selection);
+  });
+
+  it('chooses one threshold rule and one estimator on the selection split, and the report names them', () => {
+    const { chosen } = fit.report;
+    expect(['count', 'count_prefill']).toContain(chosen.thresholdRule.variant);
+    expect(['blind', 'cache']).toContain(chosen.estimator.variant);
+    const sel = fit.report.selection;
+    const byRule = (prefix: string) => sel.find((c) => c.rule.startsWith(prefix));
+    const rule = byRule(chosen.thresholdRule.rule);
+    const other = byRule(chosen.thresholdRule.variant === 'count' ? 'count_prefill' : 'count ');
+    expect(rule && other && rule.meanSelectedTtftMs <= other.meanSelectedTtftMs).toBe(true);
+    expect(chosen.thresholdRule.pairs).toBe(fit.report.splits.selection.pairs);
+    const html = renderFitReportHtml(fit.report);
+    expect(html).toContain(`chosen threshold rule: ${chosen.thresholdRule.rule}`);
+    expect(html).toContain(`chosen estimator: ${chosen.estimator.rule}`);
+  });
+
   it('renders a self-contained HTML report', () => {
     const html = renderFitReportHtml(fit.report);
     expect(html.startsWith('<!doctype html>')).toBe(true);

@@ -81,4 +81,25 @@ describe('buildQTable', () => {
     expect(b.ok).toBe(false);
     if (!b.ok) expect(b.errors.join()).toMatch(/f = 0/);
   });
+
+  it('keeps grid coordinates exact: f = 63/64 names its column and K/N up to 63/64 is in range', () => {
+    const f63 = 63 / 64;
+    const ns = [4096, 8192, 16384];
+    const ms: QMeasurement[] = [];
+    for (const n of ns) for (const f of [0, 0.5, 0.875, f63]) ms.push({ n, k: n * f, ttftMs: q(n, f) });
+    const b = buildQTable(ms);
+    if (!b.ok) throw new Error(b.errors.join('; '));
+    expect(b.table.fGrid).toEqual([0, 0.5, 0.875, f63]);
+    for (const n of ns) {
+      const v = lookupQ(b.table, n, (n * f63) / n);
+      expect(v.ok, `N ${n}, K = 63 N / 64`).toBe(true);
+      expect(lookupQ(b.table, n, 0.98).ok, `N ${n}, K/N 0.98`).toBe(true);
+      expect(v.ok && v.valueMs).toBeCloseTo(q(n, f63), 9);
+    }
+    // A measurement a 16-token block off the design still lands on the designed column, which keeps its exact name.
+    const off = buildQTable(ms.concat([{ n: 8192, k: 8192 * f63 - 16, ttftMs: q(8192, f63) }]));
+    if (!off.ok) throw new Error(off.errors.join('; '));
+    expect(off.table.fGrid).toEqual([0, 0.5, 0.875, f63]);
+    expect(off.cells.find((c) => c.n === 8192 && c.f === f63)?.count).toBe(2);
+  });
 });

@@ -23,7 +23,8 @@ import type { Reason } from './reasons';
  *   1. proposal is capable            -> kept_capable_proposal (never changed)
  *   2. variant is stage               -> kept_stage_variant    (no rule)
  *   3. an indexer did not answer      -> fallback_indexer_unavailable
- *   G 4. capable placement/schedulable: the observation must be usable, then true
+ *   G 4. capable placement/schedulable: no placement (empty pool) -> fallback_capable_unschedulable;
+ *        else the observation must be usable, then true
  *                                     -> fallback_{missing,invalid,stale}_observation
  *                                        | fallback_capable_unschedulable
  *   G 5. every required input usable  -> fallback_missing_observation
@@ -285,15 +286,20 @@ export function decide(input: DecisionInput, params: ParameterSet): Decision {
 
   const { gate } = params;
 
-  // 4. Capable worker schedulable.
-  const sched = statusCheck(cap.schedulable, 'capable', 'schedulable') ?? ageCheck(cap.schedulable, 'capable', 'schedulable', gate.maxAgeMs);
-  if (sched !== null) return keep(sched.reason, sched.detail);
-  if (cap.placement === null || !usableValue(cap.schedulable)) {
+  // 4. Capable worker schedulable. No placement at all (an empty capable pool: nothing is
+  // observed about a worker because there is none) is unschedulable, not a missing observation.
+  if (cap.placement === null) {
+    const cause = cap.schedulable.status === 'missing' || cap.schedulable.status === 'invalid' ? cap.schedulable.cause : undefined;
     return keep('fallback_capable_unschedulable', {
       candidate: 'capable',
       input: 'schedulable',
-      message: cap.placement === null ? 'no capable worker was selected' : 'the selected capable worker is not schedulable',
+      message: `no capable worker was selected${cause === undefined ? '' : `: ${cause}`}`,
     });
+  }
+  const sched = statusCheck(cap.schedulable, 'capable', 'schedulable') ?? ageCheck(cap.schedulable, 'capable', 'schedulable', gate.maxAgeMs);
+  if (sched !== null) return keep(sched.reason, sched.detail);
+  if (!usableValue(cap.schedulable)) {
+    return keep('fallback_capable_unschedulable', { candidate: 'capable', input: 'schedulable', message: 'the selected capable worker is not schedulable' });
   }
 
   // 5. Required observations valid (status, value range, index suspicion).

@@ -148,6 +148,23 @@ describe('gate G: every branch', () => {
     { name: 'observation for another model', x: input(eff({ model: 'other' }), cap()), reason: 'fallback_invalid_observation', candidate: 'efficient', input: 'model' },
     { name: 'capable not schedulable', x: input(eff(), cap({ schedulable: observed.ok(false, 1) })), reason: 'fallback_capable_unschedulable', candidate: 'capable', input: 'schedulable' },
     { name: 'no capable worker', x: input(eff(), cap({ placement: null })), reason: 'fallback_capable_unschedulable', candidate: 'capable' },
+    {
+      // As the decision service reports an empty capable pool: no placement, and nothing observed about a worker.
+      name: 'empty capable pool',
+      x: input(
+        eff(),
+        cap({
+          placement: null,
+          schedulable: observed.missing('pool cap offered no worker'),
+          reusablePrefixTokens: observed.missing('pool cap offered no worker'),
+          bookedRequests: observed.missing('pool cap offered no worker'),
+          prefillPressure: observed.missing('pool cap offered no worker'),
+        }),
+      ),
+      reason: 'fallback_capable_unschedulable',
+      candidate: 'capable',
+      input: 'schedulable',
+    },
     { name: 'schedulable missing', x: input(eff(), cap({ schedulable: observed.missing('worker not in discovery') })), reason: 'fallback_missing_observation', candidate: 'capable', input: 'schedulable' },
     { name: 'schedulable too old', x: input(eff(), cap({ schedulable: observed.ok(true, 501) })), reason: 'fallback_stale_observation', candidate: 'capable', input: 'schedulable' },
     { name: 'efficient R missing', x: input(eff({ bookedRequests: observed.missing() }), cap()), reason: 'fallback_missing_observation', candidate: 'efficient', input: 'R' },

@@ -4,6 +4,7 @@ export type { PromptBlocks } from './prompt';
 export { promptFromTokens, promptFromLocalHashes, MooncakePromptHasher, MOONCAKE_CHUNK_TOKENS } from './prompt';
 export type { EngineConfig, EngineRequest, StepOptions, AddResult, FirstToken, Finished, StepResult, EngineLoad } from './engine';
 export { Engine } from './engine';
+export { EventHeap, type Timed } from './heap';
 export type { MooncakeRecord, TraceParse, Arrival } from './mooncake';
 export { parseMooncakeTrace, loadMooncakeTrace, openLoopArrivals, ClosedLoop } from './mooncake';
 export type { Dist, AgenticSessionConfig, SessionTurn, AgenticSession } from './sessions';

@@ -1,6 +1,7 @@
 export { startDecision, DECISION_VERSION, type DecisionHandle } from './service';
 export { decisionConfigSchema, type DecisionConfig, type DecisionSettings, type DecisionSection } from './config';
-export { Router, buildRecord, gateChecks, type RouterDeps } from './route';
+export { Router, buildRecord, type RouterDeps } from './route';
+export { gateChecks } from '@vantage/decision-core';
 export { InFlight, type InFlightEntry } from './inflight';
 export { ParameterFile, type ReloadOutcome } from './params';
 export { RecordPublisher, type PublisherOptions } from './publisher';

@@ -2,10 +2,20 @@
  * Local in-flight accounting (seed 000: "The local in-flight count is
  * temporary accounting for this Switchyard process, not decision history").
  * A reservation counts against its model from the moment it is made until the
- * gateway reports first_token, done, cancelled or failed for that request, or
- * until `timeoutMs` passes without any of them (a lost lifecycle event must
- * not shrink the local limit forever).
+ * gateway reports done, cancelled or failed for that request, or until
+ * `timeoutMs` passes without any of them (a lost lifecycle event must not
+ * shrink the local limit forever). first_token does not end it: a call still
+ * decoding is in flight (seed 000 counts in-flight calls until completion or
+ * cancellation), and releasing it there would let the local limit admit more
+ * calls than the destination is serving.
  */
+import type { LifecycleKind } from '@vantage/protocol';
+
+/** The lifecycle kinds that end a local in-flight reservation. */
+export function endsInFlight(kind: LifecycleKind): boolean {
+  return kind === 'done' || kind === 'cancelled' || kind === 'failed';
+}
+
 export interface InFlightEntry {
   readonly model: string;
   readonly pool: string;

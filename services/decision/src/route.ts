@@ -18,20 +18,21 @@ import {
   type RouteReply,
   type RouteRequest,
 } from '@vantage/protocol';
-import { DECISION_RECORD_CURRENT, encodeSingleObject, type CandidatePrediction, type DecisionRecord, type GateChecks } from '@vantage/records';
-import { decide, type CandidateReport, type Decision, type ParameterSet, type Role } from '@vantage/rules';
+import { buildDecisionRecord, decideRoute, probeRoles as probeRolesOf } from '@vantage/decision-core';
+import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
+import type { Decision, ParameterSet, Role } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
 import { toVantageError, VantageError, type Logger, type NatsConnection } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 import type { InFlight } from './inflight';
 import type { Outbox } from './outbox';
 import type { DecisionMetrics } from './metrics';
-import { decodeObserveReply, failedProbe, toCandidateReport, toRecordObservation, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
+import { decodeObserveReply, failedProbe, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
 import type { RecordPublisher } from './publisher';
 import { decodeRouteRequest } from './request';
 import type { Requester } from './requester';
 import { encodeBooking, encodeObserveQuery, encodeObserveQueryJson, encodeRouteReply, le64Base64 } from './wire';
-import { RECORD_REASON, RECORD_VARIANT, replyReason } from './vocabulary';
+import { RECORD_VARIANT, replyReason } from './vocabulary';
 
 export interface RouterDeps {
   readonly nc: NatsConnection;
@@ -51,7 +52,6 @@ export interface RouterDeps {
   readonly endpointOf: (pool: string, workerId: bigint) => string | null;
 }
 
-const ROLES = ['efficient', 'capable'] as const;
 const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 
 interface Prepared {
@@ -101,9 +101,8 @@ export class Router {
     // Both candidates often carry the same tokens: hash them once when the block size and LoRA agree too.
     const prepared = { efficient, capable: this.prepare('capable', req.candidates.capable, decoded.value.le64.capable, efficient) };
 
-    // The Stage baseline makes no extra probes (seed 000): only the proposed model's pool is asked, which
-    // is the query Dynamo's own routing makes anyway, to know which worker to reserve.
-    const probeRoles: readonly Role[] = params.variant === 'stage' ? [req.stageProposal] : ROLES;
+    // The Stage baseline makes no extra probes (seed 000): only the proposed model's pool is asked.
+    const probeRoles: readonly Role[] = probeRolesOf(params, req.stageProposal);
     const budgetMs = req.deadlineMs === null ? this.d.cfg.observeTimeoutMs : Math.min(this.d.cfg.observeTimeoutMs, req.deadlineMs);
     const tq = hrUs();
     // Observe queries carry local hashes (token ids were hashed once above; the booking needs them too, and one 8-byte
@@ -130,13 +129,10 @@ export class Router {
     // Both queries left together, so both observations were collected (at most) this long before the decision.
     const collection: MapOptions = { collectionAgeMs: queryDurationUs / 1000, nowMs, restoredLoadSuspectMs: this.d.cfg.restoredLoadSuspectMs };
     const mapOpts = (_p: ProbeResult): MapOptions => collection;
-    const report = (r: Role): CandidateReport => {
-      const p = probes[r];
-      return p === undefined ? { kind: 'unavailable', cause: 'not probed (stage variant)' } : toCandidateReport(prepared[r].target, p, mapOpts(p));
-    };
     const capableModel = prepared.capable.target.model;
     const localCapableInFlight = this.d.inFlight.count(capableModel);
-    const decision = decide({ proposal: req.stageProposal, efficient: report('efficient'), capable: report('capable'), localCapableInFlight }, params);
+    const targets = { efficient: prepared.efficient.target, capable: prepared.capable.target };
+    const decision = decideRoute({ proposal: req.stageProposal, targets, probes, mapOpts, localCapableInFlight }, params);
 
     // Reserve the chosen worker: the worker Dynamo's cost picked in the chosen model's pool.
     const chosen = prepared[decision.choice];
@@ -292,86 +288,14 @@ interface RecordInput {
   readonly probed: boolean;
 }
 
-const GATE_INPUT_FAILURES = new Set(['fallback_indexer_unavailable', 'fallback_missing_observation', 'fallback_invalid_observation', 'fallback_suspect_index']);
-
-/** The gate's compared values, for the record; null when the gate was not evaluated. */
-export function gateChecks(x: Pick<RecordInput, 'decision' | 'params' | 'probes' | 'mapOpts' | 'localCapableInFlight'>): GateChecks | null {
-  const { decision: d, params } = x;
-  if (d.reason === 'kept_capable_proposal' || d.reason === 'kept_stage_variant') return null;
-  const g = params.gate;
-  const cap = x.probes.capable;
-  const capWorker = cap?.kind === 'ok' ? cap.worker : null;
-  const ages = (['efficient', 'capable'] as const).flatMap((r) => {
-    const p = x.probes[r];
-    return p === undefined || p.kind === 'failed' ? [] : [x.mapOpts(p).collectionAgeMs];
-  });
-  const age = ages.length === 0 ? null : Math.max(...ages);
-  const passed = d.couldAct || d.reason === 'fallback_prediction_out_of_range' || d.reason === 'fallback_prediction_invalid';
-  const withinMaxAge = age === null ? null : age <= g.maxAgeMs;
-  const observationsValid = passed
-    ? true
-    : GATE_INPUT_FAILURES.has(d.reason) || (d.reason === 'fallback_stale_observation' && withinMaxAge === true)
-      ? false
-      : d.reason === 'fallback_destination_limit' || d.reason === 'fallback_local_limit' || d.reason === 'fallback_stale_observation'
-        ? true
-        : null;
-  return {
-    passed,
-    capableSchedulable: capWorker === null ? null : capWorker.schedulable,
-    observationsValid,
-    collectionAgeMs: age === null ? null : Math.round(age),
-    maxAgeMs: Math.round(g.maxAgeMs),
-    withinMaxAge,
-    capableBookedRequests: capWorker?.R ?? null,
-    destinationLimit: g.destinationLimit,
-    destinationBelowLimit: capWorker === null ? null : capWorker.R < g.destinationLimit,
-    localInFlight: x.localCapableInFlight,
-    localLimit: g.localLimit,
-    localBelowLimit: x.localCapableInFlight < g.localLimit,
-  };
-}
-
-function prediction(role: Role, model: string, d: Decision): CandidatePrediction {
-  const p = d.predictions[role];
-  return {
-    role,
-    model,
-    blindTtftMs: p?.blind.ok === true ? p.blind.ms : null,
-    cacheTtftMs: p?.cache.ok === true ? p.cache.ms : null,
-  };
-}
-
+/** The decision record of one route (the shared builder, with this service's request shape and a fresh record id). */
 export function buildRecord(x: RecordInput): DecisionRecord {
-  const { req, prepared, probes, decision: d, params } = x;
-  const observations = (['efficient', 'capable'] as const).flatMap((r) => {
-    const p = probes[r];
-    return p === undefined ? [] : [toRecordObservation(prepared[r].target, p, x.mapOpts(p))];
-  });
-  const which = params.variant === 'blind' ? 'blind' : params.variant === 'cache' ? 'cache' : null;
-  const detail = d.detail === null ? d.reason : `${d.reason}: ${d.detail.message}`;
-  return {
+  return buildDecisionRecord({
+    ...x,
     recordId: randomUUID(),
-    requestId: req.requestId,
-    sessionId: req.sessionId,
-    timestampMs: x.receivedAtMs,
-    parameterSetVersion: params.version,
-    variant: RECORD_VARIANT[params.variant],
-    stageProposal: { model: prepared[req.stageProposal].target.model, role: req.stageProposal },
-    finalChoice: { model: prepared[d.choice].target.model, role: d.choice },
-    reason: RECORD_REASON[d.reason],
-    detail,
-    couldAct: d.couldAct,
-    triggered: d.triggered,
-    gate: gateChecks(x),
-    observations,
-    predictions: probes.efficient === undefined && probes.capable === undefined ? [] : (['efficient', 'capable'] as const).filter((r) => probes[r] !== undefined).map((r) => prediction(r, prepared[r].target.model, d)),
-    advantageMs: which === null ? null : d.advantageMs[which],
-    chosenWorkerId: x.placement?.workerId ?? null,
-    chosenDpRank: x.placement?.dpRank ?? null,
-    endpoint: x.endpoint,
-    observeDurationUs: x.probed ? Math.round(x.queryDurationUs) : null,
-    decisionDurationUs: x.decisionDurationUs,
-    decisionInstanceId: x.instanceId,
-    background: false,
-  };
+    requestId: x.req.requestId,
+    sessionId: x.req.sessionId,
+    proposal: x.req.stageProposal,
+    targets: { efficient: x.prepared.efficient.target, capable: x.prepared.capable.target },
+  });
 }

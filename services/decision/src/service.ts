@@ -7,7 +7,7 @@ import { lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workers
 import { ensureStream, RateLimitedLog, VantageError, type RequestServer, type ServiceContext } from '@vantage/runtime';
 import type { Subscription } from '@nats-io/transport-node';
 import type { DecisionSettings } from './config';
-import { InFlight } from './inflight';
+import { endsInFlight, InFlight } from './inflight';
 import { EndpointTable } from './endpoints';
 import { decisionMetrics, type DecisionMetrics } from './metrics';
 import { Outbox } from './outbox';
@@ -102,7 +102,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
           // Another pool's event on this pool's subject must not release this pool's reservations.
           if (r.value.pool !== pool) return reject('lifecycle', pool, 'pool_mismatch', `event for pool ${r.value.pool}`);
           metrics.accepted.inc({ source: 'lifecycle' });
-          if (r.value.kind !== 'usage') inFlight.release(r.value.requestId);
+          if (endsInFlight(r.value.kind)) inFlight.release(r.value.requestId);
         },
       }),
       nc.subscribe(workersSubject(pool), {

@@ -70,6 +70,26 @@ describe('decision service over real NATS with two indexers', () => {
     await eventually('local in-flight released', () => h.handle.inFlight.count('model-8b') === 0);
   });
 
+  it('holds the local in-flight count past first_token until done, cancelled or failed', async () => {
+    const held = args();
+    const marker = args();
+    routed.push(held.requestId, marker.requestId);
+    const a = await h.client.route(held);
+    const b = await h.client.route(marker);
+    expect(h.handle.inFlight.count('model-8b')).toBe(2);
+    const pa = { requestId: held.requestId, sessionId: held.sessionId, pool: a.pool!, workerId: a.workerId, dpRank: a.dpRank };
+    const pb = { requestId: marker.requestId, sessionId: marker.sessionId, pool: b.pool!, workerId: b.workerId, dpRank: b.dpRank };
+    h.client.firstToken(pa);
+    // Same subject, same connection: once the later event is applied, the first_token before it has been too.
+    h.client.failed(pb, { code: 'TEST_MARKER', message: null });
+    await eventually('marker released on failed', () => !h.handle.inFlight.has(marker.requestId));
+    expect(h.handle.inFlight.has(held.requestId)).toBe(true);
+    expect(h.handle.inFlight.count('model-8b')).toBe(1);
+    h.client.done(pa, { inputTokens: 640, outputTokens: 10, cachedTokens: 480 });
+    await eventually('held request released on done', () => h.handle.inFlight.count('model-8b') === 0);
+    await eventually('reservations released', async () => (await h.observeWorker('efficient', E1, hashes))?.R === 0);
+  });
+
   it('token ids and block hashes give the same observation', async () => {
     const byIds = await route({ sendTokenIds: true });
     const byHashes = await route();

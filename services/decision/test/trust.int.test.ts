@@ -42,7 +42,8 @@ describe('decision: endpoints, pools of lifecycle events, in-flight bound', () =
   const routeOnce = async (): Promise<string | null> => {
     const a = args();
     const r = await h.client.route(a);
-    h.nc.publish(lifecycleSubject(r.pool), done(a.requestId, r.pool));
+    const pool = r.pool ?? h.effPool;
+    h.nc.publish(lifecycleSubject(pool), done(a.requestId, pool));
     await h.nc.flush();
     return r.workerId === E ? r.endpoint : `not the efficient worker: ${String(r.workerId)}`;
   };
@@ -84,12 +85,13 @@ describe('decision: endpoints, pools of lifecycle events, in-flight bound', () =
     const a = args();
     const r = await h.client.route(a);
     expect(inFlight.has(a.requestId)).toBe(true);
-    const otherPool = r.pool === h.effPool ? h.capPool : h.effPool;
-    h.nc.publish(lifecycleSubject(r.pool), done(a.requestId, otherPool));
+    const pool = r.pool ?? h.effPool;
+    const otherPool = pool === h.effPool ? h.capPool : h.effPool;
+    h.nc.publish(lifecycleSubject(pool), done(a.requestId, otherPool));
     await h.nc.flush();
     await eventually('lifecycle pool mismatch counted', async () => metric(await text(), 'vantage_decision_messages_rejected_total', { source: 'lifecycle', reason: 'pool_mismatch' }) === 1);
     expect(inFlight.has(a.requestId)).toBe(true);
-    h.nc.publish(lifecycleSubject(r.pool), done(a.requestId, r.pool));
+    h.nc.publish(lifecycleSubject(pool), done(a.requestId, pool));
     await h.nc.flush();
     await eventually('released by its own pool', () => !inFlight.has(a.requestId));
 

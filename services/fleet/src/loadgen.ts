@@ -9,9 +9,9 @@
  * Exit: 0 when the run finished (request failures are in the summary), 2 on bad arguments, 1 on a fatal error.
  */
 import { createWriteStream } from 'node:fs';
-import { connectNats, createLogger, flushLogger } from '@vantage/runtime';
+import { connectNats, createLogger, flushLogger, toolSettings } from '@vantage/runtime';
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
-import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, stageProposal, type StageProposalModel } from '@vantage/evaluation';
+import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, parseProposalSpec, stageProposal, type StageProposalModel } from '@vantage/evaluation';
 import { runLoadgen, type LoadgenOptions, type Workload } from './load-generator';
 import { cliTool } from './cli-args';
 
@@ -63,12 +63,11 @@ if (role !== 'efficient' && role !== 'capable') fail(`--direct-pool must be effi
 const seed = a.seed ?? '1';
 
 function proposalModel(spec: string): StageProposalModel {
-  if (spec === 'always_efficient') return { kind: 'always_efficient' };
-  const f = /^fraction:([0-9.]+):(\d+)$/.exec(spec);
-  if (f) return { kind: 'fraction_capable', fraction: Number(f[1]), seed: Number(f[2]) };
-  const l = /^length:(\d+)$/.exec(spec);
-  if (l) return { kind: 'length', capableAboveTokens: Number(l[1]) };
-  fail(`--proposal must be always_efficient, fraction:F:SEED or length:TOKENS, got ${spec}`);
+  try {
+    return parseProposalSpec(spec);
+  } catch (e) {
+    fail(`--proposal: ${e instanceof Error ? e.message : String(e)}`);
+  }
 }
 
 let evalRun: Pick<LoadgenOptions, 'sessionIdOf' | 'proposal' | 'background'> = {};
@@ -116,7 +115,9 @@ if (a.trace !== undefined) {
 const log = createLogger({ service: 'loadgen', instanceId: `loadgen-${process.pid}`, level: 'warn', destination: process.stderr });
 const url = a.nats ?? process.env.VANTAGE_NATS_URL ?? 'nats://127.0.0.1:4222';
 try {
-  const nc = await connectNats({ url, name: `loadgen-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
+  // Users, secret files and TLS as the services take them (VANTAGE_NATS_*); the URL from the command line.
+  const security = toolSettings(process.env).nats;
+  const nc = await connectNats({ ...security, url, name: `loadgen-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
   const out = a.out ? createWriteStream(a.out) : null;
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());

@@ -21,7 +21,8 @@ const help = `Usage: vantage fit --input FILE|- --out-params FILE --out-report F
 
 Fit the rules of seed 000 from calibration measurements: Q tables, ridge load
 corrections (lambda by grouped cross-validation), count thresholds r and p on
-the selection split, and estimator margins on the uncertainty split. Writes a
+the fitting split, and estimator margins on the uncertainty split; the
+selection split chooses one threshold rule and one estimator. Writes a
 validated parameter set and a self-contained HTML report; progress on stderr,
 a summary on stdout.
 
@@ -103,6 +104,7 @@ function summary(report: FitReport, paramsPath: string, reportPath: string): str
   lines.push(`margins: delta_blind ${ms(report.margins.blind.marginMs)}, delta_cache ${ms(report.margins.cache.marginMs)}`);
   lines.push('selection split, mean selected TTFT:');
   for (const r of report.selection) lines.push(`  ${r.rule.padEnd(32)} ${ms(r.meanSelectedTtftMs)}  (${r.overrides} overrides)`);
+  lines.push(`chosen on the selection split: threshold rule ${report.chosen.thresholdRule.rule}, estimator ${report.chosen.estimator.rule}`);
   for (const w of report.warnings) lines.push(`warning: ${w}`);
   return `${lines.join('\n')}\n`;
 }

@@ -9,6 +9,7 @@ import { fitCommand } from './fit';
 import { hashCommand } from './hash';
 import { replayCommand } from './replay';
 import { replaySimCommand } from './replay-sim';
+import { studyCommand } from './study';
 import { sweepCommand } from './sweep';
 
-export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand, fitCommand, replaySimCommand, sweepCommand, evaluateCommand];
+export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand, fitCommand, replaySimCommand, sweepCommand, evaluateCommand, studyCommand];

@@ -1,0 +1,89 @@
+/**
+ * The observe reply built from a pool observation (`PoolState.observe`), as the
+ * indexer answers it, without any transport.
+ */
+import type { PoolObservation } from '@vantage/observation';
+import type { ObserveReply, WorkerObservation as WireWorker } from '@vantage/protocol';
+
+/** What the reply carries besides the observation itself. */
+export interface ReplyMeta {
+  readonly nowMs: number;
+  readonly queryDurationUs: number;
+  readonly restoredAtMs: number | null;
+  /** `choice`: list only the worker Dynamo's cost chose (pending work and the choice are still reported). */
+  readonly workers?: 'all' | 'choice';
+}
+
+const age = (now: number, t: number | null | undefined): number | null => (t === null || t === undefined ? null : Math.max(0, now - t));
+
+/**
+ * The observe reply (schemas/protocol/observe-reply.v1.json) of a pool observation, as an object:
+ * what the indexer encodes (its fast encoders write the same content, a test compares them) and what
+ * the offline study hands the decision path for its simulated pools.
+ */
+export function observeReplyOf(o: PoolObservation, meta: ReplyMeta): ObserveReply {
+  const now = meta.nowMs;
+  const listed = o.workers.map((w, i) => ({ w, i })).filter(({ i }) => meta.workers !== 'choice' || i === o.chosenIndex);
+  const workers: WireWorker[] = listed.map(({ w, i }) => {
+    const m = w.match;
+    const c = o.costs[i];
+    return {
+      workerId: w.workerId,
+      dpRank: w.dpRank,
+      // An unregistered worker has no advertised capacity; Dynamo would not route to it either.
+      schedulable: w.schedulable === true,
+      deviceOverlapBlocks: m?.deviceBlocks ?? 0,
+      K: m?.deviceTokens ?? 0,
+      hostOverlapBlocks: m ? m.hostBlocks : null,
+      diskOverlapBlocks: m ? m.diskBlocks : null,
+      anyTierOverlapBlocks: m ? m.anyBlocks : null,
+      R: w.load.requests,
+      trackedPrefillTokens: w.load.trackedPrefillTokens,
+      P: w.load.prefillPressure,
+      maxNumBatchedTokens: w.capacity ? w.capacity.maxNumBatchedTokens : null,
+      effectivePrefillTokens: w.effectivePrefillTokens,
+      newBlocks: w.newRequestBlocks,
+      activeBlocks: w.load.activeBlocks,
+      totalKvBlocks: w.load.totalKvBlocks,
+      treeBlocks: m?.treeSize ?? 0,
+      reported: w.report ? { activeDecodeBlocks: w.report.activeDecodeBlocks, activePrefillTokens: w.report.activePrefillTokens, kvUsedBlocks: w.report.kvUsedBlocks } : null,
+      suspect: w.suspect ? { reason: w.suspect.reason, sinceMs: w.suspect.sinceMs } : null,
+      ages: { indexMs: age(now, w.lastEventMs), loadMs: age(now, w.report?.atMs), bookingMs: age(now, w.load.lastChangeMs) },
+      dynamoCost: c === undefined || c === null || !Number.isFinite(c) ? null : c,
+    };
+  });
+  return {
+    pool: o.pool,
+    blockSize: o.blockSize,
+    queryDurationUs: Math.round(meta.queryDurationUs),
+    atMs: now,
+    workers,
+    pending: o.pending,
+    dynamoChoice: dynamoChoiceOf(o),
+    snapshotRestoredAtMs: meta.restoredAtMs,
+  };
+}
+
+export function dynamoChoiceOf(o: PoolObservation): ObserveReply['dynamoChoice'] {
+  return choiceOf(o.selection, o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null);
+}
+
+/**
+ * `dynamoChoiceOf` from a selection and the chosen worker's cost. The policy's params are the chosen
+ * score's own terms record, not a copy: every caller encodes it before the next selection.
+ */
+export function choiceOf(selection: PoolObservation['selection'], cost: number | null | undefined): ObserveReply['dynamoChoice'] {
+  const chosen = selection.chosen;
+  if (!chosen || cost === null || cost === undefined) return null;
+  const s = selection.scores[chosen.index];
+  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: policyName(selection.reason), params: s ? s.terms : {} } };
+}
+
+/** `kv_router:<reason>`, one string per reason (the reply's writer then finds its bytes by identity). */
+const policyNames = new Map<string, string>();
+export function policyName(reason: string): string {
+  let name = policyNames.get(reason);
+  if (name === undefined) policyNames.set(reason, (name = `kv_router:${reason}`));
+  return name;
+}
+

@@ -1,0 +1,141 @@
+/**
+ * The calibration plan (@vantage/evaluation) run on the simulated fleet, one
+ * repeat after another in the plan's run order, with the live harness's steps
+ * (services/fleet/src/calibration.ts), in simulated time:
+ *
+ *   1. start from idle pools (every request of the previous repeat finished: R = 0);
+ *   2. warm the probe's reusable prefix (K tokens, output 1) on BOTH candidates through the
+ *      decision path with Stage proposing each in turn; run until they finish;
+ *   3. background load (session `calbg:`): `count` fresh, uncached prompts booked on EVERY worker of
+ *      each loaded pool (the worker the probe's candidate gets is then loaded whichever it is),
+ *      through the same ledger the routed requests use, so R and P show them;
+ *   4. the probe (the warmed prefix, then a fresh suffix) to BOTH candidates at the same instant,
+ *      through the decision path with Stage proposing the measured candidate, under the calibration
+ *      parameter set (both observed, never overrides): `immediate` probes right after the bookings,
+ *      `after_background_first_tokens` probes once every background request is decoding;
+ *   5. run until everything finished.
+ *
+ * Every request's outcome row lands in the fleet's rows (probes with the plan's
+ * `cal:` session ids, so `vantage fit` reads them; warm-ups and background
+ * with theirs, which it skips).
+ */
+import { calibrationParameterSet, mulberry32, type CalibrationPlan, type Role } from '@vantage/evaluation';
+import type { JsonRow, OutcomeRecord } from '@vantage/records';
+import { TwoPoolFleet, type FleetSpec } from './fleet';
+
+const VOCAB = 150_000;
+
+/** Fresh token content: a seeded stream (never shared across repeats, purposes or requests). */
+export function freshTokens(seed: number, n: number): Uint32Array {
+  const rnd = mulberry32(seed >>> 0);
+  const out = new Uint32Array(n);
+  for (let i = 0; i < n; i++) out[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
+  return out;
+}
+
+export function concatTokens(a: Uint32Array, b: Uint32Array): Uint32Array {
+  const out = new Uint32Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+export function labelSeed(base: number, label: string, k = 0): number {
+  let h = (0x811c9dc5 ^ k) >>> 0;
+  for (let i = 0; i < label.length; i++) {
+    h ^= label.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (Math.imul(base, 0x9e3779b1) ^ h) >>> 0;
+}
+
+export interface CalibrationOptions {
+  readonly plan: CalibrationPlan;
+  readonly fleet: FleetSpec;
+  readonly seed?: number;
+  /** Run only the first N runs of the run order (tests). */
+  readonly maxRuns?: number;
+  readonly onProgress?: (line: string) => void;
+}
+
+export interface CalibrationResult {
+  readonly rows: JsonRow[];
+  /** The records the rows flatten. */
+  readonly outcomes: OutcomeRecord[];
+  readonly runs: number;
+  readonly counts: { probes: number; warmups: number; background: number; rejected: number };
+  readonly simMs: number;
+}
+
+export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult {
+  const fleet = new TwoPoolFleet(o.fleet, { seed: o.seed ?? 1, instanceId: 'study-calibration' });
+  const params = calibrationParameterSet(o.plan.destinationLimit, 'offline');
+  const byId = new Map(o.plan.conditions.map((c) => [c.id, c]));
+  const order = o.plan.runOrder.slice(0, o.maxRuns ?? o.plan.runOrder.length);
+  const counts = { probes: 0, warmups: 0, background: 0, rejected: 0 };
+  const progress = o.onProgress ?? (() => {});
+  let lastReport = -1;
+  for (let i = 0; i < order.length; i++) {
+    const { conditionId, repeat } = order[i]!;
+    const c = byId.get(conditionId);
+    const run = c?.runs[repeat];
+    if (c === undefined || run === undefined) throw new Error(`plan run order names ${conditionId}:${repeat}, which the plan does not hold`);
+    const pct = Math.floor((100 * i) / order.length / 10);
+    if (pct !== lastReport) {
+      lastReport = pct;
+      progress(`calibration ${i + 1}/${order.length} runs (sim ${(fleet.nowMs / 1000).toFixed(0)} s)`);
+    }
+    const seed = (label: string, k = 0): number => labelSeed(run.contentSeed, label, k);
+    const prefix = freshTokens(seed('prefix'), c.probe.prefixTokens);
+    const probeTokens = concatTokens(prefix, freshTokens(seed('suffix'), c.probe.promptTokens - c.probe.prefixTokens));
+    const routed = (kind: 'probe' | 'warmup', role: Role, sessionId: string, tokens: Uint32Array, osl: number): void => {
+      const requestId = `offline-${c.id}-${repeat}-${kind}-${role}`;
+      const d = fleet.route({ requestId, sessionId, tokens, osl, proposal: role, params });
+      if (d === null || d.choice !== role) throw new Error(`calibration ${requestId}: the decision path ${d === null ? 'offered no worker' : `changed ${role} to ${d.choice}`}`);
+      if (kind === 'probe') counts.probes++;
+      else counts.warmups++;
+    };
+
+    // 2. Warm the reusable prefix on both candidates.
+    if (c.probe.prefixTokens > 0) {
+      for (const role of c.measure) routed('warmup', role, run.warmupSessionId, prefix, 1);
+      fleet.run();
+    }
+
+    // 3. Background load on every worker of each loaded pool.
+    let due = 0;
+    let seen = 0;
+    let probed = false;
+    const probe = (): void => {
+      if (probed) return;
+      probed = true;
+      for (const role of c.measure) routed('probe', role, run.sessionId, probeTokens, c.probe.outputTokens);
+    };
+    for (const [si, spec] of c.background.entries()) {
+      const pool = fleet.pools[spec.pool];
+      for (const workerId of pool.workerIds) {
+        for (let j = 0; j < spec.count; j++) {
+          const tokens = freshTokens(seed(`bg-${si}-${workerId.toString()}`, j), spec.promptTokens);
+          due++;
+          counts.background++;
+          fleet.direct(
+            { requestId: `offline-${c.id}-${repeat}-bg-${spec.pool}-${si}-${workerId.toString()}-${j}`, sessionId: run.backgroundSessionId, role: spec.pool, tokens, osl: spec.outputTokens, workerId, expectedOutputTokens: spec.outputTokens },
+            {
+              onFirstToken: () => {
+                seen++;
+                if (c.probeTiming === 'after_background_first_tokens' && seen === due) probe();
+              },
+            },
+          );
+        }
+      }
+    }
+    // 4. Probe both candidates at the same instant, when the condition says.
+    if (due === 0 || c.probeTiming === 'immediate') probe();
+    fleet.run();
+    if (!probed) throw new Error(`calibration ${c.id}:${repeat}: the background never produced every first token, so the probe was not sent`);
+  }
+  counts.rejected = fleet.counters.rejected;
+  progress(`calibration: ${order.length} runs, ${counts.probes} probes, ${counts.warmups} warm-ups, ${counts.background} background requests, sim ${(fleet.nowMs / 1000).toFixed(0)} s`);
+  return { rows: fleet.rows, outcomes: fleet.outcomes, runs: order.length, counts, simMs: fleet.nowMs };
+}

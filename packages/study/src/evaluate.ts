@@ -1,0 +1,140 @@
+/**
+ * The five-variant evaluation on the simulated fleet, as the live job runs it
+ * (@vantage/evaluation's schedule: repeated attempts, every variant once per
+ * attempt in seeded random order, matched sessions and Stage proposals within
+ * an attempt), each run on a fresh fleet (empty caches: matched starting
+ * conditions):
+ *
+ *   - agentic sessions (@vantage/sim `generateAgenticSessions` with the run's
+ *     session seed): turn t+1 is sent its think time after turn t completes;
+ *     every turn goes through the decision path with Stage's proposal
+ *     (`stageProposal`, the same for every variant of an attempt) under the
+ *     variant's frozen parameter set; an agent stops when a turn fails;
+ *   - competing traffic (`backgroundTraffic`): open loop, the same in every run,
+ *     booked by Dynamo's own choice on its pool through the same ledger,
+ *     never routed by the rules; session ids `evalbg:<attempt>:<variant>:<stream>`,
+ *     outcome rows marked background with their arrival.
+ */
+import {
+  backgroundTraffic,
+  evaluationBackgroundSessionId,
+  stageProposal,
+  type BackgroundTrafficSpec,
+  type EvaluationSchedule,
+  type StageProposalModel,
+} from '@vantage/evaluation';
+import type { JsonRow, Variant as RecordVariant } from '@vantage/records';
+import type { ParameterSet } from '@vantage/rules';
+import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, type AgenticSessionConfig } from '@vantage/sim';
+import { freshTokens } from './calibrate';
+import { TwoPoolFleet, type FleetSpec } from './fleet';
+
+export interface EvaluationRunOptions {
+  readonly schedule: EvaluationSchedule;
+  readonly fleet: FleetSpec;
+  /** The frozen parameter set of each variant (records' variant names). */
+  readonly params: Readonly<Record<RecordVariant, ParameterSet>>;
+  readonly proposal: StageProposalModel;
+  readonly background: BackgroundTrafficSpec | null;
+  /** Session generator settings besides `sessions` and `seed` (default sim's DEFAULT_AGENTIC_CONFIG). */
+  readonly sessionConfig?: Omit<AgenticSessionConfig, 'sessions' | 'seed'>;
+  readonly maxContextTokens?: number;
+  readonly seed?: number;
+  readonly onProgress?: (line: string) => void;
+}
+
+export interface RunSummary {
+  readonly order: number;
+  readonly attempt: number;
+  readonly variant: string;
+  readonly sessions: number;
+  readonly sessionsCompleted: number;
+  readonly turns: number;
+  readonly turnsFailed: number;
+  readonly background: number;
+  readonly overrides: number;
+  readonly simMs: number;
+}
+
+export interface EvaluationRunResult {
+  readonly rows: JsonRow[];
+  readonly runs: readonly RunSummary[];
+}
+
+export function runEvaluationOffline(o: EvaluationRunOptions): EvaluationRunResult {
+  const rows: JsonRow[] = [];
+  const runs: RunSummary[] = [];
+  const progress = o.onProgress ?? (() => {});
+  const cfg = o.sessionConfig ?? DEFAULT_AGENTIC_CONFIG;
+  const bgPlan = o.background === null ? [] : backgroundTraffic(o.background);
+  for (const run of o.schedule.runs) {
+    const params = o.params[run.variant];
+    if (params === undefined) throw new Error(`schedule names variant ${run.variant}, which has no parameter set`);
+    const fleet = new TwoPoolFleet(o.fleet, { seed: (o.seed ?? 1) + run.attempt, instanceId: 'study-evaluation' });
+    const sessions = generateAgenticSessions({
+      ...cfg,
+      sessions: run.sessions.length,
+      seed: String(run.sessionSeed),
+      ...(o.maxContextTokens !== undefined ? { maxContextTokens: o.maxContextTokens } : {}),
+    });
+    let turns = 0;
+    let turnsFailed = 0;
+    let completed = 0;
+    let overrides = 0;
+    for (const s of run.sessions) {
+      const sess = sessions[s.sessionIndex];
+      if (sess === undefined) throw new Error(`session generator gave ${sessions.length} sessions, the schedule wants index ${s.sessionIndex}`);
+      const send = (t: number): void => {
+        const turn = sess.turns[t]!;
+        const proposal = stageProposal(o.proposal, { matchKey: s.matchKey, turn: t, promptTokens: turn.promptTokens.length });
+        turns++;
+        const d = fleet.route(
+          { requestId: `${s.sessionId}-${t}`, sessionId: s.sessionId, tokens: turn.promptTokens, osl: turn.outputTokens.length, outputTokens: turn.outputTokens, proposal, params },
+          {
+            onDone: (r) => {
+              if (r.row !== null && r.row['status'] !== 'completed') return; // an agent stops when a turn fails
+              const next = sess.turns[t + 1];
+              if (next === undefined) completed++;
+              else fleet.at(r.endMs + next.thinkTimeMs, () => send(t + 1));
+            },
+          },
+        );
+        if (d === null) turnsFailed++;
+        else if (d.reason === 'overrode') overrides++;
+      };
+      if (sess.turns.length > 0) fleet.at(sess.startMs, () => send(0));
+    }
+    for (const b of bgPlan) {
+      fleet.at(b.arrivalMs, () => {
+        fleet.direct({
+          requestId: `${evaluationBackgroundSessionId(run.attempt, run.variant, b.stream)}-${b.index}`,
+          sessionId: evaluationBackgroundSessionId(run.attempt, run.variant, b.stream),
+          role: b.role,
+          tokens: freshTokens(b.contentSeed, b.promptTokens),
+          osl: b.outputTokens,
+        });
+      });
+    }
+    fleet.run();
+    // Failed turns: a turn the engine refused (too long) is a failed outcome row; one no pool could take has none.
+    turnsFailed += fleet.rows.filter((r) => r['background'] !== true && r['status'] !== 'completed').length;
+    rows.push(...fleet.rows);
+    const summary: RunSummary = {
+      order: run.order,
+      attempt: run.attempt,
+      variant: run.variant,
+      sessions: run.sessions.length,
+      sessionsCompleted: completed,
+      turns,
+      turnsFailed,
+      background: bgPlan.length,
+      overrides,
+      simMs: fleet.nowMs,
+    };
+    runs.push(summary);
+    progress(
+      `run ${run.order + 1}/${o.schedule.runs.length}: attempt ${run.attempt}, ${run.variant}: ${completed}/${run.sessions.length} sessions completed, ${turns} turns (${overrides} overrides, ${turnsFailed} failed), ${bgPlan.length} competing requests, sim ${(fleet.nowMs / 1000).toFixed(0)} s`,
+    );
+  }
+  return { rows, runs };
+}

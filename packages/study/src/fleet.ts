@@ -1,0 +1,425 @@
+/**
+ * Two model pools on the discrete-event simulator, behind the decision path
+ * the live services run:
+ *
+ *   routed request ─▶ per probed pool: PoolState.observe ─▶ observe reply (the indexer's object,
+ *                     encoded and decoded by @vantage/protocol's codec, as over NATS)
+ *                  ─▶ decideRoute (@vantage/decision-core: the decision service's call of `decide`,
+ *                     local capable in-flight count included) ─▶ booked in the chosen pool's ledger
+ *                  ─▶ served by the simulated engine ─▶ decision record + lifecycle ─▶ outcome row
+ *   direct request ─▶ booked on a given worker, or on Dynamo's own choice (background traffic)
+ *
+ * Each pool is a set of engines (`@vantage/sim`'s Engine: the mocker's timing,
+ * KV cache with prefix reuse and LRU eviction) with its own worker count,
+ * block size and timing model, and one `PoolState` (@vantage/observation, the
+ * indexer's code) fed with the engines' KV events as they are emitted. Bookings
+ * follow Dynamo's lifecycle as the indexer applies it: booked at routing,
+ * prefill marked complete at the first token, released at completion. The
+ * local in-flight count is held until completion, as the decision service
+ * holds it.
+ *
+ * Outcome rows are `outcomeToJsonRow(joinOutcome(...))` of @vantage/records,
+ * the same function and schema as the outcome service's records read back
+ * from Kafka. Times are the simulated clock (ms) offset by a fixed epoch; a
+ * decision's timestamp is whole ms (an Avro long, as the service's Date.now()),
+ * so a routed request's TTFT in its row is engine time within 0.5 ms, with no
+ * routing overhead. Deterministic: no wall clock
+ * enters the simulation.
+ */
+import { buildDecisionRecord, decideRoute, decodeObserveReply, observeReplyOf, probeRoles, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
+import { PoolState } from '@vantage/observation';
+import { observeReplyCodec } from '@vantage/protocol';
+import { joinOutcome, outcomeToJsonRow, type DecisionRecord, type JsonRow, type LifecycleEventInput, type OutcomeRecord } from '@vantage/records';
+import type { Decision, ParameterSet, Role } from '@vantage/rules';
+import { DEFAULT_KV_ROUTER, Engine, EventHeap, promptFromTokens, type Finished, type PromptBlocks, type TimingModel } from '@vantage/sim';
+import type { WorkerId } from '@vantage/types';
+
+export const ROLES: readonly Role[] = ['efficient', 'capable'];
+
+/** Outcome times: simulated ms after this epoch (2026-01-01T00:00:00Z). */
+export const SIM_EPOCH_MS = 1_767_225_600_000;
+
+export interface PoolSpec {
+  /** Pool and model name (what decision records and outcome rows carry). */
+  readonly name: string;
+  readonly workers: number;
+  readonly blockSize: number;
+  readonly timing: TimingModel;
+  /** Default 16,384. */
+  readonly numGpuBlocks?: number;
+  /** Default 8,192. */
+  readonly maxNumBatchedTokens?: number;
+  /** Default 256. */
+  readonly maxNumSeqs?: number;
+}
+
+export interface FleetSpec {
+  readonly efficient: PoolSpec;
+  readonly capable: PoolSpec;
+}
+
+export interface RoutedRequest {
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly tokens: Uint32Array;
+  readonly osl: number;
+  readonly outputTokens?: Uint32Array;
+  readonly proposal: Role;
+  readonly params: ParameterSet;
+}
+
+export interface DirectRequest {
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly role: Role;
+  readonly tokens: Uint32Array;
+  readonly osl: number;
+  /** A given worker; default Dynamo's own choice in the pool (`PoolState.observe`'s selection). */
+  readonly workerId?: WorkerId;
+  /** Booked with this expected output length (background load announces it). */
+  readonly expectedOutputTokens?: number | null;
+}
+
+export interface ServedRequest {
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly role: Role;
+  readonly workerId: WorkerId;
+  readonly arrivalMs: number;
+  readonly firstTokenMs: number;
+  readonly endMs: number;
+  readonly isl: number;
+  readonly outputTokens: number;
+  readonly reusedTokens: number;
+  /** Null for direct (background) requests. */
+  readonly decision: Decision | null;
+  readonly record: DecisionRecord | null;
+  /** The flattened outcome row (null when outcome rows are not kept). */
+  readonly row: JsonRow | null;
+}
+
+export interface Callbacks {
+  readonly onFirstToken?: (atMs: number) => void;
+  readonly onDone?: (r: ServedRequest) => void;
+}
+
+interface Live {
+  readonly role: Role;
+  readonly sessionId: string;
+  readonly workerId: WorkerId;
+  readonly arrivalMs: number;
+  readonly background: boolean;
+  readonly decision: Decision | null;
+  readonly record: DecisionRecord | null;
+  readonly cb: Callbacks;
+  firstTokenMs: number | null;
+}
+
+class SimPool {
+  readonly state: PoolState;
+  readonly engines: Engine[] = [];
+  readonly workerIds: WorkerId[] = [];
+  readonly index = new Map<bigint, number>();
+  readonly prompts = new WeakMap<Uint32Array, PromptBlocks>();
+
+  constructor(
+    readonly role: Role,
+    readonly spec: PoolSpec,
+    seed: number,
+  ) {
+    if (!Number.isInteger(spec.workers) || spec.workers < 1) throw new RangeError(`${role} pool: workers must be a positive integer, got ${spec.workers}`);
+    const bs = spec.blockSize;
+    this.state = new PoolState({ pool: spec.name, blockSize: bs, selection: DEFAULT_KV_ROUTER, bookingTtlMs: 3_600_000, workerTtlMs: 3_600_000_000, seed });
+    for (let i = 0; i < spec.workers; i++) {
+      // Worker ids high in the u64 range (as Dynamo's lease ids are), distinct per pool.
+      const id = ((role === 'efficient' ? 0xe000_0000_0000_0000n : 0xc000_0000_0000_0000n) + BigInt(i + 1)) as WorkerId;
+      this.workerIds.push(id);
+      this.index.set(id, i);
+      this.engines.push(
+        new Engine({
+          workerId: id,
+          blockSize: bs,
+          timing: spec.timing,
+          ...(spec.numGpuBlocks !== undefined ? { numGpuBlocks: spec.numGpuBlocks } : {}),
+          ...(spec.maxNumBatchedTokens !== undefined ? { maxNumBatchedTokens: spec.maxNumBatchedTokens } : {}),
+          ...(spec.maxNumSeqs !== undefined ? { maxNumSeqs: spec.maxNumSeqs } : {}),
+        }),
+      );
+      const err = this.state.register(
+        id,
+        {
+          blockSize: bs,
+          totalKvBlocks: spec.numGpuBlocks ?? 16_384,
+          maxNumBatchedTokens: spec.maxNumBatchedTokens ?? 8_192,
+          maxNumSeqs: spec.maxNumSeqs ?? 256,
+          dpStartRank: 0,
+          dpSize: 1,
+          schedulable: true,
+        },
+        null,
+        0,
+        true,
+      );
+      if (err !== undefined) throw new RangeError(`cannot register ${role} worker ${id}: ${err}`);
+    }
+  }
+
+  prompt(tokens: Uint32Array): PromptBlocks {
+    let p = this.prompts.get(tokens);
+    if (p === undefined) this.prompts.set(tokens, (p = promptFromTokens(tokens, this.spec.blockSize)));
+    return p;
+  }
+
+  target(n: number): ProbeTarget {
+    return { role: this.role, model: this.spec.name, pool: this.spec.name, blockSize: this.spec.blockSize, promptTokens: n };
+  }
+
+  /**
+   * The observe query of the decision service, answered as the indexer answers it: the reply for
+   * Dynamo's chosen worker (`workers: 'choice'`), through the protocol codec both ways.
+   */
+  probe(p: PromptBlocks, nowMs: number): ProbeResult {
+    const obs = this.state.observe(p.local, p.isl, nowMs, p.sequence);
+    // The reply's clock is whole ms (the indexer stamps Date.now()); ages below 1 ms round to 0.
+    const bytes = observeReplyCodec.encode(observeReplyOf(obs, { nowMs: Math.round(nowMs), queryDurationUs: 0, restoredAtMs: null, workers: 'choice' }));
+    const r = decodeObserveReply(bytes);
+    if (!r.ok) return { kind: 'failed', status: 'error', code: r.code.toUpperCase(), reason: `observe reply: ${r.reason}`, rttUs: 0 };
+    return { kind: 'ok', reply: r.reply, worker: r.worker, rttUs: 0 };
+  }
+}
+
+type Timed = { readonly t: number; readonly fn: () => void };
+
+export interface FleetOptions {
+  readonly seed?: number;
+  /** Keep outcome rows (default true). */
+  readonly rows?: boolean;
+  /** The decision instance id in records. Default `study`. */
+  readonly instanceId?: string;
+}
+
+export class TwoPoolFleet {
+  readonly pools: Readonly<Record<Role, SimPool>>;
+  readonly rows: JsonRow[] = [];
+  /** The outcome records the rows flatten (what the outcome service writes to Kafka as Avro). */
+  readonly outcomes: OutcomeRecord[] = [];
+  nowMs = 0;
+  /** Local in-flight count per model, held from routing until completion (as the decision service). */
+  readonly #inFlight = new Map<string, number>();
+  readonly #callbacks = new EventHeap<Timed>();
+  readonly #live = new Map<string, Live>();
+  readonly #keepRows: boolean;
+  readonly #instanceId: string;
+  readonly counters = { routed: 0, direct: 0, rejected: 0, passes: 0 };
+
+  constructor(
+    readonly spec: FleetSpec,
+    options: FleetOptions = {},
+  ) {
+    const seed = options.seed ?? 1;
+    if (spec.efficient.name === spec.capable.name) throw new RangeError(`the two pools need different names (both "${spec.efficient.name}")`);
+    this.pools = { efficient: new SimPool('efficient', spec.efficient, seed), capable: new SimPool('capable', spec.capable, seed + 1) };
+    this.#keepRows = options.rows ?? true;
+    this.#instanceId = options.instanceId ?? 'study';
+  }
+
+  /** Run `fn` at simulated time `t` (not before now). */
+  at(t: number, fn: () => void): void {
+    this.#callbacks.push({ t: Math.max(t, this.nowMs), fn });
+  }
+
+  inFlight(model: string): number {
+    return this.#inFlight.get(model) ?? 0;
+  }
+
+  get liveRequests(): number {
+    return this.#live.size;
+  }
+
+  /**
+   * Route one request as the decision service does, now, and serve it where the decision says.
+   * Returns the decision (null when the chosen pool offered no worker: the request is not served).
+   */
+  route(req: RoutedRequest, cb: Callbacks = {}): Decision | null {
+    const t = this.nowMs;
+    const prompts = { efficient: this.pools.efficient.prompt(req.tokens), capable: this.pools.capable.prompt(req.tokens) };
+    const targets = { efficient: this.pools.efficient.target(req.tokens.length), capable: this.pools.capable.target(req.tokens.length) };
+    const roles = probeRoles(req.params, req.proposal);
+    const probes: Partial<Record<Role, ProbeResult>> = {};
+    for (const r of roles) probes[r] = this.pools[r].probe(prompts[r], t);
+    const collection: MapOptions = { collectionAgeMs: 0, nowMs: SIM_EPOCH_MS + t, restoredLoadSuspectMs: 0 };
+    const mapOpts = (): MapOptions => collection;
+    const localCapableInFlight = this.inFlight(targets.capable.model);
+    const decision = decideRoute({ proposal: req.proposal, targets, probes, mapOpts, localCapableInFlight }, req.params);
+    const chosenProbe = probes[decision.choice];
+    const placement = chosenProbe?.kind === 'ok' && chosenProbe.reply.dynamoChoice !== null && chosenProbe.worker !== null ? chosenProbe.reply.dynamoChoice : null;
+    const record = buildDecisionRecord({
+      recordId: `rec-${req.requestId}`,
+      requestId: req.requestId,
+      sessionId: req.sessionId,
+      proposal: req.proposal,
+      targets,
+      probes,
+      mapOpts,
+      localCapableInFlight,
+      decision,
+      params: req.params,
+      // Whole ms, as the decision service stamps Date.now() (the record's timestamp is an Avro long).
+      receivedAtMs: Math.round(SIM_EPOCH_MS + t),
+      placement: placement === null ? null : { workerId: placement.workerId, dpRank: placement.dpRank },
+      endpoint: null,
+      queryDurationUs: 0,
+      decisionDurationUs: 0,
+      instanceId: this.#instanceId,
+      probed: roles.length > 0,
+    });
+    this.counters.routed++;
+    if (placement === null || chosenProbe?.kind !== 'ok' || chosenProbe.worker === null) return null;
+    const pool = this.pools[decision.choice];
+    this.#serve(pool, placement.workerId, req.requestId, req.sessionId, prompts[decision.choice], req.osl, req.outputTokens, chosenProbe.worker.deviceOverlapBlocks, null, {
+      background: false,
+      decision,
+      record,
+      cb,
+    });
+    return decision;
+  }
+
+  /** Book and serve a request directly (background traffic): on `workerId`, or on Dynamo's choice in the pool. */
+  direct(req: DirectRequest, cb: Callbacks = {}): WorkerId {
+    const pool = this.pools[req.role];
+    const p = pool.prompt(req.tokens);
+    let workerId = req.workerId;
+    let overlap = 0;
+    if (workerId === undefined) {
+      const obs = pool.state.observe(p.local, p.isl, this.nowMs, p.sequence);
+      const c = obs.selection.chosen;
+      if (c === null) throw new Error(`${req.role} pool offered no worker`);
+      workerId = c.workerId;
+      for (const w of obs.workers) if (w.workerId === workerId) overlap = w.match?.deviceBlocks ?? 0;
+    }
+    this.counters.direct++;
+    this.#serve(pool, workerId, req.requestId, req.sessionId, p, req.osl, undefined, overlap, req.expectedOutputTokens ?? null, { background: true, decision: null, record: null, cb });
+    return workerId;
+  }
+
+  #serve(
+    pool: SimPool,
+    workerId: WorkerId,
+    requestId: string,
+    sessionId: string,
+    prompt: PromptBlocks,
+    osl: number,
+    outputTokens: Uint32Array | undefined,
+    overlapBlocks: number,
+    expectedOutputTokens: number | null,
+    x: { background: boolean; decision: Decision | null; record: DecisionRecord | null; cb: Callbacks },
+  ): void {
+    const t = this.nowMs;
+    const i = pool.index.get(workerId);
+    if (i === undefined) throw new RangeError(`worker ${workerId} is not in the ${pool.role} pool`);
+    pool.state.ledger.book({ requestId, workerId, dpRank: 0, promptTokens: prompt.isl, overlapBlocks, sequenceHashes: prompt.sequence, expectedOutputTokens, source: 'decision_service', nowMs: t });
+    const added = pool.engines[i]!.addRequest({ id: requestId, arrivalMs: t, prompt, osl, ...(outputTokens ? { outputTokens } : {}) });
+    if (!added.ok) {
+      // Too long for the engine: failed at once, released, reported as a failed outcome.
+      pool.state.ledger.release(requestId, 'failed', t);
+      this.counters.rejected++;
+      this.#emitRow(x.record, sessionId, requestId, pool.spec.name, x.background, t, [{ kind: 'failed', atMs: t, error: `${added.code}: ${added.reason}` }]);
+      return;
+    }
+    if (!x.background) this.#inFlight.set(pool.spec.name, this.inFlight(pool.spec.name) + 1);
+    this.#live.set(requestId, { role: pool.role, sessionId, workerId, arrivalMs: t, background: x.background, decision: x.decision, record: x.record, cb: x.cb, firstTokenMs: null });
+  }
+
+  #emitRow(
+    record: DecisionRecord | null,
+    sessionId: string,
+    requestId: string,
+    poolName: string,
+    background: boolean,
+    arrivalMs: number,
+    events: readonly { kind: LifecycleEventInput['kind']; atMs: number; usage?: LifecycleEventInput['usage']; error?: string }[],
+  ): JsonRow | null {
+    if (!this.#keepRows) return null;
+    const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: poolName, kind: e.kind, atMs: SIM_EPOCH_MS + e.atMs, ...(e.usage ? { usage: e.usage } : {}), ...(e.error !== undefined ? { error: e.error } : {}) }));
+    const outcome = joinOutcome(record, evs, { requestId, closedBy: 'complete', background, arrivalMs: SIM_EPOCH_MS + arrivalMs });
+    const row = outcomeToJsonRow(outcome);
+    this.outcomes.push(outcome);
+    this.rows.push(row);
+    return row;
+  }
+
+  #finish(pool: SimPool, f: Finished): void {
+    const l = this.#live.get(f.requestId);
+    if (l === undefined) return;
+    this.#live.delete(f.requestId);
+    pool.state.ledger.release(f.requestId, 'completed', f.atMs);
+    if (!l.background) this.#inFlight.set(pool.spec.name, this.inFlight(pool.spec.name) - 1);
+    const usage = { inputTokens: f.isl, outputTokens: f.outputTokens, cachedTokens: f.reusedTokens };
+    const row = this.#emitRow(l.record, l.sessionId, f.requestId, pool.spec.name, l.background, l.arrivalMs, [
+      { kind: 'first_token', atMs: f.firstTokenMs },
+      { kind: 'done', atMs: f.atMs, usage },
+    ]);
+    l.cb.onDone?.({
+      requestId: f.requestId,
+      sessionId: l.sessionId,
+      role: pool.role,
+      workerId: l.workerId,
+      arrivalMs: l.arrivalMs,
+      firstTokenMs: f.firstTokenMs,
+      endMs: f.atMs,
+      isl: f.isl,
+      outputTokens: f.outputTokens,
+      reusedTokens: f.reusedTokens,
+      decision: l.decision,
+      record: l.record,
+      row,
+    });
+  }
+
+  /** Drive the simulation until nothing is left to happen (every request served, every callback run). */
+  run(): void {
+    const engines: { pool: SimPool; e: Engine }[] = [];
+    for (const role of ROLES) for (const e of this.pools[role].engines) engines.push({ pool: this.pools[role], e });
+    for (;;) {
+      let best = -1;
+      let bestT = Infinity;
+      let other = Infinity;
+      for (let i = 0; i < engines.length; i++) {
+        const t = engines[i]!.e.nextEventTime();
+        if (t < bestT) {
+          other = bestT;
+          bestT = t;
+          best = i;
+        } else if (t < other) other = t;
+      }
+      const tc = this.#callbacks.peekTime();
+      // Callbacks first at equal times: a completion or arrival at t is seen by a pass starting at t.
+      if (tc < Infinity && tc <= bestT) {
+        const c = this.#callbacks.pop()!;
+        this.nowMs = c.t;
+        c.fn();
+        continue;
+      }
+      if (best < 0) break;
+      const { pool, e } = engines[best]!;
+      this.nowMs = bestT;
+      // Anything could be added before the next callback or another engine's next pass.
+      const s = e.step(bestT, { untilMs: Math.min(tc, other) });
+      this.counters.passes += s.passes;
+      for (const ev of s.kvEvents) pool.state.applyKvEvent(ev, s.startMs);
+      for (const ft of s.firstTokens) {
+        this.at(ft.atMs, () => {
+          pool.state.ledger.markPrefillComplete(ft.requestId, ft.atMs);
+          const l = this.#live.get(ft.requestId);
+          if (l !== undefined) {
+            l.firstTokenMs = ft.atMs;
+            l.cb.onFirstToken?.(ft.atMs);
+          }
+        });
+      }
+      for (const f of s.finished) this.at(f.atMs, () => this.#finish(pool, f));
+    }
+    if (this.#live.size > 0) throw new Error(`simulation ended with ${this.#live.size} requests unfinished`);
+  }
+}
