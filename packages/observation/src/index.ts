@@ -10,4 +10,6 @@ export {
   type ForwardPassReport,
   type Registration,
   type PoolCounters,
+  type PoolLimits,
+  type PoolLimitName,
 } from './pool';

@@ -36,7 +36,29 @@ export interface PoolOptions {
   readonly seed?: number;
   /** A restored index (from a snapshot) instead of an empty one. */
   readonly index?: PrefixIndex;
+  /** Bounds on what publishers can make the pool hold (`admit*`); absent: unbounded (offline tools, trusted input). */
+  readonly limits?: PoolLimits;
 }
+
+/**
+ * Bounds on the pool's tables against any publisher: checked by `admitRank`, `admitRegistration` and
+ * `admitBooking` before a message is applied (a refused message changes nothing).
+ */
+export interface PoolLimits {
+  /** dp ranks one worker may have (a registration's `dpSize`, and ranks seen in events). */
+  readonly dpRanksPerWorker: number;
+  /** Distinct workers in the pool. */
+  readonly workers: number;
+  /** (worker, dp rank) pairs in the pool: at most what one observe reply can carry. */
+  readonly ranks: number;
+  /** Open bookings on one (worker, dp rank). */
+  readonly bookingsPerRank: number;
+  /** Open bookings in the pool. */
+  readonly bookings: number;
+}
+
+/** Which bound refused a message (a metric label). */
+export type PoolLimitName = 'dp_ranks_per_worker' | 'workers_per_pool' | 'ranks_per_pool' | 'bookings_per_rank' | 'bookings_per_pool';
 
 /** A worker's own load report (`kv_metrics`), with when it arrived. */
 export interface LoadReport {
@@ -298,6 +320,8 @@ export class PoolState {
    * hashing them cost more than the index match itself.
    */
   private readonly workers = new Map<bigint, WorkerSlot>();
+  /** Rank slots over all workers (what `limits.ranks` bounds). */
+  private rankTotal = 0;
   private readonly rng: Rng;
   private lastChangeMs: number | null = null;
   /** All rank slots sorted by (worker, rank), rebuilt only when the set of ranks changes (observe is the hot path). */
@@ -402,9 +426,63 @@ export class PoolState {
       pubSlot: -1,
     };
     w.ranks.push(r);
+    this.rankTotal++;
     this.sortedRanks = null;
     this.generation++;
     return r;
+  }
+
+  /** Distinct workers known to the pool. */
+  get workerCount(): number {
+    return this.workers.size;
+  }
+
+  /** (worker, dp rank) pairs known to the pool. */
+  get rankCount(): number {
+    return this.rankTotal;
+  }
+
+  /**
+   * Whether a message naming (worker, dp rank) may be applied: null when the pair is known or fits
+   * the limits, else the limit it would break. `dpRank` null: only the worker is named.
+   */
+  admitRank(workerId: WorkerId, dpRank: number | null): PoolLimitName | null {
+    const L = this.opts.limits;
+    if (L === undefined) return null;
+    const w = this.workers.get(workerId);
+    if (w === undefined) {
+      if (this.workers.size >= L.workers) return 'workers_per_pool';
+      return dpRank !== null && this.rankTotal >= L.ranks ? 'ranks_per_pool' : null;
+    }
+    if (dpRank === null) return null;
+    for (const r of w.ranks) if (r.dpRank === dpRank) return null;
+    if (w.ranks.length >= L.dpRanksPerWorker) return 'dp_ranks_per_worker';
+    return this.rankTotal >= L.ranks ? 'ranks_per_pool' : null;
+  }
+
+  /** `admitRank` for a registration: its whole dp range must fit (checked before any rank is made). */
+  admitRegistration(workerId: WorkerId, capacity: Pick<WorkerCapacity, 'dpStartRank' | 'dpSize'>): PoolLimitName | null {
+    const L = this.opts.limits;
+    if (L === undefined) return null;
+    if (capacity.dpSize > L.dpRanksPerWorker) return 'dp_ranks_per_worker';
+    const w = this.workers.get(workerId);
+    if (w === undefined && this.workers.size >= L.workers) return 'workers_per_pool';
+    let added = 0;
+    for (let i = 0; i < capacity.dpSize; i++) {
+      const rank = capacity.dpStartRank + i;
+      if (w === undefined || !w.ranks.some((r) => r.dpRank === rank)) added++;
+    }
+    if (w !== undefined && w.ranks.length + added > L.dpRanksPerWorker) return 'dp_ranks_per_worker';
+    return added > 0 && this.rankTotal + added > L.ranks ? 'ranks_per_pool' : null;
+  }
+
+  /** Whether a new booking on (worker, dp rank) fits the booking limits (a repeated request id always passes: it books nothing). */
+  admitBooking(requestId: string, workerId: WorkerId, dpRank: number): PoolLimitName | null {
+    const L = this.opts.limits;
+    if (L === undefined || this.ledger.get(requestId) !== undefined) return null;
+    if (this.ledger.size >= L.bookings) return 'bookings_per_pool';
+    if (this.ledger.load(workerId, dpRank).requests >= L.bookingsPerRank) return 'bookings_per_rank';
+    return null;
   }
 
   /**
@@ -542,6 +620,8 @@ export class PoolState {
   removeWorker(workerId: WorkerId, nowMs: number): void {
     this.index.removeWorker(workerId);
     this.ledger.removeWorker(workerId, nowMs);
+    const gone = this.workers.get(workerId);
+    if (gone !== undefined) this.rankTotal -= gone.ranks.length;
     if (this.workers.delete(workerId)) {
       this.sortedRanks = null;
       this.generation++;

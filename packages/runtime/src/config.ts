@@ -107,6 +107,10 @@ const baseProperties = {
     /** Upper bound on the whole shutdown sequence; exceeded means exit code 1. */
     deadlineMs: s.integer({ minimum: 100, default: 10000 }),
   }),
+  health: s.object({
+    /** /healthz reports `nats` unhealthy once the connection has been down this long (0: at once); a closed connection at once. */
+    natsDownMs: s.integer({ minimum: 0, default: 5000 }),
+  }),
 };
 
 /** The common section every service config extends (`s.extend(baseConfigSchema, {...})`). */

@@ -38,6 +38,7 @@ export {
   errorReplyHeaders,
   handlerFailure,
   natsConnected,
+  natsDisconnectedForMs,
   request,
   serveRequests,
   subscribeRequests,
@@ -77,6 +78,8 @@ export { createShutdown, SHUTDOWN_PHASES } from './shutdown';
 export type { Shutdown, ShutdownOptions, ShutdownPhase, ShutdownReport, ShutdownState, ShutdownStep } from './shutdown';
 
 export { createRegistry, startOpsServer } from './ops';
+export { OutageClock, RateLimitedLog } from './guard';
+export type { RateLimitedLogOptions } from './guard';
 export type { HealthCheck, HealthResult, OpsServer, OpsServerOptions } from './ops';
 
 export { EXIT_CONFIG_INVALID, runService } from './service';

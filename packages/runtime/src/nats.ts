@@ -55,10 +55,29 @@ export interface ConnectNatsOptions {
 // Connection state as seen through status events; nats.js exposes only
 // isClosed(), and a connection that is reconnecting is not healthy.
 const connected = new WeakMap<NatsConnection, boolean>();
+/** When the connection was last seen to go down (disconnect or close), while it stays down. */
+const downSince = new WeakMap<NatsConnection, number>();
 
 /** True while the connection is up (not closed, not between disconnect and reconnect). */
 export function natsConnected(nc: NatsConnection): boolean {
   return !nc.isClosed() && connected.get(nc) === true;
+}
+
+/** How long the connection has been down (0 while it is up): the runtime's health check compares it with `health.natsDownMs`. */
+export function natsDisconnectedForMs(nc: NatsConnection, nowMs = Date.now()): number {
+  if (natsConnected(nc)) return 0;
+  const since = downSince.get(nc);
+  return since === undefined ? 0 : Math.max(0, nowMs - since);
+}
+
+function markDown(nc: NatsConnection): void {
+  connected.set(nc, false);
+  if (!downSince.has(nc)) downSince.set(nc, Date.now());
+}
+
+function markUp(nc: NatsConnection): void {
+  connected.set(nc, true);
+  downSince.delete(nc);
 }
 
 function statusFields(s: Status): Record<string, unknown> {
@@ -86,11 +105,11 @@ async function watchStatus(nc: NatsConnection, log: Logger, metrics: RuntimeMetr
     const fields = { natsStatus: s.type, ...statusFields(s) };
     switch (s.type) {
       case 'disconnect':
-        connected.set(nc, false);
+        markDown(nc);
         log.warn(fields, 'nats disconnected');
         break;
       case 'reconnect':
-        connected.set(nc, true);
+        markUp(nc);
         log.info(fields, 'nats reconnected');
         break;
       case 'ldm':
@@ -105,7 +124,7 @@ async function watchStatus(nc: NatsConnection, log: Logger, metrics: RuntimeMetr
         log.warn(fields, `nats ${s.type}`);
         break;
       case 'close':
-        connected.set(nc, false);
+        markDown(nc);
         log.info(fields, 'nats connection closed');
         break;
       default:
@@ -164,7 +183,7 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
       details: { url, cause: why.cause, auth: security.summary.auth, tls: security.summary.tls },
     });
   }
-  connected.set(nc, true);
+  markUp(nc);
   log.info({ server: nc.getServer(), name: cfg.name, auth: security.summary.auth, tls: security.summary.tls }, 'nats connected');
   watchStatus(nc, log, opts.metrics).catch((e: unknown) => log.error({ err: e }, 'nats status watcher failed'));
   nc.closed()

@@ -19,7 +19,7 @@ import { createLogger, defaultInstanceId, type Logger } from './logger';
 import { runtimeMetrics, type RuntimeMetrics } from './metrics';
 import { redactSecrets } from './secrets';
 import { kafkaSecurityProblems, natsSecurityProblems, throwIfProblems } from './security';
-import { connectNats, natsConnected, type NatsConnection } from './nats';
+import { connectNats, natsConnected, natsDisconnectedForMs, type NatsConnection } from './nats';
 import { createRegistry, startOpsServer, type HealthCheck, type HealthResult } from './ops';
 import type { DeepReadonly, ObjectSchema, TSchema } from './schema';
 import { createShutdown, type Shutdown, type ShutdownReport } from './shutdown';
@@ -172,7 +172,13 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
         await nc.close();
       });
     });
-    checks.set('nats', () => ({ ok: natsConnected(nc), details: { server: nc.getServer() } }));
+    checks.set('nats', () => {
+      if (natsConnected(nc)) return { ok: true, details: { server: nc.getServer() } };
+      // Down: unhealthy once it has lasted health.natsDownMs (a reconnect within it is a blip); closed is final.
+      const downMs = natsDisconnectedForMs(nc);
+      const closed = nc.isClosed();
+      return { ok: !closed && downMs < config.health.natsDownMs, details: { server: nc.getServer(), reason: closed ? 'connection closed' : 'disconnected', downMs, thresholdMs: config.health.natsDownMs } };
+    });
 
     let kafka: KafkaClient | undefined;
     if (spec.kafka === true) {

@@ -42,6 +42,19 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
     maxInFlight: s.integer({ minimum: 1, default: 4096 }),
     /** A reservation whose lifecycle never ends stops counting as local in-flight after this long. */
     inFlightTimeoutMs: s.integer({ minimum: 100, default: 300_000 }),
+    /** Reservations tracked at once; past it the oldest is released early (counted: `limit="in_flight_entries"`). */
+    inFlightMaxEntries: s.integer({ minimum: 1, default: 100_000 }),
+    /** Worker endpoints from registrations, handed to the gateway in route replies: a trust boundary. */
+    endpoints: s.object({
+      /** Allowed URL schemes. */
+      schemes: s.array(s.string({ minLength: 1 }), { minItems: 1, default: ['http', 'https', 'grpc', 'grpcs'] }),
+      /** Allowed hosts (`host`, `host:port`, `*.domain`, `*.domain:port`); empty allows any host. */
+      allow: s.array(s.string({ minLength: 1 }), { default: [] }),
+      /** Endpoints held per pool; a new worker's past it is refused (counted: `limit="endpoints_per_pool"`). */
+      maxPerPool: s.integer({ minimum: 1, default: 4096 }),
+    }),
+    /** At most one log line per (source, reason) this often; the counters count every message. */
+    rejectionLogIntervalMs: s.integer({ minimum: 0, default: 10_000 }),
     /** After an indexer restored a snapshot, its bookings are incomplete this long (its booking TTL): a `load` suspicion. */
     restoredLoadSuspectMs: s.integer({ minimum: 0, default: 300_000 }),
     /** Expected output tokens sent with bookings (0: unknown). */
@@ -63,6 +76,10 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
       sendDelayMs: s.integer({ minimum: 0, maximum: 1000, default: 20 }),
       /** ... or with the service's next write once this many are held. */
       sendBatch: s.integer({ minimum: 1, default: 32 }),
+      /** /healthz is unhealthy while more records than this wait to be published ... */
+      unhealthyQueued: s.integer({ minimum: 1, default: 10_000 }),
+      /** ... or once publishing has failed without a success for this long. */
+      unhealthyFailingMs: s.integer({ minimum: 100, default: 10_000 }),
     }),
   }),
 });

@@ -30,11 +30,24 @@ export class InFlight {
   constructor(
     private readonly timeoutMs: number,
     private readonly onChange: (model: string, count: number) => void = () => {},
+    /** Entries held at once; past it the oldest is released early (`onEvicted`). */
+    private readonly maxEntries = Number.POSITIVE_INFINITY,
+    private readonly onEvicted: (e: InFlightEntry) => void = () => {},
   ) {}
 
   /** Count a reservation. A second add for the same request id replaces the first (a retried route). */
   add(requestId: string, model: string, pool: string, nowMs: number): void {
     this.release(requestId);
+    if (this.#byRequest.size >= this.maxEntries) {
+      // Insertion order: the first key is the oldest reservation, the one a timeout would end first.
+      const oldest = this.#byRequest.entries().next();
+      if (oldest.done !== true) {
+        const [id, e] = oldest.value;
+        this.#byRequest.delete(id);
+        this.#bump(e.model, -1);
+        this.onEvicted(e);
+      }
+    }
     this.#byRequest.set(requestId, { model, pool, expiresAtMs: nowMs + this.timeoutMs });
     this.#bump(model, 1);
   }

@@ -24,6 +24,12 @@ export interface DecisionMetrics {
   readonly recordsQueued: LazyGauge;
   readonly parameterSetInfo: Gauge<'version' | 'variant'>;
   readonly parameterReloads: Counter<'outcome'>;
+  /** Messages on the lifecycle and workers subscriptions: received = accepted + rejected, per source. */
+  readonly received: Counter<'source'>;
+  readonly accepted: Counter<'source'>;
+  readonly rejected: Counter<'source' | 'reason'>;
+  /** Entries refused or released early because a table was full, one series per limit. */
+  readonly limitHits: Counter<'limit'>;
 }
 
 // Sub-millisecond buckets: the route's whole budget is a few ms.
@@ -44,6 +50,10 @@ export function decisionMetrics(registry: Registry): DecisionMetrics {
     recordsDropped: new Counter({ name: 'vantage_decision_records_dropped_total', help: 'Decision records not published (queue full, encode error), each logged', labelNames: ['cause'], registers: r }),
     recordsQueued: new LazyGauge(registry, 'vantage_decision_records_queued', 'Decision records queued or awaiting ack'),
     parameterSetInfo: new Gauge({ name: 'vantage_decision_parameter_set_info', help: 'Active parameter set (value 1)', labelNames: ['version', 'variant'], registers: r }),
+    received: new Counter({ name: 'vantage_decision_messages_received_total', help: 'Lifecycle and worker-registration messages received, by source', labelNames: ['source'], registers: r }),
+    accepted: new Counter({ name: 'vantage_decision_messages_accepted_total', help: 'Messages decoded and applied (received = accepted + rejected)', labelNames: ['source'], registers: r }),
+    rejected: new Counter({ name: 'vantage_decision_messages_rejected_total', help: 'Messages refused (undecodable, pool mismatch, endpoint refused, table full), by reason', labelNames: ['source', 'reason'], registers: r }),
+    limitHits: new Counter({ name: 'vantage_decision_limit_hits_total', help: 'Entries refused or released early because a table was full, by limit', labelNames: ['limit'], registers: r }),
     parameterReloads: new Counter({ name: 'vantage_decision_parameter_reloads_total', help: 'Parameter-set reload attempts by outcome', labelNames: ['outcome'], registers: r }),
   };
 }

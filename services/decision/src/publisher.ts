@@ -50,6 +50,8 @@ export interface PublisherOptions {
   readonly onPublished?: () => void;
   readonly onFailure?: (attempt: number) => void;
   readonly onDropped?: () => void;
+  /** Records still unpublished when a shutdown's flush gave up (each logged by request id). */
+  readonly onLeftAtShutdown?: (n: number) => void;
   readonly onQueueDepth?: (depth: number) => void;
 }
 
@@ -89,6 +91,9 @@ export class RecordPublisher {
   readonly #batch: number;
   #idleWaiters: (() => void)[] = [];
   #stopped = false;
+  /** Start of the current streak of failures without an ack in between (null: the last attempt succeeded). */
+  #failingSince: number | null = null;
+  #lastError = '';
   published = 0;
   failures = 0;
   dropped = 0;
@@ -100,6 +105,16 @@ export class RecordPublisher {
 
   get depth(): number {
     return this.#queue.length - this.#head + this.#inFlight;
+  }
+
+  /** How long publishing has failed without an ack in between (0 when the last attempt succeeded). */
+  failingForMs(nowMs = Date.now()): number {
+    return this.#failingSince === null ? 0 : nowMs - this.#failingSince;
+  }
+
+  /** The last failure's reason ('' when none since the last ack). */
+  get lastError(): string {
+    return this.#lastError;
   }
 
   /** Queue one encoded record; false (counted, logged) when the queue is full. */
@@ -152,6 +167,7 @@ export class RecordPublisher {
     this.#delayTimer = null;
     const left = this.#queue.slice(this.#head);
     if (left.length > 0 || this.#inFlight > 0) {
+      this.o.onLeftAtShutdown?.(left.length + this.#inFlight);
       this.o.log.error(
         { unpublished: left.length, inFlight: this.#inFlight, requestIds: left.slice(0, 100).map((p) => p.requestId) },
         'decision records not published before shutdown',
@@ -206,6 +222,8 @@ export class RecordPublisher {
   #acked(): void {
     this.#inFlight--;
     this.#consecutiveFailures = 0;
+    this.#failingSince = null;
+    this.#lastError = '';
     this.published++;
     this.o.onPublished?.();
     // Held records wait for their kick or timer; only a backlog stopped by maxInFlight moves on each ack.
@@ -216,6 +234,8 @@ export class RecordPublisher {
     this.#inFlight--;
     this.failures++;
     this.#consecutiveFailures++;
+    this.#failingSince ??= Date.now();
+    this.#lastError = e instanceof Error ? e.message : String(e);
     this.o.onFailure?.(p.attempts);
     const delay = Math.min(this.o.retryMaxMs, this.o.retryBaseMs * 2 ** Math.min(16, this.#consecutiveFailures - 1));
     const jittered = delay / 2 + Math.random() * (delay / 2);

@@ -4,10 +4,11 @@
  * publisher, metrics and the shutdown sequence.
  */
 import { lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
-import { ensureStream, VantageError, type RequestServer, type ServiceContext } from '@vantage/runtime';
+import { ensureStream, RateLimitedLog, VantageError, type RequestServer, type ServiceContext } from '@vantage/runtime';
 import type { Subscription } from '@nats-io/transport-node';
 import type { DecisionSettings } from './config';
 import { endsInFlight, InFlight } from './inflight';
+import { EndpointTable } from './endpoints';
 import { decisionMetrics, type DecisionMetrics } from './metrics';
 import { Outbox } from './outbox';
 import { ParameterFile } from './params';
@@ -62,7 +63,17 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   if (cfg.reloadOnSighup) process.on('SIGHUP', onHup);
 
   // Local in-flight accounting, released by lifecycle events or by timeout.
-  const inFlight = new InFlight(cfg.inFlightTimeoutMs, (model, n) => (metrics.inFlight.series(model).n = n));
+  const rejections = new RateLimitedLog(log, { intervalMs: cfg.rejectionLogIntervalMs });
+  for (const limit of ['in_flight_entries', 'endpoints_per_pool']) metrics.limitHits.inc({ limit }, 0);
+  const inFlight = new InFlight(
+    cfg.inFlightTimeoutMs,
+    (model, n) => (metrics.inFlight.series(model).n = n),
+    cfg.inFlightMaxEntries,
+    (e) => {
+      metrics.limitHits.inc({ limit: 'in_flight_entries' });
+      rejections.warn('in_flight_entries', { model: e.model, pool: e.pool, maxEntries: cfg.inFlightMaxEntries }, 'in-flight table full: oldest reservation released early');
+    },
+  );
   for (const role of ['efficient', 'capable'] as const) metrics.inFlight.series(cfg.pools[role].model).n = 0;
   const sweep = setInterval(() => {
     for (const e of inFlight.expire(Date.now())) {
@@ -73,28 +84,44 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   sweep.unref();
 
   const subs: Subscription[] = [];
-  const endpoints = new Map<string, Map<bigint, string>>();
+  const endpoints = new EndpointTable({ schemes: cfg.endpoints.schemes, allow: cfg.endpoints.allow }, cfg.endpoints.maxPerPool);
+  /** Counted once per message: received = accepted + rejected (per source). */
+  const reject = (source: string, pool: string, reason: string, detail: string): void => {
+    metrics.rejected.inc({ source, reason });
+    rejections.warn(`${source}:${reason}`, { source, pool, reason, detail: detail.slice(0, 256) }, 'message rejected');
+  };
   for (const role of ['efficient', 'capable'] as const) {
     const pool = cfg.pools[role].pool;
-    const eps = new Map<bigint, string>();
-    endpoints.set(pool, eps);
     subs.push(
       nc.subscribe(lifecycleSubject(pool), {
         callback: (err, m) => {
           if (err) return log.error({ err, pool }, 'lifecycle subscription error');
+          metrics.received.inc({ source: 'lifecycle' });
           const r = lifecycleEventCodec.decode(m.data);
-          if (!r.ok) return log.warn({ pool, code: r.code, reason: r.reason }, 'lifecycle event rejected');
+          if (!r.ok) return reject('lifecycle', pool, r.code, r.reason);
+          // Another pool's event on this pool's subject must not release this pool's reservations.
+          if (r.value.pool !== pool) return reject('lifecycle', pool, 'pool_mismatch', `event for pool ${r.value.pool}`);
+          metrics.accepted.inc({ source: 'lifecycle' });
           if (endsInFlight(r.value.kind)) inFlight.release(r.value.requestId);
         },
       }),
       nc.subscribe(workersSubject(pool), {
         callback: (err, m) => {
           if (err) return log.error({ err, pool }, 'workers subscription error');
+          metrics.received.inc({ source: 'workers' });
           const r = workerRegistrationCodec.decode(m.data);
-          if (!r.ok) return log.debug({ pool, code: r.code, reason: r.reason }, 'worker registration rejected');
+          if (!r.ok) return reject('workers', pool, r.code, r.reason);
           const g = r.value;
-          if (g.kind === 'deregister') eps.delete(g.workerId);
-          else if (g.endpoint !== null) eps.set(g.workerId, g.endpoint);
+          if (g.pool !== pool) return reject('workers', pool, 'pool_mismatch', `registration for pool ${g.pool}`);
+          if (g.kind === 'deregister') {
+            endpoints.remove(pool, g.workerId);
+            metrics.accepted.inc({ source: 'workers' });
+            return;
+          }
+          const o = endpoints.offer(pool, g.workerId, g.endpoint);
+          if (o.outcome === 'endpoints_per_pool') metrics.limitHits.inc({ limit: 'endpoints_per_pool' });
+          if (o.outcome === 'stored' || o.outcome === 'unchanged' || o.outcome === 'removed') metrics.accepted.inc({ source: 'workers' });
+          else reject('workers', pool, o.outcome, `worker ${g.workerId}: ${o.reason ?? ''}`);
         },
       }),
     );
@@ -125,6 +152,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
       onPublished: () => void published.n++,
       onFailure: () => metrics.recordPublishFailures.inc(),
       onDropped: () => metrics.recordsDropped.inc({ cause: 'queue_full' }),
+      onLeftAtShutdown: (n) => metrics.recordsDropped.inc({ cause: 'shutdown' }, n),
       onQueueDepth: (n) => (queued.n = n),
     });
   }
@@ -146,14 +174,42 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     outbox,
     instanceId: ctx.instanceId,
     params: () => params.current(),
-    endpointOf: (pool, workerId) => endpoints.get(pool)?.get(workerId) ?? null,
+    endpointOf: (pool, workerId) => endpoints.get(pool, workerId),
   });
   const server = serveRoutes(nc, cfg.subject, { queue: cfg.queueGroup, log, metrics: ctx.metrics, maxInFlight: cfg.maxInFlight, outbox }, (data) => router.handle(data));
 
-  ctx.addHealthCheck('decision', () => ({
-    ok: true,
-    details: { parameterSetVersion: params.current().version, variant: params.current().variant, inFlight: inFlight.size, recordsQueued: publisher?.depth ?? 0 },
-  }));
+  for (const cause of ['queue_full', 'shutdown']) metrics.recordsDropped.inc({ cause }, 0);
+  // Decision records that cannot be published: the queue past records.unhealthyQueued, or every attempt
+  // failing for records.unhealthyFailingMs (stream deleted or full, JetStream down).
+  ctx.addHealthCheck('decision', () => {
+    const depth = publisher?.depth ?? 0;
+    const failingMs = publisher?.failingForMs() ?? 0;
+    const problems: string[] = [];
+    if (depth > cfg.records.unhealthyQueued) problems.push(`${depth} decision records queued (threshold ${cfg.records.unhealthyQueued})`);
+    if (failingMs >= cfg.records.unhealthyFailingMs) problems.push(`decision records failing to publish for ${failingMs} ms: ${publisher?.lastError ?? ''}`);
+    return {
+      ok: problems.length === 0,
+      details: {
+        parameterSetVersion: params.current().version,
+        variant: params.current().variant,
+        inFlight: inFlight.size,
+        recordsQueued: depth,
+        recordsFailingForMs: failingMs,
+        ...(problems.length > 0 ? { reason: problems.join('; ') } : {}),
+      },
+    };
+  });
+  // While publishing fails, the stream may be gone (deleted by an operator): ensure it again (name and
+  // subjects only, as at start) every few seconds, so records flow again without a restart.
+  let ensuring = false;
+  const reEnsure = setInterval(() => {
+    if (publisher === null || ensuring || publisher.failingForMs() < 2_000) return;
+    ensuring = true;
+    ensureStream(nc, { name: cfg.records.stream, subjects: [cfg.records.subject] }, log)
+      .catch((e: unknown) => rejections.warn('ensure_stream', { err: e, stream: cfg.records.stream }, 'decision stream could not be ensured; retrying'))
+      .finally(() => (ensuring = false));
+  }, 3_000);
+  reEnsure.unref();
 
   shutdown.register('stop route endpoint', 'intake', async () => {
     await server.stop();
@@ -161,6 +217,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   shutdown.register('stop subscriptions and timers', 'drain', async () => {
     if (poll) clearInterval(poll);
     clearInterval(sweep);
+    clearInterval(reEnsure);
     process.off('SIGHUP', onHup);
     for (const s of subs) await s.drain().catch(() => {});
   });

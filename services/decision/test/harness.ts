@@ -94,7 +94,7 @@ export class Harness {
 
   constructor(
     readonly paramsFile: string,
-    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number; observeRequestEncoding?: 'binary' | 'json' } = {},
+    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number; observeRequestEncoding?: 'binary' | 'json'; decisionEnv?: Record<string, string> } = {},
   ) {}
 
   async start(initial: ParameterSet): Promise<void> {
@@ -124,6 +124,7 @@ export class Harness {
         VANTAGE_DECISION_OBSERVE_REQUEST_ENCODING: this.opts.observeRequestEncoding ?? 'binary',
         VANTAGE_DECISION_RECORDS_STREAM: this.recordsStream,
         VANTAGE_DECISION_RECORDS_SUBJECT: this.recordsSubject,
+        ...this.opts.decisionEnv,
       },
       signals: [],
       processHandlers: false,

@@ -91,6 +91,8 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
       intervalMs: s.integer({ minimum: 0, default: 30_000 }),
       /** JetStream object store bucket; one object per pool. */
       bucket: s.string({ pattern: '^[A-Za-z0-9_-]+$', default: 'vantage-indexer' }),
+      /** JetStream replicas of the bucket, set when it is created (3 on a three-node production cluster). */
+      replicas: s.integer({ minimum: 1, maximum: 5, default: 1 }),
     }),
     /** Name of this replica's durable consumers in JetStream mode (stable across restarts). */
     durableName: s.string({ pattern: '^[A-Za-z0-9_-]*$', default: '' }),
@@ -126,6 +128,30 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
        * that has been quiet since. Off, only suspicion (a gap, an unknown parent) triggers it.
        */
       onListing: s.boolean({ default: true }),
+    }),
+    /**
+     * Bounds on what any publisher can make a pool hold. A message past one is refused (nothing
+     * applied), counted in `vantage_indexer_limit_hits_total{limit}` and logged (rate-limited).
+     */
+    limits: s.object({
+      /** dp ranks per worker: a registration's dpSize, and ranks seen in events. */
+      dpRanksPerWorker: s.integer({ minimum: 1, maximum: 4096, default: 1024 }),
+      /** Distinct workers per pool. */
+      workersPerPool: s.integer({ minimum: 1, maximum: 4096, default: 1024 }),
+      /** (worker, dp rank) pairs per pool: at most what one observe reply carries (1,024 JSON records fit NATS's default 1 MiB payload; the binary reply's decoder takes at most 4,096). */
+      ranksPerPool: s.integer({ minimum: 1, maximum: 4096, default: 1024 }),
+      /** Open bookings per (worker, dp rank); they still expire after bookingTtlMs. */
+      bookingsPerRank: s.integer({ minimum: 1, default: 16_384 }),
+      /** Open bookings per pool. */
+      bookingsPerPool: s.integer({ minimum: 1, default: 65_536 }),
+      /** Messages held while the snapshot is restored (core NATS: dropped past it; JetStream waits). */
+      heldDuringRestore: s.integer({ minimum: 16, default: 65_536 }),
+    }),
+    /** At most one log line per (pool, source, reason) this often; the counters count every message. */
+    rejectionLogIntervalMs: s.integer({ minimum: 0, default: 10_000 }),
+    health: s.object({
+      /** JetStream mode: /healthz is unhealthy once consumption has been stopped this long. */
+      jetstreamStalledMs: s.integer({ minimum: 100, default: 15_000 }),
     }),
   }),
 });

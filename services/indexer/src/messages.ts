@@ -305,6 +305,8 @@ function choiceOfRows(rows: ObserveRows): ObserveReply['dynamoChoice'] {
 }
 
 export interface BookingMessage {
+  /** The pool the message names (must equal its subject's). */
+  readonly pool: string;
   readonly requestId: string;
   readonly workerId: WorkerId;
   readonly dpRank: number;
@@ -323,6 +325,7 @@ export function decodeBooking(data: Uint8Array): Decoded<BookingMessage> {
   return {
     ok: true,
     value: {
+      pool: b.pool,
       requestId: b.requestId,
       workerId: b.workerId,
       dpRank: b.dpRank,
@@ -335,6 +338,7 @@ export function decodeBooking(data: Uint8Array): Decoded<BookingMessage> {
 }
 
 export interface LifecycleMessage {
+  readonly pool: string;
   readonly requestId: string;
   readonly kind: LifecycleKind;
 }
@@ -342,10 +346,11 @@ export interface LifecycleMessage {
 export function decodeLifecycle(data: Uint8Array): Decoded<LifecycleMessage> {
   const r = lifecycleEventCodec.decode(data);
   if (!r.ok) return r;
-  return { ok: true, value: { requestId: r.value.requestId, kind: r.value.kind } };
+  return { ok: true, value: { pool: r.value.pool, requestId: r.value.requestId, kind: r.value.kind } };
 }
 
 export interface RegistrationMessage {
+  readonly pool: string;
   readonly remove: boolean;
   readonly workerId: WorkerId;
   readonly capacity: WorkerCapacity;
@@ -358,6 +363,6 @@ export function decodeRegistration(data: Uint8Array): Decoded<RegistrationMessag
   const r = workerRegistrationCodec.decode(data);
   if (!r.ok) return r;
   const g = r.value;
-  if (g.kind === 'deregister') return { ok: true, value: { remove: true, workerId: g.workerId, capacity: NO_CAPACITY, ttlMs: null } };
-  return { ok: true, value: { remove: false, workerId: g.workerId, capacity: { ...g.capacity }, ttlMs: g.ttlMs } };
+  if (g.kind === 'deregister') return { ok: true, value: { pool: g.pool, remove: true, workerId: g.workerId, capacity: NO_CAPACITY, ttlMs: null } };
+  return { ok: true, value: { pool: g.pool, remove: false, workerId: g.workerId, capacity: { ...g.capacity }, ttlMs: g.ttlMs } };
 }

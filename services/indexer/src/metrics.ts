@@ -6,6 +6,10 @@ export interface IndexerMetrics {
   readonly received: Counter<'pool' | 'source'>;
   readonly rejected: Counter<'pool' | 'source' | 'reason'>;
   readonly dropped: Counter<'pool' | 'source'>;
+  /** Messages decoded and queued for the writer: received = accepted + rejected + dropped, per source. */
+  readonly accepted: Counter<'pool' | 'source'>;
+  /** Messages refused by a limit (indexer.limits), one series per limit. */
+  readonly limitHits: Counter<'pool' | 'limit'>;
   readonly applied: Counter<'pool' | 'kind'>;
   readonly duplicates: Counter<'pool'>;
   readonly gaps: Counter<'pool'>;
@@ -41,6 +45,8 @@ export function indexerMetrics(registry: Registry): IndexerMetrics {
       ...reg,
     }),
     dropped: new Counter({ name: 'vantage_indexer_messages_dropped_total', help: 'Messages dropped because the writer queue was full', labelNames: ['pool', 'source'], ...reg }),
+    accepted: new Counter({ name: 'vantage_indexer_messages_accepted_total', help: 'Messages decoded and queued for the writer (received = accepted + rejected + dropped)', labelNames: ['pool', 'source'], ...reg }),
+    limitHits: new Counter({ name: 'vantage_indexer_limit_hits_total', help: 'Messages refused because a limit was reached (nothing applied), by limit', labelNames: ['pool', 'limit'], ...reg }),
     applied: new Counter({ name: 'vantage_indexer_events_applied_total', help: 'Messages applied by the writer, by kind', labelNames: ['pool', 'kind'], ...reg }),
     duplicates: new Counter({ name: 'vantage_indexer_kv_duplicates_total', help: 'KV events ignored as duplicate or older event ids', labelNames: ['pool'], ...reg }),
     gaps: new Counter({ name: 'vantage_indexer_kv_gaps_total', help: 'Event-id gaps detected (each marks a worker suspect)', labelNames: ['pool'], ...reg }),

@@ -16,7 +16,7 @@ import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { WorkerCapacity } from '@vantage/bookings';
 import { PrefixIndex } from '@vantage/prefix-index';
-import type { Logger } from '@vantage/runtime';
+import { OutageClock, type HealthResult, type Logger, type RateLimitedLog } from '@vantage/runtime';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { DiscoveryView, etcdDiscoveryStore, fileDiscoveryStore, type DiscoveredWorker, type DiscoveryEvent, type DiscoveryStore } from '@vantage/discovery';
 import { readSecretFile, VantageError } from '@vantage/runtime';
@@ -44,7 +44,7 @@ import {
 } from '@vantage/wire';
 import type { PoolConfig } from './config';
 import type { IndexerMetrics } from './metrics';
-import { PoolState } from '@vantage/observation';
+import { PoolState, type PoolLimitName, type PoolLimits } from '@vantage/observation';
 import { WriterQueue } from './queue';
 import type { RecoveryTarget } from './worker-query';
 import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type RecoverySettings, type RecoveryTargetSource, type WorkerQuerier } from './recovery';
@@ -81,7 +81,15 @@ export interface RunnerOptions {
   readonly bookingTtlMs: number;
   readonly workerTtlMs: number;
   readonly snapshotBucket: string | null;
+  /** JetStream replicas of the snapshot bucket when it is created (3 on a three-node cluster). */
+  readonly snapshotReplicas?: number;
   readonly durableName: string;
+  /** Bounds on the pool's tables (PoolState) and on messages held while a snapshot is restored. */
+  readonly limits: PoolLimits & { readonly heldDuringRestore: number };
+  /** Rejection and refusal lines, rate-limited per source and reason (the counters stay exact). */
+  readonly rejections: RateLimitedLog;
+  /** JetStream mode: /healthz turns unhealthy once consumption has been stopped this long. */
+  readonly jetstreamStalledMs: number;
   readonly now?: () => number;
   /** Recovery of suspect workers from their local indexes (null: off, a suspect waits for a `cleared`). */
   readonly recovery?: {
@@ -97,9 +105,6 @@ export interface RunnerOptions {
   /** A discovery store to use instead of the one the pool's configuration names (tests, other backends). */
   readonly discoveryStore?: DiscoveryStore;
 }
-
-/** Log lines per (source, reason) at most once per this long; the rest are counted in the next line. */
-const REJECT_LOG_EVERY_MS = 10_000;
 
 /** The store a pool's `discovery` section names; null for `none`. */
 export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
@@ -136,6 +141,9 @@ export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
   }
 }
 
+/** Limits checked by the runner itself (the rest are PoolState's). */
+export type RunnerLimitName = PoolLimitName | 'held_during_restore';
+
 export class PoolRunner {
   state!: PoolState;
   readonly queue: WriterQueue<Item>;
@@ -150,6 +158,13 @@ export class PoolRunner {
   private pendingAck: JsMsg | null = null;
   private paused = true;
   private readonly held: Item[] = [];
+  /** Resolves waiters (the JetStream loop) once the held messages are released. */
+  private releasedWaiters: (() => void)[] = [];
+  /** What happened to the message being handled by a subscription callback (one outcome per message). */
+  private msgOutcome: 'accepted' | 'rejected' | 'dropped' = 'accepted';
+  /** JetStream mode: whether consumption is running (null in core-NATS modes). */
+  readonly jetstream: OutageClock | null;
+  private jsStopped = false;
   private store: ObjectStore | null = null;
   private readonly now: () => number;
   private readonly pool: string;
@@ -164,7 +179,6 @@ export class PoolRunner {
   /** Dynamo's discovery for this pool's endpoint; null without discovery. */
   discovery: DiscoveryView | null = null;
   private readonly subscribed = new Set<string>();
-  private readonly rejectLog = new Map<string, { atMs: number; suppressed: number }>();
 
   constructor(
     readonly cfg: PoolConfig,
@@ -174,6 +188,7 @@ export class PoolRunner {
     this.now = o.now ?? Date.now;
     this.startedAtMs = this.now();
     this.blockSize = cfg.blockSize;
+    this.jetstream = cfg.kvEvents === 'jetstream' ? new OutageClock(o.jetstreamStalledMs, this.now) : null;
     this.queue = new WriterQueue<Item>(
       o.queueDepth,
       o.applyBatch,
@@ -241,28 +256,41 @@ export class PoolRunner {
   /** Queue a decoded item; while paused (restoring) items are held in order. */
   private enqueue(item: Item, source: string): boolean {
     if (this.paused) {
+      if (this.held.length >= this.o.limits.heldDuringRestore) {
+        // A flood while the snapshot is read must not grow memory without bound: dropped like a full queue.
+        this.msgOutcome = 'dropped';
+        this.refuse('held_during_restore', source, { held: this.held.length });
+        return false;
+      }
       this.held.push(item);
       return true;
     }
     if (!this.queue.push(item)) {
-      this.o.metrics.dropped.inc({ pool: this.pool, source });
+      this.msgOutcome = 'dropped';
       return false;
     }
     return true;
   }
 
-  /** Count a rejected message; log it, at most once per (source, reason) every REJECT_LOG_EVERY_MS. */
+  /** Count a rejected message; log it, rate-limited per (pool, source, reason). */
   private reject(source: string, reason: string, detail: string, subject: string): void {
+    this.msgOutcome = 'rejected';
     this.o.metrics.rejected.inc({ pool: this.pool, source, reason });
-    const k = `${source}\u0000${reason}`;
-    const now = Date.now();
-    const last = this.rejectLog.get(k);
-    if (last !== undefined && now - last.atMs < REJECT_LOG_EVERY_MS) {
-      last.suppressed++;
-      return;
-    }
-    this.rejectLog.set(k, { atMs: now, suppressed: 0 });
-    this.o.log.warn({ pool: this.pool, source, reason, detail: detail.slice(0, 512), subject, suppressedSinceLast: last?.suppressed ?? 0 }, 'message rejected');
+    // The detail may quote the payload: cut short, it can never make a line large.
+    this.o.rejections.warn(`${this.pool}:${source}:${reason}`, { pool: this.pool, source, reason, detail: detail.slice(0, 256), subject }, 'message rejected');
+  }
+
+  /** A decoded message refused by a limit: counted per limit, logged rate-limited, nothing applied. */
+  private refuse(limit: RunnerLimitName, source: string, fields: Record<string, unknown>): void {
+    this.o.metrics.limitHits.inc({ pool: this.pool, limit });
+    this.o.rejections.warn(`${this.pool}:${source}:${limit}`, { pool: this.pool, source, limit, ...fields }, 'message refused');
+  }
+
+  /** A message on `vantage.v1.{kind}.{pool}` must name the subject's pool: another pool's message is not this pool's to apply. */
+  private samePool(source: string, bodyPool: string, subject: string): boolean {
+    if (bodyPool === this.pool) return true;
+    this.reject(source, 'pool_mismatch', `message for pool ${JSON.stringify(bodyPool).slice(0, 80)} on this pool's subject`, subject);
+    return false;
   }
 
   private subscribe(subject: string, source: string, onMsg: (m: Msg) => void): void {
@@ -276,12 +304,16 @@ export class PoolRunner {
           return;
         }
         this.o.metrics.received.inc({ pool: this.pool, source });
+        this.msgOutcome = 'accepted';
         try {
           onMsg(m);
         } catch (e) {
           // Decoders return rejections rather than throw; this guards against bugs.
           this.reject(source, 'internal', e instanceof Error ? e.message : String(e), m.subject);
         }
+        // Exactly one of accepted, rejected or dropped per message received.
+        if (this.msgOutcome === 'accepted') this.o.metrics.accepted.inc({ pool: this.pool, source });
+        else if (this.msgOutcome === 'dropped') this.o.metrics.dropped.inc({ pool: this.pool, source });
       },
     });
     this.subs.push(sub);
@@ -367,16 +399,19 @@ export class PoolRunner {
     this.subscribe(bookingsSubject(this.pool), 'bookings', (m) => {
       const r = decodeBooking(m.data);
       if (!r.ok) return this.reject('bookings', r.code, r.reason, m.subject);
+      if (!this.samePool('bookings', r.value.pool, m.subject)) return;
       this.enqueue({ kind: 'book', booking: r.value }, 'bookings');
     });
     this.subscribe(lifecycleSubject(this.pool), 'lifecycle', (m) => {
       const r = decodeLifecycle(m.data);
       if (!r.ok) return this.reject('lifecycle', r.code, r.reason, m.subject);
+      if (!this.samePool('lifecycle', r.value.pool, m.subject)) return;
       this.enqueue({ kind: 'life', event: r.value }, 'lifecycle');
     });
     this.subscribe(workersSubject(this.pool), 'workers', (m) => {
       const r = decodeRegistration(m.data);
       if (!r.ok) return this.reject('workers', r.code, r.reason, m.subject);
+      if (!this.samePool('workers', r.value.pool, m.subject)) return;
       this.enqueue({ kind: 'reg', reg: r.value }, 'workers');
     });
     await this.o.nc.flush();
@@ -405,6 +440,7 @@ export class PoolRunner {
       this.recoveryTimer = setInterval(() => rec.pump(), this.o.recovery.pumpMs);
       this.recoveryTimer.unref();
     }
+    for (const w of this.releasedWaiters.splice(0)) w();
   }
 
   /**
@@ -487,13 +523,14 @@ export class PoolRunner {
         selection: { kind: 'kv_router', ...this.cfg.selection },
         bookingTtlMs: this.o.bookingTtlMs,
         workerTtlMs: this.o.workerTtlMs,
+        limits: this.o.limits,
         ...(index ? { index } : {}),
       });
     this.state = mk();
     if (this.o.snapshotBucket === null) return null;
     try {
       const objm = new Objm(this.o.nc);
-      this.store = await objm.create(this.o.snapshotBucket);
+      this.store = await objm.create(this.o.snapshotBucket, { replicas: this.o.snapshotReplicas ?? 1 });
       const bytes = await this.store.getBlob(this.pool);
       if (bytes === null) {
         this.o.log.info({ pool: this.pool }, 'no snapshot; starting with an empty index');
@@ -530,18 +567,33 @@ export class PoolRunner {
    * (re)created at the position after the restored snapshot (or the stream's
    * start), so nothing between the snapshot and now is skipped; events the
    * snapshot already holds are ignored as duplicates by id.
+   *
+   * Consumption is supervised: when the consumer or the stream disappears (deleted by an operator,
+   * a stream reset) the consume loop ends, `jetstream` records the outage (health: unhealthy past
+   * `jetstreamStalledMs`), and the consumer is made again every second from the position after the
+   * last message taken (from the stream's start when the stream was recreated: its sequence went
+   * back), until it works; then healthy again. Missed heartbeats count as an outage until the next
+   * message or heartbeat.
    */
   private async startJetStream(snapshotSeq: number | null): Promise<void> {
+    await this.openJetStream(snapshotSeq);
+    void this.superviseJetStream();
+  }
+
+  private async openJetStream(fromSeq: number | null): Promise<void> {
     const { nc, log } = this.o;
     const stream = jetStreamKvStreamName(this.cfg.namespace, this.cfg.component);
     const subject = jetStreamKvSubject(this.cfg.namespace, this.cfg.component);
     const jsm = await jetstreamManager(nc);
+    let lastSeq = 0;
     try {
-      await jsm.streams.info(stream);
+      lastSeq = (await jsm.streams.info(stream)).state.last_seq;
     } catch {
       // Dynamo's workers create it; creating it here (same settings) lets the indexer start first.
       await jsm.streams.add({ name: stream, subjects: [subject], max_age: 3600 * 1e9 });
     }
+    // A stream whose last sequence is below the position taken was recreated: read it from its start.
+    const startSeq = fromSeq !== null && fromSeq <= lastSeq ? fromSeq : null;
     const durable = this.o.durableName || `vantage-indexer-${hostname().replace(/[^A-Za-z0-9_-]/g, '_')}-${this.pool}`;
     try {
       await jsm.consumers.delete(stream, durable);
@@ -552,33 +604,84 @@ export class PoolRunner {
       durable_name: durable,
       ack_policy: AckPolicy.All,
       max_ack_pending: 20_000,
-      ...(snapshotSeq !== null ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: snapshotSeq + 1 } : { deliver_policy: DeliverPolicy.All }),
+      ...(startSeq !== null ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: startSeq + 1 } : { deliver_policy: DeliverPolicy.All }),
     });
     const consumer = await jetstream(nc).consumers.get(stream, durable);
-    this.jsMessages = await consumer.consume({ max_messages: 1000 });
-    log.info({ pool: this.pool, stream, durable, fromSeq: snapshotSeq === null ? 1 : snapshotSeq + 1 }, 'consuming KV events from JetStream');
-    void (async () => {
-      for await (const m of this.jsMessages!) {
-        this.o.metrics.received.inc({ pool: this.pool, source: 'kv_events_js' });
-        const kind = sniffMessage(m.data);
-        let ev: KvEvent | undefined;
-        if (kind === 'envelope') {
-          const r = decodeEventPlaneMessage(m.data, { topic: 'kv-events' });
-          if (r.ok && r.value.kind === 'kv_event') ev = r.value.event;
-          else this.reject('kv_events_js', r.ok ? 'wrong_type' : r.code, r.ok ? 'not a kv event' : r.reason, m.subject);
-        } else {
-          const r = decodeRouterEventJson(m.data);
-          if (r.ok) ev = r.value;
-          else this.reject('kv_events_js', r.code, r.reason, m.subject);
+    // Missing consumer or stream ends the loop (the supervisor recreates them) instead of retrying in silence;
+    // 5 s pulls mean heartbeats every 2.5 s, so a stall is noticed within seconds.
+    this.jsMessages = await consumer.consume({ max_messages: 1000, expires: 5_000, abort_on_missing_resource: true });
+    this.jetstream?.ok();
+    log.info({ pool: this.pool, stream, durable, fromSeq: startSeq === null ? 1 : startSeq + 1 }, 'consuming KV events from JetStream');
+  }
+
+  private async superviseJetStream(): Promise<void> {
+    const { log } = this.o;
+    const clock = this.jetstream!;
+    while (!this.jsStopped) {
+      const msgs = this.jsMessages;
+      let reason = 'JetStream consumption ended';
+      if (msgs !== null) {
+        void (async () => {
+          for await (const st of msgs.status()) {
+            if (st.type === 'heartbeat') clock.ok();
+            else if (st.type === 'heartbeats_missed') clock.fail(`JetStream heartbeats missed (${st.count})`);
+            else if (st.type === 'consumer_deleted' || st.type === 'consumer_not_found' || st.type === 'stream_not_found') clock.fail(`JetStream ${st.type.replace(/_/g, ' ')}`);
+          }
+        })().catch(() => {});
+        try {
+          await this.consumeJetStream(msgs);
+        } catch (e) {
+          reason = `JetStream consumption stopped: ${e instanceof Error ? e.message : String(e)}`;
         }
-        const item: Item = ev
-          ? { kind: 'kv', event: ev, streamSeq: m.seq, msg: m }
-          : { kind: 'kv', event: SKIP, streamSeq: m.seq, msg: m }; // keeps the position moving past bad messages
-        // A durable stream is never dropped from: wait for room instead.
-        while (!this.paused && this.queue.depth >= this.o.queueDepth - 1) await this.queue.idle();
-        this.enqueue(item, 'kv_events_js');
       }
-    })().catch((e: unknown) => log.error({ err: e, pool: this.pool }, 'JetStream consumption ended'));
+      if (this.jsStopped) return;
+      clock.fail(reason);
+      log.error({ pool: this.pool, reason, lastStreamSeq: this.lastStreamSeq }, 'JetStream consumption stopped; re-creating the consumer');
+      // Re-create every second until it works (stream or consumer back, or made again here).
+      for (;;) {
+        await new Promise((r) => setTimeout(r, 1_000));
+        if (this.jsStopped) return;
+        try {
+          await this.openJetStream(this.lastStreamSeq);
+          break;
+        } catch (e) {
+          clock.fail(`${reason}; re-creating the consumer failed: ${e instanceof Error ? e.message : String(e)}`);
+        }
+      }
+    }
+  }
+
+  private async consumeJetStream(msgs: ConsumerMessages): Promise<void> {
+    for await (const m of msgs) {
+      this.jetstream?.ok();
+      this.o.metrics.received.inc({ pool: this.pool, source: 'kv_events_js' });
+      this.msgOutcome = 'accepted';
+      const kind = sniffMessage(m.data);
+      let ev: KvEvent | undefined;
+      if (kind === 'envelope') {
+        const r = decodeEventPlaneMessage(m.data, { topic: 'kv-events' });
+        if (r.ok && r.value.kind === 'kv_event') ev = r.value.event;
+        else this.reject('kv_events_js', r.ok ? 'wrong_type' : r.code, r.ok ? 'not a kv event' : r.reason, m.subject);
+      } else {
+        const r = decodeRouterEventJson(m.data);
+        if (r.ok) ev = r.value;
+        else this.reject('kv_events_js', r.code, r.reason, m.subject);
+      }
+      if (ev !== undefined) this.o.metrics.accepted.inc({ pool: this.pool, source: 'kv_events_js' });
+      const item: Item = ev
+        ? { kind: 'kv', event: ev, streamSeq: m.seq, msg: m }
+        : { kind: 'kv', event: SKIP, streamSeq: m.seq, msg: m }; // keeps the position moving past bad messages
+      // A durable stream is never dropped from: wait for room instead (held ones too, while restoring).
+      while (this.paused && this.held.length >= this.o.limits.heldDuringRestore) await new Promise<void>((r) => this.releasedWaiters.push(r));
+      while (!this.paused && this.queue.depth >= this.o.queueDepth - 1) await this.queue.idle();
+      if (this.paused) this.held.push(item);
+      else this.queue.push(item);
+    }
+  }
+
+  /** JetStream mode: unhealthy once consumption has been stopped `jetstreamStalledMs`; null in core-NATS modes. */
+  jetstreamHealth(): HealthResult | null {
+    return this.jetstream === null ? null : this.jetstream.health({ lastStreamSeq: this.lastStreamSeq });
   }
 
   /** The single writer: everything that changes the pool goes through here, in order. */
@@ -593,6 +696,8 @@ export class PoolRunner {
           this.pendingAck = it.msg;
         }
         if (it.event === SKIP) return;
+        const limit = s.admitRank(it.event.workerId, it.event.dpRank);
+        if (limit !== null) return this.refuse(limit, it.streamSeq === null ? 'kv_events' : 'kv_events_js', { workerId: String(it.event.workerId), dpRank: it.event.dpRank });
         const r = s.applyKvEvent(it.event, now);
         if (r.status === 'duplicate') m.duplicates.inc({ pool: this.pool });
         else {
@@ -609,23 +714,37 @@ export class PoolRunner {
       case 'recovery':
         this.recovery?.applyAnswer(it.answer);
         return;
-      case 'load':
+      case 'load': {
+        const limit = s.admitRank(it.load.workerId, it.load.dpRank);
+        if (limit !== null) return this.refuse(limit, 'kv_metrics', { workerId: String(it.load.workerId), dpRank: it.load.dpRank });
         m.applied.inc({ pool: this.pool, kind: s.applyLoad(it.load, now, it.adopt) ? 'load' : 'load_foreign_ignored' });
         return;
-      case 'fpm':
+      }
+      case 'fpm': {
+        const limit = s.admitRank(it.metrics.workerId, it.metrics.dpRank);
+        if (limit !== null) return this.refuse(limit, 'forward_pass_metrics', { workerId: String(it.metrics.workerId), dpRank: it.metrics.dpRank });
         s.applyForwardPass(it.metrics, now);
         m.applied.inc({ pool: this.pool, kind: 'forward_pass' });
         return;
+      }
       case 'disc':
         this.applyDiscovered(it.add, it.worker, now);
         m.applied.inc({ pool: this.pool, kind: it.add ? 'discovered' : 'undiscovered' });
         return;
-      case 'seq':
-        s.applySequenceEvent(it.event, now);
+      case 'seq': {
+        const e = it.event;
+        if (e.data.kind === 'add_request') {
+          const limit = s.admitRank(e.workerId, e.dpRank) ?? s.admitBooking(e.requestId, e.workerId, e.dpRank);
+          if (limit !== null) return this.refuse(limit, 'active_sequences', { workerId: String(e.workerId), dpRank: e.dpRank, requestId: e.requestId.slice(0, 128) });
+        }
+        s.applySequenceEvent(e, now);
         m.applied.inc({ pool: this.pool, kind: 'dynamo_sequence' });
         return;
+      }
       case 'book': {
         const b = it.booking;
+        const limit = s.admitBooking(b.requestId, b.workerId, b.dpRank);
+        if (limit !== null) return this.refuse(limit, 'bookings', { workerId: String(b.workerId), dpRank: b.dpRank, requestId: b.requestId.slice(0, 128) });
         const out = s.ledger.book({
           requestId: b.requestId,
           workerId: b.workerId,
@@ -656,6 +775,8 @@ export class PoolRunner {
           this.recovery?.forget(r.workerId);
         }
         else {
+          const limit = s.admitRegistration(r.workerId, r.capacity);
+          if (limit !== null) return this.refuse(limit, 'workers', { workerId: String(r.workerId), dpStartRank: r.capacity.dpStartRank, dpSize: r.capacity.dpSize });
           const err = s.register(r.workerId, r.capacity, r.ttlMs, now);
           if (err) this.o.log.warn({ pool: this.pool, workerId: String(r.workerId), err }, 'registration refused');
         }
@@ -730,6 +851,7 @@ export class PoolRunner {
         /* connection already closed */
       }
     }
+    this.jsStopped = true;
     if (this.jsMessages) await this.jsMessages.close();
     this.queue.stop();
     await this.queue.idle();

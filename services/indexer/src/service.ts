@@ -8,7 +8,7 @@ import { headers, type Msg, type NatsConnection } from '@nats-io/transport-node'
 import { Svcm, type Service } from '@nats-io/services';
 import { localBlockHashes } from '@vantage/hashing';
 import { ObserveReplyBinaryWriter } from '@vantage/protocol';
-import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
+import { RateLimitedLog, VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
 import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
 import { decodeObserveHot, encodeObserveReply, observeBinary, observeSubject } from './messages';
@@ -80,6 +80,18 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
   const cfg = config.indexer;
   const metrics = indexerMetrics(registry);
   const runners = new Map<string, PoolRunner>();
+  const rejections = new RateLimitedLog(log, { intervalMs: cfg.rejectionLogIntervalMs });
+  const L = cfg.limits;
+  const limits = {
+    dpRanksPerWorker: L.dpRanksPerWorker,
+    workers: L.workersPerPool,
+    ranks: L.ranksPerPool,
+    bookingsPerRank: L.bookingsPerRank,
+    bookings: L.bookingsPerPool,
+    heldDuringRestore: L.heldDuringRestore,
+  };
+  // Pre-create every limit's series at 0, so a dashboard sees the metric before the first hit.
+  for (const pool of cfg.pools) for (const limit of ['dp_ranks_per_worker', 'workers_per_pool', 'ranks_per_pool', 'bookings_per_rank', 'bookings_per_pool', 'held_during_restore']) metrics.limitHits.inc({ pool: pool.name, limit }, 0);
 
   // One client of the workers' local indexes for every pool: one response-stream server.
   const rc = cfg.recovery;
@@ -108,6 +120,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
       bookingTtlMs: cfg.bookingTtlMs,
       workerTtlMs: cfg.workerTtlMs,
       snapshotBucket: cfg.snapshot.intervalMs > 0 ? cfg.snapshot.bucket : null,
+      snapshotReplicas: cfg.snapshot.replicas,
       durableName: cfg.durableName,
       recovery:
         querier && recMetrics
@@ -120,6 +133,9 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
               onListing: rc.onListing,
             }
           : null,
+      limits,
+      rejections,
+      jetstreamStalledMs: cfg.health.jetstreamStalledMs,
     });
     runners.set(pool.name, runner);
     await runner.start();
@@ -210,8 +226,14 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
 
   ctx.addHealthCheck('pools', () => {
     const details: Record<string, unknown> = {};
-    for (const [name, r] of runners) details[name] = { queueDepth: r.queue.depth, workers: r.state.knownRanks().length, bookings: r.state.ledger.size };
-    return { ok: true, details };
+    let ok = true;
+    for (const [name, r] of runners) {
+      const js = r.jetstreamHealth();
+      // JetStream consumption stopped for longer than health.jetstreamStalledMs: the index is no longer fed.
+      if (js !== null && !js.ok) ok = false;
+      details[name] = { queueDepth: r.queue.depth, workers: r.state.workerCount, ranks: r.state.rankCount, bookings: r.state.ledger.size, ...(js === null ? {} : { jetstream: { ok: js.ok, ...js.details } }) };
+    }
+    return { ok, details };
   });
 
   shutdown.register('stop observe endpoints', 'intake', async () => {

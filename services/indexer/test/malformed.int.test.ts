@@ -39,7 +39,8 @@ describe('indexer: malformed input', () => {
     child = await spawnIndexer({
       natsUrl: natsUrl(),
       pools: (Object.keys(P) as KvFormat[]).map((f) => ({ name: P[f], blockSize: BS, namespace: P[f], kvEvents: f })),
-      env: { VANTAGE_INDEXER_DURABLE_NAME: uniqueName('dur') },
+      // Every rejection logged (no rate limit), so the lines can be counted against the counters.
+      env: { VANTAGE_INDEXER_DURABLE_NAME: uniqueName('dur'), VANTAGE_INDEXER_REJECTION_LOG_INTERVAL_MS: '0' },
     });
   });
   afterAll(async () => {

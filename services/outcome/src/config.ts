@@ -18,6 +18,15 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
       /** Stream retention: long enough to outlive any Kafka outage we intend to ride out. */
       streamMaxAgeMs: s.integer({ minimum: 60_000, default: 7 * 24 * 3600_000 }),
       streamMaxBytes: s.integer({ minimum: -1, default: 8 * 1024 ** 3 }),
+      /**
+       * What a full stream does: `new` refuses new messages (the decision service's publisher then holds
+       * and retries its records, counted; a gateway's core-NATS lifecycle publish is refused by the
+       * server), `old` drops the oldest message, acknowledged or not. Default `new`: nothing unread is
+       * silently lost.
+       */
+      streamDiscard: s.enum(['new', 'old'] as const, { default: 'new' }),
+      /** JetStream replicas of both streams (3 on a three-node production cluster; 1 on a single server). */
+      streamReplicas: s.integer({ minimum: 1, maximum: 5, default: 1 }),
       /** Server-side redelivery timer. Must exceed joinWindowMs + terminalGraceMs (checked at start). */
       ackWaitMs: s.integer({ minimum: 1000, default: 150_000 }),
       /** Bound on unacknowledged messages per consumer: the server stops delivering beyond it. */
@@ -34,7 +43,10 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
       /** Single-partition log of which source sequences each transaction wrote (exactly-once bookkeeping). */
       progress: s.string({ minLength: 1, default: 'vantage.outcome-progress.v1' }),
       partitions: s.integer({ minimum: 1, default: 6 }),
+      /** Replication factor of every topic at creation (3 on a three-broker production cluster). */
       replicationFactor: s.integer({ minimum: 1, default: 1 }),
+      /** Topic `min.insync.replicas` at creation (2 with replication factor 3: a write survives one broker down). */
+      minInsyncReplicas: s.integer({ minimum: 1, default: 1 }),
       retentionMs: s.integer({ minimum: 60_000, default: 30 * 24 * 3600_000 }),
       /** Topic `max.message.bytes` set at creation: one transaction's record batch per partition must fit. */
       maxMessageBytes: s.integer({ minimum: 1024 * 1024, default: 16 * 1024 * 1024 }),
@@ -79,6 +91,12 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
     recentlyClosedCap: s.integer({ minimum: 0, default: 200_000 }),
     /** Clock-skew allowance when seeking the progress log by timestamp. */
     clockSkewMs: s.integer({ minimum: 0, default: 60_000 }),
+    health: s.object({
+      /** /healthz is unhealthy once Kafka has been unreachable (probe or transactions failing) this long. */
+      kafkaDownMs: s.integer({ minimum: 100, default: 10_000 }),
+      /** How often the leader probes Kafka when nothing else would notice it gone, and the probe's own bound. */
+      kafkaProbeMs: s.integer({ minimum: 100, default: 2_000 }),
+    }),
   }),
 });
 
@@ -96,6 +114,9 @@ export function checkOutcomeConfig(cfg: OutcomeConfig): void {
   }
   if (o.leader.leaseMs < 3 * o.leader.renewMs) {
     problems.push(`outcome.leader.leaseMs (${o.leader.leaseMs}) must be >= 3 * outcome.leader.renewMs (${3 * o.leader.renewMs})`);
+  }
+  if (o.topics.minInsyncReplicas > o.topics.replicationFactor) {
+    problems.push(`outcome.topics.minInsyncReplicas (${o.topics.minInsyncReplicas}) must be <= outcome.topics.replicationFactor (${o.topics.replicationFactor})`);
   }
   if (o.transactionTimeoutMs >= o.nats.ackWaitMs) {
     problems.push(`outcome.transactionTimeoutMs (${o.transactionTimeoutMs}) must be below outcome.nats.ackWaitMs (${o.nats.ackWaitMs})`);

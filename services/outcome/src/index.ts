@@ -12,7 +12,7 @@ export { ReadPosition } from './readposition';
 export type { DecodedLifecycle, LifecycleDecode, LifecycleRejectionCode } from './lifecycle';
 export { deadLetterMessage, DLQ_HEADERS } from './deadletter';
 export type { DeadLetterReason } from './deadletter';
-export { CommittedSet, parseProgress, progressRecord } from './progress';
+export { acceptProgress, CommittedSet, parseProgress, progressRecord } from './progress';
 export type { ProgressRecord } from './progress';
 export { toRanges, inRanges, mergeRanges } from './ranges';
 export { outcomeMetrics } from './metrics';

@@ -29,6 +29,7 @@ export function outcomeMetrics(registry: Registry) {
     expiredDropped: new Counter({ name: 'vantage_outcome_expired_dropped_total', help: 'Fetched messages dropped unprocessed because their ownership lapsed while queued (redelivered later)', registers }),
     leader: new Gauge({ name: 'vantage_outcome_leader', help: '1 while this replica holds the leadership lease and consumes, 0 while standby', registers }),
     leadershipChanges: new Counter({ name: 'vantage_outcome_leadership_changes_total', help: 'Leadership transitions, by the role taken (leader, standby)', labelNames: ['to'], registers }),
+    progressRefused: new Counter({ name: 'vantage_outcome_progress_refused_total', help: 'Progress-topic records not taken (another writer than this transactional id, or malformed), by reason', labelNames: ['reason'], registers }),
     fetchPaused: new Gauge({ name: 'vantage_outcome_fetch_paused', help: '1 while fetching is paused by backpressure', registers }),
   };
 }

@@ -53,6 +53,19 @@ function rangesOk(v: unknown): v is Record<string, Range[]> {
   );
 }
 
+/**
+ * A progress value as the follower takes it: only records written under this service's own
+ * transactional id count (rule 3 in the README); anything else on the topic (another writer, a
+ * malformed value) is refused with a reason, never applied: a forged record could otherwise make a
+ * redelivered message look already written, and it would be lost.
+ */
+export function acceptProgress(bytes: Buffer | null, writer: string): { ok: true; rec: ProgressRecord } | { ok: false; code: 'malformed' | 'foreign_writer'; reason: string } {
+  const rec = parseProgress(bytes);
+  if (rec === null) return { ok: false, code: 'malformed', reason: 'not a v1 progress record' };
+  if (rec.writer !== writer) return { ok: false, code: 'foreign_writer', reason: `written by ${JSON.stringify(rec.writer.slice(0, 128))}, not ${JSON.stringify(writer)}` };
+  return { ok: true, rec };
+}
+
 /** Parses a progress value; null for anything else (foreign writers are ignored, not fatal). */
 export function parseProgress(bytes: Buffer | null): ProgressRecord | null {
   if (bytes === null) return null;

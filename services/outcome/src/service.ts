@@ -8,7 +8,7 @@
  *       (records + one progress record) ─▶ commit ─▶ ack the sources
  */
 import { randomBytes } from 'node:crypto';
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type Consumer as JsConsumer, type JsMsg } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, type Consumer as JsConsumer, type JsMsg } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import {
   decodeSingleObject,
@@ -20,7 +20,7 @@ import {
   type OutcomeRecord,
   type SourcePart,
 } from '@vantage/records';
-import { ensureDurableConsumer, ensureStream, natsConnected, type ServiceContext, type VantageProducer } from '@vantage/runtime';
+import { ensureDurableConsumer, ensureStream, natsConnected, OutageClock, RateLimitedLog, type ServiceContext, type VantageProducer } from '@vantage/runtime';
 import type { Consumer as KafkaConsumer, Message as KafkaMessage } from 'kafkajs';
 import { checkOutcomeConfig, type OutcomeConfig, type OutcomeConfigShape } from './config';
 import { deadLetterMessage, type DeadLetterReason } from './deadletter';
@@ -29,7 +29,7 @@ import { parseDelivery } from './delivery';
 import { ReadPosition } from './readposition';
 import { decodeLifecycle } from './lifecycle';
 import { outcomeMetrics, type OutcomeMetrics } from './metrics';
-import { CommittedSet, parseProgress, progressRecord, type ProgressRecord } from './progress';
+import { acceptProgress, CommittedSet, progressRecord, type ProgressRecord } from './progress';
 
 export type OutcomeContext = ServiceContext<OutcomeConfigShape, true>;
 type Ctx = OutcomeContext;
@@ -140,6 +140,9 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         // that lets Kafka be down for as long as max_age without loss.
         max_age: o.nats.streamMaxAgeMs * 1_000_000,
         max_bytes: o.nats.streamMaxBytes,
+        // A full stream refuses new input (publishers hold and retry) rather than drop the oldest unread.
+        discard: o.nats.streamDiscard === 'new' ? DiscardPolicy.New : DiscardPolicy.Old,
+        num_replicas: o.nats.streamReplicas,
       },
       log,
     );
@@ -158,7 +161,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     );
   }
   const retention = String(o.topics.retentionMs);
-  const topicConfig = { 'retention.ms': retention, 'max.message.bytes': String(o.topics.maxMessageBytes) };
+  const topicConfig = { 'retention.ms': retention, 'max.message.bytes': String(o.topics.maxMessageBytes), 'min.insync.replicas': String(o.topics.minInsyncReplicas) };
   await kafka.ensureTopics([
     { topic: o.topics.decisions, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: topicConfig },
     { topic: o.topics.outcomes, partitions: o.topics.partitions, replicationFactor: o.topics.replicationFactor, config: topicConfig },
@@ -197,6 +200,17 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   let giveUp = false;
   let kafkaHealthy = true;
   let lastKafkaError: string | undefined;
+  /** Kafka reachability for /healthz: unhealthy once transactions or the probe have failed for health.kafkaDownMs. */
+  const kafkaClock = new OutageClock(o.health.kafkaDownMs);
+  const setKafka = (up: boolean, err?: unknown): void => {
+    kafkaHealthy = up;
+    if (up) kafkaClock.ok();
+    else {
+      lastKafkaError = err instanceof Error ? err.message : String(err);
+      kafkaClock.fail(lastKafkaError);
+    }
+  };
+  const refusals = new RateLimitedLog(log);
   let wake: (() => void) | null = null;
   /** Where the batch loop is, for the stall report. */
   let stage = 'starting';
@@ -278,8 +292,13 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   await follower.run({
     autoCommit: true,
     eachMessage: async ({ message }) => {
-      const rec = parseProgress(message.value);
-      if (rec === null) return;
+      const got = acceptProgress(message.value, transactionalId);
+      if (!got.ok) {
+        metrics.progressRefused.inc({ reason: got.code });
+        refusals.warn(`progress:${got.code}`, { reason: got.code, detail: got.reason, offset: message.offset }, 'progress record refused');
+        return;
+      }
+      const rec = got.rec;
       committed.add(rec, Date.now());
       sentinelWaiters.get(rec.nonce)?.();
     },
@@ -344,8 +363,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         }
         log.warn({ nonce }, 'progress sentinel not seen in time; retrying');
       } catch (e) {
-        kafkaHealthy = false;
-        lastKafkaError = e instanceof Error ? e.message : String(e);
+        setKafka(false, e);
         if (giveUp) throw e;
         log.warn({ err: e, attempt }, 'progress sync failed; re-creating producer');
         await sleep(Math.min(5000, 200 * 2 ** Math.min(attempt, 5)));
@@ -612,12 +630,11 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         stop();
         metrics.transactions.inc({ result: 'committed' });
         committed.add(prog, Date.now());
-        kafkaHealthy = true;
+        setKafka(true);
         return true;
       } catch (e) {
         metrics.transactions.inc({ result: 'failed' });
-        kafkaHealthy = false;
-        lastKafkaError = e instanceof Error ? e.message : String(e);
+        setKafka(false, e);
         if (giveUp) throw e;
         log.warn({ err: e, attempt, records: b.records }, 'kafka transaction failed; re-creating producer and checking the progress log');
         await sleep(Math.min(5000, 100 * 2 ** Math.min(attempt, 6)));
@@ -625,7 +642,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
         await sync();
         if (committed.has(b.nonce)) {
           log.info({ nonce: b.nonce }, 'transaction had committed before the failure was reported');
-          kafkaHealthy = true;
+          setKafka(true);
           return true;
         }
       }
@@ -1046,7 +1063,31 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
   }, 10_000);
   stallTimer.unref();
 
-  ctx.addHealthCheck('kafka', () => ({ ok: kafkaHealthy, details: kafkaHealthy ? {} : { error: lastKafkaError } }));
+  // An idle service would not notice Kafka gone: probe it (a cluster metadata request, bounded in
+  // time; it reads no partition, so it cannot disturb a topic whose leader is still being elected),
+  // one probe at a time. Transactions report their own failures and successes too.
+  let probing = false;
+  const kafkaProbe = setInterval(() => {
+    if (probing) return;
+    probing = true;
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`kafka probe: no answer in ${o.health.kafkaProbeMs} ms`)), o.health.kafkaProbeMs)));
+    // The bound marks Kafka failing at once; the next probe starts only once this call has settled
+    // (kafkajs retries inside it), whose own answer then counts.
+    bound.catch((e: unknown) => setKafka(false, e));
+    kafka.admin
+      .describeCluster()
+      .then(
+        () => setKafka(true),
+        (e: unknown) => setKafka(false, e),
+      )
+      .finally(() => {
+        clearTimeout(timer);
+        probing = false;
+      });
+  }, o.health.kafkaProbeMs);
+  kafkaProbe.unref();
+  ctx.addHealthCheck('kafka', () => kafkaClock.health(kafkaHealthy ? {} : { error: lastKafkaError }));
   ctx.addHealthCheck('pipeline', () => ({
     ok: natsConnected(ctx.nc),
     details: { role, holder, leaseKey, pendingJoins: joiner.pending, inbox: inboxSize(), committedTransactions: committed.size },
@@ -1071,6 +1112,7 @@ export async function startOutcome(ctx: Ctx): Promise<OutcomeService> {
     }
     clearInterval(lagTimer);
     clearInterval(stallTimer);
+    clearInterval(kafkaProbe);
     log.info('outcome pipeline stopped');
   });
 

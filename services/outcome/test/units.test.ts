@@ -389,3 +389,15 @@ describe('sendRequests', () => {
     }
   });
 });
+
+describe('progress records are taken only from our own transactional id', () => {
+  it('accepts our writer, refuses another writer and malformed values with a reason', async () => {
+    const { acceptProgress } = await import('../src/index');
+    const mine = Buffer.from(JSON.stringify(progressRecord('txn-a', 'n1', 1, new Map([['D', [1, 2]]]), new Map())));
+    const forged = Buffer.from(JSON.stringify(progressRecord('txn-evil', 'n2', 1, new Map([['D', [3, 4]]]), new Map())));
+    expect(acceptProgress(mine, 'txn-a')).toMatchObject({ ok: true, rec: { writer: 'txn-a', nonce: 'n1' } });
+    expect(acceptProgress(forged, 'txn-a')).toMatchObject({ ok: false, code: 'foreign_writer' });
+    expect(acceptProgress(Buffer.from('{"v":1}'), 'txn-a')).toMatchObject({ ok: false, code: 'malformed' });
+    expect(acceptProgress(null, 'txn-a')).toMatchObject({ ok: false, code: 'malformed' });
+  });
+});

@@ -1,0 +1,130 @@
+// Guards for untrusted input and honest health: a logger that rate-limits
+// lines per key (the counters beside it stay exact), and a clock for a failing
+// condition that turns a health check unhealthy only once it has lasted past a
+// threshold (a blip is not an outage; an outage is never hidden).
+
+import type { Logger } from 'pino';
+import type { HealthResult } from './ops';
+
+export interface RateLimitedLogOptions {
+  /** At most one line per key per interval. Default 10 s. */
+  intervalMs?: number;
+  /** Keys remembered at once; past it the oldest key is forgotten (its next line is logged at once). Default 1024. */
+  maxKeys?: number;
+  now?: () => number;
+}
+
+interface KeyState {
+  lastMs: number;
+  suppressed: number;
+}
+
+/**
+ * Logs the first line of a key at once and then at most one per `intervalMs`; each line logged
+ * carries `suppressed`, how many lines of that key were left out since the previous one. A flood of
+ * hostile messages thus costs a few lines per (source, reason) and not one per message, while the
+ * service's counters still count every message. Keys should be bounded (codes, not payload text);
+ * `maxKeys` bounds memory if they are not.
+ */
+export class RateLimitedLog {
+  readonly #log: Logger;
+  readonly #intervalMs: number;
+  readonly #maxKeys: number;
+  readonly #now: () => number;
+  readonly #keys = new Map<string, KeyState>();
+  /** Lines left out in total (all keys). */
+  suppressedTotal = 0;
+
+  constructor(log: Logger, opts: RateLimitedLogOptions = {}) {
+    this.#log = log;
+    this.#intervalMs = opts.intervalMs ?? 10_000;
+    this.#maxKeys = opts.maxKeys ?? 1024;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  warn(key: string, fields: Record<string, unknown>, msg: string): boolean {
+    return this.#emit('warn', key, fields, msg);
+  }
+
+  error(key: string, fields: Record<string, unknown>, msg: string): boolean {
+    return this.#emit('error', key, fields, msg);
+  }
+
+  /** True when the line was written. */
+  #emit(level: 'warn' | 'error', key: string, fields: Record<string, unknown>, msg: string): boolean {
+    const now = this.#now();
+    const st = this.#keys.get(key);
+    if (st !== undefined && now - st.lastMs < this.#intervalMs) {
+      st.suppressed++;
+      this.suppressedTotal++;
+      return false;
+    }
+    const suppressed = st?.suppressed ?? 0;
+    if (st === undefined) {
+      if (this.#keys.size >= this.#maxKeys) {
+        const oldest = this.#keys.keys().next();
+        if (oldest.done !== true) this.#keys.delete(oldest.value);
+      }
+      this.#keys.set(key, { lastMs: now, suppressed: 0 });
+    } else {
+      st.lastMs = now;
+      st.suppressed = 0;
+    }
+    this.#log[level]({ ...fields, suppressed }, msg);
+    return true;
+  }
+}
+
+/**
+ * A condition that may fail (a connection, a consumer, a publisher): `fail(reason)` starts (or
+ * continues) an outage, `ok()` ends it. `health()` is unhealthy, with the reason and how long it
+ * has lasted, once the outage has lasted `thresholdMs`; healthy again as soon as `ok()` is called.
+ */
+export class OutageClock {
+  #since: number | null = null;
+  #reason = '';
+  readonly #now: () => number;
+
+  constructor(
+    readonly thresholdMs: number,
+    now: () => number = Date.now,
+  ) {
+    this.#now = now;
+  }
+
+  fail(reason: string): void {
+    if (this.#since === null) this.#since = this.#now();
+    this.#reason = reason;
+  }
+
+  ok(): void {
+    this.#since = null;
+    this.#reason = '';
+  }
+
+  /** Set from a boolean observation: `ok()` when true, `fail(reason)` when false. */
+  observe(up: boolean, reason: string): void {
+    if (up) this.ok();
+    else this.fail(reason);
+  }
+
+  get failing(): boolean {
+    return this.#since !== null;
+  }
+
+  /** How long the current outage has lasted (0 when none). */
+  get failingForMs(): number {
+    return this.#since === null ? 0 : this.#now() - this.#since;
+  }
+
+  get reason(): string {
+    return this.#reason;
+  }
+
+  /** Unhealthy once failing for at least `thresholdMs`; `details` are added either way. */
+  health(details: Record<string, unknown> = {}): HealthResult {
+    if (this.#since === null) return { ok: true, details };
+    const forMs = this.failingForMs;
+    return { ok: forMs < this.thresholdMs, details: { ...details, reason: this.#reason, failingForMs: forMs, thresholdMs: this.thresholdMs } };
+  }
+}
