@@ -1,5 +1,6 @@
-// Lint set: type-aware rules that catch floating and misused promises, and
-// import cycles across the workspace (packages must form a DAG).
+// Lint set: type-aware rules that catch floating and misused promises, import
+// cycles across the workspace (packages must form a DAG), and deep imports across
+// packages (each package is imported only as `@vantage/<name>`, its entry file).
 import tseslint from 'typescript-eslint';
 import importX from 'eslint-plugin-import-x';
 import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
@@ -23,6 +24,21 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false } }],
       '@typescript-eslint/await-thenable': 'error',
       'import-x/no-cycle': ['error', { maxDepth: 10, ignoreExternal: true }],
+      // `@vantage/x/src/...` and any other path below a package's name.
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['@vantage/*/**'],
+              message: 'Import another package only as @vantage/<name> (its src/index.ts); export what you need from there.',
+            },
+          ],
+        },
+      ],
+      // A relative path that climbs into another package (found by resolving it, which a
+      // pattern cannot do: `../../src/x` is fine from a package's test/fixtures/, not from its test/).
+      'import-x/no-relative-packages': 'error',
     },
   },
 );

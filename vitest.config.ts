@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-// Two projects: `unit` is fast and broker-free; `integration` talks to a real
+// Two projects: `unit` is fast and broker-free (tests of benchmark code live beside it, under bench/); `integration` talks to a real
 // nats-server and Kafka broker started by @vantage/testkit's global setup.
 export default defineConfig({
   test: {
@@ -8,7 +8,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['packages/*/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'infra/test/**/*.test.ts'],
+          include: ['packages/*/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'infra/test/**/*.test.ts', 'packages/*/bench/**/*.test.ts', 'services/*/bench/**/*.test.ts'],
           exclude: ['**/*.int.test.ts', '**/node_modules/**'],
           testTimeout: 20_000,
         },

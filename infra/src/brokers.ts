@@ -8,10 +8,11 @@
  * pid file whose pid was reused by another program is just removed).
  */
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { endAtExit, forgetAtExit, freePort, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
 import { ensureKafkaJars, ensureNatsServer, KAFKA_VERSION } from './install';
+import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type KafkaSecurity, type NatsServerConfigOptions } from './secure';
 
 export interface BrokerProcess {
   readonly name: string;
@@ -171,6 +172,11 @@ export interface NatsOptions {
   port?: number;
   monitorPort?: number;
   attached?: boolean;
+  /**
+   * Security (TLS, users and permissions, token or operator mode): the server then runs from a
+   * generated configuration file (`nats.conf` in `dir`, mode 0600) instead of command-line flags.
+   */
+  security?: Omit<NatsServerConfigOptions, 'port' | 'monitorPort' | 'storeDir'>;
 }
 
 /** A nats-server with JetStream on 127.0.0.1 (store under `dir`). Not started until `start()`. */
@@ -178,16 +184,25 @@ export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
   const port = opts.port ?? (await freePort());
   const monitorPort = opts.monitorPort ?? (await freePort());
   const storeDir = join(opts.dir, 'jetstream');
+  const confFile = join(opts.dir, 'nats.conf');
+  const security = opts.security;
   const proc = makeProcess({
     name: 'nats-server',
     dir: opts.dir,
-    marker: storeDir,
+    marker: security === undefined ? storeDir : confFile,
     attached: opts.attached ?? false,
     readyTimeoutMs: 15_000,
-    command: async () => ({
-      cmd: await ensureNatsServer(),
-      args: ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-js', '-sd', storeDir, '-n', `vantage-${port}`],
-    }),
+    command: async () => {
+      const cmd = await ensureNatsServer();
+      if (security === undefined) {
+        return { cmd, args: ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-js', '-sd', storeDir, '-n', `vantage-${port}`] };
+      }
+      mkdirSync(opts.dir, { recursive: true });
+      // Holds passwords or tokens: readable by its owner only.
+      writeFileSync(confFile, natsServerConfig({ ...security, port, monitorPort, storeDir }), { mode: 0o600 });
+      chmodSync(confFile, 0o600);
+      return { cmd, args: ['-c', confFile] };
+    },
     ready: async () => {
       try {
         const r = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`);
@@ -197,7 +212,7 @@ export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
       }
     },
   });
-  return { ...proc, url: `nats://127.0.0.1:${port}`, port, monitorPort };
+  return { ...proc, url: `${security?.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`, port, monitorPort };
 }
 
 export interface KafkaOptions {
@@ -208,6 +223,8 @@ export interface KafkaOptions {
   heapMb?: number;
   /** Partitions of __consumer_offsets and the transaction log (1 keeps a test broker quick to start). */
   internalPartitions?: number;
+  /** A SASL_SSL client listener (SCRAM users created at format time, PLAIN users in JAAS) instead of PLAINTEXT. */
+  security?: KafkaSecurity;
 }
 
 /** Fixed cluster id: the data directory is formatted once and reused across restarts. */
@@ -232,11 +249,15 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
         'process.roles=broker,controller',
         'node.id=1',
         `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-        `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
-        `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+        ...(opts.security === undefined
+          ? [
+              `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
+              `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+              'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+              'inter.broker.listener.name=PLAINTEXT',
+            ]
+          : kafkaSecureProperties(opts.security, port, controllerPort)),
         'controller.listener.names=CONTROLLER',
-        'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
-        'inter.broker.listener.name=PLAINTEXT',
         `log.dirs=${dataDir}`,
         'num.partitions=1',
         'offsets.topic.replication.factor=1',
@@ -278,12 +299,15 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
     command: async () => {
       const libs = await ensureKafkaJars();
       writeConfig();
+      // Holds the PLAIN users' and the broker's own passwords.
+      if (opts.security !== undefined) chmodSync(propsFile, 0o600);
       const serverLog = join(opts.dir, 'server.log');
       serverLogOffset = existsSync(serverLog) ? statSync(serverLog).size : 0;
       const cp = `${libs}/*`;
       const jvm = [`-Xms${Math.min(256, heap)}m`, `-Xmx${heap}m`, `-Dlog4j2.configurationFile=${log4jFile}`, '-cp', cp];
       if (!existsSync(join(dataDir, 'meta.properties'))) {
-        run(java, [...jvm, 'kafka.tools.StorageTool', 'format', '-t', KAFKA_CLUSTER_ID, '-c', propsFile, '--ignore-formatted']);
+        const scram = opts.security === undefined ? [] : kafkaScramFormatArgs(opts.security);
+        run(java, [...jvm, 'kafka.tools.StorageTool', 'format', '-t', KAFKA_CLUSTER_ID, '-c', propsFile, '--ignore-formatted', ...scram]);
       }
       return { cmd: java, args: [...jvm, 'kafka.Kafka', propsFile] };
     },

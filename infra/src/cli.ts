@@ -2,28 +2,40 @@
  * infra install | up | down | status — the local brokers for development and the main job.
  *   install fetch/build nats-server and the Kafka jars into .infra/ (no start)
  *   up      install if needed, start nats-server (JetStream) and Kafka (KRaft), wait until ready
+ *           --secure: TLS with client certificates, least-privilege NATS users per role, Kafka
+ *           SASL_SSL with SCRAM (certificates and secrets generated under .infra/run/secure/);
+ *           down/status take --secure for that pair
  *   down    stop only what `up` started
  *   status  show each broker, its pid and whether it answers
  * Existing brokers: set NATS_URL and/or KAFKA_BROKERS and nothing is started for them.
  * Ports: VANTAGE_NATS_PORT (4222), VANTAGE_NATS_MONITOR_PORT (8222),
  *        VANTAGE_KAFKA_PORT (9092), VANTAGE_KAFKA_CONTROLLER_PORT (9093).
  */
+import { join } from 'node:path';
 import { ensureKafkaJars, ensureNatsServer } from './install';
-import { brokersDown, brokersStatus, brokersUp } from './local';
+import { brokersDown, brokersStatus, brokersUp, localSecureDeployment } from './local';
+import { KAFKA_USERS } from './secure';
 
 const log = (m: string): void => {
   process.stderr.write(`[infra] ${m}\n`);
 };
 
-async function main(cmd: string | undefined): Promise<number> {
+async function main(cmd: string | undefined, flags: readonly string[]): Promise<number> {
+  const secure = flags.includes('--secure');
   switch (cmd) {
     case 'up': {
       const t0 = Date.now();
-      const { endpoints, readyMs } = await brokersUp(log);
+      const { endpoints, readyMs } = await brokersUp(log, { secure });
       log(`nats ready at ${endpoints.natsUrl}${readyMs.nats !== null ? ` (started in ${readyMs.nats} ms)` : ' (external)'}`);
       log(`kafka ready at ${endpoints.kafkaBrokers}${readyMs.kafka !== null ? ` (started in ${readyMs.kafka} ms)` : ' (external)'}`);
+      if (secure) {
+        const d = localSecureDeployment();
+        log(`secured: TLS with client certificates (CA ${d.tls.caFile}), one NATS user per role, Kafka SASL_SSL with SCRAM-SHA-512`);
+        log(`secret files (mode 0600): ${join(d.dir, 'secrets')}; settings of a role: the "roles" object printed below`);
+      }
       log(`up in ${Date.now() - t0} ms`);
-      process.stdout.write(JSON.stringify({ ...endpoints, readyMs }) + '\n');
+      const extra = secure ? secureSummary() : {};
+      process.stdout.write(JSON.stringify({ ...endpoints, readyMs, ...extra }) + '\n');
       return 0;
     }
     case 'install': {
@@ -37,10 +49,10 @@ async function main(cmd: string | undefined): Promise<number> {
       return 0;
     }
     case 'down':
-      await brokersDown(log);
+      await brokersDown(log, { secure });
       return 0;
     case 'status': {
-      const st = await brokersStatus();
+      const st = await brokersStatus({ secure });
       for (const s of st) {
         const state = s.pid !== null ? `running (pid ${s.pid})` : s.mode === 'external' ? 'external' : s.stalePidFile ? 'stopped (stale pid file)' : 'stopped';
         process.stdout.write(`${s.name.padEnd(6)} ${state.padEnd(26)} ${s.address.padEnd(24)} ${s.reachable ? 'answering' : 'not answering'}${s.logFile ? `  log: ${s.logFile}` : ''}\n`);
@@ -48,12 +60,20 @@ async function main(cmd: string | undefined): Promise<number> {
       return st.every((s) => s.reachable) ? 0 : 3;
     }
     default:
-      process.stderr.write('usage: infra install | up | down | status\n');
+      process.stderr.write('usage: infra install | up [--secure] | down [--secure] | status [--secure]\n');
       return 2;
   }
 }
 
-main(process.argv[2]).then(
+/** Each role's VANTAGE_* settings (paths only, never the secrets) for `up --secure`'s JSON line. */
+function secureSummary(): Record<string, unknown> {
+  const d = localSecureDeployment();
+  const roles = Object.fromEntries(d.roles.map((r) => [r.role, d.natsEnv(r.role)]));
+  const kafkaUsers = Object.fromEntries(KAFKA_USERS.map((u) => [u, d.kafkaEnv(u)]));
+  return { secure: { caFile: d.tls.caFile, roles, kafkaUsers } };
+}
+
+main(process.argv[2], process.argv.slice(3)).then(
   (code) => process.exit(code),
   (err: unknown) => {
     log(`error: ${err instanceof Error ? err.message : String(err)}`);

@@ -3,9 +3,33 @@ export { freePort, tcpOpen, waitFor, sleep, processCpuUs, processCpuTotalUs, end
 export { ensureNatsServer, ensureKafkaJars, kafkaLibDir, NATS_SERVER_VERSION, KAFKA_VERSION } from './install';
 export { natsBroker, kafkaBroker, KAFKA_CLUSTER_ID } from './brokers';
 export type { BrokerProcess, NatsBroker, KafkaBroker, NatsOptions, KafkaOptions } from './brokers';
-export { localBrokers, brokersUp, brokersDown, brokersStatus } from './local';
+export { localBrokers, localSecureDeployment, brokersUp, brokersDown, brokersStatus, SECURE_DIR } from './local';
 export type { LocalBrokers, BrokerEndpoints } from './local';
 export { Stack, stackServices } from './stack';
 export type { StackOptions, PoolSpec, ServiceSpec, RunningService } from './stack';
 export { runJob, defaultJobConfig, calibrationParameterSet, writeParameterSet, waitForParameterSet, runNode, RECORD_VARIANT, OUT_DIR } from './job';
 export type { JobConfig, JobContext, JobResult } from './job';
+export {
+  ensureTlsMaterial,
+  JOB_LAYOUT,
+  KAFKA_USERS,
+  secureDeployment,
+  kafkaScramFormatArgs,
+  kafkaSecureProperties,
+  natsServerConfig,
+  randomSecret,
+  rolePermissions,
+  writeSecretFile,
+} from './secure';
+export type {
+  KafkaScramMechanism,
+  KafkaSecurity,
+  NatsServerConfigOptions,
+  NatsUserAuth,
+  Permission,
+  RolePermissions,
+  SecureDeployment,
+  SecureLayout,
+  SecurePool,
+  TlsMaterial,
+} from './secure';

@@ -136,6 +136,8 @@ export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfi
 export interface JobContext {
   readonly natsUrl: string;
   readonly kafkaBrokers: string;
+  /** VANTAGE_NATS_* / VANTAGE_KAFKA_* security settings for the job's tools (secured brokers: the admin role). */
+  readonly toolEnv?: Readonly<Record<string, string>>;
   readonly log: (m: string) => void;
   /** The file the decision service polls. */
   readonly paramsFile: string;
@@ -214,7 +216,9 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     log(`${name} done in ${(phasesMs[name] / 1000).toFixed(1)} s (job ${((Date.now() - jobStart) / 1000).toFixed(0)} s so far)`);
     phaseStart = Date.now();
   };
-  const cli = (args: string[], label: string): Promise<string> => runNode(['packages/cli/src/main.ts', ...args], label);
+  // The tools run with no VANTAGE_* of the caller's except the security settings meant for them.
+  const node = (args: string[], label: string): Promise<string> => runNode(args, label, { ...ctx.toolEnv });
+  const cli = (args: string[], label: string): Promise<string> => node(['packages/cli/src/main.ts', ...args], label);
   const useParams = async (set: ParameterSet): Promise<void> => {
     writeParameterSet(ctx.paramsFile, set);
     await waitForParameterSet(ctx.decisionPort(), set.version);
@@ -239,7 +243,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   const calSince = new Date(Date.now() - 1_000).toISOString();
   log(`calibration (plan ${cfg.preset}, destination limit ${cfg.destinationLimit}) under parameter set ${calSet.version}`);
   const calRequests = join(out, 'calibration-requests.jsonl');
-  const calSummaryText = await runNode(
+  const calSummaryText = await node(
     [
       'services/fleet/src/calibrate.ts',
       '--preset', cfg.preset,
@@ -302,7 +306,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     await useParams(set.value);
     log(`run ${run.order + 1}/${runs.length}: attempt ${run.attempt}, ${run.variant} (${set.value.version}); fleet restarted with empty caches in ${(restartMs / 1000).toFixed(1)} s`);
     const file = join(out, `requests-${run.attempt}-${run.variant}.jsonl`);
-    const summaryText = await runNode(
+    const summaryText = await node(
       [
         'services/fleet/src/loadgen.ts',
         '--sessions', String(cfg.sessions),

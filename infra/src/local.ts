@@ -10,6 +10,7 @@ import { tcpOpen } from './exec';
 import { kafkaBroker, natsBroker, type KafkaBroker, type NatsBroker } from './brokers';
 import { ensureKafkaJars, ensureNatsServer } from './install';
 import { RUN_DIR } from './paths';
+import { JOB_LAYOUT, secureDeployment, type SecureDeployment } from './secure';
 
 export interface BrokerEndpoints {
   natsUrl: string;
@@ -30,24 +31,41 @@ function portFromEnv(name: string, dflt: number): number {
   return n;
 }
 
-export async function localBrokers(): Promise<LocalBrokers> {
+/** Where the secured pair keeps its data, certificates and secrets (`infra up --secure`). */
+export const SECURE_DIR = join(RUN_DIR, 'secure');
+
+/** The secured deployment (certificates, users, secret files) of `infra up --secure`, made on first use. */
+export function localSecureDeployment(): SecureDeployment {
+  return secureDeployment(SECURE_DIR, JOB_LAYOUT);
+}
+
+/**
+ * The local pair. `secure`: nats-server with TLS (client certificates required) and one
+ * least-privilege user per role, Kafka with only a SASL_SSL listener (SCRAM-SHA-512); their
+ * data lives under `.infra/run/secure/` so it never mixes with the open pair's.
+ */
+export async function localBrokers(opts: { secure?: boolean } = {}): Promise<LocalBrokers> {
   const externalNats = process.env.NATS_URL;
   const externalKafka = process.env.KAFKA_BROKERS;
+  const secure = opts.secure === true ? localSecureDeployment() : undefined;
+  const base = secure === undefined ? RUN_DIR : SECURE_DIR;
   const nats = externalNats
     ? undefined
     : await natsBroker({
-        dir: join(RUN_DIR, 'nats'),
+        dir: join(base, 'nats'),
         port: portFromEnv('VANTAGE_NATS_PORT', 4222),
         monitorPort: portFromEnv('VANTAGE_NATS_MONITOR_PORT', 8222),
+        ...(secure === undefined ? {} : { security: secure.nats }),
       });
   const kafka = externalKafka
     ? undefined
     : await kafkaBroker({
-        dir: join(RUN_DIR, 'kafka'),
+        dir: join(base, 'kafka'),
         port: portFromEnv('VANTAGE_KAFKA_PORT', 9092),
         controllerPort: portFromEnv('VANTAGE_KAFKA_CONTROLLER_PORT', 9093),
         heapMb: 768,
         internalPartitions: 3,
+        ...(secure === undefined ? {} : { security: secure.kafka }),
       });
   return {
     nats,
@@ -62,8 +80,11 @@ function hostPort(s: string): { host: string; port: number } {
   return { host: m[1]!, port: Number(m[2]) };
 }
 
-export async function brokersUp(log: (m: string) => void): Promise<{ endpoints: BrokerEndpoints; readyMs: { nats: number | null; kafka: number | null } }> {
-  const b = await localBrokers();
+export async function brokersUp(
+  log: (m: string) => void,
+  opts: { secure?: boolean } = {},
+): Promise<{ endpoints: BrokerEndpoints; readyMs: { nats: number | null; kafka: number | null } }> {
+  const b = await localBrokers(opts);
   // Installs run one after the other so their output stays readable; the brokers then start together.
   if (b.nats) await ensureNatsServer(log);
   if (b.kafka) await ensureKafkaJars(log);
@@ -91,8 +112,8 @@ export interface BrokerStatus {
   logFile: string | null;
 }
 
-export async function brokersStatus(): Promise<BrokerStatus[]> {
-  const b = await localBrokers();
+export async function brokersStatus(opts: { secure?: boolean } = {}): Promise<BrokerStatus[]> {
+  const b = await localBrokers(opts);
   const one = async (name: string, proc: NatsBroker | KafkaBroker | undefined, address: string): Promise<BrokerStatus> => {
     const { host, port } = hostPort(address);
     const pid = proc?.pid();
@@ -110,8 +131,8 @@ export async function brokersStatus(): Promise<BrokerStatus[]> {
 }
 
 /** Stops only the brokers that `up` started (pid files); external brokers are left alone. */
-export async function brokersDown(log: (m: string) => void): Promise<void> {
-  const b = await localBrokers();
+export async function brokersDown(log: (m: string) => void, opts: { secure?: boolean } = {}): Promise<void> {
+  const b = await localBrokers(opts);
   await Promise.all(
     [b.nats, b.kafka].map(async (p) => {
       if (!p) return;

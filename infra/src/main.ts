@@ -5,12 +5,14 @@
  *
  *   --hold        after the job, keep everything running until Ctrl-C
  *   --no-job      start and check the services only
+ *   --secure      secured brokers (infra up --secure): every service as its own NATS user over
+ *                 mutual TLS, Kafka through SASL_SSL; the job's tools as the admin role
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Objm } from '@nats-io/obj';
-import { connect } from '@nats-io/transport-node';
-import { brokersUp, localBrokers } from './local';
+import { connectNats, createLogger, toolSettings } from '@vantage/runtime';
+import { brokersUp, localBrokers, localSecureDeployment } from './local';
 import { calibrationParameterSet, defaultJobConfig, OUT_DIR, runJob, writeParameterSet } from './job';
 import { RUN_DIR } from './paths';
 import { Stack } from './stack';
@@ -22,7 +24,11 @@ const log = (m: string): void => {
 const PARAMS_FILE = join(OUT_DIR, 'params.json');
 
 async function forgetSnapshots(natsUrl: string): Promise<void> {
-  const nc = await connect({ servers: natsUrl });
+  // As the admin user on a secured deployment (VANTAGE_NATS_* set by --secure), else open.
+  const nc = await connectNats(
+    { ...toolSettings(process.env).nats, url: natsUrl, name: 'main-job', maxReconnectAttempts: 0 },
+    createLogger({ service: 'main', instanceId: String(process.pid), level: 'warn' }),
+  );
   try {
     const store = await new Objm(nc).open('vantage-indexer');
     await store.destroy();
@@ -36,9 +42,18 @@ async function forgetSnapshots(natsUrl: string): Promise<void> {
 
 async function main(argv: string[]): Promise<number> {
   const hold = argv.includes('--hold');
+  const secure = argv.includes('--secure');
   const noJob = argv.includes('--no-job');
   const t0 = Date.now();
-  const before = await localBrokers();
+  const before = await localBrokers({ secure });
+  const deployment = secure ? localSecureDeployment() : undefined;
+  const adminEnv = deployment === undefined ? {} : { ...deployment.natsEnv('admin'), ...deployment.kafkaEnv('admin') };
+  if (deployment !== undefined) {
+    // The job's own tools (calibration, load generator, replay, snapshot reset) run as the admin
+    // role; each service gets its own user from the stack (secureServiceEnv).
+    Object.assign(process.env, adminEnv);
+    log(`secured brokers: TLS with client certificates (CA ${deployment.tls.caFile}), a NATS user per service, Kafka SASL_SSL (SCRAM-SHA-512)`);
+  }
   const wasRunning = { nats: before.nats?.pid() !== undefined, kafka: before.kafka?.pid() !== undefined };
   const config = defaultJobConfig();
   let stack: Stack | null = null;
@@ -59,6 +74,7 @@ async function main(argv: string[]): Promise<number> {
       decision: { VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: '250' },
     },
     log,
+    ...(deployment === undefined ? {} : { secure: deployment }),
   };
   let stopping = false;
   // Installed before anything starts, so Ctrl-C during start-up also cleans up.
@@ -70,7 +86,7 @@ async function main(argv: string[]): Promise<number> {
       // Leave brokers that were already running (someone else's `infra up`) as they were.
       if (!wasRunning.nats || !wasRunning.kafka) {
         log('stopping brokers started by this run');
-        const b = await localBrokers();
+        const b = await localBrokers({ secure });
         await Promise.all([
           !wasRunning.nats && b.nats ? b.nats.stop() : undefined,
           !wasRunning.kafka && b.kafka ? b.kafka.stop() : undefined,
@@ -84,7 +100,7 @@ async function main(argv: string[]): Promise<number> {
   process.on('SIGINT', () => void shutdown(130));
   process.on('SIGTERM', () => void shutdown(143));
 
-  const { endpoints, readyMs } = await brokersUp(log);
+  const { endpoints, readyMs } = await brokersUp(log, { secure });
   log(`brokers ready: nats ${endpoints.natsUrl} (${readyMs.nats ?? 'external'} ms), kafka ${endpoints.kafkaBrokers} (${readyMs.kafka ?? 'external'} ms)`);
   if (stopping) return new Promise<never>(() => {});
 
@@ -111,6 +127,7 @@ async function main(argv: string[]): Promise<number> {
       const t = Date.now();
       const result = await runJob({
         ...endpoints,
+        toolEnv: adminEnv,
         log,
         config,
         paramsFile: PARAMS_FILE,

@@ -14,6 +14,7 @@ import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, sleep, waitFor } from './exec';
 import { REPO_ROOT } from './paths';
+import type { SecureDeployment } from './secure';
 
 export interface ServiceSpec {
   readonly name: string;
@@ -42,6 +43,17 @@ export interface StackOptions {
   /** Extra settings per service name (`indexer-<pool>`, `decision`, `outcome`, `fleet`). */
   readonly extraEnv?: Readonly<Record<string, Readonly<Record<string, string>>>>;
   readonly log: (m: string) => void;
+  /**
+   * Secured brokers: each service connects as its own least-privilege NATS user over mutual
+   * TLS (role = its name: `indexer-<pool>`, `decision`, `outcome`, `fleet`), the outcome
+   * service to Kafka as SCRAM user `outcome`.
+   */
+  readonly secure?: SecureDeployment;
+}
+
+/** The VANTAGE_* security settings of one stack service on a secured deployment. */
+export function secureServiceEnv(d: SecureDeployment, name: string): Record<string, string> {
+  return { ...d.natsEnv(name), ...(name === 'outcome' ? d.kafkaEnv('outcome') : {}) };
 }
 
 export interface RunningService {
@@ -141,6 +153,7 @@ export class Stack {
         VANTAGE_NATS_URL: this.o.natsUrl,
         VANTAGE_KAFKA_BROKERS: this.o.kafkaBrokers,
         VANTAGE_HTTP_PORT: String(port),
+        ...(this.o.secure === undefined ? {} : secureServiceEnv(this.o.secure, spec.name)),
         ...spec.env,
       },
     });

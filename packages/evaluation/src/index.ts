@@ -65,5 +65,5 @@ export { renderEvaluationHtml } from './report-html';
 export { DEFAULT_BACKGROUND_TRAFFIC, backgroundTraffic, formatBackgroundSpec, parseBackgroundSpec } from './background';
 export type { BackgroundTrafficSpec, BackgroundRequestPlan } from './background';
 
-export { mulberry32, hash32, streamFor } from './random';
+export { hash32, streamFor } from './random';
 export type { Rand } from './random';

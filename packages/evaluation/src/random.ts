@@ -1,15 +1,14 @@
 /**
- * Seeded randomness for schedules and the bootstrap: mulberry32 (tiny, the
- * same on every platform) and a string hash that derives an independent
+ * Seeded randomness for schedules and the bootstrap: the project's one
+ * generator (@vantage/random) and a string hash that derives an independent
  * stream for each purpose, so adding a metric or a variant never changes the
  * numbers of another. Not for anything security-related.
  */
-import { mulberry32 } from '@vantage/fitting';
+import { seededRandom } from '@vantage/random';
 
 export type Rand = () => number;
 
-// One generator for every offline tool: the same mulberry32 the fitting splits use.
-export { mulberry32, shuffled } from '@vantage/fitting';
+export { shuffled } from '@vantage/random';
 
 /** FNV-1a (32-bit) of the parts joined by U+001F: a stable u32 per label. */
 export function hash32(...parts: readonly (string | number)[]): number {
@@ -28,5 +27,5 @@ export function hash32(...parts: readonly (string | number)[]): number {
 
 /** A generator for one purpose: `streamFor(seed, 'bootstrap', metric, variant)`. */
 export function streamFor(seed: number, ...labels: readonly (string | number)[]): Rand {
-  return mulberry32(hash32(seed, ...labels));
+  return seededRandom(hash32(seed, ...labels));
 }

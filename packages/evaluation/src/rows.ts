@@ -4,7 +4,10 @@
  * outcome --format jsonl` writes them), the parser with line-numbered
  * problems, and how a row is labelled with its variant.
  */
+import { asRowObject, readJsonRows, type LineObject, type RowProblem } from '@vantage/records';
 import { parseEvaluationSessionId } from './schedule';
+
+export type { RowProblem } from '@vantage/records';
 
 /**
  * Every flattened outcome column the analysis reads. A test checks each name
@@ -160,11 +163,6 @@ export function evaluationRowFromJson(o: Record<string, unknown>, line: number):
   };
 }
 
-export interface RowProblem {
-  readonly line: number;
-  readonly message: string;
-}
-
 export interface EvaluationParse {
   readonly rows: EvaluationRow[];
   readonly problems: RowProblem[];
@@ -172,19 +170,13 @@ export interface EvaluationParse {
   readonly lines: number;
 }
 
-/** Rows given as objects (already parsed JSON); line numbers are their 1-based positions. */
-export function parseEvaluationRows(objects: readonly unknown[]): EvaluationParse {
+/** Row objects with their lines: each outcome once per request id. */
+function parseLineObjects(objects: readonly LineObject[], problems: RowProblem[]): Omit<EvaluationParse, 'lines' | 'problems'> {
   const rows: EvaluationRow[] = [];
-  const problems: RowProblem[] = [];
   const skipped: Record<string, number> = {};
   const seen = new Map<string, number>();
-  objects.forEach((o, i) => {
-    const line = i + 1;
-    if (typeof o !== 'object' || o === null || Array.isArray(o)) {
-      problems.push({ line, message: 'not a JSON object' });
-      return;
-    }
-    const r = evaluationRowFromJson(o as Record<string, unknown>, line);
+  for (const { line, row: o } of objects) {
+    const r = evaluationRowFromJson(o, line);
     if (r.kind === 'skip') skipped[r.reason] = (skipped[r.reason] ?? 0) + 1;
     else if (r.kind === 'problem') problems.push({ line, message: r.message });
     else {
@@ -195,30 +187,27 @@ export function parseEvaluationRows(objects: readonly unknown[]): EvaluationPars
         rows.push(r.row);
       }
     }
+  }
+  return { rows, skipped };
+}
+
+/** Rows given as objects (already parsed JSON); line numbers are their 1-based positions. */
+export function parseEvaluationRows(objects: readonly unknown[]): EvaluationParse {
+  const problems: RowProblem[] = [];
+  const lineObjects: LineObject[] = [];
+  objects.forEach((o, i) => {
+    const row = asRowObject(o);
+    if (typeof row === 'string') problems.push({ line: i + 1, message: row });
+    else lineObjects.push({ line: i + 1, row });
   });
-  return { rows, problems, skipped, lines: objects.length };
+  const p = parseLineObjects(lineObjects, problems);
+  return { ...p, problems: problems.sort((a, b) => a.line - b.line), lines: objects.length };
 }
 
 /** JSON Lines; blank lines are ignored (not counted), bad JSON is a problem with its line. */
 export function parseEvaluationJsonl(text: string): EvaluationParse {
-  const objects: unknown[] = [];
-  const lineOf: number[] = [];
-  const problems: RowProblem[] = [];
-  text.split(/\r?\n/).forEach((raw, i) => {
-    if (raw.trim() === '') return;
-    try {
-      objects.push(JSON.parse(raw));
-      lineOf.push(i + 1);
-    } catch (err) {
-      problems.push({ line: i + 1, message: `not JSON: ${err instanceof Error ? err.message : String(err)}` });
-    }
-  });
-  const p = parseEvaluationRows(objects);
-  const fix = (l: number): number => lineOf[l - 1] ?? l;
-  return {
-    rows: p.rows.map((r) => ({ ...r, line: fix(r.line) })),
-    problems: [...problems, ...p.problems.map((q) => ({ line: fix(q.line), message: q.message.replace(/first on line (\d+)/, (_m, n: string) => `first on line ${fix(Number(n))}`) }))].sort((a, b) => a.line - b.line),
-    skipped: p.skipped,
-    lines: objects.length + problems.length,
-  };
+  const read = readJsonRows(text);
+  const problems: RowProblem[] = [...read.problems];
+  const p = parseLineObjects(read.objects, problems);
+  return { ...p, problems: problems.sort((a, b) => a.line - b.line), lines: read.lines };
 }

@@ -1,12 +1,13 @@
 // The analysis on genuine flattened outcome rows: hand-computed session
 // completion, TTFT and rule counters; labelling; differences with intervals.
 import { describe, expect, it } from 'vitest';
+import { seededRandom } from '@vantage/random';
 import { OUTCOME_CSV_COLUMNS } from '@vantage/records';
-import { EVALUATION_COLUMNS, EVALUATION_LABEL_COLUMNS, analyzeEvaluation, mulberry32, parseEvaluationJsonl, parseEvaluationRows } from '../src/index';
+import { EVALUATION_COLUMNS, EVALUATION_LABEL_COLUMNS, analyzeEvaluation, parseEvaluationJsonl, parseEvaluationRows } from '../src/index';
 import { outcomeRow, syntheticEvaluation, toJsonl } from './synthetic';
 
 function shuffleForTest<T>(xs: readonly T[], seed: number): T[] {
-  const r = mulberry32(seed);
+  const r = seededRandom(seed);
   const out = [...xs];
   for (let i = out.length - 1; i > 0; i--) {
     const j = Math.floor(r() * (i + 1));

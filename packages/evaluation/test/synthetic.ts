@@ -3,7 +3,8 @@
 // analysis tests, and a synthetic five-variant evaluation with known effects.
 import type { WorkerId } from '@vantage/types';
 import { joinOutcome, outcomeToJsonRow, type CandidateObservation, type DecisionRecord, type JsonRow, type LifecycleEventInput } from '@vantage/records';
-import { evaluationSchedule, hash32, mulberry32 } from '../src/index';
+import { seededRandom } from '@vantage/random';
+import { evaluationSchedule, hash32 } from '../src/index';
 
 export const MODELS = { efficient: 'eff-8b', capable: 'cap-70b' } as const;
 
@@ -126,7 +127,7 @@ export function syntheticEvaluation(opts: { attempts?: number; sessions?: number
     const start = clock;
     let runEnd = start;
     for (const s of run.sessions) {
-      const rand = mulberry32(hash32('session', run.sessionSeed, s.sessionIndex));
+      const rand = seededRandom(hash32('session', run.sessionSeed, s.sessionIndex));
       let t = start + s.sessionIndex * 1000;
       for (let k = 0; k < turns; k++) {
         const baseTtft = 400 + noise * rand() * 4;

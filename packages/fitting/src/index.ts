@@ -51,6 +51,5 @@ export { fitAll, FIT_VARIANTS, Q_SOURCES } from './fit';
 export type { FitOptions, FitResult, FitReport, FitVariant, ModelReport, QSource, RuleComparison } from './fit';
 
 export { renderFitReportHtml } from './report-html';
-export { mulberry32, shuffled } from './random';
 export { DISABLED_R, selectedThresholds, variantParameterSet } from './variants';
 export type { VariantSetResult } from './variants';

@@ -14,7 +14,7 @@
  */
 import type { FeatureScale, Standardization } from '@vantage/rules';
 import { solveLinear } from './linalg';
-import { mulberry32, shuffled } from './random';
+import { seededRandom, shuffled } from '@vantage/random';
 import { compareStrings } from './rows';
 import { mean, populationSd } from './stats';
 
@@ -131,7 +131,7 @@ export function groupFolds(groups: readonly string[], folds: number, seed: numbe
   const ids = [...new Set(groups)].sort(compareStrings);
   const k = Math.max(1, Math.min(folds, ids.length));
   const out = new Map<string, number>();
-  shuffled(ids, mulberry32(seed)).forEach((id, i) => out.set(id, i % k));
+  shuffled(ids, seededRandom(seed)).forEach((id, i) => out.set(id, i % k));
   return out;
 }
 

@@ -11,6 +11,9 @@
  * repeat is measured twice, once per candidate, and the two rows are joined
  * here by (condition id, repeat).
  */
+import { readJsonRows, type RowProblem } from '@vantage/records';
+
+export type { RowProblem } from '@vantage/records';
 
 export type Role = 'efficient' | 'capable';
 export const ROLES: readonly Role[] = ['efficient', 'capable'];
@@ -60,12 +63,6 @@ export interface CalibrationPair {
   readonly proposal: Role;
   readonly efficient: CalibrationRow;
   readonly capable: CalibrationRow;
-}
-
-export interface RowProblem {
-  /** 1-based line; 0 for rows built in code. */
-  readonly line: number;
-  readonly message: string;
 }
 
 // ---------------------------------------------------------------------------
@@ -257,30 +254,16 @@ export interface ParseResult {
  */
 export function parseCalibrationJsonl(text: string): ParseResult {
   const rows: CalibrationRow[] = [];
-  const problems: RowProblem[] = [];
+  const read = readJsonRows(text);
+  const problems: RowProblem[] = [...read.problems];
   const skipped: Record<string, number> = {};
-  const lines = text.split(/\r?\n/);
-  let count = 0;
-  lines.forEach((raw, i) => {
-    const line = i + 1;
-    if (raw.trim() === '') return;
-    count++;
-    let o: unknown;
-    try {
-      o = JSON.parse(raw);
-    } catch (err) {
-      problems.push({ line, message: `not JSON: ${err instanceof Error ? err.message : String(err)}` });
-      return;
-    }
-    if (typeof o !== 'object' || o === null || Array.isArray(o)) {
-      problems.push({ line, message: 'not a JSON object' });
-      return;
-    }
-    const r = rowFromOutcomeJson(o as Record<string, unknown>, line);
+  const count = read.lines;
+  for (const { line, row: o } of read.objects) {
+    const r = rowFromOutcomeJson(o, line);
     if (r.kind === 'row') rows.push(r.row);
     else if (r.kind === 'skip') skipped[r.reason] = (skipped[r.reason] ?? 0) + 1;
     else problems.push({ line, message: r.message });
-  });
+  }
   const valueProblems = validateCalibrationRows(rows);
   const bad = new Set(valueProblems.map((p) => p.line));
   problems.push(...valueProblems);

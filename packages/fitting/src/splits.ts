@@ -11,7 +11,7 @@
  * two strata, no-contention conditions (zero-load references) and loaded
  * ones, so that every split receives its share of each.
  */
-import { mulberry32, shuffled } from './random';
+import { seededRandom, shuffled } from '@vantage/random';
 import { compareStrings, type CalibrationRow } from './rows';
 
 export const SPLIT_NAMES = ['fitting', 'uncertainty', 'selection'] as const;
@@ -83,7 +83,7 @@ export function splitConditions(rows: readonly CalibrationRow[], fractions: Spli
   if (bad.length > 0) throw new RangeError(bad.join('; '));
   const strata = conditionStrata(rows);
   const out: Record<SplitName, string[]> = { fitting: [], uncertainty: [], selection: [] };
-  const rand = mulberry32(seed);
+  const rand = seededRandom(seed);
   for (const stratum of ['no_contention', 'loaded'] as const) {
     const ids = [...strata].filter(([, s]) => s === stratum).map(([id]) => id).sort(compareStrings);
     const order = shuffled(ids, rand);

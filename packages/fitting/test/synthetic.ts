@@ -5,7 +5,7 @@
 import type { WorkerId } from '@vantage/types';
 import { joinOutcome, outcomeToJsonRow, type CandidateObservation, type DecisionRecord } from '@vantage/records';
 import { calibrationSessionId, type CalibrationRow, type Role } from '../src/index';
-import { mulberry32 } from '../src/random';
+import { seededRandom } from '@vantage/random';
 
 export interface TrueModel {
   readonly name: string;
@@ -45,7 +45,7 @@ export interface SyntheticOptions {
 }
 
 export function synthesize(opts: SyntheticOptions = {}): CalibrationRow[] {
-  const rand = mulberry32(opts.seed ?? 7);
+  const rand = seededRandom(opts.seed ?? 7);
   const noise = opts.noiseMs ?? 8;
   const gauss = (): number => {
     const u = Math.max(rand(), 1e-12);

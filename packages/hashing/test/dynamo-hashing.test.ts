@@ -1,8 +1,8 @@
 /**
  * Block and sequence hashing against Dynamo's own code: the published `dynamo-kv-router` crate
  * (1.6.1) hashes seeded random prompts (`compute_block_hash_for_seq`, `compute_seq_hash_for_block`)
- * through the peer program in `packages/prefix-index/bench/dynamo-peer/` (`--hash`; built by
- * `packages/prefix-index/scripts/ensure-dynamo-peer.sh`, which `npm test` runs first), and ours
+ * through the oracle program in `@vantage/dynamo-oracle` (`--hash`; built by
+ * `packages/dynamo-oracle/scripts/ensure-dynamo-oracle.sh`, which `npm test` runs first), and ours
  * must equal them bit for bit: every block size and prompt length (partial last blocks dropped),
  * token ids across the whole u32 range, and LoRA names absent, empty, ASCII and non-ASCII.
  * `vectors.test.ts` checks the fixed vectors of the reference notes; this checks the code itself.
@@ -13,16 +13,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localBlockHashes, sequenceHashes } from '../src/index';
-// The peer program's builder (a bench helper of the prefix index, test-only here).
-import { PEER_BUILD_TIMEOUT_MS, peerBinary } from '../../prefix-index/bench/dynamo-peer';
+import { ORACLE_BUILD_TIMEOUT_MS, oracleBinary } from '@vantage/dynamo-oracle';
 
 let bin = '';
 let dir = '';
 
 beforeAll(() => {
-  bin = peerBinary();
+  bin = oracleBinary();
   dir = mkdtempSync(join(tmpdir(), 'vantage-dynamo-hash-'));
-}, PEER_BUILD_TIMEOUT_MS);
+}, ORACLE_BUILD_TIMEOUT_MS);
 
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });

@@ -7,7 +7,7 @@
  */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { RunIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { PrefixIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   KvRouterRows,
   SelectionScratch,
@@ -35,7 +35,7 @@ export interface PoolOptions {
   /** Seed for the selection RNG (temperature sampling, random tie-breaks). */
   readonly seed?: number;
   /** A restored index (from a snapshot) instead of an empty one. */
-  readonly index?: RunIndex;
+  readonly index?: PrefixIndex;
 }
 
 /** A worker's own load report (`kv_metrics`), with when it arrived. */
@@ -256,7 +256,7 @@ interface ObserveScratch {
 export class PoolState {
   readonly name: string;
   readonly blockSize: number;
-  readonly index: RunIndex;
+  readonly index: PrefixIndex;
   readonly ledger: BookingLedger;
   readonly counters: PoolCounters = {
     kvEvents: 0,
@@ -345,7 +345,7 @@ export class PoolState {
     this.opts = opts;
     this.name = opts.pool;
     this.blockSize = opts.blockSize;
-    this.index = opts.index ?? new RunIndex(opts.blockSize);
+    this.index = opts.index ?? new PrefixIndex(opts.blockSize);
     if (this.index.blockSize !== opts.blockSize) throw new RangeError(`restored index has block size ${this.index.blockSize}, pool ${opts.pool} has ${opts.blockSize}`);
     this.ledger = new BookingLedger({ blockSize: opts.blockSize, ttlMs: opts.bookingTtlMs });
     this.rng = seededRng(opts.seed ?? 0x5eed);

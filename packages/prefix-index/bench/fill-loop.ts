@@ -22,7 +22,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { RunIndex } from '@vantage/prefix-index';
+import { PrefixIndex } from '@vantage/prefix-index';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { loadTracePrompts, simulate } from './trace-sim';
 
@@ -48,11 +48,11 @@ const events: readonly KvEvent[] = sim.events;
 const workers: WorkerId[] = [...new Set(events.map((e) => e.workerId))];
 
 // Kept alive for the whole run, as in index-bench.ts (so V8 keeps the index's optimized code).
-const keep = new RunIndex(BLOCK);
+const keep = new PrefixIndex(BLOCK);
 keep.apply(events[0]!, 0);
 
-function fill(): RunIndex {
-  const x = new RunIndex(BLOCK);
+function fill(): PrefixIndex {
+  const x = new PrefixIndex(BLOCK);
   for (const id of workers) x.expectBlocks(id, CAPACITY);
   for (let i = 0; i < events.length; i++) x.apply(events[i]!, 0);
   return x;

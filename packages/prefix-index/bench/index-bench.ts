@@ -5,13 +5,13 @@ import { fileURLToPath } from 'node:url';
  * 1. Apply throughput: each trace (conversation_2k, synthetic) is replayed through simulated worker
  *    caches (8 and 64 workers, 16,384 blocks of 64 tokens, LRU, best-prefix routing with a load
  *    cap; see trace-sim.ts) into a KV event stream generated up front; then only the apply loop is
- *    timed, for RunIndex and for the Map-of-bigint baseline (map-index.ts): two untimed
+ *    timed, for PrefixIndex and for the Map-of-bigint baseline (map-index.ts): two untimed
  *    warm-up loads, then BENCH_REPS (default 3) timed loads, each into an empty index.
  * 2. Match latency: every trace prompt against the loaded index.
  * 3. 2,048-block prompts against 64 workers each holding varied prefixes of 16 of 64 such prompts.
  * 4. Memory: heap growth after a forced GC plus the index's typed-array bytes, per resident block.
- * 5. Check: both implementations give identical match answers on a sample of prompts (throws if not).
- * 6. Peer (dynamo-peer.ts; BENCH_DYNAMO=0 skips it): Dynamo's own indexers from the published
+ * 5. Check: the index and the baseline give identical match answers on a sample of prompts (throws if not).
+ * 6. Peer (`@vantage/dynamo-oracle`; BENCH_DYNAMO=0 skips it): Dynamo's own indexers from the published
  *    dynamo-kv-router crate replay the same event streams on one thread, timed the same way, and
  *    Dynamo's RadixTree answers every trace prompt: its scores must equal our device-tier leading
  *    blocks for every worker (throws if not); its match latency is printed beside ours.
@@ -27,7 +27,7 @@ import { fileURLToPath } from 'node:url';
  * bench:index` to compare.
  *
  * One small index stays alive for the whole run, as in the indexer (which always has one). With
- * every RunIndex dead (between scenarios), V8 collected the hidden classes the index's optimized
+ * every PrefixIndex dead (between scenarios), V8 collected the hidden classes the index's optimized
  * code was built on and deoptimized all of it ("weak objects" in --trace-deopt) at the start of
  * each scenario, leaving the untimed passes to re-optimize it; with one alive that no longer
  * happens, and --trace-deopt shows no deoptimization of index code in any timed pass.
@@ -36,10 +36,10 @@ import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { RunIndex } from '@vantage/prefix-index';
+import { PrefixIndex } from '@vantage/prefix-index';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import { deviceOverlap, preparePeer } from './dynamo-peer';
-import type { PeerAnswer, PeerScenario } from './dynamo-peer';
+import { deviceOverlap, prepareOracle } from '@vantage/dynamo-oracle';
+import type { OracleAnswer, OracleScenario } from '@vantage/dynamo-oracle';
 import { MapIndex } from './map-index';
 import { longPromptWorkload } from './long-prompts';
 import { loadTracePrompts, simulate } from './trace-sim';
@@ -83,7 +83,7 @@ let maxAnonHugeMb = 0;
  * The index kept alive for the whole run (see the header): a few events of two workers, on two
  * tiers, stored and removed, so the classes and field representations the timed indexes use exist.
  */
-const resident = new RunIndex(BLOCK);
+const resident = new PrefixIndex(BLOCK);
 {
   const ids = (a: number, n: number): BigUint64Array => BigUint64Array.from({ length: n }, (_, i) => BigInt(a + i));
   for (const [w, tier] of [
@@ -132,17 +132,17 @@ function latencies(
 }
 
 /** Dynamo's RadixTree scores (leading device-tier blocks per worker it scores) equal ours, prompt by prompt. */
-function sameAsDynamo(label: string, idx: RunIndex, queries: readonly BigUint64Array[], answers: readonly PeerAnswer[]): void {
+function sameAsDynamo(label: string, idx: PrefixIndex, queries: readonly BigUint64Array[], answers: readonly OracleAnswer[]): void {
   for (let i = 0; i < queries.length; i++) {
     const ours = deviceOverlap(idx.match(queries[i]!));
     const theirs = answers[i]!;
     if (ours.join('|') !== theirs.join('|')) {
-      throw new Error(`${label}: Dynamo's RadixTree and RunIndex differ on prompt ${i} (${queries[i]!.length} blocks):\n dynamo ${theirs.join(' ')}\n ours   ${ours.join(' ')}`);
+      throw new Error(`${label}: Dynamo's RadixTree and PrefixIndex differ on prompt ${i} (${queries[i]!.length} blocks):\n dynamo ${theirs.join(' ')}\n ours   ${ours.join(' ')}`);
     }
   }
 }
 
-function sameAnswers(idx: RunIndex, base: MapIndex, prompts: readonly BigUint64Array[]): number {
+function sameAnswers(idx: PrefixIndex, base: MapIndex, prompts: readonly BigUint64Array[]): number {
   for (const q of prompts) {
     const a = idx
       .match(q)
@@ -253,8 +253,8 @@ const rawLats: Float64Array[] = [];
 const baseLats: Float64Array[] = [];
 let checked = 0;
 let fullCacheBytesPerBlock = 0;
-const peer = preparePeer(log);
-const peerScenarios: PeerScenario[] = [];
+const peer = prepareOracle(log);
+const peerScenarios: OracleScenario[] = [];
 let peerChecked = 0;
 
 /**
@@ -279,7 +279,7 @@ function runScenario(name: string, prompts: readonly Prompt[], queries: readonly
   const impl = timeApply(
     sim.events,
     () => {
-      const x = new RunIndex(BLOCK);
+      const x = new PrefixIndex(BLOCK);
       if (EXPECT) for (const w of workerIds) x.expectBlocks(w, CAPACITY);
       return x;
     },
@@ -362,7 +362,7 @@ log('2048-block prompts: generating');
 const { prompts: long, events: longEvents } = longPromptWorkload(2048);
 const q2 = long.map((p) => p.local);
 gc();
-const idx2 = new RunIndex(BLOCK);
+const idx2 = new PrefixIndex(BLOCK);
 for (const e of longEvents) idx2.apply(e, 0);
 log(`2048-block prompts: ${idx2.totalBlocks} resident blocks on ${idx2.nodeCount} nodes; matching`);
 gc();
@@ -372,7 +372,7 @@ for (const e of longEvents) base2.apply(e);
 gc();
 const blat2 = latencies(q2, 5, (q) => base2.match(q));
 checked += sameAnswers(idx2, base2, q2);
-let peer2048: PeerScenario | null = null;
+let peer2048: OracleScenario | null = null;
 if (peer.skipped === null) {
   log('2048-block prompts: Dynamo peer');
   const r = peer.run('2048x64', longEvents, q2, REPS, 30);
@@ -385,16 +385,16 @@ console.log(
     ` (raw p50 ${fmt(percentile(lat2.raw, 50))} p99 ${fmt(percentile(lat2.raw, 99))};` +
     ` baseline p50 ${fmt(percentile(blat2.raw, 50))} p99 ${fmt(percentile(blat2.raw, 99))} µs)`,
 );
-console.log(`check: RunIndex and the Map baseline gave identical match answers on ${checked} prompts`);
+console.log(`check: PrefixIndex and the Map baseline gave identical match answers on ${checked} prompts`);
 /** Block ops per CPU-second of one peer indexer over all scenarios (each scenario's median pass). */
-const peerRate = (key: keyof PeerScenario): number | null =>
+const peerRate = (key: keyof OracleScenario): number | null =>
   peer.skipped !== null
     ? null
     : Math.round(sum(peerScenarios.map((s) => s.block_ops)) / sum(peerScenarios.map((s) => s.block_ops / (s[key] as number))));
 const peerMatch = (key: 'radix_tree_match_p50_us' | 'radix_tree_match_p99_us'): number | null =>
   peer.skipped !== null ? null : Math.max(...peerScenarios.map((s) => s[key] as number));
 if (peer.skipped === null) {
-  console.log(`check: Dynamo's RadixTree gave the same device-tier overlap as RunIndex for every worker on ${peerChecked} prompts`);
+  console.log(`check: Dynamo's RadixTree gave the same device-tier overlap as PrefixIndex for every worker on ${peerChecked} prompts`);
   for (const s of peerScenarios) {
     console.log(
       `${String(s.scenario).padEnd(20)} Dynamo (dynamo-kv-router 1.6.1, one thread): RadixTree ${((s.radix_tree_block_ops_per_s as number) / 1e6).toFixed(2)}` +

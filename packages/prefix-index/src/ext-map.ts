@@ -1,25 +1,22 @@
 import { mix2 } from './hash32';
 
 /**
- * One (worker, dp rank)'s map from engine block id (`block_hash`, u64) to the tree node it names
- * and the tiers on which this publisher holds it.
+ * One (worker, dp rank)'s map from engine block id (`block_hash`, u64) to the tree position it
+ * names and the tiers on which this publisher holds it.
  *
  * Hand-written open addressing over one Int32Array instead of `Map<bigint, …>`: a bigint key
  * costs an allocation per lookup and a heap object per entry, which dominated apply cost. Each
- * slot is three int32s side by side [keyLo, keyHi, value], value = node | tiers << 28 (node ids
+ * slot is three int32s side by side [keyLo, keyHi, value], value = position | tiers << 28 (positions
  * stay below 2^28, tiers are a 4-bit mask), so a probe touches one cache line and a slot is 12 bytes: the
  * table is larger than cache and every lookup of a random engine hash is a memory miss, so its
  * size (cache and TLB reach) is what the apply rate depends on. Linear probing with
  * backward-shift deletion keeps the table free of tombstones, so store/evict churn never lengthens
- * probes. Value 0 marks an empty slot (node 0 is the root, never a value, and tiers are never 0).
+ * probes. Value 0 marks an empty slot (tiers are never 0).
  */
 export const SLOT = 3;
 export const K_LO = 0;
 export const K_HI = 1;
 export const K_VAL = 2;
-/** Node ids are below 2^28: the top four bits of a value hold the tier mask. */
-export const NODE_BITS = 28;
-export const NODE_MASK = (1 << NODE_BITS) - 1;
 /** Highest load (entries / slots) before the table doubles. */
 const LOAD_NUM = 7;
 const LOAD_DEN = 10;

@@ -12,12 +12,7 @@ export function mix2(lo: number, hi: number): number {
   h ^= h >>> 13;
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
-  return h; // int32: the edge table stores it as a fingerprint in an Int32Array
-}
-
-/** Mix of (parent node, local hash lo, local hash hi): the key of a tree edge. */
-export function mix3(parent: number, lo: number, hi: number): number {
-  return mix2(lo ^ Math.imul(parent, 0x9e3779b1), hi + parent);
+  return h; // int32
 }
 
 /**

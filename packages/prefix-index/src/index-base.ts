@@ -1,8 +1,9 @@
 /**
- * What every layout of the prefix index shares: publishers (one per worker and dp rank) with their
- * block-id tables, event ids and suspect state, the counters, and the match answer records. A
- * layout (`PrefixIndex`: a record per block; `RunIndex`: runs of blocks) supplies the tree: how
- * stored and removed blocks change it, how a publisher is cleared, and the match walk.
+ * The publisher half of the prefix index: publishers (one per worker and dp rank) with their
+ * block-id tables, event ids and suspect state, the counters, the match answers built from one
+ * walk, and the snapshot image. The tree half (prefix-index.ts: runs of blocks) supplies how
+ * stored and removed blocks change the tree, how a publisher is cleared, the match walk and the
+ * tree dump; the two halves are split by file only, there is one implementation.
  */
 import { xxh3_64 } from '@vantage/hashing';
 import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
@@ -120,7 +121,7 @@ export abstract class IndexBase {
   protected freeSlots: number[] = [];
   protected readonly counters: IndexCounters = emptyCounters();
   /**
-   * Match counts written by the layout's walk: leading blocks of publisher slot s on cumulative tier
+   * Match counts written by the tree's walk: leading blocks of publisher slot s on cumulative tier
    * set t at `counts[t * stride + s]` (the stride is what `walk` returns).
    */
   protected counts: Int32Array = new Int32Array(NTIERS * 32);
@@ -161,7 +162,7 @@ export abstract class IndexBase {
   protected abstract ensureSlot(slot: number): void;
   /** Fill `counts` for the request's local hashes (as int32 halves); returns the stride. */
   protected abstract walk(loc: Int32Array, n: number): number;
-  /** The tree as a layout-neutral dump (tree-dump.ts), publishers in `publishers` order. */
+  /** The tree as a dump (tree-dump.ts), publishers in `publishers` order. */
   protected abstract dumpTree(): TreeDump;
 
   // -------------------------------------------------------------------------
@@ -512,13 +513,13 @@ export abstract class IndexBase {
   }
 
   // -------------------------------------------------------------------------
-  // Rebuilding from a tree dump, and the layout-neutral snapshot (version 3)
+  // Rebuilding from a tree dump (compaction, restore), and the snapshot image
   // -------------------------------------------------------------------------
 
   /**
    * Rebuild the tree of `pubs` (empty publishers of this index, one per `d.entries`, in order) by
-   * storing each publisher's blocks again, chain by chain, through the layout's own `applyStored`:
-   * whatever the layout, the result holds exactly the dump's (publisher, block id, position, tiers).
+   * storing each publisher's blocks again, chain by chain, through `applyStored`: the result holds
+   * exactly the dump's (publisher, block id, position, tiers), in fresh tables.
    * A position the publisher does not hold but needs as a parent gets a temporary id, removed at
    * the end; a chain that hangs from nothing is stored under a temporary anchor (the one parent of
    * all its tiers' stores), which the same removal cuts off; tier bits fewer than the ids' tiers at
@@ -535,7 +536,7 @@ export abstract class IndexBase {
     }
   }
 
-  /** True while `replayTree` runs (a layout defers its own upkeep, e.g. compaction, until it ends). */
+  /** True while `replayTree` runs (the tree defers its own upkeep, compaction, until it ends). */
   protected rebuilding = false;
 
   private replayPublishers(d: TreeDump, pubs: readonly Publisher[]): void {
@@ -691,9 +692,9 @@ export abstract class IndexBase {
     this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals });
   }
 
-  /** A layout-neutral image (version 3): publishers and counters as in version 2, then the tree dump. */
-  protected snapshotV3(): Uint8Array {
-    const { w, start } = openWriter(SNAPSHOT_V3);
+  /** The snapshot image (README "Snapshot"): block size, counters, publisher heads, then the tree dump. */
+  protected writeImage(): Uint8Array {
+    const { w, start } = openWriter(SNAPSHOT_VERSION);
     w.u32(this.blockSize);
     writeCounters(w, this.counters);
     w.u32(this.publishers.length);
@@ -702,19 +703,25 @@ export abstract class IndexBase {
     return sealWriter(w, start);
   }
 
-  /** Rebuild `make(blockSize)` from a version-3 image's payload. */
-  protected static decodeV3<T extends IndexBase>(r: ByteReader, make: (blockSize: number) => T): T {
-    // A block size the constructor refuses (RangeError) is reported as corrupt by decodeOrCorrupt.
-    const idx = make(r.u32());
-    readCounters(r, idx.counters);
-    const n = r.u32();
-    if (n > 1 << 20) throw new SnapshotError('corrupt', `snapshot is inconsistent: ${n} publishers`);
-    const heads: PublisherHead[] = [];
-    for (let i = 0; i < n; i++) heads.push(readPublisherHead(r));
-    const d = readTree(r, n);
-    if (!r.done()) throw new SnapshotError('corrupt', 'snapshot is inconsistent: trailing bytes');
-    idx.adopt(heads, d);
-    return idx;
+  /**
+   * Rebuild `make(blockSize)` from snapshot bytes. Throws SnapshotError on a foreign image
+   * (`bad_magic`), another version (`unsupported_version`) or a damaged or inconsistent one (`corrupt`).
+   */
+  protected static readImage<T extends IndexBase>(bytes: Uint8Array, make: (blockSize: number) => T): T {
+    const r = openImage(bytes);
+    // A block size the constructor refuses (RangeError) is reported as corrupt.
+    return decodeOrCorrupt(() => {
+      const idx = make(r.u32());
+      readCounters(r, idx.counters);
+      const n = r.u32();
+      if (n > 1 << 20) throw new SnapshotError('corrupt', `snapshot is inconsistent: ${n} publishers`);
+      const heads: PublisherHead[] = [];
+      for (let i = 0; i < n; i++) heads.push(readPublisherHead(r));
+      const d = readTree(r, n);
+      if (!r.done()) throw new SnapshotError('corrupt', 'snapshot is inconsistent: trailing bytes');
+      idx.adopt(heads, d);
+      return idx;
+    });
   }
 
   /** Become the publishers `heads` with the tree `d` (this index must be empty). */
@@ -738,19 +745,6 @@ export abstract class IndexBase {
       }
     }
   }
-
-  /** `from`'s contents in a new index of another layout, `make(blockSize)`. */
-  protected static convert<T extends IndexBase>(from: IndexBase, make: (blockSize: number) => T): T {
-    const idx = make(from.blockSize);
-    Object.assign(idx.counters, from.counters);
-    idx.adopt(from.heads(), from.dumpTree());
-    return idx;
-  }
-
-  /** This index's publishers' heads (everything but their blocks), for a rebuild by `adopt`. */
-  protected heads(): PublisherHead[] {
-    return this.publishers.map((p) => ({ ...p, tierBlocks: p.tierBlocks.slice() }));
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -758,10 +752,8 @@ export abstract class IndexBase {
 // ---------------------------------------------------------------------------
 
 export const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32
-/** Image versions: 1 and 2 are `PrefixIndex`'s own layout, 3 the layout-neutral tree (tree-dump.ts). */
-export const SNAPSHOT_V1 = 1;
-export const SNAPSHOT_V2 = 2;
-export const SNAPSHOT_V3 = 3;
+/** The one image version this build writes and reads. */
+export const SNAPSHOT_VERSION = 1;
 export const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
 const REASONS: readonly SuspectReason[] = ['unknown_parent', 'event_gap', 'missed_start'];
 
@@ -783,25 +775,25 @@ export function sealWriter(w: ByteWriter, start: number): Uint8Array {
   return out;
 }
 
-/** Check an image's header and checksum; its version and a reader over its payload. */
-export function openImage(bytes: Uint8Array, oldest: number, newest: number): { version: number; r: ByteReader } {
+/** Check an image's header, version and checksum; a reader over its payload. */
+export function openImage(bytes: Uint8Array): ByteReader {
   if (bytes.length < HEADER_BYTES) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (too short)');
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (dv.getUint32(0, true) !== SNAPSHOT_MAGIC) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (bad magic)');
   const version = dv.getUint32(4, true);
-  if (version < oldest || version > newest) {
-    throw new SnapshotError('unsupported_version', `prefix-index snapshot version ${version} is not supported (this build reads versions ${oldest} to ${newest})`);
+  if (version !== SNAPSHOT_VERSION) {
+    throw new SnapshotError('unsupported_version', `prefix-index snapshot version ${version} is not supported (this build reads version ${SNAPSHOT_VERSION})`);
   }
   const len = dv.getUint32(8, true);
   if (HEADER_BYTES + len !== bytes.length) {
     throw new SnapshotError('corrupt', `snapshot length ${bytes.length} does not match its header (${HEADER_BYTES + len})`);
   }
   if (xxh3_64(bytes.subarray(HEADER_BYTES)) !== dv.getBigUint64(12, true)) throw new SnapshotError('corrupt', 'snapshot checksum mismatch');
-  return { version, r: new ByteReader(bytes, HEADER_BYTES, bytes.length) };
+  return new ByteReader(bytes, HEADER_BYTES, bytes.length);
 }
 
-/** `decode(r)`, with anything but a SnapshotError it throws reported as a corrupt image. */
-export function decodeOrCorrupt<T>(decode: () => T): T {
+/** `decode()`, with anything but a SnapshotError it throws reported as a corrupt image. */
+function decodeOrCorrupt<T>(decode: () => T): T {
   try {
     return decode();
   } catch (e) {

@@ -2,9 +2,7 @@
  * @vantage/prefix-index: per-pool index of which (worker, dp rank) holds which KV blocks on which
  * storage tier, with Dynamo's radix-tree semantics, loss detection, match and exact snapshots.
  */
-export { RunIndex } from './run-index';
 export { PrefixIndex } from './prefix-index';
-export type { PrefixIndexOptions } from './prefix-index';
 export { SnapshotError } from './snapshot-io';
 export { SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE } from './index-base';
 export type { MatchCounts, PublisherView } from './index-base';

@@ -1,1041 +1,1056 @@
+/**
+ * The prefix index: Dynamo's radix tree over local block hashes, path-compressed into runs of
+ * blocks (README, "Layout"), with per-publisher block-id tables, tiers, loss detection, match and
+ * exact snapshots (the publisher half is index-base.ts).
+ */
 import type { KvStoredData } from '@vantage/types';
-import { growableTable, growTable } from './growable';
-import { ExtMap, K_VAL, NODE_BITS, NODE_MASK, SLOT, slotsFor, touchHomes } from './ext-map';
-import {
-  EMPTY_U64,
-  IndexBase,
-  decodeOrCorrupt,
-  i32View,
-  NTIERS,
-  openImage,
-  openWriter,
-  readCounters,
-  SNAPSHOT_V1,
-  SNAPSHOT_V2,
-  SNAPSHOT_V3,
-  readPublisherHead,
-  sealWriter,
-  writeCounters,
-  writePublisherHead,
-} from './index-base';
+import { K_VAL, SLOT, touchHomes } from './ext-map';
+import { grow, growableTable, growTable } from './growable';
+import { u64Hi, u64Lo } from './hash32';
+import { EMPTY_U64, IndexBase, i32View, NTIERS } from './index-base';
 import type { Publisher } from './index-base';
 import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, preorder, type TreeDump } from './tree-dump';
-import { mix3, u64Hi, u64Lo } from './hash32';
-import { ByteReader, SnapshotError } from './snapshot-io';
 import type { IndexStats } from './types';
 
-// ---------------------------------------------------------------------------
-// Layout (the README has the design and the measured memory figures)
-//
-// Node table: one Int32Array, a record of R = 8 + W int32s per node, node 0 the root:
-//   LO, HI      the block's local hash (`tokens_hash`) as int32 halves
-//   PARENT      parent node; DETACHED when cut from the tree; FREE on the free list
-//   FIRST, NEXT, PREV
-//               doubly linked child list: a node that loses its last holder cuts all its
-//               children in O(children); one child unlinks in O(1)
-//   REFS        block-id map entries (over all publishers) naming this node; recycled at 0
-//   NCHILD      child count; the sign bit says the children are also in the edge hash table
-//   BITS..      the device tier's bitset over dense publisher slots: W words
-// The three lower tiers' bitsets (3 x W words per node) live in a side table with the same node
-// ids, allocated on the first block stored below the device tier: most deployments never store
-// one, and every byte of the node table costs cache and TLB reach on the apply path.
-// Records are interleaved, not split into one array per field, because every access path
-// (apply, match) is a random memory access: one record is one or two cache lines, where a
-// struct of arrays costs a miss per field. For W = 2 (up to 64 publishers) a record is 40 bytes.
-//
-// Child lookup: a chain node (the common case: most blocks have one child) scans its short
-// child list, and chain nodes are allocated consecutively by one stored event, so a walk down
-// a chain reads neighbouring records. A node with more than FANOUT children also indexes them
-// in the edge table, open addressing keyed by (parent, LO, HI) with a 32-bit fingerprint beside
-// each slot so mismatches are rejected without touching the node table.
-// ---------------------------------------------------------------------------
-
+const POS_BITS = 28;
+const POS_MASK = (1 << POS_BITS) - 1;
 const ROOT = 0;
-const DETACHED = -1;
-const FREE = -2;
-
-const F_LO = 0;
-const F_HI = 1;
-const F_PARENT = 2;
-const F_FIRST = 3;
-const F_NEXT = 4;
-const F_PREV = 5;
-const F_REFS = 6;
-const F_NCHILD = 7;
-const F_BITS = 8;
-const HASHED = 0x8000_0000 | 0;
-const COUNT = 0x7fff_ffff;
-/** Children scanned linearly up to this count; beyond it they are also hashed. */
-const FANOUT = 4;
-
-/** This layout writes version 2 (its tables as they are), reads 1 (converted) and the layout-neutral 3. */
-const SNAPSHOT_VERSION = SNAPSHOT_V2;
-/** Node ids share an int32 with a 4-bit tier mask in the block-id tables. */
-const MAX_NODES = 1 << NODE_BITS;
-
-export interface PrefixIndexOptions {
-  /** Initial node capacity (grows by doubling). */
-  readonly initialNodes?: number;
-}
+const NONE = -1; // no parent: cut from the tree (or never in it)
+const FREED = -2;
+/** Walk state before the first block: the root; or a chain that hangs from nothing. */
+const AT_ROOT = -1;
+const AT_DETACHED = -2;
+const HS = 5; // holder entry: slot, c0, c1, c2, c3 (a node's entries are contiguous)
+const H_SLOT = 0;
+const H_C = 1;
+const WIDE = 8;
+const MIN_ALLOC = 16;
+/** Positions handed out below which the index never compacts. */
+const COMPACT_SLACK = 1 << 16;
+/** Compact when positions handed out exceed this many times the positions in the tree (plus the slack). */
+const COMPACT_RATIO = 4;
 
 /**
- * Prefix index of one model pool: which (worker, dp rank) holds which KV blocks, on which storage
- * tier, with Dynamo's radix-tree semantics and loss detection on top. Synchronous, single writer.
+ * The fields that make up the tree, replaced wholesale by a compaction (everything else, the
+ * publishers, counters, hints and the slot-sized scratch, is kept). A test checks that every field
+ * of a PrefixIndex is in this list or in KEPT_FIELDS.
  */
+export const TREE_FIELDS = [
+  'blo', 'bhi', 'bnode', 'bAlloc', 'bHigh',
+  'aStart', 'aCap', 'aUsed', 'aRefs', 'aHigh', 'freeByClass',
+  'nStart', 'nLen', 'nParent', 'nAlloc', 'nFirst', 'nNext', 'nPrev', 'nKids', 'nHold', 'nHCnt', 'nHCap', 'nMax', 'nMark',
+  'kidMap', 'shadowed', 'nHigh', 'freeNodes', 'livePositions', 'hold', 'hTop', 'hFreeBy', 'multi', 'lowerEver', 'visit', 'mark', 'homes',
+] as const;
+/** Fields a compaction keeps. */
+export const KEPT_FIELDS = [
+  'blockSize', 'byWorker', 'expected', 'publishers', 'slotHigh', 'freeSlots', 'counters', 'counts', 'transient', 'countsAnswer', 'publishersChanged', 'slotFacts', 'slotSuspects', 'rebuilding',
+  'slotCap', 'lvl', 'seen', 'act', 'compactAt', 'compactions',
+] as const;
+
+/** Levels (cumulative tier sets) holding a block with tier bits b: level L iff a tier <= L is held. */
+const LEVELS = Int32Array.from({ length: 16 }, (_, b) => {
+  let m = 0;
+  for (let l = 0; l < NTIERS; l++) if (b & ((2 << l) - 1)) m |= 1 << l;
+  return m;
+});
+function levels(b: number): number {
+  return LEVELS[b & 15]!;
+}
+
 export class PrefixIndex extends IndexBase {
-  // Node table.
-  private nd: Int32Array;
-  /** Lower-tier bitsets (host_pinned, disk, external: 3 x W words per node), or null while none is held. */
-  private low: Int32Array | null = null;
-  private R: number; // record size in int32s: F_BITS + words
-  private words = 1; // W: int32 words per tier bitset
-  private nodeCap: number;
-  private nodeReserve: number; // records the node table (and the lower-tier table) can grow to in place
-  private nodeHigh = 1; // ids below this have been used at least once; 0 is the root
-  private freeHead = 0; // free list threaded through F_NEXT; 0 = empty
-  private liveNodes = 1;
-
-  // Edge table for children of wide nodes: slots of [node, fingerprint]; the fingerprint is the
-  // full 32-bit mix of the edge key, so a rehash never reads the node table.
-  private edges: Int32Array;
-  private edgeMask: number;
-  private edgeCount = 0;
-
-  // Match scratch (reused: match allocates only its result).
-  private active = new Int32Array(NTIERS);
-  /** Apply scratch: the block-id table home slot of each block id of the event being applied. */
+  // Blocks by global position.
+  private blo: Int32Array = growableTable(1024, 1024 * 16);
+  private bhi: Int32Array = growableTable(1024, 1024 * 16);
+  private bnode: Int32Array = growableTable(1024, 1024 * 16);
+  /** Allocation of each position (fixed when the position is first handed out). */
+  private bAlloc: Int32Array = growableTable(1024, 1024 * 16);
+  private bHigh = 0;
+  // Allocations.
+  private aStart: Int32Array = new Int32Array(64);
+  private aCap: Int32Array = new Int32Array(64);
+  private aUsed: Int32Array = new Int32Array(64);
+  private aRefs: Int32Array = new Int32Array(64);
+  private aHigh = 0;
+  private freeByClass: number[][] = [];
+  // Nodes (0 is the root, an empty run).
+  private nStart: Int32Array = new Int32Array(256);
+  private nLen: Int32Array = new Int32Array(256);
+  private nParent: Int32Array = new Int32Array(256);
+  private nAlloc: Int32Array = new Int32Array(256);
+  private nFirst: Int32Array = new Int32Array(256);
+  private nNext: Int32Array = new Int32Array(256);
+  private nPrev: Int32Array = new Int32Array(256);
+  private nKids: Int32Array = new Int32Array(256);
+  /** A node's holder entries: offset in `hold` (0: none), count and capacity (entries). */
+  private nHold: Int32Array = new Int32Array(256);
+  private nHCnt: Int32Array = new Int32Array(256);
+  private nHCap: Int32Array = new Int32Array(256);
+  private nMax: Int32Array = new Int32Array(256);
+  private nMark: Int32Array = new Int32Array(256);
+  private kidMap: (Map<number, number> | undefined)[] = [];
+  /** Children ever left off a child map because a sibling has the same low half (rare). */
+  private shadowed = 0;
+  private nHigh = 1;
+  private freeNodes: number[] = [];
+  private livePositions = 0;
+  // Holder entries (entry 0 unused: 0 ends a list).
+  private hold: Int32Array = new Int32Array(HS * 256);
+  private hTop = HS;
+  /** Free holder blocks by capacity class (1, 2, 4, … entries). */
+  private hFreeBy: number[][] = [];
+  private slotCap = 32;
+  /**
+   * Per publisher slot: its positions named by more than one of its ids, position -> (ids << 4 |
+   * tier bits), or null while there are none (the common case).
+   */
+  private multi: (Map<number, number> | null)[] = [];
+  /** Set by the first block stored below the device tier: until then match walks one tier set. */
+  private lowerEver = false;
+  // Match scratch.
+  private lvl: Int32Array = new Int32Array(32);
+  private seen: Int32Array = new Int32Array(32);
+  private act: Int32Array = new Int32Array(32);
+  private visit = 0;
+  private mark = 0;
   private homes: Int32Array = new Int32Array(256);
-  constructor(blockSize: number, options: PrefixIndexOptions = {}) {
+  /** Positions handed out (`bHigh`) above which the next event boundary considers a compaction. */
+  private compactAt = COMPACT_SLACK;
+  /** Compactions so far (stats). */
+  private compactions = 0;
+  constructor(blockSize: number) {
     super(blockSize);
-    let cap = 1024;
-    while (cap < (options.initialNodes ?? 0)) cap <<= 1;
-    this.nodeCap = cap;
-    this.nodeReserve = cap;
-    this.R = F_BITS + this.words;
-    this.nd = growableTable(cap * this.R, cap * this.R);
-    this.nd[F_PARENT] = DETACHED; // the root has no parent
-    this.edges = new Int32Array(2 * 256);
-    this.edgeMask = 255;
+    this.nParent[ROOT] = NONE;
   }
 
-  // -------------------------------------------------------------------------
-  // Events
-  // -------------------------------------------------------------------------
+  protected ensureSlot(slot: number): void {
+    if (slot >= this.slotCap) this.widen(this.slotCap * 2);
+  }
 
-  /**
-   * Returns true when the parent was unknown. This is the hot path (one iteration per stored
-   * block): child lookup and the block-id probe are inlined, the block-id table is grown once per
-   * event for all its blocks, and the probe inserts into the empty slot it ends on instead of
-   * probing twice.
-   */
+  private widen(cap: number): void {
+    this.slotCap = cap;
+    this.counts = new Int32Array(NTIERS * cap);
+    this.lvl = new Int32Array(cap);
+    this.seen = new Int32Array(cap);
+    this.act = new Int32Array(cap);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Stored
+
+  private inTree(g: number): boolean {
+    if (g < 0 || g >= this.bHigh) return false;
+    const node = this.bnode[g]!;
+    if (node <= 0 || this.nParent[node] === FREED) return false;
+    const pos = g - this.nStart[node]!;
+    return pos >= 0 && pos < this.nLen[node]!;
+  }
+
   protected applyStored(pub: Publisher, tier: number, data: KvStoredData): boolean {
+    if (tier > 0) this.lowerEver = true;
     const n = data.blockHashes.length;
     const ext = i32View(data.blockHashes);
     const loc = i32View(data.tokensHashes);
-    const tierBit = 1 << tier;
-    const tierVal = tierBit << NODE_BITS;
-    const slot = pub.slot;
-    const word = slot >>> 5;
-    const bit = 1 << (slot & 31);
-    const tierBlocks = pub.tierBlocks;
     const map = pub.map;
-    let cur: number;
+    map.reserve(n + 1);
     let unknownParent = false;
-    if (data.parentHash === null) {
-      cur = ROOT;
-    } else {
-      const s = map.find(u64Lo(data.parentHash), u64Hi(data.parentHash));
-      if (s < 0) {
-        // Dynamo drops the whole event here. We keep the blocks as a chain that hangs from no
-        // parent: unreachable from the root, so they can never add to a match (no over-statement),
-        // yet later removals of them are recognised and later stores under them attach to them
-        // (still unreachable) instead of cascading further unknown parents.
+    let g = AT_ROOT;
+    if (data.parentHash !== null) {
+      const f = map.find(u64Lo(data.parentHash), u64Hi(data.parentHash));
+      if (f < 0) {
         unknownParent = true;
-        cur = DETACHED;
+        g = AT_DETACHED;
       } else {
-        cur = map.t[s + K_VAL]! & NODE_MASK;
+        const pg = map.t[f + K_VAL]! & POS_MASK;
+        g = this.inTree(pg) ? pg : AT_DETACHED;
       }
     }
-    // Room for every block of the event up front: nothing below rehashes the table.
-    map.reserve(n);
-    const t = map.t;
-    const mask = map.mask;
     const homes = (this.homes = touchHomes(map, ext, n, this.homes));
-    let bitsAt: number;
-    let stride: number;
-    if (tier === 0) {
-      bitsAt = F_BITS + word;
-      stride = this.R;
-    } else {
-      this.ensureLow();
-      bitsAt = (tier - 1) * this.words + word;
-      stride = 3 * this.words;
-    }
-    // True once `cur` was allocated by this event: it then has no children (only this loop adds
-    // them, one, and moves down to it), so the child lookup is skipped and the new node becomes
-    // its only child directly. The common case: a stored event is new blocks below a known prefix.
-    let fresh = false;
-    for (let i = 0; i < n; i++) {
+    let i = 0;
+    // Follow what the tree already has.
+    while (i < n && g !== AT_DETACHED) {
       const lo = loc[2 * i]!;
       const hi = loc[2 * i + 1]!;
-      let target = 0;
-      if (fresh) {
-        target = this.allocNode(lo, hi);
-        const nd = this.nd;
-        const R = this.R;
-        nd[target * R + F_PARENT] = cur;
-        nd[cur * R + F_FIRST] = target;
-        nd[cur * R + F_NCHILD] = 1;
-      } else if (cur === DETACHED) {
-        target = this.allocNode(lo, hi);
-        fresh = true;
+      let next = -1;
+      if (g === AT_ROOT) {
+        const c = this.child(ROOT, lo, hi);
+        if (c !== 0) next = this.nStart[c]!;
       } else {
-        const nd = this.nd;
-        const R = this.R;
-        const pb = cur * R;
-        if ((nd[pb + F_NCHILD]! & HASHED) === 0) {
-          for (let c = nd[pb + F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) {
-            if (nd[c * R + F_LO] === lo && nd[c * R + F_HI] === hi) {
-              target = c;
-              break;
-            }
+        let node = this.bnode[g]!;
+        const pos = g - this.nStart[node]!;
+        if (pos + 1 < this.nLen[node]!) {
+          if (this.blo[g + 1] === lo && this.bhi[g + 1] === hi) next = g + 1;
+          else {
+            this.split(node, pos + 1);
+            node = this.bnode[g]!;
           }
-        } else {
-          target = this.child(cur, lo, hi);
         }
-        if (target === 0) {
-          target = this.allocNode(lo, hi);
-          this.link(target, cur);
-          fresh = true;
+        if (next < 0) {
+          const c = this.child(node, lo, hi);
+          if (c !== 0) next = this.nStart[c]!;
         }
       }
-      const elo = ext[2 * i]!;
-      const ehi = ext[2 * i + 1]!;
-      let j = homes[i]!;
-      for (;;) {
-        const b = j * SLOT;
-        const v = t[b + K_VAL]!;
-        if (v === 0) {
-          // New block id for this publisher.
-          t[b] = elo;
-          t[b + 1] = ehi;
-          t[b + K_VAL] = target | tierVal;
-          map.size++;
-          this.nd[target * this.R + F_REFS]!++;
-          tierBlocks[tier]!++;
-          break;
-        }
-        if (t[b] === elo && t[b + 1] === ehi) {
-          const old = v & NODE_MASK;
-          const held = v >>> NODE_BITS;
-          if (old === target) {
-            if ((held & tierBit) === 0) {
-              t[b + K_VAL] = v | tierVal;
-              tierBlocks[tier]!++;
-            }
-          } else {
-            // The publisher re-stores a block id at a different position (for example after its
-            // old position was cut from the tree). The newest statement wins: the id moves, and
-            // the old node loses this publisher on every tier the id was held on.
-            t[b + K_VAL] = target | tierVal;
-            this.nd[target * this.R + F_REFS]!++;
-            for (let k = 0; k < NTIERS; k++) if (held & (1 << k)) tierBlocks[k]!--;
-            tierBlocks[tier]!++;
-            this.release(old, slot, held, true);
-          }
-          break;
-        }
-        j = (j + 1) & mask;
-      }
-      const bits = tier === 0 ? this.nd : this.low!;
-      const w = target * stride + bitsAt;
-      bits[w] = bits[w]! | bit;
-      cur = target;
+      if (next < 0) break;
+      this.claim(pub, next, tier, ext[2 * i]!, ext[2 * i + 1]!, homes[i]!);
+      g = next;
+      i++;
+      // A released old position may have cut the walk's node: still followed (unreachable), as the reference does.
     }
+    if (i === n) {
+      this.maybeCompact();
+      return unknownParent;
+    }
+    // New positions for blocks i..n-1.
+    const k = n - i;
+    const tbit = 1 << tier;
+    const s = pub.slot;
+    let node: number;
+    let gStart: number;
+    let extended = false;
+    if (g >= 0) {
+      node = this.bnode[g]!;
+      const pos = g - this.nStart[node]!;
+      if (pos + 1 < this.nLen[node]!) {
+        this.split(node, pos + 1);
+        node = this.bnode[g]!;
+      }
+      const a = this.nAlloc[node]!;
+      const len = this.nLen[node]!;
+      const e = this.holder(node, s);
+      if (
+        this.nKids[node] === 0 &&
+        this.nStart[node]! + len === this.aStart[a]! + this.aUsed[a]! &&
+        this.aUsed[a]! + k <= this.aCap[a]! &&
+        e !== 0 &&
+        this.hold[e + H_C + tier] === len
+      ) {
+        extended = true;
+        gStart = this.nStart[node]! + len;
+        this.nLen[node] = len + k;
+        this.aUsed[a] = this.aUsed[a]! + k;
+        for (let l = tier; l < NTIERS; l++) this.hold[e + H_C + l] = len + k;
+        if (len + k > this.nMax[node]!) this.nMax[node] = len + k;
+      }
+    }
+    if (!extended) {
+      const a = this.alloc(k);
+      gStart = this.aStart[a]!;
+      this.aUsed[a] = k;
+      const c = this.newNode(gStart, k, a);
+      if (g === AT_ROOT) this.linkChild(ROOT, c, loc[2 * i]!);
+      else if (g >= 0) this.linkChild(this.bnode[g]!, c, loc[2 * i]!);
+      const e = this.newHolder(c, s);
+      for (let l = tier; l < NTIERS; l++) this.hold[e + H_C + l] = k;
+      this.nMax[c] = k;
+      node = c;
+    }
+    const g0 = gStart!;
+    for (let j = 0; j < k; j++) {
+      this.blo[g0 + j] = loc[2 * (i + j)]!;
+      this.bhi[g0 + j] = loc[2 * (i + j) + 1]!;
+      this.bnode[g0 + j] = node!;
+    }
+    this.livePositions += k;
+    // Map entries (a block id already held elsewhere moves here).
+    const t = map.t;
+    const val = tbit << POS_BITS;
+    const a0 = this.bAlloc[g0]!;
+    for (let j = 0; j < k; j++) {
+      const elo = ext[2 * (i + j)]!;
+      const ehi = ext[2 * (i + j) + 1]!;
+      const f = map.probeFrom(homes[i + j]!, elo, ehi);
+      if (f >= 0) {
+        this.enter(pub, g0 + j, tbit, elo, ehi, f, true);
+        continue;
+      }
+      // A new id (the common case), inserted here: `enter` does the same, and moves.
+      const b = -f - 1;
+      t[b] = elo;
+      t[b + 1] = ehi;
+      t[b + K_VAL] = (g0 + j) | val;
+      map.size++;
+      pub.tierBlocks[tier]!++;
+      this.aRefs[a0]!++;
+    }
+    this.maybeCompact();
     return unknownParent;
   }
+
+  /** The publisher stores block (elo, ehi) at existing position g on tier bit tbit. */
+  private claim(pub: Publisher, g: number, tier: number, elo: number, ehi: number, home: number): void {
+    const tbit = 1 << tier;
+    const map = pub.map;
+    const f = map.probeFrom(home, elo, ehi);
+    if (f >= 0) {
+      const v = map.t[f + K_VAL]!;
+      const g0 = v & POS_MASK;
+      const held = v >>> POS_BITS;
+      if (g0 === g) {
+        if (held & tbit) return;
+        const before = this.bitsAt(pub, g, held);
+        map.t[f + K_VAL] = v | (tbit << POS_BITS);
+        pub.tierBlocks[tier]!++;
+        if (this.multi[pub.slot]?.has(g)) this.multi[pub.slot]!.set(g, (this.multi[pub.slot]!.get(g)! & ~15) | before | tbit);
+        this.raise(pub.slot, g, before, before | tbit);
+        return;
+      }
+    }
+    this.enter(pub, g, tbit, elo, ehi, f, false);
+  }
+
+  /**
+   * Point the publisher's entry for (elo, ehi) at position g with tier bit tbit (inserting it, or
+   * moving it from where it was), and raise its holding at g. `f`: the id's `probeFrom` result.
+   * `fresh`: g was just created for it (its holding already set by the caller).
+   */
+  private enter(pub: Publisher, g: number, tbit: number, elo: number, ehi: number, f: number, fresh: boolean): void {
+    const map = pub.map;
+    const s = pub.slot;
+    let oldV = 0;
+    if (f >= 0) {
+      oldV = map.t[f + K_VAL]!;
+      if ((oldV & POS_MASK) === g) throw new Error('internal: enter at the same position');
+    }
+    // The publisher's tier bits at g before this id arrives (fresh: its holding was set by the caller).
+    let before = 0;
+    if (!fresh) before = this.currentBits(pub, g);
+    const tier = 31 - Math.clz32(tbit);
+    if (f >= 0) {
+      const g0 = oldV & POS_MASK;
+      const held = oldV >>> POS_BITS;
+      const oldBits = this.bitsAt(pub, g0, held);
+      map.t[f + K_VAL] = g | (tbit << POS_BITS);
+      for (let l = 0; l < NTIERS; l++) if (held & (1 << l)) pub.tierBlocks[l]!--;
+      pub.tierBlocks[tier]!++;
+      this.aRefs[this.bAlloc[g]!]!++;
+      this.noteArrival(pub, g, before, tbit, fresh);
+      if (!fresh) this.raise(s, g, before, before | tbit);
+      // The old position loses this id's tiers.
+      const after = this.departure(pub, g0, oldBits, held, 0, true);
+      this.lower(s, g0, oldBits, after);
+      this.unref(g0);
+    } else {
+      const b = -f - 1;
+      map.t[b] = elo;
+      map.t[b + 1] = ehi;
+      map.t[b + K_VAL] = g | (tbit << POS_BITS);
+      map.size++;
+      pub.tierBlocks[tier]!++;
+      this.aRefs[this.bAlloc[g]!]!++;
+      this.noteArrival(pub, g, before, tbit, fresh);
+      if (!fresh) this.raise(s, g, before, before | tbit);
+    }
+  }
+
+  /** Bookkeeping of positions named by several ids: one more id names g (its bits before: `before`). */
+  private noteArrival(pub: Publisher, g: number, before: number, tbit: number, fresh: boolean): void {
+    if (fresh) return;
+    const m = this.multi[pub.slot]?.get(g);
+    if (m !== undefined) {
+      this.multi[pub.slot]!.set(g, (((m >>> 4) + 1) << 4) | before | tbit);
+      return;
+    }
+    if (before !== 0) {
+      // A second id at a position the publisher holds through one already.
+      (this.multi[pub.slot] ??= new Map()).set(g, (2 << 4) | before | tbit);
+    }
+  }
+
+  /**
+   * The publisher's tier bits at g after one of its ids drops the tiers `lost` there (`gone`: the
+   * id no longer names g at all), given its bits before and that id's remaining tiers `rest`.
+   */
+  private departure(pub: Publisher, g: number, before: number, lost: number, rest: number, gone: boolean): number {
+    const multi = this.multi[pub.slot];
+    const m = multi?.get(g);
+    if (m === undefined) return rest;
+    const count = (m >>> 4) - (gone ? 1 : 0);
+    const bits = before & ~lost;
+    if (count <= 0) multi!.delete(g);
+    else multi!.set(g, (count << 4) | bits);
+    return bits;
+  }
+
+  /** Tier bits of the publisher at g, given one entry naming g with tiers `held`. */
+  private bitsAt(pub: Publisher, g: number, held: number): number {
+    const m = this.multi[pub.slot]?.get(g);
+    return m === undefined ? held : m & 15;
+  }
+
+  /** Tier bits of the publisher at g from its holding (a scan of its map when one other id names g). */
+  private currentBits(pub: Publisher, g: number): number {
+    const m = this.multi[pub.slot]?.get(g);
+    if (m !== undefined) return m & 15;
+    if (!this.inTree(g)) return 0;
+    const node = this.bnode[g]!;
+    const e = this.holder(node, pub.slot);
+    if (e === 0 || this.hold[e + H_C + 3]! <= g - this.nStart[node]!) return 0;
+    const t = pub.map.t;
+    for (let b = 0; b < t.length; b += SLOT) {
+      const v = t[b + K_VAL]!;
+      if (v !== 0 && (v & POS_MASK) === g) return v >>> POS_BITS;
+    }
+    return 0;
+  }
+
+  /** One map entry stopped naming position g: its allocation is freed when none names any of its positions. */
+  private unref(g: number): void {
+    const a = this.bAlloc[g]!;
+    if (--this.aRefs[a]! === 0) this.freeAlloc(a);
+  }
+
+  /** Raise publisher s's holding at position g from tier bits `before` to `after`. */
+  private raise(s: number, g: number, before: number, after: number): void {
+    const gained = levels(after) & ~levels(before);
+    if (gained === 0 || !this.inTree(g)) return;
+    let node = this.bnode[g]!;
+    let pos = g - this.nStart[node]!;
+    let e = this.holder(node, s);
+    let split = false;
+    for (let l = 0; l < NTIERS; l++) if (gained & (1 << l) && (e === 0 ? 0 : this.hold[e + H_C + l]!) < pos) split = true;
+    if (split) {
+      this.split(node, pos);
+      node = this.bnode[g]!;
+      pos = 0;
+      e = this.holder(node, s);
+    }
+    if (e === 0) e = this.newHolder(node, s);
+    for (let l = 0; l < NTIERS; l++) if (gained & (1 << l) && this.hold[e + H_C + l] === pos) this.hold[e + H_C + l] = pos + 1;
+    if (this.hold[e + H_C + 3]! > this.nMax[node]!) this.nMax[node] = this.hold[e + H_C + 3]!;
+  }
+
+  /** Lower publisher s's holding at position g from tier bits `before` to `after`; cut what nobody holds. */
+  private lower(s: number, g: number, before: number, after: number): void {
+    const lost = levels(before) & ~levels(after);
+    if (lost === 0 || !this.inTree(g)) return;
+    let node = this.bnode[g]!;
+    let pos = g - this.nStart[node]!;
+    let e = this.holder(node, s);
+    if (e === 0) return;
+    let split = false;
+    for (let l = 0; l < NTIERS; l++) if (lost & (1 << l) && this.hold[e + H_C + l]! > pos + 1) split = true;
+    if (split) {
+      this.split(node, pos + 1);
+      node = this.bnode[g]!;
+      pos = g - this.nStart[node]!;
+      e = this.holder(node, s);
+      if (e === 0) return;
+    }
+    for (let l = 0; l < NTIERS; l++) if (lost & (1 << l) && this.hold[e + H_C + l] === pos + 1) this.hold[e + H_C + l] = pos;
+    if (this.hold[e + H_C + 3] === 0) this.dropHolder(node, s);
+    this.settle(node);
+  }
+
+  /**
+   * Publisher s stops holding position g, which it held on tier `tier` only and as the last block of
+   * its holding on every level from that tier up: lower those cut-offs by one in place. False (and
+   * nothing changed) when that is not the case, for the general path.
+   */
+  private dropLast(s: number, g: number, tier: number): boolean {
+    if (g >= this.bHigh) return false;
+    const node = this.bnode[g]!;
+    if (node <= 0 || this.nParent[node] === FREED) return false;
+    const pos = g - this.nStart[node]!;
+    if (pos < 0 || pos >= this.nLen[node]!) return false;
+    const e = this.holder(node, s);
+    const hold = this.hold;
+    if (e === 0 || hold[e + H_C + tier] !== pos + 1 || hold[e + H_C + 3] !== pos + 1) return false;
+    for (let l = tier; l < NTIERS; l++) hold[e + H_C + l] = pos;
+    if (pos === 0) this.dropHolder(node, s);
+    if (this.nMax[node] === pos + 1) this.settle(node);
+    return true;
+  }
+
+  /** Recompute node's largest cut-off and cut it back to it. */
+  private settle(node: number): void {
+    let m = 0;
+    const end = this.nHold[node]! + this.nHCnt[node]! * HS;
+    for (let e = this.nHold[node]!; e < end; e += HS) if (this.hold[e + H_C + 3]! > m) m = this.hold[e + H_C + 3]!;
+    this.nMax[node] = m;
+    if (m < this.nLen[node]!) this.truncate(node, m);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Removed and cleared
 
   protected applyRemoved(pub: Publisher, tier: number, hashes: BigUint64Array): BigUint64Array {
     const n = hashes.length;
     const ext = i32View(hashes);
-    const tierBit = 1 << tier;
+    const tbit = 1 << tier;
     const map = pub.map;
-    const tierBlocks = pub.tierBlocks;
-    const slot = pub.slot;
+    const s = pub.slot;
     let unknown: number[] | null = null;
     const homes = (this.homes = touchHomes(map, ext, n, this.homes));
-    // Second wave, the same way: the node each id names (its slot is cached now), so releasing
-    // the blocks below does not wait for their node records one at a time.
-    {
-      const nd = this.nd;
-      const R = this.R;
-      const t = map.t;
-      let acc = 0;
-      for (let i = 0; i < n; i++) {
-        const s = map.findFrom(homes[i]!, ext[2 * i]!, ext[2 * i + 1]!);
-        if (s >= 0) acc |= nd[(t[s + K_VAL]! & NODE_MASK) * R + F_REFS]!;
-      }
-      sink.touched = acc;
-    }
     for (let i = 0; i < n; i++) {
-      const s = map.findFrom(homes[i]!, ext[2 * i]!, ext[2 * i + 1]!);
-      const v = s < 0 ? 0 : map.t[s + K_VAL]!;
-      const held = v >>> NODE_BITS;
-      if ((held & tierBit) === 0) {
+      const f = map.probeFrom(homes[i]!, ext[2 * i]!, ext[2 * i + 1]!);
+      const v = f < 0 ? 0 : map.t[f + K_VAL]!;
+      const held = v >>> POS_BITS;
+      if ((held & tbit) === 0) {
         (unknown ??= []).push(i);
         continue;
       }
-      const node = v & NODE_MASK;
-      const rest = held & ~tierBit;
-      tierBlocks[tier]!--;
-      if (rest === 0) {
-        map.removeAt(s);
-        this.release(node, slot, tierBit, true);
-      } else {
-        map.t[s + K_VAL] = node | (rest << NODE_BITS);
-        this.release(node, slot, tierBit, false);
+      const g = v & POS_MASK;
+      pub.tierBlocks[tier]!--;
+      if (held === tbit && (this.multi[s] ?? null) === null && this.dropLast(s, g, tier)) {
+        // The common case (one id, one tier, the last block of the publisher's holding): done in place.
+        map.removeAt(f);
+        this.unref(g);
+        continue;
       }
+      const before = this.bitsAt(pub, g, held);
+      const rest = held & ~tbit;
+      const after = this.departure(pub, g, before, tbit, rest, rest === 0);
+      if (rest === 0) map.removeAt(f);
+      else map.t[f + K_VAL] = g | (rest << POS_BITS);
+      this.lower(s, g, before, after);
+      if (rest === 0) this.unref(g);
     }
+    this.maybeCompact();
     if (unknown === null) return EMPTY_U64;
     const out = new BigUint64Array(unknown.length);
     for (let k = 0; k < unknown.length; k++) out[k] = hashes[unknown[k]!]!;
     return out;
   }
 
-  /**
-   * Drop publisher `slot` from `node` on the tiers in `tierMask`; when no publisher holds the node
-   * on any tier any more it leaves the tree and its children are cut (Dynamo: "a block no worker
-   * holds loses its children"); when `dropRef`, one map entry stopped naming it, and at zero
-   * references the node is recycled.
-   */
-  private release(node: number, slot: number, tierMask: number, dropRef: boolean): void {
-    const nd = this.nd;
-    const words = this.words;
-    const base = node * this.R;
-    const bitsAt = base + F_BITS;
-    const word = slot >>> 5;
-    const clear = ~(1 << (slot & 31));
-    if (tierMask & 1) nd[bitsAt + word] = nd[bitsAt + word]! & clear;
-    let any = 0;
-    for (let k = 0; k < words; k++) any |= nd[bitsAt + k]!;
-    const low = this.low;
-    if (low !== null) {
-      const lb = node * 3 * words;
-      for (let t = 1; t < NTIERS; t++) {
-        if (tierMask & (1 << t)) {
-          const w = lb + (t - 1) * words + word;
-          low[w] = low[w]! & clear;
-        }
-      }
-      if (any === 0) for (let k = 0; k < 3 * words; k++) any |= low[lb + k]!;
-    }
-    if (any === 0) {
-      this.unlink(node);
-      this.cutChildren(node);
-    }
-    if (dropRef && --nd[base + F_REFS]! === 0) this.freeNode(node);
-  }
-
-  /** Allocate the lower-tier bitsets on the first block stored below the device tier. */
-  private ensureLow(): void {
-    if (this.low === null) this.low = growableTable(this.nodeCap * 3 * this.words, this.nodeReserve * 3 * this.words);
-  }
-
-  /** Drop every block of a publisher (its `cleared` event, resync, removal). */
   protected clearPublisher(pub: Publisher): number {
     const map = pub.map;
     const t = map.t;
-    const slot = pub.slot;
+    const s = pub.slot;
     const dropped = map.size;
+    const mark = ++this.mark;
+    const nodes: number[] = [];
     for (let b = 0; b < t.length; b += SLOT) {
       const v = t[b + K_VAL]!;
-      if (v !== 0) this.release(v & NODE_MASK, slot, v >>> NODE_BITS, true);
+      if (v === 0) continue;
+      const g = v & POS_MASK;
+      if (!this.inTree(g)) continue;
+      const node = this.bnode[g]!;
+      if (this.nMark[node] !== mark) {
+        this.nMark[node] = mark;
+        nodes.push(node);
+      }
+    }
+    for (const node of nodes) {
+      if (this.nParent[node] === FREED) continue;
+      this.dropHolder(node, s);
+      this.settle(node);
+    }
+    for (let b = 0; b < t.length; b += SLOT) {
+      const v = t[b + K_VAL]!;
+      if (v !== 0) this.unref(v & POS_MASK);
     }
     pub.map = this.newTable(pub.workerId);
+    this.multi[s] = null;
     pub.tierBlocks.fill(0);
+    this.maybeCompact();
     return dropped;
   }
 
-  protected ensureSlot(slot: number): void {
-    if (slot >= this.words * 32) this.widen(this.words * 2);
-  }
-
-  // -------------------------------------------------------------------------
-  // Match
-  // -------------------------------------------------------------------------
+  // ---------------------------------------------------------------------------------------------
+  // Compaction, tree dump and snapshot
 
   /**
-   * Walks the request down from the root once, intersecting the per-tier publisher bitsets of each
-   * node; a publisher leaves a tier's active set at the first block it does not hold there, and the
-   * walk stops as soon as no publisher holds the block on any tier.
+   * An allocation stays whole while any table entry names one of its positions (a shared head of a
+   * run whose tail was evicted keeps the whole run's room), and freed allocations are reused only
+   * by size class. So at an event boundary, once the positions handed out have doubled since the
+   * last check and exceed COMPACT_RATIO times those in the tree (plus COMPACT_SLACK), the tree is
+   * rebuilt from its own dump into fresh, tight allocations. Each compaction costs about as much as
+   * storing the tree's blocks again and happens only after the room handed out has doubled, so
+   * the cost per event is bounded, and the room stays within about COMPACT_RATIO (twice that just
+   * before a check) times what the tree holds.
    */
-  protected walk(loc: Int32Array, n: number): number {
-    const counts = this.counts;
-    const slots = this.words * 32;
-    counts.fill(0);
-    let lower = 0;
-    if (this.low !== null) for (const p of this.publishers) lower += p.tierBlocks[1]! + p.tierBlocks[2]! + p.tierBlocks[3]!;
-    if (lower === 0) {
-      // Nothing is held below the device tier (the common deployment): walk one bitset instead
-      // of four; the cumulative counts all equal the device count.
-      if (this.words <= 2) this.walkDevice2(loc, n);
-      else this.walkDevice(loc, n);
-      counts.copyWithin(slots, 0, slots);
-      counts.copyWithin(2 * slots, 0, 2 * slots);
-    } else {
-      this.walkTiers(loc, n);
-    }
-    return slots;
+  private maybeCompact(): void {
+    if (this.bHigh <= this.compactAt || this.rebuilding) return;
+    if (this.bHigh > COMPACT_RATIO * this.livePositions + COMPACT_SLACK) this.compact();
+    this.compactAt = Math.max(2 * this.bHigh, COMPACT_SLACK);
   }
 
-  /** Leading-block counts on the four cumulative tier sets, into this.counts. */
-  private walkTiers(loc: Int32Array, n: number): void {
-    const W = this.words;
-    const R = this.R;
-    const nd = this.nd;
-    // Only called when some block is held below the device tier, so the side table exists.
-    const low = this.low!;
-    const L = 3 * W;
-    const active = this.active;
-    const counts = this.counts;
-    const slots = W * 32;
-    let depth = 0;
-    let cur = n > 0 ? this.child(ROOT, loc[0]!, loc[1]!) : 0;
-    if (cur !== 0) {
-      // Block 0 seeds the active sets (cumulative tier masks: device ⊆ +host ⊆ +disk ⊆ +external).
-      let b = cur * R + F_BITS;
-      let lb = cur * L;
-      for (let w = 0; w < W; w++) {
-        const m0 = nd[b + w]!;
-        const m1 = m0 | low[lb + w]!;
-        const m2 = m1 | low[lb + W + w]!;
-        active[w] = m0;
-        active[W + w] = m1;
-        active[2 * W + w] = m2;
-        active[3 * W + w] = m2 | low[lb + 2 * W + w]!;
-      }
-      for (depth = 1; depth < n; depth++) {
-        const c = this.child(cur, loc[2 * depth]!, loc[2 * depth + 1]!);
-        if (c === 0) break;
-        b = c * R + F_BITS;
-        lb = c * L;
-        let alive = 0;
-        for (let w = 0; w < W; w++) {
-          const m0 = nd[b + w]!;
-          const m1 = m0 | low[lb + w]!;
-          const m2 = m1 | low[lb + W + w]!;
-          const m3 = m2 | low[lb + 2 * W + w]!;
-          const a0 = active[w]!;
-          const a1 = active[W + w]!;
-          const a2 = active[2 * W + w]!;
-          const a3 = active[3 * W + w]!;
-          const n0 = a0 & m0;
-          const n1 = a1 & m1;
-          const n2 = a2 & m2;
-          const n3 = a3 & m3;
-          // Publishers leaving a tier's set here held exactly `depth` leading blocks on it.
-          if (n0 !== a0) dropOut(counts, 0, w, a0 & ~n0, depth);
-          if (n1 !== a1) dropOut(counts, slots, w, a1 & ~n1, depth);
-          if (n2 !== a2) dropOut(counts, 2 * slots, w, a2 & ~n2, depth);
-          if (n3 !== a3) dropOut(counts, 3 * slots, w, a3 & ~n3, depth);
-          active[w] = n0;
-          active[W + w] = n1;
-          active[2 * W + w] = n2;
-          active[3 * W + w] = n3;
-          alive |= n3;
-        }
-        // Sets only shrink down the path (tiers nest), so an empty "any tier" set ends the walk.
-        if (alive === 0) break;
-        cur = c;
-      }
-      // Survivors held every block walked.
-      for (let k = 0; k < NTIERS * W; k++) {
-        const a = active[k]!;
-        if (a !== 0) dropOut(counts, Math.floor(k / W) * slots, k % W, a, depth);
-      }
-    }
-  }
-
-  /**
-   * walkDevice for up to 64 publisher slots (W <= 2): the active set lives in two locals and the
-   * child lookup of a list node is inlined, since this loop runs once per matched block.
-   */
-  private walkDevice2(loc: Int32Array, n: number): void {
-    const two = this.words === 2;
-    const R = this.R;
-    const nd = this.nd;
-    const counts = this.counts;
-    let cur = n > 0 ? this.child(ROOT, loc[0]!, loc[1]!) : 0;
-    if (cur === 0) return;
-    let a0 = nd[cur * R + F_BITS]!;
-    let a1 = two ? nd[cur * R + F_BITS + 1]! : 0;
-    let depth = 1;
-    for (; depth < n; depth++) {
-      const lo = loc[2 * depth]!;
-      const hi = loc[2 * depth + 1]!;
-      const pb = cur * R;
-      let c = 0;
-      if ((nd[pb + F_NCHILD]! & HASHED) === 0) {
-        for (let k = nd[pb + F_FIRST]!; k !== 0; k = nd[k * R + F_NEXT]!) {
-          if (nd[k * R + F_LO] === lo && nd[k * R + F_HI] === hi) {
-            c = k;
-            break;
-          }
-        }
-      } else {
-        c = this.child(cur, lo, hi);
-      }
-      if (c === 0) break;
-      const b = c * R + F_BITS;
-      const m0 = a0 & nd[b]!;
-      const m1 = two ? a1 & nd[b + 1]! : 0;
-      if (m0 !== a0 || m1 !== a1) {
-        // Publishers leaving the set here held exactly `depth` leading blocks.
-        if (m0 !== a0) dropOut(counts, 0, 0, a0 & ~m0, depth);
-        if (m1 !== a1) dropOut(counts, 0, 1, a1 & ~m1, depth);
-        a0 = m0;
-        a1 = m1;
-        if ((m0 | m1) === 0) break;
-      }
-      cur = c;
-    }
-    if (a0 !== 0) dropOut(counts, 0, 0, a0, depth);
-    if (a1 !== 0) dropOut(counts, 0, 1, a1, depth);
-  }
-
-  /** Leading-block counts on the device tier only, into the first tier row of this.counts. */
-  private walkDevice(loc: Int32Array, n: number): void {
-    const W = this.words;
-    const R = this.R;
-    const nd = this.nd;
-    const active = this.active;
-    const counts = this.counts;
-    let depth = 0;
-    let cur = n > 0 ? this.child(ROOT, loc[0]!, loc[1]!) : 0;
-    if (cur === 0) return;
-    let b = cur * R + F_BITS;
-    for (let w = 0; w < W; w++) active[w] = nd[b + w]!;
-    for (depth = 1; depth < n; depth++) {
-      const c = this.child(cur, loc[2 * depth]!, loc[2 * depth + 1]!);
-      if (c === 0) break;
-      b = c * R + F_BITS;
-      let alive = 0;
-      for (let w = 0; w < W; w++) {
-        const a = active[w]!;
-        const m = a & nd[b + w]!;
-        if (m !== a) dropOut(counts, 0, w, a & ~m, depth);
-        active[w] = m;
-        alive |= m;
-      }
-      if (alive === 0) break;
-      cur = c;
-    }
-    for (let w = 0; w < W; w++) {
-      const a = active[w]!;
-      if (a !== 0) dropOut(counts, 0, w, a, depth);
-    }
-  }
-
-  // -------------------------------------------------------------------------
-  // Size and statistics
-  // -------------------------------------------------------------------------
-
-  /** Live tree nodes (distinct positions), detached ones included; excludes the root. */
-  get nodeCount(): number {
-    return this.liveNodes - 1;
-  }
-
-  stats(): IndexStats {
-    const publishers = this.publisherStats();
-    let arrayBytes =
-      this.nd.byteLength +
-      (this.low?.byteLength ?? 0) +
-      this.edges.byteLength +
-      this.active.byteLength +
-      this.counts.byteLength;
-    for (const p of this.publishers) arrayBytes += p.map.bytes();
-    return {
-      blockSize: this.blockSize,
-      publishers,
-      totalBlocks: this.totalBlocks,
-      nodes: this.nodeCount,
-      arrayBytes,
-      counters: { ...this.counters },
-    };
-  }
-
-  // -------------------------------------------------------------------------
-  // Node table and child lookup
-  // -------------------------------------------------------------------------
-
-  private allocNode(lo: number, hi: number): number {
-    let id = this.freeHead;
-    if (id !== 0) {
-      this.freeHead = this.nd[id * this.R + F_NEXT]!;
-    } else {
-      if (this.nodeHigh === this.nodeCap) {
-        if (this.nodeCap >= MAX_NODES) throw new RangeError(`prefix index is full (${MAX_NODES} nodes)`);
-        this.growNodes();
-      }
-      id = this.nodeHigh++;
-    }
-    const nd = this.nd;
-    const b = id * this.R;
-    nd[b + F_LO] = lo;
-    nd[b + F_HI] = hi;
-    nd[b + F_PARENT] = DETACHED;
-    nd[b + F_FIRST] = 0;
-    nd[b + F_NEXT] = 0;
-    nd[b + F_PREV] = 0;
-    nd[b + F_REFS] = 0;
-    nd[b + F_NCHILD] = 0;
-    // The bits are zero already: a node is only freed once no publisher holds it.
-    this.liveNodes++;
-    return id;
-  }
-
-  private freeNode(id: number): void {
-    const b = id * this.R;
-    this.nd[b + F_PARENT] = FREE;
-    this.nd[b + F_NEXT] = this.freeHead;
-    this.freeHead = id;
-    this.liveNodes--;
-  }
-
-  private growNodes(): void {
-    const cap = Math.min(MAX_NODES, this.nodeCap * 2);
-    if (cap > this.nodeReserve) this.nodeReserve = this.reservation(cap, 1, MAX_NODES);
-    const res = this.nodeReserve;
-    this.nd = growTable(this.nd, cap * this.R, res * this.R);
-    if (this.low !== null) this.low = growTable(this.low, cap * 3 * this.words, res * 3 * this.words);
-    this.nodeCap = cap;
-  }
-
-  /** Child of `p` with local hash (lo, hi), or 0. */
-  private child(p: number, lo: number, hi: number): number {
-    const nd = this.nd;
-    const R = this.R;
-    const pb = p * R;
-    if ((nd[pb + F_NCHILD]! & HASHED) === 0) {
-      let c = nd[pb + F_FIRST]!;
-      while (c !== 0) {
-        const cb = c * R;
-        if (nd[cb + F_LO] === lo && nd[cb + F_HI] === hi) return c;
-        c = nd[cb + F_NEXT]!;
-      }
-      return 0;
-    }
-    const edges = this.edges;
-    const mask = this.edgeMask;
-    const h = mix3(p, lo, hi);
-    let i = h & mask;
-    for (;;) {
-      const c = edges[2 * i]!;
-      if (c === 0) return 0;
-      if (edges[2 * i + 1] === h) {
-        const cb = c * R;
-        if (nd[cb + F_LO] === lo && nd[cb + F_HI] === hi && nd[cb + F_PARENT] === p) return c;
-      }
-      i = (i + 1) & mask;
-    }
-  }
-
-  /** Make room for k more edges. Call before changing any child list: a rehash re-reads them. */
-  private reserveEdges(k: number): void {
-    let slots = this.edgeMask + 1;
-    if ((this.edgeCount + k) * 2 <= slots) return;
-    while ((this.edgeCount + k) * 2 > slots) slots *= 2;
-    this.rehashEdges(slots);
-  }
-
-  /** Index child c of p in the edge table (room reserved by the caller). */
-  private edgeInsert(c: number, p: number): void {
-    const cb = c * this.R;
-    const h = mix3(p, this.nd[cb + F_LO]!, this.nd[cb + F_HI]!);
-    const edges = this.edges;
-    const mask = this.edgeMask;
-    let i = h & mask;
-    while (edges[2 * i] !== 0) i = (i + 1) & mask;
-    edges[2 * i] = c;
-    edges[2 * i + 1] = h;
-    this.edgeCount++;
-  }
-
-  private edgeRemove(c: number): void {
-    const edges = this.edges;
-    const mask = this.edgeMask;
-    const cb = c * this.R;
-    let i = mix3(this.nd[cb + F_PARENT]!, this.nd[cb + F_LO]!, this.nd[cb + F_HI]!) & mask;
-    while (edges[2 * i] !== c) i = (i + 1) & mask;
-    let hole = i;
-    let j = i;
-    for (;;) {
-      j = (j + 1) & mask;
-      const e = edges[2 * j]!;
-      if (e === 0) break;
-      const home = edges[2 * j + 1]! & mask;
-      const between = hole <= j ? home > hole && home <= j : home > hole || home <= j;
-      if (!between) {
-        edges[2 * hole] = e;
-        edges[2 * hole + 1] = edges[2 * j + 1]!;
-        hole = j;
-      }
-    }
-    edges[2 * hole] = 0;
-    edges[2 * hole + 1] = 0;
-    this.edgeCount--;
-  }
-
-  /** Re-place every edge in a table of `slots` slots, from the stored fingerprints alone. */
-  private rehashEdges(slots: number): void {
-    const old = this.edges;
-    const edges = new Int32Array(2 * slots);
-    const mask = slots - 1;
-    for (let k = 0; k < old.length; k += 2) {
-      const c = old[k]!;
-      if (c === 0) continue;
-      const h = old[k + 1]!;
-      let i = h & mask;
-      while (edges[2 * i] !== 0) i = (i + 1) & mask;
-      edges[2 * i] = c;
-      edges[2 * i + 1] = h;
-    }
-    this.edges = edges;
-    this.edgeMask = mask;
-  }
-
-  /** Build the edge table from the child lists (after a restore). */
-  private indexEdges(slots: number): void {
-    this.edges = new Int32Array(2 * slots);
-    this.edgeMask = slots - 1;
-    this.edgeCount = 0;
-    const nd = this.nd;
-    const R = this.R;
-    for (let p = 0; p < this.nodeHigh; p++) {
-      if ((nd[p * R + F_NCHILD]! & HASHED) === 0 || nd[p * R + F_PARENT] === FREE) continue;
-      for (let c = nd[p * R + F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) this.edgeInsert(c, p);
-    }
-  }
-
-  /** Attach detached node c under p. */
-  private link(c: number, p: number): void {
-    const R = this.R;
-    const pb = p * R;
-    const nc = this.nd[pb + F_NCHILD]!;
-    const count = (nc & COUNT) + 1;
-    if (nc & HASHED) this.reserveEdges(1);
-    else if (count > FANOUT) this.reserveEdges(count);
-    const nd = this.nd;
-    const cb = c * R;
-    nd[cb + F_PARENT] = p;
-    const head = nd[pb + F_FIRST]!;
-    nd[cb + F_NEXT] = head;
-    nd[cb + F_PREV] = 0;
-    if (head !== 0) nd[head * R + F_PREV] = c;
-    nd[pb + F_FIRST] = c;
-    if (nc & HASHED) {
-      nd[pb + F_NCHILD] = count | HASHED;
-      this.edgeInsert(c, p);
-    } else if (count > FANOUT) {
-      // Too wide to scan: index every child (this one included) in the edge table from now on.
-      nd[pb + F_NCHILD] = count | HASHED;
-      for (let k = nd[pb + F_FIRST]!; k !== 0; k = nd[k * R + F_NEXT]!) this.edgeInsert(k, p);
-    } else {
-      nd[pb + F_NCHILD] = count;
-    }
-  }
-
-  /** Detach c from its parent (no-op when already detached). */
-  private unlink(c: number): void {
-    const nd = this.nd;
-    const R = this.R;
-    const cb = c * R;
-    const p = nd[cb + F_PARENT]!;
-    if (p < 0) return;
-    const pb = p * R;
-    const nc = nd[pb + F_NCHILD]!;
-    if (nc & HASHED) this.edgeRemove(c);
-    const count = (nc & COUNT) - 1;
-    // A node stays hashed while it has children (hysteresis); at zero it starts over as a list.
-    nd[pb + F_NCHILD] = count === 0 ? 0 : count | (nc & HASHED);
-    const prev = nd[cb + F_PREV]!;
-    const next = nd[cb + F_NEXT]!;
-    if (prev !== 0) nd[prev * R + F_NEXT] = next;
-    else nd[pb + F_FIRST] = next;
-    if (next !== 0) nd[next * R + F_PREV] = prev;
-    nd[cb + F_PARENT] = DETACHED;
-    nd[cb + F_NEXT] = 0;
-    nd[cb + F_PREV] = 0;
-  }
-
-  /** Detach every child of p (each keeps its own subtree, now unreachable from the root). */
-  private cutChildren(p: number): void {
-    const nd = this.nd;
-    const R = this.R;
-    const pb = p * R;
-    const hashed = (nd[pb + F_NCHILD]! & HASHED) !== 0;
-    let c = nd[pb + F_FIRST]!;
-    while (c !== 0) {
-      const cb = c * R;
-      const next = nd[cb + F_NEXT]!;
-      if (hashed) this.edgeRemove(c);
-      nd[cb + F_PARENT] = DETACHED;
-      nd[cb + F_NEXT] = 0;
-      nd[cb + F_PREV] = 0;
-      c = next;
-    }
-    nd[pb + F_FIRST] = 0;
-    nd[pb + F_NCHILD] = 0;
-  }
-
-  /** Widen every node's bitsets to `words` int32s per tier (more than 32 x W publisher slots). */
-  private widen(words: number): void {
-    const oldW = this.words;
-    const oldR = this.R;
-    const R = F_BITS + words;
-    const nd = growableTable(this.nodeCap * R, this.nodeReserve * R);
-    const old = this.nd;
-    for (let n = 0; n < this.nodeHigh; n++) {
-      const ob = n * oldR;
-      const b = n * R;
-      for (let f = 0; f < F_BITS + oldW; f++) nd[b + f] = old[ob + f]!;
-    }
-    const oldLow = this.low;
-    if (oldLow !== null) {
-      const low = growableTable(this.nodeCap * 3 * words, this.nodeReserve * 3 * words);
-      for (let n = 0; n < this.nodeHigh; n++) {
-        for (let t = 0; t < 3; t++) {
-          for (let w = 0; w < oldW; w++) low[n * 3 * words + t * words + w] = oldLow[n * 3 * oldW + t * oldW + w]!;
-        }
-      }
-      this.low = low;
-    }
-    this.nd = nd;
-    this.words = words;
-    this.R = R;
-    this.active = new Int32Array(NTIERS * words);
-    this.counts = new Int32Array(NTIERS * words * 32);
-  }
-
-  // -------------------------------------------------------------------------
-  // Snapshot
-  // -------------------------------------------------------------------------
-
-  /**
-   * Exact, versioned image of the index. Layout (little-endian, version 2):
-   *   header   magic "VPIX" | version u32 | payload length u32 | xxh3-64(payload) u64
-   *   payload  blockSize, W, node table up to its high-water mark (free records included, so node
-   *            ids and the free list survive), the lower-tier bitsets if allocated, publisher
-   *            slots, counters, then each publisher with its event-id and suspect state and its raw
-   *            block-id table. The edge table is derived data, rebuilt on restore.
-   * Version 1 (4 tier bitsets inside each node record, 16-byte block-id slots) is still read.
-   */
-  snapshot(): Uint8Array {
-    const { w, start } = openWriter(SNAPSHOT_VERSION);
-    w.u32(this.blockSize);
-    w.u32(this.words);
-    w.u32(this.nodeHigh);
-    w.i32(this.freeHead);
-    w.u32(this.liveNodes);
-    w.bytes(this.nd.subarray(0, this.nodeHigh * this.R));
-    w.u8(this.low === null ? 0 : 1);
-    if (this.low !== null) w.bytes(this.low.subarray(0, this.nodeHigh * 3 * this.words));
-    w.u32(this.slotHigh);
-    w.u32(this.freeSlots.length);
-    for (const s of this.freeSlots) w.u32(s);
-    writeCounters(w, this.counters);
-    w.u32(this.publishers.length);
+  /** Rebuild the tree from its dump into fresh tables; publishers (and their answer records) are kept. */
+  compact(): void {
+    const d = this.dumpTree();
+    const fresh = new PrefixIndex(this.blockSize);
+    const self = this as unknown as Record<string, unknown>;
+    const from = fresh as unknown as Record<string, unknown>;
+    for (const k of TREE_FIELDS) self[k] = from[k];
     for (const p of this.publishers) {
-      writePublisherHead(w, p);
-      // The block-id table goes as its raw slots: restore is a copy, and the layout (hence the
-      // order of everything derived from it) is identical.
-      w.u32(p.map.size);
-      w.u32(p.map.mask + 1);
-      w.bytes(p.map.t);
+      p.map = this.newTable(p.workerId);
+      p.tierBlocks.fill(0);
     }
-    return sealWriter(w, start);
+    this.replayTree(d, this.publishers);
+    this.compactions++;
   }
 
-  /**
-   * Rebuild an index from snapshot bytes (versions 1 and 2 of this layout, or the layout-neutral
-   * version 3 that `RunIndex` writes); throws SnapshotError on a foreign, corrupt or newer image.
-   */
-  static restore(bytes: Uint8Array): PrefixIndex {
-    const { version, r } = openImage(bytes, SNAPSHOT_V1, SNAPSHOT_V3);
-    return decodeOrCorrupt(() =>
-      version === SNAPSHOT_V3 ? IndexBase.decodeV3(r, (bs) => new PrefixIndex(bs)) : PrefixIndex.decode(r, version),
-    );
-  }
-
-  /** The tree as a layout-neutral dump: every live node one position, in preorder. */
+  /** The tree as a dump (tree-dump.ts): each node's run in order, nodes in preorder. */
   protected dumpTree(): TreeDump {
-    const R = this.R;
-    const nd = this.nd;
-    const posOf = new Int32Array(this.nodeHigh).fill(-1);
+    const posOf = new Int32Array(this.bHigh).fill(-1);
     const out = new PositionList();
     const visit = (root: number, parentRef: number): void =>
       preorder(
         root,
-        (n) => nd[n * R + F_FIRST]!,
-        (c) => nd[c * R + F_NEXT]!,
-        (n, isRoot) => {
-          const b = n * R;
-          posOf[n] = out.push(isRoot ? parentRef : posOf[nd[b + F_PARENT]!]!, nd[b + F_LO]!, nd[b + F_HI]!);
+        (n) => this.nFirst[n]!,
+        (c) => this.nNext[c]!,
+        (node, isRoot) => {
+          const start = this.nStart[node]!;
+          const p = this.nParent[node]!;
+          // A child hangs from the last position of its parent's run.
+          let par = isRoot ? parentRef : posOf[this.nStart[p]! + this.nLen[p]! - 1]!;
+          for (let j = 0; j < this.nLen[node]!; j++) par = posOf[start + j] = out.push(par, this.blo[start + j]!, this.bhi[start + j]!);
         },
       );
-    for (let c = nd[F_FIRST]!; c !== 0; c = nd[c * R + F_NEXT]!) visit(c, ROOT_REF);
-    for (let n = 1; n < this.nodeHigh; n++) if (nd[n * R + F_PARENT] === DETACHED) visit(n, DETACHED_REF);
-    const W = this.words;
-    const low = this.low;
+    for (let c = this.nFirst[ROOT]!; c !== 0; c = this.nNext[c]!) visit(c, ROOT_REF);
+    for (let n = 1; n < this.nHigh; n++) if (this.nParent[n] === NONE && this.nLen[n]! > 0) visit(n, DETACHED_REF);
+    // An id whose position has left the tree: as a parent it starts a chain that hangs from nothing.
+    for (const p of this.publishers) {
+      const t = p.map.t;
+      for (let b = 0; b < t.length; b += SLOT) {
+        const v = t[b + K_VAL]!;
+        const g = v & POS_MASK;
+        if (v !== 0 && posOf[g]! < 0) posOf[g] = out.push(DETACHED_REF, this.blo[g]!, this.bhi[g]!);
+      }
+    }
     return out.finish(
       this.publishers.map((p) => {
-        const word = p.slot >>> 5;
-        const bit = 1 << (p.slot & 31);
-        const bitsOf = (n: number): number => {
-          let b = nd[n * R + F_BITS + word]! & bit ? 1 : 0;
-          if (low !== null) for (let t = 1; t < NTIERS; t++) if (low[n * 3 * W + (t - 1) * W + word]! & bit) b |= 1 << t;
-          return b;
+        const multi = this.multi[p.slot] ?? null;
+        const bitsOf = (g: number, tiers: number): number => {
+          const m = multi?.get(g);
+          return m === undefined ? tiers : m & 15;
         };
-        return entriesOf(p.map.t, p.map.size, SLOT, NODE_BITS, posOf, bitsOf);
+        return entriesOf(p.map.t, p.map.size, SLOT, POS_BITS, posOf, bitsOf);
       }),
     );
   }
 
-  private static decode(r: ByteReader, version: number): PrefixIndex {
-    const bad = (why: string): never => {
-      throw new SnapshotError('corrupt', `snapshot is inconsistent: ${why}`);
-    };
-    const v1 = version === SNAPSHOT_V1;
-    const blockSize = r.u32();
-    const words = r.u32();
-    if (words === 0 || (words & (words - 1)) !== 0 || words > 1 << 16) bad(`bitset width ${words}`);
-    const hi = r.u32();
-    if (hi < 1 || hi > MAX_NODES) bad(`node count ${hi}`);
-    const idx = new PrefixIndex(blockSize, { initialNodes: hi });
-    if (words !== idx.words) idx.widen(words);
-    idx.freeHead = r.i32();
-    idx.liveNodes = r.u32();
-    idx.nodeHigh = hi;
-    const R = idx.R;
-    const L = 3 * words;
-    if (v1) {
-      // Version 1 records: the 8 structural fields, then 4 tier bitsets of W words each.
-      const R1 = F_BITS + NTIERS * words;
-      const old = r.i32Array(hi * R1);
-      const nd = idx.nd;
-      for (let n = 0; n < hi; n++) {
-        const ob = n * R1;
-        for (let f = 0; f < F_BITS + words; f++) nd[n * R + f] = old[ob + f]!;
-        for (let k = 0; k < L; k++) {
-          const v = old[ob + F_BITS + words + k]!;
-          if (v !== 0) {
-            idx.ensureLow();
-            idx.low![n * L + k] = v;
-          }
-        }
+  /** Exact image of the index (README "Snapshot"). */
+  snapshot(): Uint8Array {
+    return this.writeImage();
+  }
+
+  /** Rebuild an index from snapshot bytes. Throws SnapshotError on a foreign, corrupt or other-version image. */
+  static restore(bytes: Uint8Array): PrefixIndex {
+    return IndexBase.readImage(bytes, (bs) => new PrefixIndex(bs));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Nodes, holders, children, allocations
+
+  private holder(node: number, s: number): number {
+    const hold = this.hold;
+    const end = this.nHold[node]! + this.nHCnt[node]! * HS;
+    for (let e = this.nHold[node]!; e < end; e += HS) if (hold[e + H_SLOT] === s) return e;
+    return 0;
+  }
+
+  /** A new zeroed entry for slot s in node (its entries may move: offsets into them are stale after). */
+  private newHolder(node: number, s: number): number {
+    const cnt = this.nHCnt[node]!;
+    const cap = this.nHCap[node]!;
+    if (cnt === cap) {
+      const to = this.hAlloc(cap === 0 ? 1 : cap * 2);
+      const from = this.nHold[node]!;
+      if (cnt > 0) {
+        this.hold.copyWithin(to, from, from + cnt * HS);
+        this.hRelease(from, cap);
       }
+      this.nHold[node] = to;
+      this.nHCap[node] = cap === 0 ? 1 : cap * 2;
+    }
+    const e = this.nHold[node]! + cnt * HS;
+    this.hold[e + H_SLOT] = s;
+    for (let l = 0; l < NTIERS; l++) this.hold[e + H_C + l] = 0;
+    this.nHCnt[node] = cnt + 1;
+    return e;
+  }
+
+  private dropHolder(node: number, s: number): void {
+    const e = this.holder(node, s);
+    if (e === 0) return;
+    const cnt = this.nHCnt[node]! - 1;
+    const last = this.nHold[node]! + cnt * HS;
+    if (e !== last) this.hold.copyWithin(e, last, last + HS);
+    this.nHCnt[node] = cnt;
+    if (cnt === 0) this.dropHolders(node);
+  }
+
+  /** Free node's holder block. */
+  private dropHolders(node: number): void {
+    if (this.nHCap[node]! > 0) this.hRelease(this.nHold[node]!, this.nHCap[node]!);
+    this.nHold[node] = 0;
+    this.nHCnt[node] = 0;
+    this.nHCap[node] = 0;
+  }
+
+  private hAlloc(cap: number): number {
+    const cls = 31 - Math.clz32(cap);
+    const off = this.hFreeBy[cls]?.pop();
+    if (off !== undefined) return off;
+    const at = this.hTop;
+    this.hTop += cap * HS;
+    if (this.hTop > this.hold.length) this.hold = grow(this.hold, this.hTop);
+    return at;
+  }
+
+  private hRelease(off: number, cap: number): void {
+    (this.hFreeBy[31 - Math.clz32(cap)] ??= []).push(off);
+  }
+
+  private newNode(start: number, len: number, a: number): number {
+    let id = this.freeNodes.pop();
+    if (id === undefined) {
+      id = this.nHigh++;
+      if (id >= this.nStart.length) {
+        const m = id + 1;
+        this.nStart = grow(this.nStart, m);
+        this.nLen = grow(this.nLen, m);
+        this.nParent = grow(this.nParent, m);
+        this.nAlloc = grow(this.nAlloc, m);
+        this.nFirst = grow(this.nFirst, m);
+        this.nNext = grow(this.nNext, m);
+        this.nPrev = grow(this.nPrev, m);
+        this.nKids = grow(this.nKids, m);
+        this.nHold = grow(this.nHold, m);
+        this.nHCnt = grow(this.nHCnt, m);
+        this.nHCap = grow(this.nHCap, m);
+        this.nMax = grow(this.nMax, m);
+        this.nMark = grow(this.nMark, m);
+      }
+    }
+    this.nStart[id] = start;
+    this.nLen[id] = len;
+    this.nParent[id] = NONE;
+    this.nAlloc[id] = a;
+    this.nFirst[id] = 0;
+    this.nNext[id] = 0;
+    this.nPrev[id] = 0;
+    this.nKids[id] = 0;
+    this.nHold[id] = 0;
+    this.nHCnt[id] = 0;
+    this.nHCap[id] = 0;
+    this.nMax[id] = 0;
+    this.kidMap[id] = undefined;
+    return id;
+  }
+
+  private freeNode(id: number): void {
+    this.dropHolders(id);
+    this.nParent[id] = FREED;
+    this.kidMap[id] = undefined;
+    this.freeNodes.push(id);
+  }
+
+  private child(node: number, lo: number, hi: number): number {
+    const km = this.kidMap[node];
+    if (km !== undefined) {
+      // The map holds one child per low half; others sharing it (rare) are found on the list.
+      const c = km.get(lo);
+      if (c === undefined) return 0;
+      if (this.bhi[this.nStart[c]!] === hi) return c;
+    }
+    for (let c = this.nFirst[node]!; c !== 0; c = this.nNext[c]!) {
+      const g = this.nStart[c]!;
+      if (this.blo[g] === lo && this.bhi[g] === hi) return c;
+    }
+    return 0;
+  }
+
+  private linkChild(p: number, c: number, lo: number): void {
+    this.nParent[c] = p;
+    const head = this.nFirst[p]!;
+    this.nNext[c] = head;
+    this.nPrev[c] = 0;
+    if (head !== 0) this.nPrev[head] = c;
+    this.nFirst[p] = c;
+    const kids = ++this.nKids[p]!;
+    let km = this.kidMap[p];
+    if (km !== undefined) {
+      if (!km.has(lo)) km.set(lo, c);
+      else this.shadowed++;
+    } else if (kids > WIDE) {
+      km = this.kidMap[p] = new Map();
+      // c's blocks may not be written yet: its low half is `lo`.
+      for (let x = this.nFirst[p]!; x !== 0; x = this.nNext[x]!) {
+        const l = x === c ? lo : this.blo[this.nStart[x]!]!;
+        if (!km.has(l)) km.set(l, x);
+        else this.shadowed++;
+      }
+    }
+  }
+
+  private unlinkChild(c: number): void {
+    const p = this.nParent[c]!;
+    if (p < 0) return;
+    const prev = this.nPrev[c]!;
+    const next = this.nNext[c]!;
+    if (prev !== 0) this.nNext[prev] = next;
+    else this.nFirst[p] = next;
+    if (next !== 0) this.nPrev[next] = prev;
+    this.nKids[p]!--;
+    const km = this.kidMap[p];
+    if (km !== undefined) {
+      const l = this.blo[this.nStart[c]!]!;
+      if (km.get(l) === c) {
+        km.delete(l);
+        // A sibling with the same low half is only on the list: look for one if any ever was.
+        if (this.shadowed > 0) for (let x = this.nFirst[p]!; x !== 0; x = this.nNext[x]!) if (this.blo[this.nStart[x]!] === l) km.set(l, x);
+      }
+      if (this.nKids[p] === 0) this.kidMap[p] = undefined;
+    }
+    this.nParent[c] = NONE;
+    this.nNext[c] = 0;
+    this.nPrev[c] = 0;
+  }
+
+  /** Cut every child of node (each keeps its subtree, now unreachable). */
+  private cutKids(node: number): void {
+    for (let c = this.nFirst[node]!; c !== 0; ) {
+      const next = this.nNext[c]!;
+      this.nParent[c] = NONE;
+      this.nNext[c] = 0;
+      this.nPrev[c] = 0;
+      c = next;
+    }
+    this.nFirst[node] = 0;
+    this.nKids[node] = 0;
+    this.kidMap[node] = undefined;
+  }
+
+  /** Positions [m, len) of node leave the tree (nobody holds them); what hangs below is cut. */
+  private truncate(node: number, m: number): void {
+    const len = this.nLen[node]!;
+    if (m >= len) return;
+    this.cutKids(node);
+    this.nLen[node] = m;
+    this.livePositions -= len - m;
+    if (m === 0) {
+      this.unlinkChild(node);
+      this.freeNode(node);
+    }
+  }
+
+  /** Split node before position k (0 < k < len); the shorter side is renumbered. Returns the node holding [0, k). */
+  private split(node: number, k: number): number {
+    const len = this.nLen[node]!;
+    const start = this.nStart[node]!;
+    const a = this.nAlloc[node]!;
+    let p: number;
+    let q: number;
+    if (k <= len - k) {
+      p = this.newNode(start, k, a);
+      q = node;
+      const par = this.nParent[node]!;
+      // p takes node's place under its parent (same first block), node hangs below p.
+      if (par >= 0) {
+        const prev = this.nPrev[node]!;
+        const next = this.nNext[node]!;
+        this.nPrev[p] = prev;
+        this.nNext[p] = next;
+        if (prev !== 0) this.nNext[prev] = p;
+        else this.nFirst[par] = p;
+        if (next !== 0) this.nPrev[next] = p;
+        const km = this.kidMap[par];
+        if (km !== undefined && km.get(this.blo[start]!) === node) km.set(this.blo[start]!, p);
+      }
+      this.nParent[p] = par;
+      this.nFirst[p] = node;
+      this.nKids[p] = 1;
+      this.nParent[node] = p;
+      this.nNext[node] = 0;
+      this.nPrev[node] = 0;
+      this.nStart[node] = start + k;
+      this.nLen[node] = len - k;
+      for (let j = 0; j < k; j++) this.bnode[start + j] = p;
     } else {
-      idx.nd.set(r.i32Array(hi * R));
-      const hasLow = r.u8();
-      if (hasLow > 1) bad('lower-tier flag');
-      if (hasLow === 1) {
-        idx.ensureLow();
-        idx.low!.set(r.i32Array(hi * L));
+      q = this.newNode(start + k, len - k, a);
+      p = node;
+      // q takes node's children.
+      this.nFirst[q] = this.nFirst[node]!;
+      this.nKids[q] = this.nKids[node]!;
+      this.kidMap[q] = this.kidMap[node];
+      for (let c = this.nFirst[q]!; c !== 0; c = this.nNext[c]!) this.nParent[c] = q;
+      this.nFirst[node] = q;
+      this.nKids[node] = 1;
+      this.kidMap[node] = undefined;
+      this.nParent[q] = node;
+      this.nLen[node] = k;
+      for (let j = k; j < len; j++) this.bnode[start + j] = q;
+    }
+    // Holders: node's entries (cut-offs over the whole run) become p's [0, k) and q's.
+    const cuts: number[][] = [];
+    const end = this.nHold[node]! + this.nHCnt[node]! * HS;
+    for (let e = this.nHold[node]!; e < end; e += HS) cuts.push([this.hold[e + H_SLOT]!, this.hold[e + H_C]!, this.hold[e + H_C + 1]!, this.hold[e + H_C + 2]!, this.hold[e + H_C + 3]!]);
+    this.dropHolders(node);
+    let mp = 0;
+    let mq = 0;
+    for (const [s, ...c] of cuts) {
+      if (c[3]! > 0) {
+        const e = this.newHolder(p, s!);
+        for (let l = 0; l < NTIERS; l++) this.hold[e + H_C + l] = Math.min(c[l]!, k);
+        mp = Math.max(mp, Math.min(c[3]!, k));
+      }
+      if (c[3]! > k) {
+        const e = this.newHolder(q, s!);
+        for (let l = 0; l < NTIERS; l++) this.hold[e + H_C + l] = Math.max(0, c[l]! - k);
+        mq = Math.max(mq, c[3]! - k);
       }
     }
-    const nd = idx.nd;
-    const inRange = (v: number): boolean => v >= 0 && v < hi;
-    for (let n = 0; n < hi; n++) {
-      const b = n * R;
-      const p = nd[b + F_PARENT]!;
-      if (p < FREE || p >= hi || !inRange(nd[b + F_FIRST]!) || !inRange(nd[b + F_NEXT]!) || !inRange(nd[b + F_PREV]!)) {
-        bad(`node ${n} has out-of-range links`);
+    this.nMax[p] = mp;
+    this.nMax[q] = mq;
+    return p;
+  }
+
+  private alloc(k: number): number {
+    let cls = Math.log2(MIN_ALLOC);
+    while (1 << cls < k) cls++;
+    const free = this.freeByClass[cls];
+    const reuse = free?.pop();
+    if (reuse !== undefined) {
+      this.aUsed[reuse] = 0;
+      this.aRefs[reuse] = 0;
+      return reuse;
+    }
+    const cap = 1 << cls;
+    const start = this.bHigh;
+    this.bHigh += cap;
+    this.ensureBlocks(this.bHigh);
+    // Allocation ids are never given back: a freed allocation is reused whole, id and all.
+    const id = this.aHigh++;
+    if (id >= this.aStart.length) {
+      this.aStart = grow(this.aStart, id + 1);
+      this.aCap = grow(this.aCap, id + 1);
+      this.aUsed = grow(this.aUsed, id + 1);
+      this.aRefs = grow(this.aRefs, id + 1);
+    }
+    this.bAlloc.fill(id, start, start + cap);
+    this.aStart[id] = start;
+    this.aCap[id] = cap;
+    this.aUsed[id] = 0;
+    this.aRefs[id] = 0;
+    return id;
+  }
+
+  private freeAlloc(a: number): void {
+    let cls = 0;
+    while (1 << cls < this.aCap[a]!) cls++;
+    (this.freeByClass[cls] ??= []).push(a);
+  }
+
+  /**
+   * Room for n positions. The block tables grow in place within a reservation (growable.ts: no copy,
+   * and no V8 external memory to set off collections) sized for the blocks the registered workers
+   * advertise, at least 16 times the table.
+   */
+  private ensureBlocks(n: number): void {
+    let cap = this.blo.length;
+    if (n <= cap) return;
+    while (cap < n) cap *= 2;
+    const res = this.reservation(cap, 0, 1 << POS_BITS);
+    this.blo = growTable(this.blo, cap, res);
+    this.bhi = growTable(this.bhi, cap, res);
+    this.bnode = growTable(this.bnode, cap, res);
+    this.bAlloc = growTable(this.bAlloc, cap, res);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Match
+
+  /**
+   * Walks the request down the runs from the root: in each node, the run is compared with the
+   * request as far as they agree, and each publisher still matching takes its cut-off there; it
+   * leaves a tier set where its holding ends before the run does (or the request leaves the run).
+   * With nothing held below the device tier, one set is walked and copied to the others.
+   */
+  protected walk(loc: Int32Array, n: number): number {
+    const S = this.slotCap;
+    const counts = this.counts;
+    counts.fill(0);
+    if (n === 0) return S;
+    let node = this.child(ROOT, loc[0]!, loc[1]!);
+    if (node === 0) return S;
+    let lower = 0;
+    if (this.lowerEver) for (const p of this.publishers) lower += p.tierBlocks[1]! + p.tierBlocks[2]! + p.tierBlocks[3]!;
+    const top = lower === 0 ? 1 : NTIERS;
+    const hold = this.hold;
+    const lvl = this.lvl;
+    const seen = this.seen;
+    const act = this.act;
+    const blo = this.blo;
+    const bhi = this.bhi;
+    lvl.fill(top);
+    let na = 0;
+    {
+      const end = this.nHold[node]! + this.nHCnt[node]! * HS;
+      for (let e = this.nHold[node]!; e < end; e += HS) {
+        const s = hold[e + H_SLOT]!;
+        lvl[s] = 0;
+        act[na++] = s;
       }
     }
-    if (!inRange(idx.freeHead)) bad('free list head out of range');
-    idx.slotHigh = r.u32();
-    if (idx.slotHigh > words * 32) bad('publisher slot beyond bitset width');
-    const nFree = r.u32();
-    for (let i = 0; i < nFree; i++) idx.freeSlots.push(r.u32());
-    readCounters(r, idx.counters);
-    const nPubs = r.u32();
-    const entryOk = (node: number, tiers: number): boolean =>
-      node > 0 && node < hi && nd[node * R + F_PARENT] !== FREE && tiers > 0 && tiers <= 15;
-    for (let i = 0; i < nPubs; i++) {
-      const head = readPublisherHead(r);
-      const { workerId, dpRank, slot } = head;
-      if (slot >= idx.slotHigh) bad(`publisher slot ${slot}`);
-      let ranks = idx.byWorker.get(workerId);
-      if (ranks === undefined) idx.byWorker.set(workerId, (ranks = new Map()));
-      if (ranks.has(dpRank)) bad('duplicate publisher');
-      const count = r.u32();
-      const cap = r.u32();
-      if (cap < 16 || (cap & (cap - 1)) !== 0 || cap > 1 << 28 || count > (v1 ? cap / 2 : cap)) bad('block-id table size');
-      let map: ExtMap;
-      let seen = 0;
-      if (v1) {
-        // Version 1 slots: [keyLo, keyHi, node, tiers]; re-inserted into a compact table.
-        const t1 = r.i32Array(cap * 4);
-        map = new ExtMap(slotsFor(count));
-        for (let b = 0; b < t1.length; b += 4) {
-          const node = t1[b + 2]!;
-          if (node === 0) continue;
-          const tiers = t1[b + 3]!;
-          if (!entryOk(node, tiers) || seen >= count) bad('block-id entry');
-          map.insertFresh(t1[b]!, t1[b + 1]!, node | (tiers << NODE_BITS));
-          seen++;
+    let depth = 0;
+    for (;;) {
+      const g = this.nStart[node]!;
+      const len = this.nLen[node]!;
+      const lim = Math.min(len, n - depth);
+      let m = 1;
+      while (m < lim && blo[g + m] === loc[2 * (depth + m)] && bhi[g + m] === loc[2 * (depth + m) + 1]) m++;
+      const v = ++this.visit;
+      const end = this.nHold[node]! + this.nHCnt[node]! * HS;
+      for (let e = this.nHold[node]!; e < end; e += HS) {
+        const s = hold[e + H_SLOT]!;
+        seen[s] = v;
+        for (let l = lvl[s]!; l < top; l++) {
+          const c = Math.min(hold[e + H_C + l]!, m);
+          if (c < len || m < len) {
+            counts[l * S + s] = depth + c;
+            lvl[s] = l + 1;
+          } else break;
         }
-      } else {
-        map = new ExtMap();
-        map.load(r.i32Array(cap * SLOT));
-        for (let b = 0; b < map.t.length; b += SLOT) {
-          const v = map.t[b + K_VAL]!;
-          if (v === 0) continue;
-          if (!entryOk(v & NODE_MASK, v >>> NODE_BITS)) bad('block-id entry');
-          seen++;
-        }
-        if (seen > map.limit) bad('block-id table overfull');
-        map.size = count;
       }
-      if (seen !== count) bad('block-id count');
-      const pub: Publisher = {
-        workerId,
-        dpRank,
-        slot,
-        map,
-        lastEventId: head.lastEventId,
-        expectStart: head.expectStart,
-        suspect: head.suspect,
-        lastEventMs: head.lastEventMs,
-        tierBlocks: head.tierBlocks,
-        matchRecord: null,
-      };
-      ranks.set(dpRank, pub);
-      idx.publishers.push(pub);
+      let keep = 0;
+      for (let j = 0; j < na; j++) {
+        const s = act[j]!;
+        if (seen[s] !== v) {
+          for (let l = lvl[s]!; l < top; l++) counts[l * S + s] = depth;
+          lvl[s] = top;
+        }
+        if (lvl[s]! < top) act[keep++] = s;
+      }
+      na = keep;
+      depth += len;
+      let next = 0;
+      if (na > 0 && m === len && depth < n) next = this.child(node, loc[2 * depth]!, loc[2 * depth + 1]!);
+      if (next === 0) {
+        for (let j = 0; j < na; j++) {
+          const s = act[j]!;
+          for (let l = lvl[s]!; l < top; l++) counts[l * S + s] = depth;
+        }
+        break;
+      }
+      node = next;
     }
-    idx.syncAllSlots();
-    if (!r.done()) bad('trailing bytes');
-    let wide = 0;
-    for (let n = 0; n < hi; n++) {
-      const nc = nd[n * R + F_NCHILD]!;
-      if (nc & HASHED && nd[n * R + F_PARENT] !== FREE) wide += nc & COUNT;
+    if (top === 1) {
+      counts.copyWithin(S, 0, S);
+      counts.copyWithin(2 * S, 0, 2 * S);
     }
-    let slots = 256;
-    while (slots < wide * 2 + 2) slots <<= 1;
-    idx.indexEdges(slots);
-    return idx;
+    return S;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Size and statistics
+
+  get nodeCount(): number {
+    return this.livePositions;
+  }
+
+  stats(): IndexStats {
+    const publishers = this.publisherStats();
+    let arrayBytes = 0;
+    for (const a of [this.blo, this.bhi, this.bnode, this.aStart, this.aCap, this.aUsed, this.aRefs, this.nStart, this.nLen, this.nParent, this.nAlloc, this.nFirst, this.nNext, this.nPrev, this.nKids, this.nHold, this.nHCnt, this.nHCap, this.nMax, this.nMark, this.hold, this.counts]) {
+      arrayBytes += a.byteLength;
+    }
+    for (const p of this.publishers) arrayBytes += p.map.bytes();
+    return { blockSize: this.blockSize, publishers, totalBlocks: this.totalBlocks, nodes: this.nodeCount, arrayBytes, counters: { ...this.counters } };
+  }
+
+  /** Positions handed out (the block tables' high mark) and compactions so far. */
+  get room(): { positions: number; inTree: number; compactions: number } {
+    return { positions: this.bHigh, inTree: this.livePositions, compactions: this.compactions };
   }
 }
-
-/** Record `depth` for every publisher whose bit is set in `gone` (word w of a tier's bitset). */
-function dropOut(counts: Int32Array, tierBase: number, w: number, gone: number, depth: number): void {
-  let g = gone;
-  while (g !== 0) {
-    const b = 31 - Math.clz32(g & -g);
-    counts[tierBase + w * 32 + b] = depth;
-    g &= g - 1;
-  }
-}
-
-/** Written by the removal's second wave so the engine cannot drop its loads as unused. */
-const sink = { touched: 0 };

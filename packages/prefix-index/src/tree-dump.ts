@@ -1,6 +1,6 @@
 /**
- * A layout-neutral image of an index's tree: what any layout can write out and rebuild itself from,
- * so that a snapshot of one layout restores into another, and a layout can rebuild itself compactly.
+ * The index's tree written out as positions and entries: what a snapshot holds and what the index
+ * rebuilds itself from (a restore, and a compaction into fresh tight tables).
  *
  * - Positions (one per block in the tree) in preorder, so a parent always comes before its
  *   children and a chain is a run of consecutive positions: each has its parent's position,
@@ -9,7 +9,7 @@
  * - Per publisher, in the index's publisher order: its block ids (int32 halves), the position each
  *   names, the tiers the id holds there, and the publisher's tier bits at that position.
  *
- * Nothing else about a layout survives: node ids, allocations and table layouts are rebuilt. The
+ * Nothing else survives: node ids, allocations and table layouts are rebuilt. The
  * per-block semantics (README, "Semantics") are a function of exactly this, so an index rebuilt from
  * it answers every match and every later event as the original does. Detached positions shared
  * by several publishers come back as one detached chain per publisher: no match reaches them.
@@ -80,7 +80,7 @@ export function preorder(root: number, first: (node: number) => number, next: (c
 
 /**
  * A publisher's entries from its block-id table: `t` holds [keyLo, keyHi, value] slots; `value`
- * splits into (where, tiers) with `where` a layout's node or position, mapped to a dump position by
+ * splits into (where, tiers) with `where` the tree's position, mapped to a dump position by
  * `posOf` (-1: not in the dump, which a consistent index never has); `bitsOf(where, tiers)` gives
  * the publisher's tier bits at `where` (fewer than its ids' tiers there once one of several ids of
  * a block was removed: Dynamo then drops the worker from the block).

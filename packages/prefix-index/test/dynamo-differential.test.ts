@@ -1,6 +1,6 @@
 /**
  * Differential test against Dynamo's own `RadixTree` (the published `dynamo-kv-router` crate, run by
- * the peer program in `bench/dynamo-peer/`, which `scripts/ensure-dynamo-peer.sh` builds): seeded
+ * the oracle program of `@vantage/dynamo-oracle`, which its `scripts/ensure-dynamo-oracle.sh` builds): seeded
  * random event streams from several workers and dp ranks go to both indexes, and at checkpoints
  * every (worker, dp rank)'s leading device-tier blocks must be the same for every query prompt.
  *
@@ -28,33 +28,31 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mulberry32 } from '@vantage/fitting';
+import { seededRandom } from '@vantage/random';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
-import type { PrefixIndex } from '../src/index';
-import { IMPLEMENTATIONS } from './impls';
-import { decodeAnswers, deviceOverlap, encodeEvents, encodeQueries, PEER_BUILD_TIMEOUT_MS, peerBinary } from '../bench/dynamo-peer';
-import type { Leave } from '../bench/dynamo-peer';
+import { PrefixIndex } from '@vantage/prefix-index';
+import { decodeAnswers, deviceOverlap, encodeEvents, encodeQueries, ORACLE_BUILD_TIMEOUT_MS, oracleBinary, type Leave } from '@vantage/dynamo-oracle';
 import { locals, removed, stored } from './events';
 
 let bin = '';
 let dir = '';
 
 beforeAll(() => {
-  bin = peerBinary();
+  bin = oracleBinary();
   dir = mkdtempSync(join(tmpdir(), 'vantage-dynamo-diff-'));
-}, PEER_BUILD_TIMEOUT_MS);
+}, ORACLE_BUILD_TIMEOUT_MS);
 
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 /** Dynamo's RadixTree answers after applying `events`: sorted "worker:dp:blocks" per query. */
-describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex }) => {
+describe('PrefixIndex', () => {
   function dynamo(events: ReadonlyArray<KvEvent | Leave>, queries: readonly BigUint64Array[]): { answers: string[][]; rejected: number } {
     writeFileSync(join(dir, 'e'), encodeEvents(events));
     writeFileSync(join(dir, 'q'), encodeQueries(queries));
     const r = spawnSync(bin, ['--check-only', '--queries', join(dir, 'q'), '--answers', join(dir, 'a'), `check=${join(dir, 'e')}`], { encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`dynamo peer failed (${r.status ?? r.signal}): ${r.stderr}`);
+    if (r.status !== 0) throw new Error(`dynamo oracle failed (${r.status ?? r.signal}): ${r.stderr}`);
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { rejected: number };
     return { answers: decodeAnswers(readFileSync(join(dir, 'a'))), rejected: out.rejected };
   }
@@ -79,7 +77,7 @@ describe.each(IMPLEMENTATIONS)('$name', ({ Index: PrefixIndex }) => {
 
   /** A seeded stream with checkpoints: the events and, every `every` events, the query prompts. */
   function scenario(seed: number, nEvents: number) {
-    const r = mulberry32(seed);
+    const r = seededRandom(seed);
     const int = (n: number): number => Math.floor(r() * n);
     const u64 = (): bigint => (BigInt(int(2 ** 32)) << 32n) | BigInt(int(2 ** 32));
     // Paths: later ones share a prefix of an earlier one; some reuse a local hash of another path

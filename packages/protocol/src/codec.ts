@@ -5,6 +5,7 @@ import { MAX_LE64_CHARS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './sch
 import { PROTOCOL_VERSION } from './subjects';
 import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
 import { fastOfFrame, frameObserveRequest, isObserveRequestBinary, wireOfFrame } from './observe-request-binary';
+import { ID_MAX_LENGTH } from './ids';
 import { Le64Scratch } from './scratch';
 
 export { Le64Scratch };
@@ -304,8 +305,8 @@ const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingM
 const OBS_V = Buffer.from('{"v":1,', 'latin1');
 /** An optional request id (the decision service sends one on every route). */
 const OBS_REQUEST_ID = Buffer.from('"requestId":"', 'latin1');
-/** Longest request id the schema accepts (`shortString(256)`; the template takes ASCII only, one byte a character). */
-const REQUEST_ID_MAX = 256;
+/** Longest request id the schema accepts (the template takes ASCII only, one byte a character). */
+const REQUEST_ID_MAX = ID_MAX_LENGTH;
 const OBS_PROMPT = Buffer.from('"prompt":{"localHashesLe64":"', 'latin1');
 const OBS_MID = Buffer.from('"},"promptTokens":', 'latin1');
 /** The endings encoders write after promptTokens: `workers` only when "choice", `replyEncoding` only when "binary". */

@@ -18,6 +18,7 @@ export {
   type PoolSubjectKind,
   type ParsedSubject,
 } from './subjects';
+export { ID_MAX_LENGTH, isValidRequestId, isValidSessionId } from './ids';
 export {
   PROTOCOL_ERROR_CODES,
   DEFAULT_MAX_PAYLOAD_BYTES,

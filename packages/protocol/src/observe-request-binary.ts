@@ -21,6 +21,7 @@
  * except for the fast path below, which takes only requests the schema certainly accepts.
  */
 import { MAX_HASHES } from './schemas';
+import { ID_MAX_LENGTH } from './ids';
 import type { ObserveRequest } from './messages';
 import type { Le64Scratch } from './scratch';
 
@@ -33,7 +34,7 @@ const FLAG_TOKEN_IDS = 4;
 const FLAG_LORA = 8;
 const KNOWN_FLAGS = FLAG_CHOICE | FLAG_BINARY_REPLY | FLAG_TOKEN_IDS | FLAG_LORA;
 /** Longest request id the schema accepts, in characters. */
-const REQUEST_ID_MAX = 256;
+const REQUEST_ID_MAX = ID_MAX_LENGTH;
 
 /** True when the bytes start with the binary observe request's magic (JSON never starts with 'V'). */
 export function isObserveRequestBinary(data: Uint8Array): boolean {

@@ -1,3 +1,4 @@
+import { ID_MAX_LENGTH } from './ids';
 import { POOL_NAME_PATTERN } from './subjects';
 
 /**
@@ -40,8 +41,8 @@ const nullableNonNegNumber: Schema = { type: ['number', 'null'], minimum: 0 };
 const epochMs: Schema = { ...nonNegInt, description: 'Milliseconds since the Unix epoch.' };
 const version: Schema = { const: 1, description: 'Message version; a different value is rejected as unsupported.' };
 const shortString = (maxLength: number): Schema => ({ type: 'string', minLength: 1, maxLength });
-const requestId = { ...shortString(256), description: 'Request id, shared by route, booking, lifecycle and decision records.' };
-const sessionId = { ...shortString(256), description: 'Agent session id (the Kafka partition key downstream).' };
+const requestId = { ...shortString(ID_MAX_LENGTH), description: 'Request id, shared by route, booking, lifecycle and decision records.' };
+const sessionId = { ...shortString(ID_MAX_LENGTH), description: 'Agent session id (the Kafka partition key downstream).' };
 const pool: Schema = { type: 'string', pattern: POOL_NAME_PATTERN, description: 'Model pool: one NATS subject token.' };
 const nullableString = (maxLength: number): Schema => ({ type: ['string', 'null'], maxLength });
 const role: Schema = { enum: ['efficient', 'capable'] };

@@ -51,3 +51,6 @@ export { joinOutcome } from './outcome';
 
 export type { JsonScalar, JsonRow } from './json';
 export { toJsonRow, decisionToJsonRow, outcomeToJsonRow, DECISION_CSV_COLUMNS, OUTCOME_CSV_COLUMNS, csvHeader, toCsvLine } from './json';
+
+export type { RowProblem, LineObject, JsonRowsRead } from './rows';
+export { readJsonRows, asRowObject } from './rows';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
-import schemaJson from '../../../schemas/parameter-set.v1.schema.json' with { type: 'json' };
 import type { ModelParameters, QTable } from './estimators';
 
 /**
@@ -57,6 +57,8 @@ export type ParameterSetResult =
 // a schema mistake fails every test at import rather than at the first reload.
 // allErrors so that an operator sees every bad field of a file in one pass.
 const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true });
+// The wire contract lives with the repository's other schemas (schemas/), read as protocol and records read theirs.
+const schemaJson = JSON.parse(readFileSync(new URL('../../../schemas/parameter-set.v1.schema.json', import.meta.url), 'utf8')) as object;
 const validateSchema = ajv.compile(schemaJson);
 
 function formatAjvError(e: ErrorObject): string {

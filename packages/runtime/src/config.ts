@@ -19,10 +19,13 @@
 import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject } from 'ajv';
 import { VantageError } from './errors';
+import { isSecretKey, REDACTED, redactSecrets } from './secrets';
 import { s, type DeepReadonly, type JsonSchema, type ObjectSchema, type Static, type TSchema } from './schema';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export const KAFKA_SASL_MECHANISMS = ['none', 'plain', 'scram-sha-256', 'scram-sha-512'] as const;
+export type KafkaSaslMechanism = (typeof KAFKA_SASL_MECHANISMS)[number];
 
 const baseProperties = {
   /** Service name; logged on every line and used as metric label. runService supplies it. */
@@ -45,6 +48,30 @@ const baseProperties = {
     maxReconnectAttempts: s.integer({ minimum: -1, default: -1 }),
     /** Bound on the initial connect; start-up fails with NATS_CONNECT_FAILED after it. */
     connectTimeoutMs: s.integer({ minimum: 100, default: 5000 }),
+    // Authentication: at most one method (user + passwordFile, tokenFile, nkeySeedFile, credsFile).
+    // Secrets are read from files only, so no secret is ever on a command line or in the environment.
+    /** User name for user/password authentication (needs `passwordFile`). */
+    user: s.string({ default: '' }),
+    /** File holding the password (one line; a trailing newline is ignored). */
+    passwordFile: s.string({ default: '' }),
+    /** File holding the authentication token. */
+    tokenFile: s.string({ default: '' }),
+    /** File holding an NKEY user seed (`SU…`). */
+    nkeySeedFile: s.string({ default: '' }),
+    /** A `.creds` file (user JWT + seed) for decentralised JWT authentication. */
+    credsFile: s.string({ default: '' }),
+    tls: s.object({
+      /** Require TLS even without any file below (also implied by a `tls://` URL or any file). */
+      enabled: s.boolean({ default: false }),
+      /** PEM CA bundle the server certificate must chain to; empty uses the system's roots. */
+      caFile: s.string({ default: '' }),
+      /** PEM client certificate for mutual TLS (needs `keyFile`). */
+      certFile: s.string({ default: '' }),
+      /** PEM private key of `certFile`. */
+      keyFile: s.string({ default: '' }),
+      /** TLS before the server's INFO (server configured with `handshake_first`). */
+      handshakeFirst: s.boolean({ default: false }),
+    }),
   }),
   kafka: s.object({
     brokers: s.array(s.string({ minLength: 1 }), { minItems: 1, default: ['127.0.0.1:9092'] }),
@@ -54,6 +81,22 @@ const baseProperties = {
     requestTimeoutMs: s.integer({ minimum: 100, default: 30000 }),
     /** kafkajs retries per operation before an error surfaces. */
     retries: s.integer({ minimum: 0, default: 5 }),
+    ssl: s.object({
+      /** TLS to the brokers (a `SSL` or `SASL_SSL` listener); implied by any file below. */
+      enabled: s.boolean({ default: false }),
+      /** PEM CA bundle the broker certificates must chain to; empty uses Node's roots. */
+      caFile: s.string({ default: '' }),
+      /** PEM client certificate for mutual TLS (needs `keyFile`). */
+      certFile: s.string({ default: '' }),
+      keyFile: s.string({ default: '' }),
+    }),
+    sasl: s.object({
+      /** `none`, or the SASL mechanism the listener requires (use with `ssl`: PLAIN sends the password as is). */
+      mechanism: s.enum(KAFKA_SASL_MECHANISMS, { default: 'none' }),
+      username: s.string({ default: '' }),
+      /** File holding the SASL password. */
+      passwordFile: s.string({ default: '' }),
+    }),
   }),
   http: s.object({
     host: s.string({ minLength: 1, default: '127.0.0.1' }),
@@ -234,7 +277,7 @@ function describe(e: ErrorObject): { path: string[]; message: string } {
 }
 
 function formatValue(v: unknown): string {
-  const text = JSON.stringify(v) ?? String(v);
+  const text = JSON.stringify(redactSecrets(v)) ?? String(v);
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
@@ -261,7 +304,10 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
       if (isPlainObject(parsed)) fileData = parsed;
       else problems.push({ path: '(root)', message: 'config file must hold a JSON object', source: `file ${filePath}`, value: parsed });
     } catch (e) {
-      problems.push({ path: '(root)', message: `cannot read config file: ${(e as Error).message}`, source: `file ${filePath}` });
+      // A JSON syntax error's message quotes the file's text, which may hold a secret: only where it broke is said.
+      const at = e instanceof SyntaxError ? /position \d+/.exec(e.message)?.[0] : undefined;
+      const why = e instanceof SyntaxError ? `not valid JSON${at === undefined ? '' : ` (${at})`}` : (e as Error).message;
+      problems.push({ path: '(root)', message: `cannot read config file: ${why}`, source: `file ${filePath}` });
     }
   }
 
@@ -274,7 +320,9 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
     const leaf = byName.get(name);
     if (leaf === undefined) {
       if ((opts.unknownEnv ?? 'error') === 'error') {
-        problems.push({ path: '(env)', message: 'environment variable maps to no setting', source: `env ${name}`, value: raw });
+        // Reported by name only, never with its value: an unknown variable may well be a
+        // misplaced secret (VANTAGE_NATS_PASSWORD instead of a password file).
+        problems.push({ path: '(env)', message: 'environment variable maps to no setting', source: `env ${name}` });
       }
       continue;
     }
@@ -308,7 +356,9 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
         if (getPath(fileData, path).found) source = `file ${filePath ?? ''}`;
         else if (!got.found) source = 'missing';
       }
-      problems.push({ path: dotted === '' ? '(root)' : dotted, message, source, ...(got.found ? { value: got.value } : {}) });
+      // A value under a secret-looking key is named but not shown; any other value is shown with URL user-info stripped.
+      const shown = path.some((seg) => isSecretKey(seg)) ? REDACTED : redactSecrets(got.value);
+      problems.push({ path: dotted === '' ? '(root)' : dotted, message, source, ...(got.found ? { value: shown } : {}) });
     }
   }
 
@@ -322,4 +372,19 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
     });
   }
   return deepFreeze(data) as DeepReadonly<Static<ObjectSchema<P>>>;
+}
+
+/** `@vantage/infra`'s broker ports, set in the same shell as the tools it runs: not settings of ours. */
+const INFRA_PORT_VARIABLES = new Set(['VANTAGE_NATS_PORT', 'VANTAGE_NATS_MONITOR_PORT', 'VANTAGE_KAFKA_PORT', 'VANTAGE_KAFKA_CONTROLLER_PORT']);
+
+/**
+ * The `nats.*` and `kafka.*` settings of a command-line tool (load generator, calibration,
+ * `vantage replay`), from `VANTAGE_NATS_*` and `VANTAGE_KAFKA_*` only: a tool shares the
+ * services' security settings (users, secret files, TLS) without their other sections.
+ * Invalid or unknown variables of those two sections are CONFIG_INVALID as for a service.
+ */
+export function toolSettings(env: Readonly<Record<string, string | undefined>>, defaults: Record<string, unknown> = {}): DeepReadonly<Pick<BaseConfig, 'nats' | 'kafka'>> {
+  const own = Object.fromEntries(Object.entries(env).filter(([k]) => (k.startsWith('VANTAGE_NATS_') || k.startsWith('VANTAGE_KAFKA_')) && !INFRA_PORT_VARIABLES.has(k)));
+  const cfg = loadConfig(baseConfigSchema, { env: own, defaults: { service: 'tool', ...defaults } });
+  return { nats: cfg.nats, kafka: cfg.kafka };
 }

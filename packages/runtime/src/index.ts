@@ -3,8 +3,8 @@
 export { s } from './schema';
 export type { DeepReadonly, JsonSchema, ObjectSchema, Static, TSchema } from './schema';
 
-export { baseConfigSchema, coerceEnvValue, deepFreeze, envVariables, loadConfig, LOG_LEVELS } from './config';
-export type { BaseConfig, ConfigProblem, LoadConfigOptions, LogLevel } from './config';
+export { baseConfigSchema, coerceEnvValue, deepFreeze, envVariables, KAFKA_SASL_MECHANISMS, loadConfig, LOG_LEVELS, toolSettings } from './config';
+export type { BaseConfig, ConfigProblem, KafkaSaslMechanism, LoadConfigOptions, LogLevel } from './config';
 
 export {
   ERROR_CODES,
@@ -56,7 +56,20 @@ export type {
   StreamSpec,
 } from './nats';
 
-export { connectKafka, kafkaError } from './kafka';
+export { connectKafka, kafkaClientConfig, kafkaConnectError, kafkaError } from './kafka';
+export { hasUrlUserInfo, isSecretKey, REDACTED, redactSecrets, redactUrl, secretLogPaths } from './secrets';
+export {
+  classifyKafkaConnectError,
+  classifyNatsConnectError,
+  kafkaSecurityOptions,
+  kafkaSecurityProblems,
+  natsSecurityOptions,
+  natsSecurityProblems,
+  natsServers,
+  natsServersForClient,
+  throwIfProblems,
+} from './security';
+export type { ConnectFailure, KafkaSecuritySettings, NatsSecurityOptions, NatsSecuritySettings, NatsTlsSettings, SettingProblem } from './security';
 export type { KafkaClient, KafkaSettings, ProducerOptions, TopicSpec, VantageProducer } from './kafka';
 
 export { createShutdown, SHUTDOWN_PHASES } from './shutdown';

@@ -6,9 +6,11 @@
 // the process explicitly once shutdown completes, so this never delays exit.
 
 import kafkajs from 'kafkajs';
-import type { Admin, Consumer, ConsumerConfig, Kafka, LogEntry, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
+import type { Admin, Consumer, ConsumerConfig, Kafka, KafkaConfig, LogEntry, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 import type { Logger } from 'pino';
 import { VantageError, type ErrorCode } from './errors';
+import { redactUrl } from './secrets';
+import { classifyKafkaConnectError, kafkaSecurityOptions, type KafkaSecuritySettings } from './security';
 
 // kafkajs warns at every producer creation that its default partitioner
 // changed in v2. We pass the partitioner explicitly (below), so the warning is noise.
@@ -18,7 +20,7 @@ const { Kafka: KafkaClass, Partitioners, logLevel: KafkaLogLevel } = kafkajs;
 
 export type { Admin, Consumer, Kafka, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 
-export interface KafkaSettings {
+export interface KafkaSettings extends KafkaSecuritySettings {
   brokers: readonly string[];
   /** Empty means `fallbackClientId`. */
   clientId: string;
@@ -70,7 +72,7 @@ function message(e: unknown): string {
 export function kafkaError(code: ErrorCode, what: string, e: unknown, details: Record<string, unknown> = {}): VantageError {
   if (e instanceof VantageError) return e;
   const retriable = (e as { retriable?: unknown } | null)?.retriable;
-  return new VantageError(code, `${what}: ${message(e)}`, {
+  return new VantageError(code, redactUrl(`${what}: ${message(e)}`), {
     cause: e,
     details,
     ...(typeof retriable === 'boolean' ? { retryable: retriable } : {}),
@@ -111,13 +113,38 @@ function logCreator(log: Logger) {
  * Creates the client and verifies the cluster answers (admin connect +
  * describeCluster), or throws KAFKA_CONNECT_FAILED naming the brokers.
  */
-export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClientId = 'vantage'): Promise<KafkaClient> {
-  const kafka = new KafkaClass({
+/**
+ * The kafkajs client options for these settings (brokers, client id, timeouts,
+ * retries, TLS and SASL with the password read from its file). For tools that
+ * use kafkajs directly (`vantage replay`, test readers); services use connectKafka.
+ */
+export function kafkaClientConfig(cfg: KafkaSettings, fallbackClientId = 'vantage'): KafkaConfig & { summary: { ssl: string; sasl: string } } {
+  const { summary, ...security } = kafkaSecurityOptions(cfg);
+  return {
     brokers: [...cfg.brokers],
     clientId: cfg.clientId === '' ? fallbackClientId : cfg.clientId,
     connectionTimeout: cfg.connectionTimeoutMs,
     requestTimeout: cfg.requestTimeoutMs,
     retry: { retries: cfg.retries },
+    ...security,
+    summary,
+  };
+}
+
+/** Turns a failed connect into KAFKA_AUTH_FAILED, KAFKA_TLS_FAILED or KAFKA_CONNECT_FAILED naming the brokers and the cause. */
+export function kafkaConnectError(what: string, e: unknown, brokers: readonly string[], details: Record<string, unknown> = {}): VantageError {
+  if (e instanceof VantageError) return e;
+  const why = classifyKafkaConnectError(e);
+  const err = kafkaError(why.code, `${what} at ${brokers.join(',')}`, e, { brokers, cause: why.cause, ...details });
+  // Credentials and certificates do not fix themselves: never retryable, whatever kafkajs says.
+  if (why.code === 'KAFKA_CONNECT_FAILED') return err;
+  return new VantageError(why.code, `${err.message} (${why.hint})`, { cause: e, details: err.details, retryable: false });
+}
+
+export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClientId = 'vantage'): Promise<KafkaClient> {
+  const { summary, ...clientCfg } = kafkaClientConfig(cfg, fallbackClientId);
+  const kafka = new KafkaClass({
+    ...clientCfg,
     logLevel: kafkaLevelFor(log.level),
     logCreator: logCreator(log),
   });
@@ -125,10 +152,10 @@ export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClie
   try {
     await admin.connect();
     const cluster = await admin.describeCluster();
-    log.info({ brokers: cfg.brokers, clusterId: cluster.clusterId, nodes: cluster.brokers.length }, 'kafka connected');
+    log.info({ brokers: cfg.brokers, clusterId: cluster.clusterId, nodes: cluster.brokers.length, ssl: summary.ssl, sasl: summary.sasl }, 'kafka connected');
   } catch (e) {
     await admin.disconnect().catch(() => {});
-    throw kafkaError('KAFKA_CONNECT_FAILED', `cannot connect to Kafka at ${cfg.brokers.join(',')}`, e, { brokers: cfg.brokers });
+    throw kafkaConnectError('cannot connect to Kafka', e, cfg.brokers);
   }
 
   const producers = new Set<Producer>();
@@ -188,7 +215,7 @@ export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClie
       try {
         await raw.connect();
       } catch (e) {
-        throw kafkaError('KAFKA_CONNECT_FAILED', 'cannot connect Kafka producer', e, { brokers: cfg.brokers });
+        throw kafkaConnectError('cannot connect Kafka producer', e, cfg.brokers);
       }
       producers.add(raw);
       return {
@@ -213,7 +240,7 @@ export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClie
       try {
         await c.connect();
       } catch (e) {
-        throw kafkaError('KAFKA_CONNECT_FAILED', `cannot connect Kafka consumer ${consumerCfg.groupId}`, e, { groupId: consumerCfg.groupId });
+        throw kafkaConnectError(`cannot connect Kafka consumer ${consumerCfg.groupId}`, e, cfg.brokers, { groupId: consumerCfg.groupId });
       }
       consumers.add(c);
       return c;

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import pino from 'pino';
 import type { DestinationStream, Logger } from 'pino';
 import type { LogLevel } from './config';
+import { REDACTED, redactUrl, secretLogPaths } from './secrets';
 
 export type { Logger } from 'pino';
 
@@ -40,10 +41,26 @@ export function createLogger(opts: LoggerOptions): Logger {
       timestamp: pino.stdTimeFunctions.isoTime,
       // Level as a name, not pino's number: readable without a lookup table.
       formatters: { level: (label) => ({ level: label }) },
-      serializers: { err: pino.stdSerializers.err },
+      serializers: { err: errSerializer },
+      // Last line of defence: our configuration and errors carry no secrets, but an object a
+      // library hands us might. Every secret-bearing key, up to three levels deep, is censored.
+      redact: { paths: secretLogPaths(), censor: REDACTED },
     },
     dest,
   );
+}
+
+/** pino's error serializer, with URL user-info stripped from the message and stack of the error and its causes. */
+function errSerializer(e: unknown): unknown {
+  const out = pino.stdSerializers.err(e as Error) as unknown;
+  const clean = (v: unknown, depth: number): void => {
+    if (typeof v !== 'object' || v === null || depth > 5) return;
+    const o = v as Record<string, unknown>;
+    for (const k of ['message', 'stack']) if (typeof o[k] === 'string') o[k] = redactUrl(o[k]);
+    clean(o['cause'], depth + 1);
+  };
+  clean(out, 0);
+  return out;
 }
 
 /** Flushes buffered lines; resolves when written (or immediately for sync destinations). */

@@ -31,11 +31,13 @@ import {
 import type { Logger } from 'pino';
 import { readErrorHeaders, toVantageError, VantageError, writeErrorHeaders } from './errors';
 import type { RuntimeMetrics } from './metrics';
+import { redactUrl } from './secrets';
+import { classifyNatsConnectError, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
 
 export type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 
-export interface NatsSettings {
-  /** One URL or a comma-separated list. */
+export interface NatsSettings extends NatsSecuritySettings {
+  /** One URL or a comma-separated list (`nats://` or `tls://`, the latter requiring TLS). */
   url: string;
   /** Connection name; empty leaves the client default. */
   name: string;
@@ -119,15 +121,16 @@ async function watchStatus(nc: NatsConnection, log: Logger, metrics: RuntimeMetr
  * outlive a NATS restart rather than exit and rely on a supervisor.
  */
 export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectNatsOptions = {}): Promise<NatsConnection> {
-  const servers = cfg.url
-    .split(',')
-    .map((u) => u.trim())
-    .filter((u) => u !== '');
+  // CONFIG_INVALID (naming the setting and file, never its contents) before any socket is opened.
+  const security = natsSecurityOptions(cfg);
+  const url = redactUrl(cfg.url);
   let nc: NatsConnection;
   try {
     nc = await connect({
-      servers,
+      servers: natsServersForClient(cfg.url),
       ...(cfg.name === '' ? {} : { name: cfg.name }),
+      ...(security.authenticator === undefined ? {} : { authenticator: security.authenticator }),
+      ...(security.tls === undefined ? {} : { tls: security.tls }),
       reconnect: true,
       maxReconnectAttempts: cfg.maxReconnectAttempts,
       reconnectTimeWait: cfg.reconnectTimeWaitMs,
@@ -137,13 +140,28 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
       waitOnFirstConnect: false,
     });
   } catch (e) {
-    throw new VantageError('NATS_CONNECT_FAILED', `cannot connect to NATS at ${cfg.url}: ${e instanceof Error ? e.message : String(e)}`, {
+    // Credentials and TLS failures get their own codes: they are not retryable, and the
+    // operator needs to know which setting to look at rather than "cannot connect".
+    let why = classifyNatsConnectError(e);
+    if (why.code === 'NATS_CONNECT_FAILED' && security.tls !== undefined) {
+      // A refused client certificate shows to nats.js only as a timeout (see probeNatsTls).
+      const servers = natsServersForClient(cfg.url);
+      for (const server of servers) {
+        const code = await probeNatsTls(server, security.tls, Math.min(cfg.connectTimeoutMs, 3000));
+        if (code !== undefined) {
+          why = classifyNatsConnectError(Object.assign(new Error(code), { code }));
+          break;
+        }
+      }
+    }
+    opts.metrics?.countError(why.code);
+    throw new VantageError(why.code, redactUrl(`cannot connect to NATS at ${url}: ${e instanceof Error ? e.message : String(e)} (${why.hint})`), {
       cause: e,
-      details: { url: cfg.url },
+      details: { url, cause: why.cause, auth: security.summary.auth, tls: security.summary.tls },
     });
   }
   connected.set(nc, true);
-  log.info({ server: nc.getServer(), name: cfg.name }, 'nats connected');
+  log.info({ server: nc.getServer(), name: cfg.name, auth: security.summary.auth, tls: security.summary.tls }, 'nats connected');
   watchStatus(nc, log, opts.metrics).catch((e: unknown) => log.error({ err: e }, 'nats status watcher failed'));
   nc.closed()
     .then((err) => {

@@ -17,6 +17,8 @@ import { baseConfigSchema, loadConfig, type BaseConfig } from './config';
 import { connectKafka, type KafkaClient } from './kafka';
 import { createLogger, defaultInstanceId, type Logger } from './logger';
 import { runtimeMetrics, type RuntimeMetrics } from './metrics';
+import { redactSecrets } from './secrets';
+import { kafkaSecurityProblems, natsSecurityProblems, throwIfProblems } from './security';
 import { connectNats, natsConnected, type NatsConnection } from './nats';
 import { createRegistry, startOpsServer, type HealthCheck, type HealthResult } from './ops';
 import type { DeepReadonly, ObjectSchema, TSchema } from './schema';
@@ -88,6 +90,10 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
       ...(spec.configFile === undefined ? {} : { file: spec.configFile }),
       defaults: { service: spec.name },
     }) as unknown as DeepReadonly<C>;
+    // Security settings are part of the configuration: a missing secret file, two auth methods or
+    // credentials in a URL are CONFIG_INVALID (exit 2) before anything connects.
+    const base = config as unknown as DeepReadonly<BaseConfig>;
+    throwIfProblems([...natsSecurityProblems(base.nats), ...(spec.kafka === true ? kafkaSecurityProblems(base.kafka) : [])]);
   } catch (e) {
     // No configured logger yet; a bootstrap one keeps the error in the same JSON shape.
     const boot = createLogger({
@@ -149,7 +155,8 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
     return { ok, details };
   };
 
-  log.info({ config }, 'starting');
+  // Secret-looking values are censored and URL user-info stripped (the settings hold file paths, not secrets).
+  log.info({ config: redactSecrets(config) }, 'starting');
   try {
     const nc = await connectNats(
       { ...config.nats, name: config.nats.name === '' ? `${config.service}-${instanceId}` : config.nats.name },

@@ -46,7 +46,15 @@ describe('loadConfig', () => {
       reconnectJitterMs: 500,
       maxReconnectAttempts: -1,
       connectTimeoutMs: 5000,
+      user: '',
+      passwordFile: '',
+      tokenFile: '',
+      nkeySeedFile: '',
+      credsFile: '',
+      tls: { enabled: false, caFile: '', certFile: '', keyFile: '', handshakeFirst: false },
     });
+    expect(cfg.kafka.ssl).toEqual({ enabled: false, caFile: '', certFile: '', keyFile: '' });
+    expect(cfg.kafka.sasl).toEqual({ mechanism: 'none', username: '', passwordFile: '' });
     expect(cfg.http).toEqual({ host: '127.0.0.1', port: 0 });
     expect(cfg.kafka.brokers).toEqual(['127.0.0.1:9092']);
     expect(cfg.shutdown.deadlineMs).toBe(10000);

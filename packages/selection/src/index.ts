@@ -1,5 +1,6 @@
-export type { Rng } from './rng';
-export { seededRng, seed32, randomInt } from './rng';
+// The seeded generator every policy takes lives in @vantage/random; named here too for callers of the policies.
+export type { Rng } from '@vantage/random';
+export { seededRng, seed32, randomInt } from '@vantage/random';
 export type {
   SelectionRequest,
   CandidateInput,

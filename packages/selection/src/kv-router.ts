@@ -20,8 +20,8 @@
  * Temperature T > 0 samples p ∝ exp(-(cost/(max-min))/T), uniform when all
  * costs are equal.
  */
-import type { Rng } from './rng';
-import { randomInt } from './rng';
+import type { Rng } from '@vantage/random';
+import { randomInt } from '@vantage/random';
 import type {
   CandidateInput,
   CandidateScore,

@@ -16,8 +16,8 @@
  *    active-request: 1 − active / max(active over kept), 1 when all are idle
  *    (fewest active requests wins; the normalisation only shapes reported scores).
  */
-import type { Rng } from './rng';
-import { randomInt } from './rng';
+import type { Rng } from '@vantage/random';
+import { randomInt } from '@vantage/random';
 import type { CandidateInput, CandidateScore, SelectionReason, SelectionRequest, SelectionResult } from './types';
 import { candidateOrder, validateRequest } from './util';
 

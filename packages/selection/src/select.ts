@@ -2,8 +2,8 @@ import type { KvRouterPolicy, SelectionScratch } from './kv-router';
 import { selectKvRouter } from './kv-router';
 import type { LlmdPolicy } from './llmd';
 import { selectLlmd } from './llmd';
-import type { Rng } from './rng';
-import { randomInt } from './rng';
+import type { Rng } from '@vantage/random';
+import { randomInt } from '@vantage/random';
 import type { CandidateInput, CandidateScore, SelectionRequest, SelectionResult } from './types';
 import { candidateOrder, validateRequest } from './util';
 

@@ -4,9 +4,9 @@
  * see each other's traffic, and every resource is removed by the cleanup it registers.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { INFRA_DIR, kafkaBroker, natsBroker, type KafkaBroker, type NatsBroker } from '@vantage/infra';
+import { ensureTlsMaterial, INFRA_DIR, kafkaBroker, natsBroker, type KafkaBroker, type KafkaSecurity, type NatsBroker, type NatsOptions, type TlsMaterial } from '@vantage/infra';
 
 /** A short unique token safe in NATS subjects, stream names and Kafka topic names. */
 export function uniqueName(prefix = 't'): string {
@@ -24,11 +24,15 @@ export const natsUrl = (): string => need('NATS_URL');
 /** Bootstrap brokers of the shared test Kafka. */
 export const kafkaBrokers = (): string[] => need('KAFKA_BROKERS').split(',');
 
-/** A private nats-server for tests that restart or kill it. Call `cleanup()` in afterAll. */
-export async function ownNats(): Promise<NatsBroker & { cleanup: () => Promise<void> }> {
+/**
+ * A private nats-server for tests that restart or kill it, or that need it secured
+ * (`security`: TLS, users with permissions, a token or operator mode; see
+ * `@vantage/infra`'s `natsServerConfig`). Call `cleanup()` in afterAll.
+ */
+export async function ownNats(opts: { security?: NatsOptions['security'] } = {}): Promise<NatsBroker & { cleanup: () => Promise<void> }> {
   const dir = join(INFRA_DIR, 'test', uniqueName('nats'));
   mkdirSync(dir, { recursive: true });
-  const n = await natsBroker({ dir, attached: true });
+  const n = await natsBroker({ dir, attached: true, ...(opts.security === undefined ? {} : { security: opts.security }) });
   await n.start();
   return Object.assign(n, {
     cleanup: async () => {
@@ -38,11 +42,14 @@ export async function ownNats(): Promise<NatsBroker & { cleanup: () => Promise<v
   });
 }
 
-/** A private Kafka broker for tests that restart or kill it. Call `cleanup()` in afterAll. */
-export async function ownKafka(): Promise<KafkaBroker & { cleanup: () => Promise<void> }> {
+/**
+ * A private Kafka broker for tests that restart or kill it, or (`security`) one whose only
+ * client listener is SASL_SSL. Call `cleanup()` in afterAll.
+ */
+export async function ownKafka(opts: { security?: KafkaSecurity } = {}): Promise<KafkaBroker & { cleanup: () => Promise<void> }> {
   const dir = join(INFRA_DIR, 'test', uniqueName('kafka'));
   mkdirSync(dir, { recursive: true });
-  const k = await kafkaBroker({ dir, attached: true, heapMb: 512 });
+  const k = await kafkaBroker({ dir, attached: true, heapMb: 512, ...(opts.security === undefined ? {} : { security: opts.security }) });
   await k.start();
   return Object.assign(k, {
     cleanup: async () => {
@@ -60,4 +67,21 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
+}
+
+/**
+ * A throwaway CA with a server certificate for 127.0.0.1 and a client certificate, in a
+ * fresh folder under `.infra/test` (`name` distinguishes a trusted set from a rogue one).
+ * Remove `material.dir` in afterAll.
+ */
+export function testTlsMaterial(name = 'vantage-test'): TlsMaterial {
+  return ensureTlsMaterial(join(INFRA_DIR, 'test', uniqueName('tls')), name);
+}
+
+/** Writes `content` to a fresh file under `dir` (mode 0600) and returns its path: secrets for `…File` settings. */
+export function secretFile(dir: string, name: string, content: string | Uint8Array): string {
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, name);
+  writeFileSync(path, content, { mode: 0o600 });
+  return path;
 }

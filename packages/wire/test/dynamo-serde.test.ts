@@ -2,8 +2,8 @@
  * Our decoders against Dynamo's own encoders: the published `dynamo-kv-router` crate (1.6.1)
  * serialises `RouterEvent`s, `ActiveLoad`s and `ActiveSequenceEvent`s with its serde derives, as its
  * publishers do (MessagePack with field names, `rmp_serde::to_vec_named`, and JSON), through the
- * peer program in `packages/prefix-index/bench/dynamo-peer/` (`--encode-wire`; built by
- * `packages/prefix-index/scripts/ensure-dynamo-peer.sh`, which `npm test` runs first). Every message
+ * oracle program in `@vantage/dynamo-oracle` (`--encode-wire`; built by
+ * `packages/dynamo-oracle/scripts/ensure-dynamo-oracle.sh`, which `npm test` runs first). Every message
  * must decode to exactly what was encoded, 64-bit ids and hashes included.
  */
 import { execFileSync } from 'node:child_process';
@@ -13,8 +13,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExternalHash, KvEvent, StorageTier, WorkerId } from '@vantage/types';
 import { decodeActiveLoad, decodeActiveSequenceEvent, decodeActiveSequenceEvents, decodeRouterEventJson, decodeRouterEventMsgpack } from '../src/index';
-// The peer program's event-file writer and builder (a bench helper of the prefix index, test-only here).
-import { encodeEvents, PEER_BUILD_TIMEOUT_MS, peerBinary } from '../../prefix-index/bench/dynamo-peer';
+// The oracle program's event-file writer and builder (test tooling).
+import { encodeEvents, ORACLE_BUILD_TIMEOUT_MS, oracleBinary } from '@vantage/dynamo-oracle';
 
 let records: Array<{ kind: number; bytes: Uint8Array }> = [];
 let dir = '';
@@ -43,7 +43,7 @@ const events: KvEvent[] = [
 ];
 
 beforeAll(() => {
-  const bin = peerBinary();
+  const bin = oracleBinary();
   dir = mkdtempSync(join(tmpdir(), 'vantage-dynamo-serde-'));
   writeFileSync(join(dir, 'events'), encodeEvents(events));
   execFileSync(bin, ['--encode-wire', join(dir, 'wire'), `x=${join(dir, 'events')}`]);
@@ -59,7 +59,7 @@ beforeAll(() => {
     at += 5 + len;
   }
   expect(at).toBe(b.length);
-}, PEER_BUILD_TIMEOUT_MS);
+}, ORACLE_BUILD_TIMEOUT_MS);
 
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });

@@ -4,9 +4,10 @@
  * variable, e.g. `VANTAGE_DECISION_PARAMETER_SET_FILE=/etc/vantage/params.json`,
  * `VANTAGE_DECISION_POOLS_EFFICIENT_MODEL=m-8b`, `VANTAGE_DECISION_POOLS_EFFICIENT_POOL=efficient`.
  */
+import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { baseConfigSchema, s, type DeepReadonly, type Static } from '@vantage/runtime';
 
-const POOL = '^[A-Za-z0-9_-]{1,64}$';
+const POOL = POOL_NAME_PATTERN;
 
 const roleSchema = s.object({
   /** Served model name; must equal the parameter set's `models.<role>.name` for the rule to act. */

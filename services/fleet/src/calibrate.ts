@@ -11,7 +11,7 @@
  */
 import { createWriteStream } from 'node:fs';
 import { calibrationPlan, CALIBRATION_PRESETS, type CalibrationPreset } from '@vantage/evaluation';
-import { connectNats, createLogger, flushLogger } from '@vantage/runtime';
+import { connectNats, createLogger, flushLogger, toolSettings } from '@vantage/runtime';
 import { runCalibration } from './calibration';
 import { cliTool } from './cli-args';
 
@@ -68,7 +68,9 @@ if (a['plan-only']) {
 const log = createLogger({ service: 'calibrate', instanceId: `calibrate-${process.pid}`, level: 'warn', destination: process.stderr });
 const url = a.nats ?? process.env.VANTAGE_NATS_URL ?? 'nats://127.0.0.1:4222';
 try {
-  const nc = await connectNats({ url, name: `calibrate-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
+  // Users, secret files and TLS as the services take them (VANTAGE_NATS_*); the URL from the command line.
+  const security = toolSettings(process.env).nats;
+  const nc = await connectNats({ ...security, url, name: `calibrate-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
   const out = a.out ? createWriteStream(a.out) : null;
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());

@@ -37,7 +37,7 @@
  */
 import { createInbox, type NatsConnection } from '@nats-io/transport-node';
 import type { CalibrationCondition, CalibrationPlan, CalibrationRun, Role } from '@vantage/evaluation';
-import { mulberry32 } from '@vantage/evaluation';
+import { seededRandom } from '@vantage/random';
 import {
   bookingEventCodec,
   bookingsSubject,
@@ -129,7 +129,7 @@ const VOCAB = 150_000;
 
 /** Fresh token content: a seeded stream that never repeats across (run, condition, repeat, purpose). */
 function tokens(seed: number, n: number): Uint32Array {
-  const rnd = mulberry32(seed >>> 0);
+  const rnd = seededRandom(seed >>> 0);
   const out = new Uint32Array(n);
   for (let i = 0; i < n; i++) out[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
   return out;

@@ -5,6 +5,7 @@
  *                         {"name":"capable","workers":4,"component":"capable","speed":0.6}]'
  *   VANTAGE_FLEET_TIME_SCALE=1
  */
+import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { baseConfigSchema, s, VantageError, type DeepReadonly, type Static } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
 
@@ -12,7 +13,7 @@ const U64_MAX = 0xffff_ffff_ffff_ffffn;
 
 export const fleetPoolSchema = s.object({
   /** Our pool name (one subject token): `vantage.v1.workers.{name}`, `vantage.v1.fleet.generate.{name}.{workerId}`. */
-  name: s.string({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+  name: s.string({ pattern: POOL_NAME_PATTERN }),
   /** Engines (one Dynamo worker each, dp rank 0). */
   workers: s.integer({ minimum: 1, maximum: 256, default: 2 }),
   /** Dynamo namespace and component the workers publish under (as the indexer's pool config says). */

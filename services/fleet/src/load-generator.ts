@@ -47,7 +47,8 @@ import {
   type ModelRole,
   type RouteCandidate,
 } from '@vantage/protocol';
-import { mulberry32, type BackgroundRequestPlan } from '@vantage/evaluation';
+import { type BackgroundRequestPlan } from '@vantage/evaluation';
+import { seededRandom } from '@vantage/random';
 import { isVantageError, request } from '@vantage/runtime';
 import { seededRng } from '@vantage/selection';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
@@ -302,7 +303,7 @@ const VOCAB = 150_000;
 
 /** A competing request: fresh seeded tokens (nothing shared with the sessions or other requests). */
 function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: string, sessionId: string): Job {
-  const rnd = mulberry32(b.contentSeed);
+  const rnd = seededRandom(b.contentSeed);
   const tokens = new Uint32Array(b.promptTokens);
   for (let i = 0; i < tokens.length; i++) tokens[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
   const cache = new Map<number, PromptBlocks>();

@@ -9,7 +9,7 @@
  * Exit: 0 when the run finished (request failures are in the summary), 2 on bad arguments, 1 on a fatal error.
  */
 import { createWriteStream } from 'node:fs';
-import { connectNats, createLogger, flushLogger } from '@vantage/runtime';
+import { connectNats, createLogger, flushLogger, toolSettings } from '@vantage/runtime';
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
 import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, parseProposalSpec, stageProposal, type StageProposalModel } from '@vantage/evaluation';
 import { runLoadgen, type LoadgenOptions, type Workload } from './load-generator';
@@ -115,7 +115,9 @@ if (a.trace !== undefined) {
 const log = createLogger({ service: 'loadgen', instanceId: `loadgen-${process.pid}`, level: 'warn', destination: process.stderr });
 const url = a.nats ?? process.env.VANTAGE_NATS_URL ?? 'nats://127.0.0.1:4222';
 try {
-  const nc = await connectNats({ url, name: `loadgen-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
+  // Users, secret files and TLS as the services take them (VANTAGE_NATS_*); the URL from the command line.
+  const security = toolSettings(process.env).nats;
+  const nc = await connectNats({ ...security, url, name: `loadgen-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
   const out = a.out ? createWriteStream(a.out) : null;
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());

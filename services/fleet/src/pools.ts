@@ -1,3 +1,4 @@
+import { isValidPoolName } from '@vantage/protocol';
 import type { LoadgenPool } from './load-generator';
 
 /** `efficient:64[:model],capable:64[:model]` (efficient first). Throws with a readable message. */
@@ -6,7 +7,7 @@ export function parsePools(spec: string): { efficient: LoadgenPool; capable: Loa
   if (parts.length !== 2) throw new Error(`--pools needs two entries (efficient first, capable second), got ${spec}`);
   const [e, c] = parts.map((p) => {
     const [name, bs, model] = p.split(':');
-    if (!name || !/^[A-Za-z0-9_-]{1,64}$/.test(name)) throw new Error(`bad pool name in --pools: ${p}`);
+    if (!name || !isValidPoolName(name)) throw new Error(`bad pool name in --pools: ${p}`);
     const blockSize = bs === undefined || bs === '' ? 64 : Number(bs);
     if (!Number.isInteger(blockSize) || blockSize <= 0) throw new Error(`bad block size in --pools: ${p}`);
     return { name, blockSize, model: model ?? name };

@@ -27,7 +27,16 @@ describe('generate requests', () => {
       [{ v: 1, requestId: 'x', osl: 1, prompt: { kind: 'mooncake', hashIds: [1], inputLength: 600 } }, 'needs 2'],
       [{ v: 1, requestId: 'x', osl: 1, prompt: { kind: 'token_ids_b64', data: 'AAA' } }, 'u32'],
       [{ v: 1, requestId: 'x', osl: 1, prompt: { kind: 'text' } }, 'kind'],
+      [{ v: 1, requestId: 'x', sessionId: '', osl: 1, prompt: { kind: 'token_ids', tokenIds: [1] } }, 'sessionId'],
+      [{ v: 1, requestId: 'x', sessionId: 's'.repeat(257), osl: 1, prompt: { kind: 'token_ids', tokenIds: [1] } }, 'sessionId'],
+      [{ v: 1, requestId: 'x', sessionId: 7, osl: 1, prompt: { kind: 'token_ids', tokenIds: [1] } }, 'sessionId'],
     ] as const;
+    // A request id outside the protocol's rule (@vantage/protocol's isValidRequestId) is refused without one.
+    for (const requestId of ['', 'r'.repeat(257), 12]) {
+      const r = decodeGenerateRequest(enc({ v: 1, requestId, osl: 1, prompt: { kind: 'token_ids', tokenIds: [1] } }));
+      expect(r).toMatchObject({ ok: false, code: 'invalid_request', requestId: null });
+    }
+    expect(decodeGenerateRequest(enc({ v: 1, requestId: 'r'.repeat(256), sessionId: 's'.repeat(256), osl: 1, prompt: { kind: 'token_ids', tokenIds: [1] } })).ok).toBe(true);
     for (const [msg, why] of bad) {
       const r = decodeGenerateRequest(enc(msg));
       expect(r.ok).toBe(false);

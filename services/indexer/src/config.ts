@@ -3,6 +3,7 @@
  * (`VANTAGE_CONFIG=path.json`) is the usual way to list pools; every leaf can
  * also be set by environment, e.g. `VANTAGE_INDEXER_POOLS='[{"name":"efficient",...}]'`.
  */
+import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { baseConfigSchema, s, type DeepReadonly, type Static } from '@vantage/runtime';
 
 const workerSchema = s.object({
@@ -28,7 +29,7 @@ const selectionSchema = s.object({
 
 export const poolSchema = s.object({
   /** Our name for the pool (a subject token): `vantage.v1.observe.{name}`. */
-  name: s.string({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+  name: s.string({ pattern: POOL_NAME_PATTERN }),
   /** Tokens per KV block of this pool's engines. */
   blockSize: s.integer({ minimum: 1, maximum: 4096, default: 64 }),
   /** Dynamo namespace and component whose subjects carry this pool's events. */

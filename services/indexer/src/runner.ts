@@ -14,7 +14,7 @@ import { jetstream, jetstreamManager, AckPolicy, DeliverPolicy, type ConsumerMes
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { WorkerCapacity } from '@vantage/bookings';
-import { RunIndex } from '@vantage/prefix-index';
+import { PrefixIndex } from '@vantage/prefix-index';
 import type { Logger } from '@vantage/runtime';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import {
@@ -213,7 +213,7 @@ export class PoolRunner {
   }
 
   private async restore(): Promise<SnapshotHeader | null> {
-    const mk = (index?: RunIndex): PoolState =>
+    const mk = (index?: PrefixIndex): PoolState =>
       new PoolState({
         pool: this.pool,
         blockSize: this.cfg.blockSize,
@@ -236,7 +236,7 @@ export class PoolRunner {
       if (snap.header.pool !== this.pool || snap.header.blockSize !== this.cfg.blockSize) {
         throw new Error(`snapshot is for pool ${snap.header.pool} (block size ${snap.header.blockSize})`);
       }
-      this.state = mk(RunIndex.restore(snap.index));
+      this.state = mk(PrefixIndex.restore(snap.index));
       const pubs = this.state.adoptRestored(this.now());
       this.restoredAtMs = this.now();
       this.snapshotTakenAtMs = snap.header.takenAtMs;

@@ -10,6 +10,7 @@ import { localBlockHashes } from '@vantage/hashing';
 import { ObserveReplyBinaryWriter } from '@vantage/protocol';
 import { VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
+import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
 import { decodeObserveHot, encodeObserveReply, observeBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolRunner } from './runner';
@@ -48,8 +49,9 @@ export function pooledReplyWriter(nc: Pick<NatsConnection, 'flush'>): ObserveRep
 /**
  * Answer one observe request for a pool; throws VantageError for bad requests. A binary reply is
  * written by `writer`; the caller must publish it before the next call (see `pooledReplyWriter`).
+ * `steps` (only while a diagnostics subscriber listens: diagnostics.ts) gets the decode stamp.
  */
-export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint, writer: ObserveReplyBinaryWriter): Uint8Array {
+export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint, writer: ObserveReplyBinaryWriter, steps?: StepStamps): Uint8Array {
   // The request and its hashes are views of reused memory (or of `data`): read below, kept by nothing.
   const req = decodeObserveHot(data);
   if (!req.ok) throw new VantageError('BAD_REQUEST', `observe: ${req.reason}`, { details: { code: req.code } });
@@ -58,6 +60,10 @@ export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs
   let local: BigUint64Array;
   if (r.localHashes) local = r.localHashes;
   else local = localBlockHashes(r.tokenIds!, state.blockSize, r.loraName);
+  if (steps !== undefined) {
+    steps.decoded = performance.now();
+    steps.encoding = r.replyEncoding === 'binary' ? 'binary' : 'json';
+  }
   const now = Date.now();
   // Binary (the hot path: the decision service's queries, and every worker's): the pool writes its facts straight into the reply.
   if (r.replyEncoding === 'binary') return observeBinary(state, local, r.promptTokens, now, receivedAtNs, runner.restoredAtMs, writer, r.workers);
@@ -103,6 +109,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
   });
   let inFlight = 0;
   const replyWriter = pooledReplyWriter(nc);
+  const stamps = newStepStamps();
   for (const [name, runner] of runners) {
     const subject = observeSubject(name);
     const okSeconds = metrics.observeSeconds.series(name, 'ok');
@@ -119,8 +126,14 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
         if (inFlight >= cfg.maxInFlight) return replyError(msg as unknown as Msg, new VantageError('OVERLOADED', `${inFlight} observe requests in flight`));
         inFlight++;
         try {
+          // Step timings only while a diagnostics subscriber listens (diagnostics.ts).
+          const steps = observeStepsChannel.hasSubscribers ? stamps : undefined;
+          if (steps !== undefined) steps.start = performance.now();
+          const reply = handleObserve(runner, msg.data, t0, replyWriter, steps);
+          const answered = steps === undefined ? 0 : performance.now();
           // Published at once: the reply may be a view of the pooled writer's slab (see pooledReplyWriter).
-          msg.respond(handleObserve(runner, msg.data, t0, replyWriter));
+          msg.respond(reply);
+          if (steps !== undefined) publishObserveSteps(name, steps, msg.data.length, reply.length, answered, performance.now());
           okSeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
         } catch (e) {
           const ve = toVantageError(e);

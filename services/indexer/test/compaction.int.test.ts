@@ -1,13 +1,13 @@
 /**
  * The index compacts itself under the running service (real nats-server): a worker stores long
  * chains and evicts their tails, so each chain's head keeps its whole allocation and the room the
- * index has handed out outgrows the tree (`@vantage/prefix-index`'s RunIndex rebuilds itself once
+ * index has handed out outgrows the tree (`@vantage/prefix-index`'s PrefixIndex rebuilds itself once
  * it passes about four times the tree). The compaction counter rises on /metrics, the index's own
  * figures equal the index fed the same events directly, and observe answers equal the reference
  * before and after the rebuild.
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { RunIndex } from '@vantage/prefix-index';
+import { PrefixIndex } from '@vantage/prefix-index';
 import { natsUrl, uniqueName, eventually } from '@vantage/testkit';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { sequenceHashes } from '@vantage/hashing';
@@ -43,7 +43,7 @@ describe('indexer: the index compacts itself while the service runs', () => {
   it('counts its compactions, keeps its figures equal to a direct index and answers as the reference', async () => {
     const publish = kvPublisher(nc, 'event_plane', pool, 'backend');
     const ref = new RefModel(BS);
-    const direct = new RunIndex(BS);
+    const direct = new PrefixIndex(BS);
     let sent = 0;
     for (const w of W) {
       publishRegistration(nc, pool, BS, w, CAP);

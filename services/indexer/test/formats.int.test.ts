@@ -7,7 +7,7 @@
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { RunIndex } from '@vantage/prefix-index';
+import { PrefixIndex } from '@vantage/prefix-index';
 import { natsUrl, uniqueName, eventually } from '@vantage/testkit';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { jetStreamKvStreamName, jetStreamKvSubject } from '@vantage/wire';
@@ -75,7 +75,7 @@ describe('indexer: every KV event format against a reference', () => {
       const docs = makeDocs(100 + i, BS, 4, 4, 6, 10);
       const gen = new EventGen(200 + i, docs, pubs);
       const ref = new RefModel(BS);
-      const direct = new RunIndex(BS);
+      const direct = new PrefixIndex(BS);
       const publish = kvPublisher(nc, f, p.ns, p.comp);
       let sent = 0;
 

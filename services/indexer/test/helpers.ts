@@ -11,6 +11,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { hashPrompt, sequenceHashes } from '@vantage/hashing';
 import { REPO_ROOT, endAtExit, forgetAtExit } from '@vantage/infra';
+import { seededRandom } from '@vantage/random';
 import {
   bookingEventCodec,
   bookingsSubject,
@@ -78,6 +79,8 @@ export async function spawnIndexer(opts: {
   pools: PoolSpec[];
   env?: Record<string, string>;
   startTimeoutMs?: number;
+  /** Node flags before the indexer's own (`--import tsx`), e.g. a diagnostics preload. */
+  nodeArgs?: string[];
 }): Promise<IndexerChild> {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('VANTAGE_') && v !== undefined) env[k] = v;
@@ -92,7 +95,7 @@ export async function spawnIndexer(opts: {
     VANTAGE_INDEXER_HOUSEKEEPING_MS: '100',
     ...opts.env,
   });
-  const proc = spawn(process.execPath, ['--import', 'tsx', MAIN], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', MAIN], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   // Killed if the test process exits first.
   if (proc.pid !== undefined) endAtExit(proc.pid);
   const lines: Record<string, unknown>[] = [];
@@ -325,16 +328,9 @@ export async function observe(nc: NatsConnection, pool: string, localHashes: Big
 // Workload: seeded documents with shared prefixes, and workers' KV events
 // ---------------------------------------------------------------------------------
 
-/** Small deterministic PRNG (mulberry32). */
+/** The project's seeded generator (@vantage/random), with an integer helper. */
 export function rng(seed: number): { next: () => number; int: (n: number) => number } {
-  let a = seed >>> 0;
-  const next = (): number => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRandom(seed);
   return { next, int: (n) => Math.floor(next() * n) };
 }
 

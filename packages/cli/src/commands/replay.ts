@@ -24,6 +24,7 @@ import {
   toJsonRow,
   type JsonRow,
 } from '@vantage/records';
+import { kafkaClientConfig, kafkaConnectError, redactUrl, toolSettings } from '@vantage/runtime';
 import { choice, parseOptions } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
@@ -56,6 +57,12 @@ Options:
   --kind KIND        auto (default: per record, by header and fingerprint), outcome, decision, deadletter
   --out FILE         output file, or - for stdout (default -)
   -h, --help         this help
+
+Secured brokers: the same kafka.* settings as the services, from VANTAGE_KAFKA_*
+variables (secrets from files, never from the command line):
+VANTAGE_KAFKA_SSL_ENABLED, VANTAGE_KAFKA_SSL_CA_FILE, VANTAGE_KAFKA_SSL_CERT_FILE,
+VANTAGE_KAFKA_SSL_KEY_FILE, VANTAGE_KAFKA_SASL_MECHANISM (plain, scram-sha-256,
+scram-sha-512), VANTAGE_KAFKA_SASL_USERNAME, VANTAGE_KAFKA_SASL_PASSWORD_FILE.
 
 Exit codes: 0 read to the end, 1 Kafka failure, 64 bad arguments.
 `;
@@ -167,7 +174,18 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const brokers = (typeof values.brokers === 'string' ? values.brokers : (process.env['KAFKA_BROKERS'] ?? '127.0.0.1:9092')).split(',').filter((b) => b !== '');
   const out = typeof values.out === 'string' ? values.out : '-';
 
-  const kafka = new Kafka({ brokers, clientId: 'vantage-replay', logLevel: logLevel.NOTHING, retry: { retries: 5 } });
+  let settings: ReturnType<typeof kafkaClientConfig>;
+  try {
+    // The services' kafka.* section (TLS, SASL with the password from its file); other VANTAGE_* variables are not ours.
+    // Only VANTAGE_NATS_* and VANTAGE_KAFKA_* are read (no VANTAGE_CONFIG: a service's file has sections this tool does not know).
+    const cfg = toolSettings(process.env, { kafka: { brokers, clientId: 'vantage-replay' } });
+    // --brokers wins over VANTAGE_KAFKA_BROKERS, which wins over KAFKA_BROKERS.
+    settings = kafkaClientConfig({ ...cfg.kafka, brokers: typeof values.brokers === 'string' ? brokers : cfg.kafka.brokers }, 'vantage-replay');
+  } catch (e) {
+    throw new UsageError(e instanceof Error ? e.message : String(e));
+  }
+  const { summary: _summary, ...clientConfig } = settings;
+  const kafka = new Kafka({ ...clientConfig, logLevel: logLevel.NOTHING });
   const admin = kafka.admin();
   let consumer: Consumer | undefined;
   const sink = new Sink(io, out);
@@ -269,7 +287,9 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     return EXIT.OK;
   } catch (e) {
     if (e instanceof InputError || e instanceof UsageError) throw e;
-    io.stderr(`vantage replay: kafka failure: ${e instanceof Error ? e.message : String(e)}\n`);
+    // Auth and TLS failures named as such (KAFKA_AUTH_FAILED, KAFKA_TLS_FAILED), URL user-info stripped.
+    const err = kafkaConnectError('kafka failure', e, clientConfig.brokers as string[]);
+    io.stderr(`vantage replay: ${err.code}: ${redactUrl(err.message)}\n`);
     return EXIT.INTERNAL;
   } finally {
     await consumer?.disconnect().catch(() => {});

@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import { ID_MAX_LENGTH, isValidRequestId, isValidSessionId, observeRequestCodec } from '../src/index';
+
+describe('request and session ids', () => {
+  it('are 1 to ID_MAX_LENGTH characters, as the schemas say', () => {
+    for (const check of [isValidRequestId, isValidSessionId]) {
+      expect(check('r')).toBe(true);
+      expect(check('r'.repeat(ID_MAX_LENGTH))).toBe(true);
+      expect(check('')).toBe(false);
+      expect(check('r'.repeat(ID_MAX_LENGTH + 1))).toBe(false);
+      expect(check(7)).toBe(false);
+      expect(check(null)).toBe(false);
+    }
+  });
+
+  it('the observe schema accepts exactly the request ids isValidRequestId accepts', () => {
+    for (const requestId of ['r', 'r'.repeat(ID_MAX_LENGTH), '', 'r'.repeat(ID_MAX_LENGTH + 1)]) {
+      const bytes = new TextEncoder().encode(JSON.stringify({ v: 1, requestId, prompt: { localHashes: ['1'] }, promptTokens: 16 }));
+      expect(observeRequestCodec.decode(bytes).ok, `length ${requestId.length}`).toBe(isValidRequestId(requestId));
+    }
+  });
+});

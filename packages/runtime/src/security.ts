@@ -1,0 +1,393 @@
+// Secured connections: the settings for NATS authentication and TLS and for
+// Kafka TLS and SASL, checked once at start-up, turned into the clients' own
+// options (nats.js authenticators and `tls`, kafkajs `ssl` and `sasl`), and
+// connect failures classified into catalogue codes that name the cause.
+//
+// Secrets come only from files. A file is read when the connection is made
+// (so a rotated file is picked up on the next start), its contents never
+// appear in an error: a problem names the setting and the path.
+
+import { readFileSync, statSync } from 'node:fs';
+import { connect as netConnect } from 'node:net';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import {
+  AuthorizationError,
+  credsAuthenticator,
+  nkeyAuthenticator,
+  tokenAuthenticator,
+  UserAuthenticationExpiredError,
+  usernamePasswordAuthenticator,
+  type Authenticator,
+  type TlsOptions,
+} from '@nats-io/transport-node';
+import type { SASLOptions } from 'kafkajs';
+import type { KafkaSaslMechanism } from './config';
+import { VantageError, type ErrorCode } from './errors';
+import { hasUrlUserInfo, redactUrl } from './secrets';
+
+export interface NatsTlsSettings {
+  /** Require TLS even without files (a `tls://` URL or any file implies it). */
+  enabled?: boolean;
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+  handshakeFirst?: boolean;
+}
+
+/** The security part of `nats.*`; every field optional so tools can pass just a URL. */
+export interface NatsSecuritySettings {
+  url: string;
+  user?: string;
+  passwordFile?: string;
+  tokenFile?: string;
+  nkeySeedFile?: string;
+  credsFile?: string;
+  tls?: NatsTlsSettings;
+}
+
+export interface KafkaSecuritySettings {
+  ssl?: { enabled?: boolean; caFile?: string; certFile?: string; keyFile?: string };
+  sasl?: { mechanism?: KafkaSaslMechanism; username?: string; passwordFile?: string };
+}
+
+export interface SettingProblem {
+  path: string;
+  message: string;
+}
+
+/** The seed servers of a `nats.url` (comma-separated). */
+export function natsServers(url: string): string[] {
+  return url
+    .split(',')
+    .map((u) => u.trim())
+    .filter((u) => u !== '');
+}
+
+/**
+ * A setting naming a file that must exist. For a file holding a secret the path is not
+ * repeated in the problem: the likeliest mistake is the secret itself put where its
+ * file's path belongs (`VANTAGE_NATS_PASSWORD_FILE=hunter2`), and then the path is the secret.
+ */
+function checkFile(path: string, setting: string, problems: SettingProblem[], secret: boolean): void {
+  const shown = secret ? `the file named by ${setting}` : path;
+  try {
+    if (!statSync(path).isFile()) problems.push({ path: setting, message: `${shown} is not a file` });
+  } catch (e) {
+    problems.push({ path: setting, message: `cannot read ${shown} (${(e as NodeJS.ErrnoException).code ?? 'error'})` });
+  }
+}
+
+const set = (v: string | undefined): v is string => v !== undefined && v !== '';
+
+/** Every problem with the NATS security settings (exclusive methods, missing pairs, unreadable files, URL user-info). */
+export function natsSecurityProblems(cfg: NatsSecuritySettings, prefix = 'nats'): SettingProblem[] {
+  const problems: SettingProblem[] = [];
+  for (const server of natsServers(cfg.url)) {
+    if (hasUrlUserInfo(server)) {
+      problems.push({
+        path: `${prefix}.url`,
+        message: `${redactUrl(server)} carries credentials in the URL; use ${prefix}.user with ${prefix}.passwordFile, or ${prefix}.tokenFile`,
+      });
+    }
+  }
+  const methods = [
+    set(cfg.user) || set(cfg.passwordFile) ? 'user/passwordFile' : '',
+    set(cfg.tokenFile) ? 'tokenFile' : '',
+    set(cfg.nkeySeedFile) ? 'nkeySeedFile' : '',
+    set(cfg.credsFile) ? 'credsFile' : '',
+  ].filter((m) => m !== '');
+  if (methods.length > 1) problems.push({ path: prefix, message: `choose one authentication method, got ${methods.join(', ')}` });
+  if (set(cfg.user) !== set(cfg.passwordFile)) {
+    problems.push({ path: set(cfg.user) ? `${prefix}.passwordFile` : `${prefix}.user`, message: 'user and passwordFile go together' });
+  }
+  for (const key of ['passwordFile', 'tokenFile', 'nkeySeedFile', 'credsFile'] as const) {
+    const p = cfg[key];
+    if (set(p)) checkFile(p, `${prefix}.${key}`, problems, true);
+  }
+  const tls = cfg.tls ?? {};
+  if (set(tls.certFile) !== set(tls.keyFile)) {
+    problems.push({ path: set(tls.certFile) ? `${prefix}.tls.keyFile` : `${prefix}.tls.certFile`, message: 'certFile and keyFile go together (mutual TLS)' });
+  }
+  for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
+    const p = tls[key];
+    if (set(p)) checkFile(p, `${prefix}.tls.${key}`, problems, key === 'keyFile');
+  }
+  return problems;
+}
+
+/** Every problem with the Kafka security settings. */
+export function kafkaSecurityProblems(cfg: KafkaSecuritySettings, prefix = 'kafka'): SettingProblem[] {
+  const problems: SettingProblem[] = [];
+  const ssl = cfg.ssl ?? {};
+  if (set(ssl.certFile) !== set(ssl.keyFile)) {
+    problems.push({ path: set(ssl.certFile) ? `${prefix}.ssl.keyFile` : `${prefix}.ssl.certFile`, message: 'certFile and keyFile go together (mutual TLS)' });
+  }
+  for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
+    const p = ssl[key];
+    if (set(p)) checkFile(p, `${prefix}.ssl.${key}`, problems, key === 'keyFile');
+  }
+  const sasl = cfg.sasl ?? {};
+  const mech = sasl.mechanism ?? 'none';
+  if (mech === 'none') {
+    if (set(sasl.username) || set(sasl.passwordFile)) problems.push({ path: `${prefix}.sasl.mechanism`, message: 'username or passwordFile given but mechanism is none' });
+  } else {
+    if (!set(sasl.username)) problems.push({ path: `${prefix}.sasl.username`, message: `is required for ${mech}` });
+    if (!set(sasl.passwordFile)) problems.push({ path: `${prefix}.sasl.passwordFile`, message: `is required for ${mech}` });
+    else checkFile(sasl.passwordFile, `${prefix}.sasl.passwordFile`, problems, true);
+  }
+  return problems;
+}
+
+/** Throws one CONFIG_INVALID listing `problems` (settings and paths only, never file contents). */
+export function throwIfProblems(problems: readonly SettingProblem[]): void {
+  if (problems.length === 0) return;
+  const lines = problems.map((p) => `  - ${p.path}: ${p.message}`);
+  throw new VantageError('CONFIG_INVALID', `invalid configuration (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines.join('\n')}`, {
+    details: { problems: problems.map((p) => ({ ...p, source: 'security settings' })) },
+  });
+}
+
+/** A one-line secret from a file: a trailing newline (what editors and `echo` add) is not part of it. */
+function readSecret(path: string, setting: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new VantageError('CONFIG_INVALID', `${setting}: cannot read the file it names (${(e as NodeJS.ErrnoException).code ?? 'error'})`, { details: { setting } });
+  }
+  const secret = text.replace(/\r?\n$/, '');
+  if (secret === '') throw new VantageError('CONFIG_INVALID', `${setting}: the file it names is empty`, { details: { setting } });
+  return secret;
+}
+
+function readBytes(path: string, setting: string): Uint8Array {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new VantageError('CONFIG_INVALID', `${setting}: cannot read the file it names (${(e as NodeJS.ErrnoException).code ?? 'error'})`, { details: { setting } });
+  }
+}
+
+/** What the NATS security settings mean for nats.js `connect()`: an authenticator and `tls`, both optional. */
+export interface NatsSecurityOptions {
+  authenticator?: Authenticator;
+  tls?: TlsOptions;
+  /** Which method and whether TLS is used, for the start-up log (no secrets). */
+  summary: { auth: 'none' | 'user' | 'token' | 'nkey' | 'creds'; tls: 'off' | 'on' | 'mutual' };
+}
+
+/**
+ * Validates the settings (CONFIG_INVALID naming each problem), reads the secret
+ * files and returns nats.js's own authenticators and TLS options.
+ */
+export function natsSecurityOptions(cfg: NatsSecuritySettings, prefix = 'nats'): NatsSecurityOptions {
+  throwIfProblems(natsSecurityProblems(cfg, prefix));
+  let authenticator: Authenticator | undefined;
+  let auth: NatsSecurityOptions['summary']['auth'] = 'none';
+  if (set(cfg.user) && set(cfg.passwordFile)) {
+    authenticator = usernamePasswordAuthenticator(cfg.user, readSecret(cfg.passwordFile, `${prefix}.passwordFile`));
+    auth = 'user';
+  } else if (set(cfg.tokenFile)) {
+    authenticator = tokenAuthenticator(readSecret(cfg.tokenFile, `${prefix}.tokenFile`));
+    auth = 'token';
+  } else if (set(cfg.nkeySeedFile)) {
+    authenticator = nkeyAuthenticator(new TextEncoder().encode(readSecret(cfg.nkeySeedFile, `${prefix}.nkeySeedFile`).trim()));
+    auth = 'nkey';
+  } else if (set(cfg.credsFile)) {
+    authenticator = credsAuthenticator(readBytes(cfg.credsFile, `${prefix}.credsFile`));
+    auth = 'creds';
+  }
+  const t = cfg.tls ?? {};
+  const wantTls = t.enabled === true || set(t.caFile) || set(t.certFile) || t.handshakeFirst === true || natsServers(cfg.url).some((u) => /^tls:\/\//i.test(u));
+  let tls: TlsOptions | undefined;
+  if (wantTls) {
+    // nats.js reads the files itself; an empty object still makes TLS required.
+    tls = {
+      ...(set(t.caFile) ? { caFile: t.caFile } : {}),
+      ...(set(t.certFile) ? { certFile: t.certFile } : {}),
+      ...(set(t.keyFile) ? { keyFile: t.keyFile } : {}),
+      ...(t.handshakeFirst === true ? { handshakeFirst: true } : {}),
+    };
+  }
+  return {
+    ...(authenticator === undefined ? {} : { authenticator }),
+    ...(tls === undefined ? {} : { tls }),
+    summary: { auth, tls: tls === undefined ? 'off' : set(t.certFile) ? 'mutual' : 'on' },
+  };
+}
+
+/** nats.js parses `host:port` itself and ignores any scheme; `tls://` is our signal to require TLS. */
+export function natsServersForClient(url: string): string[] {
+  return natsServers(url).map((u) => u.replace(/^tls:\/\//i, 'nats://'));
+}
+
+// Node's TLS error codes (OpenSSL verification results and alerts).
+const TLS_CODE_RE = /^(ERR_SSL_|ERR_TLS_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH|ERR_OSSL)/;
+const TLS_TEXT_RE = /\b(tls|ssl|certificate|handshake)\b/i;
+
+function chain(e: unknown): unknown[] {
+  const out: unknown[] = [];
+  let cur: unknown = e;
+  for (let i = 0; i < 6 && cur !== undefined && cur !== null; i++) {
+    out.push(cur);
+    cur = (cur as { cause?: unknown; originalError?: unknown }).cause ?? (cur as { originalError?: unknown }).originalError;
+  }
+  return out;
+}
+
+function errorCodeOf(e: unknown): string {
+  const c = (e as { code?: unknown } | null)?.code;
+  return typeof c === 'string' ? c : '';
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+export interface ConnectFailure {
+  code: ErrorCode;
+  /** Short machine-readable cause for `details.cause`. */
+  cause: string;
+  /** What an operator should check, appended to the message. */
+  hint: string;
+}
+
+/** Classifies an initial NATS connect failure: credentials, TLS, or the connection itself. */
+export function classifyNatsConnectError(e: unknown): ConnectFailure {
+  for (const x of chain(e)) {
+    if (x instanceof UserAuthenticationExpiredError) {
+      return { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: 'the user JWT (nats.credsFile) has expired' };
+    }
+    if (x instanceof AuthorizationError || /authorization violation|authentication/i.test(messageOf(x))) {
+      return {
+        code: 'NATS_AUTH_FAILED',
+        cause: 'authorization_violation',
+        hint: 'the server refused the credentials (wrong user or password, token, unknown NKEY, or a JWT its account or operator does not trust)',
+      };
+    }
+  }
+  for (const x of chain(e)) {
+    const code = errorCodeOf(x);
+    if (TLS_CODE_RE.test(code)) {
+      const cause = /CERTIFICATE_REQUIRED|HANDSHAKE_FAILURE|BAD_CERTIFICATE|UNKNOWN_CA/i.test(code) && code.startsWith('ERR_SSL') ? 'client_certificate_refused' : 'server_certificate_untrusted';
+      const hint =
+        cause === 'client_certificate_refused'
+          ? 'the server refused the TLS client (mutual TLS: set nats.tls.certFile and nats.tls.keyFile to a certificate its CA signed)'
+          : 'the server certificate is not trusted (nats.tls.caFile must hold the CA that signed it, and the URL host must match it)';
+      return { code: 'NATS_TLS_FAILED', cause: `${cause}:${code}`, hint };
+    }
+  }
+  for (const x of chain(e)) {
+    const m = messageOf(x);
+    if (/tls.*(required|not available)|(required|available).*tls/i.test(m) || TLS_TEXT_RE.test(m)) {
+      return { code: 'NATS_TLS_FAILED', cause: 'tls_mismatch', hint: 'one side requires TLS and the other does not offer it (nats.tls.enabled, tls:// URL, server tls block)' };
+    }
+  }
+  return { code: 'NATS_CONNECT_FAILED', cause: 'unreachable', hint: 'is the server running and the URL right?' };
+}
+
+/** Classifies a Kafka connect failure (kafkajs wraps the socket's error, sometimes twice). */
+export function classifyKafkaConnectError(e: unknown): ConnectFailure {
+  for (const x of chain(e)) {
+    const name = (x as { name?: unknown } | null)?.name;
+    if (name === 'KafkaJSSASLAuthenticationError' || /SASL|authentication failed|Authentication failed/i.test(messageOf(x))) {
+      return { code: 'KAFKA_AUTH_FAILED', cause: 'sasl_authentication_failed', hint: 'the broker refused the SASL credentials or mechanism (kafka.sasl.*)' };
+    }
+  }
+  for (const x of chain(e)) {
+    const code = errorCodeOf(x);
+    if (TLS_CODE_RE.test(code)) {
+      return {
+        code: 'KAFKA_TLS_FAILED',
+        cause: code,
+        hint: code.startsWith('ERR_SSL')
+          ? 'the broker refused the TLS client (mutual TLS: kafka.ssl.certFile and keyFile)'
+          : 'the broker certificate is not trusted (kafka.ssl.caFile must hold the CA that signed it, and the broker host must match it)',
+      };
+    }
+  }
+  return { code: 'KAFKA_CONNECT_FAILED', cause: 'unreachable', hint: 'are the brokers running, the addresses right and the listener the one these settings expect (PLAINTEXT, SSL, SASL_SSL)?' };
+}
+
+/** kafkajs `ssl` and `sasl` client options from the settings; secret files are read here. */
+export function kafkaSecurityOptions(cfg: KafkaSecuritySettings, prefix = 'kafka'): {
+  ssl?: boolean | { ca?: string[]; cert?: string; key?: string };
+  sasl?: SASLOptions;
+  summary: { ssl: 'off' | 'on' | 'mutual'; sasl: KafkaSaslMechanism };
+} {
+  throwIfProblems(kafkaSecurityProblems(cfg, prefix));
+  const ssl = cfg.ssl ?? {};
+  const wantSsl = ssl.enabled === true || set(ssl.caFile) || set(ssl.certFile);
+  const sslOpt = wantSsl
+    ? {
+        ...(set(ssl.caFile) ? { ca: [readFileSync(ssl.caFile, 'utf8')] } : {}),
+        ...(set(ssl.certFile) ? { cert: readFileSync(ssl.certFile, 'utf8') } : {}),
+        ...(set(ssl.keyFile) ? { key: readFileSync(ssl.keyFile, 'utf8') } : {}),
+      }
+    : undefined;
+  const sasl = cfg.sasl ?? {};
+  const mech = sasl.mechanism ?? 'none';
+  let saslOpt: SASLOptions | undefined;
+  if (mech !== 'none' && set(sasl.username) && set(sasl.passwordFile)) {
+    const username = sasl.username;
+    const password = readSecret(sasl.passwordFile, `${prefix}.sasl.passwordFile`);
+    // kafkajs's own SASL mechanisms; one object per mechanism keeps its union type exact.
+    saslOpt = mech === 'plain' ? { mechanism: 'plain', username, password } : mech === 'scram-sha-256' ? { mechanism: 'scram-sha-256', username, password } : { mechanism: 'scram-sha-512', username, password };
+  }
+  return {
+    ...(sslOpt === undefined ? {} : { ssl: sslOpt }),
+    ...(saslOpt === undefined ? {} : { sasl: saslOpt }),
+    summary: { ssl: sslOpt === undefined ? 'off' : set(ssl.certFile) ? 'mutual' : 'on', sasl: mech },
+  };
+}
+
+/**
+ * Why a TLS connection to a nats-server fails, when nats.js can only say "timeout".
+ *
+ * With TLS 1.3 the client's handshake completes before the server has checked the
+ * client certificate; the server's refusal (an alert) then arrives on a socket that
+ * nats.js has stopped reporting errors for, and the connect just times out. This
+ * repeats the connection's first steps once (read the server's INFO line, upgrade to
+ * TLS with the same files, send a PING) and returns the TLS error code the server's
+ * alert produced, or undefined when the handshake and PING succeed.
+ * Diagnostic only: it sends no credentials.
+ */
+export async function probeNatsTls(server: string, tls: { caFile?: string; certFile?: string; keyFile?: string }, timeoutMs = 2000): Promise<string | undefined> {
+  const m = /^(?:[a-z]+:\/\/)?\[?([^\]/]+?)\]?:(\d+)/i.exec(server.replace(/^[a-z]+:\/\/[^@/]*@/i, ''));
+  if (m === null) return undefined;
+  const host = m[1] as string;
+  const port = Number(m[2]);
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (v: string | undefined): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      raw.destroy();
+      resolve(v);
+    };
+    const timer = setTimeout(() => finish(undefined), timeoutMs);
+    const raw = netConnect({ host, port });
+    let info = '';
+    raw.on('error', () => finish(undefined));
+    const onData = (b: Buffer): void => {
+      info += b.toString('latin1');
+      if (!info.includes('\r\n')) return;
+      raw.off('data', onData);
+      const opts: ConnectionOptions = {
+        socket: raw,
+        ...(/^[\d.]+$/.test(host) ? {} : { servername: host }),
+        ...(tls.caFile ? { ca: readFileSync(tls.caFile) } : {}),
+        ...(tls.certFile ? { cert: readFileSync(tls.certFile) } : {}),
+        ...(tls.keyFile ? { key: readFileSync(tls.keyFile) } : {}),
+      };
+      const secure = tlsConnect(opts);
+      secure.on('error', (e: NodeJS.ErrnoException) => finish(e.code ?? e.message));
+      secure.on('secureConnect', () => secure.write('PING\r\n'));
+      secure.on('data', (d: Buffer) => {
+        if (d.toString('latin1').includes('PONG') || d.toString('latin1').includes('-ERR')) finish(undefined);
+      });
+    };
+    raw.on('data', onData);
+  });
+}

@@ -1,0 +1,388 @@
+// The whole pipeline on secured brokers, each service with its own least-privilege NATS user
+// (the permission set `infra up --secure` generates) over mutual TLS, and the outcome service
+// on Kafka through SASL_SSL with SCRAM-SHA-512: a worker's KV events in, a gateway's route and
+// lifecycle, the outcome record in Kafka read back with the replay tool. Then the permissions
+// hold (a worker cannot book or publish another pool's KV events; nothing in the index,
+// bookings or metrics moves), and a canary secret placed in every secret-bearing setting
+// never appears in any log line, error or /metrics output, at start-up, on a failed connect
+// or on a configuration error.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { COMMANDS, run, type CliIo } from '@vantage/cli';
+import { decisionConfigSchema, startDecision } from '@vantage/decision';
+import { fleetConfigSchema, startFleet } from '@vantage/fleet';
+import { GatewayClient } from '@vantage/gateway-client';
+import { indexerConfigSchema, startIndexer } from '@vantage/indexer';
+import { randomSecret, rolePermissions, type KafkaSecurity, type SecurePool } from '@vantage/infra';
+import { outcomeConfigSchema, startOutcome } from '@vantage/outcome';
+import { bookingEventCodec, bookingsSubject, observeReplyCodec, observeRequestCodec, observeSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
+import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
+import { connectNats, createLogger, runService, type NatsConnection, type NatsSettings, type RunningService } from '@vantage/runtime';
+import { eventually, ownKafka, ownNats, secretFile, testTlsMaterial, uniqueName } from '@vantage/testkit';
+import type { KvEvent, WorkerId } from '@vantage/types';
+import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const BLOCK = 16;
+const CANARY = `CANARY-${randomSecret(8)}`;
+const pools: SecurePool[] = [
+  { name: 'efficient', namespace: 'dyn-e', component: 'backend' },
+  { name: 'capable', namespace: 'dyn-c', component: 'backend' },
+];
+const roles = rolePermissions({ pools });
+// Every password holds the canary, so any place that prints a password prints it.
+const passwords = Object.fromEntries(roles.map((r) => [r.role, `${CANARY}-${r.role}-${randomSecret(6)}`]));
+const tls = testTlsMaterial('pipeline');
+const secrets = join(tls.dir, 'secrets');
+const kafkaUser = { name: 'outcome', password: `${CANARY}-kafka`, mechanism: 'SCRAM-SHA-512' as const };
+const kafkaSecurity: KafkaSecurity = { tls, scramUsers: [kafkaUser], plainUsers: [{ name: 'replay', password: `${CANARY}-replay` }], brokerUser: { name: 'broker', password: randomSecret() } };
+const paramsDir = mkdtempSync(join(tmpdir(), 'vantage-secure-'));
+
+interface Sink {
+  readonly text: string[];
+  write(s: string): void;
+}
+const sink = (): Sink => {
+  const text: string[] = [];
+  return { text, write: (s: string) => void text.push(s) };
+};
+
+let nats: Awaited<ReturnType<typeof ownNats>>;
+let kafka: Awaited<ReturnType<typeof ownKafka>>;
+const logs: Record<string, Sink> = {};
+const services: Record<string, RunningService<never, boolean>> = {};
+
+const pw = (role: string): string => secretFile(secrets, `${role}.pw`, `${passwords[role]}\n`);
+
+/** A role's NATS settings as VANTAGE_* variables: user, password file, mutual TLS. */
+function natsEnv(role: string, over: Record<string, string> = {}): Record<string, string> {
+  return {
+    VANTAGE_NATS_URL: nats.url,
+    VANTAGE_NATS_USER: role,
+    VANTAGE_NATS_PASSWORD_FILE: pw(role),
+    VANTAGE_NATS_TLS_CA_FILE: tls.caFile,
+    VANTAGE_NATS_TLS_CERT_FILE: tls.clientCertFile,
+    VANTAGE_NATS_TLS_KEY_FILE: tls.clientKeyFile,
+    VANTAGE_NATS_CONNECT_TIMEOUT_MS: '3000',
+    VANTAGE_LOG_LEVEL: 'info',
+    VANTAGE_SHUTDOWN_DEADLINE_MS: '5000',
+    ...over,
+  };
+}
+
+function clientSettings(role: string, password = passwords[role]!): NatsSettings {
+  return {
+    url: nats.url,
+    name: `test-${role}`,
+    reconnectTimeWaitMs: 200,
+    reconnectJitterMs: 0,
+    maxReconnectAttempts: -1,
+    connectTimeoutMs: 3000,
+    user: role,
+    passwordFile: secretFile(secrets, `${uniqueName(role)}.pw`, password),
+    tls: { caFile: tls.caFile, certFile: tls.clientCertFile, keyFile: tls.clientKeyFile },
+  };
+}
+
+const schemas = { indexer: indexerConfigSchema, decision: decisionConfigSchema, outcome: outcomeConfigSchema, fleet: fleetConfigSchema } as const;
+type Kind = keyof typeof schemas;
+
+async function start(name: string, kind: Kind, env: Record<string, string>, kafkaToo = false): Promise<RunningService<never, boolean>> {
+  const s = sink();
+  logs[name] = s;
+  const svc = await runService({
+    name: kind,
+    schema: schemas[kind] as never,
+    kafka: kafkaToo,
+    env,
+    signals: [],
+    processHandlers: false,
+    exit: () => {},
+    logDestination: s,
+    async start(ctx) {
+      if (kind === 'indexer') await startIndexer(ctx as never);
+      else if (kind === 'decision') await startDecision(ctx as never);
+      else if (kind === 'outcome') await startOutcome(ctx as never);
+      else await startFleet(ctx as never);
+    },
+  });
+  services[name] = svc as RunningService<never, boolean>;
+  return svc as RunningService<never, boolean>;
+}
+
+/** The decision service's own required settings. */
+const decisionEnv = (): Record<string, string> => ({
+  VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: 'model-8b',
+  VANTAGE_DECISION_POOLS_EFFICIENT_POOL: 'efficient',
+  VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
+  VANTAGE_DECISION_POOLS_CAPABLE_MODEL: 'model-70b',
+  VANTAGE_DECISION_POOLS_CAPABLE_POOL: 'capable',
+  VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
+  VANTAGE_DECISION_PARAMETER_SET_FILE: join(paramsDir, 'params.json'),
+  VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
+  VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: '1000',
+});
+
+const kafkaEnv = (passwordFile: string): Record<string, string> => ({
+  VANTAGE_KAFKA_BROKERS: kafka.brokers,
+  VANTAGE_KAFKA_SSL_CA_FILE: tls.caFile,
+  VANTAGE_KAFKA_SASL_MECHANISM: 'scram-sha-512',
+  VANTAGE_KAFKA_SASL_USERNAME: kafkaUser.name,
+  VANTAGE_KAFKA_SASL_PASSWORD_FILE: passwordFile,
+  VANTAGE_KAFKA_RETRIES: '2',
+});
+
+let worker: NatsConnection;
+let gatewayNc: NatsConnection;
+let admin: NatsConnection;
+let gateway: GatewayClient;
+const workerErrors: string[] = [];
+const gatewayErrors: string[] = [];
+
+function watchErrors(nc: NatsConnection, into: string[]): void {
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === 'error') into.push(String(s.error.message));
+  })();
+}
+
+const E1 = 0x1111_2222_3333_4444n as WorkerId;
+const C1 = 0xfedc_ba98_7654_3210n as WorkerId;
+const prompt = Uint32Array.from({ length: 40 * BLOCK }, (_, i) => (i * 104729) % 50_000);
+
+function register(nc: NatsConnection, pool: string, workerId: WorkerId, model: string): void {
+  nc.publish(
+    workersSubject(pool),
+    workerRegistrationCodec.encode({
+      kind: 'register',
+      pool,
+      workerId,
+      atMs: Date.now(),
+      capacity: { blockSize: BLOCK, totalKvBlocks: 4096, maxNumBatchedTokens: 2048, maxNumSeqs: 64, dpStartRank: 0, dpSize: 1, schedulable: true },
+      ttlMs: 60_000,
+      endpoint: `http://${pool}-${workerId}.local:8000`,
+      model,
+    }),
+  );
+}
+
+function kvStored(workerId: WorkerId, eventId: bigint, localHashes: BigUint64Array): Uint8Array {
+  const event: KvEvent = {
+    workerId,
+    dpRank: 0,
+    storageTier: 'device',
+    eventId,
+    data: { kind: 'stored', parentHash: null, startPosition: 0, blockHashes: localHashes.map((h) => h ^ 0x5555n), tokensHashes: localHashes },
+  };
+  return encodeEventPlaneMessage({ publisherId: workerId, sequence: eventId, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event });
+}
+
+async function observe(pool: string, hashes: BigUint64Array): Promise<unknown> {
+  const m = await admin.request(observeSubject(pool), observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: hashes, loraName: null }, promptTokens: hashes.length * BLOCK }), { timeout: 3000 });
+  const r = observeReplyCodec.decode(m.data);
+  if (!r.ok) throw new Error(r.reason);
+  return r.value.workers.map((w) => ({ workerId: w.workerId, K: w.K, R: w.R, P: w.P }));
+}
+
+async function metricsOf(name: string): Promise<string> {
+  return (await fetch(`http://127.0.0.1:${services[name]!.opsPort}/metrics`)).text();
+}
+
+/** The indexer's counters and gauges that any accepted message would move. */
+async function indexerFigures(name: string): Promise<string[]> {
+  return (await metricsOf(name))
+    .split('\n')
+    .filter((l) => /^vantage_indexer_(messages_received_total|messages_rejected_total|events_applied_total|bookings|workers|index_blocks)\b/.test(l));
+}
+
+async function replay(topic: string, password: string): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const io: CliIo = { stdout: (t) => void (out += t), stderr: (t) => void (err += t), readStdin: () => Promise.resolve(new Uint8Array()), readFile: () => Promise.reject(new Error('no files')) };
+  const vars = {
+    VANTAGE_KAFKA_SSL_CA_FILE: tls.caFile,
+    VANTAGE_KAFKA_SASL_MECHANISM: 'plain',
+    VANTAGE_KAFKA_SASL_USERNAME: 'replay',
+    VANTAGE_KAFKA_SASL_PASSWORD_FILE: secretFile(secrets, `${uniqueName('replay')}.pw`, password),
+    VANTAGE_KAFKA_RETRIES: '1',
+  };
+  Object.assign(process.env, vars);
+  try {
+    const code = await run(['replay', '--brokers', kafka.brokers, '--topic', topic, '--from-beginning'], io, COMMANDS);
+    return { code, out, err };
+  } finally {
+    for (const k of Object.keys(vars)) delete process.env[k];
+  }
+}
+
+beforeAll(async () => {
+  [nats, kafka] = await Promise.all([
+    ownNats({
+      security: {
+        tls: { material: tls, verify: true },
+        auth: { kind: 'users', users: roles.map((r) => ({ name: r.role, auth: { kind: 'password' as const, password: passwords[r.role]! }, permissions: r })) },
+      },
+    }),
+    ownKafka({ security: kafkaSecurity }),
+  ]);
+  const paramsFile = join(paramsDir, 'params.json');
+  const p = createParameterSet({
+    variant: 'count',
+    models: { efficient: { ...DEFAULT_PARAMETER_SET.models.efficient, name: 'model-8b' }, capable: { ...DEFAULT_PARAMETER_SET.models.capable, name: 'model-70b' } },
+    thresholds: { r: 3, p: null },
+    margins: { deltaBlindMs: 200, deltaCacheMs: 200 },
+    gate: { maxAgeMs: 1000, destinationLimit: 6, localLimit: 50 },
+  });
+  if (!p.ok) throw new Error(p.errors.join('; '));
+  writeFileSync(paramsFile, serializeParameterSet(p.value));
+
+  await Promise.all(
+    pools.map((pool) =>
+      start(`indexer-${pool.name}`, 'indexer', {
+        ...natsEnv(`indexer-${pool.name}`),
+        VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: pool.name, blockSize: BLOCK, namespace: pool.namespace, component: pool.component }]),
+        VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
+      }),
+    ),
+  );
+  await start('decision', 'decision', { ...natsEnv('decision'), ...decisionEnv() });
+  await start(
+    'outcome',
+    'outcome',
+    {
+      ...natsEnv('outcome'),
+      ...kafkaEnv(secretFile(secrets, 'kafka.pw', `${kafkaUser.password}\n`)),
+      VANTAGE_OUTCOME_JOIN_WINDOW_MS: '1000',
+      VANTAGE_OUTCOME_TERMINAL_GRACE_MS: '200',
+    },
+    true,
+  );
+
+  worker = await connectNats(clientSettings('worker-efficient'), createLogger({ service: 'worker', instanceId: 't', level: 'silent' }));
+  gatewayNc = await connectNats(clientSettings('gateway'), createLogger({ service: 'gateway', instanceId: 't', level: 'silent' }));
+  admin = await connectNats(clientSettings('admin'), createLogger({ service: 'admin', instanceId: 't', level: 'silent' }));
+  watchErrors(worker, workerErrors);
+  watchErrors(gatewayNc, gatewayErrors);
+  gateway = new GatewayClient({
+    nc: gatewayNc,
+    routeTimeoutMs: 5000,
+    pools: { efficient: { model: 'model-8b', pool: 'efficient', blockSize: BLOCK }, capable: { model: 'model-70b', pool: 'capable', blockSize: BLOCK } },
+  });
+}, 180_000);
+
+afterAll(async () => {
+  for (const svc of Object.values(services).reverse()) await svc.stop('test done').catch(() => {});
+  await Promise.all([worker, gatewayNc, admin].map((nc) => nc?.close()));
+  await Promise.all([nats?.cleanup(), kafka?.cleanup()]);
+  rmSync(tls.dir, { recursive: true, force: true });
+  rmSync(paramsDir, { recursive: true, force: true });
+});
+
+describe('secured pipeline', () => {
+  let hashes: BigUint64Array;
+
+  it('KV events from a worker user, route and lifecycle from a gateway user, the outcome record in Kafka', async () => {
+    hashes = gateway.hashPrompt('efficient', prompt);
+    // The capable pool's worker registers through the admin connection: the worker user is efficient's only.
+    register(worker, 'efficient', E1, 'model-8b');
+    register(admin, 'capable', C1, 'model-70b');
+    worker.publish(kvEventsSubject('dyn-e', 'backend'), kvStored(E1, 1n, hashes.subarray(0, 30)));
+    await eventually('the efficient indexer holds the worker\'s 30 blocks', async () => {
+      const ws = (await observe('efficient', hashes)) as { workerId: bigint; K: number }[];
+      const c = (await observe('capable', hashes)) as unknown[];
+      return ws.some((w) => w.workerId === E1 && w.K === 30 * BLOCK) && c.length === 1;
+    });
+    const requestId = uniqueName('req');
+    const reply = await gateway.route({ requestId, sessionId: 'sess-secure', stageProposal: 'efficient', prompts: { efficient: { tokenIds: prompt }, capable: { tokenIds: prompt } } });
+    expect(reply).toMatchObject({ modelRole: 'efficient', pool: 'efficient', workerId: E1 });
+    const placement = GatewayClient.placement(reply);
+    gateway.firstToken(placement);
+    gateway.done(placement, { inputTokens: prompt.length, outputTokens: 20, cachedTokens: 30 * BLOCK });
+    await gateway.flush();
+    expect(gatewayErrors).toEqual([]);
+    expect(workerErrors).toEqual([]);
+
+    let rows: Record<string, unknown>[] = [];
+    await eventually(
+      'the outcome record of the routed request, read back through the replay tool',
+      async () => {
+        const r = await replay('vantage.outcomes.v1', `${CANARY}-replay`);
+        rows = r.code === 0 ? r.out.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>) : [];
+        return rows.some((x) => x['requestId'] === requestId);
+      },
+      60_000,
+      1000,
+    );
+    expect(rows.filter((x) => x['requestId'] === requestId)).toHaveLength(1);
+  });
+
+  it('a worker user publishing bookings or another pool\'s KV events gets a permissions violation; index, bookings and metrics do not move', async () => {
+    const before = { e: await observe('efficient', hashes), c: await observe('capable', hashes), me: await indexerFigures('indexer-efficient'), mc: await indexerFigures('indexer-capable') };
+    const booking = bookingEventCodec.encode({ requestId: uniqueName('evil'), sessionId: 'evil', pool: 'efficient', workerId: E1, dpRank: 0, promptTokens: 4096, overlapBlocks: 0, sequenceHashes: null, localHashes: null, expectedOutputTokens: null, prefillTokens: null, atMs: Date.now() });
+    worker.publish(bookingsSubject('efficient'), booking);
+    worker.publish(kvEventsSubject('dyn-c', 'backend'), kvStored(C1, 99n, hashes));
+    worker.publish(workersSubject('capable'), new Uint8Array([123, 125]));
+    gatewayNc.publish(bookingsSubject('capable'), booking);
+    await worker.flush();
+    await gatewayNc.flush();
+    await eventually('three permission violations reported to the worker and one to the gateway', () => workerErrors.length >= 3 && gatewayErrors.length >= 1, 5000);
+    expect(workerErrors.every((m) => /permissions violation for publish/i.test(m))).toBe(true);
+    expect(workerErrors.join('\n')).toContain(bookingsSubject('efficient'));
+    expect(workerErrors.join('\n')).toContain(kvEventsSubject('dyn-c', 'backend'));
+    expect(gatewayErrors[0]).toMatch(/permissions violation for publish.*bookings/i);
+    // A round trip through both indexers after the publishes: anything delivered would have been applied by now.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await observe('efficient', hashes)).toEqual(before.e);
+    expect(await observe('capable', hashes)).toEqual(before.c);
+    expect(await indexerFigures('indexer-efficient')).toEqual(before.me);
+    expect(await indexerFigures('indexer-capable')).toEqual(before.mc);
+    expect(worker.isClosed()).toBe(false);
+  });
+
+  it('the canary in every password never appears in any service\'s logs or /metrics after start-up and traffic', async () => {
+    for (const [name, s] of Object.entries(logs)) {
+      expect(s.text.length, name).toBeGreaterThan(0);
+      expect(s.text.join(''), `${name} logs`).not.toContain(CANARY);
+      expect(await metricsOf(name), `${name} metrics`).not.toContain(CANARY);
+    }
+    // The start-up dump is there, with the password file's path but not its contents.
+    const dump = logs['decision']!.text.find((l) => l.includes('"msg":"starting"'));
+    expect(dump).toContain('"passwordFile"');
+  });
+
+  it('a failed connect and a configuration error of every service keep the canary out of logs and errors', async () => {
+    const failures: string[] = [];
+    const attempt = async (kind: Kind, over: Record<string, string>, kafkaToo = false): Promise<void> => {
+      const s = sink();
+      const env = kind === 'decision' ? { ...decisionEnv(), ...over } : over;
+      const e = await runService({ name: kind, schema: schemas[kind] as never, kafka: kafkaToo, env, signals: [], processHandlers: false, exit: () => {}, logDestination: s, start: () => {} }).then(
+        async (svc) => {
+          await svc.stop('unexpected');
+          return new Error(`${kind} started`);
+        },
+        (err: unknown) => err as Error,
+      );
+      failures.push(`${kind}: ${e.message}`);
+      expect(s.text.join(''), `${kind} logs`).not.toContain(CANARY);
+      expect(`${e.message}\n${e.stack ?? ''}\n${JSON.stringify(e)}`, `${kind} error`).not.toContain(CANARY);
+    };
+    for (const kind of Object.keys(schemas) as Kind[]) {
+      // Wrong password (the canary is the file's content): NATS_AUTH_FAILED.
+      await attempt(kind, natsEnv('gateway', { VANTAGE_NATS_PASSWORD_FILE: secretFile(secrets, `${uniqueName('bad')}.pw`, `${CANARY}-wrong\n`) }));
+      // Credentials in the URL, a secret in an unknown variable and a secret as an invalid value: CONFIG_INVALID.
+      await attempt(kind, { ...natsEnv('gateway'), VANTAGE_NATS_URL: `tls://gateway:${CANARY}@127.0.0.1:${nats.port}` });
+      await attempt(kind, { ...natsEnv('gateway'), VANTAGE_NATS_PASSWORD: CANARY, VANTAGE_NATS_TOKEN: CANARY });
+      // The secret itself where its file's path belongs, and an invalid value under a secret-bearing setting.
+      await attempt(kind, { ...natsEnv('gateway'), VANTAGE_NATS_PASSWORD_FILE: CANARY, VANTAGE_NATS_TLS_KEY_FILE: `${CANARY}-key` });
+    }
+    // Kafka: a wrong SASL password is KAFKA_AUTH_FAILED without the password.
+    await attempt('outcome', { ...natsEnv('outcome'), ...kafkaEnv(secretFile(secrets, 'kafka-bad.pw', `${CANARY}-kafka-wrong\n`)) }, true);
+    // Configuration errors of the Kafka settings: the secret as the password file's path.
+    await attempt('outcome', { ...natsEnv('outcome'), ...kafkaEnv(CANARY) }, true);
+    expect(failures.at(-1)).toMatch(/kafka.sasl.passwordFile: cannot read the file named by kafka.sasl.passwordFile/);
+    failures.pop();
+    expect(failures.filter((f) => f.includes('NATS_AUTH') || /refused the credentials/.test(f))).toHaveLength(4);
+    expect(failures.filter((f) => /invalid configuration/.test(f))).toHaveLength(12);
+    expect(failures.at(-1)).toMatch(/SASL|refused the SASL/);
+  });
+});
