@@ -19,7 +19,8 @@
  * `cal:` session ids, so `vantage fit` reads them; warm-ups and background
  * with theirs, which it skips).
  */
-import { calibrationParameterSet, mulberry32, type CalibrationPlan, type Role } from '@vantage/evaluation';
+import { calibrationParameterSet, type CalibrationPlan, type Role } from '@vantage/evaluation';
+import { seededRandom } from '@vantage/random';
 import type { JsonRow, OutcomeRecord } from '@vantage/records';
 import { TwoPoolFleet, type FleetSpec } from './fleet';
 
@@ -27,7 +28,7 @@ const VOCAB = 150_000;
 
 /** Fresh token content: a seeded stream (never shared across repeats, purposes or requests). */
 export function freshTokens(seed: number, n: number): Uint32Array {
-  const rnd = mulberry32(seed >>> 0);
+  const rnd = seededRandom(seed >>> 0);
   const out = new Uint32Array(n);
   for (let i = 0; i < n; i++) out[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
   return out;
