@@ -19,6 +19,8 @@ interface Series {
   readonly name: string;
   readonly points: readonly (readonly [number, number])[];
   readonly line?: boolean;
+  /** Optional interval per point (same order as `points`), drawn as a vertical bar; null: none. */
+  readonly errors?: readonly (readonly [number, number] | null)[];
 }
 
 function niceTicks(lo: number, hi: number, n = 5): number[] {
@@ -40,6 +42,8 @@ export function lineChartSvg(opts: {
   xTicks?: readonly { x: number; label: string }[];
   width?: number;
   height?: number;
+  /** Include y = 0 in the range and draw it dashed (differences). */
+  zeroLine?: boolean;
 }): string {
   const W = opts.width ?? 640;
   const H = opts.height ?? 300;
@@ -48,8 +52,10 @@ export function lineChartSvg(opts: {
   if (pts.length === 0) return '';
   let x0 = Math.min(...pts.map((p) => p[0]));
   let x1 = Math.max(...pts.map((p) => p[0]));
-  let y0 = Math.min(...pts.map((p) => p[1]));
-  let y1 = Math.max(...pts.map((p) => p[1]));
+  const ys = [...pts.map((p) => p[1]), ...opts.series.flatMap((s) => (s.errors ?? []).flatMap((e) => (e === null ? [] : [e[0], e[1]])))].filter(Number.isFinite);
+  if (opts.zeroLine === true) ys.push(0);
+  let y0 = Math.min(...ys);
+  let y1 = Math.max(...ys);
   if (x1 === x0) [x0, x1] = [x0 - 1, x1 + 1];
   const pad = (y1 - y0) * 0.08 || Math.abs(y0) * 0.05 || 1;
   y0 -= pad;
@@ -65,11 +71,18 @@ export function lineChartSvg(opts: {
   const xt = opts.xTicks ?? niceTicks(x0, x1, 8).map((x) => ({ x, label: String(x) }));
   for (const t of xt) parts.push(`<line x1="${sx(t.x)}" x2="${sx(t.x)}" y1="${H - m.b}" y2="${H - m.b + 4}" stroke="#333"/><text x="${sx(t.x)}" y="${H - m.b + 16}" text-anchor="middle">${esc(t.label)}</text>`);
   parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}" stroke="#333"/><line x1="${m.l}" x2="${m.l}" y1="${m.t}" y2="${H - m.b}" stroke="#333"/>`);
+  if (opts.zeroLine === true) parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${sy(0).toFixed(1)}" y2="${sy(0).toFixed(1)}" stroke="#888" stroke-dasharray="4 3"/>`);
   parts.push(`<text x="${W / 2}" y="${H - 8}" text-anchor="middle">${esc(opts.xLabel)}</text>`);
   parts.push(`<text transform="translate(14 ${H / 2}) rotate(-90)" text-anchor="middle">${esc(opts.yLabel)}</text>`);
   opts.series.forEach((s, i) => {
     const c = COLORS[i % COLORS.length]!;
     if (s.line ?? true) parts.push(`<polyline fill="none" stroke="${c}" stroke-width="1.5" points="${s.points.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(' ')}"/>`);
+    s.errors?.forEach((e, k) => {
+      const p = s.points[k];
+      if (e === null || p === undefined || !Number.isFinite(e[0]) || !Number.isFinite(e[1])) return;
+      const x = sx(p[0]).toFixed(1);
+      parts.push(`<line x1="${x}" x2="${x}" y1="${sy(e[0]).toFixed(1)}" y2="${sy(e[1]).toFixed(1)}" stroke="${c}" stroke-width="1"/>`);
+    });
     for (const p of s.points) parts.push(`<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="3" fill="${c}"><title>${esc(`${s.name}: ${p[0]}, ${f1(p[1])}`)}</title></circle>`);
     parts.push(`<rect x="${m.l + 8}" y="${m.t + 4 + i * 14}" width="10" height="10" fill="${c}"/><text x="${m.l + 22}" y="${m.t + 13 + i * 14}">${esc(s.name)}</text>`);
   });

@@ -54,6 +54,8 @@ export interface RunSummary {
   readonly background: number;
   readonly overrides: number;
   readonly simMs: number;
+  /** Busy fraction of each pool's engines over the run. */
+  readonly utilisation: { readonly efficient: number; readonly capable: number };
 }
 
 export interface EvaluationRunResult {
@@ -130,10 +132,11 @@ export function runEvaluationOffline(o: EvaluationRunOptions): EvaluationRunResu
       background: bgPlan.length,
       overrides,
       simMs: fleet.nowMs,
+      utilisation: { efficient: fleet.utilisation('efficient'), capable: fleet.utilisation('capable') },
     };
     runs.push(summary);
     progress(
-      `run ${run.order + 1}/${o.schedule.runs.length}: attempt ${run.attempt}, ${run.variant}: ${completed}/${run.sessions.length} sessions completed, ${turns} turns (${overrides} overrides, ${turnsFailed} failed), ${bgPlan.length} competing requests, sim ${(fleet.nowMs / 1000).toFixed(0)} s`,
+      `run ${run.order + 1}/${o.schedule.runs.length}: attempt ${run.attempt}, ${run.variant}: ${completed}/${run.sessions.length} sessions completed, ${turns} turns (${overrides} overrides, ${turnsFailed} failed), ${bgPlan.length} competing requests, efficient pool ${(100 * summary.utilisation.efficient).toFixed(0)} % busy, sim ${(fleet.nowMs / 1000).toFixed(0)} s`,
     );
   }
   return { rows, runs };

@@ -211,6 +211,13 @@ export class TwoPoolFleet {
   readonly #keepRows: boolean;
   readonly #instanceId: string;
   readonly counters = { routed: 0, direct: 0, rejected: 0, passes: 0 };
+  /** Engine busy time per pool (sum of forward-pass durations over its workers), sim ms. */
+  readonly busyMs: Record<Role, number> = { efficient: 0, capable: 0 };
+
+  /** Busy fraction of a pool's engines over [0, now]: the pool's utilisation. */
+  utilisation(role: Role): number {
+    return this.nowMs > 0 ? this.busyMs[role] / (this.nowMs * this.pools[role].engines.length) : 0;
+  }
 
   constructor(
     readonly spec: FleetSpec,
@@ -407,6 +414,7 @@ export class TwoPoolFleet {
       // Anything could be added before the next callback or another engine's next pass.
       const s = e.step(bestT, { untilMs: Math.min(tc, other) });
       this.counters.passes += s.passes;
+      this.busyMs[pool.role] += s.endMs - s.startMs;
       for (const ev of s.kvEvents) pool.state.applyKvEvent(ev, s.startMs);
       for (const ft of s.firstTokens) {
         this.at(ft.atMs, () => {

@@ -3,4 +3,5 @@
 export { TwoPoolFleet, ROLES, SIM_EPOCH_MS, type PoolSpec, type FleetSpec, type FleetOptions, type RoutedRequest, type DirectRequest, type ServedRequest, type Callbacks } from './fleet';
 export { runCalibrationOffline, freshTokens, concatTokens, labelSeed, type CalibrationOptions, type CalibrationResult } from './calibrate';
 export { runEvaluationOffline, type EvaluationRunOptions, type EvaluationRunResult, type RunSummary } from './evaluate';
-export { runStudy, fitFromRows, toJsonl, DEFAULT_FLEET, type StudyOptions, type StudyResult } from './study';
+export { runStudy, calibrateAndFit, fitFromRows, toJsonl, DEFAULT_FLEET, type StudyOptions, type StudyResult } from './study';
+export { runLoadStudy, renderLoadHtml, loadBackground, DEFAULT_LOAD_GAPS_MS, DEFAULT_LOAD_FRACTIONS, type LoadPoint, type LoadOptions, type LoadPointResult, type LoadResult } from './load';

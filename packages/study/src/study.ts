@@ -97,10 +97,24 @@ export function fitFromRows(rows: readonly JsonRow[] | string, seed: number, des
   return { report: fit.report, parameterSet: fit.parameterSet, variants };
 }
 
-export function runStudy(o: StudyOptions = {}): StudyResult {
+/** The calibration plan on the simulated fleet, then the fit (the first two phases of `runStudy`; `--load` reuses them). */
+export function calibrateAndFit(o: StudyOptions, phase: (name: string) => void = () => {}): { calibrationRows: JsonRow[]; fit: StudyResult['fit'] } {
   const progress = o.onProgress ?? (() => {});
   const fleet = o.fleet ?? DEFAULT_FLEET;
   const destinationLimit = o.destinationLimit ?? 8;
+  const plan = calibrationPlan({ preset: o.preset ?? 'full', seed: o.calibrationSeed ?? 1, blockSize: planBlockSize(fleet), destinationLimit });
+  progress(`calibration plan ${plan.preset}: ${plan.totals.conditions} conditions (${plan.totals.qSetConditions} Q set), ${plan.totals.runs} runs, ${plan.totals.probeRequests} probes`);
+  const cal = runCalibrationOffline({ plan, fleet, seed: o.calibrationSeed ?? 1, ...(o.maxCalibrationRuns !== undefined ? { maxRuns: o.maxCalibrationRuns } : {}), onProgress: progress });
+  phase('calibration');
+
+  const fit = fitFromRows(cal.rows, o.calibrationSeed ?? 1, destinationLimit, (l) => progress(`fit: ${l}`));
+  phase('fit');
+  return { calibrationRows: cal.rows, fit };
+}
+
+export function runStudy(o: StudyOptions = {}): StudyResult {
+  const progress = o.onProgress ?? (() => {});
+  const fleet = o.fleet ?? DEFAULT_FLEET;
   const phasesMs: Record<string, number> = {};
   let t = performance.now();
   const phase = (name: string): void => {
@@ -110,13 +124,7 @@ export function runStudy(o: StudyOptions = {}): StudyResult {
     t = now;
   };
 
-  const plan = calibrationPlan({ preset: o.preset ?? 'full', seed: o.calibrationSeed ?? 1, blockSize: planBlockSize(fleet), destinationLimit });
-  progress(`calibration plan ${plan.preset}: ${plan.totals.conditions} conditions (${plan.totals.qSetConditions} Q set), ${plan.totals.runs} runs, ${plan.totals.probeRequests} probes`);
-  const cal = runCalibrationOffline({ plan, fleet, seed: o.calibrationSeed ?? 1, ...(o.maxCalibrationRuns !== undefined ? { maxRuns: o.maxCalibrationRuns } : {}), onProgress: progress });
-  phase('calibration');
-
-  const fit = fitFromRows(cal.rows, o.calibrationSeed ?? 1, destinationLimit, (l) => progress(`fit: ${l}`));
-  phase('fit');
+  const { calibrationRows, fit } = calibrateAndFit(o, phase);
 
   const proposal = o.proposal ?? { kind: 'fraction_capable', fraction: 0.2, seed: 7 };
   const background = o.background === undefined ? DEFAULT_BACKGROUND_TRAFFIC : o.background;
@@ -132,5 +140,5 @@ export function runStudy(o: StudyOptions = {}): StudyResult {
   const reportHtml = renderEvaluationHtml(analysis);
   const fitHtml = renderFitReportHtml(fit.report);
   phase('report');
-  return { calibrationRows: cal.rows, fit, schedule, evaluationRows: ev.rows, runs: ev.runs, analysis, fitHtml, reportHtml, phasesMs };
+  return { calibrationRows, fit, schedule, evaluationRows: ev.rows, runs: ev.runs, analysis, fitHtml, reportHtml, phasesMs };
 }

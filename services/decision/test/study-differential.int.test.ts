@@ -39,7 +39,8 @@ describe('offline study decision path vs the live decision service', () => {
       models: { efficient: { ...d.models.efficient, name: h.effModel, qTable: q }, capable: { ...d.models.capable, name: h.capModel, qTable: { ...q, valuesMs: [[30, 15], [700, 90]] } } },
       thresholds: { r: 3, p: 0.5 },
       margins: { deltaBlindMs: 20, deltaCacheMs: 20 },
-      gate: { maxAgeMs: 1000, destinationLimit: 6, localLimit: 4 },
+      // Limits above what the scenarios book (they accumulate: nothing is released), so the rules get to act.
+      gate: { maxAgeMs: 1000, destinationLimit: 64, localLimit: 64 },
       provenance: { test: `diff-${i}` },
       createdAt: '2026-01-01T00:00:00Z',
     });
@@ -85,7 +86,7 @@ describe('offline study decision path vs the live decision service', () => {
         blocks: fc.integer({ min: 4, max: 60 }),
         heldEff: fc.integer({ min: 0, max: 60 }),
         heldCap: fc.integer({ min: 0, max: 60 }),
-        bookEff: fc.integer({ min: 0, max: 3 }),
+        bookEff: fc.integer({ min: 0, max: 4 }),
         bookCap: fc.integer({ min: 0, max: 2 }),
         capable: fc.boolean(),
         variant: fc.constantFrom(...variants),
@@ -139,6 +140,6 @@ describe('offline study decision path vs the live decision service', () => {
     }
     // The scenarios exercise more than one outcome, or the comparison would prove little.
     expect(seen.size).toBeGreaterThanOrEqual(4);
-    expect(seen.has('overrode')).toBe(true);
+    expect([...seen], 'reasons seen').toContain('overrode');
   });
 });

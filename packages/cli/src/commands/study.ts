@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatBackgroundSpec, DEFAULT_BACKGROUND_TRAFFIC, parseBackgroundSpec, parseProposalSpec, type CalibrationPreset } from '@vantage/evaluation';
 import { serializeParameterSet, VARIANTS } from '@vantage/rules';
-import { runStudy, toJsonl } from '@vantage/study';
+import { calibrateAndFit, DEFAULT_FLEET, runLoadStudy, runStudy, toJsonl } from '@vantage/study';
 import { choice, parseOptions, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, UsageError } from '../exit-codes';
@@ -17,6 +17,7 @@ import type { CliIo } from '../io';
 const help = `Usage: vantage study [--out DIR] [--calibration tiny|small|full] [--attempts N] [--sessions N]
                      [--proposal SPEC] [--background SPEC|off] [--destination-limit N]
                      [--seed N] [--bootstrap N] [--max-context TOKENS]
+       vantage study --load [--out DIR] [--calibration PLAN] [--attempts N] [--sessions N] [--seed N] [--bootstrap N]
 
 Run the study offline on the discrete-event simulator: the calibration plan on an
 efficient pool (4 workers, the mocker's timing, 64-token blocks) and a capable pool
@@ -32,11 +33,20 @@ rows with the outcome service's schema: vantage fit and vantage evaluate read th
 params-fitted.json, params-<variant>.json, fit-report.html, schedule.json,
 report.html, analysis.json.
 
+With --load: calibrate and fit once, then run the five-variant evaluation at each
+load point — competing traffic on the efficient pool (none, then a mean gap of
+1600, 800, 400, 200 ms per stream, 4 streams) crossed with Stage proposing capable
+for 20 % and 50 % of turns — and write load.html (per variant, the difference from
+Stage in mean and p90 TTFT and session completion time against the measured
+efficient-pool busy fraction, with bootstrap intervals, beside how often each rule
+could act, overrode and fell back) and load.json.
+
 Options:
+  --load                  the load curve instead of one evaluation
   --out DIR               output folder (default out/study)
   --calibration PLAN      calibration plan preset (default full)
-  --attempts N            repeated attempts (default 5)
-  --sessions N            agentic sessions per run (default 40)
+  --attempts N            repeated attempts (default 5; 2 per load point with --load)
+  --sessions N            agentic sessions per run (default 40; 10 with --load)
   --proposal SPEC         Stage proposal: always_efficient, fraction:F:SEED, length:TOKENS (default fraction:0.2:7)
   --background SPEC       competing traffic STREAMS:REQUESTS:GAP_MS:SEED[:CAPABLE_FRACTION] or off (default ${formatBackgroundSpec(DEFAULT_BACKGROUND_TRAFFIC)})
   --destination-limit N   gate G's destination limit (default 8)
@@ -81,6 +91,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
       seed: { type: 'string' },
       bootstrap: { type: 'string' },
       'max-context': { type: 'string' },
+      load: { type: 'boolean' },
     },
     0,
   );
@@ -88,6 +99,41 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const preset = choice<CalibrationPreset>('calibration', values['calibration'], ['tiny', 'small', 'full'], 'full');
   const t0 = performance.now();
   const stamp = (): string => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
+  const progress = (line: string): void => io.stderr(`study [${stamp()}]: ${line}\n`);
+  try {
+    mkdirSync(out, { recursive: true });
+  } catch (e) {
+    throw new UsageError(`--out ${out}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (values['load'] === true) {
+    const { fit } = calibrateAndFit({ preset, destinationLimit: int('destination-limit', values['destination-limit'], 8, 1), onProgress: progress });
+    const load = runLoadStudy({
+      fleet: DEFAULT_FLEET,
+      fit,
+      attempts: int('attempts', values['attempts'], 2, 1),
+      sessions: int('sessions', values['sessions'], 10, 1),
+      seed: int('seed', values['seed'], 1, 0),
+      bootstrap: int('bootstrap', values['bootstrap'], 500, 1),
+      maxContextTokens: int('max-context', values['max-context'], 32_768, 1),
+      onProgress: progress,
+    });
+    await writeOutput(join(out, 'load.html'), load.html);
+    const summary = load.points.map((p) => ({
+      point: p.point,
+      efficientUtilisation: p.efficientUtilisation,
+      capableUtilisation: p.capableUtilisation,
+      variants: p.analysis.variants.map((v) => ({ variant: v.variant, rules: v.rules, sessions: v.sessions })),
+      differences: p.analysis.differences.filter((d) => d.metric === 'ttft_mean_ms' || d.metric === 'ttft_p90_ms' || d.metric === 'session_completion_mean_ms'),
+    }));
+    await writeOutput(join(out, 'load.json'), `${JSON.stringify(summary, null, 1)}\n`);
+    const lines = [`load curve written to ${out}/load.html in ${stamp()}`];
+    for (const p of load.points) {
+      const d = p.analysis.differences.filter((x) => x.metric === 'ttft_mean_ms').map((x) => `${x.variant} ${g(x.estimate)} [${g(x.lo)}, ${g(x.hi)}]`);
+      lines.push(`${p.label} (efficient ${(100 * p.efficientUtilisation).toFixed(0)} % busy): mean TTFT - Stage ms: ${d.join('; ')}`);
+    }
+    io.stdout(`${lines.join('\n')}\n`);
+    return EXIT.OK;
+  }
   const result = runStudy({
     preset,
     attempts: int('attempts', values['attempts'], 5, 1),
@@ -98,13 +144,8 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     scheduleSeed: int('seed', values['seed'], 1, 0),
     bootstrap: int('bootstrap', values['bootstrap'], 1000, 1),
     maxContextTokens: int('max-context', values['max-context'], 32_768, 1),
-    onProgress: (line) => io.stderr(`study [${stamp()}]: ${line}\n`),
+    onProgress: progress,
   });
-  try {
-    mkdirSync(out, { recursive: true });
-  } catch (e) {
-    throw new UsageError(`--out ${out}: ${e instanceof Error ? e.message : String(e)}`);
-  }
   await writeOutput(join(out, 'calibration-outcomes.jsonl'), toJsonl(result.calibrationRows));
   await writeOutput(join(out, 'evaluation-outcomes.jsonl'), toJsonl(result.evaluationRows));
   await writeOutput(join(out, 'params-fitted.json'), serializeParameterSet(result.fit.parameterSet));

@@ -1,0 +1,160 @@
+/**
+ * Load as an axis (`vantage study --load`): calibrate and fit once, then run
+ * the five-variant evaluation at several load points — competing traffic on
+ * the efficient pool from none to past saturation, crossed with Stage's
+ * capable-proposal fraction — and report, per variant, the difference from
+ * Stage in mean and p90 TTFT and in mean session completion time against the
+ * measured efficient-pool utilisation, with the analysis's bootstrap
+ * intervals, beside how often each rule could act, overrode and fell back.
+ *
+ * The x axis is measured, not designed: the busy fraction of the efficient
+ * pool's engines over the Stage baseline's runs at that load point.
+ */
+import { RECORD_VARIANT } from '@vantage/decision-core';
+import {
+  analyzeEvaluation,
+  DEFAULT_BACKGROUND_TRAFFIC,
+  evaluationSchedule,
+  parseEvaluationJsonl,
+  type BackgroundTrafficSpec,
+  type DifferenceMetricId,
+  type EvaluationAnalysis,
+} from '@vantage/evaluation';
+import type { Variant as RecordVariant } from '@vantage/records';
+import { VARIANTS, type ParameterSet } from '@vantage/rules';
+import { lineChartSvg } from '@vantage/sim';
+import { runEvaluationOffline, type RunSummary } from './evaluate';
+import type { FleetSpec } from './fleet';
+import { toJsonl, type StudyResult } from './study';
+
+export interface LoadPoint {
+  /** Competing traffic on the efficient pool: mean gap between a stream's requests (sim ms); null for none. */
+  readonly gapMs: number | null;
+  readonly capableFraction: number;
+}
+
+export interface LoadOptions {
+  readonly fleet: FleetSpec;
+  readonly fit: StudyResult['fit'];
+  readonly gapsMs?: readonly (number | null)[];
+  readonly capableFractions?: readonly number[];
+  /** Competing-traffic streams (default 4) and the span their requests cover (default 60 s of sim time). */
+  readonly streams?: number;
+  readonly spanMs?: number;
+  readonly attempts?: number;
+  readonly sessions?: number;
+  readonly seed?: number;
+  readonly bootstrap?: number;
+  readonly maxContextTokens?: number;
+  readonly onProgress?: (line: string) => void;
+}
+
+export interface LoadPointResult {
+  readonly point: LoadPoint;
+  readonly label: string;
+  /** Mean busy fraction of the efficient (capable) pool over the baseline's runs. */
+  readonly efficientUtilisation: number;
+  readonly capableUtilisation: number;
+  readonly runs: readonly RunSummary[];
+  readonly analysis: EvaluationAnalysis;
+}
+
+export interface LoadResult {
+  readonly points: readonly LoadPointResult[];
+  readonly html: string;
+}
+
+export const DEFAULT_LOAD_GAPS_MS: readonly (number | null)[] = [null, 1600, 800, 400, 200];
+export const DEFAULT_LOAD_FRACTIONS: readonly number[] = [0.2, 0.5];
+
+/** Competing traffic on the efficient pool only (the pool the rules move requests away from). */
+export function loadBackground(gapMs: number | null, streams: number, spanMs: number): BackgroundTrafficSpec | null {
+  if (gapMs === null) return null;
+  return { ...DEFAULT_BACKGROUND_TRAFFIC, streams, requestsPerStream: Math.max(1, Math.ceil(spanMs / gapMs)), meanGapMs: gapMs, capableFraction: 0, seed: 3 };
+}
+
+export function runLoadStudy(o: LoadOptions): LoadResult {
+  const progress = o.onProgress ?? (() => {});
+  const params = {} as Record<RecordVariant, ParameterSet>;
+  for (const v of VARIANTS) params[RECORD_VARIANT[v]] = o.fit.variants[v];
+  const points: LoadPointResult[] = [];
+  const gaps = o.gapsMs ?? DEFAULT_LOAD_GAPS_MS;
+  const fractions = o.capableFractions ?? DEFAULT_LOAD_FRACTIONS;
+  for (const capableFraction of fractions) {
+    for (const gapMs of gaps) {
+      const point: LoadPoint = { gapMs, capableFraction };
+      const label = `${gapMs === null ? 'no competing traffic' : `competing gap ${gapMs} ms`}, capable proposals ${Math.round(100 * capableFraction)} %`;
+      const proposal = { kind: 'fraction_capable' as const, fraction: capableFraction, seed: 7 };
+      const background = loadBackground(gapMs, o.streams ?? 4, o.spanMs ?? 60_000);
+      const schedule = evaluationSchedule({ attempts: o.attempts ?? 2, sessionsPerAttempt: o.sessions ?? 10, seed: o.seed ?? 1, proposal, background });
+      const ev = runEvaluationOffline({ schedule, fleet: o.fleet, params, proposal, background, maxContextTokens: o.maxContextTokens ?? 32_768, seed: o.seed ?? 1 });
+      const analysis = analyzeEvaluation(parseEvaluationJsonl(toJsonl(ev.rows)), { seed: o.seed ?? 1, iterations: o.bootstrap ?? 500 });
+      const base = ev.runs.filter((r) => r.variant === 'baseline');
+      const mean = (xs: number[]): number => (xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
+      const r: LoadPointResult = {
+        point,
+        label,
+        efficientUtilisation: mean(base.map((x) => x.utilisation.efficient)),
+        capableUtilisation: mean(base.map((x) => x.utilisation.capable)),
+        runs: ev.runs,
+        analysis,
+      };
+      points.push(r);
+      const ttft = analysis.differences.filter((d) => d.metric === 'ttft_mean_ms').map((d) => `${d.variant} ${d.estimate.toFixed(0)} ms`).join(', ');
+      progress(`load ${points.length}/${gaps.length * fractions.length}: ${label}: efficient pool ${(100 * r.efficientUtilisation).toFixed(0)} % busy; mean TTFT vs Stage: ${ttft}`);
+    }
+  }
+  return { points, html: renderLoadHtml(points) };
+}
+
+const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const g = (v: number | null | undefined): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(4)).toString());
+
+const CHARTS: readonly { metric: DifferenceMetricId; title: string }[] = [
+  { metric: 'ttft_mean_ms', title: 'Mean TTFT − Stage (ms)' },
+  { metric: 'ttft_p90_ms', title: 'p90 TTFT − Stage (ms)' },
+  { metric: 'session_completion_mean_ms', title: 'Mean session completion time − Stage (ms)' },
+];
+
+/** The load report: per capable fraction, one chart per metric (a line per variant, bootstrap intervals), and the rules' activity. */
+export function renderLoadHtml(points: readonly LoadPointResult[]): string {
+  const out: string[] = [];
+  out.push('<!doctype html><html><head><meta charset="utf-8"><title>vantage offline study: load curve</title>');
+  out.push('<style>body{font-family:sans-serif;margin:24px;max-width:1100px}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}</style></head><body>');
+  out.push('<h1>Offline study: the rules against load</h1>');
+  out.push(
+    '<p>Each point is a five-variant evaluation on fresh simulated pools (repeated attempts, variants in seeded random order, matched sessions and Stage proposals within an attempt), with competing traffic booked on the efficient pool by Dynamo\'s own choice. The x axis is the measured busy fraction of the efficient pool\'s engines under the Stage baseline. Each line is a variant\'s difference from Stage with its session-bootstrap interval; below zero the rule helped. TTFT is engine time on the simulated clock. Session completion (every turn served) stands in for task success.</p>',
+  );
+  const fractions = [...new Set(points.map((p) => p.point.capableFraction))];
+  for (const f of fractions) {
+    const ps = points.filter((p) => p.point.capableFraction === f).sort((a, b) => a.efficientUtilisation - b.efficientUtilisation);
+    out.push(`<h2>Stage proposes capable for ${Math.round(100 * f)} % of turns</h2>`);
+    const variants = [...new Set(ps.flatMap((p) => p.analysis.differences.map((d) => d.variant)))];
+    for (const c of CHARTS) {
+      const series = variants.map((v) => {
+        const ds = ps.map((p) => p.analysis.differences.find((d) => d.variant === v && d.metric === c.metric));
+        return {
+          name: v,
+          points: ps.map((p, i) => [100 * p.efficientUtilisation, ds[i]?.estimate ?? NaN] as const),
+          errors: ds.map((d) => (d === undefined || d.lo === null || d.hi === null ? null : ([d.lo, d.hi] as const))),
+        };
+      });
+      out.push(lineChartSvg({ title: c.title, xLabel: 'efficient pool busy (%)', yLabel: 'difference from Stage (ms)', series, zeroLine: true, width: 700, height: 320 }));
+    }
+    out.push('<table><tr><th>load point</th><th>efficient busy</th><th>capable busy</th><th>variant</th><th>mean TTFT − Stage [interval]</th><th>p90 TTFT − Stage</th><th>session time − Stage</th><th>could act</th><th>overrode</th><th>fell back</th><th>efficient proposals</th><th>sessions completed</th></tr>');
+    for (const p of ps) {
+      for (const v of p.analysis.variants) {
+        const d = (m: DifferenceMetricId): string => {
+          const x = p.analysis.differences.find((y) => y.variant === v.variant && y.metric === m);
+          return x === undefined ? '—' : `${g(x.estimate)} [${g(x.lo)}, ${g(x.hi)}]`;
+        };
+        out.push(
+          `<tr><td>${esc(p.label)}</td><td>${(100 * p.efficientUtilisation).toFixed(0)} %</td><td>${(100 * p.capableUtilisation).toFixed(0)} %</td><td>${esc(v.variant)}</td><td>${d('ttft_mean_ms')}</td><td>${d('ttft_p90_ms')}</td><td>${d('session_completion_mean_ms')}</td><td>${v.rules.couldAct}</td><td>${v.rules.overrode}</td><td>${v.rules.fallbackTotal}</td><td>${v.rules.efficientProposals}</td><td>${v.sessions.completed}/${v.sessions.total}</td></tr>`,
+        );
+      }
+    }
+    out.push('</table>');
+  }
+  out.push('</body></html>');
+  return out.join('\n');
+}
