@@ -9,6 +9,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createAccount, createUser, encodeUser, fmtCreds } from '@nats-io/jwt';
+import { createUser as createUserKey } from '@nats-io/nkeys';
 import { COMMANDS, run, type CliIo } from '@vantage/cli';
 import { decisionConfigSchema, startDecision } from '@vantage/decision';
 import { fleetConfigSchema, startFleet } from '@vantage/fleet';
@@ -365,9 +367,48 @@ describe('secured pipeline', () => {
         (err: unknown) => err as Error,
       );
       failures.push(`${kind}: ${e.message}`);
-      expect(s.text.join(''), `${kind} logs`).not.toContain(CANARY);
-      expect(`${e.message}\n${e.stack ?? ''}\n${JSON.stringify(e)}`, `${kind} error`).not.toContain(CANARY);
+      for (const secret of [CANARY, ...extraSecrets]) {
+        expect(s.text.join(''), `${kind} logs`).not.toContain(secret);
+        expect(`${e.message}\n${e.stack ?? ''}\n${JSON.stringify(e)}`, `${kind} error`).not.toContain(secret);
+      }
     };
+    // The other NATS methods' secrets: a token file, an NKEY seed file and a JWT creds file, each holding the canary.
+    const td = new TextDecoder();
+    const nkey = createUserKey();
+    const seed = td.decode(nkey.getSeed());
+    const ukp = createUser();
+    const jwt = await encodeUser('svc', ukp, createAccount(), {});
+    const userSeed = td.decode(ukp.getSeed());
+    const extraSecrets = [seed, userSeed, jwt];
+    const tokenFile = secretFile(secrets, `${uniqueName('tok')}.token`, `${CANARY}-token\n`);
+    const seedWithCanary = secretFile(secrets, `${uniqueName('nk')}.seed`, `${CANARY}-seed\n`);
+    const strangerSeed = secretFile(secrets, `${uniqueName('nk')}.seed`, `${seed}\n`);
+    const creds = secretFile(secrets, `${uniqueName('u')}.creds`, `# ${CANARY}-creds\n${td.decode(fmtCreds(jwt, ukp))}`);
+    const garbledCreds = secretFile(secrets, `${uniqueName('u')}.creds`, `${CANARY}-creds-garbled\n`);
+    /** NATS settings of the gateway role with `method` in place of its user and password. */
+    const other = (method: Record<string, string>): Record<string, string> => {
+      const env = natsEnv('gateway');
+      delete env['VANTAGE_NATS_USER'];
+      delete env['VANTAGE_NATS_PASSWORD_FILE'];
+      return { ...env, ...method };
+    };
+    const otherFailures: string[] = [];
+    for (const kind of Object.keys(schemas) as Kind[]) {
+      const n = failures.length;
+      // Failed connects: the server knows none of these (it takes user/password only).
+      await attempt(kind, other({ VANTAGE_NATS_TOKEN_FILE: tokenFile }));
+      await attempt(kind, other({ VANTAGE_NATS_NKEY_SEED_FILE: strangerSeed }));
+      await attempt(kind, other({ VANTAGE_NATS_NKEY_SEED_FILE: seedWithCanary }));
+      await attempt(kind, other({ VANTAGE_NATS_CREDS_FILE: creds }));
+      await attempt(kind, other({ VANTAGE_NATS_CREDS_FILE: garbledCreds }));
+      // A configuration error: two methods at once, both files holding the canary.
+      await attempt(kind, other({ VANTAGE_NATS_TOKEN_FILE: tokenFile, VANTAGE_NATS_NKEY_SEED_FILE: seedWithCanary }));
+      otherFailures.push(...failures.splice(n));
+    }
+    expect(otherFailures).toHaveLength(24);
+    for (const f of otherFailures) expect(f).not.toMatch(/ started$/);
+    expect(otherFailures.filter((f) => /choose one authentication method/.test(f))).toHaveLength(4);
+    expect(otherFailures.filter((f) => /refused the credentials/.test(f)).length).toBeGreaterThanOrEqual(12);
     for (const kind of Object.keys(schemas) as Kind[]) {
       // Wrong password (the canary is the file's content): NATS_AUTH_FAILED.
       await attempt(kind, natsEnv('gateway', { VANTAGE_NATS_PASSWORD_FILE: secretFile(secrets, `${uniqueName('bad')}.pw`, `${CANARY}-wrong\n`) }));
