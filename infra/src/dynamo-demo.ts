@@ -8,6 +8,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { observeReplyCodec, observeRequestCodec, observeSubject, type ObserveReply } from '@vantage/protocol';
+import { mulberry32 } from '@vantage/random';
 import { startDynamoDriver, startMocker, type DynamoDriver, type MockerProcess } from './dynamo';
 import { RUN_DIR } from './paths';
 
@@ -63,16 +64,6 @@ export async function startDynamoFleet(natsUrl: string, log: (m: string) => void
   return { mockers, stop };
 }
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function observe(nc: NatsConnection, pool: string, tokens: readonly number[]): Promise<ObserveReply> {
   const req = observeRequestCodec.encode({ requestId: null, prompt: { kind: 'token_ids', tokenIds: Uint32Array.from(tokens), loraName: null }, promptTokens: tokens.length, replyEncoding: 'json' });
@@ -95,7 +86,7 @@ export async function runDynamoLoad(natsUrl: string, log: (m: string) => void, s
     for (const p of DYNAMO_POOLS) {
       drivers.push(await startDynamoDriver({ natsUrl, fileKvDir: DYNAMO_KV_DIR, endpoint: `${p.pool}.backend.generate`, minWorkers: p.workers, noRouter: true, logDir: join(RUN_DIR, 'dynamo') }));
     }
-    const rand = rng(7);
+    const rand = mulberry32(7);
     const tok = (): number => 1 + Math.floor(rand() * 30_000);
     const systems = Array.from({ length: 3 }, () => Array.from({ length: 64 * (4 + Math.floor(rand() * 4)) }, tok));
     const sent = new Map<string, number>();

@@ -148,14 +148,37 @@ const JS_ACCOUNT_INFO = '$JS.API.INFO';
 /** Replies to our own requests (and JetStream API replies) arrive on inboxes. */
 const INBOX = '_INBOX.>';
 
-function dynamoSubjects(p: SecurePool): { kvEvents: string; legacyKvEvents: string; kvMetrics: string; activeSequences: string; jsKvEvents: string } {
+interface DynamoSubjects {
+  readonly kvEvents: string;
+  readonly legacyKvEvents: string;
+  readonly kvMetrics: string;
+  readonly activeSequences: string;
+  readonly jsKvEvents: string;
+  /** Dynamo 1.6.1's endpoint-scoped subjects (any endpoint of the component: discovery names them). */
+  readonly endpointKvEvents: string;
+  readonly endpointKvMetrics: string;
+  readonly endpointForwardPass: string;
+  readonly endpointActiveSequences: string;
+}
+
+function dynamoSubjects(p: SecurePool): DynamoSubjects {
+  const component = `namespace.${p.namespace}.component.${p.component}`;
   return {
-    kvEvents: `namespace.${p.namespace}.component.${p.component}.kv-events`,
-    legacyKvEvents: `namespace.${p.namespace}.component.${p.component}.kv_events`,
+    kvEvents: `${component}.kv-events`,
+    legacyKvEvents: `${component}.kv_events`,
     kvMetrics: `namespace.${p.namespace}.kv_metrics`,
-    activeSequences: `namespace.${p.namespace}.component.${p.component}.active_sequences_events`,
+    activeSequences: `${component}.active_sequences_events`,
     jsKvEvents: `namespace-${p.namespace}-component-${p.component}-kv-events.kv-events`,
+    endpointKvEvents: `${component}.endpoint.*.kv-events`,
+    endpointKvMetrics: `${component}.endpoint.*.kv_metrics`,
+    endpointForwardPass: `${component}.endpoint.*.forward-pass-metrics`,
+    endpointActiveSequences: `${component}.endpoint.*.active_sequences_events`,
   };
+}
+
+/** What a worker of the pool publishes: its KV events, load reports and forward-pass metrics, in every supported shape. */
+function workerPublishes(d: DynamoSubjects): string[] {
+  return [d.kvEvents, d.legacyKvEvents, d.kvMetrics, d.jsKvEvents, d.endpointKvEvents, d.endpointKvMetrics, d.endpointForwardPass];
 }
 
 /**
@@ -181,6 +204,10 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
           d.legacyKvEvents,
           d.kvMetrics,
           d.activeSequences,
+          d.endpointKvEvents,
+          d.endpointKvMetrics,
+          d.endpointForwardPass,
+          d.endpointActiveSequences,
           `${V}.bookings.${p.name}`,
           `${V}.lifecycle.${p.name}`,
           `${V}.workers.${p.name}`,
@@ -194,7 +221,7 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
     roles.push({
       role: `worker-${p.name}`,
       what: `a Dynamo worker of pool ${p.name} (or the simulated fleet's): publishes only this pool's KV events, load and registrations`,
-      publish: { allow: [d.kvEvents, d.legacyKvEvents, d.kvMetrics, d.jsKvEvents, `${V}.workers.${p.name}`] },
+      publish: { allow: [...workerPublishes(d), `${V}.workers.${p.name}`] },
       subscribe: { allow: [`${V}.fleet.generate.${p.name}.*`] },
       // The simulated worker streams progress messages back to one generate request's inbox.
       allowResponses: { max: 1_000_000, expires: '15m' },
@@ -226,8 +253,7 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
     what: "the simulated fleet process: every pool's workers (KV events, load, registrations) and their generate endpoints; development only",
     publish: {
       allow: layout.pools.flatMap((p) => {
-        const d = dynamoSubjects(p);
-        return [d.kvEvents, d.legacyKvEvents, d.kvMetrics, d.jsKvEvents, `${V}.workers.${p.name}`];
+        return [...workerPublishes(dynamoSubjects(p)), `${V}.workers.${p.name}`];
       }),
     },
     subscribe: { allow: layout.pools.map((p) => `${V}.fleet.generate.${p.name}.*`) },

@@ -97,7 +97,18 @@ export function stackServices(o: StackOptions): ServiceSpec[] {
         ...extra('decision'),
       },
     },
-    { name: 'outcome', entry: 'services/outcome/src/main.ts', env: { VANTAGE_OUTCOME_JOIN_WINDOW_MS: String(o.joinWindowMs ?? 10_000), ...extra('outcome') } },
+    {
+      name: 'outcome',
+      entry: 'services/outcome/src/main.ts',
+      env: {
+        VANTAGE_OUTCOME_JOIN_WINDOW_MS: String(o.joinWindowMs ?? 10_000),
+        // A development stack's streams: 1 GiB each is far more than a job writes, and nats-server
+        // reserves each stream's max_bytes from its storage (the 8 GiB production default would let a
+        // few stacks on one test broker exhaust it).
+        VANTAGE_OUTCOME_NATS_STREAM_MAX_BYTES: String(1024 ** 3),
+        ...extra('outcome'),
+      },
+    },
     ...(o.dynamoFileKv !== undefined ? [] : [fleetSpec(o, pools, extra)]),
   ];
 }

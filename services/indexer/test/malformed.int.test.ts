@@ -40,7 +40,7 @@ describe('indexer: malformed input', () => {
       natsUrl: natsUrl(),
       pools: (Object.keys(P) as KvFormat[]).map((f) => ({ name: P[f], blockSize: BS, namespace: P[f], kvEvents: f })),
       // Every rejection logged (no rate limit), so the lines can be counted against the counters.
-      env: { VANTAGE_INDEXER_DURABLE_NAME: uniqueName('dur'), VANTAGE_INDEXER_REJECTION_LOG_INTERVAL_MS: '0' },
+      env: { VANTAGE_INDEXER_DURABLE_NAME: uniqueName('dur') },
     });
   });
   afterAll(async () => {

@@ -53,6 +53,9 @@ export function serviceEnv(n: Names, nats: string, kafka: string, over: Record<s
     VANTAGE_KAFKA_REQUEST_TIMEOUT_MS: '5000',
     VANTAGE_LOG_LEVEL: 'warn',
     VANTAGE_HTTP_PORT: '0',
+    // Every test makes its own pair of streams on the shared nats-server, which reserves each stream's
+    // max_bytes from its JetStream storage: the 8 GiB default would exhaust it after a few files.
+    VANTAGE_OUTCOME_NATS_STREAM_MAX_BYTES: String(256 * 1024 ** 2),
     VANTAGE_OUTCOME_NATS_DECISIONS_STREAM: n.decisionsStream,
     VANTAGE_OUTCOME_NATS_DECISIONS_SUBJECT: n.decisionsSubject,
     VANTAGE_OUTCOME_NATS_LIFECYCLE_STREAM: n.lifecycleStream,
