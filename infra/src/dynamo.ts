@@ -266,12 +266,21 @@ export interface OverlapScores {
   readonly workers: readonly { readonly workerId: bigint; readonly dpRank: number; readonly deviceBlocks: number }[];
 }
 
+/** One (worker, dp rank)'s load as `KvRouter.get_potential_loads` reports it for a prompt. */
+export interface PotentialLoad {
+  readonly workerId: bigint;
+  readonly dpRank: number;
+  readonly potentialPrefillTokens: number;
+  readonly potentialDecodeBlocks: number;
+  readonly activeRequests: number;
+}
+
 /** The worker Dynamo's KvRouter would pick for a prompt, and the per-rank loads it weighed. */
 export interface BestWorker {
   readonly workerId: bigint;
   readonly dpRank: number;
   readonly overlapBlocks: number;
-  readonly loads: readonly { readonly workerId: bigint; readonly dpRank: number; readonly potentialPrefillTokens: number; readonly potentialDecodeBlocks: number; readonly activeRequests: number }[];
+  readonly loads: readonly PotentialLoad[];
 }
 
 export interface DynamoDriver extends DynamoProcess {
@@ -288,7 +297,7 @@ export interface DynamoDriver extends DynamoProcess {
   /** `KvRouter.mark_prefill_complete(request_id)`. */
   prefillComplete(requestId: string): Promise<void>;
   /** `KvRouter.get_potential_loads(tokens)`, per (worker, dp rank). */
-  potentialLoads(tokens: readonly number[]): Promise<{ workerId: bigint; dpRank: number; potentialPrefillTokens: number; potentialDecodeBlocks: number; activeRequests: number }[]>;
+  potentialLoads(tokens: readonly number[]): Promise<PotentialLoad[]>;
   /** `best_worker(tokens)` (query only), then `get_potential_loads(tokens)`: the pick and the loads it weighed. */
   bestWorkerWithLoads(tokens: readonly number[]): Promise<BestWorker>;
   instances(): Promise<bigint[]>;

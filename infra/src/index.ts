@@ -18,7 +18,7 @@ export {
   startDynamoDriver,
   DYNAMO_DRIVER,
 } from './dynamo';
-export type { EtcdDiscoveryTarget, MockerOptions, MockerProcess, DynamoProcess, DynamoDriver, DriverOptions, GenerateResult, OverlapScores, BestWorker } from './dynamo';
+export type { EtcdDiscoveryTarget, MockerOptions, MockerProcess, DynamoProcess, DynamoDriver, DriverOptions, GenerateResult, OverlapScores, BestWorker, PotentialLoad } from './dynamo';
 export {
   ensureTlsMaterial,
   JOB_LAYOUT,
