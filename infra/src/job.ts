@@ -28,7 +28,7 @@ import {
   type EvaluationSchedule,
   type ScheduledRun,
 } from '@vantage/evaluation';
-import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
+import { loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
 import { REPO_ROOT } from './paths';
 
 export const OUT_DIR = join(REPO_ROOT, 'out');

@@ -20,11 +20,10 @@ import {
   workerRegistrationCodec,
   type LifecycleKind,
   type ObserveReply,
-  type WorkerObservation as WireWorker,
 } from '@vantage/protocol';
 import { WORKER_FACTS, type WorkerId } from '@vantage/types';
 import type { ForwardPassReport, ObserveRows, PoolObservation, PoolState, RowSink } from '@vantage/observation';
-import { choiceOf, dynamoChoiceOf, observeReplyOf, policyName, type ReplyMeta } from '@vantage/decision-core';
+import { dynamoChoiceOf, observeReplyOf, policyName, type ReplyMeta } from '@vantage/decision-core';
 
 export { observeSubject, bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 
