@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { endAtExit, forgetAtExit, freePort, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
-import { ensureEtcd, ensureKafkaJars, ensureNatsServer, KAFKA_VERSION } from './install';
+import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type KafkaSecurity, type NatsServerConfigOptions } from './secure';
 
 export interface BrokerProcess {
@@ -382,5 +382,3 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
   });
   return { ...proc, brokers: `127.0.0.1:${port}`, port, controllerPort };
 }
-
-export { KAFKA_VERSION };

@@ -133,7 +133,7 @@ async function checkExternal(name: string, addr: string): Promise<number> {
   return Date.now() - t0;
 }
 
-export interface BrokerStatus {
+interface BrokerStatus {
   name: string;
   mode: 'managed' | 'external';
   address: string;

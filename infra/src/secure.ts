@@ -489,7 +489,7 @@ export const JOB_LAYOUT: SecureLayout = {
 // ---------------------------------------------------------------------------
 
 /** Environment variable nats-server reads a role's password from in the example (`VANTAGE_PW_INDEXER_EFFICIENT`). */
-export function examplePasswordVariable(role: string): string {
+function examplePasswordVariable(role: string): string {
   return `VANTAGE_PW_${role.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
 }
 

@@ -6,7 +6,7 @@
 import type { Difference, Distribution, EvaluationAnalysis, VariantSummary } from './analysis';
 import { DIFFERENCE_METRICS } from './analysis';
 
-export function escapeHtml(s: string): string {
+function escapeHtml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
 }
 

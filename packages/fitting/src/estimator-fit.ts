@@ -37,7 +37,7 @@ export interface EstimatorFit {
   readonly residuals: readonly ResidualPoint[];
 }
 
-export interface Design {
+interface Design {
   readonly x: number[][];
   readonly y: number[];
   readonly groups: string[];

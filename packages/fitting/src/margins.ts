@@ -62,7 +62,7 @@ export interface MarginFit {
   readonly excluded: Readonly<Record<string, number>>;
 }
 
-export type PairAdvantage = { readonly ok: true; readonly predictedMs: number } | { readonly ok: false; readonly problem: string };
+type PairAdvantage = { readonly ok: true; readonly predictedMs: number } | { readonly ok: false; readonly problem: string };
 
 export function predictedAdvantage(pair: CalibrationPair, models: EstimatorModels, estimator: Estimator): PairAdvantage {
   const e = predictRow(models.efficient, estimator, pair.efficient);

@@ -9,7 +9,7 @@ import { ESTIMATORS } from './margins';
 import { ROLES } from './rows';
 import { SPLIT_NAMES } from './splits';
 
-export function escapeHtml(s: string): string {
+function escapeHtml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
 }
 

@@ -108,7 +108,7 @@ export function ridgeSolve(x: readonly (readonly number[])[], y: readonly number
   return s.ok ? { ok: true, beta: s.x } : { ok: false, reason: s.reason };
 }
 
-export function dot(a: readonly number[], b: readonly number[]): number {
+function dot(a: readonly number[], b: readonly number[]): number {
   let s = 0;
   for (let i = 0; i < a.length; i++) s += (a[i] as number) * (b[i] as number);
   return s;

@@ -69,8 +69,9 @@ export const DECISION_RECORD_V1 = load<DecisionRecord>('decision-record.v1.avsc'
 export const OUTCOME_RECORD_V1 = load<OutcomeRecordV1>('outcome-record.v1.avsc', 1);
 export const OUTCOME_RECORD_V2 = load<OutcomeRecord>('outcome-record.v2.avsc', 2);
 
-/** What writers emit today. */
+/** What writers emit today. @alias */
 export const DECISION_RECORD_CURRENT = DECISION_RECORD_V1;
+/** @alias */
 export const OUTCOME_RECORD_CURRENT = OUTCOME_RECORD_V2;
 
 /** Every version this build can read, oldest first. */

@@ -111,7 +111,7 @@ function checkTable(name: string, t: TimingTable): void {
   }
 }
 
-export function interpolate(t: TimingTable, x: number): number {
+function interpolate(t: TimingTable, x: number): number {
   let i = 1;
   while (i < t.length - 1 && x > t[i]![0]) i++;
   const [x0, y0] = t[i - 1]!;

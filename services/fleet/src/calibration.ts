@@ -59,7 +59,7 @@ import type { WorkerId } from '@vantage/types';
 import { decodeProgress, encodeGenerateRequest, generateSubject } from './generate';
 import type { LoadgenPool } from './load-generator';
 
-export interface CalibrationHarnessOptions {
+interface CalibrationHarnessOptions {
   readonly nc: NatsConnection;
   readonly pools: { readonly efficient: LoadgenPool; readonly capable: LoadgenPool };
   readonly plan: CalibrationPlan;
@@ -82,9 +82,9 @@ export interface CalibrationHarnessOptions {
   readonly signal?: AbortSignal;
 }
 
-export type CalibrationRequestKind = 'probe' | 'warmup' | 'background';
+type CalibrationRequestKind = 'probe' | 'warmup' | 'background';
 
-export interface CalibrationRequestLog {
+interface CalibrationRequestLog {
   readonly conditionId: string;
   readonly repeat: number;
   readonly kind: CalibrationRequestKind;
@@ -105,7 +105,7 @@ export interface CalibrationRequestLog {
   readonly observed: { readonly K: number | null; readonly R: number | null; readonly P: number | null } | null;
 }
 
-export interface CalibrationSummary {
+interface CalibrationSummary {
   readonly runs: number;
   readonly probes: number;
   readonly probesCompleted: number;

@@ -52,7 +52,7 @@ const discoverySchema = s.object({
   pollMs: s.integer({ minimum: 10, default: 200 }),
 });
 
-export const poolSchema = s.object({
+const poolSchema = s.object({
   /** Our name for the pool (a subject token): `vantage.v1.observe.{name}`. */
   name: s.string({ pattern: POOL_NAME_PATTERN }),
   /** Tokens per KV block of this pool's engines; with discovery, the model cards' `kv_cache_block_size` wins. */

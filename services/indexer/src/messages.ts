@@ -27,9 +27,9 @@ import { dynamoChoiceOf, observeReplyOf, policyName, type ReplyMeta } from '@van
 
 export { observeSubject, bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 
-export type Decoded<T> = { ok: true; value: T } | { ok: false; code: string; reason: string };
+type Decoded<T> = { ok: true; value: T } | { ok: false; code: string; reason: string };
 
-export interface ObserveQuery {
+interface ObserveQuery {
   readonly requestId: string | null;
   readonly localHashes: BigUint64Array | null;
   readonly tokenIds: Uint32Array | null;
@@ -55,7 +55,7 @@ export function decodeObserveTransient(data: Uint8Array): Decoded<ObserveQuery> 
 }
 
 /** What the observe handler reads of a request (not its id). */
-export type ObserveQueryHot = Omit<ObserveQuery, 'requestId'>;
+type ObserveQueryHot = Omit<ObserveQuery, 'requestId'>;
 
 const hotRequest = new ObserveRequestHot();
 const hotDecoded = { ok: true, value: hotRequest } as const;
@@ -87,8 +87,6 @@ function queryOf(r: ReturnType<typeof observeRequestCodec.decode>): Decoded<Obse
     },
   };
 }
-
-export type { ReplyMeta } from '@vantage/decision-core';
 
 const age = (now: number, t: number | null | undefined): number | null => (t === null || t === undefined ? null : Math.max(0, now - t));
 

@@ -61,7 +61,7 @@ import {
   type RegistrationMessage,
 } from './messages';
 
-export type Item =
+type Item =
   | { kind: 'kv'; event: KvEvent; streamSeq: number | null; msg: JsMsg | null }
   | { kind: 'load'; load: ActiveLoad; adopt: boolean }
   | { kind: 'fpm'; metrics: ForwardPassMetrics }
@@ -72,7 +72,7 @@ export type Item =
   | { kind: 'reg'; reg: RegistrationMessage }
   | { kind: 'recovery'; answer: RecoveryAnswer };
 
-export interface RunnerOptions {
+interface RunnerOptions {
   readonly nc: NatsConnection;
   readonly log: Logger;
   readonly metrics: IndexerMetrics;
@@ -142,7 +142,7 @@ export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
 }
 
 /** Limits checked by the runner itself (the rest are PoolState's). */
-export type RunnerLimitName = PoolLimitName | 'held_during_restore';
+type RunnerLimitName = PoolLimitName | 'held_during_restore';
 
 export class PoolRunner {
   state!: PoolState;
@@ -867,7 +867,7 @@ export class PoolRunner {
 /** Placeholder event for a JetStream message that failed to decode: advances the position only. */
 const SKIP = Object.freeze({}) as KvEvent;
 
-export function capacityOf(
+function capacityOf(
   blockSize: number,
   w: { totalKvBlocks: number; maxNumBatchedTokens: number; maxNumSeqs: number; dpStartRank: number; dpSize: number; schedulable: boolean },
 ): WorkerCapacity {
