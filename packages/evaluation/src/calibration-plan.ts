@@ -43,7 +43,7 @@ import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type Pa
 import { hash32, shuffled, streamFor } from './random';
 
 export type Role = 'efficient' | 'capable';
-export const ROLES: readonly Role[] = ['efficient', 'capable'];
+const ROLES: readonly Role[] = ['efficient', 'capable'];
 
 /** Which seed-000 factor a condition varies. */
 export const CALIBRATION_FACTORS = [
@@ -217,7 +217,7 @@ export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'full', Pre
 
 export type CalibrationPreset = keyof typeof CALIBRATION_PRESETS;
 
-export interface CalibrationPlanOptions {
+interface CalibrationPlanOptions {
   /** Default `small`. */
   readonly preset?: CalibrationPreset;
   /** Replaces the preset wholesale (tests, custom campaigns). */
@@ -238,13 +238,13 @@ export interface CalibrationPlanOptions {
  * TTFT): prefill time of one uncached prompt (Dynamo mocker's polynomial by
  * default), one decode step, and a settle gap between runs.
  */
-export interface CostModel {
+interface CostModel {
   prefillMs(tokens: number): number;
   readonly decodeStepMs: number;
   readonly settleMs: number;
 }
 
-export const DEFAULT_COST_MODEL: CostModel = Object.freeze({
+const DEFAULT_COST_MODEL: CostModel = Object.freeze({
   prefillMs: (t: number): number => (t <= 0 ? 0 : 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142),
   decodeStepMs: 30,
   settleMs: 500,
@@ -274,8 +274,8 @@ export interface CalibrationPlan {
   readonly estimatedDurationMs: number;
 }
 
-export const WARMUP_SESSION_PREFIX = 'calwarm:';
-export const BACKGROUND_SESSION_PREFIX = 'calbg:';
+const WARMUP_SESSION_PREFIX = 'calwarm:';
+const BACKGROUND_SESSION_PREFIX = 'calbg:';
 
 function fmtF(f: number): string {
   return f.toFixed(4).replace(/0+$/, '').replace(/\.$/, '');
@@ -294,7 +294,7 @@ function probeOf(n: number, f: number, osl: number, blockSize: number): ProbeSpe
 }
 
 /** Rough wall time of one repeat of a condition (see `CostModel`). */
-export function estimateRunMs(c: CalibrationCondition, cost: CostModel = DEFAULT_COST_MODEL): number {
+function estimateRunMs(c: CalibrationCondition, cost: CostModel = DEFAULT_COST_MODEL): number {
   const warm = c.probe.prefixTokens > 0 ? cost.prefillMs(c.probe.prefixTokens) + cost.decodeStepMs : 0;
   let pre = 0;
   let end = 0;

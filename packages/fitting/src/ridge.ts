@@ -22,7 +22,7 @@ import { mean, populationSd } from './stats';
 // Standardisation.
 // ---------------------------------------------------------------------------
 
-export interface FeatureRow {
+interface FeatureRow {
   readonly n: number;
   readonly r: number;
   readonly p: number | null;
@@ -30,7 +30,7 @@ export interface FeatureRow {
 
 export type FeatureName = 'logN' | 'logR' | 'logP';
 
-export interface StandardizationFit {
+interface StandardizationFit {
   readonly standardization: Standardization;
   /**
    * Features with no spread in the fitting data. Their sd is set to 1 (the
@@ -80,7 +80,7 @@ export function fitStandardization(rows: readonly FeatureRow[]): Standardization
 // Closed-form ridge.
 // ---------------------------------------------------------------------------
 
-export type RidgeResult = { readonly ok: true; readonly beta: number[] } | { readonly ok: false; readonly reason: string };
+type RidgeResult = { readonly ok: true; readonly beta: number[] } | { readonly ok: false; readonly reason: string };
 
 /**
  * beta = (X'X + lambda diag(penalize))^-1 X'y. `penalize[j]` false leaves
@@ -142,7 +142,7 @@ export interface CvPoint {
   readonly note?: string;
 }
 
-export interface CvResult {
+interface CvResult {
   readonly curve: readonly CvPoint[];
   readonly folds: number;
   readonly lambda: number;

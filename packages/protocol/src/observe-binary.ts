@@ -30,7 +30,7 @@ const OBSERVE_REPLY_RECORD_BYTES = 192;
 
 /** The f64 slots of a worker record, in order (the list the pool's answer rows use too). */
 const WORKER_FIELDS = WORKER_FACTS;
-export type WorkerField = (typeof WORKER_FIELDS)[number];
+type WorkerField = (typeof WORKER_FIELDS)[number];
 /** Slot offset of each field from a record's first f64 (`ObserveReplyBinaryWriter.slots(i)`). */
 export const F = Object.freeze(Object.fromEntries(WORKER_FIELDS.map((k, i) => [k, i])) as Record<WorkerField, number>);
 
@@ -45,7 +45,7 @@ const MAX_WORKERS = 4096;
 /** A nullable number as written: null (and any non-finite value, which JSON cannot carry either) is NaN. */
 export const nullable = (v: number | null | undefined): number => (v === null || v === undefined || !Number.isFinite(v) ? NaN : v);
 
-export interface BinaryReplyHead {
+interface BinaryReplyHead {
   readonly pool: string;
   readonly blockSize: number;
   readonly queryDurationUs: number;

@@ -25,7 +25,7 @@ import { ID_MAX_LENGTH } from './ids';
 import type { ObserveRequest } from './messages';
 import type { Le64Scratch } from './scratch';
 
-export const OBSERVE_REQUEST_BINARY_MAGIC = 0x01514f56;
+const OBSERVE_REQUEST_BINARY_MAGIC = 0x01514f56;
 const OBSERVE_REQUEST_HEADER_BYTES = 24;
 
 const FLAG_CHOICE = 1;

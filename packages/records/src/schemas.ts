@@ -45,7 +45,7 @@ export interface RecordSchema<T> {
 }
 
 /** Parse a schema object with this package's logical types and derive its identity. */
-export function defineRecordSchema<T>(json: unknown, version: number, file: string): RecordSchema<T> {
+function defineRecordSchema<T>(json: unknown, version: number, file: string): RecordSchema<T> {
   const type = avro.Type.forSchema(json as avro.Schema, { ...AVSC_OPTIONS });
   // avsc's default `schema()` export is the Avro Parsing Canonical Form
   // (full names, only name/type/fields/symbols/items/values/size, spec key

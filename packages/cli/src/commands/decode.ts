@@ -32,7 +32,7 @@ const FORMATS = [
   'forward-pass-metrics',
   'active-sequence',
 ] as const;
-export type DecodeFormat = (typeof FORMATS)[number];
+type DecodeFormat = (typeof FORMATS)[number];
 type Format = (typeof FORMATS)[number];
 const ENCODINGS = ['auto', 'raw', 'hex', 'base64'] as const;
 type Encoding = (typeof ENCODINGS)[number];
