@@ -137,8 +137,8 @@ export interface LimitationResult {
   readonly cases: readonly LimitationCaseResult[];
   readonly table: string;
   readonly html: string;
-  /** The charts (efficient TTFT against booked requests, simulated and predicted), one per phase. */
-  readonly svgs: Readonly<Record<'decoding' | 'prefilling', string>>;
+  /** The charts: efficient TTFT against booked requests (simulated and predicted), one per phase; the proposal's E2E. */
+  readonly svgs: Readonly<Record<'decoding' | 'prefilling' | 'e2e', string>>;
 }
 
 /** The controlled cases: idle, then per count a short/long pair in each phase. */
@@ -342,7 +342,7 @@ export function runLimitationStudy(o: LimitationOptions): LimitationResult {
       );
     }
   }
-  const svgs = { decoding: chart(results, 'decoding'), prefilling: chart(results, 'prefilling') };
+  const svgs = { decoding: ttftChart(results, 'decoding'), prefilling: ttftChart(results, 'prefilling'), e2e: e2eChart(results) };
   return { cases: results, table: renderLimitationTable(results), html: renderLimitationHtml(results, svgs), svgs };
 }
 
@@ -397,23 +397,56 @@ export function renderLimitationTable(results: readonly LimitationCaseResult[]):
   ].join('\n');
 }
 
-function chart(results: readonly LimitationCaseResult[], phase: 'decoding' | 'prefilling'): string {
-  const idle = results.find((r) => r.case.phase === 'idle');
-  const of = (g: GenerationLength): LimitationCaseResult[] => [...(idle ? [idle] : []), ...results.filter((r) => r.case.phase === phase && r.case.generation === g)].sort((a, b) => a.case.count - b.case.count);
-  const short = of('short');
-  const long = of('long');
-  const pred = (rs: LimitationCaseResult[], e: 'blind' | 'cache'): (readonly [number, number])[] => rs.map((r) => [r.case.count, r.estimators.find((x) => x.estimator === e)?.efficientMs ?? NaN] as const);
-  const series = [
-    { name: 'simulated, short generations', points: short.map((r) => [r.case.count, r.measured.efficient.ttftMs] as const) },
-    { name: 'simulated, long generations', points: long.map((r) => [r.case.count, r.measured.efficient.ttftMs] as const) },
-    { name: 'cache-blind predicted (short)', points: pred(short, 'blind') },
-    { name: 'cache-blind predicted (long)', points: pred(long, 'blind') },
-    { name: 'cache-aware predicted (short)', points: pred(short, 'cache') },
-    { name: 'cache-aware predicted (long)', points: pred(long, 'cache') },
-  ];
-  const capable = { name: 'capable candidate, simulated', points: short.map((r) => [r.case.count, r.measured.capable.ttftMs] as const) };
+/** One phase's cases (idle first, as R = 0) of one generation length, by booked requests. */
+function series(results: readonly LimitationCaseResult[], phase: 'decoding' | 'prefilling', g: GenerationLength): LimitationCaseResult[] {
+  const idle = results.filter((r) => r.case.phase === 'idle');
+  return [...idle, ...results.filter((r) => r.case.phase === phase && r.case.generation === g)].sort((a, b) => a.case.count - b.case.count);
+}
+
+const X_LABEL = 'booked requests on the efficient worker (R)';
+
+/** Efficient TTFT against R: simulated for short and long generations, each estimator's prediction (one line: equal inputs), the capable candidate's. */
+function ttftChart(results: readonly LimitationCaseResult[], phase: 'decoding' | 'prefilling'): string {
+  const short = series(results, phase, 'short');
+  const long = series(results, phase, 'long');
+  const pred = (e: 'blind' | 'cache'): (readonly [number, number])[] => short.map((r) => [r.case.count, r.estimators.find((x) => x.estimator === e)?.efficientMs ?? NaN] as const);
   const title = phase === 'decoding' ? 'Efficient candidate TTFT, background decoding (P = 0)' : 'Efficient candidate TTFT, background still prefilling';
-  return lineChartSvg({ title, xLabel: 'booked requests on the efficient worker (R)', yLabel: 'TTFT (ms)', series: [...series, capable], width: 700, height: 340 });
+  return lineChartSvg({
+    title,
+    xLabel: X_LABEL,
+    yLabel: 'TTFT (ms)',
+    series: [
+      { name: 'simulated, short generations', points: short.map((r) => [r.case.count, r.measured.efficient.ttftMs] as const) },
+      { name: 'simulated, long generations', points: long.map((r) => [r.case.count, r.measured.efficient.ttftMs] as const) },
+      { name: 'cache-blind predicted (same inputs for short and long)', points: pred('blind') },
+      { name: 'cache-aware predicted (same inputs for short and long)', points: pred('cache') },
+      { name: 'capable candidate, simulated', points: short.map((r) => [r.case.count, r.measured.capable.ttftMs] as const) },
+    ],
+    width: 700,
+    height: 340,
+  });
+}
+
+/** The proposal's full-response latency against R on the efficient candidate, per phase and generation length, beside the capable candidate's. */
+function e2eChart(results: readonly LimitationCaseResult[]): string {
+  const line = (phase: 'decoding' | 'prefilling', g: GenerationLength): { name: string; points: (readonly [number, number])[] } => ({
+    name: `efficient, ${phase}, ${g} generations`,
+    points: series(results, phase, g).map((r) => [r.case.count, r.measured.efficient.e2eMs] as const),
+  });
+  return lineChartSvg({
+    title: 'Proposal full-response latency (E2E), which the TTFT target does not see',
+    xLabel: X_LABEL,
+    yLabel: 'E2E (ms)',
+    series: [
+      line('decoding', 'short'),
+      line('decoding', 'long'),
+      line('prefilling', 'short'),
+      line('prefilling', 'long'),
+      { name: 'capable candidate', points: series(results, 'decoding', 'short').map((r) => [r.case.count, r.measured.capable.e2eMs] as const) },
+    ],
+    width: 700,
+    height: 340,
+  });
 }
 
 const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
@@ -437,6 +470,8 @@ export function renderLimitationHtml(results: readonly LimitationCaseResult[], s
   out.push('<h2>Efficient candidate TTFT against booked requests</h2>');
   out.push(svgs.decoding);
   out.push(svgs.prefilling);
+  out.push('<h2>The proposal\'s full-response latency</h2>');
+  out.push(svgs.e2e);
   out.push('<h2>Estimators: predicted TTFT and error (predicted − simulated, ms)</h2><table><tr><th>case</th><th>estimator</th><th>efficient predicted</th><th>efficient error</th><th>capable predicted</th><th>capable error</th><th>advantage predicted</th><th>advantage error</th><th>problem</th></tr>');
   for (const r of results) {
     for (const e of r.estimators) {

@@ -92,9 +92,10 @@ describe('the remaining-generation case (seed 000 limitation)', () => {
     expect(again.table).toBe(r.table);
   });
 
-  it('produces the report section: the cases, both charts, the estimator errors and every rule for every case', () => {
+  it('produces the report section: the cases, the charts, the estimator errors and every rule for every case', () => {
     expect(r.html).toContain('<h1>Offline study: equal booked requests, different remaining generations</h1>');
-    expect(r.html.match(/<svg /g)).toHaveLength(2);
+    expect(r.html.match(/<svg /g)).toHaveLength(3);
+    expect(r.svgs.e2e).toContain('full-response latency');
     expect(r.svgs.decoding.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
     expect(r.svgs.prefilling).toContain('background still prefilling');
     // Cases table (5 cases), estimator table (2 per case), rules table (5 per case).

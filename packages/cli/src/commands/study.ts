@@ -48,8 +48,9 @@ short/long pairs that differ only in remaining generation (8 vs 2048 output
 tokens), decoding with P = 0 or still prefilling, beside an idle capable pool; a
 proposal on fresh fleets measures both candidates' TTFT and each variant's choice.
 Prints the table and writes limitation.html (cases, charts of simulated and
-predicted efficient TTFT against R, estimator errors, every rule's choice),
-limitation-decoding.svg, limitation-prefilling.svg and limitation.json.
+predicted efficient TTFT against R, the proposal's E2E, estimator errors, every
+rule's choice), limitation-decoding.svg, limitation-prefilling.svg,
+limitation-e2e.svg and limitation.json.
 
 Options:
   --load                  the load curve instead of one evaluation
@@ -125,6 +126,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     await writeOutput(join(out, 'limitation.html'), lim.html);
     await writeOutput(join(out, 'limitation-decoding.svg'), `${lim.svgs.decoding}\n`);
     await writeOutput(join(out, 'limitation-prefilling.svg'), `${lim.svgs.prefilling}\n`);
+    await writeOutput(join(out, 'limitation-e2e.svg'), `${lim.svgs.e2e}\n`);
     await writeOutput(join(out, 'limitation.json'), `${JSON.stringify({ parameterSetVersion: fit.parameterSet.version, cases: lim.cases }, null, 1)}\n`);
     io.stdout(`${lim.table}\nlimitation case written to ${out}/limitation.html in ${stamp()}\n`);
     return EXIT.OK;
