@@ -7,9 +7,9 @@
 // the method gives each role its own identity (user/password, NKEY, JWT) that identity carries the
 // role's least-privilege permissions (`rolePermissions`, the set `infra up --secure` generates).
 // One Kafka broker (the shared test broker) serves every case, each with its own topics and
-// transactional id. The refusals (wrong password, unknown NKEY, expired or wrong-account JWT,
-// missing client certificate, untrusted server certificate) and their error codes are asserted in
-// packages/runtime/test/nats-security.int.test.ts.
+// transactional id. Then each method's wrong settings (a wrong password or token, an unknown NKEY,
+// an expired or wrong-account JWT, an untrusted server certificate, a missing client certificate)
+// fail a service's start-up once, quickly, with the error code and cause naming them.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +23,7 @@ import { randomSecret, rolePermissions, type NatsOptions, type RolePermissions, 
 import { outcomeConfigSchema, startOutcome } from '@vantage/outcome';
 import { observeReplyCodec, observeRequestCodec, observeSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
 import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
-import { connectNats, createLogger, runService, type NatsConnection, type NatsSettings, type RunningService } from '@vantage/runtime';
+import { connectNats, createLogger, runService, VantageError, type NatsConnection, type NatsSettings, type RunningService } from '@vantage/runtime';
 import { eventually, kafkaBrokers, ownNats, secretFile, testTlsMaterial, uniqueName } from '@vantage/testkit';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
@@ -36,6 +36,7 @@ const pools: SecurePool[] = [
 ];
 const roles = rolePermissions({ pools });
 const tls = testTlsMaterial('methods');
+const rogue = testTlsMaterial('rogue');
 const secrets = join(tls.dir, 'secrets');
 const paramsDir = mkdtempSync(join(tmpdir(), 'vantage-methods-'));
 const paramsFile = join(paramsDir, 'params.json');
@@ -54,6 +55,17 @@ interface Case {
   readonly logged: { auth: string; tls: string };
   /** Each role has its own identity with its own permissions. */
   readonly leastPrivilege: boolean;
+  /** Wrong credentials or TLS settings of the method (in place of the role's) and the start-up error they must give. */
+  readonly refusals: readonly Refusal[];
+}
+
+interface Refusal {
+  readonly what: string;
+  /** Replaces the role's `VANTAGE_NATS_*` credential and TLS settings. */
+  readonly env: Record<string, string>;
+  readonly code: 'NATS_AUTH_FAILED' | 'NATS_TLS_FAILED';
+  /** The cause in the error's details. */
+  readonly cause: RegExp;
 }
 
 const sepFile = (name: string, content: string): string => secretFile(secrets, `${uniqueName(name)}`, content);
@@ -75,6 +87,7 @@ async function makeCase(method: Method): Promise<Case> {
         client: (role) => ({ user: role, passwordFile: files[role]! }),
         logged: { auth: 'user', tls: 'off' },
         leastPrivilege: true,
+        refusals: [{ what: 'a wrong password', env: { VANTAGE_NATS_USER: 'indexer-efficient', VANTAGE_NATS_PASSWORD_FILE: sepFile('wrong.pw', `${randomSecret()}\n`) }, code: 'NATS_AUTH_FAILED', cause: /^authorization_violation$/ }],
       };
     }
     case 'token': {
@@ -86,6 +99,10 @@ async function makeCase(method: Method): Promise<Case> {
         client: () => ({ tokenFile: file }),
         logged: { auth: 'token', tls: 'off' },
         leastPrivilege: false,
+        refusals: [
+          { what: 'a wrong token', env: { VANTAGE_NATS_TOKEN_FILE: sepFile('wrong.token', `${randomSecret()}\n`) }, code: 'NATS_AUTH_FAILED', cause: /^authorization_violation$/ },
+          { what: 'no token', env: {}, code: 'NATS_AUTH_FAILED', cause: /^authorization_violation$/ },
+        ],
       };
     }
     case 'NKEY seed': {
@@ -97,6 +114,7 @@ async function makeCase(method: Method): Promise<Case> {
         client: (role) => ({ nkeySeedFile: files[role]! }),
         logged: { auth: 'nkey', tls: 'off' },
         leastPrivilege: true,
+        refusals: [{ what: 'an unknown NKEY', env: { VANTAGE_NATS_NKEY_SEED_FILE: sepFile('stranger.seed', `${td.decode(createUserKey().getSeed())}\n`) }, code: 'NATS_AUTH_FAILED', cause: /^authorization_violation$/ }],
       };
     }
     case 'JWT creds (operator mode)': {
@@ -108,18 +126,26 @@ async function makeCase(method: Method): Promise<Case> {
       const limits = { conn: -1, subs: -1, data: -1, payload: -1, leaf: -1, imports: -1, exports: -1, wildcards: true };
       const sysJwt = await encodeAccount('SYS', sys, { limits }, { signer: okp });
       const acctJwt = await encodeAccount('VANTAGE', acct, { limits: { ...limits, mem_storage: -1, disk_storage: -1, streams: -1, consumer: -1 } }, { signer: okp });
-      const files: Record<string, string> = {};
-      for (const r of roles) {
+      const creds = async (name: string, issuer: ReturnType<typeof createAccount>, user: Partial<User>, exp?: number): Promise<string> => {
         const ukp = createUser();
-        const jwt = await encodeUser(r.role, ukp, acct, jwtPermissions(r));
-        files[r.role] = sepFile(`${r.role}.creds`, td.decode(fmtCreds(jwt, ukp)));
-      }
+        const jwt = await encodeUser(name, ukp, issuer, user, exp === undefined ? {} : { exp });
+        return sepFile(`${name}.creds`, td.decode(fmtCreds(jwt, ukp)));
+      };
+      const files: Record<string, string> = {};
+      for (const r of roles) files[r.role] = await creds(r.role, acct, jwtPermissions(r));
+      const indexerRole = roles.find((r) => r.role === 'indexer-efficient')!;
+      // Signed by the operator, but for an account the server was never given.
+      const otherAccount = createAccount();
       return {
         server: { auth: { kind: 'operator', operatorJwt, systemAccount: sys.getPublicKey(), accounts: { [sys.getPublicKey()]: sysJwt, [acct.getPublicKey()]: acctJwt } } },
         env: (role) => ({ VANTAGE_NATS_CREDS_FILE: files[role]! }),
         client: (role) => ({ credsFile: files[role]! }),
         logged: { auth: 'creds', tls: 'off' },
         leastPrivilege: true,
+        refusals: [
+          { what: 'an expired JWT', env: { VANTAGE_NATS_CREDS_FILE: await creds('expired', acct, jwtPermissions(indexerRole), Math.floor(Date.now() / 1000) - 3600) }, code: 'NATS_AUTH_FAILED', cause: /^credentials_expired$/ },
+          { what: 'a JWT of an account the server does not know', env: { VANTAGE_NATS_CREDS_FILE: await creds('other-account', otherAccount, jwtPermissions(indexerRole)) }, code: 'NATS_AUTH_FAILED', cause: /^authorization_violation$/ },
+        ],
       };
     }
     case 'TLS with a custom CA':
@@ -129,6 +155,10 @@ async function makeCase(method: Method): Promise<Case> {
         client: () => ({ tls: { caFile: tls.caFile } }),
         logged: { auth: 'none', tls: 'on' },
         leastPrivilege: false,
+        refusals: [
+          { what: 'a server certificate from an untrusted CA', env: { VANTAGE_NATS_TLS_CA_FILE: rogue.caFile }, code: 'NATS_TLS_FAILED', cause: /^server_certificate_untrusted\b/ },
+          { what: 'no CA (the system store does not trust it)', env: {}, code: 'NATS_TLS_FAILED', cause: /^server_certificate_untrusted\b/ },
+        ],
       };
     case 'mutual TLS':
       return {
@@ -137,6 +167,10 @@ async function makeCase(method: Method): Promise<Case> {
         client: () => ({ tls: { caFile: tls.caFile, certFile: tls.clientCertFile, keyFile: tls.clientKeyFile } }),
         logged: { auth: 'none', tls: 'mutual' },
         leastPrivilege: false,
+        refusals: [
+          { what: 'a missing client certificate', env: { VANTAGE_NATS_TLS_CA_FILE: tls.caFile }, code: 'NATS_TLS_FAILED', cause: /^client_certificate_refused\b/ },
+          { what: 'a client certificate from another CA', env: { VANTAGE_NATS_TLS_CA_FILE: tls.caFile, VANTAGE_NATS_TLS_CERT_FILE: rogue.clientCertFile, VANTAGE_NATS_TLS_KEY_FILE: rogue.clientKeyFile }, code: 'NATS_TLS_FAILED', cause: /^client_certificate_refused\b/ },
+        ],
       };
   }
 }
@@ -203,6 +237,7 @@ beforeAll(() => {
 
 afterAll(() => {
   rmSync(tls.dir, { recursive: true, force: true });
+  rmSync(rogue.dir, { recursive: true, force: true });
   rmSync(paramsDir, { recursive: true, force: true });
 });
 
@@ -375,20 +410,28 @@ describe.each(methods)('full pipeline with NATS %s', (method) => {
     for (const [name, s] of Object.entries(logs)) expect(s.text.join(''), `${name} logs`).not.toMatch(/permissions violation|authorization violation/i);
   });
 
-  it('the server requires the method: a client without it is refused; a role identity carries its permissions', async () => {
-    // Without credentials: NATS_AUTH_FAILED. Without the CA (TLS) or without a client certificate (mutual TLS): NATS_TLS_FAILED.
-    const bare: Partial<NatsSettings> = c.logged.tls === 'mutual' ? { tls: { caFile: tls.caFile } } : {};
-    const e = await connectNats(
-      { url: nats.url, name: 'no-credentials', reconnectTimeWaitMs: 200, reconnectJitterMs: 0, maxReconnectAttempts: -1, connectTimeoutMs: 3000, ...bare },
-      createLogger({ service: 'probe', instanceId: 't', level: 'silent' }),
-    ).then(
-      async (nc) => {
-        await nc.close();
-        return null;
-      },
-      (err: unknown) => err as { code?: string },
-    );
-    expect(e?.code).toBe(c.logged.auth === 'none' ? 'NATS_TLS_FAILED' : 'NATS_AUTH_FAILED');
+  it('wrong credentials or TLS settings of the method fail start-up once, quickly, with the code naming the cause; a role identity carries its permissions', async () => {
+    expect(c.refusals.length).toBeGreaterThan(0);
+    for (const r of c.refusals) {
+      const env: Record<string, string> = { ...natsEnv('indexer-efficient') };
+      for (const k of Object.keys(env)) if (/^VANTAGE_NATS_(USER|PASSWORD_FILE|TOKEN_FILE|NKEY_SEED_FILE|CREDS_FILE|TLS_)/.test(k)) delete env[k];
+      Object.assign(env, r.env, { VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: 'efficient', blockSize: BLOCK, namespace: 'dyn-e', component: 'backend' }]) });
+      const s = sink();
+      const t0 = Date.now();
+      const e = await runService({ name: 'indexer', schema: indexerConfigSchema as never, kafka: false, env, signals: [], processHandlers: false, exit: () => {}, logDestination: s, start: () => {} }).then(
+        async (svc) => {
+          await svc.stop('unexpected');
+          return null;
+        },
+        (err: unknown) => err as VantageError,
+      );
+      const ms = Date.now() - t0;
+      expect(e, r.what).toBeInstanceOf(VantageError);
+      expect({ what: r.what, code: e!.code, retryable: e!.retryable }).toEqual({ what: r.what, code: r.code, retryable: false });
+      expect(String(e!.details['cause']), r.what).toMatch(r.cause);
+      // One attempt, bounded by the connect timeout: never a silent retry loop.
+      expect(ms, r.what).toBeLessThan(3000 + 3000);
+    }
     if (!c.leastPrivilege) return;
     // The worker's identity may not book: the server refuses the publish.
     const errors: string[] = [];
