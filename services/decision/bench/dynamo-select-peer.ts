@@ -77,6 +77,8 @@ export interface PeerOptions {
   readonly workers?: number;
   /** The service's KV indexer threads (`--threads`; its default 4 when absent). */
   readonly threads?: number;
+  /** Worker w's id is this plus w (default 1000, the benchmark's efficient pool). */
+  readonly firstWorkerId?: bigint;
   /** Keep-alive connections of the load generator (default 64). */
   readonly maxSockets?: number;
   readonly log?: (s: string) => void;
@@ -112,7 +114,7 @@ export async function startDynamoSelectPeer(o: PeerOptions = {}): Promise<Dynamo
   const sessionHashes = sessionTokens.map((t) => localBlockHashes(t, BLOCK));
   const workers: PeerWorker[] = [];
   for (let w = 0; w < n; w++) {
-    const workerId = BigInt(1000 + w) as WorkerId;
+    const workerId = BigInt.asUintN(64, (o.firstWorkerId ?? 1000n) + BigInt(w)) as WorkerId;
     workers.push({ index: w, workerId, event: storedPrefixEvent(workerId, w, sessionHashes) });
   }
   const pool = new PoolState({ pool: 'bench-eff', blockSize: BLOCK, selection: { kind: 'kv_router', formula: 'prefill_load_scale' }, bookingTtlMs: 300_000, workerTtlMs: 3_600_000 });
@@ -151,6 +153,7 @@ export async function startDynamoSelectPeer(o: PeerOptions = {}): Promise<Dynamo
     if (r.status < 200 || r.status >= 300) throw new Error(`${path}: HTTP ${r.status} ${r.text.slice(0, 300)}`);
     return r.text;
   };
+  let stopping: Promise<void> | undefined;
   const peer: DynamoSelectPeer = {
     service,
     publisher,
@@ -168,8 +171,11 @@ export async function startDynamoSelectPeer(o: PeerOptions = {}): Promise<Dynamo
       return out;
     },
     stop: async () => {
-      agent.destroy();
-      await Promise.all([publisher.stop(), service.stop()]);
+      stopping ??= (async () => {
+        agent.destroy();
+        await Promise.all([publisher.stop(), service.stop()]);
+      })();
+      await stopping;
     },
   };
 
