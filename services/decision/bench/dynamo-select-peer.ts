@@ -32,9 +32,9 @@ import type { KvEvent, WorkerId } from '@vantage/types';
 import { BLOCK, PROMPT_SESSIONS, SESSION_TOKENS, SESSIONS, WORKER_CAPACITY, WORKERS, storedPrefixEvent, tokensFor } from './workload';
 
 /** The model the workers serve (the benchmark's efficient pool). */
-export const PEER_MODEL = 'bench-8b';
+const PEER_MODEL = 'bench-8b';
 /** Highest sustained rate: every select answered with 200, achieved ≥ 97 % of offered, p99 under this. */
-export const P99_LIMIT_US = 20_000;
+const P99_LIMIT_US = 20_000;
 
 export type PromptForm = 'block_hashes' | 'token_ids';
 
@@ -72,7 +72,7 @@ export interface DynamoSelectPeer {
   stop(): Promise<void>;
 }
 
-export interface PeerOptions {
+interface PeerOptions {
   /** Workers of the benchmark's pool given to the service (default 64, the benchmark's). */
   readonly workers?: number;
   /** The service's KV indexer threads (`--threads`; its default 4 when absent). */
@@ -242,7 +242,7 @@ async function waitSameOverlaps(peer: DynamoSelectPeer, log: (s: string) => void
   }
 }
 
-export interface SanityResult {
+interface SanityResult {
   readonly selects: number;
   /** The chosen worker holds the longest overlap (ours), and the reply's overlap and prefill figures are that overlap's. */
   readonly longestOverlap: number;
@@ -281,7 +281,7 @@ export async function checkSelects(peer: DynamoSelectPeer, prompts: readonly Uin
   return { selects: prompts.length, longestOverlap: longest, sameWorkerAsOurs: same, tiedWithOurs: tied, failures };
 }
 
-export interface SelectRun {
+interface SelectRun {
   readonly label: string;
   readonly rate: number;
   readonly sent: number;
@@ -387,7 +387,7 @@ export async function selectOpenLoop(peer: DynamoSelectPeer, label: string, bodi
   };
 }
 
-export const sustained = (r: SelectRun): boolean => Object.keys(r.errors).length === 0 && r.ok === r.sent && r.achievedPerS >= 0.97 * r.rate && r.p99Us < P99_LIMIT_US;
+const sustained = (r: SelectRun): boolean => Object.keys(r.errors).length === 0 && r.ok === r.sent && r.achievedPerS >= 0.97 * r.rate && r.p99Us < P99_LIMIT_US;
 
 /** Between runs: until a probe select is answered within 20 ms (the previous run's backlog drained), at most 15 s. */
 async function settle(peer: DynamoSelectPeer, probe: Buffer): Promise<void> {
@@ -403,7 +403,7 @@ async function settle(peer: DynamoSelectPeer, probe: Buffer): Promise<void> {
   }
 }
 
-export interface PeerBenchOptions extends PeerOptions {
+interface PeerBenchOptions extends PeerOptions {
   /** Prompt scenarios, as the decision benchmark names them (default 32k-hashes,32k-token_ids). */
   readonly scenarios?: readonly string[];
   /** Fixed offered rates per scenario (default 500, 1000, 2000: the decision benchmark's). */
@@ -417,7 +417,7 @@ export interface PeerBenchOptions extends PeerOptions {
   readonly warmup?: number;
 }
 
-export interface PeerBenchResult {
+interface PeerBenchResult {
   readonly dynamo_select_p50_us: number | null;
   readonly dynamo_select_p99_us: number | null;
   /** Highest sustained offered rate of the first scenario (no errors, achieved ≥ 97 %, p99 < 20 ms). */

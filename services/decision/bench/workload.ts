@@ -49,7 +49,7 @@ export function heldBlocks(w: number, sessionBlocks: number): number {
 }
 
 /** Engine block id (`block_hash`) the benchmark gives the block with local hash `h`. */
-export function engineBlockHash(h: bigint): ExternalHash {
+function engineBlockHash(h: bigint): ExternalHash {
   return (h ^ 0xabcdn) as ExternalHash;
 }
 
