@@ -6,7 +6,7 @@
  * 1,000/s), `dynamo_select_max_per_s`, and every run.
  *
  * Environment: BENCH_SECONDS (4), BENCH_RATES (500,1000,2000), BENCH_SCENARIOS (32k-hashes,32k-token_ids),
- * BENCH_SEARCH_FROM (100), BENCH_STEP (100), BENCH_SEARCH_MAX (6000), BENCH_WARMUP_SELECTS (500),
+ * BENCH_SEARCH_FROM (100), BENCH_STEP (100), BENCH_SEARCH_MAX (6000), BENCH_WARMUP_SELECTS (500), BENCH_SERIAL_SELECTS (200),
  * BENCH_WORKERS (64), BENCH_SELECT_THREADS (the service's --threads; its default 4 when unset),
  * BENCH_SOCKETS (64 keep-alive connections).
  */
@@ -27,6 +27,7 @@ runDynamoSelectPeer({
   searchStep: num('BENCH_STEP', 100),
   searchMax: num('BENCH_SEARCH_MAX', 6000),
   warmup: num('BENCH_WARMUP_SELECTS', 500),
+  serial: num('BENCH_SERIAL_SELECTS', 200),
   log,
 }).then(
   (r) => {

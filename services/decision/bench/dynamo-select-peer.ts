@@ -387,6 +387,21 @@ export async function selectOpenLoop(peer: DynamoSelectPeer, label: string, bodi
   };
 }
 
+/** `n` selects one at a time (one client, keep-alive): latency without any queueing of ours. */
+async function serialSelects(peer: DynamoSelectPeer, bodies: readonly Buffer[], n: number): Promise<{ p50Us: number; p99Us: number; errors: number }> {
+  const lat = new Float64Array(n);
+  let ok = 0;
+  let errors = 0;
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    const r = await peer.post('/select', bodies[i % bodies.length]!, 5_000).catch(() => null);
+    if (r !== null && r.status === 200) lat[ok++] = (performance.now() - t) * 1000;
+    else errors++;
+  }
+  const sorted = lat.subarray(0, ok).sort();
+  return { p50Us: quantile(sorted, 0.5), p99Us: quantile(sorted, 0.99), errors };
+}
+
 const sustained = (r: SelectRun): boolean => Object.keys(r.errors).length === 0 && r.ok === r.sent && r.achievedPerS >= 0.97 * r.rate && r.p99Us < P99_LIMIT_US;
 
 /** Between runs: until a probe select is answered within 20 ms (the previous run's backlog drained), at most 15 s. */
@@ -415,6 +430,8 @@ interface PeerBenchOptions extends PeerOptions {
   readonly searchMax?: number;
   /** Selects sent before each scenario's measured runs (default 500, at 250/s). */
   readonly warmup?: number;
+  /** Selects sent one at a time per scenario, after the warm-up (default 200). */
+  readonly serial?: number;
 }
 
 interface PeerBenchResult {
@@ -427,11 +444,15 @@ interface PeerBenchResult {
   readonly dynamo_select_saturated_per_s: number;
   /** The first scenario's p50 at its lowest fixed rate. */
   readonly dynamo_select_p50_us_low_rate: number | null;
+  /** The first scenario's p50 one select at a time. */
+  readonly dynamo_select_serial_p50_us: number | null;
   readonly headline: string;
   readonly workers: number;
   readonly threads: number | null;
   readonly seconds_per_run: number;
   readonly sanity: Record<string, SanityResult>;
+  /** Per scenario: selects one at a time. */
+  readonly serial: readonly Record<string, unknown>[];
   readonly runs: readonly Record<string, unknown>[];
   readonly search: readonly Record<string, unknown>[];
 }
@@ -487,6 +508,8 @@ export async function runDynamoSelectPeer(o: PeerBenchOptions = {}): Promise<Pee
     const maxBy: Record<string, number> = {};
     let head: SelectRun | null = null;
     let low: SelectRun | null = null;
+    const serial: Record<string, unknown>[] = [];
+    let serialHead = NaN;
     const line = (r: SelectRun, bytes: number): void =>
       log(
         `${r.label.padEnd(16)} ${String(r.rate).padStart(5)}/s ${(bytes / 1024).toFixed(0).padStart(5)} KiB | select p50 ${String(us(r.p50Us)).padStart(7)} p99 ${String(us(r.p99Us)).padStart(8)} µs ok ${r.ok}/${r.sent} (${r.achievedPerS.toFixed(0)}/s)` +
@@ -497,6 +520,10 @@ export async function runDynamoSelectPeer(o: PeerBenchOptions = {}): Promise<Pee
       const bodies = PROMPT_SESSIONS.map((s) => peer.body(peer.sessionTokens[s]!.subarray(0, size), form));
       await settle(peer, bodies[0]!);
       if (warmup > 0) await selectOpenLoop(peer, `warm ${label}`, bodies, 250, warmup / 250);
+      const one = await serialSelects(peer, bodies, o.serial ?? 200);
+      serial.push({ prompt: label, selects: o.serial ?? 200, select_p50_us: us(one.p50Us), select_p99_us: us(one.p99Us), errors: one.errors, loadavg_1m: Math.round(loadavg()[0]! * 100) / 100 });
+      log(`${label.padEnd(16)} one at a time: select p50 ${us(one.p50Us)} p99 ${us(one.p99Us)} µs, ${one.errors} errors`);
+      if (k === 0) serialHead = one.p50Us;
       for (const rate of rates) {
         await settle(peer, bodies[0]!);
         const r = await selectOpenLoop(peer, label, bodies, rate, seconds);
@@ -536,11 +563,13 @@ export async function runDynamoSelectPeer(o: PeerBenchOptions = {}): Promise<Pee
       dynamo_select_max_per_s_by_scenario: maxBy,
       dynamo_select_saturated_per_s: saturated,
       dynamo_select_p50_us_low_rate: low === null ? null : us(low.p50Us),
+      dynamo_select_serial_p50_us: us(serialHead),
       headline: head === null ? 'none' : `${head.label} @ ${head.rate}/s`,
       workers: peer.workers.length,
       threads: o.threads ?? null,
       seconds_per_run: seconds,
       sanity,
+      serial,
       runs,
       search,
     };
