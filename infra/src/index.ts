@@ -9,8 +9,27 @@ export type { JobConfig, JobContext, JobResult } from './job';
 export {
   startMocker,
   startDynamoDriver,
+  startSelectService,
+  startZmqKvPublisher,
+  DYNAMO_DRIVER,
+  ZMQ_KV_PUBLISHER,
 } from './dynamo';
-export type { MockerProcess, DynamoDriver } from './dynamo';
+export type {
+  EtcdDiscoveryTarget,
+  MockerOptions,
+  MockerProcess,
+  DynamoProcess,
+  DynamoDriver,
+  DriverOptions,
+  GenerateResult,
+  OverlapScores,
+  BestWorker,
+  PotentialLoad,
+  SelectServiceOptions,
+  SelectServiceProcess,
+  VllmKvEvent,
+  ZmqKvPublisher,
+} from './dynamo';
 export {
   ensureTlsMaterial,
   randomSecret,
