@@ -11,16 +11,11 @@ export {
   startDynamoDriver,
   startSelectService,
   startZmqKvPublisher,
-  DYNAMO_DRIVER,
   ZMQ_KV_PUBLISHER,
 } from './dynamo';
 export type {
-  EtcdDiscoveryTarget,
-  MockerOptions,
   MockerProcess,
-  DynamoProcess,
   DynamoDriver,
-  DriverOptions,
   GenerateResult,
   OverlapScores,
   BestWorker,
@@ -37,6 +32,7 @@ export {
 } from './secure';
 export type {
   KafkaSecurity,
+  RolePermissions,
   SecurePool,
   TlsMaterial,
 } from './secure';
