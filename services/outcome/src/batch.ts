@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { decodeSingleObject, DECISION_REGISTRY, encodeSingleObject, OUTCOME_RECORD_CURRENT, type DecisionRecord, type SourcePart } from '@vantage/records';
 import type { Message as KafkaMessage } from 'kafkajs';
 import type { OutcomeConfig } from './config';
-import { deadLetterMessage, type DeadLetterReason } from './deadletter';
+import { deadLetterMessage, DLQ_HEADERS, type DeadLetterReason } from './deadletter';
 import type { Held, InboxItem } from './intake';
 import type { ClosedJoin, Joiner } from './joiner';
 import { decodeLifecycle } from './lifecycle';
@@ -40,21 +40,8 @@ export interface Batch {
 }
 
 export function newBatch(): Batch {
-  return {
-    nonce: `t-${randomBytes(8).toString('hex')}`,
-    byTopic: new Map(),
-    records: 0,
-    bytes: 0,
-    done: [],
-    doneSeqs: new Map(),
-    copied: [],
-    copiedSeqs: new Map(),
-    skipped: [],
-    newestPublishMs: 0,
-    closedIds: [],
-    counts: new Map(),
-    deadLetters: [],
-  };
+  const nonce = `t-${randomBytes(8).toString('hex')}`;
+  return { nonce, byTopic: new Map(), records: 0, bytes: 0, done: [], doneSeqs: new Map(), copied: [], copiedSeqs: new Map(), skipped: [], newestPublishMs: 0, closedIds: [], counts: new Map(), deadLetters: [] };
 }
 
 function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
@@ -171,22 +158,13 @@ export class BatchBuilder {
       // stop the pipeline: the join goes to the dead-letter topic as JSON.
       const json = JSON.stringify(r, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
       const first = c.sources[0];
-      this.emit(
-        b,
-        this.o.topics.deadLetter,
-        {
-          key: r.requestId,
-          value: Buffer.from(json.slice(0, Math.max(0, this.o.maxDeadLetterBytes))),
-          headers: {
-            'vantage-dlq-reason': 'OUTCOME_ENCODE_FAILED',
-            'vantage-dlq-detail': e instanceof Error ? e.message.slice(0, 1024) : String(e),
-            'vantage-source-stream': first?.stream ?? '',
-            'vantage-source-seq': String(first?.seq ?? ''),
-          },
-        },
-        'dead_letter',
-        'OUTCOME_ENCODE_FAILED',
-      );
+      const headers = {
+        [DLQ_HEADERS.reason]: 'OUTCOME_ENCODE_FAILED',
+        [DLQ_HEADERS.detail]: e instanceof Error ? e.message.slice(0, 1024) : String(e),
+        [DLQ_HEADERS.stream]: first?.stream ?? '',
+        [DLQ_HEADERS.seq]: String(first?.seq ?? ''),
+      };
+      this.emit(b, this.o.topics.deadLetter, { key: r.requestId, value: Buffer.from(json.slice(0, Math.max(0, this.o.maxDeadLetterBytes))), headers }, 'dead_letter', 'OUTCOME_ENCODE_FAILED');
       b.deadLetters.push('OUTCOME_ENCODE_FAILED');
       for (const s of c.sources) this.markDone(b, s.handle, s.stream);
       return;
@@ -198,14 +176,9 @@ export class BatchBuilder {
 
   private copyDecision(b: Batch, item: InboxItem, d: DecisionRecord): void {
     const data = item.msg.data;
-    this.emit(
-      b,
-      this.o.topics.decisions,
-      // A view of the received bytes, not a copy: they live until the commit anyway.
-      { key: d.sessionId, value: Buffer.from(data.buffer, data.byteOffset, data.byteLength), headers: { 'vantage-source-stream': item.stream, 'vantage-source-seq': String(item.seq) } },
-      'decision',
-      'copied',
-    );
+    // A view of the received bytes, not a copy: they live until the commit anyway.
+    const value = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    this.emit(b, this.o.topics.decisions, { key: d.sessionId, value, headers: { 'vantage-source-stream': item.stream, 'vantage-source-seq': String(item.seq) } }, 'decision', 'copied');
   }
 
   /** Decode, dead-letter or join one message. `seenAs` is what the progress log says about a redelivery. */

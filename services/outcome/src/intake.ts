@@ -58,12 +58,7 @@ export interface TermIntake {
   flush(): Promise<void>;
 }
 
-interface FetchState {
-  state: string;
-  sinceMs: number;
-  fetched: number;
-  lastError?: string;
-}
+type FetchState = { state: string; sinceMs: number; fetched: number; lastError?: string };
 
 export class JetStreamIntake implements TermIntake {
   /** Per stream: where its loop is, for the stall report. */
@@ -71,13 +66,7 @@ export class JetStreamIntake implements TermIntake {
   private readonly js: JetStreamClient;
   private readonly ownershipMs: number;
 
-  constructor(
-    private readonly nc: NatsConnection,
-    private readonly streams: readonly { kind: Kind; stream: string }[],
-    private readonly o: OutcomeConfig['outcome'],
-    private readonly metrics: OutcomeMetrics,
-    private readonly log: Logger,
-  ) {
+  constructor(private readonly nc: NatsConnection, private readonly streams: readonly { kind: Kind; stream: string }[], private readonly o: OutcomeConfig['outcome'], private readonly metrics: OutcomeMetrics, private readonly log: Logger) {
     this.js = jetstream(nc);
     this.ownershipMs = Math.floor(o.nats.ackWaitMs / 2);
   }
@@ -136,19 +125,8 @@ export class JetStreamIntake implements TermIntake {
             const receivedAtMs = Date.now();
             got++;
             st.fetched++;
-            sink.take(
-              {
-                kind,
-                stream,
-                msg: m,
-                receivedAtMs,
-                ownedUntilMs: receivedAtMs + this.ownershipMs,
-                seq: d === null ? m.info.streamSequence : d.streamSeq,
-                redelivered: deliveryCount > 1,
-                publishMs,
-              },
-              d === null ? m.info.pending : d.pending,
-            );
+            const seq = d === null ? m.info.streamSequence : d.streamSeq;
+            sink.take({ kind, stream, msg: m, receivedAtMs, ownedUntilMs: receivedAtMs + this.ownershipMs, seq, redelivered: deliveryCount > 1, publishMs }, d === null ? m.info.pending : d.pending);
           }
         } finally {
           clearTimeout(watchdog);

@@ -47,26 +47,17 @@ export interface TermLease {
 }
 
 export class LeadershipLease implements TermLease {
-  readonly holder: string;
   private state: 'free' | 'held' | 'lost' = 'free';
   private rev = 0;
   private lastRenewOkMs = 0;
   private renewing: Promise<Renewal> | null = null;
 
-  private constructor(
-    private readonly kv: KV,
-    readonly key: string,
-    instanceId: string,
-    private readonly cfg: OutcomeConfig['outcome']['leader'],
-    private readonly log: Logger,
-  ) {
-    this.holder = `${instanceId}-${randomBytes(4).toString('hex')}`;
-  }
+  private constructor(private readonly kv: KV, readonly key: string, readonly holder: string, private readonly cfg: OutcomeConfig['outcome']['leader'], private readonly log: Logger) {}
 
   static async open(nc: NatsConnection, cfg: OutcomeConfig['outcome']['leader'], transactionalId: string, instanceId: string, log: Logger): Promise<LeadershipLease> {
     const kv = await retrying('leader KV bucket', () => new Kvm(nc).create(cfg.bucket, { ttl: cfg.leaseMs, history: 1 }));
     const key = cfg.key === '' ? transactionalId.replace(/[^-/_=.a-zA-Z0-9]/g, '_') : cfg.key;
-    return new LeadershipLease(kv, key, instanceId, cfg, log);
+    return new LeadershipLease(kv, key, `${instanceId}-${randomBytes(4).toString('hex')}`, cfg, log);
   }
 
   /** Create-if-absent; also takes back a key still ours (a term ended on a NATS outage while the key outlived it). */

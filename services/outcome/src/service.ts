@@ -48,45 +48,17 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
 
   // ---------------------------------------------------------------- set-up
   for (const s of streams) {
-    await ensureStream(
-      ctx.nc,
-      {
-        name: s.stream,
-        subjects: [s.subject],
-        // Limits retention, file storage: the stream is the durable buffer
-        // that lets Kafka be down for as long as max_age without loss.
-        max_age: o.nats.streamMaxAgeMs * 1_000_000,
-        max_bytes: o.nats.streamMaxBytes,
-        // A full stream refuses new input (publishers hold and retry) rather than drop the oldest unread.
-        discard: o.nats.streamDiscard === 'new' ? DiscardPolicy.New : DiscardPolicy.Old,
-        num_replicas: o.nats.streamReplicas,
-      },
-      log,
-    );
-    await ensureDurableConsumer(
-      ctx.nc,
-      s.stream,
-      {
-        durable_name: o.nats.durable,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        ack_wait: o.nats.ackWaitMs * 1_000_000,
-        max_ack_pending: o.nats.maxAckPending,
-        max_deliver: -1,
-      },
-      log,
-    );
+    // Limits retention, file storage: the stream is the durable buffer that lets Kafka be down for as long
+    // as max_age without loss. A full stream refuses new input (publishers hold and retry) rather than drop the oldest unread.
+    const discard = o.nats.streamDiscard === 'new' ? DiscardPolicy.New : DiscardPolicy.Old;
+    await ensureStream(ctx.nc, { name: s.stream, subjects: [s.subject], max_age: o.nats.streamMaxAgeMs * 1e6, max_bytes: o.nats.streamMaxBytes, discard, num_replicas: o.nats.streamReplicas }, log);
+    const consumer = { durable_name: o.nats.durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, ack_wait: o.nats.ackWaitMs * 1e6, max_ack_pending: o.nats.maxAckPending, max_deliver: -1 };
+    await ensureDurableConsumer(ctx.nc, s.stream, consumer, log);
   }
-  const topicConfig = { 'retention.ms': String(o.topics.retentionMs), 'max.message.bytes': String(o.topics.maxMessageBytes), 'min.insync.replicas': String(o.topics.minInsyncReplicas) };
-  const topic = (name: string, partitions = o.topics.partitions) => ({ topic: name, partitions, replicationFactor: o.topics.replicationFactor, config: topicConfig });
-  await kafka.ensureTopics([
-    topic(o.topics.decisions),
-    topic(o.topics.outcomes),
-    topic(o.topics.deadLetter),
-    // One partition: the follower's "read up to my sentinel" is only a total
-    // order within a partition.
-    topic(o.topics.progress, 1),
-  ]);
+  const config = { 'retention.ms': String(o.topics.retentionMs), 'max.message.bytes': String(o.topics.maxMessageBytes), 'min.insync.replicas': String(o.topics.minInsyncReplicas) };
+  const topic = (name: string, partitions = o.topics.partitions) => ({ topic: name, partitions, replicationFactor: o.topics.replicationFactor, config });
+  // The progress topic has one partition: the follower's "read up to my sentinel" is only a total order within a partition.
+  await kafka.ensureTopics([topic(o.topics.decisions), topic(o.topics.outcomes), topic(o.topics.deadLetter), topic(o.topics.progress, 1)]);
 
   /** Kafka reachability for /healthz: unhealthy once transactions or the probe have failed for health.kafkaDownMs. */
   let kafkaHealthy = true;
@@ -99,8 +71,7 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
     },
     fail(err: unknown): void {
       kafkaHealthy = false;
-      lastKafkaError = err instanceof Error ? err.message : String(err);
-      kafkaClock.fail(lastKafkaError);
+      kafkaClock.fail((lastKafkaError = err instanceof Error ? err.message : String(err)));
     },
   };
   const refusals = new RateLimitedLog(log);
@@ -109,8 +80,7 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
   const { holder, key: leaseKey } = lease;
 
   // ------------------------------------------------------------ leadership
-  /** The current leader term; null while standby. */
-  let term: Term | null = null;
+  let term: Term | null = null; // null while standby
   /** The last term's joiner (an empty one before the first), for `OutcomeService.joiner` while standby. */
   let lastJoiner = new Joiner<Held>({ joinWindowMs: o.joinWindowMs, terminalGraceMs: o.terminalGraceMs, recentlyClosedCap: 0 });
   let shuttingDown = false;
@@ -129,7 +99,7 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
     metrics.leader.set(0);
     metrics.leadershipChanges.inc({ to: 'standby' });
     const lost = cause === 'lost';
-    log.info({ role: 'standby', naked, lost, holder }, lost ? 'standby: leadership lost; held messages released for redelivery' : 'standby: leadership released; held messages released for redelivery');
+    log.info({ role: 'standby', naked, lost, holder }, `standby: leadership ${lost ? 'lost' : 'released'}; held messages released for redelivery`);
   };
 
   const stopped = (async () => {
@@ -154,12 +124,7 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
 
   const jsm = await jetstreamManager(ctx.nc);
   const lagTimer = setInterval(() => {
-    for (const s of streamNames) {
-      jsm.consumers
-        .info(s, o.nats.durable)
-        .then((ci) => metrics.consumerPending.set({ stream: s }, ci.num_pending))
-        .catch(() => {});
-    }
+    for (const s of streamNames) jsm.consumers.info(s, o.nats.durable).then((ci) => metrics.consumerPending.set({ stream: s }, ci.num_pending), () => {});
   }, 5_000);
   lagTimer.unref();
   // A stall report: when work is waiting and nothing has committed for a
@@ -179,20 +144,15 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
   const kafkaProbe = setInterval(() => {
     if (probing) return;
     probing = true;
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`kafka probe: no answer in ${o.health.kafkaProbeMs} ms`)), o.health.kafkaProbeMs)));
     // The bound marks Kafka failing at once; the next probe starts only once this call has settled
     // (kafkajs retries inside it), whose own answer then counts.
-    bound.catch((e: unknown) => kafkaHealth.fail(e));
+    const bound = setTimeout(() => kafkaHealth.fail(new Error(`kafka probe: no answer in ${o.health.kafkaProbeMs} ms`)), o.health.kafkaProbeMs);
     kafka.admin
       .describeCluster()
-      .then(
-        () => kafkaHealth.ok(),
-        (e: unknown) => kafkaHealth.fail(e),
-      )
+      .then(() => kafkaHealth.ok(), kafkaHealth.fail)
       .finally(() => {
-        clearTimeout(timer);
         probing = false;
+        clearTimeout(bound);
       });
   }, o.health.kafkaProbeMs);
   kafkaProbe.unref();
@@ -212,7 +172,9 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
     term?.stop();
   });
   ctx.shutdown.register('outcome-flush', 'flush', async () => {
-    const deadline = setTimeout(() => term?.giveUpKafka(), Math.max(0, cfg.shutdown.deadlineMs - 1_500));
+    const deadline = setTimeout(() => {
+      if (term !== null) term.giveUp = true;
+    }, Math.max(0, cfg.shutdown.deadlineMs - 1_500));
     try {
       await stopped;
     } finally {

@@ -76,7 +76,7 @@ export class Term implements IntakeSink {
   inboxHead = 0;
   /** Handles of batches given up: nak'ed with the rest at the end. */
   readonly abandoned: Held[] = [];
-  /** Set at the end of the term, or near the shutdown deadline: a Kafka retry loop gives up and leaves its messages unacked. */
+  /** Set at the end of the term, or (by the service) near the shutdown deadline: a Kafka retry loop gives up and leaves its messages unacked. */
   giveUp = false;
   /** Where the pipeline is, for the stall report. */
   stage = 'starting';
@@ -102,7 +102,6 @@ export class Term implements IntakeSink {
     return this.current;
   }
 
-  /** The loops stop. */
   get stopping(): boolean {
     return this.current.name === 'ending' || this.current.name === 'ended';
   }
@@ -147,17 +146,11 @@ export class Term implements IntakeSink {
   }
 
   /** Waits up to `ms` or until poked. */
-  idle(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const t = setTimeout(() => {
-        this.wake = null;
-        resolve();
-      }, ms);
-      this.wake = () => {
-        clearTimeout(t);
-        resolve();
-      };
-    });
+  async idle(ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => ((this.wake = resolve), (timer = setTimeout(resolve, ms))));
+    clearTimeout(timer);
+    this.wake = null;
   }
 
   // ------------------------------------------------------------ ending
@@ -165,11 +158,6 @@ export class Term implements IntakeSink {
   stop(): void {
     if (!this.stopping) this.current = { name: 'ending', cause: 'shutdown' };
     this.poke();
-  }
-
-  /** Near the shutdown deadline: Kafka retry loops give up. */
-  giveUpKafka(): void {
-    this.giveUp = true;
   }
 
   /** Ends the term after a failure it cannot recover from by itself (the next term starts afresh). */
@@ -226,14 +214,14 @@ export class Term implements IntakeSink {
     this.stage = `${outer}/sync`;
     for (let attempt = 0; ; attempt++) {
       const nonce = `s-${randomBytes(8).toString('hex')}`;
-      const seen = new Promise<void>((resolve) => this.sentinels.set(nonce, resolve));
       let timer: NodeJS.Timeout | undefined;
+      const seen = new Promise<'seen'>((resolve) => this.sentinels.set(nonce, () => resolve('seen')));
       try {
         const value = JSON.stringify(progressRecord(this.d.transactionalId, nonce, Date.now(), new Map(), new Map()));
         await kafka.transact([[{ topic: this.o.topics.progress, messages: [{ partition: 0, value }] }]], () => true);
         metrics.transactions.inc({ result: 'sentinel' });
         const timeout = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), Math.max(30_000, this.o.transactionTimeoutMs + 5_000))));
-        if ((await Promise.race([seen.then(() => 'seen' as const), timeout])) === 'seen') {
+        if ((await Promise.race([seen, timeout])) === 'seen') {
           this.stage = outer;
           return;
         }
@@ -298,25 +286,11 @@ export class Term implements IntakeSink {
 
   /** Nak everything this term holds (inbox, open joins, abandoned batches) so the next leader gets it at once. */
   private releaseHeld(): number {
-    let naked = 0;
-    for (let i = this.inboxHead; i < this.inbox.length; i++) {
-      this.inbox[i]?.msg.nak();
-      naked++;
-    }
-    this.inbox.length = 0;
-    this.inboxHead = 0;
-    for (const h of this.joiner.heldHandles()) {
-      h.msg.nak();
-      naked++;
-    }
+    const held: Held[] = [...this.inbox.slice(this.inboxHead), ...this.joiner.heldHandles(), ...this.abandoned];
+    for (const h of held) h.msg.nak();
+    this.inbox.length = this.inboxHead = this.abandoned.length = 0;
     this.joiner.clear();
-    for (const h of this.abandoned) h.msg.nak();
-    naked += this.abandoned.length;
-    this.abandoned.length = 0;
-    const { metrics } = this.d;
-    metrics.inbox.set(0);
-    metrics.pendingJoins.set(0);
-    metrics.joinsHeld.set(0);
-    return naked;
+    for (const g of [this.d.metrics.inbox, this.d.metrics.pendingJoins, this.d.metrics.joinsHeld]) g.set(0);
+    return held.length;
   }
 }

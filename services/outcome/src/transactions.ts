@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { RateLimitedLog, type KafkaClient, type Logger, type NatsConnection, type VantageProducer } from '@vantage/runtime';
+import type { RateLimitedLog, KafkaClient, Logger, NatsConnection, VantageProducer } from '@vantage/runtime';
 import type { Consumer as KafkaConsumer, Message as KafkaMessage } from 'kafkajs';
 import type { OutcomeConfig } from './config';
 import { retrying } from './lease';
@@ -14,10 +14,7 @@ import type { OutcomeMetrics } from './metrics';
 import { acceptProgress, type ProgressRecord } from './progress';
 
 /** One produce request of a transaction. */
-export interface TopicMessages {
-  topic: string;
-  messages: KafkaMessage[];
-}
+export type TopicMessages = { topic: string; messages: KafkaMessage[] };
 
 /** The Kafka side as a leader term uses it. */
 export interface TermKafka {
@@ -39,16 +36,7 @@ export interface TermKafka {
   close(): Promise<void>;
 }
 
-export interface KafkaSessionDeps {
-  kafka: KafkaClient;
-  nc: NatsConnection;
-  o: OutcomeConfig['outcome'];
-  transactionalId: string;
-  streams: readonly string[];
-  metrics: OutcomeMetrics;
-  log: Logger;
-  refusals: RateLimitedLog;
-}
+type KafkaSessionDeps = { kafka: KafkaClient; nc: NatsConnection; o: OutcomeConfig['outcome']; transactionalId: string; streams: readonly string[]; metrics: OutcomeMetrics; log: Logger; refusals: RateLimitedLog };
 
 export class KafkaSession implements TermKafka {
   private producer: VantageProducer | null = null;
@@ -89,16 +77,9 @@ export class KafkaSession implements TermKafka {
     // joins, rather than seeked: kafkajs restarts a crashed consumer (e.g. after
     // a broker restart) from committed offsets, and a seek would be forgotten.
     await retrying('progress follower start offset', () => kafka.admin.setOffsets({ groupId: group, topic: o.topics.progress, partitions: [{ partition: 0, offset: startOffset }] }));
-    const follower = await kafka.createConsumer({
-      groupId: group,
-      readUncommitted: false,
-      maxWaitTimeInMs: 100,
-      // Short session: after a broker restart the group waits out the old
-      // member's session before rejoining, and syncs wait on this follower.
-      sessionTimeout: 6_000,
-      heartbeatInterval: 1_000,
-      retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 2_000 },
-    });
+    // Short session: after a broker restart the group waits out the old member's session before rejoining, and syncs wait on this follower.
+    const retry = { retries: 10, initialRetryTime: 200, maxRetryTime: 2_000 };
+    const follower = await kafka.createConsumer({ groupId: group, readUncommitted: false, maxWaitTimeInMs: 100, sessionTimeout: 6_000, heartbeatInterval: 1_000, retry });
     if (this.closed) {
       // The term that asked for it is over (set-up aborted): do not leak a consumer.
       await follower.disconnect().catch(() => {});
