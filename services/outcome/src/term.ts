@@ -39,9 +39,9 @@ import { CommittedSet, progressRecord, type ProgressRecord } from './progress';
 import { ReadPosition } from './readposition';
 import type { TermKafka } from './transactions';
 
-export type TermEndCause = 'shutdown' | 'lost' | 'failed';
+type TermEndCause = 'shutdown' | 'lost' | 'failed';
 
-export type TermState =
+type TermState =
   | { readonly name: 'fencing' | 'reading' | 'consuming' }
   | { readonly name: 'ending'; readonly cause: TermEndCause }
   | { readonly name: 'ended'; readonly cause: TermEndCause; readonly naked: number };
