@@ -7,8 +7,9 @@
  * One repeat of one condition (the plan's steps, as implemented here):
  *   1. wait until no worker of either pool has a booked request (R = 0), so a
  *      no-contention condition really is one;
- *   2. warm the probe's reusable prefix (K tokens, output 1 token) on BOTH
- *      candidates: a route query per candidate (session `calwarm:`), served on
+ *   2. warm the probe's reusable prefix (K tokens, output 1 token) on the
+ *      condition's `warm` candidates (both, or the efficient one only so that the
+ *      capable candidate is cold): a route query per candidate (session `calwarm:`), served on
  *      the worker the decision service reserved; wait for completion and for the
  *      bookings to be released;
  *   3. background load (session `calbg:`): fresh, uncached prompts booked on
@@ -172,8 +173,12 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
     return r.value;
   };
 
-  /** Polls both pools until `ok(reply)` holds for each, or the settle bound passes. */
-  const settle = async (what: string, ok: (role: Role, r: ObserveReply) => boolean): Promise<boolean> => {
+  /**
+   * Polls both pools until `ok(reply)` holds for each, or the settle bound passes. `pollMs` is short
+   * for the bookings check: at time scale 4 a 2,048-token backlog drains in about 10 wall ms, and a
+   * probe sent after it has drained measures no contention.
+   */
+  const settle = async (what: string, ok: (role: Role, r: ObserveReply) => boolean, pollMs = 50): Promise<boolean> => {
     const until = performance.now() + settleTimeoutMs;
     const empty = new BigUint64Array(0);
     for (;;) {
@@ -191,7 +196,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
         progress(`calibration: ${what} not reached within ${settleTimeoutMs} ms; going on`);
         return false;
       }
-      await sleep(50);
+      await sleep(pollMs);
     }
   };
   const idle = (): Promise<boolean> => settle('idle pools (R = 0 everywhere)', (_r, rep) => {
@@ -310,7 +315,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
 
     // 2. Warm the reusable prefix on both candidates.
     if (c.probe.prefixTokens > 0) {
-      await Promise.all(c.measure.map((role) => routed(c, run, 'warmup', role, run.warmupSessionId, prefix, 1)));
+      await Promise.all(c.warm.map((role) => routed(c, run, 'warmup', role, run.warmupSessionId, prefix, 1)));
       await idle();
     }
 
@@ -383,7 +388,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
       } else {
         // The bookings must be applied by the indexers before the probes' observe queries.
         // Requests that already finished are no longer booked, so the check is against those still open.
-        await settle('background bookings visible', (role, rep) => rep.workers.every((w) => w.R >= (open.get(`${o.pools[role].name}/${w.workerId.toString()}`) ?? 0)));
+        await settle('background bookings visible', (role, rep) => rep.workers.every((w) => w.R >= (open.get(`${o.pools[role].name}/${w.workerId.toString()}`) ?? 0)), 2);
       }
     }
     await Promise.all([...c.measure.map((role) => routed(c, run, 'probe', role, run.sessionId, probeTokens, c.probe.outputTokens)), ...bg]);

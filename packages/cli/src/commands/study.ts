@@ -14,7 +14,7 @@ import type { Command } from '../command';
 import { EXIT, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 
-const help = `Usage: vantage study [--out DIR] [--calibration tiny|small|full] [--attempts N] [--sessions N]
+const help = `Usage: vantage study [--out DIR] [--calibration tiny|small|job|full] [--attempts N] [--sessions N]
                      [--proposal SPEC] [--background SPEC|off] [--destination-limit N]
                      [--seed N] [--bootstrap N] [--max-context TOKENS]
        vantage study --load [--out DIR] [--calibration PLAN] [--attempts N] [--sessions N] [--seed N] [--bootstrap N]
@@ -96,7 +96,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     0,
   );
   const out = typeof values['out'] === 'string' && values['out'] !== '' ? values['out'] : join('out', 'study');
-  const preset = choice<CalibrationPreset>('calibration', values['calibration'], ['tiny', 'small', 'full'], 'full');
+  const preset = choice<CalibrationPreset>('calibration', values['calibration'], ['tiny', 'small', 'job', 'full'], 'full');
   const t0 = performance.now();
   const stamp = (): string => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
   const progress = (line: string): void => io.stderr(`study [${stamp()}]: ${line}\n`);
