@@ -44,7 +44,7 @@ could act, overrode and fell back) and load.json.
 Options:
   --load                  the load curve instead of one evaluation
   --out DIR               output folder (default out/study)
-  --calibration PLAN      calibration plan preset (default full)
+  --calibration PLAN      calibration plan preset: tiny, small, job, full (default full)
   --attempts N            repeated attempts (default 5; 2 per load point with --load)
   --sessions N            agentic sessions per run (default 40; 10 with --load)
   --proposal SPEC         Stage proposal: always_efficient, fraction:F:SEED, length:TOKENS (default fraction:0.2:7)
