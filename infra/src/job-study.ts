@@ -7,8 +7,9 @@
  *     (the most decisions that could go either way: per rule, the smaller of its overrides and its
  *     kept efficient proposals, summed over the four rules) becomes the live evaluation's load;
  *   - `engineSideAnalysis`: the live outcome rows with each foreground TTFT replaced by the engine's
- *     own (simulated clock, from the load generator's lines), analysed as `vantage evaluate` does,
- *     so host load and routing time cannot drown a difference the rules made in the fleet;
+ *     own (simulated clock, from the load generator's lines), analysed as `vantage evaluate` does:
+ *     routing and dispatch time stay out of it (the fleet's clock follows the wall clock at the time
+ *     scale, so a stalled host still shows in it);
  *   - `comparisonHtml` / `findingLines`: per variant, the offline prediction beside the live
  *     measurement (engine-side and wall-clock TTFT, differences from Stage with bootstrap intervals,
  *     how often each rule could act, overrode and fell back), and one sentence per variant.
@@ -219,7 +220,7 @@ export function comparisonHtml(c: Comparison): string {
   out.push('<style>body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}</style></head><body>');
   out.push('<h1>Offline prediction and live measurement</h1>');
   out.push(
-    `<p>The offline study ran the job's calibration plan, fit and schedule on the simulator with the live fleet's pools at ${c.offline.points.length} competing-traffic level(s) and chose <b>${esc(c.offline.chosen.label)}</b> (${esc(c.offline.why)}); the live calibration, fit and five-variant evaluation then ran at that level (<code>--background ${esc(c.liveBackground)}</code>). Engine-side TTFT is the simulated engines' own clock (offline and live alike), so host load cannot enter it; wall-clock TTFT is the outcome records' (time scale 4), routing and dispatch included. Intervals are session-bootstrap (paired by matched session) percentile intervals. Session completion (every turn served) stands in for task success.</p>`,
+    `<p>The offline study ran the job's calibration plan, fit and schedule on the simulator with the live fleet's pools at ${c.offline.points.length} competing-traffic level(s) and chose <b>${esc(c.offline.chosen.label)}</b> (${esc(c.offline.why)}); the live calibration, fit and five-variant evaluation then ran at that level (<code>--background ${esc(c.liveBackground)}</code>). Engine-side TTFT is the engines' own measure: offline the discrete-event clock, live the fleet's simulated clock, which leaves routing and dispatch out but follows the wall clock at time scale 4, so a stalled host still lengthens it; wall-clock TTFT is the outcome records' (time scale 4), routing and dispatch included. Variants that never or rarely overrode routed as Stage did, so their differences from Stage show the runs' own variation. Intervals are session-bootstrap (paired by matched session) percentile intervals. Session completion (every turn served) stands in for task success.</p>`,
   );
   out.push('<h2>Fitted rules</h2><table><tr><th>variant</th><th>offline fit</th><th>live fit</th></tr>');
   for (const v of names) if (v !== 'baseline') out.push(row([esc(v), ruleOf(c.offline.fit.report, v), ruleOf(c.liveFit, v)]));

@@ -18,7 +18,7 @@
  *      conditions) and the decision service reloads that variant's frozen set (file reload);
  *   4. report: the replay tool reads the evaluation's outcomes back from Kafka and `vantage evaluate`
  *      renders the HTML report with bootstrap intervals; the same rows with the engine's own TTFT
- *      (simulated clock) are analysed beside them, and `study.html` sets the offline prediction beside
+ *      (the fleet's simulated clock: no routing or dispatch time in it) are analysed beside them, and `study.html` sets the offline prediction beside
  *      both; the last lines say what each rule did, one sentence per variant.
  * Everything lands in the output directory (out/, ignored by git); the last lines say where.
  */
