@@ -216,10 +216,11 @@ export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'job' | 'fu
    * so P = 1 comes both as one request and as four) against an idle capable pool: below and above
    * the break-even backlog of every probe shape (about P 0.2 for the 8,192-token probe that is all
    * but cached, P 1.4 for an uncached 16,384-token one), each with the capable candidate warm and
-   * cold (K_cap = 0 while K_eff = K). Many booked requests decoding with P near 0 (where keeping
+   * cold (K_cap = 0 while K_eff = K). 2 and 8 booked requests decoding with P near 0 (where keeping
    * efficient is right), the short/long generation contrast, and a busy capable candidate below and
-   * at the destination limit beside a loaded efficient one. Probes crossed with every load: 60
-   * contention conditions, so the uncertainty split holds at least 10 of them.
+   * at the destination limit beside a loaded efficient one; zero-load references for 12 shapes.
+   * Probes crossed with every load: 72 contention conditions, so the uncertainty split holds at least
+   * 10 of them.
    */
   job: {
     repeats: 2,
@@ -243,7 +244,7 @@ export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'job' | 'fu
       { promptTokens: 16384, cachedFraction: 0.984375 },
     ],
     prefill: { counts: [1, 2, 4], promptTokens: [2048, 8192], outputTokens: 4, pools: ['efficient'], coldCapable: true },
-    generation: { counts: [8], promptTokens: 512, outputTokens: [256], pools: ['efficient'] },
+    generation: { counts: [2, 8], promptTokens: 512, outputTokens: [256], pools: ['efficient'] },
     contrast: { counts: [4], promptTokens: 1024, shortOutputTokens: 8, longOutputTokens: 256 },
     busyCapable: {
       counts: [4, 'limit'],
