@@ -45,7 +45,7 @@ export const LIVE_FLEET: FleetSpec = Object.freeze({
 });
 
 /** Competing-traffic levels the offline study tries: mean gap per stream (sim ms) on the efficient pool, none first. */
-export const OPERATING_GAPS_MS: readonly (number | null)[] = [null, 400, 200];
+const OPERATING_GAPS_MS: readonly (number | null)[] = [null, 400, 200];
 const STREAMS = 4;
 /** Bootstrap replicates of each offline level (the analysis of heavy competing traffic dominates the offline time). */
 const OFFLINE_BOOTSTRAP = 200;
@@ -87,7 +87,7 @@ function capableFraction(p: StageProposalModel): number {
 const RULE_RECORD_VARIANTS = VARIANTS.filter((v) => v !== 'stage').map((v) => CORE_RECORD_VARIANT[v]);
 
 /** One offline five-variant evaluation with the live job's schedule at one competing-traffic level. */
-export function offlineEvaluation(s: OfflineSettings, fit: StudyResult['fit'], background: BackgroundTrafficSpec | null, gapMs: number | null, iterations: number): OfflinePoint {
+function offlineEvaluation(s: OfflineSettings, fit: StudyResult['fit'], background: BackgroundTrafficSpec | null, gapMs: number | null, iterations: number): OfflinePoint {
   const params = {} as Record<RecordVariant, ParameterSet>;
   for (const v of VARIANTS) params[CORE_RECORD_VARIANT[v]] = fit.variants[v];
   const schedule = evaluationSchedule({ attempts: s.attempts, sessionsPerAttempt: s.sessions, seed: s.scheduleSeed, proposal: s.proposal, background });
