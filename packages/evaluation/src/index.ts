@@ -38,7 +38,7 @@ export { quantile, quantileSorted, isPaired, bootstrapDifference } from './boots
 export type { Unit } from './bootstrap';
 
 export { analyzeEvaluation } from './analysis';
-export type { DifferenceMetricId, EvaluationAnalysis } from './analysis';
+export type { Difference, DifferenceMetricId, EvaluationAnalysis, VariantSummary } from './analysis';
 
 export { renderEvaluationHtml } from './report-html';
 
