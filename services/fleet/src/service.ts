@@ -237,7 +237,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
   };
   // One endpoint per pool on the workers' wildcard subject. No queue group: every fleet process sees every
   // request, and only the one running the worker accepts it. The protocol carries failures in its body, so
-  // the responder's own refusals (OVERLOADED past server.maxInFlight) and handler failures are `failed` progress.
+  // the responder's own refusals (OVERLOADED past its in-flight limit, 1024) and handler failures are `failed` progress.
   const responder = createResponder(nc, { name: 'vantage-fleet', version: FLEET_VERSION, description: 'Simulated Dynamo workers', log, metrics: ctx.metrics });
   for (const p of cfg.pools) {
     responder.add(`generate-${p.name}`, {
