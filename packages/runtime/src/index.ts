@@ -30,32 +30,12 @@ export { HistogramSeries, LazyCounter, LazyGauge, LazyHistogram } from './lazy-m
 export type { Series } from './lazy-metrics';
 export type { RuntimeMetrics } from './metrics';
 
-export {
-  connectNats,
-  drainSubscription,
-  ensureDurableConsumer,
-  ensureStream,
-  errorReplyHeaders,
-  handlerFailure,
-  natsConnected,
-  natsDisconnectedForMs,
-  request,
-  serveRequests,
-  subscribeRequests,
-} from './nats';
-export type {
-  ConnectNatsOptions,
-  DurableConsumerSpec,
-  Msg,
-  MsgHdrs,
-  NatsConnection,
-  NatsSettings,
-  RequestHandler,
-  RequestOptions,
-  RequestServer,
-  ServeOptions,
-  StreamSpec,
-} from './nats';
+export { connectNats, ensureDurableConsumer, ensureStream, natsConnected, natsDisconnectedForMs, request } from './nats';
+export type { ConnectNatsOptions, DurableConsumerSpec, Msg, MsgHdrs, NatsConnection, NatsSettings, RequestOptions, StreamSpec } from './nats';
+
+export { createResponder, serveRequests } from './responder';
+export type { Endpoint, EndpointOptions, RequestHandler, Responder, ResponderOptions } from './responder';
+export { Outbox } from './outbox';
 
 export { connectKafka, kafkaClientConfig, kafkaConnectError, kafkaError } from './kafka';
 export { hasUrlUserInfo, isSecretKey, REDACTED, redactSecrets, redactUrl, secretLogPaths } from './secrets';

@@ -1,15 +1,21 @@
 // Metrics the runtime itself records. Services register their own beside
-// these on the same registry. Label values are bounded: subjects are the
-// fixed service subjects (never per-request), outcomes are `ok` or an
-// error-catalogue label.
+// these on the same registry. Label values are bounded: endpoints are the
+// fixed endpoint names of a service (never per-request), outcomes are `ok` or
+// an error-catalogue label.
 
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import { errorLabel, type ErrorCode } from './errors';
+import { LazyCounter, LazyGauge, LazyHistogram } from './lazy-metrics';
 
 export interface RuntimeMetrics {
-  requests: Counter<'subject' | 'outcome'>;
-  requestSeconds: Histogram<'subject'>;
-  requestsInFlight: Gauge<'subject'>;
+  /** `vantage_requests_total{endpoint,outcome}`: every request a responder answered. */
+  requests: LazyCounter;
+  /** `vantage_request_duration_seconds{endpoint}`: from receipt to the reply handed to the connection. */
+  requestSeconds: LazyHistogram;
+  /** `vantage_requests_in_flight{endpoint}`: received and not yet answered. */
+  requestsInFlight: LazyGauge;
+  /** `vantage_requests_refused_total{endpoint,reason}`: refused before any handler ran (in-flight limit). */
+  requestsRefused: LazyCounter;
   errors: Counter<'code'>;
   natsStatus: Counter<'type'>;
   /** Counts an error by its catalogue label: `vantage_errors_total{code="overloaded"}`. */
@@ -25,26 +31,11 @@ export function runtimeMetrics(registry: Registry): RuntimeMetrics {
   const registers = [registry];
   const errors = new Counter({ name: 'vantage_errors_total', help: 'Errors by catalogue code label', labelNames: ['code'], registers });
   const m: RuntimeMetrics = {
-    requests: new Counter({
-      name: 'vantage_requests_total',
-      help: 'Request-reply requests served, by subject and outcome (ok or error label)',
-      labelNames: ['subject', 'outcome'],
-      registers,
-    }),
-    requestSeconds: new Histogram({
-      name: 'vantage_request_duration_seconds',
-      help: 'Handler time for request-reply requests',
-      labelNames: ['subject'],
-      // Routing decisions are sub-millisecond to tens of ms; the tail past 1 s is a fault.
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
-      registers,
-    }),
-    requestsInFlight: new Gauge({
-      name: 'vantage_requests_in_flight',
-      help: 'Request-reply handlers currently running',
-      labelNames: ['subject'],
-      registers,
-    }),
+    requests: new LazyCounter(registry, 'vantage_requests_total', 'Request-reply requests answered, by endpoint and outcome (ok or error label)', ['endpoint', 'outcome']),
+    // Routing decisions are sub-millisecond to tens of ms; the tail past 1 s is a fault.
+    requestSeconds: new LazyHistogram(registry, 'vantage_request_duration_seconds', 'Request-reply time from receipt to reply', ['endpoint'], [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5]),
+    requestsInFlight: new LazyGauge(registry, 'vantage_requests_in_flight', 'Request-reply requests received and not yet answered', ['endpoint']),
+    requestsRefused: new LazyCounter(registry, 'vantage_requests_refused_total', 'Request-reply requests refused before any handler ran', ['endpoint', 'reason']),
     errors,
     natsStatus: new Counter({ name: 'vantage_nats_status_events_total', help: 'NATS connection status events by type', labelNames: ['type'], registers }),
     countError: (code) => errors.inc({ code: errorLabel(code) }),

@@ -1,11 +1,9 @@
 // NATS glue: connection with reconnect-forever and status logging, a
-// request-reply server that maps errors into headers, a request() that turns
-// every failure into a typed VantageError, and idempotent JetStream set-up.
+// request() that turns every failure into a typed VantageError, and idempotent
+// JetStream set-up. The request-reply server is responder.ts.
 
 import {
   connect,
-  Empty,
-  headers,
   NoRespondersError,
   RequestError,
   TimeoutError,
@@ -14,7 +12,6 @@ import {
   type NatsConnection,
   type Payload,
   type Status,
-  type Subscription,
 } from '@nats-io/transport-node';
 import {
   AckPolicy,
@@ -29,7 +26,7 @@ import {
   type StreamInfo,
 } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
-import { readErrorHeaders, toVantageError, VantageError, writeErrorHeaders } from './errors';
+import { readErrorHeaders, VantageError } from './errors';
 import type { RuntimeMetrics } from './metrics';
 import { redactUrl } from './secrets';
 import { classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
@@ -197,134 +194,6 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
 // ---------------------------------------------------------------------------
 // Request-reply
 // ---------------------------------------------------------------------------
-
-/** Returns the reply body, or throws (preferably a VantageError; anything else becomes INTERNAL). */
-export type RequestHandler = (msg: Msg) => Uint8Array | Promise<Uint8Array>;
-
-export interface ServeOptions {
-  /** Queue group: replicas sharing it split the requests. */
-  queue?: string;
-  log: Logger;
-  metrics?: RuntimeMetrics;
-  /**
-   * Bound on concurrently running handlers. Past it, requests are answered
-   * OVERLOADED at once (retryable): a fast refusal lets the caller go to
-   * another replica instead of queueing behind work it cannot see.
-   */
-  maxInFlight?: number;
-}
-
-export interface RequestServer {
-  readonly subject: string;
-  readonly inFlight: number;
-  /** Stops intake (drains the subscription) and resolves once in-flight handlers have replied. */
-  stop(): Promise<void>;
-}
-
-function respondSafely(msg: Msg, log: Logger, data: Payload, h?: MsgHdrs): void {
-  try {
-    msg.respond(data, h === undefined ? undefined : { headers: h });
-  } catch (e) {
-    // The connection closed under us; the requester will see a timeout.
-    log.warn({ err: e, subject: msg.subject }, 'could not send reply');
-  }
-}
-
-export function serveRequests(nc: NatsConnection, subject: string, opts: ServeOptions, handler: RequestHandler): RequestServer {
-  const { log, metrics } = opts;
-  const maxInFlight = opts.maxInFlight ?? 1024;
-  let inFlight = 0;
-  let idle: (() => void) | null = null;
-
-  const replyError = (msg: Msg, err: VantageError): void => respondSafely(msg, log, Empty, errorReplyHeaders(subject, err, metrics));
-
-  const handleOne = async (msg: Msg): Promise<void> => {
-    if (inFlight >= maxInFlight) {
-      replyError(msg, new VantageError('OVERLOADED', `${subject}: ${inFlight} requests in flight`, { details: { subject } }));
-      return;
-    }
-    inFlight++;
-    metrics?.requestsInFlight.inc({ subject });
-    const stopTimer = metrics?.requestSeconds.startTimer({ subject });
-    try {
-      const body = await handler(msg);
-      respondSafely(msg, log, body);
-      metrics?.requests.inc({ subject, outcome: 'ok' });
-    } catch (e) {
-      replyError(msg, handlerFailure(e, subject, log));
-    } finally {
-      stopTimer?.();
-      inFlight--;
-      metrics?.requestsInFlight.dec({ subject });
-      if (inFlight === 0 && idle !== null) idle();
-    }
-  };
-
-  const sub = subscribeRequests(nc, subject, opts.queue, log, (msg) => void handleOne(msg));
-
-  return {
-    subject,
-    get inFlight() {
-      return inFlight;
-    },
-    async stop() {
-      await drainSubscription(sub, subject, log);
-      if (inFlight > 0) await new Promise<void>((resolve) => (idle = resolve));
-    },
-  };
-}
-
-/**
- * A request server's error reply (`serveRequests`, or a server replying another way): the error's
- * headers for an empty body; the error is counted in the request metrics by its label and code.
- */
-export function errorReplyHeaders(subject: string, err: VantageError, metrics: RuntimeMetrics | undefined): MsgHdrs {
-  const h = headers();
-  writeErrorHeaders(h, err);
-  metrics?.requests.inc({ subject, outcome: err.label });
-  metrics?.countError(err.code);
-  return h;
-}
-
-/** What a request handler threw, as the VantageError to reply with; logged (an error when INTERNAL). */
-export function handlerFailure(e: unknown, subject: string, log: Logger): VantageError {
-  const err = toVantageError(e);
-  if (err.code === 'INTERNAL') log.error({ err: e, subject }, 'request handler failed');
-  else log.debug({ err, subject }, 'request rejected');
-  return err;
-}
-
-/**
- * The subscription under a request server: subscription errors are logged, and
- * messages without a reply subject (a publish, not a request: nobody would read
- * a reply) are ignored; every request goes to `onRequest`.
- */
-export function subscribeRequests(nc: NatsConnection, subject: string, queue: string | undefined, log: Logger, onRequest: (msg: Msg) => void): Subscription {
-  return nc.subscribe(subject, {
-    ...(queue === undefined ? {} : { queue }),
-    callback: (err, msg) => {
-      if (err !== null) {
-        log.error({ err, subject }, 'subscription error');
-        return;
-      }
-      if (msg.reply === undefined || msg.reply === '') {
-        log.debug({ subject }, 'message without reply subject ignored');
-        return;
-      }
-      onRequest(msg);
-    },
-  });
-}
-
-/** Drains a request server's subscription (no new requests; those already received are delivered). */
-export async function drainSubscription(sub: Subscription, subject: string, log: Logger): Promise<void> {
-  if (sub.isClosed()) return;
-  try {
-    await sub.drain();
-  } catch (e) {
-    log.warn({ err: e, subject }, 'subscription drain failed');
-  }
-}
 
 export interface RequestOptions {
   timeoutMs: number;

@@ -12,7 +12,8 @@ import { ownNats, secretFile, testTlsMaterial, uniqueName } from '@vantage/testk
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ErrorCode } from '../src/errors';
 import { VantageError } from '../src/errors';
-import { connectNats, request, serveRequests, type NatsSettings } from '../src/nats';
+import { connectNats, request, type NatsSettings } from '../src/nats';
+import { serveRequests } from '../src/responder';
 import { runtimeMetrics } from '../src/metrics';
 import { createRegistry } from '../src/ops';
 import { captureLogger } from './helpers';

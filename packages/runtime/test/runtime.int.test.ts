@@ -10,7 +10,8 @@ import { baseConfigSchema } from '../src/config';
 import { VantageError } from '../src/errors';
 import { connectKafka } from '../src/kafka';
 import { runtimeMetrics } from '../src/metrics';
-import { connectNats, ensureDurableConsumer, ensureStream, natsConnected, request, serveRequests, type NatsConnection } from '../src/nats';
+import { connectNats, ensureDurableConsumer, ensureStream, natsConnected, request, type NatsConnection } from '../src/nats';
+import { serveRequests } from '../src/responder';
 import { createRegistry } from '../src/ops';
 import { s } from '../src/schema';
 import { runService } from '../src/service';
@@ -95,7 +96,7 @@ describe('request-reply over NATS', () => {
     expect(e.retryable).toBe(false);
     expect(e.details).toMatchObject({ remote: true, subject });
     const text = await registry.metrics();
-    expect(text).toContain(`vantage_requests_total{subject="${subject}",outcome="not_found",service="runtime-int"} 1`);
+    expect(text).toContain(`vantage_requests_total{endpoint="${subject}",outcome="not_found",service="runtime-int"} 1`);
     expect(text).toContain('vantage_errors_total{code="not_found",service="runtime-int"} 1');
     await srv.stop();
   });
@@ -257,7 +258,7 @@ describe('runService', () => {
     const client = await connectNats(natsSettings(), captureLogger().log);
     const reply = await request(client, subject, te.encode('x'), { timeoutMs: 2000 });
     expect(td.decode(reply.data)).toBe('#x');
-    expect(await (await fetch(`${base}/metrics`)).text()).toContain(`vantage_requests_total{subject="${subject}",outcome="ok",service="echo"} 1`);
+    expect(await (await fetch(`${base}/metrics`)).text()).toContain(`vantage_requests_total{endpoint="${subject}",outcome="ok",service="echo"} 1`);
 
     const report = await svc.stop('test done');
     expect(report.exitCode).toBe(0);

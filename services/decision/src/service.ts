@@ -4,18 +4,16 @@
  * publisher, metrics and the shutdown sequence.
  */
 import { lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
-import { ensureStream, RateLimitedLog, VantageError, type RequestServer, type ServiceContext } from '@vantage/runtime';
+import { createResponder, ensureStream, Outbox, RateLimitedLog, VantageError, type Endpoint, type Responder, type ServiceContext } from '@vantage/runtime';
 import type { Subscription } from '@nats-io/transport-node';
 import type { DecisionSettings } from './config';
 import { endsInFlight, InFlight } from './inflight';
 import { EndpointTable } from './endpoints';
 import { decisionMetrics, type DecisionMetrics } from './metrics';
-import { Outbox } from './outbox';
 import { ParameterFile } from './params';
 import { RecordPublisher } from './publisher';
 import { Requester } from './requester';
 import { Router } from './route';
-import { serveRoutes } from './server';
 
 export const DECISION_VERSION = '0.1.0';
 
@@ -25,7 +23,9 @@ export interface DecisionHandle {
   readonly inFlight: InFlight;
   readonly publisher: RecordPublisher | null;
   readonly metrics: DecisionMetrics;
-  readonly server: RequestServer;
+  /** The route endpoint and the responder serving it ($SRV name `vantage-decision`). */
+  readonly server: Endpoint;
+  readonly responder: Responder;
 }
 
 export async function startDecision(ctx: ServiceContext<DecisionSettings, false>): Promise<DecisionHandle> {
@@ -127,7 +127,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     );
   }
 
-  // Everything this service sends leaves through one outbox: one socket write per event-loop turn (outbox.ts).
+  // Everything this service sends leaves through one outbox: one socket write per event-loop turn (the runtime's Outbox).
   const outbox = new Outbox(nc);
   // Observe queries and record publishes share one inbox subscription (see requester.ts).
   const requester = new Requester(nc, outbox);
@@ -176,7 +176,18 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     params: () => params.current(),
     endpointOf: (pool, workerId) => endpoints.get(pool, workerId),
   });
-  const server = serveRoutes(nc, cfg.subject, { queue: cfg.queueGroup, log, metrics: ctx.metrics, maxInFlight: cfg.maxInFlight, outbox }, (data) => router.handle(data));
+  // Replies leave through the outbox too, in the same write as the bookings and queries of their turn.
+  const responder = createResponder(nc, {
+    name: 'vantage-decision',
+    version: DECISION_VERSION,
+    description: 'Routing decisions between two Dynamo model pools',
+    metadata: { efficient: cfg.pools.efficient.pool, capable: cfg.pools.capable.pool },
+    log,
+    metrics: ctx.metrics,
+    maxInFlight: cfg.maxInFlight,
+    outbox,
+  });
+  const server = responder.add('route', { subject: cfg.subject, queue: cfg.queueGroup, handler: (msg) => router.handle(msg.data) });
 
   for (const cause of ['queue_full', 'shutdown']) metrics.recordsDropped.inc({ cause }, 0);
   // Decision records that cannot be published: the queue past records.unhealthyQueued, or every attempt
@@ -211,9 +222,8 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   }, 3_000);
   reEnsure.unref();
 
-  shutdown.register('stop route endpoint', 'intake', async () => {
-    await server.stop();
-  });
+  // intake: stop taking routes; drain: answer those in flight; close: stop answering discovery.
+  responder.registerShutdown(shutdown);
   shutdown.register('stop subscriptions and timers', 'drain', async () => {
     if (poll) clearInterval(poll);
     clearInterval(sweep);
@@ -235,5 +245,5 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   });
 
   log.info({ subject: cfg.subject, queue: cfg.queueGroup, efficient: cfg.pools.efficient, capable: cfg.pools.capable, parameterSetVersion: params.current().version }, 'decision service ready');
-  return { router, params, inFlight, publisher, metrics, server };
+  return { router, params, inFlight, publisher, metrics, server, responder };
 }

@@ -20,16 +20,18 @@
  */
 import { randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { Msg, Subscription } from '@nats-io/transport-node';
+import type { Msg } from '@nats-io/transport-node';
 import { Counter, Gauge } from 'prom-client';
 import { workersSubject, workerRegistrationCodec, type WorkerRegistration } from '@vantage/protocol';
-import type { ServiceContext } from '@vantage/runtime';
+import { createResponder, type ServiceContext } from '@vantage/runtime';
 import { Engine, MooncakePromptHasher, polynomialTiming, promptFromTokens, scaledTiming, type PromptBlocks } from '@vantage/sim';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject, kvMetricsSubject, type ActiveLoad } from '@vantage/wire';
 import { allWorkerIds, type FleetConfig, type FleetPoolConfig, type FleetSettings } from './config';
 import { RealTimeDriver, type Clock, type Timers } from './driver';
 import { decodeGenerateRequest, encodeProgress, GENERATE_PREFIX, generateSubject, type GenerateProgress, type GenerateRequest } from './generate';
+
+const FLEET_VERSION = '0.1.0';
 
 export interface FleetWorker {
   readonly index: number;
@@ -209,14 +211,15 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
       return e instanceof Error ? e.message : String(e);
     }
   };
-  const onGenerate = (m: Msg): void => {
+  /** The first reply to a generate request: `accepted`, or `failed` with the reason (later progress goes to the same inbox). */
+  const onGenerate = (m: Msg): Uint8Array => {
     const tokens = m.subject.split('.');
     const w = byPoolAndId.get(`${tokens[tokens.length - 2]}.${tokens[tokens.length - 1]}`);
     const workerId = w?.workerId.toString() ?? tokens[tokens.length - 1] ?? '';
     const d = decodeGenerateRequest(m.data);
-    const fail = (requestId: string, code: string, reason: string, pool: string): void => {
+    const fail = (requestId: string, code: string, reason: string, pool: string): Uint8Array => {
       mRequests.inc({ pool, outcome: code });
-      reply(m.reply, { kind: 'failed', requestId, workerId, code, reason });
+      return encodeProgress({ kind: 'failed', requestId, workerId, code, reason });
     };
     if (!d.ok) return fail(d.requestId ?? '', d.code, d.reason, w?.poolName ?? 'unknown');
     const r = d.value;
@@ -227,23 +230,27 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     if (typeof prompt === 'string') return fail(r.requestId, 'invalid_request', prompt, w.poolName);
     const added = driver.submit(w.index, { id: r.requestId, prompt, osl: r.osl, ...(r.outputTokens ? { outputTokens: r.outputTokens } : {}) });
     if (!added.ok) return fail(r.requestId, added.code, added.reason, w.poolName);
+    // The driver reports progress from its timer, never from submit: this reply leaves first.
     w.inflight.set(r.requestId, m.reply ?? '');
     mInflight.inc({ pool: w.poolName });
-    reply(m.reply, { kind: 'accepted', requestId: r.requestId, workerId, arrivalMs: added.arrivalMs });
+    return encodeProgress({ kind: 'accepted', requestId: r.requestId, workerId, arrivalMs: added.arrivalMs });
   };
-  const subs: Subscription[] = cfg.pools.map((p) =>
-    nc.subscribe(`${GENERATE_PREFIX}.${p.name}.*`, {
-      callback: (err, m) => {
-        if (err) return log.error({ err, pool: p.name }, 'generate subscription error');
-        try {
-          onGenerate(m);
-        } catch (e) {
-          log.error({ err: e, subject: m.subject }, 'generate request failed');
-          reply(m.reply, { kind: 'failed', requestId: '', workerId: '', code: 'internal', reason: 'internal error' });
-        }
+  // One endpoint per pool on the workers' wildcard subject. No queue group: every fleet process sees every
+  // request, and only the one running the worker accepts it. The protocol carries failures in its body, so
+  // the responder's own refusals (OVERLOADED past its in-flight limit, 1024) and handler failures are `failed` progress.
+  const responder = createResponder(nc, { name: 'vantage-fleet', version: FLEET_VERSION, description: 'Simulated Dynamo workers', log, metrics: ctx.metrics });
+  for (const p of cfg.pools) {
+    responder.add(`generate-${p.name}`, {
+      subject: `${GENERATE_PREFIX}.${p.name}.*`,
+      queue: '',
+      metadata: { pool: p.name },
+      handler: onGenerate,
+      errorBody: (err, m) => {
+        mRequests.inc({ pool: p.name, outcome: err.label });
+        return encodeProgress({ kind: 'failed', requestId: '', workerId: m.subject.split('.').pop() ?? '', code: err.label, reason: err.code === 'INTERNAL' ? 'internal error' : err.message });
       },
-    }),
-  );
+    });
+  }
 
   // ---------------------------------------------------------------- registrations
   const registration = (w: FleetWorker, kind: 'register' | 'heartbeat' | 'deregister'): WorkerRegistration =>
@@ -282,8 +289,9 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
   shutdown.register('fleet-intake', 'intake', async () => {
     accepting = false;
     clearInterval(heartbeat);
-    await Promise.all(subs.map((s) => s.drain()));
+    await responder.stopIntake();
   });
+  shutdown.register('fleet-discovery', 'close', () => responder.stop());
   shutdown.register('fleet-drain', 'drain', async () => {
     const drainMs = opts.drainMs ?? 2000;
     const until = performance.now() + drainMs;

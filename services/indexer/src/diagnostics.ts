@@ -7,7 +7,7 @@
  * One message per answered request (errors are not timed):
  *   decodeUs   from the handler's entry to the request decoded and its local hashes ready
  *   answerUs   from there to the reply encoded (the match, the rank rows, Dynamo's pick, encoding)
- *   respondUs  `msg.respond`: handing the reply to the NATS client
+ *   respondUs  handing the reply to the NATS client (the responder publishes it, then reports back)
  *   totalUs    the three together
  */
 import { channel } from 'node:diagnostics_channel';

@@ -4,11 +4,10 @@
  * endpoint, snapshots, housekeeping, metrics, NATS service discovery and the
  * shutdown sequence.
  */
-import { headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
-import { Svcm, type Service } from '@nats-io/services';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { localBlockHashes } from '@vantage/hashing';
 import { ObserveReplyBinaryWriter } from '@vantage/protocol';
-import { RateLimitedLog, VantageError, toVantageError, writeErrorHeaders, type ServiceContext } from '@vantage/runtime';
+import { createResponder, RateLimitedLog, VantageError, toVantageError, type Responder, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
 import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
 import { decodeObserveHot, encodeObserveReply, observeBinary, observeSubject } from './messages';
@@ -22,7 +21,8 @@ export const INDEXER_VERSION = '0.1.0';
 export interface IndexerHandle {
   readonly runners: ReadonlyMap<string, PoolRunner>;
   readonly metrics: IndexerMetrics;
-  readonly service: Service;
+  /** The observe endpoints' responder ($SRV name `vantage-indexer`). */
+  readonly service: Responder;
 }
 
 /**
@@ -142,52 +142,50 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
     log.info({ pool: pool.name, blockSize: pool.blockSize, kvEvents: pool.kvEvents, namespace: pool.namespace, component: pool.component }, 'pool started');
   }
 
-  // NATS service discovery ($SRV.PING / INFO / STATS) with one endpoint per pool. Replicas share a
-  // queue group per pool: any replica may answer, since each holds the whole index.
-  // @nats-io/services is published against an older pre-release of nats-core; the connection
-  // object it needs is the same at run time (tested by the discovery integration test).
-  const service = await new Svcm(nc as unknown as ConstructorParameters<typeof Svcm>[0]).add({
+  // One observe endpoint per pool, with NATS service discovery ($SRV.PING / INFO / STATS). Replicas share a
+  // queue group per pool: any replica may answer, since each holds the whole index. Replies are published as
+  // each handler returns (no outbox): a binary reply is a view of the pooled writer's slab (see pooledReplyWriter).
+  const service = createResponder(nc, {
     name: 'vantage-indexer',
     version: INDEXER_VERSION,
     description: 'KV-cache and load observations for Dynamo worker pools',
     metadata: { pools: [...runners.keys()].join(',') },
+    log,
+    metrics: ctx.metrics,
+    maxInFlight: cfg.maxInFlight,
   });
-  let inFlight = 0;
   const replyWriter = pooledReplyWriter(nc);
   const stamps = newStepStamps();
+  /** When the last timed reply was built (0: not timed); its steps are published once it is sent. */
+  let answeredAt = 0;
   for (const [name, runner] of runners) {
-    const subject = observeSubject(name);
     const okSeconds = metrics.observeSeconds.series(name, 'ok');
-    service.addEndpoint(`observe-${name}`, {
-      subject,
+    service.add(`observe-${name}`, {
+      subject: observeSubject(name),
       queue: `vantage-indexer-${name}`,
       metadata: { pool: name, blockSize: String(runner.state.blockSize) },
-      handler: (err, msg) => {
+      handler: (msg) => {
         const t0 = process.hrtime.bigint();
-        if (err) {
-          log.error({ err, subject }, 'observe endpoint error');
-          return;
-        }
-        if (inFlight >= cfg.maxInFlight) return replyError(msg as unknown as Msg, new VantageError('OVERLOADED', `${inFlight} observe requests in flight`));
-        inFlight++;
         try {
           // Step timings only while a diagnostics subscriber listens (diagnostics.ts).
           const steps = observeStepsChannel.hasSubscribers ? stamps : undefined;
           if (steps !== undefined) steps.start = performance.now();
           const reply = handleObserve(runner, msg.data, t0, replyWriter, steps);
-          const answered = steps === undefined ? 0 : performance.now();
-          // Published at once: the reply may be a view of the pooled writer's slab (see pooledReplyWriter).
-          msg.respond(reply);
-          if (steps !== undefined) publishObserveSteps(name, steps, msg.data.length, reply.length, answered, performance.now());
+          if (steps !== undefined) answeredAt = performance.now();
           okSeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
+          return reply;
         } catch (e) {
           const ve = toVantageError(e);
           if (ve.code === 'INTERNAL') log.error({ err: e, pool: name }, 'observe failed');
           metrics.observeSeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9, name, ve.label);
-          replyError(msg as unknown as Msg, ve);
-        } finally {
-          inFlight--;
+          throw ve;
         }
+      },
+      // The responder publishes the reply as soon as the handler returns, then calls this: the respond step.
+      onReplied: (msg, reply) => {
+        if (answeredAt === 0) return;
+        publishObserveSteps(name, stamps, msg.data.length, reply.length, answeredAt, performance.now());
+        answeredAt = 0;
       },
     });
   }
@@ -236,9 +234,8 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
     return { ok, details };
   });
 
-  shutdown.register('stop observe endpoints', 'intake', async () => {
-    await service.stop();
-  });
+  // intake: stop taking observe requests; drain: answer those in flight; close: stop answering discovery.
+  service.registerShutdown(shutdown);
   shutdown.register('drain pool intake', 'drain', async () => {
     clearInterval(housekeeping);
     if (snapTimer) clearInterval(snapTimer);
@@ -250,14 +247,4 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
   });
 
   return { runners, metrics, service };
-
-  function replyError(msg: Msg, e: VantageError): void {
-    const h = headers();
-    writeErrorHeaders(h, e);
-    try {
-      msg.respond(new Uint8Array(0), { headers: h });
-    } catch (err) {
-      log.warn({ err }, 'could not send error reply');
-    }
-  }
 }

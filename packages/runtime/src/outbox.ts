@@ -1,0 +1,100 @@
+/**
+ * One socket write per turn of the event loop for everything a service sends
+ * through it (a responder's replies with `outbox`, and whatever else the
+ * service queues: the decision service's observe queries, bookings, records).
+ *
+ * The NATS client writes its outbound buffer from a microtask queued by the
+ * first publish after a write, so publishes made in different microtask runs
+ * (in the decision service: the observe queries of a route whose request has
+ * just arrived, then the booking and reply of another route whose observe
+ * answers came in the same read, then the next decision records) each cost a
+ * write: a system call, costlier per route there than building a record. Here every message is queued
+ * and published at once from `setImmediate`, which runs after the current read
+ * has been handled with all its promise continuations: all of them leave in one
+ * write, in the order they were queued (a booking before its reply).
+ *
+ * `beforeFlush` hooks add messages that can wait for a write made anyway (the
+ * decision records), and `afterNextFlush` runs work that must not delay it
+ * (building the decision records of the routes just answered) once the write
+ * has been made.
+ */
+import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
+
+export interface OutboxMessage {
+  readonly subject: string;
+  readonly data: Uint8Array;
+  readonly reply: string | undefined;
+  readonly headers: MsgHdrs | undefined;
+  /** The connection refused the publish (closed, payload too large, bad subject). */
+  readonly onError: ((e: unknown) => void) | undefined;
+}
+
+export class Outbox {
+  #queue: OutboxMessage[] = [];
+  #scheduled: NodeJS.Immediate | null = null;
+  readonly #before: (() => void)[] = [];
+  #after: (() => void)[] = [];
+  /** Turns that sent something (for the tests and diagnostics). */
+  flushes = 0;
+  /** Messages sent. */
+  sent = 0;
+
+  constructor(private readonly nc: NatsConnection) {}
+
+  /** Queue a message for this turn's write. */
+  publish(subject: string, data: Uint8Array, reply?: string, headers?: MsgHdrs, onError?: (e: unknown) => void): void {
+    this.#queue.push({ subject, data, reply, headers, onError });
+    this.#scheduled ??= setImmediate(this.#flush);
+  }
+
+  /** Messages queued and not yet handed to the connection. */
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  /** Run `f` just before each write (it may queue messages to leave with it). */
+  beforeFlush(f: () => void): void {
+    this.#before.push(f);
+  }
+
+  /** Run `f` once, right after the next write (once the connection has written the messages). */
+  afterNextFlush(f: () => void): void {
+    this.#after.push(f);
+    this.#scheduled ??= setImmediate(this.#flush);
+  }
+
+  /** Hand everything queued to the connection now (shutdown; tests). */
+  flushNow(): void {
+    if (this.#scheduled !== null) clearImmediate(this.#scheduled);
+    this.#flush();
+  }
+
+  readonly #flush = (): void => {
+    // Messages the hooks queue join this write (#scheduled is still set: they schedule nothing).
+    if (this.#queue.length > 0) for (const f of this.#before) f();
+    this.#scheduled = null;
+    const q = this.#queue;
+    if (q.length > 0) {
+      this.#queue = [];
+      for (const m of q) {
+        try {
+          if (m.reply === undefined && m.headers === undefined) this.nc.publish(m.subject, m.data);
+          else this.nc.publish(m.subject, m.data, m.headers === undefined ? { reply: m.reply } : m.reply === undefined ? { headers: m.headers } : { reply: m.reply, headers: m.headers });
+        } catch (e) {
+          m.onError?.(e);
+        }
+      }
+      this.flushes++;
+      this.sent += q.length;
+    }
+    // The connection writes its buffer from a microtask queued by the first publish above (or at once, past its
+    // pending limit): a microtask queued now runs after that write, so after-flush work never delays it.
+    if (this.#after.length > 0) {
+      const after = this.#after;
+      this.#after = [];
+      queueMicrotask(() => {
+        for (const f of after) f();
+      });
+    }
+  };
+}
