@@ -20,7 +20,7 @@
  */
 import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 
-export interface OutboxMessage {
+interface OutboxMessage {
   readonly subject: string;
   readonly data: Uint8Array;
   readonly reply: string | undefined;
