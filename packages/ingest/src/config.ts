@@ -52,11 +52,8 @@ const discoverySchema = s.object({
   pollMs: s.integer({ minimum: 10, default: 200 }),
 });
 
-export const poolSchema = s.object({
-  /** Our name for the pool (a subject token): `vantage.v1.observe.{name}`. */
-  name: s.string({ pattern: POOL_NAME_PATTERN }),
-  /** Tokens per KV block of this pool's engines; with discovery, the model cards' `kv_cache_block_size` wins. */
-  blockSize: s.integer({ minimum: 1, maximum: 4096, default: 64 }),
+/** Where a pool's messages come from: Dynamo's subjects, discovery, formats and cost (every pool entry but its name and block size). */
+export const poolSourceProperties = {
   /** Dynamo namespace, component and endpoint whose subjects carry this pool's events. */
   namespace: s.string({ minLength: 1, default: 'dynamo' }),
   component: s.string({ minLength: 1, default: 'backend' }),
@@ -73,6 +70,14 @@ export const poolSchema = s.object({
   selection: selectionSchema,
   /** Workers known from configuration (never expire); others register on `vantage.v1.workers.{pool}`. */
   workers: s.array(workerSchema, { default: [] }),
+};
+
+export const poolSchema = s.object({
+  /** Our name for the pool (a subject token): `vantage.v1.observe.{name}`. */
+  name: s.string({ pattern: POOL_NAME_PATTERN }),
+  /** Tokens per KV block of this pool's engines; with discovery, the model cards' `kv_cache_block_size` wins. */
+  blockSize: s.integer({ minimum: 1, maximum: 4096, default: 64 }),
+  ...poolSourceProperties,
 });
 
 /**

@@ -1,5 +1,5 @@
 export { PoolIngest, capacityOf, discoveryStoreFor, type IngestOptions, type IngestLimitName, type Item } from './ingest';
-export { poolSchema, recoverySchema, limitsSchema, type PoolConfig, type RecoveryConfig, type LimitsConfig } from './config';
+export { poolSchema, poolSourceProperties, recoverySchema, limitsSchema, type PoolConfig, type RecoveryConfig, type LimitsConfig } from './config';
 export { ingestMetrics, type IngestMetrics } from './metrics';
 export { WriterQueue } from './queue';
 export { encodeSnapshot, decodeSnapshot, SNAPSHOT_VERSION, type SnapshotHeader } from './snapshot';

@@ -18,6 +18,12 @@ import { decisionConfigSchema, startDecision, type DecisionHandle, type Decision
 
 export const BLOCK = 16;
 
+/** Where the decision service's pools are held: in-process (`local`, the default) or asked of the indexers (`remote`). */
+export type PoolSource = 'local' | 'remote';
+
+/** Both modes, for `describe.each`; `VANTAGE_TEST_POOL_SOURCE` narrows a run to one. */
+export const POOL_SOURCES: readonly PoolSource[] = process.env.VANTAGE_TEST_POOL_SOURCE === 'local' || process.env.VANTAGE_TEST_POOL_SOURCE === 'remote' ? [process.env.VANTAGE_TEST_POOL_SOURCE] : ['local', 'remote'];
+
 export interface Sink {
   readonly lines: Record<string, unknown>[];
   write(s: string): void;
@@ -92,9 +98,13 @@ export class Harness {
   client!: GatewayClient;
   private eventIds = new Map<bigint, bigint>();
 
+  get source(): PoolSource {
+    return this.opts.source ?? 'local';
+  }
+
   constructor(
     readonly paramsFile: string,
-    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number; observeRequestEncoding?: 'binary' | 'json'; decisionEnv?: Record<string, string> } = {},
+    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number; source?: PoolSource; decisionEnv?: Record<string, string> } = {},
   ) {}
 
   async start(initial: ParameterSet): Promise<void> {
@@ -102,14 +112,35 @@ export class Harness {
     this.nc = await connect({ servers: natsUrl() });
     const [efficient, capable] = await Promise.all([startIndexerFor(this.effPool, `${this.ns}e`, this.logs), startIndexerFor(this.capPool, `${this.ns}c`, this.logs)]);
     this.indexers = { efficient, capable };
-    this.decision = await runService<DecisionSettings, false>({
+    const d = await this.runDecision(this.source, this.routeSubject, this.logs, {
+      VANTAGE_DECISION_RECORDS_STREAM: this.recordsStream,
+      VANTAGE_DECISION_RECORDS_SUBJECT: this.recordsSubject,
+      ...this.opts.decisionEnv,
+    });
+    this.decision = d.svc;
+    this.handle = d.handle;
+    this.client = new GatewayClient({
+      nc: this.nc,
+      routeSubject: this.routeSubject,
+      routeTimeoutMs: 5000,
+      pools: {
+        efficient: { model: this.effModel, pool: this.effPool, blockSize: BLOCK },
+        capable: { model: this.capModel, pool: this.capPool, blockSize: BLOCK },
+      },
+    });
+  }
+
+  /** A decision service on this harness's pools and parameter file (own route subject), in-process. */
+  async runDecision(source: PoolSource, subject: string, sink: Sink, extra: Record<string, string>): Promise<{ svc: RunningService<DecisionSettings, false>; handle: DecisionHandle }> {
+    let handle: DecisionHandle | undefined;
+    const svc = await runService<DecisionSettings, false>({
       name: 'decision',
       schema: decisionConfigSchema,
       env: {
         VANTAGE_NATS_URL: natsUrl(),
         VANTAGE_LOG_LEVEL: 'info',
         VANTAGE_SHUTDOWN_DEADLINE_MS: '5000',
-        VANTAGE_DECISION_SUBJECT: this.routeSubject,
+        VANTAGE_DECISION_SUBJECT: subject,
         VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: this.effModel,
         VANTAGE_DECISION_POOLS_EFFICIENT_POOL: this.effPool,
         VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
@@ -121,22 +152,28 @@ export class Harness {
         VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
         VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: String(this.opts.observeTimeoutMs ?? 500),
         VANTAGE_DECISION_IN_FLIGHT_TIMEOUT_MS: String(this.opts.inFlightTimeoutMs ?? 60_000),
-        VANTAGE_DECISION_OBSERVE_REQUEST_ENCODING: this.opts.observeRequestEncoding ?? 'binary',
-        VANTAGE_DECISION_RECORDS_STREAM: this.recordsStream,
-        VANTAGE_DECISION_RECORDS_SUBJECT: this.recordsSubject,
-        ...this.opts.decisionEnv,
+        VANTAGE_DECISION_POOLS_EFFICIENT_SOURCE: source,
+        VANTAGE_DECISION_POOLS_EFFICIENT_NAMESPACE: `${this.ns}e`,
+        VANTAGE_DECISION_POOLS_CAPABLE_SOURCE: source,
+        VANTAGE_DECISION_POOLS_CAPABLE_NAMESPACE: `${this.ns}c`,
+        ...extra,
       },
       signals: [],
       processHandlers: false,
       exit: () => {},
-      logDestination: this.logs,
+      logDestination: sink,
       start: async (ctx) => {
-        this.handle = await startDecision(ctx);
+        handle = await startDecision(ctx);
       },
     });
-    this.client = new GatewayClient({
+    return { svc, handle: handle! };
+  }
+
+  /** A gateway client of a decision service on `subject`. */
+  clientFor(subject: string): GatewayClient {
+    return new GatewayClient({
       nc: this.nc,
-      routeSubject: this.routeSubject,
+      routeSubject: subject,
       routeTimeoutMs: 5000,
       pools: {
         efficient: { model: this.effModel, pool: this.effPool, blockSize: BLOCK },
@@ -211,6 +248,29 @@ export class Harness {
       const c = await this.observeWorker('capable', capable, localHashes);
       return e?.K === held * BLOCK && c !== undefined && c.schedulable;
     });
+    if (this.source === 'local') {
+      await eventually('the decision service\'s local pools know their worker', () => {
+        const e = this.localWorker('efficient', efficient, localHashes);
+        const c = this.localWorker('capable', capable, localHashes);
+        return e?.K === held * BLOCK && c !== undefined && c.schedulable;
+      });
+    }
+  }
+
+  /** A worker's facts in the decision service's own state of a local pool (undefined: not held there). */
+  localWorker(role: 'efficient' | 'capable', workerId: WorkerId, localHashes: BigUint64Array): { K: number; R: number; P: number | null; schedulable: boolean } | undefined {
+    const p = this.handle.pools.get(role);
+    if (p === undefined || !p.readiness().ready) return undefined;
+    const o = p.state.observe(localHashes, localHashes.length * BLOCK, Date.now());
+    const w = o.workers.find((x) => x.workerId === workerId);
+    if (w === undefined) return undefined;
+    return { K: w.match?.deviceTokens ?? 0, R: w.load.requests, P: w.load.prefillPressure, schedulable: w.schedulable === true };
+  }
+
+  /** R of a worker wherever the decision service reads it: its local pool, else the indexer. */
+  async bookedR(role: 'efficient' | 'capable', workerId: WorkerId, localHashes: BigUint64Array): Promise<number | undefined> {
+    if (this.source === 'local') return this.localWorker(role, workerId, localHashes)?.R;
+    return (await this.observeWorker(role, workerId, localHashes))?.R;
   }
 
   /** Ask an indexer directly (as the decision service does) for one worker's facts. */
