@@ -226,6 +226,25 @@ export class Harness {
     this.nc.publish(kvEventsSubject(ns, 'backend'), encodeEventPlaneMessage({ publisherId: workerId, sequence: id, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event }));
   }
 
+  /**
+   * Any KV event of a worker (event plane). `skip` event ids are lost first (a gap); `repeat` publishes
+   * the worker's last id again (a duplicate) instead of the next.
+   */
+  kv(role: 'efficient' | 'capable', workerId: WorkerId, data: KvEvent['data'], o: { skip?: number; repeat?: boolean } = {}): void {
+    const last = this.eventIds.get(workerId) ?? 0n;
+    const id = o.repeat === true && last > 0n ? last : last + 1n + BigInt(o.skip ?? 0);
+    this.eventIds.set(workerId, id);
+    const event: KvEvent = { workerId, dpRank: 0, storageTier: 'device', eventId: id, data };
+    const ns = `${this.ns}${role === 'efficient' ? 'e' : 'c'}`;
+    this.nc.publish(kvEventsSubject(ns, 'backend'), encodeEventPlaneMessage({ publisherId: workerId, sequence: id, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event }));
+  }
+
+  /** A worker leaves (deregistration). */
+  deregister(role: 'efficient' | 'capable', workerId: WorkerId): void {
+    const pool = this.poolOf(role);
+    this.nc.publish(workersSubject(pool), workerRegistrationCodec.encode({ kind: 'deregister', pool, workerId, atMs: Date.now() }));
+  }
+
   /** Competing traffic booked through the same accounting path. */
   book(role: 'efficient' | 'capable', workerId: WorkerId, requestId: string, promptTokens = 256): void {
     const pool = this.poolOf(role);
