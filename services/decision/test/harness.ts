@@ -58,7 +58,7 @@ interface IndexerRun {
   readonly handle: IndexerHandle;
 }
 
-async function startIndexerFor(pool: string, ns: string, sink: Sink): Promise<IndexerRun> {
+async function startIndexerFor(pool: string, ns: string, sink: Sink, snapshotIntervalMs: number): Promise<IndexerRun> {
   let handle: IndexerHandle | undefined;
   const svc = await runService({
     name: 'indexer',
@@ -67,7 +67,7 @@ async function startIndexerFor(pool: string, ns: string, sink: Sink): Promise<In
       VANTAGE_NATS_URL: natsUrl(),
       VANTAGE_LOG_LEVEL: 'warn',
       VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: pool, blockSize: BLOCK, namespace: ns, component: 'backend' }]),
-      VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
+      VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: String(snapshotIntervalMs),
       VANTAGE_SHUTDOWN_DEADLINE_MS: '3000',
     },
     signals: [],
@@ -104,13 +104,13 @@ export class Harness {
 
   constructor(
     readonly paramsFile: string,
-    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number; source?: PoolSource; decisionEnv?: Record<string, string> } = {},
+    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number; source?: PoolSource; decisionEnv?: Record<string, string>; /** Indexers' snapshot interval (0: none); a local pool restores from it. */ indexerSnapshotMs?: number } = {},
   ) {}
 
   async start(initial: ParameterSet): Promise<void> {
     writeFileSync(this.paramsFile, serializeParameterSet(initial));
     this.nc = await connect({ servers: natsUrl() });
-    const [efficient, capable] = await Promise.all([startIndexerFor(this.effPool, `${this.ns}e`, this.logs), startIndexerFor(this.capPool, `${this.ns}c`, this.logs)]);
+    const [efficient, capable] = await Promise.all([startIndexerFor(this.effPool, `${this.ns}e`, this.logs, this.opts.indexerSnapshotMs ?? 0), startIndexerFor(this.capPool, `${this.ns}c`, this.logs, this.opts.indexerSnapshotMs ?? 0)]);
     this.indexers = { efficient, capable };
     const d = await this.runDecision(this.source, this.routeSubject, this.logs, {
       VANTAGE_DECISION_RECORDS_STREAM: this.recordsStream,
@@ -130,34 +130,39 @@ export class Harness {
     });
   }
 
+  /** The VANTAGE_* settings of a decision service on this harness's pools (in-process or a child process). */
+  decisionEnv(source: PoolSource, subject: string, extra: Record<string, string>): Record<string, string> {
+    return {
+      VANTAGE_NATS_URL: natsUrl(),
+      VANTAGE_LOG_LEVEL: 'info',
+      VANTAGE_SHUTDOWN_DEADLINE_MS: '5000',
+      VANTAGE_DECISION_SUBJECT: subject,
+      VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: this.effModel,
+      VANTAGE_DECISION_POOLS_EFFICIENT_POOL: this.effPool,
+      VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
+      VANTAGE_DECISION_POOLS_CAPABLE_MODEL: this.capModel,
+      VANTAGE_DECISION_POOLS_CAPABLE_POOL: this.capPool,
+      VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
+      VANTAGE_DECISION_PARAMETER_SET_FILE: this.paramsFile,
+      VANTAGE_DECISION_RELOAD_POLL_MS: '50',
+      VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
+      VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: String(this.opts.observeTimeoutMs ?? 500),
+      VANTAGE_DECISION_IN_FLIGHT_TIMEOUT_MS: String(this.opts.inFlightTimeoutMs ?? 60_000),
+      VANTAGE_DECISION_POOLS_EFFICIENT_SOURCE: source,
+      VANTAGE_DECISION_POOLS_EFFICIENT_NAMESPACE: `${this.ns}e`,
+      VANTAGE_DECISION_POOLS_CAPABLE_SOURCE: source,
+      VANTAGE_DECISION_POOLS_CAPABLE_NAMESPACE: `${this.ns}c`,
+      ...extra,
+    };
+  }
+
   /** A decision service on this harness's pools and parameter file (own route subject), in-process. */
   async runDecision(source: PoolSource, subject: string, sink: Sink, extra: Record<string, string>): Promise<{ svc: RunningService<DecisionSettings, false>; handle: DecisionHandle }> {
     let handle: DecisionHandle | undefined;
     const svc = await runService<DecisionSettings, false>({
       name: 'decision',
       schema: decisionConfigSchema,
-      env: {
-        VANTAGE_NATS_URL: natsUrl(),
-        VANTAGE_LOG_LEVEL: 'info',
-        VANTAGE_SHUTDOWN_DEADLINE_MS: '5000',
-        VANTAGE_DECISION_SUBJECT: subject,
-        VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: this.effModel,
-        VANTAGE_DECISION_POOLS_EFFICIENT_POOL: this.effPool,
-        VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
-        VANTAGE_DECISION_POOLS_CAPABLE_MODEL: this.capModel,
-        VANTAGE_DECISION_POOLS_CAPABLE_POOL: this.capPool,
-        VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
-        VANTAGE_DECISION_PARAMETER_SET_FILE: this.paramsFile,
-        VANTAGE_DECISION_RELOAD_POLL_MS: '50',
-        VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
-        VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: String(this.opts.observeTimeoutMs ?? 500),
-        VANTAGE_DECISION_IN_FLIGHT_TIMEOUT_MS: String(this.opts.inFlightTimeoutMs ?? 60_000),
-        VANTAGE_DECISION_POOLS_EFFICIENT_SOURCE: source,
-        VANTAGE_DECISION_POOLS_EFFICIENT_NAMESPACE: `${this.ns}e`,
-        VANTAGE_DECISION_POOLS_CAPABLE_SOURCE: source,
-        VANTAGE_DECISION_POOLS_CAPABLE_NAMESPACE: `${this.ns}c`,
-        ...extra,
-      },
+      env: this.decisionEnv(source, subject, extra),
       signals: [],
       processHandlers: false,
       exit: () => {},
