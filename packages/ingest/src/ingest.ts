@@ -107,6 +107,12 @@ export interface IngestOptions {
     /** Recover each kv-events publisher once when discovery first lists it. */
     readonly onListing: boolean;
   } | null;
+  /**
+   * This process's booking origin (its instance id): a message on the bookings subject whose
+   * `Vantage-Booking-Origin` header names it is this process's own booking (`bookLocal`), skipped
+   * without decoding. Unset: own bookings are recognised by request id instead.
+   */
+  readonly origin?: string;
   /** A discovery store to use instead of the one the pool's configuration names (tests, other backends). */
   readonly discoveryStore?: DiscoveryStore;
 }
@@ -407,7 +413,12 @@ export class PoolIngest {
       });
     }
     // Our own subjects.
+    const origin = this.o.origin;
     this.subscribe(bookingsSubject(this.pool), 'bookings', (m) => {
+      if (origin !== undefined && m.headers?.get(BOOKING_ORIGIN_HEADER) === origin) {
+        this.o.metrics.applied.inc({ pool: this.pool, kind: 'book_own' });
+        return;
+      }
       const r = decodeBooking(m.data);
       if (!r.ok) return this.reject('bookings', r.code, r.reason, m.subject);
       if (!this.samePool('bookings', r.value.pool, m.subject)) return;
@@ -828,7 +839,7 @@ export class PoolIngest {
       source: 'decision_service',
       nowMs: now,
     });
-    if (out.kind === 'booked') {
+    if (out.kind === 'booked' && this.o.origin === undefined) {
       // Bounded: an echo that never comes (the publish lost) is forgotten after the booking TTL, or
       // the oldest first once the pool's booking bound is reached.
       if (this.ownBookings.size >= this.o.limits.bookings) {
@@ -936,6 +947,9 @@ export class PoolIngest {
     return this.now() - this.startedAtMs;
   }
 }
+
+/** Header naming the process that made a booking (its instance id), so that process skips its own echo. */
+export const BOOKING_ORIGIN_HEADER = 'Vantage-Booking-Origin';
 
 /** Placeholder event for a JetStream message that failed to decode: advances the position only. */
 const SKIP = Object.freeze({}) as KvEvent;

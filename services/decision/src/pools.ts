@@ -9,9 +9,10 @@
  * JetStream replayed to where the stream stood at start) its observation is a failed probe with
  * code `POOL_RESTORING` / `POOL_REPLAYING`: the route falls back and says why.
  */
+import { headers, type MsgHdrs } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
 import { sequenceHashes } from '@vantage/hashing';
-import { ingestMetrics, PoolIngest, recoveryMetrics, WorkerQueryClient, type IngestMetrics, type PoolConfig } from '@vantage/ingest';
+import { BOOKING_ORIGIN_HEADER, ingestMetrics, PoolIngest, recoveryMetrics, WorkerQueryClient, type IngestMetrics, type PoolConfig } from '@vantage/ingest';
 import { observeReplyOf, type ProbeResult } from '@vantage/decision-core';
 import type { WorkerObservation } from '@vantage/protocol';
 import type { Role } from '@vantage/rules';
@@ -45,6 +46,7 @@ export class LocalPools {
   /** The pools configured local, subscribed and restoring (routes fall back until each is ready). */
   static async start(o: { nc: NatsConnection; cfg: DecisionSection; log: Logger; registry: Registry; instanceId: string; rejectionLogIntervalMs: number }): Promise<LocalPools> {
     const lp = new LocalPools(o.registry);
+    lp.#origin = o.instanceId;
     const roles = (['efficient', 'capable'] as const).filter((r) => o.cfg.pools[r].source === 'local');
     if (roles.length === 0) return lp;
     const L = o.cfg.local;
@@ -100,6 +102,7 @@ export class LocalPools {
           limits,
           rejections,
           jetstreamStalledMs: L.jetstreamStalledMs,
+          origin: o.instanceId,
           recovery:
             querier && recMetrics
               ? {
@@ -129,6 +132,14 @@ export class LocalPools {
     lp.#housekeeping.unref();
     return lp;
   }
+
+  /** Headers of this replica's booking messages: its origin, so its own pools skip the echo undecoded. */
+  readonly bookingHeaders = (): MsgHdrs => {
+    const h = headers();
+    h.set(BOOKING_ORIGIN_HEADER, this.#origin);
+    return h;
+  };
+  #origin = '';
 
   /** The local pool of a role; undefined when the role's pool is remote. */
   get(role: Role): PoolIngest | undefined {

@@ -186,7 +186,7 @@ export class Router {
       }
       // Queued before the reply (which is queued once this handler returns): both leave in one socket write, the
       // booking first, so the indexer has it before the gateway can report the request's end.
-      this.d.outbox.publish(subject, booking, undefined, undefined, (e) => this.d.log.warn({ err: e, pool: chosen.target.pool }, 'booking not sent'));
+      this.d.outbox.publish(subject, booking, undefined, this.d.pools.size > 0 ? this.d.pools.bookingHeaders() : undefined, (e) => this.d.log.warn({ err: e, pool: chosen.target.pool }, 'booking not sent'));
       this.d.metrics.bookings.inc(chosen.target.pool);
       this.d.inFlight.add(req.requestId, chosen.target.model, chosen.target.pool, nowMs);
       endpoint = this.d.endpointOf(chosen.target.pool, placement.workerId);
