@@ -669,6 +669,18 @@ async function main(): Promise<void> {
     remote_route_p99_us: remote?.['route_p99_us'] ?? null,
     remote_fallbacks: fallbacksOf(remote),
   }));
+  // Memory the local pools cost a replica: resident set of the local-pool service beside the remote one's.
+  const rssMiB = (c: ChildProcess | undefined): number | null => {
+    try {
+      const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${c?.pid}/status`, 'utf8'));
+      return m === null ? null : Math.round(Number(m[1]) / 1024);
+    } catch {
+      return null;
+    }
+  };
+  const localRss = rssMiB(cpuOf['decision']![0]);
+  const remoteRss = rssMiB(cpuOf['decision_remote']![0]);
+  log(`resident memory: decision service with local pools ${localRss} MiB, with remote pools ${remoteRss} MiB (2 pools of ${WORKERS} workers)`);
   await nc.close();
   if (CPU_PROF) {
     decision.kill('SIGTERM');
@@ -693,6 +705,8 @@ async function main(): Promise<void> {
       cpu_us_per_route: head?.['cpu_us_per_route'] ?? null,
       remote_cpu_us_per_route: remoteHead?.['cpu_us_per_route'] ?? null,
       by_rate: byRate,
+      decision_rss_mib_local: localRss,
+      decision_rss_mib_remote: remoteRss,
       workers_per_pool: WORKERS,
       seconds_per_run: SECONDS,
       warmup_routes_per_scenario: WARMUP_ROUTES,
