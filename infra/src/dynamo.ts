@@ -434,3 +434,165 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
   };
   return driver;
 }
+
+export interface SelectServiceOptions {
+  /** KV indexer threads (`--threads`); the service's default (4) when absent. */
+  readonly threads?: number;
+  readonly logDir?: string;
+  readonly readyTimeoutMs?: number;
+}
+
+export interface SelectServiceProcess extends DynamoProcess {
+  /** `http://127.0.0.1:<port>`: its HTTP API (`/health`, `/workers`, `/select`, `/overlap_scores`, ...). */
+  readonly url: string;
+  readonly port: number;
+}
+
+/**
+ * Start Dynamo's runtime-free selection service (`python -m dynamo.select_service --port P`) on a free
+ * port; resolves once `GET /health` answers. It needs no NATS or discovery: workers are registered over
+ * HTTP (`POST /workers`), each naming the ZMQ endpoint where it publishes vLLM-format KV events
+ * (`kv_events_endpoint`), which the service subscribes to (`startZmqKvPublisher`).
+ */
+export async function startSelectService(o: SelectServiceOptions = {}): Promise<SelectServiceProcess> {
+  const py = dynamoPython();
+  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
+  mkdirSync(logDir, { recursive: true });
+  const port = await freePort();
+  const args = ['-m', 'dynamo.select_service', '--port', String(port)];
+  if (o.threads !== undefined) args.push('--threads', String(o.threads));
+  const logFile = join(logDir, `select-service-${port}.log`);
+  const env: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: '1' };
+  const { proc } = spawnGroup(py, args, env, logFile, 'log');
+  const url = `http://127.0.0.1:${port}`;
+  let exitCode: number | null | undefined;
+  void proc.exited.then((c) => (exitCode = c));
+  const deadline = Date.now() + (o.readyTimeoutMs ?? 60_000);
+  for (;;) {
+    const up = await fetch(`${url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (up) break;
+    if (exitCode !== undefined) throw new Error(`dynamo.select_service exited (${exitCode}) before answering /health; see ${logFile}`);
+    if (Date.now() > deadline) {
+      await proc.kill9();
+      throw new Error(`dynamo.select_service did not answer /health in time; see ${logFile}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { ...proc, url, port };
+}
+
+/** One KV event as vLLM publishes it: stored blocks carry their tokens (the service hashes them itself). */
+export type VllmKvEvent =
+  | { readonly kind: 'stored'; readonly blockHashes: BigUint64Array; readonly parentHash: bigint | null; readonly tokenIds: Uint32Array; readonly blockSize: number }
+  | { readonly kind: 'removed'; readonly blockHashes: BigUint64Array }
+  | { readonly kind: 'cleared' };
+
+export interface ZmqKvPublisher extends DynamoProcess {
+  /** One `tcp://127.0.0.1:<port>` per worker, in order: what each worker registers as `kv_events_endpoint`. */
+  readonly endpoints: readonly string[];
+  /** Resolves with how many endpoints have a subscriber (all of them, unless the timeout passed first). */
+  waitSubscribed(timeoutMs: number): Promise<number>;
+  /** Publish one batch on worker `worker`'s endpoint, with ZMQ sequence `seq` (a worker's first batch is 0). */
+  publish(worker: number, seq: bigint, events: readonly VllmKvEvent[], dpRank?: number): Promise<void>;
+}
+
+export const ZMQ_KV_PUBLISHER = join(REPO_ROOT, 'packages', 'testkit', 'python', 'zmq_kv_publisher.py');
+
+const b64 = (a: BigUint64Array | Uint32Array): string => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('base64');
+
+/**
+ * Start `python/zmq_kv_publisher.py` (pyzmq from the Dynamo virtualenv): `workers` XPUB sockets on free
+ * 127.0.0.1 ports that publish vLLM's KV event batches ([topic, seq u64 BE, msgpack [ts, events, dp_rank]]),
+ * the format Dynamo's ZMQ listener decodes. Block hashes cross to it as little-endian u64 bytes (exact).
+ */
+export async function startZmqKvPublisher(o: { readonly workers: number; readonly logDir?: string; readonly readyTimeoutMs?: number }): Promise<ZmqKvPublisher> {
+  const py = dynamoPython();
+  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
+  mkdirSync(logDir, { recursive: true });
+  const logFile = join(logDir, `zmq-kv-publisher-${Date.now()}.log`);
+  const { child, proc } = spawnGroup(py, [ZMQ_KV_PUBLISHER, '--workers', String(o.workers)], { ...process.env, PYTHONUNBUFFERED: '1' }, logFile, 'pipe');
+  const pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
+  let nextId = 1;
+  let failed: Error | null = null;
+  let onReady: ((v: Record<string, unknown>) => void) | null = null;
+  const readyP = new Promise<Record<string, unknown>>((resolve) => (onReady = resolve));
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    let msg: Record<string, unknown>;
+    try {
+      msg = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    if (msg.ready === true && onReady) {
+      onReady(msg);
+      onReady = null;
+      return;
+    }
+    const p = pending.get(typeof msg.id === 'number' ? msg.id : -1);
+    if (!p) return;
+    pending.delete(msg.id as number);
+    if (msg.ok === true) p.resolve(msg);
+    else p.reject(new Error(`zmq publisher: ${String(msg.error)}`));
+  });
+  void proc.exited.then((code) => {
+    failed = new Error(`zmq publisher exited (${code}); see ${logFile}`);
+    for (const p of pending.values()) p.reject(failed);
+    pending.clear();
+  });
+  const timeoutMs = o.readyTimeoutMs ?? 60_000;
+  let hello: Record<string, unknown>;
+  try {
+    hello = await Promise.race([
+      readyP,
+      new Promise<never>((_, rej) => {
+        const t = setTimeout(() => rej(new Error(`zmq publisher not ready after ${timeoutMs} ms; see ${logFile}`)), timeoutMs);
+        t.unref();
+        void proc.exited.then(() => rej(failed ?? new Error('zmq publisher exited')));
+      }),
+    ]);
+  } catch (e) {
+    await proc.kill9();
+    throw e;
+  }
+  const call = (cmd: Record<string, unknown>): Promise<Record<string, unknown>> => {
+    if (failed) return Promise.reject(failed);
+    const id = nextId++;
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject });
+      child.stdin!.write(`${JSON.stringify({ ...cmd, id })}\n`);
+    });
+  };
+  return {
+    ...proc,
+    stop: async (graceMs = 3_000) => {
+      try {
+        child.stdin!.write('{"op":"quit"}\n');
+      } catch {
+        /* closed */
+      }
+      const t = setTimeout(() => void proc.stop(graceMs), 2_000);
+      await proc.exited;
+      clearTimeout(t);
+    },
+    endpoints: hello.endpoints as string[],
+    waitSubscribed: async (ms) => Number((await call({ op: 'wait_subscribed', timeout_ms: ms })).subscribed),
+    publish: async (worker, seq, events, dpRank = 0) => {
+      await call({
+        op: 'publish',
+        worker,
+        seq: seq.toString(),
+        dp_rank: dpRank,
+        events: events.map((e) =>
+          e.kind === 'stored'
+            ? { kind: 'stored', block_hashes_b64: b64(e.blockHashes), parent_hash: e.parentHash === null ? null : e.parentHash.toString(), tokens_b64: b64(e.tokenIds), block_size: e.blockSize }
+            : e.kind === 'removed'
+              ? { kind: 'removed', block_hashes_b64: b64(e.blockHashes) }
+              : { kind: 'cleared' },
+        ),
+      });
+    },
+  };
+}

@@ -16,9 +16,27 @@ export {
   etcdInstanceIds,
   startMocker,
   startDynamoDriver,
+  startSelectService,
+  startZmqKvPublisher,
   DYNAMO_DRIVER,
+  ZMQ_KV_PUBLISHER,
 } from './dynamo';
-export type { EtcdDiscoveryTarget, MockerOptions, MockerProcess, DynamoProcess, DynamoDriver, DriverOptions, GenerateResult, OverlapScores, BestWorker, PotentialLoad } from './dynamo';
+export type {
+  EtcdDiscoveryTarget,
+  MockerOptions,
+  MockerProcess,
+  DynamoProcess,
+  DynamoDriver,
+  DriverOptions,
+  GenerateResult,
+  OverlapScores,
+  BestWorker,
+  PotentialLoad,
+  SelectServiceOptions,
+  SelectServiceProcess,
+  VllmKvEvent,
+  ZmqKvPublisher,
+} from './dynamo';
 export {
   ensureTlsMaterial,
   JOB_LAYOUT,

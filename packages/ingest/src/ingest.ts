@@ -443,12 +443,12 @@ export class PoolIngest {
       this.state.register(BigInt(w.workerId) as WorkerId, capacityOf(this.blockSize, w), null, this.now(), true);
     }
     // Discovered workers join through the writer, in order with everything else (held until restored).
-    for (const w of this.discovery?.workers() ?? []) this.enqueue({ kind: 'disc', add: true, worker: w }, 'discovery');
+    // The listing is the discovery store's, not a publisher's: never refused by heldDuringRestore.
+    for (const w of this.discovery?.workers() ?? []) this.held.push({ kind: 'disc', add: true, worker: w });
     if (cfg.kvEvents === 'jetstream') await this.startJetStream(header?.streamSeq ?? null);
 
     // Restored: release what queued up meanwhile, in arrival order, then run live.
-    this.paused = false;
-    for (const it of this.held.splice(0)) this.queue.push(it);
+    await this.releaseHeld();
     if (this.recovery && this.o.recovery) {
       // As Dynamo's router does for each worker it finds: its blocks as its own index holds them now
       // (this indexer may have missed them: a restart, or a worker that has been quiet since).
@@ -464,6 +464,25 @@ export class PoolIngest {
     }
     for (const w of this.releasedWaiters.splice(0)) w();
     void this.queue.idle().then(() => (this.complete = true));
+  }
+
+  /**
+   * Move the held messages to the writer queue in arrival order, then run live. They may outnumber
+   * the queue (heldDuringRestore above queueDepth, or the discovery listing): the rest waits for
+   * room, still paused, so messages arriving meanwhile are held behind them (and refused past the
+   * cap, counted) rather than overtaking them; none is lost in between.
+   */
+  private async releaseHeld(): Promise<void> {
+    for (;;) {
+      let moved = 0;
+      while (moved < this.held.length && this.queue.push(this.held[moved]!)) moved++;
+      this.held.splice(0, moved);
+      // Empty, or the queue was stopped (shutdown during start-up): live from here.
+      if (this.held.length === 0 || !this.queue.accepting) break;
+      await this.queue.idle();
+    }
+    this.held.length = 0;
+    this.paused = false;
   }
 
   /**

@@ -721,6 +721,16 @@ export class Engine {
     return this.requests.size;
   }
 
+  /**
+   * Output tokens the requests on the engine have still to generate: the remaining generation work
+   * that booked request counts and prefill pressure do not show (a pass in flight counts as done).
+   */
+  get remainingOutputTokens(): number {
+    let n = 0;
+    for (const r of this.requests.values()) n += r.osl - r.generated;
+    return n;
+  }
+
   /** Throws when internal accounting is inconsistent; for property tests. */
   checkInvariants(): void {
     this.pool.checkInvariants();

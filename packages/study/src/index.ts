@@ -5,3 +5,17 @@ export { runCalibrationOffline, freshTokens, concatTokens, labelSeed, type Calib
 export { runEvaluationOffline, type EvaluationRunOptions, type EvaluationRunResult, type RunSummary } from './evaluate';
 export { runStudy, calibrateAndFit, fitFromRows, toJsonl, DEFAULT_FLEET, type StudyOptions, type StudyResult } from './study';
 export { runLoadStudy, renderLoadHtml, loadBackground, DEFAULT_LOAD_GAPS_MS, DEFAULT_LOAD_FRACTIONS, type LoadPoint, type LoadOptions, type LoadPointResult, type LoadResult } from './load';
+export {
+  runLimitationStudy,
+  limitationCases,
+  renderLimitationTable,
+  renderLimitationHtml,
+  type LimitationCase,
+  type LimitationPhase,
+  type GenerationLength,
+  type LimitationOptions,
+  type LimitationCaseResult,
+  type LimitationResult,
+  type EstimatorError,
+  type RuleOutcome,
+} from './limitation';

@@ -13,7 +13,7 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 venv="${VANTAGE_DYNAMO_VENV:-$repo_root/.infra/dynamo-py}"
 py="$venv/bin/python"
 version="1.6.1"
-check="import importlib.metadata as m, dynamo._core, dynamo.mocker, nats; assert m.version('ai-dynamo') == '$version' and m.version('ai-dynamo-runtime') == '$version'"
+check="import importlib.metadata as m, dynamo._core, dynamo.mocker, dynamo.select_service, nats, zmq, msgpack; assert m.version('ai-dynamo') == '$version' and m.version('ai-dynamo-runtime') == '$version'"
 
 if [[ -x "$py" ]] && "$py" -c "$check" >/dev/null 2>&1; then
   echo "$py"
@@ -30,7 +30,8 @@ fi
 if ! "$py" -c "$check" >/dev/null 2>&1; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check "ai-dynamo-runtime==$version" >&2
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "ai-dynamo==$version" >&2
-  # The few pure-Python packages the mocker, replay and selection service import,
+  # The few pure-Python packages the mocker, replay and selection service import (pyzmq and
+  # msgpack also for python/zmq_kv_publisher.py, the KV event source the selection service reads),
   # and nats-py for the example Python gateway client.
   "$venv/bin/pip" install --quiet --disable-pip-version-check \
     pyyaml msgspec pyzmq aiohttp prometheus-client tqdm zstandard redis packaging msgpack nats-py >&2

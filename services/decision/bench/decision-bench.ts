@@ -73,11 +73,10 @@ import { GatewayClient } from '@vantage/gateway-client';
 import { ensureNatsServer, freePort, INFRA_DIR, REPO_ROOT, waitFor, tcpOpen, processCpuUs } from '@vantage/infra';
 import { lifecycleEventCodec, lifecycleSubject, observeReplyCodec, observeSubject, workerRegistrationCodec, workersSubject, type WorkerObservation } from '@vantage/protocol';
 import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
-import type { KvEvent, WorkerId } from '@vantage/types';
+import type { WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
+import { BLOCK, PROMPT_SESSIONS, SESSIONS, SESSION_TOKENS, WORKER_CAPACITY, WORKERS, storedPrefixEvent, tokensFor } from './workload';
 
-const BLOCK = 64;
-const WORKERS = 64;
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const RATES = (process.env.BENCH_RATES ?? '500,1000,2000').split(',').map(Number);
 /** Pool modes measured: `local` (the decision service holds both pools) and `remote` (it asks the indexers). */
@@ -93,7 +92,6 @@ const SEARCH_MAX = Number(process.env.BENCH_SEARCH_MAX ?? 6000);
 const CPU_PROF = process.env.BENCH_CPU_PROF;
 const STUB_INDEXER = process.env.BENCH_INDEXER === 'stub';
 const P99_LIMIT_US = Number(process.env.BENCH_P99_LIMIT_US ?? 20_000);
-const SESSIONS = 8;
 const POOLS = { efficient: { model: 'bench-8b', pool: 'bench-eff', ns: 'benchE' }, capable: { model: 'bench-70b', pool: 'bench-cap', ns: 'benchC' } } as const;
 const ROLES = ['efficient', 'capable'] as const;
 const REMOTE_SUBJECT = 'bench.route.remote';
@@ -182,16 +180,6 @@ async function startNats(): Promise<string> {
   cpuOf['nats']!.push(c);
   await waitFor('nats-server', () => tcpOpen('127.0.0.1', port), 15_000);
   return `nats://127.0.0.1:${port}`;
-}
-
-function tokensFor(session: number, n: number): Uint32Array {
-  const t = new Uint32Array(n);
-  let x = (session + 1) * 2654435761;
-  for (let i = 0; i < n; i++) {
-    x = (x * 1103515245 + 12345) >>> 0;
-    t[i] = x % 150_000;
-  }
-  return t;
 }
 
 function quantile(sorted: Float64Array, q: number): number {
@@ -453,7 +441,7 @@ async function main(): Promise<void> {
 
   // Workers: registrations and KV state (each worker holds a prefix of one session's 128k prompt).
   const prompts = new Map<number, Uint32Array>();
-  for (let s = 0; s < SESSIONS; s++) prompts.set(s, tokensFor(s, 131072));
+  for (let s = 0; s < SESSIONS; s++) prompts.set(s, tokensFor(s, SESSION_TOKENS));
   const spec = { efficient: { ...POOLS.efficient, blockSize: BLOCK }, capable: { ...POOLS.capable, blockSize: BLOCK } };
   const client = new GatewayClient({ nc, routeTimeoutMs: 5000, pools: spec });
   const sessionHashes = [...prompts.values()].map((t) => client.hashPrompt('efficient', t));
@@ -468,15 +456,13 @@ async function main(): Promise<void> {
           pool: p.pool,
           workerId,
           atMs: Date.now(),
-          capacity: { blockSize: BLOCK, totalKvBlocks: 65536, maxNumBatchedTokens: 8192, maxNumSeqs: 256, dpStartRank: 0, dpSize: 1, schedulable: true },
+          capacity: WORKER_CAPACITY,
           ttlMs: 3_600_000,
           endpoint: `http://${p.pool}-${w}:8000`,
           model: p.model,
         }),
       );
-      const h = sessionHashes[w % SESSIONS]!;
-      const held = Math.floor((h.length * ((w % 7) + 1)) / 8);
-      const event: KvEvent = { workerId, dpRank: 0, storageTier: 'device', eventId: 1n, data: { kind: 'stored', parentHash: null, startPosition: 0, blockHashes: h.slice(0, held).map((x) => x ^ 0xabcdn), tokensHashes: h.slice(0, held) } };
+      const event = storedPrefixEvent(workerId, w, sessionHashes);
       nc.publish(kvEventsSubject(p.ns, 'backend'), encodeEventPlaneMessage({ publisherId: workerId, sequence: 1n, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event }));
     }
   }
@@ -515,7 +501,7 @@ async function main(): Promise<void> {
 
   const makeSenders = (size: number, form: 'hashes' | 'token_ids'): { route: (id: string) => Promise<Outcome>; remote: (id: string) => Promise<Outcome>; echo: (id: string) => Promise<Outcome>; payloadBytes: number } => {
     // Several sessions' prompts so that different workers are chosen.
-    const tpls = [0, 1, 2, 3].map((s) => {
+    const tpls = PROMPT_SESSIONS.map((s) => {
       const t = prompts.get(s)!.subarray(0, size);
       return template(client.encodeRoute({ requestId: ID_PLACEHOLDER, sessionId: `bench-${s}`, stageProposal: 'efficient', sendTokenIds: form === 'token_ids', prompts: { efficient: { tokenIds: t }, capable: { tokenIds: t } } }));
     });

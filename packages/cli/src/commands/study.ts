@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatBackgroundSpec, DEFAULT_BACKGROUND_TRAFFIC, parseBackgroundSpec, parseProposalSpec, type CalibrationPreset } from '@vantage/evaluation';
 import { serializeParameterSet, VARIANTS } from '@vantage/rules';
-import { calibrateAndFit, DEFAULT_FLEET, runLoadStudy, runStudy, toJsonl } from '@vantage/study';
+import { calibrateAndFit, DEFAULT_FLEET, runLimitationStudy, runLoadStudy, runStudy, toJsonl } from '@vantage/study';
 import { choice, parseOptions, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, UsageError } from '../exit-codes';
@@ -18,6 +18,7 @@ const help = `Usage: vantage study [--out DIR] [--calibration tiny|small|full] [
                      [--proposal SPEC] [--background SPEC|off] [--destination-limit N]
                      [--seed N] [--bootstrap N] [--max-context TOKENS]
        vantage study --load [--out DIR] [--calibration PLAN] [--attempts N] [--sessions N] [--seed N] [--bootstrap N]
+       vantage study --limitation [--out DIR] [--calibration PLAN] [--seed N]
 
 Run the study offline on the discrete-event simulator: the calibration plan on an
 efficient pool (4 workers, the mocker's timing, 64-token blocks) and a capable pool
@@ -41,8 +42,19 @@ Stage in mean and p90 TTFT and session completion time against the measured
 efficient-pool busy fraction, with bootstrap intervals, beside how often each rule
 could act, overrode and fell back) and load.json.
 
+With --limitation: calibrate and fit once, then seed 000's named limitation as a
+controlled case: every efficient worker with the same booked requests (4, 16) in
+short/long pairs that differ only in remaining generation (8 vs 2048 output
+tokens), decoding with P = 0 or still prefilling, beside an idle capable pool; a
+proposal on fresh fleets measures both candidates' TTFT and each variant's choice.
+Prints the table and writes limitation.html (cases, charts of simulated and
+predicted efficient TTFT against R, the proposal's E2E, estimator errors, every
+rule's choice), limitation-decoding.svg, limitation-prefilling.svg,
+limitation-e2e.svg and limitation.json.
+
 Options:
   --load                  the load curve instead of one evaluation
+  --limitation            the remaining-generation case instead of one evaluation
   --out DIR               output folder (default out/study)
   --calibration PLAN      calibration plan preset (default full)
   --attempts N            repeated attempts (default 5; 2 per load point with --load)
@@ -50,7 +62,7 @@ Options:
   --proposal SPEC         Stage proposal: always_efficient, fraction:F:SEED, length:TOKENS (default fraction:0.2:7)
   --background SPEC       competing traffic STREAMS:REQUESTS:GAP_MS:SEED[:CAPABLE_FRACTION] or off (default ${formatBackgroundSpec(DEFAULT_BACKGROUND_TRAFFIC)})
   --destination-limit N   gate G's destination limit (default 8)
-  --seed N                schedule and bootstrap seed (default 1)
+  --seed N                schedule and bootstrap seed; token content seed with --limitation (default 1)
   --bootstrap N           bootstrap replicates (default 1000)
   --max-context TOKENS    longest session prompt (default 32768)
   -h, --help              this help
@@ -92,6 +104,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
       bootstrap: { type: 'string' },
       'max-context': { type: 'string' },
       load: { type: 'boolean' },
+      limitation: { type: 'boolean' },
     },
     0,
   );
@@ -104,6 +117,19 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     mkdirSync(out, { recursive: true });
   } catch (e) {
     throw new UsageError(`--out ${out}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (values['load'] === true && values['limitation'] === true) throw new UsageError('--load and --limitation are separate studies: give one');
+  if (values['limitation'] === true) {
+    const seed = int('seed', values['seed'], 1, 0);
+    const { fit } = calibrateAndFit({ preset, destinationLimit: int('destination-limit', values['destination-limit'], 8, 1), onProgress: progress });
+    const lim = runLimitationStudy({ fleet: DEFAULT_FLEET, fit, seed, onProgress: progress });
+    await writeOutput(join(out, 'limitation.html'), lim.html);
+    await writeOutput(join(out, 'limitation-decoding.svg'), `${lim.svgs.decoding}\n`);
+    await writeOutput(join(out, 'limitation-prefilling.svg'), `${lim.svgs.prefilling}\n`);
+    await writeOutput(join(out, 'limitation-e2e.svg'), `${lim.svgs.e2e}\n`);
+    await writeOutput(join(out, 'limitation.json'), `${JSON.stringify({ parameterSetVersion: fit.parameterSet.version, cases: lim.cases }, null, 1)}\n`);
+    io.stdout(`${lim.table}\nlimitation case written to ${out}/limitation.html in ${stamp()}\n`);
+    return EXIT.OK;
   }
   if (values['load'] === true) {
     const { fit } = calibrateAndFit({ preset, destinationLimit: int('destination-limit', values['destination-limit'], 8, 1), onProgress: progress });
