@@ -51,7 +51,9 @@
  * BENCH_INDEXER=stub (diagnostic: instead of the two indexers, one responder answers
  * every observe query with a fixed, valid reply at once, so the figures show the
  * decision service alone; the default `real` runs the indexers),
- * NATS_URL (an existing server; 128k token-id requests need max_payload >= 2 MiB).
+ * NATS_URL (an existing server; 128k token-id requests need max_payload >= 2 MiB),
+ * BENCH_DYNAMO_SELECT=0 (skip the peer: Dynamo's selection service, `dynamo-select-peer.ts`, run after
+ * ours in the same process on the same workload, giving `dynamo_select_p50_us` and `dynamo_select_max_per_s`).
  *
  * Each run also reports the CPU time per answered request of each process group
  * (nats-server, decision service, indexers, echo responder, this generator),
@@ -75,6 +77,7 @@ import { lifecycleEventCodec, lifecycleSubject, observeReplyCodec, observeSubjec
 import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
+import { runDynamoSelectPeer } from './dynamo-select-peer';
 import { BLOCK, PROMPT_SESSIONS, SESSIONS, SESSION_TOKENS, WORKER_CAPACITY, WORKERS, storedPrefixEvent, tokensFor } from './workload';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -91,6 +94,8 @@ const STEP = Number(process.env.BENCH_STEP ?? 500);
 const SEARCH_MAX = Number(process.env.BENCH_SEARCH_MAX ?? 6000);
 const CPU_PROF = process.env.BENCH_CPU_PROF;
 const STUB_INDEXER = process.env.BENCH_INDEXER === 'stub';
+/** BENCH_DYNAMO_SELECT=0 leaves Dynamo's selection service out. */
+const DYNAMO_SELECT = process.env.BENCH_DYNAMO_SELECT !== '0';
 const P99_LIMIT_US = Number(process.env.BENCH_P99_LIMIT_US ?? 20_000);
 const POOLS = { efficient: { model: 'bench-8b', pool: 'bench-eff', ns: 'benchE' }, capable: { model: 'bench-70b', pool: 'bench-cap', ns: 'benchC' } } as const;
 const ROLES = ['efficient', 'capable'] as const;
@@ -655,6 +660,19 @@ async function main(): Promise<void> {
     remote_route_p99_us: remote?.['route_p99_us'] ?? null,
     remote_fallbacks: fallbacksOf(remote),
   }));
+  // The peer operators would otherwise use, in the same run: Dynamo's selection service given the same
+  // workload (dynamo-select-peer.ts), 32k block hashes at the same rates, then its own rate search.
+  let peer: Awaited<ReturnType<typeof runDynamoSelectPeer>> | null = null;
+  let peerError: string | null = null;
+  if (DYNAMO_SELECT) {
+    try {
+      peer = await runDynamoSelectPeer({ scenarios: ['32k-hashes'], rates: RATES, seconds: SECONDS, log: (m) => log(`[dynamo-select] ${m}`) });
+    } catch (e) {
+      peerError = e instanceof Error ? e.message : String(e);
+      log(`Dynamo's selection service could not be measured: ${peerError}`);
+    }
+  }
+
   // Memory the local pools cost a replica: resident set of the local-pool service beside the remote one's.
   const rssMiB = (c: ChildProcess | undefined): number | null => {
     try {
@@ -691,6 +709,8 @@ async function main(): Promise<void> {
       cpu_us_per_route: head?.['cpu_us_per_route'] ?? null,
       remote_cpu_us_per_route: remoteHead?.['cpu_us_per_route'] ?? null,
       by_rate: byRate,
+      ...(peer === null ? {} : { dynamo_select_p50_us: peer.dynamo_select_p50_us, dynamo_select_max_per_s: peer.dynamo_select_max_per_s }),
+      ...(peerError === null ? {} : { dynamo_select_error: peerError }),
       decision_rss_mib_local: localRss,
       decision_rss_mib_remote: remoteRss,
       workers_per_pool: WORKERS,
