@@ -29,6 +29,9 @@ npx tsc -p tsconfig.json
 step "lint"
 npx eslint .
 
+step "unused exports, files and dependencies (knip)"
+npx knip --no-progress
+
 step "tests (unit, then integration against real brokers)"
 mkdir -p .infra
 set +e

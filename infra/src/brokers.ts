@@ -11,10 +11,10 @@ import { spawn } from 'node:child_process';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { endAtExit, forgetAtExit, freePort, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
-import { ensureEtcd, ensureKafkaJars, ensureNatsServer, KAFKA_VERSION } from './install';
+import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type KafkaSecurity, type NatsServerConfigOptions } from './secure';
 
-export interface BrokerProcess {
+interface BrokerProcess {
   readonly name: string;
   readonly dir: string;
   readonly pidFile: string;
@@ -222,7 +222,7 @@ export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
   return { ...proc, url: `${security?.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`, port, monitorPort };
 }
 
-export interface EtcdOptions {
+interface EtcdOptions {
   dir: string;
   clientPort?: number;
   peerPort?: number;
@@ -274,7 +274,7 @@ export async function etcdServer(opts: EtcdOptions): Promise<EtcdServer> {
   return { ...proc, endpoint, clientPort, peerPort };
 }
 
-export interface KafkaOptions {
+interface KafkaOptions {
   dir: string;
   port?: number;
   controllerPort?: number;
@@ -287,7 +287,7 @@ export interface KafkaOptions {
 }
 
 /** Fixed cluster id: the data directory is formatted once and reused across restarts. */
-export const KAFKA_CLUSTER_ID = 'dmFudGFnZS1rYWZrYS0x';
+const KAFKA_CLUSTER_ID = 'dmFudGFnZS1rYWZrYS0x';
 
 /** A single-node KRaft Kafka broker (combined broker and controller) on 127.0.0.1. */
 export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
@@ -382,5 +382,3 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
   });
   return { ...proc, brokers: `127.0.0.1:${port}`, port, controllerPort };
 }
-
-export { KAFKA_VERSION };

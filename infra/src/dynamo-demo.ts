@@ -14,7 +14,7 @@ import { RUN_DIR } from './paths';
 
 export const DYNAMO_KV_DIR = join(RUN_DIR, 'dynamo-kv');
 
-export interface DynamoPoolSpec {
+interface DynamoPoolSpec {
   readonly pool: string;
   readonly workers: number;
   readonly dataParallelSize: number;
@@ -22,7 +22,7 @@ export interface DynamoPoolSpec {
   readonly gpuBlocks: number;
 }
 
-export const DYNAMO_POOLS: readonly DynamoPoolSpec[] = [
+const DYNAMO_POOLS: readonly DynamoPoolSpec[] = [
   { pool: 'efficient', workers: 3, dataParallelSize: 1, speedupRatio: 20, gpuBlocks: 256 },
   { pool: 'capable', workers: 1, dataParallelSize: 2, speedupRatio: 8, gpuBlocks: 512 },
 ];

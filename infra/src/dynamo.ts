@@ -21,7 +21,7 @@ import { INFRA_DIR, REPO_ROOT } from './paths';
 let pythonPath: string | undefined;
 
 /** The Dynamo 1.6.1 interpreter, installed on first use by the project's own script. */
-export function dynamoPython(): string {
+function dynamoPython(): string {
   if (pythonPath !== undefined) return pythonPath;
   const script = join(REPO_ROOT, 'packages', 'testkit', 'scripts', 'ensure-dynamo-py.sh');
   const out = execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
@@ -30,14 +30,14 @@ export function dynamoPython(): string {
   return pythonPath;
 }
 
-export const DYNAMO_DRIVER = join(REPO_ROOT, 'packages', 'testkit', 'python', 'dynamo_driver.py');
+const DYNAMO_DRIVER = join(REPO_ROOT, 'packages', 'testkit', 'python', 'dynamo_driver.py');
 
 /**
  * Dynamo's discovery in etcd (`DYN_DISCOVERY_BACKEND=etcd`): `endpoints` as Dynamo's
  * `ETCD_ENDPOINTS` (comma-separated client URLs); `leaseTtlS` sets `ETCD_LEASE_TTL` (Dynamo's
  * default 30 s), how long a killed worker's keys outlive it.
  */
-export interface EtcdDiscoveryTarget {
+interface EtcdDiscoveryTarget {
   readonly endpoints: string;
   readonly leaseTtlS?: number;
 }
@@ -46,7 +46,7 @@ export interface EtcdDiscoveryTarget {
  * Dynamo's environment for the NATS event plane, the TCP request plane and discovery: the file
  * backend in `fileKvDir`, or etcd when `etcd` is given.
  */
-export async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, etcd?: EtcdDiscoveryTarget): Promise<NodeJS.ProcessEnv> {
+async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, etcd?: EtcdDiscoveryTarget): Promise<NodeJS.ProcessEnv> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   // A system port set by the caller's shell would make several workers in one process collide.
   delete env.DYN_SYSTEM_PORT;
@@ -75,7 +75,7 @@ export async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, 
 }
 
 /** Instance ids (exact) of the model cards in a file discovery directory. */
-export function discoveredInstanceIds(fileKvDir: string, endpointPath?: string): bigint[] {
+function discoveredInstanceIds(fileKvDir: string, endpointPath?: string): bigint[] {
   const dir = join(fileKvDir, 'v1', 'mdc');
   let names: string[];
   try {
@@ -105,7 +105,7 @@ export function discoveredInstanceIds(fileKvDir: string, endpointPath?: string):
 }
 
 /** Instance ids (exact) of the model cards in etcd under an endpoint (`ns.comp.ep`), or all of them. */
-export async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath?: string): Promise<bigint[]> {
+async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath?: string): Promise<bigint[]> {
   // Loaded here, not at the top: everything else in @vantage/infra runs without the etcd client.
   const { Etcd3 } = await import('etcd3');
   const client = new Etcd3({ hosts: etcd.endpoints.split(',') });
@@ -123,7 +123,7 @@ export async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath?: 
   }
 }
 
-export interface MockerOptions {
+interface MockerOptions {
   readonly natsUrl: string;
   /** The `DYN_FILE_KV` directory shared with the indexer and the driver (file discovery). */
   readonly fileKvDir?: string;
@@ -145,7 +145,7 @@ export interface MockerOptions {
   readonly readyTimeoutMs?: number;
 }
 
-export interface DynamoProcess {
+interface DynamoProcess {
   readonly pid: number;
   readonly logFile: string;
   /** SIGTERM to the process group (graceful: discovery entries removed), SIGKILL after `graceMs`. */
@@ -303,7 +303,7 @@ export interface DynamoDriver extends DynamoProcess {
   instances(): Promise<bigint[]>;
 }
 
-export interface DriverOptions {
+interface DriverOptions {
   readonly natsUrl: string;
   /** File discovery directory, or `etcd` for discovery in etcd (as the workers were started). */
   readonly fileKvDir?: string;

@@ -17,8 +17,8 @@ import { join } from 'node:path';
 import { run, runVisible, which } from './exec';
 import { BIN_DIR, INFRA_DIR, REPO_ROOT } from './paths';
 
-export const NATS_SERVER_VERSION = 'v2.14.9';
-export const KAFKA_VERSION = '4.1.1';
+const NATS_SERVER_VERSION = 'v2.14.9';
+const KAFKA_VERSION = '4.1.1';
 /** Must equal the `go.etcd.io/etcd/server/v3` version required by infra/etcd/go.mod (a unit test checks). */
 export const ETCD_VERSION = 'v3.6.16';
 /** The module that pins etcd's build (see its header comment). */
@@ -74,7 +74,7 @@ const goEnv = (): NodeJS.ProcessEnv => ({
 });
 
 /** `3.6.16` from `etcd --version` ("etcd Version: 3.6.16"), or undefined when it does not run. */
-export function etcdVersionOf(bin: string): string | undefined {
+function etcdVersionOf(bin: string): string | undefined {
   try {
     const m = /etcd Version:\s*(\S+)/.exec(run(bin, ['--version']));
     return m?.[1];
@@ -125,7 +125,7 @@ export async function ensureEtcd(log: Log = () => {}): Promise<string> {
   throw new Error("no etcd: install Go (to build it) or Debian's etcd-server package, or set ETCD_BIN");
 }
 
-export function kafkaLibDir(version = KAFKA_VERSION): string {
+function kafkaLibDir(version = KAFKA_VERSION): string {
   return join(INFRA_DIR, 'kafka', version, 'libs');
 }
 

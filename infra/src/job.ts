@@ -2,6 +2,11 @@
  * The main job, run by `npm start` once the brokers and services are healthy:
  * seed 000's loop, small, through the live pipeline.
  *
+ *   0. offline study (seconds): the job's calibration plan, fit and schedule on the discrete-event
+ *      simulator with the live fleet's pools (@vantage/study) at several levels of competing traffic
+ *      on the efficient pool; the level where the rules have the most to decide becomes the live
+ *      evaluation's competing traffic (unless VANTAGE_JOB_BACKGROUND fixes it), and its results are
+ *      the offline prediction the live measurement is set beside;
  *   1. calibration: the calibration plan (@vantage/evaluation) runs on the simulated fleet through the
  *      decision service, which runs a parameter set that observes both pools and never overrides; probes,
  *      warm-ups and background load land in Kafka through the outcome service;
@@ -12,23 +17,27 @@
  *      Dynamo's choice, lifecycle marked background); before each run the fleet is restarted (empty KV caches: matched starting
  *      conditions) and the decision service reloads that variant's frozen set (file reload);
  *   4. report: the replay tool reads the evaluation's outcomes back from Kafka and `vantage evaluate`
- *      renders the HTML report with bootstrap intervals.
+ *      renders the HTML report with bootstrap intervals; the same rows with the engine's own TTFT
+ *      (the fleet's simulated clock: no routing or dispatch time in it) are analysed beside them, and `study.html` sets the offline prediction beside
+ *      both; the last lines say what each rule did, one sentence per variant.
  * Everything lands in the output directory (out/, ignored by git); the last lines say where.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  DEFAULT_BACKGROUND_TRAFFIC,
   evaluationSchedule,
   formatBackgroundSpec,
   parseBackgroundSpec,
   calibrationParameterSet,
   parseProposalSpec,
+  type EvaluationAnalysis,
   type EvaluationSchedule,
   type ScheduledRun,
 } from '@vantage/evaluation';
-import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
+import type { FitReport } from '@vantage/fitting';
+import { loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
+import { comparisonHtml, engineSideAnalysis, findingLines, offlineOperatingPoint, type OfflineStudy } from './job-study';
 import { REPO_ROOT } from './paths';
 
 export const OUT_DIR = join(REPO_ROOT, 'out');
@@ -44,8 +53,8 @@ export const RECORD_VARIANT: Readonly<Record<Variant, string>> = {
 const RULE_VARIANT = Object.fromEntries(Object.entries(RECORD_VARIANT).map(([k, v]) => [v, k as Variant])) as Record<string, Variant>;
 
 export interface JobConfig {
-  /** Calibration plan preset. */
-  readonly preset: 'tiny' | 'small' | 'full';
+  /** Calibration plan preset (default `job`). */
+  readonly preset: 'tiny' | 'small' | 'job' | 'full';
   readonly calibrationSeed: number;
   /** Gate G's destination limit, the same in calibration (busy-capable level), the fit and every variant. */
   readonly destinationLimit: number;
@@ -58,7 +67,8 @@ export interface JobConfig {
   /**
    * Competing traffic in every evaluation run (`--background` of the load generator:
    * STREAMS:REQUESTS:GAP_MS:SEED[:CAPABLE_FRACTION], or `off`): the same seeded load for every
-   * variant and attempt, booked by Dynamo's choice, lifecycle marked background.
+   * variant and attempt, booked by Dynamo's choice, lifecycle marked background. `pick` (the
+   * default): the level the offline study finds the rules have the most to decide at.
    */
   readonly background: string;
   readonly scheduleSeed: number;
@@ -70,7 +80,7 @@ export interface JobConfig {
 }
 
 function backgroundSetting(v: string | undefined): string {
-  if (v === undefined || v === '') return formatBackgroundSpec(DEFAULT_BACKGROUND_TRAFFIC);
+  if (v === undefined || v === '' || v === 'pick') return 'pick';
   try {
     parseBackgroundSpec(v);
   } catch (e) {
@@ -95,6 +105,7 @@ function proposalSetting(v: string | undefined): string {
  * what the runs actually used.
  */
 export function jobSchedule(cfg: JobConfig): EvaluationSchedule {
+  if (cfg.background === 'pick') throw new Error('jobSchedule: the competing traffic is still to be picked (background `pick`)');
   return evaluationSchedule({
     attempts: cfg.attempts,
     sessionsPerAttempt: cfg.sessions,
@@ -112,15 +123,15 @@ export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfi
     if (!Number.isInteger(n) || n < 1) throw new Error(`${k} must be a positive integer, got ${v}`);
     return n;
   };
-  const preset = env['VANTAGE_JOB_CALIBRATION'] ?? 'small';
-  if (preset !== 'tiny' && preset !== 'small' && preset !== 'full') throw new Error(`VANTAGE_JOB_CALIBRATION must be tiny, small or full, got ${preset}`);
+  const preset = env['VANTAGE_JOB_CALIBRATION'] ?? 'job';
+  if (preset !== 'tiny' && preset !== 'small' && preset !== 'job' && preset !== 'full') throw new Error(`VANTAGE_JOB_CALIBRATION must be tiny, small, job or full, got ${preset}`);
   return {
     preset,
     calibrationSeed: 1,
     destinationLimit: int('VANTAGE_JOB_DESTINATION_LIMIT', 8),
     attempts: int('VANTAGE_JOB_ATTEMPTS', 2),
     sessions: int('VANTAGE_JOB_SESSIONS', 8),
-    // The small plan's Q grid ends at 16,384 tokens; a longer prompt is out of range and every estimator
+    // The small and job plans' Q grid ends at 16,384 tokens; a longer prompt is out of range and every estimator
     // variant would fall back to Stage on it (seed 000), which measures the grid, not the rule.
     maxContextTokens: 16_384,
     proposal: proposalSetting(env['VANTAGE_JOB_PROPOSAL']),
@@ -227,14 +238,49 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   /** Reads the topic from `since` into `file` until `done(rows)` holds (or time runs out). */
   const readBack = async (topic: string, since: string, file: string, what: string, done: (rows: string[]) => boolean, timeoutMs = 120_000): Promise<string[]> => {
     const deadline = Date.now() + timeoutMs;
+    let before = -1;
     for (;;) {
       await cli(['replay', '--brokers', ctx.kafkaBrokers, '--topic', topic, '--since', since, '--format', 'jsonl', '--out', file], 'replay');
       const rows = lines(file);
       if (done(rows) || Date.now() > deadline) return rows;
+      // Nothing new since the last read: the rest are requests that never reached a worker (route errors).
+      if (rows.length === before) {
+        log(`${rows.length} ${what} records in Kafka, none new since the last read; going on without the rest`);
+        return rows;
+      }
+      before = rows.length;
       log(`${rows.length} ${what} records in Kafka so far; waiting for the rest`);
       await new Promise((r) => setTimeout(r, 3_000));
     }
   };
+
+  // ---- 0. Offline study: the operating point and the prediction ------------------------------------
+  log(`offline study: plan ${cfg.preset}, fit and the five-variant schedule on the simulator with the live pools${cfg.background === 'pick' ? ', at each level of competing traffic on the efficient pool' : `, competing traffic ${cfg.background}`}`);
+  const offline: OfflineStudy = offlineOperatingPoint(
+    {
+      preset: cfg.preset,
+      calibrationSeed: cfg.calibrationSeed,
+      destinationLimit: cfg.destinationLimit,
+      attempts: cfg.attempts,
+      sessions: cfg.sessions,
+      scheduleSeed: cfg.scheduleSeed,
+      proposal: parseProposalSpec(cfg.proposal),
+      maxContextTokens: cfg.maxContextTokens,
+      bootstrap: cfg.bootstrap,
+    },
+    { ...(cfg.background === 'pick' ? {} : { fixed: parseBackgroundSpec(cfg.background) }), progress: (l) => log(l) },
+  );
+  const background = offline.chosen.background === null ? 'off' : formatBackgroundSpec(offline.chosen.background);
+  const live: JobConfig = { ...cfg, background };
+  mkdirSync(join(out, 'offline'), { recursive: true });
+  writeFileSync(join(out, 'offline', 'load.html'), offline.loadHtml);
+  writeFileSync(
+    join(out, 'offline', 'points.json'),
+    `${JSON.stringify(offline.points.map((p) => ({ label: p.label, background: p.background, efficientUtilisation: p.efficientUtilisation, capableUtilisation: p.capableUtilisation, overrides: p.overrides, decisionBalance: p.decisionBalance, variants: p.analysis.variants.map((v) => ({ variant: v.variant, rules: v.rules, ttftMs: v.ttftMs })), differences: p.analysis.differences })), null, 1)}\n`,
+  );
+  writeFileSync(join(out, 'offline', 'analysis.json'), `${JSON.stringify(offline.chosen.analysis, null, 1)}\n`);
+  log(`operating point: ${offline.chosen.label} (efficient pool ${(100 * offline.chosen.efficientUtilisation).toFixed(0)} % busy offline; ${offline.why}); live competing traffic --background ${background}`);
+  phase('offline study');
 
   // ---- 1. Calibration ------------------------------------------------------------------------------
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
@@ -287,13 +333,13 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   phase('fit');
 
   // ---- 3. Evaluation -------------------------------------------------------------------------------
-  const schedule = jobSchedule(cfg);
+  const schedule = jobSchedule(live);
   const runs: ScheduledRun[] = schedule.runs.slice(0, ctx.maxEvaluationRuns ?? schedule.runs.length);
   writeFileSync(join(out, 'schedule.json'), `${JSON.stringify(schedule, null, 1)}\n`);
   log(`evaluation: ${runs.length} runs (${cfg.attempts} attempts x ${schedule.variants.length} variants in seeded random order, ${cfg.sessions} matched sessions each, Stage proposal ${cfg.proposal})`);
-  if (cfg.background !== 'off') {
-    const bg = parseBackgroundSpec(cfg.background);
-    log(`competing traffic in every run: ${cfg.background} (${bg?.streams} streams x ${bg?.requestsPerStream} requests, mean gap ${bg?.meanGapMs} sim ms, seeded, the same for every variant and attempt; Dynamo's choice, booked, lifecycle marked background)`);
+  if (live.background !== 'off') {
+    const bg = parseBackgroundSpec(live.background);
+    log(`competing traffic in every run: ${live.background} (${bg?.streams} streams x ${bg?.requestsPerStream} requests, mean gap ${bg?.meanGapMs} sim ms, seeded, the same for every variant and attempt; Dynamo's choice, booked, lifecycle marked background)`);
   }
   const evalSince = new Date(Date.now() - 1_000).toISOString();
   const evalIds = new Set<string>();
@@ -314,7 +360,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
         '--max-context', String(cfg.maxContextTokens),
         '--eval', `${run.attempt}:${run.variant}`,
         '--proposal', cfg.proposal,
-        ...(cfg.background === 'off' ? [] : ['--background', cfg.background]),
+        ...(live.background === 'off' ? [] : ['--background', live.background]),
         '--pools', cfg.pools,
         '--nats', ctx.natsUrl,
         '--time-scale', String(cfg.timeScale),
@@ -336,10 +382,17 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   const report = join(out, 'report.html');
   const evalText = await cli(['evaluate', '--input', outcomes, '--out', report, '--json', join(out, 'analysis.json'), '--bootstrap', String(cfg.bootstrap), '--lenient'], 'report');
   process.stderr.write(evalText.split('\n').map((l) => (l.trim() ? `[evaluate] ${l}\n` : '')).join(''));
-  phase('report');
   // The engine's own TTFT (sim ms, from the load generator) beside the report's wall-clock TTFT: on a
   // shared host, time slicing adds wall time to routing and dispatch that no rule causes.
   const engine = engineSummary(out, runs);
+  const liveWall = JSON.parse(readFileSync(join(out, 'analysis.json'), 'utf8')) as EvaluationAnalysis;
+  const liveEngine = engineSideAnalysis(evalRows, engineTtftById(out, runs), cfg.scheduleSeed, cfg.bootstrap);
+  writeFileSync(join(out, 'analysis-engine.json'), `${JSON.stringify(liveEngine, null, 1)}\n`);
+  const liveFit = JSON.parse(readFileSync(join(out, 'fit.json'), 'utf8')) as FitReport;
+  const comparison = { offline, liveWall, liveEngine, liveFit, liveBackground: background };
+  const studyHtml = join(out, 'study.html');
+  writeFileSync(studyHtml, comparisonHtml(comparison));
+  phase('report');
   writeFileSync(join(out, 'engine-summary.json'), `${JSON.stringify(engine, null, 1)}\n`);
   log('TTFT in the report is wall clock (time scale 4) and includes routing and host load; the engine\'s own TTFT per variant, in sim ms:');
   for (const [variant, e] of Object.entries(engine)) {
@@ -353,6 +406,9 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   log(`fitted parameters: ${fittedFile} (version ${fitted.value.version}; per variant: ${join(out, 'params-<variant>.json')})`);
   log(`data:              ${calOutcomes} (calibration, from Kafka), ${outcomes} (evaluation, from Kafka), ${join(out, 'requests-*.jsonl')} (load generator)`);
   log(`report:            ${report}`);
+  log(`offline vs live:   ${studyHtml} (offline levels: ${join(out, 'offline', 'load.html')})`);
+  log(`what the study found at ${offline.chosen.label}, live, per variant (engine-side TTFT in sim ms, intervals from a session bootstrap):`);
+  for (const l of findingLines(comparison)) log(l);
   return { fittedVersion: fitted.value.version, report, phasesMs, evaluationSummary: evalText };
 }
 
@@ -402,6 +458,18 @@ function engineSummary(out: string, runs: readonly ScheduledRun[]): Record<strin
       },
     ]),
   );
+}
+
+/** Engine-measured TTFT (sim ms) of every request the load generator sent, by request id. */
+function engineTtftById(out: string, runs: readonly ScheduledRun[]): Map<string, number | null> {
+  const m = new Map<string, number | null>();
+  for (const run of runs) {
+    for (const l of lines(join(out, `requests-${run.attempt}-${run.variant}.jsonl`))) {
+      const r = JSON.parse(l) as { requestId: string; status: string; ttftMs: number | null };
+      m.set(r.requestId, r.status === 'done' ? r.ttftMs : null);
+    }
+  }
+  return m;
 }
 
 /** How many rows are outcome records of the given request ids (each counted once). */

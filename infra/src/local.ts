@@ -14,14 +14,14 @@ import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { RUN_DIR } from './paths';
 import { JOB_LAYOUT, secureDeployment, type SecureDeployment } from './secure';
 
-export interface BrokerEndpoints {
+interface BrokerEndpoints {
   natsUrl: string;
   kafkaBrokers: string;
   /** etcd client URL(s), comma-separated as Dynamo's `ETCD_ENDPOINTS`; set when etcd was asked for. */
   etcdEndpoints?: string;
 }
 
-export interface LocalBrokers {
+interface LocalBrokers {
   nats: NatsBroker | undefined; // undefined when NATS_URL points elsewhere
   kafka: KafkaBroker | undefined; // undefined when KAFKA_BROKERS points elsewhere
   etcd: EtcdServer | undefined; // undefined when ETCD_ENDPOINTS points elsewhere
@@ -37,7 +37,7 @@ function portFromEnv(name: string, dflt: number): number {
 }
 
 /** Where the secured pair keeps its data, certificates and secrets (`infra up --secure`). */
-export const SECURE_DIR = join(RUN_DIR, 'secure');
+const SECURE_DIR = join(RUN_DIR, 'secure');
 
 /** The secured deployment (certificates, users, secret files) of `infra up --secure`, made on first use. */
 export function localSecureDeployment(): SecureDeployment {
@@ -99,7 +99,7 @@ function hostPort(s: string): { host: string; port: number } {
   return { host: m[1]!, port: Number(m[2]) };
 }
 
-export interface BrokersUpOptions {
+interface BrokersUpOptions {
   /** The secured pair (see `localBrokers`). */
   secure?: boolean;
   /** Also start (or check) etcd; `etcdEndpoints` and `readyMs.etcd` are only set with it. */
@@ -133,7 +133,7 @@ async function checkExternal(name: string, addr: string): Promise<number> {
   return Date.now() - t0;
 }
 
-export interface BrokerStatus {
+interface BrokerStatus {
   name: string;
   mode: 'managed' | 'external';
   address: string;

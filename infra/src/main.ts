@@ -18,6 +18,7 @@ import { connectNats, createLogger, toolSettings } from '@vantage/runtime';
 import { brokersUp, localBrokers, localSecureDeployment } from './local';
 import { DYNAMO_KV_DIR, runDynamoLoad, startDynamoFleet, type DynamoFleet } from './dynamo-demo';
 import { calibrationParameterSet, defaultJobConfig, OUT_DIR, runJob, writeParameterSet } from './job';
+import { LIVE_POOLS } from './job-study';
 import { RUN_DIR } from './paths';
 import { Stack } from './stack';
 
@@ -72,10 +73,8 @@ async function main(argv: string[]): Promise<number> {
   const stackOptions = {
     paramsFile: PARAMS_FILE,
     logDir: join(RUN_DIR, 'services'),
-    pools: {
-      efficient: { name: 'efficient', component: 'efficient', speed: 1.0, workers: 4 },
-      capable: { name: 'capable', component: 'capable', speed: 0.6, workers: 4 },
-    },
+    // The offline study models the same pools (LIVE_FLEET).
+    pools: { efficient: { ...LIVE_POOLS.efficient }, capable: { ...LIVE_POOLS.capable } },
     timeScale: config.timeScale,
     ...(dynamo ? { dynamoFileKv: DYNAMO_KV_DIR } : {}),
     extraEnv: {

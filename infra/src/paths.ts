@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -13,7 +12,3 @@ export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', 
 export const INFRA_DIR = process.env.VANTAGE_INFRA_DIR ?? join(REPO_ROOT, '.infra');
 export const BIN_DIR = join(INFRA_DIR, 'bin');
 export const RUN_DIR = join(INFRA_DIR, 'run');
-
-export function firstExisting(paths: string[]): string | undefined {
-  return paths.find((p) => existsSync(p));
-}

@@ -84,7 +84,7 @@ export function randomSecret(bytes = 18): string {
 }
 
 /** Writes a secret file readable by its owner only. */
-export function writeSecretFile(path: string, secret: string): string {
+function writeSecretFile(path: string, secret: string): string {
   writeFileSync(path, `${secret}\n`, { mode: 0o600 });
   chmodSync(path, 0o600);
   return path;
@@ -102,7 +102,7 @@ export interface SecurePool {
   readonly component: string;
 }
 
-export interface SecureLayout {
+interface SecureLayout {
   readonly pools: readonly SecurePool[];
   /** The outcome service's lease bucket (`outcome.leader.bucket`). */
   readonly leaderBucket?: string;
@@ -489,7 +489,7 @@ export const JOB_LAYOUT: SecureLayout = {
 // ---------------------------------------------------------------------------
 
 /** Environment variable nats-server reads a role's password from in the example (`VANTAGE_PW_INDEXER_EFFICIENT`). */
-export function examplePasswordVariable(role: string): string {
+function examplePasswordVariable(role: string): string {
   return `VANTAGE_PW_${role.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
 }
 

@@ -16,13 +16,13 @@ import { freePort, sleep, waitFor } from './exec';
 import { REPO_ROOT } from './paths';
 import type { SecureDeployment } from './secure';
 
-export interface ServiceSpec {
+interface ServiceSpec {
   readonly name: string;
   readonly entry: string;
   readonly env?: Readonly<Record<string, string>>;
 }
 
-export interface PoolSpec {
+interface PoolSpec {
   readonly name: string;
   readonly component: string;
   /** Scales the mocker's step time: < 1 is a slower (larger) model. */
@@ -30,7 +30,7 @@ export interface PoolSpec {
   readonly workers: number;
 }
 
-export interface StackOptions {
+interface StackOptions {
   readonly natsUrl: string;
   readonly kafkaBrokers: string;
   readonly paramsFile: string;
@@ -62,7 +62,7 @@ export function secureServiceEnv(d: SecureDeployment, name: string): Record<stri
   return { ...d.natsEnv(name), ...(name === 'outcome' ? d.kafkaEnv('outcome') : {}) };
 }
 
-export interface RunningService {
+interface RunningService {
   readonly spec: ServiceSpec;
   child: ChildProcess;
   port: number;

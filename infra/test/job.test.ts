@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { VARIANTS as RECORD_VARIANTS } from '@vantage/records';
 import { loadParameterSet, serializeParameterSet, VARIANTS } from '@vantage/rules';
-import { DEFAULT_BACKGROUND_TRAFFIC } from '@vantage/evaluation';
+import { DEFAULT_BACKGROUND_TRAFFIC, formatBackgroundSpec } from '@vantage/evaluation';
 import { calibrationParameterSet, defaultJobConfig, jobSchedule, RECORD_VARIANT } from '../src/job';
 
 describe('main job', () => {
@@ -25,7 +25,9 @@ describe('main job', () => {
   });
 
   it('records in schedule.json the Stage proposal and the competing traffic the runs use', () => {
-    const d = jobSchedule(defaultJobConfig({}));
+    // The default competing traffic is picked by the offline study; the schedule needs it resolved.
+    expect(() => jobSchedule(defaultJobConfig({}))).toThrow(/pick/);
+    const d = jobSchedule({ ...defaultJobConfig({}), background: formatBackgroundSpec(DEFAULT_BACKGROUND_TRAFFIC) });
     expect(d.proposal).toEqual({ kind: 'fraction_capable', fraction: 0.2, seed: 7 });
     expect(d.background).toEqual(DEFAULT_BACKGROUND_TRAFFIC);
     expect(d.runs[0]?.backgroundSessionIds).toHaveLength(DEFAULT_BACKGROUND_TRAFFIC.streams);
@@ -38,12 +40,12 @@ describe('main job', () => {
 
   it('reads its settings from the environment and refuses bad ones', () => {
     const d = defaultJobConfig({});
-    expect(d).toMatchObject({ preset: 'small', attempts: 2, sessions: 8, destinationLimit: 8, proposal: 'fraction:0.2:7' });
+    expect(d).toMatchObject({ preset: 'job', attempts: 2, sessions: 8, destinationLimit: 8, proposal: 'fraction:0.2:7' });
     expect(defaultJobConfig({ VANTAGE_JOB_SESSIONS: '3', VANTAGE_JOB_CALIBRATION: 'tiny' })).toMatchObject({ sessions: 3, preset: 'tiny' });
     expect(() => defaultJobConfig({ VANTAGE_JOB_SESSIONS: '0' })).toThrow(/positive integer/);
-    expect(() => defaultJobConfig({ VANTAGE_JOB_CALIBRATION: 'huge' })).toThrow(/tiny, small or full/);
-    // Competing traffic: on by default (the evaluation's default load), off or a custom spec by setting.
-    expect(d.background).toBe('4:6:6000:1:0.5');
+    expect(() => defaultJobConfig({ VANTAGE_JOB_CALIBRATION: 'huge' })).toThrow(/tiny, small, job or full/);
+    // Competing traffic: picked by the offline study by default, off or a custom spec by setting.
+    expect(d.background).toBe('pick');
     expect(defaultJobConfig({ VANTAGE_JOB_BACKGROUND: 'off' }).background).toBe('off');
     expect(defaultJobConfig({ VANTAGE_JOB_BACKGROUND: '2:3:500:9' }).background).toBe('2:3:500:9');
     expect(() => defaultJobConfig({ VANTAGE_JOB_BACKGROUND: '2:0:500:9' })).toThrow(/VANTAGE_JOB_BACKGROUND/);

@@ -44,6 +44,8 @@ describe('calibration -> fit -> parameter set -> decision service, through Kafka
     sessions: 2,
     maxContextTokens: 8192,
     bootstrap: 100,
+    // Fixed competing traffic (the default is picked by the offline study), so every run has some.
+    background: '4:6:6000:1:0.5',
     topics,
   };
 

@@ -47,7 +47,7 @@ export type ActiveSequenceData =
   | { readonly kind: 'free' }
   | { readonly kind: 'mark_prefill_completed' };
 
-export type ActiveSequenceOutcome =
+type ActiveSequenceOutcome =
   | { readonly kind: 'add_request'; readonly outcome: BookOutcome }
   | { readonly kind: 'free'; readonly outcome: ReleaseOutcome }
   | { readonly kind: 'mark_prefill_completed'; readonly outcome: PrefillOutcome };

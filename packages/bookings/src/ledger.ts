@@ -17,7 +17,7 @@ import {
   type WorkerLoadRecord,
 } from './types';
 
-export interface BookingLedgerOptions {
+interface BookingLedgerOptions {
   /**
    * The pool's KV block size, used for workers whose capacity is not (yet)
    * registered; Dynamo requires one block size per model pool.
@@ -31,8 +31,8 @@ export interface BookingLedgerOptions {
   readonly tombstoneCapacity?: number;
 }
 
-export const DEFAULT_BOOKING_TTL_MS = 300_000;
-export const DEFAULT_TOMBSTONE_CAPACITY = 200_000;
+const DEFAULT_BOOKING_TTL_MS = 300_000;
+const DEFAULT_TOMBSTONE_CAPACITY = 200_000;
 
 const U32_MAX = 0xffff_ffff;
 const MAX_REQUEST_ID_LENGTH = 1024;
@@ -155,7 +155,7 @@ function newCounters(): BookingCounters {
 }
 
 /** Why a capacity is unusable, or undefined when it is valid. */
-export function validateWorkerCapacity(c: WorkerCapacity): string | undefined {
+function validateWorkerCapacity(c: WorkerCapacity): string | undefined {
   if (!isPosInt(c.blockSize)) return 'blockSize must be a positive integer';
   if (c.totalKvBlocks !== null && !isNonNegInt(c.totalKvBlocks)) return 'totalKvBlocks must be a non-negative integer or null';
   if (c.maxNumBatchedTokens !== null && !isNonNegInt(c.maxNumBatchedTokens)) {

@@ -9,7 +9,7 @@ import type { CliIo } from './io';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
-export interface Parsed {
+interface Parsed {
   readonly values: Record<string, string | boolean | undefined>;
   readonly positionals: string[];
 }

@@ -1,7 +1,6 @@
 /** @vantage/cli: the operator command line, runnable in-process for tests and tools. */
 export { run } from './run';
 export { COMMANDS } from './commands/index';
-export { decodeCapturedMessage, type DecodeFormat } from './commands/decode';
+export { decodeCapturedMessage } from './commands/decode';
 export { processIo, type CliIo } from './io';
-export { EXIT, UsageError, InputError } from './exit-codes';
-export type { Command } from './command';
+export { EXIT } from './exit-codes';

@@ -2,7 +2,7 @@
  * Decoded values as printable JSON: u64 (bigint) as exact decimal strings,
  * hash arrays as lists of decimal strings, bytes as their length and hex.
  */
-export function toPrintable(v: unknown): unknown {
+function toPrintable(v: unknown): unknown {
   if (typeof v === 'bigint') return v.toString(10);
   if (v instanceof BigUint64Array) return Array.from(v, (x) => x.toString(10));
   if (v instanceof Uint8Array) return { bytes: v.length, hex: Buffer.from(v).toString('hex') };

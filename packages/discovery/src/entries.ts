@@ -25,7 +25,7 @@ import { decodeJsonExact, JsonFloat, type Result } from '@vantage/wire';
 
 export type DiscoveryRejectCode = 'malformed' | 'truncated' | 'wrong_type' | 'missing_field' | 'out_of_range' | 'too_large' | 'unknown_variant';
 
-export type ParseResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly code: DiscoveryRejectCode; readonly reason: string };
+type ParseResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly code: DiscoveryRejectCode; readonly reason: string };
 
 /** The endpoint an entry belongs to. */
 export interface EndpointScope {

@@ -18,7 +18,7 @@ export type EtcdKeyRejection =
   | { readonly ok: false; readonly code: 'key_not_utf8'; readonly reason: string }
   | { readonly ok: false; readonly code: 'key_outside_root'; readonly reason: string };
 
-export type EtcdKeyResult = { readonly ok: true; readonly key: string } | EtcdKeyRejection;
+type EtcdKeyResult = { readonly ok: true; readonly key: string } | EtcdKeyRejection;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const lossy = new TextDecoder('utf-8');

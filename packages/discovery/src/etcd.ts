@@ -21,7 +21,7 @@ import { VantageError } from '@vantage/runtime';
 import { etcdPrefixRange, logicalKeyOf, type EtcdKeyRejection } from './etcd-keys';
 import type { DiscoveryChange, DiscoveryStore } from './store';
 
-export interface EtcdDiscoveryOptions {
+interface EtcdDiscoveryOptions {
   /** Client URLs, `http://host:port` (Dynamo's `ETCD_ENDPOINTS`, comma-separated there). */
   readonly endpoints: readonly string[];
   /** Prepended to every logical key in etcd (default none, as Dynamo 1.6.1 writes them). */

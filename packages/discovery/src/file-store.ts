@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { decodeJsonExact } from '@vantage/wire';
 import type { DiscoveryChange, DiscoveryStore } from './store';
 
-export interface FileStoreOptions {
+interface FileStoreOptions {
   /** Poll interval; default 200 ms. */
   readonly pollMs?: number;
   /** How long unparsable bytes are held back as a write in progress; default 1000 ms. */

@@ -56,7 +56,7 @@ export type DiscoveryEvent =
   | { readonly kind: 'publishers_changed'; readonly publishers: readonly PublisherInfo[] }
   | { readonly kind: 'rejected'; readonly key: string; readonly code: DiscoveryRejectCode; readonly reason: string };
 
-export interface DiscoveryViewOptions {
+interface DiscoveryViewOptions {
   /** Dynamo namespace of the pool (required). */
   readonly namespace: string;
   /** Component and endpoint; any when absent (Dynamo's defaults are `backend` and `generate`). */
@@ -66,7 +66,7 @@ export interface DiscoveryViewOptions {
   readonly onStoreError?: (err: Error) => void;
 }
 
-export interface DiscoveryCounters {
+interface DiscoveryCounters {
   puts: number;
   deletes: number;
   rejected: number;

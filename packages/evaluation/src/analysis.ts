@@ -14,7 +14,7 @@ import { bootstrapDifference, quantileSorted, type Unit } from './bootstrap';
 import { streamFor } from './random';
 import { parseEvaluationRows, type EvaluationRow, type RowProblem } from './rows';
 
-export interface AnalysisOptions {
+interface AnalysisOptions {
   /** Bootstrap seed (default 1). */
   readonly seed?: number;
   /** Bootstrap replicates (default 2000). */
@@ -148,7 +148,7 @@ export interface EvaluationAnalysis {
   readonly warnings: readonly string[];
 }
 
-export const RECORD_GAPS: readonly string[] = Object.freeze([
+const RECORD_GAPS: readonly string[] = Object.freeze([
   'Task success (the Harbor score) is not in the outcome records: failures are per-request statuses; a session counts as failed when any of its requests did not complete.',
   'Session completion runs from the first request\'s arrival (its decision timestamp) to the last request\'s end; agent time before the first request and after the last response (tool runs, scoring) is not recorded.',
   'Background traffic has no decision, hence no variant field: its variant comes from its session id (evalbg:<attempt>:<variant>:<stream>) or an evaluation.variant column.',
@@ -254,7 +254,7 @@ const STATS: Readonly<Record<DifferenceMetricId, (units: readonly SessionUnit[])
 
 // ---------------------------------------------------------------------------
 
-export function distribution(values: readonly number[]): Distribution {
+function distribution(values: readonly number[]): Distribution {
   const s = [...values].sort((a, b) => a - b);
   let sum = 0;
   for (const v of s) sum += v;
@@ -281,7 +281,7 @@ function sortedRecord(m: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(m).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
-export function ruleCounts(rows: readonly EvaluationRow[]): RuleCounts {
+function ruleCounts(rows: readonly EvaluationRow[]): RuleCounts {
   let decisions = 0;
   let without = 0;
   let eff = 0;

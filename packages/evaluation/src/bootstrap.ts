@@ -32,14 +32,14 @@ export function quantile(xs: readonly number[], q: number): number {
   return quantileSorted([...xs].sort((a, b) => a - b), q);
 }
 
-export interface BootstrapOptions {
+interface BootstrapOptions {
   readonly iterations: number;
   /** e.g. 0.95 */
   readonly confidence: number;
   readonly rand: Rand;
 }
 
-export interface BootstrapResult {
+interface BootstrapResult {
   /** statistic(variant) − statistic(baseline) on the data as observed. */
   readonly estimate: number;
   readonly lo: number | null;

@@ -43,7 +43,7 @@ import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type Pa
 import { hash32, shuffled, streamFor } from './random';
 
 export type Role = 'efficient' | 'capable';
-export const ROLES: readonly Role[] = ['efficient', 'capable'];
+const ROLES: readonly Role[] = ['efficient', 'capable'];
 
 /** Which seed-000 factor a condition varies. */
 export const CALIBRATION_FACTORS = [
@@ -117,6 +117,12 @@ export interface CalibrationCondition {
   readonly probeTiming: ProbeTiming;
   /** Both candidates are measured with the same probe in every repeat. */
   readonly measure: readonly Role[];
+  /**
+   * The candidates the probe's prefix is warmed on before the probe: both, or the efficient one only
+   * (a cold capable candidate, so K differs between the candidates as it does when an override lands
+   * on a worker that never saw the session).
+   */
+  readonly warm: readonly Role[];
   /** Conditions that differ only in the factor under test share a group (short vs long generations). */
   readonly contrastGroup: string | null;
   /** Background on the capable worker at or above the gate's destination limit: the gate must block overrides. */
@@ -132,7 +138,19 @@ export interface PresetSpec {
   /** Probe shapes of the loaded conditions: crossed with every load, or cycled through them. */
   readonly loadedProbes: readonly { readonly promptTokens: number; readonly cachedFraction: number }[];
   readonly probeCrossing: 'cross' | 'cycle';
-  readonly prefill: { readonly counts: readonly number[]; readonly promptTokens: readonly number[]; readonly outputTokens: number; readonly pools: readonly Role[] };
+  /**
+   * Further zero-load references beside the loaded probes' shapes: contention conditions with no
+   * background (R = 0, P = 0) that anchor the load corrections where most decisions are made.
+   */
+  readonly zeroLoadProbes?: readonly { readonly promptTokens: number; readonly cachedFraction: number }[];
+  readonly prefill: {
+    readonly counts: readonly number[];
+    readonly promptTokens: readonly number[];
+    readonly outputTokens: number;
+    readonly pools: readonly Role[];
+    /** Also measure each efficient-pool prefill condition with the prefix warmed on the efficient candidate only (capable cold). */
+    readonly coldCapable?: boolean;
+  };
   readonly generation: { readonly counts: readonly number[]; readonly promptTokens: number; readonly outputTokens: readonly number[]; readonly pools: readonly Role[] };
   readonly contrast: { readonly counts: readonly number[]; readonly promptTokens: number; readonly shortOutputTokens: number; readonly longOutputTokens: number };
   /** Capable background counts; `'limit'` stands for the gate's destination limit. */
@@ -145,7 +163,7 @@ export interface PresetSpec {
   };
 }
 
-export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'full', PresetSpec>> = Object.freeze({
+export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'job' | 'full', PresetSpec>> = Object.freeze({
   /**
    * The end-to-end test's plan: every factor at one level, a 2 x 2 Q grid, nine conditions. Enough for
    * the fitting tool to produce a parameter set, far too little to trust its numbers.
@@ -192,6 +210,49 @@ export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'full', Pre
       efficientLoad: { count: 2, promptTokens: 8192, outputTokens: 4 },
     },
   },
+  /**
+   * The main job's plan: the `small` grid and the loads where the rules have something to decide.
+   * Efficient-pool prefill backlogs of P = 0.25 to 4 (2,048- and 8,192-token prompts, 1 to 4 of them,
+   * so P = 1 comes both as one request and as four) against an idle capable pool: below and above
+   * the break-even backlog of every probe shape (about P 0.2 for the 8,192-token probe that is all
+   * but cached, P 1.4 for an uncached 16,384-token one), each with the capable candidate warm and
+   * cold (K_cap = 0 while K_eff = K). 2 and 8 booked requests decoding with P near 0 (where keeping
+   * efficient is right), the short/long generation contrast, and a busy capable candidate below and
+   * at the destination limit beside a loaded efficient one; zero-load references for 12 shapes.
+   * Probes crossed with every load: 72 contention conditions, so the uncertainty split holds at least
+   * 10 of them.
+   */
+  job: {
+    repeats: 2,
+    probeOutputTokens: 8,
+    qGrid: { promptTokens: [4096, 8192, 16384], cachedFractions: [0, 0.5, 0.875, 0.984375] },
+    loadedProbes: [
+      { promptTokens: 4096, cachedFraction: 0 },
+      { promptTokens: 16384, cachedFraction: 0 },
+      { promptTokens: 16384, cachedFraction: 0.875 },
+      { promptTokens: 8192, cachedFraction: 0.984375 },
+    ],
+    probeCrossing: 'cross',
+    zeroLoadProbes: [
+      { promptTokens: 4096, cachedFraction: 0.5 },
+      { promptTokens: 4096, cachedFraction: 0.875 },
+      { promptTokens: 4096, cachedFraction: 0.984375 },
+      { promptTokens: 8192, cachedFraction: 0 },
+      { promptTokens: 8192, cachedFraction: 0.5 },
+      { promptTokens: 8192, cachedFraction: 0.875 },
+      { promptTokens: 16384, cachedFraction: 0.5 },
+      { promptTokens: 16384, cachedFraction: 0.984375 },
+    ],
+    prefill: { counts: [1, 2, 4], promptTokens: [2048, 8192], outputTokens: 4, pools: ['efficient'], coldCapable: true },
+    generation: { counts: [2, 8], promptTokens: 512, outputTokens: [256], pools: ['efficient'] },
+    contrast: { counts: [4], promptTokens: 1024, shortOutputTokens: 8, longOutputTokens: 256 },
+    busyCapable: {
+      counts: [4, 'limit'],
+      promptTokens: 1024,
+      outputTokens: 16,
+      efficientLoad: { count: 2, promptTokens: 8192, outputTokens: 4 },
+    },
+  },
   /** The GPU campaign: a wider grid, more levels, three repeats, probes crossed with every load. */
   full: {
     repeats: 3,
@@ -217,7 +278,7 @@ export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'full', Pre
 
 export type CalibrationPreset = keyof typeof CALIBRATION_PRESETS;
 
-export interface CalibrationPlanOptions {
+interface CalibrationPlanOptions {
   /** Default `small`. */
   readonly preset?: CalibrationPreset;
   /** Replaces the preset wholesale (tests, custom campaigns). */
@@ -238,13 +299,13 @@ export interface CalibrationPlanOptions {
  * TTFT): prefill time of one uncached prompt (Dynamo mocker's polynomial by
  * default), one decode step, and a settle gap between runs.
  */
-export interface CostModel {
+interface CostModel {
   prefillMs(tokens: number): number;
   readonly decodeStepMs: number;
   readonly settleMs: number;
 }
 
-export const DEFAULT_COST_MODEL: CostModel = Object.freeze({
+const DEFAULT_COST_MODEL: CostModel = Object.freeze({
   prefillMs: (t: number): number => (t <= 0 ? 0 : 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142),
   decodeStepMs: 30,
   settleMs: 500,
@@ -274,8 +335,8 @@ export interface CalibrationPlan {
   readonly estimatedDurationMs: number;
 }
 
-export const WARMUP_SESSION_PREFIX = 'calwarm:';
-export const BACKGROUND_SESSION_PREFIX = 'calbg:';
+const WARMUP_SESSION_PREFIX = 'calwarm:';
+const BACKGROUND_SESSION_PREFIX = 'calbg:';
 
 function fmtF(f: number): string {
   return f.toFixed(4).replace(/0+$/, '').replace(/\.$/, '');
@@ -294,7 +355,7 @@ function probeOf(n: number, f: number, osl: number, blockSize: number): ProbeSpe
 }
 
 /** Rough wall time of one repeat of a condition (see `CostModel`). */
-export function estimateRunMs(c: CalibrationCondition, cost: CostModel = DEFAULT_COST_MODEL): number {
+function estimateRunMs(c: CalibrationCondition, cost: CostModel = DEFAULT_COST_MODEL): number {
   const warm = c.probe.prefixTokens > 0 ? cost.prefillMs(c.probe.prefixTokens) + cost.decodeStepMs : 0;
   let pre = 0;
   let end = 0;
@@ -333,7 +394,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
   if (!g.cachedFractions.includes(0)) throw new RangeError('the Q grid needs f = 0 (the cache-blind estimator reads Q(N, 0))');
   if (spec.loadedProbes.length === 0) throw new RangeError('loadedProbes is empty');
 
-  const drafts: Omit<CalibrationCondition, 'runs' | 'repeats' | 'measure'>[] = [];
+  const drafts: (Omit<CalibrationCondition, 'runs' | 'repeats' | 'measure' | 'warm'> & { readonly warm?: readonly Role[] })[] = [];
   const bg = (pool: Role, count: number, promptTokens: number, outputTokens: number): BackgroundLoadSpec => {
     if (!Number.isInteger(count) || count < 1) throw new RangeError(`background count ${count} must be a positive integer`);
     return { pool, placement: 'probe_candidate_worker', count, promptTokens, uncached: true, outputTokens };
@@ -363,7 +424,10 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
       });
     }
   }
-  for (const s of spec.loadedProbes) {
+  const zeroShapes = [...spec.loadedProbes, ...(spec.zeroLoadProbes ?? [])].filter(
+    (s, i, all) => all.findIndex((t) => t.promptTokens === s.promptTokens && t.cachedFraction === s.cachedFraction) === i,
+  );
+  for (const s of zeroShapes) {
     const probe = probeOf(s.promptTokens, s.cachedFraction, osl, blockSize);
     drafts.push({
       id: `zero-${probeTag(probe)}`,
@@ -382,18 +446,22 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
     for (const count of spec.prefill.counts) {
       for (const len of spec.prefill.promptTokens) {
         for (const probe of probesFor()) {
-          drafts.push({
-            id: `pf-${pool}-c${count}-l${len}-${probeTag(probe)}`,
-            factor: 'prefill_contention',
-            description: `${count} uncached ${len}-token prompts booked on the ${pool} candidate's worker; probe while they prefill`,
-            noBackgroundLoad: false,
-            qSet: false,
-            probe,
-            background: [bg(pool, count, len, spec.prefill.outputTokens)],
-            probeTiming: 'immediate',
-            contrastGroup: null,
-            atDestinationLimit: false,
-          });
+          const cold = spec.prefill.coldCapable === true && pool === 'efficient' && probe.prefixTokens > 0 ? [false, true] : [false];
+          for (const capableCold of cold) {
+            drafts.push({
+              id: `pf-${pool}-c${count}-l${len}-${probeTag(probe)}${capableCold ? '-capcold' : ''}`,
+              factor: 'prefill_contention',
+              description: `${count} uncached ${len}-token prompts booked on the ${pool} candidate's worker; probe while they prefill${capableCold ? '; prefix warmed on the efficient candidate only (capable cold)' : ''}`,
+              noBackgroundLoad: false,
+              qSet: false,
+              probe,
+              background: [bg(pool, count, len, spec.prefill.outputTokens)],
+              probeTiming: 'immediate',
+              contrastGroup: null,
+              atDestinationLimit: false,
+              ...(capableCold ? { warm: ['efficient'] as const } : {}),
+            });
+          }
         }
       }
     }
@@ -473,7 +541,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
         contentSeed: hash32(seed, 'content', d.id, r),
       });
     }
-    return { ...d, repeats, measure: ROLES, runs };
+    return { ...d, repeats, measure: ROLES, warm: d.warm ?? ROLES, runs };
   });
 
   const all = conditions.flatMap((c) => c.runs.map((r) => ({ conditionId: c.id, repeat: r.repeat })));
@@ -493,7 +561,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
       qSetConditions: conditions.filter((c) => c.qSet).length,
       runs,
       probeRequests: runs * ROLES.length,
-      warmupRequests: conditions.reduce((s, c) => s + (c.probe.prefixTokens > 0 ? c.repeats * ROLES.length : 0), 0),
+      warmupRequests: conditions.reduce((s, c) => s + (c.probe.prefixTokens > 0 ? c.repeats * c.warm.length : 0), 0),
       backgroundRequests: conditions.reduce((s, c) => s + c.repeats * c.background.reduce((t, b) => t + b.count, 0), 0),
       byFactor,
     },

@@ -5,60 +5,40 @@
 // outcome rows with session-bootstrap intervals, and the HTML report.
 
 export {
-  ROLES,
   CALIBRATION_FACTORS,
   CALIBRATION_PRESETS,
-  DEFAULT_COST_MODEL,
-  WARMUP_SESSION_PREFIX,
-  BACKGROUND_SESSION_PREFIX,
   calibrationPlan,
   calibrationParameterSet,
-  estimateRunMs,
 } from './calibration-plan';
 export type {
   Role,
-  CalibrationFactor,
-  BackgroundLoadSpec,
-  ProbeSpec,
-  ProbeTiming,
   CalibrationRun,
   CalibrationCondition,
-  PresetSpec,
   CalibrationPreset,
-  CalibrationPlanOptions,
-  CostModel,
   CalibrationPlan,
 } from './calibration-plan';
 
 export {
-  EVALUATION_SESSION_PREFIX,
-  EVALUATION_BACKGROUND_PREFIX,
   stageProposal,
   evaluationSchedule,
   evaluationSessionId,
   evaluationBackgroundSessionId,
   parseEvaluationSessionId,
   parseProposalSpec,
-  formatProposalSpec,
 } from './schedule';
 export type {
   StageProposalModel,
-  ProposalContext,
-  EvaluationScheduleOptions,
-  ScheduledSession,
   ScheduledRun,
   EvaluationSchedule,
-  ParsedEvaluationSessionId,
 } from './schedule';
 
-export { EVALUATION_COLUMNS, EVALUATION_LABEL_COLUMNS, evaluationRowFromJson, parseEvaluationRows, parseEvaluationJsonl } from './rows';
-export type { EvaluationRow, DecisionFacts, EvaluationRowParse, RowProblem, EvaluationParse } from './rows';
+export { EVALUATION_COLUMNS, EVALUATION_LABEL_COLUMNS, parseEvaluationRows, parseEvaluationJsonl } from './rows';
 
 export { quantile, quantileSorted, isPaired, bootstrapDifference } from './bootstrap';
-export type { BootstrapOptions, BootstrapResult, Unit } from './bootstrap';
+export type { Unit } from './bootstrap';
 
-export { DIFFERENCE_METRICS, RECORD_GAPS, analyzeEvaluation, distribution, ruleCounts } from './analysis';
-export type { AnalysisOptions, Distribution, RuleCounts, VariantSummary, DifferenceMetricId, Difference, EvaluationAnalysis } from './analysis';
+export { analyzeEvaluation } from './analysis';
+export type { Difference, DifferenceMetricId, EvaluationAnalysis, VariantSummary } from './analysis';
 
 export { renderEvaluationHtml } from './report-html';
 
@@ -66,4 +46,3 @@ export { DEFAULT_BACKGROUND_TRAFFIC, backgroundTraffic, formatBackgroundSpec, pa
 export type { BackgroundTrafficSpec, BackgroundRequestPlan } from './background';
 
 export { hash32, streamFor } from './random';
-export type { Rand } from './random';

@@ -3,17 +3,9 @@
  * no scripts, fonts or images from anywhere, so it opens offline and can be
  * archived with the outcome rows it was computed from.
  */
+import { escapeHtml, fmt } from '@vantage/fitting';
 import type { Difference, Distribution, EvaluationAnalysis, VariantSummary } from './analysis';
 import { DIFFERENCE_METRICS } from './analysis';
-
-export function escapeHtml(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
-}
-
-function fmt(v: number | null | undefined, digits = 1): string {
-  if (v === null || v === undefined || !Number.isFinite(v)) return '–';
-  return v.toFixed(digits);
-}
 
 function fmtG(v: number): string {
   return Number.isFinite(v) ? Number(v.toPrecision(4)).toString() : '–';

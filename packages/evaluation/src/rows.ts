@@ -78,7 +78,7 @@ export interface EvaluationRow {
   readonly decision: DecisionFacts | null;
 }
 
-export type EvaluationRowParse =
+type EvaluationRowParse =
   | { readonly kind: 'row'; readonly row: EvaluationRow }
   | { readonly kind: 'skip'; readonly reason: 'no_variant' }
   | { readonly kind: 'problem'; readonly message: string };
@@ -86,7 +86,7 @@ export type EvaluationRowParse =
 const C = EVALUATION_COLUMNS;
 
 /** One flattened outcome row. Rows with no variant label (calibration, warm-ups) are skipped. */
-export function evaluationRowFromJson(o: Record<string, unknown>, line: number): EvaluationRowParse {
+function evaluationRowFromJson(o: Record<string, unknown>, line: number): EvaluationRowParse {
   if (!(C.status in o) || !(C.ttftMs in o) || !(C.requestId in o)) {
     return { kind: 'problem', message: 'not an outcome row (no requestId/status/ttftMs columns; replay --kind outcome writes them)' };
   }
@@ -163,7 +163,7 @@ export function evaluationRowFromJson(o: Record<string, unknown>, line: number):
   };
 }
 
-export interface EvaluationParse {
+interface EvaluationParse {
   readonly rows: EvaluationRow[];
   readonly problems: RowProblem[];
   readonly skipped: Readonly<Record<string, number>>;

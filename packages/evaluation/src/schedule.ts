@@ -25,8 +25,8 @@ import { hash32, shuffled, streamFor } from './random';
 import type { BackgroundTrafficSpec } from './background';
 import type { Role } from './calibration-plan';
 
-export const EVALUATION_SESSION_PREFIX = 'eval:';
-export const EVALUATION_BACKGROUND_PREFIX = 'evalbg:';
+const EVALUATION_SESSION_PREFIX = 'eval:';
+const EVALUATION_BACKGROUND_PREFIX = 'evalbg:';
 
 /**
  * How Stage's proposal is produced in the evaluation (a stand-in until the
@@ -58,19 +58,7 @@ export function parseProposalSpec(text: string): StageProposalModel {
   throw new RangeError(`proposal ${JSON.stringify(text)} is not always_efficient, fraction:F:SEED or length:TOKENS`);
 }
 
-/** The model as `parseProposalSpec` reads it back. */
-export function formatProposalSpec(m: StageProposalModel): string {
-  switch (m.kind) {
-    case 'always_efficient':
-      return 'always_efficient';
-    case 'fraction_capable':
-      return `fraction:${m.fraction}:${m.seed}`;
-    case 'length':
-      return `length:${m.capableAboveTokens}`;
-  }
-}
-
-export interface ProposalContext {
+interface ProposalContext {
   /** `<attempt>:<sessionIndex>`: the same for a session in every variant. */
   readonly matchKey: string;
   readonly turn: number;
@@ -89,7 +77,7 @@ export function stageProposal(model: StageProposalModel, ctx: ProposalContext): 
   }
 }
 
-export interface EvaluationScheduleOptions {
+interface EvaluationScheduleOptions {
   /** R: repeated attempts (blocks). */
   readonly attempts: number;
   /** Fresh agent sessions in each run. */
@@ -147,7 +135,7 @@ export function evaluationBackgroundSessionId(attempt: number, variant: string, 
   return `${EVALUATION_BACKGROUND_PREFIX}${attempt}:${variant}:${stream}`;
 }
 
-export interface ParsedEvaluationSessionId {
+interface ParsedEvaluationSessionId {
   readonly background: boolean;
   readonly attempt: number;
   readonly variant: string;

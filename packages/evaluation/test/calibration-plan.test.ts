@@ -10,8 +10,10 @@ import { CALIBRATION_FACTORS, CALIBRATION_PRESETS, calibrationPlan, type Calibra
 
 const small = calibrationPlan({ preset: 'small', seed: 3 });
 const full = calibrationPlan({ preset: 'full', seed: 3 });
+const job = calibrationPlan({ preset: 'job', seed: 3 });
 const plans: [string, CalibrationPlan][] = [
   ['small', small],
+  ['job', job],
   ['full', full],
 ];
 
@@ -55,11 +57,15 @@ describe.each(plans)('calibration plan (%s)', (_name, plan) => {
     for (const c of plan.conditions) expect(c.qSet).toBe(c.factor === 'no_contention');
     expect(plan.totals.qSetConditions).toBe(plan.qGrid.promptTokens.length * plan.qGrid.cachedFractions.length);
     const zero = plan.conditions.filter((c) => c.factor === 'zero_load');
-    expect(zero.length).toBe(CALIBRATION_PRESETS[plan.preset as 'small'].loadedProbes.length);
+    const spec = CALIBRATION_PRESETS[plan.preset as 'small'];
+    // The loaded probes' shapes, and the preset's further zero-load references (job), each once.
+    const extra = spec.zeroLoadProbes ?? [];
+    expect(zero.length).toBe(new Set([...spec.loadedProbes, ...extra].map((x) => `${x.promptTokens}/${x.cachedFraction}`)).size);
     for (const c of zero) {
       expect(c.noBackgroundLoad).toBe(true);
       expect(c.qSet).toBe(false);
-      expect(loaded(plan).some((l) => l.probe.promptTokens === c.probe.promptTokens && l.probe.cachedFraction === c.probe.cachedFraction)).toBe(true);
+      const shape = (l: { promptTokens: number; cachedFraction: number }): boolean => l.promptTokens === c.probe.promptTokens && l.cachedFraction === c.probe.cachedFraction;
+      expect(loaded(plan).some((l) => shape(l.probe)) || extra.some(shape)).toBe(true);
     }
   });
 
@@ -71,12 +77,17 @@ describe.each(plans)('calibration plan (%s)', (_name, plan) => {
       for (const b of c.background) {
         expect(b.uncached).toBe(true);
         expect(b.placement).toBe('probe_candidate_worker');
-        expect(b.promptTokens).toBeGreaterThanOrEqual(8192);
+        // The job plan also books short backlogs (2,048 tokens: P 0.25), below the break-even point.
+        expect(b.promptTokens).toBeGreaterThanOrEqual(plan.preset === 'job' ? 2048 : 8192);
         expect(b.outputTokens).toBeLessThanOrEqual(16);
       }
     }
-    // Both pools, so both models' load corrections are fitted.
-    expect(new Set(pf.map((c) => c.background[0]?.pool))).toEqual(new Set(['efficient', 'capable']));
+    // Both pools, so both models' load corrections are fitted. The job plan's backlogs are on the
+    // efficient pool (against an idle capable one); its capable load comes from busy_capable.
+    if (plan.preset === 'job') {
+      expect(new Set(pf.map((c) => c.background[0]?.pool))).toEqual(new Set(['efficient']));
+      expect(plan.conditions.some((c) => c.factor === 'busy_capable' && c.background.some((b) => b.pool === 'capable'))).toBe(true);
+    } else expect(new Set(pf.map((c) => c.background[0]?.pool))).toEqual(new Set(['efficient', 'capable']));
   });
 
   it('varies generation contention: long background outputs, probed once every background request is decoding', () => {
@@ -143,6 +154,19 @@ describe.each(plans)('calibration plan (%s)', (_name, plan) => {
 });
 
 describe('presets and options', () => {
+  it('job: zero-load references for the extra shapes, once each; capable cold beside warm', () => {
+    const zero = job.conditions.filter((c) => c.factor === 'zero_load');
+    const shapes = zero.map((c) => `${c.probe.promptTokens}/${c.probe.cachedFraction}`);
+    expect(new Set(shapes).size).toBe(shapes.length);
+    expect(zero.length).toBe(new Set([...CALIBRATION_PRESETS.job.loadedProbes, ...(CALIBRATION_PRESETS.job.zeroLoadProbes ?? [])].map((s) => `${s.promptTokens}/${s.cachedFraction}`)).size);
+    expect(zero.every((c) => c.noBackgroundLoad && !c.qSet)).toBe(true);
+    const cold = job.conditions.filter((c) => c.warm.length === 1);
+    expect(cold.length).toBeGreaterThan(0);
+    expect(cold.every((c) => c.warm[0] === 'efficient' && c.factor === 'prefill_contention')).toBe(true);
+    // Every other condition of every preset warms both candidates.
+    for (const p of [small, full, job]) expect(p.conditions.filter((c) => c.warm.length !== 1).every((c) => c.warm.length === 2)).toBe(true);
+  });
+
   it('the small preset fits in a few minutes of simulated time; the full one is larger', () => {
     expect(small.estimatedDurationMs).toBeLessThan(5 * 60_000);
     expect(small.estimatedDurationMs).toBeGreaterThan(30_000);

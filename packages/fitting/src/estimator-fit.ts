@@ -37,7 +37,7 @@ export interface EstimatorFit {
   readonly residuals: readonly ResidualPoint[];
 }
 
-export interface Design {
+interface Design {
   readonly x: number[][];
   readonly y: number[];
   readonly groups: string[];
@@ -51,7 +51,7 @@ const FEATURE_INDEX: Record<FeatureName, number> = { logN: 1, logR: 2, logP: 3 }
  * active columns (constant features dropped). f = 0 for the blind estimator
  * (K = 0 in fitting, as in prediction), K / N for the cache-aware one.
  */
-export function buildDesign(rows: readonly CalibrationRow[], table: QTable, s: Standardization, estimator: Estimator, active: readonly number[]): Design {
+function buildDesign(rows: readonly CalibrationRow[], table: QTable, s: Standardization, estimator: Estimator, active: readonly number[]): Design {
   const x: number[][] = [];
   const y: number[] = [];
   const groups: string[] = [];
@@ -85,7 +85,7 @@ export function withCoefficients(model: Omit<ModelParameters, 'blind' | 'cache'>
   return { name: model.name, qTable: model.qTable, standardization: model.standardization, blind, cache };
 }
 
-export interface EstimatorFitInput {
+interface EstimatorFitInput {
   readonly estimator: Estimator;
   readonly name: string;
   readonly qTable: QTable;

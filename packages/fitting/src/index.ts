@@ -4,52 +4,36 @@
 // set with a report. Pure and synchronous; no transport.
 
 export {
-  ROLES,
   OUTCOME_COLUMNS,
   CALIBRATION_COLUMNS,
-  CALIBRATION_SESSION_PREFIX,
   calibrationSessionId,
   rowFromOutcomeJson,
   parseCalibrationJsonl,
   validateCalibrationRows,
   pairRows,
 } from './rows';
-export type { Role, CalibrationRow, CalibrationPair, RowProblem, RowParse, RowSkipReason, ParseResult, Pairing } from './rows';
+export type { Role, CalibrationRow, CalibrationPair } from './rows';
 
-export { SPLIT_NAMES, DEFAULT_FRACTIONS, splitConditions, applySplit, findSplitLeaks, allocate, fractionProblems, conditionStrata } from './splits';
-export type { SplitName, SplitFractions, ConditionSplit, SplitLeak } from './splits';
+export { SPLIT_NAMES, splitConditions, applySplit, findSplitLeaks, allocate } from './splits';
 
-export { buildQTable, designGrid, cachedFraction, DEFAULT_F_TOLERANCE } from './qtable';
-export type { QMeasurement, QBuildOptions, QBuild, QCell, CellSource } from './qtable';
+export { buildQTable } from './qtable';
+export type { QMeasurement } from './qtable';
 
-export { fitStandardization, ridgeSolve, crossValidateRidge, groupFolds, DEFAULT_LAMBDAS, DEFAULT_CV_FOLDS } from './ridge';
-export type { FeatureRow, FeatureName, StandardizationFit, RidgeResult, CvPoint, CvResult } from './ridge';
+export { fitStandardization, ridgeSolve, crossValidateRidge, groupFolds } from './ridge';
 
 export { solveLinear } from './linalg';
-export { mean, median, populationSd, percentileNearestRank, summarizeErrors } from './stats';
-export type { ErrorSummary } from './stats';
+export { percentileNearestRank } from './stats';
 
-export { buildDesign, fitEstimator } from './estimator-fit';
-export type { Coefficients, EstimatorFit, ResidualPoint, EstimatorFitInput } from './estimator-fit';
 
-export { searchThresholds, countRuleChoice, observedBoundaries, rankCandidates, simulate } from './thresholds';
-export type { ThresholdMode, ThresholdCandidate, ThresholdSearch, RuleOutcome } from './thresholds';
+export { searchThresholds, countRuleChoice, rankCandidates } from './thresholds';
 
 export {
-  ESTIMATORS,
-  MARGIN_QUANTILE,
-  predictRow,
-  predictedAdvantage,
-  marginFromErrors,
   calibrateMargin,
   estimatorRuleChoice,
-  simulateEstimatorRule,
 } from './margins';
-export type { Estimator, EstimatorModels, AdvantageError, ConditionError, MarginFit } from './margins';
 
 export { fitAll, FIT_VARIANTS, Q_SOURCES } from './fit';
-export type { FitOptions, FitResult, FitReport, FitVariant, ModelReport, QSource, RuleComparison } from './fit';
+export type { FitOptions, FitResult, FitReport } from './fit';
 
-export { renderFitReportHtml } from './report-html';
-export { DISABLED_R, selectedThresholds, variantParameterSet } from './variants';
-export type { VariantSetResult } from './variants';
+export { escapeHtml, fmt, renderFitReportHtml } from './report-html';
+export { DISABLED_R, variantParameterSet } from './variants';

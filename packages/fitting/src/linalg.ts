@@ -7,7 +7,7 @@
  * which λ = 0 with a collinear design produces.
  */
 
-export type SolveResult = { readonly ok: true; readonly x: number[] } | { readonly ok: false; readonly reason: string };
+type SolveResult = { readonly ok: true; readonly x: number[] } | { readonly ok: false; readonly reason: string };
 
 /** Solve A x = b. A is n x n (not modified). Singular means a pivot below 1e-12 of the largest entry. */
 export function solveLinear(a: readonly (readonly number[])[], b: readonly number[]): SolveResult {

@@ -25,7 +25,7 @@ export const ESTIMATORS: readonly Estimator[] = ['blind', 'cache'];
 /** The margin percentile the seed fixes. */
 export const MARGIN_QUANTILE = 0.9;
 
-export interface EstimatorModels {
+interface EstimatorModels {
   readonly efficient: ModelParameters;
   readonly capable: ModelParameters;
 }
@@ -62,9 +62,9 @@ export interface MarginFit {
   readonly excluded: Readonly<Record<string, number>>;
 }
 
-export type PairAdvantage = { readonly ok: true; readonly predictedMs: number } | { readonly ok: false; readonly problem: string };
+type PairAdvantage = { readonly ok: true; readonly predictedMs: number } | { readonly ok: false; readonly problem: string };
 
-export function predictedAdvantage(pair: CalibrationPair, models: EstimatorModels, estimator: Estimator): PairAdvantage {
+function predictedAdvantage(pair: CalibrationPair, models: EstimatorModels, estimator: Estimator): PairAdvantage {
   const e = predictRow(models.efficient, estimator, pair.efficient);
   if (!e.ok) return { ok: false, problem: `efficient_${e.problem}` };
   const c = predictRow(models.capable, estimator, pair.capable);
@@ -73,7 +73,7 @@ export function predictedAdvantage(pair: CalibrationPair, models: EstimatorModel
 }
 
 /** Per-condition max |error|, then the nearest-rank percentile across conditions. Throws when no pair is usable. */
-export function marginFromErrors(errors: readonly AdvantageError[], quantile = MARGIN_QUANTILE): { marginMs: number; perCondition: ConditionError[] } {
+function marginFromErrors(errors: readonly AdvantageError[], quantile = MARGIN_QUANTILE): { marginMs: number; perCondition: ConditionError[] } {
   const by = new Map<string, { max: number; pairs: number }>();
   for (const e of errors) {
     const c = by.get(e.conditionId) ?? { max: 0, pairs: 0 };

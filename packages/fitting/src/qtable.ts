@@ -38,7 +38,7 @@ export interface QMeasurement {
   readonly ttftMs: number;
 }
 
-export interface QBuildOptions {
+interface QBuildOptions {
   /** Grid of prompt lengths; default the distinct N of the measurements. */
   readonly nGrid?: readonly number[];
   /** Grid of cached fractions; default the measured f clustered by `fTolerance` (`designGrid`). */
@@ -60,7 +60,7 @@ export interface QCell {
   readonly count: number;
 }
 
-export type QBuild =
+type QBuild =
   | {
       readonly ok: true;
       readonly table: QTable;

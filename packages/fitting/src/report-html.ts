@@ -9,11 +9,13 @@ import { ESTIMATORS } from './margins';
 import { ROLES } from './rows';
 import { SPLIT_NAMES } from './splits';
 
+/** Text for an HTML element or attribute value. Also used by the evaluation report. */
 export function escapeHtml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
 }
 
-function fmt(v: number | null | undefined, digits = 1): string {
+/** A number with `digits` decimals, or an en dash where there is none. */
+export function fmt(v: number | null | undefined, digits = 1): string {
   if (v === null || v === undefined || !Number.isFinite(v)) return '–';
   return v.toFixed(digits);
 }

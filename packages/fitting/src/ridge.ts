@@ -22,7 +22,7 @@ import { mean, populationSd } from './stats';
 // Standardisation.
 // ---------------------------------------------------------------------------
 
-export interface FeatureRow {
+interface FeatureRow {
   readonly n: number;
   readonly r: number;
   readonly p: number | null;
@@ -30,7 +30,7 @@ export interface FeatureRow {
 
 export type FeatureName = 'logN' | 'logR' | 'logP';
 
-export interface StandardizationFit {
+interface StandardizationFit {
   readonly standardization: Standardization;
   /**
    * Features with no spread in the fitting data. Their sd is set to 1 (the
@@ -80,7 +80,7 @@ export function fitStandardization(rows: readonly FeatureRow[]): Standardization
 // Closed-form ridge.
 // ---------------------------------------------------------------------------
 
-export type RidgeResult = { readonly ok: true; readonly beta: number[] } | { readonly ok: false; readonly reason: string };
+type RidgeResult = { readonly ok: true; readonly beta: number[] } | { readonly ok: false; readonly reason: string };
 
 /**
  * beta = (X'X + lambda diag(penalize))^-1 X'y. `penalize[j]` false leaves
@@ -108,7 +108,7 @@ export function ridgeSolve(x: readonly (readonly number[])[], y: readonly number
   return s.ok ? { ok: true, beta: s.x } : { ok: false, reason: s.reason };
 }
 
-export function dot(a: readonly number[], b: readonly number[]): number {
+function dot(a: readonly number[], b: readonly number[]): number {
   let s = 0;
   for (let i = 0; i < a.length; i++) s += (a[i] as number) * (b[i] as number);
   return s;
@@ -142,7 +142,7 @@ export interface CvPoint {
   readonly note?: string;
 }
 
-export interface CvResult {
+interface CvResult {
   readonly curve: readonly CvPoint[];
   readonly folds: number;
   readonly lambda: number;

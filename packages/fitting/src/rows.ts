@@ -110,7 +110,7 @@ export const OUTCOME_COLUMNS = Object.freeze({
  * background traffic use other session ids and are skipped. A tool that joins
  * its own design table may instead add the explicit columns below, which win.
  */
-export const CALIBRATION_SESSION_PREFIX = 'cal:';
+const CALIBRATION_SESSION_PREFIX = 'cal:';
 export const CALIBRATION_COLUMNS = Object.freeze({
   conditionId: 'calibration.conditionId',
   repeat: 'calibration.repeat',
@@ -162,10 +162,10 @@ function isRole(v: unknown): v is Role {
   return v === 'efficient' || v === 'capable';
 }
 
-export type RowSkipReason = 'background' | 'not_calibration' | `status_${string}`;
+type RowSkipReason = 'background' | 'not_calibration' | `status_${string}`;
 
 /** What one JSON row became. */
-export type RowParse =
+type RowParse =
   | { readonly kind: 'row'; readonly row: CalibrationRow }
   | { readonly kind: 'skip'; readonly reason: RowSkipReason }
   | { readonly kind: 'problem'; readonly message: string };
@@ -238,7 +238,7 @@ export function rowFromOutcomeJson(o: Record<string, unknown>, line: number): Ro
   };
 }
 
-export interface ParseResult {
+interface ParseResult {
   readonly rows: CalibrationRow[];
   /** Bad rows, with line numbers: structural and value problems. */
   readonly problems: RowProblem[];
@@ -327,7 +327,7 @@ export function validateCalibrationRows(rows: readonly CalibrationRow[]): RowPro
   return problems.sort((a, b) => a.line - b.line);
 }
 
-export interface Pairing {
+interface Pairing {
   readonly pairs: CalibrationPair[];
   /** Measurements whose other candidate was not measured (still usable for Q and regression). */
   readonly unpaired: CalibrationRow[];

@@ -26,7 +26,7 @@ export interface SplitFractions {
 export const DEFAULT_FRACTIONS: SplitFractions = Object.freeze({ fitting: 0.6, uncertainty: 0.2, selection: 0.2 });
 
 /** Condition ids per split, each list sorted. */
-export type ConditionSplit = Readonly<Record<SplitName, readonly string[]>>;
+type ConditionSplit = Readonly<Record<SplitName, readonly string[]>>;
 
 /** Problems with fractions, empty when they are usable. */
 export function fractionProblems(f: SplitFractions): string[] {
@@ -62,7 +62,7 @@ export function allocate(n: number, f: SplitFractions): Record<SplitName, number
  * A condition is a no-contention condition when every one of its rows is.
  * Q-set rows are left out: they belong to no split.
  */
-export function conditionStrata(rows: readonly CalibrationRow[]): Map<string, 'no_contention' | 'loaded'> {
+function conditionStrata(rows: readonly CalibrationRow[]): Map<string, 'no_contention' | 'loaded'> {
   const out = new Map<string, 'no_contention' | 'loaded'>();
   for (const r of rows) {
     if (r.qSet === true) continue;
@@ -110,7 +110,7 @@ export function applySplit<T extends { readonly conditionId: string }>(items: re
   return out;
 }
 
-export interface SplitLeak {
+interface SplitLeak {
   readonly conditionId: string;
   readonly splits: SplitName[];
 }

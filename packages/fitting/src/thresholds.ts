@@ -112,7 +112,7 @@ export function rankCandidates(list: readonly ThresholdCandidate[]): ThresholdCa
 }
 
 /** Distinct observed boundaries of the efficient candidates the rule may reconsider. */
-export function observedBoundaries(pairs: readonly CalibrationPair[]): { r: number[]; p: number[] } {
+function observedBoundaries(pairs: readonly CalibrationPair[]): { r: number[]; p: number[] } {
   const reconsidered = pairs.filter((x) => x.proposal === 'efficient');
   const r = [...new Set(reconsidered.map((x) => x.efficient.r).filter((v) => v >= 1))].sort((a, b) => a - b);
   const p = [...new Set(reconsidered.map((x) => x.efficient.p).filter((v): v is number => v !== null))].sort((a, b) => a - b);

@@ -21,10 +21,10 @@ import type { FitReport } from './fit';
 /** A request count no worker reaches: the count term is effectively disabled. */
 export const DISABLED_R = 1_000_000;
 
-export type VariantSetResult = { readonly ok: true; readonly value: ParameterSet } | { readonly ok: false; readonly errors: readonly string[] };
+type VariantSetResult = { readonly ok: true; readonly value: ParameterSet } | { readonly ok: false; readonly errors: readonly string[] };
 
 /** Thresholds the fit selected for one variant (null terms: disabled). */
-export function selectedThresholds(report: Pick<FitReport, 'thresholds'>, variant: Variant, fallback: Thresholds): Thresholds {
+function selectedThresholds(report: Pick<FitReport, 'thresholds'>, variant: Variant, fallback: Thresholds): Thresholds {
   if (variant === 'count') return { r: report.thresholds.count.best.r, p: null };
   if (variant === 'count_prefill') return { r: report.thresholds.countPrefill.best.r, p: report.thresholds.countPrefill.best.p };
   return fallback;

@@ -150,7 +150,7 @@ function chainModule(): Uint8Array {
   ]);
 }
 
-export interface WasmChain {
+interface WasmChain {
   /** `out` = sequence hashes of `locals` (same length). */
   run(locals: BigUint64Array, out: BigUint64Array): void;
 }

@@ -1,4 +1,4 @@
-export { PoolIngest, BOOKING_ORIGIN_HEADER, capacityOf, discoveryStoreFor, type IngestOptions, type IngestLimitName, type Item } from './ingest';
+export { PoolIngest, BOOKING_ORIGIN_HEADER, discoveryStoreFor } from './ingest';
 export { poolSchema, poolSourceProperties, recoverySchema, limitsSchema, type PoolConfig, type RecoveryConfig, type LimitsConfig } from './config';
 export { ingestMetrics, type IngestMetrics } from './metrics';
 export { WriterQueue } from './queue';

@@ -66,7 +66,7 @@ import {
   type RegistrationMessage,
 } from './messages';
 
-export type Item =
+type Item =
   | { kind: 'kv'; event: KvEvent; streamSeq: number | null; msg: JsMsg | null }
   | { kind: 'load'; load: ActiveLoad; adopt: boolean }
   | { kind: 'fpm'; metrics: ForwardPassMetrics }
@@ -77,7 +77,7 @@ export type Item =
   | { kind: 'reg'; reg: RegistrationMessage }
   | { kind: 'recovery'; answer: RecoveryAnswer };
 
-export interface IngestOptions {
+interface IngestOptions {
   readonly nc: NatsConnection;
   readonly log: Logger;
   readonly metrics: IngestMetrics;
@@ -153,7 +153,7 @@ export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
 }
 
 /** Limits checked by the intake itself (the rest are PoolState's). */
-export type IngestLimitName = PoolLimitName | 'held_during_restore';
+type IngestLimitName = PoolLimitName | 'held_during_restore';
 
 export class PoolIngest {
   state!: PoolState;
@@ -973,7 +973,7 @@ export const BOOKING_ORIGIN_HEADER = 'Vantage-Booking-Origin';
 /** Placeholder event for a JetStream message that failed to decode: advances the position only. */
 const SKIP = Object.freeze({}) as KvEvent;
 
-export function capacityOf(
+function capacityOf(
   blockSize: number,
   w: { totalKvBlocks: number; maxNumBatchedTokens: number; maxNumSeqs: number; dpStartRank: number; dpSize: number; schedulable: boolean },
 ): WorkerCapacity {

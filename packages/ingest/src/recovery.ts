@@ -51,7 +51,7 @@ export interface RecoverySettings {
   readonly maxInFlight: number;
 }
 
-export type RecoveryOutcome =
+type RecoveryOutcome =
   | 'recovered'
   | 'stale'
   | 'failed_query'
@@ -111,7 +111,7 @@ interface Track {
   lastLoggedFailure: number;
 }
 
-export interface RecoveryStatus {
+interface RecoveryStatus {
   readonly workerId: WorkerId;
   readonly dpRank: number;
   readonly recoveredAtMs: number;

@@ -39,7 +39,7 @@ export interface RecoveryTarget {
   readonly codec: string | null;
 }
 
-export interface WorkerQueryClientOptions {
+interface WorkerQueryClientOptions {
   /** Interface the response-stream server listens on. */
   readonly responseHost: string;
   /** Its port (0: any free port). */

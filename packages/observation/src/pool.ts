@@ -24,7 +24,7 @@ import {
 import { WORKER_FACTS, type KvEvent, type WorkerId } from '@vantage/types';
 import type { ActiveLoad, ActiveSequenceEvent, ForwardPassMetrics } from '@vantage/wire';
 
-export interface PoolOptions {
+interface PoolOptions {
   readonly pool: string;
   readonly blockSize: number;
   /** How Dynamo's own router would pick (reported beside our facts). */
@@ -61,7 +61,7 @@ export interface PoolLimits {
 export type PoolLimitName = 'dp_ranks_per_worker' | 'workers_per_pool' | 'ranks_per_pool' | 'bookings_per_rank' | 'bookings_per_pool';
 
 /** A worker's own load report (`kv_metrics`), with when it arrived. */
-export interface LoadReport {
+interface LoadReport {
   readonly activeDecodeBlocks: number | null;
   readonly activePrefillTokens: number | null;
   readonly kvUsedBlocks: number | null;
@@ -81,7 +81,7 @@ export interface ForwardPassReport {
   readonly atMs: number;
 }
 
-export interface Registration {
+interface Registration {
   readonly capacity: WorkerCapacity;
   /** Registration lifetime; the worker must renew (or publish) within it. */
   readonly ttlMs: number | null;
@@ -130,7 +130,7 @@ export interface PoolObservation {
   readonly pending: { readonly requests: number; readonly tokens: number };
 }
 
-export interface PoolCounters {
+interface PoolCounters {
   kvEvents: number;
   kvEventsIgnoredRemovedWorker: number;
   loadReports: number;
@@ -192,7 +192,7 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
  * null): `WORKER_FACTS`, the binary observe reply's worker-record slots too, so the indexer writes
  * rows straight into its replies.
  */
-export const ROW_FIELDS = WORKER_FACTS;
+const ROW_FIELDS = WORKER_FACTS;
 const [
   R_DEVICE,
   R_K,

@@ -14,8 +14,8 @@ import { mix2 } from './hash32';
  * probes. Value 0 marks an empty slot (tiers are never 0).
  */
 export const SLOT = 3;
-export const K_LO = 0;
-export const K_HI = 1;
+// Slot layout: hash low half at offset 0, high half at K_HI, value at K_VAL.
+const K_HI = 1;
 export const K_VAL = 2;
 /** Highest load (entries / slots) before the table doubles. */
 const LOAD_NUM = 7;

@@ -19,7 +19,7 @@ export const EMPTY_U64 = new BigUint64Array(0);
 /** Largest `expectBlocks` hint honoured (blocks per publisher). */
 const EXPECT_BLOCKS_MAX = 1 << 22;
 
-export const TIER_INDEX: Readonly<Record<StorageTier, number>> = {
+const TIER_INDEX: Readonly<Record<StorageTier, number>> = {
   device: 0,
   host_pinned: 1,
   disk: 2,
@@ -803,10 +803,10 @@ export abstract class IndexBase {
 // Snapshot framing and the parts every version shares
 // ---------------------------------------------------------------------------
 
-export const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32
+const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32
 /** The one image version this build writes and reads. */
 export const SNAPSHOT_VERSION = 1;
-export const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
+const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
 const REASONS: readonly SuspectReason[] = ['unknown_parent', 'event_gap', 'missed_start'];
 
 /** A writer with the header of a `version` image written; the payload starts at `start`. */
@@ -828,7 +828,7 @@ export function sealWriter(w: ByteWriter, start: number): Uint8Array {
 }
 
 /** Check an image's header, version and checksum; a reader over its payload. */
-export function openImage(bytes: Uint8Array): ByteReader {
+function openImage(bytes: Uint8Array): ByteReader {
   if (bytes.length < HEADER_BYTES) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (too short)');
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (dv.getUint32(0, true) !== SNAPSHOT_MAGIC) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (bad magic)');
@@ -859,7 +859,7 @@ export function writeCounters(w: ByteWriter, c: IndexCounters): void {
   w.u64(c.missedEvents);
 }
 
-export function readCounters(r: ByteReader, c: IndexCounters): void {
+function readCounters(r: ByteReader, c: IndexCounters): void {
   c.eventsApplied = r.f64();
   c.duplicates = r.f64();
   c.gaps = r.f64();
@@ -897,7 +897,7 @@ export function writePublisherHead(w: ByteWriter, p: PublisherHead): void {
   w.bytes(p.tierBlocks);
 }
 
-export function readPublisherHead(r: ByteReader): PublisherHead {
+function readPublisherHead(r: ByteReader): PublisherHead {
   const workerId = r.u64() as WorkerId;
   const dpRank = r.u32();
   const slot = r.u32();

@@ -148,7 +148,7 @@ export function le64Base64(list: BigUint64Array): string {
   return Buffer.from(list.buffer, list.byteOffset, list.byteLength).toString('base64');
 }
 
-export function le64FromBase64(b64: string, path: string): BigUint64Array {
+function le64FromBase64(b64: string, path: string): BigUint64Array {
   const bytes = Buffer.from(b64, 'base64');
   if (bytes.length % 8 !== 0) throw new U64RangeError(`${path}: ${bytes.length} bytes is not a whole number of u64s`);
   // Copy into a fresh, aligned buffer: Buffer pools are not 8-byte aligned.

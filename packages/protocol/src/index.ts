@@ -1,26 +1,18 @@
 export {
-  PROTOCOL_VERSION,
   SUBJECT_PREFIX,
   ROUTE_SUBJECT,
-  ROUTE_QUEUE_GROUP,
   DECISIONS_SUBJECT,
-  DECISIONS_STREAM,
-  POOL_SUBJECT_KINDS,
   POOL_NAME_PATTERN,
   isValidPoolName,
-  poolSubject,
   observeSubject,
   bookingsSubject,
   lifecycleSubject,
   workersSubject,
   allPoolsSubject,
   parseSubject,
-  type PoolSubjectKind,
-  type ParsedSubject,
 } from './subjects';
 export { ID_MAX_LENGTH, isValidRequestId, isValidSessionId } from './ids';
 export {
-  PROTOCOL_ERROR_CODES,
   DEFAULT_MAX_PAYLOAD_BYTES,
   observeRequestCodec,
   observeReplyCodec,
@@ -37,45 +29,32 @@ export {
   type MessageCodec,
 } from './codec';
 export {
-  OBSERVE_REQUEST_BINARY_MAGIC,
   ObserveRequestHot,
   decodeObserveRequestHot,
   encodeObserveRequestBinary,
   isObserveRequestBinary,
 } from './observe-request-binary';
-export { MAX_LE64_CHARS, MAX_TOKENS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
+export { MAX_LE64_CHARS, MAX_TOKENS, PROTOCOL_SCHEMAS } from './schemas';
 export {
   F as OBSERVE_REPLY_FIELD,
   ObserveReplyBinaryWriter,
   encodeObserveReplyBinary,
   isObserveReplyBinary,
   nullable as binaryNullable,
-  type BinaryReplyHead,
-  type WorkerField as ObserveReplyWorkerField,
 } from './observe-binary';
 export {
-  LIFECYCLE_KINDS,
-  type AdvertisedCapacity,
   type BookingEvent,
   type CandidateObservation,
-  type DynamoChoice,
-  type FactAges,
   type LifecycleEvent,
   type LifecycleKind,
   type ModelRole,
   type ObserveReply,
   type ObserveRequest,
-  type PendingWork,
   type Predictions,
   type PromptSpec,
-  type ReportedLoad,
-  type ForwardPassObservation,
   type RouteCandidate,
-  type RouteReason,
   type RouteReply,
   type RouteRequest,
-  type SelectionPolicy,
-  type Suspect,
   type Usage,
   type WorkerObservation,
   type WorkerRegistration,

@@ -94,7 +94,7 @@ export interface PendingWork {
   readonly tokens: number;
 }
 
-export interface SelectionPolicy {
+interface SelectionPolicy {
   readonly name: string;
   readonly params: Readonly<Record<string, number>>;
 }

@@ -24,13 +24,13 @@
 import { WORKER_FACTS } from '@vantage/types';
 import type { ObserveReply } from './messages';
 
-export const OBSERVE_REPLY_BINARY_MAGIC = 0x01524f56;
-export const OBSERVE_REPLY_HEADER_BYTES = 80;
-export const OBSERVE_REPLY_RECORD_BYTES = 192;
+const OBSERVE_REPLY_BINARY_MAGIC = 0x01524f56;
+const OBSERVE_REPLY_HEADER_BYTES = 80;
+const OBSERVE_REPLY_RECORD_BYTES = 192;
 
 /** The f64 slots of a worker record, in order (the list the pool's answer rows use too). */
-export const WORKER_FIELDS = WORKER_FACTS;
-export type WorkerField = (typeof WORKER_FIELDS)[number];
+const WORKER_FIELDS = WORKER_FACTS;
+type WorkerField = (typeof WORKER_FIELDS)[number];
 /** Slot offset of each field from a record's first f64 (`ObserveReplyBinaryWriter.slots(i)`). */
 export const F = Object.freeze(Object.fromEntries(WORKER_FIELDS.map((k, i) => [k, i])) as Record<WorkerField, number>);
 
@@ -45,7 +45,7 @@ const MAX_WORKERS = 4096;
 /** A nullable number as written: null (and any non-finite value, which JSON cannot carry either) is NaN. */
 export const nullable = (v: number | null | undefined): number => (v === null || v === undefined || !Number.isFinite(v) ? NaN : v);
 
-export interface BinaryReplyHead {
+interface BinaryReplyHead {
   readonly pool: string;
   readonly blockSize: number;
   readonly queryDurationUs: number;
@@ -508,7 +508,7 @@ export function isObserveReplyBinary(data: Uint8Array): boolean {
   return data.byteLength >= 4 && data[0] === 0x56 && data[1] === 0x4f && data[2] === 0x52 && data[3] === 0x01;
 }
 
-export type BinaryToWire = { ok: true; wire: Record<string, unknown> } | { ok: false; reason: string };
+type BinaryToWire = { ok: true; wire: Record<string, unknown> } | { ok: false; reason: string };
 
 const utf8dec = new TextDecoder('utf-8', { fatal: true });
 const orNull = (v: number): number | null => (Number.isFinite(v) ? v : null);

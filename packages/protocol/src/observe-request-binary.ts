@@ -25,8 +25,8 @@ import { ID_MAX_LENGTH } from './ids';
 import type { ObserveRequest } from './messages';
 import type { Le64Scratch } from './scratch';
 
-export const OBSERVE_REQUEST_BINARY_MAGIC = 0x01514f56;
-export const OBSERVE_REQUEST_HEADER_BYTES = 24;
+const OBSERVE_REQUEST_BINARY_MAGIC = 0x01514f56;
+const OBSERVE_REQUEST_HEADER_BYTES = 24;
 
 const FLAG_CHOICE = 1;
 const FLAG_BINARY_REPLY = 2;
@@ -70,12 +70,12 @@ export function encodeObserveRequestBinary(r: ObserveRequest): Uint8Array {
   return out;
 }
 
-export type RequestBinaryToWire = { ok: true; wire: Record<string, unknown> } | { ok: false; reason: string };
+type RequestBinaryToWire = { ok: true; wire: Record<string, unknown> } | { ok: false; reason: string };
 
 const utf8dec = new TextDecoder('utf-8', { fatal: true });
 
 /** A binary request's header, checked against its length (what `frameObserveRequest` returns). */
-export interface Frame {
+interface Frame {
   /** The message's bytes as given, and as a Buffer view. */
   readonly data: Uint8Array;
   readonly buf: Buffer;

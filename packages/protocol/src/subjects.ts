@@ -8,14 +8,12 @@
 export const PROTOCOL_VERSION = 1 as const;
 export const SUBJECT_PREFIX = 'vantage.v1';
 
-/** Request-reply to the decision service; replicas share the queue group. */
+/** Request-reply to the decision service; replicas share a queue group (the decision service's `queueGroup`). */
 export const ROUTE_SUBJECT = `${SUBJECT_PREFIX}.route`;
-export const ROUTE_QUEUE_GROUP = 'vantage-decision';
-/** Decision records, captured by the JetStream stream below. */
+/** Decision records, captured by a JetStream stream (the decision service's `stream`). */
 export const DECISIONS_SUBJECT = `${SUBJECT_PREFIX}.decisions`;
-export const DECISIONS_STREAM = 'VANTAGE_DECISIONS';
 
-export const POOL_SUBJECT_KINDS = ['observe', 'bookings', 'lifecycle', 'workers'] as const;
+const POOL_SUBJECT_KINDS = ['observe', 'bookings', 'lifecycle', 'workers'] as const;
 /**
  * - `observe`: request-reply to the indexer(s) of the pool (every replica may
  *   answer; callers take the first reply or use a queue group per deployment).
@@ -23,7 +21,7 @@ export const POOL_SUBJECT_KINDS = ['observe', 'bookings', 'lifecycle', 'workers'
  * - `lifecycle`: gateway lifecycle events → indexers and outcome (fan-out).
  * - `workers`: worker registration and heartbeats with capacity (fan-out).
  */
-export type PoolSubjectKind = (typeof POOL_SUBJECT_KINDS)[number];
+type PoolSubjectKind = (typeof POOL_SUBJECT_KINDS)[number];
 
 /**
  * A pool name is one NATS subject token: letters, digits, `_` and `-`, 1–64
@@ -42,7 +40,7 @@ export function isValidPoolName(pool: unknown): pool is string {
  * so an invalid one is a programming error and throws rather than publishing
  * to a subject nobody listens on.
  */
-export function poolSubject(kind: PoolSubjectKind, pool: string): string {
+function poolSubject(kind: PoolSubjectKind, pool: string): string {
   if (!isValidPoolName(pool)) throw new RangeError(`invalid pool name ${JSON.stringify(pool)}: expected ${POOL_NAME_PATTERN}`);
   return `${SUBJECT_PREFIX}.${kind}.${pool}`;
 }
@@ -57,7 +55,7 @@ export function allPoolsSubject(kind: PoolSubjectKind): string {
   return `${SUBJECT_PREFIX}.${kind}.*`;
 }
 
-export type ParsedSubject =
+type ParsedSubject =
   | { readonly kind: PoolSubjectKind; readonly pool: string }
   | { readonly kind: 'route' }
   | { readonly kind: 'decisions' };

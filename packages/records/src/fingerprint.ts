@@ -30,7 +30,7 @@ const TABLE: readonly bigint[] = (() => {
 })();
 
 /** CRC-64-AVRO of raw bytes, as an unsigned 64-bit bigint. */
-export function crc64Avro(bytes: Uint8Array): bigint {
+function crc64Avro(bytes: Uint8Array): bigint {
   let fp = EMPTY;
   for (const b of bytes) {
     fp = ((fp >> 8n) ^ (TABLE[Number((fp ^ BigInt(b)) & 0xffn)] as bigint)) & MASK64;

@@ -34,7 +34,7 @@ export class RecordEncodeError extends Error {
 }
 
 /** Paths of every field of `value` that `schema` would refuse; empty when the value is encodable. */
-export function invalidPaths<T>(schema: RecordSchema<T>, value: T): string[] {
+function invalidPaths<T>(schema: RecordSchema<T>, value: T): string[] {
   const paths: string[] = [];
   schema.type.isValid(value, {
     errorHook: (path: string[]) => {

@@ -122,7 +122,7 @@ function rowOf(record: unknown, defs: readonly Column[]): JsonRow {
   return row;
 }
 
-export function decisionToJsonRow(record: DecisionRecord): JsonRow {
+function decisionToJsonRow(record: DecisionRecord): JsonRow {
   return rowOf(record, DECISION_COLUMN_DEFS);
 }
 

@@ -32,7 +32,7 @@ export interface LifecycleEventInput {
   error?: string;
 }
 
-export interface JoinOptions {
+interface JoinOptions {
   /** The join key; events for any other request id are ignored and counted. */
   requestId: string;
   /** What made the caller emit: every part arrived, or the join deadline passed. */

@@ -18,7 +18,7 @@ export interface LineObject {
   readonly row: Record<string, unknown>;
 }
 
-export interface JsonRowsRead {
+interface JsonRowsRead {
   readonly objects: LineObject[];
   /** Lines that were not JSON, or not a JSON object. */
   readonly problems: RowProblem[];

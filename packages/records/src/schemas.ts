@@ -45,7 +45,7 @@ export interface RecordSchema<T> {
 }
 
 /** Parse a schema object with this package's logical types and derive its identity. */
-export function defineRecordSchema<T>(json: unknown, version: number, file: string): RecordSchema<T> {
+function defineRecordSchema<T>(json: unknown, version: number, file: string): RecordSchema<T> {
   const type = avro.Type.forSchema(json as avro.Schema, { ...AVSC_OPTIONS });
   // avsc's default `schema()` export is the Avro Parsing Canonical Form
   // (full names, only name/type/fields/symbols/items/values/size, spec key
@@ -69,8 +69,9 @@ export const DECISION_RECORD_V1 = load<DecisionRecord>('decision-record.v1.avsc'
 export const OUTCOME_RECORD_V1 = load<OutcomeRecordV1>('outcome-record.v1.avsc', 1);
 export const OUTCOME_RECORD_V2 = load<OutcomeRecord>('outcome-record.v2.avsc', 2);
 
-/** What writers emit today. */
+/** What writers emit today. @alias */
 export const DECISION_RECORD_CURRENT = DECISION_RECORD_V1;
+/** @alias */
 export const OUTCOME_RECORD_CURRENT = OUTCOME_RECORD_V2;
 
 /** Every version this build can read, oldest first. */

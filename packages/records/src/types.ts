@@ -45,7 +45,7 @@ export const DECISION_REASONS = [
 ] as const;
 export type DecisionReason = (typeof DECISION_REASONS)[number];
 
-export const OBSERVATION_STATUSES = ['ok', 'timeout', 'error', 'unavailable', 'no_worker'] as const;
+const OBSERVATION_STATUSES = ['ok', 'timeout', 'error', 'unavailable', 'no_worker'] as const;
 export type ObservationStatus = (typeof OBSERVATION_STATUSES)[number];
 
 /**

@@ -17,11 +17,11 @@ import { isU64 } from '@vantage/types';
  *    not know the `vantage-u64` logical type fall back to raw bytes, as the
  *    Avro spec requires for unknown logical types.
  */
-export const U64_LOGICAL_TYPE = 'vantage-u64';
+const U64_LOGICAL_TYPE = 'vantage-u64';
 
 // avsc's typings declare the hooks `protected` and untyped (`any`), so the
 // overrides below restate them with precise types.
-export class U64Type extends avro.types.LogicalType {
+class U64Type extends avro.types.LogicalType {
   protected override _fromValue(val: Buffer | undefined): bigint {
     // avsc's tap hands back `undefined` when the fixed runs past the end of a
     // truncated buffer; the decode is then reported as truncated and this

@@ -71,7 +71,7 @@ export interface ModelParameters {
 
 export type PredictionProblem = 'out_of_range' | 'invalid';
 
-export type LookupResult =
+type LookupResult =
   | { readonly ok: true; readonly valueMs: number }
   | { readonly ok: false; readonly problem: PredictionProblem; readonly message: string };
 
@@ -90,7 +90,7 @@ export type Prediction =
   | { readonly ok: false; readonly problem: PredictionProblem; readonly message: string };
 
 /** The load features both estimators read. */
-export interface EstimatorInputs {
+interface EstimatorInputs {
   /** N, prompt tokens; must be > 0. */
   readonly n: number;
   /** K, reusable prefix tokens; clipped to [0, N]. Ignored by the blind estimator. */

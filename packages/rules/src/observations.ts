@@ -28,8 +28,6 @@ export type Observed<T> =
   | { readonly status: 'invalid'; readonly ageMs?: number; readonly cause: string }
   | { readonly status: 'missing'; readonly cause?: string };
 
-export type ObservedStatus = Observed<unknown>['status'];
-
 /** Convenience constructors (used by adapters and tests). */
 export const observed = {
   ok<T>(value: T, ageMs: number): Observed<T> {

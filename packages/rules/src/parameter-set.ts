@@ -49,7 +49,7 @@ export interface ParameterSet {
   readonly provenance?: Readonly<Record<string, unknown>>;
 }
 
-export type ParameterSetResult =
+type ParameterSetResult =
   | { readonly ok: true; readonly value: ParameterSet }
   | { readonly ok: false; readonly errors: readonly string[] };
 
@@ -326,7 +326,7 @@ export const DEFAULT_PARAMETER_SET: ParameterSet = deepFreeze<ParameterSet>({
 // Hot-swap holder.
 // ---------------------------------------------------------------------------
 
-export type ReplaceResult =
+type ReplaceResult =
   | { readonly ok: true; readonly previousVersion: string; readonly version: string }
   | {
       readonly ok: false;

@@ -32,15 +32,7 @@ export const REASONS = [
 
 export type Reason = (typeof REASONS)[number];
 
-export type FallbackReason = Extract<Reason, `fallback_${string}`>;
-
-export const FALLBACK_REASONS: readonly FallbackReason[] = REASONS.filter((r): r is FallbackReason =>
-  r.startsWith('fallback_'),
-);
-
-export function isReason(v: unknown): v is Reason {
-  return typeof v === 'string' && (REASONS as readonly string[]).includes(v);
-}
+type FallbackReason = Extract<Reason, `fallback_${string}`>;
 
 export function isFallbackReason(r: Reason): r is FallbackReason {
   return r.startsWith('fallback_');

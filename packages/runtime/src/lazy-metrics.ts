@@ -189,7 +189,7 @@ interface HistogramValue {
 }
 
 /** What a prom-client metric's get() returns (the registry reads these members). */
-export interface HistogramValues {
+interface HistogramValues {
   readonly name: string;
   readonly help: string;
   readonly type: 'histogram';

@@ -70,7 +70,7 @@ function redactValue(v: unknown, seen: WeakSet<object>): unknown {
  * deep (fast-redact's `*` matches one level). This is the last line of
  * defence: the configuration and our errors never carry secrets to begin with.
  */
-export const SECRET_LOG_KEYS = [
+const SECRET_LOG_KEYS = [
   'password',
   'pass',
   'passwd',

@@ -62,7 +62,7 @@ export interface KvRouterPrefillScalePolicy {
 
 export type KvRouterPolicy = KvRouterOverlapWeightPolicy | KvRouterPrefillScalePolicy;
 
-export const KV_ROUTER_DEFAULTS = Object.freeze({
+const KV_ROUTER_DEFAULTS = Object.freeze({
   overlapScoreWeight: 1.0,
   overlapScoreCredit: 1.0,
   prefillLoadScale: 1.0,

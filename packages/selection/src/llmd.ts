@@ -36,7 +36,7 @@ export interface LlmdPolicy {
   readonly tokenLoadCapacity?: number;
 }
 
-export const LLMD_DEFAULTS = Object.freeze({
+const LLMD_DEFAULTS = Object.freeze({
   affinityThreshold: 0.8,
   peakPrefillThroughput: 15_928,
   maxTTFTPenaltyMs: 18_000,

@@ -40,7 +40,7 @@ import { BlockPool } from './block-pool';
 import type { PromptBlocks } from './prompt';
 import { polynomialTiming, type TimingModel } from './timing';
 
-export interface EngineConfig {
+interface EngineConfig {
   readonly workerId: WorkerId;
   readonly dpRank?: number;
   /** Tokens per KV block. Default 64. */
@@ -108,7 +108,7 @@ export interface StepResult {
   readonly kvEvents: readonly KvEvent[];
 }
 
-export interface StepOptions {
+interface StepOptions {
   /**
    * Allow fast-forwarding: after the pass, also run the following decode
    * passes that would change nothing visible (no prefill, no admission, no
@@ -124,7 +124,7 @@ export interface StepOptions {
 }
 
 /** Dynamo's `ActiveLoad`, plus queue sizes. */
-export interface EngineLoad {
+interface EngineLoad {
   readonly workerId: WorkerId;
   readonly dpRank: number;
   readonly activeDecodeBlocks: number;

@@ -23,7 +23,7 @@ export interface GpOptions {
   readonly noise?: number;
 }
 
-export const DEFAULT_LENGTH_SCALE_GRID: readonly number[] = Object.freeze([0.05, 0.1, 0.2, 0.35, 0.6, 1.0, 2.0]);
+const DEFAULT_LENGTH_SCALE_GRID: readonly number[] = Object.freeze([0.05, 0.1, 0.2, 0.35, 0.6, 1.0, 2.0]);
 
 function rbf(a: readonly number[], b: readonly number[], ls: readonly number[]): number {
   let s = 0;
@@ -173,7 +173,7 @@ export function normalCdf(z: number): number {
   return z >= 0 ? 0.5 * (1 + y) : 0.5 * (1 - y);
 }
 
-export function normalPdf(z: number): number {
+function normalPdf(z: number): number {
   return Math.exp(-0.5 * z * z) / Math.sqrt(2 * Math.PI);
 }
 

@@ -3,7 +3,7 @@
  * equal time come out in insertion order (a sequence number breaks ties), so
  * the replay is deterministic.
  */
-export interface Timed {
+interface Timed {
   readonly t: number;
 }
 

@@ -1,62 +1,39 @@
-export type { StepShape, TimingModel, TimingTable } from './timing';
-export { polynomialPrefillMs, polynomialDecodeMs, batchedPrefillTokens, decodeUsage, polynomialTiming, scaledTiming, tableTiming } from './timing';
+export type { StepShape, TimingModel } from './timing';
+export { polynomialPrefillMs, polynomialDecodeMs, polynomialTiming, scaledTiming, tableTiming } from './timing';
 export type { PromptBlocks } from './prompt';
-export { promptFromTokens, promptFromLocalHashes, MooncakePromptHasher, MOONCAKE_CHUNK_TOKENS } from './prompt';
-export type { EngineConfig, EngineRequest, StepOptions, AddResult, FirstToken, Finished, StepResult, EngineLoad } from './engine';
+export { promptFromTokens, promptFromLocalHashes, MooncakePromptHasher } from './prompt';
+export type { EngineRequest, AddResult, FirstToken, Finished, StepResult } from './engine';
 export { Engine } from './engine';
-export { EventHeap, type Timed } from './heap';
-export type { MooncakeRecord, TraceParse, Arrival, TraceSession } from './mooncake';
+export { EventHeap } from './heap';
+export type { MooncakeRecord } from './mooncake';
 export { parseMooncakeTrace, loadMooncakeTrace, openLoopArrivals, traceSessions, ClosedLoop } from './mooncake';
-export type { Dist, AgenticSessionConfig, SessionTurn, AgenticSession } from './sessions';
-export { sample, generateAgenticSessions, DEFAULT_AGENTIC_CONFIG } from './sessions';
+export type { AgenticSessionConfig, SessionTurn, AgenticSession } from './sessions';
+export { generateAgenticSessions, DEFAULT_AGENTIC_CONFIG } from './sessions';
 export type { Distribution, RequestRecord, ReplayMetrics } from './metrics';
-export { percentile, weightedPercentile, distribution, computeMetrics } from './metrics';
+export { computeMetrics } from './metrics';
 export type {
-  RouteContext,
   RoutingPolicy,
   RouterSpec,
   PreparedTrace,
   Workload,
   ReplayEngineConfig,
-  ReplayProgress,
-  ReplayOptions,
-  ReplayCounters,
-  ReplayResult,
 } from './replay';
-export { runReplay, prepareTrace, routerName, stderrProgress, DEFAULT_KV_ROUTER, DEFAULT_LLMD } from './replay';
-export type { GpOptions } from './gp';
-export { GaussianProcess, cholesky, expectedImprovement, normalCdf, normalPdf, DEFAULT_LENGTH_SCALE_GRID } from './gp';
+export { runReplay, prepareTrace, stderrProgress, DEFAULT_KV_ROUTER } from './replay';
+export { GaussianProcess, cholesky, expectedImprovement, normalCdf } from './gp';
 export type {
   RouterKnobs,
   KnobGrid,
-  TrialMethod,
-  Trial,
-  Evaluator,
-  SmartSearchOptions,
-  SmartSearchResult,
-  SweepTraceConfig,
-  SweepConfig,
-  ComparisonRow,
-  Comparison,
-  Delta,
   SweepReport,
 } from './sweep';
 export {
-  DEFAULT_KNOBS,
   SEED001_GRID,
-  KNOB_BOUNDS,
   knobsToUnit,
   unitToKnobs,
-  knobsPolicy,
   knobsKey,
   gridPoints,
-  objectiveOf,
-  bestTrial,
   gridSearch,
   smartSearch,
-  deltaOf,
   runSweep,
 } from './sweep';
-export { renderSweepReportHtml, sweepReportJson, lineChartSvg, barChartSvg } from './report';
-export type { MooncakeTraceLine, MooncakeSessionConfig } from './mooncake-sessions';
+export { renderSweepReportHtml, sweepReportJson, lineChartSvg } from './report';
 export { generateMooncakeSessions, groupConversations, mooncakeJsonl, DEFAULT_MOONCAKE_SESSIONS } from './mooncake-sessions';

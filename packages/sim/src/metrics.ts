@@ -59,7 +59,7 @@ export interface ReplayMetrics {
 }
 
 /** Percentile q in [0, 100] of ascending `sorted`, linear between closest ranks. */
-export function percentile(sorted: ArrayLike<number>, q: number): number {
+function percentile(sorted: ArrayLike<number>, q: number): number {
   const n = sorted.length;
   if (n === 0) return NaN;
   const pos = ((n - 1) * q) / 100;
@@ -70,7 +70,7 @@ export function percentile(sorted: ArrayLike<number>, q: number): number {
 }
 
 /** Weighted percentile: each value counts `weight` times (integer weights), linear between ranks as if expanded. */
-export function weightedPercentile(values: ArrayLike<number>, weights: ArrayLike<number>, q: number): number {
+function weightedPercentile(values: ArrayLike<number>, weights: ArrayLike<number>, q: number): number {
   const idx = Array.from({ length: values.length }, (_, i) => i).filter((i) => weights[i]! > 0);
   idx.sort((a, b) => values[a]! - values[b]!);
   let total = 0;
@@ -91,7 +91,7 @@ export function weightedPercentile(values: ArrayLike<number>, weights: ArrayLike
   return a + (b - a) * (pos - lo);
 }
 
-export function distribution(values: readonly number[]): Distribution {
+function distribution(values: readonly number[]): Distribution {
   const sorted = Float64Array.from(values).sort();
   let sum = 0;
   for (const v of sorted) sum += v;

@@ -25,7 +25,7 @@ import type { MooncakeRecord } from './mooncake';
 import { sample, type Dist } from './sessions';
 
 /** One line of a Mooncake trace as written to a file. */
-export interface MooncakeTraceLine {
+interface MooncakeTraceLine {
   readonly session_id?: string;
   readonly timestamp?: number;
   readonly delay?: number;
@@ -34,7 +34,7 @@ export interface MooncakeTraceLine {
   readonly hash_ids: readonly number[];
 }
 
-export interface MooncakeSessionConfig {
+interface MooncakeSessionConfig {
   readonly sessions: number;
   readonly seed: number | string;
   /** Distinct system prompts, drawn uniformly per session. */

@@ -38,7 +38,7 @@ export interface MooncakeRecord {
   readonly delayMs?: number;
 }
 
-export type TraceParse =
+type TraceParse =
   | { ok: true; records: MooncakeRecord[] }
   | { ok: false; code: 'bad_trace_line'; line: number; reason: string };
 
@@ -148,7 +148,7 @@ export function loadMooncakeTrace(path: string): MooncakeRecord[] {
   return parsed.records;
 }
 
-export interface Arrival {
+interface Arrival {
   /** Index into the records array. */
   readonly index: number;
   readonly arrivalMs: number;

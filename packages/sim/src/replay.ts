@@ -69,7 +69,7 @@ export type RouterSpec =
   | { readonly kind: 'custom'; readonly policy: RoutingPolicy };
 
 export const DEFAULT_KV_ROUTER: KvRouterPolicy = Object.freeze({ kind: 'kv_router', formula: 'prefill_load_scale', tieBreakByTreeSize: false });
-export const DEFAULT_LLMD: LlmdPolicy = Object.freeze({ kind: 'llmd', scorer: 'token-load' });
+const DEFAULT_LLMD: LlmdPolicy = Object.freeze({ kind: 'llmd', scorer: 'token-load' });
 
 /** A Mooncake trace with its prompts hashed once at a block size (reusable across runs). */
 export interface PreparedTrace {
@@ -120,7 +120,7 @@ export interface ReplayProgress {
   readonly final: boolean;
 }
 
-export interface ReplayOptions {
+interface ReplayOptions {
   readonly workers: number;
   readonly engine?: ReplayEngineConfig;
   readonly router: RouterSpec;
@@ -136,7 +136,7 @@ export interface ReplayOptions {
   readonly progressEveryMs?: number;
 }
 
-export interface ReplayCounters {
+interface ReplayCounters {
   routed: number;
   observes: number;
   kvEvents: number;
@@ -151,7 +151,7 @@ export interface ReplayCounters {
   prefillMarked: number;
 }
 
-export interface ReplayResult {
+interface ReplayResult {
   readonly router: string;
   readonly workers: number;
   readonly metrics: ReplayMetrics;

@@ -91,7 +91,7 @@ export function lineChartSvg(opts: {
 }
 
 /** Grouped bars: one group per label, one bar per metric. */
-export function barChartSvg(opts: { title: string; yLabel: string; groups: readonly { label: string; values: readonly number[] }[]; metrics: readonly string[]; width?: number; height?: number }): string {
+function barChartSvg(opts: { title: string; yLabel: string; groups: readonly { label: string; values: readonly number[] }[]; metrics: readonly string[]; width?: number; height?: number }): string {
   const W = opts.width ?? 640;
   const H = opts.height ?? 300;
   const m = { l: 64, r: 16, t: 28, b: 52 };

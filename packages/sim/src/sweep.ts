@@ -28,7 +28,7 @@ export interface KnobGrid {
 }
 
 /** Dynamo's defaults: credit 1.0, scale 1.0, temperature 0. */
-export const DEFAULT_KNOBS: RouterKnobs = Object.freeze({ overlapScoreCredit: 1, prefillLoadScale: 1, temperature: 0 });
+const DEFAULT_KNOBS: RouterKnobs = Object.freeze({ overlapScoreCredit: 1, prefillLoadScale: 1, temperature: 0 });
 
 /** Seed 001's search space (after its extension of prefill_load_scale to 32). */
 export const SEED001_GRID: KnobGrid = Object.freeze({
@@ -37,7 +37,7 @@ export const SEED001_GRID: KnobGrid = Object.freeze({
   temperature: [0, 0.2, 0.5, 1],
 });
 
-export const KNOB_BOUNDS = Object.freeze({ overlapScoreCredit: [0, 1], prefillLoadScale: [0, 32], temperature: [0, 1] } as const);
+const KNOB_BOUNDS = Object.freeze({ overlapScoreCredit: [0, 1], prefillLoadScale: [0, 32], temperature: [0, 1] } as const);
 
 /** prefill_load_scale is searched as u = log(1 + s/S0) / log(1 + 32/S0): logarithmic above S0, and 0 stays reachable. */
 const SCALE_KNEE = 0.25;
@@ -56,7 +56,7 @@ export function unitToKnobs(u: readonly number[]): RouterKnobs {
   };
 }
 
-export function knobsPolicy(k: RouterKnobs): KvRouterPolicy {
+function knobsPolicy(k: RouterKnobs): KvRouterPolicy {
   return { kind: 'kv_router', formula: 'prefill_load_scale', overlapScoreCredit: k.overlapScoreCredit, prefillLoadScale: k.prefillLoadScale, temperature: k.temperature, tieBreakByTreeSize: false };
 }
 
@@ -76,7 +76,7 @@ export function gridPoints(g: KnobGrid): RouterKnobs[] {
   return out;
 }
 
-export type TrialMethod = 'grid' | 'initial' | 'ei';
+type TrialMethod = 'grid' | 'initial' | 'ei';
 
 export interface Trial {
   readonly index: number;
@@ -90,11 +90,11 @@ export interface Trial {
 }
 
 /** Evaluates one setting; the objective is `metrics.e2eMs.mean`. */
-export type Evaluator = (k: RouterKnobs) => ReplayMetrics;
+type Evaluator = (k: RouterKnobs) => ReplayMetrics;
 
-export const objectiveOf = (m: ReplayMetrics): number => m.e2eMs.mean;
+const objectiveOf = (m: ReplayMetrics): number => m.e2eMs.mean;
 
-export function bestTrial(trials: readonly Trial[]): Trial {
+function bestTrial(trials: readonly Trial[]): Trial {
   if (trials.length === 0) throw new RangeError('no trials');
   return trials.reduce((b, t) => (t.objective < b.objective ? t : b));
 }
@@ -110,7 +110,7 @@ export function gridSearch(points: readonly RouterKnobs[], evaluate: Evaluator, 
   return trials;
 }
 
-export interface SmartSearchOptions {
+interface SmartSearchOptions {
   /** Total evaluations, initial design included. */
   readonly budget: number;
   /** Initial design size (the `include` points first, then a seeded Latin hypercube). Default 6. */
@@ -207,13 +207,13 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
 
 // ------------------------------------------------------------------ experiment
 
-export interface SweepTraceConfig {
+interface SweepTraceConfig {
   readonly trace: PreparedTrace;
   /** Closed-loop concurrency. */
   readonly concurrency: number;
 }
 
-export interface SweepConfig {
+interface SweepConfig {
   readonly tune: SweepTraceConfig;
   readonly validate?: SweepTraceConfig;
   readonly workers: number;
@@ -236,7 +236,7 @@ export interface SweepConfig {
   readonly onReplayProgress?: (label: string) => ((p: ReplayProgress) => void) | undefined;
 }
 
-export interface ComparisonRow {
+interface ComparisonRow {
   readonly label: string;
   readonly router: string;
   readonly metrics: ReplayMetrics;
@@ -284,7 +284,7 @@ export interface SweepReport {
 
 const pct = (after: number, before: number): number => (100 * (after - before)) / before;
 
-export function deltaOf(trace: string, before: ReplayMetrics, after: ReplayMetrics): Delta {
+function deltaOf(trace: string, before: ReplayMetrics, after: ReplayMetrics): Delta {
   return {
     trace,
     e2eMeanPct: pct(after.e2eMs.mean, before.e2eMs.mean),

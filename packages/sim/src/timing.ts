@@ -64,14 +64,14 @@ export function polynomialDecodeMs(u: number): number {
  * batch of n prefill requests can count up to n − 1 tokens fewer, or more,
  * than it computes. Measured against `run_trace_replay` (see the README).
  */
-export function batchedPrefillTokens(s: StepShape): number {
+function batchedPrefillTokens(s: StepShape): number {
   const n = s.prefillRequests;
   if (n <= 0) return 0;
   return n * (Math.floor(s.prefillThroughTokens / n) - Math.floor(s.prefillPrefixTokens / n));
 }
 
 /** The decode model's KV usage fraction: decoding context tokens / KV capacity in tokens. */
-export function decodeUsage(s: StepShape): number {
+function decodeUsage(s: StepShape): number {
   return s.totalKvTokens > 0 ? s.decodeKvTokens / s.totalKvTokens : 1;
 }
 
@@ -102,7 +102,7 @@ export function scaledTiming(base: TimingModel, factor: number): TimingModel {
 }
 
 /** Points (x, ms) sorted by x; linear interpolation inside, linear extrapolation from the end segments. */
-export type TimingTable = ReadonlyArray<readonly [number, number]>;
+type TimingTable = ReadonlyArray<readonly [number, number]>;
 
 function checkTable(name: string, t: TimingTable): void {
   if (t.length < 2) throw new RangeError(`${name} table needs at least two points`);
@@ -111,7 +111,7 @@ function checkTable(name: string, t: TimingTable): void {
   }
 }
 
-export function interpolate(t: TimingTable, x: number): number {
+function interpolate(t: TimingTable, x: number): number {
   let i = 1;
   while (i < t.length - 1 && x > t[i]![0]) i++;
   const [x0, y0] = t[i - 1]!;

@@ -4,7 +4,7 @@
  * (services/fleet/src/calibration.ts), in simulated time:
  *
  *   1. start from idle pools (every request of the previous repeat finished: R = 0);
- *   2. warm the probe's reusable prefix (K tokens, output 1) on BOTH candidates through the
+ *   2. warm the probe's reusable prefix (K tokens, output 1) on the condition's `warm` candidates (both, or efficient only) through the
  *      decision path with Stage proposing each in turn; run until they finish;
  *   3. background load (session `calbg:`): `count` fresh, uncached prompts booked on EVERY worker of
  *      each loaded pool (the worker the probe's candidate gets is then loaded whichever it is),
@@ -99,7 +99,7 @@ export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult 
 
     // 2. Warm the reusable prefix on both candidates.
     if (c.probe.prefixTokens > 0) {
-      for (const role of c.measure) routed('warmup', role, run.warmupSessionId, prefix, 1);
+      for (const role of c.warm) routed('warmup', role, run.warmupSessionId, prefix, 1);
       fleet.run();
     }
 

@@ -106,20 +106,8 @@ export function secretFile(dir: string, name: string, content: string | Uint8Arr
 
 /** Dynamo 1.6.1's mocker and a Dynamo-client driver (kept in @vantage/infra, which `npm start -- --dynamo` uses too). */
 export {
-  dynamoPython,
-  dynamoEnv,
-  discoveredInstanceIds,
-  etcdInstanceIds,
   startMocker,
   startDynamoDriver,
-  DYNAMO_DRIVER,
-  type EtcdDiscoveryTarget,
-  type MockerOptions,
   type MockerProcess,
-  type DynamoProcess,
   type DynamoDriver,
-  type DriverOptions,
-  type GenerateResult,
-  type OverlapScores,
-  type BestWorker,
 } from '@vantage/infra';

@@ -14,7 +14,7 @@ import { Fields, type WireValue } from './msgpack';
 import { WireReject } from './result';
 import { asMap, count, get, optional, required, str, u32, u64 } from './values';
 
-export const SCHEDULER_LOAD_SCOPES = ['local', 'replica_synchronized'] as const;
+const SCHEDULER_LOAD_SCOPES = ['local', 'replica_synchronized'] as const;
 export type SchedulerLoadScope = (typeof SCHEDULER_LOAD_SCOPES)[number];
 
 export interface ActiveLoad {

@@ -34,12 +34,12 @@ import {
 } from './values';
 
 /** serde's `std::time::Duration`: whole seconds plus nanoseconds below one second. */
-export interface WireDuration {
+interface WireDuration {
   readonly secs: bigint;
   readonly nanos: number;
 }
 
-export interface PrefillLoadHint {
+interface PrefillLoadHint {
   /** Dynamo's effective prefill work for the request (prompt tokens minus cached overlap). */
   readonly initialEffectivePrefillTokens: number;
   readonly expectedPrefillDuration: WireDuration | null;

@@ -35,9 +35,9 @@ import {
 import { decodeSubjectSegment, TOPIC_ACTIVE_SEQUENCES, TOPIC_FORWARD_PASS_METRICS, TOPIC_KV_EVENTS, TOPIC_KV_METRICS } from './subjects';
 import { isMap } from './values';
 
-export type PayloadFormat = 'msgpack' | 'json';
+type PayloadFormat = 'msgpack' | 'json';
 
-export interface PayloadDecodeOptions extends DecodeOptions {
+interface PayloadDecodeOptions extends DecodeOptions {
   /** Payload encoding; msgpack (the event plane) unless stated. */
   readonly format?: PayloadFormat;
 }
@@ -75,7 +75,7 @@ export function encodeEnvelope(envelope: EventEnvelope): Uint8Array {
 
 // --- RouterEvent -------------------------------------------------------------
 
-export interface RouterEventEncodeOptions {
+interface RouterEventEncodeOptions {
   /** Field generation to reproduce; the current Dynamo shape unless stated. */
   readonly generation?: RouterEventGeneration;
 }
@@ -113,7 +113,7 @@ export function encodeRouterEventJson(event: KvEvent, opts?: RouterEventEncodeOp
 
 // --- ActiveLoad --------------------------------------------------------------
 
-export interface ActiveLoadEncodeOptions {
+interface ActiveLoadEncodeOptions {
   readonly generation?: ActiveLoadGeneration;
   readonly format?: PayloadFormat;
 }
@@ -151,7 +151,7 @@ export function decodeJsonExact(input: Uint8Array | string, opts?: DecodeOptions
 
 // --- ActiveSequenceEvent -----------------------------------------------------
 
-export interface ActiveSequenceEncodeOptions {
+interface ActiveSequenceEncodeOptions {
   readonly generation?: ActiveSequenceGeneration;
   readonly format?: PayloadFormat;
 }
@@ -179,7 +179,7 @@ export function encodeActiveSequenceBatch(events: readonly ActiveSequenceEvent[]
 
 // --- event plane: envelope + dispatch by topic --------------------------------
 
-export type EventPlanePayload =
+type EventPlanePayload =
   /** One RouterEvent in the envelope (releases before 1.6). */
   | { readonly kind: 'kv_event'; readonly event: KvEvent }
   /** A batch of RouterEvents in one envelope (1.6.1), in publisher order. */
@@ -188,9 +188,9 @@ export type EventPlanePayload =
   | { readonly kind: 'active_load'; readonly load: ActiveLoad }
   | { readonly kind: 'active_sequences'; readonly events: readonly ActiveSequenceEvent[] };
 
-export type EventPlaneMessage = EventPlanePayload & { readonly envelope: EventEnvelope };
+type EventPlaneMessage = EventPlanePayload & { readonly envelope: EventEnvelope };
 
-export interface EventPlaneDecodeOptions extends DecodeOptions {
+interface EventPlaneDecodeOptions extends DecodeOptions {
   /**
    * Topic or full subject to dispatch on (e.g. the NATS subject the message
    * arrived on); the envelope's own `topic` when absent. Only the last
@@ -234,14 +234,14 @@ export function decodeEventPlaneMessage(bytes: Uint8Array, opts?: EventPlaneDeco
   }
 }
 
-export interface EnvelopeHeader {
+interface EnvelopeHeader {
   readonly publisherId: bigint;
   readonly sequence: bigint;
   readonly publishedAtMs: bigint;
   readonly publishedAtNs?: bigint;
 }
 
-export interface EventPlaneEncodeOptions {
+interface EventPlaneEncodeOptions {
   readonly routerEventGeneration?: RouterEventGeneration;
   readonly activeLoadGeneration?: ActiveLoadGeneration;
   readonly activeSequenceGeneration?: ActiveSequenceGeneration;
@@ -287,7 +287,7 @@ export function encodeEventPlaneMessage(header: EnvelopeHeader, payload: EventPl
 
 // --- sniffing (operator tools) -------------------------------------------------
 
-export type SniffedKind = 'envelope' | 'router_event_msgpack' | 'router_event_batch' | 'router_event_json' | 'active_load' | 'active_sequence' | 'forward_pass';
+type SniffedKind = 'envelope' | 'router_event_msgpack' | 'router_event_batch' | 'router_event_json' | 'active_load' | 'active_sequence' | 'forward_pass';
 
 /**
  * Best guess of what a captured message is, from its first byte and top-level

@@ -7,31 +7,20 @@ export {
   WIRE_ERROR_CODES,
   type WireErrorCode,
   type Result,
-  type Rejection,
 } from './result';
-export { DEFAULT_WIRE_LIMITS, resolveLimits, type WireLimits, type DecodeOptions } from './limits';
-export type { EventEnvelope } from './envelope';
-export type { ForwardPassMetrics, ForwardPassRequests } from './forward-pass';
+export type { ForwardPassMetrics } from './forward-pass';
 export { JsonFloat } from './values';
 export {
   ROUTER_EVENT_GENERATIONS,
-  CURRENT_ROUTER_EVENT_GENERATION,
   type RouterEventGeneration,
 } from './router-event';
 export {
   ACTIVE_LOAD_GENERATIONS,
-  SCHEDULER_LOAD_SCOPES,
   type ActiveLoad,
-  type ActiveLoadGeneration,
-  type SchedulerLoadScope,
 } from './active-load';
 export {
   ACTIVE_SEQUENCE_GENERATIONS,
   type ActiveSequenceEvent,
-  type ActiveSequenceEventData,
-  type ActiveSequenceGeneration,
-  type PrefillLoadHint,
-  type WireDuration,
 } from './active-sequence';
 export {
   decodeEnvelope,
@@ -54,17 +43,6 @@ export {
   decodeEventPlaneMessage,
   encodeEventPlaneMessage,
   sniffMessage,
-  type PayloadFormat,
-  type PayloadDecodeOptions,
-  type RouterEventEncodeOptions,
-  type ActiveLoadEncodeOptions,
-  type ActiveSequenceEncodeOptions,
-  type EventPlanePayload,
-  type EventPlaneMessage,
-  type EventPlaneDecodeOptions,
-  type EnvelopeHeader,
-  type EventPlaneEncodeOptions,
-  type SniffedKind,
 } from './codec';
 export {
   TOPIC_KV_EVENTS,
@@ -73,7 +51,6 @@ export {
   TOPIC_FORWARD_PASS_METRICS,
   endpointSubjectPrefix,
   prefixedSubject,
-  LEGACY_TOPIC_KV_EVENTS,
   encodeSubjectSegment,
   decodeSubjectSegment,
   eventPlaneSubject,
@@ -84,8 +61,6 @@ export {
   jetStreamKvStreamName,
   jetStreamKvSubject,
   parseSubject,
-  type SubjectScope,
-  type ParsedSubject,
 } from './subjects';
 export {
   encodeTcpRequest,
@@ -98,10 +73,6 @@ export {
   isStreamSentinel,
   encodeWorkerKvQueryRequest,
   decodeWorkerKvQueryStreamItem,
-  type TcpRequestFrame,
   type TwoPartMessage,
-  type RequestControl,
-  type WorkerKvQueryRequest,
   type WorkerKvQueryResponse,
-  type WorkerKvQueryStreamItem,
 } from './request-plane';

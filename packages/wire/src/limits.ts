@@ -18,7 +18,7 @@ export interface WireLimits {
   readonly maxStringLength: number;
 }
 
-export const DEFAULT_WIRE_LIMITS: Readonly<WireLimits> = Object.freeze({
+const DEFAULT_WIRE_LIMITS: Readonly<WireLimits> = Object.freeze({
   maxMessageBytes: 16 * 1024 * 1024,
   maxBlocksPerEvent: 65_536,
   // 1M blocks of 16 tokens is a 16M-token prompt: far past any served context.

@@ -35,7 +35,7 @@ const utf8Strict = new TextDecoder('utf-8', { fatal: true });
 
 // --- request frame ------------------------------------------------------------
 
-export interface TcpRequestFrame {
+interface TcpRequestFrame {
   readonly endpointPath: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly payload: Uint8Array;
@@ -181,7 +181,7 @@ export class FrameReader {
 
 // --- control message and response stream ----------------------------------------
 
-export interface RequestControl {
+interface RequestControl {
   /** The request id (also the `request-id` header and the stream's `context`). */
   readonly id: string;
   /** `host:port` of the caller's response-stream server, as the worker must dial it. */
@@ -232,7 +232,7 @@ export function isStreamSentinel(m: TwoPartMessage): boolean {
 
 // --- the worker KV query ------------------------------------------------------------
 
-export interface WorkerKvQueryRequest {
+interface WorkerKvQueryRequest {
   readonly workerId: WorkerId;
   readonly dpRank: number;
   /** First event id wanted (inclusive); null asks for the whole tree (a dump). */
@@ -269,7 +269,7 @@ export type WorkerKvQueryResponse =
   | { readonly kind: 'error'; readonly message: string };
 
 /** One item of a response stream: the network wrapper `{data?, complete_final}`. */
-export interface WorkerKvQueryStreamItem {
+interface WorkerKvQueryStreamItem {
   readonly response: WorkerKvQueryResponse | null;
   readonly completeFinal: boolean;
 }

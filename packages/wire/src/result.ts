@@ -29,7 +29,7 @@ export type Result<T> =
   | { readonly ok: true; readonly value: T }
   | { readonly ok: false; readonly code: WireErrorCode; readonly reason: string };
 
-export type Rejection = Extract<Result<never>, { ok: false }>;
+type Rejection = Extract<Result<never>, { ok: false }>;
 
 export function ok<T>(value: T): Result<T> {
   return { ok: true, value };

@@ -188,7 +188,7 @@ function dataToWire(d: KvEventData, gen: RouterEventGeneration): WireValue {
 }
 
 /** Opaque decoded data (plain objects, arrays, scalars) back to writer values. */
-export function toWireOpaque(v: unknown): WireValue {
+function toWireOpaque(v: unknown): WireValue {
   if (v === null || v === undefined) return null;
   if (typeof v === 'boolean' || typeof v === 'string' || typeof v === 'bigint' || v instanceof Uint8Array) return v;
   if (typeof v === 'number') {

@@ -26,7 +26,7 @@ export const TOPIC_ACTIVE_SEQUENCES = 'active_sequences_events';
 /** 1.6.1: each worker's scheduler state about once a second per dp rank, endpoint-scoped. */
 export const TOPIC_FORWARD_PASS_METRICS = 'forward-pass-metrics';
 /** The core-NATS JSON topic before the event plane (underscore). */
-export const LEGACY_TOPIC_KV_EVENTS = 'kv_events';
+const LEGACY_TOPIC_KV_EVENTS = 'kv_events';
 
 const utf8 = new TextEncoder();
 const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
@@ -69,7 +69,7 @@ export function decodeSubjectSegment(segment: string): Result<string> {
   }
 }
 
-export interface SubjectScope {
+interface SubjectScope {
   readonly namespace: string;
   readonly component?: string;
   readonly endpoint?: string;
@@ -157,7 +157,7 @@ export function jetStreamKvSubject(namespace: string, component: string): string
   return `${jetStreamKvStreamName(namespace, component)}.${TOPIC_KV_EVENTS}`;
 }
 
-export type ParsedSubject =
+type ParsedSubject =
   | {
       readonly kind: 'event_plane';
       readonly scope: SubjectScope;

@@ -616,9 +616,6 @@ async function main(): Promise<void> {
     }
   };
 
-  // Highest sustained offered rate: 32k block-hash requests, stepping up until a step fails.
-  const sustained = (r: RunResult): boolean =>
-    r.errors === 0 && r.ok === r.sent && r.achieved >= 0.97 * r.rate && r.p99 < P99_LIMIT_US && (r.outcomes['fallback_indexer_unavailable'] ?? 0) < 0.01 * r.sent;
   const maxRate: Record<string, number> = { local: 0, remote: 0, echo: 0 };
   const search: Record<string, unknown>[] = [];
   const runSearch = async (): Promise<void> => {

@@ -23,7 +23,7 @@ import type { DecisionSection } from './config';
 const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 
 /** What a route books in a local pool. */
-export interface LocalBooking {
+interface LocalBooking {
   readonly requestId: string;
   readonly workerId: WorkerId;
   readonly dpRank: number;

@@ -12,7 +12,7 @@ import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet, type 
 import { polynomialTiming, scaledTiming } from '@vantage/sim';
 import { TwoPoolFleet, type FleetSpec } from '@vantage/study';
 import { eventually } from '@vantage/testkit';
-import type { KvEvent, WorkerId } from '@vantage/types';
+import type { KvEvent } from '@vantage/types';
 import { BLOCK, Harness, tokens } from './harness';
 
 describe('offline study decision path vs the live decision service', () => {

@@ -7,8 +7,9 @@
  * One repeat of one condition (the plan's steps, as implemented here):
  *   1. wait until no worker of either pool has a booked request (R = 0), so a
  *      no-contention condition really is one;
- *   2. warm the probe's reusable prefix (K tokens, output 1 token) on BOTH
- *      candidates: a route query per candidate (session `calwarm:`), served on
+ *   2. warm the probe's reusable prefix (K tokens, output 1 token) on the
+ *      condition's `warm` candidates (both, or the efficient one only so that the
+ *      capable candidate is cold): a route query per candidate (session `calwarm:`), served on
  *      the worker the decision service reserved; wait for completion and for the
  *      bookings to be released;
  *   3. background load (session `calbg:`): fresh, uncached prompts booked on
@@ -59,7 +60,7 @@ import type { WorkerId } from '@vantage/types';
 import { decodeProgress, encodeGenerateRequest, generateSubject } from './generate';
 import type { LoadgenPool } from './load-generator';
 
-export interface CalibrationHarnessOptions {
+interface CalibrationHarnessOptions {
   readonly nc: NatsConnection;
   readonly pools: { readonly efficient: LoadgenPool; readonly capable: LoadgenPool };
   readonly plan: CalibrationPlan;
@@ -82,9 +83,9 @@ export interface CalibrationHarnessOptions {
   readonly signal?: AbortSignal;
 }
 
-export type CalibrationRequestKind = 'probe' | 'warmup' | 'background';
+type CalibrationRequestKind = 'probe' | 'warmup' | 'background';
 
-export interface CalibrationRequestLog {
+interface CalibrationRequestLog {
   readonly conditionId: string;
   readonly repeat: number;
   readonly kind: CalibrationRequestKind;
@@ -105,7 +106,7 @@ export interface CalibrationRequestLog {
   readonly observed: { readonly K: number | null; readonly R: number | null; readonly P: number | null } | null;
 }
 
-export interface CalibrationSummary {
+interface CalibrationSummary {
   readonly runs: number;
   readonly probes: number;
   readonly probesCompleted: number;
@@ -172,8 +173,12 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
     return r.value;
   };
 
-  /** Polls both pools until `ok(reply)` holds for each, or the settle bound passes. */
-  const settle = async (what: string, ok: (role: Role, r: ObserveReply) => boolean): Promise<boolean> => {
+  /**
+   * Polls both pools until `ok(reply)` holds for each, or the settle bound passes. `pollMs` is short
+   * for the bookings check: at time scale 4 a 2,048-token backlog drains in about 10 wall ms, and a
+   * probe sent after it has drained measures no contention.
+   */
+  const settle = async (what: string, ok: (role: Role, r: ObserveReply) => boolean, pollMs = 50): Promise<boolean> => {
     const until = performance.now() + settleTimeoutMs;
     const empty = new BigUint64Array(0);
     for (;;) {
@@ -191,7 +196,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
         progress(`calibration: ${what} not reached within ${settleTimeoutMs} ms; going on`);
         return false;
       }
-      await sleep(50);
+      await sleep(pollMs);
     }
   };
   const idle = (): Promise<boolean> => settle('idle pools (R = 0 everywhere)', (_r, rep) => {
@@ -263,8 +268,16 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
     sessionId: string,
     t: Uint32Array,
     osl: number,
+    /** Awaited once the route reply is in (or the route failed), before the request is served. */
+    routedBarrier?: () => Promise<void>,
   ): Promise<void> => {
     const requestId = `${runId}-${c.id}-${run.repeat}-${kind}-${role}`;
+    let arrived = false;
+    const arrive = async (): Promise<void> => {
+      if (arrived || routedBarrier === undefined) return;
+      arrived = true;
+      await routedBarrier();
+    };
     const cand = (p: LoadgenPool): RouteCandidate => ({ model: p.model, pool: p.name, prompt: { kind: 'local_hashes', localHashes: blocksOf(t, p.blockSize).local, loraName: null }, promptTokens: t.length });
     let log: CalibrationRequestLog;
     const base = { conditionId: c.id, repeat: run.repeat, kind, role, requestId, sessionId, background: false, isl: t.length, osl };
@@ -281,10 +294,12 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
       if (v.modelRole !== role) throw new Error(`the decision service changed ${role} to ${v.modelRole}: calibration needs a parameter set that never overrides`);
       if (v.workerId === null) throw new Error(`route reply without a worker (${v.reason}${v.fallback === null ? '' : `, ${v.fallback}`})`);
       const pool = o.pools[role];
+      await arrive();
       const res = await serve(pool, v.workerId, { requestId, sessionId, tokens: t, osl });
       const obs = v.observations[role];
       log = { ...base, ...res, workerId: v.workerId.toString(), reason: v.fallback === null ? v.reason : `${v.reason}:${v.fallback}`, observed: obs === null ? null : { K: obs.K, R: obs.R, P: obs.P } };
     } catch (e) {
+      await arrive();
       log = { ...base, workerId: null, status: 'failed', error: e instanceof Error ? e.message : String(e), ttftMs: null, reusedTokens: null, reason: null, observed: null };
     }
     if (log.status !== 'done') counts.failed++;
@@ -310,12 +325,14 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
 
     // 2. Warm the reusable prefix on both candidates.
     if (c.probe.prefixTokens > 0) {
-      await Promise.all(c.measure.map((role) => routed(c, run, 'warmup', role, run.warmupSessionId, prefix, 1)));
+      await Promise.all(c.warm.map((role) => routed(c, run, 'warmup', role, run.warmupSessionId, prefix, 1)));
       await idle();
     }
 
-    // 3. Background load on every schedulable worker of each loaded pool.
+    // 3. Background load on every schedulable worker of each loaded pool: booked now; served now for
+    // generation contention, and for `immediate` probes only once both probes are routed (below).
     const bg: Promise<void>[] = [];
+    const bgStarts: (() => void)[] = [];
     let firstTokensDue = 0;
     let firstTokensSeen = 0;
     /** Background requests still open per worker: the indexers must count at least these. */
@@ -348,7 +365,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
           );
           firstTokensDue++;
           open.set(key, (open.get(key) ?? 0) + 1);
-          bg.push(
+          bgStarts.push(() => bg.push(
             serve(pool, w.workerId, { requestId, sessionId: run.backgroundSessionId, tokens: t, osl: spec.outputTokens, background: true }, () => firstTokensSeen++).then((res) => {
               open.set(key, (open.get(key) ?? 1) - 1);
               counts.background++;
@@ -369,13 +386,33 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
                 observed: null,
               });
             }),
-          );
+          ));
         }
       }
     }
+    const startBackground = (): void => {
+      for (const start of bgStarts.splice(0)) start();
+    };
 
-    // 4. Probe both candidates at the same instant, when the condition says.
-    if (bg.length > 0) {
+    // 4. Probe both candidates at the same instant, when the condition says. An `immediate` probe is
+    // routed while the background is booked but not yet served (the observations show its R and P),
+    // and the background is served the moment both probes are routed, just ahead of them: the probes
+    // land while the backlog is all still there, however long routing took on a loaded host.
+    let barrier: (() => Promise<void>) | undefined;
+    if (bgStarts.length > 0 && c.probeTiming === 'after_background_first_tokens') startBackground();
+    if (bgStarts.length > 0) {
+      let waiting = c.measure.length;
+      let release!: () => void;
+      const all = new Promise<void>((r) => (release = r));
+      barrier = async (): Promise<void> => {
+        if (--waiting === 0) {
+          startBackground();
+          release();
+        }
+        await all;
+      };
+    }
+    if (firstTokensDue > 0) {
       if (c.probeTiming === 'after_background_first_tokens') {
         const until = performance.now() + settleTimeoutMs;
         while (firstTokensSeen < firstTokensDue && performance.now() < until) await sleep(5);
@@ -383,10 +420,12 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
       } else {
         // The bookings must be applied by the indexers before the probes' observe queries.
         // Requests that already finished are no longer booked, so the check is against those still open.
-        await settle('background bookings visible', (role, rep) => rep.workers.every((w) => w.R >= (open.get(`${o.pools[role].name}/${w.workerId.toString()}`) ?? 0)));
+        await settle('background bookings visible', (role, rep) => rep.workers.every((w) => w.R >= (open.get(`${o.pools[role].name}/${w.workerId.toString()}`) ?? 0)), 2);
       }
     }
-    await Promise.all([...c.measure.map((role) => routed(c, run, 'probe', role, run.sessionId, probeTokens, c.probe.outputTokens)), ...bg]);
+    await Promise.all(c.measure.map((role) => routed(c, run, 'probe', role, run.sessionId, probeTokens, c.probe.outputTokens, barrier)));
+    startBackground();
+    await Promise.all(bg);
   }
   await nc.flush();
   return { runs: order.length, ...counts, durationMs: Math.round(performance.now() - started) };

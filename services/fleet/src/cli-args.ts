@@ -10,7 +10,7 @@ type Pools = ReturnType<typeof parsePools>;
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
-export interface CliTool<O extends Options> {
+interface CliTool<O extends Options> {
   /** Parsed flags (`--help` is handled here: usage on stdout, exit 0). */
   readonly args: ReturnType<typeof parseArgs<{ options: O & { help: { type: 'boolean'; default: false } }; strict: true }>>['values'];
   /** Print `<tool>: msg` and the usage on stderr, exit 2. */

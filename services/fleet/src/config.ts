@@ -11,7 +11,7 @@ import type { WorkerId } from '@vantage/types';
 
 const U64_MAX = 0xffff_ffff_ffff_ffffn;
 
-export const fleetPoolSchema = s.object({
+const fleetPoolSchema = s.object({
   /** Our pool name (one subject token): `vantage.v1.workers.{name}`, `vantage.v1.fleet.generate.{name}.{workerId}`. */
   name: s.string({ pattern: POOL_NAME_PATTERN }),
   /** Engines (one Dynamo worker each, dp rank 0). */
@@ -66,7 +66,7 @@ export type FleetPoolConfig = FleetConfig['fleet']['pools'][number];
  * process a new instance id: a restarted engine starts again at event id 1 with an empty cache,
  * and under its old id the index would rightly ignore those events as duplicates.
  */
-export function workerIdsFor(pool: FleetPoolConfig, poolIndex: number, incarnation = 0): WorkerId[] {
+function workerIdsFor(pool: FleetPoolConfig, poolIndex: number, incarnation = 0): WorkerId[] {
   if (!Number.isInteger(incarnation) || incarnation < 0 || incarnation > 0xffff) throw new RangeError(`incarnation must be a 16-bit integer, got ${incarnation}`);
   if (pool.workerIds.length > 0) {
     if (pool.workerIds.length !== pool.workers) {

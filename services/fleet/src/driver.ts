@@ -29,7 +29,7 @@ export interface Timers {
   clear(handle: unknown): void;
 }
 
-export const nodeTimers: Timers = {
+const nodeTimers: Timers = {
   set: (fn, ms) => setTimeout(fn, ms),
   clear: (h) => clearTimeout(h as NodeJS.Timeout),
 };
@@ -44,7 +44,7 @@ export interface DriverSink {
   loadChanged(worker: number): void;
 }
 
-export interface DriverOptions {
+interface DriverOptions {
   readonly timeScale: number;
   readonly clock: Clock;
   readonly timers?: Timers;
@@ -102,7 +102,7 @@ class NoteHeap {
   }
 }
 
-export interface DriverStats {
+interface DriverStats {
   /** Engine `step` calls. */
   steps: number;
   /** Forward passes (fast-forwarded quiet passes included). */

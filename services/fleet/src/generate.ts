@@ -53,14 +53,14 @@ export type GenerateProgress =
     }
   | { readonly kind: 'failed'; readonly requestId: string; readonly workerId: string; readonly code: string; readonly reason: string };
 
-export type GenerateDecode = { ok: true; value: GenerateRequest } | { ok: false; code: 'malformed_json' | 'invalid_request'; reason: string; requestId: string | null };
+type GenerateDecode = { ok: true; value: GenerateRequest } | { ok: false; code: 'malformed_json' | 'invalid_request'; reason: string; requestId: string | null };
 
 const MAX_TOKENS = 4_000_000;
 const enc = new TextEncoder();
 const dec = new TextDecoder('utf-8', { fatal: true });
 
 /** u32 little-endian tokens as base64 (4 bytes a token instead of ~7 JSON characters). */
-export function tokensToB64(t: Uint32Array): string {
+function tokensToB64(t: Uint32Array): string {
   return Buffer.from(t.buffer, t.byteOffset, t.byteLength).toString('base64');
 }
 

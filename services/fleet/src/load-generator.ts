@@ -203,7 +203,7 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener('abort', done, { once: true });
   });
 
-export function distribution(xs: readonly number[]): Dist {
+function distribution(xs: readonly number[]): Dist {
   if (xs.length === 0) return { n: 0, mean: null, p50: null, p90: null, p99: null };
   const a = [...xs].sort((x, y) => x - y);
   // Nearest-rank percentiles: every reported value is one that was measured.
@@ -212,7 +212,7 @@ export function distribution(xs: readonly number[]): Dist {
   return { n: a.length, mean: r(a.reduce((s, x) => s + x, 0) / a.length), p50: r(q(0.5)), p90: r(q(0.9)), p99: r(q(0.99)) };
 }
 
-export function summarize(outcomes: readonly RequestOutcome[], meta: { mode: string; workload: string; planned: number; routeErrors: number; timeScale: number; durationMs: number }): LoadgenSummary {
+function summarize(outcomes: readonly RequestOutcome[], meta: { mode: string; workload: string; planned: number; routeErrors: number; timeScale: number; durationMs: number }): LoadgenSummary {
   const done = outcomes.filter((o) => o.status === 'done');
   const count = (key: (o: RequestOutcome) => string | null, of: readonly RequestOutcome[] = outcomes): Record<string, number> => {
     const out: Record<string, number> = {};

@@ -55,7 +55,7 @@ export interface FleetHandle {
   readonly pools: ReadonlyMap<string, readonly WorkerId[]>;
 }
 
-export interface FleetOptions {
+interface FleetOptions {
   /** Monotonic wall clock (default `performance.now`). */
   readonly clock?: Clock;
   readonly timers?: Timers;

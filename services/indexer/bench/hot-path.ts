@@ -25,7 +25,7 @@ import { constants, performance, PerformanceObserver, type PerformanceEntry } fr
 import { sequenceHashes } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
 import { ObserveReplyBinaryWriter, bookingEventCodec, encodeObserveRequestBinary, observeRequestCodec } from '@vantage/protocol';
-import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
+import type { ExternalHash, KvEvent } from '@vantage/types';
 import { decodeBooking } from '@vantage/ingest';
 import { decodeObserve, decodeObserveHot, decodeObserveTransient, encodeObserveReplyBinary, observeBinary } from '../src/messages';
 import { benchBookings, PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';

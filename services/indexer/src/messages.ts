@@ -14,17 +14,16 @@ import {
   observeReplyCodec,
   observeRequestCodec,
   type ObserveReply,
-  type WorkerObservation as WireWorker,
 } from '@vantage/protocol';
-import { WORKER_FACTS, type WorkerId } from '@vantage/types';
+import { WORKER_FACTS } from '@vantage/types';
 import type { ForwardPassReport, ObserveRows, PoolObservation, PoolState, RowSink } from '@vantage/observation';
-import { choiceOf, dynamoChoiceOf, observeReplyOf, policyName, type ReplyMeta } from '@vantage/decision-core';
+import { dynamoChoiceOf, observeReplyOf, policyName, type ReplyMeta } from '@vantage/decision-core';
 
 import type { Decoded } from '@vantage/ingest';
 
 export { observeSubject } from '@vantage/protocol';
 
-export interface ObserveQuery {
+interface ObserveQuery {
   readonly requestId: string | null;
   readonly localHashes: BigUint64Array | null;
   readonly tokenIds: Uint32Array | null;
@@ -50,7 +49,7 @@ export function decodeObserveTransient(data: Uint8Array): Decoded<ObserveQuery> 
 }
 
 /** What the observe handler reads of a request (not its id). */
-export type ObserveQueryHot = Omit<ObserveQuery, 'requestId'>;
+type ObserveQueryHot = Omit<ObserveQuery, 'requestId'>;
 
 const hotRequest = new ObserveRequestHot();
 const hotDecoded = { ok: true, value: hotRequest } as const;
@@ -82,8 +81,6 @@ function queryOf(r: ReturnType<typeof observeRequestCodec.decode>): Decoded<Obse
     },
   };
 }
-
-export type { ReplyMeta } from '@vantage/decision-core';
 
 const age = (now: number, t: number | null | undefined): number | null => (t === null || t === undefined ? null : Math.max(0, now - t));
 

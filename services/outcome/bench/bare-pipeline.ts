@@ -20,7 +20,7 @@ import { performance } from 'node:perf_hooks';
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import kafkajs from 'kafkajs';
-import { SEND_CHUNK_RECORDS } from '../src/service';
+import { SEND_CHUNK_RECORDS } from '../src/batch';
 
 process.env['KAFKAJS_NO_PARTITIONER_WARNING'] = '1';
 const { Kafka, logLevel } = kafkajs;

@@ -1,8 +1,10 @@
 /** @vantage/outcome: joins decisions with lifecycle events and writes them to Kafka exactly once. See README.md. */
 export { outcomeConfigSchema, checkOutcomeConfig } from './config';
 export type { OutcomeConfig, OutcomeConfigShape } from './config';
-export { startOutcome, sendRequests, SEND_CHUNK_RECORDS } from './service';
-export type { OutcomeService, OutcomeContext, Held } from './service';
+export { startOutcome } from './service';
+export type { OutcomeService, OutcomeContext } from './service';
+export { sendRequests, SEND_CHUNK_RECORDS } from './batch';
+export type { Held } from './intake';
 export { Joiner } from './joiner';
 export type { ClosedJoin, JoinerOptions, Source, AddResult } from './joiner';
 export { decodeLifecycle } from './lifecycle';

@@ -85,7 +85,7 @@ interface Entry {
   rec: ProgressRecord;
 }
 
-export type SeenAs = 'done' | 'decision' | undefined;
+type SeenAs = 'done' | 'decision' | undefined;
 
 /**
  * Recent committed transactions. Pruning rule: an entry is dropped once the

@@ -39,12 +39,6 @@ export function inRanges(ranges: readonly Range[], seq: number): boolean {
   return false;
 }
 
-export function countRanges(ranges: readonly Range[]): number {
-  let n = 0;
-  for (const [lo, hi] of ranges) n += hi - lo + 1;
-  return n;
-}
-
 /** Union of possibly overlapping ranges, sorted and merged. */
 export function mergeRanges(ranges: readonly Range[]): Range[] {
   if (ranges.length <= 1) return [...ranges];

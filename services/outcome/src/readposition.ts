@@ -35,11 +35,6 @@ export class ReadPosition {
     this.last.delete(stream);
   }
 
-  /** A new leader term: nothing is known of the streams yet. */
-  clear(): void {
-    this.last.clear();
-  }
-
   /** The read position; `inbox[from…]` are the messages fetched but not yet joined, in delivery order. */
   upTo(nowMs: number, inbox: readonly { stream: string; publishMs: number }[], from: number): number {
     const n = this.streams.length;

@@ -32,7 +32,7 @@ const FORMATS = [
   'forward-pass-metrics',
   'active-sequence',
 ] as const;
-export type DecodeFormat = (typeof FORMATS)[number];
+type DecodeFormat = (typeof FORMATS)[number];
 type Format = (typeof FORMATS)[number];
 const ENCODINGS = ['auto', 'raw', 'hex', 'base64'] as const;
 type Encoding = (typeof ENCODINGS)[number];
@@ -61,7 +61,7 @@ Exit codes: 0 decoded, 2 rejected by the decoder (code and reason on stderr),
 `;
 
 /** The message bytes from file content in the given (or detected) text encoding. */
-export function unwrapInput(raw: Uint8Array, encoding: Encoding): Uint8Array {
+function unwrapInput(raw: Uint8Array, encoding: Encoding): Uint8Array {
   if (encoding === 'raw') return raw;
   const text = Buffer.from(raw).toString('latin1');
   const compact = text.replace(/\s+/g, '');

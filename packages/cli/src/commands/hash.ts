@@ -30,7 +30,7 @@ Exit codes: 0 ok, 64 bad arguments, 65 token ids not u32, 66 file unreadable.
 `;
 
 /** Token ids from text: a JSON array, or integers separated by commas and/or whitespace. */
-export function parseTokens(text: string): Uint32Array {
+function parseTokens(text: string): Uint32Array {
   const t = text.trim();
   let items: string[];
   if (t.startsWith('[')) {

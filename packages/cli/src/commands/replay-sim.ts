@@ -120,7 +120,7 @@ export async function readTrace(io: CliIo, path: string): Promise<ReturnType<typ
 
 const d1 = (d: Distribution): string => `mean ${d.mean.toFixed(1)}  p50 ${d.p50.toFixed(1)}  p90 ${d.p90.toFixed(1)}  p95 ${d.p95.toFixed(1)}  p99 ${d.p99.toFixed(1)}`;
 
-export function metricsText(m: ReplayMetrics): string {
+function metricsText(m: ReplayMetrics): string {
   return [
     `requests ${m.requests}, input tokens ${m.inputTokens}, output tokens ${m.outputTokens}, makespan ${(m.durationMs / 1000).toFixed(1)} s, preemptions ${m.preemptions}`,
     `TTFT ms  ${d1(m.ttftMs)}`,

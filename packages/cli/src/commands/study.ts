@@ -14,7 +14,7 @@ import type { Command } from '../command';
 import { EXIT, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 
-const help = `Usage: vantage study [--out DIR] [--calibration tiny|small|full] [--attempts N] [--sessions N]
+const help = `Usage: vantage study [--out DIR] [--calibration tiny|small|job|full] [--attempts N] [--sessions N]
                      [--proposal SPEC] [--background SPEC|off] [--destination-limit N]
                      [--seed N] [--bootstrap N] [--max-context TOKENS]
        vantage study --load [--out DIR] [--calibration PLAN] [--attempts N] [--sessions N] [--seed N] [--bootstrap N]
@@ -56,7 +56,7 @@ Options:
   --load                  the load curve instead of one evaluation
   --limitation            the remaining-generation case instead of one evaluation
   --out DIR               output folder (default out/study)
-  --calibration PLAN      calibration plan preset (default full)
+  --calibration PLAN      calibration plan preset: tiny, small, job, full (default full)
   --attempts N            repeated attempts (default 5; 2 per load point with --load)
   --sessions N            agentic sessions per run (default 40; 10 with --load)
   --proposal SPEC         Stage proposal: always_efficient, fraction:F:SEED, length:TOKENS (default fraction:0.2:7)
@@ -109,7 +109,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     0,
   );
   const out = typeof values['out'] === 'string' && values['out'] !== '' ? values['out'] : join('out', 'study');
-  const preset = choice<CalibrationPreset>('calibration', values['calibration'], ['tiny', 'small', 'full'], 'full');
+  const preset = choice<CalibrationPreset>('calibration', values['calibration'], ['tiny', 'small', 'job', 'full'], 'full');
   const t0 = performance.now();
   const stamp = (): string => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
   const progress = (line: string): void => io.stderr(`study [${stamp()}]: ${line}\n`);

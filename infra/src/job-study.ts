@@ -1,0 +1,282 @@
+/**
+ * The main job's offline half and its closing comparison:
+ *
+ *   - `offlineOperatingPoint`: the job's own calibration plan, fit and five-variant schedule on the
+ *     discrete-event simulator with the live fleet's pools (@vantage/study), at several levels of
+ *     competing traffic on the efficient pool; the level where the rules have the most to decide
+ *     (the most decisions that could go either way: per rule, the smaller of its overrides and its
+ *     kept efficient proposals, summed over the four rules) becomes the live evaluation's load;
+ *   - `engineSideAnalysis`: the live outcome rows with each foreground TTFT replaced by the engine's
+ *     own (simulated clock, from the load generator's lines), analysed as `vantage evaluate` does:
+ *     routing and dispatch time stay out of it (the fleet's clock follows the wall clock at the time
+ *     scale, so a stalled host still shows in it);
+ *   - `comparisonHtml` / `findingLines`: per variant, the offline prediction beside the live
+ *     measurement (engine-side and wall-clock TTFT, differences from Stage with bootstrap intervals,
+ *     how often each rule could act, overrode and fell back), and one sentence per variant.
+ */
+import {
+  analyzeEvaluation,
+  evaluationSchedule,
+  parseEvaluationJsonl,
+  type BackgroundTrafficSpec,
+  type Difference,
+  type EvaluationAnalysis,
+  type StageProposalModel,
+  type VariantSummary,
+} from '@vantage/evaluation';
+import type { FitReport } from '@vantage/fitting';
+import { RECORD_VARIANT as CORE_RECORD_VARIANT } from '@vantage/decision-core';
+import type { Variant as RecordVariant } from '@vantage/records';
+import { VARIANTS, type ParameterSet } from '@vantage/rules';
+import { polynomialTiming, scaledTiming } from '@vantage/sim';
+import { calibrateAndFit, loadBackground, renderLoadHtml, runEvaluationOffline, toJsonl, type FleetSpec, type LoadPointResult, type StudyResult } from '@vantage/study';
+import type { CalibrationPreset } from '@vantage/evaluation';
+
+/** The live fleet's pools (main.ts starts these): 4 + 4 workers, 64-token blocks, capable at 0.6 of the mocker's speed. */
+export const LIVE_POOLS = Object.freeze({
+  efficient: Object.freeze({ name: 'efficient', component: 'efficient', speed: 1.0, workers: 4 }),
+  capable: Object.freeze({ name: 'capable', component: 'capable', speed: 0.6, workers: 4 }),
+});
+
+/** The same pools on the simulator (the fleet service's defaults: 16,384 KV blocks, 8,192 batch tokens). */
+export const LIVE_FLEET: FleetSpec = Object.freeze({
+  efficient: { name: 'efficient', workers: LIVE_POOLS.efficient.workers, blockSize: 64, timing: polynomialTiming },
+  capable: { name: 'capable', workers: LIVE_POOLS.capable.workers, blockSize: 64, timing: scaledTiming(polynomialTiming, LIVE_POOLS.capable.speed) },
+});
+
+/** Competing-traffic levels the offline study tries: mean gap per stream (sim ms) on the efficient pool, none first. */
+const OPERATING_GAPS_MS: readonly (number | null)[] = [null, 400, 200];
+const STREAMS = 4;
+/** Bootstrap replicates of each offline level (the analysis of heavy competing traffic dominates the offline time). */
+const OFFLINE_BOOTSTRAP = 200;
+const SPAN_MS = 60_000;
+
+interface OfflineSettings {
+  readonly preset: CalibrationPreset;
+  readonly calibrationSeed: number;
+  readonly destinationLimit: number;
+  readonly attempts: number;
+  readonly sessions: number;
+  readonly scheduleSeed: number;
+  readonly proposal: StageProposalModel;
+  readonly maxContextTokens: number;
+  readonly bootstrap: number;
+}
+
+export interface OfflinePoint extends LoadPointResult {
+  readonly background: BackgroundTrafficSpec | null;
+  /** Sum over the four rules of min(overrode, kept efficient proposals). */
+  readonly decisionBalance: number;
+  readonly overrides: number;
+}
+
+export interface OfflineStudy {
+  readonly fit: StudyResult['fit'];
+  readonly points: readonly OfflinePoint[];
+  readonly chosen: OfflinePoint;
+  /** Why the chosen point, in one line. */
+  readonly why: string;
+  readonly loadHtml: string;
+  readonly ms: { readonly calibrationAndFit: number; readonly evaluation: number };
+}
+
+function capableFraction(p: StageProposalModel): number {
+  return p.kind === 'fraction_capable' ? p.fraction : p.kind === 'always_efficient' ? 0 : NaN;
+}
+
+const RULE_RECORD_VARIANTS = VARIANTS.filter((v) => v !== 'stage').map((v) => CORE_RECORD_VARIANT[v]);
+
+/** One offline five-variant evaluation with the live job's schedule at one competing-traffic level. */
+function offlineEvaluation(s: OfflineSettings, fit: StudyResult['fit'], background: BackgroundTrafficSpec | null, gapMs: number | null, iterations: number): OfflinePoint {
+  const params = {} as Record<RecordVariant, ParameterSet>;
+  for (const v of VARIANTS) params[CORE_RECORD_VARIANT[v]] = fit.variants[v];
+  const schedule = evaluationSchedule({ attempts: s.attempts, sessionsPerAttempt: s.sessions, seed: s.scheduleSeed, proposal: s.proposal, background });
+  const ev = runEvaluationOffline({ schedule, fleet: LIVE_FLEET, params, proposal: s.proposal, background, maxContextTokens: s.maxContextTokens, seed: s.scheduleSeed });
+  const analysis = analyzeEvaluation(parseEvaluationJsonl(toJsonl(ev.rows)), { seed: s.scheduleSeed, iterations });
+  const base = ev.runs.filter((r) => r.variant === 'baseline');
+  const mean = (xs: number[]): number => (xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
+  let balance = 0;
+  let overrides = 0;
+  for (const v of analysis.variants) {
+    if (!(RULE_RECORD_VARIANTS as readonly string[]).includes(v.variant)) continue;
+    balance += Math.min(v.rules.overrode, v.rules.efficientProposals - v.rules.overrode);
+    overrides += v.rules.overrode;
+  }
+  return {
+    point: { gapMs, capableFraction: capableFraction(s.proposal) },
+    label: background === null ? 'no competing traffic' : `competing traffic ${background.streams} streams x ${background.requestsPerStream}, mean gap ${background.meanGapMs} ms, ${Math.round(100 * (1 - background.capableFraction))} % on efficient`,
+    efficientUtilisation: mean(base.map((x) => x.utilisation.efficient)),
+    capableUtilisation: mean(base.map((x) => x.utilisation.capable)),
+    runs: ev.runs,
+    analysis,
+    background,
+    decisionBalance: balance,
+    overrides,
+  };
+}
+
+/**
+ * Calibrate and fit offline with the job's plan, then evaluate at each level of `gapsMs` (or only at
+ * `fixed`, when the job was given its competing traffic) and choose the operating point.
+ */
+export function offlineOperatingPoint(s: OfflineSettings, o: { readonly fixed?: BackgroundTrafficSpec | null; readonly gapsMs?: readonly (number | null)[]; readonly progress: (line: string) => void }): OfflineStudy {
+  const t0 = performance.now();
+  const { fit } = calibrateAndFit({ preset: s.preset, fleet: LIVE_FLEET, calibrationSeed: s.calibrationSeed, destinationLimit: s.destinationLimit });
+  const t1 = performance.now();
+  const c = fit.report.chosen;
+  o.progress(`offline fit: count r=${String(fit.report.thresholds.count.best.r)}, count+prefill r=${String(fit.report.thresholds.countPrefill.best.r)} p=${String(fit.report.thresholds.countPrefill.best.p)}, margins blind ${fit.report.margins.blind.marginMs.toFixed(0)} ms, cache ${fit.report.margins.cache.marginMs.toFixed(0)} ms; selection chose ${c.thresholdRule.rule} and ${c.estimator.rule} (${((t1 - t0) / 1000).toFixed(1)} s)`);
+  const candidates: { bg: BackgroundTrafficSpec | null; gap: number | null }[] =
+    o.fixed !== undefined ? [{ bg: o.fixed, gap: o.fixed?.meanGapMs ?? null }] : (o.gapsMs ?? OPERATING_GAPS_MS).map((gap) => ({ bg: loadBackground(gap, STREAMS, SPAN_MS), gap }));
+  const points: OfflinePoint[] = [];
+  for (const cand of candidates) {
+    const p = offlineEvaluation(s, fit, cand.bg, cand.gap, Math.min(s.bootstrap, OFFLINE_BOOTSTRAP));
+    points.push(p);
+    const d = p.analysis.differences.filter((x) => x.metric === 'ttft_mean_ms').map((x) => `${x.variant} ${fmt(x.estimate)}`);
+    o.progress(`offline ${points.length}/${candidates.length}: ${p.label}: efficient pool ${(100 * p.efficientUtilisation).toFixed(0)} % busy, ${p.overrides} overrides, decision balance ${p.decisionBalance}; mean TTFT - Stage (sim ms): ${d.join(', ')}`);
+  }
+  let best = points[0]!;
+  for (const p of points) if (p.decisionBalance > best.decisionBalance) best = p;
+  let why = `the most decisions that could go either way (${best.decisionBalance}: per rule the smaller of overrides and kept efficient proposals, summed)`;
+  if (best.decisionBalance === 0) {
+    for (const p of points) if (p.overrides > best.overrides) best = p;
+    why = best.overrides > 0 ? `no level leaves a rule both overriding and keeping; the most overrides (${best.overrides})` : 'no rule overrode at any level offline; the first level';
+  }
+  const t2 = performance.now();
+  return { fit, points, chosen: best, why, loadHtml: renderLoadHtml(points), ms: { calibrationAndFit: Math.round(t1 - t0), evaluation: Math.round(t2 - t1) } };
+}
+
+/**
+ * The live outcome rows with each foreground request's TTFT replaced by the engine's (sim ms), joined by
+ * request id with the load generator's lines; rows without an engine figure keep none (`ttftMs` null).
+ */
+export function engineSideRows(outcomeLines: readonly string[], engineTtftById: ReadonlyMap<string, number | null>): string {
+  const out: string[] = [];
+  for (const l of outcomeLines) {
+    const o = JSON.parse(l) as Record<string, unknown>;
+    const id = typeof o['requestId'] === 'string' ? o['requestId'] : null;
+    if (id !== null && engineTtftById.has(id) && o['ttftMs'] !== null && o['ttftMs'] !== undefined) o['ttftMs'] = engineTtftById.get(id) ?? null;
+    out.push(JSON.stringify(o));
+  }
+  return `${out.join('\n')}\n`;
+}
+
+export function engineSideAnalysis(outcomeLines: readonly string[], engineTtftById: ReadonlyMap<string, number | null>, seed: number, iterations: number): EvaluationAnalysis {
+  return analyzeEvaluation(parseEvaluationJsonl(engineSideRows(outcomeLines, engineTtftById)), { seed, iterations });
+}
+
+const fmt = (v: number | null | undefined, digits = 4): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(digits)).toString());
+const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+function diff(a: EvaluationAnalysis, variant: string, metric: Difference['metric']): Difference | undefined {
+  return a.differences.find((d) => d.variant === variant && d.metric === metric);
+}
+
+const interval = (d: Difference | undefined): string => (d === undefined ? '—' : `${fmt(d.estimate)} [${fmt(d.lo)}, ${fmt(d.hi)}]`);
+
+/** Lowered / raised / no resolved difference, from a difference's interval. */
+export function verdict(d: Difference | undefined): 'lowered' | 'raised' | 'no resolved difference' | 'not measured' {
+  if (d === undefined || d.lo === null || d.hi === null) return 'not measured';
+  if (d.hi < 0) return 'lowered';
+  if (d.lo > 0) return 'raised';
+  return 'no resolved difference';
+}
+
+function rules(v: VariantSummary | undefined): string {
+  if (v === undefined) return '—';
+  const r = v.rules;
+  return `${r.couldAct} / ${r.overrode} / ${r.fallbackTotal} of ${r.efficientProposals}`;
+}
+
+interface Comparison {
+  readonly offline: OfflineStudy;
+  readonly liveWall: EvaluationAnalysis;
+  readonly liveEngine: EvaluationAnalysis;
+  readonly liveFit: FitReport;
+  readonly liveBackground: string;
+}
+
+function ruleOf(fit: FitReport, variant: string): string {
+  const t = fit.thresholds;
+  switch (variant) {
+    case 'request_count':
+      return `r=${String(t.count.best.r)}`;
+    case 'count_prefill':
+      return `r=${String(t.countPrefill.best.r)} p=${String(t.countPrefill.best.p)}`;
+    case 'cache_blind':
+      return `delta=${fit.margins.blind.marginMs.toFixed(0)} ms`;
+    case 'cache_aware':
+      return `delta=${fit.margins.cache.marginMs.toFixed(0)} ms`;
+    default:
+      return 'Stage';
+  }
+}
+
+export function comparisonHtml(c: Comparison): string {
+  const off = c.offline.chosen.analysis;
+  const names = off.variants.map((v) => v.variant);
+  const row = (cells: string[]): string => `<tr>${cells.map((x) => `<td>${x}</td>`).join('')}</tr>`;
+  const out: string[] = [];
+  out.push('<!doctype html><html><head><meta charset="utf-8"><title>vantage main job: offline prediction and live measurement</title>');
+  out.push('<style>body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}</style></head><body>');
+  out.push('<h1>Offline prediction and live measurement</h1>');
+  out.push(
+    `<p>The offline study ran the job's calibration plan, fit and schedule on the simulator with the live fleet's pools at ${c.offline.points.length} competing-traffic level(s) and chose <b>${esc(c.offline.chosen.label)}</b> (${esc(c.offline.why)}); the live calibration, fit and five-variant evaluation then ran at that level (<code>--background ${esc(c.liveBackground)}</code>). Engine-side TTFT is the engines' own measure: offline the discrete-event clock, live the fleet's simulated clock, which leaves routing and dispatch out but follows the wall clock at time scale 4, so a stalled host still lengthens it; wall-clock TTFT is the outcome records' (time scale 4), routing and dispatch included. Variants that never or rarely overrode routed as Stage did, so their differences from Stage show the runs' own variation. Intervals are session-bootstrap (paired by matched session) percentile intervals. Session completion (every turn served) stands in for task success.</p>`,
+  );
+  out.push('<h2>Fitted rules</h2><table><tr><th>variant</th><th>offline fit</th><th>live fit</th></tr>');
+  for (const v of names) if (v !== 'baseline') out.push(row([esc(v), ruleOf(c.offline.fit.report, v), ruleOf(c.liveFit, v)]));
+  out.push(row(['selection chose', `${esc(c.offline.fit.report.chosen.thresholdRule.rule)}; ${esc(c.offline.fit.report.chosen.estimator.rule)}`, `${esc(c.liveFit.chosen.thresholdRule.rule)}; ${esc(c.liveFit.chosen.estimator.rule)}`]));
+  out.push('</table>');
+  out.push('<h2>Per variant</h2><table><tr><th>variant</th><th>offline TTFT mean (sim ms)</th><th>live engine TTFT mean (sim ms)</th><th>live wall TTFT mean (ms)</th><th>offline mean TTFT − Stage</th><th>live engine mean TTFT − Stage</th><th>live wall mean TTFT − Stage</th><th>offline session time − Stage (sim ms)</th><th>live session time − Stage (wall ms)</th><th>offline could act / overrode / fell back</th><th>live could act / overrode / fell back</th><th>live sessions completed</th></tr>');
+  for (const v of names) {
+    const ov = off.variants.find((x) => x.variant === v);
+    const le = c.liveEngine.variants.find((x) => x.variant === v);
+    const lw = c.liveWall.variants.find((x) => x.variant === v);
+    out.push(
+      row([
+        esc(v),
+        fmt(ov?.ttftMs.mean),
+        fmt(le?.ttftMs.mean),
+        fmt(lw?.ttftMs.mean),
+        interval(diff(off, v, 'ttft_mean_ms')),
+        interval(diff(c.liveEngine, v, 'ttft_mean_ms')),
+        interval(diff(c.liveWall, v, 'ttft_mean_ms')),
+        interval(diff(off, v, 'session_completion_mean_ms')),
+        interval(diff(c.liveWall, v, 'session_completion_mean_ms')),
+        rules(ov),
+        rules(lw),
+        lw === undefined ? '—' : `${lw.sessions.completed}/${lw.sessions.total}`,
+      ]),
+    );
+  }
+  out.push('</table>');
+  out.push('<h2>p90 TTFT − Stage</h2><table><tr><th>variant</th><th>offline (sim ms)</th><th>live engine (sim ms)</th><th>live wall (ms)</th></tr>');
+  for (const v of names) if (v !== 'baseline') out.push(row([esc(v), interval(diff(off, v, 'ttft_p90_ms')), interval(diff(c.liveEngine, v, 'ttft_p90_ms')), interval(diff(c.liveWall, v, 'ttft_p90_ms'))]));
+  out.push('</table>');
+  out.push('<h2>Offline levels tried</h2>');
+  out.push('<table><tr><th>level</th><th>efficient busy</th><th>overrides (4 rules)</th><th>decision balance</th></tr>');
+  for (const p of c.offline.points) out.push(row([esc(p.label), `${(100 * p.efficientUtilisation).toFixed(0)} %`, String(p.overrides), String(p.decisionBalance)]));
+  out.push('</table>');
+  out.push('</body></html>');
+  return out.join('\n');
+}
+
+/** One sentence per rule variant: what the live run measured (engine side), beside the offline prediction. */
+export function findingLines(c: Comparison): string[] {
+  const off = c.offline.chosen.analysis;
+  const out: string[] = [];
+  for (const v of off.variants.map((x) => x.variant)) {
+    if (v === 'baseline') continue;
+    const le = diff(c.liveEngine, v, 'ttft_mean_ms');
+    const lw = diff(c.liveWall, v, 'ttft_mean_ms');
+    const ls = diff(c.liveWall, v, 'session_completion_mean_ms');
+    const od = diff(off, v, 'ttft_mean_ms');
+    const r = c.liveWall.variants.find((x) => x.variant === v)?.rules;
+    const acts = r === undefined ? 'no decisions recorded' : `overrode ${r.overrode} and fell back on ${r.fallbackTotal} of ${r.efficientProposals} efficient proposals`;
+    // With no override every route was Stage's: a difference is then the runs' own variation (host load, timing), not the rule.
+    const cause = r !== undefined && r.overrode === 0 ? ', so every route was Stage\'s and any difference is run-to-run variation, not the rule' : '';
+    out.push(
+      `${v} (${ruleOf(c.liveFit, v)}): ${verdict(le)} engine-side mean TTFT against Stage, ${interval(le)} sim ms (offline predicted ${interval(od)}); wall clock ${interval(lw)} ms; session time ${interval(ls)} ms (${verdict(ls)}); it ${acts}${cause}.`,
+    );
+  }
+  return out;
+}
