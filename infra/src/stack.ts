@@ -91,6 +91,16 @@ export function stackServices(o: StackOptions): ServiceSpec[] {
         VANTAGE_DECISION_POOLS_EFFICIENT_POOL: o.pools.efficient.name,
         VANTAGE_DECISION_POOLS_CAPABLE_MODEL: o.pools.capable.name,
         VANTAGE_DECISION_POOLS_CAPABLE_POOL: o.pools.capable.name,
+        // Local pools (the default): the same sources as each pool's indexer.
+        ...Object.fromEntries(
+          (['efficient', 'capable'] as const).flatMap((role) => {
+            const p = o.pools[role];
+            const k = `VANTAGE_DECISION_POOLS_${role.toUpperCase()}`;
+            return o.dynamoFileKv === undefined
+              ? [[`${k}_COMPONENT`, p.component]]
+              : [[`${k}_NAMESPACE`, p.name], [`${k}_DISCOVERY_BACKEND`, 'file'], [`${k}_DISCOVERY_DIR`, o.dynamoFileKv]];
+          }),
+        ),
         // The job switches parameter sets (calibration, fitted, each variant) by rewriting this file.
         VANTAGE_DECISION_PARAMETER_SET_FILE: o.paramsFile,
         VANTAGE_DECISION_RELOAD_POLL_MS: '200',

@@ -6,8 +6,10 @@
  *   2 indexers (child processes, one per candidate model's pool), 64 simulated
  *     workers per pool whose registrations and stored prefixes are published
  *     beforehand
- *   decision service (child process, variant cache: the most work per route;
- *     default observe deadline; decision records to JetStream)
+ *   decision services (child processes, variant cache: the most work per route;
+ *     decision records to JetStream): `local` (default: holds both pools itself,
+ *     fed from the subjects like an indexer; on vantage.v1.route) and `remote`
+ *     (asks the indexers on every route; on its own subject), BENCH_MODES
  *   echo responder (child process: replies with the request's own bytes)
  *   load generator (this process): open loop at fixed offered rates for a
  *     bounded time, latency measured from the *scheduled* send time (no
@@ -31,12 +33,14 @@
  * (reported by the decision service per candidate) and the decision service's
  * own work (`decisionDurationUs - queryDurationUs`).
  *
- * max_routes_per_s: the highest offered rate (32k block hashes, steps of
- * BENCH_STEP from BENCH_SEARCH_FROM) at which every route was answered, the
- * achieved rate kept up with the offered one (>= 97%), route p99 stayed under
- * 5 ms and fewer than 1% of routes fell back for lack of an indexer answer.
+ * max_routes_per_s (local), remote_max_routes_per_s, echo_max_per_s: the highest
+ * offered rate (32k block hashes, steps of BENCH_STEP from BENCH_SEARCH_FROM) at
+ * which every request was answered, the achieved rate kept up with the offered
+ * one (>= 97%), p99 stayed under BENCH_P99_LIMIT_US (20 ms) and no route fell back.
+ * The closing JSON line's headline is 32k block hashes at BENCH_HEADLINE_RATE
+ * (1,000/s); `by_rate` has every rate.
  *
- * Environment: BENCH_SECONDS (default 4), BENCH_RATES (default 500,2000),
+ * Environment: BENCH_SECONDS (default 4), BENCH_RATES (default 500,1000,2000), BENCH_MODES (local,remote),
  * BENCH_SCENARIOS (default 32k-hashes,128k-hashes,32k-token_ids,128k-token_ids),
  * BENCH_SEARCH_FROM (1000), BENCH_STEP (500), BENCH_SEARCH_MAX (6000),
  * BENCH_WARMUP_ROUTES (3000) and BENCH_WARMUP_RATE (300/s): routes sent before
@@ -47,7 +51,9 @@
  * BENCH_INDEXER=stub (diagnostic: instead of the two indexers, one responder answers
  * every observe query with a fixed, valid reply at once, so the figures show the
  * decision service alone; the default `real` runs the indexers),
- * NATS_URL (an existing server; 128k token-id requests need max_payload >= 2 MiB).
+ * NATS_URL (an existing server; 128k token-id requests need max_payload >= 2 MiB),
+ * BENCH_DYNAMO_SELECT=0 (skip the peer: Dynamo's selection service, `dynamo-select-peer.ts`, run after
+ * ours in the same process on the same workload, giving `dynamo_select_p50_us` and `dynamo_select_max_per_s`).
  *
  * Each run also reports the CPU time per answered request of each process group
  * (nats-server, decision service, indexers, echo responder, this generator),
@@ -71,10 +77,15 @@ import { lifecycleEventCodec, lifecycleSubject, observeReplyCodec, observeSubjec
 import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
+import { runDynamoSelectPeer } from './dynamo-select-peer';
 import { BLOCK, PROMPT_SESSIONS, SESSIONS, SESSION_TOKENS, WORKER_CAPACITY, WORKERS, storedPrefixEvent, tokensFor } from './workload';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
-const RATES = (process.env.BENCH_RATES ?? '500,2000').split(',').map(Number);
+const RATES = (process.env.BENCH_RATES ?? '500,1000,2000').split(',').map(Number);
+/** Pool modes measured: `local` (the decision service holds both pools) and `remote` (it asks the indexers). */
+const MODES = (process.env.BENCH_MODES ?? 'local,remote').split(',') as ('local' | 'remote')[];
+/** The headline rate of the closing JSON line. */
+const HEADLINE_RATE = Number(process.env.BENCH_HEADLINE_RATE ?? 1000);
 const SCENARIOS = (process.env.BENCH_SCENARIOS ?? '32k-hashes,128k-hashes,32k-token_ids,128k-token_ids').split(',');
 const SEARCH_FROM = Number(process.env.BENCH_SEARCH_FROM ?? 1000);
 const WARMUP_ROUTES = Number(process.env.BENCH_WARMUP_ROUTES ?? 3000);
@@ -83,9 +94,12 @@ const STEP = Number(process.env.BENCH_STEP ?? 500);
 const SEARCH_MAX = Number(process.env.BENCH_SEARCH_MAX ?? 6000);
 const CPU_PROF = process.env.BENCH_CPU_PROF;
 const STUB_INDEXER = process.env.BENCH_INDEXER === 'stub';
-const P99_LIMIT_US = 5000;
+/** BENCH_DYNAMO_SELECT=0 leaves Dynamo's selection service out. */
+const DYNAMO_SELECT = process.env.BENCH_DYNAMO_SELECT !== '0';
+const P99_LIMIT_US = Number(process.env.BENCH_P99_LIMIT_US ?? 20_000);
 const POOLS = { efficient: { model: 'bench-8b', pool: 'bench-eff', ns: 'benchE' }, capable: { model: 'bench-70b', pool: 'bench-cap', ns: 'benchC' } } as const;
 const ROLES = ['efficient', 'capable'] as const;
+const REMOTE_SUBJECT = 'bench.route.remote';
 
 const dir = join(INFRA_DIR, 'bench', `decision-${process.pid}-${Date.now()}`);
 mkdirSync(dir, { recursive: true });
@@ -93,7 +107,7 @@ const children: ChildProcess[] = [];
 const log = (s: string): void => void process.stderr.write(`${s}\n`);
 
 /** Processes whose CPU time is reported per request (from /proc: unlike latency, it does not depend on what else runs). */
-const cpuOf: Record<string, ChildProcess[]> = { nats: [], decision: [], indexers: [], responder: [] };
+const cpuOf: Record<string, ChildProcess[]> = { nats: [], decision: [], decision_remote: [], indexers: [], responder: [] };
 /** User and system CPU time of a process, µs (zero when it is gone). */
 function procCpuUs(pid: number | undefined): { user: number; sys: number } {
   return processCpuUs(pid) ?? { user: 0, sys: 0 };
@@ -402,6 +416,34 @@ async function main(): Promise<void> {
     200,
   );
 
+  // Decision services, before the workers are published: a local-pool service learns them as an indexer
+  // does, from the subjects. `local` on vantage.v1.route; `remote` (asks the indexers) on its own subject.
+  const profArgs = CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', resolve(CPU_PROF)] : [];
+  const decisionEnv = (source: 'local' | 'remote'): Record<string, string> => ({
+    ...common,
+    VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: POOLS.efficient.model,
+    VANTAGE_DECISION_POOLS_EFFICIENT_POOL: POOLS.efficient.pool,
+    VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
+    VANTAGE_DECISION_POOLS_EFFICIENT_SOURCE: source,
+    VANTAGE_DECISION_POOLS_EFFICIENT_NAMESPACE: POOLS.efficient.ns,
+    VANTAGE_DECISION_POOLS_CAPABLE_MODEL: POOLS.capable.model,
+    VANTAGE_DECISION_POOLS_CAPABLE_POOL: POOLS.capable.pool,
+    VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
+    VANTAGE_DECISION_POOLS_CAPABLE_SOURCE: source,
+    VANTAGE_DECISION_POOLS_CAPABLE_NAMESPACE: POOLS.capable.ns,
+    VANTAGE_DECISION_LOCAL_SNAPSHOT_BUCKET: '',
+    VANTAGE_DECISION_LOCAL_WORKER_TTL_MS: '3600000',
+    VANTAGE_DECISION_PARAMETER_SET_FILE: paramsFile,
+    VANTAGE_DECISION_MAX_IN_FLIGHT: '8192',
+    ...(source === 'remote' ? { VANTAGE_DECISION_SUBJECT: REMOTE_SUBJECT, VANTAGE_DECISION_QUEUE_GROUP: 'bench-remote' } : {}),
+  });
+  const decision = child('decision', [...profArgs, '--import', 'tsx', 'services/decision/src/main.ts'], decisionEnv('local'));
+  cpuOf['decision']!.push(decision);
+  if (MODES.includes('remote')) cpuOf['decision_remote']!.push(child('decision-remote', ['--import', 'tsx', 'services/decision/src/main.ts'], decisionEnv('remote')));
+  const anyReply = (subject: string) => async (): Promise<boolean> => nc.request(subject, new TextEncoder().encode('{}'), { timeout: 500 }).then(() => true, () => false);
+  await waitFor('decision service (local pools) subscribed', anyReply('vantage.v1.route'), 60_000, 200);
+  if (MODES.includes('remote')) await waitFor('decision service (remote pools)', anyReply(REMOTE_SUBJECT), 60_000, 200);
+
   // Workers: registrations and KV state (each worker holds a prefix of one session's 128k prompt).
   const prompts = new Map<number, Uint32Array>();
   for (let s = 0; s < SESSIONS; s++) prompts.set(s, tokensFor(s, SESSION_TOKENS));
@@ -430,23 +472,18 @@ async function main(): Promise<void> {
     }
   }
   await nc.flush();
-
-  // Decision service (after the workers are known, so the first routes see them).
-  const profArgs = CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', resolve(CPU_PROF)] : [];
-  const decision = child('decision', [...profArgs, '--import', 'tsx', 'services/decision/src/main.ts'], {
-    ...common,
-    VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: POOLS.efficient.model,
-    VANTAGE_DECISION_POOLS_EFFICIENT_POOL: POOLS.efficient.pool,
-    VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
-    VANTAGE_DECISION_POOLS_CAPABLE_MODEL: POOLS.capable.model,
-    VANTAGE_DECISION_POOLS_CAPABLE_POOL: POOLS.capable.pool,
-    VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
-    VANTAGE_DECISION_PARAMETER_SET_FILE: paramsFile,
-    VANTAGE_DECISION_MAX_IN_FLIGHT: '8192',
-  });
-  cpuOf['decision']!.push(decision);
   const probeBody = client.encodeRoute({ requestId: 'warm', sessionId: 's', stageProposal: 'efficient', prompts: { efficient: { tokenIds: prompts.get(0)!.subarray(0, 1024) }, capable: { tokenIds: prompts.get(0)!.subarray(0, 1024) } } });
-  await waitFor('decision service', async () => client.routeEncoded(probeBody).then((r) => r.observations.efficient?.workerId != null && r.observations.capable?.workerId != null, () => false), 60_000, 250);
+  const sees = (subject: string) => async (): Promise<boolean> =>
+    nc.request(subject, probeBody, { timeout: 2000 }).then(
+      (m) => {
+        if (m.headers?.get('Nats-Service-Error-Code')) return false;
+        const r = JSON.parse(new TextDecoder().decode(m.data)) as { observations: Record<string, { workerId: string | null } | null> };
+        return r.observations['efficient']?.workerId != null && r.observations['capable']?.workerId != null;
+      },
+      () => false,
+    );
+  await waitFor('decision service (local pools) sees the workers', sees('vantage.v1.route'), 60_000, 250);
+  if (MODES.includes('remote')) await waitFor('decision service (remote pools) sees the workers', sees(REMOTE_SUBJECT), 60_000, 250);
 
   const decodeRoute = (data: Uint8Array): Outcome => {
     const r = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as {
@@ -467,7 +504,7 @@ async function main(): Promise<void> {
     return { ok: true, pool: r.pool ?? null, reason: r.reason, fallback: r.fallback ?? null, maxR, observeUs, ownUs: r.decisionDurationUs - r.queryDurationUs };
   };
 
-  const makeSenders = (size: number, form: 'hashes' | 'token_ids'): { route: (id: string) => Promise<Outcome>; echo: (id: string) => Promise<Outcome>; payloadBytes: number } => {
+  const makeSenders = (size: number, form: 'hashes' | 'token_ids'): { route: (id: string) => Promise<Outcome>; remote: (id: string) => Promise<Outcome>; echo: (id: string) => Promise<Outcome>; payloadBytes: number } => {
     // Several sessions' prompts so that different workers are chosen.
     const tpls = PROMPT_SESSIONS.map((s) => {
       const t = prompts.get(s)!.subarray(0, size);
@@ -484,6 +521,11 @@ async function main(): Promise<void> {
       payloadBytes: tpls[0]!.bytes.length,
       route: async (id) => {
         const m = await nc.request('vantage.v1.route', bodyFor(id), { timeout: 5000 });
+        if (m.headers?.get('Nats-Service-Error-Code')) return { ok: false };
+        return decodeRoute(m.data);
+      },
+      remote: async (id) => {
+        const m = await nc.request(REMOTE_SUBJECT, bodyFor(id), { timeout: 5000 });
         if (m.headers?.get('Nats-Service-Error-Code')) return { ok: false };
         return decodeRoute(m.data);
       },
@@ -554,8 +596,10 @@ async function main(): Promise<void> {
     // Warm-up (JIT, connections): the decision service, the indexers and the echo responder.
     await settle();
     if (WARMUP_ROUTES > 0) {
-      await openLoop(`warm ${label}`, WARMUP_RATE, WARMUP_ROUTES / WARMUP_RATE, s.route, nc);
-      await settle();
+      for (const mode of MODES) {
+        await openLoop(`warm ${mode} ${label}`, WARMUP_RATE, WARMUP_ROUTES / WARMUP_RATE, mode === 'local' ? s.route : s.remote, nc);
+        await settle();
+      }
       await openLoop(`warm echo ${label}`, WARMUP_RATE, Math.min(WARMUP_ROUTES, 1000) / WARMUP_RATE, s.echo, nc);
     }
     for (const rate of RATES) {
@@ -563,30 +607,34 @@ async function main(): Promise<void> {
       const seconds = form === 'token_ids' && size > 32768 && rate > 500 ? Math.min(SECONDS, 2) : SECONDS;
       await settle();
       const e = await openLoop(`echo ${label}`, rate, seconds, s.echo, nc);
-      await settle();
-      const r = await openLoop(`route ${label}`, rate, seconds, s.route, nc);
-      line(label, r, e, s.payloadBytes);
-      summary.push(row(label, r, e, s.payloadBytes));
+      for (const mode of MODES) {
+        await settle();
+        const r = await openLoop(`route ${mode} ${label}`, rate, seconds, mode === 'local' ? s.route : s.remote, nc);
+        line(`${mode} ${label}`, r, e, s.payloadBytes);
+        summary.push({ mode, ...row(label, r, e, s.payloadBytes) });
+      }
     }
   };
 
-  // Highest sustained offered rate: 32k block-hash requests, stepping up until a step fails.
-  const sustained = (r: RunResult): boolean =>
-    r.errors === 0 && r.ok === r.sent && r.achieved >= 0.97 * r.rate && r.p99 < P99_LIMIT_US && (r.outcomes['fallback_indexer_unavailable'] ?? 0) < 0.01 * r.sent;
-  let maxRate = 0;
+  const maxRate: Record<string, number> = { local: 0, remote: 0, echo: 0 };
   const search: Record<string, unknown>[] = [];
   const runSearch = async (): Promise<void> => {
     const sat = makeSenders(32768, 'hashes');
-    for (let rate = SEARCH_FROM; rate <= SEARCH_MAX; rate += STEP) {
-      await settle();
-      const r = await openLoop(`search ${rate}`, rate, SECONDS, sat.route, nc);
-      const good = sustained(r);
-      line(`search ${good ? 'ok' : 'FAIL'}`, r, null, sat.payloadBytes);
-      search.push({ rate, sustained: good, route_p50_us: us(r.p50), route_p99_us: us(r.p99), achieved_per_s: Math.round(r.achieved), outcomes: r.outcomes, cpu_us_per_route: r.cpu, decision_io_per_route: r.io, loadavg_1m: r.loadavg });
-      if (!good) break;
-      maxRate = rate;
+    for (const kind of [...MODES, 'echo'] as const) {
+      const send = kind === 'local' ? sat.route : kind === 'remote' ? sat.remote : sat.echo;
+      for (let rate = SEARCH_FROM; rate <= SEARCH_MAX; rate += STEP) {
+        await settle();
+        const r = await openLoop(`search ${kind} ${rate}`, rate, SECONDS, send, nc);
+        // Sustained: everything answered at the offered rate, p99 under the limit, no fallback at all (routes).
+        const fallbacks = Object.entries(r.outcomes).filter(([k]) => k.startsWith('fallback_')).reduce((n, [, v]) => n + v, 0);
+        const good = r.errors === 0 && r.ok === r.sent && r.achieved >= 0.97 * r.rate && r.p99 < P99_LIMIT_US && fallbacks === 0;
+        line(`search ${kind} ${good ? 'ok' : 'FAIL'}`, r, null, sat.payloadBytes);
+        search.push({ kind, rate, sustained: good, route_p50_us: us(r.p50), route_p99_us: us(r.p99), achieved_per_s: Math.round(r.achieved), fallbacks, outcomes: r.outcomes, cpu_us_per_route: r.cpu, loadavg_1m: r.loadavg });
+        if (!good) break;
+        maxRate[kind] = rate;
+      }
+      log(`max sustained offered rate, ${kind} (32k hashes, p99 < ${P99_LIMIT_US} µs, all answered, no fallbacks): ${maxRate[kind]}/s`);
     }
-    log(`max sustained offered rate (32k hashes, p99 < ${P99_LIMIT_US} µs, all answered, < 1% indexer fallbacks): ${maxRate} routes/s`);
   };
 
   // Block-hash scenarios, then the rate search, then token ids (whose overload must not leak into the search).
@@ -594,8 +642,46 @@ async function main(): Promise<void> {
   await runSearch();
   for (const label of SCENARIOS.filter((x) => !x.endsWith('hashes'))) await runScenario(label);
 
-  const head = summary.find((x) => x['prompt'] === '32k-hashes' && x['rate'] === Math.max(...RATES)) ?? summary[0];
-  const head500 = summary.find((x) => x['prompt'] === '32k-hashes' && x['rate'] === Math.min(...RATES)) ?? head;
+  const at = (mode: string, rate: number): Record<string, unknown> | undefined => summary.find((x) => x['mode'] === mode && x['prompt'] === '32k-hashes' && x['rate'] === rate);
+  const head = at('local', HEADLINE_RATE) ?? summary.find((x) => x['mode'] === 'local');
+  const remoteHead = at('remote', HEADLINE_RATE) ?? summary.find((x) => x['mode'] === 'remote');
+  const fallbacksOf = (x: Record<string, unknown> | undefined): number | null =>
+    x === undefined ? null : Object.entries(x['outcomes'] as Record<string, number>).filter(([k]) => k.startsWith('fallback_')).reduce((n, [, v]) => n + v, 0);
+  const byRate = RATES.map((rate) => ({ rate, local: at('local', rate), remote: at('remote', rate) })).map(({ rate, local, remote }) => ({
+    rate,
+    route_p50_us: local?.['route_p50_us'] ?? null,
+    route_p99_us: local?.['route_p99_us'] ?? null,
+    echo_p50_us: local?.['echo_p50_us'] ?? null,
+    fallbacks: fallbacksOf(local),
+    remote_route_p50_us: remote?.['route_p50_us'] ?? null,
+    remote_route_p99_us: remote?.['route_p99_us'] ?? null,
+    remote_fallbacks: fallbacksOf(remote),
+  }));
+  // The peer operators would otherwise use, in the same run: Dynamo's selection service given the same
+  // workload (dynamo-select-peer.ts), 32k block hashes at the same rates, then its own rate search.
+  let peer: Awaited<ReturnType<typeof runDynamoSelectPeer>> | null = null;
+  let peerError: string | null = null;
+  if (DYNAMO_SELECT) {
+    try {
+      peer = await runDynamoSelectPeer({ scenarios: ['32k-hashes'], rates: RATES, seconds: SECONDS, log: (m) => log(`[dynamo-select] ${m}`) });
+    } catch (e) {
+      peerError = e instanceof Error ? e.message : String(e);
+      log(`Dynamo's selection service could not be measured: ${peerError}`);
+    }
+  }
+
+  // Memory the local pools cost a replica: resident set of the local-pool service beside the remote one's.
+  const rssMiB = (c: ChildProcess | undefined): number | null => {
+    try {
+      const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${c?.pid}/status`, 'utf8'));
+      return m === null ? null : Math.round(Number(m[1]) / 1024);
+    } catch {
+      return null;
+    }
+  };
+  const localRss = rssMiB(cpuOf['decision']![0]);
+  const remoteRss = rssMiB(cpuOf['decision_remote']![0]);
+  log(`resident memory: decision service with local pools ${localRss} MiB, with remote pools ${remoteRss} MiB (2 pools of ${WORKERS} workers)`);
   await nc.close();
   if (CPU_PROF) {
     decision.kill('SIGTERM');
@@ -605,17 +691,25 @@ async function main(): Promise<void> {
   process.stdout.write(
     `${JSON.stringify({
       bench: 'decision',
-      headline: head === undefined ? null : `${String(head['prompt'])} @ ${String(head['rate'])}/s`,
+      headline: head === undefined ? null : `32k-hashes @ ${String(head['rate'])}/s`,
       route_p50_us: head?.['route_p50_us'] ?? null,
       route_p99_us: head?.['route_p99_us'] ?? null,
       echo_p50_us: head?.['echo_p50_us'] ?? null,
       echo_p99_us: head?.['echo_p99_us'] ?? null,
-      observe_p50_us: head?.['observe_p50_us'] ?? null,
-      decision_own_p50_us: head?.['decision_own_p50_us'] ?? null,
-      route_p50_us_low_rate: head500?.['route_p50_us'] ?? null,
-      echo_p50_us_low_rate: head500?.['echo_p50_us'] ?? null,
-      observe_p50_us_low_rate: head500?.['observe_p50_us'] ?? null,
-      max_routes_per_s: maxRate,
+      fallbacks: fallbacksOf(head),
+      max_routes_per_s: maxRate['local'],
+      echo_max_per_s: maxRate['echo'],
+      remote_route_p50_us: remoteHead?.['route_p50_us'] ?? null,
+      remote_route_p99_us: remoteHead?.['route_p99_us'] ?? null,
+      remote_fallbacks: fallbacksOf(remoteHead),
+      remote_max_routes_per_s: maxRate['remote'],
+      cpu_us_per_route: head?.['cpu_us_per_route'] ?? null,
+      remote_cpu_us_per_route: remoteHead?.['cpu_us_per_route'] ?? null,
+      by_rate: byRate,
+      ...(peer === null ? {} : { dynamo_select_p50_us: peer.dynamo_select_p50_us, dynamo_select_max_per_s: peer.dynamo_select_max_per_s }),
+      ...(peerError === null ? {} : { dynamo_select_error: peerError }),
+      decision_rss_mib_local: localRss,
+      decision_rss_mib_remote: remoteRss,
       workers_per_pool: WORKERS,
       seconds_per_run: SECONDS,
       warmup_routes_per_scenario: WARMUP_ROUTES,

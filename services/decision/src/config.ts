@@ -4,6 +4,7 @@
  * variable, e.g. `VANTAGE_DECISION_PARAMETER_SET_FILE=/etc/vantage/params.json`,
  * `VANTAGE_DECISION_POOLS_EFFICIENT_MODEL=m-8b`, `VANTAGE_DECISION_POOLS_EFFICIENT_POOL=efficient`.
  */
+import { limitsSchema, poolSourceProperties, recoverySchema } from '@vantage/ingest';
 import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { baseConfigSchema, s, type DeepReadonly, type Static } from '@vantage/runtime';
 
@@ -12,10 +13,18 @@ const POOL = POOL_NAME_PATTERN;
 const roleSchema = s.object({
   /** Served model name; must equal the parameter set's `models.<role>.name` for the rule to act. */
   model: s.string({ minLength: 1 }),
-  /** Pool (indexer) serving it: `vantage.v1.observe.{pool}`, `vantage.v1.bookings.{pool}`, ... */
+  /** Pool serving it: `vantage.v1.bookings.{pool}`, `vantage.v1.lifecycle.{pool}`, `vantage.v1.observe.{pool}` (remote), ... */
   pool: s.string({ pattern: POOL }),
-  /** Tokens per KV block of this pool's engines (to hash token-id prompts; checked against the indexer's reply). */
+  /** Tokens per KV block of this pool's engines (to hash token-id prompts; checked against the observation's). */
   blockSize: s.integer({ minimum: 1, maximum: 4096, default: 64 }),
+  /**
+   * `local`: this process holds the pool's state (a PoolState fed by the same intake as an indexer's,
+   * `@vantage/ingest`) and observes it in-process; `remote`: it asks the pool's indexers
+   * (`vantage.v1.observe.{pool}`) on every route, for pools too large for every replica to hold.
+   */
+  source: s.enum(['local', 'remote'] as const, { default: 'local' }),
+  /** Local pools: where the pool's messages come from, as an indexer's pool entry says (namespace, component, discovery, kvEvents, ...). */
+  ...poolSourceProperties,
 });
 
 export const decisionConfigSchema = s.extend(baseConfigSchema, {
@@ -30,14 +39,32 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
     reloadPollMs: s.integer({ minimum: 0, default: 2000 }),
     /** Reload on SIGHUP. */
     reloadOnSighup: s.boolean({ default: true }),
-    /** Bound on each indexer observe query; past it the candidate is `unavailable` (a fallback, not an error). */
-    observeTimeoutMs: s.integer({ minimum: 1, default: 100 }),
     /**
-     * Encoding of the observe queries: `binary` (the protocol's binary request; indexers of this
-     * version and later) or `json` (every indexer version: for a rolling upgrade that reaches the
-     * decision services before the indexers, whose older versions refuse binary requests).
+     * Remote pools: how long past the parameter set's `gate.maxAgeMs` an observe reply is still waited
+     * for. The query's deadline is `maxAgeMs + observeTimeoutMs` (capped by the request's
+     * `deadlineMs`): a reply later than `maxAgeMs` is refused by the gate's age check
+     * (`fallback_stale_observation`); none by the deadline leaves the candidate `unavailable`.
      */
-    observeRequestEncoding: s.enum(['binary', 'json'] as const, { default: 'binary' }),
+    observeTimeoutMs: s.integer({ minimum: 1, default: 100 }),
+    /** Local pools: the intake every local pool runs (the indexer's settings of the same names). */
+    local: s.object({
+      /** Bound on queued, not yet applied messages per pool; past it core-NATS messages are dropped and counted. */
+      queueDepth: s.integer({ minimum: 16, default: 65536 }),
+      /** Messages applied per turn of the event loop before routes get a turn. */
+      applyBatch: s.integer({ minimum: 1, default: 512 }),
+      bookingTtlMs: s.integer({ minimum: 1000, default: 300_000 }),
+      /** Workers silent (no events, load or registration) for longer are removed. */
+      workerTtlMs: s.integer({ minimum: 1000, default: 60_000 }),
+      housekeepingMs: s.integer({ minimum: 50, default: 1000 }),
+      /** The indexers' snapshot bucket to restore a pool from at start (read only; empty: start empty). */
+      snapshotBucket: s.string({ pattern: '^[A-Za-z0-9_-]*$', default: 'vantage-indexer' }),
+      /** Durable consumer name prefix in JetStream mode (empty: `vantage-decision-{instance id}`); one per replica and pool. */
+      durableName: s.string({ pattern: '^[A-Za-z0-9_-]*$', default: '' }),
+      recovery: recoverySchema,
+      limits: limitsSchema,
+      /** JetStream mode: /healthz turns unhealthy once consumption has been stopped this long. */
+      jetstreamStalledMs: s.integer({ minimum: 100, default: 15_000 }),
+    }),
     /** Concurrency bound of route handlers (beyond it: OVERLOADED). */
     maxInFlight: s.integer({ minimum: 1, default: 4096 }),
     /** A reservation whose lifecycle never ends stops counting as local in-flight after this long. */

@@ -53,7 +53,7 @@ export function toWireObservation(t: ProbeTarget, p: ProbeResult, o: MapOptions)
       ages: { indexMs: null, loadMs: null, bookingMs: null, collectedMs: rttMs },
       error:
         p.kind === 'failed'
-          ? { code: p.status === 'error' ? p.code.toLowerCase() : p.status === 'timeout' ? 'indexer_timeout' : 'indexer_unavailable', reason: p.reason.slice(0, 1024) }
+          ? { code: p.status === 'error' || p.code.startsWith('POOL_') ? p.code.toLowerCase() : p.status === 'timeout' ? 'indexer_timeout' : 'indexer_unavailable', reason: p.reason.slice(0, 1024) }
           : { code: 'no_worker', reason: `pool ${t.pool} offered no worker` },
     };
   }

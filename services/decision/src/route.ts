@@ -31,7 +31,8 @@ import { decodeObserveReply, failedProbe, toWireObservation, type MapOptions, ty
 import type { RecordPublisher } from './publisher';
 import { decodeRouteRequest } from './request';
 import type { Requester } from './requester';
-import { encodeBooking, encodeObserveQuery, encodeObserveQueryJson, encodeRouteReply, le64Base64 } from './wire';
+import type { LocalPools } from './pools';
+import { encodeBooking, encodeObserveQuery, encodeRouteReply, le64Base64 } from './wire';
 import { RECORD_VARIANT, replyReason } from './vocabulary';
 
 export interface RouterDeps {
@@ -41,8 +42,10 @@ export interface RouterDeps {
   readonly metrics: DecisionMetrics;
   readonly inFlight: InFlight;
   readonly publisher: RecordPublisher | null;
-  /** Request-reply for the observe queries. */
+  /** Request-reply for the observe queries of remote pools. */
   readonly requester: Requester;
+  /** The pools this process holds (`source: "local"`); the others are asked over NATS. */
+  readonly pools: LocalPools;
   /** Everything sent in one turn of the event loop leaves in one socket write (the booking, before the reply). */
   readonly outbox: Outbox;
   readonly instanceId: string;
@@ -103,32 +106,45 @@ export class Router {
 
     // The Stage baseline makes no extra probes (seed 000): only the proposed model's pool is asked.
     const probeRoles: readonly Role[] = probeRolesOf(params, req.stageProposal);
-    const budgetMs = req.deadlineMs === null ? this.d.cfg.observeTimeoutMs : Math.min(this.d.cfg.observeTimeoutMs, req.deadlineMs);
+    // Remote pools: a reply is waited for maxAgeMs + observeTimeoutMs, so one later than maxAgeMs is
+    // refused by the gate's age check rather than never seen (capped by the request's own deadline).
+    const remoteBudgetMs = params.gate.maxAgeMs + this.d.cfg.observeTimeoutMs;
+    const budgetMs = req.deadlineMs === null ? remoteBudgetMs : Math.min(remoteBudgetMs, req.deadlineMs);
     const tq = hrUs();
-    // Observe queries carry local hashes (token ids were hashed once above; the booking needs them too, and one 8-byte
-    // hash per block is far smaller on the wire than the block's token ids) and ask only for the worker Dynamo would choose: the rule reads that one, so the
-    // indexer encodes just it. Identical prompts (same hashes, same N) make identical queries: encoded once.
-    const bodies: Partial<Record<Role, Uint8Array>> = {};
+    // Remote observe queries leave first (in parallel); local pools are read while they are out.
+    // Queries carry local hashes (token ids were hashed once above; the booking needs them too) and ask
+    // only for the worker Dynamo would choose. Identical prompts make identical queries: encoded once.
+    const pending: Partial<Record<Role, Promise<ProbeResult>>> = {};
+    let body: Uint8Array | null = null;
     for (const r of probeRoles) {
+      if (this.d.pools.get(r) !== undefined) continue;
       const p = prepared[r];
-      const o = r === 'capable' ? bodies.efficient : undefined;
-      const same = o !== undefined && p.target.promptTokens === prepared.efficient.target.promptTokens && Buffer.from(p.localHashesLe64.buffer, p.localHashesLe64.byteOffset, p.localHashesLe64.byteLength).equals(prepared.efficient.localHashesLe64);
-      bodies[r] = same
-        ? o
-        : this.d.cfg.observeRequestEncoding === 'json'
-          ? encodeObserveQueryJson(req.requestId, p.localHashesLe64, p.target.promptTokens)
-          : encodeObserveQuery(req.requestId, p.localHashes, p.target.promptTokens);
+      const same = body !== null && r === 'capable' && p.target.promptTokens === prepared.efficient.target.promptTokens && p.localHashes === prepared.efficient.localHashes;
+      if (!same) body = encodeObserveQuery(req.requestId, p.localHashes, p.target.promptTokens);
+      pending[r] = this.probe(p, body!, budgetMs);
     }
-    const results = await Promise.all(probeRoles.map((r) => this.probe(prepared[r], bodies[r]!, budgetMs)));
+    const probes: Partial<Record<Role, ProbeResult>> = {};
+    /** When each local pool's state was read (µs): its collection age runs from there to the decision. */
+    const readAtUs: Partial<Record<Role, number>> = {};
+    for (const r of probeRoles) {
+      if (pending[r] !== undefined) continue;
+      readAtUs[r] = hrUs();
+      probes[r] = this.observeLocal(r, prepared[r]);
+    }
+    for (const r of probeRoles) if (pending[r] !== undefined) probes[r] = await pending[r];
     const decisionAtUs = hrUs();
     const queryDurationUs = decisionAtUs - tq;
-    const probes: Partial<Record<Role, ProbeResult>> = {};
-    probeRoles.forEach((r, i) => (probes[r] = results[i]!));
 
     const nowMs = Date.now();
-    // Both queries left together, so both observations were collected (at most) this long before the decision.
-    const collection: MapOptions = { collectionAgeMs: queryDurationUs / 1000, nowMs, restoredLoadSuspectMs: this.d.cfg.restoredLoadSuspectMs };
-    const mapOpts = (_p: ProbeResult): MapOptions => collection;
+    // Remote: both queries left together, so both observations were collected (at most) this long before the decision.
+    // Local: the state was read this long before the decision (near zero).
+    const remote: MapOptions = { collectionAgeMs: queryDurationUs / 1000, nowMs, restoredLoadSuspectMs: this.d.cfg.restoredLoadSuspectMs };
+    const byProbe = new Map<ProbeResult, MapOptions>();
+    for (const r of probeRoles) {
+      const at = readAtUs[r];
+      if (at !== undefined) byProbe.set(probes[r]!, { collectionAgeMs: (decisionAtUs - at) / 1000, nowMs, restoredLoadSuspectMs: this.d.cfg.restoredLoadSuspectMs });
+    }
+    const mapOpts = (p: ProbeResult): MapOptions => byProbe.get(p) ?? remote;
     const capableModel = prepared.capable.target.model;
     const localCapableInFlight = this.d.inFlight.count(capableModel);
     const targets = { efficient: prepared.efficient.target, capable: prepared.capable.target };
@@ -156,9 +172,21 @@ export class Router {
         prefillTokens: worker.effectivePrefillTokens,
         atMs: nowMs,
       });
+      // A local pool books at once: the next route sees it, whichever replica's booking echo comes first.
+      if (this.d.pools.get(decision.choice) !== undefined) {
+        this.d.pools.book(decision.choice, {
+          requestId: req.requestId,
+          workerId: placement.workerId,
+          dpRank: placement.dpRank,
+          promptTokens: chosen.target.promptTokens,
+          overlapBlocks: worker.deviceOverlapBlocks,
+          localHashes: chosen.localHashes,
+          expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
+        });
+      }
       // Queued before the reply (which is queued once this handler returns): both leave in one socket write, the
       // booking first, so the indexer has it before the gateway can report the request's end.
-      this.d.outbox.publish(subject, booking, undefined, undefined, (e) => this.d.log.warn({ err: e, pool: chosen.target.pool }, 'booking not sent'));
+      this.d.outbox.publish(subject, booking, undefined, this.d.pools.size > 0 ? this.d.pools.bookingHeaders() : undefined, (e) => this.d.log.warn({ err: e, pool: chosen.target.pool }, 'booking not sent'));
       this.d.metrics.bookings.inc(chosen.target.pool);
       this.d.inFlight.add(req.requestId, chosen.target.model, chosen.target.pool, nowMs);
       endpoint = this.d.endpointOf(chosen.target.pool, placement.workerId);
@@ -231,6 +259,15 @@ export class Router {
       tokenIds: p.kind === 'token_ids' ? p.tokenIds : null,
       loraName: p.loraName,
     };
+  }
+
+  /** A local pool's observation (metrics as for a remote query; a pool still restoring is a failed probe). */
+  private observeLocal(role: Role, p: Prepared): ProbeResult {
+    const pool = p.target.pool;
+    const result = this.d.pools.observe(role, p.localHashes, p.target.promptTokens);
+    this.d.metrics.observeSeconds.observe(result.rttUs / 1e6, pool, result.kind === 'ok' ? 'ok' : result.status);
+    if (result.kind === 'failed') this.d.metrics.indexerUnavailable.inc({ pool, status: result.status });
+    return result;
   }
 
   private async probe(p: Prepared, body: Uint8Array, budgetMs: number): Promise<ProbeResult> {

@@ -11,6 +11,7 @@ import { endsInFlight, InFlight } from './inflight';
 import { EndpointTable } from './endpoints';
 import { decisionMetrics, type DecisionMetrics } from './metrics';
 import { ParameterFile } from './params';
+import { LocalPools } from './pools';
 import { RecordPublisher } from './publisher';
 import { Requester } from './requester';
 import { Router } from './route';
@@ -26,6 +27,8 @@ export interface DecisionHandle {
   /** The route endpoint and the responder serving it ($SRV name `vantage-decision`). */
   readonly server: Endpoint;
   readonly responder: Responder;
+  /** The pools this process holds (`source: "local"`). */
+  readonly pools: LocalPools;
 }
 
 export async function startDecision(ctx: ServiceContext<DecisionSettings, false>): Promise<DecisionHandle> {
@@ -163,6 +166,10 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   }
   await nc.flush();
 
+  // Local pools: subscribed and restoring before the endpoint opens; routes fall back until each is ready.
+  const pools = await LocalPools.start({ nc, cfg, log, registry, instanceId: ctx.instanceId, rejectionLogIntervalMs: cfg.rejectionLogIntervalMs });
+  if (pools.size > 0) ctx.addHealthCheck('pools', () => pools.health());
+
   const router = new Router({
     nc,
     cfg,
@@ -171,6 +178,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     inFlight,
     publisher,
     requester,
+    pools,
     outbox,
     instanceId: ctx.instanceId,
     params: () => params.current(),
@@ -230,6 +238,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     clearInterval(reEnsure);
     process.off('SIGHUP', onHup);
     for (const s of subs) await s.drain().catch(() => {});
+    await pools.stop();
   });
   shutdown.register('flush decision records', 'flush', async () => {
     if (publisher === null) return;
@@ -244,6 +253,6 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     return Promise.resolve();
   });
 
-  log.info({ subject: cfg.subject, queue: cfg.queueGroup, efficient: cfg.pools.efficient, capable: cfg.pools.capable, parameterSetVersion: params.current().version }, 'decision service ready');
-  return { router, params, inFlight, publisher, metrics, server, responder };
+  log.info({ subject: cfg.subject, queue: cfg.queueGroup, efficient: { pool: cfg.pools.efficient.pool, source: cfg.pools.efficient.source }, capable: { pool: cfg.pools.capable.pool, source: cfg.pools.capable.source }, parameterSetVersion: params.current().version }, 'decision service ready');
+  return { router, params, inFlight, publisher, metrics, server, responder, pools };
 }

@@ -32,15 +32,6 @@ export function encodeObserveQuery(requestId: string, localHashes: BigUint64Arra
   return encodeObserveRequestBinary({ requestId, prompt: { kind: 'local_hashes', localHashes, loraName: null }, promptTokens, workers: 'choice', replyEncoding: 'binary' });
 }
 
-/**
- * The same query as JSON text (`observeRequestEncoding: "json"`, for indexers older than the binary
- * request), written directly with the request's own base64 bytes. `localHashesLe64`: canonical
- * base64 of the hashes as ASCII bytes.
- */
-export function encodeObserveQueryJson(requestId: string, localHashesLe64: Uint8Array, promptTokens: number): Uint8Array {
-  return withBulk(`{"v":1,"requestId":${str(requestId)},"prompt":{"localHashesLe64":"`, localHashesLe64, `"},"promptTokens":${promptTokens},"workers":"choice","replyEncoding":"binary"}`);
-}
-
 /** A booking's fields, with the local hashes already in their wire form (no sequence hashes: the decision service books local hashes). */
 export type BookingFields = Omit<BookingEvent, 'sequenceHashes' | 'localHashes'> & {
   /** Local hashes, canonical base64 of 8-byte little-endian u64s as ASCII bytes: the indexer chains them into sequence hashes. */

@@ -8,14 +8,17 @@ import { decodeSingleObject, DECISION_REGISTRY, type DecisionRecord } from '@van
 import { serializeParameterSet } from '@vantage/rules';
 import { eventually, uniqueName } from '@vantage/testkit';
 import type { WorkerId } from '@vantage/types';
-import { BLOCK, Harness, parameterSet, tokens } from './harness';
+import { BLOCK, Harness, parameterSet, POOL_SOURCES, tokens } from './harness';
 
 const E1 = 11n as WorkerId;
 const C1 = ((1n << 64n) - 7n) as WorkerId; // full-range u64 survives every hop
 
-describe('decision service over real NATS with two indexers', () => {
+describe.each(POOL_SOURCES)('decision service over real NATS with two indexers (%s pools)', (source) => {
   const dir = mkdtempSync(join(tmpdir(), 'vantage-decision-'));
-  const h = new Harness(join(dir, 'params.json'));
+  const h = new Harness(join(dir, 'params.json'), { source });
+  /** R as the indexer has it and, with local pools, as the decision service itself has it. */
+  const rIs = async (role: 'efficient' | 'capable', w: WorkerId, n: number): Promise<boolean> =>
+    (await h.observeWorker(role, w, hashes))?.R === n && (source === 'remote' || h.localWorker(role, w, hashes)?.R === n);
   const prompt = tokens(40 * BLOCK, 1);
   let hashes: BigUint64Array;
   let seq = 0;
@@ -62,11 +65,13 @@ describe('decision service over real NATS with two indexers', () => {
       const w = await h.observeWorker('efficient', E1, hashes);
       return w?.R === 1 && (w.P ?? 0) > 0;
     });
+    // A local pool booked it at once, and the booking's echo from the subject was not counted again.
+    if (source === 'local') expect(h.localWorker('efficient', E1, hashes)).toMatchObject({ R: 1 });
     expect(h.handle.inFlight.count('model-8b')).toBe(1);
     const pl = { requestId: a.requestId, sessionId: a.sessionId, pool: r.pool!, workerId: r.workerId, dpRank: r.dpRank };
     h.client.firstToken(pl);
     h.client.done(pl, { inputTokens: 640, outputTokens: 10, cachedTokens: 480 });
-    await eventually('reservation released after done', async () => (await h.observeWorker('efficient', E1, hashes))?.R === 0);
+    await eventually('reservation released after done', () => rIs('efficient', E1, 0));
     await eventually('local in-flight released', () => h.handle.inFlight.count('model-8b') === 0);
   });
 
@@ -87,7 +92,7 @@ describe('decision service over real NATS with two indexers', () => {
     expect(h.handle.inFlight.count('model-8b')).toBe(1);
     h.client.done(pa, { inputTokens: 640, outputTokens: 10, cachedTokens: 480 });
     await eventually('held request released on done', () => h.handle.inFlight.count('model-8b') === 0);
-    await eventually('reservations released', async () => (await h.observeWorker('efficient', E1, hashes))?.R === 0);
+    await eventually('reservations released', () => rIs('efficient', E1, 0));
   });
 
   it('token ids and block hashes give the same observation', async () => {
@@ -96,31 +101,31 @@ describe('decision service over real NATS with two indexers', () => {
     expect(byIds.observations.efficient!.K).toBe(byHashes.observations.efficient!.K);
     expect(byIds.workerId).toBe(byHashes.workerId);
     for (const r of [byIds, byHashes]) h.client.cancelled({ requestId: r.requestId, sessionId: 'sess-1', pool: r.pool!, workerId: r.workerId, dpRank: r.dpRank });
-    await eventually('released', async () => (await h.observeWorker('efficient', E1, hashes))?.R === 0);
+    await eventually('released', () => rIs('efficient', E1, 0));
   });
 
   it('a busy efficient worker leads to capable under the count rule; cancellation releases the capable reservation', async () => {
     for (let i = 0; i < 3; i++) h.book('efficient', E1, `bg-busy-${i}`);
-    await eventually('efficient R = 3', async () => (await h.observeWorker('efficient', E1, hashes))?.R === 3);
+    await eventually('efficient R = 3', () => rIs('efficient', E1, 3));
     const r = await route();
     expect(r).toMatchObject({ reason: 'overrode', fallback: null, modelRole: 'capable', model: 'model-70b', pool: h.capPool, workerId: C1 });
     expect(r.observations.efficient!.R).toBe(3);
-    await eventually('capable reservation visible', async () => (await h.observeWorker('capable', C1, hashes))?.R === 1);
+    await eventually('capable reservation visible', () => rIs('capable', C1, 1));
     expect(h.handle.inFlight.count('model-70b')).toBe(1);
     h.client.cancelled({ requestId: r.requestId, sessionId: 'sess-1', pool: h.capPool, workerId: r.workerId, dpRank: r.dpRank });
-    await eventually('capable reservation released on cancel', async () => (await h.observeWorker('capable', C1, hashes))?.R === 0);
+    await eventually('capable reservation released on cancel', () => rIs('capable', C1, 0));
     await eventually('local capable in-flight released', () => h.handle.inFlight.count('model-70b') === 0);
   });
 
   it('a full destination leads to a fallback and keeps efficient', async () => {
     for (let i = 0; i < 6; i++) h.book('capable', C1, `bg-full-${i}`);
-    await eventually('capable R = 6', async () => (await h.observeWorker('capable', C1, hashes))?.R === 6);
+    await eventually('capable R = 6', () => rIs('capable', C1, 6));
     const r = await route();
     expect(r).toMatchObject({ reason: 'fallback', fallback: 'fallback_destination_limit', modelRole: 'efficient', workerId: E1 });
     expect(r.detail).toContain('limit 6');
     for (let i = 0; i < 6; i++) h.client.done({ requestId: `bg-full-${i}`, sessionId: 'bg', pool: h.capPool, workerId: C1, dpRank: 0 });
     h.client.cancelled({ requestId: r.requestId, sessionId: 'sess-1', pool: h.effPool, workerId: E1, dpRank: 0 });
-    await eventually('capable R back to 0', async () => (await h.observeWorker('capable', C1, hashes))?.R === 0);
+    await eventually('capable R back to 0', () => rIs('capable', C1, 0));
   });
 
   it('capable proposals are never reconsidered', async () => {
@@ -165,9 +170,16 @@ describe('decision service over real NATS with two indexers', () => {
     await eventually('v3 active', () => h.handle.params.current().version === ok.version, 5000);
     await h.indexers.capable.svc.stop('simulated outage');
     const r = await route();
-    expect(r).toMatchObject({ reason: 'fallback', fallback: 'fallback_indexer_unavailable', modelRole: 'efficient', workerId: E1, parameterVersion: ok.version });
-    expect(r.observations.capable).toMatchObject({ workerId: null, error: { code: 'indexer_unavailable' } });
-    h.client.done({ requestId: r.requestId, sessionId: 'sess-1', pool: h.effPool, workerId: E1, dpRank: 0 });
+    if (source === 'remote') {
+      expect(r).toMatchObject({ reason: 'fallback', fallback: 'fallback_indexer_unavailable', modelRole: 'efficient', workerId: E1, parameterVersion: ok.version });
+      expect(r.observations.capable).toMatchObject({ workerId: null, error: { code: 'indexer_unavailable' } });
+    } else {
+      // A local pool does not ask the indexer: its outage changes nothing for routing (the three
+      // background bookings on E1 still stand, so the count rule sends this one to capable).
+      expect(r).toMatchObject({ reason: 'overrode', fallback: null, modelRole: 'capable', workerId: C1, parameterVersion: ok.version });
+      expect(r.observations.capable).toMatchObject({ workerId: C1, error: null });
+    }
+    h.client.done({ requestId: r.requestId, sessionId: 'sess-1', pool: r.pool!, workerId: r.workerId, dpRank: 0 });
   });
 
   it('every route left one decision record in JetStream that decodes with @vantage/records', async () => {
@@ -200,8 +212,9 @@ describe('decision service over real NATS with two indexers', () => {
     const stale = records.find((r) => r.reason === 'fallback_observations_stale')!;
     expect(stale.detail).toMatch(/^fallback_stale_observation: /);
     expect(stale.parameterSetVersion).not.toBe(v1);
-    const down = records.find((r) => r.reason === 'fallback_observe_failed')!;
-    expect(down.observations.find((o) => o.role === 'capable')).toMatchObject({ status: 'unavailable', workerId: null });
+    const down = records.find((r) => r.reason === 'fallback_observe_failed');
+    if (source === 'remote') expect(down!.observations.find((o) => o.role === 'capable')).toMatchObject({ status: 'unavailable', workerId: null });
+    else expect(down).toBeUndefined();
     expect(records.filter((r) => r.parameterSetVersion === v1).length).toBeGreaterThan(3);
     expect(by.size).toBe(records.length);
   });

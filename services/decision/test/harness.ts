@@ -18,6 +18,12 @@ import { decisionConfigSchema, startDecision, type DecisionHandle, type Decision
 
 export const BLOCK = 16;
 
+/** Where the decision service's pools are held: in-process (`local`, the default) or asked of the indexers (`remote`). */
+export type PoolSource = 'local' | 'remote';
+
+/** Both modes, for `describe.each`; `VANTAGE_TEST_POOL_SOURCE` narrows a run to one. */
+export const POOL_SOURCES: readonly PoolSource[] = process.env.VANTAGE_TEST_POOL_SOURCE === 'local' || process.env.VANTAGE_TEST_POOL_SOURCE === 'remote' ? [process.env.VANTAGE_TEST_POOL_SOURCE] : ['local', 'remote'];
+
 export interface Sink {
   readonly lines: Record<string, unknown>[];
   write(s: string): void;
@@ -52,7 +58,7 @@ interface IndexerRun {
   readonly handle: IndexerHandle;
 }
 
-async function startIndexerFor(pool: string, ns: string, sink: Sink): Promise<IndexerRun> {
+async function startIndexerFor(pool: string, ns: string, sink: Sink, snapshotIntervalMs: number): Promise<IndexerRun> {
   let handle: IndexerHandle | undefined;
   const svc = await runService({
     name: 'indexer',
@@ -61,7 +67,7 @@ async function startIndexerFor(pool: string, ns: string, sink: Sink): Promise<In
       VANTAGE_NATS_URL: natsUrl(),
       VANTAGE_LOG_LEVEL: 'warn',
       VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: pool, blockSize: BLOCK, namespace: ns, component: 'backend' }]),
-      VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
+      VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: String(snapshotIntervalMs),
       VANTAGE_SHUTDOWN_DEADLINE_MS: '3000',
     },
     signals: [],
@@ -92,51 +98,87 @@ export class Harness {
   client!: GatewayClient;
   private eventIds = new Map<bigint, bigint>();
 
+  get source(): PoolSource {
+    return this.opts.source ?? 'local';
+  }
+
   constructor(
     readonly paramsFile: string,
-    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number; observeRequestEncoding?: 'binary' | 'json'; decisionEnv?: Record<string, string> } = {},
+    private readonly opts: { observeTimeoutMs?: number; inFlightTimeoutMs?: number; source?: PoolSource; decisionEnv?: Record<string, string>; /** Indexers' snapshot interval (0: none); a local pool restores from it. */ indexerSnapshotMs?: number } = {},
   ) {}
 
   async start(initial: ParameterSet): Promise<void> {
     writeFileSync(this.paramsFile, serializeParameterSet(initial));
     this.nc = await connect({ servers: natsUrl() });
-    const [efficient, capable] = await Promise.all([startIndexerFor(this.effPool, `${this.ns}e`, this.logs), startIndexerFor(this.capPool, `${this.ns}c`, this.logs)]);
+    const [efficient, capable] = await Promise.all([startIndexerFor(this.effPool, `${this.ns}e`, this.logs, this.opts.indexerSnapshotMs ?? 0), startIndexerFor(this.capPool, `${this.ns}c`, this.logs, this.opts.indexerSnapshotMs ?? 0)]);
     this.indexers = { efficient, capable };
-    this.decision = await runService<DecisionSettings, false>({
-      name: 'decision',
-      schema: decisionConfigSchema,
-      env: {
-        VANTAGE_NATS_URL: natsUrl(),
-        VANTAGE_LOG_LEVEL: 'info',
-        VANTAGE_SHUTDOWN_DEADLINE_MS: '5000',
-        VANTAGE_DECISION_SUBJECT: this.routeSubject,
-        VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: this.effModel,
-        VANTAGE_DECISION_POOLS_EFFICIENT_POOL: this.effPool,
-        VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
-        VANTAGE_DECISION_POOLS_CAPABLE_MODEL: this.capModel,
-        VANTAGE_DECISION_POOLS_CAPABLE_POOL: this.capPool,
-        VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
-        VANTAGE_DECISION_PARAMETER_SET_FILE: this.paramsFile,
-        VANTAGE_DECISION_RELOAD_POLL_MS: '50',
-        VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
-        VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: String(this.opts.observeTimeoutMs ?? 500),
-        VANTAGE_DECISION_IN_FLIGHT_TIMEOUT_MS: String(this.opts.inFlightTimeoutMs ?? 60_000),
-        VANTAGE_DECISION_OBSERVE_REQUEST_ENCODING: this.opts.observeRequestEncoding ?? 'binary',
-        VANTAGE_DECISION_RECORDS_STREAM: this.recordsStream,
-        VANTAGE_DECISION_RECORDS_SUBJECT: this.recordsSubject,
-        ...this.opts.decisionEnv,
-      },
-      signals: [],
-      processHandlers: false,
-      exit: () => {},
-      logDestination: this.logs,
-      start: async (ctx) => {
-        this.handle = await startDecision(ctx);
-      },
+    const d = await this.runDecision(this.source, this.routeSubject, this.logs, {
+      VANTAGE_DECISION_RECORDS_STREAM: this.recordsStream,
+      VANTAGE_DECISION_RECORDS_SUBJECT: this.recordsSubject,
+      ...this.opts.decisionEnv,
     });
+    this.decision = d.svc;
+    this.handle = d.handle;
     this.client = new GatewayClient({
       nc: this.nc,
       routeSubject: this.routeSubject,
+      routeTimeoutMs: 5000,
+      pools: {
+        efficient: { model: this.effModel, pool: this.effPool, blockSize: BLOCK },
+        capable: { model: this.capModel, pool: this.capPool, blockSize: BLOCK },
+      },
+    });
+  }
+
+  /** The VANTAGE_* settings of a decision service on this harness's pools (in-process or a child process). */
+  decisionEnv(source: PoolSource, subject: string, extra: Record<string, string>): Record<string, string> {
+    return {
+      VANTAGE_NATS_URL: natsUrl(),
+      VANTAGE_LOG_LEVEL: 'info',
+      VANTAGE_SHUTDOWN_DEADLINE_MS: '5000',
+      VANTAGE_DECISION_SUBJECT: subject,
+      VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: this.effModel,
+      VANTAGE_DECISION_POOLS_EFFICIENT_POOL: this.effPool,
+      VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
+      VANTAGE_DECISION_POOLS_CAPABLE_MODEL: this.capModel,
+      VANTAGE_DECISION_POOLS_CAPABLE_POOL: this.capPool,
+      VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
+      VANTAGE_DECISION_PARAMETER_SET_FILE: this.paramsFile,
+      VANTAGE_DECISION_RELOAD_POLL_MS: '50',
+      VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
+      VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: String(this.opts.observeTimeoutMs ?? 500),
+      VANTAGE_DECISION_IN_FLIGHT_TIMEOUT_MS: String(this.opts.inFlightTimeoutMs ?? 60_000),
+      VANTAGE_DECISION_POOLS_EFFICIENT_SOURCE: source,
+      VANTAGE_DECISION_POOLS_EFFICIENT_NAMESPACE: `${this.ns}e`,
+      VANTAGE_DECISION_POOLS_CAPABLE_SOURCE: source,
+      VANTAGE_DECISION_POOLS_CAPABLE_NAMESPACE: `${this.ns}c`,
+      ...extra,
+    };
+  }
+
+  /** A decision service on this harness's pools and parameter file (own route subject), in-process. */
+  async runDecision(source: PoolSource, subject: string, sink: Sink, extra: Record<string, string>): Promise<{ svc: RunningService<DecisionSettings, false>; handle: DecisionHandle }> {
+    let handle: DecisionHandle | undefined;
+    const svc = await runService<DecisionSettings, false>({
+      name: 'decision',
+      schema: decisionConfigSchema,
+      env: this.decisionEnv(source, subject, extra),
+      signals: [],
+      processHandlers: false,
+      exit: () => {},
+      logDestination: sink,
+      start: async (ctx) => {
+        handle = await startDecision(ctx);
+      },
+    });
+    return { svc, handle: handle! };
+  }
+
+  /** A gateway client of a decision service on `subject`. */
+  clientFor(subject: string): GatewayClient {
+    return new GatewayClient({
+      nc: this.nc,
+      routeSubject: subject,
       routeTimeoutMs: 5000,
       pools: {
         efficient: { model: this.effModel, pool: this.effPool, blockSize: BLOCK },
@@ -189,6 +231,25 @@ export class Harness {
     this.nc.publish(kvEventsSubject(ns, 'backend'), encodeEventPlaneMessage({ publisherId: workerId, sequence: id, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event }));
   }
 
+  /**
+   * Any KV event of a worker (event plane). `skip` event ids are lost first (a gap); `repeat` publishes
+   * the worker's last id again (a duplicate) instead of the next.
+   */
+  kv(role: 'efficient' | 'capable', workerId: WorkerId, data: KvEvent['data'], o: { skip?: number; repeat?: boolean } = {}): void {
+    const last = this.eventIds.get(workerId) ?? 0n;
+    const id = o.repeat === true && last > 0n ? last : last + 1n + BigInt(o.skip ?? 0);
+    this.eventIds.set(workerId, id);
+    const event: KvEvent = { workerId, dpRank: 0, storageTier: 'device', eventId: id, data };
+    const ns = `${this.ns}${role === 'efficient' ? 'e' : 'c'}`;
+    this.nc.publish(kvEventsSubject(ns, 'backend'), encodeEventPlaneMessage({ publisherId: workerId, sequence: id, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event }));
+  }
+
+  /** A worker leaves (deregistration). */
+  deregister(role: 'efficient' | 'capable', workerId: WorkerId): void {
+    const pool = this.poolOf(role);
+    this.nc.publish(workersSubject(pool), workerRegistrationCodec.encode({ kind: 'deregister', pool, workerId, atMs: Date.now() }));
+  }
+
   /** Competing traffic booked through the same accounting path. */
   book(role: 'efficient' | 'capable', workerId: WorkerId, requestId: string, promptTokens = 256): void {
     const pool = this.poolOf(role);
@@ -211,6 +272,29 @@ export class Harness {
       const c = await this.observeWorker('capable', capable, localHashes);
       return e?.K === held * BLOCK && c !== undefined && c.schedulable;
     });
+    if (this.source === 'local') {
+      await eventually('the decision service\'s local pools know their worker', () => {
+        const e = this.localWorker('efficient', efficient, localHashes);
+        const c = this.localWorker('capable', capable, localHashes);
+        return e?.K === held * BLOCK && c !== undefined && c.schedulable;
+      });
+    }
+  }
+
+  /** A worker's facts in the decision service's own state of a local pool (undefined: not held there). */
+  localWorker(role: 'efficient' | 'capable', workerId: WorkerId, localHashes: BigUint64Array): { K: number; R: number; P: number | null; schedulable: boolean } | undefined {
+    const p = this.handle.pools.get(role);
+    if (p === undefined || !p.readiness().ready) return undefined;
+    const o = p.state.observe(localHashes, localHashes.length * BLOCK, Date.now());
+    const w = o.workers.find((x) => x.workerId === workerId);
+    if (w === undefined) return undefined;
+    return { K: w.match?.deviceTokens ?? 0, R: w.load.requests, P: w.load.prefillPressure, schedulable: w.schedulable === true };
+  }
+
+  /** R of a worker wherever the decision service reads it: its local pool, else the indexer. */
+  async bookedR(role: 'efficient' | 'capable', workerId: WorkerId, localHashes: BigUint64Array): Promise<number | undefined> {
+    if (this.source === 'local') return this.localWorker(role, workerId, localHashes)?.R;
+    return (await this.observeWorker(role, workerId, localHashes))?.R;
   }
 
   /** Ask an indexer directly (as the decision service does) for one worker's facts. */

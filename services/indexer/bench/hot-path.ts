@@ -26,7 +26,8 @@ import { sequenceHashes } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
 import { ObserveReplyBinaryWriter, bookingEventCodec, encodeObserveRequestBinary, observeRequestCodec } from '@vantage/protocol';
 import type { ExternalHash, KvEvent } from '@vantage/types';
-import { decodeBooking, decodeObserve, decodeObserveHot, decodeObserveTransient, encodeObserveReplyBinary, observeBinary } from '../src/messages';
+import { decodeBooking } from '@vantage/ingest';
+import { decodeObserve, decodeObserveHot, decodeObserveTransient, encodeObserveReplyBinary, observeBinary } from '../src/messages';
 import { benchBookings, PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
 
 const BS = 64;

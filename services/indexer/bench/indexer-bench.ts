@@ -66,7 +66,8 @@ import {
 } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
-import { decodeBooking, decodeObserve, decodeObserveHot, encodeObserveReply, encodeObserveReplyBinary, observeBinary } from '../src/messages';
+import { decodeBooking } from '@vantage/ingest';
+import { decodeObserve, decodeObserveHot, encodeObserveReply, encodeObserveReplyBinary, observeBinary } from '../src/messages';
 import { benchBookings, PROMPT_BLOCKS, prompts, rand64, WORKERS, workerIds } from './data';
 import { paced, pacingOf } from './pacing';
 import { PoolState } from '@vantage/observation';

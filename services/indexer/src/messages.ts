@@ -1,33 +1,27 @@
 /**
- * Our own messages (packages/protocol, schemas/protocol) mapped to what the
- * pool applies, and the observe reply built from a PoolObservation.
+ * The observe endpoint's messages (packages/protocol, schemas/protocol): the
+ * request decoded, and the reply built from a PoolObservation.
  */
-import type { WorkerCapacity } from '@vantage/bookings';
-import { sequenceHashes } from '@vantage/hashing';
 import {
   OBSERVE_REPLY_FIELD as F,
   ObserveReplyBinaryWriter,
   Le64Scratch,
   binaryNullable,
-  bookingEventCodec,
   decodeObserveRequestHot,
   decodeObserveRequestReusing,
   DEFAULT_MAX_PAYLOAD_BYTES,
   ObserveRequestHot,
-  lifecycleEventCodec,
   observeReplyCodec,
   observeRequestCodec,
-  workerRegistrationCodec,
-  type LifecycleKind,
   type ObserveReply,
 } from '@vantage/protocol';
-import { WORKER_FACTS, type WorkerId } from '@vantage/types';
+import { WORKER_FACTS } from '@vantage/types';
 import type { ForwardPassReport, ObserveRows, PoolObservation, PoolState, RowSink } from '@vantage/observation';
 import { dynamoChoiceOf, observeReplyOf, policyName, type ReplyMeta } from '@vantage/decision-core';
 
-export { observeSubject, bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
+import type { Decoded } from '@vantage/ingest';
 
-type Decoded<T> = { ok: true; value: T } | { ok: false; code: string; reason: string };
+export { observeSubject } from '@vantage/protocol';
 
 interface ObserveQuery {
   readonly requestId: string | null;
@@ -299,67 +293,4 @@ function choiceOfRows(rows: ObserveRows): ObserveReply['dynamoChoice'] {
   if (c < 0 || rows.choice === null || rows.chosenCost === null) return null;
   const r = rows.ranks[c]!;
   return { workerId: r.workerId, dpRank: r.dpRank, cost: rows.chosenCost, policy: { name: policyName(rows.choice.reason), params: rows.choice.terms } };
-}
-
-export interface BookingMessage {
-  /** The pool the message names (must equal its subject's). */
-  readonly pool: string;
-  readonly requestId: string;
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly promptTokens: number;
-  readonly overlapBlocks: number;
-  readonly sequenceHashes: BigUint64Array;
-  readonly expectedOutputTokens: number | null;
-}
-
-const EMPTY = new BigUint64Array(0);
-
-export function decodeBooking(data: Uint8Array): Decoded<BookingMessage> {
-  const r = bookingEventCodec.decode(data);
-  if (!r.ok) return r;
-  const b = r.value;
-  return {
-    ok: true,
-    value: {
-      pool: b.pool,
-      requestId: b.requestId,
-      workerId: b.workerId,
-      dpRank: b.dpRank,
-      promptTokens: b.promptTokens,
-      overlapBlocks: b.overlapBlocks,
-      sequenceHashes: b.sequenceHashes ?? (b.localHashes ? sequenceHashes(b.localHashes) : EMPTY),
-      expectedOutputTokens: b.expectedOutputTokens,
-    },
-  };
-}
-
-export interface LifecycleMessage {
-  readonly pool: string;
-  readonly requestId: string;
-  readonly kind: LifecycleKind;
-}
-
-export function decodeLifecycle(data: Uint8Array): Decoded<LifecycleMessage> {
-  const r = lifecycleEventCodec.decode(data);
-  if (!r.ok) return r;
-  return { ok: true, value: { pool: r.value.pool, requestId: r.value.requestId, kind: r.value.kind } };
-}
-
-export interface RegistrationMessage {
-  readonly pool: string;
-  readonly remove: boolean;
-  readonly workerId: WorkerId;
-  readonly capacity: WorkerCapacity;
-  readonly ttlMs: number | null;
-}
-
-const NO_CAPACITY: WorkerCapacity = { blockSize: 1, totalKvBlocks: null, maxNumBatchedTokens: null, maxNumSeqs: null, dpStartRank: 0, dpSize: 1, schedulable: false };
-
-export function decodeRegistration(data: Uint8Array): Decoded<RegistrationMessage> {
-  const r = workerRegistrationCodec.decode(data);
-  if (!r.ok) return r;
-  const g = r.value;
-  if (g.kind === 'deregister') return { ok: true, value: { pool: g.pool, remove: true, workerId: g.workerId, capacity: NO_CAPACITY, ttlMs: null } };
-  return { ok: true, value: { pool: g.pool, remove: false, workerId: g.workerId, capacity: { ...g.capacity }, ttlMs: g.ttlMs } };
 }

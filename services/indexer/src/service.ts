@@ -12,9 +12,7 @@ import type { IndexerSettings } from './config';
 import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
 import { decodeObserveHot, encodeObserveReply, observeBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
-import { recoveryMetrics } from './recovery';
-import { PoolRunner } from './runner';
-import { WorkerQueryClient } from './worker-query';
+import { PoolIngest as PoolRunner, recoveryMetrics, WorkerQueryClient } from '@vantage/ingest';
 
 export const INDEXER_VERSION = '0.1.0';
 

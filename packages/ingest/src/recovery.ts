@@ -68,19 +68,20 @@ export interface RecoveryMetrics {
   readonly inFlight: Gauge<'pool'>;
 }
 
-export function recoveryMetrics(registry: Registry): RecoveryMetrics {
+/** `prefix`: the service's metric prefix (`vantage_indexer`, `vantage_decision`). */
+export function recoveryMetrics(registry: Registry, prefix = 'vantage_indexer'): RecoveryMetrics {
   const reg = { registers: [registry] };
   return {
-    attempts: new Counter({ name: 'vantage_indexer_recovery_attempts_total', help: "Queries of a worker's local index for its blocks", labelNames: ['pool'], ...reg }),
+    attempts: new Counter({ name: `${prefix}_recovery_attempts_total`, help: "Queries of a worker's local index for its blocks", labelNames: ['pool'], ...reg }),
     outcomes: new Counter({
-      name: 'vantage_indexer_recovery_outcomes_total',
+      name: `${prefix}_recovery_outcomes_total`,
       help: 'Recovery attempts by outcome: recovered, stale (dump older than the applied events; retried), failed_query, failed_answer, failed_apply, abandoned_buffer, abandoned_gone',
       labelNames: ['pool', 'outcome'],
       ...reg,
     }),
-    recoveredBlocks: new Counter({ name: 'vantage_indexer_recovered_blocks_total', help: 'Blocks held after recoveries applied (summed over recoveries)', labelNames: ['pool'], ...reg }),
-    replayedEvents: new Counter({ name: 'vantage_indexer_recovery_replayed_events_total', help: 'Live events applied again on top of a recovered dump (newer than it)', labelNames: ['pool'], ...reg }),
-    inFlight: new Gauge({ name: 'vantage_indexer_recoveries_in_flight', help: 'Recovery queries out', labelNames: ['pool'], ...reg }),
+    recoveredBlocks: new Counter({ name: `${prefix}_recovered_blocks_total`, help: 'Blocks held after recoveries applied (summed over recoveries)', labelNames: ['pool'], ...reg }),
+    replayedEvents: new Counter({ name: `${prefix}_recovery_replayed_events_total`, help: 'Live events applied again on top of a recovered dump (newer than it)', labelNames: ['pool'], ...reg }),
+    inFlight: new Gauge({ name: `${prefix}_recoveries_in_flight`, help: 'Recovery queries out', labelNames: ['pool'], ...reg }),
   };
 }
 

@@ -1,6 +1,11 @@
 /**
- * One pool inside the indexer process: its subscriptions, its writer queue,
- * its snapshots and its observe endpoint.
+ * One pool's intake: every subscription an indexer has for the pool (KV events
+ * in each supported encoding and JetStream mode, load reports, forward-pass
+ * metrics, Dynamo routers' active sequences, bookings, lifecycle, worker
+ * registrations, discovery), one writer queue applying them in order to a
+ * `PoolState`, restore from the indexer's snapshot, recovery of suspect
+ * workers, housekeeping and snapshot writing. The indexer serves observe
+ * queries from it; the decision service routes from it in-process.
  *
  * Start-up order (restart without loss): subscribe first (messages queue up in
  * the paused writer), restore the snapshot, then let the writer drain. Events
@@ -43,7 +48,7 @@ import {
   type ForwardPassMetrics,
 } from '@vantage/wire';
 import type { PoolConfig } from './config';
-import type { IndexerMetrics } from './metrics';
+import type { IngestMetrics } from './metrics';
 import { PoolState, type PoolLimitName, type PoolLimits } from '@vantage/observation';
 import { WriterQueue } from './queue';
 import type { RecoveryTarget } from './worker-query';
@@ -72,10 +77,10 @@ type Item =
   | { kind: 'reg'; reg: RegistrationMessage }
   | { kind: 'recovery'; answer: RecoveryAnswer };
 
-interface RunnerOptions {
+interface IngestOptions {
   readonly nc: NatsConnection;
   readonly log: Logger;
-  readonly metrics: IndexerMetrics;
+  readonly metrics: IngestMetrics;
   readonly queueDepth: number;
   readonly applyBatch: number;
   readonly bookingTtlMs: number;
@@ -102,6 +107,12 @@ interface RunnerOptions {
     /** Recover each kv-events publisher once when discovery first lists it. */
     readonly onListing: boolean;
   } | null;
+  /**
+   * This process's booking origin (its instance id): a message on the bookings subject whose
+   * `Vantage-Booking-Origin` header names it is this process's own booking (`bookLocal`), skipped
+   * without decoding. Unset: own bookings are recognised by request id instead.
+   */
+  readonly origin?: string;
   /** A discovery store to use instead of the one the pool's configuration names (tests, other backends). */
   readonly discoveryStore?: DiscoveryStore;
 }
@@ -141,10 +152,10 @@ export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
   }
 }
 
-/** Limits checked by the runner itself (the rest are PoolState's). */
-type RunnerLimitName = PoolLimitName | 'held_during_restore';
+/** Limits checked by the intake itself (the rest are PoolState's). */
+type IngestLimitName = PoolLimitName | 'held_during_restore';
 
-export class PoolRunner {
+export class PoolIngest {
   state!: PoolState;
   readonly queue: WriterQueue<Item>;
   /** When this process restored a snapshot (null: started empty). */
@@ -179,10 +190,16 @@ export class PoolRunner {
   /** Dynamo's discovery for this pool's endpoint; null without discovery. */
   discovery: DiscoveryView | null = null;
   private readonly subscribed = new Set<string>();
+  /** Request ids booked by bookLocal whose echo from the bookings subject has not come back yet (insertion order). */
+  private readonly ownBookings = new Map<string, number>();
+  /** Set once the restore is done and the messages held meanwhile have been applied. */
+  private complete = false;
+  /** JetStream mode: the stream's last sequence when consumption started, until applied (null: nothing to wait for). */
+  private replayTarget: number | null = null;
 
   constructor(
     readonly cfg: PoolConfig,
-    private readonly o: RunnerOptions,
+    private readonly o: IngestOptions,
   ) {
     this.pool = cfg.name;
     this.now = o.now ?? Date.now;
@@ -281,7 +298,7 @@ export class PoolRunner {
   }
 
   /** A decoded message refused by a limit: counted per limit, logged rate-limited, nothing applied. */
-  private refuse(limit: RunnerLimitName, source: string, fields: Record<string, unknown>): void {
+  private refuse(limit: IngestLimitName, source: string, fields: Record<string, unknown>): void {
     this.o.metrics.limitHits.inc({ pool: this.pool, limit });
     this.o.rejections.warn(`${this.pool}:${source}:${limit}`, { pool: this.pool, source, limit, ...fields }, 'message refused');
   }
@@ -396,7 +413,12 @@ export class PoolRunner {
       });
     }
     // Our own subjects.
+    const origin = this.o.origin;
     this.subscribe(bookingsSubject(this.pool), 'bookings', (m) => {
+      if (origin !== undefined && m.headers?.get(BOOKING_ORIGIN_HEADER) === origin) {
+        this.o.metrics.applied.inc({ pool: this.pool, kind: 'book_own' });
+        return;
+      }
       const r = decodeBooking(m.data);
       if (!r.ok) return this.reject('bookings', r.code, r.reason, m.subject);
       if (!this.samePool('bookings', r.value.pool, m.subject)) return;
@@ -441,6 +463,7 @@ export class PoolRunner {
       this.recoveryTimer.unref();
     }
     for (const w of this.releasedWaiters.splice(0)) w();
+    void this.queue.idle().then(() => (this.complete = true));
   }
 
   /**
@@ -613,6 +636,7 @@ export class PoolRunner {
     }
     // A stream whose last sequence is below the position taken was recreated: read it from its start.
     const startSeq = fromSeq !== null && fromSeq <= lastSeq ? fromSeq : null;
+    if (!this.complete && lastSeq > (startSeq ?? 0)) this.replayTarget = lastSeq;
     const durable = this.o.durableName || `vantage-indexer-${hostname().replace(/[^A-Za-z0-9_-]/g, '_')}-${this.pool}`;
     try {
       await jsm.consumers.delete(stream, durable);
@@ -762,6 +786,11 @@ export class PoolRunner {
       }
       case 'book': {
         const b = it.booking;
+        // This process's own booking coming back from the subject: already booked by bookLocal, never twice.
+        if (this.ownBookings.delete(b.requestId)) {
+          m.applied.inc({ pool: this.pool, kind: 'book_own' });
+          return;
+        }
         const limit = s.admitBooking(b.requestId, b.workerId, b.dpRank);
         if (limit !== null) return this.refuse(limit, 'bookings', { workerId: String(b.workerId), dpRank: b.dpRank, requestId: b.requestId.slice(0, 128) });
         const out = s.ledger.book({
@@ -805,9 +834,64 @@ export class PoolRunner {
     }
   }
 
+  /**
+   * Book a request this process routed, at once (before its booking message is published): the
+   * booking's echo from the subject is then recognised as this process's own and not applied again.
+   * Returns the ledger's outcome kind, or the limit that refused it.
+   */
+  bookLocal(b: BookingMessage): string {
+    const s = this.state;
+    const now = this.now();
+    const limit = s.admitBooking(b.requestId, b.workerId, b.dpRank);
+    if (limit !== null) {
+      this.refuse(limit, 'local_bookings', { workerId: String(b.workerId), dpRank: b.dpRank, requestId: b.requestId.slice(0, 128) });
+      return limit;
+    }
+    const out = s.ledger.book({
+      requestId: b.requestId,
+      workerId: b.workerId,
+      dpRank: b.dpRank,
+      promptTokens: b.promptTokens,
+      overlapBlocks: b.overlapBlocks,
+      sequenceHashes: b.sequenceHashes,
+      expectedOutputTokens: b.expectedOutputTokens,
+      source: 'decision_service',
+      nowMs: now,
+    });
+    if (out.kind === 'booked' && this.o.origin === undefined) {
+      // Bounded: an echo that never comes (the publish lost) is forgotten after the booking TTL, or
+      // the oldest first once the pool's booking bound is reached.
+      if (this.ownBookings.size >= this.o.limits.bookings) {
+        const oldest = this.ownBookings.keys().next();
+        if (!oldest.done) this.ownBookings.delete(oldest.value);
+      }
+      this.ownBookings.set(b.requestId, now);
+    }
+    this.o.metrics.applied.inc({ pool: this.pool, kind: `book_local_${out.kind}` });
+    return out.kind;
+  }
+
+  /**
+   * Whether the state is complete enough to route from: `restoring` until the snapshot is read and
+   * the messages held meanwhile are applied; `replaying` (JetStream mode) until the stream's
+   * messages up to its last sequence at start are applied.
+   */
+  readiness(): { readonly ready: true } | { readonly ready: false; readonly reason: 'restoring' | 'replaying'; readonly detail: string } {
+    if (!this.complete) return { ready: false, reason: 'restoring', detail: `pool ${this.pool}: restoring its state (snapshot, then the messages held meanwhile)` };
+    if (this.replayTarget !== null) {
+      if (this.lastStreamSeq !== null && this.lastStreamSeq >= this.replayTarget) this.replayTarget = null;
+      else return { ready: false, reason: 'replaying', detail: `pool ${this.pool}: replaying JetStream to sequence ${this.replayTarget} (at ${this.lastStreamSeq ?? 0})` };
+    }
+    return { ready: true };
+  }
+
   /** Periodic: expire leaks and silent workers; ack JetStream progress; refresh gauges. */
   housekeeping(): void {
     const now = this.now();
+    for (const [id, at] of this.ownBookings) {
+      if (now - at < this.o.bookingTtlMs) break; // in insertion order: the rest are newer
+      this.ownBookings.delete(id);
+    }
     const before = this.state.ledger.counters().expiredLeaks;
     const { workersRemoved } = this.state.tick(now);
     const leaked = this.state.ledger.counters().expiredLeaks - before;
@@ -882,6 +966,9 @@ export class PoolRunner {
     return this.now() - this.startedAtMs;
   }
 }
+
+/** Header naming the process that made a booking (its instance id), so that process skips its own echo. */
+export const BOOKING_ORIGIN_HEADER = 'Vantage-Booking-Origin';
 
 /** Placeholder event for a JetStream message that failed to decode: advances the position only. */
 const SKIP = Object.freeze({}) as KvEvent;
