@@ -10,7 +10,8 @@ import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from 
 import { ExtMap, slotsFor, startSlots } from './ext-map';
 import { grow } from './growable';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
-import { u64From } from './hash32';
+import { u64From, u64Hi, u64Lo } from './hash32';
+import { RepeatCheck } from './repeats';
 import { DETACHED_REF, ROOT_REF, idOf, readTree, writeTree, type TreeDump } from './tree-dump';
 import type { ApplyResult, IndexCounters, MatchResult, PublisherStats, RecoverResult, SuspectInfo, SuspectReason, WorkerMatch } from './types';
 
@@ -120,6 +121,7 @@ export abstract class IndexBase {
   protected slotHigh = 0;
   protected freeSlots: number[] = [];
   protected readonly counters: IndexCounters = emptyCounters();
+  private readonly repeats = new RepeatCheck();
   /**
    * Match counts written by the tree's walk: leading blocks of publisher slot s on cumulative tier
    * set t at `counts[t * stride + s]` (the stride is what `walk` returns).
@@ -195,6 +197,7 @@ export abstract class IndexBase {
         c.duplicates++;
         return {
           status: 'duplicate',
+          rejection: null,
           blockOps: 0,
           missedEvents: 0n,
           unknownParent: false,
@@ -215,6 +218,12 @@ export abstract class IndexBase {
     pub.lastEventId = id;
     pub.expectStart = false;
     pub.lastEventMs = nowMs;
+    if (data.kind === 'stored' && this.selfReferencing(data)) {
+      // Refused whole, as Dynamo drops it (it forwards an empty removal in its place: the id is
+      // taken, the publisher is not marked); the index is unchanged.
+      this.syncSlot(pub);
+      return { status: 'rejected', rejection: 'self_referencing', blockOps: 0, missedEvents: missed, unknownParent: false, unknownRemovals: EMPTY_U64, suspect: pub.suspect };
+    }
     c.eventsApplied++;
 
     let blockOps = 0;
@@ -245,7 +254,13 @@ export abstract class IndexBase {
         break;
     }
     this.syncSlot(pub);
-    return { status: 'applied', blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
+    return { status: 'applied', rejection: null, blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
+  }
+
+  /** A stored event naming one block id twice, its parent counted (`RepeatCheck`). */
+  private selfReferencing(data: KvStoredData): boolean {
+    const p = data.parentHash;
+    return this.repeats.has(i32View(data.blockHashes), data.blockHashes.length, p !== null, p === null ? 0 : u64Lo(p), p === null ? 0 : u64Hi(p));
   }
 
   protected markSuspect(pub: Publisher, reason: SuspectReason, nowMs: number): void {
@@ -415,11 +430,16 @@ export abstract class IndexBase {
     pub.suspect = null;
     pub.expectStart = false;
     let unknownParents = 0;
+    let rejected = 0;
     const c = this.counters;
     for (const e of events) {
       const tier = TIER_INDEX[e.storageTier];
       const d = e.data;
       if (d.kind === 'stored') {
+        if (this.selfReferencing(d)) {
+          rejected++;
+          continue;
+        }
         if (this.applyStored(pub, tier, d)) unknownParents++;
         c.blocksStored += d.blockHashes.length;
       } else if (d.kind === 'removed') {
@@ -434,7 +454,7 @@ export abstract class IndexBase {
       this.markSuspect(pub, 'unknown_parent', nowMs);
     }
     this.syncSlot(pub);
-    return { blocksDropped: dropped, blocks: pub.map.size, unknownParents, suspect: pub.suspect };
+    return { blocksDropped: dropped, blocks: pub.map.size, unknownParents, rejected, suspect: pub.suspect };
   }
 
   /** Last event id applied for one publisher (null before its first event, or when unknown). */

@@ -43,7 +43,7 @@ export const TREE_FIELDS = [
 ] as const;
 /** Fields a compaction keeps. */
 export const KEPT_FIELDS = [
-  'blockSize', 'byWorker', 'expected', 'publishers', 'slotHigh', 'freeSlots', 'counters', 'counts', 'transient', 'countsAnswer', 'publishersChanged', 'slotFacts', 'slotSuspects', 'rebuilding',
+  'blockSize', 'byWorker', 'expected', 'publishers', 'slotHigh', 'freeSlots', 'counters', 'counts', 'transient', 'countsAnswer', 'publishersChanged', 'slotFacts', 'slotSuspects', 'rebuilding', 'repeats',
   'slotCap', 'lvl', 'seen', 'act', 'compactAt', 'compactions',
 ] as const;
 
