@@ -10,13 +10,16 @@ import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from 
 import { ExtMap, slotsFor, startSlots } from './ext-map';
 import { grow } from './growable';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
-import { u64From, u64Hi, u64Lo } from './hash32';
-import { RepeatCheck } from './repeats';
+import { u64From } from './hash32';
 import { DETACHED_REF, ROOT_REF, idOf, readTree, writeTree, type TreeDump } from './tree-dump';
 import type { ApplyResult, IndexCounters, MatchResult, PublisherStats, RecoverResult, SuspectInfo, SuspectReason, WorkerMatch } from './types';
 
 export const NTIERS = 4;
 export const EMPTY_U64 = new BigUint64Array(0);
+/** What `applyStored` did. */
+export const STORED_OK = 0;
+export const STORED_UNKNOWN_PARENT = 1;
+export const STORED_SELF_REFERENCING = 2;
 /** Largest `expectBlocks` hint honoured (blocks per publisher). */
 const EXPECT_BLOCKS_MAX = 1 << 22;
 
@@ -121,7 +124,6 @@ export abstract class IndexBase {
   protected slotHigh = 0;
   protected freeSlots: number[] = [];
   protected readonly counters: IndexCounters = emptyCounters();
-  private readonly repeats = new RepeatCheck();
   /**
    * Match counts written by the tree's walk: leading blocks of publisher slot s on cumulative tier
    * set t at `counts[t * stride + s]` (the stride is what `walk` returns).
@@ -154,8 +156,11 @@ export abstract class IndexBase {
     this.transient = { blockSize, requestBlocks: 0, workers: [] };
   }
 
-  /** Store a stored event's blocks; true when its parent was unknown. */
-  protected abstract applyStored(pub: Publisher, tier: number, data: KvStoredData): boolean;
+  /**
+   * Store a stored event's blocks: STORED_OK, STORED_UNKNOWN_PARENT, or (with `check`, before
+   * changing anything) STORED_SELF_REFERENCING when it names one block id twice, its parent counted.
+   */
+  protected abstract applyStored(pub: Publisher, tier: number, data: KvStoredData, check: boolean): number;
   /** Remove blocks on one tier; returns the ids the publisher did not hold there. */
   protected abstract applyRemoved(pub: Publisher, tier: number, hashes: BigUint64Array): BigUint64Array;
   /** Drop every block of a publisher (its `cleared` event, resync, removal); returns how many. */
@@ -218,20 +223,21 @@ export abstract class IndexBase {
     pub.lastEventId = id;
     pub.expectStart = false;
     pub.lastEventMs = nowMs;
-    if (data.kind === 'stored' && this.selfReferencing(data)) {
-      // Refused whole, as Dynamo drops it (it forwards an empty removal in its place: the id is
-      // taken, the publisher is not marked); the index is unchanged.
-      this.syncSlot(pub);
-      return { status: 'rejected', rejection: 'self_referencing', blockOps: 0, missedEvents: missed, unknownParent: false, unknownRemovals: EMPTY_U64, suspect: pub.suspect };
-    }
-    c.eventsApplied++;
 
     let blockOps = 0;
     let unknownParent = false;
     let unknownRemovals: BigUint64Array = EMPTY_U64;
     switch (data.kind) {
-      case 'stored':
-        unknownParent = this.applyStored(pub, tier, data);
+      case 'stored': {
+        const r = this.applyStored(pub, tier, data, true);
+        if (r === STORED_SELF_REFERENCING) {
+          // Refused whole, as Dynamo drops it (it forwards an empty removal in its place: the id
+          // is taken, the publisher is not marked); the index is unchanged.
+          this.syncSlot(pub);
+          return { status: 'rejected', rejection: 'self_referencing', blockOps: 0, missedEvents: missed, unknownParent: false, unknownRemovals: EMPTY_U64, suspect: pub.suspect };
+        }
+        c.eventsApplied++;
+        unknownParent = r === STORED_UNKNOWN_PARENT;
         if (unknownParent) {
           c.unknownParents++;
           this.markSuspect(pub, 'unknown_parent', nowMs);
@@ -239,13 +245,16 @@ export abstract class IndexBase {
         blockOps = data.blockHashes.length;
         c.blocksStored += blockOps;
         break;
+      }
       case 'removed':
+        c.eventsApplied++;
         unknownRemovals = this.applyRemoved(pub, tier, data.blockHashes);
         blockOps = data.blockHashes.length;
         c.blocksRemoved += blockOps - unknownRemovals.length;
         c.unknownRemovals += unknownRemovals.length;
         break;
       case 'cleared':
+        c.eventsApplied++;
         // Dynamo's newer semantics: only the emitting dp rank. The publisher's state is now known
         // exactly (empty), which repairs any earlier loss.
         this.clearPublisher(pub);
@@ -255,12 +264,6 @@ export abstract class IndexBase {
     }
     this.syncSlot(pub);
     return { status: 'applied', rejection: null, blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
-  }
-
-  /** A stored event naming one block id twice, its parent counted (`RepeatCheck`). */
-  private selfReferencing(data: KvStoredData): boolean {
-    const p = data.parentHash;
-    return this.repeats.has(i32View(data.blockHashes), data.blockHashes.length, p !== null, p === null ? 0 : u64Lo(p), p === null ? 0 : u64Hi(p));
   }
 
   protected markSuspect(pub: Publisher, reason: SuspectReason, nowMs: number): void {
@@ -436,11 +439,12 @@ export abstract class IndexBase {
       const tier = TIER_INDEX[e.storageTier];
       const d = e.data;
       if (d.kind === 'stored') {
-        if (this.selfReferencing(d)) {
+        const r = this.applyStored(pub, tier, d, true);
+        if (r === STORED_SELF_REFERENCING) {
           rejected++;
           continue;
         }
-        if (this.applyStored(pub, tier, d)) unknownParents++;
+        if (r === STORED_UNKNOWN_PARENT) unknownParents++;
         c.blocksStored += d.blockHashes.length;
       } else if (d.kind === 'removed') {
         const unknown = this.applyRemoved(pub, tier, d.blockHashes);
@@ -761,7 +765,7 @@ export abstract class IndexBase {
 
   /** Store one chain of the publisher's blocks on one tier (a stored event without event-id bookkeeping). */
   private storeChain(pub: Publisher, parentHash: bigint | null, tier: number, blocks: BigUint64Array, locals: BigUint64Array): void {
-    this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals });
+    this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals }, false);
   }
 
   /** The snapshot image (README "Snapshot"): block size, counters, publisher heads, then the tree dump. */
