@@ -16,6 +16,10 @@ import type { ApplyResult, IndexCounters, MatchResult, PublisherStats, RecoverRe
 
 export const NTIERS = 4;
 export const EMPTY_U64 = new BigUint64Array(0);
+/** What `applyStored` did. */
+export const STORED_OK = 0;
+export const STORED_UNKNOWN_PARENT = 1;
+export const STORED_SELF_REFERENCING = 2;
 /** Largest `expectBlocks` hint honoured (blocks per publisher). */
 const EXPECT_BLOCKS_MAX = 1 << 22;
 
@@ -152,8 +156,11 @@ export abstract class IndexBase {
     this.transient = { blockSize, requestBlocks: 0, workers: [] };
   }
 
-  /** Store a stored event's blocks; true when its parent was unknown. */
-  protected abstract applyStored(pub: Publisher, tier: number, data: KvStoredData): boolean;
+  /**
+   * Store a stored event's blocks: STORED_OK, STORED_UNKNOWN_PARENT, or (with `check`, before
+   * changing anything) STORED_SELF_REFERENCING when it names one block id twice, its parent counted.
+   */
+  protected abstract applyStored(pub: Publisher, tier: number, data: KvStoredData, check: boolean): number;
   /** Remove blocks on one tier; returns the ids the publisher did not hold there. */
   protected abstract applyRemoved(pub: Publisher, tier: number, hashes: BigUint64Array): BigUint64Array;
   /** Drop every block of a publisher (its `cleared` event, resync, removal); returns how many. */
@@ -195,6 +202,7 @@ export abstract class IndexBase {
         c.duplicates++;
         return {
           status: 'duplicate',
+          rejection: null,
           blockOps: 0,
           missedEvents: 0n,
           unknownParent: false,
@@ -215,14 +223,21 @@ export abstract class IndexBase {
     pub.lastEventId = id;
     pub.expectStart = false;
     pub.lastEventMs = nowMs;
-    c.eventsApplied++;
 
     let blockOps = 0;
     let unknownParent = false;
     let unknownRemovals: BigUint64Array = EMPTY_U64;
     switch (data.kind) {
-      case 'stored':
-        unknownParent = this.applyStored(pub, tier, data);
+      case 'stored': {
+        const r = this.applyStored(pub, tier, data, true);
+        if (r === STORED_SELF_REFERENCING) {
+          // Refused whole, as Dynamo drops it (it forwards an empty removal in its place: the id
+          // is taken, the publisher is not marked); the index is unchanged.
+          this.syncSlot(pub);
+          return { status: 'rejected', rejection: 'self_referencing', blockOps: 0, missedEvents: missed, unknownParent: false, unknownRemovals: EMPTY_U64, suspect: pub.suspect };
+        }
+        c.eventsApplied++;
+        unknownParent = r === STORED_UNKNOWN_PARENT;
         if (unknownParent) {
           c.unknownParents++;
           this.markSuspect(pub, 'unknown_parent', nowMs);
@@ -230,13 +245,16 @@ export abstract class IndexBase {
         blockOps = data.blockHashes.length;
         c.blocksStored += blockOps;
         break;
+      }
       case 'removed':
+        c.eventsApplied++;
         unknownRemovals = this.applyRemoved(pub, tier, data.blockHashes);
         blockOps = data.blockHashes.length;
         c.blocksRemoved += blockOps - unknownRemovals.length;
         c.unknownRemovals += unknownRemovals.length;
         break;
       case 'cleared':
+        c.eventsApplied++;
         // Dynamo's newer semantics: only the emitting dp rank. The publisher's state is now known
         // exactly (empty), which repairs any earlier loss.
         this.clearPublisher(pub);
@@ -245,7 +263,7 @@ export abstract class IndexBase {
         break;
     }
     this.syncSlot(pub);
-    return { status: 'applied', blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
+    return { status: 'applied', rejection: null, blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
   }
 
   protected markSuspect(pub: Publisher, reason: SuspectReason, nowMs: number): void {
@@ -415,12 +433,18 @@ export abstract class IndexBase {
     pub.suspect = null;
     pub.expectStart = false;
     let unknownParents = 0;
+    let rejected = 0;
     const c = this.counters;
     for (const e of events) {
       const tier = TIER_INDEX[e.storageTier];
       const d = e.data;
       if (d.kind === 'stored') {
-        if (this.applyStored(pub, tier, d)) unknownParents++;
+        const r = this.applyStored(pub, tier, d, true);
+        if (r === STORED_SELF_REFERENCING) {
+          rejected++;
+          continue;
+        }
+        if (r === STORED_UNKNOWN_PARENT) unknownParents++;
         c.blocksStored += d.blockHashes.length;
       } else if (d.kind === 'removed') {
         const unknown = this.applyRemoved(pub, tier, d.blockHashes);
@@ -434,7 +458,7 @@ export abstract class IndexBase {
       this.markSuspect(pub, 'unknown_parent', nowMs);
     }
     this.syncSlot(pub);
-    return { blocksDropped: dropped, blocks: pub.map.size, unknownParents, suspect: pub.suspect };
+    return { blocksDropped: dropped, blocks: pub.map.size, unknownParents, rejected, suspect: pub.suspect };
   }
 
   /** Last event id applied for one publisher (null before its first event, or when unknown). */
@@ -741,7 +765,7 @@ export abstract class IndexBase {
 
   /** Store one chain of the publisher's blocks on one tier (a stored event without event-id bookkeeping). */
   private storeChain(pub: Publisher, parentHash: bigint | null, tier: number, blocks: BigUint64Array, locals: BigUint64Array): void {
-    this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals });
+    this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals }, false);
   }
 
   /** The snapshot image (README "Snapshot"): block size, counters, publisher heads, then the tree dump. */

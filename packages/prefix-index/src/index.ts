@@ -10,6 +10,7 @@ export type {
   ApplyResult,
   RecoverResult,
   ApplyStatus,
+  RejectionReason,
   IndexCounters,
   IndexStats,
   MatchResult,

@@ -6,8 +6,9 @@
 import type { KvStoredData } from '@vantage/types';
 import { K_VAL, SLOT, touchHomes } from './ext-map';
 import { grow, growableTable, growTable } from './growable';
-import { u64Hi, u64Lo } from './hash32';
-import { EMPTY_U64, IndexBase, i32View, NTIERS } from './index-base';
+import { mix2, u64Hi, u64Lo } from './hash32';
+import { EMPTY_U64, IndexBase, i32View, NTIERS, STORED_OK, STORED_SELF_REFERENCING, STORED_UNKNOWN_PARENT } from './index-base';
+import { RepeatCheck } from './repeats';
 import type { Publisher } from './index-base';
 import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, preorder, type TreeDump } from './tree-dump';
 import type { IndexStats } from './types';
@@ -43,7 +44,7 @@ export const TREE_FIELDS = [
 ] as const;
 /** Fields a compaction keeps. */
 export const KEPT_FIELDS = [
-  'blockSize', 'byWorker', 'expected', 'publishers', 'slotHigh', 'freeSlots', 'counters', 'counts', 'transient', 'countsAnswer', 'publishersChanged', 'slotFacts', 'slotSuspects', 'rebuilding',
+  'blockSize', 'byWorker', 'expected', 'publishers', 'slotHigh', 'freeSlots', 'counters', 'counts', 'transient', 'countsAnswer', 'publishersChanged', 'slotFacts', 'slotSuspects', 'rebuilding', 'repeats',
   'slotCap', 'lvl', 'seen', 'act', 'compactAt', 'compactions',
 ] as const;
 
@@ -113,6 +114,8 @@ export class PrefixIndex extends IndexBase {
   private visit = 0;
   private mark = 0;
   private homes: Int32Array = new Int32Array(256);
+  /** The self-referencing check's scratch table. */
+  private readonly repeats = new RepeatCheck();
   /** Positions handed out (`bHigh`) above which the next event boundary considers a compaction. */
   private compactAt = COMPACT_SLACK;
   /** Compactions so far (stats). */
@@ -145,8 +148,7 @@ export class PrefixIndex extends IndexBase {
     return pos >= 0 && pos < this.nLen[node]!;
   }
 
-  protected applyStored(pub: Publisher, tier: number, data: KvStoredData): boolean {
-    if (tier > 0) this.lowerEver = true;
+  protected applyStored(pub: Publisher, tier: number, data: KvStoredData, check: boolean): number {
     const n = data.blockHashes.length;
     const ext = i32View(data.blockHashes);
     const loc = i32View(data.tokensHashes);
@@ -165,6 +167,14 @@ export class PrefixIndex extends IndexBase {
       }
     }
     const homes = (this.homes = touchHomes(map, ext, n, this.homes));
+    // Refused before anything changes (growing the table's room above changes no answer).
+    if (check) {
+      const p = data.parentHash;
+      const pLo = p === null ? 0 : u64Lo(p);
+      const pHi = p === null ? 0 : u64Hi(p);
+      if (this.repeats.has(ext, homes, n, p === null ? -1 : mix2(pLo, pHi) & map.mask, pLo, pHi)) return STORED_SELF_REFERENCING;
+    }
+    if (tier > 0) this.lowerEver = true;
     let i = 0;
     // Follow what the tree already has.
     while (i < n && g !== AT_DETACHED) {
@@ -197,7 +207,7 @@ export class PrefixIndex extends IndexBase {
     }
     if (i === n) {
       this.maybeCompact();
-      return unknownParent;
+      return unknownParent ? STORED_UNKNOWN_PARENT : STORED_OK;
     }
     // New positions for blocks i..n-1.
     const k = n - i;
@@ -272,7 +282,7 @@ export class PrefixIndex extends IndexBase {
       this.aRefs[a0]!++;
     }
     this.maybeCompact();
-    return unknownParent;
+    return unknownParent ? STORED_UNKNOWN_PARENT : STORED_OK;
   }
 
   /** The publisher stores block (elo, ehi) at existing position g on tier bit tbit. */

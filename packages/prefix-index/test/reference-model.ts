@@ -31,7 +31,8 @@ export interface RefPublisher {
 }
 
 export interface RefApply {
-  status: 'applied' | 'duplicate';
+  status: 'applied' | 'duplicate' | 'rejected';
+  rejection: 'self_referencing' | null;
   missedEvents: bigint;
   unknownParent: boolean;
   unknownRemovals: bigint[];
@@ -108,7 +109,7 @@ export class ReferenceIndex {
     if (p.lastEventId !== null) {
       if (ev.eventId <= p.lastEventId) {
         this.counters.duplicates++;
-        return { status: 'duplicate', missedEvents: 0n, unknownParent: false, unknownRemovals: [] };
+        return { status: 'duplicate', rejection: null, missedEvents: 0n, unknownParent: false, unknownRemovals: [] };
       }
       if (ev.eventId !== p.lastEventId + 1n) {
         missed = ev.eventId - p.lastEventId - 1n;
@@ -127,7 +128,7 @@ export class ReferenceIndex {
     if (d.kind === 'cleared') {
       this.clear(p);
       p.suspect = null;
-      return { status: 'applied', missedEvents: missed, unknownParent: false, unknownRemovals: [] };
+      return { status: 'applied', rejection: null, missedEvents: missed, unknownParent: false, unknownRemovals: [] };
     }
     if (d.kind === 'removed') {
       const unknown: bigint[] = [];
@@ -142,9 +143,14 @@ export class ReferenceIndex {
         this.release(e.node, p, [tier]);
       }
       this.counters.unknownRemovals += unknown.length;
-      return { status: 'applied', missedEvents: missed, unknownParent: false, unknownRemovals: unknown };
+      return { status: 'applied', rejection: null, missedEvents: missed, unknownParent: false, unknownRemovals: unknown };
     }
-    // stored
+    // stored: a block id named twice, the parent counted, refuses the event whole (its id is taken)
+    const named = new Set<bigint>(d.parentHash === null ? [] : [d.parentHash]);
+    for (const h of d.blockHashes) named.add(h);
+    if (named.size !== d.blockHashes.length + (d.parentHash === null ? 0 : 1)) {
+      return { status: 'rejected', rejection: 'self_referencing', missedEvents: missed, unknownParent: false, unknownRemovals: [] };
+    }
     let cur: Node | 'detached';
     let unknownParent = false;
     if (d.parentHash === null) cur = this.root;
@@ -185,7 +191,7 @@ export class ReferenceIndex {
       this.counters.unknownParents++;
       this.suspect(p, 'unknown_parent', now);
     }
-    return { status: 'applied', missedEvents: missed, unknownParent, unknownRemovals: [] };
+    return { status: 'applied', rejection: null, missedEvents: missed, unknownParent, unknownRemovals: [] };
   }
 
   removeDpRank(workerId: bigint, dpRank: number): void {

@@ -255,6 +255,78 @@ describe('PrefixIndex', () => {
     });
   });
 
+  describe('self-referencing stored events (a block id named twice, the parent counted)', () => {
+    // Everything but the event-id position (which the refused event takes).
+    const snapshotOf = (idx: PrefixIndex) => {
+      const st = idx.stats();
+      return { ...st, arrayBytes: 0, publishers: st.publishers.map((p) => ({ ...p, lastEventId: null })) };
+    };
+
+    for (const [name, parent, blocks] of [
+      ['a block id repeated within the event', 100, [[101, 2], [102, 3], [101, 4]]],
+      ['a block id equal to its parent', 100, [[101, 2], [100, 3]]],
+      ['a block id repeated in an event from the root', null, [[200, 1], [200, 2]]],
+    ] as const) {
+      it(`${name}: refused whole, index unchanged, id taken, not suspect`, () => {
+        const idx = new PrefixIndex(16);
+        idx.apply(stored(1, 1, null, [[100, 1]]), 0);
+        idx.apply(stored(2, 1, null, [[100, 1], [300, 2]]), 0);
+        const before = snapshotOf(idx);
+        const q = locals(1, 2, 3, 4);
+        const matchBefore = idx.match(q).workers.map((w) => [w.workerId, w.deviceBlocks]);
+        const r = idx.apply(stored(1, 2, parent, blocks), 5);
+        expect(r).toMatchObject({ status: 'rejected', rejection: 'self_referencing', blockOps: 0, missedEvents: 0n, unknownParent: false, suspect: null });
+        expect(snapshotOf(idx)).toEqual(before);
+        expect(idx.match(q).workers.map((w) => [w.workerId, w.deviceBlocks])).toEqual(matchBefore);
+        expect(idx.lastEventIdOf(W(1), 0)).toBe(2n);
+        // The id was taken: the next one is no gap, the same one is a duplicate.
+        expect(idx.apply(stored(1, 2, 100, [[101, 2]]), 6).status).toBe('duplicate');
+        expect(idx.apply(stored(1, 3, 100, [[101, 2]]), 7)).toMatchObject({ status: 'applied', rejection: null, missedEvents: 0n, suspect: null });
+        expect(dev(idx, locals(1, 2), 1)).toBe(2);
+      });
+    }
+
+    it('a block id equal to an ancestor further up is not self-referencing (Dynamo checks the parent only)', () => {
+      const idx = new PrefixIndex(16);
+      idx.apply(stored(1, 1, null, [[100, 1], [101, 2]]), 0);
+      expect(idx.apply(stored(1, 2, 101, [[100, 3]]), 0)).toMatchObject({ status: 'applied', rejection: null });
+    });
+
+    it('ids equal in their low or high 32 bits only are distinct, short and long events alike', () => {
+      for (const n of [3, 40]) {
+        const idx = new PrefixIndex(16);
+        const lo = (1n << 32n) + 7n;
+        const hi = (7n << 32n) + 1n;
+        const blocks: Array<[bigint, number]> = [[lo, 1], [hi, 2], [7n, 3]];
+        for (let i = 3; i < n; i++) blocks.push([(1n << 63n) + BigInt(i), 10 + i]);
+        const r = idx.apply(stored(1, 1, (1n << 33n) + 7n, blocks), 0);
+        expect(r.status, `${n} blocks`).not.toBe('rejected');
+        // The same event with its last id repeated at the front is refused.
+        const dup = blocks.map((b) => [...b] as [bigint, number]);
+        dup[0]![0] = blocks[n - 1]![0];
+        expect(idx.apply(stored(1, 2, (1n << 33n) + 7n, dup), 0).rejection, `${n} blocks, repeated`).toBe('self_referencing');
+        // And one whose last id is its parent.
+        const withParent = blocks.map((b) => [...b] as [bigint, number]);
+        withParent[n - 1]![0] = (1n << 33n) + 7n;
+        expect(idx.apply(stored(1, 3, (1n << 33n) + 7n, withParent), 0).rejection, `${n} blocks, parent`).toBe('self_referencing');
+      }
+    });
+
+    it('a gap revealed by a refused event still marks the publisher suspect', () => {
+      const idx = new PrefixIndex(16);
+      idx.apply(stored(1, 1, null, [[100, 1]]), 0);
+      const r = idx.apply(stored(1, 4, 100, [[101, 2], [101, 3]]), 9);
+      expect(r).toMatchObject({ status: 'rejected', missedEvents: 2n, suspect: { reason: 'event_gap', sinceMs: 9 } });
+    });
+
+    it('recover skips a self-referencing dump event and counts it', () => {
+      const idx = new PrefixIndex(16);
+      const r = idx.recover(W(1), 0, [stored(1, 1, null, [[100, 1], [101, 2]]), stored(1, 2, 101, [[102, 3], [101, 4]])], 7n, 0);
+      expect(r).toMatchObject({ blocks: 2, rejected: 1, unknownParents: 0, suspect: null });
+      expect(dev(idx, locals(1, 2, 3), 1)).toBe(2);
+    });
+  });
+
   describe('storage tiers', () => {
     it('counts tiers cumulatively, never adding them', () => {
       const idx = new PrefixIndex(10);

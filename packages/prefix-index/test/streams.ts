@@ -107,6 +107,7 @@ export function normImpl(r: MatchResult): RefMatch[] {
 export function normApply(r: ApplyResult): RefApply {
   return {
     status: r.status,
+    rejection: r.rejection,
     missedEvents: r.missedEvents,
     unknownParent: r.unknownParent,
     unknownRemovals: [...r.unknownRemovals],
