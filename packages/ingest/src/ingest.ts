@@ -743,7 +743,15 @@ export class PoolIngest {
         if (limit !== null) return this.refuse(limit, it.streamSeq === null ? 'kv_events' : 'kv_events_js', { workerId: String(it.event.workerId), dpRank: it.event.dpRank });
         const r = s.applyKvEvent(it.event, now);
         if (r.status === 'duplicate') m.duplicates.inc({ pool: this.pool });
-        else {
+        else if (r.status === 'rejected') {
+          const reason = r.rejection ?? 'rejected';
+          m.kvRefused.inc({ pool: this.pool, reason });
+          this.o.rejections.warn(`${this.pool}:kv_refused:${reason}`, { pool: this.pool, workerId: String(it.event.workerId), dpRank: it.event.dpRank, eventId: String(it.event.eventId), reason }, 'KV event refused by the index');
+          if (r.missedEvents > 0n) {
+            m.gaps.inc({ pool: this.pool });
+            m.missedEvents.inc({ pool: this.pool }, Number(r.missedEvents));
+          }
+        } else {
           m.applied.inc({ pool: this.pool, kind: it.event.data.kind });
           if (r.missedEvents > 0n) {
             m.gaps.inc({ pool: this.pool });

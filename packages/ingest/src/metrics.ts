@@ -14,6 +14,8 @@ export interface IngestMetrics {
   readonly gaps: Counter<'pool'>;
   readonly missedEvents: Counter<'pool'>;
   readonly unknownParents: Counter<'pool'>;
+  /** KV events accepted from the wire but refused whole by the index (e.g. `self_referencing`); already counted in accepted. */
+  readonly kvRefused: Counter<'pool' | 'reason'>;
   readonly queueDepth: Gauge<'pool'>;
   readonly queueHighWater: Gauge<'pool'>;
   readonly bookings: Gauge<'pool'>;
@@ -51,6 +53,12 @@ export function ingestMetrics(registry: Registry, prefix: string): IngestMetrics
     gaps: new Counter({ name: `${prefix}_kv_gaps_total`, help: 'Event-id gaps detected (each marks a worker suspect)', labelNames: ['pool'], ...reg }),
     missedEvents: new Counter({ name: `${prefix}_kv_missed_events_total`, help: 'KV events lost according to event-id gaps', labelNames: ['pool'], ...reg }),
     unknownParents: new Counter({ name: `${prefix}_kv_unknown_parent_total`, help: 'Stored events whose parent block was unknown', labelNames: ['pool'], ...reg }),
+    kvRefused: new Counter({
+      name: `${prefix}_kv_refused_total`,
+      help: "KV events refused whole by the index, as Dynamo's router refuses them (reason self_referencing: a block id repeated within the event or equal to its parent); nothing applied",
+      labelNames: ['pool', 'reason'],
+      ...reg,
+    }),
     queueDepth: new Gauge({ name: `${prefix}_queue_depth`, help: 'Messages waiting for the writer', labelNames: ['pool'], ...reg }),
     queueHighWater: new Gauge({ name: `${prefix}_queue_high_water`, help: 'Largest writer queue depth seen', labelNames: ['pool'], ...reg }),
     bookings: new Gauge({ name: `${prefix}_bookings`, help: 'Live bookings', labelNames: ['pool'], ...reg }),
