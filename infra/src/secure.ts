@@ -229,9 +229,32 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
   }
   roles.push({
     role: 'decision',
-    what: 'decision service: answers route, asks the indexers, the only publisher of bookings and decision records',
-    publish: { allow: [`${V}.observe.*`, `${V}.bookings.*`, `${V}.decisions`, JS_ACCOUNT_INFO, ...streamApi(decisions)] },
-    subscribe: { allow: [`${V}.route`, `${V}.lifecycle.*`, `${V}.workers.*`, INBOX] },
+    what: "decision service: answers route, holds its pools' state (the indexers' inputs and snapshots) or asks the indexers, the only publisher of bookings and decision records",
+    publish: {
+      allow: [
+        `${V}.observe.*`,
+        `${V}.bookings.*`,
+        `${V}.decisions`,
+        JS_ACCOUNT_INFO,
+        ...streamApi(decisions),
+        // Local pools restore from the indexers' snapshots and replay JetStream-mode KV events.
+        ...streamApi(`OBJ_${snapshots}`),
+        ...layout.pools.flatMap((p) => streamApi(`namespace-${p.namespace}-component-${p.component}-kv-events`)),
+      ],
+    },
+    subscribe: {
+      allow: [
+        `${V}.route`,
+        `${V}.lifecycle.*`,
+        `${V}.workers.*`,
+        `${V}.bookings.*`,
+        // What an indexer of each pool reads, as two wildcards: a user JWT carrying every subject apart would pass
+        // nats-server's default 4 KiB control line (a CONNECT that long is dropped).
+        ...layout.pools.flatMap((p) => [`namespace.${p.namespace}.component.${p.component}.>`, dynamoSubjects(p).kvMetrics]),
+        '$SRV.>',
+        INBOX,
+      ],
+    },
     allowResponses: true,
   });
   roles.push({
