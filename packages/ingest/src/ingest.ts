@@ -801,17 +801,7 @@ export class PoolIngest {
         }
         const limit = s.admitBooking(b.requestId, b.workerId, b.dpRank);
         if (limit !== null) return this.refuse(limit, 'bookings', { workerId: String(b.workerId), dpRank: b.dpRank, requestId: b.requestId.slice(0, 128) });
-        const out = s.ledger.book({
-          requestId: b.requestId,
-          workerId: b.workerId,
-          dpRank: b.dpRank,
-          promptTokens: b.promptTokens,
-          overlapBlocks: b.overlapBlocks,
-          sequenceHashes: b.sequenceHashes,
-          expectedOutputTokens: b.expectedOutputTokens,
-          source: 'decision_service',
-          nowMs: now,
-        });
+        const out = this.book(b, now);
         m.applied.inc({ pool: this.pool, kind: `book_${out.kind}` });
         return;
       }
@@ -842,6 +832,21 @@ export class PoolIngest {
     }
   }
 
+  /** A decision service's booking into the ledger: the one mapping from the booking message, for echoes and local bookings. */
+  private book(b: BookingMessage, now: number): ReturnType<PoolState['ledger']['book']> {
+    return this.state.ledger.book({
+      requestId: b.requestId,
+      workerId: b.workerId,
+      dpRank: b.dpRank,
+      promptTokens: b.promptTokens,
+      overlapBlocks: b.overlapBlocks,
+      sequenceHashes: b.sequenceHashes,
+      expectedOutputTokens: b.expectedOutputTokens,
+      source: 'decision_service',
+      nowMs: now,
+    });
+  }
+
   /**
    * Book a request this process routed, at once (before its booking message is published): the
    * booking's echo from the subject is then recognised as this process's own and not applied again.
@@ -855,17 +860,7 @@ export class PoolIngest {
       this.refuse(limit, 'local_bookings', { workerId: String(b.workerId), dpRank: b.dpRank, requestId: b.requestId.slice(0, 128) });
       return limit;
     }
-    const out = s.ledger.book({
-      requestId: b.requestId,
-      workerId: b.workerId,
-      dpRank: b.dpRank,
-      promptTokens: b.promptTokens,
-      overlapBlocks: b.overlapBlocks,
-      sequenceHashes: b.sequenceHashes,
-      expectedOutputTokens: b.expectedOutputTokens,
-      source: 'decision_service',
-      nowMs: now,
-    });
+    const out = this.book(b, now);
     if (out.kind === 'booked' && this.o.origin === undefined) {
       // Bounded: an echo that never comes (the publish lost) is forgotten after the booking TTL, or
       // the oldest first once the pool's booking bound is reached.
