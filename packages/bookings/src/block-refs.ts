@@ -38,6 +38,11 @@ export class BlockRefs {
     this.mask = 15;
   }
 
+  /** Slots in the table (a power of two). */
+  get capacity(): number {
+    return this.mask + 1;
+  }
+
   /** Slot base of (lo, hi), or -1. */
   private find(lo: number, hi: number): number {
     const t = this.t;
@@ -82,26 +87,29 @@ export class BlockRefs {
     return true;
   }
 
-  /** Drop one reference; false when the key was not held (a caller bug, counted by the ledger). */
-  release(lo: number, hi: number): boolean {
-    return this.drop(lo, hi) >= 0;
-  }
-
-  /** Drop one reference and return the references left (0: the key is gone), or -1 when it was not held. */
+  /**
+   * Drop one reference and return the references left (0: the key is gone), or -1 when it was not held.
+   * The table never shrinks here: call `settle()` after a run of drops.
+   */
   drop(lo: number, hi: number): number {
     const b = this.find(lo, hi);
     if (b < 0) return -1;
     const t = this.t;
     if (t[b + 2]! > 1) return --t[b + 2]!;
-    this.removeAt(b);
+    removeSlot(t, this.mask, b, SLOT);
+    this.size--;
     return 0;
   }
 
-  private removeAt(b: number): void {
-    removeSlot(this.t, this.mask, b, SLOT);
-    this.size--;
-    // Shrink when mostly empty, so a rank that once held a huge burst does not keep its memory.
-    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize((this.mask + 1) / 2);
+  /** Room for `n` more keys at most half full, in one resize (before adding a booking's blocks). */
+  reserve(n: number): void {
+    const cap = capacityFor(this.size + n);
+    if (cap > this.mask + 1) this.resize(cap);
+  }
+
+  /** Shrink once when mostly empty (after a booking's blocks were dropped), so a burst does not keep its memory. */
+  settle(): void {
+    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize(capacityFor(this.size));
   }
 
   private grow(): void {
@@ -112,6 +120,13 @@ export class BlockRefs {
     this.t = rehash(this.t, cap, SLOT);
     this.mask = cap - 1;
   }
+}
+
+/** The smallest table (a power of two, at least 16 slots) holding `keys` at most half full. */
+function capacityFor(keys: number): number {
+  let cap = 16;
+  while (cap < keys * 2) cap *= 2;
+  return cap;
 }
 
 /**
@@ -219,21 +234,27 @@ export class HolderTable {
     if (bit >= 0) t[b + 3 + (bit >>> 5)]! |= 1 << (bit & 31);
   }
 
-  /** A rank stopped holding (lo, hi): returns the ranks left holding it, or -1 when the key was not held. */
+  /** A rank stopped holding (lo, hi): returns the ranks left holding it, or -1 when the key was not held. Call `settle()` after a run of drops. */
   drop(lo: number, hi: number, bit: number): number {
     const b = this.find(lo, hi);
     if (b < 0) return -1;
     const t = this.t;
     if (bit >= 0) t[b + 3 + (bit >>> 5)]! &= ~(1 << (bit & 31));
     if (t[b + 2]! > 1) return --t[b + 2]!;
-    this.removeAt(b);
+    removeSlot(t, this.mask, b, HSLOT);
+    this.size--;
     return 0;
   }
 
-  private removeAt(b: number): void {
-    removeSlot(this.t, this.mask, b, HSLOT);
-    this.size--;
-    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize((this.mask + 1) / 2);
+  /** As `BlockRefs.reserve`. */
+  reserve(n: number): void {
+    const cap = capacityFor(this.size + n);
+    if (cap > this.mask + 1) this.resize(cap);
+  }
+
+  /** As `BlockRefs.settle`. */
+  settle(): void {
+    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize(capacityFor(this.size));
   }
 
   private resize(cap: number): void {

@@ -413,6 +413,9 @@ export class BookingLedger {
     const refs: BlockRefs = rank;
     const holders = this.#holders;
     const hv = halves(record.sequenceHashes);
+    // One resize for the whole booking rather than one per doubling as its blocks go in.
+    refs.reserve(record.sequenceHashes.length);
+    holders.reserve(record.sequenceHashes.length);
     for (let i = 0; i < hv.length; i += 2) if (refs.add(hv[i]!, hv[i + 1]!)) holders.add(hv[i]!, hv[i + 1]!, rank.bit);
     if (record.sequenceHashes.length > 0) {
       const root = record.sequenceHashes[0]!;
@@ -824,6 +827,8 @@ export class BookingLedger {
       if (left < 0) this.#counters.invariantViolations++;
       else if (left === 0 && holders.drop(hv[i]!, hv[i + 1]!, rank.bit) < 0) this.#counters.invariantViolations++;
     }
+    refs.settle();
+    holders.settle();
     if (b.sequenceHashes.length > 0) {
       const root = b.sequenceHashes[0]!;
       const ranks = this.#roots.get(root);
