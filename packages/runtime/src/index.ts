@@ -36,6 +36,7 @@ export type { ConnectNatsOptions, DurableConsumerSpec, Msg, MsgHdrs, NatsConnect
 export { createResponder, serveRequests } from './responder';
 export type { Endpoint, EndpointOptions, RequestHandler, Responder, ResponderOptions } from './responder';
 export { Outbox } from './outbox';
+export { Requester } from './requester';
 
 export { connectKafka, kafkaClientConfig, kafkaConnectError, kafkaError } from './kafka';
 export { hasUrlUserInfo, isSecretKey, REDACTED, redactSecrets, redactUrl, secretLogPaths } from './secrets';

@@ -47,6 +47,8 @@ export interface NatsSettings extends NatsSecuritySettings {
 
 export interface ConnectNatsOptions {
   metrics?: RuntimeMetrics;
+  /** NATS `no_echo`: this connection's own publishes are not delivered to its subscriptions. */
+  noEcho?: boolean;
 }
 
 // Connection state as seen through status events; nats.js exposes only
@@ -154,6 +156,7 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
       timeout: cfg.connectTimeoutMs,
       // Fail start-up fast and clearly; only an established connection retries forever.
       waitOnFirstConnect: false,
+      ...(opts.noEcho === true ? { noEcho: true } : {}),
     });
   } catch (e) {
     // Credentials and TLS failures get their own codes: they are not retryable, and the

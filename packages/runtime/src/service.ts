@@ -50,6 +50,11 @@ export interface ServiceSpec<C extends BaseConfig, K extends boolean> {
   schema?: ObjectSchema<Record<string, TSchema<unknown>>> & TSchema<C>;
   /** Connect Kafka before start(). */
   kafka?: K;
+  /**
+   * The server does not deliver this connection's own publishes back to it (NATS `no_echo`): for a
+   * service that subscribes to a subject it also publishes on and has no use for its own messages.
+   */
+  noEcho?: boolean;
   start(ctx: ServiceContext<C, K>): void | Promise<void>;
 
   // Overrides for tests and embedding; production mains leave them unset.
@@ -161,7 +166,7 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
     const nc = await connectNats(
       { ...config.nats, name: config.nats.name === '' ? `${config.service}-${instanceId}` : config.nats.name },
       log,
-      { metrics },
+      { metrics, noEcho: spec.noEcho === true },
     );
     shutdown.register('nats', 'close', async () => {
       if (nc.isClosed()) return;

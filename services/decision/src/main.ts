@@ -6,6 +6,8 @@ import { startDecision } from './service';
 await runService<DecisionSettings, false>({
   name: 'decision',
   schema: decisionConfigSchema,
+  // Its own bookings come back on the bookings subject it subscribes to for the other replicas': not sent at all.
+  noEcho: true,
   async start(ctx) {
     await startDecision(ctx);
   },

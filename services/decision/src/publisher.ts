@@ -31,8 +31,7 @@
  * in-flight window behave as without the delay.
  */
 import { headers } from '@nats-io/transport-node';
-import type { Logger } from '@vantage/runtime';
-import type { Requester } from './requester';
+import type { Logger, Requester } from '@vantage/runtime';
 
 export interface PublisherOptions {
   readonly requester: Requester;

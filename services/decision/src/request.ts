@@ -16,8 +16,7 @@
  *     same bytes are parsed once;
  *   - a `localHashesLe64` string is accepted when it is canonical base64 of a
  *     whole number of u64s (decoded and re-encoded natively), which implies the
- *     schema's pattern; it is kept as is, so the observe queries and the
- *     booking forward it without re-encoding;
+ *     schema's pattern;
  *   - the codec's `fromWire` then validates everything else, with empty
  *     prompts in place of the bulk.
  *
@@ -33,15 +32,6 @@ import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_LE64_CHARS, MAX_TOKENS as MAX_TOKEN_IDS,
 type Role = 'efficient' | 'capable';
 const ROLES: readonly Role[] = ['efficient', 'capable'];
 
-export interface DecodedRoute {
-  readonly req: RouteRequest;
-  /**
-   * Per candidate, the canonical base64 (`localHashesLe64`, ASCII bytes) of its local hashes when the
-   * request carried them that way: forwarded as is to the observe query and the booking. null otherwise.
-   */
-  readonly le64: { readonly efficient: Uint8Array | null; readonly capable: Uint8Array | null };
-}
-
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 function text(b: Uint8Array, from: number, to: number): string | null {
@@ -54,9 +44,8 @@ function text(b: Uint8Array, from: number, to: number): string | null {
   }
 }
 
-function slow(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeResult<DecodedRoute> {
-  const r = routeRequestCodec.decode(data, maxBytes);
-  return r.ok ? { ok: true, value: { req: r.value, le64: { efficient: null, capable: null } } } : r;
+function slow(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeResult<RouteRequest> {
+  return routeRequestCodec.decode(data, maxBytes);
 }
 
 // --- token-id arrays -----------------------------------------------------------------
@@ -235,7 +224,7 @@ interface Bulk {
 }
 
 /** Decode a route request; the same accepted values and rejections as `routeRequestCodec.decode`. */
-export function decodeRouteRequest(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeResult<DecodedRoute> {
+export function decodeRouteRequest(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeResult<RouteRequest> {
   if (data.byteLength > maxBytes) return slow(data, maxBytes);
   let json: unknown;
   let bulk0: Extracted | null;
@@ -277,19 +266,14 @@ export function decodeRouteRequest(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYL
   const r = routeRequestCodec.fromWire(json);
   if (!r.ok) return slow(data, maxBytes); // the codec's own rejection, from the untouched bytes
   const req = r.value;
-  const le64s: Record<Role, Uint8Array | null> = { efficient: null, capable: null };
   const fill = (role: Role): RouteCandidate => {
     const c = req.candidates[role];
     const b = bulk[role];
     let prompt: PromptSpec = c.prompt;
     if (prompt.kind === 'token_ids' && b.tokens !== null) prompt = { kind: 'token_ids', tokenIds: b.tokens, loraName: prompt.loraName };
-    else if (prompt.kind === 'local_hashes' && b.hashes !== null) {
-      prompt = { kind: 'local_hashes', localHashes: b.hashes.hashes, loraName: prompt.loraName };
-      le64s[role] = b.hashes.canonical;
-    }
+    else if (prompt.kind === 'local_hashes' && b.hashes !== null) prompt = { kind: 'local_hashes', localHashes: b.hashes.hashes, loraName: prompt.loraName };
     return prompt === c.prompt ? c : { model: c.model, pool: c.pool, prompt, promptTokens: c.promptTokens };
   };
   const candidates2 = { efficient: fill('efficient'), capable: fill('capable') };
-  const out: RouteRequest = { requestId: req.requestId, sessionId: req.sessionId, stageProposal: req.stageProposal, candidates: candidates2, deadlineMs: req.deadlineMs };
-  return { ok: true, value: { req: out, le64: le64s } };
+  return { ok: true, value: { requestId: req.requestId, sessionId: req.sessionId, stageProposal: req.stageProposal, candidates: candidates2, deadlineMs: req.deadlineMs } };
 }

@@ -11,8 +11,11 @@
 import { randomUUID } from 'node:crypto';
 import { localBlockHashes } from '@vantage/hashing';
 import {
+  bookingEventCodec,
   bookingsSubject,
+  encodeObserveRequestBinary,
   observeSubject,
+  routeReplyCodec,
   type Predictions,
   type RouteCandidate,
   type RouteReply,
@@ -22,17 +25,14 @@ import { buildDecisionRecord, decideRoute, probeRoles as probeRolesOf } from '@v
 import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
-import { toVantageError, VantageError, type Logger, type NatsConnection } from '@vantage/runtime';
+import { toVantageError, VantageError, type Logger, type NatsConnection, type Outbox, type Requester } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 import type { InFlight } from './inflight';
-import type { Outbox } from './outbox';
 import type { DecisionMetrics } from './metrics';
 import { decodeObserveReply, failedProbe, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
 import type { RecordPublisher } from './publisher';
 import { decodeRouteRequest } from './request';
-import type { Requester } from './requester';
 import type { LocalPools } from './pools';
-import { encodeBooking, encodeObserveQuery, encodeRouteReply, le64Base64 } from './wire';
 import { RECORD_VARIANT, replyReason } from './vocabulary';
 
 export interface RouterDeps {
@@ -60,8 +60,6 @@ const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 interface Prepared {
   readonly target: ProbeTarget;
   readonly localHashes: BigUint64Array;
-  /** The same hashes as base64 of little-endian u64s (ASCII bytes), as the booking (and a JSON observe query) carries them. */
-  readonly localHashesLe64: Uint8Array;
   /** The request's token ids, when it sent them (to recognise the other candidate's identical prompt). */
   readonly tokenIds: Uint32Array | null;
   readonly loraName: string | null;
@@ -99,10 +97,10 @@ export class Router {
     const params = this.d.params(); // once per request: a reload never changes a decision in flight
     const decoded = decodeRouteRequest(data);
     if (!decoded.ok) throw new VantageError('BAD_REQUEST', `route: ${decoded.code}: ${decoded.reason}`, { details: { code: decoded.code } });
-    const req = decoded.value.req;
-    const efficient = this.prepare('efficient', req.candidates.efficient, decoded.value.le64.efficient, null);
+    const req = decoded.value;
+    const efficient = this.prepare('efficient', req.candidates.efficient, null);
     // Both candidates often carry the same tokens: hash them once when the block size and LoRA agree too.
-    const prepared = { efficient, capable: this.prepare('capable', req.candidates.capable, decoded.value.le64.capable, efficient) };
+    const prepared = { efficient, capable: this.prepare('capable', req.candidates.capable, efficient) };
 
     // The Stage baseline makes no extra probes (seed 000): only the proposed model's pool is asked.
     const probeRoles: readonly Role[] = probeRolesOf(params, req.stageProposal);
@@ -120,7 +118,8 @@ export class Router {
       if (this.d.pools.get(r) !== undefined) continue;
       const p = prepared[r];
       const same = body !== null && r === 'capable' && p.target.promptTokens === prepared.efficient.target.promptTokens && p.localHashes === prepared.efficient.localHashes;
-      if (!same) body = encodeObserveQuery(req.requestId, p.localHashes, p.target.promptTokens);
+      // Binary request and reply (observe-request.v1.json's content): only the worker Dynamo would choose.
+      if (!same) body = encodeObserveRequestBinary({ requestId: req.requestId, prompt: { kind: 'local_hashes', localHashes: p.localHashes, loraName: null }, promptTokens: p.target.promptTokens, workers: 'choice', replyEncoding: 'binary' });
       pending[r] = this.probe(p, body!, budgetMs);
     }
     const probes: Partial<Record<Role, ProbeResult>> = {};
@@ -158,7 +157,7 @@ export class Router {
     let endpoint: string | null = null;
     if (placement !== null && worker !== null) {
       const subject = bookingsSubject(chosen.target.pool);
-      const booking = encodeBooking({
+      const booking = bookingEventCodec.encode({
         requestId: req.requestId,
         sessionId: req.sessionId,
         pool: chosen.target.pool,
@@ -167,7 +166,8 @@ export class Router {
         promptTokens: chosen.target.promptTokens,
         overlapBlocks: worker.deviceOverlapBlocks,
         // Local hashes: the indexer derives the sequence hashes it needs on its side.
-        localHashesLe64: chosen.localHashesLe64,
+        localHashes: chosen.localHashes,
+        sequenceHashes: null,
         expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
         prefillTokens: worker.effectivePrefillTokens,
         atMs: nowMs,
@@ -217,7 +217,7 @@ export class Router {
       queryDurationUs: Math.round(queryDurationUs),
       decisionDurationUs: Math.round(hrUs() - t0),
     };
-    const bytes = encodeRouteReply(reply);
+    const bytes = routeReplyCodec.encode(reply);
     const decisionDurationUs = Math.round(hrUs() - t0);
     this.d.metrics.routes.inc(decision.reason, params.variant, decision.choice);
     this.d.metrics.routeSeconds.observe(decisionDurationUs / 1e6, 'ok');
@@ -237,7 +237,7 @@ export class Router {
     return bytes;
   }
 
-  private prepare(role: Role, c: RouteCandidate, le64: Uint8Array | null, other: Prepared | null): Prepared {
+  private prepare(role: Role, c: RouteCandidate, other: Prepared | null): Prepared {
     const conf = this.d.cfg.pools[role];
     if (c.pool !== null && c.pool !== conf.pool) {
       throw new VantageError('BAD_REQUEST', `route: ${role} candidate names pool "${c.pool}", this decision service serves "${conf.pool}" for ${role}`, {
@@ -246,16 +246,12 @@ export class Router {
     }
     const p = c.prompt;
     let localHashes: BigUint64Array;
-    let localHashesLe64: Uint8Array | null = le64;
     if (p.kind === 'local_hashes') localHashes = p.localHashes;
-    else if (other !== null && other.tokenIds === p.tokenIds && other.target.blockSize === conf.blockSize && other.loraName === p.loraName) {
-      localHashes = other.localHashes;
-      localHashesLe64 = other.localHashesLe64;
-    } else localHashes = localBlockHashes(p.tokenIds, conf.blockSize, p.loraName);
+    else if (other !== null && other.tokenIds === p.tokenIds && other.target.blockSize === conf.blockSize && other.loraName === p.loraName) localHashes = other.localHashes;
+    else localHashes = localBlockHashes(p.tokenIds, conf.blockSize, p.loraName);
     return {
       target: { role, model: c.model, pool: conf.pool, blockSize: conf.blockSize, promptTokens: c.promptTokens },
       localHashes,
-      localHashesLe64: localHashesLe64 ?? le64Base64(localHashes),
       tokenIds: p.kind === 'token_ids' ? p.tokenIds : null,
       loraName: p.loraName,
     };

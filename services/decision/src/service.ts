@@ -4,7 +4,7 @@
  * publisher, metrics and the shutdown sequence.
  */
 import { lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
-import { createResponder, ensureStream, Outbox, RateLimitedLog, VantageError, type Endpoint, type Responder, type ServiceContext } from '@vantage/runtime';
+import { createResponder, ensureStream, Outbox, RateLimitedLog, Requester, VantageError, type Endpoint, type Responder, type ServiceContext } from '@vantage/runtime';
 import type { Subscription } from '@nats-io/transport-node';
 import type { DecisionSettings } from './config';
 import { endsInFlight, InFlight } from './inflight';
@@ -13,7 +13,6 @@ import { decisionMetrics, type DecisionMetrics } from './metrics';
 import { ParameterFile } from './params';
 import { LocalPools } from './pools';
 import { RecordPublisher } from './publisher';
-import { Requester } from './requester';
 import { Router } from './route';
 
 export const DECISION_VERSION = '0.1.0';

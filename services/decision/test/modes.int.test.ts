@@ -6,11 +6,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RouteArgs } from '@vantage/gateway-client';
-import { observeSubject, type RouteReply } from '@vantage/protocol';
+import { encodeObserveRequestBinary, observeSubject, type RouteReply } from '@vantage/protocol';
 import { randomInt, seededRng } from '@vantage/random';
 import { eventually, uniqueName } from '@vantage/testkit';
 import type { WorkerId } from '@vantage/types';
-import { encodeObserveQuery } from '../src/wire';
 import { BLOCK, Harness, logSink, parameterSet, tokens } from './harness';
 
 type Role = 'efficient' | 'capable';
@@ -165,7 +164,7 @@ describe('remote pools: the age check refuses a reply later than gate.maxAgeMs',
     await h.seedWorkers(E, C, hashes, 10);
     // The capable indexer's real reply to the decision service's own query, then the indexer stops and
     // a responder answers with those bytes after `delayMs`: a slow indexer.
-    const reply = (await h.nc.request(observeSubject(h.capPool), encodeObserveQuery('q', hashes, prompt.length), { timeout: 2000 })).data;
+    const reply = (await h.nc.request(observeSubject(h.capPool), encodeObserveRequestBinary({ requestId: 'q', prompt: { kind: 'local_hashes', localHashes: hashes, loraName: null }, promptTokens: prompt.length, workers: 'choice', replyEncoding: 'binary' }), { timeout: 2000 })).data;
     await h.indexers.capable.svc.stop('replaced by a slow responder');
     h.nc.subscribe(observeSubject(h.capPool), {
       callback: (_e, m) => {

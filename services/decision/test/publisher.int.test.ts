@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { createLogger, VantageError, writeErrorHeaders } from '@vantage/runtime';
+import { createLogger, Outbox, Requester, VantageError, writeErrorHeaders } from '@vantage/runtime';
 import { eventually, natsUrl, uniqueName } from '@vantage/testkit';
-import { Outbox } from '../src/outbox';
 import { RecordPublisher } from '../src/publisher';
-import { Requester } from '../src/requester';
 
 const log = createLogger({ service: 'test', instanceId: 'test', level: 'silent' });
 

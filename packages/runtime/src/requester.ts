@@ -1,8 +1,9 @@
 /**
- * Request-reply on the route's hot path, over one wildcard inbox subscription.
+ * Request-reply on a hot path, over one wildcard inbox subscription (the
+ * decision service's observe queries of remote pools and its JetStream publishes).
  *
- * `nc.request` is correct but heavy for a service that sends three requests per
- * route (two observe queries, one JetStream publish): each call captures two
+ * `nc.request` is correct but heavy for a service that sends requests on every
+ * route (observe queries, a JetStream publish): each call captures two
  * stack traces up front (a RequestError for async context and a TimeoutError
  * for its timer) and builds a timeout promise, whether or not anything fails.
  * Here a request is a publish with a reply subject under this connection's own
@@ -15,7 +16,8 @@
  * NATS_REQUEST_FAILED (the connection refused the publish or closed).
  */
 import { createInbox, type Msg, type MsgHdrs, type Subscription } from '@nats-io/transport-node';
-import { readErrorHeaders, VantageError, type NatsConnection } from '@vantage/runtime';
+import { readErrorHeaders, VantageError } from './errors';
+import type { NatsConnection } from './nats';
 import type { Outbox } from './outbox';
 
 interface Pending {
