@@ -2,18 +2,22 @@
  * `npm run bench:decision`: the `route` query over real NATS, against a bare
  * NATS request-reply echo of the same payload in the same run.
  *
- *   nats-server (private, 127.0.0.1, max_payload 8 MiB; or NATS_URL)
- *   2 indexers (child processes, one per candidate model's pool), 64 simulated
- *     workers per pool whose registrations and stored prefixes are published
- *     beforehand
- *   decision services (child processes, variant cache: the most work per route;
- *     decision records to JetStream): `local` (default: holds both pools itself,
- *     fed from the subjects like an indexer; on vantage.v1.route) and `remote`
- *     (asks the indexers on every route; on its own subject), BENCH_MODES
- *   echo responder (child process: replies with the request's own bytes)
- *   load generator (this process): open loop at fixed offered rates for a
- *     bounded time, latency measured from the *scheduled* send time (no
- *     coordinated omission); echo and route alternate per scenario and rate.
+ *   nats-server (private, 127.0.0.1, max_payload 8 MiB; or NATS_URL), the echo
+ *     responder (child process: replies with the request's own bytes) and the
+ *     load generator (this process) throughout;
+ *   one phase per mode (BENCH_MODES, default local,remote), each with only its
+ *     own processes beside those, and 64 simulated workers per pool whose
+ *     registrations and stored prefixes are published once that phase's
+ *     processes have subscribed:
+ *     - `local`: the decision service holding both pools itself, fed from the
+ *       subjects as an indexer is (on vantage.v1.route). No indexer runs: the
+ *       service needs none to route;
+ *     - `remote`: 2 indexers (one per candidate model's pool) and a decision
+ *       service asking them on every route (on its own subject);
+ *   every decision service uses the variant cache (the most work per route) and
+ *   publishes its decision records to JetStream. Echo and route runs alternate
+ *   per scenario and rate, open loop at fixed offered rates for a bounded time,
+ *   latency measured from the *scheduled* send time (no coordinated omission).
  *
  * Prompts: 32k and 128k tokens for both candidate models, as block hashes (the
  * gateway client's default) and as token ids (the decision service hashes
@@ -47,7 +51,8 @@
  * each scenario's measured runs, so that the figures are those of a running
  * service with compiled code (every process starts cold here; the first few
  * thousand routes cost several times the steady state). 0 measures cold.
- * BENCH_CPU_PROF=dir (run the decision service under `--cpu-prof`, profile in dir),
+ * BENCH_CPU_PROF=dir (run the local-pool decision service under `--cpu-prof`, profile in dir),
+ * BENCH_DECISION_NODE_ARGS (extra node flags for the decision services, space-separated: GC settings, an --import),
  * BENCH_INDEXER=stub (diagnostic: instead of the two indexers, one responder answers
  * every observe query with a fixed, valid reply at once, so the figures show the
  * decision service alone; the default `real` runs the indexers),
@@ -113,6 +118,9 @@ function procCpuUs(pid: number | undefined): { user: number; sys: number } {
   return processCpuUs(pid) ?? { user: 0, sys: 0 };
 }
 
+/** The decision service whose reads, writes and wake-ups are reported: the running phase's. */
+let ioPid: number | undefined;
+
 function cpuSnapshot(): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [k, ps] of Object.entries(cpuOf)) {
@@ -123,7 +131,7 @@ function cpuSnapshot(): Record<string, number> {
   }
   const u = process.cpuUsage();
   out['generator'] = u.user + u.system;
-  const io = procIo(cpuOf['decision']![0]?.pid);
+  const io = procIo(ioPid);
   out['decision_reads'] = io.reads;
   out['decision_writes'] = io.writes;
   out['decision_wakeups'] = io.wakeups;
@@ -341,7 +349,7 @@ async function openLoop(name: string, rate: number, seconds: number, send: (id: 
  * Diagnostic stand-in for both indexers: answers every observe query at once with a fixed reply
  * (one worker, Dynamo's choice, the bench's block size), without reading the query.
  */
-function startStubIndexer(url: string): void {
+function startStubIndexer(url: string): ChildProcess {
   const replies = ROLES.map((role, i) => {
     const workerId = BigInt(1000 + i * 100_000) as WorkerId;
     const w: WorkerObservation = {
@@ -359,7 +367,7 @@ function startStubIndexer(url: string): void {
 const nc = await connect({ servers: ${JSON.stringify(url)} });
 for (const r of ${JSON.stringify(replies)}) { const body = new Uint8Array(Buffer.from(r.b64, 'base64')); nc.subscribe(r.subject, { callback: (e, m) => { if (!e) m.respond(body); } }); }
 await nc.flush(); process.stderr.write('stub indexer ready\\n');`;
-  cpuOf['indexers']!.push(child('stub-indexer', ['--input-type=module', '-e', code], {}));
+  return child('stub-indexer', ['--input-type=module', '-e', code], {});
 }
 
 const us = (x: number): number | null => (Number.isFinite(x) ? Math.round(x) : null);
@@ -367,24 +375,9 @@ const f = (x: number, w: number): string => (Number.isFinite(x) ? x.toFixed(0) :
 
 async function main(): Promise<void> {
   const url = await startNats();
-  log(`nats ${url}; ${WORKERS} workers per pool, block ${BLOCK}, ${SECONDS}s per run, rates ${RATES.join(',')}, scenarios ${SCENARIOS.join(',')}`);
+  log(`nats ${url}; ${WORKERS} workers per pool, block ${BLOCK}, ${SECONDS}s per run, rates ${RATES.join(',')}, scenarios ${SCENARIOS.join(',')}, modes ${MODES.join(',')}`);
   const nc = await connect({ servers: url });
-
-  // Indexers (one per pool) and the echo responder, as child processes.
   const common = { VANTAGE_NATS_URL: url, VANTAGE_LOG_LEVEL: 'warn', NODE_ENV: 'production' };
-  if (STUB_INDEXER) startStubIndexer(url);
-  else {
-    for (const role of ROLES) {
-      const p = POOLS[role];
-      const ix = child(`indexer-${role}`, ['--import', 'tsx', 'services/indexer/src/main.ts'], {
-        ...common,
-        VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: p.pool, blockSize: BLOCK, namespace: p.ns, component: 'backend' }]),
-        VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
-        VANTAGE_INDEXER_WORKER_TTL_MS: '3600000',
-      });
-      cpuOf['indexers']!.push(ix);
-    }
-  }
   const echoSubject = 'bench.echo';
   const echoProc = child('echo', ['--input-type=module', '-e', `import { connect } from '@nats-io/transport-node'; const nc = await connect({ servers: ${JSON.stringify(url)} }); nc.subscribe(${JSON.stringify(echoSubject)}, { callback: (e, m) => { if (!e) m.respond(m.data); } }); await nc.flush(); process.stderr.write('echo ready\\n');`], common);
   cpuOf['responder']!.push(echoProc);
@@ -402,22 +395,42 @@ async function main(): Promise<void> {
   const paramsFile = join(dir, 'params.json');
   writeFileSync(paramsFile, serializeParameterSet(fitted.value));
 
-  // An indexer answers an empty observe with a BAD_REQUEST reply (headers): any reply means it is up.
-  await waitFor(
-    'indexers',
-    async () => {
+  /** Indexers (one per pool), for the remote phase only: a decision service holding its pools needs none to route. */
+  const startIndexers = async (): Promise<ChildProcess[]> => {
+    const procs: ChildProcess[] = [];
+    if (STUB_INDEXER) procs.push(startStubIndexer(url));
+    else {
       for (const role of ROLES) {
-        const up = await nc.request(`vantage.v1.observe.${POOLS[role].pool}`, new TextEncoder().encode('{}'), { timeout: 500 }).then(() => true, () => false);
-        if (!up) return false;
+        const p = POOLS[role];
+        procs.push(
+          child(`indexer-${role}`, ['--import', 'tsx', 'services/indexer/src/main.ts'], {
+            ...common,
+            VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: p.pool, blockSize: BLOCK, namespace: p.ns, component: 'backend' }]),
+            VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
+            VANTAGE_INDEXER_WORKER_TTL_MS: '3600000',
+          }),
+        );
       }
-      return true;
-    },
-    60_000,
-    200,
-  );
+    }
+    cpuOf['indexers']!.push(...procs);
+    // An indexer answers an empty observe with a BAD_REQUEST reply (headers): any reply means it is up.
+    await waitFor(
+      'indexers',
+      async () => {
+        for (const role of ROLES) {
+          const up = await nc.request(`vantage.v1.observe.${POOLS[role].pool}`, new TextEncoder().encode('{}'), { timeout: 500 }).then(() => true, () => false);
+          if (!up) return false;
+        }
+        return true;
+      },
+      60_000,
+      200,
+    );
+    return procs;
+  };
 
-  // Decision services, before the workers are published: a local-pool service learns them as an indexer
-  // does, from the subjects. `local` on vantage.v1.route; `remote` (asks the indexers) on its own subject.
+  // A decision service per mode: `local` (holds both pools, fed from the subjects like an indexer) on
+  // vantage.v1.route; `remote` (asks the indexers on every route) on its own subject.
   const profArgs = CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', resolve(CPU_PROF)] : [];
   const decisionEnv = (source: 'local' | 'remote'): Record<string, string> => ({
     ...common,
@@ -437,41 +450,39 @@ async function main(): Promise<void> {
     VANTAGE_DECISION_MAX_IN_FLIGHT: '8192',
     ...(source === 'remote' ? { VANTAGE_DECISION_SUBJECT: REMOTE_SUBJECT, VANTAGE_DECISION_QUEUE_GROUP: 'bench-remote' } : {}),
   });
-  const decision = child('decision', [...profArgs, '--import', 'tsx', 'services/decision/src/main.ts'], decisionEnv('local'));
-  cpuOf['decision']!.push(decision);
-  if (MODES.includes('remote')) cpuOf['decision_remote']!.push(child('decision-remote', ['--import', 'tsx', 'services/decision/src/main.ts'], decisionEnv('remote')));
-  const anyReply = (subject: string) => async (): Promise<boolean> => nc.request(subject, new TextEncoder().encode('{}'), { timeout: 500 }).then(() => true, () => false);
-  await waitFor('decision service (local pools) subscribed', anyReply('vantage.v1.route'), 60_000, 200);
-  if (MODES.includes('remote')) await waitFor('decision service (remote pools)', anyReply(REMOTE_SUBJECT), 60_000, 200);
+  const subjectOf = (mode: 'local' | 'remote'): string => (mode === 'local' ? 'vantage.v1.route' : REMOTE_SUBJECT);
 
-  // Workers: registrations and KV state (each worker holds a prefix of one session's 128k prompt).
+  // Workers: registrations and KV state (each worker holds a prefix of one session's 128k prompt),
+  // published once per phase, after that phase's processes have subscribed.
   const prompts = new Map<number, Uint32Array>();
   for (let s = 0; s < SESSIONS; s++) prompts.set(s, tokensFor(s, SESSION_TOKENS));
   const spec = { efficient: { ...POOLS.efficient, blockSize: BLOCK }, capable: { ...POOLS.capable, blockSize: BLOCK } };
   const client = new GatewayClient({ nc, routeTimeoutMs: 5000, pools: spec });
   const sessionHashes = [...prompts.values()].map((t) => client.hashPrompt('efficient', t));
-  for (const role of ROLES) {
-    const p = POOLS[role];
-    for (let w = 0; w < WORKERS; w++) {
-      const workerId = BigInt(1000 + w + (role === 'capable' ? 100_000 : 0)) as WorkerId;
-      nc.publish(
-        workersSubject(p.pool),
-        workerRegistrationCodec.encode({
-          kind: 'register',
-          pool: p.pool,
-          workerId,
-          atMs: Date.now(),
-          capacity: WORKER_CAPACITY,
-          ttlMs: 3_600_000,
-          endpoint: `http://${p.pool}-${w}:8000`,
-          model: p.model,
-        }),
-      );
-      const event = storedPrefixEvent(workerId, w, sessionHashes);
-      nc.publish(kvEventsSubject(p.ns, 'backend'), encodeEventPlaneMessage({ publisherId: workerId, sequence: 1n, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event }));
+  const publishWorkers = async (): Promise<void> => {
+    for (const role of ROLES) {
+      const p = POOLS[role];
+      for (let w = 0; w < WORKERS; w++) {
+        const workerId = BigInt(1000 + w + (role === 'capable' ? 100_000 : 0)) as WorkerId;
+        nc.publish(
+          workersSubject(p.pool),
+          workerRegistrationCodec.encode({
+            kind: 'register',
+            pool: p.pool,
+            workerId,
+            atMs: Date.now(),
+            capacity: WORKER_CAPACITY,
+            ttlMs: 3_600_000,
+            endpoint: `http://${p.pool}-${w}:8000`,
+            model: p.model,
+          }),
+        );
+        const event = storedPrefixEvent(workerId, w, sessionHashes);
+        nc.publish(kvEventsSubject(p.ns, 'backend'), encodeEventPlaneMessage({ publisherId: workerId, sequence: 1n, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event }));
+      }
     }
-  }
-  await nc.flush();
+    await nc.flush();
+  };
   const probeBody = client.encodeRoute({ requestId: 'warm', sessionId: 's', stageProposal: 'efficient', prompts: { efficient: { tokenIds: prompts.get(0)!.subarray(0, 1024) }, capable: { tokenIds: prompts.get(0)!.subarray(0, 1024) } } });
   const sees = (subject: string) => async (): Promise<boolean> =>
     nc.request(subject, probeBody, { timeout: 2000 }).then(
@@ -482,8 +493,29 @@ async function main(): Promise<void> {
       },
       () => false,
     );
-  await waitFor('decision service (local pools) sees the workers', sees('vantage.v1.route'), 60_000, 250);
-  if (MODES.includes('remote')) await waitFor('decision service (remote pools) sees the workers', sees(REMOTE_SUBJECT), 60_000, 250);
+
+  /** Start one phase's processes: its decision service (and, for remote, the indexers), then the workers. */
+  const startPhase = async (mode: 'local' | 'remote'): Promise<{ decision: ChildProcess; procs: ChildProcess[] }> => {
+    const procs = mode === 'remote' ? await startIndexers() : [];
+    const decision = child(`decision-${mode}`, [...(mode === 'local' ? profArgs : []), ...(process.env.BENCH_DECISION_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''), '--import', 'tsx', 'services/decision/src/main.ts'], decisionEnv(mode));
+    procs.push(decision);
+    cpuOf[mode === 'local' ? 'decision' : 'decision_remote']!.push(decision);
+    ioPid = decision.pid;
+    const subject = subjectOf(mode);
+    await waitFor(`decision service (${mode} pools) subscribed`, async () => nc.request(subject, new TextEncoder().encode('{}'), { timeout: 500 }).then(() => true, () => false), 60_000, 200);
+    await publishWorkers();
+    await waitFor(`decision service (${mode} pools) sees the workers`, sees(subject), 60_000, 250);
+    return { decision, procs };
+  };
+  const stopPhase = async (procs: readonly ChildProcess[]): Promise<void> => {
+    await Promise.all(procs.map(async (c) => {
+      if (c.exitCode !== null || c.signalCode !== null) return;
+      const gone = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      await gone;
+    }));
+    ioPid = undefined;
+  };
 
   const decodeRoute = (data: Uint8Array): Outcome => {
     const r = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as {
@@ -504,7 +536,7 @@ async function main(): Promise<void> {
     return { ok: true, pool: r.pool ?? null, reason: r.reason, fallback: r.fallback ?? null, maxR, observeUs, ownUs: r.decisionDurationUs - r.queryDurationUs };
   };
 
-  const makeSenders = (size: number, form: 'hashes' | 'token_ids'): { route: (id: string) => Promise<Outcome>; remote: (id: string) => Promise<Outcome>; echo: (id: string) => Promise<Outcome>; payloadBytes: number } => {
+  const makeSenders = (size: number, form: 'hashes' | 'token_ids'): { route: (mode: 'local' | 'remote') => (id: string) => Promise<Outcome>; echo: (id: string) => Promise<Outcome>; payloadBytes: number } => {
     // Several sessions' prompts so that different workers are chosen.
     const tpls = PROMPT_SESSIONS.map((s) => {
       const t = prompts.get(s)!.subarray(0, size);
@@ -519,15 +551,13 @@ async function main(): Promise<void> {
     };
     return {
       payloadBytes: tpls[0]!.bytes.length,
-      route: async (id) => {
-        const m = await nc.request('vantage.v1.route', bodyFor(id), { timeout: 5000 });
-        if (m.headers?.get('Nats-Service-Error-Code')) return { ok: false };
-        return decodeRoute(m.data);
-      },
-      remote: async (id) => {
-        const m = await nc.request(REMOTE_SUBJECT, bodyFor(id), { timeout: 5000 });
-        if (m.headers?.get('Nats-Service-Error-Code')) return { ok: false };
-        return decodeRoute(m.data);
+      route: (mode) => {
+        const subject = subjectOf(mode);
+        return async (id) => {
+          const m = await nc.request(subject, bodyFor(id), { timeout: 5000 });
+          if (m.headers?.get('Nats-Service-Error-Code')) return { ok: false };
+          return decodeRoute(m.data);
+        };
       },
       echo: async (id) => {
         await nc.request(echoSubject, bodyFor(id), { timeout: 5000 });
@@ -570,12 +600,13 @@ async function main(): Promise<void> {
   });
 
   // Between runs: let the previous run's backlog drain (a probe route answered within 20 ms, at most 15 s).
-  const settle = async (): Promise<void> => {
+  const settle = async (mode: 'local' | 'remote'): Promise<void> => {
     const until = performance.now() + 15_000;
     while (performance.now() < until) {
       const t = performance.now();
-      const fast = await client.routeEncoded(probeBody).then(
-        (r) => {
+      const fast = await nc.request(subjectOf(mode), probeBody, { timeout: 5000 }).then(
+        (m) => {
+          const r = JSON.parse(new TextDecoder().decode(m.data)) as { requestId: string; pool: string | null };
           if (r.pool !== null) sendDone(nc, r.requestId, r.pool);
           return performance.now() - t < 20;
         },
@@ -587,60 +618,77 @@ async function main(): Promise<void> {
     log('settle: the system did not drain within 15 s; measuring anyway');
   };
 
-  const runScenario = async (label: string): Promise<void> => {
+  const runScenario = async (label: string, mode: 'local' | 'remote'): Promise<void> => {
     const m = /^(\d+)k-(hashes|token_ids)$/.exec(label);
     if (!m) throw new Error(`unknown scenario ${label}`);
     const size = Number(m[1]) * 1024;
     const form = m[2] as 'hashes' | 'token_ids';
     const s = makeSenders(size, form);
+    const route = s.route(mode);
     // Warm-up (JIT, connections): the decision service, the indexers and the echo responder.
-    await settle();
+    await settle(mode);
     if (WARMUP_ROUTES > 0) {
-      for (const mode of MODES) {
-        await openLoop(`warm ${mode} ${label}`, WARMUP_RATE, WARMUP_ROUTES / WARMUP_RATE, mode === 'local' ? s.route : s.remote, nc);
-        await settle();
-      }
+      await openLoop(`warm ${mode} ${label}`, WARMUP_RATE, WARMUP_ROUTES / WARMUP_RATE, route, nc);
+      await settle(mode);
       await openLoop(`warm echo ${label}`, WARMUP_RATE, Math.min(WARMUP_ROUTES, 1000) / WARMUP_RATE, s.echo, nc);
     }
     for (const rate of RATES) {
       // Token ids at 128k are ~1.6 MB per request: far beyond this machine at 2,000/s; bound the run rather than queue for minutes.
       const seconds = form === 'token_ids' && size > 32768 && rate > 500 ? Math.min(SECONDS, 2) : SECONDS;
-      await settle();
+      await settle(mode);
       const e = await openLoop(`echo ${label}`, rate, seconds, s.echo, nc);
-      for (const mode of MODES) {
-        await settle();
-        const r = await openLoop(`route ${mode} ${label}`, rate, seconds, mode === 'local' ? s.route : s.remote, nc);
-        line(`${mode} ${label}`, r, e, s.payloadBytes);
-        summary.push({ mode, ...row(label, r, e, s.payloadBytes) });
-      }
+      await settle(mode);
+      const r = await openLoop(`route ${mode} ${label}`, rate, seconds, route, nc);
+      line(`${mode} ${label}`, r, e, s.payloadBytes);
+      summary.push({ mode, ...row(label, r, e, s.payloadBytes) });
     }
   };
 
   const maxRate: Record<string, number> = { local: 0, remote: 0, echo: 0 };
   const search: Record<string, unknown>[] = [];
-  const runSearch = async (): Promise<void> => {
+  const runSearch = async (kind: 'local' | 'remote' | 'echo', mode: 'local' | 'remote'): Promise<void> => {
     const sat = makeSenders(32768, 'hashes');
-    for (const kind of [...MODES, 'echo'] as const) {
-      const send = kind === 'local' ? sat.route : kind === 'remote' ? sat.remote : sat.echo;
-      for (let rate = SEARCH_FROM; rate <= SEARCH_MAX; rate += STEP) {
-        await settle();
-        const r = await openLoop(`search ${kind} ${rate}`, rate, SECONDS, send, nc);
-        // Sustained: everything answered at the offered rate, p99 under the limit, no fallback at all (routes).
-        const fallbacks = Object.entries(r.outcomes).filter(([k]) => k.startsWith('fallback_')).reduce((n, [, v]) => n + v, 0);
-        const good = r.errors === 0 && r.ok === r.sent && r.achieved >= 0.97 * r.rate && r.p99 < P99_LIMIT_US && fallbacks === 0;
-        line(`search ${kind} ${good ? 'ok' : 'FAIL'}`, r, null, sat.payloadBytes);
-        search.push({ kind, rate, sustained: good, route_p50_us: us(r.p50), route_p99_us: us(r.p99), achieved_per_s: Math.round(r.achieved), fallbacks, outcomes: r.outcomes, cpu_us_per_route: r.cpu, loadavg_1m: r.loadavg });
-        if (!good) break;
-        maxRate[kind] = rate;
-      }
-      log(`max sustained offered rate, ${kind} (32k hashes, p99 < ${P99_LIMIT_US} µs, all answered, no fallbacks): ${maxRate[kind]}/s`);
+    const send = kind === 'echo' ? sat.echo : sat.route(kind);
+    for (let rate = SEARCH_FROM; rate <= SEARCH_MAX; rate += STEP) {
+      await settle(mode);
+      const r = await openLoop(`search ${kind} ${rate}`, rate, SECONDS, send, nc);
+      // Sustained: everything answered at the offered rate, p99 under the limit, no fallback at all (routes).
+      const fallbacks = Object.entries(r.outcomes).filter(([k]) => k.startsWith('fallback_')).reduce((n, [, v]) => n + v, 0);
+      const good = r.errors === 0 && r.ok === r.sent && r.achieved >= 0.97 * r.rate && r.p99 < P99_LIMIT_US && fallbacks === 0;
+      line(`search ${kind} ${good ? 'ok' : 'FAIL'}`, r, null, sat.payloadBytes);
+      search.push({ kind, rate, sustained: good, route_p50_us: us(r.p50), route_p99_us: us(r.p99), achieved_per_s: Math.round(r.achieved), fallbacks, outcomes: r.outcomes, cpu_us_per_route: r.cpu, loadavg_1m: r.loadavg });
+      if (!good) break;
+      maxRate[kind] = rate;
     }
+    log(`max sustained offered rate, ${kind} (32k hashes, p99 < ${P99_LIMIT_US} µs, all answered, no fallbacks): ${maxRate[kind]}/s`);
   };
 
-  // Block-hash scenarios, then the rate search, then token ids (whose overload must not leak into the search).
-  for (const label of SCENARIOS.filter((x) => x.endsWith('hashes'))) await runScenario(label);
-  await runSearch();
-  for (const label of SCENARIOS.filter((x) => !x.endsWith('hashes'))) await runScenario(label);
+  // Memory the pools cost a replica: resident set of each phase's decision service, read before it stops.
+  const rssMiB = (c: ChildProcess): number | null => {
+    try {
+      const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${c.pid}/status`, 'utf8'));
+      return m === null ? null : Math.round(Number(m[1]) / 1024);
+    } catch {
+      return null;
+    }
+  };
+  const rss: Record<string, number | null> = { local: null, remote: null };
+
+  // One phase per mode, each with only its own processes beside nats-server, the echo responder and this
+  // generator: block-hash scenarios, the rate search (the echo's in the first phase), then token ids
+  // (whose overload must not leak into the search).
+  for (const [i, mode] of MODES.entries()) {
+    log(`phase ${mode}: starting ${mode === 'remote' ? 'the indexers and ' : ''}the decision service`);
+    const phase = await startPhase(mode);
+    for (const label of SCENARIOS.filter((x) => x.endsWith('hashes'))) await runScenario(label, mode);
+    await runSearch(mode, mode);
+    if (i === 0) await runSearch('echo', mode);
+    for (const label of SCENARIOS.filter((x) => !x.endsWith('hashes'))) await runScenario(label, mode);
+    rss[mode] = rssMiB(phase.decision);
+    await stopPhase(phase.procs);
+    if (mode === 'local' && CPU_PROF) log(`decision service CPU profile written to ${resolve(CPU_PROF)}`);
+  }
+  log(`resident memory: decision service with local pools ${rss['local']} MiB, with remote pools ${rss['remote']} MiB (2 pools of ${WORKERS} workers)`);
 
   const at = (mode: string, rate: number): Record<string, unknown> | undefined => summary.find((x) => x['mode'] === mode && x['prompt'] === '32k-hashes' && x['rate'] === rate);
   const head = at('local', HEADLINE_RATE) ?? summary.find((x) => x['mode'] === 'local');
@@ -670,24 +718,9 @@ async function main(): Promise<void> {
     }
   }
 
-  // Memory the local pools cost a replica: resident set of the local-pool service beside the remote one's.
-  const rssMiB = (c: ChildProcess | undefined): number | null => {
-    try {
-      const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${c?.pid}/status`, 'utf8'));
-      return m === null ? null : Math.round(Number(m[1]) / 1024);
-    } catch {
-      return null;
-    }
-  };
-  const localRss = rssMiB(cpuOf['decision']![0]);
-  const remoteRss = rssMiB(cpuOf['decision_remote']![0]);
-  log(`resident memory: decision service with local pools ${localRss} MiB, with remote pools ${remoteRss} MiB (2 pools of ${WORKERS} workers)`);
   await nc.close();
-  if (CPU_PROF) {
-    decision.kill('SIGTERM');
-    await new Promise((r) => decision.once('exit', r));
-    log(`decision service CPU profile written to ${resolve(CPU_PROF)}`);
-  }
+  const localRss = rss['local'] ?? null;
+  const remoteRss = rss['remote'] ?? null;
   process.stdout.write(
     `${JSON.stringify({
       bench: 'decision',
