@@ -120,8 +120,20 @@ describe('two decision replicas with local pools', () => {
       await new Promise((r) => setTimeout(r, 5));
     }
     const lost = (await Promise.all(stream)).filter((r) => r === null).length;
-    b = await startChild();
-    console.log(`[replicas] ${lost} routes in flight to the killed replica; ${placed.length - before} placed`);
+    // Routes while the replica restarts: the other serves them on its whole state (the restarting one opens its
+    // endpoint only once its pools are restored), so none falls back.
+    const restarting = startChild();
+    let up = false;
+    void restarting.then(() => (up = true), () => (up = true));
+    const during: (RouteReply | null)[] = [];
+    while (!up) {
+      during.push(await route());
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    b = await restarting;
+    expect(during.length).toBeGreaterThan(0);
+    expect(during.filter((r) => r === null || r.fallback !== null), 'routes during the restart answered without fallback').toEqual([]);
+    console.log(`[replicas] ${lost} routes in flight to the killed replica; ${placed.length - before} placed (${during.length} during its restart)`);
     // The restarted replica holds no bookings from before (bookings live in memory); once they end, all agree.
     for (const r of placed.splice(0)) h.client.done({ requestId: r.requestId, sessionId: 's', pool: r.pool!, workerId: r.workerId, dpRank: r.dpRank });
     await eventually('every booking released everywhere', async () => aBookings() === 0 && indexerBookings() === 0 && (await childHealth(b))?.bookings === 0, 20_000);
