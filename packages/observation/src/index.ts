@@ -1,7 +1,5 @@
 export {
   PoolState,
-  type ObserveRows,
-  type RowSink,
   type PoolObservation,
   type ForwardPassReport,
   type PoolLimits,

@@ -7,13 +7,11 @@
  */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { PrefixIndex, SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE, type ApplyResult, type MatchResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { PrefixIndex, type ApplyResult, type MatchResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
-  KvRouterRows,
   SelectionScratch,
   candidateRecord,
   seededRng,
-  selectKvRouterRows,
   selectWorker,
   type CandidateInput,
   type CandidateRecord,
@@ -21,7 +19,7 @@ import {
   type Rng,
   type SelectionResult,
 } from '@vantage/selection';
-import { WORKER_FACTS, type KvEvent, type WorkerId } from '@vantage/types';
+import type { KvEvent, WorkerId } from '@vantage/types';
 import type { ActiveLoad, ActiveSequenceEvent, ForwardPassMetrics } from '@vantage/wire';
 
 interface PoolOptions {
@@ -181,95 +179,9 @@ interface RankSlot {
   obs: RankScratch['obs'] | null;
   cand: RankScratch['cand'] | null;
   load: RankScratch['load'] | null;
-  /** Its publisher's slot in the index (-1: none), for `observeRows`; bound by `bindPublishers`. */
-  pubSlot: number;
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
-
-/**
- * The facts of one rank in an `observeRows` row, in order (f64 each; NaN where `observe` answers
- * null): `WORKER_FACTS`, the binary observe reply's worker-record slots too, so the indexer writes
- * rows straight into its replies.
- */
-const ROW_FIELDS = WORKER_FACTS;
-const [
-  R_DEVICE,
-  R_K,
-  R_HOST,
-  R_DISK,
-  R_ANY,
-  R_REQUESTS,
-  R_TRACKED,
-  R_PRESSURE,
-  R_BUDGET,
-  R_EFFECTIVE,
-  R_NEW,
-  R_ACTIVE,
-  R_TOTAL,
-  R_TREE,
-  R_REP_DECODE,
-  R_REP_PREFILL,
-  R_REP_KV,
-  R_SUSPECT_SINCE,
-  R_INDEX_AGE,
-  R_LOAD_AGE,
-  R_BOOKING_AGE,
-  R_COST,
-] = ROW_FIELDS.map((_, i) => i) as number[] as [number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number, number];
-
-/** A rank's row of `PoolState.facts` (what observeRows keeps between queries), NaN for null. */
-const X_REQUESTS = 0;
-const X_PREFILL_REQUESTS = 1;
-const X_TRACKED = 2;
-const X_PRESSURE = 3;
-const X_BUDGET = 4;
-const X_ACTIVE = 5;
-const X_TOTAL = 6;
-const X_REP_DECODE = 7;
-const X_REP_PREFILL = 8;
-const X_REP_KV = 9;
-const X_REPORT_AT = 10;
-const X_LAST_CHANGE = 11;
-/** The rank's holder-mask bit in the ledger (`bitOfRef`), -1 for none. */
-const X_BIT = 12;
-/** The worker id's u32 halves (the id never changes; kept here so a query reads no bigint). */
-const X_ID_LO = 13;
-const X_ID_HI = 14;
-/** f64 per row (15 used): 128 bytes, rows at a fixed power-of-two stride. */
-const FACTS = 16;
-
-const noop = (): void => {};
-
-/**
- * Everything of an `observeRows` answer besides the rows, belonging to the pool (overwritten by the
- * next call). Per rank i (as `knownRanks()`): `ranks[i]`, `schedulable[i]`, `reported[i]` (1: its
- * own load report is present), `suspect[i]`.
- */
-export interface ObserveRows {
-  readonly n: number;
-  readonly ranks: readonly { readonly workerId: WorkerId; readonly dpRank: number }[];
-  /** `ranks[i].workerId` as u32 halves: low at 2i, high at 2i + 1 (writing them reads no bigint). */
-  readonly idHalves: Uint32Array;
-  readonly schedulable: readonly (boolean | null)[];
-  readonly reported: Uint8Array;
-  readonly suspect: readonly (SuspectInfo | null)[];
-  /** Dynamo's choice: why it was chosen and its cost terms (the pool's records, overwritten by the next answer); null without one. */
-  readonly choice: { readonly reason: string; readonly terms: Readonly<Record<string, number>> } | null;
-  /** Index (into ranks) of Dynamo's choice, or -1; its cost (null without a choice or when it is not a number). */
-  readonly chosenIndex: number;
-  readonly chosenCost: number | null;
-  readonly pendingRequests: number;
-  readonly pendingTokens: number;
-}
-
-/** Where `observeRows` writes its rows: told the row count first, it offers `out`, `base` and `stride`. */
-export interface RowSink {
-  reserve(rows: number): void;
-  readonly out: Float64Array;
-  readonly base: number;
-  readonly stride: number;
-}
 
 interface ObservePrologue {
   readonly m: MatchResult;
@@ -338,29 +250,6 @@ export class PoolState {
   /** The match records that mapping was last confirmed for (see `slotsOf`). */
   private matchRecs: WorkerMatch[] = [];
   private matchGeneration = -1;
-  /** The index's publishers version and the rank generation at which every rank's `pub` was bound. */
-  private pubsVersion = -1;
-  private pubsGeneration = -1;
-  /**
-   * What `observeRows` reads of each rank's bookings, registration and load report, kept between
-   * queries as FACTS f64 per rank in sorted-rank order, so that a query reads one contiguous table
-   * instead of half a dozen objects per rank (a query usually finds the CPU's caches cold, and those
-   * misses were a large part of its time). A row is rebuilt when `factsOk` says it is stale: every
-   * row when the set of ranks (`generation`) or the ledger's structure changed (a registration
-   * replaces the worker's capacity in the ledger, which changes it), or when the ledger's change log
-   * overflowed; otherwise only the ranks the ledger logged as changed (`drainChanged`) and those
-   * with a new load report.
-   */
-  private facts = new Float64Array(0);
-  private factsOk = new Uint8Array(0);
-  private factsGeneration = -1;
-  private factsStructure = -1;
-  /** `drainChanged`'s callback: the rank's row is stale. */
-  private readonly staleRank = (workerId: WorkerId, dpRank: number): void => {
-    const w = this.workers.get(workerId);
-    if (w === undefined) return;
-    for (const r of w.ranks) if (r.dpRank === dpRank) this.staleFacts(r);
-  };
   /** Scratch for a prompt's sequence hashes (observe is synchronous and never hands them out). */
   private seqScratch = new BigUint64Array(0);
   /** Arrays of the last `observeTransient` answer, reused by the next one. */
@@ -370,24 +259,6 @@ export class PoolState {
    * ranks in (workerId, dpRank) order, and `choose` keeps that order: said once here.
    */
   private readonly selectionScratch = new SelectionScratch({ candidatesInOrder: true });
-  /** `observeRows`' candidates for Dynamo's pick, as rows of numbers (no object per rank), each filled through one record. */
-  private readonly selectionRows = new KvRouterRows();
-  private readonly rowCandidate = candidateRecord(0n as WorkerId, 0);
-  /** The last `observeRows` answer, overwritten by the next one. */
-  private readonly rowsScratch: Mutable<Omit<ObserveRows, 'schedulable' | 'suspect'>> & { schedulable: (boolean | null)[]; suspect: (SuspectInfo | null)[] } = {
-    n: 0,
-    ranks: [],
-    idHalves: new Uint32Array(0),
-    schedulable: [],
-    reported: new Uint8Array(0),
-    suspect: [],
-    choice: null,
-    chosenIndex: -1,
-    chosenCost: null,
-    pendingRequests: 0,
-    pendingTokens: 0,
-  };
-
   constructor(opts: PoolOptions) {
     this.opts = opts;
     this.name = opts.pool;
@@ -423,7 +294,6 @@ export class PoolState {
       obs: null,
       cand: null,
       load: null,
-      pubSlot: -1,
     };
     w.ranks.push(r);
     this.rankTotal++;
@@ -545,7 +415,6 @@ export class PoolState {
       kvUsedBlocks: l.kvUsedBlocks,
       atMs: nowMs,
     };
-    this.staleFacts(r);
     return true;
   }
 
@@ -721,188 +590,11 @@ export class PoolState {
    * `observe` for a caller that consumes the answer at once (the service encodes its reply
    * synchronously): the answer's arrays and its per-rank observation, load, candidate and match
    * records belong to the pool (the match records to its index) and are overwritten by the next
-   * `observeTransient` or `observeRows`, so a query allocates about four objects per rank fewer.
+   * `observeTransient`, so a query allocates about four objects per rank fewer.
    * Same content as `observe` (tested); copy anything kept.
    */
   observeTransient(localHashes: BigUint64Array, promptTokens: number, nowMs: number): PoolObservation {
     return this.run(localHashes, promptTokens, nowMs, undefined, true);
-  }
-
-  /**
-   * Facts for a prompt as numbers: one row of `ROW_FIELDS.length` f64 per rank (in `knownRanks()`
-   * order), written where `sink` says once it has been told how many (`sink.out[sink.base + i *
-   * sink.stride + field]`), NaN where `observe` answers null; everything else (identity, flags,
-   * selection, pending work) in the returned record, which belongs to the pool and is overwritten by
-   * the next call. The same facts as `observe` (tested against it) without an object per rank: the
-   * indexer writes its binary replies' records this way.
-   */
-  observeRows(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sink: RowSink): ObserveRows {
-    // The match as counts per publisher slot, read through each rank's bound publisher (no match
-    // record per publisher, no mapping of records to ranks).
-    const mc = this.index.matchCounts(localHashes);
-    if (this.pubsVersion !== this.index.publishersVersion || this.pubsGeneration !== this.generation) this.bindPublishers();
-    const ranks = this.sorted();
-    const { seq, requestBlocks, beyondChain } = this.chain(localHashes, promptTokens);
-    const counts = mc.counts;
-    const S = mc.stride;
-    const slotFacts = mc.slots;
-    const slotSuspects = mc.suspects;
-    const n = ranks.length;
-    sink.reserve(n);
-    const { out, base, stride } = sink;
-    if (stride < ROW_FIELDS.length || base < 0 || (n > 0 && base + (n - 1) * stride + ROW_FIELDS.length > out.length)) {
-      throw new RangeError(`observeRows: ${n} rows of stride ${stride} from ${base} do not fit ${out.length} slots`);
-    }
-    const rows = this.rowsScratch;
-    // Dynamo's pick from rows of numbers (temperature 0, nearly always), else from a candidate object per rank.
-    const policy = this.opts.selection;
-    const byRows = promptTokens > 0 && (policy.temperature ?? 0) === 0;
-    const sel = this.selectionRows;
-    if (byRows) sel.reserve(n);
-    const eligibleIdx = sized(this.scratch.eligibleIdx, n);
-    let ne = 0;
-    // (Left alone when unused: cutting a reused array to 0 would drop its storage for the next JSON query.)
-    const candidates = byRows ? NO_CANDIDATES : sized(this.scratch.candidates, n);
-    const suspects = sized(rows.suspect, n);
-    rows.schedulable.length = n;
-    if (rows.reported.length < n) rows.reported = new Uint8Array(Math.max(n, 2 * rows.reported.length));
-    if (rows.idHalves.length < 2 * n) rows.idHalves = new Uint32Array(Math.max(2 * n, 2 * rows.idHalves.length));
-    const idHalves = rows.idHalves;
-    const bs = this.blockSize;
-    const facts = this.syncFacts(ranks);
-    const ok = this.factsOk;
-    const ledger = this.ledger;
-    let pendingRequests = 0;
-    let pendingTokens = 0;
-    for (let i = 0, b = base, f = 0; i < n; i++, b += stride, f += FACTS) {
-      const r = ranks[i]!;
-      if (ok[i] === 0) this.refreshFacts(r, f);
-      const ps = r.pubSlot;
-      const device = ps < 0 ? 0 : counts[ps]!;
-      const host = ps < 0 ? 0 : counts[S + ps]!;
-      const disk = ps < 0 ? 0 : counts[2 * S + ps]!;
-      const treeSize = ps < 0 ? 0 : slotFacts[ps * SLOT_FACTS + SLOT_TREE]!;
-      let newRequestBlocks = requestBlocks;
-      if (seq !== null) {
-        let fresh = ledger.preparedNewOfBit(facts[f + X_BIT]!, seq);
-        if (fresh < 0) fresh = ledger.newBlocksOfRef(r.ref, seq);
-        newRequestBlocks = fresh + beyondChain;
-      }
-      // (A rank with no publisher has no suspicion of its own in the index either.)
-      const suspect = ps < 0 ? null : slotSuspects[ps]!;
-      const lastEventMs = ps < 0 ? NaN : slotFacts[ps * SLOT_FACTS + SLOT_LAST_EVENT_MS]!;
-      const tracked = facts[f + X_TRACKED]!;
-      const reportAt = facts[f + X_REPORT_AT]!;
-      const lastChange = facts[f + X_LAST_CHANGE]!;
-      out[b + R_DEVICE] = device;
-      out[b + R_K] = device * bs;
-      out[b + R_HOST] = ps < 0 ? NaN : host;
-      out[b + R_DISK] = ps < 0 ? NaN : disk;
-      out[b + R_ANY] = ps < 0 ? NaN : counts[3 * S + ps]!;
-      out[b + R_REQUESTS] = facts[f + X_REQUESTS]!;
-      out[b + R_TRACKED] = tracked;
-      out[b + R_PRESSURE] = facts[f + X_PRESSURE]!;
-      out[b + R_BUDGET] = facts[f + X_BUDGET]!;
-      out[b + R_EFFECTIVE] = Math.max(0, promptTokens - device * bs);
-      out[b + R_NEW] = newRequestBlocks;
-      out[b + R_ACTIVE] = facts[f + X_ACTIVE]!;
-      out[b + R_TOTAL] = facts[f + X_TOTAL]!;
-      out[b + R_TREE] = treeSize;
-      out[b + R_REP_DECODE] = facts[f + X_REP_DECODE]!;
-      out[b + R_REP_PREFILL] = facts[f + X_REP_PREFILL]!;
-      out[b + R_REP_KV] = facts[f + X_REP_KV]!;
-      out[b + R_SUSPECT_SINCE] = suspect === null ? NaN : suspect.sinceMs;
-      out[b + R_INDEX_AGE] = Number.isNaN(lastEventMs) ? NaN : Math.max(0, nowMs - lastEventMs);
-      out[b + R_LOAD_AGE] = Number.isNaN(reportAt) ? NaN : Math.max(0, nowMs - reportAt);
-      out[b + R_BOOKING_AGE] = Number.isNaN(lastChange) ? NaN : Math.max(0, nowMs - lastChange);
-      out[b + R_COST] = NaN;
-      rows.schedulable[i] = r.schedulable;
-      rows.reported[i] = Number.isNaN(reportAt) ? 0 : 1;
-      idHalves[2 * i] = facts[f + X_ID_LO]!;
-      idHalves[2 * i + 1] = facts[f + X_ID_HI]!;
-      suspects[i] = suspect;
-      if (!byRows) candidates[i] = fillCandidate(this.rankScratch(r).cand, device, host, disk, treeSize, tracked, facts[f + X_ACTIVE]!, facts[f + X_REQUESTS]!, newRequestBlocks);
-      else if (r.schedulable !== false) {
-        // The schedulable ranks (the eligible ones, as `choose` takes them), each through one record.
-        sel.set(ne, fillCandidate(this.rowCandidate, device, host, disk, treeSize, tracked, facts[f + X_ACTIVE]!, facts[f + X_REQUESTS]!, newRequestBlocks));
-        eligibleIdx[ne++] = i;
-      }
-      pendingRequests += facts[f + X_PREFILL_REQUESTS]!;
-      pendingTokens += tracked;
-    }
-    let chosenScore: number | undefined;
-    const pick = byRows ? selectKvRouterRows(policy, { isl: promptTokens, blockSize: bs }, sel, ne, this.rng) : null;
-    if (pick !== null) {
-      const costs = sel.costs;
-      for (let j = 0; j < ne; j++) out[base + eligibleIdx[j]! * stride + R_COST] = numOrNaN(costs[j]!);
-      rows.chosenIndex = pick.index >= 0 ? eligibleIdx[pick.index]! : -1;
-      rows.choice = pick.index >= 0 ? { reason: pick.reason, terms: pick.terms ?? {} } : null;
-      chosenScore = pick.index >= 0 ? costs[pick.index] : undefined;
-    } else {
-      // Not byRows (selectKvRouterRows answers null only for a sampling policy, which byRows excludes).
-      const c = this.choose(ranks, candidates, promptTokens, true);
-      const scores = c.selection.scores;
-      for (let j = 0; j < scores.length; j++) out[base + c.eligibleIdx[j]! * stride + R_COST] = numOrNaN(scores[j]!.score);
-      rows.chosenIndex = c.chosenIndex;
-      const chosen = c.selection.chosen;
-      rows.choice = chosen ? { reason: c.selection.reason, terms: scores[chosen.index]?.terms ?? {} } : null;
-      chosenScore = chosen ? scores[chosen.index]?.score : undefined;
-    }
-    rows.n = n;
-    rows.ranks = ranks;
-    // As `observe`'s costs[chosenIndex]: null when the chosen score is NaN.
-    rows.chosenCost = chosenScore === undefined || Number.isNaN(chosenScore) ? null : chosenScore;
-    rows.pendingRequests = pendingRequests;
-    rows.pendingTokens = pendingTokens;
-    return rows;
-  }
-
-  /** Rank r's row of `facts` is stale (no-op while the table is not built for the current ranks: it is rebuilt whole then). */
-  private staleFacts(r: RankSlot): void {
-    if (this.factsGeneration === this.generation && r.pos >= 0 && r.pos < this.factsOk.length) this.factsOk[r.pos] = 0;
-  }
-
-  /** `facts` made current for `ranks` (the sorted ranks) as far as `factsOk` tells `observeRows` which rows to rebuild. */
-  private syncFacts(ranks: readonly RankSlot[]): Float64Array {
-    const n = ranks.length;
-    const structure = this.ledger.structureVersion;
-    if (this.factsGeneration !== this.generation || this.factsStructure !== structure || this.factsOk.length < n) {
-      if (this.factsOk.length < n) {
-        const cap = Math.max(n, 2 * this.factsOk.length, 8);
-        this.facts = new Float64Array(cap * FACTS);
-        this.factsOk = new Uint8Array(cap);
-      }
-      this.factsOk.fill(0);
-      this.factsGeneration = this.generation;
-      this.factsStructure = structure;
-      this.ledger.drainChanged(noop);
-    } else if (!this.ledger.drainChanged(this.staleRank)) {
-      this.factsOk.fill(0);
-    }
-    return this.facts;
-  }
-
-  /** Rebuild rank r's row of `facts` (at offset f) from its ledger state, registration and report. */
-  private refreshFacts(r: RankSlot, f: number): void {
-    const facts = this.facts;
-    const load = this.ledger.loadOfRef(r.ref, this.rankScratch(r).load);
-    const report = r.report;
-    facts[f + X_REQUESTS] = load.requests;
-    facts[f + X_PREFILL_REQUESTS] = load.prefillRequests;
-    facts[f + X_TRACKED] = load.trackedPrefillTokens;
-    facts[f + X_PRESSURE] = numOrNaN(load.prefillPressure);
-    facts[f + X_BUDGET] = r.capacity === null ? NaN : numOrNaN(r.capacity.maxNumBatchedTokens);
-    facts[f + X_ACTIVE] = load.activeBlocks;
-    facts[f + X_TOTAL] = numOrNaN(load.totalKvBlocks);
-    facts[f + X_REP_DECODE] = report === null ? NaN : numOrNaN(report.activeDecodeBlocks);
-    facts[f + X_REP_PREFILL] = report === null ? NaN : numOrNaN(report.activePrefillTokens);
-    facts[f + X_REP_KV] = report === null ? NaN : numOrNaN(report.kvUsedBlocks);
-    facts[f + X_REPORT_AT] = report === null ? NaN : report.atMs;
-    facts[f + X_LAST_CHANGE] = load.lastChangeMs === null ? NaN : load.lastChangeMs;
-    facts[f + X_BIT] = this.ledger.bitOfRef(r.ref);
-    facts[f + X_ID_LO] = Number(r.workerId & 0xffff_ffffn);
-    facts[f + X_ID_HI] = Number(r.workerId >> 32n);
-    this.factsOk[r.pos] = 1;
   }
 
   /** What every form of observe starts with: the match, the ranks in order with each one's match, and the prepared chain. */
@@ -933,17 +625,6 @@ export class PoolState {
     }
     const requestBlocks = Math.ceil(promptTokens / this.blockSize);
     return { seq, requestBlocks, beyondChain: seq ? Math.max(0, requestBlocks - seq.length) : 0 };
-  }
-
-  /**
-   * Every rank's publisher in the index, for `observeRows` (bound again only when a publisher or a
-   * rank has come or gone). Every publisher gets a rank first, as the match mapping (`slotsOf`) gives them.
-   */
-  private bindPublishers(): void {
-    for (const r of this.sorted()) r.pubSlot = -1;
-    for (const p of this.index.publisherViews()) this.rankSlot(this.workerSlot(p.workerId), p.dpRank).pubSlot = p.slot;
-    this.pubsVersion = this.index.publishersVersion;
-    this.pubsGeneration = this.generation;
   }
 
   /** A rank's reused answer records (made on its first transient answer). */
@@ -1063,14 +744,6 @@ function fillCandidate(
   c.newRequestBlocks = newRequestBlocks;
   c.treeSize = treeSize;
   return c;
-}
-
-/** `observeRows`' candidate objects when it picks from rows of numbers: none. */
-const NO_CANDIDATES: CandidateInput[] = [];
-
-/** A number, or NaN for null and for any non-finite value (rows have no null). */
-function numOrNaN(v: number | null): number {
-  return v === null || !Number.isFinite(v) ? NaN : v;
 }
 
 /** The worker was heard from: its last-seen time, on the worker and each of its rank slots. */

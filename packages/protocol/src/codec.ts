@@ -4,11 +4,7 @@ import { U64_MAX, type WorkerId } from '@vantage/types';
 import { MAX_LE64_CHARS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 import { PROTOCOL_VERSION } from './subjects';
 import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
-import { fastOfFrame, frameObserveRequest, isObserveRequestBinary, wireOfFrame } from './observe-request-binary';
-import { ID_MAX_LENGTH } from './ids';
-import { Le64Scratch } from './scratch';
-
-export { Le64Scratch };
+import { isObserveRequestBinary, observeRequestBinaryToWire } from './observe-request-binary';
 import type {
   BookingEvent,
   CandidateObservation,
@@ -169,15 +165,15 @@ function u64ListEither(decimal: readonly string[] | undefined, le64: string | un
  * re-encoding natively gives it back) of a whole number of u64s, else null. Canonical base64 always
  * matches the schema's pattern, so such a string needs no regular expression or code-point count.
  */
-function canonicalLe64(s: string, into?: Le64Scratch): BigUint64Array | null {
+function canonicalLe64(s: string): BigUint64Array | null {
   if (s.length > MAX_LE64_CHARS || s.length % 4 !== 0) return null;
   const pad = s.length === 0 ? 0 : s.charCodeAt(s.length - 1) !== 0x3d ? 0 : s.charCodeAt(s.length - 2) === 0x3d ? 2 : 1;
   const nbytes = (s.length / 4) * 3 - pad;
   if (nbytes % 8 !== 0) return null;
   // Decoded straight into the result's (aligned) bytes. Re-encoding them gives `s` back exactly when
   // `s` is the canonical base64 of those bytes (then they are all of what `s` decodes to).
-  const out = into === undefined ? new BigUint64Array(nbytes / 8) : into.take(nbytes / 8);
-  const bytes = into === undefined ? Buffer.from(out.buffer) : into.bytes;
+  const out = new BigUint64Array(nbytes / 8);
+  const bytes = Buffer.from(out.buffer);
   if (bytes.write(s, 0, nbytes, 'base64') !== nbytes || bytes.toString('base64', 0, nbytes) !== s) return null;
   return out;
 }
@@ -301,89 +297,6 @@ const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingM
 
 // --- observe ----------------------------------------------------------------------
 
-/** The observe request as encoders write it (loraName absent), cut where the variable parts go. */
-const OBS_V = Buffer.from('{"v":1,', 'latin1');
-/** An optional request id (the decision service sends one on every route). */
-const OBS_REQUEST_ID = Buffer.from('"requestId":"', 'latin1');
-/** Longest request id the schema accepts (the template takes ASCII only, one byte a character). */
-const REQUEST_ID_MAX = ID_MAX_LENGTH;
-const OBS_PROMPT = Buffer.from('"prompt":{"localHashesLe64":"', 'latin1');
-const OBS_MID = Buffer.from('"},"promptTokens":', 'latin1');
-/** The endings encoders write after promptTokens: `workers` only when "choice", `replyEncoding` only when "binary". */
-const OBS_TAILS: readonly { bytes: Buffer; workers: 'all' | 'choice'; binary: boolean }[] = [
-  { bytes: Buffer.from(',"replyEncoding":"binary"}', 'latin1'), workers: 'all', binary: true },
-  { bytes: Buffer.from('}', 'latin1'), workers: 'all', binary: false },
-  { bytes: Buffer.from(',"workers":"choice","replyEncoding":"binary"}', 'latin1'), workers: 'choice', binary: true },
-  { bytes: Buffer.from(',"workers":"choice"}', 'latin1'), workers: 'choice', binary: false },
-];
-
-function startsWithAt(buf: Buffer, at: number, what: Buffer): boolean {
-  return buf.length - at >= what.length && buf.compare(what, 0, what.length, at, at + what.length) === 0;
-}
-
-/**
- * An observe request in exactly the bytes `observeRequestCodec.encode` (or the decision service's
- * `encodeObserveQuery`) writes for a prompt of local hashes without LoRA, with or without a request
- * id, decoded without JSON.parse or the schema: the fixed parts are compared byte for byte, a request
- * id must be 1 to 256 printable ASCII characters without quote or backslash (so its JSON text is the
- * string itself), the hash list must be canonical base64 of whole u64s (see `canonicalLe64`) and
- * promptTokens a JSON integer within the schema's range, so every message taken here is one the
- * schema accepts, and the value is the one the codec gives. Anything else (other fields, other
- * spacing or order, an escaped or non-ASCII request id, a number with a fraction or exponent) returns
- * null and goes to the general decoders. Tested against the plain codec on encoder output and on
- * mutations of it.
- */
-function observeTemplate(data: Uint8Array, maxBytes: number, into?: Le64Scratch): DecodeResult<ObserveRequest> | null {
-  if (data.byteLength > maxBytes) return null;
-  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  if (!startsWithAt(buf, 0, OBS_V)) return null;
-  let from = OBS_V.length;
-  let requestId: string | null = null;
-  if (startsWithAt(buf, from, OBS_REQUEST_ID)) {
-    const s0 = from + OBS_REQUEST_ID.length;
-    let e = s0;
-    for (; e < buf.length && e - s0 <= REQUEST_ID_MAX; e++) {
-      const c = buf[e]!;
-      if (c === 0x22) break;
-      if (c < 0x20 || c > 0x7e || c === 0x5c) return null;
-    }
-    if (e === s0 || e - s0 > REQUEST_ID_MAX || buf[e] !== 0x22 || buf[e + 1] !== 0x2c) return null;
-    requestId = buf.toString('latin1', s0, e);
-    from = e + 2;
-  }
-  if (!startsWithAt(buf, from, OBS_PROMPT)) return null;
-  const start = from + OBS_PROMPT.length;
-  const end = buf.indexOf(0x22, start);
-  if (end < 0 || !startsWithAt(buf, end, OBS_MID)) return null;
-  // promptTokens: a JSON integer without sign, fraction or exponent: 0, or 1-9 then digits; at most 2^53-1.
-  let at = end + OBS_MID.length;
-  const first = at;
-  let tokens = 0;
-  while (at < buf.length && buf[at]! >= 0x30 && buf[at]! <= 0x39 && at - first < 17) tokens = tokens * 10 + (buf[at++]! - 0x30);
-  const digits = at - first;
-  if (digits === 0 || (digits > 1 && buf[first] === 0x30) || !Number.isSafeInteger(tokens)) return null;
-  let tail: (typeof OBS_TAILS)[number] | undefined;
-  for (const t of OBS_TAILS) {
-    if (buf.length - at === t.bytes.length && startsWithAt(buf, at, t.bytes)) {
-      tail = t;
-      break;
-    }
-  }
-  if (tail === undefined) return null;
-  const localHashes = canonicalLe64(buf.toString('latin1', start, end), into);
-  if (localHashes === null) return null;
-  return {
-    ok: true,
-    value: {
-      requestId,
-      prompt: { kind: 'local_hashes', localHashes, loraName: null },
-      promptTokens: tokens,
-      workers: tail.workers,
-      ...(tail.binary ? { replyEncoding: 'binary' as const } : {}),
-    },
-  };
-}
-
 /** The observe request's codec with the `*Le64` fast path, for every shape (see `observeRequestCodec`). */
 const observeRequestGeneral: MessageCodec<ObserveRequest> = withLe64FastPath(
   makeCodec<ObserveRequest>(
@@ -414,48 +327,29 @@ const observeRequestGeneral: MessageCodec<ObserveRequest> = withLe64FastPath(
 );
 
 /**
- * A request in the binary encoding (observe-request-binary.ts): the common shape straight into
- * `into` (or a new array), any other through its JSON wire object and the schema.
+ * A request in the binary encoding (observe-request-binary.ts): its wire object through the schema,
+ * with its local hashes (copied out of the message, not carried as base64) put into the value.
  */
-function decodeObserveRequestBinary(data: Uint8Array, maxBytes: number, into?: Le64Scratch): DecodeResult<ObserveRequest> {
+function decodeObserveRequestBinary(data: Uint8Array, maxBytes: number): DecodeResult<ObserveRequest> {
   if (data.byteLength > maxBytes) return { ok: false, code: 'payload_too_large', reason: `${data.byteLength} bytes exceeds ${maxBytes}` };
-  // Framed once: the fast path takes the common shape, the general path (same frame) the rest.
-  const f = frameObserveRequest(data);
-  if (typeof f === 'string') return { ok: false, code: 'malformed_binary', reason: f };
-  const fast = fastOfFrame(f, into);
-  if (fast !== null) return fast;
-  const w = wireOfFrame(f);
+  const w = observeRequestBinaryToWire(data);
   if (!w.ok) return { ok: false, code: 'malformed_binary', reason: w.reason };
-  return observeRequestGeneral.fromWire(w.wire);
+  const r = observeRequestGeneral.fromWire(w.wire);
+  if (!r.ok || w.localHashes === null || r.value.prompt.kind !== 'local_hashes') return r;
+  return { ok: true, value: { ...r.value, prompt: { ...r.value.prompt, localHashes: w.localHashes } } };
 }
 
 /**
  * `vantage.v1.observe.{pool}` request:
  * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens, workers?: 'all'|'choice' }`,
  * as JSON or in the binary encoding (`encodeObserveRequestBinary`; told apart by the first four
- * bytes, validated by the same schema). JSON as encoders write it takes `observeTemplate`; other
- * JSON the `*Le64` fast path, then the codec. `encode` writes JSON.
+ * bytes, validated by the same schema). JSON takes the `*Le64` fast path, then the codec. `encode` writes JSON.
  */
 export const observeRequestCodec: MessageCodec<ObserveRequest> = {
   ...observeRequestGeneral,
-  decode: (data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) => {
-    if (typeof data === 'string') return observeRequestGeneral.decode(data, maxBytes);
-    if (isObserveRequestBinary(data)) return decodeObserveRequestBinary(data, maxBytes);
-    return observeTemplate(data, maxBytes) ?? observeRequestGeneral.decode(data, maxBytes);
-  },
+  decode: (data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) =>
+    typeof data !== 'string' && isObserveRequestBinary(data) ? decodeObserveRequestBinary(data, maxBytes) : observeRequestGeneral.decode(data, maxBytes),
 };
-
-/**
- * `observeRequestCodec.decode` for a caller that uses the hashes at once and keeps nothing of them
- * (the indexer answers each request before reading the next): a request in the encoders' own shape
- * (JSON, or binary with local hashes and no LoRA name) has its hashes decoded into `scratch`, and
- * the value's `localHashes` is a view of it, overwritten by the next call given the same scratch. Accepts and rejects exactly what `decode` does, with the
- * same value; other requests are decoded by `decode` itself (into arrays of their own).
- */
-export function decodeObserveRequestReusing(data: Uint8Array, scratch: Le64Scratch, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): DecodeResult<ObserveRequest> {
-  if (isObserveRequestBinary(data)) return decodeObserveRequestBinary(data, maxBytes, scratch);
-  return observeTemplate(data, maxBytes, scratch) ?? observeRequestGeneral.decode(data, maxBytes);
-}
 
 function workerToWire(o: WorkerObservation): Record<string, unknown> {
   const out: Record<string, unknown> = { ...o, workerId: str(o.workerId), reported: o.reported === null ? null : { ...o.reported }, ages: { ...o.ages } };

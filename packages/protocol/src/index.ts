@@ -22,26 +22,13 @@ export {
   lifecycleEventCodec,
   workerRegistrationCodec,
   le64Base64,
-  decodeObserveRequestReusing,
-  Le64Scratch,
   type ProtocolErrorCode,
   type DecodeResult,
   type MessageCodec,
 } from './codec';
-export {
-  ObserveRequestHot,
-  decodeObserveRequestHot,
-  encodeObserveRequestBinary,
-  isObserveRequestBinary,
-} from './observe-request-binary';
+export { encodeObserveRequestBinary, isObserveRequestBinary } from './observe-request-binary';
 export { MAX_LE64_CHARS, MAX_TOKENS, PROTOCOL_SCHEMAS } from './schemas';
-export {
-  F as OBSERVE_REPLY_FIELD,
-  ObserveReplyBinaryWriter,
-  encodeObserveReplyBinary,
-  isObserveReplyBinary,
-  nullable as binaryNullable,
-} from './observe-binary';
+export { encodeObserveReplyBinary, isObserveReplyBinary } from './observe-binary';
 export {
   type BookingEvent,
   type CandidateObservation,

@@ -2,8 +2,8 @@
  * The observe reply in its compact binary encoding (`replyEncoding: "binary"` in the request).
  *
  * Same content as the JSON reply (schemas/protocol/observe-reply.v1.json), laid out so that the
- * indexer writes numbers straight into typed arrays instead of formatting ~1,500 of them as text
- * per answer (64 workers × 22 facts), and a reader gets them back without parsing text. The
+ * writer puts numbers straight into typed arrays instead of formatting ~1,500 of them as text per
+ * answer (64 workers × 22 facts), and a reader gets them back without parsing text. The
  * decoder rebuilds the JSON reply's wire object and validates it with the same schema, so both
  * encodings accept and reject exactly the same replies. Layout (little-endian; documented in
  * schemas/protocol/README.md):
@@ -21,18 +21,40 @@
  *     16 f64 × 22, in WORKER_FIELDS order; NaN where the JSON has null
  *   m bytes of UTF-8 JSON: {"pool": string, "policy": {"name", "params"} | null, "reasons": [string]}
  */
-import { WORKER_FACTS } from '@vantage/types';
 import type { ObserveReply } from './messages';
 
 const OBSERVE_REPLY_BINARY_MAGIC = 0x01524f56;
 const OBSERVE_REPLY_HEADER_BYTES = 80;
 const OBSERVE_REPLY_RECORD_BYTES = 192;
 
-/** The f64 slots of a worker record, in order (the list the pool's answer rows use too). */
-const WORKER_FIELDS = WORKER_FACTS;
+/** The f64 slots of a worker record, in order. */
+const WORKER_FIELDS = [
+  'deviceOverlapBlocks',
+  'K',
+  'hostOverlapBlocks',
+  'diskOverlapBlocks',
+  'anyTierOverlapBlocks',
+  'R',
+  'trackedPrefillTokens',
+  'P',
+  'maxNumBatchedTokens',
+  'effectivePrefillTokens',
+  'newBlocks',
+  'activeBlocks',
+  'totalKvBlocks',
+  'treeBlocks',
+  'reportedActiveDecodeBlocks',
+  'reportedActivePrefillTokens',
+  'reportedKvUsedBlocks',
+  'suspectSinceMs',
+  'indexAgeMs',
+  'loadAgeMs',
+  'bookingAgeMs',
+  'dynamoCost',
+] as const;
 type WorkerField = (typeof WORKER_FIELDS)[number];
 /** Slot offset of each field from a record's first f64 (`ObserveReplyBinaryWriter.slots(i)`). */
-export const F = Object.freeze(Object.fromEntries(WORKER_FIELDS.map((k, i) => [k, i])) as Record<WorkerField, number>);
+const F = Object.freeze(Object.fromEntries(WORKER_FIELDS.map((k, i) => [k, i])) as Record<WorkerField, number>);
 
 const FLAG_SCHEDULABLE = 1;
 const FLAG_REPORTED = 2;
@@ -43,7 +65,7 @@ const HEAD_RESTORED = 4;
 const MAX_WORKERS = 4096;
 
 /** A nullable number as written: null (and any non-finite value, which JSON cannot carry either) is NaN. */
-export const nullable = (v: number | null | undefined): number => (v === null || v === undefined || !Number.isFinite(v) ? NaN : v);
+const nullable = (v: number | null | undefined): number => (v === null || v === undefined || !Number.isFinite(v) ? NaN : v);
 
 interface BinaryReplyHead {
   readonly pool: string;
@@ -62,66 +84,26 @@ interface BinaryReplyHead {
 
 /** Room kept after the records for the trailing JSON before the scratch must grow. */
 const META_ROOM = 2048;
-/** Size of a pooled writer's slabs (20 replies of 64 workers). */
-const SLAB_BYTES = 256 * 1024;
-
-interface Slab {
-  readonly buf: ArrayBuffer;
-  /** Replies handed out (the writer's count) when this slab's last reply was. */
-  lastHanded: number;
-}
 
 /**
- * Writes binary observe replies. Reusable: `begin(n)`, then per record `head(i, ...)` and the
- * values at `f64[slots(i) + F.field]`, then `finish(head)` returns the reply's bytes.
- * Every value slot must be written (NaN for null); nothing is carried over between replies.
- *
- * A transport may hold a reply until its next flush (or across a reconnect), so a returned reply
- * is never written again while it may be held. By default replies are assembled in one scratch
- * buffer that every reply reuses (it stays in the CPU's caches and its pages stay mapped), and
- * `finish` copies the finished bytes into a new buffer of exactly their length, which the caller owns.
- *
- * `{ pooled: true }`: replies are written in place into 256 KiB slabs and handed out as views of
- * them, with neither an allocation nor a copy per reply, and the caller says when slabs may be
- * written again: `epoch()` (call it when every reply handed out so far has been given to the
- * transport), then, once the transport has provably let go of everything given to it before (NATS:
- * `nc.flush()` resolved, i.e. the server has processed all that was published before it),
- * `release(epoch)`. A slab is reused only when every reply in it was handed out before a released
- * epoch; without releases the writer keeps taking new slabs (correct, only never recycled).
- * `onRetire`, when set, is called whenever a slab fills up (the moment to take an epoch and flush).
+ * Writes binary observe replies: `begin(n)`, then per record `head(i, ...)` and the values at
+ * `f64[slots(i) + F.field]`, then `finish(head)` returns the reply's bytes. Every value slot must be
+ * written (NaN for null); nothing is carried over between replies. Replies are assembled in one
+ * scratch buffer that every reply reuses (it stays in the CPU's caches and its pages stay mapped),
+ * and `finish` copies the finished bytes into a new buffer of exactly their length, which the
+ * caller owns: a transport may hold a reply until its next flush, or across a reconnect.
  */
-export class ObserveReplyBinaryWriter {
+class ObserveReplyBinaryWriter {
   f64 = new Float64Array(0);
   private u32 = new Uint32Array(0);
   private u64 = new BigUint64Array(0);
   private bytes = Buffer.alloc(0);
-  /** Byte offset of the reply being written, and of the next free byte (pooled: in the current slab). */
-  private base = 0;
-  private next = 0;
   private n = 0;
   private reasons: string[] = [];
   private reasonIndex = new Map<string, number>();
-  private readonly pooled: boolean;
-  /** Pooled: the slab being carved, the filled ones not yet released, the free ones, replies handed out. */
-  private slab: Slab | null = null;
-  private readonly retired: Slab[] = [];
-  private readonly free: Slab[] = [];
-  private handed = 0;
-  onRetire: (() => void) | null = null;
-
-  constructor(options: { readonly pooled?: boolean } = {}) {
-    this.pooled = options.pooled === true;
-  }
 
   begin(workers: number): void {
-    const need = OBSERVE_REPLY_HEADER_BYTES + workers * OBSERVE_REPLY_RECORD_BYTES + META_ROOM;
-    if (!this.pooled) {
-      this.reserve(need);
-      this.base = 0;
-    } else {
-      if (this.slab === null || this.next + need > this.bytes.length) this.nextSlab(need);
-      this.base = this.next;
-    }
+    this.reserve(OBSERVE_REPLY_HEADER_BYTES + workers * OBSERVE_REPLY_RECORD_BYTES + META_ROOM);
     this.n = workers;
     if (this.reasons.length > 0) {
       this.reasons = [];
@@ -135,72 +117,20 @@ export class ObserveReplyBinaryWriter {
     const buf = new ArrayBuffer(Math.max(need, 2 * this.bytes.length, 64 * 1024));
     const bytes = Buffer.from(buf);
     this.bytes.copy(bytes);
-    this.view(buf);
-  }
-
-  private view(buf: ArrayBuffer): void {
     this.f64 = new Float64Array(buf);
     this.u32 = new Uint32Array(buf);
     this.u64 = new BigUint64Array(buf);
-    this.bytes = Buffer.from(buf);
-  }
-
-  /** Pooled: retire the current slab (if any) and carve from a free one, or a new one. */
-  private nextSlab(need: number): void {
-    if (this.slab !== null) {
-      this.retired.push(this.slab);
-      this.onRetire?.();
-    }
-    let slab = this.free.pop();
-    if (slab !== undefined && slab.buf.byteLength < need) slab = undefined; // a rare giant reply: keep the small one free
-    this.slab = slab ?? { buf: new ArrayBuffer(Math.max(SLAB_BYTES, need)), lastHanded: 0 };
-    this.view(this.slab.buf);
-    this.next = 0;
-  }
-
-  /** Pooled: a mark for `release`; every reply handed out so far is before it. */
-  epoch(): number {
-    return this.handed;
-  }
-
-  /** Pooled: the transport holds nothing given to it before `epoch()` returned `e`: slabs holding only such replies are free. */
-  release(e: number): void {
-    let kept = 0;
-    for (const s of this.retired) {
-      if (s.lastHanded <= e) this.free.push(s);
-      else this.retired[kept++] = s;
-    }
-    this.retired.length = kept;
-  }
-
-  /** Pooled: slabs in the writer's hands, for tests and diagnostics. */
-  get slabs(): { readonly retired: number; readonly free: number } {
-    return { retired: this.retired.length, free: this.free.length };
+    this.bytes = bytes;
   }
 
   /** Index into `f64` of record i's first value slot. */
   slots(i: number): number {
-    return (this.base + OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES + 16) / 8;
+    return (OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES + 16) / 8;
   }
 
   /** Record i's identity and flags (`reported`: the worker's own load report is present). */
   head(i: number, workerId: bigint, dpRank: number, schedulable: boolean, reported: boolean, suspectReason: string | null): void {
-    const w = (this.base + OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES) / 8;
-    this.u64[w] = workerId;
-    this.u32[2 * w + 2] = dpRank;
-    this.u32[2 * w + 3] = this.flags(schedulable, reported, suspectReason);
-  }
-
-  /** `head` with the worker id as its u32 halves (a caller keeping ids that way reads no bigint). */
-  headHalves(i: number, idLo: number, idHi: number, dpRank: number, schedulable: boolean, reported: boolean, suspectReason: string | null): void {
-    const q = (this.base + OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES) / 4;
-    this.u32[q] = idLo;
-    this.u32[q + 1] = idHi;
-    this.u32[q + 2] = dpRank;
-    this.u32[q + 3] = this.flags(schedulable, reported, suspectReason);
-  }
-
-  private flags(schedulable: boolean, reported: boolean, suspectReason: string | null): number {
+    const w = (OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES) / 8;
     let flags = (schedulable ? FLAG_SCHEDULABLE : 0) | (reported ? FLAG_REPORTED : 0);
     if (suspectReason !== null) {
       let k = this.reasonIndex.get(suspectReason);
@@ -211,58 +141,43 @@ export class ObserveReplyBinaryWriter {
       }
       flags |= FLAG_SUSPECT | (k << 16);
     }
-    return flags >>> 0;
+    this.u64[w] = workerId;
+    this.u32[2 * w + 2] = dpRank;
+    this.u32[2 * w + 3] = flags >>> 0;
   }
 
   finish(h: BinaryReplyHead): Uint8Array {
     const c = h.dynamoChoice;
     const policy = c ? c.policy : null;
-    const start = this.base;
-    const body = start + OBSERVE_REPLY_HEADER_BYTES + this.n * OBSERVE_REPLY_RECORD_BYTES;
+    const body = OBSERVE_REPLY_HEADER_BYTES + this.n * OBSERVE_REPLY_RECORD_BYTES;
     // Written in place when it fits (nearly always: `begin` keeps META_ROOM bytes for it).
-    let meta: string | null = null;
     let metaLen = writeMetaJson(this.bytes, body, this.bytes.length, h.pool, policy, this.reasons);
-    let roomy = metaLen >= 0;
-    if (!roomy) {
-      meta = metaJson(h.pool, policy, this.reasons);
+    if (metaLen < 0) {
+      const meta = metaJson(h.pool, policy, this.reasons);
       // UTF-8 takes at most 3 bytes per UTF-16 unit.
-      roomy = body + 3 * meta.length <= this.bytes.length;
-      if (!this.pooled) this.reserve(body + 3 * meta.length);
-      metaLen = roomy || !this.pooled ? this.bytes.write(meta, body, 'utf8') : Buffer.byteLength(meta, 'utf8');
+      this.reserve(body + 3 * meta.length);
+      metaLen = this.bytes.write(meta, body, 'utf8');
     }
     const u32 = this.u32;
     const f64 = this.f64;
-    const q = start / 4; // u32 index of the header
-    const d = start / 8; // f64 / u64 index of the header
-    u32[q] = OBSERVE_REPLY_BINARY_MAGIC;
-    u32[q + 1] = this.n;
-    u32[q + 2] = h.blockSize;
-    u32[q + 3] = (h.pending ? HEAD_PENDING : 0) | (c ? HEAD_CHOICE : 0) | (h.snapshotRestoredAtMs !== null ? HEAD_RESTORED : 0);
-    f64[d + 2] = h.queryDurationUs;
-    f64[d + 3] = h.atMs;
-    f64[d + 4] = h.pending ? h.pending.requests : NaN;
-    f64[d + 5] = h.pending ? h.pending.tokens : NaN;
-    f64[d + 6] = nullable(h.snapshotRestoredAtMs);
-    this.u64[d + 7] = c ? c.workerId : 0n;
-    u32[q + 16] = c ? c.dpRank : 0;
-    u32[q + 17] = metaLen;
-    f64[d + 9] = c ? c.cost : NaN;
-    const len = body - start + metaLen;
-    if (!this.pooled || !roomy) {
-      // The caller's own copy (see the class comment). allocUnsafe: every byte is overwritten here.
-      // (Pooled, a trailing JSON too long for the slab's room: the records are copied out with it.)
-      const out = Buffer.allocUnsafe(len);
-      if (!this.pooled) this.bytes.copy(out, 0, start, start + len);
-      else {
-        this.bytes.copy(out, 0, start, body);
-        out.write(meta!, body - start, 'utf8');
-      }
-      return out;
-    }
-    // The next reply starts 8-byte aligned (its records are read as f64 / u64).
-    this.next = (start + len + 7) & ~7;
-    this.slab!.lastHanded = ++this.handed;
-    return new Uint8Array(this.slab!.buf, start, len);
+    u32[0] = OBSERVE_REPLY_BINARY_MAGIC;
+    u32[1] = this.n;
+    u32[2] = h.blockSize;
+    u32[3] = (h.pending ? HEAD_PENDING : 0) | (c ? HEAD_CHOICE : 0) | (h.snapshotRestoredAtMs !== null ? HEAD_RESTORED : 0);
+    f64[2] = h.queryDurationUs;
+    f64[3] = h.atMs;
+    f64[4] = h.pending ? h.pending.requests : NaN;
+    f64[5] = h.pending ? h.pending.tokens : NaN;
+    f64[6] = nullable(h.snapshotRestoredAtMs);
+    this.u64[7] = c ? c.workerId : 0n;
+    u32[16] = c ? c.dpRank : 0;
+    u32[17] = metaLen;
+    f64[9] = c ? c.cost : NaN;
+    // The caller's own copy (see the class comment). allocUnsafe: every byte is overwritten here.
+    const len = body + metaLen;
+    const out = Buffer.allocUnsafe(len);
+    this.bytes.copy(out, 0, 0, len);
+    return out;
   }
 }
 
@@ -467,11 +382,12 @@ function writeDigits(out: Uint8Array, end: number, x: number, n: number): void {
   }
 }
 
-/** The binary encoding of a reply given in its domain form (the reference; the indexer writes records directly). */
-const referenceWriter = new ObserveReplyBinaryWriter();
+/** One writer for every reply: each reply is written, copied out and returned before the next begins. */
+const writer = new ObserveReplyBinaryWriter();
 
+/** The binary encoding of an observe reply (what `observeReplyCodec.decode` reads back to the same value). */
 export function encodeObserveReplyBinary(r: ObserveReply): Uint8Array {
-  const w = referenceWriter;
+  const w = writer;
   w.begin(r.workers.length);
   const f = w.f64;
   r.workers.forEach((o, i) => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Le64Scratch, bookingEventCodec, decodeObserveRequestReusing, observeRequestCodec, type DecodeResult } from '@vantage/protocol';
+import { bookingEventCodec, observeRequestCodec, type DecodeResult } from '@vantage/protocol';
 
 // The byte decoders take a fast path for `*Le64` lists (cut out of the bytes, the rest parsed
 // alone); a string input takes the plain codec. Whatever the bytes, both must agree: same value,
@@ -64,7 +64,7 @@ describe('*Le64 fast path agrees with the plain codec', () => {
   });
 });
 
-describe('observe requests in the encoders\' own bytes (decoded without JSON.parse or the schema)', () => {
+describe('observe requests in the encoders\' own bytes, and near misses of them', () => {
   const cases: [string, string][] = [
     ['promptTokens 0', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":0}`],
     ['promptTokens 2^53-1', `{"v":1,"prompt":{"localHashesLe64":"${A}"},"promptTokens":9007199254740991}`],
@@ -94,12 +94,9 @@ describe('observe requests in the encoders\' own bytes (decoded without JSON.par
   ];
   it.each(cases)('%s', (_name, text) => {
     agree(observeRequestCodec, text);
-    const scratch = new Le64Scratch();
-    expect(show(decodeObserveRequestReusing(enc.encode(text), scratch))).toBe(show(observeRequestCodec.decode(text)));
   });
 
-  it('agrees with the plain codec on encoder output and on every kind of mutation of it, reusing one scratch', () => {
-    const scratch = new Le64Scratch();
+  it('agrees with the plain codec on encoder output and on every kind of mutation of it', () => {
     const msg = fc.record({
       hashes: fc.array(fc.bigInt({ min: 0n, max: (1n << 64n) - 1n }), { maxLength: 40 }),
       promptTokens: fc.oneof(fc.nat(), fc.constant(Number.MAX_SAFE_INTEGER)),
@@ -135,14 +132,9 @@ describe('observe requests in the encoders\' own bytes (decoded without JSON.par
         const plain = Buffer.from(text, 'utf8').equals(data) ? show(observeRequestCodec.decode(text)) : null;
         const fast = show(observeRequestCodec.decode(data));
         if (plain !== null) expect(fast).toBe(plain);
-        const reused = decodeObserveRequestReusing(data, scratch);
-        expect(show(reused)).toBe(fast);
         if (edits.length === 0) {
           const r = observeRequestCodec.decode(data);
           expect(r.ok && r.value.prompt.kind === 'local_hashes' ? [...r.value.prompt.localHashes] : null).toEqual(m.hashes);
-          // Encoder output with a plain request id (or none) takes the template: its hashes are a view of the scratch.
-          const plainId = m.requestId === null || /^[ -~]{1,256}$/.test(m.requestId) && !/["\\]/.test(m.requestId);
-          if (plainId && m.hashes.length > 0) expect(reused.ok && reused.value.prompt.kind === 'local_hashes' && reused.value.prompt.localHashes.buffer === scratch.hashes.buffer).toBe(true);
         }
       }),
       { seed: 0x7e4, numRuns: 2000 },

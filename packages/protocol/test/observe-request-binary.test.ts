@@ -1,27 +1,34 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  Le64Scratch,
-  decodeObserveRequestReusing,
   encodeObserveRequestBinary,
   isObserveRequestBinary,
   observeRequestCodec,
   type DecodeResult,
   type ObserveRequest,
 } from '@vantage/protocol';
-import { ObserveRequestHot, decodeObserveRequestHot, observeRequestBinaryFast, observeRequestBinaryToWire } from '../src/observe-request-binary';
+import { observeRequestBinaryToWire } from '../src/observe-request-binary';
 
 // The binary observe request carries what the JSON one does. Whatever the bytes, decoding them
-// must give what the JSON codec gives for the same request (value or rejection), the fast path
-// must agree with the general one, and nothing may throw.
+// must give what the JSON codec gives for the same request (value or rejection), and nothing may throw.
 
 const show = (r: DecodeResult<unknown> | null): string =>
   JSON.stringify(r, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v instanceof BigUint64Array || v instanceof Uint32Array ? [...v].map(String) : v));
 
-/** The general path: wire object, then the JSON codec's schema validation and conversion. */
-function general(data: Uint8Array): DecodeResult<ObserveRequest> {
+/**
+ * The JSON form's verdict: the wire object with the local hashes written into it as the JSON
+ * request carries them (base64, which the schema then checks), through the schema and conversion.
+ * The decoder instead leaves the list out of the schema's sight; this says that changes nothing.
+ */
+function asJson(data: Uint8Array): DecodeResult<ObserveRequest> {
   const w = observeRequestBinaryToWire(data);
-  return w.ok ? observeRequestCodec.fromWire(w.wire) : { ok: false, code: 'malformed_binary', reason: w.reason };
+  if (!w.ok) return { ok: false, code: 'malformed_binary', reason: w.reason };
+  if (w.localHashes !== null) {
+    const prompt = w.wire.prompt as Record<string, unknown>;
+    expect(prompt.localHashesLe64).toBe('');
+    prompt.localHashesLe64 = Buffer.from(w.localHashes.buffer, w.localHashes.byteOffset, w.localHashes.byteLength).toString('base64');
+  }
+  return observeRequestCodec.fromWire(w.wire);
 }
 
 const local = (...xs: bigint[]): ObserveRequest['prompt'] => ({ kind: 'local_hashes', localHashes: BigUint64Array.from(xs), loraName: null });
@@ -45,24 +52,13 @@ describe('binary observe request', () => {
     const json = observeRequestCodec.decode(observeRequestCodec.encode(r));
     expect(json.ok).toBe(true);
     expect(show(observeRequestCodec.decode(bin))).toBe(show(json));
-    expect(show(decodeObserveRequestReusing(bin, new Le64Scratch()))).toBe(show(json));
-    expect(show(general(bin))).toBe(show(json));
+    expect(show(asJson(bin))).toBe(show(json));
   });
 
   it('is smaller than the JSON request for a 32k-token prompt', () => {
     const r: ObserveRequest = { requestId: 'route-1', prompt: local(...Array.from({ length: 512 }, (_, i) => BigInt(i) * 0x9e37_79b9_7f4a_7c15n)), promptTokens: 32_768, replyEncoding: 'binary' };
     expect(encodeObserveRequestBinary(r).length).toBe(24 + 512 * 8 + 7);
     expect(observeRequestCodec.encode(r).length).toBeGreaterThan(5_400);
-  });
-
-  it('takes the common shape into the scratch buffer without allocating the hashes', () => {
-    const scratch = new Le64Scratch();
-    const a = decodeObserveRequestReusing(encodeObserveRequestBinary(samples[0]![1]), scratch);
-    expect(a.ok && a.value.prompt.kind === 'local_hashes' && a.value.prompt.localHashes.buffer).toBe(scratch.hashes.buffer);
-    // A second request overwrites the first one's hashes in place.
-    const b = decodeObserveRequestReusing(encodeObserveRequestBinary({ requestId: null, prompt: local(42n, 43n), promptTokens: 128 }), scratch);
-    expect(b.ok && b.value.prompt.kind === 'local_hashes' && [...b.value.prompt.localHashes]).toEqual([42n, 43n]);
-    expect(b.ok && b.value.prompt.kind === 'local_hashes' && b.value.prompt.localHashes.buffer).toBe(scratch.hashes.buffer);
   });
 
   it('reads a message at any byte offset (NATS hands out views of its read buffer)', () => {
@@ -105,7 +101,7 @@ describe('binary observe request', () => {
         expect(r.code).toBe(code);
         expect(r.reason).toMatch(reason);
       }
-      expect(show(decodeObserveRequestReusing(bytes, new Le64Scratch()))).toBe(show(r));
+      expect(show(asJson(bytes))).toBe(show(r));
     });
 
     it('more hashes than the JSON form may carry', () => {
@@ -132,60 +128,23 @@ describe('binary observe request', () => {
     });
   });
 
-  it('fast path and general path agree on mutated requests (property)', () => {
+  it('decodes mutated requests as their JSON form is decoded, and never throws (property)', () => {
     const seeds = samples.map(([, r]) => encodeObserveRequestBinary(r));
-    // Mutations that leave the common shape intact must reach the fast path, or its agreement is not tested.
-    let fastHits = 0;
+    // Mutations must leave some requests acceptable, or the agreement on accepted values is not tested.
+    let accepted = 0;
     fc.assert(
-      fc.property(fc.nat(seeds.length - 1), fc.array(fc.tuple(fc.nat(), fc.nat(255)), { minLength: 1, maxLength: 4 }), (k, edits) => {
-        const b = Buffer.from(seeds[k]!);
-        for (const [at, v] of edits) b[4 + (at % (b.length - 4))] = v;
-        const fast = observeRequestBinaryFast(b, new Le64Scratch());
-        const slow = general(b);
-        if (fast !== null) {
-          fastHits++;
-          expect(show(fast)).toBe(show(slow));
-        }
-        expect(show(observeRequestCodec.decode(b))).toBe(show(slow));
-        expect(show(decodeObserveRequestReusing(b, new Le64Scratch()))).toBe(show(slow));
-      }),
-      { numRuns: 3000 },
-    );
-    expect(fastHits).toBeGreaterThan(100);
-  });
-
-  it('the hot decoder takes exactly what the fast path takes, with the same values, aligned or not (property)', () => {
-    const seeds = samples.map(([, r]) => encodeObserveRequestBinary(r));
-    const hot = new ObserveRequestHot();
-    const taken = [0, 0];
-    fc.assert(
-      fc.property(fc.nat(seeds.length - 1), fc.array(fc.tuple(fc.nat(), fc.nat(255)), { maxLength: 3 }), fc.nat(7), (k, edits, shift) => {
-        // The message at every offset mod 8 of its buffer: views in place when aligned, copies otherwise.
+      fc.property(fc.nat(seeds.length - 1), fc.array(fc.tuple(fc.nat(), fc.nat(255)), { minLength: 1, maxLength: 4 }), fc.nat(7), (k, edits, shift) => {
+        // At every offset mod 8 of its buffer (NATS hands out views of its read buffer).
         const seed = seeds[k]!;
         const b = new Uint8Array(new ArrayBuffer(seed.length + 8), shift, seed.length);
         b.set(seed);
         for (const [at, v] of edits) b[4 + (at % (b.length - 4))] = v;
-        const fast = observeRequestBinaryFast(b, new Le64Scratch());
-        const took = decodeObserveRequestHot(b, hot, 8 * 1024 * 1024);
-        expect(took).toBe(fast !== null);
-        if (fast === null || fast.value.prompt.kind !== 'local_hashes') return;
-        taken[(b.byteOffset + 24) % 8 === 0 ? 0 : 1]!++;
-        expect([...hot.localHashes]).toEqual([...fast.value.prompt.localHashes]);
-        expect(hot.promptTokens).toBe(fast.value.promptTokens);
-        expect(hot.workers).toBe(fast.value.workers ?? 'all');
-        expect(hot.replyEncoding).toBe(fast.value.replyEncoding ?? 'json');
-        expect(decodeObserveRequestHot(b, hot, b.length - 1)).toBe(false);
+        const r = observeRequestCodec.decode(b);
+        if (r.ok) accepted++;
+        expect(show(r)).toBe(show(asJson(b)));
       }),
       { numRuns: 3000 },
     );
-    expect(Math.min(...taken)).toBeGreaterThan(30);
-    // The request id's bytes at the edges of printable ASCII (random edits seldom land there).
-    const withId = encodeObserveRequestBinary(samples[0]![1]);
-    const idAt = withId.length - 'route-1'.length;
-    for (const v of [0x00, 0x1f, 0x20, 0x7e, 0x7f, 0x80, 0xff]) {
-      const b = Buffer.from(withId);
-      b[idAt + 3] = v;
-      expect([v, decodeObserveRequestHot(b, hot, 1 << 20)]).toEqual([v, observeRequestBinaryFast(b, new Le64Scratch()) !== null]);
-    }
+    expect(accepted).toBeGreaterThan(100);
   });
 });

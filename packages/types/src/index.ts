@@ -118,34 +118,3 @@ export interface KvEvent {
   readonly eventId: bigint;
   readonly data: KvEventData;
 }
-
-/**
- * The facts an observe answer gives for each (worker, dp rank), in the order of their number slots:
- * `PoolState.observeRows` rows (@vantage/observation) and the binary observe reply's worker records
- * (@vantage/protocol) both use this one list, so the indexer writes rows straight into replies.
- */
-export const WORKER_FACTS = [
-  'deviceOverlapBlocks',
-  'K',
-  'hostOverlapBlocks',
-  'diskOverlapBlocks',
-  'anyTierOverlapBlocks',
-  'R',
-  'trackedPrefillTokens',
-  'P',
-  'maxNumBatchedTokens',
-  'effectivePrefillTokens',
-  'newBlocks',
-  'activeBlocks',
-  'totalKvBlocks',
-  'treeBlocks',
-  'reportedActiveDecodeBlocks',
-  'reportedActivePrefillTokens',
-  'reportedKvUsedBlocks',
-  'suspectSinceMs',
-  'indexAgeMs',
-  'loadAgeMs',
-  'bookingAgeMs',
-  'dynamoCost',
-] as const;
-export type WorkerFact = (typeof WORKER_FACTS)[number];

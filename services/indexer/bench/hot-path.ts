@@ -2,10 +2,10 @@
  * In-process profile of one observe as the service runs it (decode → observe → binary reply),
  * on the benchmark's data (64 workers, 32k-token prompts, 4 bookings per worker), without NATS.
  * Run: node --import tsx services/indexer/bench/hot-path.ts [iterations] [steps] [--cold | --idle]
- * (`observe` builds a fresh answer; `observeTransient` reuses the pool's records; `decode binary+observeBinary`
- * is the service's path for a binary request asking for a binary reply listing every worker
- * (`decode+observeBinary` the same from a JSON request), `decode+observe+encode` its path for
- * the others.)
+ * (`observe` builds a fresh answer; `observeTransient` reuses the pool's records; `replyOf` builds the
+ * reply from an answer; `handleObserve` and `handleObserve binary` are the service's handler for a
+ * JSON and a binary request, both asking for a binary reply listing every worker; `handleObserve
+ * json reply` the same asking for a JSON reply.)
  * (add --cpu-prof --cpu-prof-dir=DIR before --import to profile it).
  *
  * With `--cold`, the core's data caches are flushed before every iteration (2 MiB, twice its L2,
@@ -16,18 +16,18 @@
  *
  * With `--idle`, the process sleeps 1 ms (a timer) before every iteration instead, as the service
  * does between requests at 1,000/s, and each is timed alone. On the development host this alone
- * makes a step two to five times slower than back to back (e.g. decoding a binary request 19.6 µs
- * against 2.4, the service's binary path 132 µs against 35–63), as slow as or slower than the running
- * service. (A 1 ms spin in registers instead of the sleep gave about the same: not the process's
+ * makes a step two to five times slower than back to back, as slow as or slower than the running
+ * service. (A 1 ms spin in registers instead of the sleep gives about the same: not the process's
  * own activity, most likely what else runs on the host's cores in that millisecond.)
  */
 import { constants, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { sequenceHashes } from '@vantage/hashing';
 import { PoolState } from '@vantage/observation';
-import { ObserveReplyBinaryWriter, bookingEventCodec, encodeObserveRequestBinary, observeRequestCodec } from '@vantage/protocol';
+import { observeReplyOf } from '@vantage/decision-core';
+import { bookingEventCodec, encodeObserveReplyBinary, encodeObserveRequestBinary, observeReplyCodec, observeRequestCodec } from '@vantage/protocol';
 import type { ExternalHash, KvEvent } from '@vantage/types';
 import { decodeBooking } from '@vantage/ingest';
-import { decodeObserve, decodeObserveHot, decodeObserveTransient, encodeObserveReplyBinary, observeBinary } from '../src/messages';
+import { handleObserve } from '../src/service';
 import { benchBookings, PROMPT_BLOCKS, prompts, WORKERS, workerIds } from './data';
 
 const BS = 64;
@@ -71,8 +71,7 @@ const reqs = prompts.map((p, i) =>
   observeRequestCodec.encode({ requestId: `bench-${i}`, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: 'binary' }),
 );
 // The same requests in the binary encoding (what the benchmark's binary figures send), each at an
-// odd offset of its buffer, as messages cut from a socket's reads usually are: their hashes are then
-// not 8-byte aligned and are copied out, as live.
+// odd offset of its buffer, as messages cut from a socket's reads usually are.
 const reqsBin = prompts.map((p, i) => {
   const b = encodeObserveRequestBinary({ requestId: `bench-${i}`, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS, replyEncoding: 'binary' });
   const at = new Uint8Array(b.length + 8).subarray(3, 3 + b.length);
@@ -145,17 +144,15 @@ async function timeCold(name: string, fn: (i: number) => unknown): Promise<void>
 }
 
 const locals = reqs.map((r) => {
-  const d = decodeObserve(r);
-  if (!d.ok) throw new Error(d.reason);
-  return d.value.localHashes!;
+  const d = observeRequestCodec.decode(r);
+  if (!d.ok || d.value.prompt.kind !== 'local_hashes') throw new Error(d.ok ? 'not local hashes' : d.reason);
+  return d.value.prompt.localHashes;
 });
-const obs = locals.map((l) => state.observe(l, PROMPT_BLOCKS * BS, Date.now()));
+const reqsJsonReply = prompts.map((p, i) => observeRequestCodec.encode({ requestId: `bench-${i}`, prompt: { kind: 'local_hashes', localHashes: p.local, loraName: null }, promptTokens: PROMPT_BLOCKS * BS }));
+const replies = locals.map((l) => observeReplyOf(state.observe(l, PROMPT_BLOCKS * BS, Date.now()), { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null }));
 const scratch = new BigUint64Array(PROMPT_BLOCKS);
-await timeIt('decode', (i) => decodeObserve(reqs[i % 64]!));
-await timeIt('decodeTransient', (i) => decodeObserveTransient(reqs[i % 64]!));
-await timeIt('decodeTransient binary', (i) => decodeObserveTransient(reqsBin[i % 64]!));
-// What the handler decodes with (the binary request's header read in place, no request id string).
-await timeIt('decodeHot binary', (i) => decodeObserveHot(reqsBin[i % 64]!));
+await timeIt('decode', (i) => observeRequestCodec.decode(reqs[i % 64]!));
+await timeIt('decode binary', (i) => observeRequestCodec.decode(reqsBin[i % 64]!));
 // The pieces as observe runs them: the index's transient match, the chain prepared once, then each
 // rank read through its resolved ledger handle.
 await timeIt('matchTransient', (i) => state.index.matchTransient(locals[i % 64]!));
@@ -178,35 +175,11 @@ await timeIt('loadOfRef (all ranks)', () => {
 });
 await timeIt('observe', (i) => state.observe(locals[i % 64]!, PROMPT_BLOCKS * BS, Date.now()));
 await timeIt('observeTransient', (i) => state.observeTransient(locals[i % 64]!, PROMPT_BLOCKS * BS, Date.now()));
-await timeIt('encode binary', (i) => encodeObserveReplyBinary(obs[i % 64]!, { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null }));
-// As the service runs it (handleObserve): the reply is encoded from the pool's reused answer records.
-await timeIt('decode+observe+encode', (i) => {
-  const d = decodeObserveTransient(reqs[i % 64]!);
-  if (!d.ok) throw new Error();
-  const o = state.observeTransient(d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now());
-  return encodeObserveReplyBinary(o, { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null });
-});
-// The same with the service's pooled reply writer (replies as views of recycled slabs). Here nothing
-// holds a reply past its iteration, so each full slab is released at once; the service releases
-// only after a NATS flush has resolved.
-const pooled = new ObserveReplyBinaryWriter({ pooled: true });
-pooled.onRetire = () => pooled.release(pooled.epoch());
-await timeIt('...+encode pooled', (i) => {
-  const d = decodeObserveTransient(reqs[i % 64]!);
-  if (!d.ok) throw new Error();
-  const o = state.observeTransient(d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now());
-  return encodeObserveReplyBinary(o, { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null }, pooled);
-});
-// What the service runs for a binary reply listing every worker (handleObserve): the pool writes its
-// facts straight into the reply (observeBinary), here with the pooled writer as above.
-await timeIt('decode+observeBinary', (i) => {
-  const d = decodeObserveTransient(reqs[i % 64]!);
-  if (!d.ok) throw new Error();
-  return observeBinary(state, d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now(), process.hrtime.bigint(), null, pooled);
-});
-// The same from a binary request, decoded as the handler does.
-await timeIt('decode binary+observeBinary', (i) => {
-  const d = decodeObserveHot(reqsBin[i % 64]!);
-  if (!d.ok) throw new Error();
-  return observeBinary(state, d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now(), process.hrtime.bigint(), null, pooled);
-});
+await timeIt('replyOf', (i) => observeReplyOf(state.observeTransient(locals[i % 64]!, PROMPT_BLOCKS * BS, Date.now()), { nowMs: Date.now(), queryDurationUs: 1, restoredAtMs: null }));
+await timeIt('encode binary', (i) => encodeObserveReplyBinary(replies[i % 64]!));
+await timeIt('encode json', (i) => observeReplyCodec.encode(replies[i % 64]!));
+// As the service runs it: decode, observe, build the reply, encode it.
+const pool = { state, restoredAtMs: null };
+await timeIt('handleObserve', (i) => handleObserve(pool, reqs[i % 64]!, process.hrtime.bigint()));
+await timeIt('handleObserve binary', (i) => handleObserve(pool, reqsBin[i % 64]!, process.hrtime.bigint()));
+await timeIt('handleObserve json reply', (i) => handleObserve(pool, reqsJsonReply[i % 64]!, process.hrtime.bigint()));

@@ -51,10 +51,11 @@ import { performance } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
 import { INFRA_DIR, REPO_ROOT, natsBroker, processCpuUs } from '@vantage/infra';
+import { observeReplyOf } from '@vantage/decision-core';
 import {
-  ObserveReplyBinaryWriter,
   bookingEventCodec,
   bookingsSubject,
+  encodeObserveReplyBinary,
   encodeObserveRequestBinary,
   isObserveReplyBinary,
   observeReplyCodec,
@@ -67,7 +68,7 @@ import {
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
 import { decodeBooking } from '@vantage/ingest';
-import { decodeObserve, decodeObserveHot, encodeObserveReply, encodeObserveReplyBinary, observeBinary } from '../src/messages';
+import { handleObserve } from '../src/service';
 import { benchBookings, PROMPT_BLOCKS, prompts, rand64, WORKERS, workerIds } from './data';
 import { paced, pacingOf } from './pacing';
 import { PoolState } from '@vantage/observation';
@@ -627,38 +628,28 @@ async function main(): Promise<void> {
     if (!d.ok) throw new Error(d.reason);
     state.ledger.book({ ...d.value, source: 'decision_service', nowMs: Date.now() });
   }
-  const obs = state.observe(local, PROMPT_BLOCKS * BS, Date.now());
+  const reply = observeReplyOf(state.observe(local, PROMPT_BLOCKS * BS, Date.now()), meta);
   const bookingBytes = bookingEventCodec.encode(benchBookings(POOL, BOOKINGS_PER_WORKER, BS)[0]!);
-  // As the service's pooled writer, released at once (nothing here holds a reply).
-  const hotWriter = new ObserveReplyBinaryWriter({ pooled: true });
-  hotWriter.onRetire = () => hotWriter.release(hotWriter.epoch());
   const prof = {
-    decode_total_us: timeIt(2000, () => decodeObserve(req)),
-    decode_binary_us: timeIt(2000, () => decodeObserve(reqBinary)),
+    decode_total_us: timeIt(2000, () => observeRequestCodec.decode(req)),
+    decode_binary_us: timeIt(2000, () => observeRequestCodec.decode(reqBinary)),
     decode_json_parse_us: timeIt(2000, () => JSON.parse(new TextDecoder().decode(req))),
     decode_base64_us: timeIt(2000, () => Buffer.from(b64, 'base64')),
     observe_total_us: timeIt(2000, () => state.observe(local, PROMPT_BLOCKS * BS, Date.now())),
     observe_no_bookings_us: observeEmpty,
     match_us: timeIt(2000, () => state.index.match(local)),
     sequence_hashes_us: timeIt(2000, () => sequenceHashes(local)),
-    encode_reply_us: timeIt(2000, () => encodeObserveReply(obs, meta)),
-    encode_reply_binary_us: timeIt(2000, () => encodeObserveReplyBinary(obs, meta)),
+    encode_reply_us: timeIt(2000, () => observeReplyCodec.encode(reply)),
+    encode_reply_binary_us: timeIt(2000, () => encodeObserveReplyBinary(reply)),
     decode_booking_us: timeIt(2000, () => decodeBooking(bookingBytes)),
-    // The service's own path for the headline request (handleObserve): the handler's decoder, the
-    // match as counts, and the binary reply computed and written in one pass.
-    decode_binary_hot_us: timeIt(2000, () => decodeObserveHot(reqBinary)),
-    match_counts_us: timeIt(2000, () => state.index.matchCounts(local)),
-    handler_path_us: timeIt(2000, () => {
-      const d = decodeObserveHot(reqBinary);
-      if (!d.ok) throw new Error(d.reason);
-      return observeBinary(state, d.value.localHashes!, PROMPT_BLOCKS * BS, Date.now(), process.hrtime.bigint(), null, hotWriter);
-    }),
+    // The service's own handler for the headline request: decode, observe, build the reply, encode it.
+    handler_path_us: timeIt(2000, () => handleObserve({ state, restoredAtMs: null }, reqBinary, process.hrtime.bigint())),
   };
   log(
     `profile (in-process, µs/op): decode JSON request ${prof.decode_total_us.toFixed(1)} (JSON.parse ${prof.decode_json_parse_us.toFixed(1)}, base64 ${prof.decode_base64_us.toFixed(1)}, rest = schema validation + copy), binary request ${prof.decode_binary_us.toFixed(1)}` +
       ` | observe ${prof.observe_total_us.toFixed(1)} with ${BOOKINGS_PER_WORKER * WORKERS} bookings, ${prof.observe_no_bookings_us.toFixed(1)} without (index match ${prof.match_us.toFixed(1)}, sequence hashes ${prof.sequence_hashes_us.toFixed(1)}, rest = per-worker facts + selection)` +
       ` | encode reply JSON ${prof.encode_reply_us.toFixed(1)}, binary ${prof.encode_reply_binary_us.toFixed(1)} | decode booking ${prof.decode_booking_us.toFixed(1)}` +
-      ` | the service's binary path: decode ${prof.decode_binary_hot_us.toFixed(1)}, match as counts ${prof.match_counts_us.toFixed(1)}, whole handler (decode + observeBinary) ${prof.handler_path_us.toFixed(1)}`,
+      ` | the service's handler, binary request and reply ${prof.handler_path_us.toFixed(1)}`,
   );
 
   await nc.close();
@@ -708,8 +699,6 @@ async function main(): Promise<void> {
     profile_encode_reply_us: Number(prof.encode_reply_us.toFixed(1)),
     profile_encode_reply_binary_us: Number(prof.encode_reply_binary_us.toFixed(1)),
     profile_decode_booking_us: Number(prof.decode_booking_us.toFixed(1)),
-    profile_decode_binary_hot_us: Number(prof.decode_binary_hot_us.toFixed(1)),
-    profile_match_counts_us: Number(prof.match_counts_us.toFixed(1)),
     profile_handler_path_us: Number(prof.handler_path_us.toFixed(1)),
   };
   log(JSON.stringify(summary));

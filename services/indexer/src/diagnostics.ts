@@ -6,7 +6,7 @@
  *
  * One message per answered request (errors are not timed):
  *   decodeUs   from the handler's entry to the request decoded and its local hashes ready
- *   answerUs   from there to the reply encoded (the match, the rank rows, Dynamo's pick, encoding)
+ *   answerUs   from there to the reply encoded (the pool's observation with Dynamo's pick, the reply built and encoded)
  *   respondUs  handing the reply to the NATS client (the responder publishes it, then reports back)
  *   totalUs    the three together
  */

@@ -4,13 +4,13 @@
  * endpoint, snapshots, housekeeping, metrics, NATS service discovery and the
  * shutdown sequence.
  */
-import type { NatsConnection } from '@nats-io/transport-node';
 import { localBlockHashes } from '@vantage/hashing';
-import { ObserveReplyBinaryWriter } from '@vantage/protocol';
+import type { PoolState } from '@vantage/observation';
+import { observeReplyOf } from '@vantage/decision-core';
+import { encodeObserveReplyBinary, observeReplyCodec, observeRequestCodec, observeSubject } from '@vantage/protocol';
 import { createResponder, RateLimitedLog, VantageError, toVantageError, type Responder, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
 import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
-import { decodeObserveHot, encodeObserveReply, observeBinary, observeSubject } from './messages';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolIngest as PoolRunner, recoveryMetrics, WorkerQueryClient } from '@vantage/ingest';
 
@@ -24,53 +24,31 @@ export interface IndexerHandle {
 }
 
 /**
- * A binary reply writer whose replies are views of slabs, recycled safely for replies sent on `nc`:
- * when a slab fills, every reply handed out so far has been published (the handler publishes each
- * before it returns), so a flush issued then resolves only after the server has processed them,
- * i.e. after the client's outgoing buffer let go of them (even across a reconnect); only then are
- * those slabs written again. A failed flush (connection closed) releases nothing.
- */
-export function pooledReplyWriter(nc: Pick<NatsConnection, 'flush'>): ObserveReplyBinaryWriter {
-  const w = new ObserveReplyBinaryWriter({ pooled: true });
-  w.onRetire = () => {
-    const e = w.epoch();
-    try {
-      nc.flush().then(
-        () => w.release(e),
-        () => {},
-      );
-    } catch {
-      /* closed: nothing is released */
-    }
-  };
-  return w;
-}
-
-/**
- * Answer one observe request for a pool; throws VantageError for bad requests. A binary reply is
- * written by `writer`; the caller must publish it before the next call (see `pooledReplyWriter`).
+ * Answer one observe request for a pool (its state, and when its snapshot was restored); throws
+ * VantageError for bad requests. The request is decoded by the protocol's codec (either encoding),
+ * the pool observed, and the reply built from that observation (`observeReplyOf`) and encoded as
+ * the request asked: JSON (`observeReplyCodec.encode`) or binary (`encodeObserveReplyBinary`).
+ * `queryDurationUs` runs from `receivedAtNs` to the observation made, before encoding.
  * `steps` (only while a diagnostics subscriber listens: diagnostics.ts) gets the decode stamp.
  */
-export function handleObserve(runner: PoolRunner, data: Uint8Array, receivedAtNs: bigint, writer: ObserveReplyBinaryWriter, steps?: StepStamps): Uint8Array {
-  // The request and its hashes are views of reused memory (or of `data`): read below, kept by nothing.
-  const req = decodeObserveHot(data);
+export function handleObserve(pool: { readonly state: PoolState; readonly restoredAtMs: number | null }, data: Uint8Array, receivedAtNs: bigint, steps?: StepStamps): Uint8Array {
+  const req = observeRequestCodec.decode(data);
   if (!req.ok) throw new VantageError('BAD_REQUEST', `observe: ${req.reason}`, { details: { code: req.code } });
   const r = req.value;
-  const state = runner.state;
-  let local: BigUint64Array;
-  if (r.localHashes) local = r.localHashes;
-  else local = localBlockHashes(r.tokenIds!, state.blockSize, r.loraName);
+  const state = pool.state;
+  const p = r.prompt;
+  const local = p.kind === 'local_hashes' ? p.localHashes : localBlockHashes(p.tokenIds, state.blockSize, p.loraName);
+  const binary = r.replyEncoding === 'binary';
   if (steps !== undefined) {
     steps.decoded = performance.now();
-    steps.encoding = r.replyEncoding === 'binary' ? 'binary' : 'json';
+    steps.encoding = binary ? 'binary' : 'json';
   }
   const now = Date.now();
-  // Binary (the hot path: the decision service's queries, and every worker's): the pool writes its facts straight into the reply.
-  if (r.replyEncoding === 'binary') return observeBinary(state, local, r.promptTokens, now, receivedAtNs, runner.restoredAtMs, writer, r.workers);
-  // JSON: the reply is encoded before this returns, so the pool's reused answer records are safe to read.
+  // The answer's records are the pool's, overwritten by its next observation: the reply is encoded before this returns.
   const obs = state.observeTransient(local, r.promptTokens, now);
-  const durationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
-  return encodeObserveReply(obs, { nowMs: now, queryDurationUs: durationUs, restoredAtMs: runner.restoredAtMs, workers: r.workers });
+  const queryDurationUs = Number(process.hrtime.bigint() - receivedAtNs) / 1000;
+  const reply = observeReplyOf(obs, { nowMs: now, queryDurationUs, restoredAtMs: pool.restoredAtMs, workers: r.workers ?? 'all' });
+  return binary ? encodeObserveReplyBinary(reply) : observeReplyCodec.encode(reply);
 }
 
 export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>): Promise<IndexerHandle> {
@@ -142,7 +120,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
 
   // One observe endpoint per pool, with NATS service discovery ($SRV.PING / INFO / STATS). Replicas share a
   // queue group per pool: any replica may answer, since each holds the whole index. Replies are published as
-  // each handler returns (no outbox): a binary reply is a view of the pooled writer's slab (see pooledReplyWriter).
+  // each handler returns (no outbox); each is a buffer of its own.
   const service = createResponder(nc, {
     name: 'vantage-indexer',
     version: INDEXER_VERSION,
@@ -152,7 +130,6 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
     metrics: ctx.metrics,
     maxInFlight: cfg.maxInFlight,
   });
-  const replyWriter = pooledReplyWriter(nc);
   const stamps = newStepStamps();
   /** When the last timed reply was built (0: not timed); its steps are published once it is sent. */
   let answeredAt = 0;
@@ -168,7 +145,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
           // Step timings only while a diagnostics subscriber listens (diagnostics.ts).
           const steps = observeStepsChannel.hasSubscribers ? stamps : undefined;
           if (steps !== undefined) steps.start = performance.now();
-          const reply = handleObserve(runner, msg.data, t0, replyWriter, steps);
+          const reply = handleObserve(runner, msg.data, t0, steps);
           if (steps !== undefined) answeredAt = performance.now();
           okSeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
           return reply;

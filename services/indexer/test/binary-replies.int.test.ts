@@ -1,8 +1,7 @@
 /**
- * Binary observe replies are views of slabs the service writes again once a NATS flush has shown
- * the client let go of them (pooledReplyWriter). Over real NATS, bursts of concurrent requests for
- * different prompts fill and recycle many slabs: every binary reply must still say exactly what the
- * JSON reply for the same prompt says (bar the query's own time and the facts' ages).
+ * Binary observe replies over real NATS: under bursts of concurrent requests for different prompts
+ * (the service reuses its encoder's scratch for every reply), every binary reply must say exactly
+ * what the JSON reply for the same prompt says (bar the query's own time and the facts' ages).
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sequenceHashes } from '@vantage/hashing';
@@ -26,7 +25,7 @@ function timeless(r: ObserveReply): unknown {
   return { ...r, atMs: 0, queryDurationUs: 0, workers: r.workers.map((w) => ({ ...w, ages: null })), dynamoChoice: r.dynamoChoice?.cost ?? null };
 }
 
-describe('indexer: pooled binary replies over NATS', () => {
+describe('indexer: binary replies over NATS', () => {
   let nc: NatsConnection;
   let child: IndexerChild;
   const pool = uniqueName('bin').replace(/-/g, '_');
@@ -77,8 +76,7 @@ describe('indexer: pooled binary replies over NATS', () => {
 
   it('every binary reply of a burst says what the JSON reply for its prompt says', async () => {
     const expected = await Promise.all(prompts.map(async (p) => timeless(await request(p, 'json'))));
-    // 3 bursts of 1,000 concurrent requests (about 150 slabs' worth of replies of 20 each, so every slab is
-    // written many times over), prompts interleaved; every other request in the binary request encoding.
+    // 3 bursts of 1,000 concurrent requests, prompts interleaved; every other request in the binary request encoding.
     for (let burst = 0; burst < 3; burst++) {
       const replies = await Promise.all(Array.from({ length: 1000 }, (_, k) => request(prompts[(k * 5 + burst) % PROMPTS]!, 'binary', k % 2 === 1)));
       replies.forEach((r, k) => expect(timeless(r)).toEqual(expected[(k * 5 + burst) % PROMPTS]));
