@@ -207,6 +207,29 @@ function synthToken(seed: number, o: number): number {
   return ((z ^ (z >>> 16)) >>> 0) % 150_000;
 }
 
+/** Where a set of engines' next pass is: the engine first due (-1 when none has work) and its time, and the earliest time of any other. */
+export interface NextPass {
+  best: number;
+  bestT: number;
+  other: number;
+}
+
+/** Find the engine whose pass comes first (ties to the lowest index); written into `out`, which is returned. */
+export function nextPass(engines: readonly Engine[], out: NextPass): NextPass {
+  out.best = -1;
+  out.bestT = Infinity;
+  out.other = Infinity;
+  for (let i = 0; i < engines.length; i++) {
+    const e = engines[i]!.nextEventTime();
+    if (e < out.bestT) {
+      out.other = out.bestT;
+      out.bestT = e;
+      out.best = i;
+    } else if (e < out.other) out.other = e;
+  }
+  return out;
+}
+
 export class Engine {
   readonly workerId: WorkerId;
   readonly dpRank: number;

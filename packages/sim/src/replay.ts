@@ -29,7 +29,7 @@ import {
   type RoundRobinPolicy,
   type Rng,
 } from '@vantage/selection';
-import { Engine } from './engine';
+import { Engine, nextPass, type NextPass } from './engine';
 import { EventHeap } from './heap';
 import { computeMetrics, type ReplayMetrics, type RequestRecord } from './metrics';
 import { ClosedLoop, openLoopArrivals, traceSessions, type MooncakeRecord, type TraceSession } from './mooncake';
@@ -400,18 +400,9 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
     if (live.size > counters.maxInFlight) counters.maxInFlight = live.size;
   };
 
+  const pass: NextPass = { best: -1, bestT: Infinity, other: Infinity };
   for (;;) {
-    let best = -1;
-    let bestT = Infinity;
-    let other = Infinity;
-    for (let i = 0; i < W; i++) {
-      const e = engines[i]!.nextEventTime();
-      if (e < bestT) {
-        other = bestT;
-        bestT = e;
-        best = i;
-      } else if (e < other) other = e;
-    }
+    const { best, bestT, other } = nextPass(engines, pass);
     const tu = updates.peekTime();
     const tf = finishes.peekTime();
     const ta = arrivals.peekTime();
