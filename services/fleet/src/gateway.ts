@@ -117,7 +117,7 @@ export async function routeRequest(
 }
 
 /** How a followed request ended. */
-export type Followed =
+type Followed =
   | { readonly status: 'done'; readonly done: Extract<GenerateProgress, { kind: 'done' }> }
   | { readonly status: 'failed'; readonly code: string; readonly reason: string }
   | { readonly status: 'cancelled'; readonly code: 'request_timeout' | 'run_deadline' };
