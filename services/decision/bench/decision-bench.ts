@@ -662,6 +662,8 @@ async function main(): Promise<void> {
       return good;
     };
     // Up in steps from SEARCH_FROM until a step fails; when SEARCH_FROM itself fails, down by halves to 100/s.
+    // BENCH_SEARCH_MAX=0: no search.
+    if (SEARCH_MAX <= 0) return;
     if (await step(SEARCH_FROM)) {
       for (let rate = SEARCH_FROM + STEP; rate <= SEARCH_MAX; rate += STEP) if (!(await step(rate))) break;
     } else {
