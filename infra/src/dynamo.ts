@@ -207,6 +207,84 @@ function spawnGroup(cmd: string, args: string[], env: NodeJS.ProcessEnv, logFile
   return { child, proc };
 }
 
+type Reply = Record<string, unknown>;
+
+/** The JSON-lines protocol of the testkit's Python children: one command a line in, one reply a line out. */
+interface LineRpc {
+  /** The child's `{"ready": true, ...}` line. */
+  readonly hello: Reply;
+  /** Send `cmd` with a fresh `id`; resolves with the reply of that id when it has `ok: true`. */
+  call(cmd: Reply): Promise<Reply>;
+  /** `{"op":"quit"}`, then the group's `stop(graceMs)` if the child is still up after `quitWaitMs`. */
+  stop(graceMs: number, quitWaitMs: number): Promise<void>;
+}
+
+/** Speak JSON lines with `child` (spawned with stdio `pipe`); resolves at its ready line, kills it if none comes in `readyTimeoutMs`. */
+async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, readyTimeoutMs: number): Promise<LineRpc> {
+  const pending = new Map<number, { resolve: (v: Reply) => void; reject: (e: Error) => void }>();
+  let nextId = 1;
+  let ready: ((v: Reply) => void) | null = null;
+  let failed: Error | null = null;
+  const readyP = new Promise<Reply>((resolve) => (ready = resolve));
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    let msg: Reply;
+    try {
+      msg = JSON.parse(line) as Reply;
+    } catch {
+      return; // not ours (a library printing to stdout)
+    }
+    if (msg.ready === true && ready) {
+      ready(msg);
+      ready = null;
+      return;
+    }
+    const id = typeof msg.id === 'number' ? msg.id : -1;
+    const p = pending.get(id);
+    if (!p) return;
+    pending.delete(id);
+    if (msg.ok === true) p.resolve(msg);
+    else p.reject(new Error(`${name}: ${String(msg.error)}`));
+  });
+  void proc.exited.then((code) => {
+    failed = new Error(`${name} exited (${code}); see ${proc.logFile}`);
+    for (const p of pending.values()) p.reject(failed);
+    pending.clear();
+  });
+  const timeout = new Promise<never>((_, rej) => {
+    const t = setTimeout(() => rej(new Error(`${name} not ready after ${readyTimeoutMs} ms; see ${proc.logFile}`)), readyTimeoutMs);
+    t.unref();
+    void proc.exited.then(() => rej(failed ?? new Error(`${name} exited`)));
+  });
+  let hello: Reply;
+  try {
+    hello = await Promise.race([readyP, timeout]);
+  } catch (e) {
+    await proc.kill9();
+    throw e;
+  }
+  return {
+    hello,
+    call: (cmd) => {
+      if (failed) return Promise.reject(failed);
+      const id = nextId++;
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        child.stdin!.write(`${JSON.stringify({ ...cmd, id })}\n`);
+      });
+    },
+    stop: async (graceMs, quitWaitMs) => {
+      try {
+        child.stdin!.write('{"op":"quit"}\n');
+      } catch {
+        /* closed */
+      }
+      const t = setTimeout(() => void proc.stop(graceMs), quitWaitMs);
+      await proc.exited;
+      clearTimeout(t);
+    },
+  };
+}
+
 /** Start `python -m dynamo.mocker`; resolves once its workers' model cards are in discovery. */
 export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
   const py = dynamoPython();
@@ -329,68 +407,10 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
   if (o.routerReplicaSync) args.push('--router-replica-sync');
   const logFile = join(logDir, `driver-${Date.now()}.log`);
   const { child, proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd), logFile, 'pipe');
-  const pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
-  let nextId = 1;
-  let ready: ((v: Record<string, unknown>) => void) | null = null;
-  let failed: Error | null = null;
-  const readyP = new Promise<Record<string, unknown>>((resolve) => (ready = resolve));
-  const lines = createInterface({ input: child.stdout! });
-  lines.on('line', (line) => {
-    let msg: Record<string, unknown>;
-    try {
-      msg = JSON.parse(line) as Record<string, unknown>;
-    } catch {
-      return; // not ours (a library printing to stdout)
-    }
-    if (msg.ready === true && ready) {
-      ready(msg);
-      ready = null;
-      return;
-    }
-    const id = typeof msg.id === 'number' ? msg.id : -1;
-    const p = pending.get(id);
-    if (!p) return;
-    pending.delete(id);
-    if (msg.ok === true) p.resolve(msg);
-    else p.reject(new Error(`driver: ${String(msg.error)}`));
-  });
-  void proc.exited.then((code) => {
-    failed = new Error(`dynamo driver exited (${code}); see ${logFile}`);
-    for (const p of pending.values()) p.reject(failed);
-    pending.clear();
-  });
-  const timeout = new Promise<never>((_, rej) => {
-    const t = setTimeout(() => rej(new Error(`dynamo driver not ready after ${o.readyTimeoutMs ?? 90_000} ms; see ${logFile}`)), o.readyTimeoutMs ?? 90_000);
-    t.unref();
-    void proc.exited.then(() => rej(failed ?? new Error('driver exited')));
-  });
-  let hello: Record<string, unknown>;
-  try {
-    hello = await Promise.race([readyP, timeout]);
-  } catch (e) {
-    await proc.kill9();
-    throw e;
-  }
-  const call = (cmd: Record<string, unknown>): Promise<Record<string, unknown>> => {
-    if (failed) return Promise.reject(failed);
-    const id = nextId++;
-    return new Promise((resolve, reject) => {
-      pending.set(id, { resolve, reject });
-      child.stdin!.write(`${JSON.stringify({ ...cmd, id })}\n`);
-    });
-  };
+  const { hello, call, stop } = await lineRpc(child, proc, 'dynamo driver', o.readyTimeoutMs ?? 90_000);
   const driver: DynamoDriver = {
     ...proc,
-    stop: async (graceMs = 5_000) => {
-      try {
-        child.stdin!.write('{"op":"quit"}\n');
-      } catch {
-        /* closed */
-      }
-      const t = setTimeout(() => void proc.stop(graceMs), 3_000);
-      await proc.exited;
-      clearTimeout(t);
-    },
+    stop: (graceMs = 5_000) => stop(graceMs, 3_000),
     workers: (hello.workers as string[]).map((w) => BigInt(w)),
     generate: async (tokens, opts = {}) => {
       const r = await call({
@@ -514,69 +534,10 @@ export async function startZmqKvPublisher(o: { readonly workers: number; readonl
   mkdirSync(logDir, { recursive: true });
   const logFile = join(logDir, `zmq-kv-publisher-${Date.now()}.log`);
   const { child, proc } = spawnGroup(py, [ZMQ_KV_PUBLISHER, '--workers', String(o.workers)], { ...process.env, PYTHONUNBUFFERED: '1' }, logFile, 'pipe');
-  const pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
-  let nextId = 1;
-  let failed: Error | null = null;
-  let onReady: ((v: Record<string, unknown>) => void) | null = null;
-  const readyP = new Promise<Record<string, unknown>>((resolve) => (onReady = resolve));
-  createInterface({ input: child.stdout! }).on('line', (line) => {
-    let msg: Record<string, unknown>;
-    try {
-      msg = JSON.parse(line) as Record<string, unknown>;
-    } catch {
-      return;
-    }
-    if (msg.ready === true && onReady) {
-      onReady(msg);
-      onReady = null;
-      return;
-    }
-    const p = pending.get(typeof msg.id === 'number' ? msg.id : -1);
-    if (!p) return;
-    pending.delete(msg.id as number);
-    if (msg.ok === true) p.resolve(msg);
-    else p.reject(new Error(`zmq publisher: ${String(msg.error)}`));
-  });
-  void proc.exited.then((code) => {
-    failed = new Error(`zmq publisher exited (${code}); see ${logFile}`);
-    for (const p of pending.values()) p.reject(failed);
-    pending.clear();
-  });
-  const timeoutMs = o.readyTimeoutMs ?? 60_000;
-  let hello: Record<string, unknown>;
-  try {
-    hello = await Promise.race([
-      readyP,
-      new Promise<never>((_, rej) => {
-        const t = setTimeout(() => rej(new Error(`zmq publisher not ready after ${timeoutMs} ms; see ${logFile}`)), timeoutMs);
-        t.unref();
-        void proc.exited.then(() => rej(failed ?? new Error('zmq publisher exited')));
-      }),
-    ]);
-  } catch (e) {
-    await proc.kill9();
-    throw e;
-  }
-  const call = (cmd: Record<string, unknown>): Promise<Record<string, unknown>> => {
-    if (failed) return Promise.reject(failed);
-    const id = nextId++;
-    return new Promise((resolve, reject) => {
-      pending.set(id, { resolve, reject });
-      child.stdin!.write(`${JSON.stringify({ ...cmd, id })}\n`);
-    });
-  };
+  const { hello, call, stop } = await lineRpc(child, proc, 'zmq publisher', o.readyTimeoutMs ?? 60_000);
   return {
     ...proc,
-    stop: async (graceMs = 3_000) => {
-      try {
-        child.stdin!.write('{"op":"quit"}\n');
-      } catch {
-        /* closed */
-      }
-      const t = setTimeout(() => void proc.stop(graceMs), 2_000);
-      await proc.exited;
-      clearTimeout(t);
-    },
+    stop: (graceMs = 3_000) => stop(graceMs, 2_000),
     endpoints: hello.endpoints as string[],
     waitSubscribed: async (ms) => Number((await call({ op: 'wait_subscribed', timeout_ms: ms })).subscribed),
     publish: async (worker, seq, events, dpRank = 0) => {

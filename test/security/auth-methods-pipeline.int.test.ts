@@ -10,30 +10,39 @@
 // transactional id. Then each method's wrong settings (a wrong password or token, an unknown NKEY,
 // an expired or wrong-account JWT, an untrusted server certificate, a missing client certificate)
 // fail a service's start-up once, quickly, with the error code and cause naming them.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createAccount, createOperator, createUser, encodeAccount, encodeOperator, encodeUser, fmtCreds, type User } from '@nats-io/jwt';
 import { createUser as createUserKey } from '@nats-io/nkeys';
-import { COMMANDS, run, type CliIo } from '@vantage/cli';
-import { decisionConfigSchema, startDecision } from '@vantage/decision';
-import { GatewayClient } from '@vantage/gateway-client';
-import { indexerConfigSchema, startIndexer } from '@vantage/indexer';
-import { randomSecret, rolePermissions, type NatsOptions, type RolePermissions, type SecurePool } from '@vantage/infra';
-import { outcomeConfigSchema, startOutcome } from '@vantage/outcome';
-import { observeReplyCodec, observeRequestCodec, observeSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
-import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
-import { connectNats, createLogger, runService, VantageError, type NatsConnection, type NatsSettings, type RunningService } from '@vantage/runtime';
+import { randomSecret, rolePermissions, type NatsOptions, type RolePermissions } from '@vantage/infra';
+import { workersSubject } from '@vantage/protocol';
+import { connectNats, createLogger, VantageError, type NatsConnection, type NatsSettings, type RunningService } from '@vantage/runtime';
 import { eventually, kafkaBrokers, ownNats, secretFile, testTlsMaterial, uniqueName } from '@vantage/testkit';
-import type { KvEvent, WorkerId } from '@vantage/types';
-import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
+import { kvEventsSubject } from '@vantage/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  BLOCK,
+  C1,
+  decisionEnv,
+  E1,
+  gatewayOn,
+  indexerEnv,
+  kvStored,
+  observeWorkers,
+  outcomeRows,
+  pools,
+  prompt,
+  registration,
+  replayTopic,
+  routeAndComplete,
+  sink,
+  startService,
+  writeParameterSet,
+  type Kind,
+  type Sink,
+} from './pipeline';
 
-const BLOCK = 16;
-const pools: SecurePool[] = [
-  { name: 'efficient', namespace: 'dyn-e', component: 'backend' },
-  { name: 'capable', namespace: 'dyn-c', component: 'backend' },
-];
 const roles = rolePermissions({ pools });
 const tls = testTlsMaterial('methods');
 const rogue = testTlsMaterial('rogue');
@@ -175,65 +184,7 @@ async function makeCase(method: Method): Promise<Case> {
   }
 }
 
-interface Sink {
-  readonly text: string[];
-  write(s: string): void;
-}
-const sink = (): Sink => {
-  const text: string[] = [];
-  return { text, write: (s: string) => void text.push(s) };
-};
-
-const schemas = { indexer: indexerConfigSchema, decision: decisionConfigSchema, outcome: outcomeConfigSchema } as const;
-type Kind = keyof typeof schemas;
-
-const E1 = 0x1111_2222_3333_4444n as WorkerId;
-const C1 = 0xfedc_ba98_7654_3210n as WorkerId;
-const prompt = Uint32Array.from({ length: 40 * BLOCK }, (_, i) => (i * 104729) % 50_000);
-
-function registration(pool: string, workerId: WorkerId, model: string): Uint8Array {
-  return workerRegistrationCodec.encode({
-    kind: 'register',
-    pool,
-    workerId,
-    atMs: Date.now(),
-    capacity: { blockSize: BLOCK, totalKvBlocks: 4096, maxNumBatchedTokens: 2048, maxNumSeqs: 64, dpStartRank: 0, dpSize: 1, schedulable: true },
-    ttlMs: 60_000,
-    endpoint: `http://${pool}-${workerId}.local:8000`,
-    model,
-  });
-}
-
-function kvStored(workerId: WorkerId, eventId: bigint, localHashes: BigUint64Array): Uint8Array {
-  const event: KvEvent = {
-    workerId,
-    dpRank: 0,
-    storageTier: 'device',
-    eventId,
-    data: { kind: 'stored', parentHash: null, startPosition: 0, blockHashes: localHashes.map((h) => h ^ 0x5555n), tokensHashes: localHashes },
-  };
-  return encodeEventPlaneMessage({ publisherId: workerId, sequence: eventId, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event });
-}
-
-async function replay(brokers: string, topic: string): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIo = { stdout: (t) => void (out += t), stderr: (t) => void (err += t), readStdin: () => Promise.resolve(new Uint8Array()), readFile: () => Promise.reject(new Error('no files')) };
-  const code = await run(['replay', '--brokers', brokers, '--topic', topic, '--from-beginning'], io, COMMANDS);
-  return { code, out, err };
-}
-
-beforeAll(() => {
-  const p = createParameterSet({
-    variant: 'count',
-    models: { efficient: { ...DEFAULT_PARAMETER_SET.models.efficient, name: 'model-8b' }, capable: { ...DEFAULT_PARAMETER_SET.models.capable, name: 'model-70b' } },
-    thresholds: { r: 3, p: null },
-    margins: { deltaBlindMs: 200, deltaCacheMs: 200 },
-    gate: { maxAgeMs: 1000, destinationLimit: 6, localLimit: 50 },
-  });
-  if (!p.ok) throw new Error(p.errors.join('; '));
-  writeFileSync(paramsFile, serializeParameterSet(p.value));
-});
+beforeAll(() => writeParameterSet(paramsFile));
 
 afterAll(() => {
   rmSync(tls.dir, { recursive: true, force: true });
@@ -268,22 +219,7 @@ describe.each(methods)('full pipeline with NATS %s', (method) => {
   async function start(name: string, kind: Kind, env: Record<string, string>, kafkaToo = false): Promise<void> {
     const s = sink();
     logs[name] = s;
-    const svc = await runService({
-      name: kind,
-      schema: schemas[kind] as never,
-      kafka: kafkaToo,
-      env,
-      signals: [],
-      processHandlers: false,
-      exit: () => {},
-      logDestination: s,
-      async start(ctx) {
-        if (kind === 'indexer') await startIndexer(ctx as never);
-        else if (kind === 'decision') await startDecision(ctx as never);
-        else await startOutcome(ctx as never);
-      },
-    });
-    services.push(svc as RunningService<never, boolean>);
+    services.push(await startService(kind, env, s, kafkaToo));
   }
 
   async function client(role: string): Promise<NatsConnection> {
@@ -301,29 +237,8 @@ describe.each(methods)('full pipeline with NATS %s', (method) => {
   beforeAll(async () => {
     c = await makeCase(method);
     nats = await ownNats({ security: c.server });
-    await Promise.all(
-      pools.map((pool) =>
-        start(`indexer-${pool.name}`, 'indexer', {
-          ...natsEnv(`indexer-${pool.name}`),
-          VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: pool.name, blockSize: BLOCK, namespace: pool.namespace, component: pool.component }]),
-          VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
-        }),
-      ),
-    );
-    await start('decision', 'decision', {
-      ...natsEnv('decision'),
-      VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: 'model-8b',
-      VANTAGE_DECISION_POOLS_EFFICIENT_POOL: 'efficient',
-      VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
-      VANTAGE_DECISION_POOLS_CAPABLE_MODEL: 'model-70b',
-      VANTAGE_DECISION_POOLS_CAPABLE_POOL: 'capable',
-      VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
-      VANTAGE_DECISION_POOLS_EFFICIENT_NAMESPACE: 'dyn-e',
-      VANTAGE_DECISION_POOLS_CAPABLE_NAMESPACE: 'dyn-c',
-      VANTAGE_DECISION_PARAMETER_SET_FILE: paramsFile,
-      VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
-      VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: '1000',
-    });
+    await Promise.all(pools.map((pool) => start(`indexer-${pool.name}`, 'indexer', { ...natsEnv(`indexer-${pool.name}`), ...indexerEnv(pool) })));
+    await start('decision', 'decision', { ...natsEnv('decision'), ...decisionEnv(paramsFile) });
     await start(
       'outcome',
       'outcome',
@@ -362,17 +277,8 @@ describe.each(methods)('full pipeline with NATS %s', (method) => {
     const workerC = await client('worker-capable');
     const gatewayNc = await client('gateway');
     const admin = await client('admin');
-    const gateway = new GatewayClient({
-      nc: gatewayNc,
-      routeTimeoutMs: 5000,
-      pools: { efficient: { model: 'model-8b', pool: 'efficient', blockSize: BLOCK }, capable: { model: 'model-70b', pool: 'capable', blockSize: BLOCK } },
-    });
-    const observe = async (pool: string, hashes: BigUint64Array): Promise<{ workerId: bigint; K: number }[]> => {
-      const m = await admin.request(observeSubject(pool), observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: hashes, loraName: null }, promptTokens: hashes.length * BLOCK }), { timeout: 3000 });
-      const r = observeReplyCodec.decode(m.data);
-      if (!r.ok) throw new Error(r.reason);
-      return r.value.workers.map((w) => ({ workerId: w.workerId, K: w.K }));
-    };
+    const gateway = gatewayOn(gatewayNc);
+    const observe = (pool: string, hashes: BigUint64Array): Promise<readonly { workerId: bigint; K: number }[]> => observeWorkers(admin, pool, hashes);
 
     const hashes = gateway.hashPrompt('efficient', prompt);
     workerE.publish(workersSubject('efficient'), registration('efficient', E1, 'model-8b'));
@@ -386,24 +292,10 @@ describe.each(methods)('full pipeline with NATS %s', (method) => {
     });
 
     const requestId = uniqueName('req');
-    const reply = await gateway.route({ requestId, sessionId: `sess-${tag}`, stageProposal: 'efficient', prompts: { efficient: { tokenIds: prompt }, capable: { tokenIds: prompt } } });
+    const reply = await routeAndComplete(gateway, requestId, `sess-${tag}`);
     expect(reply).toMatchObject({ modelRole: 'efficient', pool: 'efficient', workerId: E1 });
-    const placement = GatewayClient.placement(reply);
-    gateway.firstToken(placement);
-    gateway.done(placement, { inputTokens: prompt.length, outputTokens: 20, cachedTokens: 30 * BLOCK });
-    await gateway.flush();
 
-    let rows: Record<string, unknown>[] = [];
-    await eventually(
-      'the routed request\'s outcome record, read back through the replay tool',
-      async () => {
-        const r = await replay(brokers(), topics.outcomes);
-        rows = r.code === 0 ? r.out.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>) : [];
-        return rows.some((x) => x['requestId'] === requestId);
-      },
-      60_000,
-      1000,
-    );
+    const rows = await outcomeRows(requestId, () => replayTopic(brokers(), topics.outcomes));
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ requestId, status: 'completed', servedPool: 'efficient' });
 
@@ -420,7 +312,7 @@ describe.each(methods)('full pipeline with NATS %s', (method) => {
       Object.assign(env, r.env, { VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: 'efficient', blockSize: BLOCK, namespace: 'dyn-e', component: 'backend' }]) });
       const s = sink();
       const t0 = Date.now();
-      const e = await runService({ name: 'indexer', schema: indexerConfigSchema as never, kafka: false, env, signals: [], processHandlers: false, exit: () => {}, logDestination: s, start: () => {} }).then(
+      const e = await startService('indexer', env, s, false, true).then(
         async (svc) => {
           await svc.stop('unexpected');
           return null;

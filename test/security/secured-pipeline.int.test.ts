@@ -6,32 +6,43 @@
 // bookings or metrics moves), and a canary secret placed in every secret-bearing setting
 // never appears in any log line, error or /metrics output, at start-up, on a failed connect
 // or on a configuration error.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createAccount, createUser, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createUser as createUserKey } from '@nats-io/nkeys';
-import { COMMANDS, run, type CliIo } from '@vantage/cli';
-import { decisionConfigSchema, startDecision } from '@vantage/decision';
-import { fleetConfigSchema, startFleet } from '@vantage/fleet';
-import { GatewayClient } from '@vantage/gateway-client';
-import { indexerConfigSchema, startIndexer } from '@vantage/indexer';
-import { randomSecret, rolePermissions, type KafkaSecurity, type SecurePool } from '@vantage/infra';
-import { outcomeConfigSchema, startOutcome } from '@vantage/outcome';
-import { bookingEventCodec, bookingsSubject, observeReplyCodec, observeRequestCodec, observeSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
-import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
-import { connectNats, createLogger, runService, type NatsConnection, type NatsSettings, type RunningService } from '@vantage/runtime';
+import type { GatewayClient } from '@vantage/gateway-client';
+import { randomSecret, rolePermissions, type KafkaSecurity } from '@vantage/infra';
+import { bookingEventCodec, bookingsSubject, workersSubject } from '@vantage/protocol';
+import { connectNats, createLogger, type NatsConnection, type NatsSettings, type RunningService } from '@vantage/runtime';
 import { eventually, ownKafka, ownNats, secretFile, testTlsMaterial, uniqueName } from '@vantage/testkit';
-import type { KvEvent, WorkerId } from '@vantage/types';
-import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
+import type { WorkerId } from '@vantage/types';
+import { kvEventsSubject } from '@vantage/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  BLOCK,
+  C1,
+  decisionEnv,
+  E1,
+  gatewayOn,
+  indexerEnv,
+  KINDS,
+  kvStored,
+  observeWorkers,
+  pools,
+  prompt,
+  outcomeRows,
+  registration,
+  replayTopic,
+  routeAndComplete,
+  sink,
+  startService,
+  writeParameterSet,
+  type Kind,
+  type Sink,
+} from './pipeline';
 
-const BLOCK = 16;
 const CANARY = `CANARY-${randomSecret(8)}`;
-const pools: SecurePool[] = [
-  { name: 'efficient', namespace: 'dyn-e', component: 'backend' },
-  { name: 'capable', namespace: 'dyn-c', component: 'backend' },
-];
 const roles = rolePermissions({ pools });
 // Every password holds the canary, so any place that prints a password prints it.
 const passwords = Object.fromEntries(roles.map((r) => [r.role, `${CANARY}-${r.role}-${randomSecret(6)}`]));
@@ -40,15 +51,7 @@ const secrets = join(tls.dir, 'secrets');
 const kafkaUser = { name: 'outcome', password: `${CANARY}-kafka`, mechanism: 'SCRAM-SHA-512' as const };
 const kafkaSecurity: KafkaSecurity = { tls, scramUsers: [kafkaUser], plainUsers: [{ name: 'replay', password: `${CANARY}-replay` }], brokerUser: { name: 'broker', password: randomSecret() } };
 const paramsDir = mkdtempSync(join(tmpdir(), 'vantage-secure-'));
-
-interface Sink {
-  readonly text: string[];
-  write(s: string): void;
-}
-const sink = (): Sink => {
-  const text: string[] = [];
-  return { text, write: (s: string) => void text.push(s) };
-};
+const paramsFile = join(paramsDir, 'params.json');
 
 let nats: Awaited<ReturnType<typeof ownNats>>;
 let kafka: Awaited<ReturnType<typeof ownKafka>>;
@@ -87,46 +90,13 @@ function clientSettings(role: string, password = passwords[role]!): NatsSettings
   };
 }
 
-const schemas = { indexer: indexerConfigSchema, decision: decisionConfigSchema, outcome: outcomeConfigSchema, fleet: fleetConfigSchema } as const;
-type Kind = keyof typeof schemas;
-
 async function start(name: string, kind: Kind, env: Record<string, string>, kafkaToo = false): Promise<RunningService<never, boolean>> {
   const s = sink();
   logs[name] = s;
-  const svc = await runService({
-    name: kind,
-    schema: schemas[kind] as never,
-    kafka: kafkaToo,
-    env,
-    signals: [],
-    processHandlers: false,
-    exit: () => {},
-    logDestination: s,
-    async start(ctx) {
-      if (kind === 'indexer') await startIndexer(ctx as never);
-      else if (kind === 'decision') await startDecision(ctx as never);
-      else if (kind === 'outcome') await startOutcome(ctx as never);
-      else await startFleet(ctx as never);
-    },
-  });
-  services[name] = svc as RunningService<never, boolean>;
-  return svc as RunningService<never, boolean>;
+  const svc = await startService(kind, env, s, kafkaToo);
+  services[name] = svc;
+  return svc;
 }
-
-/** The decision service's own required settings. */
-const decisionEnv = (): Record<string, string> => ({
-  VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: 'model-8b',
-  VANTAGE_DECISION_POOLS_EFFICIENT_POOL: 'efficient',
-  VANTAGE_DECISION_POOLS_EFFICIENT_BLOCK_SIZE: String(BLOCK),
-  VANTAGE_DECISION_POOLS_CAPABLE_MODEL: 'model-70b',
-  VANTAGE_DECISION_POOLS_CAPABLE_POOL: 'capable',
-  VANTAGE_DECISION_POOLS_CAPABLE_BLOCK_SIZE: String(BLOCK),
-  VANTAGE_DECISION_POOLS_EFFICIENT_NAMESPACE: 'dyn-e',
-  VANTAGE_DECISION_POOLS_CAPABLE_NAMESPACE: 'dyn-c',
-  VANTAGE_DECISION_PARAMETER_SET_FILE: join(paramsDir, 'params.json'),
-  VANTAGE_DECISION_RELOAD_ON_SIGHUP: 'false',
-  VANTAGE_DECISION_OBSERVE_TIMEOUT_MS: '1000',
-});
 
 const kafkaEnv = (passwordFile: string): Record<string, string> => ({
   VANTAGE_KAFKA_BROKERS: kafka.brokers,
@@ -150,42 +120,10 @@ function watchErrors(nc: NatsConnection, into: string[]): void {
   })();
 }
 
-const E1 = 0x1111_2222_3333_4444n as WorkerId;
-const C1 = 0xfedc_ba98_7654_3210n as WorkerId;
-const prompt = Uint32Array.from({ length: 40 * BLOCK }, (_, i) => (i * 104729) % 50_000);
-
-function register(nc: NatsConnection, pool: string, workerId: WorkerId, model: string): void {
-  nc.publish(
-    workersSubject(pool),
-    workerRegistrationCodec.encode({
-      kind: 'register',
-      pool,
-      workerId,
-      atMs: Date.now(),
-      capacity: { blockSize: BLOCK, totalKvBlocks: 4096, maxNumBatchedTokens: 2048, maxNumSeqs: 64, dpStartRank: 0, dpSize: 1, schedulable: true },
-      ttlMs: 60_000,
-      endpoint: `http://${pool}-${workerId}.local:8000`,
-      model,
-    }),
-  );
-}
-
-function kvStored(workerId: WorkerId, eventId: bigint, localHashes: BigUint64Array): Uint8Array {
-  const event: KvEvent = {
-    workerId,
-    dpRank: 0,
-    storageTier: 'device',
-    eventId,
-    data: { kind: 'stored', parentHash: null, startPosition: 0, blockHashes: localHashes.map((h) => h ^ 0x5555n), tokensHashes: localHashes },
-  };
-  return encodeEventPlaneMessage({ publisherId: workerId, sequence: eventId, publishedAtMs: BigInt(Date.now()) }, { kind: 'kv_event', event });
-}
+const register = (nc: NatsConnection, pool: string, workerId: WorkerId, model: string): void => nc.publish(workersSubject(pool), registration(pool, workerId, model));
 
 async function observe(pool: string, hashes: BigUint64Array): Promise<unknown> {
-  const m = await admin.request(observeSubject(pool), observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: hashes, loraName: null }, promptTokens: hashes.length * BLOCK }), { timeout: 3000 });
-  const r = observeReplyCodec.decode(m.data);
-  if (!r.ok) throw new Error(r.reason);
-  return r.value.workers.map((w) => ({ workerId: w.workerId, K: w.K, R: w.R, P: w.P }));
+  return (await observeWorkers(admin, pool, hashes)).map((w) => ({ workerId: w.workerId, K: w.K, R: w.R, P: w.P }));
 }
 
 async function metricsOf(name: string): Promise<string> {
@@ -200,9 +138,6 @@ async function indexerFigures(name: string): Promise<string[]> {
 }
 
 async function replay(topic: string, password: string): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIo = { stdout: (t) => void (out += t), stderr: (t) => void (err += t), readStdin: () => Promise.resolve(new Uint8Array()), readFile: () => Promise.reject(new Error('no files')) };
   const vars = {
     VANTAGE_KAFKA_SSL_CA_FILE: tls.caFile,
     VANTAGE_KAFKA_SASL_MECHANISM: 'plain',
@@ -212,8 +147,7 @@ async function replay(topic: string, password: string): Promise<{ code: number; 
   };
   Object.assign(process.env, vars);
   try {
-    const code = await run(['replay', '--brokers', kafka.brokers, '--topic', topic, '--from-beginning'], io, COMMANDS);
-    return { code, out, err };
+    return await replayTopic(kafka.brokers, topic);
   } finally {
     for (const k of Object.keys(vars)) delete process.env[k];
   }
@@ -229,27 +163,10 @@ beforeAll(async () => {
     }),
     ownKafka({ security: kafkaSecurity }),
   ]);
-  const paramsFile = join(paramsDir, 'params.json');
-  const p = createParameterSet({
-    variant: 'count',
-    models: { efficient: { ...DEFAULT_PARAMETER_SET.models.efficient, name: 'model-8b' }, capable: { ...DEFAULT_PARAMETER_SET.models.capable, name: 'model-70b' } },
-    thresholds: { r: 3, p: null },
-    margins: { deltaBlindMs: 200, deltaCacheMs: 200 },
-    gate: { maxAgeMs: 1000, destinationLimit: 6, localLimit: 50 },
-  });
-  if (!p.ok) throw new Error(p.errors.join('; '));
-  writeFileSync(paramsFile, serializeParameterSet(p.value));
+  writeParameterSet(paramsFile);
 
-  await Promise.all(
-    pools.map((pool) =>
-      start(`indexer-${pool.name}`, 'indexer', {
-        ...natsEnv(`indexer-${pool.name}`),
-        VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: pool.name, blockSize: BLOCK, namespace: pool.namespace, component: pool.component }]),
-        VANTAGE_INDEXER_SNAPSHOT_INTERVAL_MS: '0',
-      }),
-    ),
-  );
-  await start('decision', 'decision', { ...natsEnv('decision'), ...decisionEnv() });
+  await Promise.all(pools.map((pool) => start(`indexer-${pool.name}`, 'indexer', { ...natsEnv(`indexer-${pool.name}`), ...indexerEnv(pool) })));
+  await start('decision', 'decision', { ...natsEnv('decision'), ...decisionEnv(paramsFile) });
   await start(
     'outcome',
     'outcome',
@@ -267,11 +184,7 @@ beforeAll(async () => {
   admin = await connectNats(clientSettings('admin'), createLogger({ service: 'admin', instanceId: 't', level: 'silent' }));
   watchErrors(worker, workerErrors);
   watchErrors(gatewayNc, gatewayErrors);
-  gateway = new GatewayClient({
-    nc: gatewayNc,
-    routeTimeoutMs: 5000,
-    pools: { efficient: { model: 'model-8b', pool: 'efficient', blockSize: BLOCK }, capable: { model: 'model-70b', pool: 'capable', blockSize: BLOCK } },
-  });
+  gateway = gatewayOn(gatewayNc);
 }, 180_000);
 
 afterAll(async () => {
@@ -297,26 +210,12 @@ describe('secured pipeline', () => {
       return ws.some((w) => w.workerId === E1 && w.K === 30 * BLOCK) && c.length === 1;
     });
     const requestId = uniqueName('req');
-    const reply = await gateway.route({ requestId, sessionId: 'sess-secure', stageProposal: 'efficient', prompts: { efficient: { tokenIds: prompt }, capable: { tokenIds: prompt } } });
+    const reply = await routeAndComplete(gateway, requestId, 'sess-secure');
     expect(reply).toMatchObject({ modelRole: 'efficient', pool: 'efficient', workerId: E1 });
-    const placement = GatewayClient.placement(reply);
-    gateway.firstToken(placement);
-    gateway.done(placement, { inputTokens: prompt.length, outputTokens: 20, cachedTokens: 30 * BLOCK });
-    await gateway.flush();
     expect(gatewayErrors).toEqual([]);
     expect(workerErrors).toEqual([]);
 
-    let rows: Record<string, unknown>[] = [];
-    await eventually(
-      'the outcome record of the routed request, read back through the replay tool',
-      async () => {
-        const r = await replay('vantage.outcomes.v1', `${CANARY}-replay`);
-        rows = r.code === 0 ? r.out.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>) : [];
-        return rows.some((x) => x['requestId'] === requestId);
-      },
-      60_000,
-      1000,
-    );
+    const rows = await outcomeRows(requestId, () => replay('vantage.outcomes.v1', `${CANARY}-replay`));
     expect(rows.filter((x) => x['requestId'] === requestId)).toHaveLength(1);
   });
 
@@ -360,8 +259,8 @@ describe('secured pipeline', () => {
     const failures: string[] = [];
     const attempt = async (kind: Kind, over: Record<string, string>, kafkaToo = false): Promise<void> => {
       const s = sink();
-      const env = kind === 'decision' ? { ...decisionEnv(), ...over } : over;
-      const e = await runService({ name: kind, schema: schemas[kind] as never, kafka: kafkaToo, env, signals: [], processHandlers: false, exit: () => {}, logDestination: s, start: () => {} }).then(
+      const env = kind === 'decision' ? { ...decisionEnv(paramsFile), ...over } : over;
+      const e = await startService(kind, env, s, kafkaToo, true).then(
         async (svc) => {
           await svc.stop('unexpected');
           return new Error(`${kind} started`);
@@ -395,7 +294,7 @@ describe('secured pipeline', () => {
       return { ...env, ...method };
     };
     const otherFailures: string[] = [];
-    for (const kind of Object.keys(schemas) as Kind[]) {
+    for (const kind of KINDS) {
       const n = failures.length;
       // Failed connects: the server knows none of these (it takes user/password only).
       await attempt(kind, other({ VANTAGE_NATS_TOKEN_FILE: tokenFile }));
@@ -411,7 +310,7 @@ describe('secured pipeline', () => {
     for (const f of otherFailures) expect(f).not.toMatch(/ started$/);
     expect(otherFailures.filter((f) => /choose one authentication method/.test(f))).toHaveLength(4);
     expect(otherFailures.filter((f) => /refused the credentials/.test(f)).length).toBeGreaterThanOrEqual(12);
-    for (const kind of Object.keys(schemas) as Kind[]) {
+    for (const kind of KINDS) {
       // Wrong password (the canary is the file's content): NATS_AUTH_FAILED.
       await attempt(kind, natsEnv('gateway', { VANTAGE_NATS_PASSWORD_FILE: secretFile(secrets, `${uniqueName('bad')}.pw`, `${CANARY}-wrong\n`) }));
       // Credentials in the URL, a secret in an unknown variable and a secret as an invalid value: CONFIG_INVALID.

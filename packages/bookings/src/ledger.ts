@@ -6,7 +6,6 @@ import {
   type BookInput,
   type BookOutcome,
   type BookingCounters,
-  type BookingSource,
   type BookingView,
   type PrefillOutcome,
   type ReleaseOutcome,
@@ -39,19 +38,11 @@ const MAX_REQUEST_ID_LENGTH = 1024;
 
 type TombstoneReason = ReleaseReason | 'unknown' | 'worker_removed';
 
-interface BookingRecord {
-  readonly requestId: string;
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly promptTokens: number;
-  readonly overlapBlocks: number;
-  readonly prefillTokens: number;
+/** A live booking: its view's facts, the hashes it added (the view counts them) and where it was added. */
+interface BookingRecord extends Omit<BookingView, 'blocks' | 'prefillComplete' | 'prefillCompletedAtMs'> {
   prefillComplete: boolean;
-  readonly expectedOutputTokens: number | null;
-  readonly sequenceHashes: BigUint64Array;
-  readonly source: BookingSource;
-  readonly bookedAtMs: number;
   prefillCompletedAtMs: number | null;
+  readonly sequenceHashes: BigUint64Array;
   /** The rank state this booking was added to, so release is O(blocks) with no lookups. */
   readonly rank: RankState;
 }

@@ -1,5 +1,7 @@
 import type { WorkerId } from '@vantage/types';
 
+export type { WorkerCapacity } from '@vantage/types';
+
 /** Why a booking ended. `expired` is also what `expire()` records for leaks. */
 export const RELEASE_REASONS = ['completed', 'cancelled', 'failed', 'expired'] as const;
 export type ReleaseReason = (typeof RELEASE_REASONS)[number];
@@ -10,28 +12,6 @@ export type ReleaseReason = (typeof RELEASE_REASONS)[number];
  * Dynamo's `active_sequences_events`, `simulator` is the offline replay.
  */
 export type BookingSource = 'local' | 'decision_service' | 'dynamo_router' | 'selection_service' | 'simulator';
-
-/**
- * What a worker advertises about itself (Dynamo's `kv_cache_block_size` and
- * `runtime_config`). Capacities apply to each dp rank: every rank is its own
- * engine with its own KV cache and batch budget, which is how Dynamo's router
- * treats (worker_id, dp_rank) pairs. `null` means "not advertised": the ledger
- * then reports pressure and occupancy as unknown rather than guessing.
- */
-export interface WorkerCapacity {
-  /** Tokens per KV block. */
-  readonly blockSize: number;
-  readonly totalKvBlocks: number | null;
-  /** The engine's prefill batch-token budget; the denominator of P. */
-  readonly maxNumBatchedTokens: number | null;
-  readonly maxNumSeqs: number | null;
-  /** First dp rank served by this instance (`data_parallel_start_rank`). */
-  readonly dpStartRank: number;
-  /** Number of dp ranks (`data_parallel_size`), at least 1. */
-  readonly dpSize: number;
-  /** False while the worker is draining or otherwise must not receive new work. */
-  readonly schedulable: boolean;
-}
 
 export interface BookInput {
   readonly requestId: string;

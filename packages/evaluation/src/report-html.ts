@@ -51,34 +51,58 @@ function xAxis(sx: (v: number) => number, lo: number, hi: number, y: number): st
 // Forest plot: one panel per metric, one row per variant.
 // ---------------------------------------------------------------------------
 
-function forestPanel(metricLabel: string, unit: string, diffs: readonly Difference[], colors: ReadonlyMap<string, string>): string {
-  const W = 520;
-  const L = 130;
-  const R = 16;
-  const rowH = 22;
-  const top = 24;
-  const H = top + rowH * diffs.length + 34;
-  const vals = diffs.flatMap((d) => [d.estimate, d.lo ?? NaN, d.hi ?? NaN, 0]).filter(Number.isFinite);
-  const [x0, x1] = padded(Math.min(...vals), Math.max(...vals));
+/** Layout of the charts with one row per name over a shared x axis: width, name column, right margin, top. */
+const ROWS = { W: 520, L: 130, R: 16, top: 24 } as const;
+
+/**
+ * One row per name over a shared x axis from `x0` to `x1`: the heading, `behind` (drawn before the
+ * rows, given the scale and the rows' bottom), each row's name and `row(i, y, sx)` centred on `y`, the axis.
+ */
+function axisRows(o: {
+  readonly heading: string;
+  readonly label: string;
+  readonly names: readonly string[];
+  readonly rowH: number;
+  readonly span: readonly [number, number];
+  readonly behind?: (sx: (v: number) => number, bottom: number) => string;
+  readonly row: (i: number, y: number, sx: (v: number) => number) => string;
+}): string {
+  const { W, L, R, top } = ROWS;
+  const bottom = top + o.rowH * o.names.length;
+  const [x0, x1] = o.span;
   const sx = (v: number): number => L + ((v - x0) / (x1 - x0)) * (W - L - R);
-  const parts: string[] = [];
-  parts.push(`<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(`${metricLabel}: variant − baseline (${unit})`)}</text>`);
-  parts.push(`<line x1="${sx(0).toFixed(1)}" x2="${sx(0).toFixed(1)}" y1="${top - 4}" y2="${top + rowH * diffs.length}" stroke="#888" stroke-dasharray="4 3"/>`);
-  diffs.forEach((d, i) => {
-    const y = top + rowH * i + rowH / 2;
-    const c = colors.get(d.variant) ?? '#333';
-    parts.push(`<text x="${L - 8}" y="${y + 4}" text-anchor="end">${escapeHtml(d.variant)}</text>`);
-    if (d.lo !== null && d.hi !== null) {
-      parts.push(`<line x1="${sx(d.lo).toFixed(1)}" x2="${sx(d.hi).toFixed(1)}" y1="${y}" y2="${y}" stroke="${c}" stroke-width="2"/>`);
-      for (const e of [d.lo, d.hi]) parts.push(`<line x1="${sx(e).toFixed(1)}" x2="${sx(e).toFixed(1)}" y1="${y - 5}" y2="${y + 5}" stroke="${c}" stroke-width="2"/>`);
-    }
-    if (Number.isFinite(d.estimate)) parts.push(`<circle cx="${sx(d.estimate).toFixed(1)}" cy="${y}" r="4" fill="${c}"><title>${escapeHtml(`${d.variant}: ${fmtG(d.estimate)} [${fmtG(d.lo ?? NaN)}, ${fmtG(d.hi ?? NaN)}] ${unit}, ${d.method}`)}</title></circle>`);
-    else parts.push(`<text x="${L + 4}" y="${y + 4}" class="muted">no data</text>`);
+  const parts: string[] = [`<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(o.heading)}</text>`];
+  if (o.behind) parts.push(o.behind(sx, bottom));
+  o.names.forEach((name, i) => {
+    const y = top + o.rowH * i + o.rowH / 2;
+    parts.push(`<text x="${L - 8}" y="${y + 4}" text-anchor="end">${escapeHtml(name)}</text>`, o.row(i, y, sx));
   });
-  const axisY = top + rowH * diffs.length + 4;
-  parts.push(`<line x1="${L}" x2="${W - R}" y1="${axisY}" y2="${axisY}" stroke="#666"/>`);
-  parts.push(xAxis(sx, x0, x1, axisY));
-  return svg(W, H, `${metricLabel} differences`, parts.join(''));
+  const axisY = bottom + 4;
+  parts.push(`<line x1="${L}" x2="${W - R}" y1="${axisY}" y2="${axisY}" stroke="#666"/>`, xAxis(sx, x0, x1, axisY));
+  return svg(W, bottom + 34, o.label, parts.join(''));
+}
+
+function forestPanel(metricLabel: string, unit: string, diffs: readonly Difference[], colors: ReadonlyMap<string, string>): string {
+  const vals = diffs.flatMap((d) => [d.estimate, d.lo ?? NaN, d.hi ?? NaN, 0]).filter(Number.isFinite);
+  return axisRows({
+    heading: `${metricLabel}: variant − baseline (${unit})`,
+    label: `${metricLabel} differences`,
+    names: diffs.map((d) => d.variant),
+    rowH: 22,
+    span: padded(Math.min(...vals), Math.max(...vals)),
+    behind: (sx, bottom) => `<line x1="${sx(0).toFixed(1)}" x2="${sx(0).toFixed(1)}" y1="${ROWS.top - 4}" y2="${bottom}" stroke="#888" stroke-dasharray="4 3"/>`,
+    row: (i, y, sx) => {
+      const d = diffs[i]!;
+      const c = colors.get(d.variant) ?? '#333';
+      let out = '';
+      if (d.lo !== null && d.hi !== null) {
+        out += `<line x1="${sx(d.lo).toFixed(1)}" x2="${sx(d.hi).toFixed(1)}" y1="${y}" y2="${y}" stroke="${c}" stroke-width="2"/>`;
+        for (const e of [d.lo, d.hi]) out += `<line x1="${sx(e).toFixed(1)}" x2="${sx(e).toFixed(1)}" y1="${y - 5}" y2="${y + 5}" stroke="${c}" stroke-width="2"/>`;
+      }
+      if (Number.isFinite(d.estimate)) return `${out}<circle cx="${sx(d.estimate).toFixed(1)}" cy="${y}" r="4" fill="${c}"><title>${escapeHtml(`${d.variant}: ${fmtG(d.estimate)} [${fmtG(d.lo ?? NaN)}, ${fmtG(d.hi ?? NaN)}] ${unit}, ${d.method}`)}</title></circle>`;
+      return `${out}<text x="${ROWS.L + 4}" y="${y + 4}" class="muted">no data</text>`;
+    },
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -86,33 +110,25 @@ function forestPanel(metricLabel: string, unit: string, diffs: readonly Differen
 // ---------------------------------------------------------------------------
 
 function boxPlot(title: string, unit: string, rows: readonly { name: string; d: Distribution; color: string }[]): string {
-  const W = 520;
-  const L = 130;
-  const R = 16;
-  const rowH = 26;
-  const top = 24;
-  const H = top + rowH * rows.length + 34;
   const vals = rows.flatMap((r) => [r.d.p5, r.d.p95]).filter(Number.isFinite);
-  const [x0, x1] = padded(Math.min(...vals, 0), Math.max(...vals, 1));
-  const sx = (v: number): number => L + ((v - x0) / (x1 - x0)) * (W - L - R);
-  const parts: string[] = [`<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(title)}</text>`];
-  rows.forEach((r, i) => {
-    const y = top + rowH * i + rowH / 2;
-    parts.push(`<text x="${L - 8}" y="${y + 4}" text-anchor="end">${escapeHtml(r.name)}</text>`);
-    const d = r.d;
-    if (d.n === 0) {
-      parts.push(`<text x="${L + 4}" y="${y + 4}" class="muted">no executed requests</text>`);
-      return;
-    }
-    parts.push(`<line x1="${sx(d.p5).toFixed(1)}" x2="${sx(d.p95).toFixed(1)}" y1="${y}" y2="${y}" stroke="${r.color}"/>`);
-    parts.push(`<rect x="${sx(d.p25).toFixed(1)}" y="${y - 8}" width="${Math.max(1, sx(d.p75) - sx(d.p25)).toFixed(1)}" height="16" fill="${r.color}" fill-opacity="0.25" stroke="${r.color}"/>`);
-    parts.push(`<line x1="${sx(d.p50).toFixed(1)}" x2="${sx(d.p50).toFixed(1)}" y1="${y - 8}" y2="${y + 8}" stroke="${r.color}" stroke-width="2"/>`);
-    parts.push(`<line x1="${sx(d.p90).toFixed(1)}" x2="${sx(d.p90).toFixed(1)}" y1="${y - 5}" y2="${y + 5}" stroke="${r.color}" stroke-dasharray="2 2"/>`);
-    parts.push(`<circle cx="${sx(d.mean).toFixed(1)}" cy="${y}" r="3" fill="#fff" stroke="${r.color}"><title>${escapeHtml(`${r.name}: mean ${fmtG(d.mean)}, p50 ${fmtG(d.p50)}, p90 ${fmtG(d.p90)} ${unit} (n ${d.n})`)}</title></circle>`);
+  return axisRows({
+    heading: title,
+    label: title,
+    names: rows.map((r) => r.name),
+    rowH: 26,
+    span: padded(Math.min(...vals, 0), Math.max(...vals, 1)),
+    row: (i, y, sx) => {
+      const { d, color, name } = rows[i]!;
+      if (d.n === 0) return `<text x="${ROWS.L + 4}" y="${y + 4}" class="muted">no executed requests</text>`;
+      return [
+        `<line x1="${sx(d.p5).toFixed(1)}" x2="${sx(d.p95).toFixed(1)}" y1="${y}" y2="${y}" stroke="${color}"/>`,
+        `<rect x="${sx(d.p25).toFixed(1)}" y="${y - 8}" width="${Math.max(1, sx(d.p75) - sx(d.p25)).toFixed(1)}" height="16" fill="${color}" fill-opacity="0.25" stroke="${color}"/>`,
+        `<line x1="${sx(d.p50).toFixed(1)}" x2="${sx(d.p50).toFixed(1)}" y1="${y - 8}" y2="${y + 8}" stroke="${color}" stroke-width="2"/>`,
+        `<line x1="${sx(d.p90).toFixed(1)}" x2="${sx(d.p90).toFixed(1)}" y1="${y - 5}" y2="${y + 5}" stroke="${color}" stroke-dasharray="2 2"/>`,
+        `<circle cx="${sx(d.mean).toFixed(1)}" cy="${y}" r="3" fill="#fff" stroke="${color}"><title>${escapeHtml(`${name}: mean ${fmtG(d.mean)}, p50 ${fmtG(d.p50)}, p90 ${fmtG(d.p90)} ${unit} (n ${d.n})`)}</title></circle>`,
+      ].join('');
+    },
   });
-  const axisY = top + rowH * rows.length + 4;
-  parts.push(`<line x1="${L}" x2="${W - R}" y1="${axisY}" y2="${axisY}" stroke="#666"/>`, xAxis(sx, x0, x1, axisY));
-  return svg(W, H, title, parts.join(''));
 }
 
 function ecdf(title: string, unit: string, series: readonly { name: string; values: readonly number[]; color: string }[]): string {

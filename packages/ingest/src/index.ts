@@ -3,25 +3,6 @@ export { poolSchema, poolSourceProperties, recoverySchema, limitsSchema, type Po
 export { ingestMetrics, type IngestMetrics } from './metrics';
 export { WriterQueue } from './queue';
 export { encodeSnapshot, decodeSnapshot, SNAPSHOT_VERSION, type SnapshotHeader } from './snapshot';
-export {
-  Recovery,
-  recoveryMetrics,
-  type RecoveryAnswer,
-  type RecoveryMetrics,
-  type RecoverySettings,
-  type RecoveryTargetSource,
-  type WorkerQuerier,
-} from './recovery';
+export * from './recovery';
 export { WorkerQueryClient, type RecoveryTarget } from './worker-query';
-export {
-  bookingsSubject,
-  decodeBooking,
-  decodeLifecycle,
-  decodeRegistration,
-  lifecycleSubject,
-  workersSubject,
-  type BookingMessage,
-  type Decoded,
-  type LifecycleMessage,
-  type RegistrationMessage,
-} from './messages';
+export * from './messages';

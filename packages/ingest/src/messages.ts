@@ -3,7 +3,7 @@
  * into what the writer hands to PoolState: bookings, lifecycle events and worker
  * registrations.
  */
-import type { WorkerCapacity } from '@vantage/bookings';
+import type { BookInput, WorkerCapacity } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
 import { bookingEventCodec, lifecycleEventCodec, workerRegistrationCodec, type LifecycleKind } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
@@ -12,15 +12,10 @@ export { bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/prot
 
 export type Decoded<T> = { ok: true; value: T } | { ok: false; code: string; reason: string };
 
-export interface BookingMessage {
+/** A booking as the ledger takes it (`source` and time are the pool's to add). */
+export interface BookingMessage extends Pick<BookInput, 'requestId' | 'workerId' | 'dpRank' | 'promptTokens' | 'overlapBlocks' | 'sequenceHashes'> {
   /** The pool the message names (must equal its subject's). */
   readonly pool: string;
-  readonly requestId: string;
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly promptTokens: number;
-  readonly overlapBlocks: number;
-  readonly sequenceHashes: BigUint64Array;
   readonly expectedOutputTokens: number | null;
 }
 

@@ -28,7 +28,8 @@ import type { ApplyResult } from '@vantage/prefix-index';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import type { WorkerKvQueryResponse } from '@vantage/wire';
 import type { PoolState } from '@vantage/observation';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
+import { metricSet, type MetricSet } from './metrics';
 import type { RecoveryTarget } from './worker-query';
 
 /** Where each (worker, dp rank)'s local index answers (discovery's `recovery_target`s). */
@@ -60,29 +61,24 @@ type RecoveryOutcome =
   | 'abandoned_buffer'
   | 'abandoned_gone';
 
-export interface RecoveryMetrics {
-  readonly attempts: Counter<'pool'>;
-  readonly outcomes: Counter<'pool' | 'outcome'>;
-  readonly recoveredBlocks: Counter<'pool'>;
-  readonly replayedEvents: Counter<'pool'>;
-  readonly inFlight: Gauge<'pool'>;
-}
+const RECOVERY_METRICS = {
+  attempts: ['counter', 'recovery_attempts_total', "Queries of a worker's local index for its blocks", ['pool']],
+  outcomes: [
+    'counter',
+    'recovery_outcomes_total',
+    'Recovery attempts by outcome: recovered, stale (dump older than the applied events; retried), failed_query, failed_answer, failed_apply, abandoned_buffer, abandoned_gone',
+    ['pool', 'outcome'],
+  ],
+  recoveredBlocks: ['counter', 'recovered_blocks_total', 'Blocks held after recoveries applied (summed over recoveries)', ['pool']],
+  replayedEvents: ['counter', 'recovery_replayed_events_total', 'Live events applied again on top of a recovered dump (newer than it)', ['pool']],
+  inFlight: ['gauge', 'recoveries_in_flight', 'Recovery queries out', ['pool']],
+} as const;
+
+export type RecoveryMetrics = MetricSet<typeof RECOVERY_METRICS>;
 
 /** `prefix`: the service's metric prefix (`vantage_indexer`, `vantage_decision`). */
 export function recoveryMetrics(registry: Registry, prefix = 'vantage_indexer'): RecoveryMetrics {
-  const reg = { registers: [registry] };
-  return {
-    attempts: new Counter({ name: `${prefix}_recovery_attempts_total`, help: "Queries of a worker's local index for its blocks", labelNames: ['pool'], ...reg }),
-    outcomes: new Counter({
-      name: `${prefix}_recovery_outcomes_total`,
-      help: 'Recovery attempts by outcome: recovered, stale (dump older than the applied events; retried), failed_query, failed_answer, failed_apply, abandoned_buffer, abandoned_gone',
-      labelNames: ['pool', 'outcome'],
-      ...reg,
-    }),
-    recoveredBlocks: new Counter({ name: `${prefix}_recovered_blocks_total`, help: 'Blocks held after recoveries applied (summed over recoveries)', labelNames: ['pool'], ...reg }),
-    replayedEvents: new Counter({ name: `${prefix}_recovery_replayed_events_total`, help: 'Live events applied again on top of a recovered dump (newer than it)', labelNames: ['pool'], ...reg }),
-    inFlight: new Gauge({ name: `${prefix}_recoveries_in_flight`, help: 'Recovery queries out', labelNames: ['pool'], ...reg }),
-  };
+  return metricSet(registry, prefix, RECOVERY_METRICS);
 }
 
 /** What the writer is handed when a query finishes. */

@@ -1,4 +1,4 @@
-import type { WorkerId } from '@vantage/types';
+import type { WorkerCapacity, WorkerId } from '@vantage/types';
 
 /**
  * Domain form of our messages: what decoders return and encoders take. Every
@@ -245,24 +245,13 @@ export interface LifecycleEvent {
 
 // --- vantage.v1.workers.{pool} ----------------------------------------------------
 
-/** Same fields as @vantage/bookings' WorkerCapacity, so a registration feeds the ledger directly. */
-export interface AdvertisedCapacity {
-  readonly blockSize: number;
-  readonly totalKvBlocks: number | null;
-  readonly maxNumBatchedTokens: number | null;
-  readonly maxNumSeqs: number | null;
-  readonly dpStartRank: number;
-  readonly dpSize: number;
-  readonly schedulable: boolean;
-}
-
 export type WorkerRegistration =
   | {
       readonly kind: 'register' | 'heartbeat';
       readonly pool: string;
       readonly workerId: WorkerId;
       readonly atMs: number;
-      readonly capacity: AdvertisedCapacity;
+      readonly capacity: WorkerCapacity;
       readonly ttlMs: number;
       readonly endpoint: string | null;
       readonly model: string | null;

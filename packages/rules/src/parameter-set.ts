@@ -212,13 +212,7 @@ function canonical(v: unknown): string {
 }
 
 /** What the fitting tool supplies; version and createdAt are derived when omitted. */
-export interface FittedParameters {
-  readonly variant: Variant;
-  readonly models: { readonly efficient: ModelParameters; readonly capable: ModelParameters };
-  readonly thresholds: Thresholds;
-  readonly margins: Margins;
-  readonly gate: GateLimits;
-  readonly provenance?: Readonly<Record<string, unknown>>;
+export interface FittedParameters extends Pick<ParameterSet, 'variant' | 'models' | 'thresholds' | 'margins' | 'gate' | 'provenance'> {
   /** Defaults to the current time. */
   readonly createdAt?: Date | string;
   /** Defaults to `<createdAt as YYYYMMDDTHHMMSSZ>-<12 hex digits of SHA-256 of the content>`. */

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
  */
 import type { WorkerId } from '@vantage/types';
 import { hashPrompt } from '@vantage/hashing';
-import { ClosedLoop, Engine, MooncakePromptHasher, loadMooncakeTrace, openLoopArrivals } from '@vantage/sim';
+import { ClosedLoop, Engine, MooncakePromptHasher, loadMooncakeTrace, nextPass, openLoopArrivals, type NextPass } from '@vantage/sim';
 // The shared data folder beside the repository (traces are not part of the product).
 const SHARED = fileURLToPath(new URL('../../../../shared', import.meta.url));
 
@@ -54,18 +54,9 @@ function replay(fastForward: boolean, concurrency?: number) {
   let reused = 0;
   let isl = 0;
   // A binary heap would be the choice for 64 engines; for 8 a linear scan is cheaper.
+  const pass: NextPass = { best: -1, bestT: Infinity, other: Infinity };
   for (;;) {
-    let best = -1;
-    let bestT = Infinity;
-    let other = Infinity;
-    for (let i = 0; i < engines.length; i++) {
-      const e = engines[i]!.nextEventTime();
-      if (e < bestT) {
-        other = bestT;
-        bestT = e;
-        best = i;
-      } else if (e < other) other = e;
-    }
+    const { best, bestT, other } = nextPass(engines, pass);
     const arrivalT = next < arrivals.length ? arrivals[next]!.arrivalMs : Infinity;
     if (arrivalT === Infinity && best < 0) break;
     if (arrivalT <= bestT) {

@@ -33,7 +33,7 @@
  *  request that reaches its output length finishes and frees its blocks tail
  *  first, so its tail is evicted before its prefix.
  */
-import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
+import type { ExternalHash, KvEvent, WorkerCapacity, WorkerId } from '@vantage/types';
 import { localBlockHash, nextSequenceHash } from '@vantage/hashing';
 import { seed32 } from '@vantage/selection';
 import { BlockPool } from './block-pool';
@@ -207,6 +207,29 @@ function synthToken(seed: number, o: number): number {
   return ((z ^ (z >>> 16)) >>> 0) % 150_000;
 }
 
+/** Where a set of engines' next pass is: the engine first due (-1 when none has work) and its time, and the earliest time of any other. */
+export interface NextPass {
+  best: number;
+  bestT: number;
+  other: number;
+}
+
+/** Find the engine whose pass comes first (ties to the lowest index); written into `out`, which is returned. */
+export function nextPass(engines: readonly Engine[], out: NextPass): NextPass {
+  out.best = -1;
+  out.bestT = Infinity;
+  out.other = Infinity;
+  for (let i = 0; i < engines.length; i++) {
+    const e = engines[i]!.nextEventTime();
+    if (e < out.bestT) {
+      out.other = out.bestT;
+      out.bestT = e;
+      out.best = i;
+    } else if (e < out.other) out.other = e;
+  }
+  return out;
+}
+
 export class Engine {
   readonly workerId: WorkerId;
   readonly dpRank: number;
@@ -241,6 +264,19 @@ export class Engine {
       if (!Number.isInteger(v) || v <= 0) throw new RangeError(`${k} must be a positive integer, got ${v}`);
     }
     this.pool = new BlockPool(this.numGpuBlocks);
+  }
+
+  /** What this engine advertises as a worker of its own (one dp rank, schedulable), as a registration carries it. */
+  capacity(): WorkerCapacity {
+    return {
+      blockSize: this.blockSize,
+      totalKvBlocks: this.numGpuBlocks,
+      maxNumBatchedTokens: this.maxNumBatchedTokens,
+      maxNumSeqs: this.maxNumSeqs,
+      dpStartRank: this.dpRank,
+      dpSize: 1,
+      schedulable: true,
+    };
   }
 
   // ---------------------------------------------------------------- intake
@@ -317,8 +353,6 @@ export class Engine {
     this.admitArrivals(nowMs);
     const bs = this.blockSize;
     let budget = this.maxNumBatchedTokens;
-    let prefillTokens = 0;
-    let prefillRequests = 0;
     const preempted: string[] = [];
 
     // 1. running requests
@@ -337,21 +371,13 @@ export class Engine {
       while (!ok) {
         const victim = this.running[this.running.length - 1]!;
         budget += victim.passTokens;
-        prefillTokens -= victim.passPrefill;
-        if (victim.passPrefill > 0) prefillRequests--;
         this.preempt(victim);
         preempted.push(victim.id);
         if (victim === r) break;
         ok = this.allocateFor(r, k);
       }
       if (!ok) break; // r itself was preempted (it was the last running request)
-      const p = this.commit(r, k);
-      r.passTokens = k;
-      r.passPrefill = p;
-      if (p > 0) {
-        prefillTokens += p;
-        prefillRequests++;
-      }
+      this.commit(r, k);
       budget -= k;
       i++;
     }
@@ -380,13 +406,7 @@ export class Engine {
         this.waitingHead++;
         r.phase = Phase.Running;
         this.running.push(r);
-        const p = this.commit(r, k);
-        r.passTokens = k;
-        r.passPrefill = p;
-        if (p > 0) {
-          prefillTokens += p;
-          prefillRequests++;
-        }
+        this.commit(r, k);
         budget -= k;
       }
       if (this.waitingHead > 64 && this.waitingHead * 2 > this.waiting.length) {
@@ -402,10 +422,14 @@ export class Engine {
     let ready = 0;
     let decoding = 0;
     let contextSum = 0;
+    let prefillTokens = 0;
+    let prefillRequests = 0;
     let prefillThrough = 0;
     let prefillPrefix = 0;
     for (const r of this.running) {
       if (r.passPrefill > 0) {
+        prefillTokens += r.passPrefill;
+        prefillRequests++;
         prefillThrough += r.computed;
         prefillPrefix += r.computed - r.passTokens;
       }
@@ -576,14 +600,18 @@ export class Engine {
     return true;
   }
 
-  /** Mark k tokens computed, hash and publish blocks that became full; returns the prefill share of k. */
-  private commit(r: Req, k: number): number {
+  /**
+   * Put k tokens of r in this pass: mark them computed and set the pass's share of r (a preempted
+   * request leaves `running`, and with it the pass's sums); hash and publish blocks that became full.
+   */
+  private commit(r: Req, k: number): void {
     const bs = this.blockSize;
     const before = r.computed;
     r.computed += k;
+    r.passTokens = k;
     // Tokens of a request still working through its known sequence (not a
     // single decode token after a sampled one) count as prefill work.
-    const prefill = r.generated > 0 && before === r.isl + r.generated - 1 ? 0 : k;
+    r.passPrefill = r.generated > 0 && before === r.isl + r.generated - 1 ? 0 : k;
     const full = Math.floor(r.computed / bs);
     // New blocks are announced in runs of consecutive blocks (one `stored` event per run).
     let runStart = -1;
@@ -599,7 +627,6 @@ export class Engine {
       }
     }
     if (runStart >= 0) this.emitStored(r, runStart, full - runStart);
-    return prefill;
   }
 
   /** Hash block b of r, which contains generated tokens (prompt tail tokens, then outputs). */

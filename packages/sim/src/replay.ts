@@ -29,7 +29,7 @@ import {
   type RoundRobinPolicy,
   type Rng,
 } from '@vantage/selection';
-import { Engine } from './engine';
+import { Engine, nextPass, type NextPass } from './engine';
 import { EventHeap } from './heap';
 import { computeMetrics, type ReplayMetrics, type RequestRecord } from './metrics';
 import { ClosedLoop, openLoopArrivals, traceSessions, type MooncakeRecord, type TraceSession } from './mooncake';
@@ -239,23 +239,9 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   const spec = opts.router;
   const kvPolicy: KvRouterPolicy = spec.kind === 'kv_router' ? (spec.policy ?? DEFAULT_KV_ROUTER) : DEFAULT_KV_ROUTER;
   const state = new PoolState({ pool: 'sim', blockSize: bs, selection: kvPolicy, bookingTtlMs: 300_000, workerTtlMs: 3_600_000, seed });
-  for (const id of workerIds) {
-    const reason = state.register(
-      id,
-      {
-        blockSize: bs,
-        totalKvBlocks: cfg.numGpuBlocks ?? 16_384,
-        maxNumBatchedTokens: cfg.maxNumBatchedTokens ?? 8_192,
-        maxNumSeqs: cfg.maxNumSeqs ?? 256,
-        dpStartRank: 0,
-        dpSize: 1,
-        schedulable: true,
-      },
-      null,
-      0,
-      true,
-    );
-    if (reason !== undefined) throw new RangeError(`cannot register worker ${id}: ${reason}`);
+  for (const e of engines) {
+    const reason = state.register(e.workerId, e.capacity(), null, 0, true);
+    if (reason !== undefined) throw new RangeError(`cannot register worker ${e.workerId}: ${reason}`);
   }
   const rng = seededRng(`${seed}:router`);
   const rr: RoundRobinPolicy = roundRobinPolicy();
@@ -414,18 +400,9 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
     if (live.size > counters.maxInFlight) counters.maxInFlight = live.size;
   };
 
+  const pass: NextPass = { best: -1, bestT: Infinity, other: Infinity };
   for (;;) {
-    let best = -1;
-    let bestT = Infinity;
-    let other = Infinity;
-    for (let i = 0; i < W; i++) {
-      const e = engines[i]!.nextEventTime();
-      if (e < bestT) {
-        other = bestT;
-        bestT = e;
-        best = i;
-      } else if (e < other) other = e;
-    }
+    const { best, bestT, other } = nextPass(engines, pass);
     const tu = updates.peekTime();
     const tf = finishes.peekTime();
     const ta = arrivals.peekTime();

@@ -31,7 +31,7 @@ import { PoolState } from '@vantage/observation';
 import { observeReplyCodec } from '@vantage/protocol';
 import { joinOutcome, outcomeToJsonRow, type DecisionRecord, type JsonRow, type LifecycleEventInput, type OutcomeRecord } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
-import { DEFAULT_KV_ROUTER, Engine, EventHeap, promptFromTokens, type Finished, type PromptBlocks, type TimingModel } from '@vantage/sim';
+import { DEFAULT_KV_ROUTER, Engine, EventHeap, promptFromTokens, type Finished, type PromptBlocks, type RequestRecord, type TimingModel } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 
 export const ROLES: readonly Role[] = ['efficient', 'capable'];
@@ -80,17 +80,11 @@ export interface DirectRequest {
   readonly expectedOutputTokens?: number | null;
 }
 
-export interface ServedRequest {
-  readonly requestId: string;
+/** A finished request as the replay records it, with where it ran and how it was routed. */
+export interface ServedRequest extends Omit<RequestRecord, 'workerIndex' | 'preemptions'> {
   readonly sessionId: string;
   readonly role: Role;
   readonly workerId: WorkerId;
-  readonly arrivalMs: number;
-  readonly firstTokenMs: number;
-  readonly endMs: number;
-  readonly isl: number;
-  readonly outputTokens: number;
-  readonly reusedTokens: number;
   /** Null for direct (background) requests. */
   readonly decision: Decision | null;
   readonly record: DecisionRecord | null;
@@ -135,31 +129,16 @@ class SimPool {
       const id = ((role === 'efficient' ? 0xe000_0000_0000_0000n : 0xc000_0000_0000_0000n) + BigInt(i + 1)) as WorkerId;
       this.workerIds.push(id);
       this.index.set(id, i);
-      this.engines.push(
-        new Engine({
-          workerId: id,
-          blockSize: bs,
-          timing: spec.timing,
-          ...(spec.numGpuBlocks !== undefined ? { numGpuBlocks: spec.numGpuBlocks } : {}),
-          ...(spec.maxNumBatchedTokens !== undefined ? { maxNumBatchedTokens: spec.maxNumBatchedTokens } : {}),
-          ...(spec.maxNumSeqs !== undefined ? { maxNumSeqs: spec.maxNumSeqs } : {}),
-        }),
-      );
-      const err = this.state.register(
-        id,
-        {
-          blockSize: bs,
-          totalKvBlocks: spec.numGpuBlocks ?? 16_384,
-          maxNumBatchedTokens: spec.maxNumBatchedTokens ?? 8_192,
-          maxNumSeqs: spec.maxNumSeqs ?? 256,
-          dpStartRank: 0,
-          dpSize: 1,
-          schedulable: true,
-        },
-        null,
-        0,
-        true,
-      );
+      const engine = new Engine({
+        workerId: id,
+        blockSize: bs,
+        timing: spec.timing,
+        ...(spec.numGpuBlocks !== undefined ? { numGpuBlocks: spec.numGpuBlocks } : {}),
+        ...(spec.maxNumBatchedTokens !== undefined ? { maxNumBatchedTokens: spec.maxNumBatchedTokens } : {}),
+        ...(spec.maxNumSeqs !== undefined ? { maxNumSeqs: spec.maxNumSeqs } : {}),
+      });
+      this.engines.push(engine);
+      const err = this.state.register(id, engine.capacity(), null, 0, true);
       if (err !== undefined) throw new RangeError(`cannot register ${role} worker ${id}: ${err}`);
     }
   }

@@ -71,6 +71,30 @@ export function u64Array(values: Iterable<bigint>): BigUint64Array {
   return BigUint64Array.from(values);
 }
 
+/**
+ * What a worker advertises about itself (Dynamo's `kv_cache_block_size` and
+ * `runtime_config`), as a registration carries it (@vantage/protocol) and the
+ * booking ledger keeps it (@vantage/bookings). Capacities apply to each dp
+ * rank: every rank is its own engine with its own KV cache and batch budget,
+ * which is how Dynamo's router treats (worker_id, dp_rank) pairs. `null` means
+ * "not advertised": the ledger then reports pressure and occupancy as unknown
+ * rather than guessing.
+ */
+export interface WorkerCapacity {
+  /** Tokens per KV block. */
+  readonly blockSize: number;
+  readonly totalKvBlocks: number | null;
+  /** The engine's prefill batch-token budget; the denominator of P. */
+  readonly maxNumBatchedTokens: number | null;
+  readonly maxNumSeqs: number | null;
+  /** First dp rank served by this instance (`data_parallel_start_rank`). */
+  readonly dpStartRank: number;
+  /** Number of dp ranks (`data_parallel_size`), at least 1. */
+  readonly dpSize: number;
+  /** False while the worker is draining or otherwise must not receive new work. */
+  readonly schedulable: boolean;
+}
+
 // ---------------------------------------------------------------------------
 // Domain form of Dynamo's KV cache events (what decoders produce and the
 // prefix index applies). Wire shape, for reference (lib/kv-router protocols):

@@ -38,7 +38,8 @@
  * own work (`decisionDurationUs - queryDurationUs`).
  *
  * max_routes_per_s (local), remote_max_routes_per_s, echo_max_per_s: the highest
- * offered rate (32k block hashes, steps of BENCH_STEP from BENCH_SEARCH_FROM) at
+ * offered rate (32k block hashes, steps of BENCH_STEP from BENCH_SEARCH_FROM, or down
+ * by halves to 100/s when BENCH_SEARCH_FROM fails) at
  * which every request was answered, the achieved rate kept up with the offered
  * one (>= 97%), p99 stayed under BENCH_P99_LIMIT_US (20 ms) and no route fell back.
  * The closing JSON line's headline is 32k block hashes at BENCH_HEADLINE_RATE
@@ -649,7 +650,7 @@ async function main(): Promise<void> {
   const runSearch = async (kind: 'local' | 'remote' | 'echo', mode: 'local' | 'remote'): Promise<void> => {
     const sat = makeSenders(32768, 'hashes');
     const send = kind === 'echo' ? sat.echo : sat.route(kind);
-    for (let rate = SEARCH_FROM; rate <= SEARCH_MAX; rate += STEP) {
+    const step = async (rate: number): Promise<boolean> => {
       await settle(mode);
       const r = await openLoop(`search ${kind} ${rate}`, rate, SECONDS, send, nc);
       // Sustained: everything answered at the offered rate, p99 under the limit, no fallback at all (routes).
@@ -657,8 +658,14 @@ async function main(): Promise<void> {
       const good = r.errors === 0 && r.ok === r.sent && r.achieved >= 0.97 * r.rate && r.p99 < P99_LIMIT_US && fallbacks === 0;
       line(`search ${kind} ${good ? 'ok' : 'FAIL'}`, r, null, sat.payloadBytes);
       search.push({ kind, rate, sustained: good, route_p50_us: us(r.p50), route_p99_us: us(r.p99), achieved_per_s: Math.round(r.achieved), fallbacks, outcomes: r.outcomes, cpu_us_per_route: r.cpu, loadavg_1m: r.loadavg });
-      if (!good) break;
-      maxRate[kind] = rate;
+      if (good) maxRate[kind] = rate;
+      return good;
+    };
+    // Up in steps from SEARCH_FROM until a step fails; when SEARCH_FROM itself fails, down by halves to 100/s.
+    if (await step(SEARCH_FROM)) {
+      for (let rate = SEARCH_FROM + STEP; rate <= SEARCH_MAX; rate += STEP) if (!(await step(rate))) break;
+    } else {
+      for (let rate = Math.floor(SEARCH_FROM / 2); rate >= 100; rate = Math.floor(rate / 2)) if (await step(rate)) break;
     }
     log(`max sustained offered rate, ${kind} (32k hashes, p99 < ${P99_LIMIT_US} µs, all answered, no fallbacks): ${maxRate[kind]}/s`);
   };

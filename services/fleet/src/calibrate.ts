@@ -9,9 +9,7 @@
  * summary is the last line on stdout (one JSON object).
  * Exit: 0 finished (failures counted in the summary), 2 bad arguments, 1 fatal error.
  */
-import { createWriteStream } from 'node:fs';
 import { calibrationPlan, CALIBRATION_PRESETS, type CalibrationPreset } from '@vantage/evaluation';
-import { connectNats, createLogger, flushLogger, toolSettings } from '@vantage/runtime';
 import { runCalibration } from './calibration';
 import { cliTool } from './cli-args';
 
@@ -65,19 +63,11 @@ if (a['plan-only']) {
   process.exit(0);
 }
 
-const log = createLogger({ service: 'calibrate', instanceId: `calibrate-${process.pid}`, level: 'warn', destination: process.stderr });
-const url = a.nats ?? process.env.VANTAGE_NATS_URL ?? 'nats://127.0.0.1:4222';
-try {
-  // Users, secret files and TLS as the services take them (VANTAGE_NATS_*); the URL from the command line.
-  const security = toolSettings(process.env).nats;
-  const nc = await connectNats({ ...security, url, name: `calibrate-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
-  const out = a.out ? createWriteStream(a.out) : null;
-  const abort = new AbortController();
-  process.once('SIGINT', () => abort.abort());
-  const maxRuns = int('max-runs', 1);
-  const requestTimeoutMs = int('request-timeout-ms', 1);
-  const settleTimeoutMs = int('settle-timeout-ms', 1);
-  const summary = await runCalibration({
+const maxRuns = int('max-runs', 1);
+const requestTimeoutMs = int('request-timeout-ms', 1);
+const settleTimeoutMs = int('settle-timeout-ms', 1);
+await cli.run({ nats: a.nats, out: a.out }, ({ nc, write, signal }) =>
+  runCalibration({
     nc,
     pools,
     plan,
@@ -86,15 +76,7 @@ try {
     ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
     ...(settleTimeoutMs === undefined ? {} : { settleTimeoutMs }),
     progress: (line) => process.stderr.write(`${line}\n`),
-    ...(out ? { onRequest: (r) => out.write(`${JSON.stringify(r)}\n`) } : {}),
-    signal: abort.signal,
-  });
-  if (out) await new Promise<void>((r) => out.end(r));
-  await nc.close();
-  process.stdout.write(`${JSON.stringify(summary)}\n`);
-  await flushLogger(log);
-  process.exit(0);
-} catch (e) {
-  process.stderr.write(`calibrate: ${e instanceof Error ? e.message : String(e)}\n`);
-  process.exit(1);
-}
+    ...(write ? { onRequest: write } : {}),
+    signal,
+  }),
+);

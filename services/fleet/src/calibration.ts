@@ -36,29 +36,13 @@
  * Session ids follow the plan (`cal:<condition>:<repeat>:<idle|loaded>` for the
  * probes), so `vantage fit` reads the outcome rows directly.
  */
-import { createInbox, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { CalibrationCondition, CalibrationPlan, CalibrationRun, Role } from '@vantage/evaluation';
 import { mulberry32 } from '@vantage/random';
-import {
-  bookingEventCodec,
-  bookingsSubject,
-  lifecycleEventCodec,
-  lifecycleSubject,
-  observeReplyCodec,
-  observeRequestCodec,
-  observeSubject,
-  ROUTE_SUBJECT,
-  routeReplyCodec,
-  routeRequestCodec,
-  type LifecycleEvent,
-  type ObserveReply,
-  type RouteCandidate,
-} from '@vantage/protocol';
-import { request } from '@vantage/runtime';
+import { ROUTE_SUBJECT, type ObserveReply } from '@vantage/protocol';
 import { promptFromTokens, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
-import { decodeProgress, encodeGenerateRequest, generateSubject } from './generate';
-import type { LoadgenPool } from './load-generator';
+import { followRequest, observePool, publishBooking, routeRequest, type LoadgenPool } from './gateway';
 
 interface CalibrationHarnessOptions {
   readonly nc: NatsConnection;
@@ -159,19 +143,8 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   const order = o.plan.runOrder.slice(0, o.maxRuns ?? o.plan.runOrder.length);
   const counts = { probes: 0, probesCompleted: 0, warmups: 0, background: 0, failed: 0, settleTimeouts: 0, loadNotVisible: 0 };
 
-  /** Background requests' events say so and carry the arrival time (they have no decision record to time them from). */
-  const lifecycle = (pool: string, e: Omit<LifecycleEvent, 'pool' | 'atMs' | 'dpRank'>): void => {
-    nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
-  };
-
-  const observe = async (pool: LoadgenPool, blocks: BigUint64Array, n: number): Promise<ObserveReply> => {
-    const m = await request(nc, observeSubject(pool.name), observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: blocks, loraName: null }, promptTokens: n }), {
-      timeoutMs: routeTimeoutMs,
-    });
-    const r = observeReplyCodec.decode(m.data);
-    if (!r.ok) throw new Error(`observe ${pool.name}: ${r.reason}`);
-    return r.value;
-  };
+  const observe = (pool: LoadgenPool, blocks: BigUint64Array, n: number): Promise<ObserveReply> =>
+    observePool(nc, pool.name, { requestId: null, localHashes: blocks, promptTokens: n }, routeTimeoutMs);
 
   /**
    * Polls both pools until `ok(reply)` holds for each, or the settle bound passes. `pollMs` is short
@@ -205,50 +178,22 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   });
 
   /** Sends one request to a worker and follows it to its end, publishing lifecycle events as a gateway does. */
-  const serve = (
+  const serve = async (
     pool: LoadgenPool,
     workerId: WorkerId,
     req: { requestId: string; sessionId: string; tokens: Uint32Array; osl: number; background?: boolean },
     onFirstToken?: () => void,
-  ): Promise<ServeResult> =>
-    new Promise((resolve) => {
-      const inbox = createInbox();
-      const mark = req.background === true ? { background: true, arrivalMs: Date.now() } : {};
-      let done = false;
-      const finish = (r: ServeResult): void => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        sub.unsubscribe();
-        resolve(r);
-      };
-      const timer = setTimeout(() => {
-        lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'cancelled', workerId, usage: null, error: { code: 'request_timeout', message: null }, ...mark });
-        finish({ status: 'cancelled', error: 'request_timeout', ttftMs: null, reusedTokens: null });
-      }, requestTimeoutMs);
-      const sub = nc.subscribe(inbox, {
-        callback: (err, m) => {
-          if (err) return;
-          const p = decodeProgress(m.data);
-          if (p === null) return;
-          if (p.kind === 'first_token') {
-            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'first_token', workerId, usage: null, error: null, ...mark });
-            onFirstToken?.();
-          } else if (p.kind === 'done') {
-            const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
-            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'done', workerId, usage, error: null, ...mark });
-            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'usage', workerId, usage, error: null, ...mark });
-            finish({ status: 'done', error: null, ttftMs: p.firstTokenMs - p.arrivalMs, reusedTokens: p.reusedTokens });
-          } else if (p.kind === 'failed') {
-            lifecycle(pool.name, { requestId: req.requestId, sessionId: req.sessionId, kind: 'failed', workerId, usage: null, error: { code: p.code, message: p.reason.slice(0, 500) }, ...mark });
-            finish({ status: 'failed', error: p.code, ttftMs: null, reusedTokens: null });
-          }
-        },
-      });
-      nc.publish(generateSubject(pool.name, workerId), encodeGenerateRequest({ requestId: req.requestId, sessionId: req.sessionId, osl: req.osl, prompt: { kind: 'token_ids', tokens: req.tokens }, outputTokens: null }), {
-        reply: inbox,
-      });
-    });
+  ): Promise<ServeResult> => {
+    const r = await followRequest(
+      nc,
+      pool.name,
+      workerId,
+      { requestId: req.requestId, sessionId: req.sessionId, osl: req.osl, prompt: { kind: 'token_ids', tokens: req.tokens }, outputTokens: null },
+      { timeoutMs: requestTimeoutMs, ...(req.background === true ? { mark: { background: true, arrivalMs: Date.now() } } : {}), ...(onFirstToken ? { onFirstToken } : {}) },
+    );
+    if (r.status === 'done') return { status: 'done', error: null, ttftMs: r.done.firstTokenMs - r.done.arrivalMs, reusedTokens: r.done.reusedTokens };
+    return { status: r.status, error: r.code, ttftMs: null, reusedTokens: null };
+  };
 
   const blocksCache = new WeakMap<Uint32Array, Map<number, PromptBlocks>>();
   const blocksOf = (t: Uint32Array, blockSize: number): PromptBlocks => {
@@ -278,19 +223,15 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
       arrived = true;
       await routedBarrier();
     };
-    const cand = (p: LoadgenPool): RouteCandidate => ({ model: p.model, pool: p.name, prompt: { kind: 'local_hashes', localHashes: blocksOf(t, p.blockSize).local, loraName: null }, promptTokens: t.length });
     let log: CalibrationRequestLog;
     const base = { conditionId: c.id, repeat: run.repeat, kind, role, requestId, sessionId, background: false, isl: t.length, osl };
     try {
-      const m = await request(
+      const v = await routeRequest(
         nc,
         routeSubject,
-        routeRequestCodec.encode({ requestId, sessionId, stageProposal: role, candidates: { efficient: cand(o.pools.efficient), capable: cand(o.pools.capable) }, deadlineMs: null }),
-        { timeoutMs: routeTimeoutMs },
+        { requestId, sessionId, stageProposal: role, pools: o.pools, localHashes: (p) => blocksOf(t, p.blockSize).local, promptTokens: t.length },
+        routeTimeoutMs,
       );
-      const r = routeReplyCodec.decode(m.data);
-      if (!r.ok) throw new Error(`route reply: ${r.reason}`);
-      const v = r.value;
       if (v.modelRole !== role) throw new Error(`the decision service changed ${role} to ${v.modelRole}: calibration needs a parameter set that never overrides`);
       if (v.workerId === null) throw new Error(`route reply without a worker (${v.reason}${v.fallback === null ? '' : `, ${v.fallback}`})`);
       const pool = o.pools[role];
@@ -345,24 +286,16 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
         for (let j = 0; j < spec.count; j++) {
           const t = tokens(seed(`bg-${si}-${w.workerId.toString()}`, j), spec.promptTokens);
           const requestId = `${runId}-${c.id}-${repeat}-bg-${spec.pool}-${si}-${w.workerId.toString()}-${j}`;
-          const blocks = blocksOf(t, pool.blockSize);
-          nc.publish(
-            bookingsSubject(pool.name),
-            bookingEventCodec.encode({
-              requestId,
-              sessionId: run.backgroundSessionId,
-              pool: pool.name,
-              workerId: w.workerId,
-              dpRank: w.dpRank,
-              promptTokens: t.length,
-              overlapBlocks: 0,
-              sequenceHashes: blocks.sequence,
-              localHashes: null,
-              expectedOutputTokens: spec.outputTokens,
-              prefillTokens: null,
-              atMs: Date.now(),
-            }),
-          );
+          publishBooking(nc, pool.name, {
+            requestId,
+            sessionId: run.backgroundSessionId,
+            workerId: w.workerId,
+            dpRank: w.dpRank,
+            promptTokens: t.length,
+            overlapBlocks: 0,
+            sequenceHashes: blocksOf(t, pool.blockSize).sequence,
+            expectedOutputTokens: spec.outputTokens,
+          });
           firstTokensDue++;
           open.set(key, (open.get(key) ?? 0) + 1);
           bgStarts.push(() => bg.push(

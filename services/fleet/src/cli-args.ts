@@ -1,9 +1,12 @@
 /**
- * Argument handling shared by the fleet's command-line tools (loadgen,
- * calibrate): strict `parseArgs`, `--help`, and one exit convention — a bad
- * argument prints the reason and the usage on stderr and exits with 2.
+ * What the fleet's command-line tools (loadgen, calibrate) share: strict `parseArgs`, `--help`, one
+ * exit convention (a bad argument prints the reason and the usage on stderr and exits with 2; a fatal
+ * error prints it and exits with 1) and one way to run against NATS.
  */
+import { createWriteStream } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectNats, createLogger, flushLogger, toolSettings } from '@vantage/runtime';
 import { parsePools } from './pools';
 
 type Pools = ReturnType<typeof parsePools>;
@@ -21,6 +24,16 @@ interface CliTool<O extends Options> {
   int(name: keyof O & string, min: number): number | undefined;
   /** `--pools efficient:64[:model],capable:64[:model]`. */
   pools(name: keyof O & string): Pools;
+  /**
+   * Run `body` against NATS (`nats`, else `VANTAGE_NATS_URL`, else 127.0.0.1:4222; users, secret files
+   * and TLS as the services take them, VANTAGE_NATS_*) with `write` putting JSON lines in `out` (none
+   * without it) and `signal` aborted by SIGINT. Logs go to stderr; what `body` resolves with is the last
+   * line on stdout, then exit 0; an error exits 1.
+   */
+  run(
+    where: { readonly nats: string | undefined; readonly out: string | undefined },
+    body: (ctx: { readonly nc: NatsConnection; readonly write: ((row: unknown) => void) | null; readonly signal: AbortSignal }) => Promise<unknown>,
+  ): Promise<never>;
 }
 
 export function cliTool<O extends Options>(tool: string, usage: string, options: O, argv: string[] = process.argv.slice(2)): CliTool<O> {
@@ -64,6 +77,27 @@ export function cliTool<O extends Options>(tool: string, usage: string, options:
         return parsePools(str(name) ?? '');
       } catch (e) {
         return fail((e as Error).message);
+      }
+    },
+    async run(where, body) {
+      // Logs (NATS status) go to stderr: stdout carries only the summary.
+      const log = createLogger({ service: tool, instanceId: `${tool}-${process.pid}`, level: 'warn', destination: process.stderr });
+      const url = where.nats ?? process.env.VANTAGE_NATS_URL ?? 'nats://127.0.0.1:4222';
+      try {
+        const security = toolSettings(process.env).nats;
+        const nc = await connectNats({ ...security, url, name: `${tool}-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
+        const out = where.out ? createWriteStream(where.out) : null;
+        const abort = new AbortController();
+        process.once('SIGINT', () => abort.abort());
+        const summary = await body({ nc, write: out ? (row) => out.write(`${JSON.stringify(row)}\n`) : null, signal: abort.signal });
+        if (out) await new Promise<void>((r) => out.end(r));
+        await nc.close();
+        process.stdout.write(`${JSON.stringify(summary)}\n`);
+        await flushLogger(log);
+        process.exit(0);
+      } catch (e) {
+        process.stderr.write(`${tool}: ${e instanceof Error ? e.message : String(e)}\n`);
+        process.exit(1);
       }
     },
   };

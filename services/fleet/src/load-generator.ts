@@ -31,37 +31,16 @@
  * ms; they are waited in wall time divided by the fleet's time scale.
  */
 import { setMaxListeners } from 'node:events';
-import { createInbox, type NatsConnection, type Subscription } from '@nats-io/transport-node';
-import {
-  bookingEventCodec,
-  bookingsSubject,
-  lifecycleEventCodec,
-  lifecycleSubject,
-  observeReplyCodec,
-  observeRequestCodec,
-  observeSubject,
-  ROUTE_SUBJECT,
-  routeReplyCodec,
-  routeRequestCodec,
-  type LifecycleEvent,
-  type ModelRole,
-  type RouteCandidate,
-} from '@vantage/protocol';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { ROUTE_SUBJECT, type ModelRole } from '@vantage/protocol';
 import { type BackgroundRequestPlan } from '@vantage/evaluation';
 import { mulberry32 } from '@vantage/random';
-import { isVantageError, request } from '@vantage/runtime';
+import { isVantageError } from '@vantage/runtime';
 import { seededRng } from '@vantage/selection';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
-import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateProgress, type PromptPayload } from './generate';
-
-export interface LoadgenPool {
-  /** Pool name (indexer pool, fleet pool). */
-  readonly name: string;
-  readonly blockSize: number;
-  /** Served model name put in route candidates. */
-  readonly model: string;
-}
+import type { PromptPayload } from './generate';
+import { followRequest, observePool, publishBooking, routeRequest, type LoadgenPool } from './gateway';
 
 export type Workload =
   | { readonly kind: 'trace'; readonly records: readonly MooncakeRecord[]; readonly speedup: number }
@@ -359,13 +338,13 @@ async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSign
   if (waitMs <= 0) return;
   const pools = o.mode.kind === 'direct' ? [o.pools[o.mode.role]] : [o.pools.efficient, o.pools.capable];
   const until = performance.now() + waitMs;
-  const probe = observeRequestCodec.encode({ requestId: null, prompt: { kind: 'local_hashes', localHashes: new BigUint64Array(0), loraName: null }, promptTokens: 1 });
+  const empty = new BigUint64Array(0);
   const pending = new Set(pools.map((p) => p.name));
   while (pending.size > 0 && performance.now() < until && !signal.aborted) {
     for (const name of [...pending]) {
       try {
-        const r = observeReplyCodec.decode((await request(o.nc, observeSubject(name), probe, { timeoutMs })).data);
-        if (r.ok && r.value.workers.some((w) => w.schedulable)) pending.delete(name);
+        const r = await observePool(o.nc, name, { requestId: null, localHashes: empty, promptTokens: 1 }, timeoutMs);
+        if (r.workers.some((w) => w.schedulable)) pending.delete(name);
       } catch {
         // not up yet
       }
@@ -414,42 +393,24 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
     return capableFraction > 0 && seededRng(`${seed}:${job.requestId}`).next() < capableFraction ? 'capable' : 'efficient';
   };
 
-  const lifecycle = (pool: string, e: Omit<LifecycleEvent, 'pool' | 'atMs' | 'dpRank'>): void => {
-    nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
-  };
-
   /** Dynamo's own choice on one pool, from the indexer; books it when asked to (as Dynamo's router does). */
   const dynamoChoice = async (job: Job, pool: LoadgenPool, book: boolean): Promise<WorkerId> => {
     const blocks = job.blocks(pool);
-    const msg = await request(
-      nc,
-      observeSubject(pool.name),
-      observeRequestCodec.encode({ requestId: job.requestId, prompt: { kind: 'local_hashes', localHashes: blocks.local, loraName: null }, promptTokens: job.isl }),
-      { timeoutMs: routeTimeoutMs },
-    );
-    const r = observeReplyCodec.decode(msg.data);
-    if (!r.ok) throw new Error(`observe reply from ${pool.name}: ${r.reason}`);
-    const choice = r.value.dynamoChoice;
-    if (!choice) throw new Error(`observe ${pool.name}: no worker to choose (${r.value.workers.length} known)`);
+    const r = await observePool(nc, pool.name, { requestId: job.requestId, localHashes: blocks.local, promptTokens: job.isl }, routeTimeoutMs);
+    const choice = r.dynamoChoice;
+    if (!choice) throw new Error(`observe ${pool.name}: no worker to choose (${r.workers.length} known)`);
     if (book) {
-      const w = r.value.workers.find((x) => x.workerId === choice.workerId && x.dpRank === choice.dpRank);
-      nc.publish(
-        bookingsSubject(pool.name),
-        bookingEventCodec.encode({
-          requestId: job.requestId,
-          sessionId: job.sessionId,
-          pool: pool.name,
-          workerId: choice.workerId,
-          dpRank: choice.dpRank,
-          promptTokens: job.isl,
-          overlapBlocks: w?.deviceOverlapBlocks ?? 0,
-          sequenceHashes: blocks.sequence,
-          localHashes: null,
-          expectedOutputTokens: job.osl,
-          prefillTokens: null,
-          atMs: Date.now(),
-        }),
-      );
+      const w = r.workers.find((x) => x.workerId === choice.workerId && x.dpRank === choice.dpRank);
+      publishBooking(nc, pool.name, {
+        requestId: job.requestId,
+        sessionId: job.sessionId,
+        workerId: choice.workerId,
+        dpRank: choice.dpRank,
+        promptTokens: job.isl,
+        overlapBlocks: w?.deviceOverlapBlocks ?? 0,
+        sequenceHashes: blocks.sequence,
+        expectedOutputTokens: job.osl,
+      });
     }
     return choice.workerId;
   };
@@ -468,28 +429,13 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       const pool = o.pools[o.mode.role];
       return { role: o.mode.role, pool, model: pool.model, workerId: await dynamoChoice(job, pool, o.mode.book), reason: 'direct', fallback: null };
     }
-    const cand = (p: LoadgenPool): RouteCandidate => ({
-      model: p.model,
-      pool: p.name,
-      prompt: { kind: 'local_hashes', localHashes: job.blocks(p).local, loraName: null },
-      promptTokens: job.isl,
-    });
     try {
-      const msg = await request(
+      const v = await routeRequest(
         nc,
         ROUTE_SUBJECT,
-        routeRequestCodec.encode({
-          requestId: job.requestId,
-          sessionId: job.sessionId,
-          stageProposal: stage,
-          candidates: { efficient: cand(o.pools.efficient), capable: cand(o.pools.capable) },
-          deadlineMs: null,
-        }),
-        { timeoutMs: routeTimeoutMs },
+        { requestId: job.requestId, sessionId: job.sessionId, stageProposal: stage, pools: o.pools, localHashes: (p) => job.blocks(p).local, promptTokens: job.isl },
+        routeTimeoutMs,
       );
-      const r = routeReplyCodec.decode(msg.data);
-      if (!r.ok) throw new Error(`route reply: ${r.reason}`);
-      const v = r.value;
       const pool = v.pool === o.pools.capable.name ? o.pools.capable : v.pool === o.pools.efficient.name ? o.pools.efficient : o.pools[v.modelRole];
       // A route without a worker (a fallback that names only the model) is placed by Dynamo's own choice, as its router would.
       const workerId = v.workerId ?? (await dynamoChoice(job, pool, false));
@@ -503,68 +449,33 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   };
 
   /** Sends the request to the worker and follows its progress until done, failed, timeout or the run's deadline. */
-  const serve = (job: Job, to: Routed, t0: number, mark: { background?: true; arrivalMs?: number } = {}): Promise<Omit<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl' | 'routeWallMs' | 'reason' | 'fallback'>> =>
-    new Promise((resolve) => {
-      const inbox = createInbox();
-      const poolName = to.pool.name;
-      const base = { modelRole: to.role, model: to.model, pool: poolName, workerId: to.workerId.toString() };
-      const none = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null };
-      let wallTtftMs: number | null = null;
-      const report = (kind: LifecycleEvent['kind'], usage: LifecycleEvent['usage'], error: LifecycleEvent['error']): void =>
-        lifecycle(poolName, { requestId: job.requestId, sessionId: job.sessionId, kind, workerId: to.workerId, usage, error, ...mark });
-      let sub: Subscription | null = null;
-      let finished = false;
-      const finish = (r: Parameters<typeof resolve>[0]): void => {
-        if (finished) return;
-        finished = true;
-        clearTimeout(timer);
-        deadline.signal.removeEventListener('abort', onAbort);
-        sub?.unsubscribe();
-        resolve(r);
-      };
-      const cancel = (why: string): void => {
-        report('cancelled', null, { code: why, message: null });
-        finish({ ...base, ...none, wallTtftMs, status: 'cancelled', error: why, detail: null });
-      };
-      const onAbort = (): void => cancel('run_deadline');
-      const timer = setTimeout(() => cancel('request_timeout'), requestTimeoutMs);
-      deadline.signal.addEventListener('abort', onAbort, { once: true });
-      sub = nc.subscribe(inbox, {
-        callback: (err, m) => {
-          if (err) return;
-          const p: GenerateProgress | null = decodeProgress(m.data);
-          if (p === null) return;
-          if (p.kind === 'first_token') {
-            wallTtftMs = performance.now() - t0;
-            report('first_token', null, null);
-          } else if (p.kind === 'done') {
-            const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
-            report('done', usage, null);
-            report('usage', usage, null);
-            finish({
-              ...base,
-              status: 'done',
-              error: null,
-              detail: null,
-              ttftMs: p.firstTokenMs - p.arrivalMs,
-              e2eMs: p.atMs - p.arrivalMs,
-              reusedTokens: p.reusedTokens,
-              outputTokens: p.outputTokens,
-              wallTtftMs,
-              wallE2eMs: performance.now() - t0,
-            });
-          } else if (p.kind === 'failed') {
-            report('failed', null, { code: p.code, message: p.reason.slice(0, 500) });
-            finish({ ...base, ...none, status: 'failed', error: p.code, detail: p.reason });
-          }
-        },
-      });
-      nc.publish(
-        generateSubject(poolName, to.workerId),
-        encodeGenerateRequest({ requestId: job.requestId, sessionId: job.sessionId, osl: job.osl, prompt: job.payload, outputTokens: job.outputTokens }),
-        { reply: inbox },
-      );
-    });
+  const serve = async (job: Job, to: Routed, t0: number, mark?: { background: true; arrivalMs: number }): Promise<Omit<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl' | 'routeWallMs' | 'reason' | 'fallback'>> => {
+    const base = { modelRole: to.role, model: to.model, pool: to.pool.name, workerId: to.workerId.toString() };
+    const none = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null };
+    let wallTtftMs: number | null = null;
+    const r = await followRequest(
+      nc,
+      to.pool.name,
+      to.workerId,
+      { requestId: job.requestId, sessionId: job.sessionId, osl: job.osl, prompt: job.payload, outputTokens: job.outputTokens },
+      { timeoutMs: requestTimeoutMs, signal: deadline.signal, ...(mark ? { mark } : {}), onFirstToken: () => (wallTtftMs = performance.now() - t0) },
+    );
+    if (r.status === 'cancelled') return { ...base, ...none, wallTtftMs, status: 'cancelled', error: r.code, detail: null };
+    if (r.status === 'failed') return { ...base, ...none, status: 'failed', error: r.code, detail: r.reason };
+    const p = r.done;
+    return {
+      ...base,
+      status: 'done',
+      error: null,
+      detail: null,
+      ttftMs: p.firstTokenMs - p.arrivalMs,
+      e2eMs: p.atMs - p.arrivalMs,
+      reusedTokens: p.reusedTokens,
+      outputTokens: p.outputTokens,
+      wallTtftMs,
+      wallE2eMs: performance.now() - t0,
+    };
+  };
 
   const runOne = async (job: Job): Promise<RequestOutcome> => {
     issued++;

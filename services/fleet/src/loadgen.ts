@@ -8,8 +8,6 @@
  * Progress lines go to stderr; the summary is the last line on stdout (one JSON object).
  * Exit: 0 when the run finished (request failures are in the summary), 2 on bad arguments, 1 on a fatal error.
  */
-import { createWriteStream } from 'node:fs';
-import { connectNats, createLogger, flushLogger, toolSettings } from '@vantage/runtime';
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
 import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, parseProposalSpec, stageProposal, type StageProposalModel } from '@vantage/evaluation';
 import { runLoadgen, type LoadgenOptions, type Workload } from './load-generator';
@@ -111,16 +109,7 @@ if (a.trace !== undefined) {
   };
 }
 
-// Logs (NATS status) go to stderr: stdout carries only the summary.
-const log = createLogger({ service: 'loadgen', instanceId: `loadgen-${process.pid}`, level: 'warn', destination: process.stderr });
-const url = a.nats ?? process.env.VANTAGE_NATS_URL ?? 'nats://127.0.0.1:4222';
-try {
-  // Users, secret files and TLS as the services take them (VANTAGE_NATS_*); the URL from the command line.
-  const security = toolSettings(process.env).nats;
-  const nc = await connectNats({ ...security, url, name: `loadgen-${process.pid}`, reconnectTimeWaitMs: 500, reconnectJitterMs: 100, maxReconnectAttempts: 10, connectTimeoutMs: 5000 }, log);
-  const out = a.out ? createWriteStream(a.out) : null;
-  const abort = new AbortController();
-  process.once('SIGINT', () => abort.abort());
+await cli.run({ nats: a.nats, out: a.out }, async ({ nc, write, signal }) => {
   const { summary } = await runLoadgen({
     nc,
     pools,
@@ -135,15 +124,8 @@ try {
     routeTimeoutMs: numArg('route-timeout-ms', 5_000, 1),
     waitReadyMs: numArg('wait-ready-ms', 30_000),
     progress: (line) => process.stderr.write(`${line}\n`),
-    ...(out ? { onOutcome: (o) => out.write(`${JSON.stringify(o)}\n`), onBackgroundOutcome: (o) => out.write(`${JSON.stringify({ ...o, background: true })}\n`) } : {}),
-    signal: abort.signal,
+    ...(write ? { onOutcome: write, onBackgroundOutcome: (o) => write({ ...o, background: true }) } : {}),
+    signal,
   });
-  if (out) await new Promise<void>((r) => out.end(r));
-  await nc.close();
-  process.stdout.write(`${JSON.stringify(summary)}\n`);
-  await flushLogger(log);
-  process.exit(0);
-} catch (e) {
-  process.stderr.write(`loadgen: ${e instanceof Error ? e.message : String(e)}\n`);
-  process.exit(1);
-}
+  return summary;
+});

@@ -1,5 +1,5 @@
 import { isValidPoolName } from '@vantage/protocol';
-import type { LoadgenPool } from './load-generator';
+import type { LoadgenPool } from './gateway';
 
 /** `efficient:64[:model],capable:64[:model]` (efficient first). Throws with a readable message. */
 export function parsePools(spec: string): { efficient: LoadgenPool; capable: LoadgenPool } {

@@ -11,6 +11,8 @@ import kafkajs from 'kafkajs';
 import type { IHeaders } from 'kafkajs';
 import { decodeSingleObject, encodeSingleObject, DECISION_RECORD_CURRENT, DECISION_REGISTRY, OUTCOME_REGISTRY, type DecisionRecord, type OutcomeRecord } from '@vantage/records';
 import { runService, type RunningService } from '@vantage/runtime';
+import { eventually } from '@vantage/testkit';
+import { expect } from 'vitest';
 import { outcomeConfigSchema, startOutcome, type OutcomeConfigShape, type OutcomeService } from '../src/index';
 
 process.env['KAFKAJS_NO_PARTITIONER_WARNING'] = '1';
@@ -185,6 +187,34 @@ export function decodeDecisionIds(rs: { value: Buffer | null }[]): string[] {
     if (!d.ok) throw new Error(`${d.code}: ${d.reason}`);
     return d.value.recordId;
   });
+}
+
+/**
+ * Exactly once after failures: all `count` outcomes arrive; after `lateMs` of late redeliveries (ack
+ * wait) every request id is in the outcomes topic once and completed (every request's decision and
+ * lifecycle were published, so every join completes), every decision once in the decisions topic,
+ * all read_committed; the dead letters are late joins only. `label` names the run in the statuses
+ * line on stderr. Resolves with the dead letters.
+ */
+export async function expectEachOnce(brokers: string, n: Names, count: number, lateMs: number, label: string): Promise<RawRecord[]> {
+  let outcomes: OutcomeRecord[] = [];
+  await eventually('all outcomes', async () => (outcomes = decodeOutcomes(await readTopic(brokers, n.topics.outcomes))).length >= count, 180_000, 1_000);
+  await sleep(lateMs);
+  outcomes = decodeOutcomes(await readTopic(brokers, n.topics.outcomes));
+  const perRequest = countBy(outcomes, (o) => o.requestId);
+  expect([...perRequest].filter(([, c]) => c > 1)).toEqual([]);
+  expect(perRequest.size).toBe(count);
+  const statuses = countBy(outcomes, (o) => o.status);
+  process.stderr.write(`[${label}] outcome statuses: ${JSON.stringify(Object.fromEntries(statuses))}\n`);
+  expect(Object.fromEntries(statuses)).toEqual({ completed: count });
+
+  const decisions = decodeDecisionIds(await readTopic(brokers, n.topics.decisions));
+  const perDecision = countBy(decisions, (x) => x);
+  expect([...perDecision].filter(([, c]) => c > 1)).toEqual([]);
+  expect(perDecision.size).toBe(count);
+  const dlq = await readTopic(brokers, n.topics.deadLetter);
+  expect(dlq.filter((r) => r.headers['vantage-dlq-reason'] !== 'JOIN_LATE')).toEqual([]);
+  return dlq;
 }
 
 export interface RawRecord {

@@ -1,0 +1,177 @@
+/**
+ * What a gateway does on NATS, for the load generator and the calibration harness: ask a pool's
+ * indexer (`observe`), book a request on a worker (the bookings subject Dynamo's router uses), route
+ * through the decision service, and send a request to a fleet worker and follow it to its end,
+ * publishing its lifecycle events.
+ */
+import { createInbox, type NatsConnection } from '@nats-io/transport-node';
+import {
+  bookingEventCodec,
+  bookingsSubject,
+  lifecycleEventCodec,
+  lifecycleSubject,
+  observeReplyCodec,
+  observeRequestCodec,
+  observeSubject,
+  routeReplyCodec,
+  routeRequestCodec,
+  type LifecycleEvent,
+  type ModelRole,
+  type ObserveReply,
+  type RouteCandidate,
+  type RouteReply,
+} from '@vantage/protocol';
+import { request } from '@vantage/runtime';
+import type { WorkerId } from '@vantage/types';
+import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateProgress, type GenerateRequest } from './generate';
+
+export interface LoadgenPool {
+  /** Pool name (indexer pool, fleet pool). */
+  readonly name: string;
+  readonly blockSize: number;
+  /** Served model name put in route candidates. */
+  readonly model: string;
+}
+
+/** Background requests' events say so and carry the arrival time (they have no decision record to time them from). */
+type BackgroundMark = { readonly background?: true; readonly arrivalMs?: number };
+
+function publishLifecycle(nc: NatsConnection, pool: string, e: Omit<LifecycleEvent, 'pool' | 'atMs' | 'dpRank'>): void {
+  nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
+}
+
+/** The pool's observe answer for a prompt (by local block hashes); an error reply throws. */
+export async function observePool(
+  nc: NatsConnection,
+  pool: string,
+  q: { readonly requestId: string | null; readonly localHashes: BigUint64Array; readonly promptTokens: number },
+  timeoutMs: number,
+): Promise<ObserveReply> {
+  const m = await request(nc, observeSubject(pool), observeRequestCodec.encode({ requestId: q.requestId, prompt: { kind: 'local_hashes', localHashes: q.localHashes, loraName: null }, promptTokens: q.promptTokens }), {
+    timeoutMs,
+  });
+  const r = observeReplyCodec.decode(m.data);
+  if (!r.ok) throw new Error(`observe ${pool}: ${r.reason}`);
+  return r.value;
+}
+
+/** Book a request on a worker as Dynamo's router does, so the pool's indexers count it. */
+export function publishBooking(
+  nc: NatsConnection,
+  pool: string,
+  b: {
+    readonly requestId: string;
+    readonly sessionId: string;
+    readonly workerId: WorkerId;
+    readonly dpRank: number;
+    readonly promptTokens: number;
+    readonly overlapBlocks: number;
+    readonly sequenceHashes: BigUint64Array;
+    readonly expectedOutputTokens: number;
+  },
+): void {
+  nc.publish(
+    bookingsSubject(pool),
+    bookingEventCodec.encode({
+      requestId: b.requestId,
+      sessionId: b.sessionId,
+      pool,
+      workerId: b.workerId,
+      dpRank: b.dpRank,
+      promptTokens: b.promptTokens,
+      overlapBlocks: b.overlapBlocks,
+      sequenceHashes: b.sequenceHashes,
+      localHashes: null,
+      expectedOutputTokens: b.expectedOutputTokens,
+      prefillTokens: null,
+      atMs: Date.now(),
+    }),
+  );
+}
+
+/** Ask the decision service where a request goes, both pools as candidates; an error reply throws. */
+export async function routeRequest(
+  nc: NatsConnection,
+  subject: string,
+  q: {
+    readonly requestId: string;
+    readonly sessionId: string;
+    readonly stageProposal: ModelRole;
+    readonly pools: { readonly efficient: LoadgenPool; readonly capable: LoadgenPool };
+    /** The prompt's local block hashes at a pool's block size. */
+    readonly localHashes: (pool: LoadgenPool) => BigUint64Array;
+    readonly promptTokens: number;
+  },
+  timeoutMs: number,
+): Promise<RouteReply> {
+  const cand = (p: LoadgenPool): RouteCandidate => ({ model: p.model, pool: p.name, prompt: { kind: 'local_hashes', localHashes: q.localHashes(p), loraName: null }, promptTokens: q.promptTokens });
+  const m = await request(
+    nc,
+    subject,
+    routeRequestCodec.encode({ requestId: q.requestId, sessionId: q.sessionId, stageProposal: q.stageProposal, candidates: { efficient: cand(q.pools.efficient), capable: cand(q.pools.capable) }, deadlineMs: null }),
+    { timeoutMs },
+  );
+  const r = routeReplyCodec.decode(m.data);
+  if (!r.ok) throw new Error(`route reply: ${r.reason}`);
+  return r.value;
+}
+
+/** How a followed request ended. */
+type Followed =
+  | { readonly status: 'done'; readonly done: Extract<GenerateProgress, { kind: 'done' }> }
+  | { readonly status: 'failed'; readonly code: string; readonly reason: string }
+  | { readonly status: 'cancelled'; readonly code: 'request_timeout' | 'run_deadline' };
+
+/**
+ * Send `req` to a worker of `pool` and follow its progress until done, failed, `timeoutMs` or `signal`
+ * (the run's deadline), publishing its lifecycle events on the pool's subject as a gateway does.
+ */
+export function followRequest(
+  nc: NatsConnection,
+  pool: string,
+  workerId: WorkerId,
+  req: GenerateRequest & { readonly sessionId: string },
+  o: { readonly timeoutMs: number; readonly signal?: AbortSignal; readonly mark?: BackgroundMark; readonly onFirstToken?: () => void },
+): Promise<Followed> {
+  return new Promise((resolve) => {
+    const inbox = createInbox();
+    const report = (kind: LifecycleEvent['kind'], usage: LifecycleEvent['usage'], error: LifecycleEvent['error']): void =>
+      publishLifecycle(nc, pool, { requestId: req.requestId, sessionId: req.sessionId, kind, workerId, usage, error, ...o.mark });
+    let finished = false;
+    const finish = (r: Followed): void => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timer);
+      o.signal?.removeEventListener('abort', onAbort);
+      sub.unsubscribe();
+      resolve(r);
+    };
+    const cancel = (code: 'request_timeout' | 'run_deadline'): void => {
+      report('cancelled', null, { code, message: null });
+      finish({ status: 'cancelled', code });
+    };
+    const onAbort = (): void => cancel('run_deadline');
+    const timer = setTimeout(() => cancel('request_timeout'), o.timeoutMs);
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    const sub = nc.subscribe(inbox, {
+      callback: (err, m) => {
+        if (err) return;
+        const p = decodeProgress(m.data);
+        if (p === null) return;
+        if (p.kind === 'first_token') {
+          report('first_token', null, null);
+          o.onFirstToken?.();
+        } else if (p.kind === 'done') {
+          const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
+          report('done', usage, null);
+          report('usage', usage, null);
+          finish({ status: 'done', done: p });
+        } else if (p.kind === 'failed') {
+          report('failed', null, { code: p.code, message: p.reason.slice(0, 500) });
+          finish({ status: 'failed', code: p.code, reason: p.reason });
+        }
+      },
+    });
+    nc.publish(generateSubject(pool, workerId), encodeGenerateRequest(req), { reply: inbox });
+  });
+}
