@@ -64,15 +64,6 @@ class RankState extends BlockRefs {
   queryPrefix = 0;
   /** This rank's bit in the holder masks (0..63), or -1 when all bits were taken when it was created. */
   bit = -1;
-  /** In the ledger's log of ranks changed since its last `drainChanged` (see there). */
-  logged = false;
-
-  constructor(
-    readonly workerId: WorkerId,
-    readonly dpRank: number,
-  ) {
-    super();
-  }
 }
 
 /**
@@ -108,9 +99,6 @@ interface WorkerEntry {
   readonly ranks: Map<number, RankState>;
   lastChangeMs: number | null;
 }
-
-/** Most changed ranks `drainChanged` lists; beyond it the reader refreshes every rank. */
-const CHANGED_LOG_MAX = 4096;
 
 function isNonNegInt(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
@@ -204,8 +192,6 @@ export class BookingLedger {
   readonly #bitQuery = new Float64Array(HOLDER_MASK_RANKS).fill(-1);
   readonly #bitPrefix = new Int32Array(HOLDER_MASK_RANKS);
   #preparedByBit = false;
-  /** The prepared chain's first block is held by no rank: every rank's answer is the whole chain. */
-  #preparedAllNew = false;
   /** Scratch beside `#drops`: the holders-table slot of the block just before each drop. */
   #dropSlots: number[] = [];
   /** First sequence hash of booked chains → the ranks holding a chain from it, with how many bookings each. */
@@ -220,12 +206,6 @@ export class BookingLedger {
    * a `RankRef` resolved may then be stale. Bookings on known ranks leave it alone.
    */
   #structure = 0;
-  /**
-   * Ranks changed since the last `drainChanged`, each once (its `logged` flag), for a reader that
-   * keeps facts of every rank between queries (the observe path) and refreshes only these; null once
-   * more than CHANGED_LOG_MAX piled up undrained (the reader then refreshes every rank).
-   */
-  #changed: RankState[] | null = [];
 
   constructor(options: BookingLedgerOptions) {
     if (!isPosInt(options.blockSize)) throw new RangeError('blockSize must be a positive integer');
@@ -364,7 +344,7 @@ export class BookingLedger {
     }
     let rank = entry.ranks.get(input.dpRank);
     if (rank === undefined) {
-      rank = new RankState(input.workerId, input.dpRank);
+      rank = new RankState();
       const bit = this.#freeBits.pop();
       if (bit === undefined) this.#unnamed++;
       else rank.bit = bit;
@@ -513,56 +493,6 @@ export class BookingLedger {
     return new Ref(this, workerId, dpRank);
   }
 
-  /**
-   * Bumped whenever a worker entry or rank state is created or dropped, or a capacity replaced: what
-   * `loadOfRef` reads of a rank may then have changed although the rank was never booked on.
-   */
-  get structureVersion(): number {
-    return this.#structure;
-  }
-
-  /**
-   * The ranks whose bookings changed (booked, prefill completed, released, expired) since the last
-   * call, each once, as (worker, dp rank), for a reader that keeps each rank's load between queries.
-   * Returns false, calling `fn` for none, when too many changed undrained to have been listed: the
-   * reader must then treat every rank as changed. Structure changes (`structureVersion`) are not
-   * listed.
-   */
-  drainChanged(fn: (workerId: WorkerId, dpRank: number) => void): boolean {
-    const log = this.#changed;
-    if (log === null) {
-      for (const entry of this.#workers.values()) for (const rank of entry.ranks.values()) rank.logged = false;
-      // Dropped rank states may still carry the flag; they are never touched again.
-      this.#changed = [];
-      return false;
-    }
-    for (let i = 0; i < log.length; i++) {
-      const rank = log[i]!;
-      rank.logged = false;
-      fn(rank.workerId, rank.dpRank);
-    }
-    log.length = 0;
-    return true;
-  }
-
-  /** A rank's bit in the holder masks (what `preparedNewOfBit` takes), or -1 (none, or the rank holds nothing). */
-  bitOfRef(ref: RankRef): number {
-    return this.#resolved(ref).rank?.bit ?? -1;
-  }
-
-  /**
-   * `newBlocksOfRef(ref, chain)` from the rank's mask bit (`bitOfRef`, valid while
-   * `structureVersion` is unchanged) when `chain` is the prepared one and every rank had a bit for it:
-   * no rank state is read. -1 when that does not apply: ask `newBlocksOfRef`.
-   */
-  preparedNewOfBit(bit: number, chain: BigUint64Array): number {
-    if (chain !== this.#prepared) return -1;
-    const n = chain.length;
-    if (this.#preparedAllNew) return n;
-    if (!this.#preparedByBit) return -1;
-    return bit >= 0 && this.#bitQuery[bit] === this.#queryId ? n - this.#bitPrefix[bit]! : n;
-  }
-
   #resolved(ref: RankRef): Ref {
     if (!(ref instanceof Ref) || ref.ledger !== this) throw new TypeError('not a RankRef of this ledger');
     if (ref.version !== this.#structure) {
@@ -682,7 +612,6 @@ export class BookingLedger {
     const id = ++this.#queryId;
     this.#prepared = chain;
     this.#preparedByBit = false;
-    this.#preparedAllNew = true;
     const n = chain.length;
     if (n === 0 || this.#holders.size === 0) return;
     const hv = this.#halvesOf(chain);
@@ -690,7 +619,6 @@ export class BookingLedger {
     const first = holders.find(hv[0]!, hv[1]!);
     const c0 = holders.countAt(first);
     if (c0 === 0) return;
-    this.#preparedAllNew = false;
     const drops = this.#drops;
     const slots = this.#dropSlots;
     drops.length = 0;
@@ -778,14 +706,6 @@ export class BookingLedger {
   #touch(entry: WorkerEntry | undefined, rank: RankState, now: number): void {
     rank.lastChangeMs = now;
     if (entry !== undefined) entry.lastChangeMs = now;
-    if (!rank.logged) {
-      rank.logged = true;
-      const log = this.#changed;
-      if (log !== null) {
-        if (log.length < CHANGED_LOG_MAX) log.push(rank);
-        else this.#changed = null;
-      }
-    }
   }
 
   /** Subtract, never going below zero; a would-be negative total is a counted bug, not silent drift. */

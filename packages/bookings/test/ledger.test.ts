@@ -373,53 +373,24 @@ describe('newBlocksOfChain', () => {
   });
 });
 
-describe('change log and mask-bit answers (what the observe path keeps between queries)', () => {
-  const changed = (l: BookingLedger): { complete: boolean; ranks: string[] } => {
-    const ranks: string[] = [];
-    const complete = l.drainChanged((w, r) => ranks.push(`${w}:${r}`));
-    return { complete, ranks };
-  };
-
-  it('lists each rank whose bookings changed once per drain, and nothing else', () => {
-    const l = ledger();
-    changed(l);
-    l.book(req('a'));
-    l.book(req('b'));
-    l.book(req('c', { dpRank: 1 }));
-    expect(changed(l)).toEqual({ complete: true, ranks: [`${W1}:0`, `${W1}:1`] });
-    expect(changed(l)).toEqual({ complete: true, ranks: [] });
-    l.markPrefillComplete('a', 1001);
-    expect(changed(l).ranks).toEqual([`${W1}:0`]);
-    l.release('c', 'completed', 1002);
-    expect(changed(l).ranks).toEqual([`${W1}:1`]);
-    l.expire(1_000_000_000);
-    expect(changed(l).ranks).toEqual([`${W1}:0`]);
-  });
-
-  it('says the list is incomplete when more ranks changed than it holds, and starts afresh after', () => {
-    const l = new BookingLedger({ blockSize: 16, ttlMs: 300_000 });
-    for (let r = 0; r < 4_100; r++) l.book(req(`r${r}`, { dpRank: r }));
-    expect(changed(l)).toEqual({ complete: false, ranks: [] });
-    l.release('r7', 'completed', 1001);
-    expect(changed(l)).toEqual({ complete: true, ranks: [`${W1}:7`] });
-  });
-
-  it('answers newBlocksOfRef from a rank’s mask bit for the prepared chain, and declines otherwise', () => {
+describe('prepared chains (what observe asks of every rank)', () => {
+  it('answers newBlocksOfRef for the prepared chain as the unprepared lookups do, and stays right after a change', () => {
     const l = ledger();
     const chain = sequenceHashes(localBlockHashes(Uint32Array.from({ length: 64 }, (_, i) => i), 16));
     l.book(req('a', { sequenceHashes: chain.slice(0, 3) }));
     l.book(req('b', { dpRank: 1, sequenceHashes: chain.slice(0, 1) }));
     const refs = [l.rankRef(W1, 0), l.rankRef(W1, 1), l.rankRef(W2, 0)];
-    expect(l.preparedNewOfBit(l.bitOfRef(refs[0]!), chain)).toBe(-1); // not prepared
+    const unprepared = refs.map((ref) => l.newBlocks(ref.workerId, ref.dpRank, chain));
+    expect(unprepared).toEqual([1, 3, 4]);
     l.prepareChain(chain);
-    for (const ref of refs) expect(l.preparedNewOfBit(l.bitOfRef(ref), chain)).toBe(l.newBlocksOfRef(ref, chain));
-    expect(refs.map((ref) => l.newBlocksOfRef(ref, chain))).toEqual([1, 3, 4]);
+    expect(refs.map((ref) => l.newBlocksOfRef(ref, chain))).toEqual(unprepared);
     // A chain whose first block nobody holds: every rank's answer is the whole chain.
     const other = sequenceHashes(localBlockHashes(Uint32Array.from({ length: 32 }, (_, i) => 1000 + i), 16));
     l.prepareChain(other);
-    for (const ref of refs) expect(l.preparedNewOfBit(l.bitOfRef(ref), other)).toBe(2);
-    // Any change un-prepares it.
-    l.release('b', 'completed', 1001);
-    expect(l.preparedNewOfBit(l.bitOfRef(refs[0]!), other)).toBe(-1);
+    expect(refs.map((ref) => l.newBlocksOfRef(ref, other))).toEqual([2, 2, 2]);
+    // A change un-prepares it: the next answers are the ledger's new state.
+    l.prepareChain(chain);
+    l.release('a', 'completed', 1001);
+    expect(refs.map((ref) => l.newBlocksOfRef(ref, chain))).toEqual([4, 3, 4]);
   });
 });

@@ -69,11 +69,11 @@ export function growTable(a: Int32Array, len: number, reserve: number): Int32Arr
 }
 
 /** `a`, or a copy of it at least `min` long (its length doubled as often as needed), for ordinary tables. */
-export function grow<T extends Int32Array | Float64Array>(a: T, min: number): T {
+export function grow(a: Int32Array, min: number): Int32Array {
   let n = Math.max(1, a.length);
   while (n < min) n *= 2;
   if (n === a.length) return a;
-  const b = (a instanceof Int32Array ? new Int32Array(n) : new Float64Array(n)) as T;
+  const b = new Int32Array(n);
   b.set(a);
   return b;
 }

@@ -8,7 +8,6 @@
 import { xxh3_64 } from '@vantage/hashing';
 import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { ExtMap, slotsFor, startSlots } from './ext-map';
-import { grow } from './growable';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 import { u64From } from './hash32';
 import { DETACHED_REF, ROOT_REF, idOf, readTree, writeTree, type TreeDump } from './tree-dump';
@@ -48,31 +47,6 @@ export interface Publisher {
   /** This publisher's record in `matchTransient` answers (made on first use). */
   matchRecord: Mutable<WorkerMatch> | null;
 }
-
-/** A publisher as a reader of `matchCounts` maps it: its (worker, dp rank) and its slot (the index's own record: read only). */
-export interface PublisherView {
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  /** Its column in `matchCounts`' counts and slot tables. */
-  readonly slot: number;
-}
-
-/**
- * `matchCounts`' answer: leading blocks of publisher slot s on cumulative tier set t at
- * `counts[t * stride + s]`; and, kept by slot so that a reader touches no publisher record, slot s's
- * tree size at `slots[SLOT_TREE + s * SLOT_FACTS]`, its last event's time at `SLOT_LAST_EVENT_MS`
- * (NaN: none) and its suspicion at `suspects[s]`.
- */
-export interface MatchCounts {
-  readonly counts: Int32Array;
-  readonly stride: number;
-  readonly requestBlocks: number;
-  readonly slots: Float64Array;
-  readonly suspects: readonly (SuspectInfo | null)[];
-}
-export const SLOT_FACTS = 2;
-export const SLOT_TREE = 0;
-export const SLOT_LAST_EVENT_MS = 1;
 
 /** A BigUint64Array read as int32 halves (lo at 2i, hi at 2i+1) without copying: same buffer. */
 export function i32View(a: BigUint64Array): Int32Array {
@@ -131,22 +105,6 @@ export abstract class IndexBase {
   protected counts: Int32Array = new Int32Array(NTIERS * 32);
   /** The `matchTransient` answer, overwritten by each one. */
   private readonly transient: { blockSize: number; requestBlocks: number; workers: WorkerMatch[] };
-  /** The `matchCounts` answer, overwritten by each one. */
-  private readonly countsAnswer: { counts: Int32Array; stride: number; requestBlocks: number; slots: Float64Array; suspects: (SuspectInfo | null)[] } = {
-    counts: new Int32Array(0),
-    stride: 0,
-    requestBlocks: 0,
-    slots: new Float64Array(0),
-    suspects: [],
-  };
-  /**
-   * Each publisher slot's tree size and last event time (SLOT_FACTS per slot) and suspicion, written
-   * whenever they change (`syncSlot`: after every event applied, resync and replay), for `matchCounts`.
-   */
-  private slotFacts = new Float64Array(SLOT_FACTS * 32);
-  private readonly slotSuspects: (SuspectInfo | null)[] = [];
-  /** Bumped whenever a publisher is added or dropped (a slot may then name another publisher). */
-  private publishersChanged = 0;
 
   constructor(blockSize: number) {
     if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
@@ -233,7 +191,6 @@ export abstract class IndexBase {
         if (r === STORED_SELF_REFERENCING) {
           // Refused whole, as Dynamo drops it (it forwards an empty removal in its place: the id
           // is taken, the publisher is not marked); the index is unchanged.
-          this.syncSlot(pub);
           return { status: 'rejected', rejection: 'self_referencing', blockOps: 0, missedEvents: missed, unknownParent: false, unknownRemovals: EMPTY_U64, suspect: pub.suspect };
         }
         c.eventsApplied++;
@@ -262,7 +219,6 @@ export abstract class IndexBase {
         c.clears++;
         break;
     }
-    this.syncSlot(pub);
     return { status: 'applied', rejection: null, blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
   }
 
@@ -315,23 +271,7 @@ export abstract class IndexBase {
     };
     ranks.set(dpRank, pub);
     this.publishers.push(pub);
-    this.publishersChanged++;
-    this.syncSlot(pub);
     return pub;
-  }
-
-  /** Publisher p's slot facts made current (see `slotFacts`). */
-  protected syncSlot(p: Publisher): void {
-    const o = p.slot * SLOT_FACTS;
-    this.slotFacts = grow(this.slotFacts, o + SLOT_FACTS);
-    this.slotFacts[o + SLOT_TREE] = p.map.size;
-    this.slotFacts[o + SLOT_LAST_EVENT_MS] = p.lastEventMs ?? NaN;
-    this.slotSuspects[p.slot] = p.suspect;
-  }
-
-  /** `syncSlot` for every publisher (after a replay or a restore). */
-  protected syncAllSlots(): void {
-    for (const p of this.publishers) this.syncSlot(p);
   }
 
   private dropPublisher(pub: Publisher): number {
@@ -341,7 +281,6 @@ export abstract class IndexBase {
     if (ranks.size === 0) this.byWorker.delete(pub.workerId);
     this.publishers = this.publishers.filter((p) => p !== pub);
     this.freeSlots.push(pub.slot);
-    this.publishersChanged++;
     return dropped;
   }
 
@@ -405,7 +344,6 @@ export abstract class IndexBase {
     pub.lastEventId = lastEventId ?? null;
     pub.expectStart = false;
     pub.lastEventMs = nowMs;
-    this.syncSlot(pub);
   }
 
   /**
@@ -457,7 +395,6 @@ export abstract class IndexBase {
       c.unknownParents += unknownParents;
       this.markSuspect(pub, 'unknown_parent', nowMs);
     }
-    this.syncSlot(pub);
     return { blocksDropped: dropped, blocks: pub.map.size, unknownParents, rejected, suspect: pub.suspect };
   }
 
@@ -490,32 +427,6 @@ export abstract class IndexBase {
    */
   matchTransient(localHashes: BigUint64Array): MatchResult {
     return this.matchInto(localHashes, true);
-  }
-
-  /**
-   * The match as counts per publisher slot only, for a reader that keeps its own mapping from its
-   * ranks to publisher slots (`publisherViews`, kept while `publishersVersion` stays): no record per
-   * publisher is written. The answer and its counts are the index's, overwritten by the next match
-   * of any kind. The same numbers as `match` (tested).
-   */
-  matchCounts(localHashes: BigUint64Array): MatchCounts {
-    const a = this.countsAnswer;
-    a.stride = this.walk(i32View(localHashes), localHashes.length);
-    a.counts = this.counts;
-    a.requestBlocks = localHashes.length;
-    a.slots = this.slotFacts;
-    a.suspects = this.slotSuspects;
-    return a;
-  }
-
-  /** Changes whenever a publisher is added or dropped: a reader's mapping to `publisherView`s is then stale. */
-  get publishersVersion(): number {
-    return this.publishersChanged;
-  }
-
-  /** Every publisher (read only). */
-  publisherViews(): readonly PublisherView[] {
-    return this.publishers;
   }
 
   private matchInto(localHashes: BigUint64Array, reuse: boolean): MatchResult {
@@ -608,7 +519,6 @@ export abstract class IndexBase {
       this.replayPublishers(d, pubs);
     } finally {
       this.rebuilding = false;
-      this.syncAllSlots();
     }
   }
 

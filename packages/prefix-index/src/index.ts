@@ -4,8 +4,6 @@
  */
 export { PrefixIndex } from './prefix-index';
 export { SnapshotError } from './snapshot-io';
-export { SLOT_FACTS, SLOT_LAST_EVENT_MS, SLOT_TREE } from './index-base';
-export type { MatchCounts, PublisherView } from './index-base';
 export type {
   ApplyResult,
   RecoverResult,

@@ -44,7 +44,7 @@ export const TREE_FIELDS = [
 ] as const;
 /** Fields a compaction keeps. */
 export const KEPT_FIELDS = [
-  'blockSize', 'byWorker', 'expected', 'publishers', 'slotHigh', 'freeSlots', 'counters', 'counts', 'transient', 'countsAnswer', 'publishersChanged', 'slotFacts', 'slotSuspects', 'rebuilding', 'repeats',
+  'blockSize', 'byWorker', 'expected', 'publishers', 'slotHigh', 'freeSlots', 'counters', 'counts', 'transient', 'rebuilding', 'repeats',
   'slotCap', 'lvl', 'seen', 'act', 'compactAt', 'compactions',
 ] as const;
 

@@ -7,14 +7,12 @@ export type {
 } from './types';
 export type { CandidateRecord, KvRouterPolicy } from './kv-router';
 export {
-  KvRouterRows,
   SelectionScratch,
   candidateRecord,
   overlapWeightCost,
   prefillScaleCost,
   softmaxProbabilities,
   selectKvRouter,
-  selectKvRouterRows,
 } from './kv-router';
 export type { LlmdPolicy } from './llmd';
 export { selectLlmd } from './llmd';

@@ -79,11 +79,7 @@ function nonNegative(name: string, v: number): number {
 
 /** Decode blocks after admission: current active blocks plus this request's blocks not yet active there. */
 function decodeBlocksOf(req: SelectionRequest, c: CandidateInput): number {
-  return decodeBlocksFrom(c.activeDecodeBlocks, c.newRequestBlocks ?? requestBlocksOf(req));
-}
-
-function decodeBlocksFrom(activeDecodeBlocks: number, newRequestBlocks: number): number {
-  return activeDecodeBlocks + Math.max(0, newRequestBlocks);
+  return c.activeDecodeBlocks + Math.max(0, c.newRequestBlocks ?? requestBlocksOf(req));
 }
 
 type Terms = Record<string, number>;
@@ -113,21 +109,17 @@ export function overlapWeightCost(
 }
 
 /** `overlapWeightCost` writing its terms into `t` (made by `overlapWeightTerms`); returns the cost. */
-function overlapWeightInto(req: SelectionRequest, c: CandidateInput, overlapScoreWeight: number, t: Terms | null): number {
-  return overlapWeightOf(req.isl, req.blockSize, overlapScoreWeight, c.overlapBlocks, c.activePrefillTokens, decodeBlocksOf(req, c), t);
-}
-
-/** The April 2026 cost from a candidate's numbers (`decodeBlocks`: active plus new), its terms into `t` when given. */
-function overlapWeightOf(isl: number, bs: number, overlapScoreWeight: number, overlapBlocks: number, activePrefillTokens: number, decodeBlocks: number, t: Terms | null): number {
-  const uncached = Math.max(0, isl - overlapBlocks * bs);
-  const prefillTokens = activePrefillTokens + uncached;
-  if (t !== null) {
-    t.overlapBlocks = overlapBlocks;
-    t.uncachedTokens = uncached;
-    t.prefillTokens = prefillTokens;
-    t.prefillBlocks = prefillTokens / bs;
-    t.decodeBlocks = decodeBlocks;
-  }
+function overlapWeightInto(req: SelectionRequest, c: CandidateInput, overlapScoreWeight: number, t: Terms): number {
+  const bs = req.blockSize;
+  const overlapBlocks = c.overlapBlocks;
+  const decodeBlocks = decodeBlocksOf(req, c);
+  const uncached = Math.max(0, req.isl - overlapBlocks * bs);
+  const prefillTokens = c.activePrefillTokens + uncached;
+  t.overlapBlocks = overlapBlocks;
+  t.uncachedTokens = uncached;
+  t.prefillTokens = prefillTokens;
+  t.prefillBlocks = prefillTokens / bs;
+  t.decodeBlocks = decodeBlocks;
   return (overlapScoreWeight * prefillTokens) / bs + decodeBlocks;
 }
 
@@ -139,22 +131,6 @@ export function prefillScaleCost(
 ): { cost: number; terms: Record<string, number> } {
   const terms = prefillScaleTerms();
   return { cost: prefillScaleInto(req, c, prefillScaleWeights(p), terms), terms };
-}
-
-/** `prefillScaleCost` writing its terms into `t` (made by `prefillScaleTerms`); returns the cost. */
-function prefillScaleInto(req: SelectionRequest, c: CandidateInput, w: PrefillScaleWeights, t: Terms | null): number {
-  return prefillScaleOf(
-    req.isl,
-    req.blockSize,
-    w,
-    c.overlapBlocks,
-    c.hostOverlapBlocks ?? 0,
-    c.diskOverlapBlocks ?? 0,
-    c.activePrefillTokens,
-    decodeBlocksOf(req, c),
-    c.activeRequests,
-    t,
-  );
 }
 
 /** A later-2026 policy's weights, its defaults filled in. */
@@ -176,32 +152,21 @@ function prefillScaleWeights(p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formu
   };
 }
 
-/** The later-2026 cost from a candidate's numbers (`decodeBlocks`: active plus new), its terms into `t` when given. */
-function prefillScaleOf(
-  isl: number,
-  bs: number,
-  w: PrefillScaleWeights,
-  overlapBlocks: number,
-  hostOverlapBlocks: number,
-  diskOverlapBlocks: number,
-  activePrefillTokens: number,
-  decodeBlocks: number,
-  activeRequests: number,
-  t: Terms | null,
-): number {
-  const rawPrefillBlocks = (activePrefillTokens + isl) / bs;
-  const overlapCreditBlocks = w.credit * overlapBlocks + w.hostW * hostOverlapBlocks + w.diskW * diskOverlapBlocks;
+/** `prefillScaleCost` writing its terms into `t` (made by `prefillScaleTerms`); returns the cost. */
+function prefillScaleInto(req: SelectionRequest, c: CandidateInput, w: PrefillScaleWeights, t: Terms): number {
+  const overlapBlocks = c.overlapBlocks;
+  const decodeBlocks = decodeBlocksOf(req, c);
+  const rawPrefillBlocks = (c.activePrefillTokens + req.isl) / req.blockSize;
+  const overlapCreditBlocks = w.credit * overlapBlocks + w.hostW * (c.hostOverlapBlocks ?? 0) + w.diskW * (c.diskOverlapBlocks ?? 0);
   const adjustedPrefillBlocks = Math.max(0, rawPrefillBlocks - overlapCreditBlocks);
-  const activeRequestCost = w.reqWeight * activeRequests;
-  if (t !== null) {
-    t.overlapBlocks = overlapBlocks;
-    t.rawPrefillBlocks = rawPrefillBlocks;
-    t.overlapCreditBlocks = overlapCreditBlocks;
-    t.adjustedPrefillBlocks = adjustedPrefillBlocks;
-    t.prefillCostBlocks = w.scale * adjustedPrefillBlocks;
-    t.decodeBlocks = decodeBlocks;
-    t.activeRequestCost = activeRequestCost;
-  }
+  const activeRequestCost = w.reqWeight * c.activeRequests;
+  t.overlapBlocks = overlapBlocks;
+  t.rawPrefillBlocks = rawPrefillBlocks;
+  t.overlapCreditBlocks = overlapCreditBlocks;
+  t.adjustedPrefillBlocks = adjustedPrefillBlocks;
+  t.prefillCostBlocks = w.scale * adjustedPrefillBlocks;
+  t.decodeBlocks = decodeBlocks;
+  t.activeRequestCost = activeRequestCost;
   return w.scale * adjustedPrefillBlocks + decodeBlocks + activeRequestCost;
 }
 
@@ -233,14 +198,13 @@ export class SelectionScratch {
 /**
  * Dynamo's pick at temperature 0 among costs[0..n): the lowest; exact ties go to the smaller tree
  * (when every tied candidate has a size and the policy breaks ties so), then to a seeded uniform
- * draw over the tied in `order` (candidate indices in canonical (workerId, dpRank) order; null:
- * they are listed in it).
+ * draw over the tied in `order` (candidate indices in canonical (workerId, dpRank) order).
  */
 function lowestCost(
   costs: Float64Array,
   n: number,
-  order: readonly number[] | null,
-  treeSizeOf: (i: number) => number | undefined,
+  order: readonly number[],
+  candidates: readonly CandidateInput[],
   tieBreakByTreeSize: boolean,
   rng: Rng,
 ): { index: number; reason: SelectionReason } {
@@ -248,33 +212,20 @@ function lowestCost(
   for (let i = 0; i < n; i++) best = Math.min(best, costs[i]!);
   let tied: number[] = [];
   for (let k = 0; k < n; k++) {
-    const i = order === null ? k : order[k]!;
+    const i = order[k]!;
     if (costs[i] === best) tied.push(i);
   }
   let reason: SelectionReason = 'lowest_cost';
-  if (tied.length > 1 && tieBreakByTreeSize && tied.every((i) => treeSizeOf(i) !== undefined)) {
+  if (tied.length > 1 && tieBreakByTreeSize && tied.every((i) => candidates[i]!.treeSize !== undefined)) {
     let smallest = Infinity;
-    for (const i of tied) smallest = Math.min(smallest, treeSizeOf(i)!);
-    const narrowed = tied.filter((i) => treeSizeOf(i) === smallest);
+    for (const i of tied) smallest = Math.min(smallest, candidates[i]!.treeSize!);
+    const narrowed = tied.filter((i) => candidates[i]!.treeSize === smallest);
     if (narrowed.length < tied.length) reason = 'lowest_cost_tie_tree';
     tied = narrowed;
   }
   if (tied.length > 1) reason = 'lowest_cost_tie_random';
   return { index: tied.length === 1 ? tied[0]! : tied[randomInt(rng, tied.length)]!, reason };
 }
-
-/** Where a candidate's numbers sit in a `KvRouterRows` row. */
-const IN = {
-  overlapBlocks: 0,
-  hostOverlapBlocks: 1,
-  diskOverlapBlocks: 2,
-  activePrefillTokens: 3,
-  activeDecodeBlocks: 4,
-  activeRequests: 5,
-  newRequestBlocks: 6,
-  treeSize: 7,
-} as const;
-const ROW = 8;
 
 /** A candidate record whose every kv_router input is present and writable (a caller's reused record). */
 export type CandidateRecord = { -readonly [K in keyof CandidateInput]: CandidateInput[K] } & {
@@ -300,61 +251,7 @@ export function candidateRecord(workerId: CandidateInput['workerId'], dpRank: nu
   };
 }
 
-/**
- * Candidates as rows of numbers, for `selectKvRouterRows`: a caller that fills one candidate record
- * per candidate anyway (the indexer's observe) copies each into a row (`set`) instead of keeping an
- * object per candidate, and the costs come back in `costs`. Reused from one selection to the next.
- */
-export class KvRouterRows {
-  private inputs = new Float64Array(0);
-  costs = new Float64Array(0);
-  private readonly terms = { overlap_weight: overlapWeightTerms(), prefill_load_scale: prefillScaleTerms() };
-  private readonly treeSizeOf = (i: number): number => this.inputs[i * ROW + IN.treeSize]!;
-
-  /** Room for `n` rows (contents not kept). */
-  reserve(n: number): void {
-    if (this.costs.length >= n) return;
-    const cap = Math.max(n, 2 * this.costs.length, 8);
-    this.inputs = new Float64Array(cap * ROW);
-    this.costs = new Float64Array(cap);
-  }
-
-  /** Row i (within `reserve`d room) from candidate `c`'s inputs. */
-  set(i: number, c: CandidateRecord): void {
-    const v = this.inputs;
-    const o = i * ROW;
-    v[o + IN.overlapBlocks] = c.overlapBlocks;
-    v[o + IN.hostOverlapBlocks] = c.hostOverlapBlocks;
-    v[o + IN.diskOverlapBlocks] = c.diskOverlapBlocks;
-    v[o + IN.activePrefillTokens] = c.activePrefillTokens;
-    v[o + IN.activeDecodeBlocks] = c.activeDecodeBlocks;
-    v[o + IN.activeRequests] = c.activeRequests;
-    v[o + IN.newRequestBlocks] = c.newRequestBlocks;
-    v[o + IN.treeSize] = c.treeSize;
-  }
-
-  /** @internal Row i's cost under `p` (its terms into `t` when given), by the functions `selectKvRouter` costs with. */
-  cost(i: number, p: ResolvedPolicy, isl: number, bs: number, t: Terms | null): number {
-    const v = this.inputs;
-    const o = i * ROW;
-    const decodeBlocks = decodeBlocksFrom(v[o + IN.activeDecodeBlocks]!, v[o + IN.newRequestBlocks]!);
-    return p.prefill === null
-      ? overlapWeightOf(isl, bs, p.weight, v[o + IN.overlapBlocks]!, v[o + IN.activePrefillTokens]!, decodeBlocks, t)
-      : prefillScaleOf(isl, bs, p.prefill, v[o + IN.overlapBlocks]!, v[o + IN.hostOverlapBlocks]!, v[o + IN.diskOverlapBlocks]!, v[o + IN.activePrefillTokens]!, decodeBlocks, v[o + IN.activeRequests]!, t);
-  }
-
-  /** @internal */
-  termsRecord(overlapWeight: boolean): Terms {
-    return overlapWeight ? this.terms.overlap_weight : this.terms.prefill_load_scale;
-  }
-
-  /** @internal */
-  get treeSizes(): (i: number) => number {
-    return this.treeSizeOf;
-  }
-}
-
-/** A kv_router policy validated, its defaults filled in: what both selections cost with. */
+/** A kv_router policy validated, its defaults filled in. */
 interface ResolvedPolicy {
   readonly temperature: number;
   /** April 2026: the overlap score weight (0 for the later formula). */
@@ -369,36 +266,6 @@ function resolvePolicy(policy: KvRouterPolicy): ResolvedPolicy {
     return { temperature, weight: nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight), prefill: null };
   }
   return { temperature, weight: 0, prefill: prefillScaleWeights(policy) };
-}
-
-/**
- * `selectKvRouter` for candidates given as rows of numbers (`KvRouterRows.set`, n of them, listed in
- * canonical (workerId, dpRank) order, which the caller vouches for): the same validation, costs
- * (computed by the same functions, so equal to the bit; in `rows.costs`), pick, reason and use of
- * `rng`, without an object per candidate. The chosen candidate's terms are `rows`' own record,
- * overwritten by the next call. Null when the policy samples (temperature > 0): the caller then
- * takes `selectKvRouter`. Tested against it (services/indexer/test/reply.test.ts,
- * packages/selection/test/selection.test.ts).
- */
-export function selectKvRouterRows(
-  policy: KvRouterPolicy,
-  req: SelectionRequest,
-  rows: KvRouterRows,
-  n: number,
-  rng: Rng,
-): { index: number; reason: SelectionReason; terms: Readonly<Record<string, number>> | null } | null {
-  validateRequest(req);
-  const p = resolvePolicy(policy);
-  if (p.temperature !== 0) return null;
-  if (n === 0) return { index: -1, reason: 'no_candidates', terms: null };
-  const { isl, blockSize: bs } = req;
-  const costs = rows.costs;
-  for (let i = 0; i < n; i++) costs[i] = rows.cost(i, p, isl, bs, null);
-  const pick = lowestCost(costs, n, null, rows.treeSizes, policy.tieBreakByTreeSize ?? true, rng);
-  // The chosen one's terms, into the shared record.
-  const t = rows.termsRecord(p.prefill === null);
-  rows.cost(pick.index, p, isl, bs, t);
-  return { index: pick.index, reason: pick.reason, terms: t };
 }
 
 /**
@@ -466,7 +333,7 @@ export function selectKvRouter(
   let probs: number[] | undefined;
 
   if (temperature === 0) {
-    const pick = lowestCost(costs, n, order, (i) => candidates[i]!.treeSize, policy.tieBreakByTreeSize ?? true, rng);
+    const pick = lowestCost(costs, n, order, candidates, policy.tieBreakByTreeSize ?? true, rng);
     chosenIdx = pick.index;
     reason = pick.reason;
   } else {

@@ -2,11 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { WorkerId } from '@vantage/types';
 import fc from 'fast-check';
 import {
-  KvRouterRows,
-  candidateRecord,
   SelectionScratch,
-  selectKvRouter,
-  selectKvRouterRows,
   overlapWeightCost,
   prefillScaleCost,
   roundRobinPolicy,
@@ -14,7 +10,6 @@ import {
   selectWorker,
   softmaxProbabilities,
   type CandidateInput,
-  type KvRouterPolicy,
   type SelectionPolicy,
 } from '@vantage/selection';
 
@@ -349,60 +344,5 @@ describe('kv_router selection into a reused scratch', () => {
       }),
       { seed: 0x5c4, numRuns: 300 },
     );
-  });
-});
-
-describe('kv_router selection over rows of numbers (selectKvRouterRows)', () => {
-  it('picks, costs and draws exactly as selectKvRouter does for the same candidates in canonical order', () => {
-    const policies: KvRouterPolicy[] = [
-      { kind: 'kv_router', formula: 'prefill_load_scale' },
-      { kind: 'kv_router', formula: 'overlap_weight', overlapScoreWeight: 1.5 },
-      { kind: 'kv_router', formula: 'prefill_load_scale', decodeActiveRequestWeight: 2, tieBreakByTreeSize: false, hostCacheHitWeight: 0.5 },
-      { kind: 'kv_router', formula: 'overlap_weight', tieBreakByTreeSize: false },
-    ];
-    // Small ranges, so that exact ties (and ties on tree size) are common.
-    const candArb = fc.record({
-      overlapBlocks: fc.integer({ min: 0, max: 3 }),
-      hostOverlapBlocks: fc.integer({ min: 0, max: 1 }),
-      diskOverlapBlocks: fc.integer({ min: 0, max: 1 }),
-      activePrefillTokens: fc.constantFrom(0, 64, 100),
-      activeDecodeBlocks: fc.integer({ min: 0, max: 3 }),
-      activeRequests: fc.integer({ min: 0, max: 1 }),
-      newRequestBlocks: fc.integer({ min: 0, max: 2 }),
-      treeSize: fc.integer({ min: 0, max: 1 }),
-    });
-    const reasons = new Set<string>();
-    fc.assert(
-      fc.property(fc.array(fc.tuple(fc.nat(policies.length - 1), fc.array(candArb, { maxLength: 9 }), fc.constantFrom(64, 100, 256)), { maxLength: 10 }), (calls) => {
-        const rows = new KvRouterRows();
-        const rngA = seededRng(11);
-        const rngB = seededRng(11);
-        for (const [p, cs, isl] of calls) {
-          const r = { isl, blockSize: 64 };
-          const candidates = cs.map((c, i) => cand(i, c));
-          const want = selectKvRouter(policies[p]!, r, candidates, rngA);
-          rows.reserve(cs.length);
-          cs.forEach((c, i) => rows.set(i, { ...candidateRecord(candidates[i]!.workerId, 0), ...c }));
-          const got = selectKvRouterRows(policies[p]!, r, rows, cs.length, rngB)!;
-          reasons.add(got.reason);
-          expect(got.index).toBe(want.chosen ? want.chosen.index : -1);
-          expect(got.reason).toBe(want.reason);
-          expect([...rows.costs.subarray(0, cs.length)]).toEqual(want.scores.map((x) => x.score));
-          if (want.chosen) expect({ ...got.terms }).toEqual(want.scores[want.chosen.index]!.terms);
-        }
-        // Both drew alike: the next draw is the same.
-        expect(rngB.next()).toBe(rngA.next());
-      }),
-      { seed: 0x5c5, numRuns: 400 },
-    );
-    expect([...reasons].sort()).toEqual(['lowest_cost', 'lowest_cost_tie_random', 'lowest_cost_tie_tree', 'no_candidates']);
-  });
-
-  it('leaves a sampling policy to selectKvRouter, and refuses what it refuses', () => {
-    const rows = new KvRouterRows();
-    rows.reserve(1);
-    expect(selectKvRouterRows({ kind: 'kv_router', formula: 'overlap_weight', temperature: 0.5 }, req, rows, 1, seededRng(1))).toBeNull();
-    expect(() => selectKvRouterRows({ kind: 'kv_router', formula: 'overlap_weight' }, { isl: 0, blockSize: 64 }, rows, 1, seededRng(1))).toThrow(RangeError);
-    expect(() => selectKvRouterRows({ kind: 'kv_router', formula: 'overlap_weight', overlapScoreWeight: -1 }, req, rows, 1, seededRng(1))).toThrow(RangeError);
   });
 });
