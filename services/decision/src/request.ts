@@ -195,25 +195,22 @@ function extractBulk(b: Uint8Array): Extracted | null {
 
 interface Le64 {
   readonly hashes: BigUint64Array;
-  /** Canonical base64 (with padding), ASCII: a view of the request when it was canonical already. */
-  readonly canonical: Uint8Array;
+  /** The request's bytes they were decoded from (the other candidate's identical string is not decoded again). */
+  readonly text: Buffer;
 }
 
-/** Canonical base64 of whole u64s: the hashes and the canonical text, or null (the codec decides). */
+/** Canonical base64 of whole u64s: the hashes, or null (the codec decides). */
 function le64(b: Buffer): Le64 | null {
   if (b.length > MAX_LE64_CHARS) return null;
   const s = b.toString('latin1');
   const bytes = Buffer.from(s, 'base64');
   if (bytes.length % 8 !== 0) return null;
   const canonical = bytes.toString('base64');
-  let text: Uint8Array;
-  if (canonical === s) text = b;
   // Padding is optional in the schema's pattern; anything else that differs is not canonical.
-  else if (canonical.length - s.length <= 2 && canonical.startsWith(s) && /^=*$/.test(canonical.slice(s.length))) text = Buffer.from(canonical, 'latin1');
-  else return null;
+  if (canonical !== s && !(canonical.length - s.length <= 2 && canonical.startsWith(s) && /^=*$/.test(canonical.slice(s.length)))) return null;
   const hashes = new BigUint64Array(bytes.length / 8);
   new Uint8Array(hashes.buffer).set(bytes);
-  return { hashes, canonical: text };
+  return { hashes, text: b };
 }
 
 // --- the decoder -------------------------------------------------------------------
@@ -257,7 +254,7 @@ export function decodeRouteRequest(data: Uint8Array, maxBytes = DEFAULT_MAX_PAYL
       const b = PLACEHOLDER.test(h) ? strings[Number(h.slice(1))] : undefined;
       // Both candidates' hashes are often the same (same tokens, same block size): check them once.
       const e = bulk.efficient.hashes;
-      const d = b === undefined ? null : role === 'capable' && e !== null && b.equals(e.canonical) ? e : le64(b);
+      const d = b === undefined ? null : role === 'capable' && e !== null && b.equals(e.text) ? e : le64(b);
       if (d === null) return slow(data, maxBytes);
       bulk[role].hashes = d;
       prompt['localHashesLe64'] = '';
