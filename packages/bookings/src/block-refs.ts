@@ -27,20 +27,46 @@ export function halves(v: BigUint64Array): Int32Array {
   return new Int32Array(v.buffer, v.byteOffset, v.length * 2);
 }
 
-export class BlockRefs {
-  private t: Int32Array;
-  private mask: number;
+/**
+ * What both tables share: open addressing over one Int32Array of `width`-int slots whose third int is
+ * the count (0: empty), grown to fit a whole booking at once (`reserve`) and shrunk once after a run of
+ * drops (`settle`), never slot by slot.
+ */
+abstract class SlotTable {
+  protected t: Int32Array;
+  protected mask = 15;
   /** Distinct keys held. */
   size = 0;
 
-  constructor() {
-    this.t = new Int32Array(16 * SLOT);
-    this.mask = 15;
+  protected constructor(private readonly width: number) {
+    this.t = new Int32Array(16 * width);
   }
 
   /** Slots in the table (a power of two). */
   get capacity(): number {
     return this.mask + 1;
+  }
+
+  /** Room for `n` more keys at most half full, in one resize (before adding a booking's blocks). */
+  reserve(n: number): void {
+    const cap = capacityFor(this.size + n);
+    if (cap > this.mask + 1) this.resize(cap);
+  }
+
+  /** Shrink once when mostly empty (after a booking's blocks were dropped), so a burst does not keep its memory. */
+  settle(): void {
+    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize(capacityFor(this.size));
+  }
+
+  protected resize(cap: number): void {
+    this.t = rehash(this.t, cap, this.width);
+    this.mask = cap - 1;
+  }
+}
+
+export class BlockRefs extends SlotTable {
+  constructor() {
+    super(SLOT);
   }
 
   /** Slot base of (lo, hi), or -1. */
@@ -101,25 +127,10 @@ export class BlockRefs {
     return 0;
   }
 
-  /** Room for `n` more keys at most half full, in one resize (before adding a booking's blocks). */
-  reserve(n: number): void {
-    const cap = capacityFor(this.size + n);
-    if (cap > this.mask + 1) this.resize(cap);
-  }
-
-  /** Shrink once when mostly empty (after a booking's blocks were dropped), so a burst does not keep its memory. */
-  settle(): void {
-    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize(capacityFor(this.size));
-  }
-
   private grow(): void {
     this.resize((this.mask + 1) * 2);
   }
 
-  private resize(cap: number): void {
-    this.t = rehash(this.t, cap, SLOT);
-    this.mask = cap - 1;
-  }
 }
 
 /** The smallest table (a power of two, at least 16 slots) holding `keys` at most half full. */
@@ -178,14 +189,9 @@ const HSLOT = 5;
  * and backward-shift deletion as `BlockRefs`; slots are [keyLo, keyHi, count, mask0, mask1].
  * A rank without a bit (-1) is counted but not named.
  */
-export class HolderTable {
-  private t: Int32Array;
-  private mask: number;
-  size = 0;
-
+export class HolderTable extends SlotTable {
   constructor() {
-    this.t = new Int32Array(16 * HSLOT);
-    this.mask = 15;
+    super(HSLOT);
   }
 
   /** Slot base of (lo, hi), or -1. Read `countAt`, `mask0At`, `mask1At` from it. */
@@ -244,21 +250,5 @@ export class HolderTable {
     removeSlot(t, this.mask, b, HSLOT);
     this.size--;
     return 0;
-  }
-
-  /** As `BlockRefs.reserve`. */
-  reserve(n: number): void {
-    const cap = capacityFor(this.size + n);
-    if (cap > this.mask + 1) this.resize(cap);
-  }
-
-  /** As `BlockRefs.settle`. */
-  settle(): void {
-    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize(capacityFor(this.size));
-  }
-
-  private resize(cap: number): void {
-    this.t = rehash(this.t, cap, HSLOT);
-    this.mask = cap - 1;
   }
 }
