@@ -54,6 +54,8 @@
  * thousand routes cost several times the steady state). 0 measures cold.
  * BENCH_CPU_PROF=dir (run the local-pool decision service under `--cpu-prof`, profile in dir),
  * BENCH_DECISION_NODE_ARGS (extra node flags for the decision services, space-separated: GC settings, an --import),
+ * BENCH_LOG_DIR (where each child process writes its log, `NAME.log`; default the run's own folder, removed at the end;
+ * a child that exits on its own has its last lines printed either way),
  * BENCH_INDEXER=stub (diagnostic: instead of the two indexers, one responder answers
  * every observe query with a fixed, valid reply at once, so the figures show the
  * decision service alone; the default `real` runs the indexers),
@@ -73,7 +75,7 @@
  * figures are pessimistic; the echo baseline runs under the same conditions.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -176,8 +178,13 @@ function ioPerRequest(a: Record<string, number>, b: Record<string, number>, n: n
 }
 
 function child(name: string, args: string[], env: Record<string, string>): ChildProcess {
-  const c = spawn(process.execPath, args, { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  // The service's own log (stdout) goes to a file in the run's folder; if it exits on its own, its last lines are shown.
+  const logFile = join(process.env.BENCH_LOG_DIR ?? dir, `${name}.log`);
+  const c = spawn(process.execPath, args, { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', openSync(logFile, 'w'), 'pipe'] });
   c.stderr?.on('data', (d: Buffer) => log(`[${name}] ${d.toString().trimEnd()}`));
+  c.once('exit', (code) => {
+    if (code !== null && code !== 0) log(`[${name}] exited with code ${code}; its last log lines:\n${readFileSync(logFile, 'utf8').slice(-2000).trimEnd()}`);
+  });
   children.push(c);
   return c;
 }
