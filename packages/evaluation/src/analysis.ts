@@ -11,7 +11,7 @@
  */
 import { VARIANTS } from '@vantage/records';
 import { bootstrapDifference, quantileSorted, type Unit } from './bootstrap';
-import { streamFor } from './random';
+import { streamFor } from '@vantage/random';
 import { parseEvaluationRows, type EvaluationRow, type RowProblem } from './rows';
 
 interface AnalysisOptions {

@@ -14,7 +14,6 @@
  * type 7). Replicates whose statistic is undefined (NaN, e.g. a resample
  * without any completed session) are dropped and counted.
  */
-import type { Rand } from './random';
 
 /** Quantile with linear interpolation (type 7) of sorted values; NaN for none. */
 export function quantileSorted(sorted: readonly number[], q: number): number {
@@ -36,7 +35,7 @@ interface BootstrapOptions {
   readonly iterations: number;
   /** e.g. 0.95 */
   readonly confidence: number;
-  readonly rand: Rand;
+  readonly rand: () => number;
 }
 
 interface BootstrapResult {
@@ -56,7 +55,7 @@ export interface Unit {
   readonly matchKey: string | null;
 }
 
-function resample<T>(xs: readonly T[], rand: Rand, out: T[]): T[] {
+function resample<T>(xs: readonly T[], rand: () => number, out: T[]): T[] {
   out.length = 0;
   const n = xs.length;
   for (let i = 0; i < n; i++) out.push(xs[Math.floor(rand() * n)] as T);

@@ -40,7 +40,7 @@
  */
 import { calibrationSessionId } from '@vantage/fitting';
 import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet } from '@vantage/rules';
-import { hash32, shuffled, streamFor } from './random';
+import { hash32, shuffled, streamFor } from '@vantage/random';
 
 export type Role = 'efficient' | 'capable';
 const ROLES: readonly Role[] = ['efficient', 'capable'];

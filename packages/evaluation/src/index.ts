@@ -45,4 +45,3 @@ export { renderEvaluationHtml } from './report-html';
 export { DEFAULT_BACKGROUND_TRAFFIC, backgroundTraffic, formatBackgroundSpec, parseBackgroundSpec } from './background';
 export type { BackgroundTrafficSpec, BackgroundRequestPlan } from './background';
 
-export { hash32, streamFor } from './random';

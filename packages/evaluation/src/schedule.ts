@@ -21,7 +21,7 @@
  * across variants.
  */
 import { VARIANTS, type Variant } from '@vantage/records';
-import { hash32, shuffled, streamFor } from './random';
+import { hash32, shuffled, streamFor } from '@vantage/random';
 import type { BackgroundTrafficSpec } from './background';
 import type { Role } from './calibration-plan';
 

@@ -1,7 +1,7 @@
 // The session bootstrap on cases that can be checked by hand.
 import { describe, expect, it } from 'vitest';
-import { mulberry32 } from '@vantage/random';
-import { bootstrapDifference, isPaired, quantile, quantileSorted, streamFor, type Unit } from '../src/index';
+import { mulberry32, streamFor } from '@vantage/random';
+import { bootstrapDifference, isPaired, quantile, quantileSorted, type Unit } from '../src/index';
 
 interface V extends Unit {
   readonly x: number;

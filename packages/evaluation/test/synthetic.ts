@@ -3,8 +3,8 @@
 // analysis tests, and a synthetic five-variant evaluation with known effects.
 import type { WorkerId } from '@vantage/types';
 import { joinOutcome, outcomeToJsonRow, type CandidateObservation, type DecisionRecord, type JsonRow, type LifecycleEventInput } from '@vantage/records';
-import { mulberry32 } from '@vantage/random';
-import { evaluationSchedule, hash32 } from '../src/index';
+import { hash32, mulberry32 } from '@vantage/random';
+import { evaluationSchedule } from '../src/index';
 
 export const MODELS = { efficient: 'eff-8b', capable: 'cap-70b' } as const;
 
