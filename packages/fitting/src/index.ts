@@ -14,7 +14,7 @@ export {
 } from './rows';
 export type { Role, CalibrationRow, CalibrationPair } from './rows';
 
-export { SPLIT_NAMES, splitConditions, applySplit, findSplitLeaks, allocate } from './splits';
+export { SPLIT_NAMES, splitConditions, applySplit, allocate } from './splits';
 
 export { buildQTable } from './qtable';
 export type { QMeasurement } from './qtable';
