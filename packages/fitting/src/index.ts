@@ -35,5 +35,6 @@ export {
 export { fitAll, FIT_VARIANTS, Q_SOURCES } from './fit';
 export type { FitOptions, FitResult, FitReport } from './fit';
 
-export { escapeHtml, fmt, renderFitReportHtml } from './report-html';
+export { renderFitReportHtml } from './report-html';
+export { escapeHtml, fmt, fmtG, padded, page, svg, table, xTicks } from './html';
 export { DISABLED_R, variantParameterSet } from './variants';
