@@ -6,13 +6,14 @@
 export {
   OUTCOME_COLUMNS,
   CALIBRATION_COLUMNS,
+  parseOutcomeRows,
   calibrationSessionId,
   rowFromOutcomeJson,
   parseCalibrationJsonl,
   validateCalibrationRows,
   pairRows,
 } from './rows';
-export type { Role, CalibrationRow, CalibrationPair } from './rows';
+export type { Role, RowParse, RowsParse, CalibrationRow, CalibrationPair } from './rows';
 
 export { SPLIT_NAMES, splitConditions, applySplit, allocate } from './splits';
 

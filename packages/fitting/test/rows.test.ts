@@ -32,15 +32,7 @@ const base: CalibrationRow = {
 describe('column mapping', () => {
   it('names only columns the outcome flattening writes', () => {
     const names = [
-      OUTCOME_COLUMNS.requestId,
-      OUTCOME_COLUMNS.sessionId,
-      OUTCOME_COLUMNS.status,
-      OUTCOME_COLUMNS.ttftMs,
-      OUTCOME_COLUMNS.background,
-      OUTCOME_COLUMNS.servedPool,
-      OUTCOME_COLUMNS.role,
-      OUTCOME_COLUMNS.model,
-      OUTCOME_COLUMNS.proposal,
+      ...Object.values(OUTCOME_COLUMNS).filter((c) => typeof c === 'string'),
       ...(['efficient', 'capable'] as const).flatMap((r) => Object.values(OUTCOME_COLUMNS.observation(r))),
     ];
     for (const n of names) expect(OUTCOME_CSV_COLUMNS).toContain(n);
