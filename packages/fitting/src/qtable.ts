@@ -45,8 +45,6 @@ interface QBuildOptions {
   readonly fGrid?: readonly number[];
   /** Largest distance of a measured f = K / N from the grid column it counts for. Default 0.005. */
   readonly fTolerance?: number;
-  readonly clampN?: boolean;
-  readonly clampF?: boolean;
 }
 
 export type CellSource = 'measured' | 'interpolated_n' | 'interpolated_f';
@@ -226,8 +224,8 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
       nGrid,
       fGrid,
       valuesMs: values.map((row) => row.map((v) => v as number)),
-      clampN: options.clampN ?? false,
-      clampF: options.clampF ?? false,
+      clampN: false,
+      clampF: false,
     },
     cells,
     offGrid,

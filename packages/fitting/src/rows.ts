@@ -54,15 +54,13 @@ export interface CalibrationRow {
    * Absent means false (contention measurements).
    */
   readonly qSet?: boolean;
-  /** Stage's proposal as recorded; null when the row carried none. */
-  readonly proposal: Role | null;
 }
 
 /** Both candidates measured for one repeat of one condition. */
 export interface CalibrationPair {
   readonly conditionId: string;
   readonly repeat: number;
-  /** Stage's proposal the rules reconsider (efficient unless taken from the rows). */
+  /** Stage's proposal the rules reconsider: calibration measures efficient proposals. */
   readonly proposal: Role;
   readonly efficient: CalibrationRow;
   readonly capable: CalibrationRow;
@@ -265,7 +263,6 @@ export function rowFromOutcomeJson(o: Record<string, unknown>, line: number): Ro
   const p = num(cols.p, true);
   const ttft = num(OUTCOME_COLUMNS.ttftMs, false);
   for (const v of [n, k, r, p, ttft]) if (typeof v === 'string') return { kind: 'problem', message: v };
-  const proposal = o[OUTCOME_COLUMNS.proposal];
   const requestId = o[OUTCOME_COLUMNS.requestId];
   const rr = r as number;
   return {
@@ -285,7 +282,6 @@ export function rowFromOutcomeJson(o: Record<string, unknown>, line: number): Ro
       noBackgroundLoad: ident.id.noBackgroundLoad,
       noContention: ident.id.noBackgroundLoad && rr === 0,
       ...(ident.id.qSet ? { qSet: true } : {}),
-      proposal: isRole(proposal) ? proposal : null,
     },
   };
 }
@@ -365,13 +361,11 @@ interface Pairing {
 }
 
 /**
- * Join both candidates of each (condition, repeat). `proposals: 'efficient'`
- * (the calibration default) treats every pair as an efficient proposal, the
- * only kind the rules reconsider; `'rows'` takes Stage's recorded proposal
- * from the efficient measurement (efficient when it carries none).
- * Output order is by condition id, then repeat: independent of input order.
+ * Join both candidates of each (condition, repeat), each pair an efficient
+ * proposal (the only kind the rules reconsider). Output order is by condition
+ * id, then repeat: independent of input order.
  */
-export function pairRows(rows: readonly CalibrationRow[], proposals: 'efficient' | 'rows' = 'efficient'): Pairing {
+export function pairRows(rows: readonly CalibrationRow[]): Pairing {
   const byKey = new Map<string, { efficient?: CalibrationRow; capable?: CalibrationRow }>();
   for (const r of rows) {
     const key = JSON.stringify([r.conditionId, r.repeat]);
@@ -383,8 +377,7 @@ export function pairRows(rows: readonly CalibrationRow[], proposals: 'efficient'
   const unpaired: CalibrationRow[] = [];
   for (const slot of byKey.values()) {
     if (slot.efficient !== undefined && slot.capable !== undefined) {
-      const proposal = proposals === 'rows' ? (slot.efficient.proposal ?? 'efficient') : 'efficient';
-      pairs.push({ conditionId: slot.efficient.conditionId, repeat: slot.efficient.repeat, proposal, efficient: slot.efficient, capable: slot.capable });
+      pairs.push({ conditionId: slot.efficient.conditionId, repeat: slot.efficient.repeat, proposal: 'efficient', efficient: slot.efficient, capable: slot.capable });
     } else {
       const one = slot.efficient ?? slot.capable;
       if (one !== undefined) unpaired.push(one);

@@ -19,7 +19,6 @@ function row(conditionId: string, repeat: number, role: 'efficient' | 'capable',
     ttftMs: 100,
     noBackgroundLoad: idle,
     noContention: idle,
-    proposal: null,
   };
 }
 
