@@ -281,16 +281,16 @@ function sortedRecord(m: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(m).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
+/** The reasons counted by name; every other one is a fallback (`fallback_*`) or unknown. */
+const NAMED_REASONS: ReadonlyMap<string, 'overrode' | 'kept' | 'stageCapable' | 'baseline'> = new Map([
+  ['overrode', 'overrode'],
+  ['kept', 'kept'],
+  ['stage_capable', 'stageCapable'],
+  ['baseline', 'baseline'],
+]);
+
 function ruleCounts(rows: readonly EvaluationRow[]): RuleCounts {
-  let decisions = 0;
-  let without = 0;
-  let eff = 0;
-  let cap = 0;
-  let couldAct = 0;
-  let overrode = 0;
-  let kept = 0;
-  let stageCapable = 0;
-  let baseline = 0;
+  const n = { decisions: 0, withoutDecision: 0, efficientProposals: 0, capableProposals: 0, couldAct: 0, overrode: 0, kept: 0, stageCapable: 0, baseline: 0 };
   let finalCapable = 0;
   const fallback: Record<string, number> = {};
   const other: Record<string, number> = {};
@@ -298,39 +298,28 @@ function ruleCounts(rows: readonly EvaluationRow[]): RuleCounts {
     if (r.background) continue;
     const d = r.decision;
     if (d === null) {
-      without++;
+      n.withoutDecision++;
       continue;
     }
-    decisions++;
-    if (d.proposal === 'efficient') eff++;
-    else if (d.proposal === 'capable') cap++;
-    if (d.couldAct) couldAct++;
+    n.decisions++;
+    if (d.proposal === 'efficient') n.efficientProposals++;
+    else if (d.proposal === 'capable') n.capableProposals++;
+    if (d.couldAct) n.couldAct++;
     if (d.finalRole === 'capable') finalCapable++;
-    if (d.reason === 'overrode') overrode++;
-    else if (d.reason === 'kept') kept++;
-    else if (d.reason === 'stage_capable') stageCapable++;
-    else if (d.reason === 'baseline') baseline++;
-    else if (d.reason.startsWith('fallback_')) count(fallback, d.reason);
-    else count(other, d.reason);
+    const named = NAMED_REASONS.get(d.reason);
+    if (named !== undefined) n[named]++;
+    else count(d.reason.startsWith('fallback_') ? fallback : other, d.reason);
   }
   const fallbackTotal = Object.values(fallback).reduce((a, b) => a + b, 0);
-  const rate = (x: number): number => (eff === 0 ? NaN : x / eff);
+  const rate = (x: number): number => (n.efficientProposals === 0 ? NaN : x / n.efficientProposals);
   return {
-    decisions,
-    withoutDecision: without,
-    efficientProposals: eff,
-    capableProposals: cap,
-    couldAct,
-    overrode,
-    kept,
-    stageCapable,
-    baseline,
+    ...n,
     fallback: sortedRecord(fallback),
     fallbackTotal,
     other: sortedRecord(other),
     finalCapable,
-    couldActRate: rate(couldAct),
-    overrodeRate: rate(overrode),
+    couldActRate: rate(n.couldAct),
+    overrodeRate: rate(n.overrode),
     fallbackRate: rate(fallbackTotal),
   };
 }
