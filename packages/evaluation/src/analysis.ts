@@ -10,7 +10,8 @@
  * the same analysis.
  */
 import { VARIANTS } from '@vantage/records';
-import { bootstrapDifference, quantileSorted, type Unit } from './bootstrap';
+import { mean, quantileSorted } from '@vantage/fitting';
+import { bootstrapDifference, type Unit } from './bootstrap';
 import { streamFor } from '@vantage/random';
 import { parseEvaluationRows, type EvaluationRow, type RowProblem } from './rows';
 
@@ -256,12 +257,10 @@ const STATS: Readonly<Record<DifferenceMetricId, (units: readonly SessionUnit[])
 
 function distribution(values: readonly number[]): Distribution {
   const s = [...values].sort((a, b) => a - b);
-  let sum = 0;
-  for (const v of s) sum += v;
   const q = (p: number): number => quantileSorted(s, p);
   return {
     n: s.length,
-    mean: s.length === 0 ? NaN : sum / s.length,
+    mean: mean(s),
     min: s.length === 0 ? NaN : (s[0] as number),
     p5: q(0.05),
     p25: q(0.25),

@@ -14,22 +14,7 @@
  * type 7). Replicates whose statistic is undefined (NaN, e.g. a resample
  * without any completed session) are dropped and counted.
  */
-
-/** Quantile with linear interpolation (type 7) of sorted values; NaN for none. */
-export function quantileSorted(sorted: readonly number[], q: number): number {
-  const n = sorted.length;
-  if (n === 0) return NaN;
-  if (!(q >= 0 && q <= 1)) throw new RangeError(`quantile q = ${q} must lie in [0, 1]`);
-  const h = (n - 1) * q;
-  const lo = Math.floor(h);
-  const hi = Math.min(n - 1, lo + 1);
-  const a = sorted[lo] as number;
-  return a + (h - lo) * ((sorted[hi] as number) - a);
-}
-
-export function quantile(xs: readonly number[], q: number): number {
-  return quantileSorted([...xs].sort((a, b) => a - b), q);
-}
+import { quantileSorted } from '@vantage/fitting';
 
 interface BootstrapOptions {
   readonly iterations: number;

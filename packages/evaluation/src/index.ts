@@ -34,7 +34,7 @@ export type {
 
 export { EVALUATION_LABEL_COLUMNS, parseEvaluationRows, parseEvaluationJsonl } from './rows';
 
-export { quantile, quantileSorted, isPaired, bootstrapDifference } from './bootstrap';
+export { isPaired, bootstrapDifference } from './bootstrap';
 export type { Unit } from './bootstrap';
 
 export { analyzeEvaluation } from './analysis';

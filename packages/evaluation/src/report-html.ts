@@ -137,25 +137,21 @@ function ecdf(title: string, unit: string, series: readonly { name: string; valu
 // Rule outcomes: stacked bars of decision reasons.
 // ---------------------------------------------------------------------------
 
-const FIXED_SEGMENTS: readonly { key: string; label: string; color: string }[] = [
-  { key: 'baseline', label: 'baseline (no rule)', color: '#adb5bd' },
-  { key: 'stage_capable', label: 'Stage proposed capable', color: '#74c0fc' },
-  { key: 'kept', label: 'kept (could act, no trigger)', color: '#51cf66' },
-  { key: 'overrode', label: 'overrode → capable', color: '#f76707' },
+const FIXED_SEGMENTS: readonly { key: string; count: 'baseline' | 'stageCapable' | 'kept' | 'overrode'; label: string; color: string }[] = [
+  { key: 'baseline', count: 'baseline', label: 'baseline (no rule)', color: '#adb5bd' },
+  { key: 'stage_capable', count: 'stageCapable', label: 'Stage proposed capable', color: '#74c0fc' },
+  { key: 'kept', count: 'kept', label: 'kept (could act, no trigger)', color: '#51cf66' },
+  { key: 'overrode', count: 'overrode', label: 'overrode → capable', color: '#f76707' },
 ];
 const FALLBACK_COLORS = ['#c92a2a', '#a61e4d', '#862e9c', '#5f3dc4', '#364fc7', '#e03131', '#9c36b5'];
 
 function segmentsOf(v: VariantSummary): { key: string; n: number }[] {
   const r = v.rules;
-  const out = [
-    { key: 'baseline', n: r.baseline },
-    { key: 'stage_capable', n: r.stageCapable },
-    { key: 'kept', n: r.kept },
-    { key: 'overrode', n: r.overrode },
+  return [
+    ...FIXED_SEGMENTS.map((f) => ({ key: f.key, n: r[f.count] })),
+    ...Object.entries(r.fallback).map(([key, n]) => ({ key, n })),
+    ...Object.entries(r.other).map(([k, n]) => ({ key: `other:${k}`, n })),
   ];
-  for (const [k, n] of Object.entries(r.fallback)) out.push({ key: k, n });
-  for (const [k, n] of Object.entries(r.other)) out.push({ key: `other:${k}`, n });
-  return out;
 }
 
 function ruleBars(variants: readonly VariantSummary[]): string {

@@ -23,7 +23,7 @@ export type { QMeasurement } from './qtable';
 export { fitStandardization, ridgeSolve, crossValidateRidge, groupFolds } from './ridge';
 
 export { solveLinear } from './linalg';
-export { percentileNearestRank } from './stats';
+export { mean, percentileNearestRank, quantileSorted } from './stats';
 
 
 export { searchThresholds, countRuleChoice, rankCandidates } from './thresholds';
