@@ -46,6 +46,9 @@ export interface EvaluationRow {
   readonly decision: DecisionFacts | null;
 }
 
+/** The numeric columns of a row: each a finite number >= 0, or null. */
+const NUMBER_COLUMNS = ['arrivalMs', 'endMs', 'ttftMs', 'latencyMs', 'inputTokens', 'uncachedInputTokens', 'routingOverheadUs', 'observeDurationUs', 'decisionDurationUs'] as const;
+
 /** One flattened outcome row. Rows with no variant label (calibration, warm-ups) are skipped. */
 function evaluationRowFromJson(o: Record<string, unknown>, line: number): RowParse<EvaluationRow, 'no_variant'> {
   if (!(C.status in o) || !(C.ttftMs in o) || !(C.requestId in o)) {
@@ -73,8 +76,8 @@ function evaluationRowFromJson(o: Record<string, unknown>, line: number): RowPar
 
   const status = o[C.status];
   if (typeof status !== 'string' || status === '') return { kind: 'problem', message: `${C.status} must be a non-empty string` };
-  const nums: Record<string, number | null> = {};
-  for (const key of ['arrivalMs', 'endMs', 'ttftMs', 'latencyMs', 'inputTokens', 'uncachedInputTokens', 'routingOverheadUs', 'observeDurationUs', 'decisionDurationUs'] as const) {
+  const nums = {} as Record<(typeof NUMBER_COLUMNS)[number], number | null>;
+  for (const key of NUMBER_COLUMNS) {
     const v = o[C[key]];
     if (v === null || v === undefined) nums[key] = null;
     else if (typeof v === 'number' && Number.isFinite(v) && v >= 0) nums[key] = v;
@@ -109,16 +112,8 @@ function evaluationRowFromJson(o: Record<string, unknown>, line: number): RowPar
       matchKey: parsedId?.matchKey ?? null,
       attempt: parsedId?.attempt ?? null,
       status,
-      arrivalMs: nums['arrivalMs'] ?? null,
-      endMs: nums['endMs'] ?? null,
-      ttftMs: nums['ttftMs'] ?? null,
-      latencyMs: nums['latencyMs'] ?? null,
+      ...nums,
       model: typeof served === 'string' ? served : typeof finalModel === 'string' ? finalModel : null,
-      inputTokens: nums['inputTokens'] ?? null,
-      uncachedInputTokens: nums['uncachedInputTokens'] ?? null,
-      routingOverheadUs: nums['routingOverheadUs'] ?? null,
-      observeDurationUs: nums['observeDurationUs'] ?? null,
-      decisionDurationUs: nums['decisionDurationUs'] ?? null,
       decision,
     },
   };
