@@ -39,7 +39,7 @@
  * the background flag) are skipped by it.
  */
 import { calibrationSessionId } from '@vantage/fitting';
-import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet } from '@vantage/rules';
+import { DEFAULT_PARAMETER_SET, validateParameterSet, type ParameterSet } from '@vantage/rules';
 import { hash32, shuffled, streamFor } from '@vantage/random';
 
 export type Role = 'efficient' | 'capable';
@@ -533,13 +533,14 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
  * calibration harness sets to the candidate it measures — is always executed.
  */
 export function calibrationParameterSet(destinationLimit: number, stamp: string): ParameterSet {
-  const doc = JSON.parse(serializeParameterSet(DEFAULT_PARAMETER_SET)) as Record<string, unknown>;
-  doc['variant'] = 'count';
-  doc['version'] = `calibration-${stamp}`;
-  doc['thresholds'] = { r: 1_000_000, p: null };
-  doc['gate'] = { ...DEFAULT_PARAMETER_SET.gate, destinationLimit };
-  doc['provenance'] = { source: 'calibration', note: 'observes both candidates, never overrides (r = 1e6): calibration measures the proposed candidate' };
-  const checked = loadParameterSet(JSON.stringify(doc));
+  const checked = validateParameterSet({
+    ...DEFAULT_PARAMETER_SET,
+    version: `calibration-${stamp}`,
+    variant: 'count',
+    thresholds: { r: 1_000_000, p: null },
+    gate: { ...DEFAULT_PARAMETER_SET.gate, destinationLimit },
+    provenance: { source: 'calibration', note: 'observes both candidates, never overrides (r = 1e6): calibration measures the proposed candidate' },
+  });
   if (!checked.ok) throw new Error(`calibration parameter set is invalid: ${checked.errors.join('; ')}`);
   return checked.value;
 }
