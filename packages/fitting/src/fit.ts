@@ -32,7 +32,7 @@ import {
 } from '@vantage/rules';
 import { fitEstimator, withCoefficients, type EstimatorFit } from './estimator-fit';
 import { calibrateMargin, ESTIMATORS, MARGIN_QUANTILE, simulateEstimatorRule, type Estimator, type MarginFit } from './margins';
-import { buildQTable, DEFAULT_F_TOLERANCE, designGrid, type QCell } from './qtable';
+import { buildQTable, F_TOLERANCE, designGrid, type QCell } from './qtable';
 import { DEFAULT_CV_FOLDS, DEFAULT_LAMBDAS, fitStandardization, type FeatureName } from './ridge';
 import { compareStrings, pairRows, ROLES, validateCalibrationRows, type CalibrationRow, type Role, type RowProblem } from './rows';
 import { applySplit, DEFAULT_FRACTIONS, fractionProblems, SPLIT_NAMES, splitConditions, type SplitFractions, type SplitName } from './splits';
@@ -173,7 +173,6 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const lambdas = DEFAULT_LAMBDAS;
   const cvFolds = DEFAULT_CV_FOLDS;
   const qSource = options.qSource ?? 'qset';
-  const fTolerance = DEFAULT_F_TOLERANCE;
   const gate = options.gate ?? DEFAULT_PARAMETER_SET.gate;
   const progress = options.onProgress ?? (() => {});
   const warnings: string[] = [];
@@ -222,8 +221,8 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     if (qSource === 'qset' && qRows.length < mineQ.length) {
       warnings.push(`${role} Q set: ${mineQ.length - qRows.length} measurement(s) saw booked requests (R > 0) at probe time and are left out of Q`);
     }
-    const grid = designGrid(qSource === 'qset' ? qRows : allQuiet, fTolerance);
-    const q = buildQTable(qRows, { nGrid: grid.nGrid, fGrid: grid.fGrid, fTolerance });
+    const grid = designGrid(qSource === 'qset' ? qRows : allQuiet);
+    const q = buildQTable(qRows, grid);
     if (!q.ok) {
       errors.push(...q.errors.map((e) => `${role} (${name}) Q from ${qSource} no-contention rows: ${e}`));
       continue;
@@ -365,7 +364,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const report: FitReport = {
     seed,
     variant,
-    options: { fractions, lambdas, cvFolds, qSource, fTolerance, proposals: 'efficient', gate, marginQuantile: MARGIN_QUANTILE },
+    options: { fractions, lambdas, cvFolds, qSource, fTolerance: F_TOLERANCE, proposals: 'efficient', gate, marginQuantile: MARGIN_QUANTILE },
     input: { rows: rows.length, pairs: pairs.length, unpairedRows: unpaired.length, conditions, qSetConditions, qSetRows: qSetRows.length },
     splits: Object.fromEntries(
       SPLIT_NAMES.map((s) => [s, { conditionIds: split[s], rows: rowSplits[s].length, pairs: pairSplits[s].length }]),
