@@ -39,10 +39,10 @@
  * the background flag) are skipped by it.
  */
 import { calibrationSessionId } from '@vantage/fitting';
-import { DEFAULT_PARAMETER_SET, validateParameterSet, type ParameterSet } from '@vantage/rules';
+import { DEFAULT_PARAMETER_SET, validateParameterSet, type ParameterSet, type Role } from '@vantage/rules';
 import { hash32, shuffled, streamFor } from '@vantage/random';
 
-export type Role = 'efficient' | 'capable';
+export type { Role } from '@vantage/rules';
 const ROLES: readonly Role[] = ['efficient', 'capable'];
 
 /** Which seed-000 factor a condition varies. */

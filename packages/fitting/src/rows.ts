@@ -15,10 +15,10 @@
  * here by (condition id, repeat).
  */
 import { asRowObject, readJsonRows, type LineObject, type RowProblem } from '@vantage/records';
+import type { Role } from '@vantage/rules';
 
 export type { RowProblem } from '@vantage/records';
-
-export type Role = 'efficient' | 'capable';
+export type { Role } from '@vantage/rules';
 export const ROLES: readonly Role[] = ['efficient', 'capable'];
 
 /** One measured request of the calibration. */
