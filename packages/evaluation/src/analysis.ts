@@ -103,20 +103,6 @@ export interface VariantSummary {
   readonly ttftValues: readonly number[];
 }
 
-export const DIFFERENCE_METRICS = [
-  { id: 'ttft_mean_ms', label: 'Mean TTFT', unit: 'ms', scope: 'sessions' },
-  { id: 'ttft_p90_ms', label: 'p90 TTFT', unit: 'ms', scope: 'sessions' },
-  { id: 'latency_mean_ms', label: 'Mean full-response latency', unit: 'ms', scope: 'sessions' },
-  { id: 'session_completion_mean_ms', label: 'Mean session completion time', unit: 'ms', scope: 'sessions' },
-  { id: 'session_failure_rate', label: 'Sessions with a failed request', unit: 'fraction', scope: 'sessions' },
-  { id: 'uncached_input_per_session', label: 'Uncached input per session', unit: 'tokens', scope: 'sessions' },
-  { id: 'routing_overhead_mean_us', label: 'Mean routing overhead', unit: 'µs', scope: 'sessions' },
-  { id: 'override_rate', label: 'Overrides per efficient proposal', unit: 'fraction', scope: 'sessions' },
-  { id: 'background_ttft_mean_ms', label: 'Competing traffic: mean TTFT', unit: 'ms', scope: 'background' },
-  { id: 'background_ttft_p90_ms', label: 'Competing traffic: p90 TTFT', unit: 'ms', scope: 'background' },
-  { id: 'background_latency_mean_ms', label: 'Competing traffic: mean full-response latency', unit: 'ms', scope: 'background' },
-  { id: 'background_latency_p90_ms', label: 'Competing traffic: p90 full-response latency', unit: 'ms', scope: 'background' },
-] as const;
 export type DifferenceMetricId = (typeof DIFFERENCE_METRICS)[number]['id'];
 
 export interface Difference {
@@ -230,28 +216,31 @@ function meanOf(units: readonly SessionUnit[], value: (u: SessionUnit) => number
   return n === 0 ? NaN : s / n;
 }
 
-const STATS: Readonly<Record<DifferenceMetricId, (units: readonly SessionUnit[]) => number>> = {
-  ttft_mean_ms: (us) => pooledMean(us, (u) => u.ttft),
-  ttft_p90_ms: (us) => pooledQuantile(us, (u) => u.ttft, 0.9),
-  latency_mean_ms: (us) => pooledMean(us, (u) => u.latency),
-  session_completion_mean_ms: (us) => meanOf(us, completionMs),
-  session_failure_rate: (us) => meanOf(us, (u) => (u.completed === u.requests ? 0 : 1)),
-  uncached_input_per_session: (us) => meanOf(us, (u) => (u.uncachedMissing === 0 ? u.uncached : null)),
-  routing_overhead_mean_us: (us) => pooledMean(us, (u) => u.overheadUs),
-  override_rate: (us) => {
-    let p = 0;
-    let o = 0;
-    for (const u of us) {
-      p += u.efficientProposals;
-      o += u.overrides;
-    }
-    return p === 0 ? NaN : o / p;
-  },
-  background_ttft_mean_ms: (us) => pooledMean(us, (u) => u.ttft),
-  background_ttft_p90_ms: (us) => pooledQuantile(us, (u) => u.ttft, 0.9),
-  background_latency_mean_ms: (us) => pooledMean(us, (u) => u.latency),
-  background_latency_p90_ms: (us) => pooledQuantile(us, (u) => u.latency, 0.9),
-};
+/** Each difference the analysis reports, with the statistic of one arm's units it is taken of. */
+export const DIFFERENCE_METRICS = [
+  { id: 'ttft_mean_ms', label: 'Mean TTFT', unit: 'ms', scope: 'sessions', stat: (us) => pooledMean(us, (u) => u.ttft) },
+  { id: 'ttft_p90_ms', label: 'p90 TTFT', unit: 'ms', scope: 'sessions', stat: (us) => pooledQuantile(us, (u) => u.ttft, 0.9) },
+  { id: 'latency_mean_ms', label: 'Mean full-response latency', unit: 'ms', scope: 'sessions', stat: (us) => pooledMean(us, (u) => u.latency) },
+  { id: 'session_completion_mean_ms', label: 'Mean session completion time', unit: 'ms', scope: 'sessions', stat: (us) => meanOf(us, completionMs) },
+  { id: 'session_failure_rate', label: 'Sessions with a failed request', unit: 'fraction', scope: 'sessions', stat: (us) => meanOf(us, (u) => (u.completed === u.requests ? 0 : 1)) },
+  { id: 'uncached_input_per_session', label: 'Uncached input per session', unit: 'tokens', scope: 'sessions', stat: (us) => meanOf(us, (u) => (u.uncachedMissing === 0 ? u.uncached : null)) },
+  { id: 'routing_overhead_mean_us', label: 'Mean routing overhead', unit: 'µs', scope: 'sessions', stat: (us) => pooledMean(us, (u) => u.overheadUs) },
+  { id: 'override_rate', label: 'Overrides per efficient proposal', unit: 'fraction', scope: 'sessions', stat: overrideRate },
+  { id: 'background_ttft_mean_ms', label: 'Competing traffic: mean TTFT', unit: 'ms', scope: 'background', stat: (us) => pooledMean(us, (u) => u.ttft) },
+  { id: 'background_ttft_p90_ms', label: 'Competing traffic: p90 TTFT', unit: 'ms', scope: 'background', stat: (us) => pooledQuantile(us, (u) => u.ttft, 0.9) },
+  { id: 'background_latency_mean_ms', label: 'Competing traffic: mean full-response latency', unit: 'ms', scope: 'background', stat: (us) => pooledMean(us, (u) => u.latency) },
+  { id: 'background_latency_p90_ms', label: 'Competing traffic: p90 full-response latency', unit: 'ms', scope: 'background', stat: (us) => pooledQuantile(us, (u) => u.latency, 0.9) },
+] as const satisfies readonly { id: string; label: string; unit: string; scope: 'sessions' | 'background'; stat: (units: readonly SessionUnit[]) => number }[];
+
+function overrideRate(us: readonly SessionUnit[]): number {
+  let p = 0;
+  let o = 0;
+  for (const u of us) {
+    p += u.efficientProposals;
+    o += u.overrides;
+  }
+  return p === 0 ? NaN : o / p;
+}
 
 // ---------------------------------------------------------------------------
 
@@ -464,7 +453,7 @@ export function analyzeEvaluation(rows: readonly unknown[] | { readonly rows: re
         const pick = m.scope === 'background' ? bgUnits : fgUnits;
         const a = pick.get(v) ?? [];
         const b = pick.get(baselineName) ?? [];
-        const stat = STATS[m.id];
+        const stat = m.stat;
         const res = bootstrapDifference(a, b, stat, { iterations, confidence, rand: streamFor(seed, 'bootstrap', m.id, v, baselineName) });
         differences.push({
           metric: m.id,
