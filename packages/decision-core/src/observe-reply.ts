@@ -6,7 +6,7 @@ import type { PoolObservation } from '@vantage/observation';
 import type { ObserveReply, WorkerObservation as WireWorker } from '@vantage/protocol';
 
 /** What the reply carries besides the observation itself. */
-export interface ReplyMeta {
+interface ReplyMeta {
   readonly nowMs: number;
   readonly queryDurationUs: number;
   readonly restoredAtMs: number | null;
