@@ -7,11 +7,10 @@ export {
   plus,
   round3,
   r3,
-  type Mutable,
   type MapOptions,
   type ProbeResult,
   type ProbeTarget,
 } from './probe';
-export { probeRoles, decideRoute, gateChecks, buildDecisionRecord, type RouteDecisionInput, type DecisionRecordInput } from './record';
+export { probeRoles, decideRoute, gateChecks, buildDecisionRecord } from './record';
 export { RECORD_REASON, RECORD_VARIANT, replyReason } from './vocabulary';
-export { observeReplyOf, dynamoChoiceOf, choiceOf, policyName, type ReplyMeta } from './observe-reply';
+export { observeReplyOf } from './observe-reply';

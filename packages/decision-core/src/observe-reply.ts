@@ -6,7 +6,7 @@ import type { PoolObservation } from '@vantage/observation';
 import type { ObserveReply, WorkerObservation as WireWorker } from '@vantage/protocol';
 
 /** What the reply carries besides the observation itself. */
-export interface ReplyMeta {
+interface ReplyMeta {
   readonly nowMs: number;
   readonly queryDurationUs: number;
   readonly restoredAtMs: number | null;
@@ -79,24 +79,21 @@ export function observeReplyOf(o: PoolObservation, meta: ReplyMeta): ObserveRepl
   };
 }
 
-export function dynamoChoiceOf(o: PoolObservation): ObserveReply['dynamoChoice'] {
-  return choiceOf(o.selection, o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null);
-}
-
 /**
- * `dynamoChoiceOf` from a selection and the chosen worker's cost. The policy's params are the chosen
- * score's own terms record, not a copy: every caller encodes it before the next selection.
+ * The worker Dynamo's cost chose, with that cost. The policy's params are the chosen score's own
+ * terms record, not a copy: every caller encodes it before the next selection.
  */
-export function choiceOf(selection: PoolObservation['selection'], cost: number | null | undefined): ObserveReply['dynamoChoice'] {
-  const chosen = selection.chosen;
+function dynamoChoiceOf(o: PoolObservation): ObserveReply['dynamoChoice'] {
+  const chosen = o.selection.chosen;
+  const cost = o.chosenIndex >= 0 ? o.costs[o.chosenIndex] : null;
   if (!chosen || cost === null || cost === undefined) return null;
-  const s = selection.scores[chosen.index];
-  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: policyName(selection.reason), params: s ? s.terms : {} } };
+  const s = o.selection.scores[chosen.index];
+  return { workerId: chosen.workerId, dpRank: chosen.dpRank, cost, policy: { name: policyName(o.selection.reason), params: s ? s.terms : {} } };
 }
 
 /** `kv_router:<reason>`, one string per reason (the reply's writer then finds its bytes by identity). */
 const policyNames = new Map<string, string>();
-export function policyName(reason: string): string {
+function policyName(reason: string): string {
   let name = policyNames.get(reason);
   if (name === undefined) policyNames.set(reason, (name = `kv_router:${reason}`));
   return name;

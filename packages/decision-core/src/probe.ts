@@ -67,7 +67,6 @@ export function decodeObserveReply(data: Uint8Array): { ok: true; reply: Observe
   return { ok: true, reply: { ...reply, workers: worker === null ? [] : [worker] }, worker };
 }
 
-
 export interface MapOptions {
   /** Decision time minus the time the query was sent, ms: the collection age the gate compares with maxAgeMs. */
   readonly collectionAgeMs: number;
@@ -137,9 +136,7 @@ export function toCandidateReport(t: ProbeTarget, p: ProbeResult, o: MapOptions)
 }
 
 // Objects here are written member by member, without object spreads (`{ ...x, more }`): this runs on every route.
-
-// Objects here are written member by member, without object spreads (`{ ...x, more }`): this runs on every route.
-export type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 function diagnosticsOf(reply: ObserveReply, worker: WorkerObservation, age: number, rttUs: number): CandidateDiagnostics {
   const d: Mutable<CandidateDiagnostics> = {};

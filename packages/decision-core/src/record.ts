@@ -21,7 +21,7 @@ export function probeRoles(params: ParameterSet, proposal: Role): readonly Role[
   return params.variant === 'stage' ? [proposal] : ROLES;
 }
 
-export interface RouteDecisionInput {
+interface RouteDecisionInput {
   readonly proposal: Role;
   readonly targets: Readonly<Record<Role, ProbeTarget>>;
   /** The probes made (`probeRoles`); an absent one is reported unavailable to the rules. */
@@ -40,7 +40,7 @@ export function decideRoute(x: RouteDecisionInput, params: ParameterSet): Decisi
   return decide({ proposal: x.proposal, efficient: report('efficient'), capable: report('capable'), localCapableInFlight: x.localCapableInFlight }, params);
 }
 
-export interface DecisionRecordInput extends RouteDecisionInput {
+interface DecisionRecordInput extends RouteDecisionInput {
   readonly recordId: string;
   readonly requestId: string;
   readonly sessionId: string;

@@ -10,8 +10,9 @@
  * the same analysis.
  */
 import { VARIANTS } from '@vantage/records';
-import { bootstrapDifference, quantileSorted, type Unit } from './bootstrap';
-import { streamFor } from './random';
+import { mean, quantileSorted } from '@vantage/fitting';
+import { bootstrapDifference, type Unit } from './bootstrap';
+import { streamFor } from '@vantage/random';
 import { parseEvaluationRows, type EvaluationRow, type RowProblem } from './rows';
 
 interface AnalysisOptions {
@@ -102,20 +103,6 @@ export interface VariantSummary {
   readonly ttftValues: readonly number[];
 }
 
-export const DIFFERENCE_METRICS = [
-  { id: 'ttft_mean_ms', label: 'Mean TTFT', unit: 'ms', scope: 'sessions' },
-  { id: 'ttft_p90_ms', label: 'p90 TTFT', unit: 'ms', scope: 'sessions' },
-  { id: 'latency_mean_ms', label: 'Mean full-response latency', unit: 'ms', scope: 'sessions' },
-  { id: 'session_completion_mean_ms', label: 'Mean session completion time', unit: 'ms', scope: 'sessions' },
-  { id: 'session_failure_rate', label: 'Sessions with a failed request', unit: 'fraction', scope: 'sessions' },
-  { id: 'uncached_input_per_session', label: 'Uncached input per session', unit: 'tokens', scope: 'sessions' },
-  { id: 'routing_overhead_mean_us', label: 'Mean routing overhead', unit: 'µs', scope: 'sessions' },
-  { id: 'override_rate', label: 'Overrides per efficient proposal', unit: 'fraction', scope: 'sessions' },
-  { id: 'background_ttft_mean_ms', label: 'Competing traffic: mean TTFT', unit: 'ms', scope: 'background' },
-  { id: 'background_ttft_p90_ms', label: 'Competing traffic: p90 TTFT', unit: 'ms', scope: 'background' },
-  { id: 'background_latency_mean_ms', label: 'Competing traffic: mean full-response latency', unit: 'ms', scope: 'background' },
-  { id: 'background_latency_p90_ms', label: 'Competing traffic: p90 full-response latency', unit: 'ms', scope: 'background' },
-] as const;
 export type DifferenceMetricId = (typeof DIFFERENCE_METRICS)[number]['id'];
 
 export interface Difference {
@@ -229,39 +216,40 @@ function meanOf(units: readonly SessionUnit[], value: (u: SessionUnit) => number
   return n === 0 ? NaN : s / n;
 }
 
-const STATS: Readonly<Record<DifferenceMetricId, (units: readonly SessionUnit[]) => number>> = {
-  ttft_mean_ms: (us) => pooledMean(us, (u) => u.ttft),
-  ttft_p90_ms: (us) => pooledQuantile(us, (u) => u.ttft, 0.9),
-  latency_mean_ms: (us) => pooledMean(us, (u) => u.latency),
-  session_completion_mean_ms: (us) => meanOf(us, completionMs),
-  session_failure_rate: (us) => meanOf(us, (u) => (u.completed === u.requests ? 0 : 1)),
-  uncached_input_per_session: (us) => meanOf(us, (u) => (u.uncachedMissing === 0 ? u.uncached : null)),
-  routing_overhead_mean_us: (us) => pooledMean(us, (u) => u.overheadUs),
-  override_rate: (us) => {
-    let p = 0;
-    let o = 0;
-    for (const u of us) {
-      p += u.efficientProposals;
-      o += u.overrides;
-    }
-    return p === 0 ? NaN : o / p;
-  },
-  background_ttft_mean_ms: (us) => pooledMean(us, (u) => u.ttft),
-  background_ttft_p90_ms: (us) => pooledQuantile(us, (u) => u.ttft, 0.9),
-  background_latency_mean_ms: (us) => pooledMean(us, (u) => u.latency),
-  background_latency_p90_ms: (us) => pooledQuantile(us, (u) => u.latency, 0.9),
-};
+/** Each difference the analysis reports, with the statistic of one arm's units it is taken of. */
+export const DIFFERENCE_METRICS = [
+  { id: 'ttft_mean_ms', label: 'Mean TTFT', unit: 'ms', scope: 'sessions', stat: (us) => pooledMean(us, (u) => u.ttft) },
+  { id: 'ttft_p90_ms', label: 'p90 TTFT', unit: 'ms', scope: 'sessions', stat: (us) => pooledQuantile(us, (u) => u.ttft, 0.9) },
+  { id: 'latency_mean_ms', label: 'Mean full-response latency', unit: 'ms', scope: 'sessions', stat: (us) => pooledMean(us, (u) => u.latency) },
+  { id: 'session_completion_mean_ms', label: 'Mean session completion time', unit: 'ms', scope: 'sessions', stat: (us) => meanOf(us, completionMs) },
+  { id: 'session_failure_rate', label: 'Sessions with a failed request', unit: 'fraction', scope: 'sessions', stat: (us) => meanOf(us, (u) => (u.completed === u.requests ? 0 : 1)) },
+  { id: 'uncached_input_per_session', label: 'Uncached input per session', unit: 'tokens', scope: 'sessions', stat: (us) => meanOf(us, (u) => (u.uncachedMissing === 0 ? u.uncached : null)) },
+  { id: 'routing_overhead_mean_us', label: 'Mean routing overhead', unit: 'µs', scope: 'sessions', stat: (us) => pooledMean(us, (u) => u.overheadUs) },
+  { id: 'override_rate', label: 'Overrides per efficient proposal', unit: 'fraction', scope: 'sessions', stat: overrideRate },
+  { id: 'background_ttft_mean_ms', label: 'Competing traffic: mean TTFT', unit: 'ms', scope: 'background', stat: (us) => pooledMean(us, (u) => u.ttft) },
+  { id: 'background_ttft_p90_ms', label: 'Competing traffic: p90 TTFT', unit: 'ms', scope: 'background', stat: (us) => pooledQuantile(us, (u) => u.ttft, 0.9) },
+  { id: 'background_latency_mean_ms', label: 'Competing traffic: mean full-response latency', unit: 'ms', scope: 'background', stat: (us) => pooledMean(us, (u) => u.latency) },
+  { id: 'background_latency_p90_ms', label: 'Competing traffic: p90 full-response latency', unit: 'ms', scope: 'background', stat: (us) => pooledQuantile(us, (u) => u.latency, 0.9) },
+] as const satisfies readonly { id: string; label: string; unit: string; scope: 'sessions' | 'background'; stat: (units: readonly SessionUnit[]) => number }[];
+
+function overrideRate(us: readonly SessionUnit[]): number {
+  let p = 0;
+  let o = 0;
+  for (const u of us) {
+    p += u.efficientProposals;
+    o += u.overrides;
+  }
+  return p === 0 ? NaN : o / p;
+}
 
 // ---------------------------------------------------------------------------
 
 function distribution(values: readonly number[]): Distribution {
   const s = [...values].sort((a, b) => a - b);
-  let sum = 0;
-  for (const v of s) sum += v;
   const q = (p: number): number => quantileSorted(s, p);
   return {
     n: s.length,
-    mean: s.length === 0 ? NaN : sum / s.length,
+    mean: mean(s),
     min: s.length === 0 ? NaN : (s[0] as number),
     p5: q(0.05),
     p25: q(0.25),
@@ -281,16 +269,16 @@ function sortedRecord(m: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(m).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
+/** The reasons counted by name; every other one is a fallback (`fallback_*`) or unknown. */
+const NAMED_REASONS: ReadonlyMap<string, 'overrode' | 'kept' | 'stageCapable' | 'baseline'> = new Map([
+  ['overrode', 'overrode'],
+  ['kept', 'kept'],
+  ['stage_capable', 'stageCapable'],
+  ['baseline', 'baseline'],
+]);
+
 function ruleCounts(rows: readonly EvaluationRow[]): RuleCounts {
-  let decisions = 0;
-  let without = 0;
-  let eff = 0;
-  let cap = 0;
-  let couldAct = 0;
-  let overrode = 0;
-  let kept = 0;
-  let stageCapable = 0;
-  let baseline = 0;
+  const n = { decisions: 0, withoutDecision: 0, efficientProposals: 0, capableProposals: 0, couldAct: 0, overrode: 0, kept: 0, stageCapable: 0, baseline: 0 };
   let finalCapable = 0;
   const fallback: Record<string, number> = {};
   const other: Record<string, number> = {};
@@ -298,39 +286,28 @@ function ruleCounts(rows: readonly EvaluationRow[]): RuleCounts {
     if (r.background) continue;
     const d = r.decision;
     if (d === null) {
-      without++;
+      n.withoutDecision++;
       continue;
     }
-    decisions++;
-    if (d.proposal === 'efficient') eff++;
-    else if (d.proposal === 'capable') cap++;
-    if (d.couldAct) couldAct++;
+    n.decisions++;
+    if (d.proposal === 'efficient') n.efficientProposals++;
+    else if (d.proposal === 'capable') n.capableProposals++;
+    if (d.couldAct) n.couldAct++;
     if (d.finalRole === 'capable') finalCapable++;
-    if (d.reason === 'overrode') overrode++;
-    else if (d.reason === 'kept') kept++;
-    else if (d.reason === 'stage_capable') stageCapable++;
-    else if (d.reason === 'baseline') baseline++;
-    else if (d.reason.startsWith('fallback_')) count(fallback, d.reason);
-    else count(other, d.reason);
+    const named = NAMED_REASONS.get(d.reason);
+    if (named !== undefined) n[named]++;
+    else count(d.reason.startsWith('fallback_') ? fallback : other, d.reason);
   }
   const fallbackTotal = Object.values(fallback).reduce((a, b) => a + b, 0);
-  const rate = (x: number): number => (eff === 0 ? NaN : x / eff);
+  const rate = (x: number): number => (n.efficientProposals === 0 ? NaN : x / n.efficientProposals);
   return {
-    decisions,
-    withoutDecision: without,
-    efficientProposals: eff,
-    capableProposals: cap,
-    couldAct,
-    overrode,
-    kept,
-    stageCapable,
-    baseline,
+    ...n,
     fallback: sortedRecord(fallback),
     fallbackTotal,
     other: sortedRecord(other),
     finalCapable,
-    couldActRate: rate(couldAct),
-    overrodeRate: rate(overrode),
+    couldActRate: rate(n.couldAct),
+    overrodeRate: rate(n.overrode),
     fallbackRate: rate(fallbackTotal),
   };
 }
@@ -476,7 +453,7 @@ export function analyzeEvaluation(rows: readonly unknown[] | { readonly rows: re
         const pick = m.scope === 'background' ? bgUnits : fgUnits;
         const a = pick.get(v) ?? [];
         const b = pick.get(baselineName) ?? [];
-        const stat = STATS[m.id];
+        const stat = m.stat;
         const res = bootstrapDifference(a, b, stat, { iterations, confidence, rand: streamFor(seed, 'bootstrap', m.id, v, baselineName) });
         differences.push({
           metric: m.id,

@@ -18,7 +18,7 @@
  * `background: true` with their `arrivalMs`.
  */
 import type { Role } from './calibration-plan';
-import { hash32, streamFor } from './random';
+import { hash32, streamFor } from '@vantage/random';
 
 export interface BackgroundTrafficSpec {
   /** Independent streams (the bootstrap's units for competing traffic). */

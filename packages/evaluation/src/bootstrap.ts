@@ -14,29 +14,13 @@
  * type 7). Replicates whose statistic is undefined (NaN, e.g. a resample
  * without any completed session) are dropped and counted.
  */
-import type { Rand } from './random';
-
-/** Quantile with linear interpolation (type 7) of sorted values; NaN for none. */
-export function quantileSorted(sorted: readonly number[], q: number): number {
-  const n = sorted.length;
-  if (n === 0) return NaN;
-  if (!(q >= 0 && q <= 1)) throw new RangeError(`quantile q = ${q} must lie in [0, 1]`);
-  const h = (n - 1) * q;
-  const lo = Math.floor(h);
-  const hi = Math.min(n - 1, lo + 1);
-  const a = sorted[lo] as number;
-  return a + (h - lo) * ((sorted[hi] as number) - a);
-}
-
-export function quantile(xs: readonly number[], q: number): number {
-  return quantileSorted([...xs].sort((a, b) => a - b), q);
-}
+import { quantileSorted } from '@vantage/fitting';
 
 interface BootstrapOptions {
   readonly iterations: number;
   /** e.g. 0.95 */
   readonly confidence: number;
-  readonly rand: Rand;
+  readonly rand: () => number;
 }
 
 interface BootstrapResult {
@@ -56,7 +40,7 @@ export interface Unit {
   readonly matchKey: string | null;
 }
 
-function resample<T>(xs: readonly T[], rand: Rand, out: T[]): T[] {
+function resample<T>(xs: readonly T[], rand: () => number, out: T[]): T[] {
   out.length = 0;
   const n = xs.length;
   for (let i = 0; i < n; i++) out.push(xs[Math.floor(rand() * n)] as T);

@@ -39,10 +39,10 @@
  * the background flag) are skipped by it.
  */
 import { calibrationSessionId } from '@vantage/fitting';
-import { DEFAULT_PARAMETER_SET, loadParameterSet, serializeParameterSet, type ParameterSet } from '@vantage/rules';
-import { hash32, shuffled, streamFor } from './random';
+import { DEFAULT_PARAMETER_SET, validateParameterSet, type ParameterSet, type Role } from '@vantage/rules';
+import { hash32, shuffled, streamFor } from '@vantage/random';
 
-export type Role = 'efficient' | 'capable';
+export type { Role } from '@vantage/rules';
 const ROLES: readonly Role[] = ['efficient', 'capable'];
 
 /** Which seed-000 factor a condition varies. */
@@ -291,21 +291,14 @@ interface CalibrationPlanOptions {
   readonly blockSize?: number;
   /** The gate's destination limit of the runs to be evaluated (default: rules' development gate). */
   readonly destinationLimit?: number;
-  readonly cost?: CostModel;
 }
 
 /**
  * A rough cost model for the plan's duration budget (not a prediction of
- * TTFT): prefill time of one uncached prompt (Dynamo mocker's polynomial by
- * default), one decode step, and a settle gap between runs.
+ * TTFT): prefill time of one uncached prompt (Dynamo mocker's polynomial),
+ * one decode step, and a settle gap between runs.
  */
-interface CostModel {
-  prefillMs(tokens: number): number;
-  readonly decodeStepMs: number;
-  readonly settleMs: number;
-}
-
-const DEFAULT_COST_MODEL: CostModel = Object.freeze({
+const COST = Object.freeze({
   prefillMs: (t: number): number => (t <= 0 ? 0 : 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142),
   decodeStepMs: 30,
   settleMs: 500,
@@ -331,7 +324,7 @@ export interface CalibrationPlan {
     readonly backgroundRequests: number;
     readonly byFactor: Readonly<Record<CalibrationFactor, number>>;
   };
-  /** Sum of `estimateRunMs` over all runs with the plan's cost model. */
+  /** Sum of `estimateRunMs` over all runs. */
   readonly estimatedDurationMs: number;
 }
 
@@ -354,8 +347,8 @@ function probeOf(n: number, f: number, osl: number, blockSize: number): ProbeSpe
   return { promptTokens: n, prefixTokens: k, cachedFraction: f, outputTokens: osl };
 }
 
-/** Rough wall time of one repeat of a condition (see `CostModel`). */
-function estimateRunMs(c: CalibrationCondition, cost: CostModel = DEFAULT_COST_MODEL): number {
+/** Rough wall time of one repeat of a condition (see `COST`). */
+function estimateRunMs(c: CalibrationCondition, cost = COST): number {
   const warm = c.probe.prefixTokens > 0 ? cost.prefillMs(c.probe.prefixTokens) + cost.decodeStepMs : 0;
   let pre = 0;
   let end = 0;
@@ -384,7 +377,6 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
   const blockSize = options.blockSize ?? 16;
   const limit = options.destinationLimit ?? DEFAULT_PARAMETER_SET.gate.destinationLimit;
   const repeats = options.repeats ?? spec.repeats;
-  const cost = options.cost ?? DEFAULT_COST_MODEL;
   const osl = spec.probeOutputTokens;
   if (!Number.isInteger(repeats) || repeats < 1) throw new RangeError(`repeats must be a positive integer, got ${repeats}`);
   if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
@@ -394,7 +386,24 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
   if (!g.cachedFractions.includes(0)) throw new RangeError('the Q grid needs f = 0 (the cache-blind estimator reads Q(N, 0))');
   if (spec.loadedProbes.length === 0) throw new RangeError('loadedProbes is empty');
 
-  const drafts: (Omit<CalibrationCondition, 'runs' | 'repeats' | 'measure' | 'warm'> & { readonly warm?: readonly Role[] })[] = [];
+  type Draft = Omit<CalibrationCondition, 'runs' | 'repeats' | 'measure' | 'warm'> & { readonly warm?: readonly Role[] };
+  const drafts: Draft[] = [];
+  /** One condition; no background load exactly when `background` is empty, and only the no-contention grid is the Q set. */
+  const add = (id: string, factor: CalibrationFactor, description: string, probe: ProbeSpec, background: readonly BackgroundLoadSpec[], more: Partial<Pick<Draft, 'probeTiming' | 'contrastGroup' | 'atDestinationLimit' | 'warm'>> = {}): void => {
+    drafts.push({
+      id,
+      factor,
+      description,
+      noBackgroundLoad: background.length === 0,
+      qSet: factor === 'no_contention',
+      probe,
+      background,
+      probeTiming: more.probeTiming ?? 'immediate',
+      contrastGroup: more.contrastGroup ?? null,
+      atDestinationLimit: more.atDestinationLimit ?? false,
+      ...(more.warm === undefined ? {} : { warm: more.warm }),
+    });
+  };
   const bg = (pool: Role, count: number, promptTokens: number, outputTokens: number): BackgroundLoadSpec => {
     if (!Number.isInteger(count) || count < 1) throw new RangeError(`background count ${count} must be a positive integer`);
     return { pool, placement: 'probe_candidate_worker', count, promptTokens, uncached: true, outputTokens };
@@ -410,18 +419,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
   for (const n of g.promptTokens) {
     for (const f of g.cachedFractions) {
       const probe = probeOf(n, f, osl, blockSize);
-      drafts.push({
-        id: `nc-${probeTag(probe)}`,
-        factor: 'no_contention',
-        description: `Q-table point: N ${n}, f ${fmtF(f)}, no background load`,
-        noBackgroundLoad: true,
-        qSet: true,
-        probe,
-        background: [],
-        probeTiming: 'immediate',
-        contrastGroup: null,
-        atDestinationLimit: false,
-      });
+      add(`nc-${probeTag(probe)}`, 'no_contention', `Q-table point: N ${n}, f ${fmtF(f)}, no background load`, probe, []);
     }
   }
   const zeroShapes = [...spec.loadedProbes, ...(spec.zeroLoadProbes ?? [])].filter(
@@ -429,18 +427,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
   );
   for (const s of zeroShapes) {
     const probe = probeOf(s.promptTokens, s.cachedFraction, osl, blockSize);
-    drafts.push({
-      id: `zero-${probeTag(probe)}`,
-      factor: 'zero_load',
-      description: `contention condition at zero load: the loaded probe N ${probe.promptTokens}, f ${fmtF(probe.cachedFraction)} with no background`,
-      noBackgroundLoad: true,
-      qSet: false,
-      probe,
-      background: [],
-      probeTiming: 'immediate',
-      contrastGroup: null,
-      atDestinationLimit: false,
-    });
+    add(`zero-${probeTag(probe)}`, 'zero_load', `contention condition at zero load: the loaded probe N ${probe.promptTokens}, f ${fmtF(probe.cachedFraction)} with no background`, probe, []);
   }
   for (const pool of spec.prefill.pools) {
     for (const count of spec.prefill.counts) {
@@ -448,19 +435,14 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
         for (const probe of probesFor()) {
           const cold = spec.prefill.coldCapable === true && pool === 'efficient' && probe.prefixTokens > 0 ? [false, true] : [false];
           for (const capableCold of cold) {
-            drafts.push({
-              id: `pf-${pool}-c${count}-l${len}-${probeTag(probe)}${capableCold ? '-capcold' : ''}`,
-              factor: 'prefill_contention',
-              description: `${count} uncached ${len}-token prompts booked on the ${pool} candidate's worker; probe while they prefill${capableCold ? '; prefix warmed on the efficient candidate only (capable cold)' : ''}`,
-              noBackgroundLoad: false,
-              qSet: false,
+            add(
+              `pf-${pool}-c${count}-l${len}-${probeTag(probe)}${capableCold ? '-capcold' : ''}`,
+              'prefill_contention',
+              `${count} uncached ${len}-token prompts booked on the ${pool} candidate's worker; probe while they prefill${capableCold ? '; prefix warmed on the efficient candidate only (capable cold)' : ''}`,
               probe,
-              background: [bg(pool, count, len, spec.prefill.outputTokens)],
-              probeTiming: 'immediate',
-              contrastGroup: null,
-              atDestinationLimit: false,
-              ...(capableCold ? { warm: ['efficient'] as const } : {}),
-            });
+              [bg(pool, count, len, spec.prefill.outputTokens)],
+              capableCold ? { warm: ['efficient'] } : {},
+            );
           }
         }
       }
@@ -470,41 +452,21 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
     for (const count of spec.generation.counts) {
       for (const out of spec.generation.outputTokens) {
         for (const probe of probesFor()) {
-          drafts.push({
-            id: `gen-${pool}-c${count}-o${out}-${probeTag(probe)}`,
-            factor: 'generation_contention',
-            description: `${count} requests generating ${out} tokens on the ${pool} candidate's worker; probe once all are decoding`,
-            noBackgroundLoad: false,
-            qSet: false,
-            probe,
-            background: [bg(pool, count, spec.generation.promptTokens, out)],
-            probeTiming: 'after_background_first_tokens',
-            contrastGroup: null,
-            atDestinationLimit: false,
-          });
+          const description = `${count} requests generating ${out} tokens on the ${pool} candidate's worker; probe once all are decoding`;
+          add(`gen-${pool}-c${count}-o${out}-${probeTag(probe)}`, 'generation_contention', description, probe, [bg(pool, count, spec.generation.promptTokens, out)], { probeTiming: 'after_background_first_tokens' });
         }
       }
     }
   }
   for (const count of spec.contrast.counts) {
     for (const probe of probesFor()) {
-      const group = `contrast-c${count}-${probeTag(probe)}`;
+      const contrastGroup = `contrast-c${count}-${probeTag(probe)}`;
       for (const [kind, out] of [
         ['short', spec.contrast.shortOutputTokens],
         ['long', spec.contrast.longOutputTokens],
       ] as const) {
-        drafts.push({
-          id: `gl-${kind}-c${count}-o${out}-${probeTag(probe)}`,
-          factor: 'generation_length_contrast',
-          description: `${count} background requests about to finish (${kind === 'short' ? 'short' : 'long'} generations, ${out} tokens) on the efficient worker; same count and prompts as its pair`,
-          noBackgroundLoad: false,
-          qSet: false,
-          probe,
-          background: [bg('efficient', count, spec.contrast.promptTokens, out)],
-          probeTiming: 'after_background_first_tokens',
-          contrastGroup: group,
-          atDestinationLimit: false,
-        });
+        const description = `${count} background requests about to finish (${kind} generations, ${out} tokens) on the efficient worker; same count and prompts as its pair`;
+        add(`gl-${kind}-c${count}-o${out}-${probeTag(probe)}`, 'generation_length_contrast', description, probe, [bg('efficient', count, spec.contrast.promptTokens, out)], { probeTiming: 'after_background_first_tokens', contrastGroup });
       }
     }
   }
@@ -512,18 +474,14 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
   for (const level of spec.busyCapable.counts) {
     const count = level === 'limit' ? limit : level;
     for (const probe of probesFor()) {
-      drafts.push({
-        id: `busy-cap-c${count}${level === 'limit' ? '-limit' : ''}-${probeTag(probe)}`,
-        factor: 'busy_capable',
-        description: `capable worker busy with ${count} requests${count >= limit ? ` (at the gate's destination limit ${limit})` : ''}; efficient loaded with ${e.count} long prompts`,
-        noBackgroundLoad: false,
-        qSet: false,
+      add(
+        `busy-cap-c${count}${level === 'limit' ? '-limit' : ''}-${probeTag(probe)}`,
+        'busy_capable',
+        `capable worker busy with ${count} requests${count >= limit ? ` (at the gate's destination limit ${limit})` : ''}; efficient loaded with ${e.count} long prompts`,
         probe,
-        background: [bg('capable', count, spec.busyCapable.promptTokens, spec.busyCapable.outputTokens), bg('efficient', e.count, e.promptTokens, e.outputTokens)],
-        probeTiming: 'immediate',
-        contrastGroup: null,
-        atDestinationLimit: count >= limit,
-      });
+        [bg('capable', count, spec.busyCapable.promptTokens, spec.busyCapable.outputTokens), bg('efficient', e.count, e.promptTokens, e.outputTokens)],
+        { atDestinationLimit: count >= limit },
+      );
     }
   }
 
@@ -565,7 +523,7 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
       backgroundRequests: conditions.reduce((s, c) => s + c.repeats * c.background.reduce((t, b) => t + b.count, 0), 0),
       byFactor,
     },
-    estimatedDurationMs: conditions.reduce((s, c) => s + c.repeats * estimateRunMs(c, cost), 0),
+    estimatedDurationMs: conditions.reduce((s, c) => s + c.repeats * estimateRunMs(c), 0),
   };
 }
 
@@ -575,13 +533,14 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
  * calibration harness sets to the candidate it measures — is always executed.
  */
 export function calibrationParameterSet(destinationLimit: number, stamp: string): ParameterSet {
-  const doc = JSON.parse(serializeParameterSet(DEFAULT_PARAMETER_SET)) as Record<string, unknown>;
-  doc['variant'] = 'count';
-  doc['version'] = `calibration-${stamp}`;
-  doc['thresholds'] = { r: 1_000_000, p: null };
-  doc['gate'] = { ...DEFAULT_PARAMETER_SET.gate, destinationLimit };
-  doc['provenance'] = { source: 'calibration', note: 'observes both candidates, never overrides (r = 1e6): calibration measures the proposed candidate' };
-  const checked = loadParameterSet(JSON.stringify(doc));
+  const checked = validateParameterSet({
+    ...DEFAULT_PARAMETER_SET,
+    version: `calibration-${stamp}`,
+    variant: 'count',
+    thresholds: { r: 1_000_000, p: null },
+    gate: { ...DEFAULT_PARAMETER_SET.gate, destinationLimit },
+    provenance: { source: 'calibration', note: 'observes both candidates, never overrides (r = 1e6): calibration measures the proposed candidate' },
+  });
   if (!checked.ok) throw new Error(`calibration parameter set is invalid: ${checked.errors.join('; ')}`);
   return checked.value;
 }

@@ -32,9 +32,9 @@ export type {
   EvaluationSchedule,
 } from './schedule';
 
-export { EVALUATION_COLUMNS, EVALUATION_LABEL_COLUMNS, parseEvaluationRows, parseEvaluationJsonl } from './rows';
+export { EVALUATION_LABEL_COLUMNS, parseEvaluationRows, parseEvaluationJsonl } from './rows';
 
-export { quantile, quantileSorted, isPaired, bootstrapDifference } from './bootstrap';
+export { isPaired, bootstrapDifference } from './bootstrap';
 export type { Unit } from './bootstrap';
 
 export { analyzeEvaluation } from './analysis';
@@ -45,4 +45,3 @@ export { renderEvaluationHtml } from './report-html';
 export { DEFAULT_BACKGROUND_TRAFFIC, backgroundTraffic, formatBackgroundSpec, parseBackgroundSpec } from './background';
 export type { BackgroundTrafficSpec, BackgroundRequestPlan } from './background';
 
-export { hash32, streamFor } from './random';

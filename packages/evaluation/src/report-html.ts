@@ -3,49 +3,19 @@
  * no scripts, fonts or images from anywhere, so it opens offline and can be
  * archived with the outcome rows it was computed from.
  */
-import { escapeHtml, fmt } from '@vantage/fitting';
+import { escapeHtml, fmt, fmtG as fmtDigits, padded as paddedBy, page, svg, table, xTicks } from '@vantage/fitting';
 import type { Difference, Distribution, EvaluationAnalysis, VariantSummary } from './analysis';
 import { DIFFERENCE_METRICS } from './analysis';
 
-function fmtG(v: number): string {
-  return Number.isFinite(v) ? Number(v.toPrecision(4)).toString() : '–';
-}
+const fmtG = (v: number): string => fmtDigits(v, 4);
+const padded = (lo: number, hi: number): [number, number] => paddedBy(lo, hi, 0.06);
+const xAxis = (sx: (v: number) => number, lo: number, hi: number, y: number): string => xTicks(sx, lo, hi, y, fmtG);
 
 function pct(v: number): string {
   return Number.isFinite(v) ? `${(100 * v).toFixed(1)} %` : '–';
 }
 
 const PALETTE = ['#495057', '#1864ab', '#2b8a3e', '#d9480f', '#862e9c', '#0b7285', '#e67700'];
-
-function colorOf(i: number): string {
-  return PALETTE[i % PALETTE.length] as string;
-}
-
-function ticks(lo: number, hi: number): number[] {
-  if (!(hi > lo)) return [lo];
-  const step = 10 ** Math.floor(Math.log10((hi - lo) / 4));
-  const s = [1, 2, 5, 10].map((m) => m * step).find((c) => (hi - lo) / c <= 6) ?? step * 10;
-  const out: number[] = [];
-  for (let v = Math.ceil(lo / s) * s; v <= hi + 1e-9 * s; v += s) out.push(Number(v.toPrecision(12)));
-  return out;
-}
-
-function padded(lo: number, hi: number): [number, number] {
-  if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [0, 1];
-  if (lo === hi) return [lo - 1, hi + 1];
-  const p = (hi - lo) * 0.06;
-  return [lo - p, hi + p];
-}
-
-function svg(w: number, h: number, title: string, body: string): string {
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" role="img" aria-label="${escapeHtml(title)}">${body}</svg>`;
-}
-
-function xAxis(sx: (v: number) => number, lo: number, hi: number, y: number): string {
-  return ticks(lo, hi)
-    .map((t) => `<line x1="${sx(t).toFixed(1)}" x2="${sx(t).toFixed(1)}" y1="${y}" y2="${y + 4}" stroke="#666"/><text x="${sx(t).toFixed(1)}" y="${y + 15}" text-anchor="middle">${fmtG(t)}</text>`)
-    .join('');
-}
 
 // ---------------------------------------------------------------------------
 // Forest plot: one panel per metric, one row per variant.
@@ -167,25 +137,21 @@ function ecdf(title: string, unit: string, series: readonly { name: string; valu
 // Rule outcomes: stacked bars of decision reasons.
 // ---------------------------------------------------------------------------
 
-const FIXED_SEGMENTS: readonly { key: string; label: string; color: string }[] = [
-  { key: 'baseline', label: 'baseline (no rule)', color: '#adb5bd' },
-  { key: 'stage_capable', label: 'Stage proposed capable', color: '#74c0fc' },
-  { key: 'kept', label: 'kept (could act, no trigger)', color: '#51cf66' },
-  { key: 'overrode', label: 'overrode → capable', color: '#f76707' },
+const FIXED_SEGMENTS: readonly { key: string; count: 'baseline' | 'stageCapable' | 'kept' | 'overrode'; label: string; color: string }[] = [
+  { key: 'baseline', count: 'baseline', label: 'baseline (no rule)', color: '#adb5bd' },
+  { key: 'stage_capable', count: 'stageCapable', label: 'Stage proposed capable', color: '#74c0fc' },
+  { key: 'kept', count: 'kept', label: 'kept (could act, no trigger)', color: '#51cf66' },
+  { key: 'overrode', count: 'overrode', label: 'overrode → capable', color: '#f76707' },
 ];
 const FALLBACK_COLORS = ['#c92a2a', '#a61e4d', '#862e9c', '#5f3dc4', '#364fc7', '#e03131', '#9c36b5'];
 
 function segmentsOf(v: VariantSummary): { key: string; n: number }[] {
   const r = v.rules;
-  const out = [
-    { key: 'baseline', n: r.baseline },
-    { key: 'stage_capable', n: r.stageCapable },
-    { key: 'kept', n: r.kept },
-    { key: 'overrode', n: r.overrode },
+  return [
+    ...FIXED_SEGMENTS.map((f) => ({ key: f.key, n: r[f.count] })),
+    ...Object.entries(r.fallback).map(([key, n]) => ({ key, n })),
+    ...Object.entries(r.other).map(([k, n]) => ({ key: `other:${k}`, n })),
   ];
-  for (const [k, n] of Object.entries(r.fallback)) out.push({ key: k, n });
-  for (const [k, n] of Object.entries(r.other)) out.push({ key: `other:${k}`, n });
-  return out;
 }
 
 function ruleBars(variants: readonly VariantSummary[]): string {
@@ -243,7 +209,7 @@ function variantTable(vs: readonly VariantSummary[]): string {
       v.background.requests === 0 ? '–' : fmt(v.background.ttftMs.mean), v.background.requests === 0 ? '–' : fmt(v.background.ttftMs.p90),
     ];
   });
-  return `<table><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('')}</tbody></table>`;
+  return table(head, rows);
 }
 
 /** Competing traffic per variant: the same seeded load in every run, served beside the sessions (see background.ts). */
@@ -265,9 +231,7 @@ function backgroundTable(a: EvaluationAnalysis): string {
     d.lo === null || d.hi === null ? 'n/a' : `[${fmt(d.lo)}, ${fmt(d.hi)}] (${Math.round(d.confidence * 100)} %)`,
     d.method, `${d.units.variant} / ${d.units.baseline}`,
   ]);
-  const t = (h: string[], rs: string[][]): string =>
-    `<table><thead><tr>${h.map((x) => `<th>${escapeHtml(x)}</th>`).join('')}</tr></thead><tbody>${rs.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('')}</tbody></table>`;
-  return `${t(head, rows)}${diffs.length === 0 ? '<p>No competing-traffic differences (no timed background requests in the baseline or the variants).</p>' : t(dhead, drows)}`;
+  return `${table(head, rows)}${diffs.length === 0 ? '<p>No competing-traffic differences (no timed background requests in the baseline or the variants).</p>' : table(dhead, drows)}`;
 }
 
 function ruleTable(vs: readonly VariantSummary[]): string {
@@ -280,7 +244,7 @@ function ruleTable(vs: readonly VariantSummary[]): string {
       `${r.fallbackTotal} (${pct(r.fallbackRate)})`, ...fallbackKeys.map((k) => String(r.fallback[k] ?? 0)), String(r.kept), String(r.stageCapable), String(r.finalCapable), String(r.withoutDecision),
     ];
   });
-  return `<p class="muted">Rates are shares of Stage's efficient proposals, the only ones a rule reconsiders.</p><table><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('')}</tbody></table>`;
+  return `<p class="muted">Rates are shares of Stage's efficient proposals, the only ones a rule reconsiders.</p>${table(head, rows)}`;
 }
 
 function differenceTable(ds: readonly Difference[]): string {
@@ -289,11 +253,11 @@ function differenceTable(ds: readonly Difference[]): string {
     escapeHtml(`${d.label} (${d.unit})`), escapeHtml(d.variant), fmtG(d.variantValue), fmtG(d.baselineValue), fmtG(d.estimate), d.lo === null ? '–' : fmtG(d.lo), d.hi === null ? '–' : fmtG(d.hi),
     d.method, `${d.units.variant} / ${d.units.baseline}`, `${d.validIterations} / ${d.iterations}`,
   ]);
-  return `<table><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('')}</tbody></table>`;
+  return table(head, rows);
 }
 
 export function renderEvaluationHtml(a: EvaluationAnalysis): string {
-  const colors = new Map(a.variants.map((v, i) => [v.variant, colorOf(i)]));
+  const colors = new Map(a.variants.map((v, i) => [v.variant, PALETTE[i % PALETTE.length] as string]));
   const o = a.options;
   const forest = DIFFERENCE_METRICS.map((m) => {
     const ds = a.differences.filter((d) => d.metric === m.id);
@@ -303,17 +267,7 @@ export function renderEvaluationHtml(a: EvaluationAnalysis): string {
   const cdf = ecdf('TTFT empirical CDF', 'TTFT (ms)', a.variants.map((v) => ({ name: v.variant, values: v.ttftValues, color: colors.get(v.variant) ?? '#333' })));
   const problems = a.input.problems.slice(0, 50).map((p) => `<li>line ${p.line}: ${escapeHtml(p.message)}</li>`).join('');
   const skipped = Object.entries(a.input.skipped).map(([k, n]) => `${escapeHtml(k)} ${n}`).join(', ');
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>vantage evaluation report</title>
-<style>
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
-h1{font-size:20px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:12px;margin:8px 0}th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;vertical-align:top}
-th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
-svg{margin:6px 12px 6px 0;font:11px system-ui,sans-serif}svg .t{font-weight:600;font-size:12px}.muted{color:#868e96;fill:#868e96}
-.plots{display:flex;flex-wrap:wrap}
-</style></head><body>
-<h1>vantage evaluation report</h1>
+  return page('vantage evaluation report', `<h1>vantage evaluation report</h1>
 <p>${a.input.used} outcome rows used of ${a.input.rows}${skipped === '' ? '' : ` (skipped: ${skipped})`}; ${a.input.problems.length} bad. Baseline <b>${escapeHtml(o.baseline)}</b>;
 ${Math.round(o.confidence * 100)} % percentile-bootstrap intervals over whole sessions, ${o.iterations} replicates, seed ${o.seed}.</p>
 ${a.warnings.length === 0 ? '' : `<h2>Warnings</h2><ul>${a.warnings.map((w) => `<li>${escapeHtml(w)}</li>`).join('')}</ul>`}
@@ -332,7 +286,5 @@ ${backgroundTable(a)}
 ${ruleTable(a.variants)}
 <h2>What the records do not show</h2>
 <ul>${a.gaps.map((g) => `<li>${escapeHtml(g)}</li>`).join('')}</ul>
-${problems === '' ? '' : `<h2>Bad rows</h2><ul>${problems}</ul>${a.input.problems.length > 50 ? `<p>... and ${a.input.problems.length - 50} more</p>` : ''}`}
-</body></html>
-`;
+${problems === '' ? '' : `<h2>Bad rows</h2><ul>${problems}</ul>${a.input.problems.length > 50 ? `<p>... and ${a.input.problems.length - 50} more</p>` : ''}`}`);
 }

@@ -1,45 +1,13 @@
 /**
- * Evaluation outcome rows: the one place that knows the flattened column
- * names (`outcomeToJsonRow` of @vantage/records, as `vantage replay --kind
- * outcome --format jsonl` writes them), the parser with line-numbered
- * problems, and how a row is labelled with its variant.
+ * Evaluation outcome rows: how a flattened outcome row (`outcomeToJsonRow` of
+ * @vantage/records, as `vantage replay --kind outcome --format jsonl` writes
+ * it, read through fitting's `parseOutcomeRows` and its column names) becomes
+ * a row of the analysis, labelled with its variant.
  */
-import { asRowObject, readJsonRows, type LineObject, type RowProblem } from '@vantage/records';
+import { OUTCOME_COLUMNS as C, parseOutcomeRows, type RowParse, type RowsParse } from '@vantage/fitting';
 import { parseEvaluationSessionId } from './schedule';
 
 export type { RowProblem } from '@vantage/records';
-
-/**
- * Every flattened outcome column the analysis reads. A test checks each name
- * against `OUTCOME_CSV_COLUMNS`, so a schema rename fails there.
- */
-export const EVALUATION_COLUMNS = Object.freeze({
-  requestId: 'requestId',
-  sessionId: 'sessionId',
-  status: 'status',
-  arrivalMs: 'arrivalMs',
-  firstTokenMs: 'firstTokenMs',
-  endMs: 'endMs',
-  ttftMs: 'ttftMs',
-  latencyMs: 'latencyMs',
-  inputTokens: 'inputTokens',
-  cachedTokens: 'cachedTokens',
-  uncachedInputTokens: 'uncachedInputTokens',
-  outputTokens: 'outputTokens',
-  routingOverheadUs: 'routingOverheadUs',
-  background: 'background',
-  servedPool: 'servedPool',
-  hasDecision: 'join.hasDecision',
-  variant: 'decision.variant',
-  reason: 'decision.reason',
-  couldAct: 'decision.couldAct',
-  triggered: 'decision.triggered',
-  proposal: 'decision.stageProposal.role',
-  finalRole: 'decision.finalChoice.role',
-  finalModel: 'decision.finalChoice.model',
-  observeDurationUs: 'decision.observeDurationUs',
-  decisionDurationUs: 'decision.decisionDurationUs',
-});
 
 /** Ours, not the schema's: a tool that labels rows itself (e.g. background traffic without a decision) may add it. */
 export const EVALUATION_LABEL_COLUMNS = Object.freeze({ variant: 'evaluation.variant' });
@@ -78,15 +46,11 @@ export interface EvaluationRow {
   readonly decision: DecisionFacts | null;
 }
 
-type EvaluationRowParse =
-  | { readonly kind: 'row'; readonly row: EvaluationRow }
-  | { readonly kind: 'skip'; readonly reason: 'no_variant' }
-  | { readonly kind: 'problem'; readonly message: string };
-
-const C = EVALUATION_COLUMNS;
+/** The numeric columns of a row: each a finite number >= 0, or null. */
+const NUMBER_COLUMNS = ['arrivalMs', 'endMs', 'ttftMs', 'latencyMs', 'inputTokens', 'uncachedInputTokens', 'routingOverheadUs', 'observeDurationUs', 'decisionDurationUs'] as const;
 
 /** One flattened outcome row. Rows with no variant label (calibration, warm-ups) are skipped. */
-function evaluationRowFromJson(o: Record<string, unknown>, line: number): EvaluationRowParse {
+function evaluationRowFromJson(o: Record<string, unknown>, line: number): RowParse<EvaluationRow, 'no_variant'> {
   if (!(C.status in o) || !(C.ttftMs in o) || !(C.requestId in o)) {
     return { kind: 'problem', message: 'not an outcome row (no requestId/status/ttftMs columns; replay --kind outcome writes them)' };
   }
@@ -112,8 +76,8 @@ function evaluationRowFromJson(o: Record<string, unknown>, line: number): Evalua
 
   const status = o[C.status];
   if (typeof status !== 'string' || status === '') return { kind: 'problem', message: `${C.status} must be a non-empty string` };
-  const nums: Record<string, number | null> = {};
-  for (const key of ['arrivalMs', 'endMs', 'ttftMs', 'latencyMs', 'inputTokens', 'uncachedInputTokens', 'routingOverheadUs', 'observeDurationUs', 'decisionDurationUs'] as const) {
+  const nums = {} as Record<(typeof NUMBER_COLUMNS)[number], number | null>;
+  for (const key of NUMBER_COLUMNS) {
     const v = o[C[key]];
     if (v === null || v === undefined) nums[key] = null;
     else if (typeof v === 'number' && Number.isFinite(v) && v >= 0) nums[key] = v;
@@ -132,10 +96,10 @@ function evaluationRowFromJson(o: Record<string, unknown>, line: number): Evalua
   let decision: DecisionFacts | null = null;
   if (hasDecision) {
     const str = (k: string): string | null => (typeof o[k] === 'string' ? (o[k] as string) : null);
-    decision = { reason, couldAct: o[C.couldAct] === true, triggered: o[C.triggered] === true, proposal: str(C.proposal), finalRole: str(C.finalRole) };
+    decision = { reason, couldAct: o[C.couldAct] === true, triggered: o[C.triggered] === true, proposal: str(C.proposal), finalRole: str(C.role) };
   }
   const served = o[C.servedPool];
-  const finalModel = o[C.finalModel];
+  const finalModel = o[C.model];
   const requestId = o[C.requestId];
   return {
     kind: 'row',
@@ -148,66 +112,32 @@ function evaluationRowFromJson(o: Record<string, unknown>, line: number): Evalua
       matchKey: parsedId?.matchKey ?? null,
       attempt: parsedId?.attempt ?? null,
       status,
-      arrivalMs: nums['arrivalMs'] ?? null,
-      endMs: nums['endMs'] ?? null,
-      ttftMs: nums['ttftMs'] ?? null,
-      latencyMs: nums['latencyMs'] ?? null,
+      ...nums,
       model: typeof served === 'string' ? served : typeof finalModel === 'string' ? finalModel : null,
-      inputTokens: nums['inputTokens'] ?? null,
-      uncachedInputTokens: nums['uncachedInputTokens'] ?? null,
-      routingOverheadUs: nums['routingOverheadUs'] ?? null,
-      observeDurationUs: nums['observeDurationUs'] ?? null,
-      decisionDurationUs: nums['decisionDurationUs'] ?? null,
       decision,
     },
   };
 }
 
-interface EvaluationParse {
-  readonly rows: EvaluationRow[];
-  readonly problems: RowProblem[];
-  readonly skipped: Readonly<Record<string, number>>;
-  readonly lines: number;
-}
-
-/** Row objects with their lines: each outcome once per request id. */
-function parseLineObjects(objects: readonly LineObject[], problems: RowProblem[]): Omit<EvaluationParse, 'lines' | 'problems'> {
-  const rows: EvaluationRow[] = [];
-  const skipped: Record<string, number> = {};
+/** Each outcome once per request id: a second one is a problem on its line. */
+function parseEvaluation(input: string | readonly unknown[]): RowsParse<EvaluationRow> {
   const seen = new Map<string, number>();
-  for (const { line, row: o } of objects) {
+  return parseOutcomeRows(input, (o, line) => {
     const r = evaluationRowFromJson(o, line);
-    if (r.kind === 'skip') skipped[r.reason] = (skipped[r.reason] ?? 0) + 1;
-    else if (r.kind === 'problem') problems.push({ line, message: r.message });
-    else {
-      const first = seen.get(r.row.requestId);
-      if (first !== undefined) problems.push({ line, message: `second outcome of request ${JSON.stringify(r.row.requestId)} (first on line ${first})` });
-      else {
-        seen.set(r.row.requestId, line);
-        rows.push(r.row);
-      }
-    }
-  }
-  return { rows, skipped };
+    if (r.kind !== 'row') return r;
+    const first = seen.get(r.row.requestId);
+    if (first !== undefined) return { kind: 'problem', message: `second outcome of request ${JSON.stringify(r.row.requestId)} (first on line ${first})` };
+    seen.set(r.row.requestId, line);
+    return r;
+  });
 }
 
 /** Rows given as objects (already parsed JSON); line numbers are their 1-based positions. */
-export function parseEvaluationRows(objects: readonly unknown[]): EvaluationParse {
-  const problems: RowProblem[] = [];
-  const lineObjects: LineObject[] = [];
-  objects.forEach((o, i) => {
-    const row = asRowObject(o);
-    if (typeof row === 'string') problems.push({ line: i + 1, message: row });
-    else lineObjects.push({ line: i + 1, row });
-  });
-  const p = parseLineObjects(lineObjects, problems);
-  return { ...p, problems: problems.sort((a, b) => a.line - b.line), lines: objects.length };
+export function parseEvaluationRows(objects: readonly unknown[]): RowsParse<EvaluationRow> {
+  return parseEvaluation(objects);
 }
 
 /** JSON Lines; blank lines are ignored (not counted), bad JSON is a problem with its line. */
-export function parseEvaluationJsonl(text: string): EvaluationParse {
-  const read = readJsonRows(text);
-  const problems: RowProblem[] = [...read.problems];
-  const p = parseLineObjects(read.objects, problems);
-  return { ...p, problems: problems.sort((a, b) => a.line - b.line), lines: read.lines };
+export function parseEvaluationJsonl(text: string): RowsParse<EvaluationRow> {
+  return parseEvaluation(text);
 }

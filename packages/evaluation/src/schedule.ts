@@ -21,7 +21,7 @@
  * across variants.
  */
 import { VARIANTS, type Variant } from '@vantage/records';
-import { hash32, shuffled, streamFor } from './random';
+import { hash32, shuffled, streamFor } from '@vantage/random';
 import type { BackgroundTrafficSpec } from './background';
 import type { Role } from './calibration-plan';
 
@@ -84,13 +84,9 @@ interface EvaluationScheduleOptions {
   readonly sessionsPerAttempt: number;
   /** Seed of the variant orders and of the session-generator seeds. */
   readonly seed: number;
-  /** Default: all five, in records' order. The baseline must be among them. */
-  readonly variants?: readonly Variant[];
   /** Default `always_efficient`. */
   readonly proposal?: StageProposalModel;
-  /** Competing-traffic streams per run (default 0, or the streams of `background`). */
-  readonly backgroundStreams?: number;
-  /** The competing traffic every run carries, recorded in the schedule (default none). */
+  /** The competing traffic every run carries (one background session id per stream), recorded in the schedule (default none). */
   readonly background?: BackgroundTrafficSpec | null;
 }
 
@@ -159,20 +155,14 @@ function positiveInt(name: string, v: number, min: number): void {
   if (!Number.isInteger(v) || v < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${v}`);
 }
 
-/** The run list. Deterministic given the options; throws RangeError on invalid options. */
+/** The run list of all five variants. Deterministic given the options; throws RangeError on invalid options. */
 export function evaluationSchedule(options: EvaluationScheduleOptions): EvaluationSchedule {
-  const variants = [...(options.variants ?? VARIANTS)];
+  const variants = [...VARIANTS];
   positiveInt('attempts', options.attempts, 1);
   positiveInt('sessionsPerAttempt', options.sessionsPerAttempt, 1);
   const background = options.background ?? null;
-  const streams = options.backgroundStreams ?? background?.streams ?? 0;
-  positiveInt('backgroundStreams', streams, 0);
-  if (background !== null && streams !== background.streams) {
-    throw new RangeError(`backgroundStreams ${streams} differs from the background traffic's ${background.streams} streams`);
-  }
+  const streams = background?.streams ?? 0;
   if (!Number.isInteger(options.seed)) throw new RangeError(`seed must be an integer, got ${options.seed}`);
-  if (new Set(variants).size !== variants.length) throw new RangeError('variants repeat');
-  if (!variants.includes('baseline')) throw new RangeError('variants must include the Stage baseline');
   const proposal = options.proposal ?? { kind: 'always_efficient' };
   if (proposal.kind === 'fraction_capable' && !(proposal.fraction >= 0 && proposal.fraction <= 1)) {
     throw new RangeError(`capable fraction ${proposal.fraction} must lie in [0, 1]`);

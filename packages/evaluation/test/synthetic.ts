@@ -3,8 +3,8 @@
 // analysis tests, and a synthetic five-variant evaluation with known effects.
 import type { WorkerId } from '@vantage/types';
 import { joinOutcome, outcomeToJsonRow, type CandidateObservation, type DecisionRecord, type JsonRow, type LifecycleEventInput } from '@vantage/records';
-import { mulberry32 } from '@vantage/random';
-import { evaluationSchedule, hash32 } from '../src/index';
+import { hash32, mulberry32 } from '@vantage/random';
+import { DEFAULT_BACKGROUND_TRAFFIC, evaluationSchedule } from '../src/index';
 
 export const MODELS = { efficient: 'eff-8b', capable: 'cap-70b' } as const;
 
@@ -120,7 +120,7 @@ export function syntheticEvaluation(opts: { attempts?: number; sessions?: number
   const shift: Record<string, number> = opts.shiftMs ?? { baseline: 0, request_count: -50, count_prefill: -80, cache_blind: 20, cache_aware: -200 };
   const turns = opts.turns ?? 6;
   const noise = opts.noiseMs ?? 150;
-  const schedule = evaluationSchedule({ attempts: opts.attempts ?? 4, sessionsPerAttempt: opts.sessions ?? 6, seed: opts.seed ?? 11, backgroundStreams: 1 });
+  const schedule = evaluationSchedule({ attempts: opts.attempts ?? 4, sessionsPerAttempt: opts.sessions ?? 6, seed: opts.seed ?? 11, background: { ...DEFAULT_BACKGROUND_TRAFFIC, streams: 1 } });
   const rows: JsonRow[] = [];
   let clock = 1_750_000_000_000;
   for (const run of schedule.runs) {

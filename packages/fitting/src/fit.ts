@@ -32,10 +32,10 @@ import {
 } from '@vantage/rules';
 import { fitEstimator, withCoefficients, type EstimatorFit } from './estimator-fit';
 import { calibrateMargin, ESTIMATORS, MARGIN_QUANTILE, simulateEstimatorRule, type Estimator, type MarginFit } from './margins';
-import { buildQTable, DEFAULT_F_TOLERANCE, designGrid, type QCell } from './qtable';
+import { buildQTable, F_TOLERANCE, designGrid, type QCell } from './qtable';
 import { DEFAULT_CV_FOLDS, DEFAULT_LAMBDAS, fitStandardization, type FeatureName } from './ridge';
 import { compareStrings, pairRows, ROLES, validateCalibrationRows, type CalibrationRow, type Role, type RowProblem } from './rows';
-import { applySplit, DEFAULT_FRACTIONS, findSplitLeaks, fractionProblems, SPLIT_NAMES, splitConditions, type SplitFractions, type SplitName } from './splits';
+import { applySplit, DEFAULT_FRACTIONS, fractionProblems, SPLIT_NAMES, splitConditions, type SplitFractions, type SplitName } from './splits';
 import { countRuleChoice, searchThresholds, simulate, type RuleOutcome, type ThresholdSearch } from './thresholds';
 
 export type FitVariant = Exclude<Variant, 'stage'>;
@@ -49,10 +49,6 @@ export interface FitOptions {
   readonly fractions?: SplitFractions;
   /** Rule variant of the parameter set. Default `cache`. */
   readonly variant?: FitVariant;
-  /** Ridge lambda grid. Default 0, 0.01, 0.1, 1, 10, 100, 1000. */
-  readonly lambdas?: readonly number[];
-  /** CV folds (over workload conditions). Default 5. */
-  readonly cvFolds?: number;
   /**
    * Which no-contention measurements fill the Q tables:
    *  - `qset` (default): the Q set only, the no-contention grid measured for
@@ -64,12 +60,6 @@ export interface FitOptions {
    *    margins and selection optimistic; kept for old data sets only.
    */
   readonly qSource?: QSource;
-  /** Largest distance of a measured f = K / N from its Q grid column (grid coordinates are exact). Default 0.005. */
-  readonly fTolerance?: number;
-  readonly clampN?: boolean;
-  readonly clampF?: boolean;
-  /** Stage proposals for the rule simulations: all efficient (default) or as recorded. */
-  readonly proposals?: 'efficient' | 'rows';
   /** Gate G (not fitted; fixed across variants). Default: the rules package's development gate. */
   readonly gate?: GateLimits;
   readonly createdAt?: Date | string;
@@ -108,13 +98,14 @@ export interface ChosenRule {
 export interface FitReport {
   readonly seed: number;
   readonly variant: FitVariant;
+  /** Lambda grid, folds and f tolerance are the defaults; the rules reconsider efficient proposals only. */
   readonly options: {
     readonly fractions: SplitFractions;
     readonly lambdas: readonly number[];
     readonly cvFolds: number;
     readonly qSource: QSource;
     readonly fTolerance: number;
-    readonly proposals: 'efficient' | 'rows';
+    readonly proposals: 'efficient';
     readonly gate: GateLimits;
     readonly marginQuantile: number;
   };
@@ -150,11 +141,6 @@ function optionProblems(o: FitOptions): string[] {
   const out: string[] = [];
   if (o.seed !== undefined && !(Number.isSafeInteger(o.seed) && o.seed >= 0)) out.push(`seed ${o.seed} must be a non-negative integer`);
   if (o.fractions !== undefined) out.push(...fractionProblems(o.fractions));
-  if (o.lambdas !== undefined && (o.lambdas.length === 0 || o.lambdas.some((l) => !(Number.isFinite(l) && l >= 0)))) {
-    out.push('lambdas must be a non-empty list of finite numbers >= 0');
-  }
-  if (o.cvFolds !== undefined && !(Number.isInteger(o.cvFolds) && o.cvFolds >= 2)) out.push(`cvFolds ${o.cvFolds} must be an integer >= 2`);
-  if (o.fTolerance !== undefined && !(o.fTolerance >= 0 && o.fTolerance < 0.5)) out.push(`fTolerance ${o.fTolerance} must lie in [0, 0.5)`);
   if (o.variant !== undefined && !FIT_VARIANTS.includes(o.variant)) out.push(`variant ${String(o.variant)} must be one of ${FIT_VARIANTS.join(', ')}`);
   if (o.qSource !== undefined && !Q_SOURCES.includes(o.qSource)) out.push(`qSource ${String(o.qSource)} must be one of ${Q_SOURCES.join(', ')}`);
   return out;
@@ -184,11 +170,9 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const seed = options.seed ?? 1;
   const fractions = options.fractions ?? DEFAULT_FRACTIONS;
   const variant = options.variant ?? 'cache';
-  const lambdas = [...(options.lambdas ?? DEFAULT_LAMBDAS)].sort((a, b) => a - b);
-  const cvFolds = options.cvFolds ?? DEFAULT_CV_FOLDS;
+  const lambdas = DEFAULT_LAMBDAS;
+  const cvFolds = DEFAULT_CV_FOLDS;
   const qSource = options.qSource ?? 'qset';
-  const fTolerance = options.fTolerance ?? DEFAULT_F_TOLERANCE;
-  const proposals = options.proposals ?? 'efficient';
   const gate = options.gate ?? DEFAULT_PARAMETER_SET.gate;
   const progress = options.onProgress ?? (() => {});
   const warnings: string[] = [];
@@ -213,13 +197,11 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   }
   if (qSource === 'fitting' && qSetRows.length > 0) warnings.push(`Q from the fitting split's no-contention rows: the ${qSetRows.length} Q-set measurements are not used`);
   if (qSource === 'all') warnings.push('Q from every no-contention row, uncertainty and selection splits included: margins and selection are optimistic');
-  const { pairs, unpaired } = pairRows(contention, proposals);
+  const { pairs, unpaired } = pairRows(contention);
   if (unpaired.length > 0) warnings.push(`${unpaired.length} measurement(s) without their other candidate: used for Q and regression, not for margins or thresholds`);
   const split = splitConditions(contention, fractions, seed);
   const rowSplits = applySplit(contention, split);
   const pairSplits = applySplit(pairs, split);
-  const leaks = [...findSplitLeaks(rowSplits), ...findSplitLeaks(pairSplits)];
-  if (leaks.length > 0) return fail([`internal: conditions in two splits: ${leaks.map((l) => l.conditionId).join(', ')}`]);
   const conditions = SPLIT_NAMES.reduce((n, s) => n + split[s].length, 0);
   progress(`Q set: ${qSetConditions} conditions, ${qSetRows.length} rows`);
   progress(`split ${conditions} contention conditions: ${SPLIT_NAMES.map((s) => `${s} ${split[s].length} (${rowSplits[s].length} rows, ${pairSplits[s].length} pairs)`).join(', ')}`);
@@ -239,8 +221,8 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     if (qSource === 'qset' && qRows.length < mineQ.length) {
       warnings.push(`${role} Q set: ${mineQ.length - qRows.length} measurement(s) saw booked requests (R > 0) at probe time and are left out of Q`);
     }
-    const grid = designGrid(qSource === 'qset' ? qRows : allQuiet, fTolerance);
-    const q = buildQTable(qRows, { nGrid: grid.nGrid, fGrid: grid.fGrid, fTolerance, clampN: options.clampN ?? false, clampF: options.clampF ?? false });
+    const grid = designGrid(qSource === 'qset' ? qRows : allQuiet);
+    const q = buildQTable(qRows, grid);
     if (!q.ok) {
       errors.push(...q.errors.map((e) => `${role} (${name}) Q from ${qSource} no-contention rows: ${e}`));
       continue;
@@ -382,7 +364,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const report: FitReport = {
     seed,
     variant,
-    options: { fractions, lambdas, cvFolds, qSource, fTolerance, proposals, gate, marginQuantile: MARGIN_QUANTILE },
+    options: { fractions, lambdas, cvFolds, qSource, fTolerance: F_TOLERANCE, proposals: 'efficient', gate, marginQuantile: MARGIN_QUANTILE },
     input: { rows: rows.length, pairs: pairs.length, unpairedRows: unpaired.length, conditions, qSetConditions, qSetRows: qSetRows.length },
     splits: Object.fromEntries(
       SPLIT_NAMES.map((s) => [s, { conditionIds: split[s], rows: rowSplits[s].length, pairs: pairSplits[s].length }]),

@@ -6,15 +6,16 @@
 export {
   OUTCOME_COLUMNS,
   CALIBRATION_COLUMNS,
+  parseOutcomeRows,
   calibrationSessionId,
   rowFromOutcomeJson,
   parseCalibrationJsonl,
   validateCalibrationRows,
   pairRows,
 } from './rows';
-export type { Role, CalibrationRow, CalibrationPair } from './rows';
+export type { Role, RowParse, RowsParse, CalibrationRow, CalibrationPair } from './rows';
 
-export { SPLIT_NAMES, splitConditions, applySplit, findSplitLeaks, allocate } from './splits';
+export { SPLIT_NAMES, splitConditions, applySplit, allocate } from './splits';
 
 export { buildQTable } from './qtable';
 export type { QMeasurement } from './qtable';
@@ -22,7 +23,7 @@ export type { QMeasurement } from './qtable';
 export { fitStandardization, ridgeSolve, crossValidateRidge, groupFolds } from './ridge';
 
 export { solveLinear } from './linalg';
-export { percentileNearestRank } from './stats';
+export { mean, percentileNearestRank, quantileSorted } from './stats';
 
 
 export { searchThresholds, countRuleChoice, rankCandidates } from './thresholds';
@@ -35,5 +36,6 @@ export {
 export { fitAll, FIT_VARIANTS, Q_SOURCES } from './fit';
 export type { FitOptions, FitResult, FitReport } from './fit';
 
-export { escapeHtml, fmt, renderFitReportHtml } from './report-html';
+export { renderFitReportHtml } from './report-html';
+export { escapeHtml, fmt, fmtG, padded, page, svg, table, xTicks } from './html';
 export { DISABLED_R, variantParameterSet } from './variants';

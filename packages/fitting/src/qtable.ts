@@ -10,9 +10,9 @@
  * 0.984375, so a turn with K/N = 63/64 is inside the table (a column named
  * 0.98 would put it out of range). K is a block-aligned router estimate, so a
  * measurement can sit a block off its designed fraction; measured fractions
- * within `fTolerance` (default 0.005) of each other form one column, named by
+ * within `F_TOLERANCE` (0.005) of each other form one column, named by
  * the exact fraction most of them share (the design's). With an explicit
- * grid, a measurement goes to the nearest column within `fTolerance`. N is
+ * grid, a measurement goes to the nearest column within `F_TOLERANCE`. N is
  * used exactly: it is a token count the design fixes.
  *
  * Cell value: the MEDIAN of the measurements in the cell, not the mean. A cell
@@ -41,12 +41,8 @@ export interface QMeasurement {
 interface QBuildOptions {
   /** Grid of prompt lengths; default the distinct N of the measurements. */
   readonly nGrid?: readonly number[];
-  /** Grid of cached fractions; default the measured f clustered by `fTolerance` (`designGrid`). */
+  /** Grid of cached fractions; default the measured f clustered by `F_TOLERANCE` (`designGrid`). */
   readonly fGrid?: readonly number[];
-  /** Largest distance of a measured f = K / N from the grid column it counts for. Default 0.005. */
-  readonly fTolerance?: number;
-  readonly clampN?: boolean;
-  readonly clampF?: boolean;
 }
 
 export type CellSource = 'measured' | 'interpolated_n' | 'interpolated_f';
@@ -70,7 +66,8 @@ type QBuild =
     }
   | { readonly ok: false; readonly errors: readonly string[] };
 
-export const DEFAULT_F_TOLERANCE = 0.005;
+/** Largest distance of a measured f = K / N from the grid column it counts for. */
+export const F_TOLERANCE = 0.005;
 
 /** Cached fraction of a measurement, K clipped to [0, N] as the estimator does. */
 export function cachedFraction(n: number, k: number): number {
@@ -119,10 +116,10 @@ function columnOf(fGrid: readonly number[], f: number, tolerance: number): numbe
 }
 
 /** The design grid of a set of no-contention measurements (exact coordinates). */
-export function designGrid(ms: readonly QMeasurement[], fTolerance = DEFAULT_F_TOLERANCE): { nGrid: number[]; fGrid: number[] } {
+export function designGrid(ms: readonly QMeasurement[]): { nGrid: number[]; fGrid: number[] } {
   return {
     nGrid: distinctSorted(ms.map((m) => m.n)),
-    fGrid: fColumns(ms.map((m) => cachedFraction(m.n, m.k)), fTolerance),
+    fGrid: fColumns(ms.map((m) => cachedFraction(m.n, m.k)), F_TOLERANCE),
   };
 }
 
@@ -143,8 +140,7 @@ function between(line: readonly (number | undefined)[], grid: readonly number[],
 }
 
 export function buildQTable(measurements: readonly QMeasurement[], options: QBuildOptions = {}): QBuild {
-  const fTolerance = options.fTolerance ?? DEFAULT_F_TOLERANCE;
-  const design = designGrid(measurements, fTolerance);
+  const design = designGrid(measurements);
   const nGrid = [...(options.nGrid ?? design.nGrid)];
   const fGrid = [...(options.fGrid ?? design.fGrid)];
   const errors: string[] = [];
@@ -153,7 +149,6 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
   if (fGrid[0] !== 0) errors.push(`Q table needs a no-contention measurement at f = 0 (the cache-blind estimator reads Q(N, 0)); lowest f is ${String(fGrid[0])}`);
   if (nGrid.some((n) => !(n > 0))) errors.push('Q table prompt lengths must be positive');
   if (fGrid.some((f) => !(f >= 0 && f <= 1))) errors.push('Q table cached fractions must lie in [0, 1]');
-  if (!(fTolerance >= 0 && fTolerance < 0.5)) errors.push(`Q table f tolerance ${fTolerance} must lie in [0, 0.5)`);
   if (errors.length > 0) return { ok: false, errors };
 
   const nIndex = new Map(nGrid.map((n, i) => [n, i]));
@@ -161,7 +156,7 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
   let offGrid = 0;
   for (const m of measurements) {
     const i = nIndex.get(m.n);
-    const j = columnOf(fGrid, cachedFraction(m.n, m.k), fTolerance);
+    const j = columnOf(fGrid, cachedFraction(m.n, m.k), F_TOLERANCE);
     if (i === undefined || j === undefined) offGrid++;
     else (bins[i]?.[j] as number[]).push(m.ttftMs);
   }
@@ -226,8 +221,8 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
       nGrid,
       fGrid,
       valuesMs: values.map((row) => row.map((v) => v as number)),
-      clampN: options.clampN ?? false,
-      clampF: options.clampF ?? false,
+      clampN: false,
+      clampF: false,
     },
     cells,
     offGrid,

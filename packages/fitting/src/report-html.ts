@@ -5,24 +5,13 @@
  */
 import type { FitReport, ModelReport } from './fit';
 import type { EstimatorFit } from './estimator-fit';
+import { escapeHtml, fmt, fmtG as fmtDigits, padded, page, svg, table as htmlTable, ticks, xTicks } from './html';
 import { ESTIMATORS } from './margins';
 import { ROLES } from './rows';
 import { SPLIT_NAMES } from './splits';
 
-/** Text for an HTML element or attribute value. Also used by the evaluation report. */
-export function escapeHtml(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
-}
-
-/** A number with `digits` decimals, or an en dash where there is none. */
-export function fmt(v: number | null | undefined, digits = 1): string {
-  if (v === null || v === undefined || !Number.isFinite(v)) return '–';
-  return v.toFixed(digits);
-}
-
-function fmtG(v: number): string {
-  return Number.isFinite(v) ? Number(v.toPrecision(6)).toString() : String(v);
-}
+const fmtG = (v: number): string => fmtDigits(v, 6);
+const table = (head: readonly string[], rows: readonly (readonly string[])[]): string => htmlTable(head, rows, escapeHtml);
 
 const W = 420;
 const H = 300;
@@ -37,23 +26,18 @@ interface Pt {
 
 function extent(vs: readonly number[]): [number, number] {
   const f = vs.filter(Number.isFinite);
-  if (f.length === 0) return [0, 1];
-  let lo = Math.min(...f);
-  let hi = Math.max(...f);
-  if (lo === hi) {
-    lo -= 1;
-    hi += 1;
-  }
-  const pad = (hi - lo) * 0.05;
-  return [lo - pad, hi + pad];
+  return padded(Math.min(...f), Math.max(...f), 0.05);
 }
 
-function ticks(lo: number, hi: number): number[] {
-  const step = 10 ** Math.floor(Math.log10((hi - lo) / 4));
-  const s = [1, 2, 5, 10].map((m) => m * step).find((c) => (hi - lo) / c <= 6) ?? step * 10;
-  const out: number[] = [];
-  for (let v = Math.ceil(lo / s) * s; v <= hi; v += s) out.push(Number(v.toPrecision(12)));
-  return out;
+/** The plot's box, its own parts, the title and both axis labels. */
+function framed(title: string, xLabel: string, yLabel: string, parts: readonly string[]): string {
+  return svg(W, H, title, [
+    `<rect x="${M.l}" y="${M.t}" width="${W - M.l - M.r}" height="${H - M.t - M.b}" fill="#fff" stroke="#ccc"/>`,
+    ...parts,
+    `<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(title)}</text>`,
+    `<text x="${(M.l + W - M.r) / 2}" y="${H - 6}" text-anchor="middle">${escapeHtml(xLabel)}</text>`,
+    `<text transform="translate(12 ${(M.t + H - M.b) / 2}) rotate(-90)" text-anchor="middle">${escapeHtml(yLabel)}</text>`,
+  ].join(''));
 }
 
 /** Scatter plot; `diagonal` draws y = x, `zero` draws y = 0. */
@@ -66,9 +50,7 @@ function scatter(title: string, xLabel: string, yLabel: string, pts: readonly Pt
   }
   const sx = (v: number): number => M.l + ((v - x0) / (x1 - x0)) * (W - M.l - M.r);
   const sy = (v: number): number => H - M.b - ((v - y0) / (y1 - y0)) * (H - M.t - M.b);
-  const parts: string[] = [];
-  parts.push(`<rect x="${M.l}" y="${M.t}" width="${W - M.l - M.r}" height="${H - M.t - M.b}" fill="#fff" stroke="#ccc"/>`);
-  for (const t of ticks(x0, x1)) parts.push(`<line x1="${sx(t).toFixed(1)}" x2="${sx(t).toFixed(1)}" y1="${H - M.b}" y2="${H - M.b + 4}" stroke="#666"/><text x="${sx(t).toFixed(1)}" y="${H - M.b + 15}" text-anchor="middle">${fmtG(t)}</text>`);
+  const parts: string[] = [xTicks(sx, x0, x1, H - M.b, fmtG)];
   for (const t of ticks(y0, y1)) parts.push(`<line x1="${M.l - 4}" x2="${M.l}" y1="${sy(t).toFixed(1)}" y2="${sy(t).toFixed(1)}" stroke="#666"/><text x="${M.l - 6}" y="${(sy(t) + 3).toFixed(1)}" text-anchor="end">${fmtG(t)}</text>`);
   if (opts.diagonal) parts.push(`<line x1="${sx(x0)}" y1="${sy(x0)}" x2="${sx(x1)}" y2="${sy(x1)}" stroke="#888" stroke-dasharray="4 3"/>`);
   if (opts.zero && y0 < 0 && y1 > 0) parts.push(`<line x1="${M.l}" x2="${W - M.r}" y1="${sy(0).toFixed(1)}" y2="${sy(0).toFixed(1)}" stroke="#888" stroke-dasharray="4 3"/>`);
@@ -76,10 +58,7 @@ function scatter(title: string, xLabel: string, yLabel: string, pts: readonly Pt
     if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) continue;
     parts.push(`<circle cx="${sx(p.x).toFixed(1)}" cy="${sy(p.y).toFixed(1)}" r="2.2" fill="${p.color}" fill-opacity="0.7"/>`);
   }
-  parts.push(`<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(title)}</text>`);
-  parts.push(`<text x="${(M.l + W - M.r) / 2}" y="${H - 6}" text-anchor="middle">${escapeHtml(xLabel)}</text>`);
-  parts.push(`<text transform="translate(12 ${(M.t + H - M.b) / 2}) rotate(-90)" text-anchor="middle">${escapeHtml(yLabel)}</text>`);
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${escapeHtml(title)}">${parts.join('')}</svg>`;
+  return framed(title, xLabel, yLabel, parts);
 }
 
 /** CV curve: lambdas on an evenly spaced categorical axis (lambda 0 cannot sit on a log axis). */
@@ -90,24 +69,14 @@ function cvPlot(title: string, fit: EstimatorFit): string {
   const n = Math.max(1, pts.length - 1);
   const sx = (i: number): number => M.l + (i / n) * (W - M.l - M.r);
   const sy = (v: number): number => H - M.b - ((v - y0) / (y1 - y0)) * (H - M.t - M.b);
-  const parts: string[] = [`<rect x="${M.l}" y="${M.t}" width="${W - M.l - M.r}" height="${H - M.t - M.b}" fill="#fff" stroke="#ccc"/>`];
-  for (const p of pts) parts.push(`<text x="${sx(p.i).toFixed(1)}" y="${H - M.b + 15}" text-anchor="middle">${fmtG(p.lambda)}</text>`);
+  const parts: string[] = pts.map((p) => `<text x="${sx(p.i).toFixed(1)}" y="${H - M.b + 15}" text-anchor="middle">${fmtG(p.lambda)}</text>`);
   for (const t of ticks(y0, y1)) parts.push(`<text x="${M.l - 6}" y="${(sy(t) + 3).toFixed(1)}" text-anchor="end">${fmtG(t)}</text>`);
   if (ok.length > 0) parts.push(`<polyline fill="none" stroke="#1864ab" stroke-width="1.5" points="${ok.map((p) => `${sx(p.i).toFixed(1)},${sy(p.mse).toFixed(1)}`).join(' ')}"/>`);
   for (const p of ok) {
     const chosen = p.lambda === fit.lambda;
     parts.push(`<circle cx="${sx(p.i).toFixed(1)}" cy="${sy(p.mse).toFixed(1)}" r="${chosen ? 5 : 3}" fill="${chosen ? '#d9480f' : '#1864ab'}"/>`);
   }
-  parts.push(`<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(title)}</text>`);
-  parts.push(`<text x="${(M.l + W - M.r) / 2}" y="${H - 6}" text-anchor="middle">lambda (chosen in orange)</text>`);
-  parts.push(`<text transform="translate(12 ${(M.t + H - M.b) / 2}) rotate(-90)" text-anchor="middle">CV mean squared error (ms²)</text>`);
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${escapeHtml(title)}">${parts.join('')}</svg>`;
-}
-
-function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
-  return `<table><thead><tr>${headers.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead><tbody>${rows
-    .map((r) => `<tr>${r.map((c) => `<td>${escapeHtml(c)}</td>`).join('')}</tr>`)
-    .join('')}</tbody></table>`;
+  return framed(title, 'lambda (chosen in orange)', 'CV mean squared error (ms²)', parts);
 }
 
 function modelSection(m: ModelReport): string {
@@ -176,13 +145,6 @@ const QSOURCE_TEXT: Readonly<Record<FitReport['options']['qSource'], string>> = 
 
 export function renderFitReportHtml(report: FitReport): string {
   const out: string[] = [];
-  out.push(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>vantage fit ${escapeHtml(report.parameterSetVersion)}</title>
-<style>
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
-table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}
-td:first-child,th:first-child{text-align:left}svg{margin:4px;font-size:10px;font-family:system-ui,sans-serif}svg .t{font-size:12px;font-weight:600}
-.plots{display:flex;flex-wrap:wrap}.warn{color:#a61e4d}.legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
-</style></head><body>`);
   out.push(`<h1>Calibration fit ${escapeHtml(report.parameterSetVersion)}</h1>`);
   out.push(
     `<p>Variant <b>${escapeHtml(report.variant)}</b>, seed ${report.seed}. ${report.input.rows} measurements: ` +
@@ -237,6 +199,5 @@ td:first-child,th:first-child{text-align:left}svg{margin:4px;font-size:10px;font
   })()));
 
   for (const role of ROLES) out.push(modelSection(report.models[role]));
-  out.push('</body></html>\n');
-  return out.join('\n');
+  return page(`vantage fit ${report.parameterSetVersion}`, out.join('\n'));
 }

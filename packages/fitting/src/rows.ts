@@ -1,8 +1,11 @@
 /**
- * Calibration measurements: the plain input type of every fitting step, the
- * parser from the JSON Lines the replay tool writes (`outcomeToJsonRow` of
- * @vantage/records), value validation with line numbers, and pairing of the
- * two candidates measured under one workload condition.
+ * Outcome rows as the replay tool writes them (`outcomeToJsonRow` of
+ * @vantage/records): the one place that knows their column names and reads
+ * them, line by line with line-numbered problems, for the calibration
+ * measurements here and the evaluation's rows (@vantage/evaluation). Then the
+ * calibration measurement, the plain input type of every fitting step, its
+ * value validation, and pairing of the two candidates measured under one
+ * workload condition.
  *
  * Seed 000 ("How we would evaluate it"): "Collect GPU calibration data. Vary
  * prompt length, reusable prefix length, prefill contention and generation
@@ -11,11 +14,11 @@
  * repeat is measured twice, once per candidate, and the two rows are joined
  * here by (condition id, repeat).
  */
-import { readJsonRows, type RowProblem } from '@vantage/records';
+import { asRowObject, readJsonRows, type LineObject, type RowProblem } from '@vantage/records';
+import type { Role } from '@vantage/rules';
 
 export type { RowProblem } from '@vantage/records';
-
-export type Role = 'efficient' | 'capable';
+export type { Role } from '@vantage/rules';
 export const ROLES: readonly Role[] = ['efficient', 'capable'];
 
 /** One measured request of the calibration. */
@@ -51,15 +54,13 @@ export interface CalibrationRow {
    * Absent means false (contention measurements).
    */
   readonly qSet?: boolean;
-  /** Stage's proposal as recorded; null when the row carried none. */
-  readonly proposal: Role | null;
 }
 
 /** Both candidates measured for one repeat of one condition. */
 export interface CalibrationPair {
   readonly conditionId: string;
   readonly repeat: number;
-  /** Stage's proposal the rules reconsider (efficient unless taken from the rows). */
+  /** Stage's proposal the rules reconsider: calibration measures efficient proposals. */
   readonly proposal: Role;
   readonly efficient: CalibrationRow;
   readonly capable: CalibrationRow;
@@ -71,21 +72,34 @@ export interface CalibrationPair {
 
 /**
  * Flattened outcome-record columns (`outcomeToJsonRow`: dotted paths, the
- * embedded decision under `decision.`, per-candidate arrays keyed by role).
- * A test checks every name against `OUTCOME_CSV_COLUMNS`, so a schema change
- * that renames one fails there rather than here at fitting time.
+ * embedded decision under `decision.`, per-candidate arrays keyed by role)
+ * that fitting and the evaluation read. A test checks every name against
+ * `OUTCOME_CSV_COLUMNS`, so a schema change that renames one fails there
+ * rather than here at fitting time.
  */
 export const OUTCOME_COLUMNS = Object.freeze({
   requestId: 'requestId',
   sessionId: 'sessionId',
   status: 'status',
+  arrivalMs: 'arrivalMs',
+  endMs: 'endMs',
   ttftMs: 'ttftMs',
+  latencyMs: 'latencyMs',
+  inputTokens: 'inputTokens',
+  uncachedInputTokens: 'uncachedInputTokens',
+  routingOverheadUs: 'routingOverheadUs',
   background: 'background',
   servedPool: 'servedPool',
+  variant: 'decision.variant',
+  reason: 'decision.reason',
+  couldAct: 'decision.couldAct',
+  triggered: 'decision.triggered',
   /** The candidate the request was sent to. */
   role: 'decision.finalChoice.role',
   model: 'decision.finalChoice.model',
   proposal: 'decision.stageProposal.role',
+  observeDurationUs: 'decision.observeDurationUs',
+  decisionDurationUs: 'decision.decisionDurationUs',
   observation: (role: Role) =>
     Object.freeze({
       status: `decision.observations.${role}.status`,
@@ -96,6 +110,48 @@ export const OUTCOME_COLUMNS = Object.freeze({
       p: `decision.observations.${role}.prefillPressure`,
     }),
 });
+
+/** What one flattened row became: a row, a row left out for a counted reason, or a problem. */
+export type RowParse<T, S extends string = string> =
+  | { readonly kind: 'row'; readonly row: T }
+  | { readonly kind: 'skip'; readonly reason: S }
+  | { readonly kind: 'problem'; readonly message: string };
+
+export interface RowsParse<T> {
+  readonly rows: T[];
+  /** Bad rows, with line numbers, in line order. */
+  readonly problems: RowProblem[];
+  /** Rows that were left out on purpose, by reason. */
+  readonly skipped: Readonly<Record<string, number>>;
+  /** Non-blank lines of the text, or the objects given. */
+  readonly lines: number;
+}
+
+/**
+ * Flattened outcome rows through `parse`: JSON Lines (blank lines ignored,
+ * bad JSON a problem with its line) or objects already parsed (their lines
+ * are their 1-based positions). Never throws.
+ */
+export function parseOutcomeRows<T>(input: string | readonly unknown[], parse: (o: Record<string, unknown>, line: number) => RowParse<T>): RowsParse<T> {
+  const read = typeof input === 'string' ? readJsonRows(input) : { objects: [] as LineObject[], problems: [] as RowProblem[], lines: input.length };
+  if (typeof input !== 'string') {
+    input.forEach((o, i) => {
+      const row = asRowObject(o);
+      if (typeof row === 'string') read.problems.push({ line: i + 1, message: row });
+      else read.objects.push({ line: i + 1, row });
+    });
+  }
+  const rows: T[] = [];
+  const problems = [...read.problems];
+  const skipped: Record<string, number> = {};
+  for (const { line, row: o } of read.objects) {
+    const r = parse(o, line);
+    if (r.kind === 'row') rows.push(r.row);
+    else if (r.kind === 'skip') skipped[r.reason] = (skipped[r.reason] ?? 0) + 1;
+    else problems.push({ line, message: r.message });
+  }
+  return { rows, problems: problems.sort((a, b) => a.line - b.line), skipped, lines: read.lines };
+}
 
 /**
  * Calibration identity. Outcome records have no field for the workload
@@ -164,19 +220,13 @@ function isRole(v: unknown): v is Role {
 
 type RowSkipReason = 'background' | 'not_calibration' | `status_${string}`;
 
-/** What one JSON row became. */
-type RowParse =
-  | { readonly kind: 'row'; readonly row: CalibrationRow }
-  | { readonly kind: 'skip'; readonly reason: RowSkipReason }
-  | { readonly kind: 'problem'; readonly message: string };
-
 /**
  * One flattened outcome row to a calibration measurement. Rows that are not
  * measurements (background traffic, warm-up requests, requests that did not
  * complete) are skipped with a reason; a measurement that cannot be used is a
  * problem. Values are range-checked by `validateCalibrationRows` afterwards.
  */
-export function rowFromOutcomeJson(o: Record<string, unknown>, line: number): RowParse {
+export function rowFromOutcomeJson(o: Record<string, unknown>, line: number): RowParse<CalibrationRow, RowSkipReason> {
   if (!(OUTCOME_COLUMNS.status in o) || !(OUTCOME_COLUMNS.ttftMs in o)) {
     return { kind: 'problem', message: 'not an outcome row (no status/ttftMs columns; replay --kind outcome writes them)' };
   }
@@ -213,7 +263,6 @@ export function rowFromOutcomeJson(o: Record<string, unknown>, line: number): Ro
   const p = num(cols.p, true);
   const ttft = num(OUTCOME_COLUMNS.ttftMs, false);
   for (const v of [n, k, r, p, ttft]) if (typeof v === 'string') return { kind: 'problem', message: v };
-  const proposal = o[OUTCOME_COLUMNS.proposal];
   const requestId = o[OUTCOME_COLUMNS.requestId];
   const rr = r as number;
   return {
@@ -233,18 +282,8 @@ export function rowFromOutcomeJson(o: Record<string, unknown>, line: number): Ro
       noBackgroundLoad: ident.id.noBackgroundLoad,
       noContention: ident.id.noBackgroundLoad && rr === 0,
       ...(ident.id.qSet ? { qSet: true } : {}),
-      proposal: isRole(proposal) ? proposal : null,
     },
   };
-}
-
-interface ParseResult {
-  readonly rows: CalibrationRow[];
-  /** Bad rows, with line numbers: structural and value problems. */
-  readonly problems: RowProblem[];
-  /** Lines that were not calibration measurements, by reason. */
-  readonly skipped: Readonly<Record<string, number>>;
-  readonly lines: number;
 }
 
 /**
@@ -252,23 +291,11 @@ interface ParseResult {
  * Never throws: every unusable line is a problem with its line number, and
  * only rows without problems are returned (value checks included).
  */
-export function parseCalibrationJsonl(text: string): ParseResult {
-  const rows: CalibrationRow[] = [];
-  const read = readJsonRows(text);
-  const problems: RowProblem[] = [...read.problems];
-  const skipped: Record<string, number> = {};
-  const count = read.lines;
-  for (const { line, row: o } of read.objects) {
-    const r = rowFromOutcomeJson(o, line);
-    if (r.kind === 'row') rows.push(r.row);
-    else if (r.kind === 'skip') skipped[r.reason] = (skipped[r.reason] ?? 0) + 1;
-    else problems.push({ line, message: r.message });
-  }
-  const valueProblems = validateCalibrationRows(rows);
+export function parseCalibrationJsonl(text: string): RowsParse<CalibrationRow> {
+  const parsed = parseOutcomeRows(text, rowFromOutcomeJson);
+  const valueProblems = validateCalibrationRows(parsed.rows);
   const bad = new Set(valueProblems.map((p) => p.line));
-  problems.push(...valueProblems);
-  problems.sort((a, b) => a.line - b.line);
-  return { rows: rows.filter((r) => !bad.has(r.line)), problems, skipped, lines: count };
+  return { ...parsed, rows: parsed.rows.filter((r) => !bad.has(r.line)), problems: [...parsed.problems, ...valueProblems].sort((a, b) => a.line - b.line) };
 }
 
 function rowValueProblems(r: CalibrationRow): string[] {
@@ -334,13 +361,11 @@ interface Pairing {
 }
 
 /**
- * Join both candidates of each (condition, repeat). `proposals: 'efficient'`
- * (the calibration default) treats every pair as an efficient proposal, the
- * only kind the rules reconsider; `'rows'` takes Stage's recorded proposal
- * from the efficient measurement (efficient when it carries none).
- * Output order is by condition id, then repeat: independent of input order.
+ * Join both candidates of each (condition, repeat), each pair an efficient
+ * proposal (the only kind the rules reconsider). Output order is by condition
+ * id, then repeat: independent of input order.
  */
-export function pairRows(rows: readonly CalibrationRow[], proposals: 'efficient' | 'rows' = 'efficient'): Pairing {
+export function pairRows(rows: readonly CalibrationRow[]): Pairing {
   const byKey = new Map<string, { efficient?: CalibrationRow; capable?: CalibrationRow }>();
   for (const r of rows) {
     const key = JSON.stringify([r.conditionId, r.repeat]);
@@ -352,8 +377,7 @@ export function pairRows(rows: readonly CalibrationRow[], proposals: 'efficient'
   const unpaired: CalibrationRow[] = [];
   for (const slot of byKey.values()) {
     if (slot.efficient !== undefined && slot.capable !== undefined) {
-      const proposal = proposals === 'rows' ? (slot.efficient.proposal ?? 'efficient') : 'efficient';
-      pairs.push({ conditionId: slot.efficient.conditionId, repeat: slot.efficient.repeat, proposal, efficient: slot.efficient, capable: slot.capable });
+      pairs.push({ conditionId: slot.efficient.conditionId, repeat: slot.efficient.repeat, proposal: 'efficient', efficient: slot.efficient, capable: slot.capable });
     } else {
       const one = slot.efficient ?? slot.capable;
       if (one !== undefined) unpaired.push(one);

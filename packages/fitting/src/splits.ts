@@ -109,28 +109,3 @@ export function applySplit<T extends { readonly conditionId: string }>(items: re
   }
   return out;
 }
-
-interface SplitLeak {
-  readonly conditionId: string;
-  readonly splits: SplitName[];
-}
-
-/**
- * The proof obligation of a grouped split, checked on the data actually
- * used: every condition id found in the rows (or pairs) of more than one
- * split. Empty means no condition leaks.
- */
-export function findSplitLeaks(sets: Readonly<Record<SplitName, readonly { readonly conditionId: string }[]>>): SplitLeak[] {
-  const seen = new Map<string, Set<SplitName>>();
-  for (const s of SPLIT_NAMES) {
-    for (const it of sets[s]) {
-      const set = seen.get(it.conditionId) ?? new Set<SplitName>();
-      set.add(s);
-      seen.set(it.conditionId, set);
-    }
-  }
-  return [...seen]
-    .filter(([, s]) => s.size > 1)
-    .map(([conditionId, s]) => ({ conditionId, splits: SPLIT_NAMES.filter((n) => s.has(n)) }))
-    .sort((a, b) => compareStrings(a.conditionId, b.conditionId));
-}

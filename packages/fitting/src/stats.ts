@@ -1,4 +1,4 @@
-/** Small, exact-order statistics used by every fitting step. */
+/** Small, exact-order statistics used by every fitting step and by the evaluation's analysis. */
 
 export function mean(xs: readonly number[]): number {
   if (xs.length === 0) return NaN;
@@ -18,6 +18,21 @@ export function populationSd(xs: readonly number[], m: number = mean(xs)): numbe
   let s = 0;
   for (const x of xs) s += (x - m) * (x - m);
   return Math.sqrt(s / xs.length);
+}
+
+/**
+ * Quantile with linear interpolation between order statistics (Hyndman-Fan
+ * type 7) of sorted values; NaN for none.
+ */
+export function quantileSorted(sorted: readonly number[], q: number): number {
+  const n = sorted.length;
+  if (n === 0) return NaN;
+  if (!(q >= 0 && q <= 1)) throw new RangeError(`quantile q = ${q} must lie in [0, 1]`);
+  const h = (n - 1) * q;
+  const lo = Math.floor(h);
+  const hi = Math.min(n - 1, lo + 1);
+  const a = sorted[lo] as number;
+  return a + (h - lo) * ((sorted[hi] as number) - a);
 }
 
 /** Median; the mean of the two middle values for an even count. */

@@ -209,7 +209,7 @@ describe('fitAll refusals', () => {
   });
 
   it('refuses bad options', () => {
-    const r = fitAll(rows, { fractions: { fitting: 0.5, uncertainty: 0.5, selection: 0.5 }, lambdas: [-1] });
+    const r = fitAll(rows, { fractions: { fitting: 0.5, uncertainty: 0.5, selection: 0.5 }, seed: -1 });
     expect(!r.ok && r.errors.length).toBe(2);
   });
 });

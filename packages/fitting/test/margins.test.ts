@@ -18,7 +18,7 @@ const models = { efficient: flatModel('e', 1000), capable: flatModel('c', 400) }
 
 function pair(conditionId: string, repeat: number, measuredAdvantage: number, p: number | null = 0): CalibrationPair {
   const row = (role: 'efficient' | 'capable', ttftMs: number): CalibrationRow => ({
-    line: 0, requestId: '', conditionId, repeat, role, model: role[0] as string, n: 5000, k: 0, r: 1, p, ttftMs, noBackgroundLoad: false, noContention: false, proposal: 'efficient',
+    line: 0, requestId: '', conditionId, repeat, role, model: role[0] as string, n: 5000, k: 0, r: 1, p, ttftMs, noBackgroundLoad: false, noContention: false,
   });
   return { conditionId, repeat, proposal: 'efficient', efficient: row('efficient', 1000 + measuredAdvantage), capable: row('capable', 1000) };
 }

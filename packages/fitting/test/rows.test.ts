@@ -26,21 +26,12 @@ const base: CalibrationRow = {
   ttftMs: 812.5,
   noBackgroundLoad: false,
   noContention: false,
-  proposal: 'efficient',
 };
 
 describe('column mapping', () => {
   it('names only columns the outcome flattening writes', () => {
     const names = [
-      OUTCOME_COLUMNS.requestId,
-      OUTCOME_COLUMNS.sessionId,
-      OUTCOME_COLUMNS.status,
-      OUTCOME_COLUMNS.ttftMs,
-      OUTCOME_COLUMNS.background,
-      OUTCOME_COLUMNS.servedPool,
-      OUTCOME_COLUMNS.role,
-      OUTCOME_COLUMNS.model,
-      OUTCOME_COLUMNS.proposal,
+      ...Object.values(OUTCOME_COLUMNS).filter((c) => typeof c === 'string'),
       ...(['efficient', 'capable'] as const).flatMap((r) => Object.values(OUTCOME_COLUMNS.observation(r))),
     ];
     for (const n of names) expect(OUTCOME_CSV_COLUMNS).toContain(n);
@@ -56,7 +47,7 @@ describe('parseCalibrationJsonl', () => {
     expect(res.problems).toEqual([]);
     expect(res.rows).toHaveLength(2);
     const [e, c] = res.rows;
-    expect(e).toMatchObject({ line: 1, conditionId: 'cond:a', repeat: 2, role: 'efficient', model: 'eff-8b', n: 12000, k: 6000, r: 3, p: 1.25, noContention: false, proposal: 'efficient' });
+    expect(e).toMatchObject({ line: 1, conditionId: 'cond:a', repeat: 2, role: 'efficient', model: 'eff-8b', n: 12000, k: 6000, r: 3, p: 1.25, noContention: false });
     expect(e?.ttftMs).toBeCloseTo(812.5, 6);
     expect(c).toMatchObject({ line: 2, role: 'capable', model: 'cap-70b', r: 0, p: null });
     expect(pairRows(res.rows).pairs).toHaveLength(1);

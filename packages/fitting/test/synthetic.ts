@@ -74,7 +74,6 @@ export function synthesize(opts: SyntheticOptions = {}): CalibrationRow[] {
           noBackgroundLoad: idle,
           noContention: idle && r === 0,
           ...(qSet ? { qSet: true } : {}),
-          proposal: 'efficient',
         });
       }
     }

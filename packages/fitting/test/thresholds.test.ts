@@ -22,7 +22,6 @@ function pair(id: string, eff: { r: number; p: number | null; ttft: number; n?: 
     ttftMs: x.ttft,
     noBackgroundLoad: false,
     noContention: false,
-    proposal,
   });
   return { conditionId: id, repeat: 0, proposal, efficient: row('efficient', eff), capable: row('capable', cap) };
 }

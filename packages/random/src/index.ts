@@ -109,6 +109,26 @@ export function mulberry32(seed: number): () => number {
   };
 }
 
+/**
+ * A stable u32 per label: FNV-1a (`seed32`) of the parts joined by U+001F, then one extra
+ * avalanche round, because FNV's low bits are weak for short labels.
+ */
+export function hash32(...parts: readonly (string | number)[]): number {
+  let h = seed32(parts.map(String).join('\u001f'));
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  return h >>> 0;
+}
+
+/**
+ * A mulberry32 generator for one purpose, e.g. `streamFor(seed, 'bootstrap', metric, variant)`:
+ * each purpose draws its own stream, so adding a metric or a variant never changes another's numbers.
+ */
+export function streamFor(seed: number, ...labels: readonly (string | number)[]): () => number {
+  return mulberry32(hash32(seed, ...labels));
+}
+
 /** Fisher-Yates shuffle of a copy. */
 export function shuffled<T>(xs: readonly T[], rand: () => number): T[] {
   const out = [...xs];

@@ -2,7 +2,7 @@
 // estimators and the parameter sets that freeze them (seed 000). Pure and
 // synchronous; services adapt indexer answers into `DecisionInput`.
 
-export { REASONS, isFallbackReason } from './reasons';
+export { REASONS } from './reasons';
 export type { Reason } from './reasons';
 
 export { observed } from './observations';

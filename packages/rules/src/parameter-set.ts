@@ -352,15 +352,7 @@ export class ParameterStore {
 
   /** Replace from file text; on any problem keep the active set and say why. */
   tryReplace(jsonText: string): ReplaceResult {
-    return this.#swap(loadParameterSet(jsonText));
-  }
-
-  /** Replace from an already-parsed document (e.g. built by `createParameterSet`). */
-  tryReplaceWith(doc: unknown): ReplaceResult {
-    return this.#swap(validateParameterSet(doc));
-  }
-
-  #swap(result: ParameterSetResult): ReplaceResult {
+    const result = loadParameterSet(jsonText);
     const previousVersion = this.#active.version;
     if (!result.ok) {
       return {

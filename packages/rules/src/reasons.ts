@@ -31,9 +31,3 @@ export const REASONS = [
 ] as const;
 
 export type Reason = (typeof REASONS)[number];
-
-type FallbackReason = Extract<Reason, `fallback_${string}`>;
-
-export function isFallbackReason(r: Reason): r is FallbackReason {
-  return r.startsWith('fallback_');
-}

@@ -177,7 +177,7 @@ describe('ParameterStore', () => {
 
   it('installs a good file', () => {
     const store = new ParameterStore();
-    const r = store.tryReplaceWith(JSON.parse(serializeParameterSet(params({ version: 'next' }))));
+    const r = store.tryReplace(serializeParameterSet(params({ version: 'next' })));
     expect(r).toEqual({ ok: true, previousVersion: '0.0.0-development', version: 'next' });
     expect(store.current().version).toBe('next');
   });

@@ -3,7 +3,6 @@ import fc from 'fast-check';
 import type { WorkerId } from '@vantage/types';
 import {
   decide,
-  isFallbackReason,
   REASONS,
   VARIANTS,
   type CandidateObservation,
@@ -106,7 +105,7 @@ describe('decision properties', () => {
           expect(d.reason).not.toBe('overrode');
           expect(d.triggered).toBe(false);
         }
-        if (isFallbackReason(d.reason)) {
+        if (d.reason.startsWith('fallback_')) {
           expect(d.couldAct).toBe(false);
           expect(d.detail?.message).toBeTruthy();
         }
