@@ -25,7 +25,7 @@ import {
   type JsonRow,
 } from '@vantage/records';
 import { kafkaClientConfig, kafkaConnectError, redactUrl, toolSettings } from '@vantage/runtime';
-import { choice, parseOptions } from '../args';
+import { choice, parseOptions, required } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
@@ -150,22 +150,8 @@ class Sink {
 }
 
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
-  const { values } = parseOptions(
-    argv,
-    {
-      brokers: { type: 'string' },
-      topic: { type: 'string' },
-      'from-beginning': { type: 'boolean' },
-      since: { type: 'string' },
-      until: { type: 'string' },
-      format: { type: 'string' },
-      kind: { type: 'string' },
-      out: { type: 'string' },
-    },
-    0,
-  );
-  const topic = values.topic;
-  if (typeof topic !== 'string' || topic === '') throw new UsageError('--topic is required');
+  const { values } = parseOptions(argv, ['brokers', 'topic', 'since', 'until', 'format', 'kind', 'out'], ['from-beginning']);
+  const topic = required('topic', values.topic);
   const since = parseInstant('since', values.since);
   const until = parseInstant('until', values.until);
   if (values['from-beginning'] === true && since !== undefined) throw new UsageError('--from-beginning and --since exclude each other');
@@ -195,12 +181,11 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     const topics = await admin.listTopics();
     if (!topics.includes(topic)) throw new InputError(`topic ${topic} does not exist`, EXIT.NO_INPUT);
     // End offsets are fixed now: records written while we read are not ours to wait for.
-    const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, BigInt(p.high)]));
-    const lows = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, BigInt(p.low)]));
-    const starts = new Map<number, bigint>();
-    if (since !== undefined) {
-      for (const p of await admin.fetchTopicOffsetsByTimestamp(topic, since)) starts.set(p.partition, BigInt(p.offset));
-    } else for (const [p, low] of lows) starts.set(p, low);
+    const offsets = await admin.fetchTopicOffsets(topic);
+    const ends = new Map(offsets.map((p) => [p.partition, BigInt(p.high)]));
+    const starts = new Map(
+      since === undefined ? offsets.map((p) => [p.partition, BigInt(p.low)]) : (await admin.fetchTopicOffsetsByTimestamp(topic, since)).map((p) => [p.partition, BigInt(p.offset)]),
+    );
     let total = 0n;
     const position = new Map<number, bigint>();
     const open = new Set<number>();
