@@ -723,11 +723,6 @@ export class Engine {
     };
   }
 
-  /** The event id the next KV event will carry. */
-  get nextKvEventId(): bigint {
-    return this.nextEventId;
-  }
-
   /** Sequence hashes currently resident (referenced or evictable), for tests and diagnostics. */
   hasBlock(seq: bigint): boolean {
     return this.pool.find(Number(seq & 0xffff_ffffn), Number(seq >> 32n)) >= 0;

@@ -10,7 +10,6 @@ import {
   polynomialTiming,
   promptFromTokens,
   scaledTiming,
-  tableTiming,
   type StepShape,
 } from '@vantage/sim';
 import { EventModel, W1, range, req, runToIdle } from './helpers';
@@ -52,14 +51,9 @@ describe('timing model', () => {
     expect(polynomialTiming.stepMs(shape({ decodeRequests: 1 }))).toBeCloseTo(5.74, 9);
   });
 
-  it('a speed factor scales every pass; a table interpolates', () => {
+  it('a speed factor scales every pass', () => {
     const fast = scaledTiming(polynomialTiming, 2);
     expect(fast.stepMs(shape({ prefillTokens: 1000, prefillRequests: 1, prefillThroughTokens: 1000 }))).toBeCloseTo(32.1058589 / 2, 9);
-    const t = tableTiming({ prefill: [[0, 10], [1000, 110]], decode: [[0, 5], [1, 25]] });
-    expect(t.stepMs(shape({ prefillTokens: 500 }))).toBeCloseTo(60, 9);
-    expect(t.stepMs(shape({ prefillTokens: 2000 }))).toBeCloseTo(210, 9); // extrapolated
-    expect(t.stepMs(shape({ decodeRequests: 2, decodeKvTokens: 250 }))).toBeCloseTo(10, 9);
-    expect(() => tableTiming({ prefill: [[0, 1]], decode: [[0, 1], [1, 2]] })).toThrow(RangeError);
   });
 });
 
