@@ -40,7 +40,7 @@ import { BlockPool } from './block-pool';
 import type { PromptBlocks } from './prompt';
 import { polynomialTiming, type TimingModel } from './timing';
 
-interface EngineConfig {
+export interface EngineConfig {
   readonly workerId: WorkerId;
   readonly dpRank?: number;
   /** Tokens per KV block. Default 64. */
@@ -447,15 +447,12 @@ export class Engine {
       return this.result(nowMs, nowMs, 0, 0, 0, 0, 0, [], [], preempted);
     }
     const duration = this.timing.stepMs({
-      prefillTokens,
       prefillRequests,
       prefillThroughTokens: prefillThrough,
       prefillPrefixTokens: prefillPrefix,
       decodeRequests: decoding,
       decodeKvTokens: contextSum,
-      activeKvTokens: this.pool.active * bs,
       totalKvTokens: this.numGpuBlocks * bs,
-      meanContextTokens: decoding > 0 ? contextSum / decoding : 0,
     });
     if (!(duration > 0) || !Number.isFinite(duration)) throw new RangeError(`timing model returned ${duration} ms for a non-empty pass`);
     const endMs = nowMs + duration;
@@ -529,23 +526,12 @@ export class Engine {
       contextSum += r.computed;
     }
     const horizon = Math.min(untilMs, this.pending.length > 0 ? this.pending[0]!.arrivalMs : Infinity);
-    const activeKvTokens = this.pool.active * bs;
     const totalKvTokens = this.numGpuBlocks * bs;
     let t = this.busyUntilMs;
     let j = 0;
     while (j < k && t < horizon) {
       j++;
-      const d = this.timing.stepMs({
-        prefillTokens: 0,
-        prefillRequests: 0,
-        prefillThroughTokens: 0,
-        prefillPrefixTokens: 0,
-        decodeRequests: n,
-        decodeKvTokens: contextSum + n * j,
-        activeKvTokens,
-        totalKvTokens,
-        meanContextTokens: (contextSum + n * j) / n,
-      });
+      const d = this.timing.stepMs({ prefillRequests: 0, prefillThroughTokens: 0, prefillPrefixTokens: 0, decodeRequests: n, decodeKvTokens: contextSum + n * j, totalKvTokens });
       if (!(d > 0) || !Number.isFinite(d)) throw new RangeError(`timing model returned ${d} ms for a decode pass`);
       t += d;
     }

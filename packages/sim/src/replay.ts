@@ -28,13 +28,12 @@ import {
   type LlmdPolicy,
   type RoundRobinPolicy,
 } from '@vantage/selection';
-import { Engine, nextPass, type NextPass } from './engine';
+import { Engine, nextPass, type EngineConfig, type NextPass } from './engine';
 import { EventHeap } from './heap';
 import { computeMetrics, type ReplayMetrics, type RequestRecord } from './metrics';
 import { ClosedLoop, openLoopArrivals, traceSessions, type MooncakeRecord, type TraceSession } from './mooncake';
 import { MooncakePromptHasher, promptFromTokens, type PromptBlocks } from './prompt';
 import type { AgenticSession } from './sessions';
-import type { TimingModel } from './timing';
 
 export type RouterSpec =
   | { readonly kind: 'round_robin' }
@@ -80,17 +79,8 @@ export type Workload =
   /** Multi-turn sessions: turn t+1 arrives its think time after turn t completes. */
   | { readonly kind: 'sessions'; readonly sessions: readonly AgenticSession[] };
 
-export interface ReplayEngineConfig {
-  /** Default 64. */
-  readonly blockSize?: number;
-  /** Default 16,384. */
-  readonly numGpuBlocks?: number;
-  /** Default 8,192. */
-  readonly maxNumBatchedTokens?: number;
-  /** Default 256. */
-  readonly maxNumSeqs?: number;
-  readonly timing?: TimingModel;
-}
+/** The settings every engine of a replay shares (ids and event ids are the replay's). */
+export type ReplayEngineConfig = Omit<EngineConfig, 'workerId' | 'dpRank' | 'firstEventId'>;
 
 export interface ReplayProgress {
   readonly done: number;

@@ -7,8 +7,6 @@
  */
 
 export interface StepShape {
-  /** New (uncached) prompt tokens computed in this pass, summed over requests (the polynomial's T). */
-  readonly prefillTokens: number;
   /** Requests contributing prefill tokens. */
   readonly prefillRequests: number;
   /**
@@ -32,12 +30,8 @@ export interface StepShape {
    * request). Dynamo's `active_kv_tokens` for the decode-time model.
    */
   readonly decodeKvTokens: number;
-  /** KV tokens held by live requests (active blocks × block size). */
-  readonly activeKvTokens: number;
   /** KV capacity in tokens (GPU blocks × block size). */
   readonly totalKvTokens: number;
-  /** Mean context length of the decoding requests (0 when none). */
-  readonly meanContextTokens: number;
 }
 
 export interface TimingModel {

@@ -27,33 +27,30 @@ describe('timing model', () => {
   });
 
   const shape = (p: Partial<StepShape>): StepShape => ({
-    prefillTokens: 0,
     prefillRequests: 0,
     prefillThroughTokens: 0,
     prefillPrefixTokens: 0,
     decodeRequests: 0,
     decodeKvTokens: 0,
-    activeKvTokens: 0,
     totalKvTokens: 1000,
-    meanContextTokens: 0,
     ...p,
   });
 
   it('times a mixed pass as prefill then decode at the decoding context, a prefill-only pass without decode', () => {
-    // u = decoding requests' context tokens / capacity; the physical KV in use does not enter.
-    const prefill1000 = { prefillTokens: 1000, prefillRequests: 1, prefillThroughTokens: 1000 };
-    expect(polynomialTiming.stepMs(shape({ ...prefill1000, decodeRequests: 3, decodeKvTokens: 500, activeKvTokens: 900 }))).toBeCloseTo(32.1058589 + 26.31, 9);
-    expect(polynomialTiming.stepMs(shape({ ...prefill1000, activeKvTokens: 900 }))).toBeCloseTo(32.1058589, 9);
+    // u = decoding requests' context tokens / capacity.
+    const prefill1000 = { prefillRequests: 1, prefillThroughTokens: 1000 };
+    expect(polynomialTiming.stepMs(shape({ ...prefill1000, decodeRequests: 3, decodeKvTokens: 500 }))).toBeCloseTo(32.1058589 + 26.31, 9);
+    expect(polynomialTiming.stepMs(shape({ ...prefill1000 }))).toBeCloseTo(32.1058589, 9);
     // Batched prefill as Dynamo's model reduces it: 3 requests, 8,192 through, 0 before → 3 × ⌊8192 / 3⌋ = 8,190 tokens timed.
-    expect(polynomialTiming.stepMs(shape({ prefillTokens: 8192, prefillRequests: 3, prefillThroughTokens: 8192 }))).toBeCloseTo(polynomialPrefillMs(8190), 9);
+    expect(polynomialTiming.stepMs(shape({ prefillRequests: 3, prefillThroughTokens: 8192 }))).toBeCloseTo(polynomialPrefillMs(8190), 9);
     // 2 requests, 12,000 through, 8,091 before: 2 × (6000 − 4045) = 3,910 timed for 3,909 computed.
-    expect(polynomialTiming.stepMs(shape({ prefillTokens: 3909, prefillRequests: 2, prefillThroughTokens: 12_000, prefillPrefixTokens: 8091 }))).toBeCloseTo(polynomialPrefillMs(3910), 9);
+    expect(polynomialTiming.stepMs(shape({ prefillRequests: 2, prefillThroughTokens: 12_000, prefillPrefixTokens: 8091 }))).toBeCloseTo(polynomialPrefillMs(3910), 9);
     expect(polynomialTiming.stepMs(shape({ decodeRequests: 1 }))).toBeCloseTo(5.74, 9);
   });
 
   it('a speed factor scales every pass', () => {
     const fast = scaledTiming(polynomialTiming, 2);
-    expect(fast.stepMs(shape({ prefillTokens: 1000, prefillRequests: 1, prefillThroughTokens: 1000 }))).toBeCloseTo(32.1058589 / 2, 9);
+    expect(fast.stepMs(shape({ prefillRequests: 1, prefillThroughTokens: 1000 }))).toBeCloseTo(32.1058589 / 2, 9);
   });
 });
 
