@@ -709,17 +709,6 @@ export class Engine {
     };
   }
 
-  /** Sequence hashes currently resident (referenced or evictable), for tests and diagnostics. */
-  hasBlock(seq: bigint): boolean {
-    return this.pool.find(Number(seq & 0xffff_ffffn), Number(seq >> 32n)) >= 0;
-  }
-
-  /** LRU eviction order of unreferenced blocks, oldest (next evicted) first. */
-  evictionOrder(): bigint[] {
-    const w = Uint32Array.from(this.pool.lruWords());
-    return Array.from({ length: w.length / 2 }, (_, i) => bigOf(w, i));
-  }
-
   get cachedBlocks(): number {
     return this.pool.cachedBlocks;
   }
@@ -737,33 +726,5 @@ export class Engine {
     let n = 0;
     for (const r of this.requests.values()) n += r.osl - r.generated;
     return n;
-  }
-
-  /** Throws when internal accounting is inconsistent; for property tests. */
-  checkInvariants(): void {
-    this.pool.checkInvariants();
-    let priv = 0;
-    for (const r of this.running) {
-      if (r.computed > r.isl + r.generated) throw new Error(`${r.id} computed beyond its sequence`);
-      if (r.held.length + r.privateHeld !== Math.ceil(r.computed / this.blockSize)) {
-        throw new Error(`${r.id} holds ${r.held.length}+${r.privateHeld} blocks for ${r.computed} tokens`);
-      }
-      priv += r.privateHeld;
-    }
-    for (let i = this.waitingHead; i < this.waiting.length; i++) {
-      const r = this.waiting[i]!;
-      if (r.held.length !== 0 || r.privateHeld !== 0) throw new Error(`waiting ${r.id} holds blocks`);
-    }
-    if (priv !== this.pool.active - this.countReferencedByRunning()) {
-      // Private blocks are only ever held by running requests.
-      throw new Error('private block accounting mismatch');
-    }
-    if (this.running.length > this.maxNumSeqs) throw new Error(`running ${this.running.length} > maxNumSeqs`);
-  }
-
-  private countReferencedByRunning(): number {
-    const seen = new Set<number>();
-    for (const r of this.running) for (const b of r.held) seen.add(b);
-    return seen.size;
   }
 }

@@ -12,7 +12,7 @@ import {
   scaledTiming,
   type StepShape,
 } from '@vantage/sim';
-import { EventModel, W1, range, req, runToIdle } from './helpers';
+import { EventModel, W1, checkEngineInvariants, evictionOrder, hasBlock, range, req, runToIdle } from './helpers';
 
 describe('timing model', () => {
   it('matches the mocker polynomials at hand-computed points', () => {
@@ -130,14 +130,14 @@ describe('prefix reuse and eviction', () => {
     const a = promptFromTokens(range(1, 20), 4); // 5 blocks
     e.addRequest({ id: 'a', arrivalMs: 0, prompt: a, osl: 1 });
     const t = runToIdle(e).steps.at(-1)!.endMs;
-    expect(e.evictionOrder()).toEqual([...a.sequence].reverse());
+    expect(evictionOrder(e)).toEqual([...a.sequence].reverse());
     // c needs 5 blocks; 3 are free, so the two oldest unreferenced blocks go: a's tail.
     e.addRequest(req('c', range(1000, 20), 4, 1, t));
     const evs = runToIdle(e).steps.flatMap((s) => s.kvEvents);
     const removed = evs.filter((ev) => ev.data.kind === 'removed').flatMap((ev) => (ev.data.kind === 'removed' ? [...ev.data.blockHashes] : []));
     expect(removed).toEqual([a.sequence[4], a.sequence[3]]);
-    expect(e.hasBlock(a.sequence[2]!)).toBe(true);
-    expect(e.hasBlock(a.sequence[4]!)).toBe(false);
+    expect(hasBlock(e, a.sequence[2]!)).toBe(true);
+    expect(hasBlock(e, a.sequence[4]!)).toBe(false);
   });
 
   it('emits stored events with the sequence hash as block id and the previous block as parent', () => {
@@ -232,7 +232,7 @@ describe('scheduler invariants on random workloads (property, replayed against a
             if (now === Infinity) break;
             const s = e.step(now);
             // Plain checks in the loop: per-step expect() calls would dominate the run time.
-            e.checkInvariants();
+            checkEngineInvariants(e);
             if (s.scheduledTokens > budget) throw new Error(`pass scheduled ${s.scheduledTokens} > budget ${budget}`);
             if (s.prefillTokens > s.scheduledTokens) throw new Error('prefill tokens exceed scheduled tokens');
             const load = e.load();
@@ -248,7 +248,7 @@ describe('scheduler invariants on random workloads (property, replayed against a
           expect([...finished].sort()).toEqual([...added].sort());
           // Every stored block was either removed or is still resident, and nothing else is resident.
           expect(model.parent.size).toBe(e.cachedBlocks);
-          for (const h of model.parent.keys()) expect(e.hasBlock(h)).toBe(true);
+          for (const h of model.parent.keys()) expect(hasBlock(e, h)).toBe(true);
           expect(e.load().activeDecodeBlocks).toBe(0);
         },
       ),
@@ -287,7 +287,7 @@ describe('decode fast-forward', () => {
       const bFinished = [];
       for (let now = fast.nextEventTime(); now !== Infinity; now = fast.nextEventTime()) {
         const s = fast.step(now, { untilMs: Infinity });
-        fast.checkInvariants();
+        checkEngineInvariants(fast);
         if (s.scheduledTokens > 64 * s.passes) throw new Error('token budget exceeded');
         bSteps.push(s);
         bFinished.push(...s.finished);
