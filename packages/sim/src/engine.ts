@@ -123,14 +123,11 @@ interface StepOptions {
   readonly untilMs?: number;
 }
 
-/** Dynamo's `ActiveLoad`, plus queue sizes. */
+/** Dynamo's `ActiveLoad` figures (its worker and rank are the engine's), plus queue sizes. */
 interface EngineLoad {
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
   readonly activeDecodeBlocks: number;
   readonly activePrefillTokens: number;
   readonly kvUsedBlocks: number;
-  readonly kvTotalBlocks: number;
   readonly waiting: number;
   readonly running: number;
 }
@@ -698,12 +695,9 @@ export class Engine {
       prefill += r.isl - Math.min(r.isl, r.preemptions > 0 ? 0 : r.hitAtArrival);
     }
     return {
-      workerId: this.workerId,
-      dpRank: this.dpRank,
       activeDecodeBlocks: this.pool.active,
       activePrefillTokens: prefill,
       kvUsedBlocks: this.pool.used,
-      kvTotalBlocks: this.numGpuBlocks,
       waiting: this.waiting.length - this.waitingHead,
       running: this.running.length,
     };

@@ -15,14 +15,5 @@ export type { RouterSpec, PreparedTrace, Workload, ReplayEngineConfig } from './
 export { runReplay, prepareTrace, stderrProgress, DEFAULT_KV_ROUTER } from './replay';
 export { GaussianProcess, cholesky, expectedImprovement, normalCdf } from './gp';
 export type { RouterKnobs, KnobGrid, SweepReport } from './sweep';
-export {
-  SEED001_GRID,
-  knobsToUnit,
-  unitToKnobs,
-  knobsKey,
-  gridPoints,
-  gridSearch,
-  smartSearch,
-  runSweep,
-} from './sweep';
-export { renderSweepReportHtml, sweepReportJson, lineChartSvg } from './report';
+export { SEED001_GRID, knobsToUnit, unitToKnobs, knobsKey, gridPoints, gridSearch, smartSearch, runSweep } from './sweep';
+export { renderSweepReportHtml, sweepReportJson, lineChartSvg, escapeHtml } from './report';

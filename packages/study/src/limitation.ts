@@ -34,7 +34,7 @@
 import { RECORD_VARIANT } from '@vantage/decision-core';
 import type { Variant as RecordVariant } from '@vantage/records';
 import { VARIANTS, type Decision, type ParameterSet, type Prediction, type Reason, type Role, type Variant } from '@vantage/rules';
-import { lineChartSvg } from '@vantage/sim';
+import { escapeHtml as esc, lineChartSvg } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import { concatTokens, freshTokens, labelSeed } from './calibrate';
 import { TwoPoolFleet, type FleetSpec, type ServedRequest } from './fleet';
@@ -449,7 +449,6 @@ function e2eChart(results: readonly LimitationCaseResult[]): string {
   });
 }
 
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 
 /** The report section: the cases, the two charts, the estimator errors and every rule's choice. */
 export function renderLimitationHtml(results: readonly LimitationCaseResult[], svgs: LimitationResult['svgs']): string {

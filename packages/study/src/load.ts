@@ -19,7 +19,7 @@ import {
   type DifferenceMetricId,
   type EvaluationAnalysis,
 } from '@vantage/evaluation';
-import { lineChartSvg } from '@vantage/sim';
+import { escapeHtml as esc, lineChartSvg } from '@vantage/sim';
 import { runEvaluationOffline, type RunSummary } from './evaluate';
 import type { FleetSpec } from './fleet';
 import { recordVariantParams, toJsonl, type StudyResult } from './study';
@@ -103,7 +103,6 @@ export function runLoadStudy(o: LoadOptions): LoadResult {
   return { points, html: renderLoadHtml(points) };
 }
 
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 const g = (v: number | null | undefined): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(4)).toString());
 
 const CHARTS: readonly { metric: DifferenceMetricId; title: string }[] = [
