@@ -113,11 +113,7 @@ function decodeRecord(kind: Kind, m: { value: Buffer | null; headers?: Record<st
   return { kind: 'undecodable', row: { error: why, partition, offset: m.offset, valueBase64: b64(m.value) } };
 }
 
-function columnsFor(kind: RecordKind): readonly string[] {
-  if (kind === 'outcome') return OUTCOME_CSV_COLUMNS;
-  if (kind === 'decision') return DECISION_CSV_COLUMNS;
-  return DLQ_COLUMNS;
-}
+const COLUMNS: Readonly<Record<RecordKind, readonly string[]>> = { outcome: OUTCOME_CSV_COLUMNS, decision: DECISION_CSV_COLUMNS, deadletter: DLQ_COLUMNS };
 
 function parseInstant(name: string, v: string | boolean | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -249,9 +245,9 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
             else if (d.kind !== 'undecodable') {
               if (csvKind === undefined) {
                 csvKind = d.kind;
-                await sink.write(`${csvHeader(columnsFor(csvKind))}\n`);
+                await sink.write(`${csvHeader(COLUMNS[csvKind])}\n`);
               }
-              if (d.kind === csvKind) await sink.write(`${toCsvLine(d.row, columnsFor(csvKind))}\n`);
+              if (d.kind === csvKind) await sink.write(`${toCsvLine(d.row, COLUMNS[csvKind])}\n`);
               else skipped++;
             } else skipped++;
             records++;
@@ -261,7 +257,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
       await finished;
       clearInterval(timer);
     }
-    if (format === 'csv' && csvKind === undefined) await sink.write(`${csvHeader(columnsFor(kind === 'auto' ? 'outcome' : kind))}\n`);
+    if (format === 'csv' && csvKind === undefined) await sink.write(`${csvHeader(COLUMNS[kind === 'auto' ? 'outcome' : kind])}\n`);
     progress(true);
     const secs = (Date.now() - t0) / 1000;
     io.stderr(
