@@ -61,8 +61,8 @@ export interface LoadResult {
   readonly html: string;
 }
 
-export const DEFAULT_LOAD_GAPS_MS: readonly (number | null)[] = [null, 1600, 800, 400, 200];
-export const DEFAULT_LOAD_FRACTIONS: readonly number[] = [0.2, 0.5];
+const DEFAULT_LOAD_GAPS_MS: readonly (number | null)[] = [null, 1600, 800, 400, 200];
+const DEFAULT_LOAD_FRACTIONS: readonly number[] = [0.2, 0.5];
 
 /** Competing traffic on the efficient pool only (the pool the rules move requests away from). */
 export function loadBackground(gapMs: number | null, streams: number, spanMs: number): BackgroundTrafficSpec | null {
