@@ -15,9 +15,10 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_MOONCAKE_SESSIONS, generateMooncakeSessions, groupConversations, loadMooncakeTrace, mooncakeJsonl } from '@vantage/sim';
+import { loadMooncakeTrace } from '@vantage/sim';
 import { processIo } from '../src/index';
 import { agreementTable, compareWithDynamo, type Agreement, type AgreementSpec } from './dynamo-replay';
+import { DEFAULT_MOONCAKE_SESSIONS, generateMooncakeSessions, groupConversations, mooncakeJsonl } from './mooncake-sessions';
 
 const args = process.argv.slice(2);
 const repeats = args.includes('--repeats') ? Number(args[args.indexOf('--repeats') + 1]) : 5;

@@ -7,14 +7,16 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { InputError, UsageError, EXIT } from './exit-codes';
 import type { CliIo } from './io';
 
-type Options = NonNullable<ParseArgsConfig['options']>;
-
 interface Parsed {
   readonly values: Record<string, string | boolean | undefined>;
   readonly positionals: string[];
 }
 
-export function parseOptions(argv: readonly string[], options: Options, maxPositionals: number): Parsed {
+/** A command's options: each of `strings` takes a value, each of `flags` is a boolean. */
+export function parseOptions(argv: readonly string[], strings: readonly string[], flags: readonly string[] = [], maxPositionals = 0): Parsed {
+  const options: NonNullable<ParseArgsConfig['options']> = {};
+  for (const name of strings) options[name] = { type: 'string' };
+  for (const name of flags) options[name] = { type: 'boolean' };
   let parsed;
   try {
     parsed = parseArgs({ args: [...argv], options, strict: true, allowPositionals: true });
@@ -25,6 +27,27 @@ export function parseOptions(argv: readonly string[], options: Options, maxPosit
     throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[maxPositionals])}`);
   }
   return { values: parsed.values as Parsed['values'], positionals: parsed.positionals };
+}
+
+/** A numeric option, `fallback` when absent; a usage error names the range when it is not a number in it. */
+export function numOpt(name: string, v: string | boolean | undefined, fallback: number, opts: { integer?: boolean; min?: number; max?: number } = {}): number {
+  if (v === undefined) return fallback;
+  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+  const min = opts.min ?? -Infinity;
+  const max = opts.max ?? Infinity;
+  if (!Number.isFinite(n) || n < min || n > max || (opts.integer === true && !Number.isInteger(n))) {
+    const range = max < Infinity ? ` in [${min}, ${max}]` : min > -Infinity ? ` >= ${min}` : '';
+    throw new UsageError(`--${name} must be ${opts.integer === true ? 'an integer' : 'a number'}${range}`);
+  }
+  return n;
+}
+
+/** A comma-separated list of numbers in [min, max], `fallback` when absent. */
+export function listOpt(name: string, v: string | boolean | undefined, fallback: readonly number[], min: number, max: number): number[] {
+  if (v === undefined) return [...fallback];
+  const parts = typeof v === 'string' ? v.split(',').map((x) => Number(x.trim())) : [];
+  if (parts.length === 0 || parts.some((x) => !Number.isFinite(x) || x < min || x > max)) throw new UsageError(`--${name} must be a comma-separated list of numbers in [${min}, ${max}]`);
+  return parts;
 }
 
 /** Read a path, or standard input for `-`. Unreadable files are InputError(NO_INPUT). */

@@ -1,6 +1,6 @@
 // The CLI driven in-process through run(argv, io), against Dynamo's published
 // hash vectors and against messages produced by the wire encoders.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { KvEvent, WorkerId } from '@vantage/types';
@@ -13,7 +13,9 @@ import {
 } from '@vantage/wire';
 import { EXIT, run, type CliIo } from '../src/index';
 
-const vectorsPath = fileURLToPath(new URL('../../../../shared/reference/dynamo-hash-vectors.json', import.meta.url));
+// The shared folder beside the repository, or VANTAGE_SHARED for a checkout that has none beside it.
+const beside = fileURLToPath(new URL('../../../../shared', import.meta.url));
+const vectorsPath = `${existsSync(beside) ? beside : (process.env['VANTAGE_SHARED'] ?? beside)}/reference/dynamo-hash-vectors.json`;
 const vectors = JSON.parse(readFileSync(vectorsPath, 'utf8')) as {
   local_block_hash: { tokens: number[]; xxh3_64: string }[];
   sequence_hash: { tokens: number[]; block_size: number; sequence_hashes: string[] }[];

@@ -10,9 +10,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_MOONCAKE_SESSIONS, generateMooncakeSessions, mooncakeJsonl } from '@vantage/sim';
 import { processIo } from '../src/index';
 import { agreementTable, compareWithDynamo, dynamoPython, type AgreementSpec } from '../bench/dynamo-replay';
+import { DEFAULT_MOONCAKE_SESSIONS, generateMooncakeSessions, mooncakeJsonl } from '../bench/mooncake-sessions';
 
 const TOLERANCE = 0.02;
 let dir = '';

@@ -12,8 +12,8 @@
  * table indexed by the low bits of its hash (xxh3 output, already uniform).
  * Deletion uses backward shifting, so the table never fills with tombstones.
  *
- * Every counter is checked by `checkInvariants`, which the property tests
- * call after every pass.
+ * Every counter is checked by the tests' `checkPoolInvariants` after every
+ * pass of the property tests.
  */
 
 const NONE = -1;
@@ -204,40 +204,5 @@ export class BlockPool {
     this.tableInsert(s);
     this.lastPromoteWasNew = true;
     return s;
-  }
-
-  /** LRU order as (lo, hi) word pairs, oldest first (tests and diagnostics). */
-  lruWords(): number[] {
-    const out: number[] = [];
-    for (let s = this.lruHead; s !== NONE; s = this.next[s]!) out.push(this.seqLo[s]!, this.seqHi[s]!);
-    return out;
-  }
-
-  /** Throws when a counter disagrees with the structures it summarises. */
-  checkInvariants(): void {
-    let n = 0;
-    let refd = 0;
-    let unref = 0;
-    for (let i = 0; i < this.table.length; i++) {
-      const e = this.table[i]!;
-      if (e === 0) continue;
-      const s = e - 1;
-      n++;
-      if (this.find(this.seqLo[s]!, this.seqHi[s]!) !== s) throw new Error(`slot ${s} not reachable from its hash`);
-      if (this.ref[s]! < 0) throw new Error(`negative reference count on slot ${s}`);
-      if (this.ref[s]! > 0) refd++;
-      else unref++;
-    }
-    if (n !== this.cached) throw new Error(`cached counter ${this.cached} != ${n}`);
-    if (n + this.freeTop !== this.capacity) throw new Error(`slots leaked: ${n} cached + ${this.freeTop} free != ${this.capacity}`);
-    if (refd !== this.referenced) throw new Error(`referenced counter ${this.referenced} != ${refd}`);
-    if (unref !== this.lruSize) throw new Error(`LRU size ${this.lruSize} != unreferenced ${unref}`);
-    let walked = 0;
-    for (let s = this.lruHead; s !== NONE; s = this.next[s]!) {
-      if (this.ref[s] !== 0) throw new Error(`LRU holds referenced slot ${s}`);
-      walked++;
-    }
-    if (walked !== this.lruSize) throw new Error(`LRU walk ${walked} != size ${this.lruSize}`);
-    if (this.used > this.capacity || this.privateBlocks < 0) throw new Error(`over-allocated: ${this.used} of ${this.capacity}`);
   }
 }

@@ -40,7 +40,7 @@ import { BlockPool } from './block-pool';
 import type { PromptBlocks } from './prompt';
 import { polynomialTiming, type TimingModel } from './timing';
 
-interface EngineConfig {
+export interface EngineConfig {
   readonly workerId: WorkerId;
   readonly dpRank?: number;
   /** Tokens per KV block. Default 64. */
@@ -123,14 +123,11 @@ interface StepOptions {
   readonly untilMs?: number;
 }
 
-/** Dynamo's `ActiveLoad`, plus queue sizes. */
+/** Dynamo's `ActiveLoad` figures (its worker and rank are the engine's), plus queue sizes. */
 interface EngineLoad {
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
   readonly activeDecodeBlocks: number;
   readonly activePrefillTokens: number;
   readonly kvUsedBlocks: number;
-  readonly kvTotalBlocks: number;
   readonly waiting: number;
   readonly running: number;
 }
@@ -447,15 +444,12 @@ export class Engine {
       return this.result(nowMs, nowMs, 0, 0, 0, 0, 0, [], [], preempted);
     }
     const duration = this.timing.stepMs({
-      prefillTokens,
       prefillRequests,
       prefillThroughTokens: prefillThrough,
       prefillPrefixTokens: prefillPrefix,
       decodeRequests: decoding,
       decodeKvTokens: contextSum,
-      activeKvTokens: this.pool.active * bs,
       totalKvTokens: this.numGpuBlocks * bs,
-      meanContextTokens: decoding > 0 ? contextSum / decoding : 0,
     });
     if (!(duration > 0) || !Number.isFinite(duration)) throw new RangeError(`timing model returned ${duration} ms for a non-empty pass`);
     const endMs = nowMs + duration;
@@ -529,23 +523,12 @@ export class Engine {
       contextSum += r.computed;
     }
     const horizon = Math.min(untilMs, this.pending.length > 0 ? this.pending[0]!.arrivalMs : Infinity);
-    const activeKvTokens = this.pool.active * bs;
     const totalKvTokens = this.numGpuBlocks * bs;
     let t = this.busyUntilMs;
     let j = 0;
     while (j < k && t < horizon) {
       j++;
-      const d = this.timing.stepMs({
-        prefillTokens: 0,
-        prefillRequests: 0,
-        prefillThroughTokens: 0,
-        prefillPrefixTokens: 0,
-        decodeRequests: n,
-        decodeKvTokens: contextSum + n * j,
-        activeKvTokens,
-        totalKvTokens,
-        meanContextTokens: (contextSum + n * j) / n,
-      });
+      const d = this.timing.stepMs({ prefillRequests: 0, prefillThroughTokens: 0, prefillPrefixTokens: 0, decodeRequests: n, decodeKvTokens: contextSum + n * j, totalKvTokens });
       if (!(d > 0) || !Number.isFinite(d)) throw new RangeError(`timing model returned ${d} ms for a decode pass`);
       t += d;
     }
@@ -712,31 +695,12 @@ export class Engine {
       prefill += r.isl - Math.min(r.isl, r.preemptions > 0 ? 0 : r.hitAtArrival);
     }
     return {
-      workerId: this.workerId,
-      dpRank: this.dpRank,
       activeDecodeBlocks: this.pool.active,
       activePrefillTokens: prefill,
       kvUsedBlocks: this.pool.used,
-      kvTotalBlocks: this.numGpuBlocks,
       waiting: this.waiting.length - this.waitingHead,
       running: this.running.length,
     };
-  }
-
-  /** The event id the next KV event will carry. */
-  get nextKvEventId(): bigint {
-    return this.nextEventId;
-  }
-
-  /** Sequence hashes currently resident (referenced or evictable), for tests and diagnostics. */
-  hasBlock(seq: bigint): boolean {
-    return this.pool.find(Number(seq & 0xffff_ffffn), Number(seq >> 32n)) >= 0;
-  }
-
-  /** LRU eviction order of unreferenced blocks, oldest (next evicted) first. */
-  evictionOrder(): bigint[] {
-    const w = Uint32Array.from(this.pool.lruWords());
-    return Array.from({ length: w.length / 2 }, (_, i) => bigOf(w, i));
   }
 
   get cachedBlocks(): number {
@@ -756,33 +720,5 @@ export class Engine {
     let n = 0;
     for (const r of this.requests.values()) n += r.osl - r.generated;
     return n;
-  }
-
-  /** Throws when internal accounting is inconsistent; for property tests. */
-  checkInvariants(): void {
-    this.pool.checkInvariants();
-    let priv = 0;
-    for (const r of this.running) {
-      if (r.computed > r.isl + r.generated) throw new Error(`${r.id} computed beyond its sequence`);
-      if (r.held.length + r.privateHeld !== Math.ceil(r.computed / this.blockSize)) {
-        throw new Error(`${r.id} holds ${r.held.length}+${r.privateHeld} blocks for ${r.computed} tokens`);
-      }
-      priv += r.privateHeld;
-    }
-    for (let i = this.waitingHead; i < this.waiting.length; i++) {
-      const r = this.waiting[i]!;
-      if (r.held.length !== 0 || r.privateHeld !== 0) throw new Error(`waiting ${r.id} holds blocks`);
-    }
-    if (priv !== this.pool.active - this.countReferencedByRunning()) {
-      // Private blocks are only ever held by running requests.
-      throw new Error('private block accounting mismatch');
-    }
-    if (this.running.length > this.maxNumSeqs) throw new Error(`running ${this.running.length} > maxNumSeqs`);
-  }
-
-  private countReferencedByRunning(): number {
-    const seen = new Set<number>();
-    for (const r of this.running) for (const b of r.held) seen.add(b);
-    return seen.size;
   }
 }

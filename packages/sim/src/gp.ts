@@ -177,9 +177,9 @@ function normalPdf(z: number): number {
   return Math.exp(-0.5 * z * z) / Math.sqrt(2 * Math.PI);
 }
 
-/** Expected improvement below `best` (minimisation), with exploration margin `xi`. */
-export function expectedImprovement(mean: number, sd: number, best: number, xi = 0): number {
-  const gain = best - mean - xi;
+/** Expected improvement below `best` (minimisation). */
+export function expectedImprovement(mean: number, sd: number, best: number): number {
+  const gain = best - mean;
   if (!(sd > 1e-12)) return Math.max(0, gain);
   const z = gain / sd;
   return gain * normalCdf(z) + sd * normalPdf(z);

@@ -162,10 +162,9 @@ interface Arrival {
  * records holding one are refused: replay those with `traceSessions` and
  * `runReplay`.
  */
-export function openLoopArrivals(records: readonly MooncakeRecord[], opts: { speedup?: number; startMs?: number } = {}): Arrival[] {
+export function openLoopArrivals(records: readonly MooncakeRecord[], opts: { speedup?: number } = {}): Arrival[] {
   const speedup = opts.speedup ?? 1;
   if (!(speedup > 0) || !Number.isFinite(speedup)) throw new RangeError(`speedup must be positive, got ${speedup}`);
-  const start = opts.startMs ?? 0;
   let t0 = Infinity;
   const ts: number[] = [];
   for (const r of records) {
@@ -175,7 +174,7 @@ export function openLoopArrivals(records: readonly MooncakeRecord[], opts: { spe
     ts.push(r.timestampMs);
     t0 = Math.min(t0, r.timestampMs);
   }
-  const out = ts.map((t, index) => ({ index, arrivalMs: start + (t - t0) / speedup }));
+  const out = ts.map((t, index) => ({ index, arrivalMs: (t - t0) / speedup }));
   return out.sort((a, b) => a.arrivalMs - b.arrivalMs || a.index - b.index);
 }
 

@@ -26,22 +26,6 @@ export function promptFromTokens(tokens: ArrayLike<number>, blockSize: number): 
   return { isl: u32.length, blockSize, local, sequence: sequenceHashes(local), tail: u32.slice(full) };
 }
 
-/**
- * A prompt known only by its blocks' local hashes (e.g. replaying a log of
- * Dynamo block hashes). `tail` is the trailing partial block's tokens when
- * known; without it the tail is taken as zeros, which only affects the hash
- * of the first block that generated tokens complete.
- */
-export function promptFromLocalHashes(local: BigUint64Array, isl: number, blockSize: number, tail?: Uint32Array): PromptBlocks {
-  if (!Number.isInteger(blockSize) || blockSize <= 0) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
-  if (Math.floor(isl / blockSize) !== local.length) {
-    throw new RangeError(`${local.length} local hashes do not match isl ${isl} at block size ${blockSize}`);
-  }
-  const tailLen = isl - local.length * blockSize;
-  if (tail !== undefined && tail.length !== tailLen) throw new RangeError(`tail has ${tail.length} tokens, expected ${tailLen}`);
-  return { isl, blockSize, local, sequence: sequenceHashes(local), tail: tail ?? new Uint32Array(tailLen) };
-}
-
 /** Tokens per Mooncake hash_id. */
 export const MOONCAKE_CHUNK_TOKENS = 512;
 
@@ -66,14 +50,10 @@ export class MooncakePromptHasher {
   private readonly chunks = new Map<bigint, Map<number, BigUint64Array>>();
   private readonly rootChunks = new Map<number, BigUint64Array>();
   private chunkCount = 0;
-  /** Bound on cached chunks; the cache is dropped wholesale when exceeded (it is only a cache). */
-  private readonly maxChunks: number;
-
-  constructor(blockSize: number, opts: { maxCachedChunks?: number } = {}) {
+  constructor(blockSize: number) {
     if (!Number.isInteger(blockSize) || blockSize <= 0) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
     this.blockSize = blockSize;
     this.perChunk = MOONCAKE_CHUNK_TOKENS % blockSize === 0 ? MOONCAKE_CHUNK_TOKENS / blockSize : 0;
-    this.maxChunks = opts.maxCachedChunks ?? 1_000_000;
   }
 
   /** Materialise the prompt tokens (slow path and tests). */
@@ -111,7 +91,8 @@ export class MooncakePromptHasher {
         prev = prev === null ? local : nextSequenceHash(prev, local);
         seqs[j] = prev;
       }
-      if (++this.chunkCount > this.maxChunks) {
+      // Bound on cached chunks: the cache is dropped wholesale past it (it is only a cache).
+      if (++this.chunkCount > 1_000_000) {
         this.chunks.clear();
         this.rootChunks.clear();
         this.chunkCount = 1;

@@ -17,7 +17,7 @@
  * simulation (it is read only for progress and `wallMs`).
  */
 import type { KvEvent, WorkerId } from '@vantage/types';
-import { PoolState, type PoolObservation } from '@vantage/observation';
+import { PoolState } from '@vantage/observation';
 import {
   roundRobinPolicy,
   selectLlmd,
@@ -27,33 +27,13 @@ import {
   type KvRouterPolicy,
   type LlmdPolicy,
   type RoundRobinPolicy,
-  type Rng,
 } from '@vantage/selection';
-import { Engine, nextPass, type NextPass } from './engine';
+import { Engine, nextPass, type EngineConfig, type NextPass } from './engine';
 import { EventHeap } from './heap';
 import { computeMetrics, type ReplayMetrics, type RequestRecord } from './metrics';
 import { ClosedLoop, openLoopArrivals, traceSessions, type MooncakeRecord, type TraceSession } from './mooncake';
 import { MooncakePromptHasher, promptFromTokens, type PromptBlocks } from './prompt';
 import type { AgenticSession } from './sessions';
-import type { TimingModel } from './timing';
-
-/** What a custom policy sees besides the observation. */
-export interface RouteContext {
-  readonly requestId: string;
-  readonly nowMs: number;
-  readonly isl: number;
-  readonly osl: number;
-  readonly blockSize: number;
-  /** The replay's seeded generator (shared by every decision of one run). */
-  readonly rng: Rng;
-}
-
-/** "Any policy of ours": decides from the indexer's observation. */
-export interface RoutingPolicy {
-  readonly name: string;
-  /** The chosen worker, as an index into `obs.workers`. */
-  choose(obs: PoolObservation, ctx: RouteContext): number;
-}
 
 export type RouterSpec =
   | { readonly kind: 'round_robin' }
@@ -65,8 +45,7 @@ export type RouterSpec =
    */
   | { readonly kind: 'kv_router'; readonly policy?: KvRouterPolicy }
   /** Default policy: token-load scorer with llm-d's defaults. */
-  | { readonly kind: 'llmd'; readonly policy?: LlmdPolicy }
-  | { readonly kind: 'custom'; readonly policy: RoutingPolicy };
+  | { readonly kind: 'llmd'; readonly policy?: LlmdPolicy };
 
 export const DEFAULT_KV_ROUTER: KvRouterPolicy = Object.freeze({ kind: 'kv_router', formula: 'prefill_load_scale', tieBreakByTreeSize: false });
 const DEFAULT_LLMD: LlmdPolicy = Object.freeze({ kind: 'llmd', scorer: 'token-load' });
@@ -100,17 +79,8 @@ export type Workload =
   /** Multi-turn sessions: turn t+1 arrives its think time after turn t completes. */
   | { readonly kind: 'sessions'; readonly sessions: readonly AgenticSession[] };
 
-export interface ReplayEngineConfig {
-  /** Default 64. */
-  readonly blockSize?: number;
-  /** Default 16,384. */
-  readonly numGpuBlocks?: number;
-  /** Default 8,192. */
-  readonly maxNumBatchedTokens?: number;
-  /** Default 256. */
-  readonly maxNumSeqs?: number;
-  readonly timing?: TimingModel;
-}
+/** The settings every engine of a replay shares (ids and event ids are the replay's). */
+export type ReplayEngineConfig = Omit<EngineConfig, 'workerId' | 'dpRank' | 'firstEventId'>;
 
 export interface ReplayProgress {
   readonly done: number;
@@ -129,8 +99,6 @@ interface ReplayOptions {
   readonly seed?: number;
   /** KV events reach the router this long after the pass that emitted them starts. Default 0. */
   readonly eventDelayMs?: number;
-  /** Also feed each engine's load report (`kv_metrics`) to the pool after every pass. Default false. */
-  readonly loadReports?: boolean;
   readonly onProgress?: (p: ReplayProgress) => void;
   /** Wall-clock interval between progress calls. Default 500 ms. */
   readonly progressEveryMs?: number;
@@ -174,8 +142,6 @@ export function routerName(spec: RouterSpec): string {
     }
     case 'llmd':
       return `llmd(${(spec.policy ?? DEFAULT_LLMD).scorer})`;
-    case 'custom':
-      return spec.policy.name;
   }
 }
 
@@ -224,16 +190,7 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
     const id = BigInt(i + 1) as WorkerId;
     workerIds.push(id);
     indexOf.set(id, i);
-    engines.push(
-      new Engine({
-        workerId: id,
-        blockSize: bs,
-        ...(cfg.numGpuBlocks !== undefined ? { numGpuBlocks: cfg.numGpuBlocks } : {}),
-        ...(cfg.maxNumBatchedTokens !== undefined ? { maxNumBatchedTokens: cfg.maxNumBatchedTokens } : {}),
-        ...(cfg.maxNumSeqs !== undefined ? { maxNumSeqs: cfg.maxNumSeqs } : {}),
-        ...(cfg.timing !== undefined ? { timing: cfg.timing } : {}),
-      }),
-    );
+    engines.push(new Engine({ ...cfg, workerId: id, blockSize: bs }));
   }
 
   const spec = opts.router;
@@ -367,21 +324,9 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
     } else {
       const obs = state.observe(prompt.local, prompt.isl, t, prompt.sequence);
       counters.observes++;
-      let wid: bigint;
-      if (spec.kind === 'kv_router') {
-        const c = obs.selection.chosen;
-        if (c === null) throw new Error('kv_router found no candidate');
-        wid = c.workerId;
-      } else if (spec.kind === 'llmd') {
-        const sel = selectLlmd(spec.policy ?? DEFAULT_LLMD, req, obs.selection.scores.map((s) => s.input), rng);
-        if (sel.chosen === null) throw new Error('llm-d found no candidate');
-        wid = sel.chosen.workerId;
-      } else {
-        const k = spec.policy.choose(obs, { requestId: id, nowMs: t, isl: prompt.isl, osl, blockSize: bs, rng });
-        const w = obs.workers[k];
-        if (w === undefined) throw new RangeError(`policy ${spec.policy.name} chose index ${k} of ${obs.workers.length} workers`);
-        wid = w.workerId;
-      }
+      const c = spec.kind === 'kv_router' ? obs.selection.chosen : selectLlmd(spec.policy ?? DEFAULT_LLMD, req, obs.selection.scores.map((s) => s.input), rng).chosen;
+      if (c === null) throw new Error(`${spec.kind} found no candidate`);
+      const wid = c.workerId;
       chosen = indexOf.get(wid)!;
       for (const w of obs.workers) if (w.workerId === wid) overlap = w.match?.deviceBlocks ?? 0;
     }
@@ -445,10 +390,6 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
       counters.kvEvents++;
       if (delay === 0) state.applyKvEvent(ev, s.startMs);
       else updates.push({ t: s.startMs + delay, kind: 'kv', ev });
-    }
-    if (opts.loadReports) {
-      const l = eng.load();
-      state.applyLoad({ workerId: l.workerId, dpRank: l.dpRank, activeDecodeBlocks: l.activeDecodeBlocks, activePrefillTokens: l.activePrefillTokens, kvUsedBlocks: l.kvUsedBlocks, schedulerLoadScope: null }, s.startMs);
     }
     for (const ft of s.firstTokens) updates.push({ t: ft.atMs, kind: 'prefill', id: ft.requestId });
     for (const f of s.finished) {

@@ -7,7 +7,9 @@
 import type { Distribution, ReplayMetrics } from './metrics';
 import { knobsKey, type SweepReport } from './sweep';
 
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+/** Text as HTML (element content and double-quoted attributes). */
+export const escapeHtml = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const esc = escapeHtml;
 const f1 = (v: number): string => (Number.isFinite(v) ? v.toFixed(1) : 'n/a');
 const f2 = (v: number): string => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
 const f3 = (v: number): string => (Number.isFinite(v) ? v.toFixed(3) : 'n/a');

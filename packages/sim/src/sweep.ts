@@ -120,8 +120,6 @@ interface SmartSearchOptions {
   readonly seed?: number;
   /** Random candidates per EI maximisation (plus local perturbations of the best and the seed grid). Default 2,000. */
   readonly candidates?: number;
-  /** Exploration margin of EI, in objective units. Default 0. */
-  readonly xi?: number;
   readonly gp?: GpOptions;
   readonly onTrial?: (t: Trial) => void;
 }
@@ -195,7 +193,7 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
     for (const u of cands) {
       if (xs.some((x) => dist2(x, u) < 1e-8)) continue;
       const p = gp.predict(u);
-      const ei = expectedImprovement(p.mean, p.sd, best.objective, opts.xi ?? 0);
+      const ei = expectedImprovement(p.mean, p.sd, best.objective);
       if (pick === null || ei > pick.ei) pick = { u, mean: p.mean, sd: p.sd, ei };
     }
     if (pick === null) break;
@@ -334,7 +332,7 @@ export function runSweep(cfg: SweepConfig): SweepReport {
   const budget = cfg.method === 'grid' ? gridPoints(cfg.grid ?? SEED001_GRID).length : (cfg.budget ?? 24);
   if (cfg.method === 'grid') trials = gridSearch(gridPoints(cfg.grid ?? SEED001_GRID), evaluate, onTrial);
   else {
-    const r = smartSearch(evaluate, { budget, ...(cfg.initial !== undefined ? { initial: cfg.initial } : {}), include: [DEFAULT_KNOBS], seed: cfg.seed, ...(cfg.gp ? { gp: cfg.gp } : {}), onTrial });
+    const r = smartSearch(evaluate, { budget, initial: cfg.initial, include: [DEFAULT_KNOBS], seed: cfg.seed, gp: cfg.gp, onTrial });
     trials = r.trials;
     gp = r.gp;
   }

@@ -1,14 +1,12 @@
 /**
  * How long one engine forward pass takes. The engine describes the pass
  * (`StepShape`); a `TimingModel` turns it into milliseconds. The default is
- * Dynamo's mocker polynomial; a measured table or a per-model speed factor
- * plug in through the same interface, so an "efficient" and a "capable"
+ * Dynamo's mocker polynomial; a per-model speed factor plugs in through the
+ * same interface, so an "efficient" and a "capable"
  * model pool can run at different speeds in one simulation.
  */
 
 export interface StepShape {
-  /** New (uncached) prompt tokens computed in this pass, summed over requests (the polynomial's T). */
-  readonly prefillTokens: number;
   /** Requests contributing prefill tokens. */
   readonly prefillRequests: number;
   /**
@@ -32,12 +30,8 @@ export interface StepShape {
    * request). Dynamo's `active_kv_tokens` for the decode-time model.
    */
   readonly decodeKvTokens: number;
-  /** KV tokens held by live requests (active blocks × block size). */
-  readonly activeKvTokens: number;
   /** KV capacity in tokens (GPU blocks × block size). */
   readonly totalKvTokens: number;
-  /** Mean context length of the decoding requests (0 when none). */
-  readonly meanContextTokens: number;
 }
 
 export interface TimingModel {
@@ -99,42 +93,4 @@ export const polynomialTiming: TimingModel = Object.freeze({
 export function scaledTiming(base: TimingModel, factor: number): TimingModel {
   if (!(factor > 0) || !Number.isFinite(factor)) throw new RangeError(`speed factor must be positive, got ${factor}`);
   return Object.freeze({ stepMs: (s: StepShape) => base.stepMs(s) / factor });
-}
-
-/** Points (x, ms) sorted by x; linear interpolation inside, linear extrapolation from the end segments. */
-type TimingTable = ReadonlyArray<readonly [number, number]>;
-
-function checkTable(name: string, t: TimingTable): void {
-  if (t.length < 2) throw new RangeError(`${name} table needs at least two points`);
-  for (let i = 1; i < t.length; i++) {
-    if (!(t[i]![0] > t[i - 1]![0])) throw new RangeError(`${name} table x values must strictly increase (index ${i})`);
-  }
-}
-
-function interpolate(t: TimingTable, x: number): number {
-  let i = 1;
-  while (i < t.length - 1 && x > t[i]![0]) i++;
-  const [x0, y0] = t[i - 1]!;
-  const [x1, y1] = t[i]!;
-  return y0 + ((y1 - y0) * (x - x0)) / (x1 - x0);
-}
-
-/**
- * Measured timing: `prefill` maps new tokens per pass → ms, `decode` maps the
- * decode KV usage fraction (`decodeUsage`) → ms. Combined like the polynomial
- * (prefill + decode when any request decodes).
- * Results are clamped at >= 0 (prefill) and >= 1 ms (decode), as the mocker does.
- */
-export function tableTiming(tables: { prefill: TimingTable; decode: TimingTable }): TimingModel {
-  checkTable('prefill', tables.prefill);
-  checkTable('decode', tables.decode);
-  const prefill = tables.prefill.map((p) => [p[0], p[1]] as const);
-  const decode = tables.decode.map((p) => [p[0], p[1]] as const);
-  return Object.freeze({
-    stepMs(s: StepShape): number {
-      const p = s.prefillTokens > 0 ? Math.max(0, interpolate(prefill, s.prefillTokens)) : 0;
-      const d = s.decodeRequests > 0 ? Math.max(1, interpolate(decode, decodeUsage(s))) : 0;
-      return p + d;
-    },
-  });
 }

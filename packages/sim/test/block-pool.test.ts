@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { seededRng } from '@vantage/selection';
 import { BlockPool } from '../src/block-pool';
+import { checkPoolInvariants } from './helpers';
 
 describe('block pool hash table', () => {
   it('finds every cached block through heavy probe collisions while blocks are evicted in LRU order', () => {
@@ -29,7 +30,7 @@ describe('block pool hash table', () => {
           expect([evicted[i], evicted[i + 1]]).toEqual([elo, ehi]);
           live.delete(`${elo}:${ehi}`);
         }
-        pool.checkInvariants();
+        checkPoolInvariants(pool);
         for (const [k, s] of live) {
           const [l, h] = k.split(':').map(Number) as [number, number];
           if (pool.find(l, h) !== s) throw new Error(`block ${k} lost after ${op} operations`);

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { nextSequenceHash } from '@vantage/hashing';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import type { Engine, EngineRequest, Finished, StepResult } from '@vantage/sim';
+import type { BlockPool } from '../src/block-pool';
 import { promptFromTokens } from '@vantage/sim';
 
 export const W1 = 1n as WorkerId;
@@ -33,7 +34,7 @@ export function runToIdle(e: Engine, opts: { check?: boolean; maxSteps?: number 
     const t = e.nextEventTime();
     if (t === Infinity) return { steps, finished };
     const s = e.step(t);
-    if (opts.check ?? true) e.checkInvariants();
+    if (opts.check ?? true) checkEngineInvariants(e);
     steps.push(s);
     finished.push(...s.finished);
   }
@@ -79,4 +80,110 @@ export class EventModel {
       this.parent.clear();
     }
   }
+}
+
+// White-box views of the engine and its block pool (their fields are private) for the invariant checks.
+interface PoolView {
+  readonly capacity: number;
+  readonly used: number;
+  readonly active: number;
+  readonly seqLo: Uint32Array;
+  readonly seqHi: Uint32Array;
+  readonly ref: Int32Array;
+  readonly next: Int32Array;
+  readonly table: Int32Array;
+  readonly freeTop: number;
+  readonly lruHead: number;
+  readonly lruSize: number;
+  readonly cached: number;
+  readonly privateBlocks: number;
+  readonly referenced: number;
+  find(lo: number, hi: number): number;
+}
+
+interface ReqView {
+  readonly id: string;
+  readonly isl: number;
+  readonly generated: number;
+  readonly computed: number;
+  readonly held: readonly number[];
+  readonly privateHeld: number;
+}
+
+interface EngineView {
+  readonly pool: BlockPool;
+  readonly blockSize: number;
+  readonly maxNumSeqs: number;
+  readonly running: readonly ReqView[];
+  readonly waiting: readonly ReqView[];
+  readonly waitingHead: number;
+}
+
+const poolView = (pool: BlockPool): PoolView => pool as unknown as PoolView;
+const engineView = (e: Engine): EngineView => e as unknown as EngineView;
+
+/** Throws when a block pool counter disagrees with the structures it summarises. */
+export function checkPoolInvariants(pool: BlockPool): void {
+  const p = poolView(pool);
+  let n = 0;
+  let refd = 0;
+  let unref = 0;
+  for (let i = 0; i < p.table.length; i++) {
+    const e = p.table[i]!;
+    if (e === 0) continue;
+    const s = e - 1;
+    n++;
+    if (p.find(p.seqLo[s]!, p.seqHi[s]!) !== s) throw new Error(`slot ${s} not reachable from its hash`);
+    if (p.ref[s]! < 0) throw new Error(`negative reference count on slot ${s}`);
+    if (p.ref[s]! > 0) refd++;
+    else unref++;
+  }
+  if (n !== p.cached) throw new Error(`cached counter ${p.cached} != ${n}`);
+  if (n + p.freeTop !== p.capacity) throw new Error(`slots leaked: ${n} cached + ${p.freeTop} free != ${p.capacity}`);
+  if (refd !== p.referenced) throw new Error(`referenced counter ${p.referenced} != ${refd}`);
+  if (unref !== p.lruSize) throw new Error(`LRU size ${p.lruSize} != unreferenced ${unref}`);
+  let walked = 0;
+  for (let s = p.lruHead; s !== -1; s = p.next[s]!) {
+    if (p.ref[s] !== 0) throw new Error(`LRU holds referenced slot ${s}`);
+    walked++;
+  }
+  if (walked !== p.lruSize) throw new Error(`LRU walk ${walked} != size ${p.lruSize}`);
+  if (p.used > p.capacity || p.privateBlocks < 0) throw new Error(`over-allocated: ${p.used} of ${p.capacity}`);
+}
+
+/** Throws when the engine's accounting is inconsistent (its pool's included). */
+export function checkEngineInvariants(engine: Engine): void {
+  const e = engineView(engine);
+  checkPoolInvariants(e.pool);
+  let priv = 0;
+  for (const r of e.running) {
+    if (r.computed > r.isl + r.generated) throw new Error(`${r.id} computed beyond its sequence`);
+    if (r.held.length + r.privateHeld !== Math.ceil(r.computed / e.blockSize)) {
+      throw new Error(`${r.id} holds ${r.held.length}+${r.privateHeld} blocks for ${r.computed} tokens`);
+    }
+    priv += r.privateHeld;
+  }
+  for (let i = e.waitingHead; i < e.waiting.length; i++) {
+    const r = e.waiting[i]!;
+    if (r.held.length !== 0 || r.privateHeld !== 0) throw new Error(`waiting ${r.id} holds blocks`);
+  }
+  // Private blocks are only ever held by running requests.
+  const referenced = new Set(e.running.flatMap((r) => r.held)).size;
+  if (priv !== poolView(e.pool).active - referenced) throw new Error('private block accounting mismatch');
+  if (e.running.length > e.maxNumSeqs) throw new Error(`running ${e.running.length} > maxNumSeqs`);
+}
+
+const hashOf = (p: PoolView, s: number): bigint => (BigInt(p.seqHi[s]!) << 32n) | BigInt(p.seqLo[s]!);
+
+/** Sequence hashes of the engine's unreferenced cached blocks in LRU eviction order, oldest (next evicted) first. */
+export function evictionOrder(engine: Engine): bigint[] {
+  const p = poolView(engineView(engine).pool);
+  const out: bigint[] = [];
+  for (let s = p.lruHead; s !== -1; s = p.next[s]!) out.push(hashOf(p, s));
+  return out;
+}
+
+/** Whether a block (by sequence hash) is resident in the engine's cache, referenced or evictable. */
+export function hasBlock(engine: Engine, seq: bigint): boolean {
+  return poolView(engineView(engine).pool).find(Number(seq & 0xffff_ffffn), Number(seq >> 32n)) >= 0;
 }

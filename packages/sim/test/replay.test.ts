@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import {
-  DEFAULT_KV_ROUTER,
   computeMetrics,
   generateAgenticSessions,
   DEFAULT_AGENTIC_CONFIG,
@@ -11,7 +10,6 @@ import {
   type MooncakeRecord,
   type PreparedTrace,
   type RequestRecord,
-  type RoutingPolicy,
 } from '@vantage/sim';
 import { SHARED } from './helpers';
 
@@ -94,18 +92,6 @@ describe('offline replay', () => {
     expect(r.counters.bookingsAtEnd).toBe(0);
     expect(r.counters.maxInFlight).toBe(12);
     expect(r.counters.kvEvents).toBeGreaterThan(0);
-  });
-
-  it("kv_router's decision is the observation's selection: a custom policy returning it reproduces the run", () => {
-    const fromObservation: RoutingPolicy = {
-      name: 'observed-selection',
-      choose: (obs) => obs.workers.findIndex((w) => w.workerId === obs.selection.chosen!.workerId),
-    };
-    const wl = { kind: 'closed_loop', trace: conv(80), concurrency: 12 } as const;
-    const kv = runReplay({ workers: 4, router: { kind: 'kv_router', policy: DEFAULT_KV_ROUTER }, workload: wl });
-    const custom = runReplay({ workers: 4, router: { kind: 'custom', policy: fromObservation }, workload: wl });
-    expect(custom.records).toEqual(kv.records);
-    expect(custom.router).toBe('observed-selection');
   });
 
   it('runs llm-d, random, a KV event delay and agentic sessions to completion', () => {

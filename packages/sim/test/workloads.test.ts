@@ -9,7 +9,6 @@ import {
   loadMooncakeTrace,
   openLoopArrivals,
   parseMooncakeTrace,
-  promptFromLocalHashes,
   promptFromTokens,
   type AgenticSessionConfig,
   type SessionTurn,
@@ -42,14 +41,6 @@ describe('Mooncake prompt hashing', () => {
       ),
       { seed: 7, numRuns: 60 },
     );
-  });
-
-  it('a prompt built from local hashes equals the one built from its tokens', () => {
-    const tokens = Uint32Array.from({ length: 150 }, (_, i) => (i * 7919) % 1000);
-    const byTokens = promptFromTokens(tokens, 64);
-    const byLocal = promptFromLocalHashes(byTokens.local, 150, 64, byTokens.tail);
-    expect(byLocal).toEqual(byTokens);
-    expect(() => promptFromLocalHashes(byTokens.local, 300, 64)).toThrow(RangeError);
   });
 
   it('keeps a cut chunk consistent with the same chunk uncut in another request', () => {

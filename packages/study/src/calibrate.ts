@@ -54,8 +54,6 @@ export interface CalibrationOptions {
   readonly plan: CalibrationPlan;
   readonly fleet: FleetSpec;
   readonly seed?: number;
-  /** Run only the first N runs of the run order (tests). */
-  readonly maxRuns?: number;
   readonly onProgress?: (line: string) => void;
 }
 
@@ -72,7 +70,7 @@ export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult 
   const fleet = new TwoPoolFleet(o.fleet, { seed: o.seed ?? 1, instanceId: 'study-calibration' });
   const params = calibrationParameterSet(o.plan.destinationLimit, 'offline');
   const byId = new Map(o.plan.conditions.map((c) => [c.id, c]));
-  const order = o.plan.runOrder.slice(0, o.maxRuns ?? o.plan.runOrder.length);
+  const order = o.plan.runOrder;
   const counts = { probes: 0, warmups: 0, background: 0, rejected: 0 };
   const progress = o.onProgress ?? (() => {});
   let lastReport = -1;

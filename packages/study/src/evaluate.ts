@@ -25,7 +25,7 @@ import {
 } from '@vantage/evaluation';
 import type { JsonRow, Variant as RecordVariant } from '@vantage/records';
 import type { ParameterSet } from '@vantage/rules';
-import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, type AgenticSessionConfig } from '@vantage/sim';
+import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions } from '@vantage/sim';
 import { freshTokens } from './calibrate';
 import { TwoPoolFleet, type FleetSpec } from './fleet';
 
@@ -36,8 +36,6 @@ export interface EvaluationRunOptions {
   readonly params: Readonly<Record<RecordVariant, ParameterSet>>;
   readonly proposal: StageProposalModel;
   readonly background: BackgroundTrafficSpec | null;
-  /** Session generator settings besides `sessions` and `seed` (default sim's DEFAULT_AGENTIC_CONFIG). */
-  readonly sessionConfig?: Omit<AgenticSessionConfig, 'sessions' | 'seed'>;
   readonly maxContextTokens?: number;
   readonly seed?: number;
   readonly onProgress?: (line: string) => void;
@@ -67,18 +65,12 @@ export function runEvaluationOffline(o: EvaluationRunOptions): EvaluationRunResu
   const rows: JsonRow[] = [];
   const runs: RunSummary[] = [];
   const progress = o.onProgress ?? (() => {});
-  const cfg = o.sessionConfig ?? DEFAULT_AGENTIC_CONFIG;
   const bgPlan = o.background === null ? [] : backgroundTraffic(o.background);
   for (const run of o.schedule.runs) {
     const params = o.params[run.variant];
     if (params === undefined) throw new Error(`schedule names variant ${run.variant}, which has no parameter set`);
     const fleet = new TwoPoolFleet(o.fleet, { seed: (o.seed ?? 1) + run.attempt, instanceId: 'study-evaluation' });
-    const sessions = generateAgenticSessions({
-      ...cfg,
-      sessions: run.sessions.length,
-      seed: String(run.sessionSeed),
-      ...(o.maxContextTokens !== undefined ? { maxContextTokens: o.maxContextTokens } : {}),
-    });
+    const sessions = generateAgenticSessions({ ...DEFAULT_AGENTIC_CONFIG, sessions: run.sessions.length, seed: String(run.sessionSeed), maxContextTokens: o.maxContextTokens });
     let turns = 0;
     let turnsFailed = 0;
     let completed = 0;

@@ -31,26 +31,21 @@ import { PoolState } from '@vantage/observation';
 import { observeReplyCodec } from '@vantage/protocol';
 import { joinOutcome, outcomeToJsonRow, type DecisionRecord, type JsonRow, type LifecycleEventInput, type OutcomeRecord } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
-import { DEFAULT_KV_ROUTER, Engine, EventHeap, promptFromTokens, type Finished, type PromptBlocks, type RequestRecord, type TimingModel } from '@vantage/sim';
+import { DEFAULT_KV_ROUTER, Engine, EventHeap, nextPass, promptFromTokens, type Finished, type NextPass, type PromptBlocks, type ReplayEngineConfig, type RequestRecord, type TimingModel } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 
-export const ROLES: readonly Role[] = ['efficient', 'capable'];
+const ROLES: readonly Role[] = ['efficient', 'capable'];
 
 /** Outcome times: simulated ms after this epoch (2026-01-01T00:00:00Z). */
-export const SIM_EPOCH_MS = 1_767_225_600_000;
+const SIM_EPOCH_MS = 1_767_225_600_000;
 
-export interface PoolSpec {
+/** A pool: its name, its worker count and its engines' settings (block size and timing required). */
+export interface PoolSpec extends ReplayEngineConfig {
   /** Pool and model name (what decision records and outcome rows carry). */
   readonly name: string;
   readonly workers: number;
   readonly blockSize: number;
   readonly timing: TimingModel;
-  /** Default 16,384. */
-  readonly numGpuBlocks?: number;
-  /** Default 8,192. */
-  readonly maxNumBatchedTokens?: number;
-  /** Default 256. */
-  readonly maxNumSeqs?: number;
 }
 
 export interface FleetSpec {
@@ -129,14 +124,8 @@ class SimPool {
       const id = ((role === 'efficient' ? 0xe000_0000_0000_0000n : 0xc000_0000_0000_0000n) + BigInt(i + 1)) as WorkerId;
       this.workerIds.push(id);
       this.index.set(id, i);
-      const engine = new Engine({
-        workerId: id,
-        blockSize: bs,
-        timing: spec.timing,
-        ...(spec.numGpuBlocks !== undefined ? { numGpuBlocks: spec.numGpuBlocks } : {}),
-        ...(spec.maxNumBatchedTokens !== undefined ? { maxNumBatchedTokens: spec.maxNumBatchedTokens } : {}),
-        ...(spec.maxNumSeqs !== undefined ? { maxNumSeqs: spec.maxNumSeqs } : {}),
-      });
+      // The spec names the engine settings as the engine does (blockSize, timing, numGpuBlocks, ...).
+      const engine = new Engine({ ...spec, workerId: id });
       this.engines.push(engine);
       const err = this.state.register(id, engine.capacity(), null, 0, true);
       if (err !== undefined) throw new RangeError(`cannot register ${role} worker ${id}: ${err}`);
@@ -216,10 +205,6 @@ export class TwoPoolFleet {
 
   inFlight(model: string): number {
     return this.#inFlight.get(model) ?? 0;
-  }
-
-  get liveRequests(): number {
-    return this.#live.size;
   }
 
   /**
@@ -365,20 +350,11 @@ export class TwoPoolFleet {
 
   /** Drive the simulation until nothing is left to happen (every request served, every callback run). */
   run(): void {
-    const engines: { pool: SimPool; e: Engine }[] = [];
-    for (const role of ROLES) for (const e of this.pools[role].engines) engines.push({ pool: this.pools[role], e });
+    const pools = ROLES.flatMap((role) => this.pools[role].engines.map(() => this.pools[role]));
+    const engines = ROLES.flatMap((role) => this.pools[role].engines);
+    const next: NextPass = { best: -1, bestT: Infinity, other: Infinity };
     for (;;) {
-      let best = -1;
-      let bestT = Infinity;
-      let other = Infinity;
-      for (let i = 0; i < engines.length; i++) {
-        const t = engines[i]!.e.nextEventTime();
-        if (t < bestT) {
-          other = bestT;
-          bestT = t;
-          best = i;
-        } else if (t < other) other = t;
-      }
+      const { best, bestT, other } = nextPass(engines, next);
       const tc = this.#callbacks.peekTime();
       // Callbacks first at equal times: a completion or arrival at t is seen by a pass starting at t.
       if (tc < Infinity && tc <= bestT) {
@@ -388,7 +364,8 @@ export class TwoPoolFleet {
         continue;
       }
       if (best < 0) break;
-      const { pool, e } = engines[best]!;
+      const pool = pools[best]!;
+      const e = engines[best]!;
       this.nowMs = bestT;
       // Anything could be added before the next callback or another engine's next pass.
       const s = e.step(bestT, { untilMs: Math.min(tc, other) });

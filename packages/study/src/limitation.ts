@@ -34,14 +34,14 @@
 import { RECORD_VARIANT } from '@vantage/decision-core';
 import type { Variant as RecordVariant } from '@vantage/records';
 import { VARIANTS, type Decision, type ParameterSet, type Prediction, type Reason, type Role, type Variant } from '@vantage/rules';
-import { lineChartSvg } from '@vantage/sim';
+import { escapeHtml as esc, lineChartSvg } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import { concatTokens, freshTokens, labelSeed } from './calibrate';
 import { TwoPoolFleet, type FleetSpec, type ServedRequest } from './fleet';
 import type { StudyResult } from './study';
 
-export type LimitationPhase = 'idle' | 'decoding' | 'prefilling';
-export type GenerationLength = 'short' | 'long';
+type LimitationPhase = 'idle' | 'decoding' | 'prefilling';
+type GenerationLength = 'short' | 'long';
 
 export interface LimitationCase {
   readonly id: string;
@@ -80,7 +80,7 @@ export interface LimitationOptions {
   readonly onProgress?: (line: string) => void;
 }
 
-export interface EstimatorError {
+interface EstimatorError {
   readonly estimator: 'blind' | 'cache';
   /** Predicted TTFT per candidate (null when the estimator gave no valid prediction), with the problem if any. */
   readonly efficientMs: number | null;
@@ -94,7 +94,7 @@ export interface EstimatorError {
   readonly advantageErrorMs: number | null;
 }
 
-export interface RuleOutcome {
+interface RuleOutcome {
   readonly variant: RecordVariant;
   readonly rule: Variant;
   readonly choice: Role;
@@ -356,7 +356,7 @@ function textTable(head: readonly string[], rows: readonly (readonly string[])[]
 }
 
 /** The two tables `vantage study --limitation` prints: what the decision saw and how the estimators did; what each rule chose. */
-export function renderLimitationTable(results: readonly LimitationCaseResult[]): string {
+function renderLimitationTable(results: readonly LimitationCaseResult[]): string {
   const est = (r: LimitationCaseResult, e: 'blind' | 'cache'): EstimatorError => r.estimators.find((x) => x.estimator === e)!;
   const cases = textTable(
     ['case', 'R', 'P', 'remaining out', 'busy after ms', 'TTFT eff', 'TTFT cap', 'E2E eff', 'E2E cap', 'blind eff (err)', 'cache eff (err)', 'blind cap (err)', 'cache cap (err)', 'adv err blind', 'adv err cache'],
@@ -449,10 +449,9 @@ function e2eChart(results: readonly LimitationCaseResult[]): string {
   });
 }
 
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 
 /** The report section: the cases, the two charts, the estimator errors and every rule's choice. */
-export function renderLimitationHtml(results: readonly LimitationCaseResult[], svgs: LimitationResult['svgs']): string {
+function renderLimitationHtml(results: readonly LimitationCaseResult[], svgs: LimitationResult['svgs']): string {
   const out: string[] = [];
   out.push('<!doctype html><html><head><meta charset="utf-8"><title>vantage offline study: remaining generation work</title>');
   out.push('<style>body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}td.bad{background:#fde2e2}</style></head><body>');

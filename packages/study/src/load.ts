@@ -10,7 +10,6 @@
  * The x axis is measured, not designed: the busy fraction of the efficient
  * pool's engines over the Stage baseline's runs at that load point.
  */
-import { RECORD_VARIANT } from '@vantage/decision-core';
 import {
   analyzeEvaluation,
   DEFAULT_BACKGROUND_TRAFFIC,
@@ -20,12 +19,10 @@ import {
   type DifferenceMetricId,
   type EvaluationAnalysis,
 } from '@vantage/evaluation';
-import type { Variant as RecordVariant } from '@vantage/records';
-import { VARIANTS, type ParameterSet } from '@vantage/rules';
-import { lineChartSvg } from '@vantage/sim';
+import { escapeHtml as esc, lineChartSvg } from '@vantage/sim';
 import { runEvaluationOffline, type RunSummary } from './evaluate';
 import type { FleetSpec } from './fleet';
-import { toJsonl, type StudyResult } from './study';
+import { recordVariantParams, toJsonl, type StudyResult } from './study';
 
 export interface LoadPoint {
   /** Competing traffic on the efficient pool: mean gap between a stream's requests (sim ms); null for none. */
@@ -64,8 +61,8 @@ export interface LoadResult {
   readonly html: string;
 }
 
-export const DEFAULT_LOAD_GAPS_MS: readonly (number | null)[] = [null, 1600, 800, 400, 200];
-export const DEFAULT_LOAD_FRACTIONS: readonly number[] = [0.2, 0.5];
+const DEFAULT_LOAD_GAPS_MS: readonly (number | null)[] = [null, 1600, 800, 400, 200];
+const DEFAULT_LOAD_FRACTIONS: readonly number[] = [0.2, 0.5];
 
 /** Competing traffic on the efficient pool only (the pool the rules move requests away from). */
 export function loadBackground(gapMs: number | null, streams: number, spanMs: number): BackgroundTrafficSpec | null {
@@ -75,8 +72,7 @@ export function loadBackground(gapMs: number | null, streams: number, spanMs: nu
 
 export function runLoadStudy(o: LoadOptions): LoadResult {
   const progress = o.onProgress ?? (() => {});
-  const params = {} as Record<RecordVariant, ParameterSet>;
-  for (const v of VARIANTS) params[RECORD_VARIANT[v]] = o.fit.variants[v];
+  const params = recordVariantParams(o.fit);
   const points: LoadPointResult[] = [];
   const gaps = o.gapsMs ?? DEFAULT_LOAD_GAPS_MS;
   const fractions = o.capableFractions ?? DEFAULT_LOAD_FRACTIONS;
@@ -107,7 +103,6 @@ export function runLoadStudy(o: LoadOptions): LoadResult {
   return { points, html: renderLoadHtml(points) };
 }
 
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 const g = (v: number | null | undefined): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(4)).toString());
 
 const CHARTS: readonly { metric: DifferenceMetricId; title: string }[] = [

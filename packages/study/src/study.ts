@@ -52,8 +52,6 @@ export interface StudyOptions {
   readonly background?: BackgroundTrafficSpec | null;
   readonly maxContextTokens?: number;
   readonly bootstrap?: number;
-  /** Run only the first N calibration runs (tests). */
-  readonly maxCalibrationRuns?: number;
   readonly onProgress?: (line: string) => void;
 }
 
@@ -97,6 +95,13 @@ export function fitFromRows(rows: readonly JsonRow[] | string, seed: number, des
   return { report: fit.report, parameterSet: fit.parameterSet, variants };
 }
 
+/** Every variant's frozen set under the records' variant names, as the evaluation runs them. */
+export function recordVariantParams(fit: StudyResult['fit']): Record<RecordVariant, ParameterSet> {
+  const params = {} as Record<RecordVariant, ParameterSet>;
+  for (const v of VARIANTS) params[RECORD_VARIANT[v]] = fit.variants[v];
+  return params;
+}
+
 /** The calibration plan on the simulated fleet, then the fit (the first two phases of `runStudy`; `--load` reuses them). */
 export function calibrateAndFit(o: StudyOptions, phase: (name: string) => void = () => {}): { calibrationRows: JsonRow[]; fit: StudyResult['fit'] } {
   const progress = o.onProgress ?? (() => {});
@@ -104,7 +109,7 @@ export function calibrateAndFit(o: StudyOptions, phase: (name: string) => void =
   const destinationLimit = o.destinationLimit ?? 8;
   const plan = calibrationPlan({ preset: o.preset ?? 'full', seed: o.calibrationSeed ?? 1, blockSize: planBlockSize(fleet), destinationLimit });
   progress(`calibration plan ${plan.preset}: ${plan.totals.conditions} conditions (${plan.totals.qSetConditions} Q set), ${plan.totals.runs} runs, ${plan.totals.probeRequests} probes`);
-  const cal = runCalibrationOffline({ plan, fleet, seed: o.calibrationSeed ?? 1, ...(o.maxCalibrationRuns !== undefined ? { maxRuns: o.maxCalibrationRuns } : {}), onProgress: progress });
+  const cal = runCalibrationOffline({ plan, fleet, seed: o.calibrationSeed ?? 1, onProgress: progress });
   phase('calibration');
 
   const fit = fitFromRows(cal.rows, o.calibrationSeed ?? 1, destinationLimit, (l) => progress(`fit: ${l}`));
@@ -129,8 +134,7 @@ export function runStudy(o: StudyOptions = {}): StudyResult {
   const proposal = o.proposal ?? { kind: 'fraction_capable', fraction: 0.2, seed: 7 };
   const background = o.background === undefined ? DEFAULT_BACKGROUND_TRAFFIC : o.background;
   const schedule = evaluationSchedule({ attempts: o.attempts ?? 5, sessionsPerAttempt: o.sessions ?? 40, seed: o.scheduleSeed ?? 1, proposal, background });
-  const params = {} as Record<RecordVariant, ParameterSet>;
-  for (const v of VARIANTS) params[RECORD_VARIANT[v]] = fit.variants[v];
+  const params = recordVariantParams(fit);
   progress(`evaluation: ${schedule.runs.length} runs (${schedule.attempts} attempts x ${schedule.variants.length} variants in seeded random order, ${schedule.sessionsPerAttempt} matched sessions each)`);
   const ev = runEvaluationOffline({ schedule, fleet, params, proposal, background, maxContextTokens: o.maxContextTokens ?? 32_768, seed: o.scheduleSeed ?? 1, onProgress: progress });
   phase('evaluation');

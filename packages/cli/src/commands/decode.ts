@@ -32,7 +32,6 @@ const FORMATS = [
   'forward-pass-metrics',
   'active-sequence',
 ] as const;
-type DecodeFormat = (typeof FORMATS)[number];
 type Format = (typeof FORMATS)[number];
 const ENCODINGS = ['auto', 'raw', 'hex', 'base64'] as const;
 type Encoding = (typeof ENCODINGS)[number];
@@ -78,50 +77,41 @@ function unwrapInput(raw: Uint8Array, encoding: Encoding): Uint8Array {
   return raw;
 }
 
+/** `sniffMessage`'s answer as a --format name. */
+const SNIFFED: Record<NonNullable<ReturnType<typeof sniffMessage>>, Exclude<Format, 'auto'>> = {
+  envelope: 'envelope',
+  router_event_json: 'json-router-event',
+  router_event_msgpack: 'msgpack-router-event',
+  router_event_batch: 'msgpack-router-event-batch',
+  forward_pass: 'forward-pass-metrics',
+  active_load: 'active-load',
+  active_sequence: 'active-sequence',
+};
+
+/** The decoder of each format but the envelope, and the name of what it decodes. */
+const DECODERS: Record<Exclude<Format, 'auto' | 'envelope'>, { readonly kind: string; readonly decode: (bytes: Uint8Array) => Result<unknown> }> = {
+  'msgpack-router-event': { kind: 'router_event', decode: decodeRouterEventMsgpack },
+  'msgpack-router-event-batch': { kind: 'router_events', decode: decodeRouterEventsMsgpack },
+  'forward-pass-metrics': { kind: 'forward_pass_metrics', decode: decodeForwardPassMetrics },
+  'json-router-event': { kind: 'router_event', decode: decodeRouterEventJson },
+  'active-load': { kind: 'active_load', decode: decodeActiveLoad },
+  'active-sequence': { kind: 'active_sequence_events', decode: decodeActiveSequenceEvents },
+};
+
 function detect(bytes: Uint8Array): Exclude<Format, 'auto'> {
-  switch (sniffMessage(bytes)) {
-    case 'envelope':
-      return 'envelope';
-    case 'router_event_json':
-      return 'json-router-event';
-    case 'router_event_msgpack':
-      return 'msgpack-router-event';
-    case 'router_event_batch':
-      return 'msgpack-router-event-batch';
-    case 'forward_pass':
-      return 'forward-pass-metrics';
-    case 'active_load':
-      return 'active-load';
-    case 'active_sequence':
-      return 'active-sequence';
-    case undefined:
-      throw new InputError('could not recognise the message; give --format', EXIT.DATA);
-  }
+  const sniffed = sniffMessage(bytes);
+  if (sniffed === undefined) throw new InputError('could not recognise the message; give --format', EXIT.DATA);
+  return SNIFFED[sniffed];
 }
 
 function decode(format: Exclude<Format, 'auto'>, bytes: Uint8Array, topic: string | undefined): { kind: string; result: Result<unknown> } {
-  switch (format) {
-    case 'envelope': {
-      const full = decodeEventPlaneMessage(bytes, topic === undefined ? undefined : { topic });
-      if (full.ok) return { kind: 'event_plane_message', result: full };
-      // Show the envelope itself when only its payload is unusable, but still exit as rejected.
-      const env = decodeEnvelope(bytes);
-      if (env.ok) return { kind: 'event_plane_message', result: { ...full, reason: `${full.reason} (envelope topic ${JSON.stringify(env.value.topic)}, publisher ${env.value.publisherId}, sequence ${env.value.sequence})` } };
-      return { kind: 'event_plane_message', result: full };
-    }
-    case 'msgpack-router-event':
-      return { kind: 'router_event', result: decodeRouterEventMsgpack(bytes) };
-    case 'msgpack-router-event-batch':
-      return { kind: 'router_events', result: decodeRouterEventsMsgpack(bytes) };
-    case 'forward-pass-metrics':
-      return { kind: 'forward_pass_metrics', result: decodeForwardPassMetrics(bytes) };
-    case 'json-router-event':
-      return { kind: 'router_event', result: decodeRouterEventJson(bytes) };
-    case 'active-load':
-      return { kind: 'active_load', result: decodeActiveLoad(bytes) };
-    case 'active-sequence':
-      return { kind: 'active_sequence_events', result: decodeActiveSequenceEvents(bytes) };
-  }
+  if (format !== 'envelope') return { kind: DECODERS[format].kind, result: DECODERS[format].decode(bytes) };
+  const full = decodeEventPlaneMessage(bytes, topic === undefined ? undefined : { topic });
+  if (full.ok) return { kind: 'event_plane_message', result: full };
+  // Show the envelope itself when only its payload is unusable, but still exit as rejected.
+  const env = decodeEnvelope(bytes);
+  if (env.ok) return { kind: 'event_plane_message', result: { ...full, reason: `${full.reason} (envelope topic ${JSON.stringify(env.value.topic)}, publisher ${env.value.publisherId}, sequence ${env.value.sequence})` } };
+  return { kind: 'event_plane_message', result: full };
 }
 
 /**
@@ -131,29 +121,19 @@ function decode(format: Exclude<Format, 'auto'>, bytes: Uint8Array, topic: strin
  */
 export function decodeCapturedMessage(
   bytes: Uint8Array,
-  opts: { readonly format?: DecodeFormat; readonly topic?: string } = {},
-): { format: Exclude<DecodeFormat, 'auto'>; kind: string; result: Result<unknown> } {
+  opts: { readonly format?: Format; readonly topic?: string } = {},
+): { format: Exclude<Format, 'auto'>; kind: string; result: Result<unknown> } {
   const format = opts.format === undefined || opts.format === 'auto' ? detect(bytes) : opts.format;
   return { format, ...decode(format, bytes, opts.topic) };
 }
 
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseOptions(
-    argv,
-    {
-      format: { type: 'string' },
-      'input-encoding': { type: 'string' },
-      topic: { type: 'string' },
-    },
-    1,
-  );
+  const { values, positionals } = parseOptions(argv, ['format', 'input-encoding', 'topic'], [], 1);
   const format = choice('format', values.format, FORMATS, 'auto');
   const encoding = choice('input-encoding', values['input-encoding'], ENCODINGS, 'auto');
   const topic = typeof values.topic === 'string' ? values.topic : undefined;
-  const raw = await readInput(io, positionals[0] ?? '-');
-  const bytes = unwrapInput(raw, encoding);
-  const chosen = format === 'auto' ? detect(bytes) : format;
-  const { kind, result } = decode(chosen, bytes, topic);
+  const bytes = unwrapInput(await readInput(io, positionals[0] ?? '-'), encoding);
+  const { format: chosen, kind, result } = decodeCapturedMessage(bytes, { format, topic });
   if (!result.ok) {
     io.stderr(`rejected (${chosen}): ${result.code}: ${result.reason}\n`);
     return EXIT.REJECTED;

@@ -6,11 +6,11 @@
  * progress and writes.
  */
 import { analyzeEvaluation, parseEvaluationJsonl, renderEvaluationHtml, type EvaluationAnalysis } from '@vantage/evaluation';
-import { parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
+import { numOpt, parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
-
+import { differenceLines, variantFigures } from '../print';
 
 const help = `Usage: vantage evaluate --input FILE|- --out FILE.html [--json FILE]
                         [--bootstrap N] [--seed N] [--confidence C] [--baseline V] [--lenient]
@@ -42,58 +42,26 @@ Exit codes: 0 written, 64 bad arguments, 65 bad rows or no evaluation rows,
 66 unreadable input, 1 output not writable.
 `;
 
-function num(name: string, v: string | boolean | undefined, fallback: number, check: (n: number) => boolean, what: string): number {
-  if (v === undefined) return fallback;
-  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
-  if (!Number.isFinite(n) || !check(n)) throw new UsageError(`--${name} must be ${what}`);
-  return n;
-}
-
-
-
-function g(v: number | null): string {
-  return v === null || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(4)).toString();
-}
-
 function summary(a: EvaluationAnalysis, out: string): string {
   const lines = [`report -> ${out}`];
   for (const v of a.variants) {
-    const r = v.rules;
-    lines.push(
-      `${v.variant.padEnd(14)} sessions ${v.sessions.total} (${v.sessions.withFailures} with failures), requests ${v.requests.executed}/${v.requests.total} executed, ` +
-        `TTFT mean ${g(v.ttftMs.mean)} ms p90 ${g(v.ttftMs.p90)} ms, session ${g(v.sessionCompletionMs.mean)} ms, ` +
-        `could act ${r.couldAct}, overrode ${r.overrode}, fell back ${r.fallbackTotal} of ${r.efficientProposals} efficient proposals`,
-    );
+    lines.push(`${v.variant.padEnd(14)} sessions ${v.sessions.total} (${v.sessions.withFailures} with failures), requests ${v.requests.executed}/${v.requests.total} executed, ${variantFigures(v)}`);
   }
-  for (const d of a.differences.filter((x) => x.metric === 'ttft_mean_ms' || x.metric === 'session_completion_mean_ms')) {
-    lines.push(`${d.variant} - ${d.baseline}: ${d.label} ${g(d.estimate)} ${d.unit} [${g(d.lo)}, ${g(d.hi)}] (${d.method})`);
-  }
+  lines.push(...differenceLines(a));
   for (const w of a.warnings) lines.push(`warning: ${w}`);
   return `${lines.join('\n')}\n`;
 }
 
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
-  const { values } = parseOptions(
-    argv,
-    {
-      input: { type: 'string' },
-      out: { type: 'string' },
-      json: { type: 'string' },
-      bootstrap: { type: 'string' },
-      seed: { type: 'string' },
-      confidence: { type: 'string' },
-      baseline: { type: 'string' },
-      lenient: { type: 'boolean' },
-    },
-    0,
-  );
+  const { values } = parseOptions(argv, ['input', 'out', 'json', 'bootstrap', 'seed', 'confidence', 'baseline'], ['lenient']);
   const input = required('input', values['input']);
   const out = required('out', values['out']);
   const json = values['json'];
   if (json !== undefined && (typeof json !== 'string' || json === '')) throw new UsageError('--json needs a file name');
-  const iterations = num('bootstrap', values['bootstrap'], 2000, (n) => Number.isInteger(n) && n >= 1, 'an integer >= 1');
-  const seed = num('seed', values['seed'], 1, (n) => Number.isInteger(n), 'an integer');
-  const confidence = num('confidence', values['confidence'], 0.95, (n) => n > 0 && n < 1, 'a number in (0, 1)');
+  const iterations = numOpt('bootstrap', values['bootstrap'], 2000, { integer: true, min: 1 });
+  const seed = numOpt('seed', values['seed'], 1, { integer: true });
+  const confidence = numOpt('confidence', values['confidence'], 0.95);
+  if (!(confidence > 0 && confidence < 1)) throw new UsageError('--confidence must be a number in (0, 1)');
   const baseline = values['baseline'] === undefined ? 'baseline' : required('baseline', values['baseline']);
 
   const bytes = await readInput(io, input);

@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { FIT_VARIANTS, fitAll, Q_SOURCES, variantParameterSet, parseCalibrationJsonl, renderFitReportHtml, type FitOptions, type FitReport } from '@vantage/fitting';
 import { serializeParameterSet, DEFAULT_PARAMETER_SET, VARIANTS, type GateLimits } from '@vantage/rules';
-import { choice, parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
+import { choice, numOpt, parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
@@ -57,15 +57,6 @@ Exit codes: 0 written, 64 bad arguments, 65 bad rows or data that cannot be
 fitted (reasons on stderr), 66 unreadable input, 1 output not writable.
 `;
 
-function num(name: string, v: string | boolean | undefined, fallback: number, integer: boolean, min: number): number {
-  if (v === undefined) return fallback;
-  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
-  if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
-    throw new UsageError(`--${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}`);
-  }
-  return n;
-}
-
 function fractions(v: string | boolean | undefined): FitOptions['fractions'] {
   if (v === undefined) return undefined;
   const parts = typeof v === 'string' ? v.split(',').map((x) => Number(x.trim())) : [];
@@ -73,7 +64,6 @@ function fractions(v: string | boolean | undefined): FitOptions['fractions'] {
   const [fitting, uncertainty, selection] = parts as [number, number, number];
   return { fitting, uncertainty, selection };
 }
-
 
 
 function ms(v: number): string {
@@ -112,34 +102,20 @@ function summary(report: FitReport, paramsPath: string, reportPath: string): str
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(
     argv,
-    {
-      input: { type: 'string' },
-      'out-params': { type: 'string' },
-      'out-report': { type: 'string' },
-      seed: { type: 'string' },
-      variant: { type: 'string' },
-      fractions: { type: 'string' },
-      'q-source': { type: 'string' },
-      lenient: { type: 'boolean' },
-      'max-age-ms': { type: 'string' },
-      'destination-limit': { type: 'string' },
-      'local-limit': { type: 'string' },
-      'out-json': { type: 'string' },
-      'out-variants': { type: 'string' },
-    },
-    0,
+    ['input', 'out-params', 'out-report', 'seed', 'variant', 'fractions', 'q-source', 'max-age-ms', 'destination-limit', 'local-limit', 'out-json', 'out-variants'],
+    ['lenient'],
   );
   const input = required('input', values['input']);
   const paramsPath = required('out-params', values['out-params']);
   const reportPath = required('out-report', values['out-report']);
   const d = DEFAULT_PARAMETER_SET.gate;
   const gate: GateLimits = {
-    maxAgeMs: num('max-age-ms', values['max-age-ms'], d.maxAgeMs, false, Number.MIN_VALUE),
-    destinationLimit: num('destination-limit', values['destination-limit'], d.destinationLimit, true, 1),
-    localLimit: num('local-limit', values['local-limit'], d.localLimit, true, 1),
+    maxAgeMs: numOpt('max-age-ms', values['max-age-ms'], d.maxAgeMs, { min: Number.MIN_VALUE }),
+    destinationLimit: numOpt('destination-limit', values['destination-limit'], d.destinationLimit, { integer: true, min: 1 }),
+    localLimit: numOpt('local-limit', values['local-limit'], d.localLimit, { integer: true, min: 1 }),
   };
   const options: FitOptions = {
-    seed: num('seed', values['seed'], 1, true, 0),
+    seed: numOpt('seed', values['seed'], 1, { integer: true, min: 0 }),
     variant: choice('variant', values['variant'], FIT_VARIANTS, 'cache'),
     fractions: fractions(values['fractions']),
     qSource: choice('q-source', values['q-source'], Q_SOURCES, 'qset'),

@@ -52,17 +52,7 @@ function parseTokens(text: string): Uint32Array {
 }
 
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
-  const { values } = parseOptions(
-    argv,
-    {
-      'block-size': { type: 'string' },
-      lora: { type: 'string' },
-      tokens: { type: 'string' },
-      'tokens-file': { type: 'string' },
-      output: { type: 'string' },
-    },
-    0,
-  );
+  const { values } = parseOptions(argv, ['block-size', 'lora', 'tokens', 'tokens-file', 'output']);
   const bs = values['block-size'];
   if (typeof bs !== 'string') throw new UsageError('--block-size is required');
   if (!/^[0-9]+$/.test(bs) || Number(bs) < 1 || Number(bs) > MAX_BLOCK_SIZE) {

@@ -19,7 +19,7 @@ import {
   type RouterSpec,
   type Workload,
 } from '@vantage/sim';
-import { choice, parseOptions, readInput } from '../args';
+import { choice, numOpt, parseOptions, readInput } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
@@ -80,24 +80,7 @@ Other:
 Exit codes: 0 done, 64 bad arguments, 65 bad trace line, 66 unreadable trace.
 `;
 
-export function numOpt(name: string, v: string | boolean | undefined, fallback: number, opts: { integer?: boolean; min?: number; max?: number } = {}): number {
-  if (v === undefined) return fallback;
-  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
-  const min = opts.min ?? -Infinity;
-  const max = opts.max ?? Infinity;
-  if (!Number.isFinite(n) || n < min || n > max || (opts.integer === true && !Number.isInteger(n))) {
-    throw new UsageError(`--${name} must be ${opts.integer === true ? 'an integer' : 'a number'} in [${min}, ${max}]`);
-  }
-  return n;
-}
-
-export const ENGINE_OPTIONS = {
-  workers: { type: 'string' },
-  'block-size': { type: 'string' },
-  'num-gpu-blocks': { type: 'string' },
-  'max-num-batched-tokens': { type: 'string' },
-  'max-num-seqs': { type: 'string' },
-} as const;
+export const ENGINE_OPTIONS = ['workers', 'block-size', 'num-gpu-blocks', 'max-num-batched-tokens', 'max-num-seqs'];
 
 export function engineConfig(values: Record<string, string | boolean | undefined>, defaults: { batched: number; seqs: number }): { workers: number; engine: ReplayEngineConfig } {
   return {
@@ -135,29 +118,8 @@ function metricsText(m: ReplayMetrics): string {
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(
     argv,
-    {
-      trace: { type: 'string' },
-      mode: { type: 'string' },
-      speedup: { type: 'string' },
-      concurrency: { type: 'string' },
-      sessions: { type: 'string' },
-      'session-seed': { type: 'string' },
-      router: { type: 'string' },
-      formula: { type: 'string' },
-      credit: { type: 'string' },
-      scale: { type: 'string' },
-      weight: { type: 'string' },
-      temperature: { type: 'string' },
-      'tie-break': { type: 'string' },
-      scorer: { type: 'string' },
-      affinity: { type: 'string' },
-      'max-ttft-penalty-ms': { type: 'string' },
-      ...ENGINE_OPTIONS,
-      'event-delay-ms': { type: 'string' },
-      seed: { type: 'string' },
-      quiet: { type: 'boolean' },
-    },
-    0,
+    ['trace', 'mode', 'speedup', 'concurrency', 'sessions', 'session-seed', 'router', 'formula', 'credit', 'scale', 'weight', 'temperature', 'tie-break', 'scorer', 'affinity', 'max-ttft-penalty-ms', ...ENGINE_OPTIONS, 'event-delay-ms', 'seed'],
+    ['quiet'],
   );
   const trace = values['trace'];
   const sessions = values['sessions'];

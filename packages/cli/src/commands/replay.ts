@@ -25,7 +25,7 @@ import {
   type JsonRow,
 } from '@vantage/records';
 import { kafkaClientConfig, kafkaConnectError, redactUrl, toolSettings } from '@vantage/runtime';
-import { choice, parseOptions } from '../args';
+import { choice, parseOptions, required } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
@@ -113,11 +113,7 @@ function decodeRecord(kind: Kind, m: { value: Buffer | null; headers?: Record<st
   return { kind: 'undecodable', row: { error: why, partition, offset: m.offset, valueBase64: b64(m.value) } };
 }
 
-function columnsFor(kind: RecordKind): readonly string[] {
-  if (kind === 'outcome') return OUTCOME_CSV_COLUMNS;
-  if (kind === 'decision') return DECISION_CSV_COLUMNS;
-  return DLQ_COLUMNS;
-}
+const COLUMNS: Readonly<Record<RecordKind, readonly string[]>> = { outcome: OUTCOME_CSV_COLUMNS, decision: DECISION_CSV_COLUMNS, deadletter: DLQ_COLUMNS };
 
 function parseInstant(name: string, v: string | boolean | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -150,22 +146,8 @@ class Sink {
 }
 
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
-  const { values } = parseOptions(
-    argv,
-    {
-      brokers: { type: 'string' },
-      topic: { type: 'string' },
-      'from-beginning': { type: 'boolean' },
-      since: { type: 'string' },
-      until: { type: 'string' },
-      format: { type: 'string' },
-      kind: { type: 'string' },
-      out: { type: 'string' },
-    },
-    0,
-  );
-  const topic = values.topic;
-  if (typeof topic !== 'string' || topic === '') throw new UsageError('--topic is required');
+  const { values } = parseOptions(argv, ['brokers', 'topic', 'since', 'until', 'format', 'kind', 'out'], ['from-beginning']);
+  const topic = required('topic', values.topic);
   const since = parseInstant('since', values.since);
   const until = parseInstant('until', values.until);
   if (values['from-beginning'] === true && since !== undefined) throw new UsageError('--from-beginning and --since exclude each other');
@@ -195,12 +177,11 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     const topics = await admin.listTopics();
     if (!topics.includes(topic)) throw new InputError(`topic ${topic} does not exist`, EXIT.NO_INPUT);
     // End offsets are fixed now: records written while we read are not ours to wait for.
-    const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, BigInt(p.high)]));
-    const lows = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, BigInt(p.low)]));
-    const starts = new Map<number, bigint>();
-    if (since !== undefined) {
-      for (const p of await admin.fetchTopicOffsetsByTimestamp(topic, since)) starts.set(p.partition, BigInt(p.offset));
-    } else for (const [p, low] of lows) starts.set(p, low);
+    const offsets = await admin.fetchTopicOffsets(topic);
+    const ends = new Map(offsets.map((p) => [p.partition, BigInt(p.high)]));
+    const starts = new Map(
+      since === undefined ? offsets.map((p) => [p.partition, BigInt(p.low)]) : (await admin.fetchTopicOffsetsByTimestamp(topic, since)).map((p) => [p.partition, BigInt(p.offset)]),
+    );
     let total = 0n;
     const position = new Map<number, bigint>();
     const open = new Set<number>();
@@ -264,9 +245,9 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
             else if (d.kind !== 'undecodable') {
               if (csvKind === undefined) {
                 csvKind = d.kind;
-                await sink.write(`${csvHeader(columnsFor(csvKind))}\n`);
+                await sink.write(`${csvHeader(COLUMNS[csvKind])}\n`);
               }
-              if (d.kind === csvKind) await sink.write(`${toCsvLine(d.row, columnsFor(csvKind))}\n`);
+              if (d.kind === csvKind) await sink.write(`${toCsvLine(d.row, COLUMNS[csvKind])}\n`);
               else skipped++;
             } else skipped++;
             records++;
@@ -276,7 +257,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
       await finished;
       clearInterval(timer);
     }
-    if (format === 'csv' && csvKind === undefined) await sink.write(`${csvHeader(columnsFor(kind === 'auto' ? 'outcome' : kind))}\n`);
+    if (format === 'csv' && csvKind === undefined) await sink.write(`${csvHeader(COLUMNS[kind === 'auto' ? 'outcome' : kind])}\n`);
     progress(true);
     const secs = (Date.now() - t0) / 1000;
     io.stderr(

@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import { formatBackgroundSpec, DEFAULT_BACKGROUND_TRAFFIC, parseBackgroundSpec, parseProposalSpec, type CalibrationPreset } from '@vantage/evaluation';
 import { serializeParameterSet, VARIANTS } from '@vantage/rules';
 import { calibrateAndFit, DEFAULT_FLEET, runLimitationStudy, runLoadStudy, runStudy, toJsonl } from '@vantage/study';
-import { choice, parseOptions, writeOutput } from '../args';
+import { choice, numOpt, parseOptions, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
+import { differenceLines, sig4, variantFigures } from '../print';
 
 const help = `Usage: vantage study [--out DIR] [--calibration tiny|small|job|full] [--attempts N] [--sessions N]
                      [--proposal SPEC] [--background SPEC|off] [--destination-limit N]
@@ -70,12 +71,7 @@ Options:
 Exit codes: 0 written, 64 bad arguments, 1 the study failed or an output was not writable.
 `;
 
-function int(name: string, v: string | boolean | undefined, fallback: number, min: number): number {
-  if (v === undefined) return fallback;
-  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
-  if (!Number.isInteger(n) || n < min) throw new UsageError(`--${name} must be an integer >= ${min}`);
-  return n;
-}
+const int = (name: string, v: string | boolean | undefined, fallback: number, min: number): number => numOpt(name, v, fallback, { integer: true, min });
 
 function spec<T>(name: string, v: string | boolean | undefined, fallback: T, parse: (s: string) => T): T {
   if (v === undefined) return fallback;
@@ -87,26 +83,11 @@ function spec<T>(name: string, v: string | boolean | undefined, fallback: T, par
   }
 }
 
-const g = (v: number | null): string => (v === null || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(4)).toString());
-
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(
     argv,
-    {
-      out: { type: 'string' },
-      calibration: { type: 'string' },
-      attempts: { type: 'string' },
-      sessions: { type: 'string' },
-      proposal: { type: 'string' },
-      background: { type: 'string' },
-      'destination-limit': { type: 'string' },
-      seed: { type: 'string' },
-      bootstrap: { type: 'string' },
-      'max-context': { type: 'string' },
-      load: { type: 'boolean' },
-      limitation: { type: 'boolean' },
-    },
-    0,
+    ['out', 'calibration', 'attempts', 'sessions', 'proposal', 'background', 'destination-limit', 'seed', 'bootstrap', 'max-context'],
+    ['load', 'limitation'],
   );
   const out = typeof values['out'] === 'string' && values['out'] !== '' ? values['out'] : join('out', 'study');
   const preset = choice<CalibrationPreset>('calibration', values['calibration'], ['tiny', 'small', 'job', 'full'], 'full');
@@ -154,7 +135,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     await writeOutput(join(out, 'load.json'), `${JSON.stringify(summary, null, 1)}\n`);
     const lines = [`load curve written to ${out}/load.html in ${stamp()}`];
     for (const p of load.points) {
-      const d = p.analysis.differences.filter((x) => x.metric === 'ttft_mean_ms').map((x) => `${x.variant} ${g(x.estimate)} [${g(x.lo)}, ${g(x.hi)}]`);
+      const d = p.analysis.differences.filter((x) => x.metric === 'ttft_mean_ms').map((x) => `${x.variant} ${sig4(x.estimate)} [${sig4(x.lo)}, ${sig4(x.hi)}]`);
       lines.push(`${p.label} (efficient ${(100 * p.efficientUtilisation).toFixed(0)} % busy): mean TTFT - Stage ms: ${d.join('; ')}`);
     }
     io.stdout(`${lines.join('\n')}\n`);
@@ -183,15 +164,8 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const lines = [`study written to ${out} in ${stamp()} (${Object.entries(result.phasesMs).map(([k, ms]) => `${k} ${(ms / 1000).toFixed(1)} s`).join(', ')})`];
   const c = result.fit.report.chosen;
   lines.push(`fit ${result.fit.parameterSet.version}: chosen threshold rule ${c.thresholdRule.rule}, chosen estimator ${c.estimator.rule}`);
-  for (const v of result.analysis.variants) {
-    const r = v.rules;
-    lines.push(
-      `${v.variant.padEnd(14)} sessions ${v.sessions.completed}/${v.sessions.total} completed, TTFT mean ${g(v.ttftMs.mean)} ms p90 ${g(v.ttftMs.p90)} ms, session ${g(v.sessionCompletionMs.mean)} ms, could act ${r.couldAct}, overrode ${r.overrode}, fell back ${r.fallbackTotal} of ${r.efficientProposals} efficient proposals`,
-    );
-  }
-  for (const d of result.analysis.differences.filter((x) => x.metric === 'ttft_mean_ms' || x.metric === 'session_completion_mean_ms')) {
-    lines.push(`${d.variant} - ${d.baseline}: ${d.label} ${g(d.estimate)} ${d.unit} [${g(d.lo)}, ${g(d.hi)}] (${d.method})`);
-  }
+  for (const v of result.analysis.variants) lines.push(`${v.variant.padEnd(14)} sessions ${v.sessions.completed}/${v.sessions.total} completed, ${variantFigures(v)}`);
+  lines.push(...differenceLines(result.analysis));
   lines.push('TTFT here is engine time on the simulated clock (no routing overhead, no host load); session completion (every turn served) stands in for task success.');
   io.stdout(`${lines.join('\n')}\n`);
   return EXIT.OK;

@@ -17,11 +17,11 @@ import {
   type KnobGrid,
   type SweepReport,
 } from '@vantage/sim';
-import { choice, parseOptions, writeOutput } from '../args';
+import { choice, listOpt, numOpt, parseOptions, required, writeOutput } from '../args';
 import type { Command } from '../command';
-import { EXIT, UsageError } from '../exit-codes';
+import { EXIT } from '../exit-codes';
 import type { CliIo } from '../io';
-import { ENGINE_OPTIONS, engineConfig, numOpt, readTrace } from './replay-sim';
+import { ENGINE_OPTIONS, engineConfig, readTrace } from './replay-sim';
 
 const METHODS = ['smart', 'grid'] as const;
 const DEFAULT_CURVE = [0, 0.25, 0.5, 1, 2, 4, 8, 16, 32];
@@ -63,14 +63,6 @@ Options:
 Exit codes: 0 done, 1 output not writable, 64 bad arguments, 65 bad trace line, 66 unreadable trace.
 `;
 
-function list(name: string, v: string | boolean | undefined, fallback: readonly number[], min: number, max: number): number[] {
-  if (v === undefined) return [...fallback];
-  const parts = typeof v === 'string' ? v.split(',').map((x) => Number(x.trim())) : [];
-  if (parts.length === 0 || parts.some((x) => !Number.isFinite(x) || x < min || x > max)) throw new UsageError(`--${name} must be a comma-separated list of numbers in [${min}, ${max}]`);
-  return parts;
-}
-
-
 function summary(r: SweepReport): string {
   const lines: string[] = [];
   lines.push(`${r.settings.method} search on ${r.settings.tuneTrace}: ${r.trials.length} trials, ${r.replays} replays, ${r.wallS.toFixed(0)} s`);
@@ -96,38 +88,20 @@ function summary(r: SweepReport): string {
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(
     argv,
-    {
-      trace: { type: 'string' },
-      validate: { type: 'string' },
-      method: { type: 'string' },
-      budget: { type: 'string' },
-      initial: { type: 'string' },
-      'grid-credit': { type: 'string' },
-      'grid-scale': { type: 'string' },
-      'grid-temperature': { type: 'string' },
-      curve: { type: 'string' },
-      concurrency: { type: 'string' },
-      ...ENGINE_OPTIONS,
-      'no-llmd': { type: 'boolean' },
-      seed: { type: 'string' },
-      'out-json': { type: 'string' },
-      'out-html': { type: 'string' },
-      quiet: { type: 'boolean' },
-    },
-    0,
+    ['trace', 'validate', 'method', 'budget', 'initial', 'grid-credit', 'grid-scale', 'grid-temperature', 'curve', 'concurrency', ...ENGINE_OPTIONS, 'seed', 'out-json', 'out-html'],
+    ['no-llmd', 'quiet'],
   );
-  const tracePath = values['trace'];
-  if (typeof tracePath !== 'string' || tracePath === '') throw new UsageError('--trace is required');
+  const tracePath = required('trace', values['trace']);
   const method = choice('method', values['method'], METHODS, 'smart');
   const { workers, engine } = engineConfig(values, { batched: 16_384, seqs: 512 });
   const bs = engine.blockSize ?? 64;
   const concurrency = numOpt('concurrency', values['concurrency'], 32, { integer: true, min: 1 });
   const grid: KnobGrid = {
-    overlapScoreCredit: list('grid-credit', values['grid-credit'], SEED001_GRID.overlapScoreCredit, 0, 1),
-    prefillLoadScale: list('grid-scale', values['grid-scale'], SEED001_GRID.prefillLoadScale, 0, 1e6),
-    temperature: list('grid-temperature', values['grid-temperature'], SEED001_GRID.temperature, 0, 1e6),
+    overlapScoreCredit: listOpt('grid-credit', values['grid-credit'], SEED001_GRID.overlapScoreCredit, 0, 1),
+    prefillLoadScale: listOpt('grid-scale', values['grid-scale'], SEED001_GRID.prefillLoadScale, 0, 1e6),
+    temperature: listOpt('grid-temperature', values['grid-temperature'], SEED001_GRID.temperature, 0, 1e6),
   };
-  const curve = values['curve'] === 'none' ? [] : list('curve', values['curve'], DEFAULT_CURVE, 0, 1e6);
+  const curve = values['curve'] === 'none' ? [] : listOpt('curve', values['curve'], DEFAULT_CURVE, 0, 1e6);
   const seed = numOpt('seed', values['seed'], 1, { integer: true, min: 0 });
   const tune = prepareTrace((await readTrace(io, tracePath)).records, bs, basename(tracePath));
   const validatePath = values['validate'];

@@ -20,9 +20,7 @@
  * ready for `mooncakeJsonl`; `parseMooncakeTrace` reads them back.
  */
 import { seededRng } from '@vantage/selection';
-import { MOONCAKE_CHUNK_TOKENS } from './prompt';
-import type { MooncakeRecord } from './mooncake';
-import { sample, type Dist } from './sessions';
+import { MOONCAKE_CHUNK_TOKENS, sample, type Dist, type MooncakeRecord } from '@vantage/sim';
 
 /** One line of a Mooncake trace as written to a file. */
 interface MooncakeTraceLine {
