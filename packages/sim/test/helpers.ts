@@ -119,8 +119,15 @@ interface EngineView {
   readonly waitingHead: number;
 }
 
-const poolView = (pool: BlockPool): PoolView => pool as unknown as PoolView;
-const engineView = (e: Engine): EngineView => e as unknown as EngineView;
+/** The view's fields must exist on the object: a renamed private field fails the check loudly instead of reading undefined. */
+function viewOf<V>(o: object, fields: readonly (keyof V & string)[]): V {
+  for (const f of fields) if (!(f in o)) throw new Error(`invariant view: ${o.constructor.name} has no field ${f}`);
+  return o as unknown as V;
+}
+const POOL_FIELDS = ['capacity', 'used', 'active', 'seqLo', 'seqHi', 'ref', 'next', 'table', 'freeTop', 'lruHead', 'lruSize', 'cached', 'privateBlocks', 'referenced', 'find'] as const;
+const ENGINE_FIELDS = ['pool', 'blockSize', 'maxNumSeqs', 'running', 'waiting', 'waitingHead'] as const;
+const poolView = (pool: BlockPool): PoolView => viewOf<PoolView>(pool, POOL_FIELDS);
+const engineView = (e: Engine): EngineView => viewOf<EngineView>(e, ENGINE_FIELDS);
 
 /** Throws when a block pool counter disagrees with the structures it summarises. */
 export function checkPoolInvariants(pool: BlockPool): void {
