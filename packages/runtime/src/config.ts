@@ -152,11 +152,6 @@ function toSnake(segment: string): string {
     .toUpperCase();
 }
 
-/** Every environment variable the schema accepts. Exported for `--help`-style listings and docs. */
-export function envVariables(schema: JsonSchema, prefix = 'VANTAGE_'): { name: string; path: string }[] {
-  return collectLeaves(schema, prefix).map((l) => ({ name: l.name, path: l.path.join('.') }));
-}
-
 function collectLeaves(schema: JsonSchema, prefix: string): EnvLeaf[] {
   const out: EnvLeaf[] = [];
   const walk = (node: JsonSchema, path: string[]): void => {
@@ -285,6 +280,11 @@ function formatValue(v: unknown): string {
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
+/** One CONFIG_INVALID listing every problem, a line each; `details.problems` has them as data. */
+export function configInvalid(lines: readonly string[], problems: readonly object[]): VantageError {
+  return new VantageError('CONFIG_INVALID', `invalid configuration (${lines.length} problem${lines.length === 1 ? '' : 's'}):\n${lines.map((l) => `  - ${l}`).join('\n')}`, { details: { problems } });
+}
+
 /**
  * Loads, validates, defaults and freezes configuration. Throws one
  * VantageError(CONFIG_INVALID) naming every problem (path, expectation,
@@ -366,15 +366,7 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
     }
   }
 
-  if (problems.length > 0) {
-    const lines = problems.map((p) => {
-      const value = 'value' in p ? `, got ${formatValue(p.value)}` : '';
-      return `  - ${p.path}: ${p.message} (${p.source}${value})`;
-    });
-    throw new VantageError('CONFIG_INVALID', `invalid configuration (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines.join('\n')}`, {
-      details: { problems },
-    });
-  }
+  if (problems.length > 0) throw configInvalid(problems.map((p) => `${p.path}: ${p.message} (${p.source}${'value' in p ? `, got ${formatValue(p.value)}` : ''})`), problems);
   return deepFreeze(data) as DeepReadonly<Static<ObjectSchema<P>>>;
 }
 

@@ -3,7 +3,7 @@
 export { s } from './schema';
 export type { DeepReadonly, JsonSchema, ObjectSchema, Static, TSchema } from './schema';
 
-export { baseConfigSchema, coerceEnvValue, deepFreeze, envVariables, KAFKA_SASL_MECHANISMS, loadConfig, LOG_LEVELS, toolSettings } from './config';
+export { baseConfigSchema, coerceEnvValue, deepFreeze, KAFKA_SASL_MECHANISMS, loadConfig, LOG_LEVELS, toolSettings } from './config';
 export type { BaseConfig, ConfigProblem, KafkaSaslMechanism, LoadConfigOptions, LogLevel } from './config';
 
 export {
@@ -33,7 +33,7 @@ export type { RuntimeMetrics } from './metrics';
 export { connectNats, ensureDurableConsumer, ensureStream, natsConnected, natsDisconnectedForMs, request } from './nats';
 export type { ConnectNatsOptions, DurableConsumerSpec, Msg, MsgHdrs, NatsConnection, NatsSettings, RequestOptions, StreamSpec } from './nats';
 
-export { createResponder, serveRequests } from './responder';
+export { createResponder } from './responder';
 export type { Endpoint, EndpointOptions, RequestHandler, Responder, ResponderOptions } from './responder';
 export { Outbox } from './outbox';
 export { Requester } from './requester';

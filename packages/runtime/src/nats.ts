@@ -29,7 +29,7 @@ import type { Logger } from 'pino';
 import { readErrorHeaders, VantageError } from './errors';
 import type { RuntimeMetrics } from './metrics';
 import { redactUrl } from './secrets';
-import { classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
+import { causeChain, classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
 
 export type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 
@@ -203,11 +203,12 @@ export interface RequestOptions {
   headers?: MsgHdrs;
 }
 
-function causes(e: unknown): unknown[] {
-  const out: unknown[] = [];
-  for (let c: unknown = e; c !== undefined && c !== null && out.length < 8; c = (c as { cause?: unknown }).cause) out.push(c);
-  return out;
-}
+/** The request failures `request` and `Requester` report alike. */
+export const noResponders = (subject: string, cause?: unknown): VantageError => new VantageError('NATS_NO_RESPONDERS', `no responders on ${subject}`, { cause, details: { subject } });
+export const requestTimeout = (subject: string, timeoutMs: number, cause?: unknown): VantageError =>
+  new VantageError('NATS_TIMEOUT', `no reply on ${subject} within ${timeoutMs} ms`, { cause, details: { subject, timeoutMs } });
+export const requestFailed = (subject: string, e: unknown): VantageError =>
+  new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e, details: { subject } });
 
 /**
  * Sends a request and returns the reply. Every failure is a VantageError:
@@ -223,20 +224,10 @@ export async function request(nc: NatsConnection, subject: string, payload: Payl
       ...(opts.headers === undefined ? {} : { headers: opts.headers }),
     });
   } catch (e) {
-    const chain = causes(e);
-    if (chain.some((c) => c instanceof NoRespondersError || (c instanceof RequestError && c.isNoResponders()))) {
-      throw new VantageError('NATS_NO_RESPONDERS', `no responders on ${subject}`, { cause: e, details: { subject } });
-    }
-    if (chain.some((c) => c instanceof TimeoutError)) {
-      throw new VantageError('NATS_TIMEOUT', `no reply on ${subject} within ${opts.timeoutMs} ms`, {
-        cause: e,
-        details: { subject, timeoutMs: opts.timeoutMs },
-      });
-    }
-    throw new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${e instanceof Error ? e.message : String(e)}`, {
-      cause: e,
-      details: { subject },
-    });
+    const causes = causeChain(e);
+    if (causes.some((c) => c instanceof NoRespondersError || (c instanceof RequestError && c.isNoResponders()))) throw noResponders(subject, e);
+    if (causes.some((c) => c instanceof TimeoutError)) throw requestTimeout(subject, opts.timeoutMs, e);
+    throw requestFailed(subject, e);
   }
   const remote = readErrorHeaders(reply.headers, { subject });
   if (remote !== null) throw remote;

@@ -419,29 +419,3 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
     stats,
   };
 }
-
-/** One endpoint without discovery, named (and labelled in metrics) by its subject unless `name` is given. */
-export function serveRequests(
-  nc: NatsConnection,
-  subject: string,
-  opts: { queue?: string; log: Logger; metrics?: RuntimeMetrics; maxInFlight?: number; name?: string },
-  handler: RequestHandler,
-): Endpoint & { stop(): Promise<void> } {
-  const name = opts.name ?? subject;
-  const r = createResponder(nc, {
-    name,
-    log: opts.log,
-    discovery: false,
-    ...(opts.metrics === undefined ? {} : { metrics: opts.metrics }),
-    ...(opts.maxInFlight === undefined ? {} : { maxInFlight: opts.maxInFlight }),
-  });
-  const ep = r.add(name, { subject, queue: opts.queue ?? '', handler });
-  return {
-    name,
-    subject,
-    get inFlight() {
-      return ep.inFlight;
-    },
-    stop: () => r.stop(),
-  };
-}
