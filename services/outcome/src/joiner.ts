@@ -88,12 +88,6 @@ export class Joiner<H> {
     return this.open.size;
   }
 
-  /** Whether a source (stream, seq) is already held by an open join: a redelivery of something in memory. */
-  holds(requestId: string, stream: string, seq: number): boolean {
-    const j = this.open.get(requestId);
-    return j !== undefined && j.sources.some((s) => s.seq === seq && s.stream === stream);
-  }
-
   /** Replace the handle of a held source (a redelivered copy supersedes the old delivery). */
   rehandle(requestId: string, stream: string, seq: number, handle: H): boolean {
     const j = this.open.get(requestId);
