@@ -117,7 +117,7 @@ const baseProperties = {
 export const baseConfigSchema = s.object(baseProperties);
 export type BaseConfig = Static<typeof baseConfigSchema>;
 
-export interface LoadConfigOptions {
+interface LoadConfigOptions {
   /** Environment to read; usually `process.env`. */
   env: Readonly<Record<string, string | undefined>>;
   /** JSON file path; overrides `<prefix>CONFIG`. */
@@ -130,7 +130,7 @@ export interface LoadConfigOptions {
   unknownEnv?: 'error' | 'ignore';
 }
 
-export interface ConfigProblem {
+interface ConfigProblem {
   /** Dotted path, e.g. `nats.reconnectTimeWaitMs`; `(root)` for the whole document. */
   path: string;
   message: string;
@@ -248,7 +248,7 @@ function getPath(v: unknown, path: readonly string[]): { found: boolean; value?:
   return { found: true, value: node };
 }
 
-export function deepFreeze<T>(v: T): T {
+function deepFreeze<T>(v: T): T {
   if (typeof v === 'object' && v !== null && !Object.isFrozen(v)) {
     Object.freeze(v);
     for (const child of Object.values(v as object)) deepFreeze(child);

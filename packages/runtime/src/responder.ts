@@ -43,7 +43,7 @@ import type { Shutdown } from './shutdown';
 /** Returns the reply body, or throws (preferably a VantageError; anything else becomes INTERNAL). */
 export type RequestHandler = (msg: Msg) => Uint8Array | Promise<Uint8Array>;
 
-export interface ResponderOptions {
+interface ResponderOptions {
   /** Service name: `$SRV` discovery and the default queue group. With discovery: letters, digits, `-` and `_`. */
   name: string;
   /** Semantic version for discovery. Default `0.0.0`. */
@@ -357,6 +357,9 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
     if (inFlight > 0) await new Promise<void>((resolve) => idle.push(resolve));
     outbox?.flushNow();
   };
+  const closeDiscovery = async (): Promise<void> => {
+    await Promise.all(discovery.map((s) => drainSub(s)));
+  };
 
   return {
     id,
@@ -403,16 +406,14 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
       stopped ??= (async () => {
         await stopIntake();
         await drained();
-        await Promise.all(discovery.map((s) => drainSub(s)));
+        await closeDiscovery();
       })();
       return stopped;
     },
     registerShutdown(shutdown) {
       shutdown.register(`stop ${opts.name} endpoints`, 'intake', stopIntake);
       shutdown.register(`finish ${opts.name} requests in flight`, 'drain', drained);
-      shutdown.register(`stop ${opts.name} discovery`, 'close', async () => {
-        await Promise.all(discovery.map((s) => drainSub(s)));
-      });
+      shutdown.register(`stop ${opts.name} discovery`, 'close', closeDiscovery);
     },
     ping,
     info,

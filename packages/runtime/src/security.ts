@@ -51,13 +51,13 @@ export interface KafkaSecuritySettings {
   sasl?: { mechanism?: KafkaSaslMechanism; username?: string; passwordFile?: string };
 }
 
-export interface SettingProblem {
+interface SettingProblem {
   path: string;
   message: string;
 }
 
 /** The seed servers of a `nats.url` (comma-separated). */
-export function natsServers(url: string): string[] {
+function natsServers(url: string): string[] {
   return url
     .split(',')
     .map((u) => u.trim())
@@ -160,7 +160,7 @@ function readBytes(path: string, setting: string): Buffer {
 }
 
 /** What the NATS security settings mean for nats.js `connect()`: an authenticator and `tls`, both optional. */
-export interface NatsSecurityOptions {
+interface NatsSecurityOptions {
   authenticator?: Authenticator;
   tls?: TlsOptions;
   /** Which method and whether TLS is used, for the start-up log (no secrets). */
@@ -232,7 +232,7 @@ function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-export interface ConnectFailure {
+interface ConnectFailure {
   code: ErrorCode;
   /** Short machine-readable cause for `details.cause`. */
   cause: string;
