@@ -57,7 +57,7 @@ export interface ClosedJoin<H> {
   sources: Source<H>[];
 }
 
-export interface JoinerOptions {
+interface JoinerOptions {
   joinWindowMs: number;
   terminalGraceMs: number;
   /** Request ids remembered after their join closed, to recognise late messages. */
@@ -66,7 +66,7 @@ export interface JoinerOptions {
   maxHoldMs?: number;
 }
 
-export type AddResult = 'joined' | 'duplicate' | 'late';
+type AddResult = 'joined' | 'duplicate' | 'late';
 
 const TERMINAL = new Set(['done', 'cancelled', 'failed']);
 

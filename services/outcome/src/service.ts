@@ -17,7 +17,7 @@ import { outcomeMetrics } from './metrics';
 import { Term } from './term';
 import { KafkaSession } from './transactions';
 
-export type OutcomeContext = ServiceContext<OutcomeConfigShape, true>;
+type OutcomeContext = ServiceContext<OutcomeConfigShape, true>;
 
 export interface OutcomeService {
   /** Active–standby: only the holder of the leadership lease consumes (README, "Replicas"). */
