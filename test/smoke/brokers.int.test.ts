@@ -9,10 +9,10 @@ import {
   connectKafka,
   connectNats,
   createLogger,
+  createResponder,
   ensureDurableConsumer,
   ensureStream,
   request,
-  serveRequests,
   VantageError,
   type KafkaClient,
   type Logger,
@@ -43,11 +43,16 @@ describe('NATS through the runtime', () => {
 
   it('answers requests, and keeps no-responders, timeouts and service errors apart', async () => {
     const subject = uniqueName('smoke.echo');
-    const server = serveRequests(nc, subject, { log }, (m) => {
-      const body = new TextDecoder().decode(m.data);
-      if (body === 'bad') throw new VantageError('BAD_REQUEST', 'bad body');
-      if (body === 'slow') return new Promise((r) => setTimeout(() => r(new Uint8Array([1])), 2_000));
-      return new Uint8Array([...m.data].reverse());
+    const server = createResponder(nc, { name: 'smoke', log, discovery: false });
+    server.add('echo', {
+      subject,
+      queue: '',
+      handler: (m) => {
+        const body = new TextDecoder().decode(m.data);
+        if (body === 'bad') throw new VantageError('BAD_REQUEST', 'bad body');
+        if (body === 'slow') return new Promise((r) => setTimeout(() => r(new Uint8Array([1])), 2_000));
+        return new Uint8Array([...m.data].reverse());
+      },
     });
     await nc.flush();
     const ok = await request(nc, subject, new Uint8Array([1, 2, 3]), { timeoutMs: 2000 });

@@ -22,12 +22,6 @@ type EtcdKeyResult = { readonly ok: true; readonly key: string } | EtcdKeyReject
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const lossy = new TextDecoder('utf-8');
-const encoder = new TextEncoder();
-
-/** The etcd key for a logical key. */
-export function etcdKeyOf(logicalKey: string, root = ''): Uint8Array {
-  return encoder.encode(root + logicalKey);
-}
 
 /** The key as text with U+FFFD where it is not UTF-8, and its bytes in hex (both cut at 96 bytes). */
 function preview(bytes: Uint8Array): string {
@@ -53,23 +47,4 @@ export function logicalKeyOf(etcdKey: Uint8Array, root = ''): EtcdKeyResult {
     return { ok: false, code: 'key_outside_root', reason: `etcd key ${JSON.stringify(text.slice(0, 200))} is not under the root ${JSON.stringify(root)}` };
   }
   return { ok: true, key: text.slice(root.length) };
-}
-
-/**
- * The etcd key range `[start, end)` holding every key that starts with `root + prefix`: `end` is
- * the prefix with its last byte below 0xff incremented and everything after it dropped, as etcd's
- * own clients compute it; an empty prefix (or one of only 0xff bytes) has end `\0`, which etcd reads
- * as "every key from start on".
- */
-export function etcdPrefixRange(prefix: string, root = ''): { readonly start: Uint8Array; readonly end: Uint8Array } {
-  const start = encoder.encode(root + prefix);
-  for (let i = start.length - 1; i >= 0; i--) {
-    const b = start[i]!;
-    if (b < 0xff) {
-      const end = start.slice(0, i + 1);
-      end[i] = b + 1;
-      return { start, end };
-    }
-  }
-  return { start, end: Uint8Array.of(0) };
 }

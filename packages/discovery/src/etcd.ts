@@ -16,9 +16,9 @@
  * A lease that expires (a worker killed without a chance to deregister) arrives as deletes of every
  * key under that lease, like any other delete.
  */
-import { Etcd3, type IKeyValue, type IOptions, type IWatchResponse, type Watcher } from 'etcd3';
+import { Etcd3, Range, type IKeyValue, type IOptions, type IWatchResponse, type Watcher } from 'etcd3';
 import { VantageError } from '@vantage/runtime';
-import { etcdPrefixRange, logicalKeyOf, type EtcdKeyRejection } from './etcd-keys';
+import { logicalKeyOf, type EtcdKeyRejection } from './etcd-keys';
 import type { DiscoveryChange, DiscoveryStore } from './store';
 
 interface EtcdDiscoveryOptions {
@@ -124,14 +124,14 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
   let closed = false;
 
   async function list(prefix: string): Promise<Listing> {
-    const { start, end } = etcdPrefixRange(prefix, root);
+    const { start, end } = Range.prefix(root + prefix);
     const kvs: IKeyValue[] = [];
-    let from = Buffer.from(start);
+    let from = start;
     let revision: bigint | undefined;
     for (;;) {
       const res = await client.kv.range({
         key: from,
-        range_end: Buffer.from(end),
+        range_end: end,
         limit: pageSize,
         sort_order: 'Ascend',
         sort_target: 'Key',
@@ -180,10 +180,9 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
     /** A new watch from the last delivered revision + 1 (the client re-attaches it after drops). */
     private attach(): void {
       if (closed) return;
-      const { start, end } = etcdPrefixRange(this.prefix, root);
       const w = client
         .watch()
-        .inRange({ start: Buffer.from(start), end: Buffer.from(end) })
+        .prefix(root + this.prefix)
         .startRevision((this.lastRevision + 1n).toString())
         // Not `create()`: that resolves a tick after the watch is connected, and a response
         // delivered in that tick would reach no listener. `watcher()` attaches now, and the

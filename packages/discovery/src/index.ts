@@ -15,4 +15,4 @@ export {
 } from './view';
 export { etcdDiscoveryStore } from './etcd';
 export type { EtcdDiscoveryStore } from './etcd';
-export { etcdKeyOf, etcdPrefixRange, logicalKeyOf } from './etcd-keys';
+export { logicalKeyOf } from './etcd-keys';

@@ -12,6 +12,7 @@
  * Bad entries lose nothing: an entry that fails to parse is counted and reported (`rejected`) and
  * the last good value under that key stays in force; nothing a store sends throws out of the view.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { WorkerId } from '@vantage/types';
 import {
   DISCOVERY_PREFIX,
@@ -75,23 +76,6 @@ interface DiscoveryCounters {
 }
 
 const scopeKey = (s: EndpointScope): string => `${s.namespace}\u0000${s.component}\u0000${s.endpoint}`;
-
-function sameWorker(a: DiscoveredWorker, b: DiscoveredWorker): boolean {
-  const ca = a.capacity;
-  const cb = b.capacity;
-  return (
-    ca.blockSize === cb.blockSize &&
-    ca.totalKvBlocks === cb.totalKvBlocks &&
-    ca.maxNumSeqs === cb.maxNumSeqs &&
-    ca.maxNumBatchedTokens === cb.maxNumBatchedTokens &&
-    ca.dpStartRank === cb.dpStartRank &&
-    ca.dpSize === cb.dpSize &&
-    a.modelName === b.modelName &&
-    a.enableLocalIndexer === b.enableLocalIndexer &&
-    a.transport?.kind === b.transport?.kind &&
-    a.transport?.address === b.transport?.address
-  );
-}
 
 export class DiscoveryView {
   readonly counters: DiscoveryCounters = { puts: 0, deletes: 0, rejected: 0, ignored: 0 };
@@ -226,7 +210,7 @@ export class DiscoveryView {
     for (const [id, w] of next) {
       const p = prev.get(id);
       if (p === undefined) this.emit({ kind: 'worker_added', worker: w });
-      else if (!sameWorker(p, w)) this.emit({ kind: 'worker_changed', worker: w, previous: p });
+      else if (!isDeepStrictEqual(p, w)) this.emit({ kind: 'worker_changed', worker: w, previous: p });
     }
 
     const prefixes = [...new Set([...this.channels.values()].map((c) => c.subjectPrefix).filter((p): p is string => p !== null))].sort();

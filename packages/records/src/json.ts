@@ -12,6 +12,7 @@
  *  - u64 values: decimal strings (JSON numbers cannot hold them exactly);
  *  - absent values (null branch, missing role): null.
  */
+import avro from 'avsc';
 import { DECISION_RECORD_CURRENT, OUTCOME_RECORD_CURRENT } from './schemas';
 import { ROLES } from './types';
 import type { DecisionRecord, OutcomeRecord } from './types';
@@ -27,67 +28,40 @@ interface Column {
   readonly json: boolean;
 }
 
-type SchemaNode = string | SchemaNode[] | { type: SchemaNode; name?: string; namespace?: string; fields?: { name: string; type: SchemaNode }[]; items?: SchemaNode };
-
-/** Walk the schema JSON, resolving named-type references, and list leaf columns. */
-function columnsOf(schemaJson: unknown): Column[] {
-  const named = new Map<string, SchemaNode>();
+/** Walk the schema's avsc types (named types already resolved) and list leaf columns. */
+function columnsOf(root: avro.Type): Column[] {
   const out: Column[] = [];
-
-  const register = (node: SchemaNode, ns: string | undefined): string | undefined => {
-    if (typeof node !== 'object' || Array.isArray(node) || node.name === undefined) return ns;
-    const space = node.namespace ?? ns;
-    const full = node.name.includes('.') || space === undefined ? node.name : `${space}.${node.name}`;
-    named.set(full, node);
-    named.set(node.name, node);
-    return space;
-  };
-
-  const deref = (node: SchemaNode): SchemaNode => (typeof node === 'string' ? (named.get(node) ?? node) : node);
-
-  const walk = (raw: SchemaNode, path: Step[], name: string, ns: string | undefined): void => {
-    let node = deref(raw);
-    if (Array.isArray(node)) {
+  const walk = (type: avro.Type, path: Step[], name: string): void => {
+    if (type instanceof avro.types.UnwrappedUnionType || type instanceof avro.types.WrappedUnionType) {
       // Only nullable unions ([null, X]) appear in our schemas.
-      const branch = node.find((b) => b !== 'null');
+      const branch = type.types.find((b) => b.typeName !== 'null');
       if (branch === undefined) return;
-      node = deref(branch);
+      type = branch;
     }
-    if (typeof node === 'string' || Array.isArray(node)) {
-      out.push({ name, path, json: false });
+    if (type instanceof avro.types.RecordType) {
+      for (const f of type.fields) walk(f.type, [...path, f.name], name ? `${name}.${f.name}` : f.name);
       return;
     }
-    const space = register(node, ns);
-    if (node.type === 'record' && node.fields) {
-      for (const f of node.fields) walk(f.type, [...path, f.name], name ? `${name}.${f.name}` : f.name, space);
-      return;
-    }
-    if (node.type === 'array' && node.items !== undefined) {
-      const items = deref(node.items);
-      if (typeof items === 'object' && !Array.isArray(items) && items.fields?.some((f) => f.name === 'role')) {
-        register(items, space);
+    if (type instanceof avro.types.ArrayType) {
+      const items = type.itemsType;
+      if (items instanceof avro.types.RecordType && items.fields.some((f) => f.name === 'role')) {
         for (const role of ROLES) {
-          for (const f of items.fields ?? []) {
-            if (f.name === 'role') continue;
-            walk(f.type, [...path, { role }, f.name], `${name}.${role}.${f.name}`, space);
-          }
+          for (const f of items.fields) if (f.name !== 'role') walk(f.type, [...path, { role }, f.name], `${name}.${role}.${f.name}`);
         }
         return;
       }
-      if (typeof items === 'object') register(items, space);
       out.push({ name, path, json: true });
       return;
     }
     // fixed (u64), enums, primitives with logical types: leaves.
     out.push({ name, path, json: false });
   };
-
-  walk(schemaJson as SchemaNode, [], '', undefined);
+  walk(root, [], '');
   return out;
 }
 
-const DECISION_COLUMN_DEFS = columnsOf(DECISION_RECORD_CURRENT.json);
-const OUTCOME_COLUMN_DEFS = columnsOf(OUTCOME_RECORD_CURRENT.json);
+const DECISION_COLUMN_DEFS = columnsOf(DECISION_RECORD_CURRENT.type);
+const OUTCOME_COLUMN_DEFS = columnsOf(OUTCOME_RECORD_CURRENT.type);
 
 /** CSV header / JSON row keys for decision records, in schema order. */
 export const DECISION_CSV_COLUMNS: readonly string[] = Object.freeze(DECISION_COLUMN_DEFS.map((c) => c.name));
@@ -122,17 +96,13 @@ function rowOf(record: unknown, defs: readonly Column[]): JsonRow {
   return row;
 }
 
-function decisionToJsonRow(record: DecisionRecord): JsonRow {
-  return rowOf(record, DECISION_COLUMN_DEFS);
-}
-
 export function outcomeToJsonRow(record: OutcomeRecord): JsonRow {
   return rowOf(record, OUTCOME_COLUMN_DEFS);
 }
 
 /** Flatten either record kind (told apart by the outcome's `join` field). */
 export function toJsonRow(record: DecisionRecord | OutcomeRecord): JsonRow {
-  return 'join' in record ? outcomeToJsonRow(record) : decisionToJsonRow(record);
+  return 'join' in record ? outcomeToJsonRow(record) : rowOf(record, DECISION_COLUMN_DEFS);
 }
 
 /** RFC 4180 field: quoted only when it holds a comma, quote, CR or LF. Null is an empty field. */

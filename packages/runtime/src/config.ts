@@ -117,7 +117,7 @@ const baseProperties = {
 export const baseConfigSchema = s.object(baseProperties);
 export type BaseConfig = Static<typeof baseConfigSchema>;
 
-export interface LoadConfigOptions {
+interface LoadConfigOptions {
   /** Environment to read; usually `process.env`. */
   env: Readonly<Record<string, string | undefined>>;
   /** JSON file path; overrides `<prefix>CONFIG`. */
@@ -130,7 +130,7 @@ export interface LoadConfigOptions {
   unknownEnv?: 'error' | 'ignore';
 }
 
-export interface ConfigProblem {
+interface ConfigProblem {
   /** Dotted path, e.g. `nats.reconnectTimeWaitMs`; `(root)` for the whole document. */
   path: string;
   message: string;
@@ -150,11 +150,6 @@ function toSnake(segment: string): string {
     .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
     .replace(/[^A-Za-z0-9]+/g, '_')
     .toUpperCase();
-}
-
-/** Every environment variable the schema accepts. Exported for `--help`-style listings and docs. */
-export function envVariables(schema: JsonSchema, prefix = 'VANTAGE_'): { name: string; path: string }[] {
-  return collectLeaves(schema, prefix).map((l) => ({ name: l.name, path: l.path.join('.') }));
 }
 
 function collectLeaves(schema: JsonSchema, prefix: string): EnvLeaf[] {
@@ -253,7 +248,7 @@ function getPath(v: unknown, path: readonly string[]): { found: boolean; value?:
   return { found: true, value: node };
 }
 
-export function deepFreeze<T>(v: T): T {
+function deepFreeze<T>(v: T): T {
   if (typeof v === 'object' && v !== null && !Object.isFrozen(v)) {
     Object.freeze(v);
     for (const child of Object.values(v as object)) deepFreeze(child);
@@ -283,6 +278,11 @@ function describe(e: ErrorObject): { path: string[]; message: string } {
 function formatValue(v: unknown): string {
   const text = JSON.stringify(redactSecrets(v)) ?? String(v);
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/** One CONFIG_INVALID listing every problem, a line each; `details.problems` has them as data. */
+export function configInvalid(lines: readonly string[], problems: readonly object[]): VantageError {
+  return new VantageError('CONFIG_INVALID', `invalid configuration (${lines.length} problem${lines.length === 1 ? '' : 's'}):\n${lines.map((l) => `  - ${l}`).join('\n')}`, { details: { problems } });
 }
 
 /**
@@ -366,15 +366,7 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
     }
   }
 
-  if (problems.length > 0) {
-    const lines = problems.map((p) => {
-      const value = 'value' in p ? `, got ${formatValue(p.value)}` : '';
-      return `  - ${p.path}: ${p.message} (${p.source}${value})`;
-    });
-    throw new VantageError('CONFIG_INVALID', `invalid configuration (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines.join('\n')}`, {
-      details: { problems },
-    });
-  }
+  if (problems.length > 0) throw configInvalid(problems.map((p) => `${p.path}: ${p.message} (${p.source}${'value' in p ? `, got ${formatValue(p.value)}` : ''})`), problems);
   return deepFreeze(data) as DeepReadonly<Static<ObjectSchema<P>>>;
 }
 

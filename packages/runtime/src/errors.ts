@@ -4,7 +4,7 @@
 // a new failure kind gets a new code.
 
 /** One entry of the catalogue. */
-export interface ErrorCodeInfo {
+interface ErrorCodeInfo {
   /** What the code means, for humans (README table, logs). */
   readonly description: string;
   /** Whether the same operation may succeed if simply tried again (possibly on another replica). */
@@ -49,7 +49,7 @@ export const ERROR_CODES = Object.freeze({
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
-export function isErrorCode(s: string): s is ErrorCode {
+function isErrorCode(s: string): s is ErrorCode {
   return Object.prototype.hasOwnProperty.call(ERROR_CODES, s);
 }
 
@@ -58,7 +58,7 @@ export function errorLabel(code: ErrorCode): string {
   return ERROR_CODES[code].label;
 }
 
-export interface VantageErrorOptions {
+interface VantageErrorOptions {
   cause?: unknown;
   /** Overrides the catalogue's flag, e.g. a Kafka error the client itself marks non-retriable. */
   retryable?: boolean;
@@ -126,13 +126,13 @@ export function toVantageError(e: unknown, code: ErrorCode = 'INTERNAL', message
 export const HEADER_SERVICE_ERROR_CODE = 'Nats-Service-Error-Code';
 export const HEADER_SERVICE_ERROR = 'Nats-Service-Error';
 export const HEADER_VANTAGE_ERROR_CODE = 'Vantage-Error-Code';
-export const HEADER_VANTAGE_RETRYABLE = 'Vantage-Error-Retryable';
+const HEADER_VANTAGE_RETRYABLE = 'Vantage-Error-Retryable';
 
 /** The subset of nats.js `MsgHdrs` we need; keeps this module transport-free and testable. */
-export interface HeaderWriter {
+interface HeaderWriter {
   set(k: string, v: string): void;
 }
-export interface HeaderReader {
+interface HeaderReader {
   get(k: string): string;
   has(k: string): boolean;
 }

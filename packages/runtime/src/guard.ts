@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { HealthResult } from './ops';
 
-export interface RateLimitedLogOptions {
+interface RateLimitedLogOptions {
   /** At most one line per key per interval. Default 10 s. */
   intervalMs?: number;
   /** Keys remembered at once; past it the oldest key is forgotten (its next line is logged at once). Default 1024. */

@@ -69,7 +69,7 @@ function message(e: unknown): string {
 }
 
 /** Wraps a kafkajs error, keeping its own retriable flag when it has one. */
-export function kafkaError(code: ErrorCode, what: string, e: unknown, details: Record<string, unknown> = {}): VantageError {
+function kafkaError(code: ErrorCode, what: string, e: unknown, details: Record<string, unknown> = {}): VantageError {
   if (e instanceof VantageError) return e;
   const retriable = (e as { retriable?: unknown } | null)?.retriable;
   return new VantageError(code, redactUrl(`${what}: ${message(e)}`), {

@@ -44,15 +44,15 @@ class SeriesSet<S extends { readonly labels: LabelValues<string> }> {
 }
 
 /**
- * What LazyCounter and LazyGauge share: their series, each a plain number, and the prom-client
- * metric whose `collect()` copies the numbers in when scraped (after `reset()`, `inc(labels, n)`
- * leaves a counter's or a gauge's series at exactly n).
+ * A counter incremented with plain additions. Its series are plain numbers, copied into the
+ * prom-client metric by its `collect()` when scraped (after `reset()`, `inc(labels, n)` leaves a
+ * counter's or a gauge's series at exactly n).
  */
-abstract class LazyScalar {
-  protected readonly seriesSet: SeriesSet<Series>;
+export class LazyCounter {
+  readonly #set: SeriesSet<Series>;
 
-  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[], Metric: typeof Counter | typeof Gauge) {
-    const set = (this.seriesSet = new SeriesSet<Series>(labelNames, (labels) => ({ labels, n: 0 })));
+  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[] = [], Metric: typeof Counter | typeof Gauge = Counter) {
+    const set = (this.#set = new SeriesSet<Series>(labelNames, (labels) => ({ labels, n: 0 })));
     new Metric({
       name,
       help,
@@ -67,23 +67,16 @@ abstract class LazyScalar {
 
   /** The series of these label values, in `labelNames` order (keep it to skip the lookup). */
   series(...values: string[]): Series {
-    return this.seriesSet.get(values);
-  }
-}
-
-/** A counter incremented with plain additions; prom-client reads the series when scraped. */
-export class LazyCounter extends LazyScalar {
-  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[] = []) {
-    super(registry, name, help, labelNames, Counter);
+    return this.#set.get(values);
   }
 
   inc(...values: string[]): void {
-    this.seriesSet.get(values).n++;
+    this.#set.get(values).n++;
   }
 }
 
-/** A gauge set with plain assignments; prom-client reads the series when scraped. */
-export class LazyGauge extends LazyScalar {
+/** A gauge set with plain assignments (`series(...).n = v`); prom-client reads the series when scraped. */
+export class LazyGauge extends LazyCounter {
   constructor(registry: Registry, name: string, help: string, labelNames: readonly string[] = []) {
     super(registry, name, help, labelNames, Gauge);
   }

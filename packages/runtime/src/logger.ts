@@ -9,7 +9,7 @@ import { REDACTED, redactUrl, secretLogPaths } from './secrets';
 
 export type { Logger } from 'pino';
 
-export interface LoggerOptions {
+interface LoggerOptions {
   service: string;
   instanceId: string;
   level: LogLevel;

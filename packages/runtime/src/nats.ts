@@ -29,9 +29,9 @@ import type { Logger } from 'pino';
 import { readErrorHeaders, VantageError } from './errors';
 import type { RuntimeMetrics } from './metrics';
 import { redactUrl } from './secrets';
-import { classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
+import { causeChain, classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
 
-export type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
+export type { NatsConnection } from '@nats-io/transport-node';
 
 export interface NatsSettings extends NatsSecuritySettings {
   /** One URL or a comma-separated list (`nats://` or `tls://`, the latter requiring TLS). */
@@ -45,7 +45,7 @@ export interface NatsSettings extends NatsSecuritySettings {
   connectTimeoutMs: number;
 }
 
-export interface ConnectNatsOptions {
+interface ConnectNatsOptions {
   metrics?: RuntimeMetrics;
   /** NATS `no_echo`: this connection's own publishes are not delivered to its subscriptions. */
   noEcho?: boolean;
@@ -79,29 +79,18 @@ function markUp(nc: NatsConnection): void {
   downSince.delete(nc);
 }
 
+/** A status event as log fields: its own, with the error as `err` and a slow consumer's subscription by its subject. */
 function statusFields(s: Status): Record<string, unknown> {
-  switch (s.type) {
-    case 'disconnect':
-    case 'reconnect':
-    case 'ldm':
-      return { server: s.server };
-    case 'error':
-      return { err: s.error };
-    case 'ping':
-      return { pendingPings: s.pendingPings };
-    case 'slowConsumer':
-      return { subject: s.sub.getSubject(), pending: s.pending };
-    case 'update':
-      return { added: s.added, deleted: s.deleted };
-    default:
-      return {};
-  }
+  if (s.type === 'error') return { natsStatus: s.type, err: s.error };
+  if (s.type === 'slowConsumer') return { natsStatus: s.type, subject: s.sub.getSubject(), pending: s.pending };
+  const { type, ...rest } = s;
+  return { natsStatus: type, ...rest };
 }
 
 async function watchStatus(nc: NatsConnection, log: Logger, metrics: RuntimeMetrics | undefined): Promise<void> {
   for await (const s of nc.status()) {
     metrics?.natsStatus.inc({ type: s.type });
-    const fields = { natsStatus: s.type, ...statusFields(s) };
+    const fields = statusFields(s);
     switch (s.type) {
       case 'disconnect':
         markDown(nc);
@@ -198,16 +187,17 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
 // Request-reply
 // ---------------------------------------------------------------------------
 
-export interface RequestOptions {
+interface RequestOptions {
   timeoutMs: number;
   headers?: MsgHdrs;
 }
 
-function causes(e: unknown): unknown[] {
-  const out: unknown[] = [];
-  for (let c: unknown = e; c !== undefined && c !== null && out.length < 8; c = (c as { cause?: unknown }).cause) out.push(c);
-  return out;
-}
+/** The request failures `request` and `Requester` report alike. */
+export const noResponders = (subject: string, cause?: unknown): VantageError => new VantageError('NATS_NO_RESPONDERS', `no responders on ${subject}`, { cause, details: { subject } });
+export const requestTimeout = (subject: string, timeoutMs: number, cause?: unknown): VantageError =>
+  new VantageError('NATS_TIMEOUT', `no reply on ${subject} within ${timeoutMs} ms`, { cause, details: { subject, timeoutMs } });
+export const requestFailed = (subject: string, e: unknown): VantageError =>
+  new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e, details: { subject } });
 
 /**
  * Sends a request and returns the reply. Every failure is a VantageError:
@@ -223,20 +213,10 @@ export async function request(nc: NatsConnection, subject: string, payload: Payl
       ...(opts.headers === undefined ? {} : { headers: opts.headers }),
     });
   } catch (e) {
-    const chain = causes(e);
-    if (chain.some((c) => c instanceof NoRespondersError || (c instanceof RequestError && c.isNoResponders()))) {
-      throw new VantageError('NATS_NO_RESPONDERS', `no responders on ${subject}`, { cause: e, details: { subject } });
-    }
-    if (chain.some((c) => c instanceof TimeoutError)) {
-      throw new VantageError('NATS_TIMEOUT', `no reply on ${subject} within ${opts.timeoutMs} ms`, {
-        cause: e,
-        details: { subject, timeoutMs: opts.timeoutMs },
-      });
-    }
-    throw new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${e instanceof Error ? e.message : String(e)}`, {
-      cause: e,
-      details: { subject },
-    });
+    const causes = causeChain(e);
+    if (causes.some((c) => c instanceof NoRespondersError || (c instanceof RequestError && c.isNoResponders()))) throw noResponders(subject, e);
+    if (causes.some((c) => c instanceof TimeoutError)) throw requestTimeout(subject, opts.timeoutMs, e);
+    throw requestFailed(subject, e);
   }
   const remote = readErrorHeaders(reply.headers, { subject });
   if (remote !== null) throw remote;
@@ -250,8 +230,8 @@ export async function request(nc: NatsConnection, subject: string, payload: Payl
 // compared, so server-side defaults never cause a spurious update.
 // ---------------------------------------------------------------------------
 
-export type StreamSpec = Partial<StreamConfig> & { name: string; subjects: string[] };
-export type DurableConsumerSpec = Partial<ConsumerConfig> & { durable_name: string };
+type StreamSpec = Partial<StreamConfig> & { name: string; subjects: string[] };
+type DurableConsumerSpec = Partial<ConsumerConfig> & { durable_name: string };
 
 function differingKeys(want: object, have: object): string[] {
   const h = have as Record<string, unknown>;
@@ -269,30 +249,44 @@ function jsFailure(what: string, e: unknown, details: Record<string, unknown>): 
   return new VantageError('JETSTREAM_SETUP_FAILED', `${what}: ${e instanceof Error ? e.message : String(e)}`, { cause: e, details });
 }
 
+/** Creates the entity when `info` finds none, updates it when a field we set differs, else leaves it alone. */
+async function ensure<I extends { config: object }>(
+  kind: string,
+  want: object,
+  notFound: number,
+  js: { info(): Promise<I>; add(): Promise<I>; update(): Promise<I> },
+  log: Logger,
+  fields: Record<string, unknown>,
+): Promise<I> {
+  let info: I;
+  try {
+    info = await js.info();
+  } catch (e) {
+    if (!isApiError(e, notFound)) throw e;
+    try {
+      info = await js.add();
+      log.info(fields, `jetstream ${kind} created`);
+      return info;
+    } catch (addErr) {
+      // Another replica created it between our info and add: fall through to compare.
+      info = await js.info().catch(() => {
+        throw addErr;
+      });
+    }
+  }
+  const changed = differingKeys(want, info.config);
+  if (changed.length === 0) return info;
+  // Immutable fields (a consumer's deliver_policy, ...) make the server reject this with a clear message: surfaced as JETSTREAM_SETUP_FAILED.
+  info = await js.update();
+  log.info({ ...fields, changed }, `jetstream ${kind} updated`);
+  return info;
+}
+
 export async function ensureStream(nc: NatsConnection, spec: StreamSpec, log: Logger): Promise<StreamInfo> {
   try {
     const jsm = await jetstreamManager(nc);
-    let info: StreamInfo;
-    try {
-      info = await jsm.streams.info(spec.name);
-    } catch (e) {
-      if (!isApiError(e, JetStreamApiCodes.StreamNotFound)) throw e;
-      try {
-        info = await jsm.streams.add(spec);
-        log.info({ stream: spec.name, subjects: spec.subjects }, 'jetstream stream created');
-        return info;
-      } catch (addErr) {
-        // Another replica created it between our info and add: fall through to compare.
-        info = await jsm.streams.info(spec.name).catch(() => {
-          throw addErr;
-        });
-      }
-    }
-    const changed = differingKeys(spec, info.config);
-    if (changed.length === 0) return info;
-    info = await jsm.streams.update(spec.name, spec);
-    log.info({ stream: spec.name, changed }, 'jetstream stream updated');
-    return info;
+    const js = { info: () => jsm.streams.info(spec.name), add: () => jsm.streams.add(spec), update: () => jsm.streams.update(spec.name, spec) };
+    return await ensure('stream', spec, JetStreamApiCodes.StreamNotFound, js, log, { stream: spec.name, subjects: spec.subjects });
   } catch (e) {
     throw jsFailure(`cannot ensure stream ${spec.name}`, e, { stream: spec.name });
   }
@@ -310,21 +304,8 @@ export async function ensureDurableConsumer(nc: NatsConnection, stream: string, 
   };
   try {
     const jsm = await jetstreamManager(nc);
-    let info: ConsumerInfo;
-    try {
-      info = await jsm.consumers.info(stream, name);
-    } catch (e) {
-      if (!isApiError(e, JetStreamApiCodes.ConsumerNotFound)) throw e;
-      info = await jsm.consumers.add(stream, cfg);
-      log.info({ stream, consumer: name }, 'jetstream durable consumer created');
-      return info;
-    }
-    const changed = differingKeys(cfg, info.config);
-    if (changed.length === 0) return info;
-    // Immutable fields (deliver_policy, ...) make the server reject this with a clear message: surfaced as JETSTREAM_SETUP_FAILED.
-    info = await jsm.consumers.update(stream, name, cfg);
-    log.info({ stream, consumer: name, changed }, 'jetstream durable consumer updated');
-    return info;
+    const js = { info: () => jsm.consumers.info(stream, name), add: () => jsm.consumers.add(stream, cfg), update: () => jsm.consumers.update(stream, name, cfg) };
+    return await ensure('durable consumer', cfg, JetStreamApiCodes.ConsumerNotFound, js, log, { stream, consumer: name });
   } catch (e) {
     throw jsFailure(`cannot ensure consumer ${name} on stream ${stream}`, e, { stream, consumer: name });
   }

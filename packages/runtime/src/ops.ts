@@ -14,7 +14,7 @@ export interface HealthResult {
 
 export type HealthCheck = () => HealthResult | Promise<HealthResult>;
 
-export interface OpsServerOptions {
+interface OpsServerOptions {
   host?: string;
   /** 0 = ephemeral; the bound port is returned. */
   port: number;

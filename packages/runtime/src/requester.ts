@@ -16,8 +16,8 @@
  * NATS_REQUEST_FAILED (the connection refused the publish or closed).
  */
 import { createInbox, type Msg, type MsgHdrs, type Subscription } from '@nats-io/transport-node';
-import { readErrorHeaders, VantageError } from './errors';
-import type { NatsConnection } from './nats';
+import { readErrorHeaders, type VantageError } from './errors';
+import { noResponders, requestFailed, requestTimeout, type NatsConnection } from './nats';
 import type { Outbox } from './outbox';
 
 interface Pending {
@@ -54,12 +54,12 @@ export class Requester {
       const token = (this.#seq++).toString(36);
       const reply = this.#prefix + token;
       const timer = setTimeout(() => {
-        if (this.#pending.delete(token)) reject(new VantageError('NATS_TIMEOUT', `no reply on ${subject} within ${timeoutMs} ms`, { details: { subject, timeoutMs } }));
+        if (this.#pending.delete(token)) reject(requestTimeout(subject, timeoutMs));
       }, timeoutMs);
       this.#pending.set(token, { subject, resolve, reject, timer });
       const refused = (e: unknown): void => {
         clearTimeout(timer);
-        if (this.#pending.delete(token)) reject(new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e, details: { subject } }));
+        if (this.#pending.delete(token)) reject(requestFailed(subject, e));
       };
       if (this.#out !== null) {
         this.#out.publish(subject, payload, reply, headers, refused);
@@ -89,7 +89,7 @@ export class Requester {
     if (h !== undefined) {
       // The server's own status: 503 when nobody is subscribed to the subject.
       if (h.hasError && h.code === 503 && m.data.length === 0) {
-        p.reject(new VantageError('NATS_NO_RESPONDERS', `no responders on ${p.subject}`, { details: { subject: p.subject } }));
+        p.reject(noResponders(p.subject));
         return;
       }
       const remote = readErrorHeaders(h, { subject: p.subject });
@@ -105,7 +105,7 @@ export class Requester {
     for (const [token, p] of this.#pending) {
       this.#pending.delete(token);
       clearTimeout(p.timer);
-      p.reject(new VantageError('NATS_REQUEST_FAILED', `request on ${p.subject} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err, details: { subject: p.subject } }));
+      p.reject(requestFailed(p.subject, err));
     }
   }
 }

@@ -43,7 +43,7 @@ import type { Shutdown } from './shutdown';
 /** Returns the reply body, or throws (preferably a VantageError; anything else becomes INTERNAL). */
 export type RequestHandler = (msg: Msg) => Uint8Array | Promise<Uint8Array>;
 
-export interface ResponderOptions {
+interface ResponderOptions {
   /** Service name: `$SRV` discovery and the default queue group. With discovery: letters, digits, `-` and `_`. */
   name: string;
   /** Semantic version for discovery. Default `0.0.0`. */
@@ -357,6 +357,9 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
     if (inFlight > 0) await new Promise<void>((resolve) => idle.push(resolve));
     outbox?.flushNow();
   };
+  const closeDiscovery = async (): Promise<void> => {
+    await Promise.all(discovery.map((s) => drainSub(s)));
+  };
 
   return {
     id,
@@ -403,45 +406,17 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
       stopped ??= (async () => {
         await stopIntake();
         await drained();
-        await Promise.all(discovery.map((s) => drainSub(s)));
+        await closeDiscovery();
       })();
       return stopped;
     },
     registerShutdown(shutdown) {
       shutdown.register(`stop ${opts.name} endpoints`, 'intake', stopIntake);
       shutdown.register(`finish ${opts.name} requests in flight`, 'drain', drained);
-      shutdown.register(`stop ${opts.name} discovery`, 'close', async () => {
-        await Promise.all(discovery.map((s) => drainSub(s)));
-      });
+      shutdown.register(`stop ${opts.name} discovery`, 'close', closeDiscovery);
     },
     ping,
     info,
     stats,
-  };
-}
-
-/** One endpoint without discovery, named (and labelled in metrics) by its subject unless `name` is given. */
-export function serveRequests(
-  nc: NatsConnection,
-  subject: string,
-  opts: { queue?: string; log: Logger; metrics?: RuntimeMetrics; maxInFlight?: number; name?: string },
-  handler: RequestHandler,
-): Endpoint & { stop(): Promise<void> } {
-  const name = opts.name ?? subject;
-  const r = createResponder(nc, {
-    name,
-    log: opts.log,
-    discovery: false,
-    ...(opts.metrics === undefined ? {} : { metrics: opts.metrics }),
-    ...(opts.maxInFlight === undefined ? {} : { maxInFlight: opts.maxInFlight }),
-  });
-  const ep = r.add(name, { subject, queue: opts.queue ?? '', handler });
-  return {
-    name,
-    subject,
-    get inFlight() {
-      return ep.inFlight;
-    },
-    stop: () => r.stop(),
   };
 }

@@ -22,7 +22,7 @@ import {
 } from '@nats-io/transport-node';
 import { parseCreds } from '@nats-io/jwt';
 import type { SASLOptions } from 'kafkajs';
-import type { KafkaSaslMechanism } from './config';
+import { configInvalid, type KafkaSaslMechanism } from './config';
 import { VantageError, type ErrorCode } from './errors';
 import { hasUrlUserInfo, redactUrl } from './secrets';
 
@@ -51,13 +51,13 @@ export interface KafkaSecuritySettings {
   sasl?: { mechanism?: KafkaSaslMechanism; username?: string; passwordFile?: string };
 }
 
-export interface SettingProblem {
+interface SettingProblem {
   path: string;
   message: string;
 }
 
 /** The seed servers of a `nats.url` (comma-separated). */
-export function natsServers(url: string): string[] {
+function natsServers(url: string): string[] {
   return url
     .split(',')
     .map((u) => u.trim())
@@ -79,6 +79,17 @@ function checkFile(path: string, setting: string, problems: SettingProblem[], se
 }
 
 const set = (v: string | undefined): v is string => v !== undefined && v !== '';
+
+/** The TLS files of `nats.tls` or `kafka.ssl`: certFile and keyFile as a pair, every file named readable. */
+function tlsFileProblems(t: { caFile?: string; certFile?: string; keyFile?: string }, at: string, problems: SettingProblem[]): void {
+  if (set(t.certFile) !== set(t.keyFile)) {
+    problems.push({ path: set(t.certFile) ? `${at}.keyFile` : `${at}.certFile`, message: 'certFile and keyFile go together (mutual TLS)' });
+  }
+  for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
+    const p = t[key];
+    if (set(p)) checkFile(p, `${at}.${key}`, problems, key === 'keyFile');
+  }
+}
 
 /** Every problem with the NATS security settings (exclusive methods, missing pairs, unreadable files, URL user-info). */
 export function natsSecurityProblems(cfg: NatsSecuritySettings, prefix = 'nats'): SettingProblem[] {
@@ -105,28 +116,14 @@ export function natsSecurityProblems(cfg: NatsSecuritySettings, prefix = 'nats')
     const p = cfg[key];
     if (set(p)) checkFile(p, `${prefix}.${key}`, problems, true);
   }
-  const tls = cfg.tls ?? {};
-  if (set(tls.certFile) !== set(tls.keyFile)) {
-    problems.push({ path: set(tls.certFile) ? `${prefix}.tls.keyFile` : `${prefix}.tls.certFile`, message: 'certFile and keyFile go together (mutual TLS)' });
-  }
-  for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
-    const p = tls[key];
-    if (set(p)) checkFile(p, `${prefix}.tls.${key}`, problems, key === 'keyFile');
-  }
+  tlsFileProblems(cfg.tls ?? {}, `${prefix}.tls`, problems);
   return problems;
 }
 
 /** Every problem with the Kafka security settings. */
 export function kafkaSecurityProblems(cfg: KafkaSecuritySettings, prefix = 'kafka'): SettingProblem[] {
   const problems: SettingProblem[] = [];
-  const ssl = cfg.ssl ?? {};
-  if (set(ssl.certFile) !== set(ssl.keyFile)) {
-    problems.push({ path: set(ssl.certFile) ? `${prefix}.ssl.keyFile` : `${prefix}.ssl.certFile`, message: 'certFile and keyFile go together (mutual TLS)' });
-  }
-  for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
-    const p = ssl[key];
-    if (set(p)) checkFile(p, `${prefix}.ssl.${key}`, problems, key === 'keyFile');
-  }
+  tlsFileProblems(cfg.ssl ?? {}, `${prefix}.ssl`, problems);
   const sasl = cfg.sasl ?? {};
   const mech = sasl.mechanism ?? 'none';
   if (mech === 'none') {
@@ -141,11 +138,7 @@ export function kafkaSecurityProblems(cfg: KafkaSecuritySettings, prefix = 'kafk
 
 /** Throws one CONFIG_INVALID listing `problems` (settings and paths only, never file contents). */
 export function throwIfProblems(problems: readonly SettingProblem[]): void {
-  if (problems.length === 0) return;
-  const lines = problems.map((p) => `  - ${p.path}: ${p.message}`);
-  throw new VantageError('CONFIG_INVALID', `invalid configuration (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines.join('\n')}`, {
-    details: { problems: problems.map((p) => ({ ...p, source: 'security settings' })) },
-  });
+  if (problems.length > 0) throw configInvalid(problems.map((p) => `${p.path}: ${p.message}`), problems.map((p) => ({ ...p, source: 'security settings' })));
 }
 
 /**
@@ -153,22 +146,12 @@ export function throwIfProblems(problems: readonly SettingProblem[]): void {
  * Errors name the setting, never the path or the content (CONFIG_INVALID).
  */
 export function readSecretFile(path: string, setting: string): string {
-  return readSecret(path, setting);
-}
-
-function readSecret(path: string, setting: string): string {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    throw new VantageError('CONFIG_INVALID', `${setting}: cannot read the file it names (${(e as NodeJS.ErrnoException).code ?? 'error'})`, { details: { setting } });
-  }
-  const secret = text.replace(/\r?\n$/, '');
+  const secret = readBytes(path, setting).toString('utf8').replace(/\r?\n$/, '');
   if (secret === '') throw new VantageError('CONFIG_INVALID', `${setting}: the file it names is empty`, { details: { setting } });
   return secret;
 }
 
-function readBytes(path: string, setting: string): Uint8Array {
+function readBytes(path: string, setting: string): Buffer {
   try {
     return readFileSync(path);
   } catch (e) {
@@ -177,7 +160,7 @@ function readBytes(path: string, setting: string): Uint8Array {
 }
 
 /** What the NATS security settings mean for nats.js `connect()`: an authenticator and `tls`, both optional. */
-export interface NatsSecurityOptions {
+interface NatsSecurityOptions {
   authenticator?: Authenticator;
   tls?: TlsOptions;
   /** Which method and whether TLS is used, for the start-up log (no secrets). */
@@ -193,13 +176,13 @@ export function natsSecurityOptions(cfg: NatsSecuritySettings, prefix = 'nats'):
   let authenticator: Authenticator | undefined;
   let auth: NatsSecurityOptions['summary']['auth'] = 'none';
   if (set(cfg.user) && set(cfg.passwordFile)) {
-    authenticator = usernamePasswordAuthenticator(cfg.user, readSecret(cfg.passwordFile, `${prefix}.passwordFile`));
+    authenticator = usernamePasswordAuthenticator(cfg.user, readSecretFile(cfg.passwordFile, `${prefix}.passwordFile`));
     auth = 'user';
   } else if (set(cfg.tokenFile)) {
-    authenticator = tokenAuthenticator(readSecret(cfg.tokenFile, `${prefix}.tokenFile`));
+    authenticator = tokenAuthenticator(readSecretFile(cfg.tokenFile, `${prefix}.tokenFile`));
     auth = 'token';
   } else if (set(cfg.nkeySeedFile)) {
-    authenticator = nkeyAuthenticator(new TextEncoder().encode(readSecret(cfg.nkeySeedFile, `${prefix}.nkeySeedFile`).trim()));
+    authenticator = nkeyAuthenticator(new TextEncoder().encode(readSecretFile(cfg.nkeySeedFile, `${prefix}.nkeySeedFile`).trim()));
     auth = 'nkey';
   } else if (set(cfg.credsFile)) {
     authenticator = credsAuthenticator(readBytes(cfg.credsFile, `${prefix}.credsFile`));
@@ -233,13 +216,10 @@ export function natsServersForClient(url: string): string[] {
 const TLS_CODE_RE = /^(ERR_SSL_|ERR_TLS_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH|ERR_OSSL)/;
 const TLS_TEXT_RE = /\b(tls|ssl|certificate|handshake)\b/i;
 
-function chain(e: unknown): unknown[] {
+/** An error and its causes (`cause`, or kafkajs's `originalError`), at most 8. */
+export function causeChain(e: unknown): unknown[] {
   const out: unknown[] = [];
-  let cur: unknown = e;
-  for (let i = 0; i < 6 && cur !== undefined && cur !== null; i++) {
-    out.push(cur);
-    cur = (cur as { cause?: unknown; originalError?: unknown }).cause ?? (cur as { originalError?: unknown }).originalError;
-  }
+  for (let c = e; c !== undefined && c !== null && out.length < 8; c = (c as { cause?: unknown }).cause ?? (c as { originalError?: unknown }).originalError) out.push(c);
   return out;
 }
 
@@ -252,7 +232,7 @@ function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-export interface ConnectFailure {
+interface ConnectFailure {
   code: ErrorCode;
   /** Short machine-readable cause for `details.cause`. */
   cause: string;
@@ -262,7 +242,7 @@ export interface ConnectFailure {
 
 /** Classifies an initial NATS connect failure: credentials, TLS, or the connection itself. */
 export function classifyNatsConnectError(e: unknown): ConnectFailure {
-  for (const x of chain(e)) {
+  for (const x of causeChain(e)) {
     if (x instanceof UserAuthenticationExpiredError) {
       return { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: 'the user JWT (nats.credsFile) has expired' };
     }
@@ -274,7 +254,7 @@ export function classifyNatsConnectError(e: unknown): ConnectFailure {
       };
     }
   }
-  for (const x of chain(e)) {
+  for (const x of causeChain(e)) {
     const code = errorCodeOf(x);
     if (TLS_CODE_RE.test(code)) {
       const cause = /CERTIFICATE_REQUIRED|HANDSHAKE_FAILURE|BAD_CERTIFICATE|UNKNOWN_CA/i.test(code) && code.startsWith('ERR_SSL') ? 'client_certificate_refused' : 'server_certificate_untrusted';
@@ -285,7 +265,7 @@ export function classifyNatsConnectError(e: unknown): ConnectFailure {
       return { code: 'NATS_TLS_FAILED', cause: `${cause}:${code}`, hint };
     }
   }
-  for (const x of chain(e)) {
+  for (const x of causeChain(e)) {
     const m = messageOf(x);
     if (/tls.*(required|not available)|(required|available).*tls/i.test(m) || TLS_TEXT_RE.test(m)) {
       return { code: 'NATS_TLS_FAILED', cause: 'tls_mismatch', hint: 'one side requires TLS and the other does not offer it (nats.tls.enabled, tls:// URL, server tls block)' };
@@ -296,13 +276,13 @@ export function classifyNatsConnectError(e: unknown): ConnectFailure {
 
 /** Classifies a Kafka connect failure (kafkajs wraps the socket's error, sometimes twice). */
 export function classifyKafkaConnectError(e: unknown): ConnectFailure {
-  for (const x of chain(e)) {
+  for (const x of causeChain(e)) {
     const name = (x as { name?: unknown } | null)?.name;
     if (name === 'KafkaJSSASLAuthenticationError' || /SASL|authentication failed|Authentication failed/i.test(messageOf(x))) {
       return { code: 'KAFKA_AUTH_FAILED', cause: 'sasl_authentication_failed', hint: 'the broker refused the SASL credentials or mechanism (kafka.sasl.*)' };
     }
   }
-  for (const x of chain(e)) {
+  for (const x of causeChain(e)) {
     const code = errorCodeOf(x);
     if (TLS_CODE_RE.test(code)) {
       return {
@@ -338,7 +318,7 @@ export function kafkaSecurityOptions(cfg: KafkaSecuritySettings, prefix = 'kafka
   let saslOpt: SASLOptions | undefined;
   if (mech !== 'none' && set(sasl.username) && set(sasl.passwordFile)) {
     const username = sasl.username;
-    const password = readSecret(sasl.passwordFile, `${prefix}.sasl.passwordFile`);
+    const password = readSecretFile(sasl.passwordFile, `${prefix}.sasl.passwordFile`);
     // kafkajs's own SASL mechanisms; one object per mechanism keeps its union type exact.
     saslOpt = mech === 'plain' ? { mechanism: 'plain', username, password } : mech === 'scram-sha-256' ? { mechanism: 'scram-sha-256', username, password } : { mechanism: 'scram-sha-512', username, password };
   }

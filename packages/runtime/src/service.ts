@@ -43,7 +43,7 @@ export interface ServiceContext<C extends BaseConfig, K extends boolean> {
   addHealthCheck(name: string, check: HealthCheck): void;
 }
 
-export interface ServiceSpec<C extends BaseConfig, K extends boolean> {
+interface ServiceSpec<C extends BaseConfig, K extends boolean> {
   /** Service name (`indexer`, `decision`, ...): lowest-priority value of `config.service`. */
   name: string;
   /** The service's schema, built with `s.extend(baseConfigSchema, {...})`. Default: the base schema. */

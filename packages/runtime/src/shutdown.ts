@@ -24,9 +24,9 @@ export type ShutdownPhase = 'intake' | 'drain' | 'flush' | 'close';
 export type ShutdownState = 'running' | 'draining' | 'flushing' | 'closed';
 export type ShutdownStep = (signal: AbortSignal) => unknown;
 
-export const SHUTDOWN_PHASES: readonly ShutdownPhase[] = ['intake', 'drain', 'flush', 'close'];
+const SHUTDOWN_PHASES: readonly ShutdownPhase[] = ['intake', 'drain', 'flush', 'close'];
 
-export interface ShutdownOptions {
+interface ShutdownOptions {
   deadlineMs: number;
   log: Logger;
   /** Called once with the final exit code. Default: flush the logger, then `process.exit(code)`. */

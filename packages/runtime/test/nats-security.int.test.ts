@@ -13,10 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ErrorCode } from '../src/errors';
 import { VantageError } from '../src/errors';
 import { connectNats, request, type NatsSettings } from '../src/nats';
-import { serveRequests } from '../src/responder';
 import { runtimeMetrics } from '../src/metrics';
 import { createRegistry } from '../src/ops';
-import { captureLogger } from './helpers';
+import { captureLogger, serveRequests } from './helpers';
 
 const te = new TextEncoder();
 const td = new TextDecoder();

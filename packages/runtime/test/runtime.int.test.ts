@@ -11,11 +11,10 @@ import { VantageError } from '../src/errors';
 import { connectKafka } from '../src/kafka';
 import { runtimeMetrics } from '../src/metrics';
 import { connectNats, ensureDurableConsumer, ensureStream, natsConnected, request, type NatsConnection } from '../src/nats';
-import { serveRequests } from '../src/responder';
 import { createRegistry } from '../src/ops';
 import { s } from '../src/schema';
 import { runService } from '../src/service';
-import { captureLogger } from './helpers';
+import { captureLogger, serveRequests } from './helpers';
 
 const te = new TextEncoder();
 const td = new TextDecoder();

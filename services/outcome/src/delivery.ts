@@ -10,7 +10,7 @@
  *   $JS.ACK.<domain>.<accountHash>.<stream>.<consumer>.<deliveryCount>.<streamSeq>.<deliverySeq>.<timestampNanos>.<pending>[.<token>]
  */
 
-export interface Delivery {
+interface Delivery {
   deliveryCount: number;
   streamSeq: number;
   /** Publish time of the message in the stream, epoch milliseconds (nanoseconds truncated). */

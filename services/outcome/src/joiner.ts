@@ -57,7 +57,7 @@ export interface ClosedJoin<H> {
   sources: Source<H>[];
 }
 
-export interface JoinerOptions {
+interface JoinerOptions {
   joinWindowMs: number;
   terminalGraceMs: number;
   /** Request ids remembered after their join closed, to recognise late messages. */
@@ -66,7 +66,7 @@ export interface JoinerOptions {
   maxHoldMs?: number;
 }
 
-export type AddResult = 'joined' | 'duplicate' | 'late';
+type AddResult = 'joined' | 'duplicate' | 'late';
 
 const TERMINAL = new Set(['done', 'cancelled', 'failed']);
 
@@ -86,12 +86,6 @@ export class Joiner<H> {
 
   get pending(): number {
     return this.open.size;
-  }
-
-  /** Whether a source (stream, seq) is already held by an open join: a redelivery of something in memory. */
-  holds(requestId: string, stream: string, seq: number): boolean {
-    const j = this.open.get(requestId);
-    return j !== undefined && j.sources.some((s) => s.seq === seq && s.stream === stream);
   }
 
   /** Replace the handle of a held source (a redelivered copy supersedes the old delivery). */

@@ -17,7 +17,7 @@ import type { LifecycleEventInput } from '@vantage/records';
 
 export type LifecycleRejectionCode = 'LIFECYCLE_NOT_JSON' | 'LIFECYCLE_UNKNOWN_VERSION' | 'LIFECYCLE_INVALID';
 
-export interface DecodedLifecycle {
+interface DecodedLifecycle {
   event: LifecycleEventInput;
   /** Competing (background) traffic: the request has no decision by design. */
   background: boolean;
@@ -25,7 +25,7 @@ export interface DecodedLifecycle {
   arrivalMs: number | null;
 }
 
-export type LifecycleDecode = { ok: true; value: DecodedLifecycle } | { ok: false; code: LifecycleRejectionCode; reason: string };
+type LifecycleDecode = { ok: true; value: DecodedLifecycle } | { ok: false; code: LifecycleRejectionCode; reason: string };
 
 const CODE_OF: Record<ProtocolErrorCode, LifecycleRejectionCode> = {
   malformed_json: 'LIFECYCLE_NOT_JSON',

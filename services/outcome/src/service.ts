@@ -11,24 +11,17 @@
 import { AckPolicy, DeliverPolicy, DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { ensureDurableConsumer, ensureStream, natsConnected, OutageClock, RateLimitedLog, type ServiceContext } from '@vantage/runtime';
 import { checkOutcomeConfig, type OutcomeConfig, type OutcomeConfigShape } from './config';
-import { JetStreamIntake, type Held, type Kind } from './intake';
-import { Joiner } from './joiner';
+import { JetStreamIntake, type Kind } from './intake';
 import { LeadershipLease, sleep } from './lease';
-import { outcomeMetrics, type OutcomeMetrics } from './metrics';
+import { outcomeMetrics } from './metrics';
 import { Term } from './term';
 import { KafkaSession } from './transactions';
 
-export type OutcomeContext = ServiceContext<OutcomeConfigShape, true>;
+type OutcomeContext = ServiceContext<OutcomeConfigShape, true>;
 
 export interface OutcomeService {
-  readonly metrics: OutcomeMetrics;
-  /** The current leader term's joiner (a fresh one per term). */
-  readonly joiner: Joiner<Held>;
-  readonly transactionalId: string;
   /** Active–standby: only the holder of the leadership lease consumes (README, "Replicas"). */
   readonly role: 'leader' | 'standby';
-  /** Resolves when the loops have stopped (after shutdown). */
-  readonly stopped: Promise<void>;
 }
 
 export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService> {
@@ -61,19 +54,8 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
   await kafka.ensureTopics([topic(o.topics.decisions), topic(o.topics.outcomes), topic(o.topics.deadLetter), topic(o.topics.progress, 1)]);
 
   /** Kafka reachability for /healthz: unhealthy once transactions or the probe have failed for health.kafkaDownMs. */
-  let kafkaHealthy = true;
-  let lastKafkaError: string | undefined;
   const kafkaClock = new OutageClock(o.health.kafkaDownMs);
-  const kafkaHealth = {
-    ok(): void {
-      kafkaHealthy = true;
-      kafkaClock.ok();
-    },
-    fail(err: unknown): void {
-      kafkaHealthy = false;
-      kafkaClock.fail((lastKafkaError = err instanceof Error ? err.message : String(err)));
-    },
-  };
+  const kafkaHealth = { ok: () => kafkaClock.ok(), fail: (err: unknown) => kafkaClock.fail(err instanceof Error ? err.message : String(err)) };
   const refusals = new RateLimitedLog(log);
   const intake = new JetStreamIntake(ctx.nc, streams, o, metrics, log);
   const lease = await LeadershipLease.open(ctx.nc, o.leader, transactionalId, ctx.instanceId, log);
@@ -81,15 +63,12 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
 
   // ------------------------------------------------------------ leadership
   let term: Term | null = null; // null while standby
-  /** The last term's joiner (an empty one before the first), for `OutcomeService.joiner` while standby. */
-  let lastJoiner = new Joiner<Held>({ joinWindowMs: o.joinWindowMs, terminalGraceMs: o.terminalGraceMs, recentlyClosedCap: 0 });
   let shuttingDown = false;
   metrics.leader.set(0);
 
   const runTerm = async (): Promise<void> => {
     const t = new Term({ o, transactionalId, streams: streamNames, lease, kafka: new KafkaSession({ kafka, nc: ctx.nc, o, transactionalId, streams: streamNames, metrics, log, refusals }), intake, metrics, log, kafkaHealth });
     term = t;
-    lastJoiner = t.joiner;
     if (shuttingDown) t.stop();
     metrics.leader.set(1);
     metrics.leadershipChanges.inc({ to: 'leader' });
@@ -132,7 +111,7 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
   const stallTimer = setInterval(() => {
     const t = term;
     if (t !== null && Date.now() - t.lastCommitMs > 10_000) {
-      log.warn({ stage: t.stage, inbox: t.inboxSize(), pendingJoins: t.joiner.pending, sinceCommitMs: Date.now() - t.lastCommitMs, kafkaHealthy, fetch: intake.fetchState }, 'outcome pipeline idle or stalled');
+      log.warn({ stage: t.stage, inbox: t.inboxSize(), pendingJoins: t.joiner.pending, sinceCommitMs: Date.now() - t.lastCommitMs, kafkaHealthy: !kafkaClock.failing, fetch: intake.fetchState }, 'outcome pipeline idle or stalled');
     }
   }, 10_000);
   stallTimer.unref();
@@ -156,7 +135,7 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
       });
   }, o.health.kafkaProbeMs);
   kafkaProbe.unref();
-  ctx.addHealthCheck('kafka', () => kafkaClock.health(kafkaHealthy ? {} : { error: lastKafkaError }));
+  ctx.addHealthCheck('kafka', () => kafkaClock.health(kafkaClock.failing ? { error: kafkaClock.reason } : {}));
   ctx.addHealthCheck('pipeline', () => ({
     ok: natsConnected(ctx.nc),
     details: { role: term === null ? 'standby' : 'leader', holder, leaseKey, pendingJoins: term?.joiner.pending ?? 0, inbox: term?.inboxSize() ?? 0, committedTransactions: term?.committed.size ?? 0 },
@@ -188,14 +167,8 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
 
   log.info({ transactionalId, leaseBucket: o.leader.bucket, leaseKey, holder, streams: streamNames, topics: o.topics }, 'outcome service running');
   return {
-    metrics,
-    get joiner() {
-      return term?.joiner ?? lastJoiner;
-    },
-    transactionalId,
     get role() {
       return term === null ? 'standby' : 'leader';
     },
-    stopped,
   };
 }
