@@ -90,7 +90,7 @@ export class Router {
     }
   };
 
-  /** serveRequests handler: reply bytes, or throws VantageError (sent as headers). */
+  /** The responder's handler: reply bytes, or throws VantageError (sent as headers). */
   async handle(data: Uint8Array): Promise<Uint8Array> {
     const t0 = hrUs();
     const receivedAtMs = Date.now();
