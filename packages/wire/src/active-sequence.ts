@@ -135,7 +135,7 @@ function eventData(v: unknown, path: string, limits: WireLimits): ActiveSequence
   }
 }
 
-export function activeSequenceEventFromValue(v: unknown, limits: WireLimits, path = 'active_sequence_event'): ActiveSequenceEvent {
+function activeSequenceEventFromValue(v: unknown, limits: WireLimits, path = 'active_sequence_event'): ActiveSequenceEvent {
   const m = asMap(v, path);
   const wp = `${path}.worker`;
   const w = asMap(required(m, 'worker', path), wp);
@@ -149,14 +149,9 @@ export function activeSequenceEventFromValue(v: unknown, limits: WireLimits, pat
   };
 }
 
-/** True when the value is an `ActiveSequenceEventBatch` rather than one event. */
-export function isActiveSequenceBatch(v: unknown): boolean {
-  return isMap(v) && get(v, 'events') !== undefined && get(v, 'request_id') === undefined;
-}
-
-/** One event or a batch, as a list in publisher order. */
+/** One event or an `ActiveSequenceEventBatch` (a map with `events` and no `request_id`), as a list in publisher order. */
 export function activeSequenceEventsFromValue(v: unknown, limits: WireLimits): ActiveSequenceEvent[] {
-  if (!isActiveSequenceBatch(v)) return [activeSequenceEventFromValue(v, limits)];
+  if (!(isMap(v) && get(v, 'events') !== undefined && get(v, 'request_id') === undefined)) return [activeSequenceEventFromValue(v, limits)];
   const events = list(get(asMap(v, 'batch'), 'events'), 'batch.events', limits.maxBatchEvents);
   return events.map((e, i) => activeSequenceEventFromValue(e, limits, `batch.events[${i}]`));
 }

@@ -12,10 +12,8 @@ import {
 } from './active-load';
 import {
   activeSequenceBatchToWire,
-  activeSequenceEventFromValue,
   activeSequenceEventsFromValue,
   activeSequenceEventToWire,
-  isActiveSequenceBatch,
   type ActiveSequenceEvent,
   type ActiveSequenceGeneration,
 } from './active-sequence';
@@ -154,14 +152,6 @@ export function decodeJsonExact(input: Uint8Array | string, opts?: DecodeOptions
 interface ActiveSequenceEncodeOptions {
   readonly generation?: ActiveSequenceGeneration;
   readonly format?: PayloadFormat;
-}
-
-/** Exactly one ActiveSequenceEvent; a batch is refused (use decodeActiveSequenceEvents). */
-export function decodeActiveSequenceEvent(input: Uint8Array | string, opts?: PayloadDecodeOptions): Result<ActiveSequenceEvent> {
-  return decodeWith(input, opts, (v, limits) => {
-    if (isActiveSequenceBatch(v)) throw new WireReject('wrong_type', 'active_sequence_event: got a batch; use decodeActiveSequenceEvents');
-    return activeSequenceEventFromValue(v, limits);
-  });
 }
 
 /** One event or an `ActiveSequenceEventBatch`, as a list in publisher order. */

@@ -36,7 +36,6 @@ export {
   encodeRouterEventJson,
   decodeActiveLoad,
   encodeActiveLoad,
-  decodeActiveSequenceEvent,
   decodeActiveSequenceEvents,
   encodeActiveSequenceEvent,
   encodeActiveSequenceBatch,
@@ -60,7 +59,6 @@ export {
   legacyKvEventsSubject,
   jetStreamKvStreamName,
   jetStreamKvSubject,
-  parseSubject,
 } from './subjects';
 export {
   encodeTcpRequest,

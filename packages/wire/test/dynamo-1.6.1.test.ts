@@ -14,7 +14,6 @@ import {
   encodeRouterEventBatchMsgpack,
   endpointSubjectPrefix,
   JsonFloat,
-  parseSubject,
   prefixedSubject,
   sniffMessage,
   type ForwardPassMetrics,
@@ -39,8 +38,7 @@ describe('Dynamo 1.6.1 as published by its mocker', () => {
   it('every captured message decodes, on its endpoint-scoped subject', () => {
     expect(fixtures.length).toBeGreaterThanOrEqual(10);
     for (const f of fixtures) {
-      const s = must(parseSubject(f.subject));
-      expect(s).toMatchObject({ kind: 'event_plane', scope: { namespace: 'dynamo', component: 'backend', endpoint: 'generate' } });
+      expect(f.subject.startsWith(`${endpointSubjectPrefix('dynamo', 'backend', 'generate')}.`)).toBe(true);
       must(decodeEventPlaneMessage(bytesOf(f), { topic: f.subject }));
       expect(sniffMessage(bytesOf(f))).toBe('envelope');
     }

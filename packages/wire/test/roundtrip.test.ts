@@ -8,7 +8,6 @@ import {
   ACTIVE_SEQUENCE_GENERATIONS,
   ROUTER_EVENT_GENERATIONS,
   decodeActiveLoad,
-  decodeActiveSequenceEvent,
   decodeActiveSequenceEvents,
   decodeEnvelope,
   decodeEventPlaneMessage,
@@ -155,10 +154,10 @@ describe('ActiveSequenceEvent round trips', () => {
       fc.assert(
         fc.property(fc.array(seqArb(gen), { minLength: 1, maxLength: 5 }), (events) => {
           const first = events[0]!;
-          expect(decodeActiveSequenceEvent(encodeActiveSequenceEvent(first, { generation: gen }))).toEqual({ ok: true, value: first });
+          expect(decodeActiveSequenceEvents(encodeActiveSequenceEvent(first, { generation: gen }))).toEqual({ ok: true, value: [first] });
           expect(decodeActiveSequenceEvents(encodeActiveSequenceBatch(events, { generation: gen }))).toEqual({ ok: true, value: events });
           const json = encodeActiveSequenceEvent(first, { generation: gen, format: 'json' });
-          expect(decodeActiveSequenceEvent(json, { format: 'json' })).toEqual({ ok: true, value: first });
+          expect(decodeActiveSequenceEvents(json, { format: 'json' })).toEqual({ ok: true, value: [first] });
         }),
         { seed: 99, numRuns: 100 },
       );
