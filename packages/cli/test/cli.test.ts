@@ -4,13 +4,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import {
-  encodeActiveLoad,
-  encodeActiveSequenceBatch,
-  encodeEventPlaneMessage,
-  encodeRouterEventJson,
-  encodeRouterEventMsgpack,
-} from '@vantage/wire';
+import { encodeActiveLoad, encodeEventPlaneMessage, encodeRouterEventMsgpack } from '@vantage/wire';
+import { encodeActiveSequenceBatch, encodeRouterEventJson } from '@vantage/wire/test/encode';
 import { EXIT, run, type CliIo } from '../src/index';
 
 const vectorsPath = fileURLToPath(new URL('../../../../shared/reference/dynamo-hash-vectors.json', import.meta.url));

@@ -4,20 +4,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import {
-  decodeEventPlaneMessage,
-  decodeForwardPassMetrics,
-  decodeJsonExact,
-  decodeRouterEventsMsgpack,
-  encodeEventPlaneMessage,
-  encodeForwardPassMetrics,
-  encodeRouterEventBatchMsgpack,
-  endpointSubjectPrefix,
-  JsonFloat,
-  prefixedSubject,
-  sniffMessage,
-  type ForwardPassMetrics,
-} from '../src/index';
+import { decodeEventPlaneMessage, decodeForwardPassMetrics, decodeJsonExact, decodeRouterEventsMsgpack, endpointSubjectPrefix, JsonFloat, prefixedSubject, sniffMessage, type ForwardPassMetrics } from '../src/index';
+import { encodeEventPlaneMessage, encodeForwardPassMetrics, encodeRouterEventBatchMsgpack } from './encode';
 import { writeMsgpack, Fields, F64 } from '../src/msgpack';
 
 interface Fixture {
