@@ -6,6 +6,9 @@
  * allocating). Distinct brands keep the three kinds of hash from being mixed up.
  */
 
+/** A decoder's outcome: the value, or a stable code (safe as a metric label) and a reason naming the field. */
+export type CodedResult<T, Code extends string> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly code: Code; readonly reason: string };
+
 declare const brand: unique symbol;
 type Brand<T, B extends string> = T & { readonly [brand]: B };
 
