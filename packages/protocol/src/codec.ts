@@ -1,6 +1,6 @@
 import { isAscii } from 'node:buffer';
 import Ajv, { type ValidateFunction } from 'ajv';
-import { U64_MAX, type CodedResult, type WorkerId } from '@vantage/types';
+import { capacityOf, U64_MAX, type CodedResult, type WorkerId } from '@vantage/types';
 import { MAX_LE64_CHARS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 import { PROTOCOL_VERSION } from './subjects';
 import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
@@ -702,15 +702,7 @@ export const workerRegistrationCodec: MessageCodec<WorkerRegistration> = makeCod
       pool: w.pool,
       workerId,
       atMs: w.atMs,
-      capacity: {
-        blockSize: w.blockSize,
-        totalKvBlocks: w.totalKvBlocks,
-        maxNumBatchedTokens: w.maxNumBatchedTokens,
-        maxNumSeqs: w.maxNumSeqs,
-        dpStartRank: w.dpStartRank,
-        dpSize: w.dpSize,
-        schedulable: w.schedulable,
-      },
+      capacity: capacityOf(w.blockSize, w),
       ttlMs: w.ttlMs,
       endpoint: w.endpoint ?? null,
       model: w.model ?? null,

@@ -98,6 +98,19 @@ export interface WorkerCapacity {
   readonly schedulable: boolean;
 }
 
+/** The capacity fields of a message or record that carries them beside others (a copy of just those). */
+export function capacityOf(blockSize: number, w: Omit<WorkerCapacity, 'blockSize'>): WorkerCapacity {
+  return {
+    blockSize,
+    totalKvBlocks: w.totalKvBlocks,
+    maxNumBatchedTokens: w.maxNumBatchedTokens,
+    maxNumSeqs: w.maxNumSeqs,
+    dpStartRank: w.dpStartRank,
+    dpSize: w.dpSize,
+    schedulable: w.schedulable,
+  };
+}
+
 // ---------------------------------------------------------------------------
 // Domain form of Dynamo's KV cache events (what decoders produce and the
 // prefix index applies). Wire shape, for reference (lib/kv-router protocols):
