@@ -4,13 +4,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import {
-  encodeActiveLoad,
-  encodeActiveSequenceBatch,
-  encodeEventPlaneMessage,
-  encodeRouterEventJson,
-  encodeRouterEventMsgpack,
-} from '@vantage/wire';
+import { encodeActiveLoad, encodeEventPlaneMessage, encodeRouterEventMsgpack } from '@vantage/wire';
+import { encodeActiveSequenceBatch, encodeRouterEventJson } from '@vantage/wire/test/encode';
 import { EXIT, run, type CliIo } from '../src/index';
 
 // The shared folder beside the repository, or VANTAGE_SHARED for a checkout that has none beside it.

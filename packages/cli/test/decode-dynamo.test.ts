@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { decodeCapturedMessage, EXIT, run, type CliIo } from '../src/index';
-import { encodeRouterEventBatchMsgpack, encodeForwardPassMetrics } from '@vantage/wire';
+import { encodeRouterEventBatchMsgpack, encodeForwardPassMetrics } from '@vantage/wire/test/encode';
 import type { WorkerId } from '@vantage/types';
 
 const fixtures = (

@@ -22,7 +22,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node'
 import type { WorkerCapacity } from '@vantage/bookings';
 import { PrefixIndex } from '@vantage/prefix-index';
 import { OutageClock, type HealthResult, type Logger, type RateLimitedLog } from '@vantage/runtime';
-import type { KvEvent, WorkerId } from '@vantage/types';
+import { capacityOf, type KvEvent, type WorkerId } from '@vantage/types';
 import { DiscoveryView, etcdDiscoveryStore, fileDiscoveryStore, type DiscoveredWorker, type DiscoveryEvent, type DiscoveryStore } from '@vantage/discovery';
 import { readSecretFile, VantageError } from '@vantage/runtime';
 import {
@@ -976,17 +976,3 @@ export const BOOKING_ORIGIN_HEADER = 'Vantage-Booking-Origin';
 /** Placeholder event for a JetStream message that failed to decode: advances the position only. */
 const SKIP = Object.freeze({}) as KvEvent;
 
-function capacityOf(
-  blockSize: number,
-  w: { totalKvBlocks: number; maxNumBatchedTokens: number; maxNumSeqs: number; dpStartRank: number; dpSize: number; schedulable: boolean },
-): WorkerCapacity {
-  return {
-    blockSize,
-    totalKvBlocks: w.totalKvBlocks,
-    maxNumBatchedTokens: w.maxNumBatchedTokens,
-    maxNumSeqs: w.maxNumSeqs,
-    dpStartRank: w.dpStartRank,
-    dpSize: w.dpSize,
-    schedulable: w.schedulable,
-  };
-}

@@ -3,7 +3,8 @@ import { createConnection, createServer, type AddressInfo, type Server, type Soc
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WorkerId } from '@vantage/types';
-import { FrameReader, decodeTcpRequest, encodeTwoPart } from '@vantage/wire';
+import { FrameReader, encodeTwoPart } from '@vantage/wire';
+import { decodeTcpRequest } from '@vantage/wire/test/encode';
 import { WorkerQueryClient, type RecoveryTarget } from '../src/worker-query';
 
 /**

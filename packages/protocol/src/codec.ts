@@ -1,6 +1,6 @@
 import { isAscii } from 'node:buffer';
 import Ajv, { type ValidateFunction } from 'ajv';
-import { U64_MAX, type WorkerId } from '@vantage/types';
+import { capacityOf, U64_MAX, type CodedResult, type WorkerId } from '@vantage/types';
 import { MAX_LE64_CHARS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 import { PROTOCOL_VERSION } from './subjects';
 import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
@@ -29,19 +29,9 @@ import type {
  * - `malformed_binary`: a binary observe request or reply whose framing is wrong (length, magic, flags, UTF-8, trailing JSON).
  * None is retryable: the same bytes will be rejected again.
  */
-export const PROTOCOL_ERROR_CODES = [
-  'payload_too_large',
-  'malformed_json',
-  'unsupported_version',
-  'schema_violation',
-  'u64_out_of_range',
-  'malformed_binary',
-] as const;
-export type ProtocolErrorCode = (typeof PROTOCOL_ERROR_CODES)[number];
+export type ProtocolErrorCode = 'payload_too_large' | 'malformed_json' | 'unsupported_version' | 'schema_violation' | 'u64_out_of_range' | 'malformed_binary';
 
-export type DecodeResult<T> =
-  | { readonly ok: true; readonly value: T }
-  | { readonly ok: false; readonly code: ProtocolErrorCode; readonly reason: string };
+export type DecodeResult<T> = CodedResult<T, ProtocolErrorCode>;
 
 /** 8 MiB: above NATS's default 1 MiB max_payload, so the broker's limit binds first in practice. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
@@ -712,15 +702,7 @@ export const workerRegistrationCodec: MessageCodec<WorkerRegistration> = makeCod
       pool: w.pool,
       workerId,
       atMs: w.atMs,
-      capacity: {
-        blockSize: w.blockSize,
-        totalKvBlocks: w.totalKvBlocks,
-        maxNumBatchedTokens: w.maxNumBatchedTokens,
-        maxNumSeqs: w.maxNumSeqs,
-        dpStartRank: w.dpStartRank,
-        dpSize: w.dpSize,
-        schedulable: w.schedulable,
-      },
+      capacity: capacityOf(w.blockSize, w),
       ttlMs: w.ttlMs,
       endpoint: w.endpoint ?? null,
       model: w.model ?? null,

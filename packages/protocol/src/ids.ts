@@ -13,6 +13,4 @@ export function isValidRequestId(v: unknown): v is string {
 }
 
 /** A session id our protocol accepts (the same rule: the Kafka partition key downstream). */
-export function isValidSessionId(v: unknown): v is string {
-  return typeof v === 'string' && v.length > 0 && v.length <= ID_MAX_LENGTH;
-}
+export const isValidSessionId: (v: unknown) => v is string = isValidRequestId;

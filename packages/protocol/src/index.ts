@@ -8,8 +8,6 @@ export {
   bookingsSubject,
   lifecycleSubject,
   workersSubject,
-  allPoolsSubject,
-  parseSubject,
 } from './subjects';
 export { ID_MAX_LENGTH, isValidRequestId, isValidSessionId } from './ids';
 export {

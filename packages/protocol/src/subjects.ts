@@ -49,25 +49,3 @@ export const observeSubject = (pool: string): string => poolSubject('observe', p
 export const bookingsSubject = (pool: string): string => poolSubject('bookings', pool);
 export const lifecycleSubject = (pool: string): string => poolSubject('lifecycle', pool);
 export const workersSubject = (pool: string): string => poolSubject('workers', pool);
-
-/** Wildcard over every pool for one kind, e.g. `vantage.v1.lifecycle.*`. */
-export function allPoolsSubject(kind: PoolSubjectKind): string {
-  return `${SUBJECT_PREFIX}.${kind}.*`;
-}
-
-type ParsedSubject =
-  | { readonly kind: PoolSubjectKind; readonly pool: string }
-  | { readonly kind: 'route' }
-  | { readonly kind: 'decisions' };
-
-/** Recognise one of our subjects (e.g. the subject a wildcard subscription received on). */
-export function parseSubject(subject: string): ParsedSubject | undefined {
-  if (subject === ROUTE_SUBJECT) return { kind: 'route' };
-  if (subject === DECISIONS_SUBJECT) return { kind: 'decisions' };
-  const parts = subject.split('.');
-  if (parts.length !== 4 || `${parts[0]}.${parts[1]}` !== SUBJECT_PREFIX) return undefined;
-  const kind = parts[2] as PoolSubjectKind;
-  const pool = parts[3]!;
-  if (!POOL_SUBJECT_KINDS.includes(kind) || !isValidPoolName(pool)) return undefined;
-  return { kind, pool };
-}

@@ -6,6 +6,9 @@
  * allocating). Distinct brands keep the three kinds of hash from being mixed up.
  */
 
+/** A decoder's outcome: the value, or a stable code (safe as a metric label) and a reason naming the field. */
+export type CodedResult<T, Code extends string> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly code: Code; readonly reason: string };
+
 declare const brand: unique symbol;
 type Brand<T, B extends string> = T & { readonly [brand]: B };
 
@@ -93,6 +96,19 @@ export interface WorkerCapacity {
   readonly dpSize: number;
   /** False while the worker is draining or otherwise must not receive new work. */
   readonly schedulable: boolean;
+}
+
+/** The capacity fields of a message or record that carries them beside others (a copy of just those). */
+export function capacityOf(blockSize: number, w: Omit<WorkerCapacity, 'blockSize'>): WorkerCapacity {
+  return {
+    blockSize,
+    totalKvBlocks: w.totalKvBlocks,
+    maxNumBatchedTokens: w.maxNumBatchedTokens,
+    maxNumSeqs: w.maxNumSeqs,
+    dpStartRank: w.dpStartRank,
+    dpSize: w.dpSize,
+    schedulable: w.schedulable,
+  };
 }
 
 // ---------------------------------------------------------------------------

@@ -6,7 +6,8 @@
  */
 import { Unpackr } from 'msgpackr';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import { decodeRouterEventJson, decodeRouterEventMsgpack, encodeRouterEventJson, encodeRouterEventMsgpack } from '../src/index';
+import { decodeRouterEventJson, decodeRouterEventMsgpack, encodeRouterEventMsgpack } from '../src/index';
+import { encodeRouterEventJson } from '../test/encode';
 
 function event(blocks: number): KvEvent {
   const bh = new BigUint64Array(blocks);

@@ -30,10 +30,6 @@ export interface ActiveLoad {
   readonly kvUsedBlocks: number | null;
 }
 
-/** `kv_used_blocks`: Jan 2026 shape. `scheduler_load_scope`: adds that field (current). */
-export const ACTIVE_LOAD_GENERATIONS = ['kv_used_blocks', 'scheduler_load_scope'] as const;
-export type ActiveLoadGeneration = (typeof ACTIVE_LOAD_GENERATIONS)[number];
-
 export function activeLoadFromValue(v: unknown, path = 'active_load'): ActiveLoad {
   const m = asMap(v, path);
   const scope = optional(get(m, 'scheduler_load_scope'), (x) => {
@@ -53,15 +49,14 @@ export function activeLoadFromValue(v: unknown, path = 'active_load'): ActiveLoa
   };
 }
 
-export function activeLoadToWire(l: ActiveLoad, gen: ActiveLoadGeneration = 'scheduler_load_scope'): WireValue {
-  const fields: [string, WireValue][] = [
+/** The current shape (`scheduler_load_scope` included). */
+export function activeLoadToWire(l: ActiveLoad): WireValue {
+  return new Fields([
     ['worker_id', l.workerId],
     ['dp_rank', l.dpRank],
     ['active_decode_blocks', l.activeDecodeBlocks],
     ['active_prefill_tokens', l.activePrefillTokens],
-  ];
-  if (gen === 'scheduler_load_scope') fields.push(['scheduler_load_scope', l.schedulerLoadScope]);
-  else if (l.schedulerLoadScope !== null) throw new RangeError(`generation ${gen} cannot carry scheduler_load_scope`);
-  fields.push(['kv_used_blocks', l.kvUsedBlocks]);
-  return new Fields(fields);
+    ['scheduler_load_scope', l.schedulerLoadScope],
+    ['kv_used_blocks', l.kvUsedBlocks],
+  ]);
 }

@@ -15,23 +15,8 @@
  */
 import type { WorkerId } from '@vantage/types';
 import type { WireLimits } from './limits';
-import { Fields, type WireValue } from './msgpack';
 import { WireReject } from './result';
-import {
-  asMap,
-  bool,
-  count,
-  get,
-  isMap,
-  list,
-  optional,
-  required,
-  str,
-  u32,
-  u64,
-  u64List,
-  variant,
-} from './values';
+import { asMap, bool, count, get, isMap, list, optional, required, str, u32, u64, u64List, variant } from './values';
 
 /** serde's `std::time::Duration`: whole seconds plus nanoseconds below one second. */
 interface WireDuration {
@@ -66,14 +51,6 @@ export interface ActiveSequenceEvent {
   readonly loraName: string | null;
   readonly data: ActiveSequenceEventData;
 }
-
-/**
- *   base                  token_sequence, expected_output_tokens
- *   track_prefill_tokens  + track_prefill_tokens
- *   prefill_load_hint     + prefill_load_hint (current)
- */
-export const ACTIVE_SEQUENCE_GENERATIONS = ['base', 'track_prefill_tokens', 'prefill_load_hint'] as const;
-export type ActiveSequenceGeneration = (typeof ACTIVE_SEQUENCE_GENERATIONS)[number];
 
 const NANOS_PER_SEC = 1_000_000_000;
 const U64_MAX = 0xffff_ffff_ffff_ffffn;
@@ -135,7 +112,7 @@ function eventData(v: unknown, path: string, limits: WireLimits): ActiveSequence
   }
 }
 
-export function activeSequenceEventFromValue(v: unknown, limits: WireLimits, path = 'active_sequence_event'): ActiveSequenceEvent {
+function activeSequenceEventFromValue(v: unknown, limits: WireLimits, path = 'active_sequence_event'): ActiveSequenceEvent {
   const m = asMap(v, path);
   const wp = `${path}.worker`;
   const w = asMap(required(m, 'worker', path), wp);
@@ -149,66 +126,9 @@ export function activeSequenceEventFromValue(v: unknown, limits: WireLimits, pat
   };
 }
 
-/** True when the value is an `ActiveSequenceEventBatch` rather than one event. */
-export function isActiveSequenceBatch(v: unknown): boolean {
-  return isMap(v) && get(v, 'events') !== undefined && get(v, 'request_id') === undefined;
-}
-
-/** One event or a batch, as a list in publisher order. */
+/** One event or an `ActiveSequenceEventBatch` (a map with `events` and no `request_id`), as a list in publisher order. */
 export function activeSequenceEventsFromValue(v: unknown, limits: WireLimits): ActiveSequenceEvent[] {
-  if (!isActiveSequenceBatch(v)) return [activeSequenceEventFromValue(v, limits)];
+  if (!(isMap(v) && get(v, 'events') !== undefined && get(v, 'request_id') === undefined)) return [activeSequenceEventFromValue(v, limits)];
   const events = list(get(asMap(v, 'batch'), 'events'), 'batch.events', limits.maxBatchEvents);
   return events.map((e, i) => activeSequenceEventFromValue(e, limits, `batch.events[${i}]`));
-}
-
-function dataToWire(d: ActiveSequenceEventData, gen: ActiveSequenceGeneration): WireValue {
-  switch (d.kind) {
-    case 'free':
-      return 'Free';
-    case 'mark_prefill_completed':
-      return 'MarkPrefillCompleted';
-    case 'add_request': {
-      const f: [string, WireValue][] = [['token_sequence', d.tokenSequence ? Array.from(d.tokenSequence) : null]];
-      if (gen !== 'base') f.push(['track_prefill_tokens', d.trackPrefillTokens]);
-      else if (!d.trackPrefillTokens) throw new RangeError('generation base cannot carry track_prefill_tokens = false');
-      f.push(['expected_output_tokens', d.expectedOutputTokens]);
-      if (gen === 'prefill_load_hint') {
-        const h = d.prefillLoadHint;
-        f.push([
-          'prefill_load_hint',
-          h === null
-            ? null
-            : new Fields([
-                ['initial_effective_prefill_tokens', h.initialEffectivePrefillTokens],
-                [
-                  'expected_prefill_duration',
-                  h.expectedPrefillDuration === null
-                    ? null
-                    : new Fields([
-                        ['secs', h.expectedPrefillDuration.secs],
-                        ['nanos', h.expectedPrefillDuration.nanos],
-                      ]),
-                ],
-              ]),
-        ]);
-      } else if (d.prefillLoadHint !== null) {
-        throw new RangeError(`generation ${gen} cannot carry prefill_load_hint`);
-      }
-      return new Fields([['AddRequest', new Fields(f)]]);
-    }
-  }
-}
-
-export function activeSequenceEventToWire(e: ActiveSequenceEvent, gen: ActiveSequenceGeneration = 'prefill_load_hint'): WireValue {
-  return new Fields([
-    ['request_id', e.requestId],
-    ['worker', new Fields([['worker_id', e.workerId], ['dp_rank', e.dpRank]])],
-    ['data', dataToWire(e.data, gen)],
-    ['router_id', e.routerId],
-    ['lora_name', e.loraName],
-  ]);
-}
-
-export function activeSequenceBatchToWire(events: readonly ActiveSequenceEvent[], gen: ActiveSequenceGeneration = 'prefill_load_hint'): WireValue {
-  return new Fields([['events', events.map((e) => activeSequenceEventToWire(e, gen))]]);
 }

@@ -1,37 +1,20 @@
 /**
  * Public decoders and encoders. Every decoder returns a Result and never
- * throws. Encoders take our own domain values and throw RangeError only for a
- * programming error (a value the chosen wire generation cannot express).
+ * throws. The encoders write what the simulated fleet publishes (envelope,
+ * RouterEvent, ActiveLoad, in the current Dynamo shape); the encoders of the
+ * other messages and of older shapes, which only tests use, are in
+ * `test/encode.ts`.
  */
 import type { KvEvent } from '@vantage/types';
-import {
-  activeLoadFromValue,
-  activeLoadToWire,
-  type ActiveLoad,
-  type ActiveLoadGeneration,
-} from './active-load';
-import {
-  activeSequenceBatchToWire,
-  activeSequenceEventFromValue,
-  activeSequenceEventsFromValue,
-  activeSequenceEventToWire,
-  isActiveSequenceBatch,
-  type ActiveSequenceEvent,
-  type ActiveSequenceGeneration,
-} from './active-sequence';
+import { activeLoadFromValue, activeLoadToWire, type ActiveLoad } from './active-load';
+import { activeSequenceEventsFromValue, type ActiveSequenceEvent } from './active-sequence';
 import { envelopeFromValue, envelopeToWire, type EventEnvelope } from './envelope';
-import { forwardPassFromValue, forwardPassToWire, type ForwardPassMetrics } from './forward-pass';
-import { readJson, writeJson } from './json';
+import { forwardPassFromValue, type ForwardPassMetrics } from './forward-pass';
+import { readJson } from './json';
 import { resolveLimits, type DecodeOptions, type WireLimits } from './limits';
-import { readMsgpack, writeMsgpack, type WireValue } from './msgpack';
+import { readMsgpack, writeMsgpack } from './msgpack';
 import { guard, reject, WireReject, type Result } from './result';
-import {
-  CURRENT_ROUTER_EVENT_GENERATION,
-  routerEventFromValue,
-  routerEventsFromValue,
-  routerEventToWire,
-  type RouterEventGeneration,
-} from './router-event';
+import { routerEventFromValue, routerEventsFromValue, routerEventToWire } from './router-event';
 import { decodeSubjectSegment, TOPIC_ACTIVE_SEQUENCES, TOPIC_FORWARD_PASS_METRICS, TOPIC_KV_EVENTS, TOPIC_KV_METRICS } from './subjects';
 import { isMap } from './values';
 
@@ -59,10 +42,6 @@ function decodeWith<T>(
   });
 }
 
-function encode(v: WireValue, format: PayloadFormat): Uint8Array {
-  return format === 'json' ? new TextEncoder().encode(writeJson(v)) : writeMsgpack(v);
-}
-
 // --- envelope ----------------------------------------------------------------
 
 export function decodeEnvelope(bytes: Uint8Array, opts?: DecodeOptions): Result<EventEnvelope> {
@@ -74,11 +53,6 @@ export function encodeEnvelope(envelope: EventEnvelope): Uint8Array {
 }
 
 // --- RouterEvent -------------------------------------------------------------
-
-interface RouterEventEncodeOptions {
-  /** Field generation to reproduce; the current Dynamo shape unless stated. */
-  readonly generation?: RouterEventGeneration;
-}
 
 export function decodeRouterEventMsgpack(bytes: Uint8Array, opts?: DecodeOptions): Result<KvEvent> {
   return decodeWith(bytes, { ...opts, format: 'msgpack' }, (v, limits) => routerEventFromValue(v, limits));
@@ -97,33 +71,18 @@ export function decodeRouterEventsMsgpack(bytes: Uint8Array, opts?: DecodeOption
   return decodeWith(bytes, { ...opts, format: 'msgpack' }, (v, limits) => routerEventsFromValue(v, limits));
 }
 
-/** A batch of RouterEvents as 1.6.1 sends it (a msgpack array of maps). */
-export function encodeRouterEventBatchMsgpack(events: readonly KvEvent[], opts?: RouterEventEncodeOptions): Uint8Array {
-  const gen = opts?.generation ?? CURRENT_ROUTER_EVENT_GENERATION;
-  return writeMsgpack(events.map((e) => routerEventToWire(e, gen)));
-}
-
-export function encodeRouterEventMsgpack(event: KvEvent, opts?: RouterEventEncodeOptions): Uint8Array {
-  return writeMsgpack(routerEventToWire(event, opts?.generation ?? CURRENT_ROUTER_EVENT_GENERATION));
-}
-
-export function encodeRouterEventJson(event: KvEvent, opts?: RouterEventEncodeOptions): string {
-  return writeJson(routerEventToWire(event, opts?.generation ?? CURRENT_ROUTER_EVENT_GENERATION));
+export function encodeRouterEventMsgpack(event: KvEvent): Uint8Array {
+  return writeMsgpack(routerEventToWire(event));
 }
 
 // --- ActiveLoad --------------------------------------------------------------
-
-interface ActiveLoadEncodeOptions {
-  readonly generation?: ActiveLoadGeneration;
-  readonly format?: PayloadFormat;
-}
 
 export function decodeActiveLoad(input: Uint8Array | string, opts?: PayloadDecodeOptions): Result<ActiveLoad> {
   return decodeWith(input, opts, (v) => activeLoadFromValue(v));
 }
 
-export function encodeActiveLoad(load: ActiveLoad, opts?: ActiveLoadEncodeOptions): Uint8Array {
-  return encode(activeLoadToWire(load, opts?.generation), opts?.format ?? 'msgpack');
+export function encodeActiveLoad(load: ActiveLoad): Uint8Array {
+  return writeMsgpack(activeLoadToWire(load));
 }
 
 // --- ForwardPassMetrics ------------------------------------------------------
@@ -131,10 +90,6 @@ export function encodeActiveLoad(load: ActiveLoad, opts?: ActiveLoadEncodeOption
 /** `forward-pass-metrics` payload (1.6.1: worker id as a decimal string). */
 export function decodeForwardPassMetrics(input: Uint8Array | string, opts?: PayloadDecodeOptions): Result<ForwardPassMetrics> {
   return decodeWith(input, opts, (v) => forwardPassFromValue(v));
-}
-
-export function encodeForwardPassMetrics(m: ForwardPassMetrics, opts?: { readonly format?: PayloadFormat }): Uint8Array {
-  return encode(forwardPassToWire(m), opts?.format ?? 'msgpack');
 }
 
 // --- exact JSON (discovery documents, tools) ----------------------------------
@@ -151,35 +106,14 @@ export function decodeJsonExact(input: Uint8Array | string, opts?: DecodeOptions
 
 // --- ActiveSequenceEvent -----------------------------------------------------
 
-interface ActiveSequenceEncodeOptions {
-  readonly generation?: ActiveSequenceGeneration;
-  readonly format?: PayloadFormat;
-}
-
-/** Exactly one ActiveSequenceEvent; a batch is refused (use decodeActiveSequenceEvents). */
-export function decodeActiveSequenceEvent(input: Uint8Array | string, opts?: PayloadDecodeOptions): Result<ActiveSequenceEvent> {
-  return decodeWith(input, opts, (v, limits) => {
-    if (isActiveSequenceBatch(v)) throw new WireReject('wrong_type', 'active_sequence_event: got a batch; use decodeActiveSequenceEvents');
-    return activeSequenceEventFromValue(v, limits);
-  });
-}
-
 /** One event or an `ActiveSequenceEventBatch`, as a list in publisher order. */
 export function decodeActiveSequenceEvents(input: Uint8Array | string, opts?: PayloadDecodeOptions): Result<ActiveSequenceEvent[]> {
   return decodeWith(input, opts, (v, limits) => activeSequenceEventsFromValue(v, limits));
 }
 
-export function encodeActiveSequenceEvent(event: ActiveSequenceEvent, opts?: ActiveSequenceEncodeOptions): Uint8Array {
-  return encode(activeSequenceEventToWire(event, opts?.generation), opts?.format ?? 'msgpack');
-}
-
-export function encodeActiveSequenceBatch(events: readonly ActiveSequenceEvent[], opts?: ActiveSequenceEncodeOptions): Uint8Array {
-  return encode(activeSequenceBatchToWire(events, opts?.generation), opts?.format ?? 'msgpack');
-}
-
 // --- event plane: envelope + dispatch by topic --------------------------------
 
-type EventPlanePayload =
+export type EventPlanePayload =
   /** One RouterEvent in the envelope (releases before 1.6). */
   | { readonly kind: 'kv_event'; readonly event: KvEvent }
   /** A batch of RouterEvents in one envelope (1.6.1), in publisher order. */
@@ -234,55 +168,17 @@ export function decodeEventPlaneMessage(bytes: Uint8Array, opts?: EventPlaneDeco
   }
 }
 
-interface EnvelopeHeader {
+export interface EnvelopeHeader {
   readonly publisherId: bigint;
   readonly sequence: bigint;
   readonly publishedAtMs: bigint;
   readonly publishedAtNs?: bigint;
 }
 
-interface EventPlaneEncodeOptions {
-  readonly routerEventGeneration?: RouterEventGeneration;
-  readonly activeLoadGeneration?: ActiveLoadGeneration;
-  readonly activeSequenceGeneration?: ActiveSequenceGeneration;
-  /** Send active-sequence events as one `ActiveSequenceEventBatch` (newer releases); default true. */
-  readonly batchActiveSequences?: boolean;
-}
-
-/** Encode a payload and wrap it in an envelope whose topic matches the payload kind. */
-export function encodeEventPlaneMessage(header: EnvelopeHeader, payload: EventPlanePayload, opts?: EventPlaneEncodeOptions): Uint8Array {
-  let topic: string;
-  let body: Uint8Array;
-  switch (payload.kind) {
-    case 'kv_event':
-      topic = TOPIC_KV_EVENTS;
-      body = encodeRouterEventMsgpack(payload.event, { generation: opts?.routerEventGeneration ?? CURRENT_ROUTER_EVENT_GENERATION });
-      break;
-    case 'kv_events':
-      topic = TOPIC_KV_EVENTS;
-      body = encodeRouterEventBatchMsgpack(payload.events, { generation: opts?.routerEventGeneration ?? CURRENT_ROUTER_EVENT_GENERATION });
-      break;
-    case 'forward_pass':
-      topic = TOPIC_FORWARD_PASS_METRICS;
-      body = encodeForwardPassMetrics(payload.metrics);
-      break;
-    case 'active_load':
-      topic = TOPIC_KV_METRICS;
-      body = encodeActiveLoad(payload.load, opts?.activeLoadGeneration ? { generation: opts.activeLoadGeneration } : undefined);
-      break;
-    case 'active_sequences': {
-      topic = TOPIC_ACTIVE_SEQUENCES;
-      const so = opts?.activeSequenceGeneration ? { generation: opts.activeSequenceGeneration } : undefined;
-      if (opts?.batchActiveSequences === false) {
-        if (payload.events.length !== 1) throw new RangeError('an unbatched active-sequence message carries exactly one event');
-        body = encodeActiveSequenceEvent(payload.events[0]!, so);
-      } else {
-        body = encodeActiveSequenceBatch(payload.events, so);
-      }
-      break;
-    }
-  }
-  return encodeEnvelope({ ...header, topic, payload: body });
+/** What the simulated fleet publishes, in an envelope whose topic matches the payload kind. */
+export function encodeEventPlaneMessage(header: EnvelopeHeader, payload: Extract<EventPlanePayload, { kind: 'kv_event' | 'active_load' }>): Uint8Array {
+  if (payload.kind === 'kv_event') return encodeEnvelope({ ...header, topic: TOPIC_KV_EVENTS, payload: encodeRouterEventMsgpack(payload.event) });
+  return encodeEnvelope({ ...header, topic: TOPIC_KV_METRICS, payload: encodeActiveLoad(payload.load) });
 }
 
 // --- sniffing (operator tools) -------------------------------------------------

@@ -18,7 +18,6 @@
  * must not be read as this one.
  */
 import type { WorkerId } from '@vantage/types';
-import { F64, Fields, type WireValue } from './msgpack';
 import { WireReject } from './result';
 import { asMap, count, describe, get, optional, required, u32, u64, JsonFloat, type Obj } from './values';
 
@@ -98,28 +97,4 @@ export function forwardPassFromValue(v: unknown, path = 'forward_pass_metrics'):
     scheduled: requestsOf(required(m, 'scheduled_requests', path), `${path}.scheduled_requests`),
     queued: requestsOf(required(m, 'queued_requests', path), `${path}.queued_requests`),
   };
-}
-
-function requestsToWire(r: ForwardPassRequests, scheduled: boolean): WireValue {
-  const f: [string, WireValue][] = [
-    ['num_prefill_requests', r.prefillRequests],
-    ['sum_prefill_tokens', r.prefillTokens],
-    ['var_prefill_length', new F64(r.prefillLengthVariance)],
-  ];
-  if (scheduled) f.push(['sum_prefill_kv_tokens', r.prefillKvTokens]);
-  f.push(['num_decode_requests', r.decodeRequests], ['sum_decode_kv_tokens', r.decodeKvTokens], ['var_decode_kv_tokens', new F64(r.decodeKvTokensVariance)]);
-  return new Fields(f);
-}
-
-/** The 1.6.1 wire tree (worker id as a decimal string), for fixtures and the simulated fleet. */
-export function forwardPassToWire(p: ForwardPassMetrics): WireValue {
-  return new Fields([
-    ['version', p.version],
-    ['worker_id', String(p.workerId)],
-    ['dp_rank', p.dpRank],
-    ['counter_id', p.counterId],
-    ['wall_time', new F64(p.wallTime)],
-    ['scheduled_requests', requestsToWire(p.scheduled, true)],
-    ['queued_requests', requestsToWire(p.queued, false)],
-  ]);
 }

@@ -10,36 +10,20 @@ export {
 } from './result';
 export type { ForwardPassMetrics } from './forward-pass';
 export { JsonFloat } from './values';
-export {
-  ROUTER_EVENT_GENERATIONS,
-  type RouterEventGeneration,
-} from './router-event';
-export {
-  ACTIVE_LOAD_GENERATIONS,
-  type ActiveLoad,
-} from './active-load';
-export {
-  ACTIVE_SEQUENCE_GENERATIONS,
-  type ActiveSequenceEvent,
-} from './active-sequence';
+export type { ActiveLoad } from './active-load';
+export type { ActiveSequenceEvent } from './active-sequence';
 export {
   decodeEnvelope,
   encodeEnvelope,
   decodeRouterEventMsgpack,
   decodeRouterEventsMsgpack,
-  encodeRouterEventBatchMsgpack,
   decodeForwardPassMetrics,
-  encodeForwardPassMetrics,
   decodeJsonExact,
   decodeRouterEventJson,
   encodeRouterEventMsgpack,
-  encodeRouterEventJson,
   decodeActiveLoad,
   encodeActiveLoad,
-  decodeActiveSequenceEvent,
   decodeActiveSequenceEvents,
-  encodeActiveSequenceEvent,
-  encodeActiveSequenceBatch,
   decodeEventPlaneMessage,
   encodeEventPlaneMessage,
   sniffMessage,
@@ -60,11 +44,9 @@ export {
   legacyKvEventsSubject,
   jetStreamKvStreamName,
   jetStreamKvSubject,
-  parseSubject,
 } from './subjects';
 export {
   encodeTcpRequest,
-  decodeTcpRequest,
   encodeTwoPart,
   FrameReader,
   encodeRequestControl,

@@ -1,5 +1,5 @@
 /**
- * JSON in and out with exact 64-bit integers.
+ * JSON in with exact 64-bit integers.
  *
  * `JSON.parse` turns every number into a float64, so a u64 hash such as
  * 14643705804678351452 comes back as 14643705804678352000: the low bits are
@@ -8,11 +8,9 @@
  * is therefore a small hand-written recursive-descent reader (RFC 8259) that
  * keeps integer literals as bigint and float literals as JsonFloat, with
  * bounds on depth, integer-literal length and input size, and duplicate keys
- * refused. The writer prints bigints as bare integer literals, the way
- * serde_json prints u64.
+ * refused.
  */
 import { WireReject } from './result';
-import { F64, Fields, type WireValue } from './msgpack';
 import { JsonFloat } from './values';
 
 // 2^64 has 20 digits; a sign and a few leading zeros fit well inside 40.
@@ -220,47 +218,4 @@ export function readJson(input: Uint8Array | string, maxBytes: number, maxDepth:
   r.ws();
   if (r.pos !== text.length) r.fail('malformed', 'trailing characters after the document');
   return v;
-}
-
-// ---------------------------------------------------------------------------
-// Writer: compact, like serde_json::to_string.
-// ---------------------------------------------------------------------------
-
-function write(v: WireValue, parts: string[]): void {
-  if (v === null) parts.push('null');
-  else if (typeof v === 'boolean') parts.push(v ? 'true' : 'false');
-  else if (typeof v === 'bigint') parts.push(v.toString(10));
-  else if (v instanceof F64) {
-    if (!Number.isFinite(v.value)) throw new RangeError(`JSON cannot carry ${v.value}`);
-    // serde_json writes a whole f64 with a fraction (1.0), so it reads back as a float.
-    parts.push(Number.isInteger(v.value) ? `${v.value}.0` : String(v.value));
-  } else if (typeof v === 'number') {
-    if (!Number.isSafeInteger(v)) throw new RangeError(`only safe integers are written, got ${v}`);
-    parts.push(String(v));
-  } else if (typeof v === 'string') parts.push(JSON.stringify(v));
-  else if (v instanceof Uint8Array) {
-    // serde_json writes bytes as an array of numbers.
-    parts.push(`[${Array.from(v).join(',')}]`);
-  } else if (v instanceof Fields) {
-    parts.push('{');
-    v.entries.forEach(([k, x], i) => {
-      if (i > 0) parts.push(',');
-      parts.push(JSON.stringify(k), ':');
-      write(x, parts);
-    });
-    parts.push('}');
-  } else {
-    parts.push('[');
-    v.forEach((x, i) => {
-      if (i > 0) parts.push(',');
-      write(x, parts);
-    });
-    parts.push(']');
-  }
-}
-
-export function writeJson(v: WireValue): string {
-  const parts: string[] = [];
-  write(v, parts);
-  return parts.join('');
 }

@@ -35,7 +35,7 @@ const utf8Strict = new TextDecoder('utf-8', { fatal: true });
 
 // --- request frame ------------------------------------------------------------
 
-interface TcpRequestFrame {
+export interface TcpRequestFrame {
   readonly endpointPath: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly payload: Uint8Array;
@@ -58,40 +58,6 @@ export function encodeTcpRequest(f: TcpRequestFrame): Uint8Array {
   dv.setUint32((o += headers.length), f.payload.length);
   out.set(f.payload, (o += 4));
   return out;
-}
-
-/** One complete request frame (what a worker reads); the inverse of `encodeTcpRequest`. */
-export function decodeTcpRequest(bytes: Uint8Array): Result<TcpRequestFrame> {
-  return guard(() => {
-    const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const need = (n: number, what: string): void => {
-      if (bytes.length < n) throw new WireReject('truncated', `request frame: ${what} cut off`);
-    };
-    need(2, 'path length');
-    const pl = dv.getUint16(0);
-    need(2 + pl + 2, 'path');
-    const endpointPath = text(bytes.subarray(2, 2 + pl), 'request frame path');
-    const hl = dv.getUint16(2 + pl);
-    const ho = 4 + pl;
-    need(ho + hl + 4, 'headers');
-    const h = readJson(bytes.subarray(ho, ho + hl), hl + 1, 4);
-    if (!isMap(h)) throw new WireReject('wrong_type', 'request frame headers: expected a JSON object');
-    const headers: Record<string, string> = {};
-    for (const k of Object.keys(h)) headers[k] = str(h[k], `request frame headers.${k}`, 4096);
-    const bl = dv.getUint32(ho + hl);
-    const bo = ho + hl + 4;
-    need(bo + bl, 'payload');
-    if (bytes.length > bo + bl) throw new WireReject('malformed', 'request frame: trailing bytes');
-    return { endpointPath, headers, payload: bytes.slice(bo, bo + bl) };
-  });
-}
-
-function text(b: Uint8Array, what: string): string {
-  try {
-    return utf8Strict.decode(b);
-  } catch {
-    throw new WireReject('malformed', `${what}: not UTF-8`);
-  }
 }
 
 // --- two-part messages ----------------------------------------------------------

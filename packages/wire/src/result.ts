@@ -3,6 +3,7 @@
  * their caller: malformed input becomes `{ ok: false, code, reason }` with one
  * of a small, stable set of codes (safe to use as a metric label).
  */
+import type { CodedResult } from '@vantage/types';
 
 export const WIRE_ERROR_CODES = [
   /** Input ended before the value was complete (cut-off message). */
@@ -25,9 +26,7 @@ export const WIRE_ERROR_CODES = [
 
 export type WireErrorCode = (typeof WIRE_ERROR_CODES)[number];
 
-export type Result<T> =
-  | { readonly ok: true; readonly value: T }
-  | { readonly ok: false; readonly code: WireErrorCode; readonly reason: string };
+export type Result<T> = CodedResult<T, WireErrorCode>;
 
 type Rejection = Extract<Result<never>, { ok: false }>;
 

@@ -14,56 +14,11 @@
  * Defaults when absent (older publishers): storage_tier "device", dp_rank 0,
  * start_position nil, mm_extra_info nil, parent_hash nil. Unknown fields are ignored.
  */
-import {
-  STORAGE_TIERS,
-  type ExternalHash,
-  type KvEvent,
-  type KvEventData,
-  type StorageTier,
-  type WorkerId,
-} from '@vantage/types';
+import { STORAGE_TIERS, type ExternalHash, type KvEvent, type KvEventData, type StorageTier, type WorkerId } from '@vantage/types';
 import type { WireLimits } from './limits';
 import { Fields, type WireValue } from './msgpack';
 import { WireReject } from './result';
-import {
-  asMap,
-  get,
-  list,
-  opaque,
-  optional,
-  required,
-  str,
-  u32,
-  u64,
-  u64List,
-  variant,
-  type Obj,
-} from './values';
-
-/**
- * Field generations of RouterEvent, oldest first; each includes every field
- * of the ones before it. Encoders take one to reproduce a given Dynamo release.
- *   base            worker_id, event{event_id, data}                 (until Oct 2025)
- *   dp_rank         + event.dp_rank                                  (Oct 2025)
- *   mm_extra_info   + blocks[].mm_extra_info                         (Dec 2025)
- *   storage_tier    + storage_tier                                   (Mar 2026)
- *   start_position  + stored.start_position                          (Apr 2026)
- *   residency_domain + residency_domain: "worker"                    (current)
- */
-export const ROUTER_EVENT_GENERATIONS = [
-  'base',
-  'dp_rank',
-  'mm_extra_info',
-  'storage_tier',
-  'start_position',
-  'residency_domain',
-] as const;
-export type RouterEventGeneration = (typeof ROUTER_EVENT_GENERATIONS)[number];
-export const CURRENT_ROUTER_EVENT_GENERATION: RouterEventGeneration = 'residency_domain';
-
-function has(gen: RouterEventGeneration, field: RouterEventGeneration): boolean {
-  return ROUTER_EVENT_GENERATIONS.indexOf(gen) >= ROUTER_EVENT_GENERATIONS.indexOf(field);
-}
+import { asMap, get, list, opaque, optional, required, str, u32, u64, u64List, variant, type Obj } from './values';
 
 function storageTier(v: unknown, path: string): StorageTier {
   if (v === undefined) return 'device';
@@ -159,7 +114,7 @@ export function routerEventsFromValue(v: unknown, limits: WireLimits, path = 'ro
   return out;
 }
 
-function dataToWire(d: KvEventData, gen: RouterEventGeneration): WireValue {
+function dataToWire(d: KvEventData): WireValue {
   switch (d.kind) {
     case 'stored': {
       if (d.blockHashes.length !== d.tokensHashes.length) {
@@ -167,17 +122,15 @@ function dataToWire(d: KvEventData, gen: RouterEventGeneration): WireValue {
       }
       const blocks: WireValue[] = [];
       for (let i = 0; i < d.blockHashes.length; i++) {
-        const fields: [string, WireValue][] = [
-          ['block_hash', d.blockHashes[i]!],
-          ['tokens_hash', d.tokensHashes[i]!],
-        ];
-        if (has(gen, 'mm_extra_info')) fields.push(['mm_extra_info', toWireOpaque(d.mmExtraInfo?.[i] ?? null)]);
-        blocks.push(new Fields(fields));
+        blocks.push(
+          new Fields([
+            ['block_hash', d.blockHashes[i]!],
+            ['tokens_hash', d.tokensHashes[i]!],
+            ['mm_extra_info', toWireOpaque(d.mmExtraInfo?.[i] ?? null)],
+          ]),
+        );
       }
-      const stored: [string, WireValue][] = [['parent_hash', d.parentHash]];
-      if (has(gen, 'start_position')) stored.push(['start_position', d.startPosition]);
-      stored.push(['blocks', blocks]);
-      return new Fields([['stored', new Fields(stored)]]);
+      return new Fields([['stored', new Fields([['parent_hash', d.parentHash], ['start_position', d.startPosition], ['blocks', blocks]])]]);
     }
     case 'removed':
       return new Fields([['removed', new Fields([['block_hashes', Array.from(d.blockHashes)]])]]);
@@ -202,19 +155,12 @@ function toWireOpaque(v: unknown): WireValue {
   throw new RangeError(`opaque value of type ${typeof v} cannot be encoded`);
 }
 
-/** The RouterEvent wire tree for a domain event, in the given field generation. */
-export function routerEventToWire(e: KvEvent, gen: RouterEventGeneration = CURRENT_ROUTER_EVENT_GENERATION): WireValue {
-  if (!(ROUTER_EVENT_GENERATIONS as readonly string[]).includes(gen)) throw new RangeError(`unknown RouterEvent generation ${gen}`);
-  const event: [string, WireValue][] = [
-    ['event_id', e.eventId],
-    ['data', dataToWire(e.data, gen)],
-  ];
-  if (has(gen, 'dp_rank')) event.push(['dp_rank', e.dpRank]);
-  else if (e.dpRank !== 0) throw new RangeError(`generation ${gen} cannot carry dp_rank ${e.dpRank}`);
-  const top: [string, WireValue][] = [['worker_id', e.workerId]];
-  if (has(gen, 'storage_tier')) top.push(['storage_tier', e.storageTier]);
-  else if (e.storageTier !== 'device') throw new RangeError(`generation ${gen} cannot carry storage tier ${e.storageTier}`);
-  if (has(gen, 'residency_domain')) top.push(['residency_domain', 'worker']);
-  top.push(['event', new Fields(event)]);
-  return new Fields(top);
+/** The RouterEvent wire tree of a domain event, as current Dynamo writes it (`residency_domain: "worker"`). */
+export function routerEventToWire(e: KvEvent): WireValue {
+  return new Fields([
+    ['worker_id', e.workerId],
+    ['storage_tier', e.storageTier],
+    ['residency_domain', 'worker'],
+    ['event', new Fields([['event_id', e.eventId], ['data', dataToWire(e.data)], ['dp_rank', e.dpRank]])],
+  ]);
 }

@@ -4,21 +4,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import {
-  decodeEventPlaneMessage,
-  decodeForwardPassMetrics,
-  decodeJsonExact,
-  decodeRouterEventsMsgpack,
-  encodeEventPlaneMessage,
-  encodeForwardPassMetrics,
-  encodeRouterEventBatchMsgpack,
-  endpointSubjectPrefix,
-  JsonFloat,
-  parseSubject,
-  prefixedSubject,
-  sniffMessage,
-  type ForwardPassMetrics,
-} from '../src/index';
+import { decodeEventPlaneMessage, decodeForwardPassMetrics, decodeJsonExact, decodeRouterEventsMsgpack, endpointSubjectPrefix, JsonFloat, prefixedSubject, sniffMessage, type ForwardPassMetrics } from '../src/index';
+import { encodeEventPlaneMessage, encodeForwardPassMetrics, encodeRouterEventBatchMsgpack } from './encode';
 import { writeMsgpack, Fields, F64 } from '../src/msgpack';
 
 interface Fixture {
@@ -39,8 +26,7 @@ describe('Dynamo 1.6.1 as published by its mocker', () => {
   it('every captured message decodes, on its endpoint-scoped subject', () => {
     expect(fixtures.length).toBeGreaterThanOrEqual(10);
     for (const f of fixtures) {
-      const s = must(parseSubject(f.subject));
-      expect(s).toMatchObject({ kind: 'event_plane', scope: { namespace: 'dynamo', component: 'backend', endpoint: 'generate' } });
+      expect(f.subject.startsWith(`${endpointSubjectPrefix('dynamo', 'backend', 'generate')}.`)).toBe(true);
       must(decodeEventPlaneMessage(bytesOf(f), { topic: f.subject }));
       expect(sniffMessage(bytesOf(f))).toBe('envelope');
     }

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExternalHash, KvEvent, StorageTier, WorkerId } from '@vantage/types';
-import { decodeActiveLoad, decodeActiveSequenceEvent, decodeActiveSequenceEvents, decodeRouterEventJson, decodeRouterEventMsgpack } from '../src/index';
+import { decodeActiveLoad, decodeActiveSequenceEvents, decodeRouterEventJson, decodeRouterEventMsgpack } from '../src/index';
 // The oracle program's event-file writer and builder (test tooling).
 import { encodeEvents, ORACLE_BUILD_TIMEOUT_MS, oracleBinary } from '@vantage/dynamo-oracle';
 
@@ -144,9 +144,10 @@ describe("decoding what Dynamo's own serde writes (dynamo-kv-router 1.6.1)", () 
       [6, 'json'],
     ] as const) {
       const got = ofKind(k).map((bytes) => {
-        const r = decodeActiveSequenceEvent(bytes, { format });
+        const r = decodeActiveSequenceEvents(bytes, { format });
         if (!r.ok) throw new Error(`${r.code}: ${r.reason}: ${format === 'json' ? Buffer.from(bytes).toString() : ''}`);
-        return r.value;
+        expect(r.value).toHaveLength(1);
+        return r.value[0];
       });
       expect(got).toEqual(want);
     }

@@ -3,19 +3,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { WorkerId } from '@vantage/types';
-import {
-  FrameReader,
-  decodeStreamHandshake,
-  decodeStreamPrologue,
-  decodeTcpRequest,
-  decodeWorkerKvQueryStreamItem,
-  encodeRequestControl,
-  encodeTcpRequest,
-  encodeTwoPart,
-  encodeWorkerKvQueryRequest,
-  isStreamSentinel,
-  type TwoPartMessage,
-} from '../src/index';
+import { FrameReader, decodeStreamHandshake, decodeStreamPrologue, decodeWorkerKvQueryStreamItem, encodeRequestControl, encodeTcpRequest, encodeTwoPart, encodeWorkerKvQueryRequest, isStreamSentinel, type TwoPartMessage } from '../src/index';
+import { decodeTcpRequest } from './encode';
 import { Fields, writeMsgpack, type WireValue } from '../src/msgpack';
 
 /** Bytes Dynamo 1.6.1 wrote (see the fixture's `about`). */

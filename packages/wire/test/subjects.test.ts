@@ -10,7 +10,6 @@ import {
   kvEventsSubject,
   kvMetricsSubject,
   legacyKvEventsSubject,
-  parseSubject,
 } from '../src/index';
 
 describe('subject builders', () => {
@@ -59,30 +58,5 @@ describe('subject builders', () => {
     expect(decodeSubjectSegment('%4').ok).toBe(false);
     expect(decodeSubjectSegment('a.b').ok).toBe(false);
     expect(decodeSubjectSegment('%FF').ok).toBe(false);
-  });
-});
-
-describe('parseSubject', () => {
-  it('recovers scope and topic from every layout', () => {
-    expect(parseSubject('namespace.dynamo.kv_metrics')).toEqual({ ok: true, value: { kind: 'event_plane', scope: { namespace: 'dynamo' }, topic: 'kv_metrics' } });
-    expect(parseSubject(kvEventsSubject('my.ns', 'w', 'gen/1'))).toEqual({
-      ok: true,
-      value: { kind: 'event_plane', scope: { namespace: 'my.ns', component: 'w', endpoint: 'gen/1' }, topic: 'kv-events' },
-    });
-    expect(parseSubject('namespace.dynamo.component.backend.kv_events')).toEqual({
-      ok: true,
-      value: { kind: 'legacy_kv_events', namespace: 'dynamo', component: 'backend' },
-    });
-    expect(parseSubject(jetStreamKvSubject('dynamo', 'backend'))).toEqual({
-      ok: true,
-      value: { kind: 'jetstream_kv_events', stream: 'namespace-dynamo-component-backend-kv-events' },
-    });
-  });
-
-  it('rejects other subjects', () => {
-    expect(parseSubject('foo.bar')).toMatchObject({ ok: false, code: 'unknown_variant' });
-    expect(parseSubject('namespace..x')).toMatchObject({ ok: false, code: 'malformed' });
-    expect(parseSubject('namespace.a.component.b.c.d')).toMatchObject({ ok: false, code: 'unknown_variant' });
-    expect(parseSubject('')).toMatchObject({ ok: false, code: 'malformed' });
   });
 });

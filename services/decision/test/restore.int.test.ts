@@ -10,7 +10,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { RouteReply } from '@vantage/protocol';
 import { natsUrl } from '@vantage/testkit';
 import type { KvEvent, WorkerId } from '@vantage/types';
-import { encodeRouterEventJson, jetStreamKvStreamName, jetStreamKvSubject } from '@vantage/wire';
+import { jetStreamKvStreamName, jetStreamKvSubject } from '@vantage/wire';
+import { encodeRouterEventJson } from '@vantage/wire/test/encode';
 import { BLOCK, Harness, parameterSet, tokens } from './harness';
 
 describe('local pool restore: JetStream replay', () => {

@@ -8,14 +8,8 @@ import { connect, createInbox, type NatsConnection } from '@nats-io/transport-no
 import { bookingsSubject, observeSubject } from '@vantage/protocol';
 import { natsUrl, uniqueName, eventually } from '@vantage/testkit';
 import type { WorkerId } from '@vantage/types';
-import {
-  activeSequencesSubject,
-  encodeActiveLoad,
-  encodeActiveSequenceEvent,
-  encodeEventPlaneMessage,
-  kvMetricsSubject,
-  type ActiveSequenceEvent,
-} from '@vantage/wire';
+import { activeSequencesSubject, kvMetricsSubject, type ActiveSequenceEvent } from '@vantage/wire';
+import { encodeActiveLoad, encodeActiveSequenceEvent, encodeEventPlaneMessage } from '@vantage/wire/test/encode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   EventGen,

@@ -16,15 +16,8 @@ import { INFRA_DIR } from '@vantage/infra';
 import { observeReplyCodec, observeRequestCodec, observeSubject, type ObserveReply } from '@vantage/protocol';
 import { eventually, natsUrl, uniqueName } from '@vantage/testkit';
 import type { ExternalHash, KvEvent, WorkerId } from '@vantage/types';
-import {
-  encodeActiveLoad,
-  encodeEnvelope,
-  encodeEventPlaneMessage,
-  encodeRouterEventMsgpack,
-  endpointSubjectPrefix,
-  prefixedSubject,
-  type ForwardPassMetrics,
-} from '@vantage/wire';
+import { encodeEnvelope, endpointSubjectPrefix, prefixedSubject, type ForwardPassMetrics } from '@vantage/wire';
+import { encodeActiveLoad, encodeEventPlaneMessage, encodeRouterEventMsgpack } from '@vantage/wire/test/encode';
 import { spawnIndexer, type IndexerChild } from './helpers';
 
 const BS = 16;

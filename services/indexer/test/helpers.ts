@@ -26,13 +26,8 @@ import {
   type ObserveReply,
 } from '@vantage/protocol';
 import type { ExternalHash, KvEvent, StorageTier, WorkerId } from '@vantage/types';
-import {
-  encodeEventPlaneMessage,
-  encodeRouterEventJson,
-  jetStreamKvSubject,
-  kvEventsSubject,
-  legacyKvEventsSubject,
-} from '@vantage/wire';
+import { encodeEventPlaneMessage, jetStreamKvSubject, kvEventsSubject, legacyKvEventsSubject } from '@vantage/wire';
+import { encodeRouterEventJson } from '@vantage/wire/test/encode';
 
 export const MAIN = join(REPO_ROOT, 'services', 'indexer', 'src', 'main.ts');
 
