@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { endAtExit, forgetAtExit, freePort, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
+import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type KafkaSecurity, type NatsServerConfigOptions } from './secure';
 
@@ -55,15 +55,6 @@ function readPid(pidFile: string): number | undefined {
   return Number.isInteger(n) && n > 0 ? n : undefined;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 interface SpawnSpec {
   name: string;
   dir: string;
@@ -79,9 +70,7 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
   const logFile = join(spec.dir, `${spec.name}.log`);
   const pid = (): number | undefined => {
     const p = readPid(pidFile);
-    if (p === undefined) return undefined;
-    if (processMatches(p, spec.marker)) return p;
-    return undefined;
+    return p !== undefined && processMatches(p, spec.marker) ? p : undefined;
   };
   /** SIGKILL the process group (the JVM's helpers too), or the process alone; it may already be gone. */
   const hardKill = async (p: number): Promise<void> => {
@@ -210,14 +199,7 @@ export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
       chmodSync(confFile, 0o600);
       return { cmd, args: ['-c', confFile] };
     },
-    ready: async () => {
-      try {
-        const r = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`);
-        return r.ok;
-      } catch {
-        return false;
-      }
-    },
+    ready: () => httpOk(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`),
   });
   return { ...proc, url: `${security?.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`, port, monitorPort };
 }
@@ -260,16 +242,7 @@ export async function etcdServer(opts: EtcdOptions): Promise<EtcdServer> {
         '--log-level', 'warn',
       ],
     }),
-    ready: async () => {
-      try {
-        const r = await fetch(`${endpoint}/health`);
-        if (!r.ok) return false;
-        const body = (await r.json()) as { health?: unknown };
-        return body.health === 'true';
-      } catch {
-        return false;
-      }
-    },
+    ready: () => httpOk(`${endpoint}/health`, (body) => (body as { health?: unknown }).health === 'true'),
   });
   return { ...proc, endpoint, clientPort, peerPort };
 }

@@ -15,7 +15,7 @@ import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseDiscoveryEntry } from '@vantage/discovery';
-import { endAtExit, forgetAtExit, freePort } from './exec';
+import { endAtExit, forgetAtExit, freePort, waitFor } from './exec';
 import { INFRA_DIR, REPO_ROOT } from './paths';
 
 let pythonPath: string | undefined;
@@ -136,16 +136,14 @@ interface MockerOptions {
   readonly speedupRatio?: number;
   readonly dataParallelSize?: number;
   readonly maxNumBatchedTokens?: number;
-  readonly maxNumSeqs?: number;
   /** `namespace.component.endpoint`; Dynamo's default `dynamo.backend.generate`. */
   readonly endpoint?: string;
   readonly modelName?: string;
   /** Where its log goes; a fresh directory under .infra/test by default. */
   readonly logDir?: string;
-  readonly readyTimeoutMs?: number;
 }
 
-interface DynamoProcess {
+export interface DynamoProcess {
   readonly pid: number;
   readonly logFile: string;
   /** SIGTERM to the process group (graceful: discovery entries removed), SIGKILL after `graceMs`. */
@@ -160,17 +158,28 @@ export interface MockerProcess extends DynamoProcess {
   readonly workerIds: readonly bigint[];
 }
 
-function spawnGroup(cmd: string, args: string[], env: NodeJS.ProcessEnv, logFile: string, stdio: 'log' | 'pipe'): { child: ChildProcess; proc: DynamoProcess } {
+/**
+ * Run the Dynamo interpreter with `args` in its own process group (killed with this Node process),
+ * output to `<logDir>/<logName>` (a fresh folder under .infra/test unless `logDir` is given); `pipe`
+ * keeps stdin and stdout for a JSON-lines child (`lineRpc`).
+ */
+export function spawnDynamoPython(
+  args: string[],
+  o: { readonly env?: NodeJS.ProcessEnv; readonly logDir?: string | undefined; readonly logName: string; readonly stdio: 'log' | 'pipe' },
+): { child: ChildProcess; proc: DynamoProcess } {
+  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
+  mkdirSync(logDir, { recursive: true });
+  const logFile = join(logDir, o.logName);
   const fd = openSync(logFile, 'a');
-  const child = spawn(cmd, args, {
-    env,
+  const child = spawn(dynamoPython(), args, {
+    env: o.env ?? { ...process.env, PYTHONUNBUFFERED: '1' },
     cwd: REPO_ROOT,
     detached: true,
-    stdio: stdio === 'log' ? ['ignore', fd, fd] : ['pipe', 'pipe', fd],
+    stdio: o.stdio === 'log' ? ['ignore', fd, fd] : ['pipe', 'pipe', fd],
   });
   closeSync(fd);
   const pid = child.pid;
-  if (pid === undefined) throw new Error(`could not start ${cmd}`);
+  if (pid === undefined) throw new Error(`could not start ${args.join(' ')}`);
   endAtExit(pid, true);
   const exited = new Promise<number | null>((resolve) => {
     child.once('exit', (code) => {
@@ -207,6 +216,25 @@ function spawnGroup(cmd: string, args: string[], env: NodeJS.ProcessEnv, logFile
   return { child, proc };
 }
 
+/** Polls `check` until it holds; `proc` exiting first, or the timeout (it is then killed), is an error naming its log. */
+export async function untilReady(proc: DynamoProcess, what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  let exitCode: number | null | undefined;
+  void proc.exited.then((c) => (exitCode = c));
+  try {
+    await waitFor(
+      what,
+      async () => {
+        if (exitCode !== undefined) throw new Error(`${what}: the process exited (${exitCode}) first`);
+        return check();
+      },
+      timeoutMs,
+    );
+  } catch (e) {
+    await proc.kill9();
+    throw new Error(`${(e as Error).message}; see ${proc.logFile}`);
+  }
+}
+
 type Reply = Record<string, unknown>;
 
 /** The JSON-lines protocol of the testkit's Python children: one command a line in, one reply a line out. */
@@ -220,7 +248,7 @@ interface LineRpc {
 }
 
 /** Speak JSON lines with `child` (spawned with stdio `pipe`); resolves at its ready line, kills it if none comes in `readyTimeoutMs`. */
-async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, readyTimeoutMs: number): Promise<LineRpc> {
+export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, readyTimeoutMs: number): Promise<LineRpc> {
   const pending = new Map<number, { resolve: (v: Reply) => void; reject: (e: Error) => void }>();
   let nextId = 1;
   let ready: ((v: Reply) => void) | null = null;
@@ -287,48 +315,30 @@ async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, r
 
 /** Start `python -m dynamo.mocker`; resolves once its workers' model cards are in discovery. */
 export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
-  const py = dynamoPython();
-  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
-  mkdirSync(logDir, { recursive: true });
   if (o.etcd === undefined && o.fileKvDir !== undefined) mkdirSync(o.fileKvDir, { recursive: true });
   const endpoint = o.endpoint ?? 'dynamo.backend.generate';
   const listIds = async (): Promise<bigint[]> => (o.etcd !== undefined ? etcdInstanceIds(o.etcd, endpoint) : discoveredInstanceIds(o.fileKvDir ?? '', endpoint));
   const before = new Set(await listIds());
-  const args = [
-    '-m',
-    'dynamo.mocker',
-    '--endpoint',
-    `dyn://${endpoint}`,
-    '--model-name',
-    o.modelName ?? 'mock',
-    '--num-workers',
-    String(o.numWorkers),
-    '--block-size',
-    String(o.blockSize ?? 64),
-    '--num-gpu-blocks-override',
-    String(o.numGpuBlocks),
-    '--speedup-ratio',
-    String(o.speedupRatio ?? 10),
+  const flags: [string, string | number | undefined][] = [
+    ['--endpoint', `dyn://${endpoint}`],
+    ['--model-name', o.modelName ?? 'mock'],
+    ['--num-workers', o.numWorkers],
+    ['--block-size', o.blockSize ?? 64],
+    ['--num-gpu-blocks-override', o.numGpuBlocks],
+    ['--speedup-ratio', o.speedupRatio ?? 10],
+    ['--data-parallel-size', o.dataParallelSize],
+    ['--max-num-batched-tokens', o.maxNumBatchedTokens],
   ];
-  if (o.dataParallelSize !== undefined) args.push('--data-parallel-size', String(o.dataParallelSize));
-  if (o.maxNumBatchedTokens !== undefined) args.push('--max-num-batched-tokens', String(o.maxNumBatchedTokens));
-  if (o.maxNumSeqs !== undefined) args.push('--max-num-seqs', String(o.maxNumSeqs));
-  const logFile = join(logDir, `mocker-${endpoint}-${Date.now()}.log`);
-  const { proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd), logFile, 'log');
-  const deadline = Date.now() + (o.readyTimeoutMs ?? 90_000);
+  const args = ['-m', 'dynamo.mocker', ...flags.flatMap(([f, v]) => (v === undefined ? [] : [f, String(v)]))];
+  const env = await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd);
+  const { proc } = spawnDynamoPython(args, { env, logDir: o.logDir, logName: `mocker-${endpoint}-${Date.now()}.log`, stdio: 'log' });
   let ids: bigint[] = [];
-  let exitCode: number | null | undefined;
-  void proc.exited.then((c) => (exitCode = c));
-  for (;;) {
-    ids = (await listIds()).filter((id) => !before.has(id));
-    if (ids.length >= o.numWorkers) break;
-    if (exitCode !== undefined) throw new Error(`dynamo.mocker exited (${exitCode}) before its workers registered; see ${logFile}`);
-    if (Date.now() > deadline) {
-      await proc.kill9();
-      throw new Error(`dynamo.mocker: ${ids.length} of ${o.numWorkers} workers in discovery after the timeout; see ${logFile}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await untilReady(
+    proc,
+    `dynamo.mocker's ${o.numWorkers} workers in discovery`,
+    async () => (ids = (await listIds()).filter((id) => !before.has(id))).length >= o.numWorkers,
+    90_000,
+  );
   return { ...proc, workerIds: ids.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)) };
 }
 
@@ -394,20 +404,16 @@ interface DriverOptions {
   /** The KvRouter publishes its bookings to other routers (`router_replica_sync`): indexers see them as Dynamo's load. */
   readonly routerReplicaSync?: boolean;
   readonly logDir?: string;
-  readonly readyTimeoutMs?: number;
 }
 
 /** Start the Dynamo-side driver; resolves when its client sees `minWorkers` instances. */
 export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver> {
-  const py = dynamoPython();
-  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
-  mkdirSync(logDir, { recursive: true });
   const args = [DYNAMO_DRIVER, '--endpoint', o.endpoint ?? 'dynamo.backend.generate', '--block-size', String(o.blockSize ?? 64), '--min-workers', String(o.minWorkers ?? 1)];
   if (o.noRouter) args.push('--no-router');
   if (o.routerReplicaSync) args.push('--router-replica-sync');
-  const logFile = join(logDir, `driver-${Date.now()}.log`);
-  const { child, proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd), logFile, 'pipe');
-  const { hello, call, stop } = await lineRpc(child, proc, 'dynamo driver', o.readyTimeoutMs ?? 90_000);
+  const env = await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd);
+  const { child, proc } = spawnDynamoPython(args, { env, logDir: o.logDir, logName: `driver-${Date.now()}.log`, stdio: 'pipe' });
+  const { hello, call, stop } = await lineRpc(child, proc, 'dynamo driver', 90_000);
   const driver: DynamoDriver = {
     ...proc,
     stop: (graceMs = 5_000) => stop(graceMs, 3_000),
@@ -453,107 +459,4 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
     instances: async () => ((await call({ op: 'instances' })).workers as string[]).map((w) => BigInt(w)),
   };
   return driver;
-}
-
-export interface SelectServiceOptions {
-  /** KV indexer threads (`--threads`); the service's default (4) when absent. */
-  readonly threads?: number;
-  readonly logDir?: string;
-  readonly readyTimeoutMs?: number;
-}
-
-export interface SelectServiceProcess extends DynamoProcess {
-  /** `http://127.0.0.1:<port>`: its HTTP API (`/health`, `/workers`, `/select`, `/overlap_scores`, ...). */
-  readonly url: string;
-  readonly port: number;
-}
-
-/**
- * Start Dynamo's runtime-free selection service (`python -m dynamo.select_service --port P`) on a free
- * port; resolves once `GET /health` answers. It needs no NATS or discovery: workers are registered over
- * HTTP (`POST /workers`), each naming the ZMQ endpoint where it publishes vLLM-format KV events
- * (`kv_events_endpoint`), which the service subscribes to (`startZmqKvPublisher`).
- */
-export async function startSelectService(o: SelectServiceOptions = {}): Promise<SelectServiceProcess> {
-  const py = dynamoPython();
-  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
-  mkdirSync(logDir, { recursive: true });
-  const port = await freePort();
-  const args = ['-m', 'dynamo.select_service', '--port', String(port)];
-  if (o.threads !== undefined) args.push('--threads', String(o.threads));
-  const logFile = join(logDir, `select-service-${port}.log`);
-  const env: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: '1' };
-  const { proc } = spawnGroup(py, args, env, logFile, 'log');
-  const url = `http://127.0.0.1:${port}`;
-  let exitCode: number | null | undefined;
-  void proc.exited.then((c) => (exitCode = c));
-  const deadline = Date.now() + (o.readyTimeoutMs ?? 60_000);
-  for (;;) {
-    const up = await fetch(`${url}/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (up) break;
-    if (exitCode !== undefined) throw new Error(`dynamo.select_service exited (${exitCode}) before answering /health; see ${logFile}`);
-    if (Date.now() > deadline) {
-      await proc.kill9();
-      throw new Error(`dynamo.select_service did not answer /health in time; see ${logFile}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { ...proc, url, port };
-}
-
-/** One KV event as vLLM publishes it: stored blocks carry their tokens (the service hashes them itself). */
-export type VllmKvEvent =
-  | { readonly kind: 'stored'; readonly blockHashes: BigUint64Array; readonly parentHash: bigint | null; readonly tokenIds: Uint32Array; readonly blockSize: number }
-  | { readonly kind: 'removed'; readonly blockHashes: BigUint64Array }
-  | { readonly kind: 'cleared' };
-
-export interface ZmqKvPublisher extends DynamoProcess {
-  /** One `tcp://127.0.0.1:<port>` per worker, in order: what each worker registers as `kv_events_endpoint`. */
-  readonly endpoints: readonly string[];
-  /** Resolves with how many endpoints have a subscriber (all of them, unless the timeout passed first). */
-  waitSubscribed(timeoutMs: number): Promise<number>;
-  /** Publish one batch on worker `worker`'s endpoint, with ZMQ sequence `seq` (a worker's first batch is 0). */
-  publish(worker: number, seq: bigint, events: readonly VllmKvEvent[], dpRank?: number): Promise<void>;
-}
-
-export const ZMQ_KV_PUBLISHER = join(REPO_ROOT, 'packages', 'testkit', 'python', 'zmq_kv_publisher.py');
-
-const b64 = (a: BigUint64Array | Uint32Array): string => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('base64');
-
-/**
- * Start `python/zmq_kv_publisher.py` (pyzmq from the Dynamo virtualenv): `workers` XPUB sockets on free
- * 127.0.0.1 ports that publish vLLM's KV event batches ([topic, seq u64 BE, msgpack [ts, events, dp_rank]]),
- * the format Dynamo's ZMQ listener decodes. Block hashes cross to it as little-endian u64 bytes (exact).
- */
-export async function startZmqKvPublisher(o: { readonly workers: number; readonly logDir?: string; readonly readyTimeoutMs?: number }): Promise<ZmqKvPublisher> {
-  const py = dynamoPython();
-  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
-  mkdirSync(logDir, { recursive: true });
-  const logFile = join(logDir, `zmq-kv-publisher-${Date.now()}.log`);
-  const { child, proc } = spawnGroup(py, [ZMQ_KV_PUBLISHER, '--workers', String(o.workers)], { ...process.env, PYTHONUNBUFFERED: '1' }, logFile, 'pipe');
-  const { hello, call, stop } = await lineRpc(child, proc, 'zmq publisher', o.readyTimeoutMs ?? 60_000);
-  return {
-    ...proc,
-    stop: (graceMs = 3_000) => stop(graceMs, 2_000),
-    endpoints: hello.endpoints as string[],
-    waitSubscribed: async (ms) => Number((await call({ op: 'wait_subscribed', timeout_ms: ms })).subscribed),
-    publish: async (worker, seq, events, dpRank = 0) => {
-      await call({
-        op: 'publish',
-        worker,
-        seq: seq.toString(),
-        dp_rank: dpRank,
-        events: events.map((e) =>
-          e.kind === 'stored'
-            ? { kind: 'stored', block_hashes_b64: b64(e.blockHashes), parent_hash: e.parentHash === null ? null : e.parentHash.toString(), tokens_b64: b64(e.tokenIds), block_size: e.blockSize }
-            : e.kind === 'removed'
-              ? { kind: 'removed', block_hashes_b64: b64(e.blockHashes) }
-              : { kind: 'cleared' },
-        ),
-      });
-    },
-  };
 }

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 
 /** Run a command to completion, streaming nothing; throws with its output on failure. */
-export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; quiet?: boolean } = {}): string {
+export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): string {
   const r = spawnSync(cmd, args, {
     env: { ...process.env, ...opts.env },
     cwd: opts.cwd,
@@ -73,13 +73,29 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
   }
 }
 
-/** True when a process with this pid exists and its command line contains `marker`. */
-export function processMatches(pid: number, marker: string): boolean {
+/**
+ * Resolves true when `url` answers a GET with a 2xx status (and, with `body`, when `body` holds of
+ * its JSON); false when it does not answer.
+ */
+export function httpOk(url: string, body?: (json: unknown) => boolean): Promise<boolean> {
+  return fetch(url)
+    .then(async (r) => r.ok && (body === undefined || body(await r.json())))
+    .catch(() => false);
+}
+
+/** True when a process with this pid exists. */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
+    return true;
   } catch {
     return false;
   }
+}
+
+/** True when a process with this pid exists and its command line contains `marker`. */
+export function processMatches(pid: number, marker: string): boolean {
+  if (!alive(pid)) return false;
   try {
     // /proc is Linux-only; where it is missing, trust the pid.
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');

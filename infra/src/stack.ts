@@ -12,7 +12,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, sleep, waitFor } from './exec';
+import { freePort, httpOk, sleep, waitFor } from './exec';
 import { REPO_ROOT } from './paths';
 import type { SecureDeployment } from './secure';
 
@@ -119,20 +119,20 @@ export function stackServices(o: StackOptions): ServiceSpec[] {
         ...extra('outcome'),
       },
     },
-    ...(o.dynamoFileKv !== undefined ? [] : [fleetSpec(o, pools, extra)]),
+    ...(o.dynamoFileKv !== undefined
+      ? []
+      : [
+          {
+            name: 'fleet',
+            entry: 'services/fleet/src/main.ts',
+            env: {
+              VANTAGE_FLEET_POOLS: JSON.stringify(pools.map((p) => ({ name: p.name, component: p.component, workers: p.workers, speed: p.speed, model: p.name }))),
+              VANTAGE_FLEET_TIME_SCALE: String(o.timeScale),
+              ...extra('fleet'),
+            },
+          },
+        ]),
   ];
-}
-
-function fleetSpec(o: StackOptions, pools: PoolSpec[], extra: (name: string) => Readonly<Record<string, string>>): ServiceSpec {
-  return {
-      name: 'fleet',
-      entry: 'services/fleet/src/main.ts',
-      env: {
-        VANTAGE_FLEET_POOLS: JSON.stringify(pools.map((p) => ({ name: p.name, component: p.component, workers: p.workers, speed: p.speed, model: p.name }))),
-        VANTAGE_FLEET_TIME_SCALE: String(o.timeScale),
-        ...extra('fleet'),
-      },
-  };
 }
 
 export class Stack {
@@ -200,12 +200,7 @@ export class Stack {
 
 async function healthy(r: RunningService): Promise<boolean> {
   if (r.child.exitCode !== null) throw new Error(`${r.spec.name} exited with ${r.child.exitCode}; see ${r.logFile}`);
-  try {
-    const res = await fetch(`http://127.0.0.1:${r.port}/healthz`);
-    return res.ok;
-  } catch {
-    return false;
-  }
+  return httpOk(`http://127.0.0.1:${r.port}/healthz`);
 }
 
 async function stopService(r: RunningService, log: (m: string) => void, deadlineMs = 15_000): Promise<void> {
