@@ -49,17 +49,12 @@ interface EtcdDiscoveryTarget {
 async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, etcd?: EtcdDiscoveryTarget): Promise<NodeJS.ProcessEnv> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   // A system port set by the caller's shell would make several workers in one process collide.
-  delete env.DYN_SYSTEM_PORT;
-  delete env.DYN_FILE_KV;
-  delete env.ETCD_ENDPOINTS;
-  delete env.ETCD_LEASE_TTL;
-  let discovery: NodeJS.ProcessEnv;
-  if (etcd !== undefined) {
-    discovery = { DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd.endpoints, ...(etcd.leaseTtlS !== undefined ? { ETCD_LEASE_TTL: String(etcd.leaseTtlS) } : {}) };
-  } else {
-    if (fileKvDir === undefined) throw new Error('dynamoEnv: a file discovery directory or an etcd target is needed');
-    discovery = { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileKvDir };
-  }
+  for (const k of ['DYN_SYSTEM_PORT', 'DYN_FILE_KV', 'ETCD_ENDPOINTS', 'ETCD_LEASE_TTL']) delete env[k];
+  if (etcd === undefined && fileKvDir === undefined) throw new Error('dynamoEnv: a file discovery directory or an etcd target is needed');
+  const discovery: NodeJS.ProcessEnv =
+    etcd === undefined
+      ? { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileKvDir }
+      : { DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd.endpoints, ...(etcd.leaseTtlS !== undefined ? { ETCD_LEASE_TTL: String(etcd.leaseTtlS) } : {}) };
   return {
     ...env,
     ...discovery,
@@ -74,8 +69,21 @@ async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, etcd?: 
   };
 }
 
-/** Instance ids (exact) of the model cards in a file discovery directory. */
-function discoveredInstanceIds(fileKvDir: string, endpointPath?: string): bigint[] {
+/** Instance ids (exact) of the model cards among discovery entries (key, value). */
+function modelCardIds(entries: Iterable<[string, Uint8Array]>): bigint[] {
+  const out: bigint[] = [];
+  for (const [key, value] of entries) {
+    const r = parseDiscoveryEntry(key, value);
+    if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
+  }
+  return out;
+}
+
+/** The discovery key prefix of an endpoint's model cards (`ns.comp.ep`). */
+const mdcPrefix = (endpointPath: string): string => `v1/mdc/${endpointPath.replaceAll('.', '/')}/`;
+
+/** Instance ids (exact) of an endpoint's model cards in a file discovery directory (file names are the URI-encoded keys). */
+function discoveredInstanceIds(fileKvDir: string, endpointPath: string): bigint[] {
   const dir = join(fileKvDir, 'v1', 'mdc');
   let names: string[];
   try {
@@ -83,41 +91,24 @@ function discoveredInstanceIds(fileKvDir: string, endpointPath?: string): bigint
   } catch {
     return [];
   }
-  const out: bigint[] = [];
-  for (const n of names) {
-    let key: string;
+  const entries = names.flatMap((n): [string, Uint8Array][] => {
     try {
-      key = `v1/mdc/${decodeURIComponent(n)}`;
+      const key = `v1/mdc/${decodeURIComponent(n)}`;
+      return key.startsWith(mdcPrefix(endpointPath)) ? [[key, readFileSync(join(dir, n))]] : [];
     } catch {
-      continue;
+      return []; // not a key, or removed while we read
     }
-    if (endpointPath !== undefined && !key.startsWith(`v1/mdc/${endpointPath.replaceAll('.', '/')}/`)) continue;
-    let bytes: Buffer;
-    try {
-      bytes = readFileSync(join(dir, n));
-    } catch {
-      continue;
-    }
-    const r = parseDiscoveryEntry(key, bytes);
-    if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
-  }
-  return out;
+  });
+  return modelCardIds(entries);
 }
 
-/** Instance ids (exact) of the model cards in etcd under an endpoint (`ns.comp.ep`), or all of them. */
-async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath?: string): Promise<bigint[]> {
+/** Instance ids (exact) of an endpoint's model cards in etcd. */
+async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath: string): Promise<bigint[]> {
   // Loaded here, not at the top: everything else in @vantage/infra runs without the etcd client.
   const { Etcd3 } = await import('etcd3');
   const client = new Etcd3({ hosts: etcd.endpoints.split(',') });
   try {
-    const prefix = endpointPath === undefined ? 'v1/mdc/' : `v1/mdc/${endpointPath.replaceAll('.', '/')}/`;
-    const kvs = await client.getAll().prefix(prefix).buffers();
-    const out: bigint[] = [];
-    for (const [key, value] of Object.entries(kvs)) {
-      const r = parseDiscoveryEntry(key, value);
-      if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
-    }
-    return out;
+    return modelCardIds(Object.entries(await client.getAll().prefix(mdcPrefix(endpointPath)).buffers()));
   } finally {
     client.close();
   }
