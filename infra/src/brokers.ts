@@ -7,10 +7,9 @@
  * pid we check that its command line still names our data directory (a stale
  * pid file whose pid was reused by another program is just removed).
  */
-import { spawn } from 'node:child_process';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
+import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, sleep, spawnLogged, tcpOpen, waitFor } from './exec';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type KafkaSecurity, type NatsServerConfigOptions } from './secure';
 
@@ -107,25 +106,14 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
       if (existsSync(pidFile)) rmSync(pidFile); // stale: process gone or pid reused
       mkdirSync(spec.dir, { recursive: true });
       const { cmd, args, env } = await spec.command();
-      const out = openSync(logFile, 'a');
       const t0 = Date.now();
-      const child = spawn(cmd, args, {
-        detached: true,
-        stdio: ['ignore', out, out],
-        env: { ...process.env, ...env },
-      });
-      closeSync(out);
-      if (child.pid === undefined) throw new Error(`${spec.name} did not start (${cmd})`);
-      const childPid = child.pid;
+      const { child, proc } = spawnLogged(cmd, args, { env: { ...process.env, ...env }, logFile, stdio: 'log', group: true, cwd: process.cwd() });
       let exited: number | null | undefined;
-      child.on('exit', (code) => {
-        exited = code;
-        forgetAtExit(childPid);
-      });
+      void proc.exited.then((code) => (exited = code));
       child.unref();
-      writeFileSync(pidFile, `${childPid}\n`);
+      writeFileSync(pidFile, `${proc.pid}\n`);
       // Attached (tests): its process group ends with this Node process rather than outliving it.
-      if (spec.attached) endAtExit(childPid, true);
+      if (spec.attached) endAtExit(proc.pid, true);
       await waitFor(
         spec.name,
         async () => {

@@ -10,12 +10,12 @@
  * (SIGKILL) if the Node process exits first (`@vantage/infra`'s endAtExit). `stop()` sends SIGTERM
  * first so the mocker removes its discovery entries, as a graceful shutdown does.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseDiscoveryEntry } from '@vantage/discovery';
-import { endAtExit, forgetAtExit, freePort, waitFor } from './exec';
+import { endAtExit, freePort, spawnLogged, waitFor, type LoggedProcess } from './exec';
 import { INFRA_DIR, REPO_ROOT } from './paths';
 
 let pythonPath: string | undefined;
@@ -134,15 +134,8 @@ interface MockerOptions {
   readonly logDir?: string;
 }
 
-export interface DynamoProcess {
-  readonly pid: number;
-  readonly logFile: string;
-  /** SIGTERM to the process group (graceful: discovery entries removed), SIGKILL after `graceMs`. */
-  stop(graceMs?: number): Promise<void>;
-  /** SIGKILL at once (a crash: discovery entries stay behind in the file backend). */
-  kill9(): Promise<void>;
-  readonly exited: Promise<number | null>;
-}
+/** A Dynamo process: `stop()` is graceful (SIGTERM to the group: discovery entries removed), `kill9()` a crash (entries stay behind in the file backend). */
+export type DynamoProcess = LoggedProcess;
 
 export interface MockerProcess extends DynamoProcess {
   /** Instance ids of the workers this process started, exact. */
@@ -160,51 +153,10 @@ export function spawnDynamoPython(
 ): { child: ChildProcess; proc: DynamoProcess } {
   const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
   mkdirSync(logDir, { recursive: true });
-  const logFile = join(logDir, o.logName);
-  const fd = openSync(logFile, 'a');
-  const child = spawn(dynamoPython(), args, {
-    env: o.env ?? { ...process.env, PYTHONUNBUFFERED: '1' },
-    cwd: REPO_ROOT,
-    detached: true,
-    stdio: o.stdio === 'log' ? ['ignore', fd, fd] : ['pipe', 'pipe', fd],
-  });
-  closeSync(fd);
-  const pid = child.pid;
-  if (pid === undefined) throw new Error(`could not start ${args.join(' ')}`);
-  endAtExit(pid, true);
-  const exited = new Promise<number | null>((resolve) => {
-    child.once('exit', (code) => {
-      forgetAtExit(pid);
-      resolve(code);
-    });
-  });
-  const signal = (sig: NodeJS.Signals): void => {
-    try {
-      process.kill(-pid, sig);
-    } catch {
-      /* gone */
-    }
-  };
-  const proc: DynamoProcess = {
-    pid,
-    logFile,
-    exited,
-    stop: async (graceMs = 10_000) => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      signal('SIGTERM');
-      const t = setTimeout(() => signal('SIGKILL'), graceMs);
-      await exited;
-      clearTimeout(t);
-      // Children of the group (Dynamo's runtime threads live in the one process, but be thorough).
-      signal('SIGKILL');
-    },
-    kill9: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      signal('SIGKILL');
-      await exited;
-    },
-  };
-  return { child, proc };
+  const env = o.env ?? { ...process.env, PYTHONUNBUFFERED: '1' };
+  const spawned = spawnLogged(dynamoPython(), args, { env, logFile: join(logDir, o.logName), stdio: o.stdio, group: true });
+  endAtExit(spawned.proc.pid, true);
+  return spawned;
 }
 
 /** Polls `check` until it holds; `proc` exiting first, or the timeout (it is then killed), is an error naming its log. */

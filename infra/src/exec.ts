@@ -1,6 +1,7 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
+import { REPO_ROOT } from './paths';
 
 /** Run a command to completion, streaming nothing; throws with its output on failure. */
 export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): string {
@@ -25,6 +26,67 @@ export function runVisible(cmd: string, args: string[], opts: { env?: NodeJS.Pro
     child.on('error', (e) => reject(new Error(`${cmd} could not be run: ${e.message}`)));
     child.on('exit', (code) => (code === 0 ? resolvePromise() : reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}`))));
   });
+}
+
+/** A child process whose output goes to a log file. */
+export interface LoggedProcess {
+  readonly pid: number;
+  readonly logFile: string;
+  readonly exited: Promise<number | null>;
+  /** SIGTERM, then SIGKILL if it has not exited after `graceMs`; resolves when it has exited. */
+  stop(graceMs?: number): Promise<void>;
+  /** SIGKILL at once (a crash). */
+  kill9(): Promise<void>;
+}
+
+/**
+ * Spawn `cmd` with its output appended to `logFile` (with `pipe`, stdin and stdout stay with the
+ * caller). `group`: detached into its own process group, which the signals then go to.
+ */
+export function spawnLogged(
+  cmd: string,
+  args: string[],
+  o: { readonly env: NodeJS.ProcessEnv; readonly logFile: string; readonly stdio: 'log' | 'pipe'; readonly group: boolean; readonly cwd?: string },
+): { child: ChildProcess; proc: LoggedProcess } {
+  const fd = openSync(o.logFile, 'a');
+  const child = spawn(cmd, args, { env: o.env, cwd: o.cwd ?? REPO_ROOT, detached: o.group, stdio: o.stdio === 'log' ? ['ignore', fd, fd] : ['pipe', 'pipe', fd] });
+  closeSync(fd);
+  const pid = child.pid;
+  if (pid === undefined) throw new Error(`could not start ${cmd} ${args.join(' ')}`);
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => {
+      forgetAtExit(pid);
+      resolve(code);
+    });
+  });
+  const signal = (sig: NodeJS.Signals): void => {
+    try {
+      process.kill(o.group ? -pid : pid, sig);
+    } catch {
+      /* gone */
+    }
+  };
+  const done = (): boolean => child.exitCode !== null || child.signalCode !== null;
+  const proc: LoggedProcess = {
+    pid,
+    logFile: o.logFile,
+    exited,
+    stop: async (graceMs = 10_000) => {
+      if (done()) return;
+      signal('SIGTERM');
+      const t = setTimeout(() => signal('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(t);
+      // What is left of the group (Dynamo's runtime threads live in the one process, but be thorough).
+      if (o.group) signal('SIGKILL');
+    },
+    kill9: async () => {
+      if (done()) return;
+      signal('SIGKILL');
+      await exited;
+    },
+  };
+  return { child, proc };
 }
 
 export function which(cmd: string): string | undefined {
