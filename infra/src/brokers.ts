@@ -15,7 +15,6 @@ import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type Kaf
 
 interface BrokerProcess {
   readonly name: string;
-  readonly dir: string;
   readonly pidFile: string;
   readonly logFile: string;
   /** Pid of the running process, or undefined. */
@@ -31,21 +30,18 @@ interface BrokerProcess {
 export interface NatsBroker extends BrokerProcess {
   readonly url: string;
   readonly port: number;
-  readonly monitorPort: number;
 }
 
 export interface EtcdServer extends BrokerProcess {
   /** Client URL, `http://127.0.0.1:port` (what Dynamo's `ETCD_ENDPOINTS` takes). */
   readonly endpoint: string;
   readonly clientPort: number;
-  readonly peerPort: number;
 }
 
 export interface KafkaBroker extends BrokerProcess {
   /** Bootstrap address, `127.0.0.1:port`. */
   readonly brokers: string;
   readonly port: number;
-  readonly controllerPort: number;
 }
 
 function readPid(pidFile: string): number | undefined {
@@ -93,7 +89,6 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
   };
   return {
     name: spec.name,
-    dir: spec.dir,
     pidFile,
     logFile,
     pid,
@@ -189,7 +184,7 @@ export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
     },
     ready: () => httpOk(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`),
   });
-  return { ...proc, url: `${security?.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`, port, monitorPort };
+  return { ...proc, url: `${security?.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`, port };
 }
 
 interface EtcdOptions {
@@ -232,7 +227,7 @@ export async function etcdServer(opts: EtcdOptions): Promise<EtcdServer> {
     }),
     ready: () => httpOk(`${endpoint}/health`, (body) => (body as { health?: unknown }).health === 'true'),
   });
-  return { ...proc, endpoint, clientPort, peerPort };
+  return { ...proc, endpoint, clientPort };
 }
 
 interface KafkaOptions {
@@ -341,5 +336,5 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
       return text.includes('Kafka Server started');
     },
   });
-  return { ...proc, brokers: `127.0.0.1:${port}`, port, controllerPort };
+  return { ...proc, brokers: `127.0.0.1:${port}`, port };
 }

@@ -183,12 +183,6 @@ export function processCpuUs(pid: number | undefined): { user: number; sys: numb
   }
 }
 
-/** `processCpuUs` as one figure, user + system µs; NaN when the process or /proc is not there. */
-export function processCpuTotalUs(pid: number | undefined): number {
-  const c = processCpuUs(pid);
-  return c === null ? NaN : c.user + c.sys;
-}
-
 const ENDED_WITH_PROCESS = Symbol.for('vantage.infra.ended-with-process');
 
 /**

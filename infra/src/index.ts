@@ -1,5 +1,5 @@
 export { REPO_ROOT, INFRA_DIR } from './paths';
-export { freePort, httpOk, tcpOpen, waitFor, processCpuUs, processCpuTotalUs, endAtExit, forgetAtExit } from './exec';
+export { freePort, httpOk, tcpOpen, waitFor, processCpuUs, endAtExit, forgetAtExit } from './exec';
 export { ensureNatsServer } from './install';
 export { natsBroker, kafkaBroker, etcdServer } from './brokers';
 export type { NatsBroker, KafkaBroker, EtcdServer, NatsOptions } from './brokers';
