@@ -285,20 +285,8 @@ export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
   return { ...proc, workerIds: ids.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)) };
 }
 
-/** One request through Dynamo's client, as the driver reports it. */
-export interface GenerateResult {
-  readonly tokensOut: number;
-  readonly cachedTokens: number | null;
-}
-
-/** Dynamo's KvRouter's overlap for a prompt: device blocks per (worker, dp rank). */
-export interface OverlapScores {
-  readonly blockSize: number;
-  readonly workers: readonly { readonly workerId: bigint; readonly dpRank: number; readonly deviceBlocks: number }[];
-}
-
 /** One (worker, dp rank)'s load as `KvRouter.get_potential_loads` reports it for a prompt. */
-export interface PotentialLoad {
+interface PotentialLoad {
   readonly workerId: bigint;
   readonly dpRank: number;
   readonly potentialPrefillTokens: number;
@@ -306,23 +294,18 @@ export interface PotentialLoad {
   readonly activeRequests: number;
 }
 
-/** The worker Dynamo's KvRouter would pick for a prompt, and the per-rank loads it weighed. */
-export interface BestWorker {
-  readonly workerId: bigint;
-  readonly dpRank: number;
-  readonly overlapBlocks: number;
-  readonly loads: readonly PotentialLoad[];
-}
+/** The worker Dynamo's KvRouter picks for a prompt, ids exact. */
+type WorkerPick = { readonly workerId: bigint; readonly dpRank: number; readonly overlapBlocks: number };
 
 export interface DynamoDriver extends DynamoProcess {
   /** Worker instance ids the client saw at start. */
   readonly workers: readonly bigint[];
   /** One request through `client.direct` (a worker given) or `client.generate` (round robin). */
-  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint }): Promise<GenerateResult>;
-  /** `KvRouter.get_overlap_scores(tokens)`. */
-  overlap(tokens: readonly number[]): Promise<OverlapScores>;
+  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint }): Promise<{ tokensOut: number; cachedTokens: number | null }>;
+  /** `KvRouter.get_overlap_scores(tokens)`: device blocks per (worker, dp rank). */
+  overlap(tokens: readonly number[]): Promise<{ blockSize: number; workers: { workerId: bigint; dpRank: number; deviceBlocks: number }[] }>;
   /** `KvRouter.best_worker(tokens, request_id)`: the worker Dynamo picks; with a request id it also books it there. */
-  bestWorker(tokens: readonly number[], requestId?: string): Promise<{ workerId: bigint; dpRank: number; overlapBlocks: number }>;
+  bestWorker(tokens: readonly number[], requestId?: string): Promise<WorkerPick>;
   /** `KvRouter.free(request_id)`. */
   free(requestId: string): Promise<void>;
   /** `KvRouter.mark_prefill_complete(request_id)`. */
@@ -330,7 +313,7 @@ export interface DynamoDriver extends DynamoProcess {
   /** `KvRouter.get_potential_loads(tokens)`, per (worker, dp rank). */
   potentialLoads(tokens: readonly number[]): Promise<PotentialLoad[]>;
   /** `best_worker(tokens)` (query only), then `get_potential_loads(tokens)`: the pick and the loads it weighed. */
-  bestWorkerWithLoads(tokens: readonly number[]): Promise<BestWorker>;
+  bestWorkerWithLoads(tokens: readonly number[]): Promise<WorkerPick & { loads: PotentialLoad[] }>;
   instances(): Promise<bigint[]>;
 }
 

@@ -37,20 +37,14 @@ import {
 } from '@vantage/evaluation';
 import type { FitReport } from '@vantage/fitting';
 import { loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
+import { RECORD_VARIANT } from '@vantage/decision-core';
 import { comparisonHtml, engineSideAnalysis, findingLines, offlineOperatingPoint, type OfflineStudy } from './job-study';
 import { waitFor } from './exec';
 import { REPO_ROOT } from './paths';
 
 export const OUT_DIR = join(REPO_ROOT, 'out');
 
-/** How decision records name the rule variants (the decision service's vocabulary). */
-export const RECORD_VARIANT: Readonly<Record<Variant, string>> = {
-  stage: 'baseline',
-  count: 'request_count',
-  count_prefill: 'count_prefill',
-  blind: 'cache_blind',
-  cache: 'cache_aware',
-};
+/** A rule variant by the name decision records give it. */
 const RULE_VARIANT = Object.fromEntries(Object.entries(RECORD_VARIANT).map(([k, v]) => [v, k as Variant])) as Record<string, Variant>;
 
 export interface JobConfig {
@@ -159,7 +153,6 @@ export interface JobResult {
   readonly fittedVersion: string;
   readonly report: string;
   readonly phasesMs: Readonly<Record<string, number>>;
-  readonly evaluationSummary: string;
 }
 
 export { calibrationParameterSet } from '@vantage/evaluation';
@@ -394,7 +387,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   log(`offline vs live:   ${studyHtml} (offline levels: ${join(out, 'offline', 'load.html')})`);
   log(`what the study found at ${offline.chosen.label}, live, per variant (engine-side TTFT in sim ms, intervals from a session bootstrap):`);
   for (const l of findingLines(comparison)) log(l);
-  return { fittedVersion: fitted.value.version, report, phasesMs, evaluationSummary: evalText };
+  return { fittedVersion: fitted.value.version, report, phasesMs };
 }
 
 interface EngineSide {
