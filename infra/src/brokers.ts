@@ -9,7 +9,7 @@
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, sleep, spawnLogged, tcpOpen, waitFor } from './exec';
+import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, spawnLogged, tcpOpen, waitFor } from './exec';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type KafkaSecurity, type NatsServerConfigOptions } from './secure';
 
@@ -79,14 +79,11 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
     }
     await waitGone(p, 5_000);
   };
-  const waitGone = async (p: number, ms: number): Promise<boolean> => {
-    const end = Date.now() + ms;
-    while (Date.now() < end) {
-      if (!alive(p)) return true;
-      await sleep(50);
-    }
-    return !alive(p);
-  };
+  const waitGone = (p: number, ms: number): Promise<boolean> =>
+    waitFor(`pid ${p} gone`, () => Promise.resolve(!alive(p)), ms, 50).then(
+      () => true,
+      () => false,
+    );
   return {
     name: spec.name,
     pidFile,
@@ -98,7 +95,7 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
         // Already ours and running: idempotent start only checks readiness.
         return waitFor(`${spec.name} (pid ${existing})`, spec.ready, spec.readyTimeoutMs);
       }
-      if (existsSync(pidFile)) rmSync(pidFile); // stale: process gone or pid reused
+      rmSync(pidFile, { force: true }); // stale: process gone or pid reused
       mkdirSync(spec.dir, { recursive: true });
       const { cmd, args, env } = await spec.command();
       const t0 = Date.now();
@@ -124,18 +121,16 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
     },
     async stop(graceMs = 20_000): Promise<void> {
       const p = pid();
-      if (p === undefined) {
-        if (existsSync(pidFile)) rmSync(pidFile);
-        return;
+      if (p !== undefined) {
+        try {
+          process.kill(p, 'SIGTERM');
+        } catch {
+          /* raced with exit */
+        }
+        if (!(await waitGone(p, graceMs))) await hardKill(p);
+        forgetAtExit(p);
       }
-      try {
-        process.kill(p, 'SIGTERM');
-      } catch {
-        /* raced with exit */
-      }
-      if (!(await waitGone(p, graceMs))) await hardKill(p);
-      forgetAtExit(p);
-      if (existsSync(pidFile)) rmSync(pidFile);
+      rmSync(pidFile, { force: true });
     },
     async kill9(): Promise<void> {
       const p = pid();

@@ -179,14 +179,8 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
       publish: { allow: [JS_ACCOUNT_INFO, ...streamApi(`OBJ_${SNAPSHOT_BUCKET}`), `$O.${SNAPSHOT_BUCKET}.>`, ...streamApi(`namespace-${p.namespace}-component-${p.component}-kv-events`)] },
       subscribe: {
         allow: [
-          d.kvEvents,
-          d.legacyKvEvents,
-          d.kvMetrics,
-          d.activeSequences,
-          d.endpointKvEvents,
-          d.endpointKvMetrics,
-          d.endpointForwardPass,
-          d.endpointActiveSequences,
+          // Every Dynamo subject of the pool but the JetStream stream's (read through the JetStream API above).
+          ...Object.values(dynamoSubjects(p)).filter((x) => x !== d.jsKvEvents),
           `${V}.bookings.${p.name}`,
           `${V}.lifecycle.${p.name}`,
           `${V}.workers.${p.name}`,
