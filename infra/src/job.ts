@@ -220,17 +220,18 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     await waitForParameterSet(ctx.decisionPort(), set.version);
   };
 
-  /** Reads the topic from `since` into `file` until `done(rows)` holds (or time runs out). */
-  const readBack = async (topic: string, since: string, file: string, what: string, done: (rows: string[]) => boolean, timeoutMs = 120_000): Promise<string[]> => {
+  /** Reads the outcomes topic from `since` into `file` until it holds an outcome of every one of `ids` (or time runs out). */
+  const readBack = async (since: string, file: string, what: string, ids: ReadonlySet<string>, timeoutMs = 120_000): Promise<string[]> => {
     const deadline = Date.now() + timeoutMs;
     let before = -1;
     for (;;) {
-      await cli(['replay', '--brokers', ctx.kafkaBrokers, '--topic', topic, '--since', since, '--format', 'jsonl', '--out', file], 'replay');
+      await cli(['replay', '--brokers', ctx.kafkaBrokers, '--topic', cfg.topics.outcomes, '--since', since, '--format', 'jsonl', '--out', file], 'replay');
       const rows = lines(file);
-      if (done(rows) || Date.now() > deadline) return rows;
+      const done = countIds(rows, ids) >= ids.size || Date.now() > deadline;
       // Nothing new since the last read: the rest are requests that never reached a worker (route errors).
-      if (rows.length === before) {
-        log(`${rows.length} ${what} records in Kafka, none new since the last read; going on without the rest`);
+      if (!done && rows.length === before) log(`${rows.length} ${what} records in Kafka, none new since the last read; going on without the rest`);
+      if (done || rows.length === before) {
+        log(`${countIds(rows, ids)}/${ids.size} ${what} records read back from Kafka into ${file}`);
         return rows;
       }
       before = rows.length;
@@ -281,8 +282,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   log(`calibration finished: ${JSON.stringify(calSummary)}`);
   const calIds = new Set(lines(calRequests).map((l) => (JSON.parse(l) as { requestId: string }).requestId));
   const calOutcomes = join(out, 'calibration-outcomes.jsonl');
-  const calRows = await readBack(cfg.topics.outcomes, calSince, calOutcomes, 'calibration outcome', (rows) => countIds(rows, calIds) >= calIds.size);
-  log(`${countIds(calRows, calIds)}/${calIds.size} calibration outcome records read back from Kafka into ${calOutcomes}`);
+  await readBack(calSince, calOutcomes, 'calibration outcome', calIds);
   phase('calibration');
 
   // ---- 2. Fit --------------------------------------------------------------------------------------
@@ -352,8 +352,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
 
   // ---- 4. Report -----------------------------------------------------------------------------------
   const outcomes = join(out, 'outcomes.jsonl');
-  const evalRows = await readBack(cfg.topics.outcomes, evalSince, outcomes, 'evaluation outcome', (rows) => countIds(rows, evalIds) >= evalIds.size);
-  log(`${countIds(evalRows, evalIds)}/${evalIds.size} evaluation outcome records read back from Kafka into ${outcomes}`);
+  const evalRows = await readBack(evalSince, outcomes, 'evaluation outcome', evalIds);
   const report = join(out, 'report.html');
   const evalText = await cli(['evaluate', '--input', outcomes, '--out', report, '--json', join(out, 'analysis.json'), '--bootstrap', String(cfg.bootstrap), '--lenient'], 'report');
   echo('evaluate', evalText);
