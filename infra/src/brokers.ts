@@ -7,16 +7,14 @@
  * pid we check that its command line still names our data directory (a stale
  * pid file whose pid was reused by another program is just removed).
  */
-import { spawn } from 'node:child_process';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { endAtExit, forgetAtExit, freePort, processMatches, run, sleep, tcpOpen, waitFor } from './exec';
+import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, spawnLogged, tcpOpen, waitFor } from './exec';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type KafkaSecurity, type NatsServerConfigOptions } from './secure';
 
 interface BrokerProcess {
   readonly name: string;
-  readonly dir: string;
   readonly pidFile: string;
   readonly logFile: string;
   /** Pid of the running process, or undefined. */
@@ -32,36 +30,24 @@ interface BrokerProcess {
 export interface NatsBroker extends BrokerProcess {
   readonly url: string;
   readonly port: number;
-  readonly monitorPort: number;
 }
 
 export interface EtcdServer extends BrokerProcess {
   /** Client URL, `http://127.0.0.1:port` (what Dynamo's `ETCD_ENDPOINTS` takes). */
   readonly endpoint: string;
   readonly clientPort: number;
-  readonly peerPort: number;
 }
 
 export interface KafkaBroker extends BrokerProcess {
   /** Bootstrap address, `127.0.0.1:port`. */
   readonly brokers: string;
   readonly port: number;
-  readonly controllerPort: number;
 }
 
 function readPid(pidFile: string): number | undefined {
   if (!existsSync(pidFile)) return undefined;
   const n = Number.parseInt(readFileSync(pidFile, 'utf8').trim(), 10);
   return Number.isInteger(n) && n > 0 ? n : undefined;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 interface SpawnSpec {
@@ -79,9 +65,7 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
   const logFile = join(spec.dir, `${spec.name}.log`);
   const pid = (): number | undefined => {
     const p = readPid(pidFile);
-    if (p === undefined) return undefined;
-    if (processMatches(p, spec.marker)) return p;
-    return undefined;
+    return p !== undefined && processMatches(p, spec.marker) ? p : undefined;
   };
   /** SIGKILL the process group (the JVM's helpers too), or the process alone; it may already be gone. */
   const hardKill = async (p: number): Promise<void> => {
@@ -95,17 +79,13 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
     }
     await waitGone(p, 5_000);
   };
-  const waitGone = async (p: number, ms: number): Promise<boolean> => {
-    const end = Date.now() + ms;
-    while (Date.now() < end) {
-      if (!alive(p)) return true;
-      await sleep(50);
-    }
-    return !alive(p);
-  };
+  const waitGone = (p: number, ms: number): Promise<boolean> =>
+    waitFor(`pid ${p} gone`, () => Promise.resolve(!alive(p)), ms, 50).then(
+      () => true,
+      () => false,
+    );
   return {
     name: spec.name,
-    dir: spec.dir,
     pidFile,
     logFile,
     pid,
@@ -115,28 +95,17 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
         // Already ours and running: idempotent start only checks readiness.
         return waitFor(`${spec.name} (pid ${existing})`, spec.ready, spec.readyTimeoutMs);
       }
-      if (existsSync(pidFile)) rmSync(pidFile); // stale: process gone or pid reused
+      rmSync(pidFile, { force: true }); // stale: process gone or pid reused
       mkdirSync(spec.dir, { recursive: true });
       const { cmd, args, env } = await spec.command();
-      const out = openSync(logFile, 'a');
       const t0 = Date.now();
-      const child = spawn(cmd, args, {
-        detached: true,
-        stdio: ['ignore', out, out],
-        env: { ...process.env, ...env },
-      });
-      closeSync(out);
-      if (child.pid === undefined) throw new Error(`${spec.name} did not start (${cmd})`);
-      const childPid = child.pid;
+      const { child, proc } = spawnLogged(cmd, args, { env: { ...process.env, ...env }, logFile, stdio: 'log', group: true, cwd: process.cwd() });
       let exited: number | null | undefined;
-      child.on('exit', (code) => {
-        exited = code;
-        forgetAtExit(childPid);
-      });
+      void proc.exited.then((code) => (exited = code));
       child.unref();
-      writeFileSync(pidFile, `${childPid}\n`);
+      writeFileSync(pidFile, `${proc.pid}\n`);
       // Attached (tests): its process group ends with this Node process rather than outliving it.
-      if (spec.attached) endAtExit(childPid, true);
+      if (spec.attached) endAtExit(proc.pid, true);
       await waitFor(
         spec.name,
         async () => {
@@ -152,18 +121,16 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
     },
     async stop(graceMs = 20_000): Promise<void> {
       const p = pid();
-      if (p === undefined) {
-        if (existsSync(pidFile)) rmSync(pidFile);
-        return;
+      if (p !== undefined) {
+        try {
+          process.kill(p, 'SIGTERM');
+        } catch {
+          /* raced with exit */
+        }
+        if (!(await waitGone(p, graceMs))) await hardKill(p);
+        forgetAtExit(p);
       }
-      try {
-        process.kill(p, 'SIGTERM');
-      } catch {
-        /* raced with exit */
-      }
-      if (!(await waitGone(p, graceMs))) await hardKill(p);
-      forgetAtExit(p);
-      if (existsSync(pidFile)) rmSync(pidFile);
+      rmSync(pidFile, { force: true });
     },
     async kill9(): Promise<void> {
       const p = pid();
@@ -210,16 +177,9 @@ export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
       chmodSync(confFile, 0o600);
       return { cmd, args: ['-c', confFile] };
     },
-    ready: async () => {
-      try {
-        const r = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`);
-        return r.ok;
-      } catch {
-        return false;
-      }
-    },
+    ready: () => httpOk(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`),
   });
-  return { ...proc, url: `${security?.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`, port, monitorPort };
+  return { ...proc, url: `${security?.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`, port };
 }
 
 interface EtcdOptions {
@@ -260,18 +220,9 @@ export async function etcdServer(opts: EtcdOptions): Promise<EtcdServer> {
         '--log-level', 'warn',
       ],
     }),
-    ready: async () => {
-      try {
-        const r = await fetch(`${endpoint}/health`);
-        if (!r.ok) return false;
-        const body = (await r.json()) as { health?: unknown };
-        return body.health === 'true';
-      } catch {
-        return false;
-      }
-    },
+    ready: () => httpOk(`${endpoint}/health`, (body) => (body as { health?: unknown }).health === 'true'),
   });
-  return { ...proc, endpoint, clientPort, peerPort };
+  return { ...proc, endpoint, clientPort };
 }
 
 interface KafkaOptions {
@@ -380,5 +331,5 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
       return text.includes('Kafka Server started');
     },
   });
-  return { ...proc, brokers: `127.0.0.1:${port}`, port, controllerPort };
+  return { ...proc, brokers: `127.0.0.1:${port}`, port };
 }

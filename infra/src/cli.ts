@@ -16,7 +16,7 @@
 import { join } from 'node:path';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { brokersDown, brokersStatus, brokersUp, localSecureDeployment } from './local';
-import { KAFKA_USERS } from './secure';
+import { KAFKA_USERS, type SecureDeployment } from './secure';
 
 const log = (m: string): void => {
   process.stderr.write(`[infra] ${m}\n`);
@@ -31,14 +31,13 @@ async function main(cmd: string | undefined, flags: readonly string[]): Promise<
       log(`nats ready at ${endpoints.natsUrl}${readyMs.nats !== null ? ` (started in ${readyMs.nats} ms)` : ' (external)'}`);
       log(`kafka ready at ${endpoints.kafkaBrokers}${readyMs.kafka !== null ? ` (started in ${readyMs.kafka} ms)` : ' (external)'}`);
       if (!secure) log(`etcd ready at ${endpoints.etcdEndpoints}${typeof readyMs.etcd === 'number' ? ` (started in ${readyMs.etcd} ms)` : ' (external)'}`);
-      if (secure) {
-        const d = localSecureDeployment();
+      const d = secure ? localSecureDeployment() : undefined;
+      if (d) {
         log(`secured: TLS with client certificates (CA ${d.tls.caFile}), one NATS user per role, Kafka SASL_SSL with SCRAM-SHA-512`);
         log(`secret files (mode 0600): ${join(d.dir, 'secrets')}; settings of a role: the "roles" object printed below`);
       }
       log(`up in ${Date.now() - t0} ms`);
-      const extra = secure ? secureSummary() : {};
-      process.stdout.write(JSON.stringify({ ...endpoints, readyMs, ...extra }) + '\n');
+      process.stdout.write(JSON.stringify({ ...endpoints, readyMs, ...(d ? secureSummary(d) : {}) }) + '\n');
       return 0;
     }
     case 'install': {
@@ -71,8 +70,7 @@ async function main(cmd: string | undefined, flags: readonly string[]): Promise<
 }
 
 /** Each role's VANTAGE_* settings (paths only, never the secrets) for `up --secure`'s JSON line. */
-function secureSummary(): Record<string, unknown> {
-  const d = localSecureDeployment();
+function secureSummary(d: SecureDeployment): Record<string, unknown> {
   const roles = Object.fromEntries(d.roles.map((r) => [r.role, d.natsEnv(r.role)]));
   const kafkaUsers = Object.fromEntries(KAFKA_USERS.map((u) => [u, d.kafkaEnv(u)]));
   return { secure: { caFile: d.tls.caFile, roles, kafkaUsers } };

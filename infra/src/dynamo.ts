@@ -10,12 +10,12 @@
  * (SIGKILL) if the Node process exits first (`@vantage/infra`'s endAtExit). `stop()` sends SIGTERM
  * first so the mocker removes its discovery entries, as a graceful shutdown does.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseDiscoveryEntry } from '@vantage/discovery';
-import { endAtExit, forgetAtExit, freePort } from './exec';
+import { endAtExit, freePort, spawnLogged, waitFor, type LoggedProcess } from './exec';
 import { INFRA_DIR, REPO_ROOT } from './paths';
 
 let pythonPath: string | undefined;
@@ -49,17 +49,12 @@ interface EtcdDiscoveryTarget {
 async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, etcd?: EtcdDiscoveryTarget): Promise<NodeJS.ProcessEnv> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   // A system port set by the caller's shell would make several workers in one process collide.
-  delete env.DYN_SYSTEM_PORT;
-  delete env.DYN_FILE_KV;
-  delete env.ETCD_ENDPOINTS;
-  delete env.ETCD_LEASE_TTL;
-  let discovery: NodeJS.ProcessEnv;
-  if (etcd !== undefined) {
-    discovery = { DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd.endpoints, ...(etcd.leaseTtlS !== undefined ? { ETCD_LEASE_TTL: String(etcd.leaseTtlS) } : {}) };
-  } else {
-    if (fileKvDir === undefined) throw new Error('dynamoEnv: a file discovery directory or an etcd target is needed');
-    discovery = { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileKvDir };
-  }
+  for (const k of ['DYN_SYSTEM_PORT', 'DYN_FILE_KV', 'ETCD_ENDPOINTS', 'ETCD_LEASE_TTL']) delete env[k];
+  if (etcd === undefined && fileKvDir === undefined) throw new Error('dynamoEnv: a file discovery directory or an etcd target is needed');
+  const discovery: NodeJS.ProcessEnv =
+    etcd === undefined
+      ? { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileKvDir }
+      : { DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd.endpoints, ...(etcd.leaseTtlS !== undefined ? { ETCD_LEASE_TTL: String(etcd.leaseTtlS) } : {}) };
   return {
     ...env,
     ...discovery,
@@ -74,8 +69,21 @@ async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, etcd?: 
   };
 }
 
-/** Instance ids (exact) of the model cards in a file discovery directory. */
-function discoveredInstanceIds(fileKvDir: string, endpointPath?: string): bigint[] {
+/** Instance ids (exact) of the model cards among discovery entries (key, value). */
+function modelCardIds(entries: Iterable<[string, Uint8Array]>): bigint[] {
+  const out: bigint[] = [];
+  for (const [key, value] of entries) {
+    const r = parseDiscoveryEntry(key, value);
+    if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
+  }
+  return out;
+}
+
+/** The discovery key prefix of an endpoint's model cards (`ns.comp.ep`). */
+const mdcPrefix = (endpointPath: string): string => `v1/mdc/${endpointPath.replaceAll('.', '/')}/`;
+
+/** Instance ids (exact) of an endpoint's model cards in a file discovery directory (file names are the URI-encoded keys). */
+function discoveredInstanceIds(fileKvDir: string, endpointPath: string): bigint[] {
   const dir = join(fileKvDir, 'v1', 'mdc');
   let names: string[];
   try {
@@ -83,41 +91,24 @@ function discoveredInstanceIds(fileKvDir: string, endpointPath?: string): bigint
   } catch {
     return [];
   }
-  const out: bigint[] = [];
-  for (const n of names) {
-    let key: string;
+  const entries = names.flatMap((n): [string, Uint8Array][] => {
     try {
-      key = `v1/mdc/${decodeURIComponent(n)}`;
+      const key = `v1/mdc/${decodeURIComponent(n)}`;
+      return key.startsWith(mdcPrefix(endpointPath)) ? [[key, readFileSync(join(dir, n))]] : [];
     } catch {
-      continue;
+      return []; // not a key, or removed while we read
     }
-    if (endpointPath !== undefined && !key.startsWith(`v1/mdc/${endpointPath.replaceAll('.', '/')}/`)) continue;
-    let bytes: Buffer;
-    try {
-      bytes = readFileSync(join(dir, n));
-    } catch {
-      continue;
-    }
-    const r = parseDiscoveryEntry(key, bytes);
-    if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
-  }
-  return out;
+  });
+  return modelCardIds(entries);
 }
 
-/** Instance ids (exact) of the model cards in etcd under an endpoint (`ns.comp.ep`), or all of them. */
-async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath?: string): Promise<bigint[]> {
+/** Instance ids (exact) of an endpoint's model cards in etcd. */
+async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath: string): Promise<bigint[]> {
   // Loaded here, not at the top: everything else in @vantage/infra runs without the etcd client.
   const { Etcd3 } = await import('etcd3');
   const client = new Etcd3({ hosts: etcd.endpoints.split(',') });
   try {
-    const prefix = endpointPath === undefined ? 'v1/mdc/' : `v1/mdc/${endpointPath.replaceAll('.', '/')}/`;
-    const kvs = await client.getAll().prefix(prefix).buffers();
-    const out: bigint[] = [];
-    for (const [key, value] of Object.entries(kvs)) {
-      const r = parseDiscoveryEntry(key, value);
-      if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
-    }
-    return out;
+    return modelCardIds(Object.entries(await client.getAll().prefix(mdcPrefix(endpointPath)).buffers()));
   } finally {
     client.close();
   }
@@ -136,75 +127,55 @@ interface MockerOptions {
   readonly speedupRatio?: number;
   readonly dataParallelSize?: number;
   readonly maxNumBatchedTokens?: number;
-  readonly maxNumSeqs?: number;
   /** `namespace.component.endpoint`; Dynamo's default `dynamo.backend.generate`. */
   readonly endpoint?: string;
   readonly modelName?: string;
   /** Where its log goes; a fresh directory under .infra/test by default. */
   readonly logDir?: string;
-  readonly readyTimeoutMs?: number;
 }
 
-interface DynamoProcess {
-  readonly pid: number;
-  readonly logFile: string;
-  /** SIGTERM to the process group (graceful: discovery entries removed), SIGKILL after `graceMs`. */
-  stop(graceMs?: number): Promise<void>;
-  /** SIGKILL at once (a crash: discovery entries stay behind in the file backend). */
-  kill9(): Promise<void>;
-  readonly exited: Promise<number | null>;
-}
+/** A Dynamo process: `stop()` is graceful (SIGTERM to the group: discovery entries removed), `kill9()` a crash (entries stay behind in the file backend). */
+export type DynamoProcess = LoggedProcess;
 
 export interface MockerProcess extends DynamoProcess {
   /** Instance ids of the workers this process started, exact. */
   readonly workerIds: readonly bigint[];
 }
 
-function spawnGroup(cmd: string, args: string[], env: NodeJS.ProcessEnv, logFile: string, stdio: 'log' | 'pipe'): { child: ChildProcess; proc: DynamoProcess } {
-  const fd = openSync(logFile, 'a');
-  const child = spawn(cmd, args, {
-    env,
-    cwd: REPO_ROOT,
-    detached: true,
-    stdio: stdio === 'log' ? ['ignore', fd, fd] : ['pipe', 'pipe', fd],
-  });
-  closeSync(fd);
-  const pid = child.pid;
-  if (pid === undefined) throw new Error(`could not start ${cmd}`);
-  endAtExit(pid, true);
-  const exited = new Promise<number | null>((resolve) => {
-    child.once('exit', (code) => {
-      forgetAtExit(pid);
-      resolve(code);
-    });
-  });
-  const signal = (sig: NodeJS.Signals): void => {
-    try {
-      process.kill(-pid, sig);
-    } catch {
-      /* gone */
-    }
-  };
-  const proc: DynamoProcess = {
-    pid,
-    logFile,
-    exited,
-    stop: async (graceMs = 10_000) => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      signal('SIGTERM');
-      const t = setTimeout(() => signal('SIGKILL'), graceMs);
-      await exited;
-      clearTimeout(t);
-      // Children of the group (Dynamo's runtime threads live in the one process, but be thorough).
-      signal('SIGKILL');
-    },
-    kill9: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      signal('SIGKILL');
-      await exited;
-    },
-  };
-  return { child, proc };
+/**
+ * Run the Dynamo interpreter with `args` in its own process group (killed with this Node process),
+ * output to `<logDir>/<logName>` (a fresh folder under .infra/test unless `logDir` is given); `pipe`
+ * keeps stdin and stdout for a JSON-lines child (`lineRpc`).
+ */
+export function spawnDynamoPython(
+  args: string[],
+  o: { readonly env?: NodeJS.ProcessEnv; readonly logDir?: string | undefined; readonly logName: string; readonly stdio: 'log' | 'pipe' },
+): { child: ChildProcess; proc: DynamoProcess } {
+  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
+  mkdirSync(logDir, { recursive: true });
+  const env = o.env ?? { ...process.env, PYTHONUNBUFFERED: '1' };
+  const spawned = spawnLogged(dynamoPython(), args, { env, logFile: join(logDir, o.logName), stdio: o.stdio, group: true });
+  endAtExit(spawned.proc.pid, true);
+  return spawned;
+}
+
+/** Polls `check` until it holds; `proc` exiting first, or the timeout (it is then killed), is an error naming its log. */
+export async function untilReady(proc: DynamoProcess, what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  let exitCode: number | null | undefined;
+  void proc.exited.then((c) => (exitCode = c));
+  try {
+    await waitFor(
+      what,
+      async () => {
+        if (exitCode !== undefined) throw new Error(`${what}: the process exited (${exitCode}) first`);
+        return check();
+      },
+      timeoutMs,
+    );
+  } catch (e) {
+    await proc.kill9();
+    throw new Error(`${(e as Error).message}; see ${proc.logFile}`);
+  }
 }
 
 type Reply = Record<string, unknown>;
@@ -220,7 +191,7 @@ interface LineRpc {
 }
 
 /** Speak JSON lines with `child` (spawned with stdio `pipe`); resolves at its ready line, kills it if none comes in `readyTimeoutMs`. */
-async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, readyTimeoutMs: number): Promise<LineRpc> {
+export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, readyTimeoutMs: number): Promise<LineRpc> {
   const pending = new Map<number, { resolve: (v: Reply) => void; reject: (e: Error) => void }>();
   let nextId = 1;
   let ready: ((v: Reply) => void) | null = null;
@@ -287,65 +258,35 @@ async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, r
 
 /** Start `python -m dynamo.mocker`; resolves once its workers' model cards are in discovery. */
 export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
-  const py = dynamoPython();
-  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
-  mkdirSync(logDir, { recursive: true });
   if (o.etcd === undefined && o.fileKvDir !== undefined) mkdirSync(o.fileKvDir, { recursive: true });
   const endpoint = o.endpoint ?? 'dynamo.backend.generate';
   const listIds = async (): Promise<bigint[]> => (o.etcd !== undefined ? etcdInstanceIds(o.etcd, endpoint) : discoveredInstanceIds(o.fileKvDir ?? '', endpoint));
   const before = new Set(await listIds());
-  const args = [
-    '-m',
-    'dynamo.mocker',
-    '--endpoint',
-    `dyn://${endpoint}`,
-    '--model-name',
-    o.modelName ?? 'mock',
-    '--num-workers',
-    String(o.numWorkers),
-    '--block-size',
-    String(o.blockSize ?? 64),
-    '--num-gpu-blocks-override',
-    String(o.numGpuBlocks),
-    '--speedup-ratio',
-    String(o.speedupRatio ?? 10),
+  const flags: [string, string | number | undefined][] = [
+    ['--endpoint', `dyn://${endpoint}`],
+    ['--model-name', o.modelName ?? 'mock'],
+    ['--num-workers', o.numWorkers],
+    ['--block-size', o.blockSize ?? 64],
+    ['--num-gpu-blocks-override', o.numGpuBlocks],
+    ['--speedup-ratio', o.speedupRatio ?? 10],
+    ['--data-parallel-size', o.dataParallelSize],
+    ['--max-num-batched-tokens', o.maxNumBatchedTokens],
   ];
-  if (o.dataParallelSize !== undefined) args.push('--data-parallel-size', String(o.dataParallelSize));
-  if (o.maxNumBatchedTokens !== undefined) args.push('--max-num-batched-tokens', String(o.maxNumBatchedTokens));
-  if (o.maxNumSeqs !== undefined) args.push('--max-num-seqs', String(o.maxNumSeqs));
-  const logFile = join(logDir, `mocker-${endpoint}-${Date.now()}.log`);
-  const { proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd), logFile, 'log');
-  const deadline = Date.now() + (o.readyTimeoutMs ?? 90_000);
+  const args = ['-m', 'dynamo.mocker', ...flags.flatMap(([f, v]) => (v === undefined ? [] : [f, String(v)]))];
+  const env = await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd);
+  const { proc } = spawnDynamoPython(args, { env, logDir: o.logDir, logName: `mocker-${endpoint}-${Date.now()}.log`, stdio: 'log' });
   let ids: bigint[] = [];
-  let exitCode: number | null | undefined;
-  void proc.exited.then((c) => (exitCode = c));
-  for (;;) {
-    ids = (await listIds()).filter((id) => !before.has(id));
-    if (ids.length >= o.numWorkers) break;
-    if (exitCode !== undefined) throw new Error(`dynamo.mocker exited (${exitCode}) before its workers registered; see ${logFile}`);
-    if (Date.now() > deadline) {
-      await proc.kill9();
-      throw new Error(`dynamo.mocker: ${ids.length} of ${o.numWorkers} workers in discovery after the timeout; see ${logFile}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await untilReady(
+    proc,
+    `dynamo.mocker's ${o.numWorkers} workers in discovery`,
+    async () => (ids = (await listIds()).filter((id) => !before.has(id))).length >= o.numWorkers,
+    90_000,
+  );
   return { ...proc, workerIds: ids.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)) };
 }
 
-/** One request through Dynamo's client, as the driver reports it. */
-export interface GenerateResult {
-  readonly tokensOut: number;
-  readonly cachedTokens: number | null;
-}
-
-/** Dynamo's KvRouter's overlap for a prompt: device blocks per (worker, dp rank). */
-export interface OverlapScores {
-  readonly blockSize: number;
-  readonly workers: readonly { readonly workerId: bigint; readonly dpRank: number; readonly deviceBlocks: number }[];
-}
-
 /** One (worker, dp rank)'s load as `KvRouter.get_potential_loads` reports it for a prompt. */
-export interface PotentialLoad {
+interface PotentialLoad {
   readonly workerId: bigint;
   readonly dpRank: number;
   readonly potentialPrefillTokens: number;
@@ -353,23 +294,18 @@ export interface PotentialLoad {
   readonly activeRequests: number;
 }
 
-/** The worker Dynamo's KvRouter would pick for a prompt, and the per-rank loads it weighed. */
-export interface BestWorker {
-  readonly workerId: bigint;
-  readonly dpRank: number;
-  readonly overlapBlocks: number;
-  readonly loads: readonly PotentialLoad[];
-}
+/** The worker Dynamo's KvRouter picks for a prompt, ids exact. */
+type WorkerPick = { readonly workerId: bigint; readonly dpRank: number; readonly overlapBlocks: number };
 
 export interface DynamoDriver extends DynamoProcess {
   /** Worker instance ids the client saw at start. */
   readonly workers: readonly bigint[];
   /** One request through `client.direct` (a worker given) or `client.generate` (round robin). */
-  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint }): Promise<GenerateResult>;
-  /** `KvRouter.get_overlap_scores(tokens)`. */
-  overlap(tokens: readonly number[]): Promise<OverlapScores>;
+  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint }): Promise<{ tokensOut: number; cachedTokens: number | null }>;
+  /** `KvRouter.get_overlap_scores(tokens)`: device blocks per (worker, dp rank). */
+  overlap(tokens: readonly number[]): Promise<{ blockSize: number; workers: { workerId: bigint; dpRank: number; deviceBlocks: number }[] }>;
   /** `KvRouter.best_worker(tokens, request_id)`: the worker Dynamo picks; with a request id it also books it there. */
-  bestWorker(tokens: readonly number[], requestId?: string): Promise<{ workerId: bigint; dpRank: number; overlapBlocks: number }>;
+  bestWorker(tokens: readonly number[], requestId?: string): Promise<WorkerPick>;
   /** `KvRouter.free(request_id)`. */
   free(requestId: string): Promise<void>;
   /** `KvRouter.mark_prefill_complete(request_id)`. */
@@ -377,7 +313,7 @@ export interface DynamoDriver extends DynamoProcess {
   /** `KvRouter.get_potential_loads(tokens)`, per (worker, dp rank). */
   potentialLoads(tokens: readonly number[]): Promise<PotentialLoad[]>;
   /** `best_worker(tokens)` (query only), then `get_potential_loads(tokens)`: the pick and the loads it weighed. */
-  bestWorkerWithLoads(tokens: readonly number[]): Promise<BestWorker>;
+  bestWorkerWithLoads(tokens: readonly number[]): Promise<WorkerPick & { loads: PotentialLoad[] }>;
   instances(): Promise<bigint[]>;
 }
 
@@ -394,20 +330,16 @@ interface DriverOptions {
   /** The KvRouter publishes its bookings to other routers (`router_replica_sync`): indexers see them as Dynamo's load. */
   readonly routerReplicaSync?: boolean;
   readonly logDir?: string;
-  readonly readyTimeoutMs?: number;
 }
 
 /** Start the Dynamo-side driver; resolves when its client sees `minWorkers` instances. */
 export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver> {
-  const py = dynamoPython();
-  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
-  mkdirSync(logDir, { recursive: true });
   const args = [DYNAMO_DRIVER, '--endpoint', o.endpoint ?? 'dynamo.backend.generate', '--block-size', String(o.blockSize ?? 64), '--min-workers', String(o.minWorkers ?? 1)];
   if (o.noRouter) args.push('--no-router');
   if (o.routerReplicaSync) args.push('--router-replica-sync');
-  const logFile = join(logDir, `driver-${Date.now()}.log`);
-  const { child, proc } = spawnGroup(py, args, await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd), logFile, 'pipe');
-  const { hello, call, stop } = await lineRpc(child, proc, 'dynamo driver', o.readyTimeoutMs ?? 90_000);
+  const env = await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd);
+  const { child, proc } = spawnDynamoPython(args, { env, logDir: o.logDir, logName: `driver-${Date.now()}.log`, stdio: 'pipe' });
+  const { hello, call, stop } = await lineRpc(child, proc, 'dynamo driver', 90_000);
   const driver: DynamoDriver = {
     ...proc,
     stop: (graceMs = 5_000) => stop(graceMs, 3_000),
@@ -453,107 +385,4 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
     instances: async () => ((await call({ op: 'instances' })).workers as string[]).map((w) => BigInt(w)),
   };
   return driver;
-}
-
-export interface SelectServiceOptions {
-  /** KV indexer threads (`--threads`); the service's default (4) when absent. */
-  readonly threads?: number;
-  readonly logDir?: string;
-  readonly readyTimeoutMs?: number;
-}
-
-export interface SelectServiceProcess extends DynamoProcess {
-  /** `http://127.0.0.1:<port>`: its HTTP API (`/health`, `/workers`, `/select`, `/overlap_scores`, ...). */
-  readonly url: string;
-  readonly port: number;
-}
-
-/**
- * Start Dynamo's runtime-free selection service (`python -m dynamo.select_service --port P`) on a free
- * port; resolves once `GET /health` answers. It needs no NATS or discovery: workers are registered over
- * HTTP (`POST /workers`), each naming the ZMQ endpoint where it publishes vLLM-format KV events
- * (`kv_events_endpoint`), which the service subscribes to (`startZmqKvPublisher`).
- */
-export async function startSelectService(o: SelectServiceOptions = {}): Promise<SelectServiceProcess> {
-  const py = dynamoPython();
-  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
-  mkdirSync(logDir, { recursive: true });
-  const port = await freePort();
-  const args = ['-m', 'dynamo.select_service', '--port', String(port)];
-  if (o.threads !== undefined) args.push('--threads', String(o.threads));
-  const logFile = join(logDir, `select-service-${port}.log`);
-  const env: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: '1' };
-  const { proc } = spawnGroup(py, args, env, logFile, 'log');
-  const url = `http://127.0.0.1:${port}`;
-  let exitCode: number | null | undefined;
-  void proc.exited.then((c) => (exitCode = c));
-  const deadline = Date.now() + (o.readyTimeoutMs ?? 60_000);
-  for (;;) {
-    const up = await fetch(`${url}/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (up) break;
-    if (exitCode !== undefined) throw new Error(`dynamo.select_service exited (${exitCode}) before answering /health; see ${logFile}`);
-    if (Date.now() > deadline) {
-      await proc.kill9();
-      throw new Error(`dynamo.select_service did not answer /health in time; see ${logFile}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { ...proc, url, port };
-}
-
-/** One KV event as vLLM publishes it: stored blocks carry their tokens (the service hashes them itself). */
-export type VllmKvEvent =
-  | { readonly kind: 'stored'; readonly blockHashes: BigUint64Array; readonly parentHash: bigint | null; readonly tokenIds: Uint32Array; readonly blockSize: number }
-  | { readonly kind: 'removed'; readonly blockHashes: BigUint64Array }
-  | { readonly kind: 'cleared' };
-
-export interface ZmqKvPublisher extends DynamoProcess {
-  /** One `tcp://127.0.0.1:<port>` per worker, in order: what each worker registers as `kv_events_endpoint`. */
-  readonly endpoints: readonly string[];
-  /** Resolves with how many endpoints have a subscriber (all of them, unless the timeout passed first). */
-  waitSubscribed(timeoutMs: number): Promise<number>;
-  /** Publish one batch on worker `worker`'s endpoint, with ZMQ sequence `seq` (a worker's first batch is 0). */
-  publish(worker: number, seq: bigint, events: readonly VllmKvEvent[], dpRank?: number): Promise<void>;
-}
-
-export const ZMQ_KV_PUBLISHER = join(REPO_ROOT, 'packages', 'testkit', 'python', 'zmq_kv_publisher.py');
-
-const b64 = (a: BigUint64Array | Uint32Array): string => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('base64');
-
-/**
- * Start `python/zmq_kv_publisher.py` (pyzmq from the Dynamo virtualenv): `workers` XPUB sockets on free
- * 127.0.0.1 ports that publish vLLM's KV event batches ([topic, seq u64 BE, msgpack [ts, events, dp_rank]]),
- * the format Dynamo's ZMQ listener decodes. Block hashes cross to it as little-endian u64 bytes (exact).
- */
-export async function startZmqKvPublisher(o: { readonly workers: number; readonly logDir?: string; readonly readyTimeoutMs?: number }): Promise<ZmqKvPublisher> {
-  const py = dynamoPython();
-  const logDir = o.logDir ?? join(INFRA_DIR, 'test', `dynamo-${process.pid}-${Date.now()}`);
-  mkdirSync(logDir, { recursive: true });
-  const logFile = join(logDir, `zmq-kv-publisher-${Date.now()}.log`);
-  const { child, proc } = spawnGroup(py, [ZMQ_KV_PUBLISHER, '--workers', String(o.workers)], { ...process.env, PYTHONUNBUFFERED: '1' }, logFile, 'pipe');
-  const { hello, call, stop } = await lineRpc(child, proc, 'zmq publisher', o.readyTimeoutMs ?? 60_000);
-  return {
-    ...proc,
-    stop: (graceMs = 3_000) => stop(graceMs, 2_000),
-    endpoints: hello.endpoints as string[],
-    waitSubscribed: async (ms) => Number((await call({ op: 'wait_subscribed', timeout_ms: ms })).subscribed),
-    publish: async (worker, seq, events, dpRank = 0) => {
-      await call({
-        op: 'publish',
-        worker,
-        seq: seq.toString(),
-        dp_rank: dpRank,
-        events: events.map((e) =>
-          e.kind === 'stored'
-            ? { kind: 'stored', block_hashes_b64: b64(e.blockHashes), parent_hash: e.parentHash === null ? null : e.parentHash.toString(), tokens_b64: b64(e.tokenIds), block_size: e.blockSize }
-            : e.kind === 'removed'
-              ? { kind: 'removed', block_hashes_b64: b64(e.blockHashes) }
-              : { kind: 'cleared' },
-        ),
-      });
-    },
-  };
 }

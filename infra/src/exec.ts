@@ -1,9 +1,10 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
+import { REPO_ROOT } from './paths';
 
 /** Run a command to completion, streaming nothing; throws with its output on failure. */
-export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; quiet?: boolean } = {}): string {
+export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): string {
   const r = spawnSync(cmd, args, {
     env: { ...process.env, ...opts.env },
     cwd: opts.cwd,
@@ -25,6 +26,67 @@ export function runVisible(cmd: string, args: string[], opts: { env?: NodeJS.Pro
     child.on('error', (e) => reject(new Error(`${cmd} could not be run: ${e.message}`)));
     child.on('exit', (code) => (code === 0 ? resolvePromise() : reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}`))));
   });
+}
+
+/** A child process whose output goes to a log file. */
+export interface LoggedProcess {
+  readonly pid: number;
+  readonly logFile: string;
+  readonly exited: Promise<number | null>;
+  /** SIGTERM, then SIGKILL if it has not exited after `graceMs`; resolves when it has exited. */
+  stop(graceMs?: number): Promise<void>;
+  /** SIGKILL at once (a crash). */
+  kill9(): Promise<void>;
+}
+
+/**
+ * Spawn `cmd` with its output appended to `logFile` (with `pipe`, stdin and stdout stay with the
+ * caller). `group`: detached into its own process group, which the signals then go to.
+ */
+export function spawnLogged(
+  cmd: string,
+  args: string[],
+  o: { readonly env: NodeJS.ProcessEnv; readonly logFile: string; readonly stdio: 'log' | 'pipe'; readonly group: boolean; readonly cwd?: string },
+): { child: ChildProcess; proc: LoggedProcess } {
+  const fd = openSync(o.logFile, 'a');
+  const child = spawn(cmd, args, { env: o.env, cwd: o.cwd ?? REPO_ROOT, detached: o.group, stdio: o.stdio === 'log' ? ['ignore', fd, fd] : ['pipe', 'pipe', fd] });
+  closeSync(fd);
+  const pid = child.pid;
+  if (pid === undefined) throw new Error(`could not start ${cmd} ${args.join(' ')}`);
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => {
+      forgetAtExit(pid);
+      resolve(code);
+    });
+  });
+  const signal = (sig: NodeJS.Signals): void => {
+    try {
+      process.kill(o.group ? -pid : pid, sig);
+    } catch {
+      /* gone */
+    }
+  };
+  const done = (): boolean => child.exitCode !== null || child.signalCode !== null;
+  const proc: LoggedProcess = {
+    pid,
+    logFile: o.logFile,
+    exited,
+    stop: async (graceMs = 10_000) => {
+      if (done()) return;
+      signal('SIGTERM');
+      const t = setTimeout(() => signal('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(t);
+      // What is left of the group (Dynamo's runtime threads live in the one process, but be thorough).
+      if (o.group) signal('SIGKILL');
+    },
+    kill9: async () => {
+      if (done()) return;
+      signal('SIGKILL');
+      await exited;
+    },
+  };
+  return { child, proc };
 }
 
 export function which(cmd: string): string | undefined {
@@ -61,7 +123,7 @@ export function tcpOpen(host: string, port: number, timeoutMs = 500): Promise<bo
   });
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Poll `check` until it returns true or the deadline passes. */
 export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<number> {
@@ -73,13 +135,29 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
   }
 }
 
-/** True when a process with this pid exists and its command line contains `marker`. */
-export function processMatches(pid: number, marker: string): boolean {
+/**
+ * Resolves true when `url` answers a GET with a 2xx status (and, with `body`, when `body` holds of
+ * its JSON); false when it does not answer.
+ */
+export function httpOk(url: string, body?: (json: unknown) => boolean): Promise<boolean> {
+  return fetch(url)
+    .then(async (r) => r.ok && (body === undefined || body(await r.json())))
+    .catch(() => false);
+}
+
+/** True when a process with this pid exists. */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
+    return true;
   } catch {
     return false;
   }
+}
+
+/** True when a process with this pid exists and its command line contains `marker`. */
+export function processMatches(pid: number, marker: string): boolean {
+  if (!alive(pid)) return false;
   try {
     // /proc is Linux-only; where it is missing, trust the pid.
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
@@ -103,12 +181,6 @@ export function processCpuUs(pid: number | undefined): { user: number; sys: numb
   } catch {
     return null;
   }
-}
-
-/** `processCpuUs` as one figure, user + system µs; NaN when the process or /proc is not there. */
-export function processCpuTotalUs(pid: number | undefined): number {
-  const c = processCpuUs(pid);
-  return c === null ? NaN : c.user + c.sys;
 }
 
 const ENDED_WITH_PROCESS = Symbol.for('vantage.infra.ended-with-process');

@@ -26,44 +26,55 @@ export const ETCD_MODULE_DIR = join(REPO_ROOT, 'infra', 'etcd');
 
 type Log = (msg: string) => void;
 
-function natsVersionOf(bin: string): string | undefined {
+/**
+ * Path of a usable `bin`: `process.env[override]` if set, else the pinned `version` in `.infra/bin`
+ * (built with `build` when Go is there; a later call returns at once from the version stamp), else
+ * one on `PATH` or from Debian's package. `versionOf` is what `bin --version` says (containing
+ * `version` for the pinned one), undefined when it does not run.
+ */
+async function ensureGoServer(
+  bin: string,
+  version: string,
+  override: string,
+  debianPackage: string,
+  versionOf: (bin: string) => string | undefined,
+  build: (local: string) => Promise<void>,
+  log: Log,
+): Promise<string> {
+  const given = process.env[override];
+  if (given) {
+    if (!versionOf(given)) throw new Error(`${override}=${given} is not a runnable ${bin}`);
+    return given;
+  }
+  const local = join(BIN_DIR, bin);
+  const stamp = join(BIN_DIR, `${bin}.version`);
+  if (existsSync(local) && existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === version) return local;
+  mkdirSync(BIN_DIR, { recursive: true });
+  if (which('go')) {
+    log(`building ${bin} ${version} with Go (cached under .infra/)`);
+    await build(local);
+    const v = versionOf(local);
+    if (!v?.includes(version)) throw new Error(`the build finished but ${local} reports ${v ?? '(does not run)'}`);
+    writeFileSync(stamp, version + '\n');
+    return local;
+  }
+  const system = which(bin);
+  if (system && versionOf(system)) return system;
+  if (which('apt-get')) {
+    log(`installing Debian's ${debianPackage} package`);
+    await runVisible('sh', ['-c', `apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${debianPackage}`]);
+    const p = which(bin);
+    if (p && versionOf(p)) return p;
+  }
+  throw new Error(`no ${bin}: install Go (to build it) or Debian's ${debianPackage} package, or set ${override}`);
+}
+
+function versionOutput(bin: string): string | undefined {
   try {
     return run(bin, ['--version']).trim();
   } catch {
     return undefined;
   }
-}
-
-/** Path of a usable nats-server with JetStream, installing one if needed. */
-export async function ensureNatsServer(log: Log = () => {}): Promise<string> {
-  const override = process.env.NATS_SERVER_BIN;
-  if (override) {
-    if (!natsVersionOf(override)) throw new Error(`NATS_SERVER_BIN=${override} is not a runnable nats-server`);
-    return override;
-  }
-  const local = join(BIN_DIR, 'nats-server');
-  const stamp = join(BIN_DIR, 'nats-server.version');
-  if (existsSync(local) && existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === NATS_SERVER_VERSION) return local;
-  mkdirSync(BIN_DIR, { recursive: true });
-  if (which('go')) {
-    log(`installing nats-server ${NATS_SERVER_VERSION} with go install (cached under .infra/)`);
-    await runVisible('go', ['install', `github.com/nats-io/nats-server/v2@${NATS_SERVER_VERSION}`], {
-      cwd: INFRA_DIR,
-      env: { GOBIN: BIN_DIR, ...goEnv() },
-    });
-    if (!natsVersionOf(local)) throw new Error(`go install finished but ${local} does not run`);
-    writeFileSync(stamp, NATS_SERVER_VERSION + '\n');
-    return local;
-  }
-  const system = which('nats-server');
-  if (system) return system;
-  if (which('apt-get')) {
-    log("installing Debian's nats-server package");
-    await runVisible('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server']);
-    const p = which('nats-server');
-    if (p) return p;
-  }
-  throw new Error('no nats-server: install Go (for go install) or Debian\'s nats-server package, or set NATS_SERVER_BIN');
 }
 
 const goEnv = (): NodeJS.ProcessEnv => ({
@@ -73,33 +84,26 @@ const goEnv = (): NodeJS.ProcessEnv => ({
   GO111MODULE: 'on',
 });
 
-/** `3.6.16` from `etcd --version` ("etcd Version: 3.6.16"), or undefined when it does not run. */
+/** Path of a usable nats-server with JetStream, installing one if needed. */
+export function ensureNatsServer(log: Log = () => {}): Promise<string> {
+  const build = (): Promise<void> =>
+    runVisible('go', ['install', `github.com/nats-io/nats-server/v2@${NATS_SERVER_VERSION}`], { cwd: INFRA_DIR, env: { GOBIN: BIN_DIR, ...goEnv() } });
+  return ensureGoServer('nats-server', NATS_SERVER_VERSION, 'NATS_SERVER_BIN', 'nats-server', versionOutput, build, log);
+}
+
+/** `v3.6.16` from `etcd --version` ("etcd Version: 3.6.16"). */
 function etcdVersionOf(bin: string): string | undefined {
-  try {
-    const m = /etcd Version:\s*(\S+)/.exec(run(bin, ['--version']));
-    return m?.[1];
-  } catch {
-    return undefined;
-  }
+  const m = /etcd Version:\s*(\S+)/.exec(versionOutput(bin) ?? '');
+  return m === null ? undefined : `v${m[1]}`;
 }
 
 /**
  * Path of a usable etcd server, building the pinned one if needed. The first build compiles etcd
  * and its gRPC stack (on this project's 2-core host about 45 s with Go's module cache warm, a
- * few minutes cold); later calls return at once from the version stamp.
+ * few minutes cold).
  */
-export async function ensureEtcd(log: Log = () => {}): Promise<string> {
-  const override = process.env.ETCD_BIN;
-  if (override) {
-    if (!etcdVersionOf(override)) throw new Error(`ETCD_BIN=${override} is not a runnable etcd`);
-    return override;
-  }
-  const local = join(BIN_DIR, 'etcd');
-  const stamp = join(BIN_DIR, 'etcd.version');
-  if (existsSync(local) && existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === ETCD_VERSION) return local;
-  mkdirSync(BIN_DIR, { recursive: true });
-  if (which('go')) {
-    log(`building etcd ${ETCD_VERSION} with go build (cached under .infra/)`);
+export function ensureEtcd(log: Log = () => {}): Promise<string> {
+  const build = async (local: string): Promise<void> => {
     // Built to a temporary name and renamed, so a build interrupted half-way never leaves a
     // broken binary behind the stamp check.
     const tmp = `${local}.build-${process.pid}`;
@@ -109,29 +113,14 @@ export async function ensureEtcd(log: Log = () => {}): Promise<string> {
     } finally {
       rmSync(tmp, { force: true });
     }
-    const v = etcdVersionOf(local);
-    if (v === undefined || `v${v}` !== ETCD_VERSION) throw new Error(`go build finished but ${local} reports version ${v ?? '(does not run)'}`);
-    writeFileSync(stamp, ETCD_VERSION + '\n');
-    return local;
-  }
-  const system = which('etcd');
-  if (system && etcdVersionOf(system)) return system;
-  if (which('apt-get')) {
-    log("installing Debian's etcd-server package");
-    await runVisible('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server']);
-    const p = which('etcd');
-    if (p && etcdVersionOf(p)) return p;
-  }
-  throw new Error("no etcd: install Go (to build it) or Debian's etcd-server package, or set ETCD_BIN");
-}
-
-function kafkaLibDir(version = KAFKA_VERSION): string {
-  return join(INFRA_DIR, 'kafka', version, 'libs');
+  };
+  return ensureGoServer('etcd', ETCD_VERSION, 'ETCD_BIN', 'etcd-server', etcdVersionOf, build, log);
 }
 
 /** Directory holding the Kafka broker jars, fetching them with Maven if needed. */
-export async function ensureKafkaJars(log: Log = () => {}, version = KAFKA_VERSION): Promise<string> {
-  const libs = kafkaLibDir(version);
+export async function ensureKafkaJars(log: Log = () => {}): Promise<string> {
+  const version = KAFKA_VERSION;
+  const libs = join(INFRA_DIR, 'kafka', version, 'libs');
   const complete = join(libs, '.complete');
   if (existsSync(complete)) return libs;
   if (!which('mvn')) throw new Error('Maven (mvn) is needed to fetch the Kafka broker jars');

@@ -77,7 +77,6 @@ export interface OfflineStudy {
   /** Why the chosen point, in one line. */
   readonly why: string;
   readonly loadHtml: string;
-  readonly ms: { readonly calibrationAndFit: number; readonly evaluation: number };
 }
 
 function capableFraction(p: StageProposalModel): number {
@@ -116,17 +115,17 @@ function offlineEvaluation(s: OfflineSettings, fit: StudyResult['fit'], backgrou
 }
 
 /**
- * Calibrate and fit offline with the job's plan, then evaluate at each level of `gapsMs` (or only at
- * `fixed`, when the job was given its competing traffic) and choose the operating point.
+ * Calibrate and fit offline with the job's plan, then evaluate at each level of `OPERATING_GAPS_MS` (or
+ * only at `fixed`, when the job was given its competing traffic) and choose the operating point.
  */
-export function offlineOperatingPoint(s: OfflineSettings, o: { readonly fixed?: BackgroundTrafficSpec | null; readonly gapsMs?: readonly (number | null)[]; readonly progress: (line: string) => void }): OfflineStudy {
+export function offlineOperatingPoint(s: OfflineSettings, o: { readonly fixed?: BackgroundTrafficSpec | null; readonly progress: (line: string) => void }): OfflineStudy {
   const t0 = performance.now();
   const { fit } = calibrateAndFit({ preset: s.preset, fleet: LIVE_FLEET, calibrationSeed: s.calibrationSeed, destinationLimit: s.destinationLimit });
   const t1 = performance.now();
   const c = fit.report.chosen;
   o.progress(`offline fit: count r=${String(fit.report.thresholds.count.best.r)}, count+prefill r=${String(fit.report.thresholds.countPrefill.best.r)} p=${String(fit.report.thresholds.countPrefill.best.p)}, margins blind ${fit.report.margins.blind.marginMs.toFixed(0)} ms, cache ${fit.report.margins.cache.marginMs.toFixed(0)} ms; selection chose ${c.thresholdRule.rule} and ${c.estimator.rule} (${((t1 - t0) / 1000).toFixed(1)} s)`);
   const candidates: { bg: BackgroundTrafficSpec | null; gap: number | null }[] =
-    o.fixed !== undefined ? [{ bg: o.fixed, gap: o.fixed?.meanGapMs ?? null }] : (o.gapsMs ?? OPERATING_GAPS_MS).map((gap) => ({ bg: loadBackground(gap, STREAMS, SPAN_MS), gap }));
+    o.fixed !== undefined ? [{ bg: o.fixed, gap: o.fixed?.meanGapMs ?? null }] : OPERATING_GAPS_MS.map((gap) => ({ bg: loadBackground(gap, STREAMS, SPAN_MS), gap }));
   const points: OfflinePoint[] = [];
   for (const cand of candidates) {
     const p = offlineEvaluation(s, fit, cand.bg, cand.gap, Math.min(s.bootstrap, OFFLINE_BOOTSTRAP));
@@ -141,8 +140,7 @@ export function offlineOperatingPoint(s: OfflineSettings, o: { readonly fixed?: 
     for (const p of points) if (p.overrides > best.overrides) best = p;
     why = best.overrides > 0 ? `no level leaves a rule both overriding and keeping; the most overrides (${best.overrides})` : 'no rule overrode at any level offline; the first level';
   }
-  const t2 = performance.now();
-  return { fit, points, chosen: best, why, loadHtml: renderLoadHtml(points), ms: { calibrationAndFit: Math.round(t1 - t0), evaluation: Math.round(t2 - t1) } };
+  return { fit, points, chosen: best, why, loadHtml: renderLoadHtml(points) };
 }
 
 /**

@@ -37,19 +37,14 @@ import {
 } from '@vantage/evaluation';
 import type { FitReport } from '@vantage/fitting';
 import { loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
+import { RECORD_VARIANT } from '@vantage/decision-core';
 import { comparisonHtml, engineSideAnalysis, findingLines, offlineOperatingPoint, type OfflineStudy } from './job-study';
+import { waitFor } from './exec';
 import { REPO_ROOT } from './paths';
 
 export const OUT_DIR = join(REPO_ROOT, 'out');
 
-/** How decision records name the rule variants (the decision service's vocabulary). */
-export const RECORD_VARIANT: Readonly<Record<Variant, string>> = {
-  stage: 'baseline',
-  count: 'request_count',
-  count_prefill: 'count_prefill',
-  blind: 'cache_blind',
-  cache: 'cache_aware',
-};
+/** A rule variant by the name decision records give it. */
 const RULE_VARIANT = Object.fromEntries(Object.entries(RECORD_VARIANT).map(([k, v]) => [v, k as Variant])) as Record<string, Variant>;
 
 export interface JobConfig {
@@ -79,22 +74,14 @@ export interface JobConfig {
   readonly topics: { readonly outcomes: string; readonly decisions: string };
 }
 
-function backgroundSetting(v: string | undefined): string {
-  if (v === undefined || v === '' || v === 'pick') return 'pick';
+/** `env[key]` (or `dflt` when unset or empty), which `parse` must accept. */
+function specSetting(env: NodeJS.ProcessEnv, key: string, dflt: string, parse: (spec: string) => unknown): string {
+  const v = env[key];
+  const spec = v === undefined || v === '' ? dflt : v;
   try {
-    parseBackgroundSpec(v);
+    parse(spec);
   } catch (e) {
-    throw new Error(`VANTAGE_JOB_BACKGROUND: ${e instanceof Error ? e.message : String(e)}`);
-  }
-  return v;
-}
-
-function proposalSetting(v: string | undefined): string {
-  const spec = v === undefined || v === '' ? 'fraction:0.2:7' : v;
-  try {
-    parseProposalSpec(spec);
-  } catch (e) {
-    throw new Error(`VANTAGE_JOB_PROPOSAL: ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(`${key}: ${e instanceof Error ? e.message : String(e)}`);
   }
   return spec;
 }
@@ -134,8 +121,8 @@ export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfi
     // The small and job plans' Q grid ends at 16,384 tokens; a longer prompt is out of range and every estimator
     // variant would fall back to Stage on it (seed 000), which measures the grid, not the rule.
     maxContextTokens: 16_384,
-    proposal: proposalSetting(env['VANTAGE_JOB_PROPOSAL']),
-    background: backgroundSetting(env['VANTAGE_JOB_BACKGROUND']),
+    proposal: specSetting(env, 'VANTAGE_JOB_PROPOSAL', 'fraction:0.2:7', parseProposalSpec),
+    background: specSetting(env, 'VANTAGE_JOB_BACKGROUND', 'pick', (v) => v === 'pick' || parseBackgroundSpec(v)),
     scheduleSeed: int('VANTAGE_JOB_SEED', 1),
     bootstrap: int('VANTAGE_JOB_BOOTSTRAP', 1000),
     timeScale: 4,
@@ -166,7 +153,6 @@ export interface JobResult {
   readonly fittedVersion: string;
   readonly report: string;
   readonly phasesMs: Readonly<Record<string, number>>;
-  readonly evaluationSummary: string;
 }
 
 export { calibrationParameterSet } from '@vantage/evaluation';
@@ -196,22 +182,21 @@ export function runNode(args: string[], label: string, env: NodeJS.ProcessEnv = 
   });
 }
 
+/** A tool's standard output, shown to the user line by line. */
+const echo = (label: string, text: string): void => {
+  process.stderr.write(text.split('\n').map((l) => (l.trim() ? `[${label}] ${l}\n` : '')).join(''));
+};
+
 const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '') : []);
 
 /** Waits until the decision service reports `version` as its active parameter set. */
 export async function waitForParameterSet(port: number, version: string, timeoutMs = 15_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
   const needle = `version="${version}"`;
-  while (Date.now() < until) {
-    try {
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      if (text.split('\n').some((l) => l.startsWith('vantage_decision_parameter_set_info') && l.includes(needle) && / 1$/.test(l))) return;
-    } catch {
-      // restarting or not up yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`the decision service did not load parameter set ${version} within ${timeoutMs} ms`);
+  const loaded = (): Promise<boolean> =>
+    fetch(`http://127.0.0.1:${port}/metrics`)
+      .then(async (r) => (await r.text()).split('\n').some((l) => l.startsWith('vantage_decision_parameter_set_info') && l.includes(needle) && / 1$/.test(l)))
+      .catch(() => false); // restarting or not up yet
+  await waitFor(`the decision service's parameter set ${version}`, loaded, timeoutMs);
 }
 
 export async function runJob(ctx: JobContext): Promise<JobResult> {
@@ -235,17 +220,18 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     await waitForParameterSet(ctx.decisionPort(), set.version);
   };
 
-  /** Reads the topic from `since` into `file` until `done(rows)` holds (or time runs out). */
-  const readBack = async (topic: string, since: string, file: string, what: string, done: (rows: string[]) => boolean, timeoutMs = 120_000): Promise<string[]> => {
+  /** Reads the outcomes topic from `since` into `file` until it holds an outcome of every one of `ids` (or time runs out). */
+  const readBack = async (since: string, file: string, what: string, ids: ReadonlySet<string>, timeoutMs = 120_000): Promise<string[]> => {
     const deadline = Date.now() + timeoutMs;
     let before = -1;
     for (;;) {
-      await cli(['replay', '--brokers', ctx.kafkaBrokers, '--topic', topic, '--since', since, '--format', 'jsonl', '--out', file], 'replay');
+      await cli(['replay', '--brokers', ctx.kafkaBrokers, '--topic', cfg.topics.outcomes, '--since', since, '--format', 'jsonl', '--out', file], 'replay');
       const rows = lines(file);
-      if (done(rows) || Date.now() > deadline) return rows;
+      const done = countIds(rows, ids) >= ids.size || Date.now() > deadline;
       // Nothing new since the last read: the rest are requests that never reached a worker (route errors).
-      if (rows.length === before) {
-        log(`${rows.length} ${what} records in Kafka, none new since the last read; going on without the rest`);
+      if (!done && rows.length === before) log(`${rows.length} ${what} records in Kafka, none new since the last read; going on without the rest`);
+      if (done || rows.length === before) {
+        log(`${countIds(rows, ids)}/${ids.size} ${what} records read back from Kafka into ${file}`);
         return rows;
       }
       before = rows.length;
@@ -257,17 +243,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   // ---- 0. Offline study: the operating point and the prediction ------------------------------------
   log(`offline study: plan ${cfg.preset}, fit and the five-variant schedule on the simulator with the live pools${cfg.background === 'pick' ? ', at each level of competing traffic on the efficient pool' : `, competing traffic ${cfg.background}`}`);
   const offline: OfflineStudy = offlineOperatingPoint(
-    {
-      preset: cfg.preset,
-      calibrationSeed: cfg.calibrationSeed,
-      destinationLimit: cfg.destinationLimit,
-      attempts: cfg.attempts,
-      sessions: cfg.sessions,
-      scheduleSeed: cfg.scheduleSeed,
-      proposal: parseProposalSpec(cfg.proposal),
-      maxContextTokens: cfg.maxContextTokens,
-      bootstrap: cfg.bootstrap,
-    },
+    { ...cfg, proposal: parseProposalSpec(cfg.proposal) },
     { ...(cfg.background === 'pick' ? {} : { fixed: parseBackgroundSpec(cfg.background) }), progress: (l) => log(l) },
   );
   const background = offline.chosen.background === null ? 'off' : formatBackgroundSpec(offline.chosen.background);
@@ -306,8 +282,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   log(`calibration finished: ${JSON.stringify(calSummary)}`);
   const calIds = new Set(lines(calRequests).map((l) => (JSON.parse(l) as { requestId: string }).requestId));
   const calOutcomes = join(out, 'calibration-outcomes.jsonl');
-  const calRows = await readBack(cfg.topics.outcomes, calSince, calOutcomes, 'calibration outcome', (rows) => countIds(rows, calIds) >= calIds.size);
-  log(`${countIds(calRows, calIds)}/${calIds.size} calibration outcome records read back from Kafka into ${calOutcomes}`);
+  await readBack(calSince, calOutcomes, 'calibration outcome', calIds);
   phase('calibration');
 
   // ---- 2. Fit --------------------------------------------------------------------------------------
@@ -326,7 +301,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   // Q tables come from the calibration's Q set (the no-contention grid measured for Q alone, session ids
   // `cal:<condition>:<repeat>:qgrid`); only the contention conditions are split (`vantage fit`'s default).
   const fitText = await cli(fitArgs, 'fit');
-  process.stderr.write(fitText.split('\n').map((l) => (l.trim() ? `[fit] ${l}\n` : '')).join(''));
+  echo('fit', fitText);
   const fitted = loadParameterSet(readFileSync(fittedFile, 'utf8'));
   if (!fitted.ok) throw new Error(`the fit wrote an invalid parameter set: ${fitted.errors.join('; ')}`);
   log(`fitted parameter set ${fitted.value.version} -> ${fittedFile}; fit report ${fitReport}`);
@@ -377,16 +352,18 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
 
   // ---- 4. Report -----------------------------------------------------------------------------------
   const outcomes = join(out, 'outcomes.jsonl');
-  const evalRows = await readBack(cfg.topics.outcomes, evalSince, outcomes, 'evaluation outcome', (rows) => countIds(rows, evalIds) >= evalIds.size);
-  log(`${countIds(evalRows, evalIds)}/${evalIds.size} evaluation outcome records read back from Kafka into ${outcomes}`);
+  const evalRows = await readBack(evalSince, outcomes, 'evaluation outcome', evalIds);
   const report = join(out, 'report.html');
   const evalText = await cli(['evaluate', '--input', outcomes, '--out', report, '--json', join(out, 'analysis.json'), '--bootstrap', String(cfg.bootstrap), '--lenient'], 'report');
-  process.stderr.write(evalText.split('\n').map((l) => (l.trim() ? `[evaluate] ${l}\n` : '')).join(''));
+  echo('evaluate', evalText);
   // The engine's own TTFT (sim ms, from the load generator) beside the report's wall-clock TTFT: on a
   // shared host, time slicing adds wall time to routing and dispatch that no rule causes.
-  const engine = engineSummary(out, runs);
+  const requests = requestLines(out, runs);
+  const engine = engineSummary(requests);
   const liveWall = JSON.parse(readFileSync(join(out, 'analysis.json'), 'utf8')) as EvaluationAnalysis;
-  const liveEngine = engineSideAnalysis(evalRows, engineTtftById(out, runs), cfg.scheduleSeed, cfg.bootstrap);
+  // Engine-measured TTFT (sim ms) of every request the load generator sent, by request id.
+  const engineTtftById = new Map(requests.map(({ r }) => [r.requestId, r.status === 'done' ? r.ttftMs : null]));
+  const liveEngine = engineSideAnalysis(evalRows, engineTtftById, cfg.scheduleSeed, cfg.bootstrap);
   writeFileSync(join(out, 'analysis-engine.json'), `${JSON.stringify(liveEngine, null, 1)}\n`);
   const liveFit = JSON.parse(readFileSync(join(out, 'fit.json'), 'utf8')) as FitReport;
   const comparison = { offline, liveWall, liveEngine, liveFit, liveBackground: background };
@@ -409,7 +386,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   log(`offline vs live:   ${studyHtml} (offline levels: ${join(out, 'offline', 'load.html')})`);
   log(`what the study found at ${offline.chosen.label}, live, per variant (engine-side TTFT in sim ms, intervals from a session bootstrap):`);
   for (const l of findingLines(comparison)) log(l);
-  return { fittedVersion: fitted.value.version, report, phasesMs, evaluationSummary: evalText };
+  return { fittedVersion: fitted.value.version, report, phasesMs };
 }
 
 interface EngineSide {
@@ -422,25 +399,38 @@ interface EngineSide {
   background: { requests: number; engineTtftMeanMs: number | null; engineTtftP90Ms: number | null; engineLatencyMeanMs: number | null };
 }
 
+/** One line of the load generator's per-request output. */
+interface RequestLine {
+  readonly requestId: string;
+  readonly status: string;
+  readonly ttftMs: number | null;
+  readonly e2eMs?: number | null;
+  readonly routeWallMs: number | null;
+  readonly reason: string;
+  readonly background?: boolean;
+}
+
+/** The load generator's lines of every run, with the run's variant. */
+function requestLines(out: string, runs: readonly ScheduledRun[]): { variant: string; r: RequestLine }[] {
+  return runs.flatMap((run) => lines(join(out, `requests-${run.attempt}-${run.variant}.jsonl`)).map((l) => ({ variant: run.variant, r: JSON.parse(l) as RequestLine })));
+}
+
 /** Per variant, from the load generator's per-request lines: the engine-measured TTFT and the route wall time. */
-function engineSummary(out: string, runs: readonly ScheduledRun[]): Record<string, EngineSide> {
+function engineSummary(requests: readonly { variant: string; r: RequestLine }[]): Record<string, EngineSide> {
   const by: Record<string, { ttft: number[]; route: number[]; reasons: Record<string, number>; n: number; bgN: number; bgTtft: number[]; bgE2e: number[] }> = {};
-  for (const run of runs) {
-    const b = (by[run.variant] ??= { ttft: [], route: [], reasons: {}, n: 0, bgN: 0, bgTtft: [], bgE2e: [] });
-    for (const l of lines(join(out, `requests-${run.attempt}-${run.variant}.jsonl`))) {
-      const r = JSON.parse(l) as { status: string; ttftMs: number | null; e2eMs?: number | null; routeWallMs: number | null; reason: string; background?: boolean };
-      if (r.background === true) {
-        // Competing traffic: apart from the sessions' figures.
-        b.bgN++;
-        if (r.status === 'done' && r.ttftMs !== null) b.bgTtft.push(r.ttftMs);
-        if (r.status === 'done' && typeof r.e2eMs === 'number') b.bgE2e.push(r.e2eMs);
-        continue;
-      }
-      b.n++;
-      b.reasons[r.reason] = (b.reasons[r.reason] ?? 0) + 1;
-      if (r.status === 'done' && r.ttftMs !== null) b.ttft.push(r.ttftMs);
-      if (r.routeWallMs !== null) b.route.push(r.routeWallMs);
+  for (const { variant, r } of requests) {
+    const b = (by[variant] ??= { ttft: [], route: [], reasons: {}, n: 0, bgN: 0, bgTtft: [], bgE2e: [] });
+    if (r.background === true) {
+      // Competing traffic: apart from the sessions' figures.
+      b.bgN++;
+      if (r.status === 'done' && r.ttftMs !== null) b.bgTtft.push(r.ttftMs);
+      if (r.status === 'done' && typeof r.e2eMs === 'number') b.bgE2e.push(r.e2eMs);
+      continue;
     }
+    b.n++;
+    b.reasons[r.reason] = (b.reasons[r.reason] ?? 0) + 1;
+    if (r.status === 'done' && r.ttftMs !== null) b.ttft.push(r.ttftMs);
+    if (r.routeWallMs !== null) b.route.push(r.routeWallMs);
   }
   const round = (x: number): number => Math.round(x * 10) / 10;
   const mean = (xs: number[]): number | null => (xs.length === 0 ? null : round(xs.reduce((s, x) => s + x, 0) / xs.length));
@@ -458,18 +448,6 @@ function engineSummary(out: string, runs: readonly ScheduledRun[]): Record<strin
       },
     ]),
   );
-}
-
-/** Engine-measured TTFT (sim ms) of every request the load generator sent, by request id. */
-function engineTtftById(out: string, runs: readonly ScheduledRun[]): Map<string, number | null> {
-  const m = new Map<string, number | null>();
-  for (const run of runs) {
-    for (const l of lines(join(out, `requests-${run.attempt}-${run.variant}.jsonl`))) {
-      const r = JSON.parse(l) as { requestId: string; status: string; ttftMs: number | null };
-      m.set(r.requestId, r.status === 'done' ? r.ttftMs : null);
-    }
-  }
-  return m;
 }
 
 /** How many rows are outcome records of the given request ids (each counted once). */

@@ -116,21 +116,20 @@ export async function brokersUp(
   if (b.nats) await ensureNatsServer(log);
   if (b.kafka) await ensureKafkaJars(log);
   if (withEtcd && b.etcd) await ensureEtcd(log);
-  const [natsMs, kafkaMs, etcdMs] = await Promise.all([
-    b.nats ? b.nats.start() : checkExternal('NATS_URL', b.endpoints.natsUrl),
-    b.kafka ? b.kafka.start() : checkExternal('KAFKA_BROKERS', b.endpoints.kafkaBrokers),
-    !withEtcd ? 0 : b.etcd ? b.etcd.start() : checkExternal('ETCD_ENDPOINTS', b.endpoints.etcdEndpoints!),
+  /** ms to ready of a broker started here; null for an external one, once it answers. */
+  const up = async (p: { start(): Promise<number> } | undefined, name: string, addr: string): Promise<number | null> => {
+    if (p) return p.start();
+    const { host, port } = hostPort(addr);
+    if (!(await tcpOpen(host, port, 2000))) throw new Error(`${name}=${addr} is not reachable`);
+    return null;
+  };
+  const [nats, kafka, etcd] = await Promise.all([
+    up(b.nats, 'NATS_URL', b.endpoints.natsUrl),
+    up(b.kafka, 'KAFKA_BROKERS', b.endpoints.kafkaBrokers),
+    withEtcd ? up(b.etcd, 'ETCD_ENDPOINTS', b.endpoints.etcdEndpoints!) : null,
   ]);
-  const readyMs = { nats: b.nats ? natsMs : null, kafka: b.kafka ? kafkaMs : null };
-  if (!withEtcd) return { endpoints: { natsUrl: b.endpoints.natsUrl, kafkaBrokers: b.endpoints.kafkaBrokers }, readyMs };
-  return { endpoints: b.endpoints, readyMs: { ...readyMs, etcd: b.etcd ? etcdMs : null } };
-}
-
-async function checkExternal(name: string, addr: string): Promise<number> {
-  const { host, port } = hostPort(addr);
-  const t0 = Date.now();
-  if (!(await tcpOpen(host, port, 2000))) throw new Error(`${name}=${addr} is not reachable`);
-  return Date.now() - t0;
+  if (!withEtcd) return { endpoints: { natsUrl: b.endpoints.natsUrl, kafkaBrokers: b.endpoints.kafkaBrokers }, readyMs: { nats, kafka } };
+  return { endpoints: b.endpoints, readyMs: { nats, kafka, etcd } };
 }
 
 interface BrokerStatus {

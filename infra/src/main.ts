@@ -106,11 +106,7 @@ async function main(argv: string[]): Promise<number> {
       // Leave brokers that were already running (someone else's `infra up`) as they were.
       if (!wasRunning.nats || !wasRunning.kafka) {
         log('stopping brokers started by this run');
-        const b = await localBrokers({ secure });
-        await Promise.all([
-          !wasRunning.nats && b.nats ? b.nats.stop() : undefined,
-          !wasRunning.kafka && b.kafka ? b.kafka.stop() : undefined,
-        ]);
+        await Promise.all([!wasRunning.nats ? before.nats?.stop() : undefined, !wasRunning.kafka ? before.kafka?.stop() : undefined]);
       }
       log(`stopped after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       process.exit(code);

@@ -35,7 +35,7 @@ export interface TlsMaterial {
 }
 
 function openssl(args: string[], cwd: string): void {
-  run('openssl', args, { cwd, quiet: true });
+  run('openssl', args, { cwd });
 }
 
 /**
@@ -83,13 +83,6 @@ export function randomSecret(bytes = 18): string {
   return randomBytes(bytes).toString('hex');
 }
 
-/** Writes a secret file readable by its owner only. */
-function writeSecretFile(path: string, secret: string): string {
-  writeFileSync(path, `${secret}\n`, { mode: 0o600 });
-  chmodSync(path, 0o600);
-  return path;
-}
-
 // ---------------------------------------------------------------------------
 // Least-privilege NATS permissions
 // ---------------------------------------------------------------------------
@@ -104,14 +97,16 @@ export interface SecurePool {
 
 interface SecureLayout {
   readonly pools: readonly SecurePool[];
-  /** The outcome service's lease bucket (`outcome.leader.bucket`). */
-  readonly leaderBucket?: string;
-  /** The indexers' snapshot object store (`indexer.snapshot.bucket`). */
-  readonly snapshotBucket?: string;
-  /** Streams the decision and outcome services use. */
-  readonly decisionsStream?: string;
-  readonly lifecycleStream?: string;
 }
+
+/**
+ * The services' default buckets and streams: the outcome service's lease bucket (`outcome.leader.bucket`),
+ * the indexers' snapshot object store (`indexer.snapshot.bucket`), the decision and lifecycle streams.
+ */
+const LEADER_BUCKET = 'vantage_outcome_leader';
+const SNAPSHOT_BUCKET = 'vantage-indexer';
+const DECISIONS_STREAM = 'VANTAGE_DECISIONS';
+const LIFECYCLE_STREAM = 'VANTAGE_LIFECYCLE';
 
 export interface Permission {
   readonly allow: readonly string[];
@@ -148,20 +143,7 @@ const JS_ACCOUNT_INFO = '$JS.API.INFO';
 /** Replies to our own requests (and JetStream API replies) arrive on inboxes. */
 const INBOX = '_INBOX.>';
 
-interface DynamoSubjects {
-  readonly kvEvents: string;
-  readonly legacyKvEvents: string;
-  readonly kvMetrics: string;
-  readonly activeSequences: string;
-  readonly jsKvEvents: string;
-  /** Dynamo 1.6.1's endpoint-scoped subjects (any endpoint of the component: discovery names them). */
-  readonly endpointKvEvents: string;
-  readonly endpointKvMetrics: string;
-  readonly endpointForwardPass: string;
-  readonly endpointActiveSequences: string;
-}
-
-function dynamoSubjects(p: SecurePool): DynamoSubjects {
+function dynamoSubjects(p: SecurePool) {
   const component = `namespace.${p.namespace}.component.${p.component}`;
   return {
     kvEvents: `${component}.kv-events`,
@@ -169,6 +151,7 @@ function dynamoSubjects(p: SecurePool): DynamoSubjects {
     kvMetrics: `namespace.${p.namespace}.kv_metrics`,
     activeSequences: `${component}.active_sequences_events`,
     jsKvEvents: `namespace-${p.namespace}-component-${p.component}-kv-events.kv-events`,
+    // Dynamo 1.6.1's endpoint-scoped subjects (any endpoint of the component: discovery names them).
     endpointKvEvents: `${component}.endpoint.*.kv-events`,
     endpointKvMetrics: `${component}.endpoint.*.kv_metrics`,
     endpointForwardPass: `${component}.endpoint.*.forward-pass-metrics`,
@@ -177,7 +160,7 @@ function dynamoSubjects(p: SecurePool): DynamoSubjects {
 }
 
 /** What a worker of the pool publishes: its KV events, load reports and forward-pass metrics, in every supported shape. */
-function workerPublishes(d: DynamoSubjects): string[] {
+function workerPublishes(d: ReturnType<typeof dynamoSubjects>): string[] {
   return [d.kvEvents, d.legacyKvEvents, d.kvMetrics, d.jsKvEvents, d.endpointKvEvents, d.endpointKvMetrics, d.endpointForwardPass];
 }
 
@@ -187,27 +170,17 @@ function workerPublishes(d: DynamoSubjects): string[] {
  * name (`@vantage/protocol` for ours, `@vantage/wire` for Dynamo's).
  */
 export function rolePermissions(layout: SecureLayout): RolePermissions[] {
-  const leader = layout.leaderBucket ?? 'vantage_outcome_leader';
-  const snapshots = layout.snapshotBucket ?? 'vantage-indexer';
-  const decisions = layout.decisionsStream ?? 'VANTAGE_DECISIONS';
-  const lifecycle = layout.lifecycleStream ?? 'VANTAGE_LIFECYCLE';
   const roles: RolePermissions[] = [];
   for (const p of layout.pools) {
     const d = dynamoSubjects(p);
     roles.push({
       role: `indexer-${p.name}`,
       what: `indexer of pool ${p.name}: reads the pool's Dynamo events and our bookings, lifecycle and registrations, answers observe, keeps snapshots`,
-      publish: { allow: [JS_ACCOUNT_INFO, ...streamApi(`OBJ_${snapshots}`), `$O.${snapshots}.>`, ...streamApi(`namespace-${p.namespace}-component-${p.component}-kv-events`)] },
+      publish: { allow: [JS_ACCOUNT_INFO, ...streamApi(`OBJ_${SNAPSHOT_BUCKET}`), `$O.${SNAPSHOT_BUCKET}.>`, ...streamApi(`namespace-${p.namespace}-component-${p.component}-kv-events`)] },
       subscribe: {
         allow: [
-          d.kvEvents,
-          d.legacyKvEvents,
-          d.kvMetrics,
-          d.activeSequences,
-          d.endpointKvEvents,
-          d.endpointKvMetrics,
-          d.endpointForwardPass,
-          d.endpointActiveSequences,
+          // Every Dynamo subject of the pool but the JetStream stream's (read through the JetStream API above).
+          ...Object.values(dynamoSubjects(p)).filter((x) => x !== d.jsKvEvents),
           `${V}.bookings.${p.name}`,
           `${V}.lifecycle.${p.name}`,
           `${V}.workers.${p.name}`,
@@ -236,9 +209,9 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
         `${V}.bookings.*`,
         `${V}.decisions`,
         JS_ACCOUNT_INFO,
-        ...streamApi(decisions),
+        ...streamApi(DECISIONS_STREAM),
         // Local pools restore from the indexers' snapshots and replay JetStream-mode KV events.
-        ...streamApi(`OBJ_${snapshots}`),
+        ...streamApi(`OBJ_${SNAPSHOT_BUCKET}`),
         ...layout.pools.flatMap((p) => streamApi(`namespace-${p.namespace}-component-${p.component}-kv-events`)),
       ],
     },
@@ -260,7 +233,7 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
   roles.push({
     role: 'outcome',
     what: 'outcome service: consumes the decision and lifecycle streams, holds the leadership lease (only it may write the lease key)',
-    publish: { allow: [JS_ACCOUNT_INFO, ...streamApi(decisions), ...streamApi(lifecycle), ...streamApi(`KV_${leader}`), `$KV.${leader}.>`] },
+    publish: { allow: [JS_ACCOUNT_INFO, ...streamApi(DECISIONS_STREAM), ...streamApi(LIFECYCLE_STREAM), ...streamApi(`KV_${LEADER_BUCKET}`), `$KV.${LEADER_BUCKET}.>`] },
     subscribe: { allow: [INBOX] },
     allowResponses: false,
   });
@@ -320,7 +293,7 @@ export interface NatsServerConfigOptions {
   readonly storeDir: string;
   readonly serverName?: string;
   /** TLS on the client port; `verify` requires a client certificate signed by the CA (mutual TLS). */
-  readonly tls?: { readonly material: TlsMaterial; readonly verify: boolean };
+  readonly tls?: { readonly material: Pick<TlsMaterial, 'caFile' | 'serverCertFile' | 'serverKeyFile'>; readonly verify: boolean };
   /**
    * Who may connect: users with permissions (roles), a single token, or operator
    * mode (JWT; the accounts preloaded into a MEMORY resolver).
@@ -382,7 +355,7 @@ export function natsServerConfig(o: NatsServerConfigOptions): string {
 export type KafkaScramMechanism = 'SCRAM-SHA-256' | 'SCRAM-SHA-512';
 
 export interface KafkaSecurity {
-  readonly tls: TlsMaterial;
+  readonly tls: Pick<TlsMaterial, 'caFile' | 'serverBundleFile'>;
   /** SCRAM users, created at format time (`kafka-storage format --add-scram`). */
   readonly scramUsers: readonly { readonly name: string; readonly password: string; readonly mechanism: KafkaScramMechanism }[];
   /** PLAIN users (the broker's JAAS configuration). */
@@ -446,7 +419,9 @@ function secretIn(dir: string, name: string): string {
   const path = join(dir, name);
   if (existsSync(path)) return readFileSync(path, 'utf8').trim();
   const s = randomSecret();
-  writeSecretFile(path, s);
+  // Readable by its owner only (chmod too: `mode` is masked by the umask).
+  writeFileSync(path, `${s}\n`, { mode: 0o600 });
+  chmodSync(path, 0o600);
   return s;
 }
 
@@ -521,18 +496,9 @@ function examplePasswordVariable(role: string): string {
  * `/etc/nats/tls/`, one user per role with its password from the server's environment.
  * `npm run secure:example` rewrites it; a unit test keeps it equal to this.
  */
-export function exampleNatsConfig(layout: SecureLayout = JOB_LAYOUT): string {
-  const roles = rolePermissions(layout);
-  const material: TlsMaterial = {
-    dir: '/etc/nats/tls',
-    caFile: '/etc/nats/tls/ca.pem',
-    caKeyFile: '',
-    serverCertFile: '/etc/nats/tls/server.pem',
-    serverKeyFile: '/etc/nats/tls/server.key',
-    serverBundleFile: '',
-    clientCertFile: '',
-    clientKeyFile: '',
-  };
+export function exampleNatsConfig(): string {
+  const roles = rolePermissions(JOB_LAYOUT);
+  const material = { caFile: '/etc/nats/tls/ca.pem', serverCertFile: '/etc/nats/tls/server.pem', serverKeyFile: '/etc/nats/tls/server.key' };
   const body = natsServerConfig({
     port: 4222,
     monitorPort: 8222,
@@ -556,7 +522,7 @@ export function exampleNatsConfig(layout: SecureLayout = JOB_LAYOUT): string {
 export function exampleKafkaProperties(): string {
   const lines = kafkaSecureProperties(
     {
-      tls: { dir: '', caFile: '/etc/kafka/tls/ca.pem', caKeyFile: '', serverCertFile: '', serverKeyFile: '', serverBundleFile: '/etc/kafka/tls/server-bundle.pem', clientCertFile: '', clientKeyFile: '' },
+      tls: { caFile: '/etc/kafka/tls/ca.pem', serverBundleFile: '/etc/kafka/tls/server-bundle.pem' },
       scramUsers: [],
       plainUsers: [],
       brokerUser: { name: 'broker', password: '<broker-password>' },

@@ -9,10 +9,9 @@
  * variables they do not know, so the caller's own VANTAGE_* settings are never
  * passed down.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, sleep, waitFor } from './exec';
+import { freePort, httpOk, spawnLogged, waitFor, type LoggedProcess } from './exec';
 import { REPO_ROOT } from './paths';
 import type { SecureDeployment } from './secure';
 
@@ -64,9 +63,9 @@ export function secureServiceEnv(d: SecureDeployment, name: string): Record<stri
 
 interface RunningService {
   readonly spec: ServiceSpec;
-  child: ChildProcess;
+  proc: LoggedProcess;
+  exitCode: () => number | null;
   port: number;
-  readonly logFile: string;
 }
 
 export function stackServices(o: StackOptions): ServiceSpec[] {
@@ -119,20 +118,20 @@ export function stackServices(o: StackOptions): ServiceSpec[] {
         ...extra('outcome'),
       },
     },
-    ...(o.dynamoFileKv !== undefined ? [] : [fleetSpec(o, pools, extra)]),
+    ...(o.dynamoFileKv !== undefined
+      ? []
+      : [
+          {
+            name: 'fleet',
+            entry: 'services/fleet/src/main.ts',
+            env: {
+              VANTAGE_FLEET_POOLS: JSON.stringify(pools.map((p) => ({ name: p.name, component: p.component, workers: p.workers, speed: p.speed, model: p.name }))),
+              VANTAGE_FLEET_TIME_SCALE: String(o.timeScale),
+              ...extra('fleet'),
+            },
+          },
+        ]),
   ];
-}
-
-function fleetSpec(o: StackOptions, pools: PoolSpec[], extra: (name: string) => Readonly<Record<string, string>>): ServiceSpec {
-  return {
-      name: 'fleet',
-      entry: 'services/fleet/src/main.ts',
-      env: {
-        VANTAGE_FLEET_POOLS: JSON.stringify(pools.map((p) => ({ name: p.name, component: p.component, workers: p.workers, speed: p.speed, model: p.name }))),
-        VANTAGE_FLEET_TIME_SCALE: String(o.timeScale),
-        ...extra('fleet'),
-      },
-  };
 }
 
 export class Stack {
@@ -159,9 +158,7 @@ export class Stack {
     const r = this.get(name);
     const t0 = Date.now();
     await stopService(r, this.o.log);
-    const again = await this.spawn(r.spec);
-    r.child = again.child;
-    r.port = again.port;
+    Object.assign(r, await this.spawn(r.spec));
     await this.waitHealthy(r, false);
     return Date.now() - t0;
   }
@@ -172,50 +169,36 @@ export class Stack {
 
   private async waitHealthy(r: RunningService, say = true): Promise<void> {
     const ms = await waitFor(r.spec.name, () => healthy(r), 60_000);
-    if (say) this.o.log(`${r.spec.name.padEnd(18)} healthy  http://127.0.0.1:${r.port}/metrics  (${ms} ms)  log ${r.logFile}`);
+    if (say) this.o.log(`${r.spec.name.padEnd(18)} healthy  http://127.0.0.1:${r.port}/metrics  (${ms} ms)  log ${r.proc.logFile}`);
   }
 
   private async spawn(spec: ServiceSpec): Promise<RunningService> {
     const port = await freePort();
     mkdirSync(this.o.logDir, { recursive: true });
+    const env = {
+      ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VANTAGE_'))),
+      VANTAGE_SERVICE: spec.name,
+      VANTAGE_NATS_URL: this.o.natsUrl,
+      VANTAGE_KAFKA_BROKERS: this.o.kafkaBrokers,
+      VANTAGE_HTTP_PORT: String(port),
+      ...(this.o.secure === undefined ? {} : secureServiceEnv(this.o.secure, spec.name)),
+      ...spec.env,
+    };
     const logFile = join(this.o.logDir, `${spec.name}.log`);
-    const out = openSync(logFile, 'a');
-    const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, spec.entry)], {
-      cwd: REPO_ROOT,
-      stdio: ['ignore', out, out],
-      env: {
-        ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VANTAGE_'))),
-        VANTAGE_SERVICE: spec.name,
-        VANTAGE_NATS_URL: this.o.natsUrl,
-        VANTAGE_KAFKA_BROKERS: this.o.kafkaBrokers,
-        VANTAGE_HTTP_PORT: String(port),
-        ...(this.o.secure === undefined ? {} : secureServiceEnv(this.o.secure, spec.name)),
-        ...spec.env,
-      },
-    });
-    closeSync(out);
-    return { spec, child, port, logFile };
+    const { child, proc } = spawnLogged(process.execPath, ['--import', 'tsx', join(REPO_ROOT, spec.entry)], { env, logFile, stdio: 'log', group: false });
+    return { spec, proc, exitCode: () => child.exitCode, port };
   }
 }
 
 async function healthy(r: RunningService): Promise<boolean> {
-  if (r.child.exitCode !== null) throw new Error(`${r.spec.name} exited with ${r.child.exitCode}; see ${r.logFile}`);
-  try {
-    const res = await fetch(`http://127.0.0.1:${r.port}/healthz`);
-    return res.ok;
-  } catch {
-    return false;
-  }
+  const code = r.exitCode();
+  if (code !== null) throw new Error(`${r.spec.name} exited with ${code}; see ${r.proc.logFile}`);
+  return httpOk(`http://127.0.0.1:${r.port}/healthz`);
 }
 
+/** SIGTERM (it drains and flushes), SIGKILL if it has not stopped in time. */
 async function stopService(r: RunningService, log: (m: string) => void, deadlineMs = 15_000): Promise<void> {
-  if (r.child.exitCode !== null || r.child.signalCode !== null) return;
-  const exited = new Promise<void>((res) => r.child.once('exit', () => res()));
-  r.child.kill('SIGTERM');
-  const timedOut = await Promise.race([exited.then(() => false), sleep(deadlineMs).then(() => true)]);
-  if (timedOut) {
-    log(`${r.spec.name} did not stop within ${deadlineMs} ms; killing it`);
-    r.child.kill('SIGKILL');
-    await exited;
-  }
+  const late = setTimeout(() => log(`${r.spec.name} did not stop within ${deadlineMs} ms; killing it`), deadlineMs);
+  await r.proc.stop(deadlineMs);
+  clearTimeout(late);
 }

@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { VARIANTS as RECORD_VARIANTS } from '@vantage/records';
 import { loadParameterSet, serializeParameterSet, VARIANTS } from '@vantage/rules';
 import { DEFAULT_BACKGROUND_TRAFFIC, formatBackgroundSpec } from '@vantage/evaluation';
-import { calibrationParameterSet, defaultJobConfig, jobSchedule, RECORD_VARIANT } from '../src/job';
+import { RECORD_VARIANT } from '@vantage/decision-core';
+import { calibrationParameterSet, defaultJobConfig, jobSchedule } from '../src/job';
 
 describe('main job', () => {
   it('calibrates under a set the decision service loads, probing both pools, with a rule that never fires', () => {

@@ -26,9 +26,10 @@
 import { Agent, request } from 'node:http';
 import { loadavg } from 'node:os';
 import { localBlockHashes, sequenceHashes } from '@vantage/hashing';
-import { processCpuUs, startSelectService, startZmqKvPublisher, type SelectServiceProcess, type ZmqKvPublisher } from '@vantage/infra';
+import { processCpuUs } from '@vantage/infra';
 import { PoolState } from '@vantage/observation';
 import type { KvEvent, WorkerId } from '@vantage/types';
+import { startSelectService, startZmqKvPublisher, type SelectServiceProcess, type ZmqKvPublisher } from './dynamo-select-service';
 import { BLOCK, PROMPT_SESSIONS, SESSION_TOKENS, SESSIONS, WORKER_CAPACITY, WORKERS, storedPrefixEvent, tokensFor } from './workload';
 
 /** The model the workers serve (the benchmark's efficient pool). */

@@ -50,7 +50,7 @@ import { fileURLToPath } from 'node:url';
 import { connect, createInbox, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import kafkajs from 'kafkajs';
-import { freePort, INFRA_DIR, kafkaBroker, natsBroker, processCpuTotalUs } from '@vantage/infra';
+import { freePort, INFRA_DIR, kafkaBroker, natsBroker, processCpuUs } from '@vantage/infra';
 import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
 
 process.env['KAFKAJS_NO_PARTITIONER_WARNING'] = '1';
@@ -205,7 +205,12 @@ async function main(): Promise<void> {
   let natsPid: number | undefined;
   let kafkaPid: number | undefined;
   /** CPU (µs) of nats-server and the Kafka broker so far. */
-  const brokerCpu = (): { nats: number; kafka: number } => ({ nats: processCpuTotalUs(natsPid), kafka: processCpuTotalUs(kafkaPid) });
+  // User + system µs; NaN when the process or /proc is not there.
+  const cpuUs = (pid: number | undefined): number => {
+    const c = processCpuUs(pid);
+    return c === null ? NaN : c.user + c.sys;
+  };
+  const brokerCpu = (): { nats: number; kafka: number } => ({ nats: cpuUs(natsPid), kafka: cpuUs(kafkaPid) });
   if (natsUrl === undefined || brokers === undefined) {
     mkdirSync(dir, { recursive: true });
     const t0 = Date.now();
