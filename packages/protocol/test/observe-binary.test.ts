@@ -10,6 +10,7 @@ import {
   type ObserveReply,
 } from '@vantage/protocol';
 import { bookingEvent, observeReply, observeRequest } from './fixtures';
+import { metaJson, writeMetaJson } from '../src/observe-binary';
 
 const enc = new TextEncoder();
 const emptyReply: ObserveReply = { ...observeReply, workers: [], pending: null, dynamoChoice: null, snapshotRestoredAtMs: null };
@@ -111,6 +112,76 @@ describe('binary observe reply', () => {
         expect(observeReplyCodec.decode(bytes).ok).toBe(false);
       }),
       { seed: 7, numRuns: 300 },
+    );
+  });
+});
+
+describe('the binary reply\'s trailing JSON', () => {
+  it('metaJson writes exactly what JSON.stringify writes', () => {
+    const num = fc.oneof(fc.double(), fc.integer(), fc.constantFrom(0, -0, NaN, Infinity, -Infinity, 1e21, 1e-7, 2 ** 53 + 2));
+    fc.assert(
+      fc.property(
+        fc.string(),
+        fc.option(fc.record({ name: fc.string(), params: fc.dictionary(fc.string(), num) })),
+        fc.array(fc.string(), { maxLength: 3 }),
+        (pool, policy, reasons) => {
+          expect(metaJson(pool, policy, reasons)).toBe(JSON.stringify({ pool, policy, reasons }));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+    // Integer-like keys come first, as JSON.stringify orders them; Unicode and escapes survive.
+    const policy = { name: 'kv_router:"lowest"\u2028é', params: { b: 1.5, 2: 3, a: NaN, '1': -0 } };
+    expect(metaJson('p\n"ü', policy, ['event_gap', 'x"y'])).toBe(JSON.stringify({ pool: 'p\n"ü', policy, reasons: ['event_gap', 'x"y'] }));
+  });
+});
+
+describe('writeMetaJson (the trailing JSON written as bytes)', () => {
+  // Dyadic fractions (Dynamo's cost terms are mostly such: tokens over a power-of-two block size,
+  // quarter weights) take a fast path that must agree with JSON.stringify, on both sides of its limits.
+  const dyadic = fc.tuple(fc.integer({ min: -(2 ** 50), max: 2 ** 50 }), fc.integer({ min: 0, max: 14 })).map(([m, k]) => m / 2 ** k);
+  const num = fc.oneof(
+    fc.double(),
+    fc.integer(),
+    fc.maxSafeInteger(),
+    dyadic,
+    dyadic,
+    fc.constantFrom(0, -0, NaN, Infinity, -Infinity, 1e21, 1e-7, 2 ** 53 - 1, -(2 ** 53 - 1), 2 ** 53 + 2, 10, 100, 999, 2 ** -10, -(2 ** -10), 2 ** 40 - 2 ** -10, 2 ** 40 + 0.5, 123456.0009765625, 99999.75, 0.1),
+  );
+  const meta = fc.tuple(fc.string(), fc.option(fc.record({ name: fc.string(), params: fc.dictionary(fc.string(), num) })), fc.array(fc.string(), { maxLength: 3 }));
+
+  it('writes the UTF-8 bytes of JSON.stringify, and nothing outside them', () => {
+    fc.assert(
+      fc.property(meta, fc.nat(16), ([pool, policy, reasons], at) => {
+        const want = Buffer.from(JSON.stringify({ pool, policy, reasons }), 'utf8');
+        const out = new Uint8Array(at + want.length + 64).fill(0xee);
+        const n = writeMetaJson(out, at, out.length, pool, policy, reasons);
+        expect(n).toBe(want.length);
+        expect(Buffer.from(out.subarray(at, at + n)).equals(want)).toBe(true);
+        expect(out.subarray(0, at).every((b) => b === 0xee)).toBe(true);
+        expect(out.subarray(at + n).every((b) => b === 0xee)).toBe(true);
+      }),
+      { numRuns: 2000 },
+    );
+    // The same parts again (from its tables now), and integer-like keys first as JSON.stringify orders them.
+    const policy = { name: 'kv_router:"lowest"\u2028é', params: { b: 1.5, 2: 3, a: NaN, '1': -0, c: 1234567890123 } };
+    for (let k = 0; k < 2; k++) {
+      const out = new Uint8Array(512);
+      const n = writeMetaJson(out, 0, out.length, 'p\n"ü', policy, ['event_gap', 'x"y']);
+      expect(Buffer.from(out.subarray(0, n)).toString('utf8')).toBe(JSON.stringify({ pool: 'p\n"ü', policy, reasons: ['event_gap', 'x"y'] }));
+    }
+  });
+
+  it('answers -1 when the bytes do not fit before the end, and writes nothing past it', () => {
+    fc.assert(
+      fc.property(meta, fc.nat(200), ([pool, policy, reasons], short) => {
+        const want = Buffer.byteLength(JSON.stringify({ pool, policy, reasons }), 'utf8');
+        const end = Math.max(0, want - 1 - short);
+        const out = new Uint8Array(want + 64).fill(0xee);
+        expect(writeMetaJson(out, 0, end, pool, policy, reasons)).toBe(-1);
+        expect(out.subarray(end).every((b) => b === 0xee)).toBe(true);
+      }),
+      { numRuns: 1000 },
     );
   });
 });
