@@ -30,7 +30,9 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['@vantage/*/**'],
+              // The one other entry a package declares is test tooling: wire's encoders for what only tests
+              // write (`@vantage/wire/test/encode`, in its package.json exports), for tests and benchmarks.
+              regex: '^@vantage/(?!wire/test/encode$)[^/]+/',
               message: 'Import another package only as @vantage/<name> (its src/index.ts); export what you need from there.',
             },
           ],
@@ -39,6 +41,21 @@ export default tseslint.config(
       // A relative path that climbs into another package (found by resolving it, which a
       // pattern cannot do: `../../src/x` is fine from a package's test/fixtures/, not from its test/).
       'import-x/no-relative-packages': 'error',
+    },
+  },
+  {
+    // Product source never imports test tooling.
+    files: ['**/src/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['@vantage/*/**'], message: 'Import another package only as @vantage/<name> (its src/index.ts); export what you need from there.' },
+          ],
+        },
+      ],
     },
   },
 );

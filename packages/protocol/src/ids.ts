@@ -7,10 +7,7 @@
  */
 export const ID_MAX_LENGTH = 256;
 
-/** A request id our protocol accepts. */
-export function isValidRequestId(v: unknown): v is string {
+/** A request id or session id our protocol accepts (one rule; the session id is also the Kafka partition key downstream). */
+export function isValidId(v: unknown): v is string {
   return typeof v === 'string' && v.length > 0 && v.length <= ID_MAX_LENGTH;
 }
-
-/** A session id our protocol accepts (the same rule: the Kafka partition key downstream). */
-export const isValidSessionId: (v: unknown) => v is string = isValidRequestId;

@@ -9,7 +9,7 @@ export {
   lifecycleSubject,
   workersSubject,
 } from './subjects';
-export { ID_MAX_LENGTH, isValidRequestId, isValidSessionId } from './ids';
+export { ID_MAX_LENGTH, isValidId } from './ids';
 export {
   DEFAULT_MAX_PAYLOAD_BYTES,
   observeRequestCodec,

@@ -16,7 +16,7 @@
  *
  * Decoding never throws: a malformed request is a typed rejection answered with `failed`.
  */
-import { ID_MAX_LENGTH, isValidRequestId, isValidSessionId, SUBJECT_PREFIX } from '@vantage/protocol';
+import { ID_MAX_LENGTH, isValidId, SUBJECT_PREFIX } from '@vantage/protocol';
 
 export const GENERATE_PREFIX = `${SUBJECT_PREFIX}.fleet.generate`;
 
@@ -101,11 +101,11 @@ export function decodeGenerateRequest(data: Uint8Array): GenerateDecode {
   }
   if (typeof o !== 'object' || o === null || Array.isArray(o)) return { ok: false, code: 'malformed_json', reason: 'not a JSON object', requestId: null };
   const r = o as Record<string, unknown>;
-  const requestId = isValidRequestId(r.requestId) ? r.requestId : null;
+  const requestId = isValidId(r.requestId) ? r.requestId : null;
   const bad = (reason: string): GenerateDecode => ({ ok: false, code: 'invalid_request', reason, requestId });
   if (r.v !== 1) return bad('v must be 1');
   if (requestId === null) return bad(`requestId must be a string of 1..${ID_MAX_LENGTH} characters`);
-  if (r.sessionId !== undefined && r.sessionId !== null && !isValidSessionId(r.sessionId)) return bad(`sessionId must be a string of 1..${ID_MAX_LENGTH} characters`);
+  if (r.sessionId !== undefined && r.sessionId !== null && !isValidId(r.sessionId)) return bad(`sessionId must be a string of 1..${ID_MAX_LENGTH} characters`);
   if (typeof r.osl !== 'number' || !Number.isInteger(r.osl) || r.osl < 0 || r.osl > MAX_TOKENS) return bad('osl must be a non-negative integer');
   const p = r.prompt;
   if (typeof p !== 'object' || p === null) return bad('prompt must be an object');

@@ -31,7 +31,7 @@ describe('generate requests', () => {
       [{ v: 1, requestId: 'x', sessionId: 's'.repeat(257), osl: 1, prompt: { kind: 'token_ids', tokenIds: [1] } }, 'sessionId'],
       [{ v: 1, requestId: 'x', sessionId: 7, osl: 1, prompt: { kind: 'token_ids', tokenIds: [1] } }, 'sessionId'],
     ] as const;
-    // A request id outside the protocol's rule (@vantage/protocol's isValidRequestId) is refused without one.
+    // A request id outside the protocol's rule (@vantage/protocol's isValidId) is refused without one.
     for (const requestId of ['', 'r'.repeat(257), 12]) {
       const r = decodeGenerateRequest(enc({ v: 1, requestId, osl: 1, prompt: { kind: 'token_ids', tokenIds: [1] } }));
       expect(r).toMatchObject({ ok: false, code: 'invalid_request', requestId: null });
