@@ -38,7 +38,7 @@
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { CalibrationCondition, CalibrationPlan, CalibrationRun, Role } from '@vantage/evaluation';
-import { mulberry32 } from '@vantage/random';
+import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import { ROUTE_SUBJECT, type ObserveReply } from '@vantage/protocol';
 import { promptFromTokens, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
@@ -108,23 +108,6 @@ interface ServeResult {
   readonly error: string | null;
   readonly ttftMs: number | null;
   readonly reusedTokens: number | null;
-}
-
-const VOCAB = 150_000;
-
-/** Fresh token content: a seeded stream that never repeats across (run, condition, repeat, purpose). */
-function tokens(seed: number, n: number): Uint32Array {
-  const rnd = mulberry32(seed >>> 0);
-  const out = new Uint32Array(n);
-  for (let i = 0; i < n; i++) out[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
-  return out;
-}
-
-function concat(a: Uint32Array, b: Uint32Array): Uint32Array {
-  const out = new Uint32Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -260,9 +243,9 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
     if (c === undefined || run === undefined) throw new Error(`plan run order names ${conditionId}:${repeat}, which the plan does not hold`);
     progress(`calibration ${i + 1}/${order.length}: ${c.id} repeat ${repeat} (${c.factor})`);
     await idle();
-    const seed = (label: string, k = 0): number => (Math.imul(run.contentSeed ^ salt, 0x9e3779b1) ^ hashLabel(label, k)) >>> 0;
-    const prefix = tokens(seed('prefix'), c.probe.prefixTokens);
-    const probeTokens = concat(prefix, tokens(seed('suffix'), c.probe.promptTokens - c.probe.prefixTokens));
+    const seed = (label: string, k = 0): number => labelSeed(run.contentSeed ^ salt, label, k);
+    const prefix = freshTokens(seed('prefix'), c.probe.prefixTokens);
+    const probeTokens = concatTokens(prefix, freshTokens(seed('suffix'), c.probe.promptTokens - c.probe.prefixTokens));
 
     // 2. Warm the reusable prefix on both candidates.
     if (c.probe.prefixTokens > 0) {
@@ -284,7 +267,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
       for (const w of workers) {
         const key = `${pool.name}/${w.workerId.toString()}`;
         for (let j = 0; j < spec.count; j++) {
-          const t = tokens(seed(`bg-${si}-${w.workerId.toString()}`, j), spec.promptTokens);
+          const t = freshTokens(seed(`bg-${si}-${w.workerId.toString()}`, j), spec.promptTokens);
           const requestId = `${runId}-${c.id}-${repeat}-bg-${spec.pool}-${si}-${w.workerId.toString()}-${j}`;
           publishBooking(nc, pool.name, {
             requestId,
@@ -362,13 +345,4 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   }
   await nc.flush();
   return { runs: order.length, ...counts, durationMs: Math.round(performance.now() - started) };
-}
-
-function hashLabel(label: string, k: number): number {
-  let h = 0x811c9dc5 ^ k;
-  for (let i = 0; i < label.length; i++) {
-    h ^= label.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
 }

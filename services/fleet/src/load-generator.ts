@@ -34,7 +34,7 @@ import { setMaxListeners } from 'node:events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ROUTE_SUBJECT, type ModelRole } from '@vantage/protocol';
 import { type BackgroundRequestPlan } from '@vantage/evaluation';
-import { mulberry32 } from '@vantage/random';
+import { freshTokens } from '@vantage/random';
 import { isVantageError } from '@vantage/runtime';
 import { seededRng } from '@vantage/selection';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
@@ -278,13 +278,9 @@ function sessionJob(s: AgenticSession, t: number, index: number, requestPrefix: 
   };
 }
 
-const VOCAB = 150_000;
-
 /** A competing request: fresh seeded tokens (nothing shared with the sessions or other requests). */
 function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: string, sessionId: string): Job {
-  const rnd = mulberry32(b.contentSeed);
-  const tokens = new Uint32Array(b.promptTokens);
-  for (let i = 0; i < tokens.length; i++) tokens[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
+  const tokens = freshTokens(b.contentSeed, b.promptTokens);
   const cache = new Map<number, PromptBlocks>();
   return {
     index,
