@@ -42,7 +42,7 @@ import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import { ROUTE_SUBJECT, type ObserveReply } from '@vantage/protocol';
 import { promptFromTokens, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
-import { followRequest, observePool, publishBooking, routeRequest, type LoadgenPool } from './gateway';
+import { followRequest, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool } from './gateway';
 
 interface CalibrationHarnessOptions {
   readonly nc: NatsConnection;
@@ -110,8 +110,6 @@ interface ServeResult {
   readonly reusedTokens: number | null;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 export async function runCalibration(o: CalibrationHarnessOptions): Promise<CalibrationSummary> {
   const nc = o.nc;
   const routeSubject = o.routeSubject ?? ROUTE_SUBJECT;
@@ -126,36 +124,19 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   const order = o.plan.runOrder.slice(0, o.maxRuns ?? o.plan.runOrder.length);
   const counts = { probes: 0, probesCompleted: 0, warmups: 0, background: 0, failed: 0, settleTimeouts: 0, loadNotVisible: 0 };
 
-  const observe = (pool: LoadgenPool, blocks: BigUint64Array, n: number): Promise<ObserveReply> =>
-    observePool(nc, pool.name, { requestId: null, localHashes: blocks, promptTokens: n }, routeTimeoutMs);
-
   /**
-   * Polls both pools until `ok(reply)` holds for each, or the settle bound passes. `pollMs` is short
+   * Polls both pools until `ok(pool, reply)` holds for each, or the settle bound passes. `pollMs` is short
    * for the bookings check: at time scale 4 a 2,048-token backlog drains in about 10 wall ms, and a
    * probe sent after it has drained measures no contention.
    */
-  const settle = async (what: string, ok: (role: Role, r: ObserveReply) => boolean, pollMs = 50): Promise<boolean> => {
-    const until = performance.now() + settleTimeoutMs;
-    const empty = new BigUint64Array(0);
-    for (;;) {
-      let all = true;
-      for (const role of ['efficient', 'capable'] as const) {
-        try {
-          if (!ok(role, await observe(o.pools[role], empty, 1))) all = false;
-        } catch {
-          all = false;
-        }
-      }
-      if (all) return true;
-      if (performance.now() > until || o.signal?.aborted) {
-        counts.settleTimeouts++;
-        progress(`calibration: ${what} not reached within ${settleTimeoutMs} ms; going on`);
-        return false;
-      }
-      await sleep(pollMs);
-    }
+  const settle = async (what: string, ok: (pool: LoadgenPool, r: ObserveReply) => boolean, pollMs = 50): Promise<boolean> => {
+    const failing = await waitForPools(nc, [o.pools.efficient, o.pools.capable], ok, { waitMs: settleTimeoutMs, everyMs: pollMs, timeoutMs: routeTimeoutMs, ...(o.signal ? { signal: o.signal } : {}) });
+    if (failing.length === 0) return true;
+    counts.settleTimeouts++;
+    progress(`calibration: ${what} not reached within ${settleTimeoutMs} ms; going on`);
+    return false;
   };
-  const idle = (): Promise<boolean> => settle('idle pools (R = 0 everywhere)', (_r, rep) => {
+  const idle = (): Promise<boolean> => settle('idle pools (R = 0 everywhere)', (_p, rep) => {
     const live = rep.workers.filter((w) => w.schedulable);
     return live.length > 0 && live.every((w) => w.R === 0);
   });
@@ -263,7 +244,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
     const open = new Map<string, number>();
     for (const [si, spec] of c.background.entries()) {
       const pool = o.pools[spec.pool];
-      const workers = (await observe(pool, new BigUint64Array(0), 1)).workers.filter((w) => w.schedulable);
+      const workers = (await observePool(nc, pool.name, routeTimeoutMs)).workers.filter((w) => w.schedulable);
       for (const w of workers) {
         const key = `${pool.name}/${w.workerId.toString()}`;
         for (let j = 0; j < spec.count; j++) {
@@ -336,7 +317,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
       } else {
         // The bookings must be applied by the indexers before the probes' observe queries.
         // Requests that already finished are no longer booked, so the check is against those still open.
-        await settle('background bookings visible', (role, rep) => rep.workers.every((w) => w.R >= (open.get(`${o.pools[role].name}/${w.workerId.toString()}`) ?? 0)), 2);
+        await settle('background bookings visible', (pool, rep) => rep.workers.every((w) => w.R >= (open.get(`${pool.name}/${w.workerId.toString()}`) ?? 0)), 2);
       }
     }
     await Promise.all(c.measure.map((role) => routed(c, run, 'probe', role, run.sessionId, probeTokens, c.probe.outputTokens, barrier)));

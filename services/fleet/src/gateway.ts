@@ -4,6 +4,7 @@
  * through the decision service, and send a request to a fleet worker and follow it to its end,
  * publishing its lifecycle events.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { createInbox, type NatsConnection } from '@nats-io/transport-node';
 import {
   bookingEventCodec,
@@ -13,14 +14,12 @@ import {
   observeReplyCodec,
   observeRequestCodec,
   observeSubject,
-  routeReplyCodec,
-  routeRequestCodec,
   type LifecycleEvent,
   type ModelRole,
   type ObserveReply,
-  type RouteCandidate,
   type RouteReply,
 } from '@vantage/protocol';
+import { GatewayClient, type CandidatePrompt, type PoolSpec } from '@vantage/gateway-client';
 import { request } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
 import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateProgress, type GenerateRequest } from './generate';
@@ -40,12 +39,14 @@ function publishLifecycle(nc: NatsConnection, pool: string, e: Omit<LifecycleEve
   nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
 }
 
-/** The pool's observe answer for a prompt (by local block hashes); an error reply throws. */
+const NO_PROMPT = { requestId: null, localHashes: new BigUint64Array(0), promptTokens: 1 } as const;
+
+/** The pool's observe answer for a prompt (by local block hashes; default none: just the workers); an error reply throws. */
 export async function observePool(
   nc: NatsConnection,
   pool: string,
-  q: { readonly requestId: string | null; readonly localHashes: BigUint64Array; readonly promptTokens: number },
   timeoutMs: number,
+  q: { readonly requestId: string | null; readonly localHashes: BigUint64Array; readonly promptTokens: number } = NO_PROMPT,
 ): Promise<ObserveReply> {
   const m = await request(nc, observeSubject(pool), observeRequestCodec.encode({ requestId: q.requestId, prompt: { kind: 'local_hashes', localHashes: q.localHashes, loraName: null }, promptTokens: q.promptTokens }), {
     timeoutMs,
@@ -53,6 +54,36 @@ export async function observePool(
   const r = observeReplyCodec.decode(m.data);
   if (!r.ok) throw new Error(`observe ${pool}: ${r.reason}`);
   return r.value;
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+export const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+  signal?.aborted === true || ms <= 0 ? Promise.resolve() : delay(ms, undefined, signal ? { signal } : {}).catch(() => {});
+
+/**
+ * Polls `observe` on `pools` every `everyMs` until `ok` holds for all of them in one round, `waitMs`
+ * has passed or `signal` aborts. Resolves with the names of the pools it did not hold for (a pool
+ * that does not answer counts as not holding).
+ */
+export async function waitForPools(
+  nc: NatsConnection,
+  pools: readonly LoadgenPool[],
+  ok: (pool: LoadgenPool, r: ObserveReply) => boolean,
+  o: { readonly waitMs: number; readonly everyMs: number; readonly timeoutMs: number; readonly signal?: AbortSignal },
+): Promise<string[]> {
+  const until = performance.now() + o.waitMs;
+  for (;;) {
+    const failing: string[] = [];
+    for (const p of pools) {
+      try {
+        if (!ok(p, await observePool(nc, p.name, o.timeoutMs))) failing.push(p.name);
+      } catch {
+        failing.push(p.name);
+      }
+    }
+    if (failing.length === 0 || performance.now() > until || o.signal?.aborted === true) return failing;
+    await sleep(o.everyMs, o.signal);
+  }
 }
 
 /** Book a request on a worker as Dynamo's router does, so the pool's indexers count it. */
@@ -89,8 +120,8 @@ export function publishBooking(
   );
 }
 
-/** Ask the decision service where a request goes, both pools as candidates; an error reply throws. */
-export async function routeRequest(
+/** Ask the decision service where a request goes, both pools as candidates (`@vantage/gateway-client`); rejects with its RouteError. */
+export function routeRequest(
   nc: NatsConnection,
   subject: string,
   q: {
@@ -104,16 +135,11 @@ export async function routeRequest(
   },
   timeoutMs: number,
 ): Promise<RouteReply> {
-  const cand = (p: LoadgenPool): RouteCandidate => ({ model: p.model, pool: p.name, prompt: { kind: 'local_hashes', localHashes: q.localHashes(p), loraName: null }, promptTokens: q.promptTokens });
-  const m = await request(
-    nc,
-    subject,
-    routeRequestCodec.encode({ requestId: q.requestId, sessionId: q.sessionId, stageProposal: q.stageProposal, candidates: { efficient: cand(q.pools.efficient), capable: cand(q.pools.capable) }, deadlineMs: null }),
-    { timeoutMs },
-  );
-  const r = routeReplyCodec.decode(m.data);
-  if (!r.ok) throw new Error(`route reply: ${r.reason}`);
-  return r.value;
+  const { efficient, capable } = q.pools;
+  const spec = (p: LoadgenPool): PoolSpec => ({ model: p.model, pool: p.name, blockSize: p.blockSize });
+  const prompt = (p: LoadgenPool): CandidatePrompt => ({ localHashes: q.localHashes(p), promptTokens: q.promptTokens });
+  const client = new GatewayClient({ nc, pools: { efficient: spec(efficient), capable: spec(capable) }, routeTimeoutMs: timeoutMs, routeSubject: subject });
+  return client.route({ requestId: q.requestId, sessionId: q.sessionId, stageProposal: q.stageProposal, prompts: { efficient: prompt(efficient), capable: prompt(capable) } });
 }
 
 /** How a followed request ended. */

@@ -34,13 +34,13 @@ import { setMaxListeners } from 'node:events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ROUTE_SUBJECT, type ModelRole } from '@vantage/protocol';
 import { type BackgroundRequestPlan } from '@vantage/evaluation';
-import { freshTokens } from '@vantage/random';
+import { freshTokens, seededRng } from '@vantage/random';
+import { RouteError } from '@vantage/gateway-client';
 import { isVantageError } from '@vantage/runtime';
-import { seededRng } from '@vantage/selection';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import type { PromptPayload } from './generate';
-import { followRequest, observePool, publishBooking, routeRequest, type LoadgenPool } from './gateway';
+import { followRequest, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool } from './gateway';
 
 export type Workload =
   | { readonly kind: 'trace'; readonly records: readonly MooncakeRecord[]; readonly speedup: number }
@@ -170,18 +170,6 @@ interface Job {
   blocks(pool: LoadgenPool): PromptBlocks;
 }
 
-const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    if (signal.aborted || ms <= 0) return resolve();
-    const t = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
-
 function distribution(xs: readonly number[]): Dist {
   if (xs.length === 0) return { n: 0, mean: null, p50: null, p90: null, p99: null };
   const a = [...xs].sort((x, y) => x - y);
@@ -226,12 +214,21 @@ function summarize(outcomes: readonly RequestOutcome[], meta: { mode: string; wo
   };
 }
 
+/** A prompt's blocks at a pool's block size, computed once per block size. */
+function perBlockSize(make: (blockSize: number) => PromptBlocks): (pool: LoadgenPool) => PromptBlocks {
+  const cache = new Map<number, PromptBlocks>();
+  return (pool) => {
+    let b = cache.get(pool.blockSize);
+    if (!b) cache.set(pool.blockSize, (b = make(pool.blockSize)));
+    return b;
+  };
+}
+
 function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: number): { job: Job; arrivalMs: number }[] {
   const hashers = new Map<number, MooncakePromptHasher>();
   return openLoopArrivals(records, { speedup }).map(({ index, arrivalMs }) => {
     const rec = records[index]!;
     const requestId = `${runId}-${index}`;
-    const cache = new Map<number, PromptBlocks>();
     const job: Job = {
       index,
       requestId,
@@ -242,16 +239,11 @@ function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: n
       osl: rec.outputLength,
       payload: { kind: 'mooncake', hashIds: rec.hashIds, inputLength: rec.inputLength },
       outputTokens: null,
-      blocks(pool) {
-        let b = cache.get(pool.blockSize);
-        if (!b) {
-          let h = hashers.get(pool.blockSize);
-          if (!h) hashers.set(pool.blockSize, (h = new MooncakePromptHasher(pool.blockSize)));
-          b = h.prompt(rec.hashIds, rec.inputLength);
-          cache.set(pool.blockSize, b);
-        }
-        return b;
-      },
+      blocks: perBlockSize((bs) => {
+        let h = hashers.get(bs);
+        if (!h) hashers.set(bs, (h = new MooncakePromptHasher(bs)));
+        return h.prompt(rec.hashIds, rec.inputLength);
+      }),
     };
     return { job, arrivalMs };
   });
@@ -259,7 +251,6 @@ function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: n
 
 function sessionJob(s: AgenticSession, t: number, index: number, requestPrefix: string, sessionId: string, sessionIndex: number): Job {
   const turn = s.turns[t]!;
-  const cache = new Map<number, PromptBlocks>();
   return {
     index,
     requestId: `${requestPrefix}-${t}`,
@@ -270,18 +261,13 @@ function sessionJob(s: AgenticSession, t: number, index: number, requestPrefix: 
     osl: turn.outputTokens.length,
     payload: { kind: 'token_ids', tokens: turn.promptTokens },
     outputTokens: turn.outputTokens,
-    blocks(pool) {
-      let b = cache.get(pool.blockSize);
-      if (!b) cache.set(pool.blockSize, (b = promptFromTokens(turn.promptTokens, pool.blockSize)));
-      return b;
-    },
+    blocks: perBlockSize((bs) => promptFromTokens(turn.promptTokens, bs)),
   };
 }
 
 /** A competing request: fresh seeded tokens (nothing shared with the sessions or other requests). */
 function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: string, sessionId: string): Job {
   const tokens = freshTokens(b.contentSeed, b.promptTokens);
-  const cache = new Map<number, PromptBlocks>();
   return {
     index,
     requestId,
@@ -292,11 +278,7 @@ function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: strin
     osl: b.outputTokens,
     payload: { kind: 'token_ids', tokens },
     outputTokens: null,
-    blocks(pool) {
-      let x = cache.get(pool.blockSize);
-      if (!x) cache.set(pool.blockSize, (x = promptFromTokens(tokens, pool.blockSize)));
-      return x;
-    },
+    blocks: perBlockSize((bs) => promptFromTokens(tokens, bs)),
   };
 }
 
@@ -307,47 +289,20 @@ function unrouted(
   e: unknown,
 ): RequestOutcome {
   const code = isVantageError(e) ? e.code : 'no_route';
-  return {
-    ...common,
-    detail: e instanceof Error ? e.message : String(e),
-    modelRole: null,
-    model: null,
-    pool: null,
-    workerId: null,
-    reason,
-    fallback: code,
-    status: 'failed',
-    error: code,
-    ttftMs: null,
-    e2eMs: null,
-    reusedTokens: null,
-    outputTokens: null,
-    routeWallMs: null,
-    wallTtftMs: null,
-    wallE2eMs: null,
-  };
+  const detail = e instanceof Error ? e.message : String(e);
+  return { ...common, ...NOT_SERVED, detail, modelRole: null, model: null, pool: null, workerId: null, reason, fallback: code, status: 'failed', error: code, routeWallMs: null };
 }
 
-/** Polls `observe` on the pools the run uses until each lists a schedulable worker, or the wait is over. */
+/** The engine's and the client's measures of a request that did not complete. */
+const NOT_SERVED = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null } as const;
+
+/** Waits until the indexer of every pool the run uses lists a schedulable worker, or `waitReadyMs` is over. */
 async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSignal): Promise<void> {
   const waitMs = o.waitReadyMs ?? 30_000;
   if (waitMs <= 0) return;
   const pools = o.mode.kind === 'direct' ? [o.pools[o.mode.role]] : [o.pools.efficient, o.pools.capable];
-  const until = performance.now() + waitMs;
-  const empty = new BigUint64Array(0);
-  const pending = new Set(pools.map((p) => p.name));
-  while (pending.size > 0 && performance.now() < until && !signal.aborted) {
-    for (const name of [...pending]) {
-      try {
-        const r = await observePool(o.nc, name, { requestId: null, localHashes: empty, promptTokens: 1 }, timeoutMs);
-        if (r.workers.some((w) => w.schedulable)) pending.delete(name);
-      } catch {
-        // not up yet
-      }
-    }
-    if (pending.size > 0) await sleep(250, signal);
-  }
-  if (pending.size > 0) o.progress?.(`loadgen: no schedulable worker on ${[...pending].join(', ')} after ${waitMs} ms; starting anyway`);
+  const pending = await waitForPools(o.nc, pools, (_p, r) => r.workers.some((w) => w.schedulable), { waitMs, everyMs: 250, timeoutMs, signal });
+  if (pending.length > 0) o.progress?.(`loadgen: no schedulable worker on ${pending.join(', ')} after ${waitMs} ms; starting anyway`);
 }
 
 /** Runs the workload; resolves with every outcome and the summary once the last request ends (or the run's deadline). */
@@ -392,7 +347,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   /** Dynamo's own choice on one pool, from the indexer; books it when asked to (as Dynamo's router does). */
   const dynamoChoice = async (job: Job, pool: LoadgenPool, book: boolean): Promise<WorkerId> => {
     const blocks = job.blocks(pool);
-    const r = await observePool(nc, pool.name, { requestId: job.requestId, localHashes: blocks.local, promptTokens: job.isl }, routeTimeoutMs);
+    const r = await observePool(nc, pool.name, routeTimeoutMs, { requestId: job.requestId, localHashes: blocks.local, promptTokens: job.isl });
     const choice = r.dynamoChoice;
     if (!choice) throw new Error(`observe ${pool.name}: no worker to choose (${r.workers.length} known)`);
     if (book) {
@@ -438,7 +393,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       return { role: v.modelRole, pool, model: v.model, workerId, reason: v.reason, fallback: v.fallback };
     } catch (e) {
       routeErrors++;
-      const code = isVantageError(e) ? e.code : 'route_failed';
+      const code = e instanceof RouteError && e.kind !== 'bad_reply' ? e.code : 'route_failed';
       const pool = o.pools[stage];
       return { role: stage, pool, model: pool.model, workerId: await dynamoChoice(job, pool, false), reason: 'route_error', fallback: code };
     }
@@ -447,7 +402,6 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   /** Sends the request to the worker and follows its progress until done, failed, timeout or the run's deadline. */
   const serve = async (job: Job, to: Routed, t0: number, mark?: { background: true; arrivalMs: number }): Promise<Omit<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl' | 'routeWallMs' | 'reason' | 'fallback'>> => {
     const base = { modelRole: to.role, model: to.model, pool: to.pool.name, workerId: to.workerId.toString() };
-    const none = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null };
     let wallTtftMs: number | null = null;
     const r = await followRequest(
       nc,
@@ -456,8 +410,8 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       { requestId: job.requestId, sessionId: job.sessionId, osl: job.osl, prompt: job.payload, outputTokens: job.outputTokens },
       { timeoutMs: requestTimeoutMs, signal: deadline.signal, ...(mark ? { mark } : {}), onFirstToken: () => (wallTtftMs = performance.now() - t0) },
     );
-    if (r.status === 'cancelled') return { ...base, ...none, wallTtftMs, status: 'cancelled', error: r.code, detail: null };
-    if (r.status === 'failed') return { ...base, ...none, status: 'failed', error: r.code, detail: r.reason };
+    if (r.status === 'cancelled') return { ...base, ...NOT_SERVED, wallTtftMs, status: 'cancelled', error: r.code, detail: null };
+    if (r.status === 'failed') return { ...base, ...NOT_SERVED, status: 'failed', error: r.code, detail: r.reason };
     const p = r.done;
     return {
       ...base,
