@@ -24,6 +24,8 @@ interface CliTool<O extends Options> {
   int(name: keyof O & string, min: number): number | undefined;
   /** `--pools efficient:64[:model],capable:64[:model]`. */
   pools(name: keyof O & string): Pools;
+  /** What `parse` returns; what it throws fails the run as a bad argument (its message after `prefix`). */
+  parse<T>(parse: () => T, prefix?: string): T;
   /**
    * Run `body` against NATS (`nats`, else `VANTAGE_NATS_URL`, else 127.0.0.1:4222; users, secret files
    * and TLS as the services take them, VANTAGE_NATS_*) with `write` putting JSON lines in `out` (none
@@ -55,6 +57,13 @@ export function cliTool<O extends Options>(tool: string, usage: string, options:
     const v = values[name];
     return typeof v === 'string' ? v : undefined;
   };
+  const parse = <T>(fn: () => T, prefix = ''): T => {
+    try {
+      return fn();
+    } catch (e) {
+      return fail(`${prefix}${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
   return {
     args: values! as CliTool<O>['args'],
     fail,
@@ -72,13 +81,8 @@ export function cliTool<O extends Options>(tool: string, usage: string, options:
       if (!Number.isInteger(x) || x < min) fail(`--${name} must be an integer >= ${min}, got ${v}`);
       return x;
     },
-    pools(name) {
-      try {
-        return parsePools(str(name) ?? '');
-      } catch (e) {
-        return fail((e as Error).message);
-      }
-    },
+    pools: (name) => parse(() => parsePools(str(name) ?? '')),
+    parse,
     async run(where, body) {
       // Logs (NATS status) go to stderr: stdout carries only the summary.
       const log = createLogger({ service: tool, instanceId: `${tool}-${process.pid}`, level: 'warn', destination: process.stderr });
