@@ -148,15 +148,14 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
     req: { requestId: string; sessionId: string; tokens: Uint32Array; osl: number; background?: boolean },
     onFirstToken?: () => void,
   ): Promise<ServeResult> => {
-    const r = await followRequest(
+    const { status, error, ttftMs, reusedTokens } = await followRequest(
       nc,
       pool.name,
       workerId,
       { requestId: req.requestId, sessionId: req.sessionId, osl: req.osl, prompt: { kind: 'token_ids', tokens: req.tokens }, outputTokens: null },
       { timeoutMs: requestTimeoutMs, ...(req.background === true ? { mark: { background: true, arrivalMs: Date.now() } } : {}), ...(onFirstToken ? { onFirstToken } : {}) },
     );
-    if (r.status === 'done') return { status: 'done', error: null, ttftMs: r.done.firstTokenMs - r.done.arrivalMs, reusedTokens: r.done.reusedTokens };
-    return { status: r.status, error: r.code, ttftMs: null, reusedTokens: null };
+    return { status, error, ttftMs, reusedTokens };
   };
 
   const blocksCache = new WeakMap<Uint32Array, Map<number, PromptBlocks>>();

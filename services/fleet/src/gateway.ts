@@ -22,7 +22,7 @@ import {
 import { GatewayClient, type CandidatePrompt, type PoolSpec } from '@vantage/gateway-client';
 import { request } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
-import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateProgress, type GenerateRequest } from './generate';
+import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateRequest } from './generate';
 
 export interface LoadgenPool {
   /** Pool name (indexer pool, fleet pool). */
@@ -142,29 +142,43 @@ export function routeRequest(
   return client.route({ requestId: q.requestId, sessionId: q.sessionId, stageProposal: q.stageProposal, prompts: { efficient: prompt(efficient), capable: prompt(capable) } });
 }
 
-/** How a followed request ended. */
-type Followed =
-  | { readonly status: 'done'; readonly done: Extract<GenerateProgress, { kind: 'done' }> }
-  | { readonly status: 'failed'; readonly code: string; readonly reason: string }
-  | { readonly status: 'cancelled'; readonly code: 'request_timeout' | 'run_deadline' };
+/** The engine's and the client's measures of a request that did not complete. */
+export const NOT_SERVED = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null } as const;
+
+/** How a followed request ended: the engine's measures (sim ms) and the client's (wall ms from `t0`). */
+export interface Served {
+  readonly status: 'done' | 'failed' | 'cancelled';
+  /** The worker's failure code, or the client's `request_timeout` / `run_deadline`. */
+  readonly error: string | null;
+  readonly detail: string | null;
+  readonly ttftMs: number | null;
+  readonly e2eMs: number | null;
+  readonly reusedTokens: number | null;
+  readonly outputTokens: number | null;
+  readonly wallTtftMs: number | null;
+  readonly wallE2eMs: number | null;
+}
 
 /**
  * Send `req` to a worker of `pool` and follow its progress until done, failed, `timeoutMs` or `signal`
  * (the run's deadline), publishing its lifecycle events on the pool's subject as a gateway does.
+ * Wall times count from `t0` (default: now).
  */
 export function followRequest(
   nc: NatsConnection,
   pool: string,
   workerId: WorkerId,
   req: GenerateRequest & { readonly sessionId: string },
-  o: { readonly timeoutMs: number; readonly signal?: AbortSignal; readonly mark?: BackgroundMark; readonly onFirstToken?: () => void },
-): Promise<Followed> {
+  o: { readonly timeoutMs: number; readonly signal?: AbortSignal; readonly mark?: BackgroundMark; readonly t0?: number; readonly onFirstToken?: () => void },
+): Promise<Served> {
+  const t0 = o.t0 ?? performance.now();
   return new Promise((resolve) => {
     const inbox = createInbox();
     const report = (kind: LifecycleEvent['kind'], usage: LifecycleEvent['usage'], error: LifecycleEvent['error']): void =>
       publishLifecycle(nc, pool, { requestId: req.requestId, sessionId: req.sessionId, kind, workerId, usage, error, ...o.mark });
     let finished = false;
-    const finish = (r: Followed): void => {
+    let wallTtftMs: number | null = null;
+    const finish = (r: Served): void => {
       if (finished) return;
       finished = true;
       clearTimeout(timer);
@@ -174,7 +188,7 @@ export function followRequest(
     };
     const cancel = (code: 'request_timeout' | 'run_deadline'): void => {
       report('cancelled', null, { code, message: null });
-      finish({ status: 'cancelled', code });
+      finish({ ...NOT_SERVED, wallTtftMs, status: 'cancelled', error: code, detail: null });
     };
     const onAbort = (): void => cancel('run_deadline');
     const timer = setTimeout(() => cancel('request_timeout'), o.timeoutMs);
@@ -186,15 +200,17 @@ export function followRequest(
         if (p === null) return;
         if (p.kind === 'first_token') {
           report('first_token', null, null);
+          wallTtftMs = performance.now() - t0;
           o.onFirstToken?.();
         } else if (p.kind === 'done') {
           const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
           report('done', usage, null);
           report('usage', usage, null);
-          finish({ status: 'done', done: p });
+          const engine = { ttftMs: p.firstTokenMs - p.arrivalMs, e2eMs: p.atMs - p.arrivalMs, reusedTokens: p.reusedTokens, outputTokens: p.outputTokens };
+          finish({ status: 'done', error: null, detail: null, ...engine, wallTtftMs, wallE2eMs: performance.now() - t0 });
         } else if (p.kind === 'failed') {
           report('failed', null, { code: p.code, message: p.reason.slice(0, 500) });
-          finish({ status: 'failed', code: p.code, reason: p.reason });
+          finish({ ...NOT_SERVED, status: 'failed', error: p.code, detail: p.reason });
         }
       },
     });

@@ -40,7 +40,7 @@ import { isVantageError } from '@vantage/runtime';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import type { PromptPayload } from './generate';
-import { followRequest, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool } from './gateway';
+import { followRequest, NOT_SERVED, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool } from './gateway';
 
 export type Workload =
   | { readonly kind: 'trace'; readonly records: readonly MooncakeRecord[]; readonly speedup: number }
@@ -293,8 +293,6 @@ function unrouted(
   return { ...common, ...NOT_SERVED, detail, modelRole: null, model: null, pool: null, workerId: null, reason, fallback: code, status: 'failed', error: code, routeWallMs: null };
 }
 
-/** The engine's and the client's measures of a request that did not complete. */
-const NOT_SERVED = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null } as const;
 
 /** Waits until the indexer of every pool the run uses lists a schedulable worker, or `waitReadyMs` is over. */
 async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSignal): Promise<void> {
@@ -399,50 +397,32 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
     }
   };
 
-  /** Sends the request to the worker and follows its progress until done, failed, timeout or the run's deadline. */
-  const serve = async (job: Job, to: Routed, t0: number, mark?: { background: true; arrivalMs: number }): Promise<Omit<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl' | 'routeWallMs' | 'reason' | 'fallback'>> => {
-    const base = { modelRole: to.role, model: to.model, pool: to.pool.name, workerId: to.workerId.toString() };
-    let wallTtftMs: number | null = null;
-    const r = await followRequest(
-      nc,
-      to.pool.name,
-      to.workerId,
-      { requestId: job.requestId, sessionId: job.sessionId, osl: job.osl, prompt: job.payload, outputTokens: job.outputTokens },
-      { timeoutMs: requestTimeoutMs, signal: deadline.signal, ...(mark ? { mark } : {}), onFirstToken: () => (wallTtftMs = performance.now() - t0) },
-    );
-    if (r.status === 'cancelled') return { ...base, ...NOT_SERVED, wallTtftMs, status: 'cancelled', error: r.code, detail: null };
-    if (r.status === 'failed') return { ...base, ...NOT_SERVED, status: 'failed', error: r.code, detail: r.reason };
-    const p = r.done;
-    return {
-      ...base,
-      status: 'done',
-      error: null,
-      detail: null,
-      ttftMs: p.firstTokenMs - p.arrivalMs,
-      e2eMs: p.atMs - p.arrivalMs,
-      reusedTokens: p.reusedTokens,
-      outputTokens: p.outputTokens,
-      wallTtftMs,
-      wallE2eMs: performance.now() - t0,
-    };
+  /** Places a request (`place`), sends it there and follows it until done, failed, timeout or the run's deadline. */
+  const play = async (job: Job, stage: ModelRole, place: () => Promise<Routed>, unroutedReason: string, mark?: { background: true; arrivalMs: number }): Promise<RequestOutcome> => {
+    const t0 = performance.now();
+    const common = { requestId: job.requestId, sessionId: job.sessionId, stageProposal: stage, isl: job.isl, osl: job.osl };
+    try {
+      const to = await place();
+      const routeWallMs = performance.now() - t0;
+      const r = await followRequest(
+        nc,
+        to.pool.name,
+        to.workerId,
+        { requestId: job.requestId, sessionId: job.sessionId, osl: job.osl, prompt: job.payload, outputTokens: job.outputTokens },
+        { timeoutMs: requestTimeoutMs, signal: deadline.signal, t0, ...(mark ? { mark } : {}) },
+      );
+      return { ...common, modelRole: to.role, model: to.model, pool: to.pool.name, workerId: to.workerId.toString(), ...r, routeWallMs, reason: to.reason, fallback: to.fallback };
+    } catch (e) {
+      // No worker could be chosen at all: nothing was sent, so there is no lifecycle to report.
+      return unrouted(common, unroutedReason, e);
+    }
   };
 
   const runOne = async (job: Job): Promise<RequestOutcome> => {
     issued++;
     inflight++;
-    const t0 = performance.now();
     const stage = stageOf(job);
-    const common = { requestId: job.requestId, sessionId: job.sessionId, stageProposal: stage, isl: job.isl, osl: job.osl };
-    let out: RequestOutcome;
-    try {
-      const to = await route(job, stage);
-      const routeWallMs = performance.now() - t0;
-      const r = await serve(job, to, t0);
-      out = { ...common, ...r, routeWallMs, reason: to.reason, fallback: to.fallback };
-    } catch (e) {
-      // No worker could be chosen at all: nothing was sent, so there is no lifecycle to report.
-      out = unrouted(common, 'route_error', e);
-    }
+    const out = await play(job, stage, () => route(job, stage), 'route_error');
     inflight--;
     outcomes.push(out);
     o.onOutcome?.(out);
@@ -451,19 +431,9 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
 
   /** One competing request: Dynamo's choice on its pool, booked, served with background lifecycle events. */
   const runBackground = async (job: Job, role: ModelRole): Promise<RequestOutcome> => {
-    const t0 = performance.now();
-    const arrivalMs = Date.now();
     const pool = o.pools[role];
-    const common = { requestId: job.requestId, sessionId: job.sessionId, stageProposal: role, isl: job.isl, osl: job.osl };
-    let out: RequestOutcome;
-    try {
-      const workerId = await dynamoChoice(job, pool, true);
-      const routeWallMs = performance.now() - t0;
-      const r = await serve(job, { role, pool, model: pool.model, workerId, reason: 'background', fallback: null }, t0, { background: true, arrivalMs });
-      out = { ...common, ...r, routeWallMs, reason: 'background', fallback: null };
-    } catch (e) {
-      out = unrouted(common, 'background', e);
-    }
+    const place = async (): Promise<Routed> => ({ role, pool, model: pool.model, workerId: await dynamoChoice(job, pool, true), reason: 'background', fallback: null });
+    const out = await play(job, role, place, 'background', { background: true, arrivalMs: Date.now() });
     backgroundOutcomes.push(out);
     o.onBackgroundOutcome?.(out);
     return out;
