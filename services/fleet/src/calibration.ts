@@ -1,40 +1,11 @@
 /**
- * The calibration harness: runs @vantage/evaluation's calibration plan (seed
- * 000, "Collect GPU calibration data") against the live fleet through the real
- * decision and indexer services, so every measurement lands in Kafka through
- * the outcome service exactly as an evaluation request does.
- *
- * One repeat of one condition (the plan's steps, as implemented here):
- *   1. wait until no worker of either pool has a booked request (R = 0), so a
- *      no-contention condition really is one;
- *   2. warm the probe's reusable prefix (K tokens, output 1 token) on the
- *      condition's `warm` candidates (both, or the efficient one only so that the
- *      capable candidate is cold): a route query per candidate (session `calwarm:`), served on
- *      the worker the decision service reserved; wait for completion and for the
- *      bookings to be released;
- *   3. background load (session `calbg:`): fresh, uncached prompts booked on
- *      `vantage.v1.bookings.{pool}` — the accounting path Dynamo's router and the
- *      decision service use, so the indexer counts them in R and P exactly like
- *      routed requests — served with lifecycle events like any request, marked
- *      `background: true` with their `arrivalMs` (they have no decision record). The plan
- *      places them on "the worker the probe's candidate would get"; with Dynamo's
- *      own choice picking that worker at probe time (and preferring idle ones),
- *      the only placement that guarantees it is every schedulable worker of the
- *      pool: each gets `count` background requests. Observations then carry the
- *      intended R and P whichever worker is proposed;
- *   4. the probe (N tokens: the warmed prefix, then a fresh suffix) is sent to
- *      BOTH candidates at the same instant, as two route queries with Stage's
- *      proposal set to each candidate in turn. The decision service runs a
- *      parameter set that observes both pools but never overrides (see
- *      `calibrationParameterSet` in infra), so each query's final choice is the
- *      candidate being measured and its decision record carries N, K, R and P of
- *      both. `immediate` probes go out once the indexers show the background
- *      bookings; `after_background_first_tokens` probes once every background
- *      request is decoding;
- *   5. wait for everything to finish.
- *
- * Session ids follow the plan (`cal:<condition>:<repeat>:<idle|loaded>` for the
- * probes), so `vantage fit` reads the outcome rows directly.
+ * The calibration harness: runs @vantage/evaluation's calibration plan (seed 000, "Collect GPU
+ * calibration data") on the live fleet through the real decision and indexer services, so every
+ * measurement lands in Kafka through the outcome service as an evaluation request does. One repeat
+ * of a condition: wait for idle pools (R = 0), warm the probe's prefix, book and serve the background
+ * load on every schedulable worker of each loaded pool, probe both candidates at once, wait for the
+ * end; the README's "Calibration" section gives each step and why. Probe session ids follow the plan
+ * (`cal:<condition>:<repeat>:<idle|loaded|qgrid>`), so `vantage fit` reads the outcome rows directly.
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { CalibrationCondition, CalibrationPlan, CalibrationRun, Role } from '@vantage/evaluation';
@@ -42,7 +13,7 @@ import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import { ROUTE_SUBJECT, type ObserveReply } from '@vantage/protocol';
 import { promptFromTokens, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
-import { followRequest, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool } from './gateway';
+import { followRequest, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool, type Served } from './gateway';
 
 interface CalibrationHarnessOptions {
   readonly nc: NatsConnection;
@@ -67,12 +38,10 @@ interface CalibrationHarnessOptions {
   readonly signal?: AbortSignal;
 }
 
-type CalibrationRequestKind = 'probe' | 'warmup' | 'background';
-
 interface CalibrationRequestLog {
   readonly conditionId: string;
   readonly repeat: number;
-  readonly kind: CalibrationRequestKind;
+  readonly kind: 'probe' | 'warmup' | 'background';
   readonly role: Role;
   readonly requestId: string;
   readonly sessionId: string;
@@ -103,12 +72,7 @@ interface CalibrationSummary {
   readonly durationMs: number;
 }
 
-interface ServeResult {
-  readonly status: 'done' | 'failed' | 'cancelled';
-  readonly error: string | null;
-  readonly ttftMs: number | null;
-  readonly reusedTokens: number | null;
-}
+type ServeResult = Pick<Served, 'status' | 'error' | 'ttftMs' | 'reusedTokens'>;
 
 export async function runCalibration(o: CalibrationHarnessOptions): Promise<CalibrationSummary> {
   const nc = o.nc;

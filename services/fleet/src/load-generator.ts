@@ -1,34 +1,10 @@
 /**
- * The load generator: plays a workload against the live fleet exactly as an
- * agent gateway would, through the real decision and indexer services.
- *
- * Per request:
- *  1. Stage proposes a model (always efficient, or a seeded fraction capable —
- *     a function of the request id, so runs are reproducible).
- *  2. Routing. `route` mode: `vantage.v1.route` to the decision service with
- *     both candidates' prompts as local block hashes at each pool's block
- *     size. `direct` mode (no decision service): `vantage.v1.observe.{pool}`
- *     on one pool and Dynamo's own choice from the reply, booked on
- *     `vantage.v1.bookings.{pool}` as Dynamo's router books at selection.
- *     A route failure falls back to Stage's model and Dynamo's choice (as a
- *     gateway must keep serving), counted as a route error.
- *  3. Serving: the request goes to the chosen worker's generate subject; its
- *     progress stream drives lifecycle events on `vantage.v1.lifecycle.{pool}`:
- *     first_token, then done + usage, or failed, or cancelled (on timeout or
- *     when the run's deadline passes).
- *  4. Outcome per request (TTFT and E2E in sim ms as the engine measured them,
- *     plus wall times seen by the client) and a summary.
- *
- * Competing traffic (`background`, the evaluation's matched load): each
- * request arrives at its fixed offset from the run's start (open loop), goes
- * to Dynamo's own choice on its pool and is booked on
- * `vantage.v1.bookings.{pool}` (the path Dynamo's router uses, so the
- * indexers count it), never through the decision service; its lifecycle
- * events say `background: true` and carry its `arrivalMs`. Its outcomes are
- * kept apart from the workload's (`backgroundOutcomes`, `onBackgroundOutcome`).
- *
- * Time: the workload's times (trace timestamps / speedup, think times) are sim
- * ms; they are waited in wall time divided by the fleet's time scale.
+ * The load generator: plays a workload against the live fleet as an agent gateway would, through the
+ * real decision and indexer services (or, in `direct` mode, on Dynamo's own choice from the indexer),
+ * following every request with its lifecycle events, with optional competing `background` traffic
+ * beside it. Per request (Stage's proposal, routing and its fallback, serving, lifecycle, outcome) and
+ * the summary: the README's "Load generator" section. Workload times (trace timestamps / speedup,
+ * think times, background arrivals) are sim ms, waited in wall time divided by the fleet's time scale.
  */
 import { setMaxListeners } from 'node:events';
 import type { NatsConnection } from '@nats-io/transport-node';
