@@ -57,6 +57,13 @@ export function cliTool<O extends Options>(tool: string, usage: string, options:
     const v = values[name];
     return typeof v === 'string' ? v : undefined;
   };
+  const number = (name: string, integer: boolean, min: number): number | undefined => {
+    const v = str(name);
+    if (v === undefined) return undefined;
+    const x = Number(v);
+    if (!(integer ? Number.isInteger(x) : Number.isFinite(x)) || x < min) fail(`--${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got ${v}`);
+    return x;
+  };
   const parse = <T>(fn: () => T, prefix = ''): T => {
     try {
       return fn();
@@ -67,20 +74,8 @@ export function cliTool<O extends Options>(tool: string, usage: string, options:
   return {
     args: values! as CliTool<O>['args'],
     fail,
-    num(name, dflt, min = 0) {
-      const v = str(name);
-      if (v === undefined) return dflt;
-      const x = Number(v);
-      if (!Number.isFinite(x) || x < min) fail(`--${name} must be a number >= ${min}, got ${v}`);
-      return x;
-    },
-    int(name, min) {
-      const v = str(name);
-      if (v === undefined) return undefined;
-      const x = Number(v);
-      if (!Number.isInteger(x) || x < min) fail(`--${name} must be an integer >= ${min}, got ${v}`);
-      return x;
-    },
+    num: (name, dflt, min = 0) => number(name, false, min) ?? dflt,
+    int: (name, min) => number(name, true, min),
     pools: (name) => parse(() => parsePools(str(name) ?? '')),
     parse,
     async run(where, body) {

@@ -132,7 +132,6 @@ export interface LoadgenSummary {
 }
 
 interface Job {
-  readonly index: number;
   /** Position of the session in a sessions workload, and the turn (null for trace requests). */
   readonly sessionIndex: number | null;
   readonly turn: number;
@@ -206,7 +205,6 @@ function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: n
     const rec = records[index]!;
     const requestId = `${runId}-${index}`;
     const job: Job = {
-      index,
       requestId,
       sessionId: requestId, // Mooncake lines carry no session: each request is its own.
       sessionIndex: null,
@@ -225,10 +223,9 @@ function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: n
   });
 }
 
-function sessionJob(s: AgenticSession, t: number, index: number, requestPrefix: string, sessionId: string, sessionIndex: number): Job {
+function sessionJob(s: AgenticSession, t: number, requestPrefix: string, sessionId: string, sessionIndex: number): Job {
   const turn = s.turns[t]!;
   return {
-    index,
     requestId: `${requestPrefix}-${t}`,
     sessionId,
     sessionIndex,
@@ -242,10 +239,9 @@ function sessionJob(s: AgenticSession, t: number, index: number, requestPrefix: 
 }
 
 /** A competing request: fresh seeded tokens (nothing shared with the sessions or other requests). */
-function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: string, sessionId: string): Job {
+function backgroundJob(b: BackgroundRequestPlan, requestId: string, sessionId: string): Job {
   const tokens = freshTokens(b.contentSeed, b.promptTokens);
   return {
-    index,
     requestId,
     sessionId,
     sessionIndex: null,
@@ -421,16 +417,16 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   const wallOf = (simMs: number): number => simMs / timeScale;
   if (o.background !== undefined) {
     const bgo = o.background;
-    bgo.requests.forEach((b, k) => {
+    for (const b of bgo.requests) {
       const sessionId = bgo.sessionIdOf(b.stream);
       jobs.push(
         (async () => {
           await sleep(t0run + wallOf(b.arrivalMs) - performance.now(), deadline.signal);
           if (deadline.signal.aborted) return;
-          await runBackground(backgroundJob(b, planned + k, `${runId}-${sessionId}-${b.index}`, sessionId), b.role);
+          await runBackground(backgroundJob(b, `${runId}-${sessionId}-${b.index}`, sessionId), b.role);
         })(),
       );
-    });
+    }
   }
   if (o.workload.kind === 'trace') {
     for (const { job, arrivalMs } of traceJobs(o.workload.records, runId, o.workload.speedup)) {
@@ -439,20 +435,17 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       jobs.push(runOne(job));
     }
   } else {
-    let index = 0;
     for (const [si, s] of o.workload.sessions.entries()) {
-      const first = index;
       const sessionId = o.sessionIdOf?.(si) ?? `${runId}-${s.sessionId}`;
       // Request ids stay unique across runs even when session ids are the evaluation's own.
       const requestPrefix = o.sessionIdOf === undefined ? sessionId : `${runId}-${sessionId}`;
-      index += s.turns.length;
       jobs.push(
         (async () => {
           await sleep(t0run + wallOf(s.startMs) - performance.now(), deadline.signal);
           for (let t = 0; t < s.turns.length && !deadline.signal.aborted; t++) {
             if (t > 0) await sleep(wallOf(s.turns[t]!.thinkTimeMs), deadline.signal);
             if (deadline.signal.aborted) break;
-            const r = await runOne(sessionJob(s, t, first + t, requestPrefix, sessionId, si));
+            const r = await runOne(sessionJob(s, t, requestPrefix, sessionId, si));
             if (r.status !== 'done') break; // an agent stops when a turn fails
           }
         })(),
