@@ -140,3 +140,30 @@ export function shuffled<T>(xs: readonly T[], rand: () => number): T[] {
   }
   return out;
 }
+
+const VOCAB = 150_000;
+
+/** Fresh token content (the fleet's and the study's prompts): `n` token ids in [1, 150000) from mulberry32(seed). */
+export function freshTokens(seed: number, n: number): Uint32Array {
+  const rnd = mulberry32(seed >>> 0);
+  const out = new Uint32Array(n);
+  for (let i = 0; i < n; i++) out[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
+  return out;
+}
+
+export function concatTokens(a: Uint32Array, b: Uint32Array): Uint32Array {
+  const out = new Uint32Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+/** The content seed of one purpose (`label`, `k`) under a base seed: FNV-1a of the label mixed into the base. */
+export function labelSeed(base: number, label: string, k = 0): number {
+  let h = (0x811c9dc5 ^ k) >>> 0;
+  for (let i = 0; i < label.length; i++) {
+    h ^= label.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (Math.imul(base, 0x9e3779b1) ^ h) >>> 0;
+}

@@ -20,35 +20,9 @@
  * with theirs, which it skips).
  */
 import { calibrationParameterSet, type CalibrationPlan, type Role } from '@vantage/evaluation';
-import { mulberry32 } from '@vantage/random';
+import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import type { JsonRow, OutcomeRecord } from '@vantage/records';
 import { TwoPoolFleet, type FleetSpec } from './fleet';
-
-const VOCAB = 150_000;
-
-/** Fresh token content: a seeded stream (never shared across repeats, purposes or requests). */
-export function freshTokens(seed: number, n: number): Uint32Array {
-  const rnd = mulberry32(seed >>> 0);
-  const out = new Uint32Array(n);
-  for (let i = 0; i < n; i++) out[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
-  return out;
-}
-
-export function concatTokens(a: Uint32Array, b: Uint32Array): Uint32Array {
-  const out = new Uint32Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-}
-
-export function labelSeed(base: number, label: string, k = 0): number {
-  let h = (0x811c9dc5 ^ k) >>> 0;
-  for (let i = 0; i < label.length; i++) {
-    h ^= label.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (Math.imul(base, 0x9e3779b1) ^ h) >>> 0;
-}
 
 export interface CalibrationOptions {
   readonly plan: CalibrationPlan;

@@ -23,10 +23,10 @@ import {
   type EvaluationSchedule,
   type StageProposalModel,
 } from '@vantage/evaluation';
+import { freshTokens } from '@vantage/random';
 import type { JsonRow, Variant as RecordVariant } from '@vantage/records';
 import type { ParameterSet } from '@vantage/rules';
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions } from '@vantage/sim';
-import { freshTokens } from './calibrate';
 import { TwoPoolFleet, type FleetSpec } from './fleet';
 
 export interface EvaluationRunOptions {

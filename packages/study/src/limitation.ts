@@ -32,11 +32,11 @@
  * simulated TTFT. Deterministic: the same options give the same rows.
  */
 import { RECORD_VARIANT } from '@vantage/decision-core';
+import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import type { Variant as RecordVariant } from '@vantage/records';
 import { VARIANTS, type Decision, type ParameterSet, type Prediction, type Reason, type Role, type Variant } from '@vantage/rules';
 import { escapeHtml as esc, lineChartSvg } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
-import { concatTokens, freshTokens, labelSeed } from './calibrate';
 import { TwoPoolFleet, type FleetSpec, type ServedRequest } from './fleet';
 import type { StudyResult } from './study';
 

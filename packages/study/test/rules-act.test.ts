@@ -6,8 +6,9 @@
 // estimators fall back on an idle worker (prediction invalid), which the study's reports show.
 import { describe, expect, it } from 'vitest';
 import { calibrationPlan } from '@vantage/evaluation';
+import { freshTokens } from '@vantage/random';
 import { createParameterSet, type ModelParameters, type ParameterSet, type Variant } from '@vantage/rules';
-import { DEFAULT_FLEET, fitFromRows, freshTokens, runCalibrationOffline, TwoPoolFleet, type ServedRequest } from '../src/index';
+import { DEFAULT_FLEET, fitFromRows, runCalibrationOffline, TwoPoolFleet, type ServedRequest } from '../src/index';
 
 const plan = calibrationPlan({ preset: 'small', seed: 1, blockSize: 64, destinationLimit: 8 });
 const cal = runCalibrationOffline({ plan, fleet: DEFAULT_FLEET });

@@ -24,39 +24,39 @@ export const natsUrl = (): string => need('NATS_URL');
 /** Bootstrap brokers of the shared test Kafka. */
 export const kafkaBrokers = (): string[] => need('KAFKA_BROKERS').split(',');
 
-/**
- * A private nats-server for tests that restart or kill it, or that need it secured
- * (`security`: TLS, users with permissions, a token or operator mode; see
- * `@vantage/infra`'s `natsServerConfig`). Call `cleanup()` in afterAll.
- */
-export async function ownNats(opts: { security?: NatsOptions['security'] } = {}): Promise<NatsBroker & { cleanup: () => Promise<void> }> {
-  const dir = join(INFRA_DIR, 'test', uniqueName('nats'));
+/** Starts a private server in a fresh folder under `.infra/test/`; its `cleanup()` stops it and removes the folder. */
+async function own<T extends { start(): Promise<unknown>; stop(timeoutMs: number): Promise<unknown> }>(
+  kind: string,
+  stopMs: number,
+  make: (dir: string) => Promise<T>,
+): Promise<T & { cleanup: () => Promise<void> }> {
+  const dir = join(INFRA_DIR, 'test', uniqueName(kind));
   mkdirSync(dir, { recursive: true });
-  const n = await natsBroker({ dir, attached: true, ...(opts.security === undefined ? {} : { security: opts.security }) });
-  await n.start();
-  return Object.assign(n, {
+  const server = await make(dir);
+  await server.start();
+  return Object.assign(server, {
     cleanup: async () => {
-      await n.stop(5_000);
+      await server.stop(stopMs);
       rmSync(dir, { recursive: true, force: true });
     },
   });
 }
 
 /**
+ * A private nats-server for tests that restart or kill it, or that need it secured
+ * (`security`: TLS, users with permissions, a token or operator mode; see
+ * `@vantage/infra`'s `natsServerConfig`). Call `cleanup()` in afterAll.
+ */
+export function ownNats(opts: { security?: NatsOptions['security'] } = {}): Promise<NatsBroker & { cleanup: () => Promise<void> }> {
+  return own('nats', 5_000, (dir) => natsBroker({ dir, attached: true, ...(opts.security === undefined ? {} : { security: opts.security }) }));
+}
+
+/**
  * A private Kafka broker for tests that restart or kill it, or (`security`) one whose only
  * client listener is SASL_SSL. Call `cleanup()` in afterAll.
  */
-export async function ownKafka(opts: { security?: KafkaSecurity } = {}): Promise<KafkaBroker & { cleanup: () => Promise<void> }> {
-  const dir = join(INFRA_DIR, 'test', uniqueName('kafka'));
-  mkdirSync(dir, { recursive: true });
-  const k = await kafkaBroker({ dir, attached: true, heapMb: 512, ...(opts.security === undefined ? {} : { security: opts.security }) });
-  await k.start();
-  return Object.assign(k, {
-    cleanup: async () => {
-      await k.stop(10_000);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  });
+export function ownKafka(opts: { security?: KafkaSecurity } = {}): Promise<KafkaBroker & { cleanup: () => Promise<void> }> {
+  return own('kafka', 10_000, (dir) => kafkaBroker({ dir, attached: true, heapMb: 512, ...(opts.security === undefined ? {} : { security: opts.security }) }));
 }
 
 /**
@@ -64,17 +64,8 @@ export async function ownKafka(opts: { security?: KafkaSecurity } = {}): Promise
  * ended with the test process if `cleanup()` is never reached. `stop()` / `kill9()` and `start()`
  * restart it on the same ports and data (revisions survive). Call `cleanup()` in afterAll.
  */
-export async function ownEtcd(): Promise<EtcdServer & { cleanup: () => Promise<void> }> {
-  const dir = join(INFRA_DIR, 'test', uniqueName('etcd'));
-  mkdirSync(dir, { recursive: true });
-  const e = await etcdServer({ dir, attached: true });
-  await e.start();
-  return Object.assign(e, {
-    cleanup: async () => {
-      await e.stop(5_000);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  });
+export function ownEtcd(): Promise<EtcdServer & { cleanup: () => Promise<void> }> {
+  return own('etcd', 5_000, (dir) => etcdServer({ dir, attached: true }));
 }
 
 /** Resolves when `check` holds, polling; rejects with `what` after the timeout. */

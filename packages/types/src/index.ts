@@ -22,7 +22,6 @@ export type ExternalHash = Brand<bigint, 'ExternalHash'>;
 export type WorkerId = Brand<bigint, 'WorkerId'>;
 
 export const U64_MAX = 0xffff_ffff_ffff_ffffn;
-export const U64_MOD = 0x1_0000_0000_0000_0000n;
 
 /** True when `v` is a bigint in the unsigned 64-bit range. */
 export function isU64(v: unknown): v is bigint {
@@ -48,30 +47,9 @@ export function toU64(v: unknown): bigint | undefined {
   return undefined;
 }
 
-/** Parse a decimal (or 0x-prefixed hex) string to u64; undefined when out of range or malformed. */
-export function parseU64(s: string): bigint | undefined {
-  const t = s.trim();
-  if (!/^(0x[0-9a-fA-F]{1,16}|-?[0-9]{1,20})$/.test(t)) return undefined;
-  try {
-    return toU64(BigInt(t));
-  } catch {
-    return undefined;
-  }
-}
-
-/** Decimal string of a u64, the form Dynamo's JSON and our JSON schemas use. */
-export function u64ToString(v: bigint): string {
-  return v.toString(10);
-}
-
 /** 16-digit lower-case hex, for logs and operator tools. */
 export function u64ToHex(v: bigint): string {
   return v.toString(16).padStart(16, '0');
-}
-
-/** Build a BigUint64Array from any iterable of u64 bigints. */
-export function u64Array(values: Iterable<bigint>): BigUint64Array {
-  return BigUint64Array.from(values);
 }
 
 /**

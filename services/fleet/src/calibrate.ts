@@ -41,18 +41,15 @@ if (pools.efficient.blockSize !== pools.capable.blockSize) fail('both pools must
 const repeats = int('repeats', 1);
 const seed = int('seed', 0);
 const limit = int('destination-limit', 1);
-let plan;
-try {
-  plan = calibrationPlan({
+const plan = cli.parse(() =>
+  calibrationPlan({
     preset: a.preset as CalibrationPreset,
     blockSize: pools.efficient.blockSize,
     ...(repeats === undefined ? {} : { repeats }),
     ...(seed === undefined ? {} : { seed }),
     ...(limit === undefined ? {} : { destinationLimit: limit }),
-  });
-} catch (e) {
-  fail((e as Error).message);
-}
+  }),
+);
 const t = plan.totals;
 process.stderr.write(
   `calibrate: plan ${plan.preset}: ${t.conditions} conditions, ${t.runs} runs, ${t.probeRequests} probes, ${t.warmupRequests} warm-ups, ` +

@@ -1,48 +1,19 @@
 /**
- * The calibration harness: runs @vantage/evaluation's calibration plan (seed
- * 000, "Collect GPU calibration data") against the live fleet through the real
- * decision and indexer services, so every measurement lands in Kafka through
- * the outcome service exactly as an evaluation request does.
- *
- * One repeat of one condition (the plan's steps, as implemented here):
- *   1. wait until no worker of either pool has a booked request (R = 0), so a
- *      no-contention condition really is one;
- *   2. warm the probe's reusable prefix (K tokens, output 1 token) on the
- *      condition's `warm` candidates (both, or the efficient one only so that the
- *      capable candidate is cold): a route query per candidate (session `calwarm:`), served on
- *      the worker the decision service reserved; wait for completion and for the
- *      bookings to be released;
- *   3. background load (session `calbg:`): fresh, uncached prompts booked on
- *      `vantage.v1.bookings.{pool}` — the accounting path Dynamo's router and the
- *      decision service use, so the indexer counts them in R and P exactly like
- *      routed requests — served with lifecycle events like any request, marked
- *      `background: true` with their `arrivalMs` (they have no decision record). The plan
- *      places them on "the worker the probe's candidate would get"; with Dynamo's
- *      own choice picking that worker at probe time (and preferring idle ones),
- *      the only placement that guarantees it is every schedulable worker of the
- *      pool: each gets `count` background requests. Observations then carry the
- *      intended R and P whichever worker is proposed;
- *   4. the probe (N tokens: the warmed prefix, then a fresh suffix) is sent to
- *      BOTH candidates at the same instant, as two route queries with Stage's
- *      proposal set to each candidate in turn. The decision service runs a
- *      parameter set that observes both pools but never overrides (see
- *      `calibrationParameterSet` in infra), so each query's final choice is the
- *      candidate being measured and its decision record carries N, K, R and P of
- *      both. `immediate` probes go out once the indexers show the background
- *      bookings; `after_background_first_tokens` probes once every background
- *      request is decoding;
- *   5. wait for everything to finish.
- *
- * Session ids follow the plan (`cal:<condition>:<repeat>:<idle|loaded>` for the
- * probes), so `vantage fit` reads the outcome rows directly.
+ * The calibration harness: runs @vantage/evaluation's calibration plan (seed 000, "Collect GPU
+ * calibration data") on the live fleet through the real decision and indexer services, so every
+ * measurement lands in Kafka through the outcome service as an evaluation request does. One repeat
+ * of a condition: wait for idle pools (R = 0), warm the probe's prefix, book and serve the background
+ * load on every schedulable worker of each loaded pool, probe both candidates at once, wait for the
+ * end; the README's "Calibration" section gives each step and why. Probe session ids follow the plan
+ * (`cal:<condition>:<repeat>:<idle|loaded|qgrid>`), so `vantage fit` reads the outcome rows directly.
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { CalibrationCondition, CalibrationPlan, CalibrationRun, Role } from '@vantage/evaluation';
-import { mulberry32 } from '@vantage/random';
+import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import { ROUTE_SUBJECT, type ObserveReply } from '@vantage/protocol';
 import { promptFromTokens, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
-import { followRequest, observePool, publishBooking, routeRequest, type LoadgenPool } from './gateway';
+import { followRequest, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool, type Served } from './gateway';
 
 interface CalibrationHarnessOptions {
   readonly nc: NatsConnection;
@@ -67,12 +38,10 @@ interface CalibrationHarnessOptions {
   readonly signal?: AbortSignal;
 }
 
-type CalibrationRequestKind = 'probe' | 'warmup' | 'background';
-
 interface CalibrationRequestLog {
   readonly conditionId: string;
   readonly repeat: number;
-  readonly kind: CalibrationRequestKind;
+  readonly kind: 'probe' | 'warmup' | 'background';
   readonly role: Role;
   readonly requestId: string;
   readonly sessionId: string;
@@ -103,31 +72,7 @@ interface CalibrationSummary {
   readonly durationMs: number;
 }
 
-interface ServeResult {
-  readonly status: 'done' | 'failed' | 'cancelled';
-  readonly error: string | null;
-  readonly ttftMs: number | null;
-  readonly reusedTokens: number | null;
-}
-
-const VOCAB = 150_000;
-
-/** Fresh token content: a seeded stream that never repeats across (run, condition, repeat, purpose). */
-function tokens(seed: number, n: number): Uint32Array {
-  const rnd = mulberry32(seed >>> 0);
-  const out = new Uint32Array(n);
-  for (let i = 0; i < n; i++) out[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
-  return out;
-}
-
-function concat(a: Uint32Array, b: Uint32Array): Uint32Array {
-  const out = new Uint32Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+type ServeResult = Pick<Served, 'status' | 'error' | 'ttftMs' | 'reusedTokens'>;
 
 export async function runCalibration(o: CalibrationHarnessOptions): Promise<CalibrationSummary> {
   const nc = o.nc;
@@ -143,36 +88,19 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   const order = o.plan.runOrder.slice(0, o.maxRuns ?? o.plan.runOrder.length);
   const counts = { probes: 0, probesCompleted: 0, warmups: 0, background: 0, failed: 0, settleTimeouts: 0, loadNotVisible: 0 };
 
-  const observe = (pool: LoadgenPool, blocks: BigUint64Array, n: number): Promise<ObserveReply> =>
-    observePool(nc, pool.name, { requestId: null, localHashes: blocks, promptTokens: n }, routeTimeoutMs);
-
   /**
-   * Polls both pools until `ok(reply)` holds for each, or the settle bound passes. `pollMs` is short
+   * Polls both pools until `ok(pool, reply)` holds for each, or the settle bound passes. `pollMs` is short
    * for the bookings check: at time scale 4 a 2,048-token backlog drains in about 10 wall ms, and a
    * probe sent after it has drained measures no contention.
    */
-  const settle = async (what: string, ok: (role: Role, r: ObserveReply) => boolean, pollMs = 50): Promise<boolean> => {
-    const until = performance.now() + settleTimeoutMs;
-    const empty = new BigUint64Array(0);
-    for (;;) {
-      let all = true;
-      for (const role of ['efficient', 'capable'] as const) {
-        try {
-          if (!ok(role, await observe(o.pools[role], empty, 1))) all = false;
-        } catch {
-          all = false;
-        }
-      }
-      if (all) return true;
-      if (performance.now() > until || o.signal?.aborted) {
-        counts.settleTimeouts++;
-        progress(`calibration: ${what} not reached within ${settleTimeoutMs} ms; going on`);
-        return false;
-      }
-      await sleep(pollMs);
-    }
+  const settle = async (what: string, ok: (pool: LoadgenPool, r: ObserveReply) => boolean, pollMs = 50): Promise<boolean> => {
+    const failing = await waitForPools(nc, [o.pools.efficient, o.pools.capable], ok, { waitMs: settleTimeoutMs, everyMs: pollMs, timeoutMs: routeTimeoutMs, ...(o.signal ? { signal: o.signal } : {}) });
+    if (failing.length === 0) return true;
+    counts.settleTimeouts++;
+    progress(`calibration: ${what} not reached within ${settleTimeoutMs} ms; going on`);
+    return false;
   };
-  const idle = (): Promise<boolean> => settle('idle pools (R = 0 everywhere)', (_r, rep) => {
+  const idle = (): Promise<boolean> => settle('idle pools (R = 0 everywhere)', (_p, rep) => {
     const live = rep.workers.filter((w) => w.schedulable);
     return live.length > 0 && live.every((w) => w.R === 0);
   });
@@ -184,15 +112,14 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
     req: { requestId: string; sessionId: string; tokens: Uint32Array; osl: number; background?: boolean },
     onFirstToken?: () => void,
   ): Promise<ServeResult> => {
-    const r = await followRequest(
+    const { status, error, ttftMs, reusedTokens } = await followRequest(
       nc,
       pool.name,
       workerId,
       { requestId: req.requestId, sessionId: req.sessionId, osl: req.osl, prompt: { kind: 'token_ids', tokens: req.tokens }, outputTokens: null },
       { timeoutMs: requestTimeoutMs, ...(req.background === true ? { mark: { background: true, arrivalMs: Date.now() } } : {}), ...(onFirstToken ? { onFirstToken } : {}) },
     );
-    if (r.status === 'done') return { status: 'done', error: null, ttftMs: r.done.firstTokenMs - r.done.arrivalMs, reusedTokens: r.done.reusedTokens };
-    return { status: r.status, error: r.code, ttftMs: null, reusedTokens: null };
+    return { status, error, ttftMs, reusedTokens };
   };
 
   const blocksCache = new WeakMap<Uint32Array, Map<number, PromptBlocks>>();
@@ -260,9 +187,9 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
     if (c === undefined || run === undefined) throw new Error(`plan run order names ${conditionId}:${repeat}, which the plan does not hold`);
     progress(`calibration ${i + 1}/${order.length}: ${c.id} repeat ${repeat} (${c.factor})`);
     await idle();
-    const seed = (label: string, k = 0): number => (Math.imul(run.contentSeed ^ salt, 0x9e3779b1) ^ hashLabel(label, k)) >>> 0;
-    const prefix = tokens(seed('prefix'), c.probe.prefixTokens);
-    const probeTokens = concat(prefix, tokens(seed('suffix'), c.probe.promptTokens - c.probe.prefixTokens));
+    const seed = (label: string, k = 0): number => labelSeed(run.contentSeed ^ salt, label, k);
+    const prefix = freshTokens(seed('prefix'), c.probe.prefixTokens);
+    const probeTokens = concatTokens(prefix, freshTokens(seed('suffix'), c.probe.promptTokens - c.probe.prefixTokens));
 
     // 2. Warm the reusable prefix on both candidates.
     if (c.probe.prefixTokens > 0) {
@@ -280,11 +207,11 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
     const open = new Map<string, number>();
     for (const [si, spec] of c.background.entries()) {
       const pool = o.pools[spec.pool];
-      const workers = (await observe(pool, new BigUint64Array(0), 1)).workers.filter((w) => w.schedulable);
+      const workers = (await observePool(nc, pool.name, routeTimeoutMs)).workers.filter((w) => w.schedulable);
       for (const w of workers) {
         const key = `${pool.name}/${w.workerId.toString()}`;
         for (let j = 0; j < spec.count; j++) {
-          const t = tokens(seed(`bg-${si}-${w.workerId.toString()}`, j), spec.promptTokens);
+          const t = freshTokens(seed(`bg-${si}-${w.workerId.toString()}`, j), spec.promptTokens);
           const requestId = `${runId}-${c.id}-${repeat}-bg-${spec.pool}-${si}-${w.workerId.toString()}-${j}`;
           publishBooking(nc, pool.name, {
             requestId,
@@ -353,7 +280,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
       } else {
         // The bookings must be applied by the indexers before the probes' observe queries.
         // Requests that already finished are no longer booked, so the check is against those still open.
-        await settle('background bookings visible', (role, rep) => rep.workers.every((w) => w.R >= (open.get(`${o.pools[role].name}/${w.workerId.toString()}`) ?? 0)), 2);
+        await settle('background bookings visible', (pool, rep) => rep.workers.every((w) => w.R >= (open.get(`${pool.name}/${w.workerId.toString()}`) ?? 0)), 2);
       }
     }
     await Promise.all(c.measure.map((role) => routed(c, run, 'probe', role, run.sessionId, probeTokens, c.probe.outputTokens, barrier)));
@@ -362,13 +289,4 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   }
   await nc.flush();
   return { runs: order.length, ...counts, durationMs: Math.round(performance.now() - started) };
-}
-
-function hashLabel(label: string, k: number): number {
-  let h = 0x811c9dc5 ^ k;
-  for (let i = 0; i < label.length; i++) {
-    h ^= label.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
 }

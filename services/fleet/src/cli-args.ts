@@ -24,6 +24,8 @@ interface CliTool<O extends Options> {
   int(name: keyof O & string, min: number): number | undefined;
   /** `--pools efficient:64[:model],capable:64[:model]`. */
   pools(name: keyof O & string): Pools;
+  /** What `parse` returns; what it throws fails the run as a bad argument (its message after `prefix`). */
+  parse<T>(parse: () => T, prefix?: string): T;
   /**
    * Run `body` against NATS (`nats`, else `VANTAGE_NATS_URL`, else 127.0.0.1:4222; users, secret files
    * and TLS as the services take them, VANTAGE_NATS_*) with `write` putting JSON lines in `out` (none
@@ -55,30 +57,27 @@ export function cliTool<O extends Options>(tool: string, usage: string, options:
     const v = values[name];
     return typeof v === 'string' ? v : undefined;
   };
+  const number = (name: string, integer: boolean, min: number): number | undefined => {
+    const v = str(name);
+    if (v === undefined) return undefined;
+    const x = Number(v);
+    if (!(integer ? Number.isInteger(x) : Number.isFinite(x)) || x < min) fail(`--${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got ${v}`);
+    return x;
+  };
+  const parse = <T>(fn: () => T, prefix = ''): T => {
+    try {
+      return fn();
+    } catch (e) {
+      return fail(`${prefix}${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
   return {
     args: values! as CliTool<O>['args'],
     fail,
-    num(name, dflt, min = 0) {
-      const v = str(name);
-      if (v === undefined) return dflt;
-      const x = Number(v);
-      if (!Number.isFinite(x) || x < min) fail(`--${name} must be a number >= ${min}, got ${v}`);
-      return x;
-    },
-    int(name, min) {
-      const v = str(name);
-      if (v === undefined) return undefined;
-      const x = Number(v);
-      if (!Number.isInteger(x) || x < min) fail(`--${name} must be an integer >= ${min}, got ${v}`);
-      return x;
-    },
-    pools(name) {
-      try {
-        return parsePools(str(name) ?? '');
-      } catch (e) {
-        return fail((e as Error).message);
-      }
-    },
+    num: (name, dflt, min = 0) => number(name, false, min) ?? dflt,
+    int: (name, min) => number(name, true, min),
+    pools: (name) => parse(() => parsePools(str(name) ?? '')),
+    parse,
     async run(where, body) {
       // Logs (NATS status) go to stderr: stdout carries only the summary.
       const log = createLogger({ service: tool, instanceId: `${tool}-${process.pid}`, level: 'warn', destination: process.stderr });

@@ -7,9 +7,7 @@
  */
 import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { baseConfigSchema, s, VantageError, type DeepReadonly, type Static } from '@vantage/runtime';
-import type { WorkerId } from '@vantage/types';
-
-const U64_MAX = 0xffff_ffff_ffff_ffffn;
+import { U64_MAX, type WorkerId } from '@vantage/types';
 
 const fleetPoolSchema = s.object({
   /** Our pool name (one subject token): `vantage.v1.workers.{name}`, `vantage.v1.fleet.generate.{name}.{workerId}`. */

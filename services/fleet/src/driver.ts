@@ -18,7 +18,7 @@
  * Clock and timers are injected so tests can drive time by hand.
  */
 import type { KvEvent } from '@vantage/types';
-import type { AddResult, Engine, EngineRequest, Finished, FirstToken } from '@vantage/sim';
+import { EventHeap, type AddResult, type Engine, type EngineRequest, type Finished, type FirstToken } from '@vantage/sim';
 
 /** Monotonic wall clock in ms (e.g. `performance.now`). */
 export type Clock = () => number;
@@ -53,54 +53,8 @@ interface DriverOptions {
   readonly maxStepsPerTurn?: number;
 }
 
-type Note = { atMs: number; seq: number; worker: number } & ({ kind: 'first'; ft: FirstToken } | { kind: 'done'; f: Finished });
-
-/** Min-heap on (atMs, seq): deliveries in sim-time order, ties in the order the engines produced them. */
-class NoteHeap {
-  private readonly a: Note[] = [];
-  get size(): number {
-    return this.a.length;
-  }
-  peek(): Note | undefined {
-    return this.a[0];
-  }
-  private less(i: number, j: number): boolean {
-    const x = this.a[i]!;
-    const y = this.a[j]!;
-    return x.atMs < y.atMs || (x.atMs === y.atMs && x.seq < y.seq);
-  }
-  push(n: Note): void {
-    const a = this.a;
-    a.push(n);
-    let i = a.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.less(i, p)) break;
-      [a[i], a[p]] = [a[p]!, a[i]!];
-      i = p;
-    }
-  }
-  pop(): Note | undefined {
-    const a = this.a;
-    const top = a[0];
-    const last = a.pop();
-    if (a.length > 0 && last !== undefined) {
-      a[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < a.length && this.less(l, m)) m = l;
-        if (r < a.length && this.less(r, m)) m = r;
-        if (m === i) break;
-        [a[i], a[m]] = [a[m]!, a[i]!];
-        i = m;
-      }
-    }
-    return top;
-  }
-}
+/** A result to deliver at sim time `t`; the heap keeps ties in the order the engines produced them. */
+type Note = { t: number; worker: number } & ({ kind: 'first'; ft: FirstToken } | { kind: 'done'; f: Finished });
 
 interface DriverStats {
   /** Engine `step` calls. */
@@ -119,8 +73,7 @@ export class RealTimeDriver {
   private readonly timers: Timers;
   private readonly sink: DriverSink;
   private readonly maxSteps: number;
-  private readonly notes = new NoteHeap();
-  private noteSeq = 0;
+  private readonly notes = new EventHeap<Note>();
   private startWall = NaN;
   private timer: unknown = null;
   private timerAtWall = Infinity;
@@ -186,7 +139,7 @@ export class RealTimeDriver {
 
   /** Next sim time anything is due (a pass or a delivery); Infinity when idle. */
   nextDue(): number {
-    let t = this.notes.peek()?.atMs ?? Infinity;
+    let t = this.notes.peekTime();
     for (const e of this.engines) t = Math.min(t, e.nextEventTime());
     return t;
   }
@@ -200,7 +153,6 @@ export class RealTimeDriver {
     const now = this.simNow();
     let n = 0;
     while (n < this.maxSteps) {
-      const note = this.notes.peek();
       let wi = -1;
       let te = Infinity;
       for (let i = 0; i < this.engines.length; i++) {
@@ -210,15 +162,15 @@ export class RealTimeDriver {
           wi = i;
         }
       }
-      const tn = note?.atMs ?? Infinity;
+      const tn = this.notes.peekTime();
       const t = Math.min(te, tn);
       if (t > now) break;
       n++;
       this.stats.maxLagMs = Math.max(this.stats.maxLagMs, now - t);
       this.lastSim = Math.max(this.lastSim, t);
       // A result due at the same instant as a pass is delivered first: it happened at the end of the previous pass.
-      if (note !== undefined && tn <= te) {
-        this.notes.pop();
+      if (tn <= te) {
+        const note = this.notes.pop()!;
         if (note.kind === 'first') this.sink.firstToken(note.worker, note.ft);
         else this.sink.finished(note.worker, note.f);
         continue;
@@ -237,8 +189,8 @@ export class RealTimeDriver {
     this.stats.steps++;
     this.stats.passes += r.passes;
     if (r.kvEvents.length > 0) this.sink.kvEvents(wi, r.kvEvents, r.startMs);
-    for (const ft of r.firstTokens) this.notes.push({ atMs: ft.atMs, seq: this.noteSeq++, worker: wi, kind: 'first', ft });
-    for (const f of r.finished) this.notes.push({ atMs: f.atMs, seq: this.noteSeq++, worker: wi, kind: 'done', f });
+    for (const ft of r.firstTokens) this.notes.push({ t: ft.atMs, worker: wi, kind: 'first', ft });
+    for (const f of r.finished) this.notes.push({ t: f.atMs, worker: wi, kind: 'done', f });
     this.sink.loadChanged(wi);
   }
 

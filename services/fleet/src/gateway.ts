@@ -4,6 +4,7 @@
  * through the decision service, and send a request to a fleet worker and follow it to its end,
  * publishing its lifecycle events.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { createInbox, type NatsConnection } from '@nats-io/transport-node';
 import {
   bookingEventCodec,
@@ -13,17 +14,15 @@ import {
   observeReplyCodec,
   observeRequestCodec,
   observeSubject,
-  routeReplyCodec,
-  routeRequestCodec,
   type LifecycleEvent,
   type ModelRole,
   type ObserveReply,
-  type RouteCandidate,
   type RouteReply,
 } from '@vantage/protocol';
+import { GatewayClient, type CandidatePrompt, type PoolSpec } from '@vantage/gateway-client';
 import { request } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
-import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateProgress, type GenerateRequest } from './generate';
+import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateRequest } from './generate';
 
 export interface LoadgenPool {
   /** Pool name (indexer pool, fleet pool). */
@@ -40,12 +39,14 @@ function publishLifecycle(nc: NatsConnection, pool: string, e: Omit<LifecycleEve
   nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
 }
 
-/** The pool's observe answer for a prompt (by local block hashes); an error reply throws. */
+const NO_PROMPT = { requestId: null, localHashes: new BigUint64Array(0), promptTokens: 1 } as const;
+
+/** The pool's observe answer for a prompt (by local block hashes; default none: just the workers); an error reply throws. */
 export async function observePool(
   nc: NatsConnection,
   pool: string,
-  q: { readonly requestId: string | null; readonly localHashes: BigUint64Array; readonly promptTokens: number },
   timeoutMs: number,
+  q: { readonly requestId: string | null; readonly localHashes: BigUint64Array; readonly promptTokens: number } = NO_PROMPT,
 ): Promise<ObserveReply> {
   const m = await request(nc, observeSubject(pool), observeRequestCodec.encode({ requestId: q.requestId, prompt: { kind: 'local_hashes', localHashes: q.localHashes, loraName: null }, promptTokens: q.promptTokens }), {
     timeoutMs,
@@ -53,6 +54,36 @@ export async function observePool(
   const r = observeReplyCodec.decode(m.data);
   if (!r.ok) throw new Error(`observe ${pool}: ${r.reason}`);
   return r.value;
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+export const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+  signal?.aborted === true || ms <= 0 ? Promise.resolve() : delay(ms, undefined, signal ? { signal } : {}).catch(() => {});
+
+/**
+ * Polls `observe` on `pools` every `everyMs` until `ok` holds for all of them in one round, `waitMs`
+ * has passed or `signal` aborts. Resolves with the names of the pools it did not hold for (a pool
+ * that does not answer counts as not holding).
+ */
+export async function waitForPools(
+  nc: NatsConnection,
+  pools: readonly LoadgenPool[],
+  ok: (pool: LoadgenPool, r: ObserveReply) => boolean,
+  o: { readonly waitMs: number; readonly everyMs: number; readonly timeoutMs: number; readonly signal?: AbortSignal },
+): Promise<string[]> {
+  const until = performance.now() + o.waitMs;
+  for (;;) {
+    const failing: string[] = [];
+    for (const p of pools) {
+      try {
+        if (!ok(p, await observePool(nc, p.name, o.timeoutMs))) failing.push(p.name);
+      } catch {
+        failing.push(p.name);
+      }
+    }
+    if (failing.length === 0 || performance.now() > until || o.signal?.aborted === true) return failing;
+    await sleep(o.everyMs, o.signal);
+  }
 }
 
 /** Book a request on a worker as Dynamo's router does, so the pool's indexers count it. */
@@ -89,8 +120,8 @@ export function publishBooking(
   );
 }
 
-/** Ask the decision service where a request goes, both pools as candidates; an error reply throws. */
-export async function routeRequest(
+/** Ask the decision service where a request goes, both pools as candidates (`@vantage/gateway-client`); rejects with its RouteError. */
+export function routeRequest(
   nc: NatsConnection,
   subject: string,
   q: {
@@ -104,41 +135,50 @@ export async function routeRequest(
   },
   timeoutMs: number,
 ): Promise<RouteReply> {
-  const cand = (p: LoadgenPool): RouteCandidate => ({ model: p.model, pool: p.name, prompt: { kind: 'local_hashes', localHashes: q.localHashes(p), loraName: null }, promptTokens: q.promptTokens });
-  const m = await request(
-    nc,
-    subject,
-    routeRequestCodec.encode({ requestId: q.requestId, sessionId: q.sessionId, stageProposal: q.stageProposal, candidates: { efficient: cand(q.pools.efficient), capable: cand(q.pools.capable) }, deadlineMs: null }),
-    { timeoutMs },
-  );
-  const r = routeReplyCodec.decode(m.data);
-  if (!r.ok) throw new Error(`route reply: ${r.reason}`);
-  return r.value;
+  const { efficient, capable } = q.pools;
+  const spec = (p: LoadgenPool): PoolSpec => ({ model: p.model, pool: p.name, blockSize: p.blockSize });
+  const prompt = (p: LoadgenPool): CandidatePrompt => ({ localHashes: q.localHashes(p), promptTokens: q.promptTokens });
+  const client = new GatewayClient({ nc, pools: { efficient: spec(efficient), capable: spec(capable) }, routeTimeoutMs: timeoutMs, routeSubject: subject });
+  return client.route({ requestId: q.requestId, sessionId: q.sessionId, stageProposal: q.stageProposal, prompts: { efficient: prompt(efficient), capable: prompt(capable) } });
 }
 
-/** How a followed request ended. */
-type Followed =
-  | { readonly status: 'done'; readonly done: Extract<GenerateProgress, { kind: 'done' }> }
-  | { readonly status: 'failed'; readonly code: string; readonly reason: string }
-  | { readonly status: 'cancelled'; readonly code: 'request_timeout' | 'run_deadline' };
+/** The engine's and the client's measures of a request that did not complete. */
+export const NOT_SERVED = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null } as const;
+
+/** How a followed request ended: the engine's measures (sim ms) and the client's (wall ms from `t0`). */
+export interface Served {
+  readonly status: 'done' | 'failed' | 'cancelled';
+  /** The worker's failure code, or the client's `request_timeout` / `run_deadline`. */
+  readonly error: string | null;
+  readonly detail: string | null;
+  readonly ttftMs: number | null;
+  readonly e2eMs: number | null;
+  readonly reusedTokens: number | null;
+  readonly outputTokens: number | null;
+  readonly wallTtftMs: number | null;
+  readonly wallE2eMs: number | null;
+}
 
 /**
  * Send `req` to a worker of `pool` and follow its progress until done, failed, `timeoutMs` or `signal`
  * (the run's deadline), publishing its lifecycle events on the pool's subject as a gateway does.
+ * Wall times count from `t0` (default: now).
  */
 export function followRequest(
   nc: NatsConnection,
   pool: string,
   workerId: WorkerId,
   req: GenerateRequest & { readonly sessionId: string },
-  o: { readonly timeoutMs: number; readonly signal?: AbortSignal; readonly mark?: BackgroundMark; readonly onFirstToken?: () => void },
-): Promise<Followed> {
+  o: { readonly timeoutMs: number; readonly signal?: AbortSignal; readonly mark?: BackgroundMark; readonly t0?: number; readonly onFirstToken?: () => void },
+): Promise<Served> {
+  const t0 = o.t0 ?? performance.now();
   return new Promise((resolve) => {
     const inbox = createInbox();
     const report = (kind: LifecycleEvent['kind'], usage: LifecycleEvent['usage'], error: LifecycleEvent['error']): void =>
       publishLifecycle(nc, pool, { requestId: req.requestId, sessionId: req.sessionId, kind, workerId, usage, error, ...o.mark });
     let finished = false;
-    const finish = (r: Followed): void => {
+    let wallTtftMs: number | null = null;
+    const finish = (r: Served): void => {
       if (finished) return;
       finished = true;
       clearTimeout(timer);
@@ -148,7 +188,7 @@ export function followRequest(
     };
     const cancel = (code: 'request_timeout' | 'run_deadline'): void => {
       report('cancelled', null, { code, message: null });
-      finish({ status: 'cancelled', code });
+      finish({ ...NOT_SERVED, wallTtftMs, status: 'cancelled', error: code, detail: null });
     };
     const onAbort = (): void => cancel('run_deadline');
     const timer = setTimeout(() => cancel('request_timeout'), o.timeoutMs);
@@ -160,15 +200,17 @@ export function followRequest(
         if (p === null) return;
         if (p.kind === 'first_token') {
           report('first_token', null, null);
+          wallTtftMs = performance.now() - t0;
           o.onFirstToken?.();
         } else if (p.kind === 'done') {
           const usage = { inputTokens: p.isl, outputTokens: p.outputTokens, cachedTokens: p.reusedTokens };
           report('done', usage, null);
           report('usage', usage, null);
-          finish({ status: 'done', done: p });
+          const engine = { ttftMs: p.firstTokenMs - p.arrivalMs, e2eMs: p.atMs - p.arrivalMs, reusedTokens: p.reusedTokens, outputTokens: p.outputTokens };
+          finish({ status: 'done', error: null, detail: null, ...engine, wallTtftMs, wallE2eMs: performance.now() - t0 });
         } else if (p.kind === 'failed') {
           report('failed', null, { code: p.code, message: p.reason.slice(0, 500) });
-          finish({ status: 'failed', code: p.code, reason: p.reason });
+          finish({ ...NOT_SERVED, status: 'failed', error: p.code, detail: p.reason });
         }
       },
     });

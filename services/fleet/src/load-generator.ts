@@ -1,46 +1,22 @@
 /**
- * The load generator: plays a workload against the live fleet exactly as an
- * agent gateway would, through the real decision and indexer services.
- *
- * Per request:
- *  1. Stage proposes a model (always efficient, or a seeded fraction capable —
- *     a function of the request id, so runs are reproducible).
- *  2. Routing. `route` mode: `vantage.v1.route` to the decision service with
- *     both candidates' prompts as local block hashes at each pool's block
- *     size. `direct` mode (no decision service): `vantage.v1.observe.{pool}`
- *     on one pool and Dynamo's own choice from the reply, booked on
- *     `vantage.v1.bookings.{pool}` as Dynamo's router books at selection.
- *     A route failure falls back to Stage's model and Dynamo's choice (as a
- *     gateway must keep serving), counted as a route error.
- *  3. Serving: the request goes to the chosen worker's generate subject; its
- *     progress stream drives lifecycle events on `vantage.v1.lifecycle.{pool}`:
- *     first_token, then done + usage, or failed, or cancelled (on timeout or
- *     when the run's deadline passes).
- *  4. Outcome per request (TTFT and E2E in sim ms as the engine measured them,
- *     plus wall times seen by the client) and a summary.
- *
- * Competing traffic (`background`, the evaluation's matched load): each
- * request arrives at its fixed offset from the run's start (open loop), goes
- * to Dynamo's own choice on its pool and is booked on
- * `vantage.v1.bookings.{pool}` (the path Dynamo's router uses, so the
- * indexers count it), never through the decision service; its lifecycle
- * events say `background: true` and carry its `arrivalMs`. Its outcomes are
- * kept apart from the workload's (`backgroundOutcomes`, `onBackgroundOutcome`).
- *
- * Time: the workload's times (trace timestamps / speedup, think times) are sim
- * ms; they are waited in wall time divided by the fleet's time scale.
+ * The load generator: plays a workload against the live fleet as an agent gateway would, through the
+ * real decision and indexer services (or, in `direct` mode, on Dynamo's own choice from the indexer),
+ * following every request with its lifecycle events, with optional competing `background` traffic
+ * beside it. Per request (Stage's proposal, routing and its fallback, serving, lifecycle, outcome) and
+ * the summary: the README's "Load generator" section. Workload times (trace timestamps / speedup,
+ * think times, background arrivals) are sim ms, waited in wall time divided by the fleet's time scale.
  */
 import { setMaxListeners } from 'node:events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ROUTE_SUBJECT, type ModelRole } from '@vantage/protocol';
 import { type BackgroundRequestPlan } from '@vantage/evaluation';
-import { mulberry32 } from '@vantage/random';
+import { freshTokens, seededRng } from '@vantage/random';
+import { RouteError } from '@vantage/gateway-client';
 import { isVantageError } from '@vantage/runtime';
-import { seededRng } from '@vantage/selection';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import type { PromptPayload } from './generate';
-import { followRequest, observePool, publishBooking, routeRequest, type LoadgenPool } from './gateway';
+import { followRequest, NOT_SERVED, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool } from './gateway';
 
 export type Workload =
   | { readonly kind: 'trace'; readonly records: readonly MooncakeRecord[]; readonly speedup: number }
@@ -156,7 +132,6 @@ export interface LoadgenSummary {
 }
 
 interface Job {
-  readonly index: number;
   /** Position of the session in a sessions workload, and the turn (null for trace requests). */
   readonly sessionIndex: number | null;
   readonly turn: number;
@@ -169,18 +144,6 @@ interface Job {
   /** Prompt blocks at a pool's block size (hashed once per pool). */
   blocks(pool: LoadgenPool): PromptBlocks;
 }
-
-const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    if (signal.aborted || ms <= 0) return resolve();
-    const t = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 function distribution(xs: readonly number[]): Dist {
   if (xs.length === 0) return { n: 0, mean: null, p50: null, p90: null, p99: null };
@@ -226,14 +189,22 @@ function summarize(outcomes: readonly RequestOutcome[], meta: { mode: string; wo
   };
 }
 
+/** A prompt's blocks at a pool's block size, computed once per block size. */
+function perBlockSize(make: (blockSize: number) => PromptBlocks): (pool: LoadgenPool) => PromptBlocks {
+  const cache = new Map<number, PromptBlocks>();
+  return (pool) => {
+    let b = cache.get(pool.blockSize);
+    if (!b) cache.set(pool.blockSize, (b = make(pool.blockSize)));
+    return b;
+  };
+}
+
 function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: number): { job: Job; arrivalMs: number }[] {
   const hashers = new Map<number, MooncakePromptHasher>();
   return openLoopArrivals(records, { speedup }).map(({ index, arrivalMs }) => {
     const rec = records[index]!;
     const requestId = `${runId}-${index}`;
-    const cache = new Map<number, PromptBlocks>();
     const job: Job = {
-      index,
       requestId,
       sessionId: requestId, // Mooncake lines carry no session: each request is its own.
       sessionIndex: null,
@@ -242,26 +213,19 @@ function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: n
       osl: rec.outputLength,
       payload: { kind: 'mooncake', hashIds: rec.hashIds, inputLength: rec.inputLength },
       outputTokens: null,
-      blocks(pool) {
-        let b = cache.get(pool.blockSize);
-        if (!b) {
-          let h = hashers.get(pool.blockSize);
-          if (!h) hashers.set(pool.blockSize, (h = new MooncakePromptHasher(pool.blockSize)));
-          b = h.prompt(rec.hashIds, rec.inputLength);
-          cache.set(pool.blockSize, b);
-        }
-        return b;
-      },
+      blocks: perBlockSize((bs) => {
+        let h = hashers.get(bs);
+        if (!h) hashers.set(bs, (h = new MooncakePromptHasher(bs)));
+        return h.prompt(rec.hashIds, rec.inputLength);
+      }),
     };
     return { job, arrivalMs };
   });
 }
 
-function sessionJob(s: AgenticSession, t: number, index: number, requestPrefix: string, sessionId: string, sessionIndex: number): Job {
+function sessionJob(s: AgenticSession, t: number, requestPrefix: string, sessionId: string, sessionIndex: number): Job {
   const turn = s.turns[t]!;
-  const cache = new Map<number, PromptBlocks>();
   return {
-    index,
     requestId: `${requestPrefix}-${t}`,
     sessionId,
     sessionIndex,
@@ -270,24 +234,14 @@ function sessionJob(s: AgenticSession, t: number, index: number, requestPrefix: 
     osl: turn.outputTokens.length,
     payload: { kind: 'token_ids', tokens: turn.promptTokens },
     outputTokens: turn.outputTokens,
-    blocks(pool) {
-      let b = cache.get(pool.blockSize);
-      if (!b) cache.set(pool.blockSize, (b = promptFromTokens(turn.promptTokens, pool.blockSize)));
-      return b;
-    },
+    blocks: perBlockSize((bs) => promptFromTokens(turn.promptTokens, bs)),
   };
 }
 
-const VOCAB = 150_000;
-
 /** A competing request: fresh seeded tokens (nothing shared with the sessions or other requests). */
-function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: string, sessionId: string): Job {
-  const rnd = mulberry32(b.contentSeed);
-  const tokens = new Uint32Array(b.promptTokens);
-  for (let i = 0; i < tokens.length; i++) tokens[i] = 1 + Math.floor(rnd() * (VOCAB - 1));
-  const cache = new Map<number, PromptBlocks>();
+function backgroundJob(b: BackgroundRequestPlan, requestId: string, sessionId: string): Job {
+  const tokens = freshTokens(b.contentSeed, b.promptTokens);
   return {
-    index,
     requestId,
     sessionId,
     sessionIndex: null,
@@ -296,11 +250,7 @@ function backgroundJob(b: BackgroundRequestPlan, index: number, requestId: strin
     osl: b.outputTokens,
     payload: { kind: 'token_ids', tokens },
     outputTokens: null,
-    blocks(pool) {
-      let x = cache.get(pool.blockSize);
-      if (!x) cache.set(pool.blockSize, (x = promptFromTokens(tokens, pool.blockSize)));
-      return x;
-    },
+    blocks: perBlockSize((bs) => promptFromTokens(tokens, bs)),
   };
 }
 
@@ -311,47 +261,18 @@ function unrouted(
   e: unknown,
 ): RequestOutcome {
   const code = isVantageError(e) ? e.code : 'no_route';
-  return {
-    ...common,
-    detail: e instanceof Error ? e.message : String(e),
-    modelRole: null,
-    model: null,
-    pool: null,
-    workerId: null,
-    reason,
-    fallback: code,
-    status: 'failed',
-    error: code,
-    ttftMs: null,
-    e2eMs: null,
-    reusedTokens: null,
-    outputTokens: null,
-    routeWallMs: null,
-    wallTtftMs: null,
-    wallE2eMs: null,
-  };
+  const detail = e instanceof Error ? e.message : String(e);
+  return { ...common, ...NOT_SERVED, detail, modelRole: null, model: null, pool: null, workerId: null, reason, fallback: code, status: 'failed', error: code, routeWallMs: null };
 }
 
-/** Polls `observe` on the pools the run uses until each lists a schedulable worker, or the wait is over. */
+
+/** Waits until the indexer of every pool the run uses lists a schedulable worker, or `waitReadyMs` is over. */
 async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSignal): Promise<void> {
   const waitMs = o.waitReadyMs ?? 30_000;
   if (waitMs <= 0) return;
   const pools = o.mode.kind === 'direct' ? [o.pools[o.mode.role]] : [o.pools.efficient, o.pools.capable];
-  const until = performance.now() + waitMs;
-  const empty = new BigUint64Array(0);
-  const pending = new Set(pools.map((p) => p.name));
-  while (pending.size > 0 && performance.now() < until && !signal.aborted) {
-    for (const name of [...pending]) {
-      try {
-        const r = await observePool(o.nc, name, { requestId: null, localHashes: empty, promptTokens: 1 }, timeoutMs);
-        if (r.workers.some((w) => w.schedulable)) pending.delete(name);
-      } catch {
-        // not up yet
-      }
-    }
-    if (pending.size > 0) await sleep(250, signal);
-  }
-  if (pending.size > 0) o.progress?.(`loadgen: no schedulable worker on ${[...pending].join(', ')} after ${waitMs} ms; starting anyway`);
+  const pending = await waitForPools(o.nc, pools, (_p, r) => r.workers.some((w) => w.schedulable), { waitMs, everyMs: 250, timeoutMs, signal });
+  if (pending.length > 0) o.progress?.(`loadgen: no schedulable worker on ${pending.join(', ')} after ${waitMs} ms; starting anyway`);
 }
 
 /** Runs the workload; resolves with every outcome and the summary once the last request ends (or the run's deadline). */
@@ -396,7 +317,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   /** Dynamo's own choice on one pool, from the indexer; books it when asked to (as Dynamo's router does). */
   const dynamoChoice = async (job: Job, pool: LoadgenPool, book: boolean): Promise<WorkerId> => {
     const blocks = job.blocks(pool);
-    const r = await observePool(nc, pool.name, { requestId: job.requestId, localHashes: blocks.local, promptTokens: job.isl }, routeTimeoutMs);
+    const r = await observePool(nc, pool.name, routeTimeoutMs, { requestId: job.requestId, localHashes: blocks.local, promptTokens: job.isl });
     const choice = r.dynamoChoice;
     if (!choice) throw new Error(`observe ${pool.name}: no worker to choose (${r.workers.length} known)`);
     if (book) {
@@ -442,57 +363,38 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       return { role: v.modelRole, pool, model: v.model, workerId, reason: v.reason, fallback: v.fallback };
     } catch (e) {
       routeErrors++;
-      const code = isVantageError(e) ? e.code : 'route_failed';
+      const code = e instanceof RouteError && e.kind !== 'bad_reply' ? e.code : 'route_failed';
       const pool = o.pools[stage];
       return { role: stage, pool, model: pool.model, workerId: await dynamoChoice(job, pool, false), reason: 'route_error', fallback: code };
     }
   };
 
-  /** Sends the request to the worker and follows its progress until done, failed, timeout or the run's deadline. */
-  const serve = async (job: Job, to: Routed, t0: number, mark?: { background: true; arrivalMs: number }): Promise<Omit<RequestOutcome, 'requestId' | 'sessionId' | 'stageProposal' | 'isl' | 'osl' | 'routeWallMs' | 'reason' | 'fallback'>> => {
-    const base = { modelRole: to.role, model: to.model, pool: to.pool.name, workerId: to.workerId.toString() };
-    const none = { ttftMs: null, e2eMs: null, reusedTokens: null, outputTokens: null, wallTtftMs: null, wallE2eMs: null };
-    let wallTtftMs: number | null = null;
-    const r = await followRequest(
-      nc,
-      to.pool.name,
-      to.workerId,
-      { requestId: job.requestId, sessionId: job.sessionId, osl: job.osl, prompt: job.payload, outputTokens: job.outputTokens },
-      { timeoutMs: requestTimeoutMs, signal: deadline.signal, ...(mark ? { mark } : {}), onFirstToken: () => (wallTtftMs = performance.now() - t0) },
-    );
-    if (r.status === 'cancelled') return { ...base, ...none, wallTtftMs, status: 'cancelled', error: r.code, detail: null };
-    if (r.status === 'failed') return { ...base, ...none, status: 'failed', error: r.code, detail: r.reason };
-    const p = r.done;
-    return {
-      ...base,
-      status: 'done',
-      error: null,
-      detail: null,
-      ttftMs: p.firstTokenMs - p.arrivalMs,
-      e2eMs: p.atMs - p.arrivalMs,
-      reusedTokens: p.reusedTokens,
-      outputTokens: p.outputTokens,
-      wallTtftMs,
-      wallE2eMs: performance.now() - t0,
-    };
+  /** Places a request (`place`), sends it there and follows it until done, failed, timeout or the run's deadline. */
+  const play = async (job: Job, stage: ModelRole, place: () => Promise<Routed>, unroutedReason: string, mark?: { background: true; arrivalMs: number }): Promise<RequestOutcome> => {
+    const t0 = performance.now();
+    const common = { requestId: job.requestId, sessionId: job.sessionId, stageProposal: stage, isl: job.isl, osl: job.osl };
+    try {
+      const to = await place();
+      const routeWallMs = performance.now() - t0;
+      const r = await followRequest(
+        nc,
+        to.pool.name,
+        to.workerId,
+        { requestId: job.requestId, sessionId: job.sessionId, osl: job.osl, prompt: job.payload, outputTokens: job.outputTokens },
+        { timeoutMs: requestTimeoutMs, signal: deadline.signal, t0, ...(mark ? { mark } : {}) },
+      );
+      return { ...common, modelRole: to.role, model: to.model, pool: to.pool.name, workerId: to.workerId.toString(), ...r, routeWallMs, reason: to.reason, fallback: to.fallback };
+    } catch (e) {
+      // No worker could be chosen at all: nothing was sent, so there is no lifecycle to report.
+      return unrouted(common, unroutedReason, e);
+    }
   };
 
   const runOne = async (job: Job): Promise<RequestOutcome> => {
     issued++;
     inflight++;
-    const t0 = performance.now();
     const stage = stageOf(job);
-    const common = { requestId: job.requestId, sessionId: job.sessionId, stageProposal: stage, isl: job.isl, osl: job.osl };
-    let out: RequestOutcome;
-    try {
-      const to = await route(job, stage);
-      const routeWallMs = performance.now() - t0;
-      const r = await serve(job, to, t0);
-      out = { ...common, ...r, routeWallMs, reason: to.reason, fallback: to.fallback };
-    } catch (e) {
-      // No worker could be chosen at all: nothing was sent, so there is no lifecycle to report.
-      out = unrouted(common, 'route_error', e);
-    }
+    const out = await play(job, stage, () => route(job, stage), 'route_error');
     inflight--;
     outcomes.push(out);
     o.onOutcome?.(out);
@@ -501,19 +403,9 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
 
   /** One competing request: Dynamo's choice on its pool, booked, served with background lifecycle events. */
   const runBackground = async (job: Job, role: ModelRole): Promise<RequestOutcome> => {
-    const t0 = performance.now();
-    const arrivalMs = Date.now();
     const pool = o.pools[role];
-    const common = { requestId: job.requestId, sessionId: job.sessionId, stageProposal: role, isl: job.isl, osl: job.osl };
-    let out: RequestOutcome;
-    try {
-      const workerId = await dynamoChoice(job, pool, true);
-      const routeWallMs = performance.now() - t0;
-      const r = await serve(job, { role, pool, model: pool.model, workerId, reason: 'background', fallback: null }, t0, { background: true, arrivalMs });
-      out = { ...common, ...r, routeWallMs, reason: 'background', fallback: null };
-    } catch (e) {
-      out = unrouted(common, 'background', e);
-    }
+    const place = async (): Promise<Routed> => ({ role, pool, model: pool.model, workerId: await dynamoChoice(job, pool, true), reason: 'background', fallback: null });
+    const out = await play(job, role, place, 'background', { background: true, arrivalMs: Date.now() });
     backgroundOutcomes.push(out);
     o.onBackgroundOutcome?.(out);
     return out;
@@ -525,16 +417,16 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   const wallOf = (simMs: number): number => simMs / timeScale;
   if (o.background !== undefined) {
     const bgo = o.background;
-    bgo.requests.forEach((b, k) => {
+    for (const b of bgo.requests) {
       const sessionId = bgo.sessionIdOf(b.stream);
       jobs.push(
         (async () => {
           await sleep(t0run + wallOf(b.arrivalMs) - performance.now(), deadline.signal);
           if (deadline.signal.aborted) return;
-          await runBackground(backgroundJob(b, planned + k, `${runId}-${sessionId}-${b.index}`, sessionId), b.role);
+          await runBackground(backgroundJob(b, `${runId}-${sessionId}-${b.index}`, sessionId), b.role);
         })(),
       );
-    });
+    }
   }
   if (o.workload.kind === 'trace') {
     for (const { job, arrivalMs } of traceJobs(o.workload.records, runId, o.workload.speedup)) {
@@ -543,20 +435,17 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       jobs.push(runOne(job));
     }
   } else {
-    let index = 0;
     for (const [si, s] of o.workload.sessions.entries()) {
-      const first = index;
       const sessionId = o.sessionIdOf?.(si) ?? `${runId}-${s.sessionId}`;
       // Request ids stay unique across runs even when session ids are the evaluation's own.
       const requestPrefix = o.sessionIdOf === undefined ? sessionId : `${runId}-${sessionId}`;
-      index += s.turns.length;
       jobs.push(
         (async () => {
           await sleep(t0run + wallOf(s.startMs) - performance.now(), deadline.signal);
           for (let t = 0; t < s.turns.length && !deadline.signal.aborted; t++) {
             if (t > 0) await sleep(wallOf(s.turns[t]!.thinkTimeMs), deadline.signal);
             if (deadline.signal.aborted) break;
-            const r = await runOne(sessionJob(s, t, first + t, requestPrefix, sessionId, si));
+            const r = await runOne(sessionJob(s, t, requestPrefix, sessionId, si));
             if (r.status !== 'done') break; // an agent stops when a turn fails
           }
         })(),

@@ -9,7 +9,7 @@
  * Exit: 0 when the run finished (request failures are in the summary), 2 on bad arguments, 1 on a fatal error.
  */
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
-import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, parseProposalSpec, stageProposal, type StageProposalModel } from '@vantage/evaluation';
+import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, parseProposalSpec, stageProposal } from '@vantage/evaluation';
 import { runLoadgen, type LoadgenOptions, type Workload } from './load-generator';
 import { cliTool } from './cli-args';
 
@@ -60,14 +60,6 @@ const role = a['direct-pool'];
 if (role !== 'efficient' && role !== 'capable') fail(`--direct-pool must be efficient or capable, got ${role}`);
 const seed = a.seed ?? '1';
 
-function proposalModel(spec: string): StageProposalModel {
-  try {
-    return parseProposalSpec(spec);
-  } catch (e) {
-    fail(`--proposal: ${e instanceof Error ? e.message : String(e)}`);
-  }
-}
-
 let evalRun: Pick<LoadgenOptions, 'sessionIdOf' | 'proposal' | 'background'> = {};
 if (a.eval !== undefined) {
   const m = /^(\d+):([a-z_]+)$/.exec(a.eval);
@@ -75,13 +67,8 @@ if (a.eval !== undefined) {
   if (a.trace !== undefined) fail('--eval needs a sessions workload');
   const attempt = Number(m[1]);
   const variant = m[2]!;
-  const model = proposalModel(a.proposal ?? 'always_efficient');
-  let bg: ReturnType<typeof parseBackgroundSpec> = null;
-  try {
-    bg = a.background === undefined ? null : parseBackgroundSpec(a.background);
-  } catch (e) {
-    fail((e as Error).message);
-  }
+  const model = cli.parse(() => parseProposalSpec(a.proposal ?? 'always_efficient'), '--proposal: ');
+  const bg = a.background === undefined ? null : cli.parse(() => parseBackgroundSpec(a.background!));
   evalRun = {
     sessionIdOf: (i) => evaluationSessionId(attempt, variant, i),
     proposal: (ctx) => stageProposal(model, { matchKey: `${attempt}:${ctx.sessionIndex}`, turn: ctx.turn, promptTokens: ctx.promptTokens }),
@@ -93,12 +80,8 @@ const pools = cli.pools('pools');
 
 let workload: Workload;
 if (a.trace !== undefined) {
-  let records;
-  try {
-    records = loadMooncakeTrace(a.trace);
-  } catch (e) {
-    fail((e as Error).message);
-  }
+  const trace = a.trace;
+  const records = cli.parse(() => loadMooncakeTrace(trace));
   const limit = numArg('limit', records.length, 1);
   workload = { kind: 'trace', records: records.slice(0, limit), speedup: numArg('speedup', 1, 1e-6) };
 } else {

@@ -36,7 +36,6 @@ const FLEET_VERSION = '0.1.0';
 export interface FleetWorker {
   readonly index: number;
   readonly pool: FleetPoolConfig;
-  readonly poolName: string;
   readonly workerId: WorkerId;
   readonly engine: Engine;
   readonly kvSubject: string;
@@ -98,7 +97,6 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
       workers.push({
         index: workers.length,
         pool,
-        poolName: pool.name,
         workerId,
         engine: new Engine({
           workerId,
@@ -120,7 +118,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
       });
     }
   });
-  const byPoolAndId = new Map<string, FleetWorker>(workers.map((w) => [`${w.poolName}.${w.workerId}`, w]));
+  const byPoolAndId = new Map<string, FleetWorker>(workers.map((w) => [`${w.pool.name}.${w.workerId}`, w]));
 
   const reply = (to: string | undefined, p: GenerateProgress): void => {
     if (to) nc.publish(to, encodeProgress(p));
@@ -148,7 +146,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     };
     w.lastLoad = load;
     nc.publish(w.loadSubject, encodeEventPlaneMessage({ publisherId: w.workerId, sequence: w.loadSeq++, publishedAtMs: BigInt(wallMs()) }, { kind: 'active_load', load }));
-    mLoad.inc({ pool: w.poolName });
+    mLoad.inc({ pool: w.pool.name });
   };
   const markLoad = (i: number): void => {
     dirty.add(i);
@@ -170,7 +168,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
           const at = BigInt(wallMs());
           for (const event of events) {
             nc.publish(w.kvSubject, encodeEventPlaneMessage({ publisherId: w.workerId, sequence: w.kvSeq++, publishedAtMs: at }, { kind: 'kv_event', event }));
-            mKv.inc({ pool: w.poolName, kind: event.data.kind });
+            mKv.inc({ pool: w.pool.name, kind: event.data.kind });
           }
         },
         firstToken(i, ft) {
@@ -181,8 +179,8 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
           const w = workers[i]!;
           const to = w.inflight.get(f.requestId);
           w.inflight.delete(f.requestId);
-          mInflight.dec({ pool: w.poolName });
-          mRequests.inc({ pool: w.poolName, outcome: 'done' });
+          mInflight.dec({ pool: w.pool.name });
+          mRequests.inc({ pool: w.pool.name, outcome: 'done' });
           reply(to, {
             kind: 'done',
             requestId: f.requestId,
@@ -206,7 +204,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
   const promptOf = (w: FleetWorker, r: GenerateRequest): PromptBlocks | string => {
     try {
       if (r.prompt.kind === 'token_ids') return promptFromTokens(r.prompt.tokens, w.pool.blockSize);
-      return hashers.get(w.poolName)!.prompt(r.prompt.hashIds, r.prompt.inputLength);
+      return hashers.get(w.pool.name)!.prompt(r.prompt.hashIds, r.prompt.inputLength);
     } catch (e) {
       return e instanceof Error ? e.message : String(e);
     }
@@ -221,18 +219,18 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
       mRequests.inc({ pool, outcome: code });
       return encodeProgress({ kind: 'failed', requestId, workerId, code, reason });
     };
-    if (!d.ok) return fail(d.requestId ?? '', d.code, d.reason, w?.poolName ?? 'unknown');
+    if (!d.ok) return fail(d.requestId ?? '', d.code, d.reason, w?.pool.name ?? 'unknown');
     const r = d.value;
     if (!w) return fail(r.requestId, 'unknown_worker', `no worker at ${m.subject}`, 'unknown');
-    if (!accepting) return fail(r.requestId, 'shutting_down', 'the fleet is shutting down', w.poolName);
-    if (w.inflight.size >= cfg.maxRequestsPerWorker) return fail(r.requestId, 'overloaded', `worker has ${w.inflight.size} requests in flight`, w.poolName);
+    if (!accepting) return fail(r.requestId, 'shutting_down', 'the fleet is shutting down', w.pool.name);
+    if (w.inflight.size >= cfg.maxRequestsPerWorker) return fail(r.requestId, 'overloaded', `worker has ${w.inflight.size} requests in flight`, w.pool.name);
     const prompt = promptOf(w, r);
-    if (typeof prompt === 'string') return fail(r.requestId, 'invalid_request', prompt, w.poolName);
+    if (typeof prompt === 'string') return fail(r.requestId, 'invalid_request', prompt, w.pool.name);
     const added = driver.submit(w.index, { id: r.requestId, prompt, osl: r.osl, ...(r.outputTokens ? { outputTokens: r.outputTokens } : {}) });
-    if (!added.ok) return fail(r.requestId, added.code, added.reason, w.poolName);
+    if (!added.ok) return fail(r.requestId, added.code, added.reason, w.pool.name);
     // The driver reports progress from its timer, never from submit: this reply leaves first.
     w.inflight.set(r.requestId, m.reply ?? '');
-    mInflight.inc({ pool: w.poolName });
+    mInflight.inc({ pool: w.pool.name });
     return encodeProgress({ kind: 'accepted', requestId: r.requestId, workerId, arrivalMs: added.arrivalMs });
   };
   // One endpoint per pool on the workers' wildcard subject. No queue group: every fleet process sees every
@@ -255,19 +253,19 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
   // ---------------------------------------------------------------- registrations
   const registration = (w: FleetWorker, kind: 'register' | 'heartbeat' | 'deregister'): WorkerRegistration =>
     kind === 'deregister'
-      ? { kind, pool: w.poolName, workerId: w.workerId, atMs: wallMs() }
+      ? { kind, pool: w.pool.name, workerId: w.workerId, atMs: wallMs() }
       : {
           kind,
-          pool: w.poolName,
+          pool: w.pool.name,
           workerId: w.workerId,
           atMs: wallMs(),
           capacity: w.engine.capacity(),
           ttlMs: cfg.registrationTtlMs,
           endpoint: w.generateSubject,
-          model: w.pool.model === '' ? w.poolName : w.pool.model,
+          model: w.pool.model === '' ? w.pool.name : w.pool.model,
         };
   const announce = (kind: 'register' | 'heartbeat' | 'deregister'): void => {
-    for (const w of workers) nc.publish(workersSubject(w.poolName), workerRegistrationCodec.encode(registration(w, kind)));
+    for (const w of workers) nc.publish(workersSubject(w.pool.name), workerRegistrationCodec.encode(registration(w, kind)));
   };
 
   announce('register');
@@ -292,7 +290,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     for (const w of workers) {
       for (const [requestId, to] of w.inflight) {
         reply(to, { kind: 'failed', requestId, workerId: w.workerId.toString(), code: 'shutting_down', reason: 'the fleet shut down before the request finished' });
-        mRequests.inc({ pool: w.poolName, outcome: 'shutting_down' });
+        mRequests.inc({ pool: w.pool.name, outcome: 'shutting_down' });
       }
       w.inflight.clear();
     }
