@@ -5,6 +5,8 @@ import tseslint from 'typescript-eslint';
 import importX from 'eslint-plugin-import-x';
 import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
 
+const DEEP_IMPORT = 'Import another package only as @vantage/<name> (its src/index.ts); export what you need from there.';
+
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '.infra/**', '**/dist/**', 'out/**', 'coverage/**', '**/*.js', '**/*.mjs', '**/*.cjs'] },
   {
@@ -33,7 +35,7 @@ export default tseslint.config(
               // The one other entry a package declares is test tooling: wire's encoders for what only tests
               // write (`@vantage/wire/test/encode`, in its package.json exports), for tests and benchmarks.
               regex: '^@vantage/(?!wire/test/encode$)[^/]+/',
-              message: 'Import another package only as @vantage/<name> (its src/index.ts); export what you need from there.',
+              message: DEEP_IMPORT,
             },
           ],
         },
@@ -52,7 +54,7 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['@vantage/*/**'], message: 'Import another package only as @vantage/<name> (its src/index.ts); export what you need from there.' },
+            { group: ['@vantage/*/**'], message: DEEP_IMPORT },
           ],
         },
       ],
