@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { REPO_ROOT } from './paths';
 
 /** Run a command to completion, streaming nothing; throws with its output on failure. */
@@ -123,7 +124,6 @@ export function tcpOpen(host: string, port: number, timeoutMs = 500): Promise<bo
   });
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Poll `check` until it returns true or the deadline passes. */
 export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<number> {

@@ -8,7 +8,7 @@ import { jetstream, type Consumer as JsConsumer, type JsMsg, type JetStreamClien
 import type { Logger, NatsConnection } from '@vantage/runtime';
 import type { OutcomeConfig } from './config';
 import { parseDelivery } from './delivery';
-import { sleep } from './lease';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { OutcomeMetrics } from './metrics';
 
 export type Kind = 'decision' | 'lifecycle';

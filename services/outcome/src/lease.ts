@@ -12,11 +12,11 @@
  *     └────release──────┴──────────────release (key left alone)─────────┘
  */
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { Logger, NatsConnection } from '@vantage/runtime';
 import type { OutcomeConfig } from './config';
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Retries a start-up call that fails transiently (leader elections, coordinator loading). */
 export async function retrying<T>(what: string, fn: () => Promise<T>, attempts = 30): Promise<T> {

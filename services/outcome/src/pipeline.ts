@@ -15,7 +15,7 @@
 import type { Message as KafkaMessage } from 'kafkajs';
 import { newBatch, sendRequests, type Batch } from './batch';
 import type { InboxItem } from './intake';
-import { sleep } from './lease';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { progressRecord } from './progress';
 import type { Term } from './term';
 

@@ -12,7 +12,8 @@ import { AckPolicy, DeliverPolicy, DiscardPolicy, jetstreamManager } from '@nats
 import { ensureDurableConsumer, ensureStream, natsConnected, OutageClock, RateLimitedLog, type ServiceContext } from '@vantage/runtime';
 import { checkOutcomeConfig, type OutcomeConfig, type OutcomeConfigShape } from './config';
 import { JetStreamIntake, type Kind } from './intake';
-import { LeadershipLease, sleep } from './lease';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LeadershipLease } from './lease';
 import { outcomeMetrics } from './metrics';
 import { Term } from './term';
 import { KafkaSession } from './transactions';
