@@ -7,13 +7,13 @@
  * pid we check that its command line still names our data directory (a stale
  * pid file whose pid was reused by another program is just removed).
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, spawnLogged, tcpOpen, waitFor } from './exec';
+import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, signalProcess, spawnLogged, tcpOpen, waitFor } from './exec';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
-import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, type KafkaSecurity, type NatsServerConfigOptions } from './secure';
+import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, writeSecretFile, type KafkaSecurity, type NatsSecurity } from './secure';
 
-interface BrokerProcess {
+export interface BrokerProcess {
   readonly name: string;
   readonly pidFile: string;
   readonly logFile: string;
@@ -50,40 +50,39 @@ function readPid(pidFile: string): number | undefined {
   return Number.isInteger(n) && n > 0 ? n : undefined;
 }
 
-interface SpawnSpec {
-  name: string;
+/** Where a broker keeps its data, pid file and log, and whether it ends with this Node process. */
+interface BrokerOptions {
   dir: string;
-  marker: string; // a string in the command line identifying our process (the data dir)
-  command: () => Promise<{ cmd: string; args: string[]; env?: NodeJS.ProcessEnv }>;
-  ready: () => Promise<boolean>;
-  readyTimeoutMs: number;
-  attached: boolean; // end with this Node process (tests) rather than outlive it (`infra up`)
+  /** End with this Node process (tests) rather than outlive it (`infra up`). */
+  attached?: boolean;
 }
 
-function makeProcess(spec: SpawnSpec): BrokerProcess {
-  const pidFile = join(spec.dir, `${spec.name}.pid`);
-  const logFile = join(spec.dir, `${spec.name}.log`);
+interface SpawnSpec {
+  name: string;
+  marker: string; // a string in the command line identifying our process (the data dir)
+  command: () => Promise<{ cmd: string; args: string[] }>;
+  ready: () => Promise<boolean>;
+  readyTimeoutMs: number;
+}
+
+function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec): BrokerProcess {
+  const pidFile = join(dir, `${spec.name}.pid`);
+  const logFile = join(dir, `${spec.name}.log`);
   const pid = (): number | undefined => {
     const p = readPid(pidFile);
     return p !== undefined && processMatches(p, spec.marker) ? p : undefined;
-  };
-  /** SIGKILL the process group (the JVM's helpers too), or the process alone; it may already be gone. */
-  const hardKill = async (p: number): Promise<void> => {
-    for (const target of [-p, p]) {
-      try {
-        process.kill(target, 'SIGKILL');
-        break;
-      } catch {
-        /* no such group or process: try the next, or it has exited already */
-      }
-    }
-    await waitGone(p, 5_000);
   };
   const waitGone = (p: number, ms: number): Promise<boolean> =>
     waitFor(`pid ${p} gone`, () => Promise.resolve(!alive(p)), ms, 50).then(
       () => true,
       () => false,
     );
+  /** SIGKILL the process group (the JVM's helpers too), or the process alone; it may already be gone. */
+  const hardKill = async (p: number): Promise<void> => {
+    if (!signalProcess(p, 'SIGKILL', true)) signalProcess(p, 'SIGKILL');
+    await waitGone(p, 5_000);
+    forgetAtExit(p);
+  };
   return {
     name: spec.name,
     pidFile,
@@ -96,16 +95,16 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
         return waitFor(`${spec.name} (pid ${existing})`, spec.ready, spec.readyTimeoutMs);
       }
       rmSync(pidFile, { force: true }); // stale: process gone or pid reused
-      mkdirSync(spec.dir, { recursive: true });
-      const { cmd, args, env } = await spec.command();
+      mkdirSync(dir, { recursive: true });
+      const { cmd, args } = await spec.command();
       const t0 = Date.now();
-      const { child, proc } = spawnLogged(cmd, args, { env: { ...process.env, ...env }, logFile, stdio: 'log', group: true, cwd: process.cwd() });
+      const { child, proc } = spawnLogged(cmd, args, { env: process.env, logFile, stdio: 'log', group: true, cwd: process.cwd() });
       let exited: number | null | undefined;
       void proc.exited.then((code) => (exited = code));
       child.unref();
       writeFileSync(pidFile, `${proc.pid}\n`);
       // Attached (tests): its process group ends with this Node process rather than outliving it.
-      if (spec.attached) endAtExit(proc.pid, true);
+      if (attached) endAtExit(proc.pid, true);
       await waitFor(
         spec.name,
         async () => {
@@ -122,35 +121,27 @@ function makeProcess(spec: SpawnSpec): BrokerProcess {
     async stop(graceMs = 20_000): Promise<void> {
       const p = pid();
       if (p !== undefined) {
-        try {
-          process.kill(p, 'SIGTERM');
-        } catch {
-          /* raced with exit */
-        }
-        if (!(await waitGone(p, graceMs))) await hardKill(p);
-        forgetAtExit(p);
+        signalProcess(p, 'SIGTERM');
+        if (await waitGone(p, graceMs)) forgetAtExit(p);
+        else await hardKill(p);
       }
       rmSync(pidFile, { force: true });
     },
     async kill9(): Promise<void> {
       const p = pid();
-      if (p === undefined) return;
-      await hardKill(p);
-      forgetAtExit(p);
+      if (p !== undefined) await hardKill(p);
     },
   };
 }
 
-export interface NatsOptions {
-  dir: string;
+export interface NatsOptions extends BrokerOptions {
   port?: number;
   monitorPort?: number;
-  attached?: boolean;
   /**
    * Security (TLS, users and permissions, token or operator mode): the server then runs from a
    * generated configuration file (`nats.conf` in `dir`, mode 0600) instead of command-line flags.
    */
-  security?: Omit<NatsServerConfigOptions, 'port' | 'monitorPort' | 'storeDir'>;
+  security?: NatsSecurity;
 }
 
 /** A nats-server with JetStream on 127.0.0.1 (store under `dir`). Not started until `start()`. */
@@ -160,21 +151,17 @@ export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
   const storeDir = join(opts.dir, 'jetstream');
   const confFile = join(opts.dir, 'nats.conf');
   const security = opts.security;
-  const proc = makeProcess({
+  const proc = makeProcess(opts, {
     name: 'nats-server',
-    dir: opts.dir,
     marker: security === undefined ? storeDir : confFile,
-    attached: opts.attached ?? false,
     readyTimeoutMs: 15_000,
     command: async () => {
       const cmd = await ensureNatsServer();
       if (security === undefined) {
         return { cmd, args: ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-js', '-sd', storeDir, '-n', `vantage-${port}`] };
       }
-      mkdirSync(opts.dir, { recursive: true });
       // Holds passwords or tokens: readable by its owner only.
-      writeFileSync(confFile, natsServerConfig({ ...security, port, monitorPort, storeDir }), { mode: 0o600 });
-      chmodSync(confFile, 0o600);
+      writeSecretFile(confFile, natsServerConfig({ ...security, port, monitorPort, storeDir }));
       return { cmd, args: ['-c', confFile] };
     },
     ready: () => httpOk(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`),
@@ -182,11 +169,9 @@ export async function natsBroker(opts: NatsOptions): Promise<NatsBroker> {
   return { ...proc, url: `${security?.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`, port };
 }
 
-interface EtcdOptions {
-  dir: string;
+interface EtcdOptions extends BrokerOptions {
   clientPort?: number;
   peerPort?: number;
-  attached?: boolean;
 }
 
 /**
@@ -200,11 +185,9 @@ export async function etcdServer(opts: EtcdOptions): Promise<EtcdServer> {
   const endpoint = `http://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const name = `vantage-${clientPort}`;
-  const proc = makeProcess({
+  const proc = makeProcess(opts, {
     name: 'etcd',
-    dir: opts.dir,
     marker: dataDir,
-    attached: opts.attached ?? false,
     readyTimeoutMs: 20_000,
     command: async () => ({
       cmd: await ensureEtcd(),
@@ -225,11 +208,9 @@ export async function etcdServer(opts: EtcdOptions): Promise<EtcdServer> {
   return { ...proc, endpoint, clientPort };
 }
 
-interface KafkaOptions {
-  dir: string;
+interface KafkaOptions extends BrokerOptions {
   port?: number;
   controllerPort?: number;
-  attached?: boolean;
   heapMb?: number;
   /** Partitions of __consumer_offsets and the transaction log (1 keeps a test broker quick to start). */
   internalPartitions?: number;
@@ -249,87 +230,70 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
   const internal = opts.internalPartitions ?? 1;
   const propsFile = join(opts.dir, 'server.properties');
   const log4jFile = join(opts.dir, 'log4j2.properties');
+  const serverLog = join(opts.dir, 'server.log');
   const java = process.env.JAVA_HOME ? join(process.env.JAVA_HOME, 'bin', 'java') : 'java';
-
-  const writeConfig = (): void => {
-    mkdirSync(opts.dir, { recursive: true });
-    writeFileSync(
-      propsFile,
-      [
-        'process.roles=broker,controller',
-        'node.id=1',
-        `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-        ...(opts.security === undefined
-          ? [
-              `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
-              `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
-              'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
-              'inter.broker.listener.name=PLAINTEXT',
-            ]
-          : kafkaSecureProperties(opts.security, port, controllerPort)),
-        'controller.listener.names=CONTROLLER',
-        `log.dirs=${dataDir}`,
-        'num.partitions=1',
-        'offsets.topic.replication.factor=1',
-        `offsets.topic.num.partitions=${internal}`,
-        'transaction.state.log.replication.factor=1',
-        'transaction.state.log.min.isr=1',
-        `transaction.state.log.num.partitions=${internal}`,
-        'share.coordinator.state.topic.replication.factor=1',
-        'share.coordinator.state.topic.min.isr=1',
-        'group.initial.rebalance.delay.ms=0',
-        'auto.create.topics.enable=false',
-        '',
-      ].join('\n'),
-    );
-    writeFileSync(
-      log4jFile,
-      [
-        'status = warn',
-        'appender.file.type = File',
-        'appender.file.name = FILE',
-        `appender.file.fileName = ${join(opts.dir, 'server.log')}`,
-        'appender.file.layout.type = PatternLayout',
-        'appender.file.layout.pattern = [%d] %p %m (%c)%n',
-        'rootLogger.level = INFO',
-        'rootLogger.appenderRef.file.ref = FILE',
-        '',
-      ].join('\n'),
-    );
-  };
+  const properties = [
+    'process.roles=broker,controller',
+    'node.id=1',
+    `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
+    ...(opts.security === undefined
+      ? [
+          `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
+          `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+          'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+          'inter.broker.listener.name=PLAINTEXT',
+        ]
+      : kafkaSecureProperties(opts.security, port, controllerPort)),
+    'controller.listener.names=CONTROLLER',
+    `log.dirs=${dataDir}`,
+    'num.partitions=1',
+    'offsets.topic.replication.factor=1',
+    `offsets.topic.num.partitions=${internal}`,
+    'transaction.state.log.replication.factor=1',
+    'transaction.state.log.min.isr=1',
+    `transaction.state.log.num.partitions=${internal}`,
+    'share.coordinator.state.topic.replication.factor=1',
+    'share.coordinator.state.topic.min.isr=1',
+    'group.initial.rebalance.delay.ms=0',
+    'auto.create.topics.enable=false',
+    '',
+  ];
+  const log4j = [
+    'status = warn',
+    'appender.file.type = File',
+    'appender.file.name = FILE',
+    `appender.file.fileName = ${serverLog}`,
+    'appender.file.layout.type = PatternLayout',
+    'appender.file.layout.pattern = [%d] %p %m (%c)%n',
+    'rootLogger.level = INFO',
+    'rootLogger.appenderRef.file.ref = FILE',
+    '',
+  ];
 
   // Readiness reads only what the server logged since this start (restarts append).
   let serverLogOffset = 0;
-  const proc = makeProcess({
+  const proc = makeProcess(opts, {
     name: 'kafka',
-    dir: opts.dir,
     marker: propsFile,
-    attached: opts.attached ?? false,
     readyTimeoutMs: 60_000,
     command: async () => {
       const libs = await ensureKafkaJars();
-      writeConfig();
-      // Holds the PLAIN users' and the broker's own passwords.
-      if (opts.security !== undefined) chmodSync(propsFile, 0o600);
-      const serverLog = join(opts.dir, 'server.log');
+      // With security it holds the PLAIN users' and the broker's own passwords.
+      if (opts.security === undefined) writeFileSync(propsFile, properties.join('\n'));
+      else writeSecretFile(propsFile, properties.join('\n'));
+      writeFileSync(log4jFile, log4j.join('\n'));
       serverLogOffset = existsSync(serverLog) ? statSync(serverLog).size : 0;
-      const cp = `${libs}/*`;
-      const jvm = [`-Xms${Math.min(256, heap)}m`, `-Xmx${heap}m`, `-Dlog4j2.configurationFile=${log4jFile}`, '-cp', cp];
+      const jvm = [`-Xms${Math.min(256, heap)}m`, `-Xmx${heap}m`, `-Dlog4j2.configurationFile=${log4jFile}`, '-cp', `${libs}/*`];
       if (!existsSync(join(dataDir, 'meta.properties'))) {
         const scram = opts.security === undefined ? [] : kafkaScramFormatArgs(opts.security);
         run(java, [...jvm, 'kafka.tools.StorageTool', 'format', '-t', KAFKA_CLUSTER_ID, '-c', propsFile, '--ignore-formatted', ...scram]);
       }
       return { cmd: java, args: [...jvm, 'kafka.Kafka', propsFile] };
     },
-    ready: async () => {
-      if (!(await tcpOpen('127.0.0.1', port))) return false;
-      // The listener accepts before the broker has caught up with its metadata log; the
-      // server log says when the broker is actually serving.
-      const serverLog = join(opts.dir, 'server.log');
-      if (!existsSync(serverLog)) return false;
-      const text = readFileSync(serverLog).subarray(serverLogOffset).toString('utf8');
-      return text.includes('Kafka Server started');
-    },
+    // The listener accepts before the broker has caught up with its metadata log; the
+    // server log says when the broker is actually serving.
+    ready: async () =>
+      (await tcpOpen('127.0.0.1', port)) && existsSync(serverLog) && readFileSync(serverLog).subarray(serverLogOffset).toString('utf8').includes('Kafka Server started'),
   });
   return { ...proc, brokers: `127.0.0.1:${port}`, port };
 }

@@ -28,9 +28,6 @@ async function main(cmd: string | undefined, flags: readonly string[]): Promise<
     case 'up': {
       const t0 = Date.now();
       const { endpoints, readyMs } = await brokersUp(log, { secure, etcd: !secure });
-      log(`nats ready at ${endpoints.natsUrl}${readyMs.nats !== null ? ` (started in ${readyMs.nats} ms)` : ' (external)'}`);
-      log(`kafka ready at ${endpoints.kafkaBrokers}${readyMs.kafka !== null ? ` (started in ${readyMs.kafka} ms)` : ' (external)'}`);
-      if (!secure) log(`etcd ready at ${endpoints.etcdEndpoints}${typeof readyMs.etcd === 'number' ? ` (started in ${readyMs.etcd} ms)` : ' (external)'}`);
       const d = secure ? localSecureDeployment() : undefined;
       if (d) {
         log(`secured: TLS with client certificates (CA ${d.tls.caFile}), one NATS user per role, Kafka SASL_SSL with SCRAM-SHA-512`);
@@ -43,12 +40,9 @@ async function main(cmd: string | undefined, flags: readonly string[]): Promise<
     case 'install': {
       // Fetch and build everything the brokers need, without starting them (CI's first step).
       const t0 = Date.now();
-      const nats = await ensureNatsServer(log);
-      const libs = await ensureKafkaJars(log);
-      const etcd = await ensureEtcd(log);
-      log(`nats-server: ${nats}`);
-      log(`kafka jars: ${libs}`);
-      log(`etcd: ${etcd}`);
+      log(`nats-server: ${await ensureNatsServer(log)}`);
+      log(`kafka jars: ${await ensureKafkaJars(log)}`);
+      log(`etcd: ${await ensureEtcd(log)}`);
       log(`install done in ${Date.now() - t0} ms`);
       return 0;
     }

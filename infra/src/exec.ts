@@ -60,13 +60,7 @@ export function spawnLogged(
       resolve(code);
     });
   });
-  const signal = (sig: NodeJS.Signals): void => {
-    try {
-      process.kill(o.group ? -pid : pid, sig);
-    } catch {
-      /* gone */
-    }
-  };
+  const signal = (sig: NodeJS.Signals): boolean => signalProcess(pid, sig, o.group);
   const done = (): boolean => child.exitCode !== null || child.signalCode !== null;
   const proc: LoggedProcess = {
     pid,
@@ -145,15 +139,18 @@ export function httpOk(url: string, body?: (json: unknown) => boolean): Promise<
     .catch(() => false);
 }
 
-/** True when a process with this pid exists. */
-export function alive(pid: number): boolean {
+/** Sends `sig` to `pid` (its process group with `group`); false when there is no such process or group. */
+export function signalProcess(pid: number, sig: NodeJS.Signals | 0, group = false): boolean {
   try {
-    process.kill(pid, 0);
+    process.kill(group ? -pid : pid, sig);
     return true;
   } catch {
     return false;
   }
 }
+
+/** True when a process with this pid exists. */
+export const alive = (pid: number): boolean => signalProcess(pid, 0);
 
 /** True when a process with this pid exists and its command line contains `marker`. */
 export function processMatches(pid: number, marker: string): boolean {
@@ -194,13 +191,7 @@ const ENDED_WITH_PROCESS = Symbol.for('vantage.infra.ended-with-process');
 const endedWithProcess = ((globalThis as { [ENDED_WITH_PROCESS]?: Map<number, boolean> })[ENDED_WITH_PROCESS] ??= (() => {
   const table = new Map<number, boolean>();
   process.on('exit', () => {
-    for (const [pid, group] of table) {
-      try {
-        process.kill(group ? -pid : pid, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    }
+    for (const [pid, group] of table) signalProcess(pid, 'SIGKILL', group);
   });
   return table;
 })());

@@ -9,10 +9,12 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { tcpOpen } from './exec';
-import { etcdServer, kafkaBroker, natsBroker, type EtcdServer, type KafkaBroker, type NatsBroker } from './brokers';
+import { etcdServer, kafkaBroker, natsBroker, type BrokerProcess } from './brokers';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { RUN_DIR } from './paths';
 import { JOB_LAYOUT, secureDeployment, type SecureDeployment } from './secure';
+
+type BrokerName = 'nats' | 'kafka' | 'etcd';
 
 interface BrokerEndpoints {
   natsUrl: string;
@@ -21,12 +23,17 @@ interface BrokerEndpoints {
   etcdEndpoints?: string;
 }
 
-interface LocalBrokers {
-  nats: NatsBroker | undefined; // undefined when NATS_URL points elsewhere
-  kafka: KafkaBroker | undefined; // undefined when KAFKA_BROKERS points elsewhere
-  etcd: EtcdServer | undefined; // undefined when ETCD_ENDPOINTS points elsewhere
-  endpoints: BrokerEndpoints;
+interface LocalBroker {
+  readonly name: BrokerName;
+  /** The variable that names an existing broker instead (`NATS_URL`, `KAFKA_BROKERS`, `ETCD_ENDPOINTS`). */
+  readonly variable: string;
+  /** Undefined when that variable is set: the broker is used as it is. */
+  readonly proc: BrokerProcess | undefined;
+  /** NATS URL, Kafka bootstrap address or etcd client URL(s). */
+  readonly address: string;
 }
+
+const INSTALL: Record<BrokerName, (log: (m: string) => void) => Promise<string>> = { nats: ensureNatsServer, kafka: ensureKafkaJars, etcd: ensureEtcd };
 
 function portFromEnv(name: string, dflt: number): number {
   const v = process.env[name];
@@ -44,60 +51,65 @@ export function localSecureDeployment(): SecureDeployment {
   return secureDeployment(SECURE_DIR, JOB_LAYOUT);
 }
 
+/** The broker `variable` names, or the one `make` describes (not started). */
+async function localBroker<P extends BrokerProcess>(name: BrokerName, variable: string, address: (p: P) => string, make: () => Promise<P>): Promise<LocalBroker> {
+  const given = process.env[variable];
+  if (given) return { name, variable, proc: undefined, address: given };
+  const proc = await make();
+  return { name, variable, proc, address: address(proc) };
+}
+
 /**
- * The local pair. `secure`: nats-server with TLS (client certificates required) and one
+ * The local brokers. `secure`: nats-server with TLS (client certificates required) and one
  * least-privilege user per role, Kafka with only a SASL_SSL listener (SCRAM-SHA-512); their
  * data lives under `.infra/run/secure/` so it never mixes with the open pair's.
  */
-export async function localBrokers(opts: { secure?: boolean } = {}): Promise<LocalBrokers> {
-  const externalNats = process.env.NATS_URL;
-  const externalKafka = process.env.KAFKA_BROKERS;
-  const externalEtcd = process.env.ETCD_ENDPOINTS;
+export async function localBrokers(opts: { secure?: boolean } = {}): Promise<Record<BrokerName, LocalBroker>> {
   const secure = opts.secure === true ? localSecureDeployment() : undefined;
   const base = secure === undefined ? RUN_DIR : SECURE_DIR;
-  const nats = externalNats
-    ? undefined
-    : await natsBroker({
+  return {
+    nats: await localBroker('nats', 'NATS_URL', (p) => p.url, () =>
+      natsBroker({
         dir: join(base, 'nats'),
         port: portFromEnv('VANTAGE_NATS_PORT', 4222),
         monitorPort: portFromEnv('VANTAGE_NATS_MONITOR_PORT', 8222),
         ...(secure === undefined ? {} : { security: secure.nats }),
-      });
-  const kafka = externalKafka
-    ? undefined
-    : await kafkaBroker({
+      }),
+    ),
+    kafka: await localBroker('kafka', 'KAFKA_BROKERS', (p) => p.brokers, () =>
+      kafkaBroker({
         dir: join(base, 'kafka'),
         port: portFromEnv('VANTAGE_KAFKA_PORT', 9092),
         controllerPort: portFromEnv('VANTAGE_KAFKA_CONTROLLER_PORT', 9093),
         heapMb: 768,
         internalPartitions: 3,
         ...(secure === undefined ? {} : { security: secure.kafka }),
-      });
-  // Plain (no TLS, no users) in both layouts: `up --secure` does not start it.
-  const etcd = externalEtcd
-    ? undefined
-    : await etcdServer({
+      }),
+    ),
+    // Plain (no TLS, no users) in both layouts: `up --secure` does not start it.
+    etcd: await localBroker('etcd', 'ETCD_ENDPOINTS', (p) => p.endpoint, () =>
+      etcdServer({
         dir: join(RUN_DIR, 'etcd'),
         clientPort: portFromEnv('VANTAGE_ETCD_PORT', 2379),
         peerPort: portFromEnv('VANTAGE_ETCD_PEER_PORT', 2380),
-      });
-  return {
-    nats,
-    kafka,
-    etcd,
-    endpoints: {
-      natsUrl: externalNats ?? nats!.url,
-      kafkaBrokers: externalKafka ?? kafka!.brokers,
-      etcdEndpoints: externalEtcd ?? etcd!.endpoint,
-    },
+      }),
+    ),
   };
 }
+
+/** The brokers of a layout: etcd belongs to the open one only (`up --secure` does not start it). */
+const layoutBrokers = (b: Record<BrokerName, LocalBroker>, etcd: boolean): LocalBroker[] => [b.nats, b.kafka, ...(etcd ? [b.etcd] : [])];
 
 function hostPort(s: string): { host: string; port: number } {
   const m = /^(?:[a-z]+:\/\/)?([^:/,]+):(\d+)/.exec(s.split(',')[0]!.trim());
   if (!m) throw new Error(`cannot read host:port from ${s}`);
   return { host: m[1]!, port: Number(m[2]) };
 }
+
+const reachable = (address: string, timeoutMs: number): Promise<boolean> => {
+  const { host, port } = hostPort(address);
+  return tcpOpen(host, port, timeoutMs);
+};
 
 interface BrokersUpOptions {
   /** The secured pair (see `localBrokers`). */
@@ -106,30 +118,30 @@ interface BrokersUpOptions {
   etcd?: boolean;
 }
 
+/**
+ * Installs what is missing and starts the brokers (an external one must answer); logs each as
+ * ready. `readyMs`: ms to ready of a broker started here, null for an external one.
+ */
 export async function brokersUp(
   log: (m: string) => void,
   opts: BrokersUpOptions = {},
-): Promise<{ endpoints: BrokerEndpoints; readyMs: { nats: number | null; kafka: number | null; etcd?: number | null } }> {
+): Promise<{ endpoints: BrokerEndpoints; readyMs: Partial<Record<BrokerName, number | null>> }> {
   const b = await localBrokers({ secure: opts.secure === true });
-  const withEtcd = opts.etcd === true;
+  const brokers = layoutBrokers(b, opts.etcd === true);
   // Installs run one after the other so their output stays readable; the brokers then start together.
-  if (b.nats) await ensureNatsServer(log);
-  if (b.kafka) await ensureKafkaJars(log);
-  if (withEtcd && b.etcd) await ensureEtcd(log);
-  /** ms to ready of a broker started here; null for an external one, once it answers. */
-  const up = async (p: { start(): Promise<number> } | undefined, name: string, addr: string): Promise<number | null> => {
-    if (p) return p.start();
-    const { host, port } = hostPort(addr);
-    if (!(await tcpOpen(host, port, 2000))) throw new Error(`${name}=${addr} is not reachable`);
-    return null;
-  };
-  const [nats, kafka, etcd] = await Promise.all([
-    up(b.nats, 'NATS_URL', b.endpoints.natsUrl),
-    up(b.kafka, 'KAFKA_BROKERS', b.endpoints.kafkaBrokers),
-    withEtcd ? up(b.etcd, 'ETCD_ENDPOINTS', b.endpoints.etcdEndpoints!) : null,
-  ]);
-  if (!withEtcd) return { endpoints: { natsUrl: b.endpoints.natsUrl, kafkaBrokers: b.endpoints.kafkaBrokers }, readyMs: { nats, kafka } };
-  return { endpoints: b.endpoints, readyMs: { nats, kafka, etcd } };
+  for (const x of brokers) if (x.proc) await INSTALL[x.name](log);
+  const readyMs = Object.fromEntries(
+    await Promise.all(
+      brokers.map(async (x): Promise<[BrokerName, number | null]> => {
+        if (x.proc) return [x.name, await x.proc.start()];
+        if (!(await reachable(x.address, 2000))) throw new Error(`${x.variable}=${x.address} is not reachable`);
+        return [x.name, null];
+      }),
+    ),
+  );
+  for (const x of brokers) log(`${x.name} ready at ${x.address}${x.proc ? ` (started in ${readyMs[x.name]} ms)` : ' (external)'}`);
+  const endpoints = { natsUrl: b.nats.address, kafkaBrokers: b.kafka.address, ...(opts.etcd === true ? { etcdEndpoints: b.etcd.address } : {}) };
+  return { endpoints, readyMs };
 }
 
 interface BrokerStatus {
@@ -144,32 +156,27 @@ interface BrokerStatus {
 
 export async function brokersStatus(opts: { secure?: boolean } = {}): Promise<BrokerStatus[]> {
   const b = await localBrokers(opts);
-  const one = async (name: string, proc: NatsBroker | KafkaBroker | EtcdServer | undefined, address: string): Promise<BrokerStatus> => {
-    const { host, port } = hostPort(address);
-    const pid = proc?.pid();
-    return {
-      name,
-      mode: proc ? 'managed' : 'external',
-      address,
-      pid: pid ?? null,
-      reachable: await tcpOpen(host, port, 1000),
-      stalePidFile: proc !== undefined && pid === undefined && existsSync(proc.pidFile),
-      logFile: proc ? proc.logFile : null,
-    };
-  };
-  // etcd belongs to the open layout only (`up --secure` does not start it).
-  return Promise.all([
-    one('nats', b.nats, b.endpoints.natsUrl),
-    one('kafka', b.kafka, b.endpoints.kafkaBrokers),
-    ...(opts.secure === true ? [] : [one('etcd', b.etcd, b.endpoints.etcdEndpoints!)]),
-  ]);
+  return Promise.all(
+    layoutBrokers(b, opts.secure !== true).map(async ({ name, proc, address }): Promise<BrokerStatus> => {
+      const pid = proc?.pid();
+      return {
+        name,
+        mode: proc ? 'managed' : 'external',
+        address,
+        pid: pid ?? null,
+        reachable: await reachable(address, 1000),
+        stalePidFile: proc !== undefined && pid === undefined && existsSync(proc.pidFile),
+        logFile: proc ? proc.logFile : null,
+      };
+    }),
+  );
 }
 
 /** Stops only the brokers that `up` started (pid files); external brokers are left alone. */
 export async function brokersDown(log: (m: string) => void, opts: { secure?: boolean } = {}): Promise<void> {
   const b = await localBrokers(opts);
   await Promise.all(
-    [b.nats, b.kafka, opts.secure === true ? undefined : b.etcd].map(async (p) => {
+    layoutBrokers(b, opts.secure !== true).map(async ({ proc: p }) => {
       if (!p) return;
       const pid = p.pid();
       if (pid === undefined) {

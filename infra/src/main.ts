@@ -67,7 +67,8 @@ async function main(argv: string[]): Promise<number> {
     Object.assign(process.env, adminEnv);
     log(`secured brokers: TLS with client certificates (CA ${deployment.tls.caFile}), a NATS user per service, Kafka SASL_SSL (SCRAM-SHA-512)`);
   }
-  const wasRunning = { nats: before.nats?.pid() !== undefined, kafka: before.kafka?.pid() !== undefined };
+  // Brokers already running (someone else's `infra up`) are left as they were at the end.
+  const startedHere = [before.nats.proc, before.kafka.proc].filter((p) => p !== undefined && p.pid() === undefined);
   const config = defaultJobConfig();
   let stack: Stack | null = null;
   const stackOptions = {
@@ -103,10 +104,9 @@ async function main(argv: string[]): Promise<number> {
         log("stopping Dynamo's mocker");
         await fleet.stop();
       }
-      // Leave brokers that were already running (someone else's `infra up`) as they were.
-      if (!wasRunning.nats || !wasRunning.kafka) {
+      if (startedHere.length > 0) {
         log('stopping brokers started by this run');
-        await Promise.all([!wasRunning.nats ? before.nats?.stop() : undefined, !wasRunning.kafka ? before.kafka?.stop() : undefined]);
+        await Promise.all(startedHere.map((p) => p?.stop()));
       }
       log(`stopped after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       process.exit(code);
@@ -116,8 +116,7 @@ async function main(argv: string[]): Promise<number> {
   process.on('SIGINT', () => void shutdown(130));
   process.on('SIGTERM', () => void shutdown(143));
 
-  const { endpoints, readyMs } = await brokersUp(log, { secure });
-  log(`brokers ready: nats ${endpoints.natsUrl} (${readyMs.nats ?? 'external'} ms), kafka ${endpoints.kafkaBrokers} (${readyMs.kafka ?? 'external'} ms)`);
+  const { endpoints } = await brokersUp(log, { secure });
   if (stopping) return new Promise<never>(() => {});
 
   // Each run is a fresh deployment: the simulated fleet starts with empty caches under new worker

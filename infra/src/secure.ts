@@ -34,8 +34,10 @@ export interface TlsMaterial {
   readonly clientKeyFile: string;
 }
 
-function openssl(args: string[], cwd: string): void {
-  run('openssl', args, { cwd });
+/** Writes `text` readable by its owner only (chmod too: `mode` is masked by the umask and ignored for an existing file). */
+export function writeSecretFile(path: string, text: string): void {
+  writeFileSync(path, text, { mode: 0o600 });
+  chmodSync(path, 0o600);
 }
 
 /**
@@ -56,25 +58,17 @@ export function ensureTlsMaterial(dir: string, name = 'vantage-throwaway'): TlsM
     clientKeyFile: join(dir, 'client.key'),
   };
   if (existsSync(m.serverBundleFile) && existsSync(m.clientCertFile)) return m;
-  const days = '30';
-  openssl(
-    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', m.caKeyFile, '-out', m.caFile, '-days', days, '-subj', `/CN=${name}-ca`,
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'],
-    dir,
-  );
-  const leaf = (base: string, cn: string, ext: string): void => {
-    const extFile = join(dir, `${base}.ext`);
-    writeFileSync(extFile, ext);
-    openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, `${base}.key`), '-out', join(dir, `${base}.csr`), '-subj', `/CN=${cn}`], dir);
-    openssl(
-      ['x509', '-req', '-in', join(dir, `${base}.csr`), '-CA', m.caFile, '-CAkey', m.caKeyFile, '-CAcreateserial', '-out', join(dir, `${base}.pem`), '-days', days, '-extfile', extFile],
-      dir,
-    );
+  /** A new RSA 2048 key and a 30-day certificate for it with `extensions`: self-signed, or signed by the CA. */
+  const certificate = (keyFile: string, certFile: string, cn: string, signed: boolean, extensions: string[]): void => {
+    const sign = signed ? ['-CA', m.caFile, '-CAkey', m.caKeyFile] : [];
+    run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '30', '-subj', `/CN=${cn}`, ...sign, ...extensions.flatMap((e) => ['-addext', e])]);
+    chmodSync(keyFile, 0o600);
   };
-  leaf('server', '127.0.0.1', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n');
-  leaf('client', `${name}-client`, 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n');
-  writeFileSync(m.serverBundleFile, readFileSync(m.serverKeyFile, 'utf8') + readFileSync(m.serverCertFile, 'utf8'), { mode: 0o600 });
-  for (const f of [m.caKeyFile, m.serverKeyFile, m.clientKeyFile]) chmodSync(f, 0o600);
+  certificate(m.caKeyFile, m.caFile, `${name}-ca`, false, ['basicConstraints=critical,CA:TRUE', 'keyUsage=critical,keyCertSign,cRLSign']);
+  const leaf = ['basicConstraints=critical,CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment'];
+  certificate(m.serverKeyFile, m.serverCertFile, '127.0.0.1', true, [...leaf, 'subjectAltName=IP:127.0.0.1,DNS:localhost', 'extendedKeyUsage=serverAuth,clientAuth']);
+  certificate(m.clientKeyFile, m.clientCertFile, `${name}-client`, true, [...leaf, 'extendedKeyUsage=clientAuth']);
+  writeSecretFile(m.serverBundleFile, readFileSync(m.serverKeyFile, 'utf8') + readFileSync(m.serverCertFile, 'utf8'));
   return m;
 }
 
@@ -305,6 +299,9 @@ export interface NatsServerConfigOptions {
     | { readonly kind: 'none' };
 }
 
+/** A server's security: what `natsBroker({ security })` takes (the rest of its configuration is the broker's own). */
+export type NatsSecurity = Omit<NatsServerConfigOptions, 'port' | 'monitorPort' | 'storeDir'>;
+
 /** The nats-server configuration text (JetStream on, listening on 127.0.0.1 only). */
 export function natsServerConfig(o: NatsServerConfigOptions): string {
   const out: string[] = [
@@ -402,15 +399,13 @@ export interface SecureDeployment {
   readonly tls: TlsMaterial;
   readonly roles: readonly RolePermissions[];
   /** nats-server security: TLS with client certificates required, one password user per role. */
-  readonly nats: NonNullable<NatsOptionsSecurity>;
+  readonly nats: NatsSecurity;
   readonly kafka: KafkaSecurity;
   /** VANTAGE_NATS_* settings of a role (user, password file, mutual TLS). */
   natsEnv(role: string): Record<string, string>;
   /** VANTAGE_KAFKA_* settings of a Kafka user (SASL_SSL, SCRAM-SHA-512). */
   kafkaEnv(user: string): Record<string, string>;
 }
-
-type NatsOptionsSecurity = Omit<NatsServerConfigOptions, 'port' | 'monitorPort' | 'storeDir'>;
 
 /** Kafka users of a deployment: the outcome service and the operators' tools (replay, the job). */
 export const KAFKA_USERS = ['outcome', 'admin'] as const;
@@ -419,9 +414,7 @@ function secretIn(dir: string, name: string): string {
   const path = join(dir, name);
   if (existsSync(path)) return readFileSync(path, 'utf8').trim();
   const s = randomSecret();
-  // Readable by its owner only (chmod too: `mode` is masked by the umask).
-  writeFileSync(path, `${s}\n`, { mode: 0o600 });
-  chmodSync(path, 0o600);
+  writeSecretFile(path, `${s}\n`);
   return s;
 }
 
