@@ -68,7 +68,7 @@ async function main(argv: string[]): Promise<number> {
     log(`secured brokers: TLS with client certificates (CA ${deployment.tls.caFile}), a NATS user per service, Kafka SASL_SSL (SCRAM-SHA-512)`);
   }
   // Brokers already running (someone else's `infra up`) are left as they were at the end.
-  const startedHere = [before.nats.proc, before.kafka.proc].filter((p) => p !== undefined && p.pid() === undefined);
+  const startedHere = [before.nats.proc, before.kafka.proc].flatMap((p) => (p !== undefined && p.pid() === undefined ? [p] : []));
   const config = defaultJobConfig();
   let stack: Stack | null = null;
   const stackOptions = {
@@ -106,7 +106,7 @@ async function main(argv: string[]): Promise<number> {
       }
       if (startedHere.length > 0) {
         log('stopping brokers started by this run');
-        await Promise.all(startedHere.map((p) => p?.stop()));
+        await Promise.all(startedHere.map((p) => p.stop()));
       }
       log(`stopped after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       process.exit(code);
