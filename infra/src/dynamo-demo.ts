@@ -6,6 +6,7 @@
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { observeReplyCodec, observeRequestCodec, observeSubject, type ObserveReply } from '@vantage/protocol';
 import { mulberry32 } from '@vantage/random';
@@ -64,7 +65,6 @@ export async function startDynamoFleet(natsUrl: string, log: (m: string) => void
   return { mockers, stop };
 }
 
-
 async function observe(nc: NatsConnection, pool: string, tokens: readonly number[]): Promise<ObserveReply> {
   const req = observeRequestCodec.encode({ requestId: null, prompt: { kind: 'token_ids', tokenIds: Uint32Array.from(tokens), loraName: null }, promptTokens: tokens.length, replyEncoding: 'json' });
   const m = await nc.request(observeSubject(pool), req, { timeout: 2_000 });
@@ -103,14 +103,14 @@ export async function runDynamoLoad(natsUrl: string, log: (m: string) => void, s
           } catch (e) {
             log(`dynamo client (${pool}): ${(e as Error).message}`);
           }
-          await new Promise((r) => setTimeout(r, 100 + rand() * 400));
+          await sleep(100 + rand() * 400);
         }
       }
     };
     const loops = DYNAMO_POOLS.flatMap((p, i) => [session(p.pool, drivers[i]!), session(p.pool, drivers[i]!)]);
     const printer = (async () => {
       while (!stopped()) {
-        await new Promise((r) => setTimeout(r, everyMs));
+        await sleep(everyMs);
         if (stopped()) break;
         for (const p of DYNAMO_POOLS) {
           try {

@@ -312,8 +312,6 @@ export interface DynamoDriver extends DynamoProcess {
   prefillComplete(requestId: string): Promise<void>;
   /** `KvRouter.get_potential_loads(tokens)`, per (worker, dp rank). */
   potentialLoads(tokens: readonly number[]): Promise<PotentialLoad[]>;
-  /** `best_worker(tokens)` (query only), then `get_potential_loads(tokens)`: the pick and the loads it weighed. */
-  bestWorkerWithLoads(tokens: readonly number[]): Promise<WorkerPick & { loads: PotentialLoad[] }>;
   instances(): Promise<bigint[]>;
 }
 
@@ -340,7 +338,7 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
   const env = await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd);
   const { child, proc } = spawnDynamoPython(args, { env, logDir: o.logDir, logName: `driver-${Date.now()}.log`, stdio: 'pipe' });
   const { hello, call, stop } = await lineRpc(child, proc, 'dynamo driver', 90_000);
-  const driver: DynamoDriver = {
+  return {
     ...proc,
     stop: (graceMs = 5_000) => stop(graceMs, 3_000),
     workers: (hello.workers as string[]).map((w) => BigInt(w)),
@@ -357,12 +355,8 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
       const r = await call({ op: 'best_worker', tokens, request_id: requestId ?? null });
       return { workerId: BigInt(r.worker_id as string), dpRank: Number(r.dp_rank), overlapBlocks: Number(r.overlap_blocks) };
     },
-    free: async (requestId) => {
-      await call({ op: 'free', request_id: requestId });
-    },
-    prefillComplete: async (requestId) => {
-      await call({ op: 'prefill_complete', request_id: requestId });
-    },
+    free: (requestId) => call({ op: 'free', request_id: requestId }).then(() => {}),
+    prefillComplete: (requestId) => call({ op: 'prefill_complete', request_id: requestId }).then(() => {}),
     potentialLoads: async (tokens) => {
       const r = await call({ op: 'potential_loads', tokens });
       return (r.loads as Record<string, string | number>[]).map((l) => ({
@@ -378,11 +372,6 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
       const rows = r.workers as { worker_id: string; dp_rank: number; device_blocks: number }[];
       return { blockSize: Number(r.block_size), workers: rows.map((w) => ({ workerId: BigInt(w.worker_id), dpRank: w.dp_rank, deviceBlocks: w.device_blocks })) };
     },
-    bestWorkerWithLoads: async (tokens) => {
-      const pick = await driver.bestWorker(tokens);
-      return { ...pick, loads: await driver.potentialLoads(tokens) };
-    },
     instances: async () => ((await call({ op: 'instances' })).workers as string[]).map((w) => BigInt(w)),
   };
-  return driver;
 }

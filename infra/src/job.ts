@@ -25,6 +25,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   evaluationSchedule,
   formatBackgroundSpec,
@@ -162,6 +163,11 @@ export function writeParameterSet(path: string, set: ParameterSet): void {
   writeFileSync(path, serializeParameterSet(set));
 }
 
+/** A tool's output, shown to the user line by line. */
+const echo = (label: string, text: string): void => {
+  process.stderr.write(text.split('\n').map((l) => (l.trim() ? `[${label}] ${l}\n` : '')).join(''));
+};
+
 export function runNode(args: string[], label: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
@@ -175,17 +181,12 @@ export function runNode(args: string[], label: string, env: NodeJS.ProcessEnv = 
     // Progress lines of the child go straight to the user.
     child.stderr.on('data', (d: Buffer) => {
       err += d.toString();
-      for (const line of d.toString().split('\n')) if (line.trim()) process.stderr.write(`[${label}] ${line}\n`);
+      echo(label, d.toString());
     });
     child.on('error', reject);
     child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${label} exited with ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`))));
   });
 }
-
-/** A tool's standard output, shown to the user line by line. */
-const echo = (label: string, text: string): void => {
-  process.stderr.write(text.split('\n').map((l) => (l.trim() ? `[${label}] ${l}\n` : '')).join(''));
-};
 
 const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '') : []);
 
@@ -236,7 +237,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
       }
       before = rows.length;
       log(`${rows.length} ${what} records in Kafka so far; waiting for the rest`);
-      await new Promise((r) => setTimeout(r, 3_000));
+      await sleep(3_000);
     }
   };
 
@@ -389,16 +390,6 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   return { fittedVersion: fitted.value.version, report, phasesMs };
 }
 
-interface EngineSide {
-  requests: number;
-  engineTtftMeanMs: number | null;
-  engineTtftP90Ms: number | null;
-  routeWallMeanMs: number | null;
-  reasons: Record<string, number>;
-  /** Competing traffic of the same runs, engine-measured. */
-  background: { requests: number; engineTtftMeanMs: number | null; engineTtftP90Ms: number | null; engineLatencyMeanMs: number | null };
-}
-
 /** One line of the load generator's per-request output. */
 interface RequestLine {
   readonly requestId: string;
@@ -415,38 +406,37 @@ function requestLines(out: string, runs: readonly ScheduledRun[]): { variant: st
   return runs.flatMap((run) => lines(join(out, `requests-${run.attempt}-${run.variant}.jsonl`)).map((l) => ({ variant: run.variant, r: JSON.parse(l) as RequestLine })));
 }
 
-/** Per variant, from the load generator's per-request lines: the engine-measured TTFT and the route wall time. */
-function engineSummary(requests: readonly { variant: string; r: RequestLine }[]): Record<string, EngineSide> {
-  const by: Record<string, { ttft: number[]; route: number[]; reasons: Record<string, number>; n: number; bgN: number; bgTtft: number[]; bgE2e: number[] }> = {};
-  for (const { variant, r } of requests) {
-    const b = (by[variant] ??= { ttft: [], route: [], reasons: {}, n: 0, bgN: 0, bgTtft: [], bgE2e: [] });
-    if (r.background === true) {
-      // Competing traffic: apart from the sessions' figures.
-      b.bgN++;
-      if (r.status === 'done' && r.ttftMs !== null) b.bgTtft.push(r.ttftMs);
-      if (r.status === 'done' && typeof r.e2eMs === 'number') b.bgE2e.push(r.e2eMs);
-      continue;
-    }
-    b.n++;
-    b.reasons[r.reason] = (b.reasons[r.reason] ?? 0) + 1;
-    if (r.status === 'done' && r.ttftMs !== null) b.ttft.push(r.ttftMs);
-    if (r.routeWallMs !== null) b.route.push(r.routeWallMs);
-  }
+/**
+ * Per variant, from the load generator's per-request lines: the engine-measured TTFT and the route
+ * wall time of the sessions' requests, and apart from them the competing traffic's, engine-measured.
+ */
+function engineSummary(requests: readonly { variant: string; r: RequestLine }[]) {
   const round = (x: number): number => Math.round(x * 10) / 10;
   const mean = (xs: number[]): number | null => (xs.length === 0 ? null : round(xs.reduce((s, x) => s + x, 0) / xs.length));
   const p90 = (xs: number[]): number | null => (xs.length === 0 ? null : round([...xs].sort((a, b) => a - b)[Math.ceil(0.9 * xs.length) - 1]!));
+  const numbers = (rs: readonly RequestLine[], f: (r: RequestLine) => number | null | undefined): number[] => rs.map(f).filter((x) => typeof x === 'number');
+  const done = (rs: readonly RequestLine[]): RequestLine[] => rs.filter((r) => r.status === 'done');
   return Object.fromEntries(
-    Object.entries(by).map(([v, b]) => [
-      v,
-      {
-        requests: b.n,
-        engineTtftMeanMs: mean(b.ttft),
-        engineTtftP90Ms: p90(b.ttft),
-        routeWallMeanMs: mean(b.route),
-        reasons: b.reasons,
-        background: { requests: b.bgN, engineTtftMeanMs: mean(b.bgTtft), engineTtftP90Ms: p90(b.bgTtft), engineLatencyMeanMs: mean(b.bgE2e) },
-      },
-    ]),
+    [...new Set(requests.map((x) => x.variant))].map((v) => {
+      const own = requests.filter((x) => x.variant === v).map((x) => x.r);
+      const fg = own.filter((r) => r.background !== true);
+      const bg = own.filter((r) => r.background === true);
+      const reasons: Record<string, number> = {};
+      for (const r of fg) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
+      const ttft = numbers(done(fg), (r) => r.ttftMs);
+      const bgTtft = numbers(done(bg), (r) => r.ttftMs);
+      return [
+        v,
+        {
+          requests: fg.length,
+          engineTtftMeanMs: mean(ttft),
+          engineTtftP90Ms: p90(ttft),
+          routeWallMeanMs: mean(numbers(fg, (r) => r.routeWallMs)),
+          reasons,
+          background: { requests: bg.length, engineTtftMeanMs: mean(bgTtft), engineTtftP90Ms: p90(bgTtft), engineLatencyMeanMs: mean(numbers(done(bg), (r) => r.e2eMs)) },
+        },
+      ];
+    }),
   );
 }
 

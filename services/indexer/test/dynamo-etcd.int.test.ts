@@ -114,7 +114,8 @@ describe('indexer beside Dynamo 1.6.1 with discovery in etcd', () => {
     const choice = { compared: 0, agreed: 0, tiesOurs: 0, tiesDynamo: 0, costRanksCompared: 0, costRanksEqual: 0, costRanksOnePartialBlockAbove: 0 };
     const choiceDetail: string[] = [];
     const compareChoice = async (p: number[], ours: ObserveReply, ranks: Rank[]): Promise<void> => {
-      const theirs = await driver.bestWorkerWithLoads(p);
+      // The pick (a query: nothing booked), then the loads it weighed.
+      const theirs = { ...(await driver.bestWorker(p)), loads: await driver.potentialLoads(p) };
       // Dynamo 1.6.1's default cost (prefill_load_scale 1, overlap credit 1, no request weight):
       // potential prefill tokens / block size + potential decode blocks, per (worker, rank).
       const dynCost = new Map<Rank, number>(theirs.loads.map((l) => [`${l.workerId}:${l.dpRank}`, l.potentialPrefillTokens / BS + l.potentialDecodeBlocks]));
