@@ -8,14 +8,5 @@ export { runJob, defaultJobConfig, calibrationParameterSet, writeParameterSet, w
 export type { JobConfig, JobContext, JobResult } from './job';
 export { startMocker, startDynamoDriver, spawnDynamoPython, untilReady, lineRpc } from './dynamo';
 export type { MockerProcess, DynamoDriver, DynamoProcess } from './dynamo';
-export {
-  ensureTlsMaterial,
-  randomSecret,
-  rolePermissions,
-} from './secure';
-export type {
-  KafkaSecurity,
-  RolePermissions,
-  SecurePool,
-  TlsMaterial,
-} from './secure';
+export { ensureTlsMaterial, randomSecret, rolePermissions } from './secure';
+export type { KafkaSecurity, RolePermissions, SecurePool, TlsMaterial } from './secure';

@@ -137,6 +137,9 @@ const JS_ACCOUNT_INFO = '$JS.API.INFO';
 /** Replies to our own requests (and JetStream API replies) arrive on inboxes. */
 const INBOX = '_INBOX.>';
 
+/** The JetStream stream a pool's workers publish their KV events to in JetStream mode. */
+const kvEventsStream = (p: SecurePool): string => `namespace-${p.namespace}-component-${p.component}-kv-events`;
+
 function dynamoSubjects(p: SecurePool) {
   const component = `namespace.${p.namespace}.component.${p.component}`;
   return {
@@ -144,7 +147,7 @@ function dynamoSubjects(p: SecurePool) {
     legacyKvEvents: `${component}.kv_events`,
     kvMetrics: `namespace.${p.namespace}.kv_metrics`,
     activeSequences: `${component}.active_sequences_events`,
-    jsKvEvents: `namespace-${p.namespace}-component-${p.component}-kv-events.kv-events`,
+    jsKvEvents: `${kvEventsStream(p)}.kv-events`,
     // Dynamo 1.6.1's endpoint-scoped subjects (any endpoint of the component: discovery names them).
     endpointKvEvents: `${component}.endpoint.*.kv-events`,
     endpointKvMetrics: `${component}.endpoint.*.kv_metrics`,
@@ -153,9 +156,10 @@ function dynamoSubjects(p: SecurePool) {
   };
 }
 
-/** What a worker of the pool publishes: its KV events, load reports and forward-pass metrics, in every supported shape. */
-function workerPublishes(d: ReturnType<typeof dynamoSubjects>): string[] {
-  return [d.kvEvents, d.legacyKvEvents, d.kvMetrics, d.jsKvEvents, d.endpointKvEvents, d.endpointKvMetrics, d.endpointForwardPass];
+/** What a worker of the pool publishes: its KV events, load reports and forward-pass metrics in every supported shape, and its registrations. */
+function workerPublishes(p: SecurePool): string[] {
+  const d = dynamoSubjects(p);
+  return [d.kvEvents, d.legacyKvEvents, d.kvMetrics, d.jsKvEvents, d.endpointKvEvents, d.endpointKvMetrics, d.endpointForwardPass, `${V}.workers.${p.name}`];
 }
 
 /**
@@ -170,11 +174,11 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
     roles.push({
       role: `indexer-${p.name}`,
       what: `indexer of pool ${p.name}: reads the pool's Dynamo events and our bookings, lifecycle and registrations, answers observe, keeps snapshots`,
-      publish: { allow: [JS_ACCOUNT_INFO, ...streamApi(`OBJ_${SNAPSHOT_BUCKET}`), `$O.${SNAPSHOT_BUCKET}.>`, ...streamApi(`namespace-${p.namespace}-component-${p.component}-kv-events`)] },
+      publish: { allow: [JS_ACCOUNT_INFO, ...streamApi(`OBJ_${SNAPSHOT_BUCKET}`), `$O.${SNAPSHOT_BUCKET}.>`, ...streamApi(kvEventsStream(p))] },
       subscribe: {
         allow: [
           // Every Dynamo subject of the pool but the JetStream stream's (read through the JetStream API above).
-          ...Object.values(dynamoSubjects(p)).filter((x) => x !== d.jsKvEvents),
+          ...Object.values(d).filter((x) => x !== d.jsKvEvents),
           `${V}.bookings.${p.name}`,
           `${V}.lifecycle.${p.name}`,
           `${V}.workers.${p.name}`,
@@ -188,7 +192,7 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
     roles.push({
       role: `worker-${p.name}`,
       what: `a Dynamo worker of pool ${p.name} (or the simulated fleet's): publishes only this pool's KV events, load and registrations`,
-      publish: { allow: [...workerPublishes(d), `${V}.workers.${p.name}`] },
+      publish: { allow: workerPublishes(p) },
       subscribe: { allow: [`${V}.fleet.generate.${p.name}.*`] },
       // The simulated worker streams progress messages back to one generate request's inbox.
       allowResponses: { max: 1_000_000, expires: '15m' },
@@ -206,7 +210,7 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
         ...streamApi(DECISIONS_STREAM),
         // Local pools restore from the indexers' snapshots and replay JetStream-mode KV events.
         ...streamApi(`OBJ_${SNAPSHOT_BUCKET}`),
-        ...layout.pools.flatMap((p) => streamApi(`namespace-${p.namespace}-component-${p.component}-kv-events`)),
+        ...layout.pools.flatMap((p) => streamApi(kvEventsStream(p))),
       ],
     },
     subscribe: {
@@ -241,11 +245,7 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
   roles.push({
     role: 'fleet',
     what: "the simulated fleet process: every pool's workers (KV events, load, registrations) and their generate endpoints; development only",
-    publish: {
-      allow: layout.pools.flatMap((p) => {
-        return [...workerPublishes(dynamoSubjects(p)), `${V}.workers.${p.name}`];
-      }),
-    },
+    publish: { allow: layout.pools.flatMap(workerPublishes) },
     subscribe: { allow: layout.pools.map((p) => `${V}.fleet.generate.${p.name}.*`) },
     allowResponses: { max: 1_000_000, expires: '15m' },
   });

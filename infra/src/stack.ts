@@ -168,7 +168,12 @@ export class Stack {
   }
 
   private async waitHealthy(r: RunningService, say = true): Promise<void> {
-    const ms = await waitFor(r.spec.name, () => healthy(r), 60_000);
+    const healthy = (): Promise<boolean> => {
+      const code = r.exitCode();
+      if (code !== null) throw new Error(`${r.spec.name} exited with ${code}; see ${r.proc.logFile}`);
+      return httpOk(`http://127.0.0.1:${r.port}/healthz`);
+    };
+    const ms = await waitFor(r.spec.name, healthy, 60_000);
     if (say) this.o.log(`${r.spec.name.padEnd(18)} healthy  http://127.0.0.1:${r.port}/metrics  (${ms} ms)  log ${r.proc.logFile}`);
   }
 
@@ -188,12 +193,6 @@ export class Stack {
     const { child, proc } = spawnLogged(process.execPath, ['--import', 'tsx', join(REPO_ROOT, spec.entry)], { env, logFile, stdio: 'log', group: false });
     return { spec, proc, exitCode: () => child.exitCode, port };
   }
-}
-
-async function healthy(r: RunningService): Promise<boolean> {
-  const code = r.exitCode();
-  if (code !== null) throw new Error(`${r.spec.name} exited with ${code}; see ${r.proc.logFile}`);
-  return httpOk(`http://127.0.0.1:${r.port}/healthz`);
 }
 
 /** SIGTERM (it drains and flushes), SIGKILL if it has not stopped in time. */
