@@ -194,9 +194,8 @@ interface LineRpc {
 export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, readyTimeoutMs: number): Promise<LineRpc> {
   const pending = new Map<number, { resolve: (v: Reply) => void; reject: (e: Error) => void }>();
   let nextId = 1;
-  let ready: ((v: Reply) => void) | null = null;
+  let hello: Reply | undefined;
   let failed: Error | null = null;
-  const readyP = new Promise<Reply>((resolve) => (ready = resolve));
   createInterface({ input: child.stdout! }).on('line', (line) => {
     let msg: Reply;
     try {
@@ -204,9 +203,8 @@ export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: st
     } catch {
       return; // not ours (a library printing to stdout)
     }
-    if (msg.ready === true && ready) {
-      ready(msg);
-      ready = null;
+    if (msg.ready === true && hello === undefined) {
+      hello = msg;
       return;
     }
     const id = typeof msg.id === 'number' ? msg.id : -1;
@@ -221,20 +219,9 @@ export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: st
     for (const p of pending.values()) p.reject(failed);
     pending.clear();
   });
-  const timeout = new Promise<never>((_, rej) => {
-    const t = setTimeout(() => rej(new Error(`${name} not ready after ${readyTimeoutMs} ms; see ${proc.logFile}`)), readyTimeoutMs);
-    t.unref();
-    void proc.exited.then(() => rej(failed ?? new Error(`${name} exited`)));
-  });
-  let hello: Reply;
-  try {
-    hello = await Promise.race([readyP, timeout]);
-  } catch (e) {
-    await proc.kill9();
-    throw e;
-  }
+  await untilReady(proc, name, () => Promise.resolve(hello !== undefined), readyTimeoutMs);
   return {
-    hello,
+    hello: hello!,
     call: (cmd) => {
       if (failed) return Promise.reject(failed);
       const id = nextId++;
