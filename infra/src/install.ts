@@ -119,22 +119,21 @@ export function ensureEtcd(log: Log = () => {}): Promise<string> {
 
 /** Directory holding the Kafka broker jars, fetching them with Maven if needed. */
 export async function ensureKafkaJars(log: Log = () => {}): Promise<string> {
-  const version = KAFKA_VERSION;
-  const libs = join(INFRA_DIR, 'kafka', version, 'libs');
+  const libs = join(INFRA_DIR, 'kafka', KAFKA_VERSION, 'libs');
   const complete = join(libs, '.complete');
   if (existsSync(complete)) return libs;
   if (!which('mvn')) throw new Error('Maven (mvn) is needed to fetch the Kafka broker jars');
   if (!which('java')) throw new Error('Java 17+ is needed to run the Kafka broker');
-  log(`fetching Apache Kafka ${version} broker jars with Maven (cached under .infra/)`);
+  log(`fetching Apache Kafka ${KAFKA_VERSION} broker jars with Maven (cached under .infra/)`);
   await runVisible('mvn', [
     '-B', '-q', '-Dstyle.color=never',
     `-Dmaven.repo.local=${join(INFRA_DIR, 'm2')}`,
-    `-Dkafka.version=${version}`,
+    `-Dkafka.version=${KAFKA_VERSION}`,
     '-f', join(REPO_ROOT, 'infra', 'kafka', 'pom.xml'),
     'dependency:copy-dependencies',
     `-DoutputDirectory=${libs}`,
     '-DincludeScope=runtime',
   ]);
-  writeFileSync(complete, `${version}\n`);
+  writeFileSync(complete, `${KAFKA_VERSION}\n`);
   return libs;
 }

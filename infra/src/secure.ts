@@ -275,7 +275,7 @@ function permissionBlock(r: RolePermissions, indent: string): string {
   return lines.join('\n');
 }
 
-export type NatsUserAuth =
+type NatsUserAuth =
   | { kind: 'password'; password: string }
   /** A variable nats-server reads from its environment at start (`password: $NAME`): the example configuration's form. */
   | { kind: 'password-env'; variable: string }
