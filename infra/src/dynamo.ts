@@ -114,24 +114,28 @@ async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath: string):
   }
 }
 
-interface MockerOptions {
+/** Where a Dynamo process finds the others: NATS, discovery, its endpoint; and where its log goes. */
+interface DynamoPlacement {
   readonly natsUrl: string;
-  /** The `DYN_FILE_KV` directory shared with the indexer and the driver (file discovery). */
+  /** The `DYN_FILE_KV` directory shared by the workers, the indexer and the driver (file discovery). */
   readonly fileKvDir?: string;
-  /** Discovery in etcd instead of files. */
+  /** Discovery in etcd instead of files (the driver's as the workers were started). */
   readonly etcd?: EtcdDiscoveryTarget;
-  readonly numWorkers: number;
+  /** `namespace.component.endpoint`; Dynamo's default `dynamo.backend.generate`. */
+  readonly endpoint?: string;
   readonly blockSize?: number;
+  /** Where its log goes; a fresh directory under .infra/test by default. */
+  readonly logDir?: string;
+}
+
+interface MockerOptions extends DynamoPlacement {
+  readonly numWorkers: number;
   /** GPU blocks per dp rank (small: eviction all the time). */
   readonly numGpuBlocks: number;
   readonly speedupRatio?: number;
   readonly dataParallelSize?: number;
   readonly maxNumBatchedTokens?: number;
-  /** `namespace.component.endpoint`; Dynamo's default `dynamo.backend.generate`. */
-  readonly endpoint?: string;
   readonly modelName?: string;
-  /** Where its log goes; a fresh directory under .infra/test by default. */
-  readonly logDir?: string;
 }
 
 /** A Dynamo process: `stop()` is graceful (SIGTERM to the group: discovery entries removed), `kill9()` a crash (entries stay behind in the file backend). */
@@ -302,19 +306,12 @@ export interface DynamoDriver extends DynamoProcess {
   instances(): Promise<bigint[]>;
 }
 
-interface DriverOptions {
-  readonly natsUrl: string;
-  /** File discovery directory, or `etcd` for discovery in etcd (as the workers were started). */
-  readonly fileKvDir?: string;
-  readonly etcd?: EtcdDiscoveryTarget;
-  readonly endpoint?: string;
-  readonly blockSize?: number;
+interface DriverOptions extends DynamoPlacement {
   readonly minWorkers?: number;
   /** Do not start a KvRouter (no overlap queries). */
   readonly noRouter?: boolean;
   /** The KvRouter publishes its bookings to other routers (`router_replica_sync`): indexers see them as Dynamo's load. */
   readonly routerReplicaSync?: boolean;
-  readonly logDir?: string;
 }
 
 /** Start the Dynamo-side driver; resolves when its client sees `minWorkers` instances. */
