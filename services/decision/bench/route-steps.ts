@@ -219,6 +219,12 @@ async function run(url: string): Promise<void> {
     ],
   ];
 
+  const recordInput = {
+    req, prepared: { efficient: { target: targets.efficient, localHashes: hashesOf('efficient'), tokenIds: null, loraName: null }, capable: { target: targets.capable, localHashes: hashesOf('capable'), tokenIds: null, loraName: null } },
+    probes, decision, params, mapOpts, receivedAtMs: Date.now(), placement, endpoint: 'http://x:8000', queryDurationUs: 50, decisionDurationUs: 100, localCapableInFlight: 0, instanceId: 'bench', probed: true,
+  };
+  const rec = buildRecord(recordInput);
+  if (process.env.EXP_REC) steps.push(['record build', () => buildRecord(recordInput)], ['record isValid', () => DECISION_RECORD_CURRENT.type.isValid(rec)], ['record toBuffer', () => DECISION_RECORD_CURRENT.type.toBuffer(rec)]);
   const f = (v: number, wd = 7): string => v.toFixed(1).padStart(wd);
   const report = (name: string, cpu: number[], heap: number[], ab: number[]): void => {
     cpu.sort((a, b) => a - b);
