@@ -12,7 +12,8 @@
  * service in the same loop (so bookings do not pile up). The other lines are the handler's steps
  * alone, called as it calls them on one fixed request: `decode`, `observe efficient|capable`,
  * `decide`, `booking encode`, `book` (the local pool's booking, released at once), `reply`
- * (observations mapped and the reply encoded), `record` (built and Avro-encoded).
+ * (observations mapped and the reply encoded), `record` (built and Avro-encoded; then each part alone).
+ * EXP_BK=1 adds the booking encode's parts (wire object, JSON text, base64 of the hashes).
  *
  * Per line: CPU µs per iteration (process user + system, median of 5 batches; the cheapest batch
  * too), and heap bytes allocated per iteration (the V8 heap's growth between samples, samples
@@ -28,17 +29,16 @@ import { ensureNatsServer, freePort, INFRA_DIR, tcpOpen, waitFor } from '@vantag
 import { bookingEventCodec, lifecycleEventCodec, lifecycleSubject, routeReplyCodec, routeRequestCodec, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
 import { decideRoute } from '@vantage/decision-core';
 import { DECISION_RECORD_CURRENT, encodeSingleObject } from '@vantage/records';
-import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
+import { serializeParameterSet } from '@vantage/rules';
 import { runService } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
 import { buildRecord, decisionConfigSchema, startDecision, toWireObservation, type DecisionHandle, type DecisionSettings, type MapOptions, type ProbeResult } from '../src/index';
-import { BLOCK, PROMPT_SESSIONS, SESSIONS, SESSION_TOKENS, WORKER_CAPACITY, WORKERS, storedPrefixEvent, tokensFor } from './workload';
+import { BLOCK, PROMPT_SESSIONS, SESSIONS, SESSION_TOKENS, WORKER_CAPACITY, WORKERS, benchParameterSet, POOLS, storedPrefixEvent, tokensFor } from './workload';
 
 const args = process.argv.slice(2);
 const ITER = Number(args[0] ?? 5000);
 const ONLY = args[1]?.split(',') ?? null;
-const POOLS = { efficient: { model: 'bench-8b', pool: 'bench-eff', ns: 'benchE' }, capable: { model: 'bench-70b', pool: 'bench-cap', ns: 'benchC' } } as const;
 const ROLES = ['efficient', 'capable'] as const;
 const dir = join(INFRA_DIR, 'bench', `route-steps-${process.pid}`);
 mkdirSync(dir, { recursive: true });
@@ -54,23 +54,16 @@ async function main(): Promise<void> {
     await waitFor('nats-server', () => tcpOpen('127.0.0.1', port), 15_000);
     await run(`nats://127.0.0.1:${port}`);
   } finally {
+    const gone = new Promise((r) => nats.once('exit', r));
     nats.kill('SIGTERM');
+    await gone;
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 async function run(url: string): Promise<void> {
-  const fitted = createParameterSet({
-    variant: 'cache',
-    models: { efficient: { ...DEFAULT_PARAMETER_SET.models.efficient, name: POOLS.efficient.model }, capable: { ...DEFAULT_PARAMETER_SET.models.capable, name: POOLS.capable.model } },
-    thresholds: { r: null, p: null },
-    margins: { deltaBlindMs: 250, deltaCacheMs: 250 },
-    gate: { maxAgeMs: 1000, destinationLimit: 1_000_000, localLimit: 1_000_000 },
-    provenance: { source: 'bench' },
-  });
-  if (!fitted.ok) throw new Error(fitted.errors.join('; '));
   const paramsFile = join(dir, 'params.json');
-  writeFileSync(paramsFile, serializeParameterSet(fitted.value));
+  writeFileSync(paramsFile, serializeParameterSet(benchParameterSet()));
   let h: DecisionHandle | undefined;
   const svc = await runService<DecisionSettings, false>({
     name: 'decision',
@@ -224,7 +217,14 @@ async function run(url: string): Promise<void> {
     probes, decision, params, mapOpts, receivedAtMs: Date.now(), placement, endpoint: 'http://x:8000', queryDurationUs: 50, decisionDurationUs: 100, localCapableInFlight: 0, instanceId: 'bench', probed: true,
   };
   const rec = buildRecord(recordInput);
-  if (process.env.EXP_REC) steps.push(['record build', () => buildRecord(recordInput)], ['record isValid', () => DECISION_RECORD_CURRENT.type.isValid(rec)], ['record toBuffer', () => DECISION_RECORD_CURRENT.type.toBuffer(rec)]);
+  // The record's parts: built, then encoded.
+  steps.push(['record build', () => buildRecord(recordInput)], ['record encode', () => encodeSingleObject(DECISION_RECORD_CURRENT, rec)]);
+  const booking = {
+    requestId: req.requestId, sessionId: req.sessionId, pool: targets[decision.choice].pool, workerId: placement.workerId, dpRank: placement.dpRank,
+    promptTokens: targets[decision.choice].promptTokens, overlapBlocks: w.deviceOverlapBlocks, localHashes: hashesOf(decision.choice), sequenceHashes: null,
+    expectedOutputTokens: null, prefillTokens: w.effectivePrefillTokens, atMs: Date.now(),
+  };
+  if (process.env.EXP_BK) steps.push(['bk toWire', () => bookingEventCodec.toWire(booking)], ['bk stringify', () => JSON.stringify(bookingEventCodec.toWire(booking))], ['bk b64', () => Buffer.from(booking.localHashes.buffer).toString('base64')]);
   const f = (v: number, wd = 7): string => v.toFixed(1).padStart(wd);
   const report = (name: string, cpu: number[], heap: number[], ab: number[]): void => {
     cpu.sort((a, b) => a - b);
