@@ -23,50 +23,9 @@ const age = (now: number, t: number | null | undefined): number | null => (t ===
  */
 export function observeReplyOf(o: PoolObservation, meta: ReplyMeta): ObserveReply {
   const now = meta.nowMs;
-  const listed = o.workers.map((w, i) => ({ w, i })).filter(({ i }) => meta.workers !== 'choice' || i === o.chosenIndex);
-  const workers: WireWorker[] = listed.map(({ w, i }) => {
-    const m = w.match;
-    const c = o.costs[i];
-    return {
-      workerId: w.workerId,
-      dpRank: w.dpRank,
-      // An unregistered worker has no advertised capacity; Dynamo would not route to it either.
-      schedulable: w.schedulable === true,
-      deviceOverlapBlocks: m?.deviceBlocks ?? 0,
-      K: m?.deviceTokens ?? 0,
-      hostOverlapBlocks: m ? m.hostBlocks : null,
-      diskOverlapBlocks: m ? m.diskBlocks : null,
-      anyTierOverlapBlocks: m ? m.anyBlocks : null,
-      R: w.load.requests,
-      trackedPrefillTokens: w.load.trackedPrefillTokens,
-      P: w.load.prefillPressure,
-      maxNumBatchedTokens: w.capacity ? w.capacity.maxNumBatchedTokens : null,
-      effectivePrefillTokens: w.effectivePrefillTokens,
-      newBlocks: w.newRequestBlocks,
-      activeBlocks: w.load.activeBlocks,
-      totalKvBlocks: w.load.totalKvBlocks,
-      treeBlocks: m?.treeSize ?? 0,
-      reported: w.report ? { activeDecodeBlocks: w.report.activeDecodeBlocks, activePrefillTokens: w.report.activePrefillTokens, kvUsedBlocks: w.report.kvUsedBlocks } : null,
-      suspect: w.suspect ? { reason: w.suspect.reason, sinceMs: w.suspect.sinceMs } : null,
-      ages: { indexMs: age(now, w.lastEventMs), loadMs: age(now, w.report?.atMs), bookingMs: age(now, w.load.lastChangeMs) },
-      dynamoCost: c === undefined || c === null || !Number.isFinite(c) ? null : c,
-      // Dynamo 1.6.1's forward-pass report: present only when the worker sent one (additive field).
-      ...(w.forwardPass === null
-        ? {}
-        : {
-            forwardPass: {
-              scheduledRequests: w.forwardPass.scheduledRequests,
-              scheduledPrefillTokens: w.forwardPass.scheduledPrefillTokens,
-              scheduledDecodeKvTokens: w.forwardPass.scheduledDecodeKvTokens,
-              queuedRequests: w.forwardPass.queuedRequests,
-              queuedPrefillTokens: w.forwardPass.queuedPrefillTokens,
-              wallTimeS: Number.isFinite(w.forwardPass.wallTimeS) ? w.forwardPass.wallTimeS : 0,
-              ageMs: Math.max(0, now - w.forwardPass.atMs),
-            },
-          }),
-      ...(w.recoveredAtMs === null ? {} : { recoveredAtMs: w.recoveredAtMs }),
-    };
-  });
+  let workers: WireWorker[];
+  if (meta.workers !== 'choice') workers = o.workers.map((w, i) => workerOf(w, o.costs[i], now));
+  else workers = o.chosenIndex < 0 ? [] : [workerOf(o.workers[o.chosenIndex]!, o.costs[o.chosenIndex], now)];
   return {
     pool: o.pool,
     blockSize: o.blockSize,
@@ -76,6 +35,50 @@ export function observeReplyOf(o: PoolObservation, meta: ReplyMeta): ObserveRepl
     pending: o.pending,
     dynamoChoice: dynamoChoiceOf(o),
     snapshotRestoredAtMs: meta.restoredAtMs,
+  };
+}
+
+/** One worker of the reply, from its observation and Dynamo's cost of it. */
+function workerOf(w: PoolObservation['workers'][number], c: number | null | undefined, now: number): WireWorker {
+  const m = w.match;
+  return {
+    workerId: w.workerId,
+    dpRank: w.dpRank,
+    // An unregistered worker has no advertised capacity; Dynamo would not route to it either.
+    schedulable: w.schedulable === true,
+    deviceOverlapBlocks: m?.deviceBlocks ?? 0,
+    K: m?.deviceTokens ?? 0,
+    hostOverlapBlocks: m ? m.hostBlocks : null,
+    diskOverlapBlocks: m ? m.diskBlocks : null,
+    anyTierOverlapBlocks: m ? m.anyBlocks : null,
+    R: w.load.requests,
+    trackedPrefillTokens: w.load.trackedPrefillTokens,
+    P: w.load.prefillPressure,
+    maxNumBatchedTokens: w.capacity ? w.capacity.maxNumBatchedTokens : null,
+    effectivePrefillTokens: w.effectivePrefillTokens,
+    newBlocks: w.newRequestBlocks,
+    activeBlocks: w.load.activeBlocks,
+    totalKvBlocks: w.load.totalKvBlocks,
+    treeBlocks: m?.treeSize ?? 0,
+    reported: w.report ? { activeDecodeBlocks: w.report.activeDecodeBlocks, activePrefillTokens: w.report.activePrefillTokens, kvUsedBlocks: w.report.kvUsedBlocks } : null,
+    suspect: w.suspect ? { reason: w.suspect.reason, sinceMs: w.suspect.sinceMs } : null,
+    ages: { indexMs: age(now, w.lastEventMs), loadMs: age(now, w.report?.atMs), bookingMs: age(now, w.load.lastChangeMs) },
+    dynamoCost: c === undefined || c === null || !Number.isFinite(c) ? null : c,
+    // Dynamo 1.6.1's forward-pass report: present only when the worker sent one (additive field).
+    ...(w.forwardPass === null
+      ? {}
+      : {
+          forwardPass: {
+            scheduledRequests: w.forwardPass.scheduledRequests,
+            scheduledPrefillTokens: w.forwardPass.scheduledPrefillTokens,
+            scheduledDecodeKvTokens: w.forwardPass.scheduledDecodeKvTokens,
+            queuedRequests: w.forwardPass.queuedRequests,
+            queuedPrefillTokens: w.forwardPass.queuedPrefillTokens,
+            wallTimeS: Number.isFinite(w.forwardPass.wallTimeS) ? w.forwardPass.wallTimeS : 0,
+            ageMs: Math.max(0, now - w.forwardPass.atMs),
+          },
+        }),
+    ...(w.recoveredAtMs === null ? {} : { recoveredAtMs: w.recoveredAtMs }),
   };
 }
 

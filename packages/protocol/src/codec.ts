@@ -1,7 +1,7 @@
 import { isAscii } from 'node:buffer';
 import Ajv, { type ValidateFunction } from 'ajv';
 import { capacityOf, U64_MAX, type CodedResult, type WorkerId } from '@vantage/types';
-import { MAX_LE64_CHARS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
+import { MAX_LE64_CHARS, MAX_TOKENS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 import { PROTOCOL_VERSION } from './subjects';
 import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
 import { isObserveRequestBinary, observeRequestBinaryToWire } from './observe-request-binary';
@@ -168,106 +168,231 @@ function canonicalLe64(s: string): BigUint64Array | null {
   return out;
 }
 
+// --- the bulk fast path ----------------------------------------------------------------
+
+const Q = 0x22; // "
+const COLON = 0x3a;
+const LBRACK = 0x5b;
+const RBRACK = 0x5d;
+const COMMA = 0x2c;
+const isWs = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+
+let u32Scratch = new Uint32Array(1 << 16);
+
 /**
- * Decoding a message whose bulk is `*Le64` hash lists without validating that bulk character by
- * character: the lists are taken out of the parsed JSON (kept when canonical), the schema checks
- * everything else with empty strings in their place, and the decoded lists are put back. Whenever
- * the fast path is not sure (non-ASCII bytes, a non-canonical list, any rejection), the message is
- * decoded by the codec alone from the same bytes: what is accepted or rejected, and why, is the codec's.
- *
- * First try (`spliced`): each list written the way encoders write it (`"key":"…"`, no spaces) is
- * cut out of the bytes and decoded on its own (the same canonical check), and only the rest of the
- * message, a few dozen bytes, is parsed as JSON. It applies only when the rest holds no backslash (so no escaped
- * key can stand for a list) and names each list at most once, as the cut-out key itself; the parsed
- * rest must then show an empty string exactly where each list was cut out. Otherwise the whole
- * message is parsed as below.
+ * Parse `[int, int, ...]` starting at `b[at] === '['`: plain non-negative JSON integers (no sign,
+ * fraction, exponent or leading zero) within u32, at most MAX_TOKENS of them, whitespace allowed
+ * between tokens. Returns the values and the index after `]`, or null when the array is anything
+ * else (the codec then decides). Past the end of `b`, reads give undefined, which no test accepts.
  */
-function withLe64FastPath<T>(
+function parseU32Array(b: Uint8Array, at: number): { values: Uint32Array; end: number } | null {
+  let out = u32Scratch;
+  let count = 0;
+  let i = at + 1;
+  while (isWs(b[i]!)) i++;
+  if (b[i] === RBRACK) return { values: new Uint32Array(0), end: i + 1 };
+  for (;;) {
+    while (isWs(b[i]!)) i++;
+    let d = b[i]! - 0x30;
+    if (!(d >= 0 && d <= 9)) return null;
+    let v = d;
+    i++;
+    d = b[i]! - 0x30;
+    if (v === 0) {
+      if (d >= 0 && d <= 9) return null; // a leading zero
+    } else {
+      let digits = 1;
+      while (d >= 0 && d <= 9) {
+        v = v * 10 + d;
+        if (++digits > 10) return null;
+        d = b[++i]! - 0x30;
+      }
+      if (v > 0xffff_ffff) return null;
+    }
+    if (count === out.length) {
+      if (count >= MAX_TOKENS) return null;
+      const bigger = new Uint32Array(out.length * 2);
+      bigger.set(out);
+      out = u32Scratch = bigger;
+    }
+    out[count++] = v;
+    let c = b[i];
+    while (c !== undefined && isWs(c)) c = b[++i];
+    if (c === COMMA) {
+      i++;
+      continue;
+    }
+    if (c === RBRACK) return { values: out.slice(0, count), end: i + 1 };
+    return null;
+  }
+}
+
+interface Bulk {
+  /** The message with every bulk member's value replaced: a `*Le64` string by `"@k"`, a u32 array by `[k]`. */
+  readonly text: string;
+  /** Each `*Le64` string's bytes (views of the message). */
+  readonly strings: readonly Buffer[];
+  /** Each u32 array, parsed; the same bytes twice (both candidates' prompts, usually) give the same array. */
+  readonly arrays: readonly Uint32Array[];
+}
+
+/**
+ * Every `"key": "…"` member of a `*Le64` key and every `"key": [ … ]` member of a u32-array key
+ * (whitespace allowed around the colon), taken out of a message without backslashes whose rest is ASCII. Then
+ * every quote opens or closes a string, no key is written with escapes, no string holds an escaped
+ * quote, and a key outside a string followed by `:` is that member's key. null when the message is
+ * not one this is sure about (a key's name inside a string, an array that is not plain u32s, ...).
+ */
+function extractBulk(buf: Buffer, keys: readonly { readonly bytes: Buffer; readonly u32: boolean }[]): Bulk | null {
+  if (buf.indexOf(0x5c) >= 0) return null;
+  const arrays: Uint32Array[] = [];
+  const arrayRanges: { start: number; end: number }[] = [];
+  const strings: Buffer[] = [];
+  const cuts: { start: number; end: number; placeholder: string }[] = [];
+  const next = keys.map((k) => buf.indexOf(k.bytes));
+  let inString = false;
+  let pos = 0; // the string state is known at pos
+  for (;;) {
+    let j = -1;
+    for (let x = 0; x < next.length; x++) if (next[x]! >= 0 && (j < 0 || next[x]! < next[j]!)) j = x;
+    if (j < 0) break;
+    const at = next[j]!;
+    const key = keys[j]!;
+    for (let q = buf.indexOf(Q, pos); q >= 0 && q < at; q = buf.indexOf(Q, q + 1)) inString = !inString;
+    pos = at + key.bytes.length;
+    // Inside a string: its closing quote is `at`, and the key's letters would follow it. Not an encoder's text.
+    if (inString) return null;
+    let i = pos;
+    while (i < buf.length && isWs(buf[i]!)) i++;
+    if (buf[i] === COLON) {
+      i++;
+      while (i < buf.length && isWs(buf[i]!)) i++;
+      if (key.u32 && buf[i] === LBRACK) {
+        let parsed: { values: Uint32Array; end: number } | null = null;
+        for (let a = 0; a < arrayRanges.length && parsed === null; a++) {
+          const r = arrayRanges[a]!;
+          const len = r.end - r.start;
+          if (i + len <= buf.length && buf.compare(buf, r.start, r.end, i, i + len) === 0) parsed = { values: arrays[a]!, end: i + len };
+        }
+        parsed ??= parseU32Array(buf, i);
+        if (parsed === null) return null;
+        cuts.push({ start: i, end: parsed.end, placeholder: `[${arrays.length}]` });
+        arrays.push(parsed.values);
+        arrayRanges.push({ start: i, end: parsed.end });
+        pos = parsed.end;
+      } else if (!key.u32 && buf[i] === Q) {
+        const end = buf.indexOf(Q, i + 1);
+        if (end < 0) return null;
+        cuts.push({ start: i, end: end + 1, placeholder: `"@${strings.length}"` });
+        strings.push(buf.subarray(i + 1, end));
+        pos = end + 1;
+      }
+      // Anything else (a value of another type): left to JSON.parse and the codec.
+    }
+    for (let x = 0; x < next.length; x++) if (next[x]! >= 0 && next[x]! < pos) next[x] = buf.indexOf(keys[x]!.bytes, pos);
+  }
+  // Only the rest need be checked for ASCII: what was cut out is digits and whitespace, or checked as base64.
+  let text = '';
+  let from = 0;
+  for (const c of cuts) {
+    if (!isAscii(buf.subarray(from, c.start))) return null;
+    text += buf.toString('latin1', from, c.start) + c.placeholder;
+    from = c.end;
+  }
+  if (!isAscii(buf.subarray(from))) return null;
+  return { text: text + buf.toString('latin1', from, buf.length), strings, arrays };
+}
+
+/** Where a bulk list sits in a parsed message: its holder object, its key, and the name `patch` knows it by. */
+type BulkHolder = readonly [holder: Record<string, unknown>, key: string, name: string];
+
+/**
+ * Decoding a message whose bulk is `*Le64` hash lists and u32 token arrays without validating that
+ * bulk element by element in the schema: the lists are cut out of the bytes (`extractBulk`), only
+ * the small rest is parsed as JSON, the schema checks it with an empty string or array in each
+ * list's place, and the decoded lists are put back (`patch`, by the holder's name). A `*Le64`
+ * string is kept when it is canonical base64 of whole u64s (`canonicalLe64`, which implies the
+ * schema's pattern); an array when it is plain u32s, at most MAX_TOKENS. Every list cut out must
+ * sit at one of `holders` (else a placeholder would stand where a value was). Whenever the fast path
+ * is not sure (non-ASCII bytes, a backslash, a non-canonical list, any rejection), the message is
+ * decoded by the codec alone from the same bytes: what is accepted or rejected, and why, is the
+ * codec's. A string input always takes the codec alone (the tests compare the two).
+ */
+function withBulkFastPath<T>(
   codec: MessageCodec<T>,
-  holders: (json: W) => [holder: Record<string, unknown>, key: string][],
-  patch: (value: T, lists: ReadonlyMap<string, BigUint64Array>) => T,
-  keys: readonly string[],
+  keys: { readonly le64: readonly string[]; readonly u32?: readonly string[] },
+  holders: (json: W) => BulkHolder[],
+  patch: (value: T, lists: ReadonlyMap<string, BigUint64Array | Uint32Array>) => T,
 ): MessageCodec<T> {
-  const patterns = keys.map((k) => ({ key: k, bytes: Buffer.from(`"${k}":"`, 'latin1') }));
-  const spliced = (data: Uint8Array): DecodeResult<T> | null => {
-    const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-    const cuts: { key: string; start: number; end: number; list: BigUint64Array }[] = [];
-    for (const { key, bytes } of patterns) {
-      const at = buf.indexOf(bytes);
-      if (at < 0) continue;
-      const start = at + bytes.length;
-      const end = buf.indexOf(0x22, start);
-      if (end < 0) return null;
-      const list = canonicalLe64(buf.toString('latin1', start, end));
-      if (list === null) return null;
-      cuts.push({ key, start, end, list });
-    }
-    if (cuts.length === 0) return null;
-    cuts.sort((a, b) => a.start - b.start);
-    let rest = '';
-    let from = 0;
-    for (const c of cuts) {
-      if (c.start < from) return null;
-      rest += buf.toString('latin1', from, c.start);
-      from = c.end;
-    }
-    rest += buf.toString('latin1', from, buf.length);
-    if (rest.includes('\\')) return null;
-    for (const k of keys) {
-      const first = rest.indexOf(k);
-      const cut = cuts.some((c) => c.key === k);
-      if (cut ? first < 0 || rest.indexOf(k, first + 1) >= 0 : first >= 0) return null;
-    }
+  const patterns = [...keys.le64.map((k) => ({ key: k, u32: false })), ...(keys.u32 ?? []).map((k) => ({ key: k, u32: true }))].map((k) => ({
+    u32: k.u32,
+    bytes: Buffer.from(`"${k.key}"`, 'latin1'),
+  }));
+  const fast = (data: Uint8Array | string, maxBytes: number): DecodeResult<T> | null => {
+    if (typeof data === 'string' || data.byteLength > maxBytes) return null;
+    const bulk = extractBulk(Buffer.from(data.buffer, data.byteOffset, data.byteLength), patterns);
+    if (bulk === null || bulk.strings.length + bulk.arrays.length === 0) return null;
     let json: W;
     try {
-      json = JSON.parse(rest);
+      json = JSON.parse(bulk.text);
     } catch {
       return null;
     }
-    if (typeof json !== 'object' || json === null || Array.isArray(json)) return null;
-    const lists = new Map<string, BigUint64Array>();
-    let found = 0;
-    for (const [holder, key] of holders(json)) {
-      const c = cuts.find((x) => x.key === key);
-      if (c === undefined || holder[key] !== '') continue;
-      lists.set(key, c.list);
-      found++;
+    if (!isObj(json)) return null;
+    const lists = new Map<string, BigUint64Array | Uint32Array>();
+    /** Each string's decoded list, once it is read at a holder (the same bytes twice decode once). */
+    const decoded: (BigUint64Array | undefined)[] = [];
+    const arrayUsed: boolean[] = [];
+    let used = 0;
+    for (const [holder, key, name] of holders(json)) {
+      const v = holder[key];
+      if (typeof v === 'string') {
+        const k = v.length > 1 && v.charCodeAt(0) === 0x40 ? Number(v.slice(1)) : NaN;
+        const b = bulk.strings[k];
+        if (b === undefined || v !== `@${k}` || decoded[k] !== undefined) return null;
+        const same = decoded.findIndex((d, x) => d !== undefined && bulk.strings[x]!.equals(b));
+        const list = same >= 0 ? decoded[same]! : canonicalLe64(b.toString('latin1'));
+        if (list === null) return null;
+        decoded[k] = list;
+        holder[key] = '';
+        lists.set(name, list);
+        used++;
+      } else if (Array.isArray(v) && keys.u32?.includes(key)) {
+        const k = v.length === 1 && typeof v[0] === 'number' ? v[0] : NaN;
+        const a = bulk.arrays[k];
+        if (a === undefined || arrayUsed[k] === true) return null;
+        arrayUsed[k] = true;
+        holder[key] = [];
+        lists.set(name, a);
+        used++;
+      }
     }
-    if (found !== cuts.length) return null;
+    if (used !== bulk.strings.length + bulk.arrays.length) return null;
     const r = codec.fromWire(json);
     if (!r.ok) return null;
     return { ok: true, value: patch(r.value, lists) };
-  };
-  const fast = (data: Uint8Array | string, maxBytes: number): DecodeResult<T> | null => {
-    if (typeof data === 'string' || data.byteLength > maxBytes || !isAscii(data)) return null;
-    const s = spliced(data);
-    if (s !== null) return s;
-    let json: W;
-    try {
-      json = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('latin1'));
-    } catch {
-      return null;
-    }
-    if (typeof json !== 'object' || json === null || Array.isArray(json)) return null;
-    const lists = new Map<string, BigUint64Array>();
-    for (const [holder, key] of holders(json)) {
-      const s = holder[key];
-      if (s === undefined) continue;
-      if (typeof s !== 'string') return null;
-      const v = canonicalLe64(s);
-      if (v === null) return null;
-      lists.set(key, v);
-      holder[key] = '';
-    }
-    const r = codec.fromWire(json);
-    if (!r.ok) return null;
-    return lists.size === 0 ? r : { ok: true, value: patch(r.value, lists) };
   };
   return {
     ...codec,
     decode: (data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) => fast(data, maxBytes) ?? codec.decode(data, maxBytes),
   };
 }
+
+/** A prompt with its bulk list (a holder's decoded list) put back, or the prompt itself. */
+function patchPrompt(p: PromptSpec, list: BigUint64Array | Uint32Array | undefined): PromptSpec {
+  if (list instanceof BigUint64Array && p.kind === 'local_hashes') return { kind: 'local_hashes', localHashes: list, loraName: p.loraName };
+  if (list instanceof Uint32Array && p.kind === 'token_ids') return { kind: 'token_ids', tokenIds: list, loraName: p.loraName };
+  return p;
+}
+
+/** The holders of a prompt's bulk lists, named `name`. */
+const promptHolders = (prompt: unknown, name: string): BulkHolder[] =>
+  isObj(prompt)
+    ? [
+        [prompt, 'localHashesLe64', name],
+        [prompt, 'tokenIds', name],
+      ]
+    : [];
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -287,8 +412,8 @@ const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingM
 
 // --- observe ----------------------------------------------------------------------
 
-/** The observe request's codec with the `*Le64` fast path, for every shape (see `observeRequestCodec`). */
-const observeRequestGeneral: MessageCodec<ObserveRequest> = withLe64FastPath(
+/** The observe request's codec with the bulk fast path, for every shape (see `observeRequestCodec`). */
+const observeRequestGeneral: MessageCodec<ObserveRequest> = withBulkFastPath(
   makeCodec<ObserveRequest>(
     'observe-request.v1.json',
     (m) => ({
@@ -308,12 +433,12 @@ const observeRequestGeneral: MessageCodec<ObserveRequest> = withLe64FastPath(
       ...(w.replyEncoding === 'binary' ? { replyEncoding: 'binary' as const } : {}),
     }),
   ),
-  (json) => (isObj(json.prompt) ? [[json.prompt, 'localHashesLe64']] : []),
+  { le64: ['localHashesLe64'], u32: ['tokenIds'] },
+  (json) => promptHolders(json.prompt, 'prompt'),
   (value, lists) => {
-    const h = lists.get('localHashesLe64');
-    return h && value.prompt.kind === 'local_hashes' ? { ...value, prompt: { ...value.prompt, localHashes: h } } : value;
+    const prompt = patchPrompt(value.prompt, lists.get('prompt'));
+    return prompt === value.prompt ? value : { ...value, prompt };
   },
-  ['localHashesLe64'],
 );
 
 /**
@@ -457,7 +582,7 @@ function candidateFromWire(w: W, path: string): RouteCandidate {
  * `{ v: 1, requestId, sessionId, stageProposal: "efficient"|"capable",
  *    candidates: { efficient: {model, pool?, prompt, promptTokens}, capable: {…} }, deadlineMs? }`
  */
-export const routeRequestCodec: MessageCodec<RouteRequest> = makeCodec(
+export const routeRequestCodec: MessageCodec<RouteRequest> = withBulkFastPath(makeCodec(
   'route-request.v1.json',
   (m) => ({
     v: PROTOCOL_VERSION,
@@ -476,7 +601,17 @@ export const routeRequestCodec: MessageCodec<RouteRequest> = makeCodec(
       capable: candidateFromWire(w.candidates.capable, '/candidates/capable'),
     },
     deadlineMs: orNull(w.deadlineMs),
-  }),
+  }),),
+  { le64: ['localHashesLe64'], u32: ['tokenIds'] },
+  (json) => (isObj(json.candidates) ? [...promptHolders(json.candidates.efficient?.prompt, 'efficient'), ...promptHolders(json.candidates.capable?.prompt, 'capable')] : []),
+  (value, lists) => {
+    const fill = (c: RouteCandidate, list: BigUint64Array | Uint32Array | undefined): RouteCandidate => {
+      const prompt = patchPrompt(c.prompt, list);
+      return prompt === c.prompt ? c : { model: c.model, pool: c.pool, prompt, promptTokens: c.promptTokens };
+    };
+    const { efficient, capable } = value.candidates;
+    return { ...value, candidates: { efficient: fill(efficient, lists.get('efficient')), capable: fill(capable, lists.get('capable')) } };
+  },
 );
 
 function observationToWire(o: CandidateObservation | null): Record<string, unknown> | null {
@@ -582,7 +717,7 @@ export const routeReplyCodec: MessageCodec<RouteReply> = makeCodec(
  *    sequenceHashes?: [u64] | sequenceHashesLe64?: base64 | localHashes?: [u64] | localHashesLe64?: base64,
  *    expectedOutputTokens?, prefillTokens?, atMs }`
  */
-export const bookingEventCodec: MessageCodec<BookingEvent> = withLe64FastPath(makeCodec<BookingEvent>(
+export const bookingEventCodec: MessageCodec<BookingEvent> = withBulkFastPath(makeCodec<BookingEvent>(
   'booking-event.v1.json',
   (m) => ({
     v: PROTOCOL_VERSION,
@@ -618,16 +753,16 @@ export const bookingEventCodec: MessageCodec<BookingEvent> = withLe64FastPath(ma
     atMs: w.atMs,
   }),
 ),
+  { le64: ['sequenceHashesLe64', 'localHashesLe64'] },
   (json) => [
-    [json, 'sequenceHashesLe64'],
-    [json, 'localHashesLe64'],
+    [json, 'sequenceHashesLe64', 'sequenceHashesLe64'],
+    [json, 'localHashesLe64', 'localHashesLe64'],
   ],
   (value, lists) => ({
     ...value,
-    sequenceHashes: lists.get('sequenceHashesLe64') ?? value.sequenceHashes,
-    localHashes: lists.get('localHashesLe64') ?? value.localHashes,
+    sequenceHashes: (lists.get('sequenceHashesLe64') as BigUint64Array | undefined) ?? value.sequenceHashes,
+    localHashes: (lists.get('localHashesLe64') as BigUint64Array | undefined) ?? value.localHashes,
   }),
-  ['sequenceHashesLe64', 'localHashesLe64'],
 );
 
 // --- lifecycle ----------------------------------------------------------------------

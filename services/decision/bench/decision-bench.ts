@@ -82,11 +82,11 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { GatewayClient } from '@vantage/gateway-client';
 import { ensureNatsServer, freePort, INFRA_DIR, REPO_ROOT, waitFor, tcpOpen, processCpuUs } from '@vantage/infra';
 import { lifecycleEventCodec, lifecycleSubject, observeReplyCodec, observeSubject, workerRegistrationCodec, workersSubject, type WorkerObservation } from '@vantage/protocol';
-import { createParameterSet, DEFAULT_PARAMETER_SET, serializeParameterSet } from '@vantage/rules';
+import { serializeParameterSet } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
 import { runDynamoSelectPeer } from './dynamo-select-peer';
-import { BLOCK, PROMPT_SESSIONS, SESSIONS, SESSION_TOKENS, WORKER_CAPACITY, WORKERS, storedPrefixEvent, tokensFor } from './workload';
+import { BLOCK, PROMPT_SESSIONS, SESSIONS, SESSION_TOKENS, WORKER_CAPACITY, WORKERS, benchParameterSet, POOLS, storedPrefixEvent, tokensFor } from './workload';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const RATES = (process.env.BENCH_RATES ?? '500,1000,2000').split(',').map(Number);
@@ -105,7 +105,6 @@ const STUB_INDEXER = process.env.BENCH_INDEXER === 'stub';
 /** BENCH_DYNAMO_SELECT=0 leaves Dynamo's selection service out. */
 const DYNAMO_SELECT = process.env.BENCH_DYNAMO_SELECT !== '0';
 const P99_LIMIT_US = Number(process.env.BENCH_P99_LIMIT_US ?? 20_000);
-const POOLS = { efficient: { model: 'bench-8b', pool: 'bench-eff', ns: 'benchE' }, capable: { model: 'bench-70b', pool: 'bench-cap', ns: 'benchC' } } as const;
 const ROLES = ['efficient', 'capable'] as const;
 const REMOTE_SUBJECT = 'bench.route.remote';
 
@@ -390,18 +389,8 @@ async function main(): Promise<void> {
   const echoProc = child('echo', ['--input-type=module', '-e', `import { connect } from '@nats-io/transport-node'; const nc = await connect({ servers: ${JSON.stringify(url)} }); nc.subscribe(${JSON.stringify(echoSubject)}, { callback: (e, m) => { if (!e) m.respond(m.data); } }); await nc.flush(); process.stderr.write('echo ready\\n');`], common);
   cpuOf['responder']!.push(echoProc);
 
-  // Parameter set: variant cache with the development tables (the most work per decision).
-  const fitted = createParameterSet({
-    variant: 'cache',
-    models: { efficient: { ...DEFAULT_PARAMETER_SET.models.efficient, name: POOLS.efficient.model }, capable: { ...DEFAULT_PARAMETER_SET.models.capable, name: POOLS.capable.model } },
-    thresholds: { r: null, p: null },
-    margins: { deltaBlindMs: 250, deltaCacheMs: 250 },
-    gate: { maxAgeMs: 1000, destinationLimit: 1_000_000, localLimit: 1_000_000 },
-    provenance: { source: 'bench' },
-  });
-  if (!fitted.ok) throw new Error(fitted.errors.join('; '));
   const paramsFile = join(dir, 'params.json');
-  writeFileSync(paramsFile, serializeParameterSet(fitted.value));
+  writeFileSync(paramsFile, serializeParameterSet(benchParameterSet()));
 
   /** Indexers (one per pool), for the remote phase only: a decision service holding its pools needs none to route. */
   const startIndexers = async (): Promise<ChildProcess[]> => {

@@ -9,6 +9,7 @@
  * blocks (`heldBlocks`), stored in one event whose engine block ids are the local hashes XOR 0xabcd
  * (`storedPrefixEvent`).
  */
+import { createParameterSet, DEFAULT_PARAMETER_SET, type ParameterSet } from '@vantage/rules';
 import type { ExternalHash, KvEvent, LocalHash, WorkerId } from '@vantage/types';
 
 export const BLOCK = 64;
@@ -68,4 +69,21 @@ export function storedPrefixEvent(workerId: WorkerId, w: number, sessionHashes: 
     eventId: 1n,
     data: { kind: 'stored', parentHash: null, startPosition: 0, blockHashes: tokensHashes.map((x) => engineBlockHash(x as LocalHash)), tokensHashes },
   };
+}
+
+/** The two candidate models' pools (their KV events on namespace `ns`, component `backend`). */
+export const POOLS = { efficient: { model: 'bench-8b', pool: 'bench-eff', ns: 'benchE' }, capable: { model: 'bench-70b', pool: 'bench-cap', ns: 'benchC' } } as const;
+
+/** The decision services' parameter set: variant cache with the development tables (the most work per decision), no limits that bind. */
+export function benchParameterSet(): ParameterSet {
+  const fitted = createParameterSet({
+    variant: 'cache',
+    models: { efficient: { ...DEFAULT_PARAMETER_SET.models.efficient, name: POOLS.efficient.model }, capable: { ...DEFAULT_PARAMETER_SET.models.capable, name: POOLS.capable.model } },
+    thresholds: { r: null, p: null },
+    margins: { deltaBlindMs: 250, deltaCacheMs: 250 },
+    gate: { maxAgeMs: 1000, destinationLimit: 1_000_000, localLimit: 1_000_000 },
+    provenance: { source: 'bench' },
+  });
+  if (!fitted.ok) throw new Error(fitted.errors.join('; '));
+  return fitted.value;
 }

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { routeRequestCodec, type RouteRequest } from '@vantage/protocol';
-import { decodeRouteRequest } from '../src/request';
+import { routeRequestCodec, type DecodeResult, type RouteRequest } from '@vantage/protocol';
+
+// The route request's byte decoder takes the bulk fast path (token-id arrays and `*Le64` hash lists
+// cut out of the bytes, the rest parsed alone); a string input takes the plain codec. Both must
+// agree: the same value when accepted, the same rejection otherwise.
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const decodeRouteRequest = (data: Uint8Array, maxBytes?: number): DecodeResult<RouteRequest> => routeRequestCodec.decode(data, maxBytes);
 
 const enc = new TextEncoder();
 const tokens = (n: number, seed = 1): Uint32Array => {
@@ -33,10 +38,21 @@ function req(over: Partial<RouteRequest> = {}): RouteRequest {
   };
 }
 
+/** The plain codec's answer for these bytes: their text decoded by the codec alone. */
+function plain(data: Uint8Array): DecodeResult<RouteRequest> {
+  let text: string;
+  try {
+    text = utf8.decode(data);
+  } catch {
+    return routeRequestCodec.decode(data); // invalid UTF-8: the fast path declines non-ASCII bytes
+  }
+  return routeRequestCodec.decode(text);
+}
+
 /** The fast decoder must agree with the codec: same value when accepted, same code when rejected. */
 function agrees(bytes: Uint8Array | string): void {
   const data = typeof bytes === 'string' ? enc.encode(bytes) : bytes;
-  const want = routeRequestCodec.decode(data);
+  const want = plain(data);
   const got = decodeRouteRequest(data);
   if (want.ok) {
     expect(got.ok).toBe(true);
@@ -55,7 +71,7 @@ describe('route request decoder', () => {
     const got = decodeRouteRequest(data);
     expect(got.ok).toBe(true);
     if (!got.ok) return;
-    expect(got.value).toEqual(routeRequestCodec.decode(data).ok && r);
+    expect(got.value).toEqual(plain(data).ok && r);
   });
 
   it('parses identical token arrays once (same values for both candidates)', () => {
@@ -69,6 +85,23 @@ describe('route request decoder', () => {
     const got = decodeRouteRequest(routeRequestCodec.encode(r));
     expect(got.ok && got.value).toEqual(r);
     if (got.ok) expect(got.value.candidates.efficient.prompt).toMatchObject({ tokenIds: t });
+    // The fast path parsed them once: both candidates carry the same array (the plain codec makes two).
+    const [e, c] = got.ok ? [got.value.candidates.efficient.prompt, got.value.candidates.capable.prompt] : [];
+    expect(e?.kind === 'token_ids' && c?.kind === 'token_ids' && e.tokenIds === c.tokenIds).toBe(true);
+  });
+
+  it('decodes identical hash lists once (same values for both candidates)', () => {
+    const h = hashes(512, 11n);
+    const r = req({
+      candidates: {
+        efficient: { model: 'a', pool: null, prompt: { kind: 'local_hashes', localHashes: h, loraName: null }, promptTokens: 32768 },
+        capable: { model: 'b', pool: null, prompt: { kind: 'local_hashes', localHashes: h, loraName: null }, promptTokens: 32768 },
+      },
+    });
+    const got = decodeRouteRequest(routeRequestCodec.encode(r));
+    expect(got.ok && got.value).toEqual(r);
+    const [e, c] = got.ok ? [got.value.candidates.efficient.prompt, got.value.candidates.capable.prompt] : [];
+    expect(e?.kind === 'local_hashes' && c?.kind === 'local_hashes' && e.localHashes === c.localHashes).toBe(true);
   });
 
   it('agrees with the codec on hand-written edge cases', () => {
@@ -136,7 +169,7 @@ describe('route request decoder', () => {
     bad[bad.length - 3] = 0xff;
     agrees(bad);
     // over the size bound
-    expect(decodeRouteRequest(enc.encode(text), 10)).toEqual(routeRequestCodec.decode(enc.encode(text), 10));
+    expect(decodeRouteRequest(enc.encode(text), 10)).toEqual(routeRequestCodec.decode(text, 10));
   });
 
   it('agrees with the codec on generated requests and their corruptions', () => {
