@@ -423,7 +423,9 @@ export class Engine {
     let prefillRequests = 0;
     let prefillThrough = 0;
     let prefillPrefix = 0;
+    let scheduledRequests = 0;
     for (const r of this.running) {
+      if (r.passTokens > 0) scheduledRequests++;
       if (r.passPrefill > 0) {
         prefillTokens += r.passPrefill;
         prefillRequests++;
@@ -441,7 +443,7 @@ export class Engine {
     if (scheduled === 0 && ready === 0) {
       // Nothing could run (cannot happen for requests that fit; guard against spinning).
       this.stalled = this.running.length > 0 || this.waiting.length > this.waitingHead;
-      return this.result(nowMs, nowMs, 0, 0, 0, 0, 0, [], [], preempted);
+      return { startMs: nowMs, endMs: nowMs, passes: 0, prefillTokens: 0, scheduledTokens: 0, tokensEmitted: 0, scheduledRequests: 0, firstTokens: [], finished: [], preempted, kvEvents: this.events.splice(0) };
     }
     const duration = this.timing.stepMs({
       prefillRequests,
@@ -453,7 +455,6 @@ export class Engine {
     });
     if (!(duration > 0) || !Number.isFinite(duration)) throw new RangeError(`timing model returned ${duration} ms for a non-empty pass`);
     const endMs = nowMs + duration;
-    const scheduledRequests = this.countScheduled();
 
     const firstTokens: FirstToken[] = [];
     const finished: Finished[] = [];
@@ -496,7 +497,7 @@ export class Engine {
       scheduledTokens += q * this.running.length;
       emitted += q * this.running.length;
     }
-    return this.result(nowMs, this.busyUntilMs, prefillTokens, scheduledTokens, emitted, scheduledRequests, passes, firstTokens, finished, preempted);
+    return { startMs: nowMs, endMs: this.busyUntilMs, passes, prefillTokens, scheduledTokens, tokensEmitted: emitted, scheduledRequests, firstTokens, finished, preempted, kvEvents: this.events.splice(0) };
   }
 
   /**
@@ -539,28 +540,6 @@ export class Engine {
     }
     this.busyUntilMs = t;
     return j;
-  }
-
-  private countScheduled(): number {
-    let n = 0;
-    for (const r of this.running) if (r.passTokens > 0) n++;
-    return n;
-  }
-
-  private result(
-    startMs: number,
-    endMs: number,
-    prefillTokens: number,
-    scheduledTokens: number,
-    tokensEmitted: number,
-    scheduledRequests: number,
-    passes: number,
-    firstTokens: FirstToken[],
-    finished: Finished[],
-    preempted: string[],
-  ): StepResult {
-    const kvEvents = this.events.splice(0, this.events.length);
-    return { startMs, endMs, passes, prefillTokens, scheduledTokens, tokensEmitted, scheduledRequests, firstTokens, finished, preempted, kvEvents };
   }
 
   // ------------------------------------------------------------ KV cache
@@ -705,11 +684,6 @@ export class Engine {
 
   get cachedBlocks(): number {
     return this.pool.cachedBlocks;
-  }
-
-  /** Requests on the engine (pending, waiting or running). */
-  get activeRequests(): number {
-    return this.requests.size;
   }
 
   /**

@@ -19,6 +19,11 @@ export type Dist =
   | { readonly kind: 'lognormal'; readonly median: number; readonly sigma: number; readonly min?: number; readonly max?: number }
   | { readonly kind: 'exponential'; readonly mean: number; readonly min?: number; readonly max?: number };
 
+/** A standard normal draw (Box-Muller; 1 - u keeps log() away from 0). */
+export function standardNormal(rng: Rng): number {
+  return Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next());
+}
+
 /** One draw from `d`. */
 export function sample(d: Dist, rng: Rng): number {
   switch (d.kind) {
@@ -26,11 +31,8 @@ export function sample(d: Dist, rng: Rng): number {
       return d.value;
     case 'uniform':
       return d.min + (d.max - d.min) * rng.next();
-    case 'lognormal': {
-      // Box-Muller; 1 - u keeps log() away from 0.
-      const z = Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next());
-      return clamp(d.median * Math.exp(d.sigma * z), d.min, d.max);
-    }
+    case 'lognormal':
+      return clamp(d.median * Math.exp(d.sigma * standardNormal(rng)), d.min, d.max);
     case 'exponential':
       return clamp(-d.mean * Math.log(1 - rng.next()), d.min, d.max);
   }
