@@ -108,7 +108,7 @@ export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult 
     fleet.run();
     if (!probed) throw new Error(`calibration ${c.id}:${repeat}: the background never produced every first token, so the probe was not sent`);
   }
-  counts.rejected = fleet.counters.rejected;
+  counts.rejected = fleet.rejected;
   progress(`calibration: ${order.length} runs, ${counts.probes} probes, ${counts.warmups} warm-ups, ${counts.background} background requests, sim ${(fleet.nowMs / 1000).toFixed(0)} s`);
   return { rows: fleet.rows, outcomes: fleet.outcomes, runs: order.length, counts, simMs: fleet.nowMs };
 }

@@ -92,16 +92,17 @@ export interface Callbacks {
   readonly onDone?: (r: ServedRequest) => void;
 }
 
+/** A request on an engine: what its outcome row and `onDone` need. */
 interface Live {
-  readonly role: Role;
+  readonly requestId: string;
   readonly sessionId: string;
+  readonly pool: SimPool;
   readonly workerId: WorkerId;
   readonly arrivalMs: number;
-  readonly background: boolean;
+  /** Null for direct (background) requests. */
   readonly decision: Decision | null;
   readonly record: DecisionRecord | null;
   readonly cb: Callbacks;
-  firstTokenMs: number | null;
 }
 
 class SimPool {
@@ -172,20 +173,16 @@ export class TwoPoolFleet {
   /** The outcome records the rows flatten (what the outcome service writes to Kafka as Avro). */
   readonly outcomes: OutcomeRecord[] = [];
   nowMs = 0;
-  /** Local in-flight count per model, held from routing until completion (as the decision service). */
-  readonly #inFlight = new Map<string, number>();
+  /** Requests an engine refused (too long): failed outcomes. */
+  rejected = 0;
+  /** Local in-flight routed requests per pool, held from routing until completion (as the decision service). */
+  readonly #inFlight: Record<Role, number> = { efficient: 0, capable: 0 };
   readonly #callbacks = new EventHeap<Timed>();
   readonly #live = new Map<string, Live>();
   readonly #keepRows: boolean;
   readonly #instanceId: string;
-  readonly counters = { routed: 0, direct: 0, rejected: 0, passes: 0 };
   /** Engine busy time per pool (sum of forward-pass durations over its workers), sim ms. */
-  readonly busyMs: Record<Role, number> = { efficient: 0, capable: 0 };
-
-  /** Busy fraction of a pool's engines over [0, now]: the pool's utilisation. */
-  utilisation(role: Role): number {
-    return this.nowMs > 0 ? this.busyMs[role] / (this.nowMs * this.pools[role].engines.length) : 0;
-  }
+  readonly #busyMs: Record<Role, number> = { efficient: 0, capable: 0 };
 
   constructor(
     readonly spec: FleetSpec,
@@ -198,13 +195,14 @@ export class TwoPoolFleet {
     this.#instanceId = options.instanceId ?? 'study';
   }
 
+  /** Busy fraction of a pool's engines over [0, now]: the pool's utilisation. */
+  utilisation(role: Role): number {
+    return this.nowMs > 0 ? this.#busyMs[role] / (this.nowMs * this.pools[role].engines.length) : 0;
+  }
+
   /** Run `fn` at simulated time `t` (not before now). */
   at(t: number, fn: () => void): void {
     this.#callbacks.push({ t: Math.max(t, this.nowMs), fn });
-  }
-
-  inFlight(model: string): number {
-    return this.#inFlight.get(model) ?? 0;
   }
 
   /**
@@ -220,10 +218,10 @@ export class TwoPoolFleet {
     for (const r of roles) probes[r] = this.pools[r].probe(prompts[r], t);
     const collection: MapOptions = { collectionAgeMs: 0, nowMs: SIM_EPOCH_MS + t, restoredLoadSuspectMs: 0 };
     const mapOpts = (): MapOptions => collection;
-    const localCapableInFlight = this.inFlight(targets.capable.model);
+    const localCapableInFlight = this.#inFlight.capable;
     const decision = decideRoute({ proposal: req.proposal, targets, probes, mapOpts, localCapableInFlight }, req.params);
     const chosenProbe = probes[decision.choice];
-    const placement = chosenProbe?.kind === 'ok' && chosenProbe.reply.dynamoChoice !== null && chosenProbe.worker !== null ? chosenProbe.reply.dynamoChoice : null;
+    const placement = chosenProbe?.kind === 'ok' && chosenProbe.worker !== null ? chosenProbe.reply.dynamoChoice : null;
     const record = buildDecisionRecord({
       recordId: `rec-${req.requestId}`,
       requestId: req.requestId,
@@ -244,15 +242,10 @@ export class TwoPoolFleet {
       instanceId: this.#instanceId,
       probed: roles.length > 0,
     });
-    this.counters.routed++;
     if (placement === null || chosenProbe?.kind !== 'ok' || chosenProbe.worker === null) return null;
     const pool = this.pools[decision.choice];
-    this.#serve(pool, placement.workerId, req.requestId, req.sessionId, prompts[decision.choice], req.osl, req.outputTokens, chosenProbe.worker.deviceOverlapBlocks, null, {
-      background: false,
-      decision,
-      record,
-      cb,
-    });
+    const l: Live = { requestId: req.requestId, sessionId: req.sessionId, pool, workerId: placement.workerId, arrivalMs: t, decision, record, cb };
+    if (this.#serve(l, prompts[decision.choice], req.osl, req.outputTokens, chosenProbe.worker.deviceOverlapBlocks, null)) this.#inFlight[pool.role]++;
     return decision;
   }
 
@@ -269,83 +262,52 @@ export class TwoPoolFleet {
       workerId = c.workerId;
       for (const w of obs.workers) if (w.workerId === workerId) overlap = w.match?.deviceBlocks ?? 0;
     }
-    this.counters.direct++;
-    this.#serve(pool, workerId, req.requestId, req.sessionId, p, req.osl, undefined, overlap, req.expectedOutputTokens ?? null, { background: true, decision: null, record: null, cb });
+    const l: Live = { requestId: req.requestId, sessionId: req.sessionId, pool, workerId, arrivalMs: this.nowMs, decision: null, record: null, cb };
+    this.#serve(l, p, req.osl, undefined, overlap, req.expectedOutputTokens ?? null);
     return workerId;
   }
 
-  #serve(
-    pool: SimPool,
-    workerId: WorkerId,
-    requestId: string,
-    sessionId: string,
-    prompt: PromptBlocks,
-    osl: number,
-    outputTokens: Uint32Array | undefined,
-    overlapBlocks: number,
-    expectedOutputTokens: number | null,
-    x: { background: boolean; decision: Decision | null; record: DecisionRecord | null; cb: Callbacks },
-  ): void {
-    const t = this.nowMs;
+  /** Book `l` in its pool's ledger and add it to its worker's engine; false when the engine refused it (a failed outcome). */
+  #serve(l: Live, prompt: PromptBlocks, osl: number, outputTokens: Uint32Array | undefined, overlapBlocks: number, expectedOutputTokens: number | null): boolean {
+    const { pool, requestId, workerId, arrivalMs: t } = l;
     const i = pool.index.get(workerId);
     if (i === undefined) throw new RangeError(`worker ${workerId} is not in the ${pool.role} pool`);
     pool.state.ledger.book({ requestId, workerId, dpRank: 0, promptTokens: prompt.isl, overlapBlocks, sequenceHashes: prompt.sequence, expectedOutputTokens, source: 'decision_service', nowMs: t });
     const added = pool.engines[i]!.addRequest({ id: requestId, arrivalMs: t, prompt, osl, ...(outputTokens ? { outputTokens } : {}) });
     if (!added.ok) {
-      // Too long for the engine: failed at once, released, reported as a failed outcome.
       pool.state.ledger.release(requestId, 'failed', t);
-      this.counters.rejected++;
-      this.#emitRow(x.record, sessionId, requestId, pool.spec.name, x.background, t, [{ kind: 'failed', atMs: t, error: `${added.code}: ${added.reason}` }]);
-      return;
+      this.rejected++;
+      this.#emitRow(l, [{ kind: 'failed', atMs: t, error: `${added.code}: ${added.reason}` }]);
+      return false;
     }
-    if (!x.background) this.#inFlight.set(pool.spec.name, this.inFlight(pool.spec.name) + 1);
-    this.#live.set(requestId, { role: pool.role, sessionId, workerId, arrivalMs: t, background: x.background, decision: x.decision, record: x.record, cb: x.cb, firstTokenMs: null });
+    this.#live.set(requestId, l);
+    return true;
   }
 
-  #emitRow(
-    record: DecisionRecord | null,
-    sessionId: string,
-    requestId: string,
-    poolName: string,
-    background: boolean,
-    arrivalMs: number,
-    events: readonly { kind: LifecycleEventInput['kind']; atMs: number; usage?: LifecycleEventInput['usage']; error?: string }[],
-  ): JsonRow | null {
+  #emitRow(l: Live, events: readonly { kind: LifecycleEventInput['kind']; atMs: number; usage?: LifecycleEventInput['usage']; error?: string }[]): JsonRow | null {
     if (!this.#keepRows) return null;
-    const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: poolName, kind: e.kind, atMs: SIM_EPOCH_MS + e.atMs, ...(e.usage ? { usage: e.usage } : {}), ...(e.error !== undefined ? { error: e.error } : {}) }));
-    const outcome = joinOutcome(record, evs, { requestId, closedBy: 'complete', background, arrivalMs: SIM_EPOCH_MS + arrivalMs });
+    const { requestId, sessionId } = l;
+    const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: l.pool.spec.name, kind: e.kind, atMs: SIM_EPOCH_MS + e.atMs, ...(e.usage ? { usage: e.usage } : {}), ...(e.error !== undefined ? { error: e.error } : {}) }));
+    const outcome = joinOutcome(l.record, evs, { requestId, closedBy: 'complete', background: l.decision === null, arrivalMs: SIM_EPOCH_MS + l.arrivalMs });
     const row = outcomeToJsonRow(outcome);
     this.outcomes.push(outcome);
     this.rows.push(row);
     return row;
   }
 
-  #finish(pool: SimPool, f: Finished): void {
+  #finish(f: Finished): void {
     const l = this.#live.get(f.requestId);
     if (l === undefined) return;
     this.#live.delete(f.requestId);
-    pool.state.ledger.release(f.requestId, 'completed', f.atMs);
-    if (!l.background) this.#inFlight.set(pool.spec.name, this.inFlight(pool.spec.name) - 1);
+    l.pool.state.ledger.release(f.requestId, 'completed', f.atMs);
+    if (l.decision !== null) this.#inFlight[l.pool.role]--;
     const usage = { inputTokens: f.isl, outputTokens: f.outputTokens, cachedTokens: f.reusedTokens };
-    const row = this.#emitRow(l.record, l.sessionId, f.requestId, pool.spec.name, l.background, l.arrivalMs, [
+    const row = this.#emitRow(l, [
       { kind: 'first_token', atMs: f.firstTokenMs },
       { kind: 'done', atMs: f.atMs, usage },
     ]);
-    l.cb.onDone?.({
-      requestId: f.requestId,
-      sessionId: l.sessionId,
-      role: pool.role,
-      workerId: l.workerId,
-      arrivalMs: l.arrivalMs,
-      firstTokenMs: f.firstTokenMs,
-      endMs: f.atMs,
-      isl: f.isl,
-      outputTokens: f.outputTokens,
-      reusedTokens: f.reusedTokens,
-      decision: l.decision,
-      record: l.record,
-      row,
-    });
+    const { requestId, sessionId, workerId, arrivalMs, decision, record } = l;
+    l.cb.onDone?.({ requestId, sessionId, role: l.pool.role, workerId, arrivalMs, firstTokenMs: f.firstTokenMs, endMs: f.atMs, isl: f.isl, outputTokens: f.outputTokens, reusedTokens: f.reusedTokens, decision, record, row });
   }
 
   /** Drive the simulation until nothing is left to happen (every request served, every callback run). */
@@ -365,24 +327,18 @@ export class TwoPoolFleet {
       }
       if (best < 0) break;
       const pool = pools[best]!;
-      const e = engines[best]!;
       this.nowMs = bestT;
       // Anything could be added before the next callback or another engine's next pass.
-      const s = e.step(bestT, { untilMs: Math.min(tc, other) });
-      this.counters.passes += s.passes;
-      this.busyMs[pool.role] += s.endMs - s.startMs;
+      const s = engines[best]!.step(bestT, { untilMs: Math.min(tc, other) });
+      this.#busyMs[pool.role] += s.endMs - s.startMs;
       for (const ev of s.kvEvents) pool.state.applyKvEvent(ev, s.startMs);
       for (const ft of s.firstTokens) {
         this.at(ft.atMs, () => {
           pool.state.ledger.markPrefillComplete(ft.requestId, ft.atMs);
-          const l = this.#live.get(ft.requestId);
-          if (l !== undefined) {
-            l.firstTokenMs = ft.atMs;
-            l.cb.onFirstToken?.(ft.atMs);
-          }
+          this.#live.get(ft.requestId)?.cb.onFirstToken?.(ft.atMs);
         });
       }
-      for (const f of s.finished) this.at(f.atMs, () => this.#finish(pool, f));
+      for (const f of s.finished) this.at(f.atMs, () => this.#finish(f));
     }
     if (this.#live.size > 0) throw new Error(`simulation ended with ${this.#live.size} requests unfinished`);
   }
