@@ -1,14 +1,9 @@
 /**
- * Router sweep over Dynamo's kv_router knobs (later-2026 formula):
- * overlap_score_credit ∈ [0, 1], prefill_load_scale ∈ [0, 32] (searched on a
- * log scale), router_temperature ∈ [0, 1]. Objective: mean E2E latency of a
- * closed-loop replay (seed 001's goal), lower is better.
- *
- * Two searches: `gridSearch` over explicit value lists, and `smartSearch`,
- * Bayesian optimisation with a Gaussian process (./gp) and expected
- * improvement over the unit cube. `runSweep` wraps a search with the seed-001
- * comparisons (round_robin, default kv_router, the winner, llm-d) on the tuning
- * trace and a validation trace, and the prefill_load_scale response curve.
+ * Router sweep over Dynamo's kv_router knobs (later-2026 formula), objective
+ * the mean E2E latency of a closed-loop replay (seed 001's goal): `gridSearch`,
+ * `smartSearch` (GP + expected improvement over the unit cube, ./gp) and
+ * `runSweep`, a search with seed 001's comparisons and response curve (README
+ * "Sweep").
  */
 import { seededRng, type KvRouterPolicy } from '@vantage/selection';
 import { GaussianProcess, expectedImprovement } from './gp';

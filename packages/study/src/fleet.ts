@@ -1,6 +1,6 @@
 /**
- * Two model pools on the discrete-event simulator, behind the decision path
- * the live services run:
+ * Two model pools on the discrete-event simulator, behind the decision path the live services run
+ * (the README's "What it owns" says what each step reuses):
  *
  *   routed request ─▶ per probed pool: PoolState.observe ─▶ observe reply (the indexer's object,
  *                     encoded and decoded by @vantage/protocol's codec, as over NATS)
@@ -9,21 +9,8 @@
  *                  ─▶ served by the simulated engine ─▶ decision record + lifecycle ─▶ outcome row
  *   direct request ─▶ booked on a given worker, or on Dynamo's own choice (background traffic)
  *
- * Each pool is a set of engines (`@vantage/sim`'s Engine: the mocker's timing,
- * KV cache with prefix reuse and LRU eviction) with its own worker count,
- * block size and timing model, and one `PoolState` (@vantage/observation, the
- * indexer's code) fed with the engines' KV events as they are emitted. Bookings
- * follow Dynamo's lifecycle as the indexer applies it: booked at routing,
- * prefill marked complete at the first token, released at completion. The
- * local in-flight count is held until completion, as the decision service
- * holds it.
- *
- * Outcome rows are `outcomeToJsonRow(joinOutcome(...))` of @vantage/records,
- * the same function and schema as the outcome service's records read back
- * from Kafka. Times are the simulated clock (ms) offset by a fixed epoch; a
- * decision's timestamp is whole ms (an Avro long, as the service's Date.now()),
- * so a routed request's TTFT in its row is engine time within 0.5 ms, with no
- * routing overhead. Deterministic: no wall clock
+ * Bookings follow the indexer's lifecycle: booked at routing, prefill complete at the first token,
+ * released at completion. Times are the simulated clock (ms) offset by a fixed epoch; no wall clock
  * enters the simulation.
  */
 import { buildDecisionRecord, decideRoute, decodeObserveReply, observeReplyOf, probeRoles, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';

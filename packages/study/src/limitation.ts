@@ -1,35 +1,11 @@
 /**
- * Seed 000's named limitation, measured (`vantage study --limitation`):
- * "Four requests about to finish and four beginning long generations can have
- * similar request counts and prefill pressure. Prefill pressure can fall toward
- * zero while the worker remains busy decoding."
- *
- * The controlled case, on fresh simulated fleets, through the study's own
- * decision path (`TwoPoolFleet.route`: observe, `decideRoute`, booking):
- *
- *   - every efficient worker gets `count` background requests booked through the
- *     pool's ledger, in matched pairs that differ only in their output length
- *     (short: about to finish; long: beginning a long generation), with the same
- *     prompts, so the probe's efficient candidate has the same booked count R and
- *     the same prefill pressure P in both cases of a pair;
- *   - phase `decoding`: the background shares a warmed long prefix (an agent's
- *     context) and a fresh suffix that prefills in one pass, and the proposal
- *     arrives once every background request has its first token: P = 0 while
- *     the worker is still decoding;
- *   - phase `prefilling`: fresh long prompts that take several passes, and the
- *     proposal arrives right after the bookings (P > 0, nothing finished yet);
- *   - `idle`: no background (R = 0, P = 0), the reference both phases start from;
- *   - the capable pool is idle; the proposal is a fresh prompt (K = 0) that Stage
- *     proposes for the efficient model.
- *
- * Each case runs on seven fresh, identical fleets: the proposal served on the
- * efficient candidate (the Stage baseline) and on the capable candidate (Stage
- * proposing capable, which no rule changes), which measure both candidates'
- * TTFT; and Stage proposing efficient under each of the five variants' fitted
- * parameter sets, which give each rule's choice, reason and resulting TTFT. The
- * estimators' predictions are the decision's own (both estimators for both
- * candidates, recorded whatever the variant); their error is predicted minus
- * simulated TTFT. Deterministic: the same options give the same rows.
+ * Seed 000's named limitation, measured (`vantage study --limitation`): "Four requests about to
+ * finish and four beginning long generations can have similar request counts and prefill pressure.
+ * Prefill pressure can fall toward zero while the worker remains busy decoding." The controlled
+ * cases (matched short/long pairs of background on every efficient worker, in a decoding and a
+ * prefilling phase, beside an idle case) and what each run measures are the README's "Seed 000's
+ * named limitation"; every run goes through the study's own decision path (`TwoPoolFleet.route`) on
+ * a fresh fleet. Deterministic: the same options give the same rows.
  */
 import { RECORD_VARIANT } from '@vantage/decision-core';
 import { concatTokens, freshTokens, labelSeed } from '@vantage/random';

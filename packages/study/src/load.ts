@@ -1,14 +1,8 @@
 /**
- * Load as an axis (`vantage study --load`): calibrate and fit once, then run
- * the five-variant evaluation at several load points — competing traffic on
- * the efficient pool from none to past saturation, crossed with Stage's
- * capable-proposal fraction — and report, per variant, the difference from
- * Stage in mean and p90 TTFT and in mean session completion time against the
- * measured efficient-pool utilisation, with the analysis's bootstrap
- * intervals, beside how often each rule could act, overrode and fell back.
- *
- * The x axis is measured, not designed: the busy fraction of the efficient
- * pool's engines over the Stage baseline's runs at that load point.
+ * Load as an axis (`vantage study --load`): calibrate and fit once, then the five-variant evaluation
+ * at each load point (competing traffic on the efficient pool crossed with Stage's capable-proposal
+ * fraction), reported against the measured, not designed, busy fraction of the efficient pool's
+ * engines under the Stage baseline.
  */
 import {
   analyzeEvaluation,
