@@ -14,7 +14,7 @@
  * `expectedImprovement` is for minimisation.
  */
 
-export interface GpOptions {
+interface GpOptions {
   /** Fixed length scales (one per dimension), or 'ml' to choose them by marginal likelihood. Default 'ml'. */
   readonly lengthScales?: readonly number[] | 'ml';
   /** Candidate length scales per dimension for 'ml'. */

@@ -342,16 +342,14 @@ function caseCells(r: LimitationCaseResult): string[] {
 /** The two tables `vantage study --limitation` prints: what the decision saw and how the estimators did; what each rule chose. */
 function renderLimitationTable(results: readonly LimitationCaseResult[]): string {
   const est = (r: LimitationCaseResult, e: 'blind' | 'cache'): EstimatorError => r.estimators.find((x) => x.estimator === e)!;
+  const ESTIMATORS = ['blind', 'cache'] as const;
   const cases = textTable(
     [...CASE_HEAD, 'blind eff (err)', 'cache eff (err)', 'blind cap (err)', 'cache cap (err)', 'adv err blind', 'adv err cache'],
     results.map((r) => [
       ...caseCells(r),
-      `${fmt(est(r, 'blind').efficientMs)} (${signed(est(r, 'blind').efficientErrorMs)})`,
-      `${fmt(est(r, 'cache').efficientMs)} (${signed(est(r, 'cache').efficientErrorMs)})`,
-      `${fmt(est(r, 'blind').capableMs)} (${signed(est(r, 'blind').capableErrorMs)})`,
-      `${fmt(est(r, 'cache').capableMs)} (${signed(est(r, 'cache').capableErrorMs)})`,
-      signed(est(r, 'blind').advantageErrorMs),
-      signed(est(r, 'cache').advantageErrorMs),
+      ...ESTIMATORS.map((e) => `${fmt(est(r, e).efficientMs)} (${signed(est(r, e).efficientErrorMs)})`),
+      ...ESTIMATORS.map((e) => `${fmt(est(r, e).capableMs)} (${signed(est(r, e).capableErrorMs)})`),
+      ...ESTIMATORS.map((e) => signed(est(r, e).advantageErrorMs)),
     ]),
   );
   const variants = results[0]?.rules.map((x) => x.variant) ?? [];
@@ -379,7 +377,8 @@ function series(results: readonly LimitationCaseResult[], phase: 'decoding' | 'p
   return [...idle, ...results.filter((r) => r.case.phase === phase && r.case.generation === g)].sort((a, b) => a.case.count - b.case.count);
 }
 
-const X_LABEL = 'booked requests on the efficient worker (R)';
+/** Both charts: against R, at one size. */
+const CHART = { xLabel: 'booked requests on the efficient worker (R)', width: 700, height: 340 } as const;
 
 /** Efficient TTFT against R: simulated for short and long generations, each estimator's prediction (one line: equal inputs), the capable candidate's. */
 function ttftChart(results: readonly LimitationCaseResult[], phase: 'decoding' | 'prefilling'): string {
@@ -388,8 +387,8 @@ function ttftChart(results: readonly LimitationCaseResult[], phase: 'decoding' |
   const pred = (e: 'blind' | 'cache'): (readonly [number, number])[] => short.map((r) => [r.case.count, r.estimators.find((x) => x.estimator === e)?.efficientMs ?? NaN] as const);
   const title = phase === 'decoding' ? 'Efficient candidate TTFT, background decoding (P = 0)' : 'Efficient candidate TTFT, background still prefilling';
   return lineChartSvg({
+    ...CHART,
     title,
-    xLabel: X_LABEL,
     yLabel: 'TTFT (ms)',
     series: [
       { name: 'simulated, short generations', points: short.map((r) => [r.case.count, r.measured.efficient.ttftMs] as const) },
@@ -398,33 +397,21 @@ function ttftChart(results: readonly LimitationCaseResult[], phase: 'decoding' |
       { name: 'cache-aware predicted (same inputs for short and long)', points: pred('cache') },
       { name: 'capable candidate, simulated', points: short.map((r) => [r.case.count, r.measured.capable.ttftMs] as const) },
     ],
-    width: 700,
-    height: 340,
   });
 }
 
 /** The proposal's full-response latency against R on the efficient candidate, per phase and generation length, beside the capable candidate's. */
 function e2eChart(results: readonly LimitationCaseResult[]): string {
-  const line = (phase: 'decoding' | 'prefilling', g: GenerationLength): { name: string; points: (readonly [number, number])[] } => ({
-    name: `efficient, ${phase}, ${g} generations`,
-    points: series(results, phase, g).map((r) => [r.case.count, r.measured.efficient.e2eMs] as const),
-  });
+  const efficient = (['decoding', 'prefilling'] as const).flatMap((phase) =>
+    (['short', 'long'] as const).map((g) => ({ name: `efficient, ${phase}, ${g} generations`, points: series(results, phase, g).map((r) => [r.case.count, r.measured.efficient.e2eMs] as const) })),
+  );
   return lineChartSvg({
+    ...CHART,
     title: 'Proposal full-response latency (E2E), which the TTFT target does not see',
-    xLabel: X_LABEL,
     yLabel: 'E2E (ms)',
-    series: [
-      line('decoding', 'short'),
-      line('decoding', 'long'),
-      line('prefilling', 'short'),
-      line('prefilling', 'long'),
-      { name: 'capable candidate', points: series(results, 'decoding', 'short').map((r) => [r.case.count, r.measured.capable.e2eMs] as const) },
-    ],
-    width: 700,
-    height: 340,
+    series: [...efficient, { name: 'capable candidate', points: series(results, 'decoding', 'short').map((r) => [r.case.count, r.measured.capable.e2eMs] as const) }],
   });
 }
-
 
 /** The report section: the cases, the two charts, the estimator errors and every rule's choice. */
 function renderLimitationHtml(results: readonly LimitationCaseResult[], svgs: LimitationResult['svgs']): string {
