@@ -160,8 +160,6 @@ export class TwoPoolFleet {
   /** The outcome records the rows flatten (what the outcome service writes to Kafka as Avro). */
   readonly outcomes: OutcomeRecord[] = [];
   nowMs = 0;
-  /** Requests an engine refused (too long): failed outcomes. */
-  rejected = 0;
   /** Local in-flight routed requests per pool, held from routing until completion (as the decision service). */
   readonly #inFlight: Record<Role, number> = { efficient: 0, capable: 0 };
   readonly #callbacks = new EventHeap<Timed>();
@@ -263,7 +261,6 @@ export class TwoPoolFleet {
     const added = pool.engines[i]!.addRequest({ id: requestId, arrivalMs: t, prompt, osl, ...(outputTokens ? { outputTokens } : {}) });
     if (!added.ok) {
       pool.state.ledger.release(requestId, 'failed', t);
-      this.rejected++;
       this.#emitRow(l, [{ kind: 'failed', atMs: t, error: `${added.code}: ${added.reason}` }]);
       return false;
     }
