@@ -82,8 +82,6 @@ export const DEFAULT_AGENTIC_CONFIG: Omit<AgenticSessionConfig, 'sessions' | 'se
 });
 
 export interface SessionTurn {
-  /** 0-based turn number. */
-  readonly index: number;
   /** Full prompt: a prefix of the session's token stream. */
   readonly promptTokens: Uint32Array;
   /** What the model answers on this turn (the next turn's prompt contains it). */
@@ -98,7 +96,6 @@ export interface AgenticSession {
   /** Stable across runs with the same seed. */
   readonly sessionId: string;
   readonly startMs: number;
-  readonly systemPrompt: number;
   readonly turns: readonly SessionTurn[];
 }
 
@@ -161,14 +158,13 @@ export function generateAgenticSessions(config: AgenticSessionConfig): AgenticSe
       fillTokens(stream, pos, p.out, rng, vocab);
       pos += p.out;
       turns.push({
-        index: t,
         promptTokens: stream.subarray(0, promptEnd),
         outputTokens: stream.subarray(promptEnd, pos),
         newTokens: p.added,
         thinkTimeMs: p.think,
       });
     }
-    sessions.push({ sessionId: `agent-${tag}-${s}`, startMs, systemPrompt: sys, turns });
+    sessions.push({ sessionId: `agent-${tag}-${s}`, startMs, turns });
   }
   return sessions;
 }
