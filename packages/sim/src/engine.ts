@@ -1,19 +1,10 @@
 /**
  * One simulated Dynamo worker (one engine, one dp rank), after Dynamo's vLLM
  * mocker: a continuous-batching scheduler with chunked prefill, a paged KV
- * cache with prefix reuse and LRU eviction, and the mocker's step-time model.
- * It is transport-free and driven by a discrete-event clock:
- *
- *   engine.addRequest(req)        // at or before req.arrivalMs
- *   engine.nextEventTime()        // when it next wants to run (Infinity: idle)
- *   engine.step(now)              // run one forward pass starting at `now`
- *
- * A pass is atomic: `step` schedules it, applies its effects, and reports them
- * stamped with the pass's start (KV events, which the mocker publishes when
- * the pass is scheduled) or end (tokens, completions). The engine is then busy
- * until the end; a driver keeps one global queue of `nextEventTime()` values.
- * One pass emits one token per decoding request and is reported as a count,
- * never as per-token callbacks.
+ * cache with prefix reuse and LRU eviction, and the mocker's step-time model,
+ * driven by a discrete-event clock (`addRequest`, `nextEventTime`, `step`; the
+ * README's "Engine" says how a driver uses them). A pass is atomic: its KV
+ * events carry its start, its tokens and completions its end.
  *
  * Scheduling per pass (vLLM v1, as the mocker does it):
  *  1. running requests, in order, each take min(remaining known tokens,

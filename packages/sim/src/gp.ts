@@ -1,17 +1,9 @@
 /**
  * A small Gaussian-process regressor for the router sweep's Bayesian
- * optimisation: zero-mean GP on standardised targets, squared-exponential
- * (RBF) kernel with one length scale per input dimension (inputs in the unit
- * cube), unit signal variance, a small fixed noise (the replay is
- * deterministic: the noise is only a jitter that keeps the Cholesky factor
- * well conditioned), and exact inference by Cholesky decomposition.
- *
- * Length scales are either fixed or chosen by maximising the log marginal
- * likelihood over a small grid per dimension (type-II maximum likelihood
- * without gradients: with tens of points each fit is microseconds, and a grid
- * cannot diverge the way gradient ascent on a flat likelihood can).
- *
- * `expectedImprovement` is for minimisation.
+ * optimisation (the model and why its length scales come from a grid are the
+ * README's "The GP"): zero mean on standardised targets, RBF kernel with one
+ * length scale per dimension, unit signal variance, exact inference by
+ * Cholesky. `expectedImprovement` is for minimisation.
  */
 
 interface GpOptions {
@@ -21,7 +13,7 @@ interface GpOptions {
   readonly lengthScaleGrid?: readonly number[];
 }
 
-/** Noise variance on the standardised scale (a jitter, see above). */
+/** Noise variance on the standardised scale: only a jitter that keeps the factor well conditioned (the replay is deterministic). */
 const NOISE = 1e-6;
 
 const DEFAULT_LENGTH_SCALE_GRID: readonly number[] = Object.freeze([0.05, 0.1, 0.2, 0.35, 0.6, 1.0, 2.0]);
