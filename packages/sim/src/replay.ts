@@ -161,6 +161,16 @@ interface FinishEvent {
   readonly record: RequestRecord;
 }
 
+/** One engine per worker id, each registered in `state` as a worker of its own (one dp rank, schedulable). */
+export function registerEngines(state: PoolState, workerIds: readonly WorkerId[], cfg: ReplayEngineConfig): Engine[] {
+  return workerIds.map((workerId) => {
+    const e = new Engine({ ...cfg, workerId });
+    const reason = state.register(workerId, e.capacity(), null, 0, true);
+    if (reason !== undefined) throw new RangeError(`cannot register worker ${workerId}: ${reason}`);
+    return e;
+  });
+}
+
 export function runReplay(opts: ReplayOptions): ReplayResult {
   const W = opts.workers;
   if (!Number.isInteger(W) || W <= 0) throw new RangeError(`workers must be a positive integer, got ${W}`);
@@ -178,18 +188,9 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   const spec = opts.router;
   const kvPolicy: KvRouterPolicy = spec.kind === 'kv_router' ? (spec.policy ?? DEFAULT_KV_ROUTER) : DEFAULT_KV_ROUTER;
   const state = new PoolState({ pool: 'sim', blockSize: bs, selection: kvPolicy, bookingTtlMs: 300_000, workerTtlMs: 3_600_000, seed });
-  const workerIds: WorkerId[] = [];
-  const indexOf = new Map<bigint, number>();
-  const engines: Engine[] = [];
-  for (let i = 0; i < W; i++) {
-    const id = BigInt(i + 1) as WorkerId;
-    const e = new Engine({ ...cfg, workerId: id, blockSize: bs });
-    const reason = state.register(id, e.capacity(), null, 0, true);
-    if (reason !== undefined) throw new RangeError(`cannot register worker ${id}: ${reason}`);
-    workerIds.push(id);
-    indexOf.set(id, i);
-    engines.push(e);
-  }
+  const workerIds = Array.from({ length: W }, (_, i) => BigInt(i + 1) as WorkerId);
+  const indexOf = new Map<bigint, number>(workerIds.map((id, i) => [id, i]));
+  const engines = registerEngines(state, workerIds, { ...cfg, blockSize: bs });
   const rng = seededRng(`${seed}:router`);
   const rr: RoundRobinPolicy = roundRobinPolicy();
   const staticCandidates: CandidateInput[] = workerIds.map((workerId) => ({ workerId, dpRank: 0, overlapBlocks: 0, activePrefillTokens: 0, activeDecodeBlocks: 0, activeRequests: 0 }));

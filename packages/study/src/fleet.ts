@@ -18,7 +18,7 @@ import { PoolState } from '@vantage/observation';
 import { observeReplyCodec } from '@vantage/protocol';
 import { joinOutcome, outcomeToJsonRow, type DecisionRecord, type JsonRow, type LifecycleEventInput, type OutcomeRecord } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
-import { DEFAULT_KV_ROUTER, Engine, EventHeap, nextPass, promptFromTokens, type Finished, type NextPass, type PromptBlocks, type ReplayEngineConfig, type RequestRecord, type TimingModel } from '@vantage/sim';
+import { DEFAULT_KV_ROUTER, EventHeap, nextPass, promptFromTokens, registerEngines, type Engine, type Finished, type NextPass, type PromptBlocks, type ReplayEngineConfig, type RequestRecord, type TimingModel } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 
 const ROLES: readonly Role[] = ['efficient', 'capable'];
@@ -94,9 +94,10 @@ interface Live {
 
 class SimPool {
   readonly state: PoolState;
-  readonly engines: Engine[] = [];
-  readonly workerIds: WorkerId[] = [];
-  readonly index = new Map<bigint, number>();
+  readonly engines: Engine[];
+  /** Worker ids high in the u64 range (as Dynamo's lease ids are), distinct per pool. */
+  readonly workerIds: WorkerId[];
+  readonly index: Map<bigint, number>;
   readonly prompts = new WeakMap<Uint32Array, PromptBlocks>();
 
   constructor(
@@ -105,19 +106,11 @@ class SimPool {
     seed: number,
   ) {
     if (!Number.isInteger(spec.workers) || spec.workers < 1) throw new RangeError(`${role} pool: workers must be a positive integer, got ${spec.workers}`);
-    const bs = spec.blockSize;
-    this.state = new PoolState({ pool: spec.name, blockSize: bs, selection: DEFAULT_KV_ROUTER, bookingTtlMs: 3_600_000, workerTtlMs: 3_600_000_000, seed });
-    for (let i = 0; i < spec.workers; i++) {
-      // Worker ids high in the u64 range (as Dynamo's lease ids are), distinct per pool.
-      const id = ((role === 'efficient' ? 0xe000_0000_0000_0000n : 0xc000_0000_0000_0000n) + BigInt(i + 1)) as WorkerId;
-      this.workerIds.push(id);
-      this.index.set(id, i);
-      // The spec names the engine settings as the engine does (blockSize, timing, numGpuBlocks, ...).
-      const engine = new Engine({ ...spec, workerId: id });
-      this.engines.push(engine);
-      const err = this.state.register(id, engine.capacity(), null, 0, true);
-      if (err !== undefined) throw new RangeError(`cannot register ${role} worker ${id}: ${err}`);
-    }
+    this.state = new PoolState({ pool: spec.name, blockSize: spec.blockSize, selection: DEFAULT_KV_ROUTER, bookingTtlMs: 3_600_000, workerTtlMs: 3_600_000_000, seed });
+    this.workerIds = Array.from({ length: spec.workers }, (_, i) => ((role === 'efficient' ? 0xe000_0000_0000_0000n : 0xc000_0000_0000_0000n) + BigInt(i + 1)) as WorkerId);
+    this.index = new Map(this.workerIds.map((id, i) => [id, i]));
+    // The spec names the engine settings as the engine does (blockSize, timing, numGpuBlocks, ...).
+    this.engines = registerEngines(this.state, this.workerIds, spec);
   }
 
   prompt(tokens: Uint32Array): PromptBlocks {
