@@ -370,22 +370,7 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
       else updates.push({ t: s.startMs + delay, kind: 'kv', ev });
     }
     for (const ft of s.firstTokens) updates.push({ t: ft.atMs, kind: 'prefill', id: ft.requestId });
-    for (const f of s.finished) {
-      finishes.push({
-        t: f.atMs,
-        record: {
-          requestId: f.requestId,
-          workerIndex: best,
-          arrivalMs: f.arrivalMs,
-          firstTokenMs: f.firstTokenMs,
-          endMs: f.atMs,
-          isl: f.isl,
-          outputTokens: f.outputTokens,
-          reusedTokens: f.reusedTokens,
-          preemptions: f.preemptions,
-        },
-      });
-    }
+    for (const { atMs, ...f } of s.finished) finishes.push({ t: atMs, record: { ...f, workerIndex: best, endMs: atMs } });
   }
   progress(true);
   counters.bookingsAtEnd = state.ledger.size;
