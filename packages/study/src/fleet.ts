@@ -63,7 +63,7 @@ export interface DirectRequest {
 }
 
 /** A finished request as the replay records it, with where it ran and how it was routed. */
-export interface ServedRequest extends Omit<RequestRecord, 'workerIndex' | 'preemptions'> {
+export interface ServedRequest extends Omit<RequestRecord, 'workerIndex'> {
   readonly sessionId: string;
   readonly role: Role;
   readonly workerId: WorkerId;
@@ -272,19 +272,18 @@ export class TwoPoolFleet {
     return row;
   }
 
-  #finish(f: Finished): void {
+  #finish({ atMs, ...f }: Finished): void {
     const l = this.#live.get(f.requestId);
     if (l === undefined) return;
     this.#live.delete(f.requestId);
-    l.pool.state.ledger.release(f.requestId, 'completed', f.atMs);
+    l.pool.state.ledger.release(f.requestId, 'completed', atMs);
     if (l.decision !== null) this.#inFlight[l.pool.role]--;
     const usage = { inputTokens: f.isl, outputTokens: f.outputTokens, cachedTokens: f.reusedTokens };
     const row = this.#emitRow(l, [
       { kind: 'first_token', atMs: f.firstTokenMs },
-      { kind: 'done', atMs: f.atMs, usage },
+      { kind: 'done', atMs, usage },
     ]);
-    const { requestId, sessionId, workerId, arrivalMs, decision, record } = l;
-    l.cb.onDone?.({ requestId, sessionId, role: l.pool.role, workerId, arrivalMs, firstTokenMs: f.firstTokenMs, endMs: f.atMs, isl: f.isl, outputTokens: f.outputTokens, reusedTokens: f.reusedTokens, decision, record, row });
+    l.cb.onDone?.({ ...f, endMs: atMs, sessionId: l.sessionId, role: l.pool.role, workerId: l.workerId, decision: l.decision, record: l.record, row });
   }
 
   /** Drive the simulation until nothing is left to happen (every request served, every callback run). */
