@@ -166,12 +166,12 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
   const rng = seededRng(`${seed}:candidates`);
   const gridUnits = gridPoints(SEED001_GRID).map(knobsToUnit);
   const nCand = opts.candidates ?? 2000;
-  const fitAll = (): { xs: number[][]; gp: GaussianProcess } => {
+  const fitGp = (): { xs: number[][]; gp: GaussianProcess } => {
     const xs = trials.map((t) => knobsToUnit(t.knobs));
     return { xs, gp: GaussianProcess.fit(xs, trials.map((t) => t.objective)) };
   };
   while (trials.length < budget) {
-    const { xs, gp } = fitAll();
+    const { xs, gp } = fitGp();
     const best = bestTrial(trials);
     const bestU = knobsToUnit(best.knobs);
     const cands: number[][] = [...gridUnits];
@@ -188,7 +188,7 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
     if (pick === null) break;
     add(unitToKnobs(pick.u), 'ei', { mean: pick.mean, sd: pick.sd, ei: pick.ei });
   }
-  const { gp } = fitAll();
+  const { gp } = fitGp();
   return { trials, gp: { lengthScales: gp.lengthScales, logMarginalLikelihood: gp.logMarginalLikelihood } };
 }
 
