@@ -162,7 +162,6 @@ interface OneRun {
   readonly decision: Decision;
   readonly served: ServedRequest;
   readonly probeAtMs: number;
-  readonly efficientWorker: WorkerId | null;
   readonly snapshot: ReadonlyMap<WorkerId, { ledgerRequests: number; remainingOutputTokens: number }>;
   readonly lastBackgroundEnd: ReadonlyMap<WorkerId, number>;
 }
@@ -215,8 +214,7 @@ function runOnce(o: LimitationOptions, c: LimitationCase, proposal: Role, params
   fleet.run();
   const { result: r, served } = sent;
   if (r === null || served === null) throw new Error(`limitation case ${c.id}: the proposal was not served`);
-  const eff = served.record?.observations.find((x) => x.role === 'efficient')?.workerId ?? null;
-  return { decision: r.decision, served, probeAtMs: r.probeAtMs, efficientWorker: eff, snapshot: r.snapshot, lastBackgroundEnd };
+  return { decision: r.decision, served, probeAtMs: r.probeAtMs, snapshot: r.snapshot, lastBackgroundEnd };
 }
 
 const ttftOf = (s: ServedRequest): number => s.firstTokenMs - s.arrivalMs;
@@ -278,7 +276,7 @@ function runCase(o: LimitationOptions, c: LimitationCase): LimitationCaseResult 
       advantageErrorMs: diff(advantageMs, measured.efficient.ttftMs - measured.capable.ttftMs),
     };
   });
-  const w = onCapable.efficientWorker;
+  const w = onCapable.served.record?.observations.find((x) => x.role === 'efficient')?.workerId ?? null;
   if (w === null) throw new Error(`limitation case ${c.id}: the decision recorded no efficient candidate worker`);
   const snap = onCapable.snapshot.get(w);
   if (snap === undefined) throw new Error(`limitation case ${c.id}: worker ${w} is not in the efficient pool`);
