@@ -174,12 +174,8 @@ export function evaluationSchedule(options: EvaluationScheduleOptions): Evaluati
     const order = shuffled(variants, streamFor(options.seed, 'variant-order', a));
     const sessionSeed = hash32(options.seed, 'sessions', a);
     order.forEach((variant, position) => {
-      const sessions: ScheduledSession[] = [];
-      for (let i = 0; i < options.sessionsPerAttempt; i++) {
-        sessions.push({ sessionId: evaluationSessionId(a, variant, i), sessionIndex: i, matchKey: `${a}:${i}` });
-      }
-      const bg: string[] = [];
-      for (let s = 0; s < streams; s++) bg.push(evaluationBackgroundSessionId(a, variant, s));
+      const sessions = Array.from({ length: options.sessionsPerAttempt }, (_, i): ScheduledSession => ({ sessionId: evaluationSessionId(a, variant, i), sessionIndex: i, matchKey: `${a}:${i}` }));
+      const bg = Array.from({ length: streams }, (_, s) => evaluationBackgroundSessionId(a, variant, s));
       runs.push({ order: runs.length, attempt: a, position, variant, sessionSeed, sessions, backgroundSessionIds: bg, flushCachesBefore: true });
     });
   }

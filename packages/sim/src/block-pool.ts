@@ -71,10 +71,6 @@ export class BlockPool {
   get active(): number {
     return this.referenced + this.privateBlocks;
   }
-  /** Resident but unreferenced cached blocks. */
-  get evictable(): number {
-    return this.lruSize;
-  }
   get cachedBlocks(): number {
     return this.cached;
   }

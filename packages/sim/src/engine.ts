@@ -1,19 +1,10 @@
 /**
  * One simulated Dynamo worker (one engine, one dp rank), after Dynamo's vLLM
  * mocker: a continuous-batching scheduler with chunked prefill, a paged KV
- * cache with prefix reuse and LRU eviction, and the mocker's step-time model.
- * It is transport-free and driven by a discrete-event clock:
- *
- *   engine.addRequest(req)        // at or before req.arrivalMs
- *   engine.nextEventTime()        // when it next wants to run (Infinity: idle)
- *   engine.step(now)              // run one forward pass starting at `now`
- *
- * A pass is atomic: `step` schedules it, applies its effects, and reports them
- * stamped with the pass's start (KV events, which the mocker publishes when
- * the pass is scheduled) or end (tokens, completions). The engine is then busy
- * until the end; a driver keeps one global queue of `nextEventTime()` values.
- * One pass emits one token per decoding request and is reported as a count,
- * never as per-token callbacks.
+ * cache with prefix reuse and LRU eviction, and the mocker's step-time model,
+ * driven by a discrete-event clock (`addRequest`, `nextEventTime`, `step`; the
+ * README's "Engine" says how a driver uses them). A pass is atomic: its KV
+ * events carry its start, its tokens and completions its end.
  *
  * Scheduling per pass (vLLM v1, as the mocker does it):
  *  1. running requests, in order, each take min(remaining known tokens,
@@ -423,7 +414,9 @@ export class Engine {
     let prefillRequests = 0;
     let prefillThrough = 0;
     let prefillPrefix = 0;
+    let scheduledRequests = 0;
     for (const r of this.running) {
+      if (r.passTokens > 0) scheduledRequests++;
       if (r.passPrefill > 0) {
         prefillTokens += r.passPrefill;
         prefillRequests++;
@@ -441,7 +434,7 @@ export class Engine {
     if (scheduled === 0 && ready === 0) {
       // Nothing could run (cannot happen for requests that fit; guard against spinning).
       this.stalled = this.running.length > 0 || this.waiting.length > this.waitingHead;
-      return this.result(nowMs, nowMs, 0, 0, 0, 0, 0, [], [], preempted);
+      return { startMs: nowMs, endMs: nowMs, passes: 0, prefillTokens: 0, scheduledTokens: 0, tokensEmitted: 0, scheduledRequests: 0, firstTokens: [], finished: [], preempted, kvEvents: this.events.splice(0) };
     }
     const duration = this.timing.stepMs({
       prefillRequests,
@@ -453,7 +446,6 @@ export class Engine {
     });
     if (!(duration > 0) || !Number.isFinite(duration)) throw new RangeError(`timing model returned ${duration} ms for a non-empty pass`);
     const endMs = nowMs + duration;
-    const scheduledRequests = this.countScheduled();
 
     const firstTokens: FirstToken[] = [];
     const finished: Finished[] = [];
@@ -496,7 +488,7 @@ export class Engine {
       scheduledTokens += q * this.running.length;
       emitted += q * this.running.length;
     }
-    return this.result(nowMs, this.busyUntilMs, prefillTokens, scheduledTokens, emitted, scheduledRequests, passes, firstTokens, finished, preempted);
+    return { startMs: nowMs, endMs: this.busyUntilMs, passes, prefillTokens, scheduledTokens, tokensEmitted: emitted, scheduledRequests, firstTokens, finished, preempted, kvEvents: this.events.splice(0) };
   }
 
   /**
@@ -539,28 +531,6 @@ export class Engine {
     }
     this.busyUntilMs = t;
     return j;
-  }
-
-  private countScheduled(): number {
-    let n = 0;
-    for (const r of this.running) if (r.passTokens > 0) n++;
-    return n;
-  }
-
-  private result(
-    startMs: number,
-    endMs: number,
-    prefillTokens: number,
-    scheduledTokens: number,
-    tokensEmitted: number,
-    scheduledRequests: number,
-    passes: number,
-    firstTokens: FirstToken[],
-    finished: Finished[],
-    preempted: string[],
-  ): StepResult {
-    const kvEvents = this.events.splice(0, this.events.length);
-    return { startMs, endMs, passes, prefillTokens, scheduledTokens, tokensEmitted, scheduledRequests, firstTokens, finished, preempted, kvEvents };
   }
 
   // ------------------------------------------------------------ KV cache
@@ -705,11 +675,6 @@ export class Engine {
 
   get cachedBlocks(): number {
     return this.pool.cachedBlocks;
-  }
-
-  /** Requests on the engine (pending, waiting or running). */
-  get activeRequests(): number {
-    return this.requests.size;
   }
 
   /**

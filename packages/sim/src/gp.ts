@@ -1,27 +1,20 @@
 /**
  * A small Gaussian-process regressor for the router sweep's Bayesian
- * optimisation: zero-mean GP on standardised targets, squared-exponential
- * (RBF) kernel with one length scale per input dimension (inputs in the unit
- * cube), unit signal variance, a small fixed noise (the replay is
- * deterministic: the noise is only a jitter that keeps the Cholesky factor
- * well conditioned), and exact inference by Cholesky decomposition.
- *
- * Length scales are either fixed or chosen by maximising the log marginal
- * likelihood over a small grid per dimension (type-II maximum likelihood
- * without gradients: with tens of points each fit is microseconds, and a grid
- * cannot diverge the way gradient ascent on a flat likelihood can).
- *
- * `expectedImprovement` is for minimisation.
+ * optimisation (the model and why its length scales come from a grid are the
+ * README's "The GP"): zero mean on standardised targets, RBF kernel with one
+ * length scale per dimension, unit signal variance, exact inference by
+ * Cholesky. `expectedImprovement` is for minimisation.
  */
 
-export interface GpOptions {
+interface GpOptions {
   /** Fixed length scales (one per dimension), or 'ml' to choose them by marginal likelihood. Default 'ml'. */
   readonly lengthScales?: readonly number[] | 'ml';
   /** Candidate length scales per dimension for 'ml'. */
   readonly lengthScaleGrid?: readonly number[];
-  /** Noise variance on the standardised scale. Default 1e-6. */
-  readonly noise?: number;
 }
+
+/** Noise variance on the standardised scale: only a jitter that keeps the factor well conditioned (the replay is deterministic). */
+const NOISE = 1e-6;
 
 const DEFAULT_LENGTH_SCALE_GRID: readonly number[] = Object.freeze([0.05, 0.1, 0.2, 0.35, 0.6, 1.0, 2.0]);
 
@@ -101,19 +94,15 @@ function factor(x: readonly (readonly number[])[], z: readonly number[], ls: rea
 }
 
 export class GaussianProcess {
-  readonly lengthScales: readonly number[];
   readonly logMarginalLikelihood: number;
-  private readonly x: readonly (readonly number[])[];
-  private readonly yMean: number;
-  private readonly yStd: number;
-  private readonly f: Factor;
 
-  private constructor(x: readonly (readonly number[])[], yMean: number, yStd: number, ls: readonly number[], f: Factor) {
-    this.x = x;
-    this.yMean = yMean;
-    this.yStd = yStd;
-    this.lengthScales = ls;
-    this.f = f;
+  private constructor(
+    private readonly x: readonly (readonly number[])[],
+    private readonly yMean: number,
+    private readonly yStd: number,
+    readonly lengthScales: readonly number[],
+    private readonly f: Factor,
+  ) {
     this.logMarginalLikelihood = f.logMl;
   }
 
@@ -128,7 +117,6 @@ export class GaussianProcess {
     for (const v of y) varSum += (v - mean) ** 2;
     const std = n > 1 && varSum > 0 ? Math.sqrt(varSum / n) : 1;
     const z = y.map((v) => (v - mean) / std);
-    const noise = opts.noise ?? 1e-6;
     const spec = opts.lengthScales ?? 'ml';
     let candidates: number[][];
     if (spec === 'ml') {
@@ -143,7 +131,7 @@ export class GaussianProcess {
     for (const ls of candidates) {
       // Escalate the jitter if the kernel matrix is numerically singular (duplicate points).
       let f: Factor | null = null;
-      for (let j = noise; f === null && j < 1; j *= 10) f = factor(x, z, ls, j);
+      for (let j = NOISE; f === null && j < 1; j *= 10) f = factor(x, z, ls, j);
       if (f !== null && (best === null || f.logMl > best.f.logMl)) best = { ls, f };
     }
     if (best === null) throw new Error('GP kernel matrix is not positive definite for any length scale');

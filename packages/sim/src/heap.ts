@@ -12,10 +12,6 @@ export class EventHeap<T extends Timed> {
   private readonly seqs: number[] = [];
   private seq = 0;
 
-  get size(): number {
-    return this.items.length;
-  }
-
   /** Time of the earliest item, Infinity when empty. */
   peekTime(): number {
     return this.items.length > 0 ? this.items[0]!.t : Infinity;

@@ -12,8 +12,8 @@ export { generateAgenticSessions, DEFAULT_AGENTIC_CONFIG, sample } from './sessi
 export type { Distribution, RequestRecord, ReplayMetrics } from './metrics';
 export { computeMetrics } from './metrics';
 export type { RouterSpec, PreparedTrace, Workload, ReplayEngineConfig } from './replay';
-export { runReplay, prepareTrace, stderrProgress, DEFAULT_KV_ROUTER } from './replay';
+export { runReplay, prepareTrace, registerEngines, stderrProgress, DEFAULT_KV_ROUTER } from './replay';
 export { GaussianProcess, cholesky, expectedImprovement, normalCdf } from './gp';
 export type { RouterKnobs, KnobGrid, SweepReport } from './sweep';
 export { SEED001_GRID, knobsToUnit, unitToKnobs, knobsKey, gridPoints, gridSearch, smartSearch, runSweep } from './sweep';
-export { renderSweepReportHtml, sweepReportJson, lineChartSvg, escapeHtml } from './report';
+export { renderSweepReportHtml, sweepReportJson, lineChartSvg } from './report';

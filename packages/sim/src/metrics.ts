@@ -69,26 +69,26 @@ function percentile(sorted: ArrayLike<number>, q: number): number {
   return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * f;
 }
 
-/** Weighted percentile: each value counts `weight` times (integer weights), linear between ranks as if expanded. */
-function weightedPercentile(values: ArrayLike<number>, weights: ArrayLike<number>, q: number): number {
-  const idx = Array.from({ length: values.length }, (_, i) => i).filter((i) => weights[i]! > 0);
-  idx.sort((a, b) => values[a]! - values[b]!);
+/**
+ * The distribution of `values` with each counted `weights[i]` times (positive integers), percentiles
+ * linear between ranks as if expanded; `mean` is given (the caller's exact figure).
+ */
+function weightedDistribution(values: readonly number[], weights: readonly number[], mean: number): Distribution {
+  const idx = Array.from({ length: values.length }, (_, i) => i).sort((a, b) => values[a]! - values[b]!);
+  const upTo: number[] = [];
   let total = 0;
-  for (const i of idx) total += weights[i]!;
-  if (total === 0) return NaN;
-  const pos = ((total - 1) * q) / 100;
-  const at = (rank: number): number => {
-    let acc = 0;
-    for (const i of idx) {
-      acc += weights[i]!;
-      if (rank < acc) return values[i]!;
-    }
-    return values[idx[idx.length - 1]!]!;
+  for (const i of idx) upTo.push((total += weights[i]!));
+  /** The value at rank r of the expanded, sorted values. */
+  const at = (r: number): number => values[idx[upTo.findIndex((acc) => r < acc)]!]!;
+  const q = (p: number): number => {
+    if (total === 0) return NaN;
+    const pos = ((total - 1) * p) / 100;
+    const lo = Math.floor(pos);
+    const a = at(lo);
+    return a + (at(Math.min(total - 1, lo + 1)) - a) * (pos - lo);
   };
-  const lo = Math.floor(pos);
-  const a = at(lo);
-  const b = at(Math.min(total - 1, lo + 1));
-  return a + (b - a) * (pos - lo);
+  const n = idx.length;
+  return { mean, p50: q(50), p90: q(90), p95: q(95), p99: q(99), min: n > 0 ? values[idx[0]!]! : NaN, max: n > 0 ? values[idx[n - 1]!]! : NaN, count: total };
 }
 
 function distribution(values: readonly number[]): Distribution {
@@ -142,16 +142,7 @@ export function computeMetrics(records: readonly RequestRecord[], workers: numbe
   }
   const durationMs = records.length > 0 ? last - first : 0;
   const perS = (x: number): number => (durationMs > 0 ? (x * 1000) / durationMs : NaN);
-  const itl: Distribution = {
-    mean: gaps > 0 ? decodeMs / gaps : NaN,
-    p50: weightedPercentile(tpot, gapW, 50),
-    p90: weightedPercentile(tpot, gapW, 90),
-    p95: weightedPercentile(tpot, gapW, 95),
-    p99: weightedPercentile(tpot, gapW, 99),
-    min: tpot.length > 0 ? Math.min(...tpot) : NaN,
-    max: tpot.length > 0 ? Math.max(...tpot) : NaN,
-    count: gaps,
-  };
+  const itl = weightedDistribution(tpot, gapW, gaps > 0 ? decodeMs / gaps : NaN);
   return {
     requests: records.length,
     inputTokens: isl,

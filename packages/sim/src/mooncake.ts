@@ -42,26 +42,19 @@ type TraceParse =
   | { ok: true; records: MooncakeRecord[] }
   | { ok: false; code: 'bad_trace_line'; line: number; reason: string };
 
-function isNonNegInt(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-}
-
-interface Line {
-  readonly timestampMs: number | null;
-  readonly inputLength: number;
-  readonly outputLength: number;
-  readonly hashIds: Uint32Array;
-  readonly sessionId: string | null;
-  readonly delayMs: number | null;
-}
-
+const isNonNegInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 const isFiniteNonNeg = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
 
-/** Validate one parsed line on its own; a reason string when it is not a usable record. */
-function checkLine(o: unknown): string | Line {
+interface SessionCursor {
+  turns: number;
+  /** The last timestamp seen in the session (the first turn always has one). */
+  lastTimestampMs: number;
+}
+
+/** One parsed line as a record placed in its session (Dynamo's rules, see the file comment); a reason string when it is not usable. */
+function recordOf(o: unknown, line: number, open: Map<string, SessionCursor>): string | MooncakeRecord {
   if (typeof o !== 'object' || o === null || Array.isArray(o)) return 'not a JSON object';
-  const r = o as Record<string, unknown>;
-  const { timestamp, input_length: isl, output_length: osl, hash_ids: ids, session_id: sid, delay } = r;
+  const { timestamp, input_length: isl, output_length: osl, hash_ids: ids, session_id: sid, delay } = o as Record<string, unknown>;
   if (sid !== undefined && sid !== null && typeof sid !== 'string') return 'session_id must be a string';
   if (timestamp !== undefined && timestamp !== null && !isFiniteNonNeg(timestamp)) return 'timestamp must be a finite number >= 0';
   if (delay !== undefined && delay !== null && !isFiniteNonNeg(delay)) return 'delay must be a finite number >= 0 (ms after the previous turn of the session completes)';
@@ -76,46 +69,29 @@ function checkLine(o: unknown): string | Line {
     if (!isNonNegInt(v) || v > 0xffff_ffff) return `hash_ids[${i}] must be an integer in [0, 2^32)`;
     hashIds[i] = v;
   }
-  return {
-    timestampMs: isFiniteNonNeg(timestamp) ? timestamp : null,
-    inputLength: isl,
-    outputLength: osl,
-    hashIds,
-    sessionId: typeof sid === 'string' ? sid : null,
-    delayMs: isFiniteNonNeg(delay) ? delay : null,
-  };
-}
-
-interface SessionCursor {
-  turns: number;
-  /** The last timestamp seen in the session (the first turn always has one). */
-  lastTimestampMs: number;
-}
-
-/** Resolve a line's place in its session (Dynamo's rules, see the file comment); a reason string on an error. */
-function placeLine(l: Line, line: number, open: Map<string, SessionCursor>): string | MooncakeRecord {
-  const base = { line, timestampMs: l.timestampMs, inputLength: l.inputLength, outputLength: l.outputLength, hashIds: l.hashIds };
-  if (l.sessionId === null) {
-    if (l.timestampMs === null) return 'timestamp must be a finite number >= 0';
-    if (l.delayMs !== null && l.delayMs !== 0) return 'delay is set on a line without session_id (a first turn)';
+  const timestampMs = isFiniteNonNeg(timestamp) ? timestamp : null;
+  const lineDelayMs = isFiniteNonNeg(delay) ? delay : null;
+  const base = { line, timestampMs, inputLength: isl, outputLength: osl, hashIds };
+  if (typeof sid !== 'string') {
+    if (timestampMs === null) return 'timestamp must be a finite number >= 0';
+    if (lineDelayMs !== null && lineDelayMs !== 0) return 'delay is set on a line without session_id (a first turn)';
     return base;
   }
-  const cur = open.get(l.sessionId);
+  const cur = open.get(sid);
   if (cur === undefined) {
-    if (l.timestampMs === null) return `timestamp is required on the first turn of session ${JSON.stringify(l.sessionId)}`;
-    if (l.delayMs !== null && l.delayMs !== 0) return `delay is set on the first turn of session ${JSON.stringify(l.sessionId)}`;
-    open.set(l.sessionId, { turns: 1, lastTimestampMs: l.timestampMs });
-    return { ...base, sessionId: l.sessionId, turn: 0, delayMs: 0 };
+    if (timestampMs === null) return `timestamp is required on the first turn of session ${JSON.stringify(sid)}`;
+    if (lineDelayMs !== null && lineDelayMs !== 0) return `delay is set on the first turn of session ${JSON.stringify(sid)}`;
+    open.set(sid, { turns: 1, lastTimestampMs: timestampMs });
+    return { ...base, sessionId: sid, turn: 0, delayMs: 0 };
   }
   let delayMs: number;
-  if (l.delayMs !== null) delayMs = l.delayMs;
-  else if (l.timestampMs !== null) {
-    delayMs = l.timestampMs - cur.lastTimestampMs;
-    if (delayMs < 0) return `timestamp ${l.timestampMs} is earlier than the previous turn of session ${JSON.stringify(l.sessionId)} (${cur.lastTimestampMs}), so no delay can be inferred`;
+  if (lineDelayMs !== null) delayMs = lineDelayMs;
+  else if (timestampMs !== null) {
+    delayMs = timestampMs - cur.lastTimestampMs;
+    if (delayMs < 0) return `timestamp ${timestampMs} is earlier than the previous turn of session ${JSON.stringify(sid)} (${cur.lastTimestampMs}), so no delay can be inferred`;
   } else delayMs = 0;
-  if (l.timestampMs !== null) cur.lastTimestampMs = l.timestampMs;
-  const turn = cur.turns++;
-  return { ...base, sessionId: l.sessionId, turn, delayMs };
+  if (timestampMs !== null) cur.lastTimestampMs = timestampMs;
+  return { ...base, sessionId: sid, turn: cur.turns++, delayMs };
 }
 
 /** Parse a whole trace; the first bad line rejects it with its line number. Blank lines are skipped. */
@@ -132,9 +108,7 @@ export function parseMooncakeTrace(text: string): TraceParse {
     } catch (e) {
       return { ok: false, code: 'bad_trace_line', line: i + 1, reason: `invalid JSON: ${(e as Error).message}` };
     }
-    const l = checkLine(o);
-    if (typeof l === 'string') return { ok: false, code: 'bad_trace_line', line: i + 1, reason: l };
-    const r = placeLine(l, i + 1, sessions);
+    const r = recordOf(o, i + 1, sessions);
     if (typeof r === 'string') return { ok: false, code: 'bad_trace_line', line: i + 1, reason: r };
     records.push(r);
   }

@@ -29,6 +29,9 @@ export function promptFromTokens(tokens: ArrayLike<number>, blockSize: number): 
 /** Tokens per Mooncake hash_id. */
 export const MOONCAKE_CHUNK_TOKENS = 512;
 
+/** The chunk cache's key for "no parent": outside the u64 range, so no sequence hash can equal it. */
+const ROOT = -1n;
+
 /**
  * Turns Mooncake `hash_ids` into engine prompts by the replay convention:
  * each id is 512 copies of the token value `id`, the sequence is cut at
@@ -46,9 +49,8 @@ export class MooncakePromptHasher {
   readonly blockSize: number;
   private readonly perChunk: number;
   private readonly localById = new Map<number, bigint>();
-  /** parent sequence hash (0n-keyed map for the root) → id → sequence hashes of the chunk's blocks. */
+  /** parent sequence hash (ROOT for the first chunk) → id → sequence hashes of the chunk's blocks. */
   private readonly chunks = new Map<bigint, Map<number, BigUint64Array>>();
-  private readonly rootChunks = new Map<number, BigUint64Array>();
   private chunkCount = 0;
   constructor(blockSize: number) {
     if (!Number.isInteger(blockSize) || blockSize <= 0) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
@@ -73,15 +75,9 @@ export class MooncakePromptHasher {
   }
 
   private chunk(parent: bigint | null, id: number): BigUint64Array {
-    let byId: Map<number, BigUint64Array> | undefined;
-    if (parent === null) byId = this.rootChunks;
-    else {
-      byId = this.chunks.get(parent);
-      if (byId === undefined) {
-        byId = new Map();
-        this.chunks.set(parent, byId);
-      }
-    }
+    const key = parent ?? ROOT;
+    let byId = this.chunks.get(key);
+    if (byId === undefined) this.chunks.set(key, (byId = new Map()));
     let seqs = byId.get(id);
     if (seqs === undefined) {
       const local = this.localOf(id);
@@ -94,10 +90,8 @@ export class MooncakePromptHasher {
       // Bound on cached chunks: the cache is dropped wholesale past it (it is only a cache).
       if (++this.chunkCount > 1_000_000) {
         this.chunks.clear();
-        this.rootChunks.clear();
         this.chunkCount = 1;
-        byId = parent === null ? this.rootChunks : new Map();
-        if (parent !== null) this.chunks.set(parent, byId);
+        this.chunks.set(key, (byId = new Map()));
       }
       byId.set(id, seqs);
     }

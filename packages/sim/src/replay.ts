@@ -1,12 +1,8 @@
 /**
  * Offline discrete-event replay: N simulated engines behind a router that runs
- * the very code the services run. Each engine's KV events are applied to a
- * `PoolState` (@vantage/observation) as they are emitted (or after a
- * configurable delivery delay); requests are booked in its ledger when routed
- * (sequence hashes and device overlap), marked prefill-complete at their first
- * token and released at completion — Dynamo's booking lifecycle. `kv_router`
- * decisions are literally `PoolState.observe(...).selection`, the indexer's
- * answer; llm-d and custom policies decide over the same observation.
+ * the very code the services run (`PoolState` of @vantage/observation, its
+ * ledger and selection); the README's "How it runs" gives the booking
+ * lifecycle and what each router reads.
  *
  * Event order at one instant: KV deliveries and first tokens, then
  * completions (which may release closed-loop or session arrivals), then
@@ -156,10 +152,6 @@ interface Arrival extends Source {
   readonly t: number;
 }
 
-interface Live extends Source {
-  readonly workerIndex: number;
-}
-
 type Update =
   | { readonly t: number; readonly kind: 'kv'; readonly ev: KvEvent }
   | { readonly t: number; readonly kind: 'prefill'; readonly id: string };
@@ -167,6 +159,16 @@ type Update =
 interface FinishEvent {
   readonly t: number;
   readonly record: RequestRecord;
+}
+
+/** One engine per worker id, each registered in `state` as a worker of its own (one dp rank, schedulable). */
+export function registerEngines(state: PoolState, workerIds: readonly WorkerId[], cfg: ReplayEngineConfig): Engine[] {
+  return workerIds.map((workerId) => {
+    const e = new Engine({ ...cfg, workerId });
+    const reason = state.register(workerId, e.capacity(), null, 0, true);
+    if (reason !== undefined) throw new RangeError(`cannot register worker ${workerId}: ${reason}`);
+    return e;
+  });
 }
 
 export function runReplay(opts: ReplayOptions): ReplayResult {
@@ -183,33 +185,15 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   }
   const wall0 = performance.now();
 
-  const workerIds: WorkerId[] = [];
-  const indexOf = new Map<bigint, number>();
-  const engines: Engine[] = [];
-  for (let i = 0; i < W; i++) {
-    const id = BigInt(i + 1) as WorkerId;
-    workerIds.push(id);
-    indexOf.set(id, i);
-    engines.push(new Engine({ ...cfg, workerId: id, blockSize: bs }));
-  }
-
   const spec = opts.router;
   const kvPolicy: KvRouterPolicy = spec.kind === 'kv_router' ? (spec.policy ?? DEFAULT_KV_ROUTER) : DEFAULT_KV_ROUTER;
   const state = new PoolState({ pool: 'sim', blockSize: bs, selection: kvPolicy, bookingTtlMs: 300_000, workerTtlMs: 3_600_000, seed });
-  for (const e of engines) {
-    const reason = state.register(e.workerId, e.capacity(), null, 0, true);
-    if (reason !== undefined) throw new RangeError(`cannot register worker ${e.workerId}: ${reason}`);
-  }
+  const workerIds = Array.from({ length: W }, (_, i) => BigInt(i + 1) as WorkerId);
+  const indexOf = new Map<bigint, number>(workerIds.map((id, i) => [id, i]));
+  const engines = registerEngines(state, workerIds, { ...cfg, blockSize: bs });
   const rng = seededRng(`${seed}:router`);
   const rr: RoundRobinPolicy = roundRobinPolicy();
-  const staticCandidates: CandidateInput[] = workerIds.map((workerId) => ({
-    workerId,
-    dpRank: 0,
-    overlapBlocks: 0,
-    activePrefillTokens: 0,
-    activeDecodeBlocks: 0,
-    activeRequests: 0,
-  }));
+  const staticCandidates: CandidateInput[] = workerIds.map((workerId) => ({ workerId, dpRank: 0, overlapBlocks: 0, activePrefillTokens: 0, activeDecodeBlocks: 0, activeRequests: 0 }));
 
   // ------------------------------------------------------------- workload
   const arrivals = new EventHeap<Arrival>();
@@ -223,6 +207,7 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   if (wl.kind !== 'sessions') {
     const records = wl.trace.records;
     if (wl.trace.prompts.length !== records.length) throw new RangeError(`trace ${wl.trace.name} has ${records.length} records but ${wl.trace.prompts.length} prompts`);
+    total = records.length;
     sessions = traceSessions(records);
     nextTurn = new Int32Array(records.length).fill(-1);
     for (const s of sessions) {
@@ -234,18 +219,11 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   const delaySpeedup = wl.kind === 'open_loop' ? (wl.speedup ?? 1) : 1;
   const dynamicArrivals = wl.kind !== 'open_loop' || multiTurn;
   if (wl.kind === 'open_loop') {
-    total = wl.trace.records.length;
-    const records = wl.trace.records;
     // A session's first record starts it (in a sliced trace it may be a later
     // turn that kept its timestamp; traceSessions refused one without).
-    const firsts = sessions.map((s) => records[s.turns[0]!]!);
-    const starts = openLoopArrivals(
-      firsts.map((r) => ({ ...r, turn: 0 })),
-      wl.speedup === undefined ? {} : { speedup: wl.speedup },
-    );
-    for (const a of starts) arrivals.push({ t: a.arrivalMs, index: sessions[a.index]!.turns[0]!, turn: -1 });
+    const firsts = sessions.map((s) => ({ ...wl.trace.records[s.turns[0]!]!, turn: 0 }));
+    for (const a of openLoopArrivals(firsts, { speedup: delaySpeedup })) arrivals.push({ t: a.arrivalMs, index: sessions[a.index]!.turns[0]!, turn: -1 });
   } else if (wl.kind === 'closed_loop') {
-    total = wl.trace.records.length;
     loop = new ClosedLoop(sessions.length, wl.concurrency);
     for (const a of loop.start(0)) arrivals.push({ t: a.arrivalMs, index: sessions[a.index]!.turns[0]!, turn: -1 });
   } else {
@@ -258,7 +236,7 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
 
   const updates = new EventHeap<Update>();
   const finishes = new EventHeap<FinishEvent>();
-  const live = new Map<string, Live>();
+  const live = new Map<string, Source>();
   const records: RequestRecord[] = [];
   const counters: ReplayCounters = { routed: 0, observes: 0, kvEvents: 0, steps: 0, passes: 0, rejected: 0, bookingsExpired: 0, maxInFlight: 0, bookingsAtEnd: 0, prefillMarked: 0 };
   const progressEvery = opts.progressEveryMs ?? 500;
@@ -341,7 +319,7 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
       followUp(a, t);
       return;
     }
-    live.set(id, { index: a.index, turn: a.turn, workerIndex: chosen });
+    live.set(id, a);
     if (live.size > counters.maxInFlight) counters.maxInFlight = live.size;
   };
 
@@ -392,22 +370,7 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
       else updates.push({ t: s.startMs + delay, kind: 'kv', ev });
     }
     for (const ft of s.firstTokens) updates.push({ t: ft.atMs, kind: 'prefill', id: ft.requestId });
-    for (const f of s.finished) {
-      finishes.push({
-        t: f.atMs,
-        record: {
-          requestId: f.requestId,
-          workerIndex: best,
-          arrivalMs: f.arrivalMs,
-          firstTokenMs: f.firstTokenMs,
-          endMs: f.atMs,
-          isl: f.isl,
-          outputTokens: f.outputTokens,
-          reusedTokens: f.reusedTokens,
-          preemptions: f.preemptions,
-        },
-      });
-    }
+    for (const { atMs, ...f } of s.finished) finishes.push({ t: atMs, record: { ...f, workerIndex: best, endMs: atMs } });
   }
   progress(true);
   counters.bookingsAtEnd = state.ledger.size;

@@ -4,16 +4,11 @@
  * running best, TTFT/E2E bars per policy, the prefill_load_scale response
  * curve). No scripts, no external resources.
  */
+import { escapeHtml as esc, fmt, page, table } from '@vantage/fitting';
 import type { Distribution, ReplayMetrics } from './metrics';
 import { knobsKey, type SweepReport } from './sweep';
 
-/** Text as HTML (element content and double-quoted attributes). */
-export const escapeHtml = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-const esc = escapeHtml;
-const f1 = (v: number): string => (Number.isFinite(v) ? v.toFixed(1) : 'n/a');
-const f2 = (v: number): string => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
-const f3 = (v: number): string => (Number.isFinite(v) ? v.toFixed(3) : 'n/a');
-const sgn = (v: number): string => (Number.isFinite(v) ? `${v > 0 ? '+' : ''}${v.toFixed(1)} %` : 'n/a');
+const sgn = (v: number): string => (Number.isFinite(v) ? `${v > 0 ? '+' : ''}${v.toFixed(1)} %` : fmt(v));
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'];
 
@@ -85,7 +80,7 @@ export function lineChartSvg(opts: {
       const x = sx(p[0]).toFixed(1);
       parts.push(`<line x1="${x}" x2="${x}" y1="${sy(e[0]).toFixed(1)}" y2="${sy(e[1]).toFixed(1)}" stroke="${c}" stroke-width="1"/>`);
     });
-    for (const p of s.points) parts.push(`<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="3" fill="${c}"><title>${esc(`${s.name}: ${p[0]}, ${f1(p[1])}`)}</title></circle>`);
+    for (const p of s.points) parts.push(`<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="3" fill="${c}"><title>${esc(`${s.name}: ${p[0]}, ${fmt(p[1])}`)}</title></circle>`);
     parts.push(`<rect x="${m.l + 8}" y="${m.t + 4 + i * 14}" width="10" height="10" fill="${c}"/><text x="${m.l + 22}" y="${m.t + 13 + i * 14}">${esc(s.name)}</text>`);
   });
   parts.push('</svg>');
@@ -109,7 +104,7 @@ function barChartSvg(opts: { title: string; yLabel: string; groups: readonly { l
     g.values.forEach((v, mi) => {
       const x = m.l + gi * gw + gw * 0.1 + mi * bw;
       const c = COLORS[mi % COLORS.length]!;
-      if (Number.isFinite(v)) parts.push(`<rect x="${x.toFixed(1)}" y="${sy(v).toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${(H - m.b - sy(v)).toFixed(1)}" fill="${c}"><title>${esc(`${g.label} ${opts.metrics[mi]}: ${f1(v)}`)}</title></rect>`);
+      if (Number.isFinite(v)) parts.push(`<rect x="${x.toFixed(1)}" y="${sy(v).toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${(H - m.b - sy(v)).toFixed(1)}" fill="${c}"><title>${esc(`${g.label} ${opts.metrics[mi]}: ${fmt(v)}`)}</title></rect>`);
       if (Number.isFinite(v)) parts.push(`<text x="${(x + bw / 2 - 1).toFixed(1)}" y="${(sy(v) - 3).toFixed(1)}" text-anchor="middle" font-size="9">${Math.round(v)}</text>`);
     });
     parts.push(`<text x="${(m.l + gi * gw + gw / 2).toFixed(1)}" y="${H - m.b + 16}" text-anchor="middle">${esc(g.label)}</text>`);
@@ -123,22 +118,17 @@ function barChartSvg(opts: { title: string; yLabel: string; groups: readonly { l
   return parts.join('');
 }
 
-function distCells(d: Distribution): string {
-  return [d.mean, d.p50, d.p90, d.p99].map((v) => `<td>${f1(v)}</td>`).join('');
-}
+const distCells = (d: Distribution): string[] => [d.mean, d.p50, d.p90, d.p99].map((v) => fmt(v));
 
 function metricsTable(rows: readonly { label: string; router: string; metrics: ReplayMetrics }[]): string {
-  const head =
-    '<tr><th rowspan="2">policy</th><th rowspan="2">router</th><th colspan="4">TTFT ms</th><th colspan="4">E2E ms</th><th colspan="2">TPOT ms</th><th rowspan="2">ITL mean ms</th><th rowspan="2">req/s</th><th rowspan="2">out tok/s</th><th rowspan="2">prefix reuse</th><th rowspan="2">preempt.</th></tr>' +
-    '<tr><th>mean</th><th>p50</th><th>p90</th><th>p99</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th><th>mean</th><th>p90</th></tr>';
-  const body = rows
-    .map(
-      (r) =>
-        `<tr><td>${esc(r.label)}</td><td><code>${esc(r.router)}</code></td>${distCells(r.metrics.ttftMs)}${distCells(r.metrics.e2eMs)}<td>${f2(r.metrics.tpotMs.mean)}</td><td>${f2(r.metrics.tpotMs.p90)}</td><td>${f2(r.metrics.itlMs.mean)}</td>` +
-        `<td>${f3(r.metrics.requestThroughputPerS)}</td><td>${f1(r.metrics.outputTokenThroughputPerS)}</td><td>${f3(r.metrics.prefixCacheReusedRatio)}</td><td>${r.metrics.preemptions}</td></tr>`,
-    )
-    .join('');
-  return `<table>${head}${body}</table>`;
+  const dist = (what: string): string[] => ['mean', 'p50', 'p90', 'p99'].map((q) => `${what} ${q} ms`);
+  return table(
+    ['policy', 'router', ...dist('TTFT'), ...dist('E2E'), 'TPOT mean ms', 'TPOT p90 ms', 'ITL mean ms', 'req/s', 'out tok/s', 'prefix reuse', 'preempt.'],
+    rows.map(({ label, router, metrics: m }) => [
+      ...[esc(label), `<code>${esc(router)}</code>`, ...distCells(m.ttftMs), ...distCells(m.e2eMs), fmt(m.tpotMs.mean, 2), fmt(m.tpotMs.p90, 2), fmt(m.itlMs.mean, 2)],
+      ...[fmt(m.requestThroughputPerS, 3), fmt(m.outputTokenThroughputPerS), fmt(m.prefixCacheReusedRatio, 3), String(m.preemptions)],
+    ]),
+  );
 }
 
 /** Response-curve x positions: the search's log1p scale, labelled with the raw values. */
@@ -147,22 +137,20 @@ const curveX = (s: number): number => Math.log1p(s / 0.25);
 export function renderSweepReportHtml(r: SweepReport, title = 'Router sweep'): string {
   const s = r.settings;
   const parts: string[] = [];
-  parts.push(`<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}</title><style>
-body{font-family:sans-serif;margin:24px;max-width:1100px;color:#222}table{border-collapse:collapse;margin:8px 0 16px;font-size:12px}
-td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}td:first-child,td:nth-child(2){text-align:left}
-code{font-size:11px}.note{color:#555;font-size:13px}</style></head><body>`);
   parts.push(`<h1>${esc(title)}</h1>`);
   parts.push(
-    `<p class="note">Objective: mean E2E latency (lower is better). Tuning trace <code>${esc(s.tuneTrace)}</code>${s.validateTrace ? `, validation trace <code>${esc(s.validateTrace)}</code>` : ''}; ` +
+    `<p class="muted">Objective: mean E2E latency (lower is better). Tuning trace <code>${esc(s.tuneTrace)}</code>${s.validateTrace ? `, validation trace <code>${esc(s.validateTrace)}</code>` : ''}; ` +
       `${s.workers} workers, closed loop, concurrency ${s.concurrency}; engine ${esc(JSON.stringify(s.engine))}; seed ${s.seed}; ` +
       `search ${s.method} (${r.trials.length} trials); ${r.replays} replays in ${r.wallS.toFixed(0)} s wall.</p>`,
   );
-  parts.push(`<h2>Winner</h2><p><code>${esc(knobsKey(r.best.knobs))}</code>: mean E2E ${f1(r.best.objective)} ms on the tuning trace.${r.gp ? ` GP length scales (credit, log-scale, temperature): ${r.gp.lengthScales.map((v) => v.toFixed(2)).join(', ')}.` : ''}</p>`);
-  parts.push('<table><tr><th>trace</th><th>E2E mean</th><th>TTFT mean</th><th>TPOT mean</th><th>req/s</th><th>prefix reuse default → tuned</th></tr>');
-  for (const d of r.deltas) {
-    parts.push(`<tr><td>${esc(d.trace)}</td><td>${sgn(d.e2eMeanPct)}</td><td>${sgn(d.ttftMeanPct)}</td><td>${sgn(d.tpotMeanPct)}</td><td>${sgn(d.requestThroughputPct)}</td><td>${f3(d.reuseBefore)} → ${f3(d.reuseAfter)}</td></tr>`);
-  }
-  parts.push('</table><p class="note">Tuned versus default kv_router (credit 1, scale 1, temperature 0); seed 001 reports E2E −3.6 %, TTFT −14 %, TPOT −27 %, throughput +3.6 %, reuse 0.494 → 0.554 on its own trace and deployment.</p>');
+  parts.push(`<h2>Winner</h2><p><code>${esc(knobsKey(r.best.knobs))}</code>: mean E2E ${fmt(r.best.objective)} ms on the tuning trace.${r.gp ? ` GP length scales (credit, log-scale, temperature): ${r.gp.lengthScales.map((v) => v.toFixed(2)).join(', ')}.` : ''}</p>`);
+  parts.push(
+    table(
+      ['trace', 'E2E mean', 'TTFT mean', 'TPOT mean', 'req/s', 'prefix reuse default → tuned'],
+      r.deltas.map((d) => [esc(d.trace), ...[d.e2eMeanPct, d.ttftMeanPct, d.tpotMeanPct, d.requestThroughputPct].map(sgn), `${fmt(d.reuseBefore, 3)} → ${fmt(d.reuseAfter, 3)}`]),
+    ),
+  );
+  parts.push('<p class="muted">Tuned versus default kv_router (credit 1, scale 1, temperature 0); seed 001 reports E2E −3.6 %, TTFT −14 %, TPOT −27 %, throughput +3.6 %, reuse 0.494 → 0.554 on its own trace and deployment.</p>');
 
   for (const c of r.comparisons) {
     parts.push(`<h2>Policies on ${esc(c.trace)} (${c.requests} requests, concurrency ${c.concurrency})</h2>`);
@@ -214,19 +202,24 @@ code{font-size:11px}.note{color:#555;font-size:13px}</style></head><body>`);
         ],
       }),
     );
-    parts.push('<table><tr><th>prefill_load_scale</th><th>E2E mean</th><th>TTFT mean</th><th>TPOT mean</th><th>prefix reuse</th></tr>');
-    for (const p of r.responseCurve) parts.push(`<tr><td>${p.prefillLoadScale}</td><td>${f1(p.metrics.e2eMs.mean)}</td><td>${f1(p.metrics.ttftMs.mean)}</td><td>${f2(p.metrics.tpotMs.mean)}</td><td>${f3(p.metrics.prefixCacheReusedRatio)}</td></tr>`);
-    parts.push('</table>');
-  }
-  parts.push('<h2>All trials (tuning trace)</h2><table><tr><th>#</th><th>how</th><th>credit</th><th>prefill_load_scale</th><th>temperature</th><th>E2E mean</th><th>TTFT mean</th><th>TPOT mean</th><th>reuse</th><th>GP mean ± sd</th><th>EI</th></tr>');
-  for (const t of r.trials) {
     parts.push(
-      `<tr><td>${t.index + 1}</td><td>${t.method}</td><td>${f3(t.knobs.overlapScoreCredit)}</td><td>${f3(t.knobs.prefillLoadScale)}</td><td>${f3(t.knobs.temperature)}</td><td>${f1(t.objective)}</td><td>${f1(t.metrics.ttftMs.mean)}</td><td>${f2(t.metrics.tpotMs.mean)}</td><td>${f3(t.metrics.prefixCacheReusedRatio)}</td>` +
-        `<td>${t.predicted ? `${f1(t.predicted.mean)} ± ${f1(t.predicted.sd)}` : ''}</td><td>${t.predicted ? f2(t.predicted.ei) : ''}</td></tr>`,
+      table(
+        ['prefill_load_scale', 'E2E mean', 'TTFT mean', 'TPOT mean', 'prefix reuse'],
+        r.responseCurve.map(({ prefillLoadScale, metrics: m }) => [String(prefillLoadScale), fmt(m.e2eMs.mean), fmt(m.ttftMs.mean), fmt(m.tpotMs.mean, 2), fmt(m.prefixCacheReusedRatio, 3)]),
+      ),
     );
   }
-  parts.push('</table></body></html>\n');
-  return parts.join('\n');
+  parts.push('<h2>All trials (tuning trace)</h2>');
+  parts.push(
+    table(
+      ['#', 'how', 'credit', 'prefill_load_scale', 'temperature', 'E2E mean', 'TTFT mean', 'TPOT mean', 'reuse', 'GP mean ± sd', 'EI'],
+      r.trials.map(({ index, method, knobs: k, objective, metrics: m, predicted: p }) => [
+        ...[String(index + 1), method, fmt(k.overlapScoreCredit, 3), fmt(k.prefillLoadScale, 3), fmt(k.temperature, 3)],
+        ...[fmt(objective), fmt(m.ttftMs.mean), fmt(m.tpotMs.mean, 2), fmt(m.prefixCacheReusedRatio, 3), p ? `${fmt(p.mean)} ± ${fmt(p.sd)}` : '', p ? fmt(p.ei, 2) : ''],
+      ]),
+    ),
+  );
+  return page(title, parts.join('\n'));
 }
 
 /** The report as JSON (metrics only; per-request records are never included). */

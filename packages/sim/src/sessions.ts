@@ -19,6 +19,11 @@ export type Dist =
   | { readonly kind: 'lognormal'; readonly median: number; readonly sigma: number; readonly min?: number; readonly max?: number }
   | { readonly kind: 'exponential'; readonly mean: number; readonly min?: number; readonly max?: number };
 
+/** A standard normal draw (Box-Muller; 1 - u keeps log() away from 0). */
+export function standardNormal(rng: Rng): number {
+  return Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next());
+}
+
 /** One draw from `d`. */
 export function sample(d: Dist, rng: Rng): number {
   switch (d.kind) {
@@ -26,11 +31,8 @@ export function sample(d: Dist, rng: Rng): number {
       return d.value;
     case 'uniform':
       return d.min + (d.max - d.min) * rng.next();
-    case 'lognormal': {
-      // Box-Muller; 1 - u keeps log() away from 0.
-      const z = Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next());
-      return clamp(d.median * Math.exp(d.sigma * z), d.min, d.max);
-    }
+    case 'lognormal':
+      return clamp(d.median * Math.exp(d.sigma * standardNormal(rng)), d.min, d.max);
     case 'exponential':
       return clamp(-d.mean * Math.log(1 - rng.next()), d.min, d.max);
   }
@@ -80,8 +82,6 @@ export const DEFAULT_AGENTIC_CONFIG: Omit<AgenticSessionConfig, 'sessions' | 'se
 });
 
 export interface SessionTurn {
-  /** 0-based turn number. */
-  readonly index: number;
   /** Full prompt: a prefix of the session's token stream. */
   readonly promptTokens: Uint32Array;
   /** What the model answers on this turn (the next turn's prompt contains it). */
@@ -96,7 +96,6 @@ export interface AgenticSession {
   /** Stable across runs with the same seed. */
   readonly sessionId: string;
   readonly startMs: number;
-  readonly systemPrompt: number;
   readonly turns: readonly SessionTurn[];
 }
 
@@ -159,14 +158,13 @@ export function generateAgenticSessions(config: AgenticSessionConfig): AgenticSe
       fillTokens(stream, pos, p.out, rng, vocab);
       pos += p.out;
       turns.push({
-        index: t,
         promptTokens: stream.subarray(0, promptEnd),
         outputTokens: stream.subarray(promptEnd, pos),
         newTokens: p.added,
         thinkTimeMs: p.think,
       });
     }
-    sessions.push({ sessionId: `agent-${tag}-${s}`, startMs, systemPrompt: sys, turns });
+    sessions.push({ sessionId: `agent-${tag}-${s}`, startMs, turns });
   }
   return sessions;
 }

@@ -1,19 +1,15 @@
 /**
- * Router sweep over Dynamo's kv_router knobs (later-2026 formula):
- * overlap_score_credit ∈ [0, 1], prefill_load_scale ∈ [0, 32] (searched on a
- * log scale), router_temperature ∈ [0, 1]. Objective: mean E2E latency of a
- * closed-loop replay (seed 001's goal), lower is better.
- *
- * Two searches: `gridSearch` over explicit value lists, and `smartSearch`,
- * Bayesian optimisation with a Gaussian process (./gp) and expected
- * improvement over the unit cube. `runSweep` wraps a search with the seed-001
- * comparisons (round_robin, default kv_router, the winner, llm-d) on the tuning
- * trace and a validation trace, and the prefill_load_scale response curve.
+ * Router sweep over Dynamo's kv_router knobs (later-2026 formula), objective
+ * the mean E2E latency of a closed-loop replay (seed 001's goal): `gridSearch`,
+ * `smartSearch` (GP + expected improvement over the unit cube, ./gp) and
+ * `runSweep`, a search with seed 001's comparisons and response curve (README
+ * "Sweep").
  */
 import { seededRng, type KvRouterPolicy } from '@vantage/selection';
-import { GaussianProcess, expectedImprovement, type GpOptions } from './gp';
+import { GaussianProcess, expectedImprovement } from './gp';
 import type { ReplayMetrics } from './metrics';
 import { routerName, runReplay, type PreparedTrace, type ReplayEngineConfig, type ReplayProgress, type RouterSpec } from './replay';
+import { standardNormal } from './sessions';
 
 export interface RouterKnobs {
   readonly overlapScoreCredit: number;
@@ -99,14 +95,21 @@ function bestTrial(trials: readonly Trial[]): Trial {
   return trials.reduce((b, t) => (t.objective < b.objective ? t : b));
 }
 
-export function gridSearch(points: readonly RouterKnobs[], evaluate: Evaluator, onTrial?: (t: Trial) => void): Trial[] {
+/** Evaluates settings in turn, numbering each as a trial. */
+function trialRecorder(evaluate: Evaluator, onTrial?: (t: Trial) => void): { trials: Trial[]; add: (knobs: RouterKnobs, method: TrialMethod, predicted?: Trial['predicted']) => void } {
   const trials: Trial[] = [];
-  for (const knobs of points) {
+  const add = (knobs: RouterKnobs, method: TrialMethod, predicted?: Trial['predicted']): void => {
     const metrics = evaluate(knobs);
-    const t: Trial = { index: trials.length, method: 'grid', knobs, objective: objectiveOf(metrics), metrics };
+    const t: Trial = { index: trials.length, method, knobs, objective: objectiveOf(metrics), metrics, ...(predicted ? { predicted } : {}) };
     trials.push(t);
     onTrial?.(t);
-  }
+  };
+  return { trials, add };
+}
+
+export function gridSearch(points: readonly RouterKnobs[], evaluate: Evaluator, onTrial?: (t: Trial) => void): Trial[] {
+  const { trials, add } = trialRecorder(evaluate, onTrial);
+  for (const knobs of points) add(knobs, 'grid');
   return trials;
 }
 
@@ -120,7 +123,6 @@ interface SmartSearchOptions {
   readonly seed?: number;
   /** Random candidates per EI maximisation (plus local perturbations of the best and the seed grid). Default 2,000. */
   readonly candidates?: number;
-  readonly gp?: GpOptions;
   readonly onTrial?: (t: Trial) => void;
 }
 
@@ -156,15 +158,7 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
   const budget = opts.budget;
   if (!Number.isInteger(budget) || budget <= 0) throw new RangeError(`budget must be a positive integer, got ${budget}`);
   const nInit = Math.min(budget, Math.max(opts.include?.length ?? 0, opts.initial ?? 6));
-  const trials: Trial[] = [];
-  const xs: number[][] = [];
-  const add = (knobs: RouterKnobs, method: TrialMethod, predicted?: Trial['predicted']): void => {
-    const metrics = evaluate(knobs);
-    const t: Trial = { index: trials.length, method, knobs, objective: objectiveOf(metrics), metrics, ...(predicted ? { predicted } : {}) };
-    trials.push(t);
-    xs.push(knobsToUnit(knobs));
-    opts.onTrial?.(t);
-  };
+  const { trials, add } = trialRecorder(evaluate, opts.onTrial);
   const include = opts.include ?? [];
   for (const k of include.slice(0, nInit)) add(k, 'initial');
   for (const u of latinHypercube(nInit - Math.min(nInit, include.length), 3, seed)) add(unitToKnobs(u), 'initial');
@@ -172,23 +166,18 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
   const rng = seededRng(`${seed}:candidates`);
   const gridUnits = gridPoints(SEED001_GRID).map(knobsToUnit);
   const nCand = opts.candidates ?? 2000;
-  let gp = GaussianProcess.fit(xs, trials.map((t) => t.objective), opts.gp);
+  const fitGp = (): { xs: number[][]; gp: GaussianProcess } => {
+    const xs = trials.map((t) => knobsToUnit(t.knobs));
+    return { xs, gp: GaussianProcess.fit(xs, trials.map((t) => t.objective)) };
+  };
   while (trials.length < budget) {
-    const ys = trials.map((t) => t.objective);
-    gp = GaussianProcess.fit(xs, ys, opts.gp);
+    const { xs, gp } = fitGp();
     const best = bestTrial(trials);
     const bestU = knobsToUnit(best.knobs);
     const cands: number[][] = [...gridUnits];
     for (let i = 0; i < nCand; i++) cands.push([rng.next(), rng.next(), rng.next()]);
-    // Local refinement around the incumbent (Box–Muller normals, sd 0.05 in the unit cube).
-    for (let i = 0; i < nCand / 4; i++) {
-      cands.push(
-        bestU.map((v) => {
-          const z = Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next());
-          return Math.min(1, Math.max(0, v + 0.05 * z));
-        }),
-      );
-    }
+    // Local refinement around the incumbent (normals of sd 0.05 in the unit cube).
+    for (let i = 0; i < nCand / 4; i++) cands.push(bestU.map((v) => Math.min(1, Math.max(0, v + 0.05 * standardNormal(rng)))));
     let pick: { u: number[]; mean: number; sd: number; ei: number } | null = null;
     for (const u of cands) {
       if (xs.some((x) => dist2(x, u) < 1e-8)) continue;
@@ -199,7 +188,7 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
     if (pick === null) break;
     add(unitToKnobs(pick.u), 'ei', { mean: pick.mean, sd: pick.sd, ei: pick.ei });
   }
-  gp = GaussianProcess.fit(xs, trials.map((t) => t.objective), opts.gp);
+  const { gp } = fitGp();
   return { trials, gp: { lengthScales: gp.lengthScales, logMarginalLikelihood: gp.logMarginalLikelihood } };
 }
 
@@ -223,7 +212,6 @@ interface SweepConfig {
   /** Smart search evaluations. Default 24. */
   readonly budget?: number;
   readonly initial?: number;
-  readonly gp?: GpOptions;
   /** prefill_load_scale values for the response curve (credit 1, temperature 0); empty for none. */
   readonly responseCurve?: readonly number[];
   /** Also compare llm-d token-aware routing. Default true. */
@@ -302,15 +290,14 @@ export function runSweep(cfg: SweepConfig): SweepReport {
     replays++;
     const label = `${tc.trace.name} ${routerName(router)}`;
     const onProgress = cfg.onReplayProgress?.(label);
-    const r = runReplay({
+    return runReplay({
       workers: cfg.workers,
       engine: cfg.engine,
       router,
       workload: { kind: 'closed_loop', trace: tc.trace, concurrency: tc.concurrency },
       seed: cfg.seed,
       ...(onProgress ? { onProgress } : {}),
-    });
-    return r.metrics;
+    }).metrics;
   };
   const cache = new Map<string, ReplayMetrics>();
   const evaluate: Evaluator = (k) => {
@@ -329,10 +316,11 @@ export function runSweep(cfg: SweepConfig): SweepReport {
 
   let trials: Trial[];
   let gp: SmartSearchResult['gp'] | null = null;
-  const budget = cfg.method === 'grid' ? gridPoints(cfg.grid ?? SEED001_GRID).length : (cfg.budget ?? 24);
-  if (cfg.method === 'grid') trials = gridSearch(gridPoints(cfg.grid ?? SEED001_GRID), evaluate, onTrial);
+  const points = gridPoints(cfg.grid ?? SEED001_GRID);
+  const budget = cfg.method === 'grid' ? points.length : (cfg.budget ?? 24);
+  if (cfg.method === 'grid') trials = gridSearch(points, evaluate, onTrial);
   else {
-    const r = smartSearch(evaluate, { budget, initial: cfg.initial, include: [DEFAULT_KNOBS], seed: cfg.seed, gp: cfg.gp, onTrial });
+    const r = smartSearch(evaluate, { budget, initial: cfg.initial, include: [DEFAULT_KNOBS], seed: cfg.seed, onTrial });
     trials = r.trials;
     gp = r.gp;
   }

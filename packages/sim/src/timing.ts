@@ -64,24 +64,17 @@ function batchedPrefillTokens(s: StepShape): number {
   return n * (Math.floor(s.prefillThroughTokens / n) - Math.floor(s.prefillPrefixTokens / n));
 }
 
-/** The decode model's KV usage fraction: decoding context tokens / KV capacity in tokens. */
-function decodeUsage(s: StepShape): number {
-  return s.totalKvTokens > 0 ? s.decodeKvTokens / s.totalKvTokens : 1;
-}
-
 /**
- * The mocker's vLLM pass, as Dynamo 1.6.1's replay times it (measured against
- * `run_trace_replay`, see the README): prefill time for the pass's prompt
- * tokens as its batched model counts them (`batchedPrefillTokens`), plus —
- * when any request decodes in the pass — one decode step at u = the decoding
- * requests' context tokens / KV capacity (`end = start + prefill + decode`).
- * A pass whose only token is the first token of a completing prefill costs
- * prefill time only.
+ * The mocker's vLLM pass, as Dynamo 1.6.1's replay times it (`end = start +
+ * prefill + decode`): prefill time for the tokens its batched model counts,
+ * plus, when any request decodes in the pass, one decode step at u = the
+ * decoding requests' context tokens / KV capacity in tokens. A pass whose only
+ * token is the first token of a completing prefill costs prefill time only.
  */
 export const polynomialTiming: TimingModel = Object.freeze({
   stepMs(s: StepShape): number {
     const prefill = polynomialPrefillMs(batchedPrefillTokens(s));
-    const decode = s.decodeRequests > 0 ? polynomialDecodeMs(decodeUsage(s)) : 0;
+    const decode = s.decodeRequests > 0 ? polynomialDecodeMs(s.totalKvTokens > 0 ? s.decodeKvTokens / s.totalKvTokens : 1) : 0;
     return prefill + decode;
   },
 });

@@ -35,9 +35,6 @@ export interface CalibrationResult {
   readonly rows: JsonRow[];
   /** The records the rows flatten. */
   readonly outcomes: OutcomeRecord[];
-  readonly runs: number;
-  readonly counts: { probes: number; warmups: number; background: number; rejected: number };
-  readonly simMs: number;
 }
 
 export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult {
@@ -45,7 +42,7 @@ export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult 
   const params = calibrationParameterSet(o.plan.destinationLimit, 'offline');
   const byId = new Map(o.plan.conditions.map((c) => [c.id, c]));
   const order = o.plan.runOrder;
-  const counts = { probes: 0, warmups: 0, background: 0, rejected: 0 };
+  const counts = { probes: 0, warmups: 0, background: 0 };
   const progress = o.onProgress ?? (() => {});
   let lastReport = -1;
   for (let i = 0; i < order.length; i++) {
@@ -108,7 +105,6 @@ export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult 
     fleet.run();
     if (!probed) throw new Error(`calibration ${c.id}:${repeat}: the background never produced every first token, so the probe was not sent`);
   }
-  counts.rejected = fleet.counters.rejected;
   progress(`calibration: ${order.length} runs, ${counts.probes} probes, ${counts.warmups} warm-ups, ${counts.background} background requests, sim ${(fleet.nowMs / 1000).toFixed(0)} s`);
-  return { rows: fleet.rows, outcomes: fleet.outcomes, runs: order.length, counts, simMs: fleet.nowMs };
+  return { rows: fleet.rows, outcomes: fleet.outcomes };
 }

@@ -1,19 +1,9 @@
 /**
- * The five-variant evaluation on the simulated fleet, as the live job runs it
- * (@vantage/evaluation's schedule: repeated attempts, every variant once per
- * attempt in seeded random order, matched sessions and Stage proposals within
- * an attempt), each run on a fresh fleet (empty caches: matched starting
- * conditions):
- *
- *   - agentic sessions (@vantage/sim `generateAgenticSessions` with the run's
- *     session seed): turn t+1 is sent its think time after turn t completes;
- *     every turn goes through the decision path with Stage's proposal
- *     (`stageProposal`, the same for every variant of an attempt) under the
- *     variant's frozen parameter set; an agent stops when a turn fails;
- *   - competing traffic (`backgroundTraffic`): open loop, the same in every run,
- *     booked by Dynamo's own choice on its pool through the same ledger,
- *     never routed by the rules; session ids `evalbg:<attempt>:<variant>:<stream>`,
- *     outcome rows marked background with their arrival.
+ * The five-variant evaluation on the simulated fleet, as the live job runs it: @vantage/evaluation's
+ * schedule, each run on a fresh fleet (matched starting conditions), agentic sessions through the
+ * decision path under the variant's frozen set (turn t+1 its think time after turn t completes; an
+ * agent stops when a turn fails), and the same open-loop competing traffic in every run, booked by
+ * Dynamo's own choice and never routed by the rules (session ids `evalbg:<attempt>:<variant>:<stream>`).
  */
 import {
   backgroundTraffic,

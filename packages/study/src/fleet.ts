@@ -1,6 +1,6 @@
 /**
- * Two model pools on the discrete-event simulator, behind the decision path
- * the live services run:
+ * Two model pools on the discrete-event simulator, behind the decision path the live services run
+ * (the README's "What it owns" says what each step reuses):
  *
  *   routed request ─▶ per probed pool: PoolState.observe ─▶ observe reply (the indexer's object,
  *                     encoded and decoded by @vantage/protocol's codec, as over NATS)
@@ -9,21 +9,8 @@
  *                  ─▶ served by the simulated engine ─▶ decision record + lifecycle ─▶ outcome row
  *   direct request ─▶ booked on a given worker, or on Dynamo's own choice (background traffic)
  *
- * Each pool is a set of engines (`@vantage/sim`'s Engine: the mocker's timing,
- * KV cache with prefix reuse and LRU eviction) with its own worker count,
- * block size and timing model, and one `PoolState` (@vantage/observation, the
- * indexer's code) fed with the engines' KV events as they are emitted. Bookings
- * follow Dynamo's lifecycle as the indexer applies it: booked at routing,
- * prefill marked complete at the first token, released at completion. The
- * local in-flight count is held until completion, as the decision service
- * holds it.
- *
- * Outcome rows are `outcomeToJsonRow(joinOutcome(...))` of @vantage/records,
- * the same function and schema as the outcome service's records read back
- * from Kafka. Times are the simulated clock (ms) offset by a fixed epoch; a
- * decision's timestamp is whole ms (an Avro long, as the service's Date.now()),
- * so a routed request's TTFT in its row is engine time within 0.5 ms, with no
- * routing overhead. Deterministic: no wall clock
+ * Bookings follow the indexer's lifecycle: booked at routing, prefill complete at the first token,
+ * released at completion. Times are the simulated clock (ms) offset by a fixed epoch; no wall clock
  * enters the simulation.
  */
 import { buildDecisionRecord, decideRoute, decodeObserveReply, observeReplyOf, probeRoles, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
@@ -31,7 +18,7 @@ import { PoolState } from '@vantage/observation';
 import { observeReplyCodec } from '@vantage/protocol';
 import { joinOutcome, outcomeToJsonRow, type DecisionRecord, type JsonRow, type LifecycleEventInput, type OutcomeRecord } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
-import { DEFAULT_KV_ROUTER, Engine, EventHeap, nextPass, promptFromTokens, type Finished, type NextPass, type PromptBlocks, type ReplayEngineConfig, type RequestRecord, type TimingModel } from '@vantage/sim';
+import { DEFAULT_KV_ROUTER, EventHeap, nextPass, promptFromTokens, registerEngines, type Engine, type Finished, type NextPass, type PromptBlocks, type ReplayEngineConfig, type RequestRecord, type TimingModel } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 
 const ROLES: readonly Role[] = ['efficient', 'capable'];
@@ -76,7 +63,7 @@ export interface DirectRequest {
 }
 
 /** A finished request as the replay records it, with where it ran and how it was routed. */
-export interface ServedRequest extends Omit<RequestRecord, 'workerIndex' | 'preemptions'> {
+export interface ServedRequest extends Omit<RequestRecord, 'workerIndex'> {
   readonly sessionId: string;
   readonly role: Role;
   readonly workerId: WorkerId;
@@ -92,23 +79,25 @@ export interface Callbacks {
   readonly onDone?: (r: ServedRequest) => void;
 }
 
+/** A request on an engine: what its outcome row and `onDone` need. */
 interface Live {
-  readonly role: Role;
+  readonly requestId: string;
   readonly sessionId: string;
+  readonly pool: SimPool;
   readonly workerId: WorkerId;
   readonly arrivalMs: number;
-  readonly background: boolean;
+  /** Null for direct (background) requests. */
   readonly decision: Decision | null;
   readonly record: DecisionRecord | null;
   readonly cb: Callbacks;
-  firstTokenMs: number | null;
 }
 
 class SimPool {
   readonly state: PoolState;
-  readonly engines: Engine[] = [];
-  readonly workerIds: WorkerId[] = [];
-  readonly index = new Map<bigint, number>();
+  readonly engines: Engine[];
+  /** Worker ids high in the u64 range (as Dynamo's lease ids are), distinct per pool. */
+  readonly workerIds: WorkerId[];
+  readonly index: Map<bigint, number>;
   readonly prompts = new WeakMap<Uint32Array, PromptBlocks>();
 
   constructor(
@@ -117,19 +106,11 @@ class SimPool {
     seed: number,
   ) {
     if (!Number.isInteger(spec.workers) || spec.workers < 1) throw new RangeError(`${role} pool: workers must be a positive integer, got ${spec.workers}`);
-    const bs = spec.blockSize;
-    this.state = new PoolState({ pool: spec.name, blockSize: bs, selection: DEFAULT_KV_ROUTER, bookingTtlMs: 3_600_000, workerTtlMs: 3_600_000_000, seed });
-    for (let i = 0; i < spec.workers; i++) {
-      // Worker ids high in the u64 range (as Dynamo's lease ids are), distinct per pool.
-      const id = ((role === 'efficient' ? 0xe000_0000_0000_0000n : 0xc000_0000_0000_0000n) + BigInt(i + 1)) as WorkerId;
-      this.workerIds.push(id);
-      this.index.set(id, i);
-      // The spec names the engine settings as the engine does (blockSize, timing, numGpuBlocks, ...).
-      const engine = new Engine({ ...spec, workerId: id });
-      this.engines.push(engine);
-      const err = this.state.register(id, engine.capacity(), null, 0, true);
-      if (err !== undefined) throw new RangeError(`cannot register ${role} worker ${id}: ${err}`);
-    }
+    this.state = new PoolState({ pool: spec.name, blockSize: spec.blockSize, selection: DEFAULT_KV_ROUTER, bookingTtlMs: 3_600_000, workerTtlMs: 3_600_000_000, seed });
+    this.workerIds = Array.from({ length: spec.workers }, (_, i) => ((role === 'efficient' ? 0xe000_0000_0000_0000n : 0xc000_0000_0000_0000n) + BigInt(i + 1)) as WorkerId);
+    this.index = new Map(this.workerIds.map((id, i) => [id, i]));
+    // The spec names the engine settings as the engine does (blockSize, timing, numGpuBlocks, ...).
+    this.engines = registerEngines(this.state, this.workerIds, spec);
   }
 
   prompt(tokens: Uint32Array): PromptBlocks {
@@ -172,20 +153,14 @@ export class TwoPoolFleet {
   /** The outcome records the rows flatten (what the outcome service writes to Kafka as Avro). */
   readonly outcomes: OutcomeRecord[] = [];
   nowMs = 0;
-  /** Local in-flight count per model, held from routing until completion (as the decision service). */
-  readonly #inFlight = new Map<string, number>();
+  /** Local in-flight routed requests per pool, held from routing until completion (as the decision service). */
+  readonly #inFlight: Record<Role, number> = { efficient: 0, capable: 0 };
   readonly #callbacks = new EventHeap<Timed>();
   readonly #live = new Map<string, Live>();
   readonly #keepRows: boolean;
   readonly #instanceId: string;
-  readonly counters = { routed: 0, direct: 0, rejected: 0, passes: 0 };
   /** Engine busy time per pool (sum of forward-pass durations over its workers), sim ms. */
-  readonly busyMs: Record<Role, number> = { efficient: 0, capable: 0 };
-
-  /** Busy fraction of a pool's engines over [0, now]: the pool's utilisation. */
-  utilisation(role: Role): number {
-    return this.nowMs > 0 ? this.busyMs[role] / (this.nowMs * this.pools[role].engines.length) : 0;
-  }
+  readonly #busyMs: Record<Role, number> = { efficient: 0, capable: 0 };
 
   constructor(
     readonly spec: FleetSpec,
@@ -198,13 +173,14 @@ export class TwoPoolFleet {
     this.#instanceId = options.instanceId ?? 'study';
   }
 
+  /** Busy fraction of a pool's engines over [0, now]: the pool's utilisation. */
+  utilisation(role: Role): number {
+    return this.nowMs > 0 ? this.#busyMs[role] / (this.nowMs * this.pools[role].engines.length) : 0;
+  }
+
   /** Run `fn` at simulated time `t` (not before now). */
   at(t: number, fn: () => void): void {
     this.#callbacks.push({ t: Math.max(t, this.nowMs), fn });
-  }
-
-  inFlight(model: string): number {
-    return this.#inFlight.get(model) ?? 0;
   }
 
   /**
@@ -220,10 +196,10 @@ export class TwoPoolFleet {
     for (const r of roles) probes[r] = this.pools[r].probe(prompts[r], t);
     const collection: MapOptions = { collectionAgeMs: 0, nowMs: SIM_EPOCH_MS + t, restoredLoadSuspectMs: 0 };
     const mapOpts = (): MapOptions => collection;
-    const localCapableInFlight = this.inFlight(targets.capable.model);
+    const localCapableInFlight = this.#inFlight.capable;
     const decision = decideRoute({ proposal: req.proposal, targets, probes, mapOpts, localCapableInFlight }, req.params);
     const chosenProbe = probes[decision.choice];
-    const placement = chosenProbe?.kind === 'ok' && chosenProbe.reply.dynamoChoice !== null && chosenProbe.worker !== null ? chosenProbe.reply.dynamoChoice : null;
+    const placement = chosenProbe?.kind === 'ok' && chosenProbe.worker !== null ? chosenProbe.reply.dynamoChoice : null;
     const record = buildDecisionRecord({
       recordId: `rec-${req.requestId}`,
       requestId: req.requestId,
@@ -244,15 +220,10 @@ export class TwoPoolFleet {
       instanceId: this.#instanceId,
       probed: roles.length > 0,
     });
-    this.counters.routed++;
     if (placement === null || chosenProbe?.kind !== 'ok' || chosenProbe.worker === null) return null;
     const pool = this.pools[decision.choice];
-    this.#serve(pool, placement.workerId, req.requestId, req.sessionId, prompts[decision.choice], req.osl, req.outputTokens, chosenProbe.worker.deviceOverlapBlocks, null, {
-      background: false,
-      decision,
-      record,
-      cb,
-    });
+    const l: Live = { requestId: req.requestId, sessionId: req.sessionId, pool, workerId: placement.workerId, arrivalMs: t, decision, record, cb };
+    if (this.#serve(l, prompts[decision.choice], req.osl, req.outputTokens, chosenProbe.worker.deviceOverlapBlocks, null)) this.#inFlight[pool.role]++;
     return decision;
   }
 
@@ -269,83 +240,50 @@ export class TwoPoolFleet {
       workerId = c.workerId;
       for (const w of obs.workers) if (w.workerId === workerId) overlap = w.match?.deviceBlocks ?? 0;
     }
-    this.counters.direct++;
-    this.#serve(pool, workerId, req.requestId, req.sessionId, p, req.osl, undefined, overlap, req.expectedOutputTokens ?? null, { background: true, decision: null, record: null, cb });
+    const l: Live = { requestId: req.requestId, sessionId: req.sessionId, pool, workerId, arrivalMs: this.nowMs, decision: null, record: null, cb };
+    this.#serve(l, p, req.osl, undefined, overlap, req.expectedOutputTokens ?? null);
     return workerId;
   }
 
-  #serve(
-    pool: SimPool,
-    workerId: WorkerId,
-    requestId: string,
-    sessionId: string,
-    prompt: PromptBlocks,
-    osl: number,
-    outputTokens: Uint32Array | undefined,
-    overlapBlocks: number,
-    expectedOutputTokens: number | null,
-    x: { background: boolean; decision: Decision | null; record: DecisionRecord | null; cb: Callbacks },
-  ): void {
-    const t = this.nowMs;
+  /** Book `l` in its pool's ledger and add it to its worker's engine; false when the engine refused it (a failed outcome). */
+  #serve(l: Live, prompt: PromptBlocks, osl: number, outputTokens: Uint32Array | undefined, overlapBlocks: number, expectedOutputTokens: number | null): boolean {
+    const { pool, requestId, workerId, arrivalMs: t } = l;
     const i = pool.index.get(workerId);
     if (i === undefined) throw new RangeError(`worker ${workerId} is not in the ${pool.role} pool`);
     pool.state.ledger.book({ requestId, workerId, dpRank: 0, promptTokens: prompt.isl, overlapBlocks, sequenceHashes: prompt.sequence, expectedOutputTokens, source: 'decision_service', nowMs: t });
     const added = pool.engines[i]!.addRequest({ id: requestId, arrivalMs: t, prompt, osl, ...(outputTokens ? { outputTokens } : {}) });
     if (!added.ok) {
-      // Too long for the engine: failed at once, released, reported as a failed outcome.
       pool.state.ledger.release(requestId, 'failed', t);
-      this.counters.rejected++;
-      this.#emitRow(x.record, sessionId, requestId, pool.spec.name, x.background, t, [{ kind: 'failed', atMs: t, error: `${added.code}: ${added.reason}` }]);
-      return;
+      this.#emitRow(l, [{ kind: 'failed', atMs: t, error: `${added.code}: ${added.reason}` }]);
+      return false;
     }
-    if (!x.background) this.#inFlight.set(pool.spec.name, this.inFlight(pool.spec.name) + 1);
-    this.#live.set(requestId, { role: pool.role, sessionId, workerId, arrivalMs: t, background: x.background, decision: x.decision, record: x.record, cb: x.cb, firstTokenMs: null });
+    this.#live.set(requestId, l);
+    return true;
   }
 
-  #emitRow(
-    record: DecisionRecord | null,
-    sessionId: string,
-    requestId: string,
-    poolName: string,
-    background: boolean,
-    arrivalMs: number,
-    events: readonly { kind: LifecycleEventInput['kind']; atMs: number; usage?: LifecycleEventInput['usage']; error?: string }[],
-  ): JsonRow | null {
+  #emitRow(l: Live, events: readonly { kind: LifecycleEventInput['kind']; atMs: number; usage?: LifecycleEventInput['usage']; error?: string }[]): JsonRow | null {
     if (!this.#keepRows) return null;
-    const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: poolName, kind: e.kind, atMs: SIM_EPOCH_MS + e.atMs, ...(e.usage ? { usage: e.usage } : {}), ...(e.error !== undefined ? { error: e.error } : {}) }));
-    const outcome = joinOutcome(record, evs, { requestId, closedBy: 'complete', background, arrivalMs: SIM_EPOCH_MS + arrivalMs });
+    const { requestId, sessionId } = l;
+    const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: l.pool.spec.name, kind: e.kind, atMs: SIM_EPOCH_MS + e.atMs, ...(e.usage ? { usage: e.usage } : {}), ...(e.error !== undefined ? { error: e.error } : {}) }));
+    const outcome = joinOutcome(l.record, evs, { requestId, closedBy: 'complete', background: l.decision === null, arrivalMs: SIM_EPOCH_MS + l.arrivalMs });
     const row = outcomeToJsonRow(outcome);
     this.outcomes.push(outcome);
     this.rows.push(row);
     return row;
   }
 
-  #finish(pool: SimPool, f: Finished): void {
+  #finish({ atMs, ...f }: Finished): void {
     const l = this.#live.get(f.requestId);
     if (l === undefined) return;
     this.#live.delete(f.requestId);
-    pool.state.ledger.release(f.requestId, 'completed', f.atMs);
-    if (!l.background) this.#inFlight.set(pool.spec.name, this.inFlight(pool.spec.name) - 1);
+    l.pool.state.ledger.release(f.requestId, 'completed', atMs);
+    if (l.decision !== null) this.#inFlight[l.pool.role]--;
     const usage = { inputTokens: f.isl, outputTokens: f.outputTokens, cachedTokens: f.reusedTokens };
-    const row = this.#emitRow(l.record, l.sessionId, f.requestId, pool.spec.name, l.background, l.arrivalMs, [
+    const row = this.#emitRow(l, [
       { kind: 'first_token', atMs: f.firstTokenMs },
-      { kind: 'done', atMs: f.atMs, usage },
+      { kind: 'done', atMs, usage },
     ]);
-    l.cb.onDone?.({
-      requestId: f.requestId,
-      sessionId: l.sessionId,
-      role: pool.role,
-      workerId: l.workerId,
-      arrivalMs: l.arrivalMs,
-      firstTokenMs: f.firstTokenMs,
-      endMs: f.atMs,
-      isl: f.isl,
-      outputTokens: f.outputTokens,
-      reusedTokens: f.reusedTokens,
-      decision: l.decision,
-      record: l.record,
-      row,
-    });
+    l.cb.onDone?.({ ...f, endMs: atMs, sessionId: l.sessionId, role: l.pool.role, workerId: l.workerId, decision: l.decision, record: l.record, row });
   }
 
   /** Drive the simulation until nothing is left to happen (every request served, every callback run). */
@@ -365,24 +303,18 @@ export class TwoPoolFleet {
       }
       if (best < 0) break;
       const pool = pools[best]!;
-      const e = engines[best]!;
       this.nowMs = bestT;
       // Anything could be added before the next callback or another engine's next pass.
-      const s = e.step(bestT, { untilMs: Math.min(tc, other) });
-      this.counters.passes += s.passes;
-      this.busyMs[pool.role] += s.endMs - s.startMs;
+      const s = engines[best]!.step(bestT, { untilMs: Math.min(tc, other) });
+      this.#busyMs[pool.role] += s.endMs - s.startMs;
       for (const ev of s.kvEvents) pool.state.applyKvEvent(ev, s.startMs);
       for (const ft of s.firstTokens) {
         this.at(ft.atMs, () => {
           pool.state.ledger.markPrefillComplete(ft.requestId, ft.atMs);
-          const l = this.#live.get(ft.requestId);
-          if (l !== undefined) {
-            l.firstTokenMs = ft.atMs;
-            l.cb.onFirstToken?.(ft.atMs);
-          }
+          this.#live.get(ft.requestId)?.cb.onFirstToken?.(ft.atMs);
         });
       }
-      for (const f of s.finished) this.at(f.atMs, () => this.#finish(pool, f));
+      for (const f of s.finished) this.at(f.atMs, () => this.#finish(f));
     }
     if (this.#live.size > 0) throw new Error(`simulation ended with ${this.#live.size} requests unfinished`);
   }

@@ -1,41 +1,18 @@
 /**
- * Seed 000's named limitation, measured (`vantage study --limitation`):
- * "Four requests about to finish and four beginning long generations can have
- * similar request counts and prefill pressure. Prefill pressure can fall toward
- * zero while the worker remains busy decoding."
- *
- * The controlled case, on fresh simulated fleets, through the study's own
- * decision path (`TwoPoolFleet.route`: observe, `decideRoute`, booking):
- *
- *   - every efficient worker gets `count` background requests booked through the
- *     pool's ledger, in matched pairs that differ only in their output length
- *     (short: about to finish; long: beginning a long generation), with the same
- *     prompts, so the probe's efficient candidate has the same booked count R and
- *     the same prefill pressure P in both cases of a pair;
- *   - phase `decoding`: the background shares a warmed long prefix (an agent's
- *     context) and a fresh suffix that prefills in one pass, and the proposal
- *     arrives once every background request has its first token: P = 0 while
- *     the worker is still decoding;
- *   - phase `prefilling`: fresh long prompts that take several passes, and the
- *     proposal arrives right after the bookings (P > 0, nothing finished yet);
- *   - `idle`: no background (R = 0, P = 0), the reference both phases start from;
- *   - the capable pool is idle; the proposal is a fresh prompt (K = 0) that Stage
- *     proposes for the efficient model.
- *
- * Each case runs on seven fresh, identical fleets: the proposal served on the
- * efficient candidate (the Stage baseline) and on the capable candidate (Stage
- * proposing capable, which no rule changes), which measure both candidates'
- * TTFT; and Stage proposing efficient under each of the five variants' fitted
- * parameter sets, which give each rule's choice, reason and resulting TTFT. The
- * estimators' predictions are the decision's own (both estimators for both
- * candidates, recorded whatever the variant); their error is predicted minus
- * simulated TTFT. Deterministic: the same options give the same rows.
+ * Seed 000's named limitation, measured (`vantage study --limitation`): "Four requests about to
+ * finish and four beginning long generations can have similar request counts and prefill pressure.
+ * Prefill pressure can fall toward zero while the worker remains busy decoding." The controlled
+ * cases (matched short/long pairs of background on every efficient worker, in a decoding and a
+ * prefilling phase, beside an idle case) and what each run measures are the README's "Seed 000's
+ * named limitation"; every run goes through the study's own decision path (`TwoPoolFleet.route`) on
+ * a fresh fleet. Deterministic: the same options give the same rows.
  */
 import { RECORD_VARIANT } from '@vantage/decision-core';
 import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import type { Variant as RecordVariant } from '@vantage/records';
 import { VARIANTS, type Decision, type ParameterSet, type Prediction, type Reason, type Role, type Variant } from '@vantage/rules';
-import { escapeHtml as esc, lineChartSvg } from '@vantage/sim';
+import { escapeHtml as esc, page, table } from '@vantage/fitting';
+import { lineChartSvg } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import { TwoPoolFleet, type FleetSpec, type ServedRequest } from './fleet';
 import type { StudyResult } from './study';
@@ -185,7 +162,6 @@ interface OneRun {
   readonly decision: Decision;
   readonly served: ServedRequest;
   readonly probeAtMs: number;
-  readonly efficientWorker: WorkerId | null;
   readonly snapshot: ReadonlyMap<WorkerId, { ledgerRequests: number; remainingOutputTokens: number }>;
   readonly lastBackgroundEnd: ReadonlyMap<WorkerId, number>;
 }
@@ -238,8 +214,7 @@ function runOnce(o: LimitationOptions, c: LimitationCase, proposal: Role, params
   fleet.run();
   const { result: r, served } = sent;
   if (r === null || served === null) throw new Error(`limitation case ${c.id}: the proposal was not served`);
-  const eff = served.record?.observations.find((x) => x.role === 'efficient')?.workerId ?? null;
-  return { decision: r.decision, served, probeAtMs: r.probeAtMs, efficientWorker: eff, snapshot: r.snapshot, lastBackgroundEnd };
+  return { decision: r.decision, served, probeAtMs: r.probeAtMs, snapshot: r.snapshot, lastBackgroundEnd };
 }
 
 const ttftOf = (s: ServedRequest): number => s.firstTokenMs - s.arrivalMs;
@@ -301,7 +276,7 @@ function runCase(o: LimitationOptions, c: LimitationCase): LimitationCaseResult 
       advantageErrorMs: diff(advantageMs, measured.efficient.ttftMs - measured.capable.ttftMs),
     };
   });
-  const w = onCapable.efficientWorker;
+  const w = onCapable.served.record?.observations.find((x) => x.role === 'efficient')?.workerId ?? null;
   if (w === null) throw new Error(`limitation case ${c.id}: the decision recorded no efficient candidate worker`);
   const snap = onCapable.snapshot.get(w);
   if (snap === undefined) throw new Error(`limitation case ${c.id}: worker ${w} is not in the efficient pool`);
@@ -355,27 +330,24 @@ function textTable(head: readonly string[], rows: readonly (readonly string[])[]
   return [line(head), line(width.map((n) => '-'.repeat(n))), ...rows.map(line)].join('\n');
 }
 
+/** What the decision saw of the efficient candidate and what it did not, and both candidates' simulated latencies: the cases' first columns in both reports. */
+const CASE_HEAD = ['case', 'R', 'P', 'remaining out', 'busy after ms', 'TTFT eff', 'TTFT cap', 'E2E eff', 'E2E cap'];
+function caseCells(r: LimitationCaseResult): string[] {
+  const { efficient: e, measured: m } = r;
+  return [r.case.id, String(e.bookedRequests ?? 'n/a'), fmt(e.prefillPressure, 2), String(e.remainingOutputTokens), fmt(e.backgroundBusyAfterMs, 0), fmt(m.efficient.ttftMs), fmt(m.capable.ttftMs), fmt(m.efficient.e2eMs, 0), fmt(m.capable.e2eMs, 0)];
+}
+
 /** The two tables `vantage study --limitation` prints: what the decision saw and how the estimators did; what each rule chose. */
 function renderLimitationTable(results: readonly LimitationCaseResult[]): string {
   const est = (r: LimitationCaseResult, e: 'blind' | 'cache'): EstimatorError => r.estimators.find((x) => x.estimator === e)!;
+  const ESTIMATORS = ['blind', 'cache'] as const;
   const cases = textTable(
-    ['case', 'R', 'P', 'remaining out', 'busy after ms', 'TTFT eff', 'TTFT cap', 'E2E eff', 'E2E cap', 'blind eff (err)', 'cache eff (err)', 'blind cap (err)', 'cache cap (err)', 'adv err blind', 'adv err cache'],
+    [...CASE_HEAD, 'blind eff (err)', 'cache eff (err)', 'blind cap (err)', 'cache cap (err)', 'adv err blind', 'adv err cache'],
     results.map((r) => [
-      r.case.id,
-      String(r.efficient.bookedRequests ?? 'n/a'),
-      fmt(r.efficient.prefillPressure, 2),
-      String(r.efficient.remainingOutputTokens),
-      fmt(r.efficient.backgroundBusyAfterMs, 0),
-      fmt(r.measured.efficient.ttftMs),
-      fmt(r.measured.capable.ttftMs),
-      fmt(r.measured.efficient.e2eMs, 0),
-      fmt(r.measured.capable.e2eMs, 0),
-      `${fmt(est(r, 'blind').efficientMs)} (${signed(est(r, 'blind').efficientErrorMs)})`,
-      `${fmt(est(r, 'cache').efficientMs)} (${signed(est(r, 'cache').efficientErrorMs)})`,
-      `${fmt(est(r, 'blind').capableMs)} (${signed(est(r, 'blind').capableErrorMs)})`,
-      `${fmt(est(r, 'cache').capableMs)} (${signed(est(r, 'cache').capableErrorMs)})`,
-      signed(est(r, 'blind').advantageErrorMs),
-      signed(est(r, 'cache').advantageErrorMs),
+      ...caseCells(r),
+      ...ESTIMATORS.map((e) => `${fmt(est(r, e).efficientMs)} (${signed(est(r, e).efficientErrorMs)})`),
+      ...ESTIMATORS.map((e) => `${fmt(est(r, e).capableMs)} (${signed(est(r, e).capableErrorMs)})`),
+      ...ESTIMATORS.map((e) => signed(est(r, e).advantageErrorMs)),
     ]),
   );
   const variants = results[0]?.rules.map((x) => x.variant) ?? [];
@@ -403,7 +375,8 @@ function series(results: readonly LimitationCaseResult[], phase: 'decoding' | 'p
   return [...idle, ...results.filter((r) => r.case.phase === phase && r.case.generation === g)].sort((a, b) => a.case.count - b.case.count);
 }
 
-const X_LABEL = 'booked requests on the efficient worker (R)';
+/** Both charts: against R, at one size. */
+const CHART = { xLabel: 'booked requests on the efficient worker (R)', width: 700, height: 340 } as const;
 
 /** Efficient TTFT against R: simulated for short and long generations, each estimator's prediction (one line: equal inputs), the capable candidate's. */
 function ttftChart(results: readonly LimitationCaseResult[], phase: 'decoding' | 'prefilling'): string {
@@ -412,8 +385,8 @@ function ttftChart(results: readonly LimitationCaseResult[], phase: 'decoding' |
   const pred = (e: 'blind' | 'cache'): (readonly [number, number])[] => short.map((r) => [r.case.count, r.estimators.find((x) => x.estimator === e)?.efficientMs ?? NaN] as const);
   const title = phase === 'decoding' ? 'Efficient candidate TTFT, background decoding (P = 0)' : 'Efficient candidate TTFT, background still prefilling';
   return lineChartSvg({
+    ...CHART,
     title,
-    xLabel: X_LABEL,
     yLabel: 'TTFT (ms)',
     series: [
       { name: 'simulated, short generations', points: short.map((r) => [r.case.count, r.measured.efficient.ttftMs] as const) },
@@ -422,72 +395,45 @@ function ttftChart(results: readonly LimitationCaseResult[], phase: 'decoding' |
       { name: 'cache-aware predicted (same inputs for short and long)', points: pred('cache') },
       { name: 'capable candidate, simulated', points: short.map((r) => [r.case.count, r.measured.capable.ttftMs] as const) },
     ],
-    width: 700,
-    height: 340,
   });
 }
 
 /** The proposal's full-response latency against R on the efficient candidate, per phase and generation length, beside the capable candidate's. */
 function e2eChart(results: readonly LimitationCaseResult[]): string {
-  const line = (phase: 'decoding' | 'prefilling', g: GenerationLength): { name: string; points: (readonly [number, number])[] } => ({
-    name: `efficient, ${phase}, ${g} generations`,
-    points: series(results, phase, g).map((r) => [r.case.count, r.measured.efficient.e2eMs] as const),
-  });
+  const efficient = (['decoding', 'prefilling'] as const).flatMap((phase) =>
+    (['short', 'long'] as const).map((g) => ({ name: `efficient, ${phase}, ${g} generations`, points: series(results, phase, g).map((r) => [r.case.count, r.measured.efficient.e2eMs] as const) })),
+  );
   return lineChartSvg({
+    ...CHART,
     title: 'Proposal full-response latency (E2E), which the TTFT target does not see',
-    xLabel: X_LABEL,
     yLabel: 'E2E (ms)',
-    series: [
-      line('decoding', 'short'),
-      line('decoding', 'long'),
-      line('prefilling', 'short'),
-      line('prefilling', 'long'),
-      { name: 'capable candidate', points: series(results, 'decoding', 'short').map((r) => [r.case.count, r.measured.capable.e2eMs] as const) },
-    ],
-    width: 700,
-    height: 340,
+    series: [...efficient, { name: 'capable candidate', points: series(results, 'decoding', 'short').map((r) => [r.case.count, r.measured.capable.e2eMs] as const) }],
   });
 }
-
 
 /** The report section: the cases, the two charts, the estimator errors and every rule's choice. */
 function renderLimitationHtml(results: readonly LimitationCaseResult[], svgs: LimitationResult['svgs']): string {
   const out: string[] = [];
-  out.push('<!doctype html><html><head><meta charset="utf-8"><title>vantage offline study: remaining generation work</title>');
-  out.push('<style>body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}td.bad{background:#fde2e2}</style></head><body>');
   out.push('<h1>Offline study: equal booked requests, different remaining generations</h1>');
   out.push(
     '<p>Seed 000\'s named limitation as a controlled case on the simulated fleet. Every efficient worker carries the same number of booked background requests in matched pairs that differ only in output length (short: about to finish; long: beginning a long generation), so the decision sees the same booked count R and prefill pressure P for both; in the <em>decoding</em> phase the proposal arrives once every background request has its first token (P = 0 while the worker is still decoding), in the <em>prefilling</em> phase right after the bookings. The capable pool is idle. Each case runs on fresh identical fleets through the study\'s decision path: the proposal served on each candidate measures both TTFTs, and Stage proposing efficient under each variant\'s fitted parameter set gives each rule\'s choice. Predictions are the decisions\' own; error is predicted minus simulated TTFT. TTFT is engine time on the simulated clock.</p>',
   );
-  out.push('<h2>Cases</h2><table><tr><th>case</th><th>what</th><th>R seen</th><th>P seen</th><th>ledger requests</th><th>output tokens still to generate</th><th>background busy after the proposal (ms)</th><th>TTFT efficient (ms)</th><th>TTFT capable (ms)</th><th>E2E efficient (ms)</th><th>E2E capable (ms)</th></tr>');
-  for (const r of results) {
-    out.push(
-      `<tr><td>${esc(r.case.id)}</td><td style="text-align:left">${esc(r.case.description)}</td><td>${r.efficient.bookedRequests ?? 'n/a'}</td><td>${fmt(r.efficient.prefillPressure, 2)}</td><td>${r.efficient.ledgerRequests}</td><td>${r.efficient.remainingOutputTokens}</td><td>${fmt(r.efficient.backgroundBusyAfterMs, 0)}</td><td>${fmt(r.measured.efficient.ttftMs)}</td><td>${fmt(r.measured.capable.ttftMs)}</td><td>${fmt(r.measured.efficient.e2eMs, 0)}</td><td>${fmt(r.measured.capable.e2eMs, 0)}</td></tr>`,
-    );
-  }
-  out.push('</table>');
+  out.push('<h2>Cases</h2><p>R and P: what the decision saw of the efficient candidate; remaining out: output tokens its requests still had to generate; busy after: how long its background ran on after the proposal; TTFT and E2E in ms.</p>');
+  out.push(table([...CASE_HEAD, 'ledger requests', 'what'], results.map((r) => [...caseCells(r), String(r.efficient.ledgerRequests), r.case.description]), esc));
   out.push('<h2>Efficient candidate TTFT against booked requests</h2>');
   out.push(svgs.decoding);
   out.push(svgs.prefilling);
   out.push('<h2>The proposal\'s full-response latency</h2>');
   out.push(svgs.e2e);
-  out.push('<h2>Estimators: predicted TTFT and error (predicted − simulated, ms)</h2><table><tr><th>case</th><th>estimator</th><th>efficient predicted</th><th>efficient error</th><th>capable predicted</th><th>capable error</th><th>advantage predicted</th><th>advantage error</th><th>problem</th></tr>');
-  for (const r of results) {
-    for (const e of r.estimators) {
-      out.push(
-        `<tr><td>${esc(r.case.id)}</td><td>${e.estimator === 'blind' ? 'cache-blind' : 'cache-aware'}</td><td>${fmt(e.efficientMs)}</td><td>${signed(e.efficientErrorMs)}</td><td>${fmt(e.capableMs)}</td><td>${signed(e.capableErrorMs)}</td><td>${fmt(e.advantageMs)}</td><td>${signed(e.advantageErrorMs)}</td><td>${esc(e.problem ?? '')}</td></tr>`,
-      );
-    }
-  }
-  out.push('</table>');
-  out.push('<h2>Rules: choice, reason and the proposal\'s TTFT</h2><table><tr><th>case</th><th>variant</th><th>choice</th><th>reason</th><th>could act</th><th>TTFT (ms)</th><th>E2E (ms)</th><th>TTFT − better candidate (ms)</th><th>better by E2E</th></tr>');
-  for (const r of results) {
-    for (const x of r.rules) {
-      out.push(
-        `<tr><td>${esc(r.case.id)}</td><td>${esc(x.variant)}</td><td${x.best ? '' : ' class="bad"'}>${x.choice}</td><td>${esc(x.reason)}</td><td>${x.couldAct ? 'yes' : 'no'}</td><td>${fmt(x.ttftMs)}</td><td>${fmt(x.e2eMs, 0)}</td><td>${signed(x.regretMs)}</td><td>${x.bestE2e ? 'yes' : 'no'}</td></tr>`,
-      );
-    }
-  }
-  out.push('</table></body></html>');
-  return out.join('\n');
+  out.push('<h2>Estimators: predicted TTFT and error (predicted − simulated, ms)</h2>');
+  const estimatorRows = results.flatMap((r) =>
+    r.estimators.map((e) => [r.case.id, e.estimator === 'blind' ? 'cache-blind' : 'cache-aware', fmt(e.efficientMs), signed(e.efficientErrorMs), fmt(e.capableMs), signed(e.capableErrorMs), fmt(e.advantageMs), signed(e.advantageErrorMs), e.problem ?? '']),
+  );
+  out.push(table(['case', 'estimator', 'efficient predicted', 'efficient error', 'capable predicted', 'capable error', 'advantage predicted', 'advantage error', 'problem'], estimatorRows, esc));
+  out.push('<h2>Rules: choice, reason and the proposal\'s TTFT</h2><p>A choice in <span class="warn">red</span> is the candidate with the higher simulated TTFT.</p>');
+  const ruleRows = results.flatMap((r) =>
+    r.rules.map((x) => [esc(r.case.id), esc(x.variant), x.best ? x.choice : `<span class="warn">${x.choice}</span>`, esc(x.reason), x.couldAct ? 'yes' : 'no', fmt(x.ttftMs), fmt(x.e2eMs, 0), signed(x.regretMs), x.bestE2e ? 'yes' : 'no']),
+  );
+  out.push(table(['case', 'variant', 'choice', 'reason', 'could act', 'TTFT (ms)', 'E2E (ms)', 'TTFT − better candidate (ms)', 'better by E2E'], ruleRows));
+  return page('vantage offline study: remaining generation work', out.join('\n'));
 }

@@ -1,14 +1,8 @@
 /**
- * Load as an axis (`vantage study --load`): calibrate and fit once, then run
- * the five-variant evaluation at several load points — competing traffic on
- * the efficient pool from none to past saturation, crossed with Stage's
- * capable-proposal fraction — and report, per variant, the difference from
- * Stage in mean and p90 TTFT and in mean session completion time against the
- * measured efficient-pool utilisation, with the analysis's bootstrap
- * intervals, beside how often each rule could act, overrode and fell back.
- *
- * The x axis is measured, not designed: the busy fraction of the efficient
- * pool's engines over the Stage baseline's runs at that load point.
+ * Load as an axis (`vantage study --load`): calibrate and fit once, then the five-variant evaluation
+ * at each load point (competing traffic on the efficient pool crossed with Stage's capable-proposal
+ * fraction), reported against the measured, not designed, busy fraction of the efficient pool's
+ * engines under the Stage baseline.
  */
 import {
   analyzeEvaluation,
@@ -19,7 +13,8 @@ import {
   type DifferenceMetricId,
   type EvaluationAnalysis,
 } from '@vantage/evaluation';
-import { escapeHtml as esc, lineChartSvg } from '@vantage/sim';
+import { escapeHtml, fmtG, page, table } from '@vantage/fitting';
+import { lineChartSvg } from '@vantage/sim';
 import { runEvaluationOffline, type RunSummary } from './evaluate';
 import type { FleetSpec } from './fleet';
 import { recordVariantParams, toJsonl, type StudyResult } from './study';
@@ -97,13 +92,14 @@ export function runLoadStudy(o: LoadOptions): LoadResult {
       };
       points.push(r);
       const ttft = analysis.differences.filter((d) => d.metric === 'ttft_mean_ms').map((d) => `${d.variant} ${d.estimate.toFixed(0)} ms`).join(', ');
-      progress(`load ${points.length}/${gaps.length * fractions.length}: ${label}: efficient pool ${(100 * r.efficientUtilisation).toFixed(0)} % busy; mean TTFT vs Stage: ${ttft}`);
+      progress(`load ${points.length}/${gaps.length * fractions.length}: ${label}: efficient pool ${busyPct(r.efficientUtilisation)} busy; mean TTFT vs Stage: ${ttft}`);
     }
   }
   return { points, html: renderLoadHtml(points) };
 }
 
-const g = (v: number | null | undefined): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(4)).toString());
+const g = (v: number | null): string => fmtG(v ?? NaN, 4);
+const busyPct = (u: number): string => `${(100 * u).toFixed(0)} %`;
 
 const CHARTS: readonly { metric: DifferenceMetricId; title: string }[] = [
   { metric: 'ttft_mean_ms', title: 'Mean TTFT − Stage (ms)' },
@@ -114,8 +110,6 @@ const CHARTS: readonly { metric: DifferenceMetricId; title: string }[] = [
 /** The load report: per capable fraction, one chart per metric (a line per variant, bootstrap intervals), and the rules' activity. */
 export function renderLoadHtml(points: readonly LoadPointResult[]): string {
   const out: string[] = [];
-  out.push('<!doctype html><html><head><meta charset="utf-8"><title>vantage offline study: load curve</title>');
-  out.push('<style>body{font-family:sans-serif;margin:24px;max-width:1100px}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}</style></head><body>');
   out.push('<h1>Offline study: the rules against load</h1>');
   out.push(
     '<p>Each point is a five-variant evaluation on fresh simulated pools (repeated attempts, variants in seeded random order, matched sessions and Stage proposals within an attempt), with competing traffic booked on the efficient pool by Dynamo\'s own choice. The x axis is the measured busy fraction of the efficient pool\'s engines under the Stage baseline. Each line is a variant\'s difference from Stage with its session-bootstrap interval; below zero the rule helped. TTFT is engine time on the simulated clock. Session completion (every turn served) stands in for task success.</p>',
@@ -136,20 +130,17 @@ export function renderLoadHtml(points: readonly LoadPointResult[]): string {
       });
       out.push(lineChartSvg({ title: c.title, xLabel: 'efficient pool busy (%)', yLabel: 'difference from Stage (ms)', series, zeroLine: true, width: 700, height: 320 }));
     }
-    out.push('<table><tr><th>load point</th><th>efficient busy</th><th>capable busy</th><th>variant</th><th>mean TTFT − Stage [interval]</th><th>p90 TTFT − Stage</th><th>session time − Stage</th><th>could act</th><th>overrode</th><th>fell back</th><th>efficient proposals</th><th>sessions completed</th></tr>');
-    for (const p of ps) {
-      for (const v of p.analysis.variants) {
+    const rows = ps.flatMap((p) =>
+      p.analysis.variants.map((v) => {
         const d = (m: DifferenceMetricId): string => {
           const x = p.analysis.differences.find((y) => y.variant === v.variant && y.metric === m);
           return x === undefined ? '—' : `${g(x.estimate)} [${g(x.lo)}, ${g(x.hi)}]`;
         };
-        out.push(
-          `<tr><td>${esc(p.label)}</td><td>${(100 * p.efficientUtilisation).toFixed(0)} %</td><td>${(100 * p.capableUtilisation).toFixed(0)} %</td><td>${esc(v.variant)}</td><td>${d('ttft_mean_ms')}</td><td>${d('ttft_p90_ms')}</td><td>${d('session_completion_mean_ms')}</td><td>${v.rules.couldAct}</td><td>${v.rules.overrode}</td><td>${v.rules.fallbackTotal}</td><td>${v.rules.efficientProposals}</td><td>${v.sessions.completed}/${v.sessions.total}</td></tr>`,
-        );
-      }
-    }
-    out.push('</table>');
+        return [p.label, busyPct(p.efficientUtilisation), busyPct(p.capableUtilisation), v.variant, d('ttft_mean_ms'), d('ttft_p90_ms'), d('session_completion_mean_ms'), ...[v.rules.couldAct, v.rules.overrode, v.rules.fallbackTotal, v.rules.efficientProposals].map(String), `${v.sessions.completed}/${v.sessions.total}`];
+      }),
+    );
+    const head = ['load point', 'efficient busy', 'capable busy', 'variant', 'mean TTFT − Stage [interval]', 'p90 TTFT − Stage', 'session time − Stage', 'could act', 'overrode', 'fell back', 'efficient proposals', 'sessions completed'];
+    out.push(table(head, rows, escapeHtml));
   }
-  out.push('</body></html>');
-  return out.join('\n');
+  return page('vantage offline study: load curve', out.join('\n'));
 }
