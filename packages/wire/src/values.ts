@@ -38,6 +38,11 @@ function isPlainObject(v: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
+/** `out[key] = value` by defineProperty, not assignment: a `__proto__` key must stay data, never a prototype. */
+export function defineData(out: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
 export function isMap(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array) && isPlainObject(v);
 }
@@ -193,15 +198,7 @@ export function opaque(v: unknown, path: string, maxDepth: number, depth = 0): u
   if (Array.isArray(v)) return v.map((x, i) => opaque(x, `${path}[${i}]`, maxDepth, depth + 1));
   if (isMap(v)) {
     const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v)) {
-      // defineProperty, not assignment: a `__proto__` key must stay data, never a prototype.
-      Object.defineProperty(out, k, {
-        value: opaque(v[k], `${path}.${k}`, maxDepth, depth + 1),
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    }
+    for (const k of Object.keys(v)) defineData(out, k, opaque(v[k], `${path}.${k}`, maxDepth, depth + 1));
     return out;
   }
   return wrongType(path, 'plain data', v);
