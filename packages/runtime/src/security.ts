@@ -23,7 +23,7 @@ import {
 import { parseCreds } from '@nats-io/jwt';
 import type { SASLOptions } from 'kafkajs';
 import { configInvalid, type KafkaSaslMechanism } from './config';
-import { VantageError, type ErrorCode } from './errors';
+import { errorMessage, VantageError, type ErrorCode } from './errors';
 import { hasUrlUserInfo, redactUrl } from './secrets';
 
 export interface NatsTlsSettings {
@@ -228,10 +228,6 @@ function errorCodeOf(e: unknown): string {
   return typeof c === 'string' ? c : '';
 }
 
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
 interface ConnectFailure {
   code: ErrorCode;
   /** Short machine-readable cause for `details.cause`. */
@@ -246,7 +242,7 @@ export function classifyNatsConnectError(e: unknown): ConnectFailure {
     if (x instanceof UserAuthenticationExpiredError) {
       return { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: 'the user JWT (nats.credsFile) has expired' };
     }
-    if (x instanceof AuthorizationError || /authorization violation|authentication/i.test(messageOf(x))) {
+    if (x instanceof AuthorizationError || /authorization violation|authentication/i.test(errorMessage(x))) {
       return {
         code: 'NATS_AUTH_FAILED',
         cause: 'authorization_violation',
@@ -266,7 +262,7 @@ export function classifyNatsConnectError(e: unknown): ConnectFailure {
     }
   }
   for (const x of causeChain(e)) {
-    const m = messageOf(x);
+    const m = errorMessage(x);
     if (/tls.*(required|not available)|(required|available).*tls/i.test(m) || TLS_TEXT_RE.test(m)) {
       return { code: 'NATS_TLS_FAILED', cause: 'tls_mismatch', hint: 'one side requires TLS and the other does not offer it (nats.tls.enabled, tls:// URL, server tls block)' };
     }
@@ -278,7 +274,7 @@ export function classifyNatsConnectError(e: unknown): ConnectFailure {
 export function classifyKafkaConnectError(e: unknown): ConnectFailure {
   for (const x of causeChain(e)) {
     const name = (x as { name?: unknown } | null)?.name;
-    if (name === 'KafkaJSSASLAuthenticationError' || /SASL|authentication failed|Authentication failed/i.test(messageOf(x))) {
+    if (name === 'KafkaJSSASLAuthenticationError' || /SASL|authentication failed|Authentication failed/i.test(errorMessage(x))) {
       return { code: 'KAFKA_AUTH_FAILED', cause: 'sasl_authentication_failed', hint: 'the broker refused the SASL credentials or mechanism (kafka.sasl.*)' };
     }
   }
