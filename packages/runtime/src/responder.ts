@@ -291,22 +291,17 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
     }
   };
 
-  const ping = (): ServiceIdentity => ({ type: ServiceResponseType.PING, name: opts.name, id, version, metadata });
+  const identity = { name: opts.name, id, version, metadata };
+  const ping = (): ServiceIdentity => ({ type: ServiceResponseType.PING, ...identity });
   const info = (): ServiceInfo => ({
     type: ServiceResponseType.INFO,
-    name: opts.name,
-    id,
-    version,
-    metadata,
+    ...identity,
     description: opts.description ?? '',
     endpoints: endpoints.map((e): EndpointInfo => ({ name: e.name, subject: e.subject, queue_group: e.queue, metadata: e.metadata })),
   });
   const stats = (): ServiceStats => ({
     type: ServiceResponseType.STATS,
-    name: opts.name,
-    id,
-    version,
-    metadata,
+    ...identity,
     started,
     endpoints: endpoints.map(
       (e): NamedEndpointStats => ({
@@ -392,13 +387,7 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
       };
       ep.sub = subscribe(e.subject, ep.queue, (msg) => receive(ep, msg), name);
       endpoints.push(ep);
-      return {
-        name,
-        subject: e.subject,
-        get inFlight() {
-          return ep.inFlight;
-        },
-      };
+      return ep;
     },
     stopIntake,
     drained,

@@ -100,49 +100,29 @@ class Reader {
 
   string(): string {
     const s = this.s;
-    this.pos++; // opening quote
-    let out = '';
-    let run = this.pos;
+    const start = this.pos++;
+    let escaped = false;
     for (;;) {
       if (this.pos >= s.length) this.fail('truncated', 'unterminated string');
       const c = s.charCodeAt(this.pos);
-      if (c === 0x22) {
-        out += s.slice(run, this.pos);
-        this.pos++;
-        return out;
-      }
+      if (c === 0x22) break;
       if (c < 0x20) this.fail('malformed', 'control character in string');
-      if (c !== 0x5c) {
-        this.pos++;
-        continue;
-      }
-      out += s.slice(run, this.pos);
-      this.pos++;
-      if (this.pos >= s.length) this.fail('truncated', 'unterminated escape');
-      const e = s[this.pos]!;
-      this.pos++;
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          const hex = s.slice(this.pos, this.pos + 4);
+      if (c === 0x5c) {
+        escaped = true;
+        const e = s[++this.pos];
+        if (e === undefined) this.fail('truncated', 'unterminated escape');
+        if (e === 'u') {
+          const hex = s.slice(this.pos + 1, this.pos + 5);
           if (hex.length < 4) this.fail('truncated', 'unterminated \\u escape');
           if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('malformed', 'bad \\u escape');
-          out += String.fromCharCode(parseInt(hex, 16));
           this.pos += 4;
-          break;
-        }
-        default:
-          this.fail('malformed', `bad escape \\${e}`);
+        } else if (!'"\\/bfnrt'.includes(e)) this.fail('malformed', `bad escape \\${e}`);
       }
-      run = this.pos;
+      this.pos++;
     }
+    this.pos++;
+    // Every escape is checked above and a string literal holds no numbers: JSON.parse decodes it losing nothing.
+    return escaped ? (JSON.parse(s.slice(start, this.pos)) as string) : s.slice(start + 1, this.pos - 1);
   }
 
   /** Steps into an array or object at `depth`; true when it is empty (`close` follows at once). */
