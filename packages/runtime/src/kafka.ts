@@ -8,7 +8,9 @@
 import kafkajs from 'kafkajs';
 import type { Admin, Consumer, ConsumerConfig, Kafka, KafkaConfig, LogEntry, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 import type { Logger } from 'pino';
+import type { BaseConfig } from './config';
 import { errorMessage, VantageError, type ErrorCode } from './errors';
+import type { DeepReadonly } from './schema';
 import { redactUrl } from './secrets';
 import { classifyKafkaConnectError, kafkaSecurityOptions, type KafkaSecuritySettings } from './security';
 
@@ -20,14 +22,8 @@ const { Kafka: KafkaClass, Partitioners, logLevel: KafkaLogLevel } = kafkajs;
 
 export type { Admin, Consumer, Kafka, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 
-export interface KafkaSettings extends KafkaSecuritySettings {
-  brokers: readonly string[];
-  /** Empty means `fallbackClientId`. */
-  clientId: string;
-  connectionTimeoutMs: number;
-  requestTimeoutMs: number;
-  retries: number;
-}
+/** `kafka.*` as the schema has it (an empty `clientId` means `fallbackClientId`), security fields optional. */
+export type KafkaSettings = KafkaSecuritySettings & Pick<DeepReadonly<BaseConfig['kafka']>, 'brokers' | 'clientId' | 'connectionTimeoutMs' | 'requestTimeoutMs' | 'retries'>;
 
 export interface TopicSpec {
   topic: string;

@@ -26,24 +26,18 @@ import {
   type StreamInfo,
 } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
+import type { BaseConfig } from './config';
 import { errorMessage, readErrorHeaders, VantageError } from './errors';
 import type { RuntimeMetrics } from './metrics';
+import type { DeepReadonly } from './schema';
 import { redactUrl } from './secrets';
 import { causeChain, classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
 
 export type { NatsConnection } from '@nats-io/transport-node';
 
-export interface NatsSettings extends NatsSecuritySettings {
-  /** One URL or a comma-separated list (`nats://` or `tls://`, the latter requiring TLS). */
-  url: string;
-  /** Connection name; empty leaves the client default. */
-  name: string;
-  reconnectTimeWaitMs: number;
-  reconnectJitterMs: number;
-  /** -1 = forever. */
-  maxReconnectAttempts: number;
-  connectTimeoutMs: number;
-}
+/** `nats.*` as the schema has it (`url`: one or a comma-separated list, `tls://` requiring TLS), security fields optional. */
+export type NatsSettings = NatsSecuritySettings &
+  Pick<DeepReadonly<BaseConfig['nats']>, 'name' | 'reconnectTimeWaitMs' | 'reconnectJitterMs' | 'maxReconnectAttempts' | 'connectTimeoutMs'>;
 
 interface ConnectNatsOptions {
   metrics?: RuntimeMetrics;

@@ -22,33 +22,21 @@ import {
 } from '@nats-io/transport-node';
 import { parseCreds } from '@nats-io/jwt';
 import type { SASLOptions } from 'kafkajs';
-import { configInvalid, type KafkaSaslMechanism } from './config';
+import { configInvalid, type BaseConfig, type KafkaSaslMechanism } from './config';
 import { errorMessage, VantageError, type ErrorCode } from './errors';
+import type { DeepReadonly } from './schema';
 import { hasUrlUserInfo, redactUrl } from './secrets';
 
-export interface NatsTlsSettings {
-  /** Require TLS even without files (a `tls://` URL or any file implies it). */
-  enabled?: boolean;
-  caFile?: string;
-  certFile?: string;
-  keyFile?: string;
-  handshakeFirst?: boolean;
-}
+type NatsConfig = DeepReadonly<BaseConfig['nats']>;
+type KafkaConfig = DeepReadonly<BaseConfig['kafka']>;
 
-/** The security part of `nats.*`; every field optional so tools can pass just a URL. */
-export interface NatsSecuritySettings {
-  url: string;
-  user?: string;
-  passwordFile?: string;
-  tokenFile?: string;
-  nkeySeedFile?: string;
-  credsFile?: string;
-  tls?: NatsTlsSettings;
-}
+/** The security part of `nats.*` (the schema's fields); all but `url` optional so tools and tests can pass just a URL. */
+export type NatsSecuritySettings = Pick<NatsConfig, 'url'> &
+  Partial<Pick<NatsConfig, 'user' | 'passwordFile' | 'tokenFile' | 'nkeySeedFile' | 'credsFile'>> & { tls?: Partial<NatsConfig['tls']> };
 
 export interface KafkaSecuritySettings {
-  ssl?: { enabled?: boolean; caFile?: string; certFile?: string; keyFile?: string };
-  sasl?: { mechanism?: KafkaSaslMechanism; username?: string; passwordFile?: string };
+  ssl?: Partial<KafkaConfig['ssl']>;
+  sasl?: Partial<KafkaConfig['sasl']>;
 }
 
 interface SettingProblem {
