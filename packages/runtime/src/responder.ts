@@ -1,8 +1,7 @@
 // The request-reply server every vantage service uses: one Responder per
-// service, one endpoint per subject.
+// service, one endpoint per subject (options, metrics and `$SRV` discovery:
+// README.md).
 //
-//   queue group    each endpoint subscribes in a queue group (default: the
-//                  service name), so replicas share its requests
 //   errors         a thrown VantageError is sent as an empty body with the
 //                  catalogue's headers (errors.ts); anything else is logged
 //                  and sent as INTERNAL. An endpoint whose protocol carries
@@ -15,14 +14,6 @@
 //                  burst even to synchronous handlers, and past `maxInFlight`
 //                  (over all endpoints) a request is refused at once with
 //                  OVERLOADED (retryable: another replica may take it).
-//   metrics        vantage_requests_total{endpoint,outcome},
-//                  vantage_request_duration_seconds{endpoint},
-//                  vantage_requests_in_flight{endpoint},
-//                  vantage_requests_refused_total{endpoint,reason},
-//                  vantage_errors_total{code}
-//   discovery      $SRV.PING / INFO / STATS (bare, by name, by name and id)
-//                  answered with the micro-service protocol's JSON, using the
-//                  types of @nats-io/services
 //   coalescing     with an `outbox`, replies are queued to it and leave in its
 //                  one write per event-loop turn (outbox.ts); without, each
 //                  reply is published as soon as its handler returns
@@ -87,15 +78,10 @@ export interface Responder {
   add(name: string, opts: EndpointOptions): Endpoint;
   /** Stops taking requests: every endpoint's subscription is drained (requests already sent to us are still answered). */
   stopIntake(): Promise<void>;
-  /** Resolves once nothing is in flight and the outbox (if any) has handed its replies to the connection. */
-  drained(): Promise<void>;
   /** stopIntake, drained, then stop answering discovery. */
   stop(): Promise<void>;
   /** Registers intake, drain and close steps with a shutdown sequence. */
   registerShutdown(shutdown: Shutdown): void;
-  ping(): ServiceIdentity;
-  info(): ServiceInfo;
-  stats(): ServiceStats;
 }
 
 const NAME = /^[-\w]+$/;
@@ -346,6 +332,7 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
     intakeStopped ??= Promise.all(endpoints.map((e) => drainSub(e.sub))).then(() => undefined);
     return intakeStopped;
   };
+  /** Resolves once nothing is in flight and the outbox (if any) has handed its replies to the connection. */
   const drained = async (): Promise<void> => {
     // A request delivered by the drain itself is queued in a microtask: let it start first.
     await Promise.resolve();
@@ -390,7 +377,6 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
       return ep;
     },
     stopIntake,
-    drained,
     async stop() {
       stopped ??= (async () => {
         await stopIntake();
@@ -404,8 +390,5 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
       shutdown.register(`finish ${opts.name} requests in flight`, 'drain', drained);
       shutdown.register(`stop ${opts.name} discovery`, 'close', closeDiscovery);
     },
-    ping,
-    info,
-    stats,
   };
 }
