@@ -310,8 +310,9 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
     }
   }
 
-  // 2. Environment.
-  const envData: Record<string, unknown> = {};
+  // 2. Environment, set over a copy of the defaults and the file: ajv's default insertion and the
+  // final freeze never touch the caller's objects.
+  const data = structuredClone(deepMerge(opts.defaults ?? {}, fileData));
   const envSource = new Map<string, string>();
   const byName = new Map(leaves.map((l) => [l.name, l]));
   for (const [name, raw] of Object.entries(opts.env)) {
@@ -323,12 +324,10 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
       problems.push({ path: '(env)', message: 'environment variable maps to no setting', source: `env ${name}` });
       continue;
     }
-    setPath(envData, leaf.path, coerceEnvValue(raw, leaf.schema));
+    setPath(data, leaf.path, coerceEnvValue(raw, leaf.schema));
     envSource.set(leaf.path.join('.'), name);
   }
 
-  // Cloned so ajv's default insertion and the final freeze never touch the caller's objects.
-  const data = structuredClone(deepMerge(deepMerge(opts.defaults ?? {}, fileData), envData));
 
   // 3. Validate everything at once (allErrors) so an operator fixes all problems in one round.
   let validate = compiled.get(schema);

@@ -80,16 +80,15 @@ const KAFKA_LEVEL_FOR: Readonly<Record<string, number>> = {
   silent: KafkaLogLevel.NOTHING,
 };
 
+/** And back: the pino method for a kafkajs entry's level (debug for the rest). */
+const PINO_METHOD_FOR: Readonly<Record<number, 'error' | 'warn' | 'info'>> = { [KafkaLogLevel.ERROR]: 'error', [KafkaLogLevel.WARN]: 'warn', [KafkaLogLevel.INFO]: 'info' };
+
 function logCreator(log: Logger) {
   const child = log.child({ component: 'kafkajs' });
   return () =>
     ({ namespace, level, log: entry }: LogEntry): void => {
       const { message: msg, timestamp: _ts, ...extra } = entry;
-      const fields = { namespace, ...extra };
-      if (level === KafkaLogLevel.ERROR) child.error(fields, msg);
-      else if (level === KafkaLogLevel.WARN) child.warn(fields, msg);
-      else if (level === KafkaLogLevel.INFO) child.info(fields, msg);
-      else child.debug(fields, msg);
+      child[PINO_METHOD_FOR[level] ?? 'debug']({ namespace, ...extra }, msg);
     };
 }
 
