@@ -127,6 +127,13 @@ export function str(v: unknown, path: string, maxLength: number): string {
   return v;
 }
 
+/** A serde unit enum written as its bare name: one of `names`; any other name is `unknown_variant`. */
+export function oneOf<const N extends readonly string[]>(v: unknown, path: string, names: N): N[number] {
+  const s = str(v, path, 64);
+  if (!names.includes(s)) throw new WireReject('unknown_variant', `${path}: unknown variant ${JSON.stringify(s)}`);
+  return s;
+}
+
 /** Absent and nil both mean "none" for serde `Option` fields. */
 export function optional<T>(v: unknown, read: (v: unknown) => T): T | null {
   return v === undefined || v === null ? null : read(v);
