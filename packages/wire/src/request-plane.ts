@@ -113,33 +113,19 @@ export class FrameReader {
     if (this.failed) return this.failed;
     const b = this.buf;
     const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-    let hl: number;
-    let bl: number;
-    let start: number;
-    if (this.kind === 'two_part') {
-      if (b.length < 24) return null;
-      const h = dv.getBigUint64(0);
-      const l = dv.getBigUint64(8);
-      if (h + l + 24n > BigInt(this.maxFrameBytes)) {
-        this.failed = { ok: false, code: 'too_large', reason: `two-part frame of ${h + l + 24n} bytes exceeds ${this.maxFrameBytes}` };
-        return this.failed;
-      }
-      hl = Number(h);
-      bl = Number(l);
-      start = 24;
-    } else {
-      if (b.length < 4) return null;
-      hl = 0;
-      bl = dv.getUint32(0);
-      if (bl + 4 > this.maxFrameBytes) {
-        this.failed = { ok: false, code: 'too_large', reason: `acknowledgement of ${bl + 4} bytes exceeds ${this.maxFrameBytes}` };
-        return this.failed;
-      }
-      start = 4;
+    const twoPart = this.kind === 'two_part';
+    const start = twoPart ? 24 : 4;
+    if (b.length < start) return null;
+    const h = twoPart ? dv.getBigUint64(0) : 0n;
+    const l = twoPart ? dv.getBigUint64(8) : BigInt(dv.getUint32(0));
+    const size = BigInt(start) + h + l;
+    if (size > BigInt(this.maxFrameBytes)) {
+      this.failed = { ok: false, code: 'too_large', reason: `${twoPart ? 'two-part frame' : 'acknowledgement'} of ${size} bytes exceeds ${this.maxFrameBytes}` };
+      return this.failed;
     }
-    const end = start + hl + bl;
+    const end = Number(size);
     if (b.length < end) return null;
-    const frame = { header: b.slice(start, start + hl), body: b.slice(start + hl, end) };
+    const frame = { header: b.slice(start, start + Number(h)), body: b.slice(start + Number(h), end) };
     this.buf = b.subarray(end);
     return { ok: true, value: frame };
   }
