@@ -88,11 +88,10 @@ const NAME = /^[-\w]+$/;
 
 interface EndpointState extends Endpoint {
   inFlight: number;
+  /** As given to `add` (handler, errorBody, onReplied). */
+  readonly opts: EndpointOptions;
   readonly queue: string;
   readonly metadata: Record<string, string>;
-  readonly handler: RequestHandler;
-  readonly errorBody: ((err: VantageError, msg: Msg) => Uint8Array) | undefined;
-  readonly onReplied: ((msg: Msg, reply: Uint8Array) => void) | undefined;
   sub: Subscription | null;
   // $SRV STATS
   requests: number;
@@ -168,10 +167,10 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
       metrics.requests.inc(ep.name, err.label);
       metrics.countError(err.code);
     }
-    if (ep.errorBody !== undefined) {
+    if (ep.opts.errorBody !== undefined) {
       let body: Uint8Array;
       try {
-        body = ep.errorBody(err, msg);
+        body = ep.opts.errorBody(err, msg);
       } catch (e) {
         log.error({ err: e, endpoint: ep.name }, 'error body could not be encoded');
         return;
@@ -196,9 +195,9 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
     send(msg, body, undefined);
     if (ep.ok !== undefined) ep.ok.n++;
     finish(ep, at);
-    if (ep.onReplied !== undefined) {
+    if (ep.opts.onReplied !== undefined) {
       try {
-        ep.onReplied(msg, body);
+        ep.opts.onReplied(msg, body);
       } catch (e) {
         log.warn({ err: e, endpoint: ep.name }, 'onReplied failed');
       }
@@ -208,7 +207,7 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
   const runOne = (ep: EndpointState, msg: Msg, at: number): void => {
     let r: Uint8Array | Promise<Uint8Array>;
     try {
-      r = ep.handler(msg);
+      r = ep.opts.handler(msg);
     } catch (e) {
       failed(ep, msg, at, e);
       return;
@@ -358,9 +357,7 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
         subject: e.subject,
         queue: e.queue ?? opts.name,
         metadata: Object.freeze({ ...(e.metadata ?? {}) }),
-        handler: e.handler,
-        errorBody: e.errorBody,
-        onReplied: e.onReplied,
+        opts: e,
         sub: null,
         inFlight: 0,
         requests: 0,
