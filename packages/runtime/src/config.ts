@@ -4,7 +4,7 @@
 // Precedence (lowest first): schema defaults < `defaults` option < file < env.
 //
 // Environment mapping: every leaf of the schema has exactly one variable,
-// `<prefix><PATH>` where each path segment is converted from camelCase to
+// `VANTAGE_<PATH>` where each path segment is converted from camelCase to
 // SCREAMING_SNAKE and segments are joined by `_`:
 //   nats.url                → VANTAGE_NATS_URL
 //   shutdown.deadlineMs     → VANTAGE_SHUTDOWN_DEADLINE_MS
@@ -12,8 +12,8 @@
 // The names are derived from the schema, not parsed from the variable, so the
 // `_` inside a word and between segments cannot be confused. Arrays, records
 // and objects inside arrays are leaves: they take JSON (arrays of scalars also
-// accept a comma-separated list). `<prefix>CONFIG` names the JSON file.
-// A variable with the prefix that maps to no leaf is an error (a typo such as
+// accept a comma-separated list). `VANTAGE_CONFIG` names the JSON file.
+// A `VANTAGE_` variable that maps to no leaf is an error (a typo such as
 // VANTAGE_NATS_URI must not silently fall back to the default).
 
 import { readFileSync } from 'node:fs';
@@ -120,14 +120,8 @@ export type BaseConfig = Static<typeof baseConfigSchema>;
 interface LoadConfigOptions {
   /** Environment to read; usually `process.env`. */
   env: Readonly<Record<string, string | undefined>>;
-  /** JSON file path; overrides `<prefix>CONFIG`. */
-  file?: string;
-  /** Variable prefix, including the trailing underscore. Default `VANTAGE_`. */
-  prefix?: string;
   /** Lowest-priority values (below the file), e.g. the service name supplied by code. */
   defaults?: Record<string, unknown>;
-  /** What to do with prefixed variables that map to no setting. Default `error`. */
-  unknownEnv?: 'error' | 'ignore';
 }
 
 interface ConfigProblem {
@@ -152,14 +146,17 @@ function toSnake(segment: string): string {
     .toUpperCase();
 }
 
-function collectLeaves(schema: JsonSchema, prefix: string): EnvLeaf[] {
+const PREFIX = 'VANTAGE_';
+const CONFIG_VAR = 'VANTAGE_CONFIG';
+
+function collectLeaves(schema: JsonSchema): EnvLeaf[] {
   const out: EnvLeaf[] = [];
   const walk = (node: JsonSchema, path: string[]): void => {
     if (node.type === 'object' && node.properties !== undefined) {
       for (const [k, child] of Object.entries(node.properties)) walk(child, [...path, k]);
       return;
     }
-    out.push({ name: prefix + path.map(toSnake).join('_'), path, schema: node });
+    out.push({ name: PREFIX + path.map(toSnake).join('_'), path, schema: node });
   };
   walk(schema, []);
   const seen = new Map<string, string>();
@@ -294,13 +291,11 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
   schema: ObjectSchema<P>,
   opts: LoadConfigOptions,
 ): DeepReadonly<Static<ObjectSchema<P>>> {
-  const prefix = opts.prefix ?? 'VANTAGE_';
   const problems: ConfigProblem[] = [];
-  const leaves = collectLeaves(schema, prefix);
-  const configVar = `${prefix}CONFIG`;
+  const leaves = collectLeaves(schema);
 
   // 1. File.
-  const filePath = opts.file ?? opts.env[configVar];
+  const filePath = opts.env[CONFIG_VAR];
   let fileData: Record<string, unknown> = {};
   if (filePath !== undefined && filePath !== '') {
     try {
@@ -315,27 +310,24 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
     }
   }
 
-  // 2. Environment.
-  const envData: Record<string, unknown> = {};
+  // 2. Environment, set over a copy of the defaults and the file: ajv's default insertion and the
+  // final freeze never touch the caller's objects.
+  const data = structuredClone(deepMerge(opts.defaults ?? {}, fileData));
   const envSource = new Map<string, string>();
   const byName = new Map(leaves.map((l) => [l.name, l]));
   for (const [name, raw] of Object.entries(opts.env)) {
-    if (!name.startsWith(prefix) || raw === undefined || name === configVar) continue;
+    if (!name.startsWith(PREFIX) || raw === undefined || name === CONFIG_VAR) continue;
     const leaf = byName.get(name);
     if (leaf === undefined) {
-      if ((opts.unknownEnv ?? 'error') === 'error') {
-        // Reported by name only, never with its value: an unknown variable may well be a
-        // misplaced secret (VANTAGE_NATS_PASSWORD instead of a password file).
-        problems.push({ path: '(env)', message: 'environment variable maps to no setting', source: `env ${name}` });
-      }
+      // Reported by name only, never with its value: an unknown variable may well be a
+      // misplaced secret (VANTAGE_NATS_PASSWORD instead of a password file).
+      problems.push({ path: '(env)', message: 'environment variable maps to no setting', source: `env ${name}` });
       continue;
     }
-    setPath(envData, leaf.path, coerceEnvValue(raw, leaf.schema));
+    setPath(data, leaf.path, coerceEnvValue(raw, leaf.schema));
     envSource.set(leaf.path.join('.'), name);
   }
 
-  // Cloned so ajv's default insertion and the final freeze never touch the caller's objects.
-  const data = structuredClone(deepMerge(deepMerge(opts.defaults ?? {}, fileData), envData));
 
   // 3. Validate everything at once (allErrors) so an operator fixes all problems in one round.
   let validate = compiled.get(schema);

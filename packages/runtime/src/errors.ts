@@ -104,10 +104,15 @@ export function isVantageError(e: unknown): e is VantageError {
   return e instanceof VantageError;
 }
 
+/** The message of an Error, or anything else as a string. */
+export function errorMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
 /** Returns `e` if it is already a VantageError, otherwise wraps it with `code`. */
 export function toVantageError(e: unknown, code: ErrorCode = 'INTERNAL', message?: string): VantageError {
   if (e instanceof VantageError) return e;
-  const text = message ?? (e instanceof Error ? e.message : String(e));
+  const text = message ?? errorMessage(e);
   return new VantageError(code, text, { cause: e });
 }
 
@@ -154,14 +159,8 @@ export function writeErrorHeaders(h: HeaderWriter, err: VantageError): void {
   h.set(HEADER_VANTAGE_RETRYABLE, err.retryable ? 'true' : 'false');
 }
 
-function codeForStatus(status: number): ErrorCode {
-  if (status === 400) return 'BAD_REQUEST';
-  if (status === 404) return 'NOT_FOUND';
-  if (status === 408 || status === 504) return 'DEADLINE_EXCEEDED';
-  if (status === 429) return 'OVERLOADED';
-  if (status === 503) return 'UPSTREAM_UNAVAILABLE';
-  return 'INTERNAL';
-}
+/** What a reply with only the numeric status means; any other status is INTERNAL. */
+const CODE_FOR_STATUS: Readonly<Record<number, ErrorCode>> = { 400: 'BAD_REQUEST', 404: 'NOT_FOUND', 408: 'DEADLINE_EXCEEDED', 504: 'DEADLINE_EXCEEDED', 429: 'OVERLOADED', 503: 'UPSTREAM_UNAVAILABLE' };
 
 /**
  * Reads a service error from a reply's headers; `null` when the reply is a
@@ -179,7 +178,7 @@ export function readErrorHeaders(h: HeaderReader | undefined, context: Record<st
   const status = Number.parseInt(rawStatus, 10);
   // A code we do not know comes from a newer peer: fall back to the numeric
   // status rather than failing to read the error at all.
-  const code: ErrorCode = isErrorCode(rawCode) ? rawCode : codeForStatus(Number.isFinite(status) ? status : 500);
+  const code: ErrorCode = isErrorCode(rawCode) ? rawCode : (CODE_FOR_STATUS[status] ?? 'INTERNAL');
   const text = h.get(HEADER_SERVICE_ERROR) || code;
   const rawRetry = h.get(HEADER_VANTAGE_RETRYABLE);
   const retryable = rawRetry === 'true' ? true : rawRetry === 'false' ? false : undefined;

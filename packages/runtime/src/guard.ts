@@ -32,8 +32,6 @@ export class RateLimitedLog {
   readonly #maxKeys: number;
   readonly #now: () => number;
   readonly #keys = new Map<string, KeyState>();
-  /** Lines left out in total (all keys). */
-  suppressedTotal = 0;
 
   constructor(log: Logger, opts: RateLimitedLogOptions = {}) {
     this.#log = log;
@@ -56,7 +54,6 @@ export class RateLimitedLog {
     const st = this.#keys.get(key);
     if (st !== undefined && now - st.lastMs < this.#intervalMs) {
       st.suppressed++;
-      this.suppressedTotal++;
       return false;
     }
     const suppressed = st?.suppressed ?? 0;
@@ -102,19 +99,8 @@ export class OutageClock {
     this.#reason = '';
   }
 
-  /** Set from a boolean observation: `ok()` when true, `fail(reason)` when false. */
-  observe(up: boolean, reason: string): void {
-    if (up) this.ok();
-    else this.fail(reason);
-  }
-
   get failing(): boolean {
     return this.#since !== null;
-  }
-
-  /** How long the current outage has lasted (0 when none). */
-  get failingForMs(): number {
-    return this.#since === null ? 0 : this.#now() - this.#since;
   }
 
   get reason(): string {
@@ -124,7 +110,7 @@ export class OutageClock {
   /** Unhealthy once failing for at least `thresholdMs`; `details` are added either way. */
   health(details: Record<string, unknown> = {}): HealthResult {
     if (this.#since === null) return { ok: true, details };
-    const forMs = this.failingForMs;
+    const forMs = this.#now() - this.#since;
     return { ok: forMs < this.thresholdMs, details: { ...details, reason: this.#reason, failingForMs: forMs, thresholdMs: this.thresholdMs } };
   }
 }

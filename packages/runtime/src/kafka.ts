@@ -8,7 +8,9 @@
 import kafkajs from 'kafkajs';
 import type { Admin, Consumer, ConsumerConfig, Kafka, KafkaConfig, LogEntry, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 import type { Logger } from 'pino';
-import { VantageError, type ErrorCode } from './errors';
+import type { BaseConfig } from './config';
+import { errorMessage, VantageError, type ErrorCode } from './errors';
+import type { DeepReadonly } from './schema';
 import { redactUrl } from './secrets';
 import { classifyKafkaConnectError, kafkaSecurityOptions, type KafkaSecuritySettings } from './security';
 
@@ -20,14 +22,8 @@ const { Kafka: KafkaClass, Partitioners, logLevel: KafkaLogLevel } = kafkajs;
 
 export type { Admin, Consumer, Kafka, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 
-export interface KafkaSettings extends KafkaSecuritySettings {
-  brokers: readonly string[];
-  /** Empty means `fallbackClientId`. */
-  clientId: string;
-  connectionTimeoutMs: number;
-  requestTimeoutMs: number;
-  retries: number;
-}
+/** `kafka.*` as the schema has it (an empty `clientId` means `fallbackClientId`), security fields optional. */
+export type KafkaSettings = KafkaSecuritySettings & Pick<DeepReadonly<BaseConfig['kafka']>, 'brokers' | 'clientId' | 'connectionTimeoutMs' | 'requestTimeoutMs' | 'retries'>;
 
 export interface TopicSpec {
   topic: string;
@@ -64,55 +60,38 @@ export interface KafkaClient {
   close(): Promise<void>;
 }
 
-function message(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
 /** Wraps a kafkajs error, keeping its own retriable flag when it has one. */
 function kafkaError(code: ErrorCode, what: string, e: unknown, details: Record<string, unknown> = {}): VantageError {
   if (e instanceof VantageError) return e;
   const retriable = (e as { retriable?: unknown } | null)?.retriable;
-  return new VantageError(code, redactUrl(`${what}: ${message(e)}`), {
+  return new VantageError(code, redactUrl(`${what}: ${errorMessage(e)}`), {
     cause: e,
     details,
     ...(typeof retriable === 'boolean' ? { retryable: retriable } : {}),
   });
 }
 
-/** kafkajs log level matching a pino level, so kafkajs does not build entries pino would drop. */
-function kafkaLevelFor(pinoLevel: string): number {
-  switch (pinoLevel) {
-    case 'trace':
-    case 'debug':
-      return KafkaLogLevel.DEBUG;
-    case 'info':
-      return KafkaLogLevel.INFO;
-    case 'warn':
-      return KafkaLogLevel.WARN;
-    case 'silent':
-      return KafkaLogLevel.NOTHING;
-    default:
-      return KafkaLogLevel.ERROR;
-  }
-}
+/** kafkajs log level matching a pino level (error for fatal), so kafkajs does not build entries pino would drop. */
+const KAFKA_LEVEL_FOR: Readonly<Record<string, number>> = {
+  trace: KafkaLogLevel.DEBUG,
+  debug: KafkaLogLevel.DEBUG,
+  info: KafkaLogLevel.INFO,
+  warn: KafkaLogLevel.WARN,
+  silent: KafkaLogLevel.NOTHING,
+};
+
+/** And back: the pino method for a kafkajs entry's level (debug for the rest). */
+const PINO_METHOD_FOR: Readonly<Record<number, 'error' | 'warn' | 'info'>> = { [KafkaLogLevel.ERROR]: 'error', [KafkaLogLevel.WARN]: 'warn', [KafkaLogLevel.INFO]: 'info' };
 
 function logCreator(log: Logger) {
   const child = log.child({ component: 'kafkajs' });
   return () =>
     ({ namespace, level, log: entry }: LogEntry): void => {
       const { message: msg, timestamp: _ts, ...extra } = entry;
-      const fields = { namespace, ...extra };
-      if (level === KafkaLogLevel.ERROR) child.error(fields, msg);
-      else if (level === KafkaLogLevel.WARN) child.warn(fields, msg);
-      else if (level === KafkaLogLevel.INFO) child.info(fields, msg);
-      else child.debug(fields, msg);
+      child[PINO_METHOD_FOR[level] ?? 'debug']({ namespace, ...extra }, msg);
     };
 }
 
-/**
- * Creates the client and verifies the cluster answers (admin connect +
- * describeCluster), or throws KAFKA_CONNECT_FAILED naming the brokers.
- */
 /**
  * The kafkajs client options for these settings (brokers, client id, timeouts,
  * retries, TLS and SASL with the password read from its file). For tools that
@@ -141,11 +120,15 @@ export function kafkaConnectError(what: string, e: unknown, brokers: readonly st
   return new VantageError(why.code, `${err.message} (${why.hint})`, { cause: e, details: err.details, retryable: false });
 }
 
+/**
+ * Creates the client and verifies the cluster answers (admin connect +
+ * describeCluster), or throws KAFKA_CONNECT_FAILED naming the brokers.
+ */
 export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClientId = 'vantage'): Promise<KafkaClient> {
   const { summary, ...clientCfg } = kafkaClientConfig(cfg, fallbackClientId);
   const kafka = new KafkaClass({
     ...clientCfg,
-    logLevel: kafkaLevelFor(log.level),
+    logLevel: KAFKA_LEVEL_FOR[log.level] ?? KafkaLogLevel.ERROR,
     logCreator: logCreator(log),
   });
   const admin = kafka.admin();

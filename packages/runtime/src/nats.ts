@@ -26,24 +26,18 @@ import {
   type StreamInfo,
 } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
-import { readErrorHeaders, VantageError } from './errors';
+import type { BaseConfig } from './config';
+import { errorMessage, readErrorHeaders, VantageError } from './errors';
 import type { RuntimeMetrics } from './metrics';
+import type { DeepReadonly } from './schema';
 import { redactUrl } from './secrets';
 import { causeChain, classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
 
 export type { NatsConnection } from '@nats-io/transport-node';
 
-export interface NatsSettings extends NatsSecuritySettings {
-  /** One URL or a comma-separated list (`nats://` or `tls://`, the latter requiring TLS). */
-  url: string;
-  /** Connection name; empty leaves the client default. */
-  name: string;
-  reconnectTimeWaitMs: number;
-  reconnectJitterMs: number;
-  /** -1 = forever. */
-  maxReconnectAttempts: number;
-  connectTimeoutMs: number;
-}
+/** `nats.*` as the schema has it (`url`: one or a comma-separated list, `tls://` requiring TLS), security fields optional. */
+export type NatsSettings = NatsSecuritySettings &
+  Pick<DeepReadonly<BaseConfig['nats']>, 'name' | 'reconnectTimeWaitMs' | 'reconnectJitterMs' | 'maxReconnectAttempts' | 'connectTimeoutMs'>;
 
 interface ConnectNatsOptions {
   metrics?: RuntimeMetrics;
@@ -53,31 +47,22 @@ interface ConnectNatsOptions {
 
 // Connection state as seen through status events; nats.js exposes only
 // isClosed(), and a connection that is reconnecting is not healthy.
-const connected = new WeakMap<NatsConnection, boolean>();
-/** When the connection was last seen to go down (disconnect or close), while it stays down. */
-const downSince = new WeakMap<NatsConnection, number>();
+/** When the connection was last seen to go down (disconnect or close), null while it is up. */
+const downSince = new WeakMap<NatsConnection, number | null>();
 
 /** True while the connection is up (not closed, not between disconnect and reconnect). */
 export function natsConnected(nc: NatsConnection): boolean {
-  return !nc.isClosed() && connected.get(nc) === true;
+  return !nc.isClosed() && downSince.get(nc) === null;
 }
 
 /** How long the connection has been down (0 while it is up): the runtime's health check compares it with `health.natsDownMs`. */
 export function natsDisconnectedForMs(nc: NatsConnection, nowMs = Date.now()): number {
-  if (natsConnected(nc)) return 0;
-  const since = downSince.get(nc);
-  return since === undefined ? 0 : Math.max(0, nowMs - since);
+  const since = natsConnected(nc) ? null : downSince.get(nc);
+  return since === null || since === undefined ? 0 : Math.max(0, nowMs - since);
 }
 
-function markDown(nc: NatsConnection): void {
-  connected.set(nc, false);
-  if (!downSince.has(nc)) downSince.set(nc, Date.now());
-}
-
-function markUp(nc: NatsConnection): void {
-  connected.set(nc, true);
-  downSince.delete(nc);
-}
+const markDown = (nc: NatsConnection): void => void downSince.set(nc, downSince.get(nc) ?? Date.now());
+const markUp = (nc: NatsConnection): void => void downSince.set(nc, null);
 
 /** A status event as log fields: its own, with the error as `err` and a slow consumer's subscription by its subject. */
 function statusFields(s: Status): Record<string, unknown> {
@@ -167,7 +152,7 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
       if (exp.expired) why = { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: `the user JWT in nats.credsFile expired at ${new Date(exp.expiresAtMs ?? 0).toISOString()}` };
     }
     opts.metrics?.countError(why.code);
-    throw new VantageError(why.code, redactUrl(`cannot connect to NATS at ${url}: ${e instanceof Error ? e.message : String(e)} (${why.hint})`), {
+    throw new VantageError(why.code, redactUrl(`cannot connect to NATS at ${url}: ${errorMessage(e)} (${why.hint})`), {
       cause: e,
       details: { url, cause: why.cause, auth: security.summary.auth, tls: security.summary.tls },
     });
@@ -197,7 +182,7 @@ export const noResponders = (subject: string, cause?: unknown): VantageError => 
 export const requestTimeout = (subject: string, timeoutMs: number, cause?: unknown): VantageError =>
   new VantageError('NATS_TIMEOUT', `no reply on ${subject} within ${timeoutMs} ms`, { cause, details: { subject, timeoutMs } });
 export const requestFailed = (subject: string, e: unknown): VantageError =>
-  new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e, details: { subject } });
+  new VantageError('NATS_REQUEST_FAILED', `request on ${subject} failed: ${errorMessage(e)}`, { cause: e, details: { subject } });
 
 /**
  * Sends a request and returns the reply. Every failure is a VantageError:
@@ -246,7 +231,7 @@ function isApiError(e: unknown, code: number): boolean {
 
 function jsFailure(what: string, e: unknown, details: Record<string, unknown>): VantageError {
   if (e instanceof VantageError) return e;
-  return new VantageError('JETSTREAM_SETUP_FAILED', `${what}: ${e instanceof Error ? e.message : String(e)}`, { cause: e, details });
+  return new VantageError('JETSTREAM_SETUP_FAILED', `${what}: ${errorMessage(e)}`, { cause: e, details });
 }
 
 /** Creates the entity when `info` finds none, updates it when a field we set differs, else leaves it alone. */

@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { Logger } from 'pino';
+import { errorMessage } from './errors';
 
 export interface HealthResult {
   ok: boolean;
@@ -55,7 +56,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: OpsServer
     } catch (e) {
       // A health check that throws is itself a failure to report, not a 500:
       // orchestrators act on 503 (take out of rotation), not on 500.
-      result = { ok: false, details: { error: e instanceof Error ? e.message : String(e) } };
+      result = { ok: false, details: { error: errorMessage(e) } };
     }
     const body = JSON.stringify({ ok: result.ok, details: result.details ?? {} });
     res.writeHead(result.ok ? 200 : 503, { 'content-type': 'application/json' }).end(req.method === 'HEAD' ? undefined : body);

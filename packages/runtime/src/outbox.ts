@@ -36,8 +36,6 @@ export class Outbox {
   #after: (() => void)[] = [];
   /** Turns that sent something (for the tests and diagnostics). */
   flushes = 0;
-  /** Messages sent. */
-  sent = 0;
 
   constructor(private readonly nc: NatsConnection) {}
 
@@ -45,11 +43,6 @@ export class Outbox {
   publish(subject: string, data: Uint8Array, reply?: string, headers?: MsgHdrs, onError?: (e: unknown) => void): void {
     this.#queue.push({ subject, data, reply, headers, onError });
     this.#scheduled ??= setImmediate(this.#flush);
-  }
-
-  /** Messages queued and not yet handed to the connection. */
-  get queued(): number {
-    return this.#queue.length;
   }
 
   /** Run `f` just before each write (it may queue messages to leave with it). */
@@ -85,7 +78,6 @@ export class Outbox {
         }
       }
       this.flushes++;
-      this.sent += q.length;
     }
     // The connection writes its buffer from a microtask queued by the first publish above (or at once, past its
     // pending limit): a microtask queued now runs after that write, so after-flush work never delays it.

@@ -1,8 +1,7 @@
 // The request-reply server every vantage service uses: one Responder per
-// service, one endpoint per subject.
+// service, one endpoint per subject (options, metrics and `$SRV` discovery:
+// README.md).
 //
-//   queue group    each endpoint subscribes in a queue group (default: the
-//                  service name), so replicas share its requests
 //   errors         a thrown VantageError is sent as an empty body with the
 //                  catalogue's headers (errors.ts); anything else is logged
 //                  and sent as INTERNAL. An endpoint whose protocol carries
@@ -15,14 +14,6 @@
 //                  burst even to synchronous handlers, and past `maxInFlight`
 //                  (over all endpoints) a request is refused at once with
 //                  OVERLOADED (retryable: another replica may take it).
-//   metrics        vantage_requests_total{endpoint,outcome},
-//                  vantage_request_duration_seconds{endpoint},
-//                  vantage_requests_in_flight{endpoint},
-//                  vantage_requests_refused_total{endpoint,reason},
-//                  vantage_errors_total{code}
-//   discovery      $SRV.PING / INFO / STATS (bare, by name, by name and id)
-//                  answered with the micro-service protocol's JSON, using the
-//                  types of @nats-io/services
 //   coalescing     with an `outbox`, replies are queued to it and leave in its
 //                  one write per event-loop turn (outbox.ts); without, each
 //                  reply is published as soon as its handler returns
@@ -87,26 +78,20 @@ export interface Responder {
   add(name: string, opts: EndpointOptions): Endpoint;
   /** Stops taking requests: every endpoint's subscription is drained (requests already sent to us are still answered). */
   stopIntake(): Promise<void>;
-  /** Resolves once nothing is in flight and the outbox (if any) has handed its replies to the connection. */
-  drained(): Promise<void>;
   /** stopIntake, drained, then stop answering discovery. */
   stop(): Promise<void>;
   /** Registers intake, drain and close steps with a shutdown sequence. */
   registerShutdown(shutdown: Shutdown): void;
-  ping(): ServiceIdentity;
-  info(): ServiceInfo;
-  stats(): ServiceStats;
 }
 
 const NAME = /^[-\w]+$/;
 
 interface EndpointState extends Endpoint {
   inFlight: number;
+  /** As given to `add` (handler, errorBody, onReplied). */
+  readonly opts: EndpointOptions;
   readonly queue: string;
   readonly metadata: Record<string, string>;
-  readonly handler: RequestHandler;
-  readonly errorBody: ((err: VantageError, msg: Msg) => Uint8Array) | undefined;
-  readonly onReplied: ((msg: Msg, reply: Uint8Array) => void) | undefined;
   sub: Subscription | null;
   // $SRV STATS
   requests: number;
@@ -182,10 +167,10 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
       metrics.requests.inc(ep.name, err.label);
       metrics.countError(err.code);
     }
-    if (ep.errorBody !== undefined) {
+    if (ep.opts.errorBody !== undefined) {
       let body: Uint8Array;
       try {
-        body = ep.errorBody(err, msg);
+        body = ep.opts.errorBody(err, msg);
       } catch (e) {
         log.error({ err: e, endpoint: ep.name }, 'error body could not be encoded');
         return;
@@ -210,9 +195,9 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
     send(msg, body, undefined);
     if (ep.ok !== undefined) ep.ok.n++;
     finish(ep, at);
-    if (ep.onReplied !== undefined) {
+    if (ep.opts.onReplied !== undefined) {
       try {
-        ep.onReplied(msg, body);
+        ep.opts.onReplied(msg, body);
       } catch (e) {
         log.warn({ err: e, endpoint: ep.name }, 'onReplied failed');
       }
@@ -222,7 +207,7 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
   const runOne = (ep: EndpointState, msg: Msg, at: number): void => {
     let r: Uint8Array | Promise<Uint8Array>;
     try {
-      r = ep.handler(msg);
+      r = ep.opts.handler(msg);
     } catch (e) {
       failed(ep, msg, at, e);
       return;
@@ -291,22 +276,17 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
     }
   };
 
-  const ping = (): ServiceIdentity => ({ type: ServiceResponseType.PING, name: opts.name, id, version, metadata });
+  const identity = { name: opts.name, id, version, metadata };
+  const ping = (): ServiceIdentity => ({ type: ServiceResponseType.PING, ...identity });
   const info = (): ServiceInfo => ({
     type: ServiceResponseType.INFO,
-    name: opts.name,
-    id,
-    version,
-    metadata,
+    ...identity,
     description: opts.description ?? '',
     endpoints: endpoints.map((e): EndpointInfo => ({ name: e.name, subject: e.subject, queue_group: e.queue, metadata: e.metadata })),
   });
   const stats = (): ServiceStats => ({
     type: ServiceResponseType.STATS,
-    name: opts.name,
-    id,
-    version,
-    metadata,
+    ...identity,
     started,
     endpoints: endpoints.map(
       (e): NamedEndpointStats => ({
@@ -351,6 +331,7 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
     intakeStopped ??= Promise.all(endpoints.map((e) => drainSub(e.sub))).then(() => undefined);
     return intakeStopped;
   };
+  /** Resolves once nothing is in flight and the outbox (if any) has handed its replies to the connection. */
   const drained = async (): Promise<void> => {
     // A request delivered by the drain itself is queued in a microtask: let it start first.
     await Promise.resolve();
@@ -376,9 +357,7 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
         subject: e.subject,
         queue: e.queue ?? opts.name,
         metadata: Object.freeze({ ...(e.metadata ?? {}) }),
-        handler: e.handler,
-        errorBody: e.errorBody,
-        onReplied: e.onReplied,
+        opts: e,
         sub: null,
         inFlight: 0,
         requests: 0,
@@ -392,16 +371,9 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
       };
       ep.sub = subscribe(e.subject, ep.queue, (msg) => receive(ep, msg), name);
       endpoints.push(ep);
-      return {
-        name,
-        subject: e.subject,
-        get inFlight() {
-          return ep.inFlight;
-        },
-      };
+      return ep;
     },
     stopIntake,
-    drained,
     async stop() {
       stopped ??= (async () => {
         await stopIntake();
@@ -415,8 +387,5 @@ export function createResponder(nc: NatsConnection, opts: ResponderOptions): Res
       shutdown.register(`finish ${opts.name} requests in flight`, 'drain', drained);
       shutdown.register(`stop ${opts.name} discovery`, 'close', closeDiscovery);
     },
-    ping,
-    info,
-    stats,
   };
 }

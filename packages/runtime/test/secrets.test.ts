@@ -70,7 +70,7 @@ describe('configuration errors', () => {
   it('a config file that is not JSON is reported by position, not by quoting it', () => {
     const e = (() => {
       try {
-        loadConfig(baseConfigSchema, { env: {}, file: '/dev/null', defaults: { service: 'x' } });
+        loadConfig(baseConfigSchema, { env: { VANTAGE_CONFIG: '/dev/null' }, defaults: { service: 'x' } });
       } catch (err) {
         return err as VantageError;
       }

@@ -11,8 +11,7 @@
  */
 import type { WorkerId } from '@vantage/types';
 import { Fields, type WireValue } from './msgpack';
-import { WireReject } from './result';
-import { asMap, count, get, optional, required, str, u32, u64 } from './values';
+import { asMap, count, get, oneOf, optional, required, u32, u64 } from './values';
 
 const SCHEDULER_LOAD_SCOPES = ['local', 'replica_synchronized'] as const;
 export type SchedulerLoadScope = (typeof SCHEDULER_LOAD_SCOPES)[number];
@@ -32,19 +31,12 @@ export interface ActiveLoad {
 
 export function activeLoadFromValue(v: unknown, path = 'active_load'): ActiveLoad {
   const m = asMap(v, path);
-  const scope = optional(get(m, 'scheduler_load_scope'), (x) => {
-    const s = str(x, `${path}.scheduler_load_scope`, 64);
-    if (!(SCHEDULER_LOAD_SCOPES as readonly string[]).includes(s)) {
-      throw new WireReject('unknown_variant', `${path}.scheduler_load_scope: unknown scope ${JSON.stringify(s)}`);
-    }
-    return s as SchedulerLoadScope;
-  });
   return {
     workerId: u64(required(m, 'worker_id', path), `${path}.worker_id`) as WorkerId,
     dpRank: optional(get(m, 'dp_rank'), (x) => u32(x, `${path}.dp_rank`)) ?? 0,
     activeDecodeBlocks: optional(get(m, 'active_decode_blocks'), (x) => count(x, `${path}.active_decode_blocks`)),
     activePrefillTokens: optional(get(m, 'active_prefill_tokens'), (x) => count(x, `${path}.active_prefill_tokens`)),
-    schedulerLoadScope: scope,
+    schedulerLoadScope: optional(get(m, 'scheduler_load_scope'), (x) => oneOf(x, `${path}.scheduler_load_scope`, SCHEDULER_LOAD_SCOPES)),
     kvUsedBlocks: optional(get(m, 'kv_used_blocks'), (x) => count(x, `${path}.kv_used_blocks`)),
   };
 }

@@ -11,7 +11,7 @@
  * refused.
  */
 import { WireReject } from './result';
-import { JsonFloat } from './values';
+import { defineData, JsonFloat } from './values';
 
 // 2^64 has 20 digits; a sign and a few leading zeros fit well inside 40.
 const MAX_INT_LITERAL = 40;
@@ -62,30 +62,32 @@ class Reader {
     return v;
   }
 
+  /** Skips a run of digits; `what` names it in the error when there is none. */
+  digits(what: string): void {
+    const s = this.s;
+    const start = this.pos;
+    while (this.pos < s.length && s[this.pos]! >= '0' && s[this.pos]! <= '9') this.pos++;
+    if (this.pos === start) this.pos >= s.length ? this.fail('truncated', 'number cut off') : this.fail('malformed', `${what} expected`);
+  }
+
   number(): bigint | JsonFloat {
     const s = this.s;
     const start = this.pos;
     if (s[this.pos] === '-') this.pos++;
     const intStart = this.pos;
-    while (this.pos < s.length && s[this.pos]! >= '0' && s[this.pos]! <= '9') this.pos++;
-    const intDigits = this.pos - intStart;
-    if (intDigits === 0) this.pos >= s.length ? this.fail('truncated', 'number cut off') : this.fail('malformed', 'digit expected');
-    if (intDigits > 1 && s[intStart] === '0') this.fail('malformed', 'leading zero');
+    this.digits('digit');
+    if (this.pos - intStart > 1 && s[intStart] === '0') this.fail('malformed', 'leading zero');
     let isFloat = false;
     if (s[this.pos] === '.') {
       isFloat = true;
       this.pos++;
-      const f = this.pos;
-      while (this.pos < s.length && s[this.pos]! >= '0' && s[this.pos]! <= '9') this.pos++;
-      if (this.pos === f) this.pos >= s.length ? this.fail('truncated', 'number cut off') : this.fail('malformed', 'fraction digit expected');
+      this.digits('fraction digit');
     }
     if (s[this.pos] === 'e' || s[this.pos] === 'E') {
       isFloat = true;
       this.pos++;
       if (s[this.pos] === '+' || s[this.pos] === '-') this.pos++;
-      const e = this.pos;
-      while (this.pos < s.length && s[this.pos]! >= '0' && s[this.pos]! <= '9') this.pos++;
-      if (this.pos === e) this.pos >= s.length ? this.fail('truncated', 'number cut off') : this.fail('malformed', 'exponent digit expected');
+      this.digits('exponent digit');
     }
     const text = s.slice(start, this.pos);
     if (isFloat) return new JsonFloat(Number(text), text);
@@ -98,81 +100,64 @@ class Reader {
 
   string(): string {
     const s = this.s;
-    this.pos++; // opening quote
-    let out = '';
-    let run = this.pos;
+    const start = this.pos++;
+    let escaped = false;
     for (;;) {
       if (this.pos >= s.length) this.fail('truncated', 'unterminated string');
       const c = s.charCodeAt(this.pos);
-      if (c === 0x22) {
-        out += s.slice(run, this.pos);
-        this.pos++;
-        return out;
-      }
+      if (c === 0x22) break;
       if (c < 0x20) this.fail('malformed', 'control character in string');
-      if (c !== 0x5c) {
-        this.pos++;
-        continue;
-      }
-      out += s.slice(run, this.pos);
-      this.pos++;
-      if (this.pos >= s.length) this.fail('truncated', 'unterminated escape');
-      const e = s[this.pos]!;
-      this.pos++;
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          const hex = s.slice(this.pos, this.pos + 4);
+      if (c === 0x5c) {
+        escaped = true;
+        const e = s[++this.pos];
+        if (e === undefined) this.fail('truncated', 'unterminated escape');
+        if (e === 'u') {
+          const hex = s.slice(this.pos + 1, this.pos + 5);
           if (hex.length < 4) this.fail('truncated', 'unterminated \\u escape');
           if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('malformed', 'bad \\u escape');
-          out += String.fromCharCode(parseInt(hex, 16));
           this.pos += 4;
-          break;
-        }
-        default:
-          this.fail('malformed', `bad escape \\${e}`);
+        } else if (!'"\\/bfnrt'.includes(e)) this.fail('malformed', `bad escape \\${e}`);
       }
-      run = this.pos;
+      this.pos++;
     }
+    this.pos++;
+    // Every escape is checked above and a string literal holds no numbers: JSON.parse decodes it losing nothing.
+    return escaped ? (JSON.parse(s.slice(start, this.pos)) as string) : s.slice(start + 1, this.pos - 1);
+  }
+
+  /** Steps into an array or object at `depth`; true when it is empty (`close` follows at once). */
+  open(depth: number, close: string): boolean {
+    if (depth > this.maxDepth) throw new WireReject('too_large', `json: nested deeper than ${this.maxDepth}`);
+    this.pos++;
+    this.ws();
+    if (this.s[this.pos] !== close) return false;
+    this.pos++;
+    return true;
+  }
+
+  /** After an entry: true at the closing `close`, false after a `,`. */
+  more(close: string, what: string): boolean {
+    this.ws();
+    const c = this.s[this.pos];
+    if (c === undefined) this.fail('truncated', `unterminated ${what}`);
+    this.pos++;
+    if (c === close) return true;
+    if (c !== ',') this.fail('malformed', `expected ',' or '${close}'`);
+    return false;
   }
 
   array(depth: number): unknown[] {
-    if (depth > this.maxDepth) throw new WireReject('too_large', `json: nested deeper than ${this.maxDepth}`);
-    this.pos++;
     const out: unknown[] = [];
-    this.ws();
-    if (this.s[this.pos] === ']') {
-      this.pos++;
-      return out;
-    }
-    for (;;) {
-      out.push(this.value(depth));
-      this.ws();
-      const c = this.s[this.pos];
-      if (c === undefined) this.fail('truncated', 'unterminated array');
-      this.pos++;
-      if (c === ']') return out;
-      if (c !== ',') this.fail('malformed', "expected ',' or ']'");
-    }
+    if (this.open(depth, ']')) return out;
+    do out.push(this.value(depth));
+    while (!this.more(']', 'array'));
+    return out;
   }
 
   object(depth: number): Record<string, unknown> {
-    if (depth > this.maxDepth) throw new WireReject('too_large', `json: nested deeper than ${this.maxDepth}`);
-    this.pos++;
     const out: Record<string, unknown> = {};
-    this.ws();
-    if (this.s[this.pos] === '}') {
-      this.pos++;
-      return out;
-    }
-    for (;;) {
+    if (this.open(depth, '}')) return out;
+    do {
       this.ws();
       if (this.pos >= this.s.length) this.fail('truncated', 'unterminated object');
       if (this.s[this.pos] !== '"') this.fail('malformed', 'object key expected');
@@ -182,15 +167,9 @@ class Reader {
       if (this.pos >= this.s.length) this.fail('truncated', 'unterminated object');
       if (this.s[this.pos] !== ':') this.fail('malformed', "expected ':'");
       this.pos++;
-      // defineProperty: a "__proto__" key stays an ordinary data field.
-      Object.defineProperty(out, key, { value: this.value(depth), enumerable: true, writable: true, configurable: true });
-      this.ws();
-      const c = this.s[this.pos];
-      if (c === undefined) this.fail('truncated', 'unterminated object');
-      this.pos++;
-      if (c === '}') return out;
-      if (c !== ',') this.fail('malformed', "expected ',' or '}'");
-    }
+      defineData(out, key, this.value(depth));
+    } while (!this.more('}', 'object'));
+    return out;
   }
 }
 

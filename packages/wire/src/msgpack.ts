@@ -72,90 +72,73 @@ export type WireValue =
 
 const utf8 = new TextEncoder();
 
+/** A growing byte buffer; `take(n)` makes room for n more bytes and returns where they go. */
 class ByteSink {
-  private buf = new Uint8Array(256);
-  private view = new DataView(this.buf.buffer);
+  buf = new Uint8Array(256);
+  view = new DataView(this.buf.buffer);
   len = 0;
 
-  private reserve(n: number): void {
-    if (this.len + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
-    while (size < this.len + n) size *= 2;
-    const next = new Uint8Array(size);
-    next.set(this.buf.subarray(0, this.len));
-    this.buf = next;
-    this.view = new DataView(next.buffer);
+  take(n: number): number {
+    if (this.len + n > this.buf.length) {
+      let size = this.buf.length * 2;
+      while (size < this.len + n) size *= 2;
+      const next = new Uint8Array(size);
+      next.set(this.buf.subarray(0, this.len));
+      this.buf = next;
+      this.view = new DataView(next.buffer);
+    }
+    const at = this.len;
+    this.len += n;
+    return at;
   }
-  u8(b: number): void {
-    this.reserve(1);
-    this.buf[this.len++] = b;
-  }
-  u16(v: number): void {
-    this.reserve(2);
-    this.view.setUint16(this.len, v);
-    this.len += 2;
-  }
-  u32(v: number): void {
-    this.reserve(4);
-    this.view.setUint32(this.len, v);
-    this.len += 4;
-  }
-  u64(v: bigint): void {
-    this.reserve(8);
-    this.view.setBigUint64(this.len, v);
-    this.len += 8;
-  }
-  i64(v: bigint): void {
-    this.reserve(8);
-    this.view.setBigInt64(this.len, v);
-    this.len += 8;
+  /** `v` big-endian in `n` bytes, two's complement when negative. */
+  be(v: number | bigint, n: 1 | 2 | 4 | 8): void {
+    const at = this.take(n);
+    if (n === 8) return this.view.setBigUint64(at, BigInt.asUintN(64, BigInt(v)));
+    let x = Number(v);
+    for (let i = at + n - 1; i >= at; i--, x >>= 8) this.buf[i] = x & 0xff;
   }
   bytes(b: Uint8Array): void {
-    this.reserve(b.length);
-    this.buf.set(b, this.len);
-    this.len += b.length;
-  }
-  result(): Uint8Array {
-    return this.buf.slice(0, this.len);
+    const at = this.take(b.length);
+    this.buf.set(b, at);
   }
 }
 
 function writeInt(out: ByteSink, v: bigint): void {
   if (v >= 0n) {
-    if (v < 0x80n) out.u8(Number(v));
-    else if (v <= 0xffn) { out.u8(0xcc); out.u8(Number(v)); }
-    else if (v <= 0xffffn) { out.u8(0xcd); out.u16(Number(v)); }
-    else if (v <= 0xffff_ffffn) { out.u8(0xce); out.u32(Number(v)); }
-    else if (v <= 0xffff_ffff_ffff_ffffn) { out.u8(0xcf); out.u64(v); }
+    if (v < 0x80n) out.be(v, 1);
+    else if (v <= 0xffn) { out.be(0xcc, 1); out.be(v, 1); }
+    else if (v <= 0xffffn) { out.be(0xcd, 1); out.be(v, 2); }
+    else if (v <= 0xffff_ffffn) { out.be(0xce, 1); out.be(v, 4); }
+    else if (v <= 0xffff_ffff_ffff_ffffn) { out.be(0xcf, 1); out.be(v, 8); }
     else throw new RangeError(`integer ${v} does not fit msgpack`);
     return;
   }
   // Negative: rmp's write_sint picks the narrowest signed form.
-  if (v >= -32n) out.u8(Number(v) & 0xff);
-  else if (v >= -0x80n) { out.u8(0xd0); out.u8(Number(v) & 0xff); }
-  else if (v >= -0x8000n) { out.u8(0xd1); out.u16(Number(v) & 0xffff); }
-  else if (v >= -0x8000_0000n) { out.u8(0xd2); out.u32(Number(v) >>> 0); }
-  else if (v >= -(1n << 63n)) { out.u8(0xd3); out.i64(v); }
+  if (v >= -32n) out.be(v, 1);
+  else if (v >= -0x80n) { out.be(0xd0, 1); out.be(v, 1); }
+  else if (v >= -0x8000n) { out.be(0xd1, 1); out.be(v, 2); }
+  else if (v >= -0x8000_0000n) { out.be(0xd2, 1); out.be(v, 4); }
+  else if (v >= -(1n << 63n)) { out.be(0xd3, 1); out.be(v, 8); }
   else throw new RangeError(`integer ${v} does not fit msgpack`);
 }
 
 function writeLen(out: ByteSink, n: number, fix: number, fixMax: number, c8: number | null, c16: number, c32: number): void {
-  if (n <= fixMax) out.u8(fix | n);
-  else if (c8 !== null && n <= 0xff) { out.u8(c8); out.u8(n); }
-  else if (n <= 0xffff) { out.u8(c16); out.u16(n); }
-  else { out.u8(c32); out.u32(n); }
+  if (n <= fixMax) out.be(fix | n, 1);
+  else if (c8 !== null && n <= 0xff) { out.be(c8, 1); out.be(n, 1); }
+  else if (n <= 0xffff) { out.be(c16, 1); out.be(n, 2); }
+  else { out.be(c32, 1); out.be(n, 4); }
 }
 
 function writeValue(out: ByteSink, v: WireValue): void {
-  if (v === null) return out.u8(0xc0);
-  if (v === true) return out.u8(0xc3);
-  if (v === false) return out.u8(0xc2);
+  if (v === null) return out.be(0xc0, 1);
+  if (v === true) return out.be(0xc3, 1);
+  if (v === false) return out.be(0xc2, 1);
   if (typeof v === 'bigint') return writeInt(out, v);
   if (v instanceof F64) {
-    out.u8(0xcb);
-    const b = new Uint8Array(8);
-    new DataView(b.buffer).setFloat64(0, v.value);
-    return out.bytes(b);
+    out.be(0xcb, 1);
+    const at = out.take(8);
+    return out.view.setFloat64(at, v.value);
   }
   if (typeof v === 'number') {
     if (!Number.isSafeInteger(v)) throw new RangeError(`only safe integers are written, got ${v}`);
@@ -167,9 +150,8 @@ function writeValue(out: ByteSink, v: WireValue): void {
     return out.bytes(b);
   }
   if (v instanceof Uint8Array) {
-    if (v.length <= 0xff) { out.u8(0xc4); out.u8(v.length); }
-    else if (v.length <= 0xffff) { out.u8(0xc5); out.u16(v.length); }
-    else { out.u8(0xc6); out.u32(v.length); }
+    // bin has no fix form: 0xc4/0xc5/0xc6 are bin8/16/32.
+    writeLen(out, v.length, 0, -1, 0xc4, 0xc5, 0xc6);
     return out.bytes(v);
   }
   if (v instanceof Fields) {
@@ -188,5 +170,5 @@ function writeValue(out: ByteSink, v: WireValue): void {
 export function writeMsgpack(v: WireValue): Uint8Array {
   const out = new ByteSink();
   writeValue(out, v);
-  return out.result();
+  return out.buf.slice(0, out.len);
 }

@@ -113,33 +113,19 @@ export class FrameReader {
     if (this.failed) return this.failed;
     const b = this.buf;
     const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-    let hl: number;
-    let bl: number;
-    let start: number;
-    if (this.kind === 'two_part') {
-      if (b.length < 24) return null;
-      const h = dv.getBigUint64(0);
-      const l = dv.getBigUint64(8);
-      if (h + l + 24n > BigInt(this.maxFrameBytes)) {
-        this.failed = { ok: false, code: 'too_large', reason: `two-part frame of ${h + l + 24n} bytes exceeds ${this.maxFrameBytes}` };
-        return this.failed;
-      }
-      hl = Number(h);
-      bl = Number(l);
-      start = 24;
-    } else {
-      if (b.length < 4) return null;
-      hl = 0;
-      bl = dv.getUint32(0);
-      if (bl + 4 > this.maxFrameBytes) {
-        this.failed = { ok: false, code: 'too_large', reason: `acknowledgement of ${bl + 4} bytes exceeds ${this.maxFrameBytes}` };
-        return this.failed;
-      }
-      start = 4;
+    const twoPart = this.kind === 'two_part';
+    const start = twoPart ? 24 : 4;
+    if (b.length < start) return null;
+    const h = twoPart ? dv.getBigUint64(0) : 0n;
+    const l = twoPart ? dv.getBigUint64(8) : BigInt(dv.getUint32(0));
+    const size = BigInt(start) + h + l;
+    if (size > BigInt(this.maxFrameBytes)) {
+      this.failed = { ok: false, code: 'too_large', reason: `${twoPart ? 'two-part frame' : 'acknowledgement'} of ${size} bytes exceeds ${this.maxFrameBytes}` };
+      return this.failed;
     }
-    const end = start + hl + bl;
+    const end = Number(size);
     if (b.length < end) return null;
-    const frame = { header: b.slice(start, start + hl), body: b.slice(start + hl, end) };
+    const frame = { header: b.slice(start, start + Number(h)), body: b.slice(start + Number(h), end) };
     this.buf = b.subarray(end);
     return { ok: true, value: frame };
   }
@@ -248,56 +234,34 @@ function events(v: unknown, path: string, limits: WireLimits): KvEvent[] {
 }
 
 function responseFromValue(v: unknown, limits: WireLimits): WorkerKvQueryResponse {
-  const p = 'response';
-  const { tag, content } = variant(v, p);
+  const { tag, content } = variant(v, 'response');
+  const at = `response.${tag}`;
+  const field = (key: string): unknown => required(asMap(content, at), key, at);
+  const id = (key: string): bigint => u64(field(key), `${at}.${key}`);
+  const message = (x: unknown, path: string): string => str(x, path, 1 << 20).slice(0, 4096);
   switch (tag) {
-    case 'Events': {
-      const m = asMap(content, `${p}.Events`);
-      return {
-        kind: 'events',
-        events: events(required(m, 'events', `${p}.Events`), `${p}.Events.events`, limits),
-        lastEventId: u64(required(m, 'last_event_id', `${p}.Events`), `${p}.Events.last_event_id`),
-      };
-    }
+    case 'Events':
+      return { kind: 'events', events: events(field('events'), `${at}.events`, limits), lastEventId: id('last_event_id') };
     case 'TreeDump': {
-      const m = asMap(content, `${p}.TreeDump`);
       // Absent in older releases, meaning the whole rank. A domain-scoped snapshot describes only part
       // of the rank's state: applying it as the whole would drop the rest, so it is refused (as
       // Dynamo's router ignores it).
-      const scope = get(m, 'reset_scope');
+      const scope = get(asMap(content, at), 'reset_scope');
       if (scope !== undefined && scope !== 'all') {
-        throw new WireReject('unsupported', `${p}.TreeDump.reset_scope: only "all" is applied, got ${describeScope(scope)}`);
+        throw new WireReject('unsupported', `${at}.reset_scope: only "all" is applied, got ${describeScope(scope)}`);
       }
-      return {
-        kind: 'tree_dump',
-        events: events(required(m, 'events', `${p}.TreeDump`), `${p}.TreeDump.events`, limits),
-        lastEventId: u64(required(m, 'last_event_id', `${p}.TreeDump`), `${p}.TreeDump.last_event_id`),
-      };
+      return { kind: 'tree_dump', events: events(field('events'), `${at}.events`, limits), lastEventId: id('last_event_id') };
     }
-    case 'TreeDumpFailed': {
-      const m = asMap(content, `${p}.TreeDumpFailed`);
-      return {
-        kind: 'tree_dump_failed',
-        lastEventId: u64(required(m, 'last_event_id', `${p}.TreeDumpFailed`), `${p}.TreeDumpFailed.last_event_id`),
-        message: str(required(m, 'message', `${p}.TreeDumpFailed`), `${p}.TreeDumpFailed.message`, 1 << 20).slice(0, 4096),
-      };
-    }
-    case 'TooNew': {
-      const m = asMap(content, `${p}.TooNew`);
-      return { kind: 'too_new', newestAvailable: u64(required(m, 'newest_available', `${p}.TooNew`), `${p}.TooNew.newest_available`) };
-    }
-    case 'InvalidRange': {
-      const m = asMap(content, `${p}.InvalidRange`);
-      return {
-        kind: 'invalid_range',
-        startId: u64(required(m, 'start_id', `${p}.InvalidRange`), `${p}.InvalidRange.start_id`),
-        endId: u64(required(m, 'end_id', `${p}.InvalidRange`), `${p}.InvalidRange.end_id`),
-      };
-    }
+    case 'TreeDumpFailed':
+      return { kind: 'tree_dump_failed', lastEventId: id('last_event_id'), message: message(field('message'), `${at}.message`) };
+    case 'TooNew':
+      return { kind: 'too_new', newestAvailable: id('newest_available') };
+    case 'InvalidRange':
+      return { kind: 'invalid_range', startId: id('start_id'), endId: id('end_id') };
     case 'Error':
-      return { kind: 'error', message: str(content, `${p}.Error`, 1 << 20).slice(0, 4096) };
+      return { kind: 'error', message: message(content, at) };
     default:
-      throw new WireReject('unknown_variant', `${p}: unknown worker KV query response ${JSON.stringify(tag.slice(0, 64))}`);
+      throw new WireReject('unknown_variant', `response: unknown worker KV query response ${JSON.stringify(tag.slice(0, 64))}`);
   }
 }
 

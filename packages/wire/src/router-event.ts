@@ -14,20 +14,11 @@
  * Defaults when absent (older publishers): storage_tier "device", dp_rank 0,
  * start_position nil, mm_extra_info nil, parent_hash nil. Unknown fields are ignored.
  */
-import { STORAGE_TIERS, type ExternalHash, type KvEvent, type KvEventData, type StorageTier, type WorkerId } from '@vantage/types';
+import { STORAGE_TIERS, type ExternalHash, type KvEvent, type KvEventData, type WorkerId } from '@vantage/types';
 import type { WireLimits } from './limits';
 import { Fields, type WireValue } from './msgpack';
 import { WireReject } from './result';
-import { asMap, get, list, opaque, optional, required, str, u32, u64, u64List, variant, type Obj } from './values';
-
-function storageTier(v: unknown, path: string): StorageTier {
-  if (v === undefined) return 'device';
-  const s = str(v, path, 64);
-  if (!(STORAGE_TIERS as readonly string[]).includes(s)) {
-    throw new WireReject('unknown_variant', `${path}: unknown storage tier ${JSON.stringify(s)}`);
-  }
-  return s as StorageTier;
-}
+import { asMap, get, list, oneOf, opaque, optional, required, u32, u64, u64List, variant, type Obj } from './values';
 
 /**
  * `residency_domain` is additive: absent or "worker" means the event belongs
@@ -91,7 +82,8 @@ function eventData(v: unknown, path: string, limits: WireLimits): KvEventData {
 export function routerEventFromValue(v: unknown, limits: WireLimits, path = 'router_event'): KvEvent {
   const m: Obj = asMap(v, path);
   const workerId = u64(required(m, 'worker_id', path), `${path}.worker_id`) as WorkerId;
-  const tier = storageTier(get(m, 'storage_tier'), `${path}.storage_tier`);
+  const tierValue = get(m, 'storage_tier'); // absent (older publishers) is device; nil is not a tier
+  const tier = tierValue === undefined ? 'device' : oneOf(tierValue, `${path}.storage_tier`, STORAGE_TIERS);
   checkResidencyDomain(get(m, 'residency_domain'), `${path}.residency_domain`);
   const ep = `${path}.event`;
   const e = asMap(required(m, 'event', path), ep);

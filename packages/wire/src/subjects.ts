@@ -29,7 +29,6 @@ export const TOPIC_FORWARD_PASS_METRICS = 'forward-pass-metrics';
 const LEGACY_TOPIC_KV_EVENTS = 'kv_events';
 
 const utf8 = new TextEncoder();
-const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
 const HEX = '0123456789ABCDEF';
 
 function safeByte(b: number): boolean {
@@ -45,25 +44,15 @@ export function encodeSubjectSegment(value: string): string {
   return out;
 }
 
-/** Inverse of encodeSubjectSegment; rejects bad escapes, stray bytes and invalid UTF-8. */
+const ENCODED_SEGMENT = /^(?:[A-Za-z0-9_-]|%[0-9A-Fa-f]{2})*$/;
+
+/** Inverse of encodeSubjectSegment; rejects bad escapes, stray characters and invalid UTF-8. */
 export function decodeSubjectSegment(segment: string): Result<string> {
   if (typeof segment !== 'string') return reject('wrong_type', 'segment: expected a string');
-  const out: number[] = [];
-  for (let i = 0; i < segment.length; i++) {
-    const c = segment.charCodeAt(i);
-    if (c === 0x25) {
-      const hex = segment.slice(i + 1, i + 3);
-      if (!/^[0-9A-Fa-f]{2}$/.test(hex)) return reject('malformed', `bad percent escape at ${i} in ${JSON.stringify(segment)}`);
-      out.push(parseInt(hex, 16));
-      i += 2;
-    } else if (c < 0x80 && safeByte(c)) {
-      out.push(c);
-    } else {
-      return reject('malformed', `character ${JSON.stringify(segment[i])} must be percent-encoded in a subject segment`);
-    }
-  }
+  if (!ENCODED_SEGMENT.test(segment)) return reject('malformed', `${JSON.stringify(segment)}: every character outside [A-Za-z0-9_-] must be a %XX escape`);
   try {
-    return ok(fatalUtf8.decode(new Uint8Array(out)));
+    // decodeURIComponent refuses what is not UTF-8 once decoded, as a fatal TextDecoder does.
+    return ok(decodeURIComponent(segment));
   } catch {
     return reject('malformed', `segment ${JSON.stringify(segment)} is not UTF-8 once decoded`);
   }

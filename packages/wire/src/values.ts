@@ -19,7 +19,8 @@ export class JsonFloat {
 
 export type Obj = Readonly<Record<string, unknown>>;
 
-const U32_MAX = 0xffff_ffff;
+const U32_MAX = 0xffff_ffffn;
+const MAX_COUNT = BigInt(Number.MAX_SAFE_INTEGER);
 
 export function describe(v: unknown): string {
   if (v === null) return 'nil';
@@ -36,6 +37,11 @@ export function describe(v: unknown): string {
 function isPlainObject(v: object): boolean {
   const proto: unknown = Object.getPrototypeOf(v);
   return proto === Object.prototype || proto === null;
+}
+
+/** `out[key] = value` by defineProperty, not assignment: a `__proto__` key must stay data, never a prototype. */
+export function defineData(out: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
 export function isMap(v: unknown): v is Obj {
@@ -90,11 +96,16 @@ export function u64(v: unknown, path: string): bigint {
   return u;
 }
 
-export function u32(v: unknown, path: string): number {
+/** An integer in [0, max] as a number: `wrong_type` when not an integer, `out_of_range` outside (`bound` names max + 1). */
+function uint(v: unknown, path: string, max: bigint, expected: string, bound: string): number {
   const i = integerOf(v);
-  if (i === undefined) wrongType(path, 'unsigned 32-bit integer', v);
-  if (i < 0n || i > BigInt(U32_MAX)) throw new WireReject('out_of_range', `${path}: ${i} is outside [0, 2^32)`);
+  if (i === undefined) wrongType(path, expected, v);
+  if (i < 0n || i > max) throw new WireReject('out_of_range', `${path}: ${i} is outside [0, ${bound})`);
   return Number(i);
+}
+
+export function u32(v: unknown, path: string): number {
+  return uint(v, path, U32_MAX, 'unsigned 32-bit integer', '2^32');
 }
 
 /**
@@ -103,12 +114,7 @@ export function u32(v: unknown, path: string): number {
  * rather than rounded.
  */
 export function count(v: unknown, path: string): number {
-  const i = integerOf(v);
-  if (i === undefined) wrongType(path, 'unsigned integer', v);
-  if (i < 0n || i > BigInt(Number.MAX_SAFE_INTEGER)) {
-    throw new WireReject('out_of_range', `${path}: ${i} is outside [0, 2^53)`);
-  }
-  return Number(i);
+  return uint(v, path, MAX_COUNT, 'unsigned integer', '2^53');
 }
 
 export function bool(v: unknown, path: string): boolean {
@@ -120,6 +126,13 @@ export function str(v: unknown, path: string, maxLength: number): string {
   if (typeof v !== 'string') wrongType(path, 'string', v);
   if (v.length > maxLength) throw new WireReject('too_large', `${path}: string of ${v.length} exceeds ${maxLength}`);
   return v;
+}
+
+/** A serde unit enum written as its bare name: one of `names`; any other name is `unknown_variant`. */
+export function oneOf<const N extends readonly string[]>(v: unknown, path: string, names: N): N[number] {
+  const s = str(v, path, 64);
+  if (!names.includes(s)) throw new WireReject('unknown_variant', `${path}: unknown variant ${JSON.stringify(s)}`);
+  return s;
 }
 
 /** Absent and nil both mean "none" for serde `Option` fields. */
@@ -152,12 +165,7 @@ export function bytes(v: unknown, path: string, max: number): Uint8Array {
   }
   const items = list(v, path, max);
   const out = new Uint8Array(items.length);
-  for (let i = 0; i < items.length; i++) {
-    const b = integerOf(items[i]);
-    if (b === undefined) wrongType(`${path}[${i}]`, 'byte', items[i]);
-    if (b < 0n || b > 255n) throw new WireReject('out_of_range', `${path}[${i}]: ${b} is not a byte`);
-    out[i] = Number(b);
-  }
+  for (let i = 0; i < items.length; i++) out[i] = uint(items[i], `${path}[${i}]`, 255n, 'byte', '256');
   return out;
 }
 
@@ -193,15 +201,7 @@ export function opaque(v: unknown, path: string, maxDepth: number, depth = 0): u
   if (Array.isArray(v)) return v.map((x, i) => opaque(x, `${path}[${i}]`, maxDepth, depth + 1));
   if (isMap(v)) {
     const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v)) {
-      // defineProperty, not assignment: a `__proto__` key must stay data, never a prototype.
-      Object.defineProperty(out, k, {
-        value: opaque(v[k], `${path}.${k}`, maxDepth, depth + 1),
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    }
+    for (const k of Object.keys(v)) defineData(out, k, opaque(v[k], `${path}.${k}`, maxDepth, depth + 1));
     return out;
   }
   return wrongType(path, 'plain data', v);

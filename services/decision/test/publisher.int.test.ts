@@ -123,7 +123,6 @@ describe('requester and record publisher over real NATS', () => {
     await eventually('three messages', () => got.length === 3, 5_000);
     expect(got).toEqual(['a:1', 'b:2', 'a:3']);
     expect(outbox.flushes - before).toBe(1);
-    expect(outbox.sent).toBe(3);
     // A publish the connection refuses is reported to its sender, not thrown at the turn's other messages.
     const refused: unknown[] = [];
     outbox.publish('', new TextEncoder().encode('bad subject'), undefined, undefined, (e) => refused.push(e));
