@@ -54,6 +54,11 @@
  * thousand routes cost several times the steady state). 0 measures cold.
  * BENCH_CPU_PROF=dir (run the local-pool decision service under `--cpu-prof`, profile in dir),
  * BENCH_DECISION_NODE_ARGS (extra node flags for the decision services, space-separated: GC settings, an --import),
+ *
+ * `npm run bench:decision` runs this generator with `--max-semi-space-size=64`: with V8's default young
+ * generation its own short-lived request objects were promoted and it ran a full mark-compact about every
+ * 0.6 s (64 in a 3-rate run, 5 with the flag), pauses of 4-14 ms that landed in the echo's and the
+ * routes' p99 alike. Run it the same way when starting it by hand (`node --max-semi-space-size=64 --import tsx ...`).
  * BENCH_LOG_DIR (where each child process writes its log, `NAME.log`; default the run's own folder, removed at the end;
  * a child that exits on its own has its last lines printed either way),
  * BENCH_INDEXER=stub (diagnostic: instead of the two indexers, one responder answers
