@@ -68,6 +68,7 @@ async function run(url: string): Promise<void> {
   const svc = await runService<DecisionSettings, false>({
     name: 'decision',
     schema: decisionConfigSchema,
+    noEcho: true, // as main.ts runs it: the service's own bookings are not sent back to it
     env: {
       VANTAGE_NATS_URL: url,
       VANTAGE_LOG_LEVEL: 'warn',
