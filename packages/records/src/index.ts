@@ -29,8 +29,7 @@ export {
 } from './schemas';
 
 export type { RecordRejectionCode, DecodeResult } from './framing';
-export { encodeSingleObject, decodeSingleObject, RecordEncodeError, SchemaRegistry } from './framing';
-export { DECISION_REGISTRY, OUTCOME_REGISTRY } from './registries';
+export { encodeSingleObject, decodeSingleObject, RecordEncodeError, SchemaRegistry, DECISION_REGISTRY, OUTCOME_REGISTRY } from './framing';
 
 export type { LifecycleEventInput } from './outcome';
 export { joinOutcome } from './outcome';

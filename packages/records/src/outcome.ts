@@ -43,8 +43,6 @@ interface JoinOptions {
   arrivalMs?: number;
   /** Background marker when there is no decision. Ignored when a decision is present: the decision is authoritative. */
   background?: boolean;
-  /** Routing overhead measured by the gateway; defaults to the decision's own duration. */
-  routingOverheadUs?: number;
   /** Outcome-service wall time from first contributing message to emission. */
   joinLatencyMs?: number;
 }
@@ -76,13 +74,9 @@ function compareSources(a: SourcePosition, b: SourcePosition): number {
 
 /**
  * Join a decision (or its absence) with lifecycle events into the current
- * OutcomeRecord shape.
- *
- * Status (see README): a missing partner gives `incomplete` (a non-background
- * request without a decision, or no lifecycle event at all); otherwise the
- * earliest terminal event decides completed / cancelled / failed; otherwise
- * `timeout`. TTFT and latency are measured from the decision's timestamp, so
- * they include routing overhead, as the study requires.
+ * OutcomeRecord shape. Status and the event rules: README, "Building outcomes"
+ * and "String-coded enumerations". TTFT and latency are measured from the
+ * decision's timestamp, so they include routing overhead, as the study requires.
  */
 export function joinOutcome(decision: DecisionRecord | null, events: readonly LifecycleEventInput[], opts: JoinOptions): OutcomeRecord {
   let ignored = 0;
@@ -147,7 +141,7 @@ export function joinOutcome(decision: DecisionRecord | null, events: readonly Li
     outputTokens,
     cachedTokens,
     uncachedInputTokens,
-    routingOverheadUs: opts.routingOverheadUs ?? decision?.decisionDurationUs ?? null,
+    routingOverheadUs: decision?.decisionDurationUs ?? null,
     background,
     join: {
       hasDecision: decision !== null,
