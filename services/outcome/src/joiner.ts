@@ -1,22 +1,9 @@
 /**
  * Open joins keyed by request id: transport-free and synchronous, so the
- * service, tests and the benchmark drive the same state machine.
- *
- * A join opens on the first message for a request id (decision or lifecycle
- * event) and closes when
- *  - decision + terminal event + usage have all arrived       → closedBy `complete`, at once;
- *  - decision + terminal event, no usage, `terminalGraceMs` later → `complete`
- *    (usage often rides on the terminal event; a separate report gets a short wait);
- *  - otherwise `joinWindowMs` after the join opened            → `deadline`
- *    (`joinOutcome` then says `incomplete` or `timeout`), once the streams
- *    have also been read past `joinWindowMs` after its first message's
- *    publish time (see `takeExpired`), or at the latest `maxHoldMs` later.
- * Background (competing) traffic has no decision by design: once an event of
- * the request says `background`, its terminal event stands in for
- * "decision + terminal" above (same usage grace), and the record is written
- * with background = true and the events' `arrivalMs` as arrival, never as
- * `incomplete`. A decision that does arrive before the join closes stays
- * authoritative (`joinOutcome` ignores the event-side marker then).
+ * service, tests and the benchmark drive the same state machine. When a join
+ * closes (`complete` at once or after `terminalGraceMs`, `deadline` after
+ * `joinWindowMs`, held for the streams' read position up to `maxHoldMs`) and
+ * how background traffic closes without a decision: README, "The join".
  * Nothing is ever dropped: every join ends in exactly one outcome record.
  *
  * Each contributing message is carried as a `Source<H>` whose handle `H` the
