@@ -1,24 +1,13 @@
 /**
  * `fitAll`: every calibration step of seed 000 in order, from measurements
- * to a validated parameter set and the report that justifies it.
- *
- *   rows ─validate─▶ Q set | contention conditions
- *   Q set        ─▶ Q tables (no-contention grid, measured for Q alone)        per model
- *   contention ─▶ pairs ─grouped split (seeded)─▶ fitting | uncertainty | selection
- *   fitting      ─▶ standardisation, ridge (lambda by grouped CV)              per model
- *   fitting      ─▶ thresholds r, p (count, count + prefill)
- *   uncertainty  ─▶ margins delta_blind, delta_cache (p90 of per-condition max error)
- *   selection    ─▶ rule comparison: one threshold rule and one estimator chosen
- *
- * The thresholds are fitted parameters like the coefficients, so they are
- * searched on the fitting split; the selection split is used only to compare
- * the fitted rules and choose one threshold rule (count or count + prefill)
- * and one estimator (blind or cache), scored on data none of their numbers
- * were fitted on (seed 000: "Use separate measurements for fitting,
- * estimating uncertainty and selecting candidates").
- *
- * Pure and synchronous; the same rows, options and seed give the same
- * result (createdAt aside, which does not enter the version's hash).
+ * to a validated parameter set and the report that justifies it (the steps:
+ * README). The thresholds are fitted parameters like the coefficients, so
+ * they are searched on the fitting split; the selection split only compares
+ * the fitted rules and chooses one threshold rule and one estimator (seed
+ * 000: "Use separate measurements for fitting, estimating uncertainty and
+ * selecting candidates"). Pure and synchronous; the same rows, options and
+ * seed give the same result (createdAt aside, which does not enter the
+ * version's hash).
  */
 import {
   createParameterSet,
@@ -49,16 +38,7 @@ export interface FitOptions {
   readonly fractions?: SplitFractions;
   /** Rule variant of the parameter set. Default `cache`. */
   readonly variant?: FitVariant;
-  /**
-   * Which no-contention measurements fill the Q tables:
-   *  - `qset` (default): the Q set only, the no-contention grid measured for
-   *    the Q tables alone (rows with `qSet`), never part of a split;
-   *  - `fitting`: no-contention rows of the fitting split (for data without a
-   *    Q set; the Q-set rows are then unused);
-   *  - `all`: every no-contention row, Q set and every split. This lets
-   *    uncertainty and selection measurements into the model, which makes
-   *    margins and selection optimistic; kept for old data sets only.
-   */
+  /** Which no-contention measurements fill the Q tables (README, "Q tables"). Default `qset`. */
   readonly qSource?: QSource;
   /** Gate G (not fitted; fixed across variants). Default: the rules package's development gate. */
   readonly gate?: GateLimits;
@@ -78,20 +58,14 @@ export interface ModelReport {
   readonly estimators: Readonly<Record<Estimator, EstimatorFit>>;
 }
 
-export interface RuleComparison {
+/** A rule scored on the selection split; `rule` names it, e.g. `count r=3` or `cache delta=41.2`. */
+export interface RuleComparison extends RuleOutcome {
   readonly rule: string;
-  readonly meanSelectedTtftMs: number;
-  readonly overrides: number;
 }
 
-/** One rule chosen on the selection split, with the score it was chosen by. */
-export interface ChosenRule {
+/** One rule chosen on the selection split, with the score it was chosen by and the selection pairs it was scored on. */
+export interface ChosenRule extends RuleComparison {
   readonly variant: FitVariant;
-  /** The rule as named in `selection`, e.g. `count r=3` or `cache delta=41.2`. */
-  readonly rule: string;
-  readonly meanSelectedTtftMs: number;
-  readonly overrides: number;
-  /** Selection pairs it was scored on. */
   readonly pairs: number;
 }
 

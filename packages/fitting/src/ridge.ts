@@ -7,10 +7,7 @@
  *   x = [1, zN, zR, zP]          zX = (log(1 + X) - mean_X) / sd_X
  *   beta = (X'X + lambda I')^-1 X'y,   I' = diag(0, 1, 1, 1)
  *
- * The intercept is not penalised: shrinking it would pull every prediction
- * toward Q and so bias the correction at the average load, which is exactly
- * what it exists to capture. lambda is picked by grouped cross-validation
- * over workload conditions within the fitting split.
+ * The intercept is not penalised (README, "Standardisation and ridge").
  */
 import type { FeatureScale, Standardization } from '@vantage/rules';
 import { solveLinear } from './linalg';
