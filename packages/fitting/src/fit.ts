@@ -187,8 +187,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const errors: string[] = [];
   for (const role of ROLES) {
     const name = names[role];
-    const mine = { fitting: [] as CalibrationRow[], uncertainty: [] as CalibrationRow[], selection: [] as CalibrationRow[] };
-    for (const s of SPLIT_NAMES) mine[s] = rowSplits[s].filter((r) => r.role === role);
+    const mine = Object.fromEntries(SPLIT_NAMES.map((s) => [s, rowSplits[s].filter((r) => r.role === role)])) as Record<SplitName, CalibrationRow[]>;
     const allQuiet = rows.filter((r) => r.role === role && r.noContention);
     const mineQ = qSetRows.filter((r) => r.role === role);
     const qRows = qSource === 'qset' ? mineQ.filter((r) => r.noContention) : qSource === 'all' ? allQuiet : mine.fitting.filter((r) => r.noContention);
@@ -208,17 +207,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     warnings.push(...std.warnings.map((w) => `${role} standardisation ${w}`));
     const fits = {} as Record<Estimator, EstimatorFit>;
     for (const estimator of ESTIMATORS) {
-      const f = fitEstimator({
-        estimator,
-        name,
-        qTable: q.table,
-        standardization: std.standardization,
-        constant: std.constant,
-        rows: mine,
-        lambdas,
-        folds: cvFolds,
-        seed,
-      });
+      const f = fitEstimator({ estimator, name, qTable: q.table, standardization: std.standardization, constant: std.constant, rows: mine, lambdas, folds: cvFolds, seed });
       if (!f.ok) {
         errors.push(`${role} ${f.reason}`);
         continue;
@@ -228,9 +217,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
       progress(`${role} ${estimator}: lambda ${f.value.lambda} by ${f.value.cvFolds}-fold grouped CV on ${f.value.trainingRows} rows; uncertainty MAE ${u.maeMs.toFixed(1)} ms, RMSE ${u.rmseMs.toFixed(1)} ms (n ${u.n})`);
     }
     if (fits.blind === undefined || fits.cache === undefined) continue;
-    let model = withCoefficients({ name, qTable: q.table, standardization: std.standardization }, 'blind', fits.blind.coefficients);
-    model = withCoefficients(model, 'cache', fits.cache.coefficients);
-    params[role] = model;
+    params[role] = withCoefficients(withCoefficients({ name, qTable: q.table, standardization: std.standardization }, 'blind', fits.blind.coefficients), 'cache', fits.cache.coefficients);
     models[role] = {
       role,
       name,
@@ -279,16 +266,10 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   ];
   const fittedEstimator = {} as Record<Estimator, ChosenRule>;
   for (const estimator of ESTIMATORS) {
-    for (const [label, m] of [
-      [`delta=${margins[estimator].marginMs.toFixed(1)}`, margins[estimator].marginMs],
-      ['delta=0', 0],
-    ] as const) {
-      const o = simulateEstimatorRule(sel, pm, estimator, m, gate.destinationLimit);
-      selection.push({ rule: `${estimator} ${label}`, ...o });
-      if (m === margins[estimator].marginMs && fittedEstimator[estimator] === undefined) {
-        fittedEstimator[estimator] = { variant: estimator, rule: `${estimator} ${label}`, ...o, pairs: sel.length };
-      }
-    }
+    const delta = margins[estimator].marginMs;
+    const fitted = { rule: `${estimator} delta=${delta.toFixed(1)}`, ...simulateEstimatorRule(sel, pm, estimator, delta, gate.destinationLimit) };
+    selection.push(fitted, { rule: `${estimator} delta=0`, ...simulateEstimatorRule(sel, pm, estimator, 0, gate.destinationLimit) });
+    fittedEstimator[estimator] = { variant: estimator, ...fitted, pairs: sel.length };
   }
   // Lower mean selected TTFT; ties (within 1e-9 relative) to fewer overrides, then to the simpler rule (listed first).
   const pick = (a: ChosenRule, b: ChosenRule): ChosenRule => {

@@ -32,15 +32,7 @@ export interface QCell {
   readonly count: number;
 }
 
-type QBuild =
-  | {
-      readonly ok: true;
-      readonly table: QTable;
-      readonly cells: readonly QCell[];
-      /** Measurements whose (N, f) is not a grid point (only with explicit grids). */
-      readonly offGrid: number;
-    }
-  | { readonly ok: false; readonly errors: readonly string[] };
+type QBuild = { readonly ok: true; readonly table: QTable; readonly cells: readonly QCell[] } | { readonly ok: false; readonly errors: readonly string[] };
 
 /** Largest distance of a measured f = K / N from the grid column it counts for. */
 export const F_TOLERANCE = 0.005;
@@ -129,12 +121,11 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
 
   const nIndex = new Map(nGrid.map((n, i) => [n, i]));
   const bins: number[][][] = nGrid.map(() => fGrid.map(() => []));
-  let offGrid = 0;
   for (const m of measurements) {
+    // A measurement off the grid (only with explicit grids) is left out.
     const i = nIndex.get(m.n);
     const j = columnOf(fGrid, cachedFraction(m.n, m.k), F_TOLERANCE);
-    if (i === undefined || j === undefined) offGrid++;
-    else (bins[i]?.[j] as number[]).push(m.ttftMs);
+    if (i !== undefined && j !== undefined) (bins[i]?.[j] as number[]).push(m.ttftMs);
   }
 
   nGrid.forEach((n, i) => {
@@ -191,16 +182,5 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
     }),
   );
   if (errors.length > 0) return { ok: false, errors };
-  return {
-    ok: true,
-    table: {
-      nGrid,
-      fGrid,
-      valuesMs: values.map((row) => row.map((v) => v as number)),
-      clampN: false,
-      clampF: false,
-    },
-    cells,
-    offGrid,
-  };
+  return { ok: true, table: { nGrid, fGrid, valuesMs: values.map((row) => row.map((v) => v as number)), clampN: false, clampF: false }, cells };
 }

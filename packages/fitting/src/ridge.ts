@@ -15,10 +15,6 @@ import { mulberry32, shuffled } from '@vantage/random';
 import { compareStrings } from './rows';
 import { mean, populationSd } from './stats';
 
-// ---------------------------------------------------------------------------
-// Standardisation.
-// ---------------------------------------------------------------------------
-
 interface FeatureRow {
   readonly n: number;
   readonly r: number;
@@ -73,10 +69,6 @@ export function fitStandardization(rows: readonly FeatureRow[]): Standardization
   return { standardization: { logN, logR, logP }, constant, warnings };
 }
 
-// ---------------------------------------------------------------------------
-// Closed-form ridge.
-// ---------------------------------------------------------------------------
-
 type RidgeResult = { readonly ok: true; readonly beta: number[] } | { readonly ok: false; readonly reason: string };
 
 /**
@@ -110,10 +102,6 @@ function dot(a: readonly number[], b: readonly number[]): number {
   for (let i = 0; i < a.length; i++) s += (a[i] as number) * (b[i] as number);
   return s;
 }
-
-// ---------------------------------------------------------------------------
-// Grouped cross-validation.
-// ---------------------------------------------------------------------------
 
 export const DEFAULT_LAMBDAS: readonly number[] = Object.freeze([0, 0.01, 0.1, 1, 10, 100, 1000]);
 export const DEFAULT_CV_FOLDS = 5;

@@ -58,10 +58,6 @@ export interface CalibrationPair {
   readonly capable: CalibrationRow;
 }
 
-// ---------------------------------------------------------------------------
-// The one place that knows the replay tool's column names.
-// ---------------------------------------------------------------------------
-
 /**
  * Flattened outcome-record columns (`outcomeToJsonRow`: dotted paths, the
  * embedded decision under `decision.`, per-candidate arrays keyed by role)
