@@ -56,6 +56,7 @@ interface JoinerOptions {
 type AddResult = 'joined' | 'duplicate' | 'late';
 
 const TERMINAL = new Set(['done', 'cancelled', 'failed']);
+const RECHECK_MS = 50;
 
 export class Joiner<H> {
   private readonly open = new Map<string, Join<H>>();
@@ -147,13 +148,10 @@ export class Joiner<H> {
   }
 
   /**
-   * Joins past their window, oldest first. `readUpToMs` is the publish time up
-   * to which every stream has been read and joined (the caller's read
-   * position; default: no constraint). A join past its deadline still waits
-   * until the streams are read `joinWindowMs` past its first message's publish
-   * time, or until `maxHoldMs` more have passed: after an outage the backlog
-   * of one stream can be read long after the other's, and its messages must
-   * not find their join already closed `incomplete` by the wall clock.
+   * Joins past their window, oldest first. A join past its deadline still waits until `readUpToMs`
+   * (the publish time up to which every stream has been read and joined; default: no constraint)
+   * is `joinWindowMs` past its first message's publish time, or `maxHoldMs` more have passed
+   * (README, "Joins after an outage").
    */
   takeExpired(nowMs: number, limit = Infinity, readUpToMs = Infinity): ClosedJoin<H>[] {
     const out: ClosedJoin<H>[] = [];
@@ -199,15 +197,15 @@ export class Joiner<H> {
   /**
    * Earliest time any join could close by the clock (for the service's timer).
    * A join held for the read position (`takeExpired`) is due again after
-   * `recheckMs`, when the read position may have moved, or at its hold limit.
+   * `RECHECK_MS`, when the read position may have moved, or at its hold limit.
    */
-  nextDueMs(nowMs: number, readUpToMs = Infinity, recheckMs = 50): number | undefined {
+  nextDueMs(nowMs: number, readUpToMs = Infinity): number | undefined {
     if (this.ready.length > 0) return nowMs;
     let due: number | undefined;
     const first = this.open.values().next();
     if (!first.done) {
       const j = first.value;
-      due = j.deadlineMs > nowMs || j.eventDeadlineMs <= readUpToMs ? j.deadlineMs : Math.min(j.holdUntilMs, nowMs + recheckMs);
+      due = j.deadlineMs > nowMs || j.eventDeadlineMs <= readUpToMs ? j.deadlineMs : Math.min(j.holdUntilMs, nowMs + RECHECK_MS);
     }
     for (let i = this.graceHead; i < this.graceQueue.length; i++) {
       const g = this.graceQueue[i] as { id: string; at: number };
