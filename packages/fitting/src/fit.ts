@@ -156,9 +156,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const contention = rows.filter((r) => r.qSet !== true);
   const qSetConditions = new Set(qSetRows.map((r) => r.conditionId)).size;
   if (qSource === 'qset' && qSetRows.length === 0) {
-    return fail([
-      "no Q-set measurements (session ids cal:<condition>:<repeat>:qgrid): the Q tables come from the no-contention grid measured as its own set; for data without one, choose qSource 'fitting'",
-    ]);
+    return fail(["no Q-set measurements (session ids cal:<condition>:<repeat>:qgrid): the Q tables come from the no-contention grid measured as its own set; for data without one, choose qSource 'fitting'"]);
   }
   if (qSource === 'fitting' && qSetRows.length > 0) warnings.push(`Q from the fitting split's no-contention rows: the ${qSetRows.length} Q-set measurements are not used`);
   if (qSource === 'all') warnings.push('Q from every no-contention row, uncertainty and selection splits included: margins and selection are optimistic');

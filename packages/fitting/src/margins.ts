@@ -24,10 +24,7 @@ export const ESTIMATORS: readonly Estimator[] = ['blind', 'cache'];
 /** The margin percentile the seed fixes. */
 export const MARGIN_QUANTILE = 0.9;
 
-interface EstimatorModels {
-  readonly efficient: ModelParameters;
-  readonly capable: ModelParameters;
-}
+type EstimatorModels = Readonly<Record<Role, ModelParameters>>;
 
 /** The estimator's prediction for the measured candidate of a row (P unknown is invalid, as in `decide`). */
 export function predictRow(model: ModelParameters, estimator: Estimator, row: CalibrationRow): Prediction {

@@ -11,11 +11,7 @@ import { compareStrings, type CalibrationRow } from './rows';
 export const SPLIT_NAMES = ['fitting', 'uncertainty', 'selection'] as const;
 export type SplitName = (typeof SPLIT_NAMES)[number];
 
-export interface SplitFractions {
-  readonly fitting: number;
-  readonly uncertainty: number;
-  readonly selection: number;
-}
+export type SplitFractions = Readonly<Record<SplitName, number>>;
 
 export const DEFAULT_FRACTIONS: SplitFractions = Object.freeze({ fitting: 0.6, uncertainty: 0.2, selection: 0.2 });
 
