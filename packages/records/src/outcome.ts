@@ -62,11 +62,6 @@ function isCount(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
 
-/** Timestamps go into `timestamp-millis` longs: whole, exact milliseconds. */
-function toLongMs(v: number): number {
-  return Math.round(v);
-}
-
 function compareSources(a: SourcePosition, b: SourcePosition): number {
   if (a.stream !== b.stream) return a.stream < b.stream ? -1 : 1;
   return a.sequence - b.sequence;
@@ -126,13 +121,14 @@ export function joinOutcome(decision: DecisionRecord | null, events: readonly Li
   const firstEvent = accepted[0]?.e;
   const sources = dedupeSources(opts.sources ?? []);
 
+  // Timestamps go into `timestamp-millis` longs: whole, exact milliseconds.
   return {
     requestId: opts.requestId,
     sessionId: decision?.sessionId ?? firstEvent?.sessionId ?? null,
     decision,
-    arrivalMs: arrivalMs === null ? null : toLongMs(arrivalMs),
-    firstTokenMs: firstToken ? toLongMs(firstToken.atMs) : null,
-    endMs: terminal ? toLongMs(terminal.atMs) : null,
+    arrivalMs: arrivalMs === null ? null : Math.round(arrivalMs),
+    firstTokenMs: firstToken ? Math.round(firstToken.atMs) : null,
+    endMs: terminal ? Math.round(terminal.atMs) : null,
     ttftMs: firstToken && arrivalMs !== null ? firstToken.atMs - arrivalMs : null,
     latencyMs: terminal && status === 'completed' && arrivalMs !== null ? terminal.atMs - arrivalMs : null,
     status,
