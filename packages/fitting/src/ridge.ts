@@ -25,12 +25,7 @@ export type FeatureName = 'logN' | 'logR' | 'logP';
 
 interface StandardizationFit {
   readonly standardization: Standardization;
-  /**
-   * Features with no spread in the fitting data. Their sd is set to 1 (the
-   * parameter-set schema requires sd > 0) and their coefficient to exactly 0:
-   * a constant column carries no information, and with lambda = 0 it would
-   * make the normal equations singular.
-   */
+  /** Features with no spread in the fitting data: sd 1, coefficient exactly 0 (README, "sd = 0"). */
   readonly constant: readonly FeatureName[];
   readonly warnings: readonly string[];
 }
