@@ -1,35 +1,15 @@
 /**
  * `fitAll`: every calibration step of seed 000 in order, from measurements
- * to a validated parameter set and the report that justifies it.
- *
- *   rows ─validate─▶ Q set | contention conditions
- *   Q set        ─▶ Q tables (no-contention grid, measured for Q alone)        per model
- *   contention ─▶ pairs ─grouped split (seeded)─▶ fitting | uncertainty | selection
- *   fitting      ─▶ standardisation, ridge (lambda by grouped CV)              per model
- *   fitting      ─▶ thresholds r, p (count, count + prefill)
- *   uncertainty  ─▶ margins delta_blind, delta_cache (p90 of per-condition max error)
- *   selection    ─▶ rule comparison: one threshold rule and one estimator chosen
- *
- * The thresholds are fitted parameters like the coefficients, so they are
- * searched on the fitting split; the selection split is used only to compare
- * the fitted rules and choose one threshold rule (count or count + prefill)
- * and one estimator (blind or cache), scored on data none of their numbers
- * were fitted on (seed 000: "Use separate measurements for fitting,
- * estimating uncertainty and selecting candidates").
- *
- * Pure and synchronous; the same rows, options and seed give the same
- * result (createdAt aside, which does not enter the version's hash).
+ * to a validated parameter set and the report that justifies it (the steps:
+ * README). The thresholds are fitted parameters like the coefficients, so
+ * they are searched on the fitting split; the selection split only compares
+ * the fitted rules and chooses one threshold rule and one estimator (seed
+ * 000: "Use separate measurements for fitting, estimating uncertainty and
+ * selecting candidates"). Pure and synchronous; the same rows, options and
+ * seed give the same result (createdAt aside, which does not enter the
+ * version's hash).
  */
-import {
-  createParameterSet,
-  DEFAULT_PARAMETER_SET,
-  type GateLimits,
-  type ModelParameters,
-  type ParameterSet,
-  type QTable,
-  type Thresholds,
-  type Variant,
-} from '@vantage/rules';
+import { createParameterSet, DEFAULT_PARAMETER_SET, type GateLimits, type ModelParameters, type ParameterSet, type QTable, type Thresholds, type Variant } from '@vantage/rules';
 import { fitEstimator, withCoefficients, type EstimatorFit } from './estimator-fit';
 import { calibrateMargin, ESTIMATORS, MARGIN_QUANTILE, simulateEstimatorRule, type Estimator, type MarginFit } from './margins';
 import { buildQTable, F_TOLERANCE, designGrid, type QCell } from './qtable';
@@ -49,16 +29,7 @@ export interface FitOptions {
   readonly fractions?: SplitFractions;
   /** Rule variant of the parameter set. Default `cache`. */
   readonly variant?: FitVariant;
-  /**
-   * Which no-contention measurements fill the Q tables:
-   *  - `qset` (default): the Q set only, the no-contention grid measured for
-   *    the Q tables alone (rows with `qSet`), never part of a split;
-   *  - `fitting`: no-contention rows of the fitting split (for data without a
-   *    Q set; the Q-set rows are then unused);
-   *  - `all`: every no-contention row, Q set and every split. This lets
-   *    uncertainty and selection measurements into the model, which makes
-   *    margins and selection optimistic; kept for old data sets only.
-   */
+  /** Which no-contention measurements fill the Q tables (README, "Q tables"). Default `qset`. */
   readonly qSource?: QSource;
   /** Gate G (not fitted; fixed across variants). Default: the rules package's development gate. */
   readonly gate?: GateLimits;
@@ -78,20 +49,14 @@ export interface ModelReport {
   readonly estimators: Readonly<Record<Estimator, EstimatorFit>>;
 }
 
-export interface RuleComparison {
+/** A rule scored on the selection split; `rule` names it, e.g. `count r=3` or `cache delta=41.2`. */
+export interface RuleComparison extends RuleOutcome {
   readonly rule: string;
-  readonly meanSelectedTtftMs: number;
-  readonly overrides: number;
 }
 
-/** One rule chosen on the selection split, with the score it was chosen by. */
-export interface ChosenRule {
+/** One rule chosen on the selection split, with the score it was chosen by and the selection pairs it was scored on. */
+export interface ChosenRule extends RuleComparison {
   readonly variant: FitVariant;
-  /** The rule as named in `selection`, e.g. `count r=3` or `cache delta=41.2`. */
-  readonly rule: string;
-  readonly meanSelectedTtftMs: number;
-  readonly overrides: number;
-  /** Selection pairs it was scored on. */
   readonly pairs: number;
 }
 
@@ -191,9 +156,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const contention = rows.filter((r) => r.qSet !== true);
   const qSetConditions = new Set(qSetRows.map((r) => r.conditionId)).size;
   if (qSource === 'qset' && qSetRows.length === 0) {
-    return fail([
-      "no Q-set measurements (session ids cal:<condition>:<repeat>:qgrid): the Q tables come from the no-contention grid measured as its own set; for data without one, choose qSource 'fitting'",
-    ]);
+    return fail(["no Q-set measurements (session ids cal:<condition>:<repeat>:qgrid): the Q tables come from the no-contention grid measured as its own set; for data without one, choose qSource 'fitting'"]);
   }
   if (qSource === 'fitting' && qSetRows.length > 0) warnings.push(`Q from the fitting split's no-contention rows: the ${qSetRows.length} Q-set measurements are not used`);
   if (qSource === 'all') warnings.push('Q from every no-contention row, uncertainty and selection splits included: margins and selection are optimistic');
@@ -213,8 +176,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const errors: string[] = [];
   for (const role of ROLES) {
     const name = names[role];
-    const mine = { fitting: [] as CalibrationRow[], uncertainty: [] as CalibrationRow[], selection: [] as CalibrationRow[] };
-    for (const s of SPLIT_NAMES) mine[s] = rowSplits[s].filter((r) => r.role === role);
+    const mine = Object.fromEntries(SPLIT_NAMES.map((s) => [s, rowSplits[s].filter((r) => r.role === role)])) as Record<SplitName, CalibrationRow[]>;
     const allQuiet = rows.filter((r) => r.role === role && r.noContention);
     const mineQ = qSetRows.filter((r) => r.role === role);
     const qRows = qSource === 'qset' ? mineQ.filter((r) => r.noContention) : qSource === 'all' ? allQuiet : mine.fitting.filter((r) => r.noContention);
@@ -234,17 +196,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     warnings.push(...std.warnings.map((w) => `${role} standardisation ${w}`));
     const fits = {} as Record<Estimator, EstimatorFit>;
     for (const estimator of ESTIMATORS) {
-      const f = fitEstimator({
-        estimator,
-        name,
-        qTable: q.table,
-        standardization: std.standardization,
-        constant: std.constant,
-        rows: mine,
-        lambdas,
-        folds: cvFolds,
-        seed,
-      });
+      const f = fitEstimator({ estimator, name, qTable: q.table, standardization: std.standardization, constant: std.constant, rows: mine, lambdas, folds: cvFolds, seed });
       if (!f.ok) {
         errors.push(`${role} ${f.reason}`);
         continue;
@@ -254,9 +206,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
       progress(`${role} ${estimator}: lambda ${f.value.lambda} by ${f.value.cvFolds}-fold grouped CV on ${f.value.trainingRows} rows; uncertainty MAE ${u.maeMs.toFixed(1)} ms, RMSE ${u.rmseMs.toFixed(1)} ms (n ${u.n})`);
     }
     if (fits.blind === undefined || fits.cache === undefined) continue;
-    let model = withCoefficients({ name, qTable: q.table, standardization: std.standardization }, 'blind', fits.blind.coefficients);
-    model = withCoefficients(model, 'cache', fits.cache.coefficients);
-    params[role] = model;
+    params[role] = withCoefficients(withCoefficients({ name, qTable: q.table, standardization: std.standardization }, 'blind', fits.blind.coefficients), 'cache', fits.cache.coefficients);
     models[role] = {
       role,
       name,
@@ -305,16 +255,10 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   ];
   const fittedEstimator = {} as Record<Estimator, ChosenRule>;
   for (const estimator of ESTIMATORS) {
-    for (const [label, m] of [
-      [`delta=${margins[estimator].marginMs.toFixed(1)}`, margins[estimator].marginMs],
-      ['delta=0', 0],
-    ] as const) {
-      const o = simulateEstimatorRule(sel, pm, estimator, m, gate.destinationLimit);
-      selection.push({ rule: `${estimator} ${label}`, ...o });
-      if (m === margins[estimator].marginMs && fittedEstimator[estimator] === undefined) {
-        fittedEstimator[estimator] = { variant: estimator, rule: `${estimator} ${label}`, ...o, pairs: sel.length };
-      }
-    }
+    const delta = margins[estimator].marginMs;
+    const fitted = { rule: `${estimator} delta=${delta.toFixed(1)}`, ...simulateEstimatorRule(sel, pm, estimator, delta, gate.destinationLimit) };
+    selection.push(fitted, { rule: `${estimator} delta=0`, ...simulateEstimatorRule(sel, pm, estimator, 0, gate.destinationLimit) });
+    fittedEstimator[estimator] = { variant: estimator, ...fitted, pairs: sel.length };
   }
   // Lower mean selected TTFT; ties (within 1e-9 relative) to fewer overrides, then to the simpler rule (listed first).
   const pick = (a: ChosenRule, b: ChosenRule): ChosenRule => {

@@ -1,12 +1,8 @@
 /**
- * Dense linear solve for the ridge normal equations. The systems have at
- * most four unknowns ([1, zN, zR, zP]), so a numeric library would add a
- * dependency, a native build or WASM for twenty lines of arithmetic; Gaussian
- * elimination with partial pivoting is exact enough at this size and, unlike
- * Cholesky, also reports (rather than silently mangles) a singular system,
- * which λ = 0 with a collinear design produces.
+ * Dense linear solve for the ridge normal equations (at most four unknowns):
+ * Gaussian elimination with partial pivoting, which reports a singular system
+ * (λ = 0 with a collinear design) instead of mangling it. README, "Solver".
  */
-
 type SolveResult = { readonly ok: true; readonly x: number[] } | { readonly ok: false; readonly reason: string };
 
 /** Solve A x = b. A is n x n (not modified). Singular means a pivot below 1e-12 of the largest entry. */

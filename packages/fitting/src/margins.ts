@@ -9,9 +9,8 @@
  *   condition error     = max over its pairs of |predicted - measured|
  *   delta               = nearest-rank p90 of the condition errors
  *
- * A pair whose prediction fails (out of the Q grid, invalid) is left out and
- * counted: the rule would fall back to Stage there, so its error says
- * nothing about the margin the rule needs.
+ * A pair whose prediction fails is left out and counted: the rule falls back
+ * to Stage there, so its error says nothing about the margin.
  */
 import { predictBlind, predictCache, type ModelParameters, type Prediction } from '@vantage/rules';
 import type { CalibrationPair, CalibrationRow, Role } from './rows';
@@ -25,10 +24,7 @@ export const ESTIMATORS: readonly Estimator[] = ['blind', 'cache'];
 /** The margin percentile the seed fixes. */
 export const MARGIN_QUANTILE = 0.9;
 
-interface EstimatorModels {
-  readonly efficient: ModelParameters;
-  readonly capable: ModelParameters;
-}
+type EstimatorModels = Readonly<Record<Role, ModelParameters>>;
 
 /** The estimator's prediction for the measured candidate of a row (P unknown is invalid, as in `decide`). */
 export function predictRow(model: ModelParameters, estimator: Estimator, row: CalibrationRow): Prediction {
@@ -73,7 +69,7 @@ function predictedAdvantage(pair: CalibrationPair, models: EstimatorModels, esti
 }
 
 /** Per-condition max |error|, then the nearest-rank percentile across conditions. Throws when no pair is usable. */
-function marginFromErrors(errors: readonly AdvantageError[], quantile = MARGIN_QUANTILE): { marginMs: number; perCondition: ConditionError[] } {
+function marginFromErrors(errors: readonly AdvantageError[]): { marginMs: number; perCondition: ConditionError[] } {
   const by = new Map<string, { max: number; pairs: number }>();
   for (const e of errors) {
     const c = by.get(e.conditionId) ?? { max: 0, pairs: 0 };
@@ -85,11 +81,11 @@ function marginFromErrors(errors: readonly AdvantageError[], quantile = MARGIN_Q
   const perCondition = [...by]
     .map(([conditionId, c]) => ({ conditionId, maxAbsErrorMs: c.max, pairs: c.pairs }))
     .sort((a, b) => compareStrings(a.conditionId, b.conditionId));
-  return { marginMs: percentileNearestRank(perCondition.map((c) => c.maxAbsErrorMs), quantile), perCondition };
+  return { marginMs: percentileNearestRank(perCondition.map((c) => c.maxAbsErrorMs), MARGIN_QUANTILE), perCondition };
 }
 
 /** Calibrate one estimator's margin on the uncertainty split's pairs. */
-export function calibrateMargin(pairs: readonly CalibrationPair[], models: EstimatorModels, estimator: Estimator, quantile = MARGIN_QUANTILE): MarginFit {
+export function calibrateMargin(pairs: readonly CalibrationPair[], models: EstimatorModels, estimator: Estimator): MarginFit {
   const pairErrors: AdvantageError[] = [];
   const excluded: Record<string, number> = {};
   for (const pair of pairs) {
@@ -107,8 +103,8 @@ export function calibrateMargin(pairs: readonly CalibrationPair[], models: Estim
       absErrorMs: Math.abs(adv.predictedMs - measured),
     });
   }
-  const { marginMs, perCondition } = marginFromErrors(pairErrors, quantile);
-  return { estimator, quantile, marginMs, perCondition, pairErrors, excluded };
+  const { marginMs, perCondition } = marginFromErrors(pairErrors);
+  return { estimator, quantile: MARGIN_QUANTILE, marginMs, perCondition, pairErrors, excluded };
 }
 
 /**

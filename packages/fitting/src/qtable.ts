@@ -1,33 +1,9 @@
 /**
  * Q_m(N, f): "a table of measured TTFT with no competing requests, indexed
  * by prompt length and cached fraction. Values between measured points use
- * bilinear interpolation" (seed 000). Built here, read by @vantage/rules'
- * `lookupQ`, in its `QTable` format.
- *
- * Grid: the calibration's design, i.e. the distinct prompt lengths N and the
- * distinct cached fractions f = K / N of the no-contention measurements. Grid
- * coordinates are exact, never rounded: the calibration's f = 63/64 column is
- * 0.984375, so a turn with K/N = 63/64 is inside the table (a column named
- * 0.98 would put it out of range). K is a block-aligned router estimate, so a
- * measurement can sit a block off its designed fraction; measured fractions
- * within `F_TOLERANCE` (0.005) of each other form one column, named by
- * the exact fraction most of them share (the design's). With an explicit
- * grid, a measurement goes to the nearest column within `F_TOLERANCE`. N is
- * used exactly: it is a token count the design fixes.
- *
- * Cell value: the MEDIAN of the measurements in the cell, not the mean. A cell
- * holds a handful of repeats, and a TTFT sample has a one-sided tail (a
- * scheduler hiccup, a late first step); one such repeat would move a mean of
- * five by a fifth of its excess and shift every prediction that reads the
- * cell, while the median ignores it. The ridge intercept absorbs any constant
- * median/mean offset of the loaded measurements.
- *
- * Holes (a grid cell with no measurement in the rows supplied) are filled by
- * linear interpolation along the grid: first along N within the same f column
- * between the nearest filled cells on both sides, then along f within the same
- * N row, repeated until nothing changes. A hole that has no filled neighbours
- * on both sides in either direction (an edge or corner) is refused, never
- * extrapolated, as is a grid row or column with no measurement at all.
+ * bilinear interpolation" (seed 000). Built here in @vantage/rules' `QTable`
+ * format (read by its `lookupQ`). Grid, cell values (medians), hole filling
+ * and refusals: README, "Q tables".
  */
 import type { QTable } from '@vantage/rules';
 import { median } from './stats';
@@ -56,15 +32,7 @@ export interface QCell {
   readonly count: number;
 }
 
-type QBuild =
-  | {
-      readonly ok: true;
-      readonly table: QTable;
-      readonly cells: readonly QCell[];
-      /** Measurements whose (N, f) is not a grid point (only with explicit grids). */
-      readonly offGrid: number;
-    }
-  | { readonly ok: false; readonly errors: readonly string[] };
+type QBuild = { readonly ok: true; readonly table: QTable; readonly cells: readonly QCell[] } | { readonly ok: false; readonly errors: readonly string[] };
 
 /** Largest distance of a measured f = K / N from the grid column it counts for. */
 export const F_TOLERANCE = 0.005;
@@ -153,12 +121,11 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
 
   const nIndex = new Map(nGrid.map((n, i) => [n, i]));
   const bins: number[][][] = nGrid.map(() => fGrid.map(() => []));
-  let offGrid = 0;
   for (const m of measurements) {
+    // A measurement off the grid (only with explicit grids) is left out.
     const i = nIndex.get(m.n);
     const j = columnOf(fGrid, cachedFraction(m.n, m.k), F_TOLERANCE);
-    if (i === undefined || j === undefined) offGrid++;
-    else (bins[i]?.[j] as number[]).push(m.ttftMs);
+    if (i !== undefined && j !== undefined) (bins[i]?.[j] as number[]).push(m.ttftMs);
   }
 
   nGrid.forEach((n, i) => {
@@ -215,16 +182,5 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
     }),
   );
   if (errors.length > 0) return { ok: false, errors };
-  return {
-    ok: true,
-    table: {
-      nGrid,
-      fGrid,
-      valuesMs: values.map((row) => row.map((v) => v as number)),
-      clampN: false,
-      clampF: false,
-    },
-    cells,
-    offGrid,
-  };
+  return { ok: true, table: { nGrid, fGrid, valuesMs: values.map((row) => row.map((v) => v as number)), clampN: false, clampF: false }, cells };
 }

@@ -1,8 +1,4 @@
-/**
- * The fit report as one self-contained HTML page: inline CSS and SVG, no
- * scripts, fonts or images from anywhere, so it can be archived next to the
- * parameter set and opened offline years later.
- */
+/** The fit report as one self-contained HTML page (see `html.ts`). */
 import type { FitReport, ModelReport } from './fit';
 import type { EstimatorFit } from './estimator-fit';
 import { escapeHtml, fmt, fmtG as fmtDigits, padded, page, svg, table as htmlTable, ticks, xTicks } from './html';

@@ -7,20 +7,13 @@
  *   x = [1, zN, zR, zP]          zX = (log(1 + X) - mean_X) / sd_X
  *   beta = (X'X + lambda I')^-1 X'y,   I' = diag(0, 1, 1, 1)
  *
- * The intercept is not penalised: shrinking it would pull every prediction
- * toward Q and so bias the correction at the average load, which is exactly
- * what it exists to capture. lambda is picked by grouped cross-validation
- * over workload conditions within the fitting split.
+ * The intercept is not penalised (README, "Standardisation and ridge").
  */
 import type { FeatureScale, Standardization } from '@vantage/rules';
 import { solveLinear } from './linalg';
 import { mulberry32, shuffled } from '@vantage/random';
 import { compareStrings } from './rows';
 import { mean, populationSd } from './stats';
-
-// ---------------------------------------------------------------------------
-// Standardisation.
-// ---------------------------------------------------------------------------
 
 interface FeatureRow {
   readonly n: number;
@@ -32,12 +25,7 @@ export type FeatureName = 'logN' | 'logR' | 'logP';
 
 interface StandardizationFit {
   readonly standardization: Standardization;
-  /**
-   * Features with no spread in the fitting data. Their sd is set to 1 (the
-   * parameter-set schema requires sd > 0) and their coefficient to exactly 0:
-   * a constant column carries no information, and with lambda = 0 it would
-   * make the normal equations singular.
-   */
+  /** Features with no spread in the fitting data: sd 1, coefficient exactly 0 (README, "sd = 0"). */
   readonly constant: readonly FeatureName[];
   readonly warnings: readonly string[];
 }
@@ -76,10 +64,6 @@ export function fitStandardization(rows: readonly FeatureRow[]): Standardization
   return { standardization: { logN, logR, logP }, constant, warnings };
 }
 
-// ---------------------------------------------------------------------------
-// Closed-form ridge.
-// ---------------------------------------------------------------------------
-
 type RidgeResult = { readonly ok: true; readonly beta: number[] } | { readonly ok: false; readonly reason: string };
 
 /**
@@ -113,10 +97,6 @@ function dot(a: readonly number[], b: readonly number[]): number {
   for (let i = 0; i < a.length; i++) s += (a[i] as number) * (b[i] as number);
   return s;
 }
-
-// ---------------------------------------------------------------------------
-// Grouped cross-validation.
-// ---------------------------------------------------------------------------
 
 export const DEFAULT_LAMBDAS: readonly number[] = Object.freeze([0, 0.01, 0.1, 1, 10, 100, 1000]);
 export const DEFAULT_CV_FOLDS = 5;

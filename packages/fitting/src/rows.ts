@@ -1,18 +1,10 @@
 /**
  * Outcome rows as the replay tool writes them (`outcomeToJsonRow` of
  * @vantage/records): the one place that knows their column names and reads
- * them, line by line with line-numbered problems, for the calibration
- * measurements here and the evaluation's rows (@vantage/evaluation). Then the
- * calibration measurement, the plain input type of every fitting step, its
- * value validation, and pairing of the two candidates measured under one
- * workload condition.
- *
- * Seed 000 ("How we would evaluate it"): "Collect GPU calibration data. Vary
- * prompt length, reusable prefix length, prefill contention and generation
- * contention [...] Measure both candidates here to assess predictions."
- * One outcome record measures one request on one candidate, so a condition's
- * repeat is measured twice, once per candidate, and the two rows are joined
- * here by (condition id, repeat).
+ * them, for the calibration measurements here and the evaluation's rows
+ * (@vantage/evaluation). Then the calibration measurement, its validation,
+ * and pairing of the two candidates measured for one repeat of a workload
+ * condition (one outcome record measures one candidate). README, "Input".
  */
 import { asRowObject, readJsonRows, type LineObject, type RowProblem } from '@vantage/records';
 import type { Role } from '@vantage/rules';
@@ -65,10 +57,6 @@ export interface CalibrationPair {
   readonly efficient: CalibrationRow;
   readonly capable: CalibrationRow;
 }
-
-// ---------------------------------------------------------------------------
-// The one place that knows the replay tool's column names.
-// ---------------------------------------------------------------------------
 
 /**
  * Flattened outcome-record columns (`outcomeToJsonRow`: dotted paths, the
@@ -154,17 +142,11 @@ export function parseOutcomeRows<T>(input: string | readonly unknown[], parse: (
 }
 
 /**
- * Calibration identity. Outcome records have no field for the workload
- * condition, so the calibration harness names it in the session id:
- *
- *   cal:<conditionId>:<repeat>:<idle|loaded|qgrid>
- *
- * (`idle` = run without background load; `qgrid` = a point of the Q set, the
- * no-contention grid measured for the Q tables alone, also without background
- * load). The condition id may itself contain
- * `:`; the last two fields are split off from the right. Warm-up requests and
- * background traffic use other session ids and are skipped. A tool that joins
- * its own design table may instead add the explicit columns below, which win.
+ * Calibration identity: outcome records have no field for the workload
+ * condition, so the harness names it in the session id as
+ * `cal:<conditionId>:<repeat>:<idle|loaded|qgrid>` (the condition id may
+ * contain `:`; the last two fields are split off from the right). Explicit
+ * columns below, added by a tool that joins its own design table, win.
  */
 const CALIBRATION_SESSION_PREFIX = 'cal:';
 export const CALIBRATION_COLUMNS = Object.freeze({

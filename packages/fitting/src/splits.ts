@@ -1,15 +1,9 @@
 /**
  * Grouped splits (seed 000, "Fit and select candidates"): "Use separate
  * measurements for fitting, estimating uncertainty and selecting candidates.
- * Keep all repeats of a workload condition in the same split."
- *
- * The unit assigned to a split is the workload condition, never a row, so
- * repeats (and both candidates' measurements of a repeat) always travel
- * together. The Q set (rows with `qSet`: the no-contention grid measured for
- * the Q tables alone) is its own measurement set and never enters a split;
- * only the contention conditions are split. They are split separately within
- * two strata, no-contention conditions (zero-load references) and loaded
- * ones, so that every split receives its share of each.
+ * Keep all repeats of a workload condition in the same split." The unit is
+ * the contention condition, stratified into no-contention and loaded ones;
+ * the Q set enters no split (README, "Splits").
  */
 import { mulberry32, shuffled } from '@vantage/random';
 import { compareStrings, type CalibrationRow } from './rows';
@@ -17,11 +11,7 @@ import { compareStrings, type CalibrationRow } from './rows';
 export const SPLIT_NAMES = ['fitting', 'uncertainty', 'selection'] as const;
 export type SplitName = (typeof SPLIT_NAMES)[number];
 
-export interface SplitFractions {
-  readonly fitting: number;
-  readonly uncertainty: number;
-  readonly selection: number;
-}
+export type SplitFractions = Readonly<Record<SplitName, number>>;
 
 export const DEFAULT_FRACTIONS: SplitFractions = Object.freeze({ fitting: 0.6, uncertainty: 0.2, selection: 0.2 });
 

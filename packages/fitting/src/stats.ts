@@ -45,10 +45,7 @@ export function median(xs: readonly number[]): number {
 
 /**
  * Nearest-rank percentile: the smallest value with at least q of the data at
- * or below it, i.e. sorted[ceil(q n) - 1]. Chosen for the margins because it
- * always returns an error some workload condition actually had (no
- * interpolation between conditions, whose errors need not be related): with
- * 10 conditions p90 is the 9th smallest, with 20 the 18th, with 5 the largest.
+ * or below it, i.e. sorted[ceil(q n) - 1] (why the margins use it: README, "Margins").
  */
 export function percentileNearestRank(xs: readonly number[], q: number): number {
   if (xs.length === 0) return NaN;

@@ -1,29 +1,12 @@
 /**
  * Threshold search for the count rules (seed 000): "Search observed
  * calibration boundaries, including a disabled term. Minimize mean selected
- * TTFT; break ties by fewer overrides, then fewer terms."
- *
- * Each candidate (r, p) is simulated on the pairs given (`fitAll` passes the
- * fitting split's, never the selection split the rules are then scored on) exactly
- * as `decide` would act on them (a test checks this against `decide`):
- *
- *   proposal capable                         -> capable (never reconsidered)
- *   p set and the efficient P unknown        -> Stage's choice (missing input)
- *   capable R >= destination limit           -> Stage's choice (gate G)
- *   (r set and R_eff >= r) or (p set and P_eff > p) -> capable, else efficient
- *
- * and the selected TTFT is the measured TTFT of the candidate chosen.
- *
- * Candidates: r over the distinct observed R_eff >= 1 (the schema's minimum;
- * r = 0 would override every efficient proposal) plus disabled; p over the
- * distinct observed P_eff plus disabled. Between two observed values a
+ * TTFT; break ties by fewer overrides, then fewer terms." Each candidate
+ * (r, p) is simulated on the pairs given exactly as `decide` would act (a
+ * test checks this against `decide`). Between two observed values a
  * threshold partitions the data exactly as the next observed value does, so
- * the observed values are every distinct outcome the data can show.
- *
- * Ranking: mean selected TTFT (equal within a relative 1e-9, so that two
- * sums of the same selections in a different order still tie), then fewer
- * overrides, then fewer enabled terms, then larger thresholds (the same
- * selections on this data, fewer overrides on data it has not seen).
+ * the observed values are every distinct outcome the data can show. The
+ * simulation, candidates and ranking: README, "Thresholds".
  */
 import type { CalibrationPair, Role } from './rows';
 

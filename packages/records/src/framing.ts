@@ -12,12 +12,9 @@
  */
 import avro from 'avsc';
 import type { RecordSchema } from './schemas';
-import { SINGLE_OBJECT_HEADER_LENGTH, SINGLE_OBJECT_MARKER } from './schemas';
+import { DECISION_RECORD_CURRENT, DECISION_RECORD_VERSIONS, OUTCOME_RECORD_CURRENT, OUTCOME_RECORD_VERSIONS, SINGLE_OBJECT_HEADER_LENGTH, SINGLE_OBJECT_MARKER } from './schemas';
 import { fingerprintHex } from './fingerprint';
-
-// ---------------------------------------------------------------------------
-// Encoding
-// ---------------------------------------------------------------------------
+import type { DecisionRecord, OutcomeRecord } from './types';
 
 /** A value did not match the schema it was encoded with: a bug in the writer, never input data. */
 export class RecordEncodeError extends Error {
@@ -33,17 +30,6 @@ export class RecordEncodeError extends Error {
   }
 }
 
-/** Paths of every field of `value` that `schema` would refuse; empty when the value is encodable. */
-function invalidPaths<T>(schema: RecordSchema<T>, value: T): string[] {
-  const paths: string[] = [];
-  schema.type.isValid(value, {
-    errorHook: (path: string[]) => {
-      paths.push(path.join('.'));
-    },
-  });
-  return paths;
-}
-
 /**
  * Encode `value` as one single-object message. Throws `RecordEncodeError`
  * when the value does not fit the schema: writers build records from typed
@@ -54,7 +40,10 @@ export function encodeSingleObject<T>(schema: RecordSchema<T>, value: T): Buffer
   // missing boolean becomes false) instead of throwing, which would record a
   // silently wrong fact.
   if (!schema.type.isValid(value)) {
-    throw new RecordEncodeError(`${schema.fullName} v${schema.version}`, invalidPaths(schema, value));
+    // Again, collecting the paths: a hook on every check would slow the valid case.
+    const paths: string[] = [];
+    schema.type.isValid(value, { errorHook: (path: string[]) => void paths.push(path.join('.')) });
+    throw new RecordEncodeError(`${schema.fullName} v${schema.version}`, paths);
   }
   const body = schema.type.toBuffer(value);
   const out = Buffer.allocUnsafe(SINGLE_OBJECT_HEADER_LENGTH + body.length);
@@ -62,10 +51,6 @@ export function encodeSingleObject<T>(schema: RecordSchema<T>, value: T): Buffer
   body.copy(out, SINGLE_OBJECT_HEADER_LENGTH);
   return out;
 }
-
-// ---------------------------------------------------------------------------
-// Decoding
-// ---------------------------------------------------------------------------
 
 export type RecordRejectionCode =
   | 'RECORD_TRUNCATED'
@@ -131,6 +116,12 @@ export class SchemaRegistry<T> {
     return this.byFingerprint.get(fingerprint);
   }
 }
+
+/** Reads every DecisionRecord version this build ships, as the current shape. */
+export const DECISION_REGISTRY: SchemaRegistry<DecisionRecord> = new SchemaRegistry(DECISION_RECORD_CURRENT, DECISION_RECORD_VERSIONS);
+
+/** Reads every OutcomeRecord version this build ships (v1, v2), as the current shape (v2). */
+export const OUTCOME_REGISTRY: SchemaRegistry<OutcomeRecord> = new SchemaRegistry(OUTCOME_RECORD_CURRENT, OUTCOME_RECORD_VERSIONS);
 
 function reject(code: RecordRejectionCode, reason: string): RecordRejection {
   return { ok: false, code, reason, retryable: false };

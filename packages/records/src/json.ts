@@ -1,16 +1,7 @@
 /**
- * Flat, JSON-friendly rows for JSON Lines and CSV exports (replay and
- * analysis tools). Columns are derived from the Avro schema, not from the
- * values, so every row of a kind has the same columns in the same order even
- * when a record has no observations or no decision.
- *
- * Flattening rules:
- *  - nested records and nullable records: dotted path (`gate.passed`);
- *  - arrays of per-candidate records (observations, predictions): one group
- *    of columns per role (`observations.efficient.overlapTokens`);
- *  - other arrays (sources): one column holding compact JSON;
- *  - u64 values: decimal strings (JSON numbers cannot hold them exactly);
- *  - absent values (null branch, missing role): null.
+ * Flat, JSON-friendly rows for JSON Lines and CSV exports. Columns are derived
+ * from the Avro schema, not from the values, so every row of a kind has the
+ * same columns in the same order. Flattening rules: README, "JSON Lines and CSV".
  */
 import avro from 'avsc';
 import { DECISION_RECORD_CURRENT, OUTCOME_RECORD_CURRENT } from './schemas';

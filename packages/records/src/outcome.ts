@@ -43,8 +43,6 @@ interface JoinOptions {
   arrivalMs?: number;
   /** Background marker when there is no decision. Ignored when a decision is present: the decision is authoritative. */
   background?: boolean;
-  /** Routing overhead measured by the gateway; defaults to the decision's own duration. */
-  routingOverheadUs?: number;
   /** Outcome-service wall time from first contributing message to emission. */
   joinLatencyMs?: number;
 }
@@ -64,11 +62,6 @@ function isCount(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
 
-/** Timestamps go into `timestamp-millis` longs: whole, exact milliseconds. */
-function toLongMs(v: number): number {
-  return Math.round(v);
-}
-
 function compareSources(a: SourcePosition, b: SourcePosition): number {
   if (a.stream !== b.stream) return a.stream < b.stream ? -1 : 1;
   return a.sequence - b.sequence;
@@ -76,13 +69,9 @@ function compareSources(a: SourcePosition, b: SourcePosition): number {
 
 /**
  * Join a decision (or its absence) with lifecycle events into the current
- * OutcomeRecord shape.
- *
- * Status (see README): a missing partner gives `incomplete` (a non-background
- * request without a decision, or no lifecycle event at all); otherwise the
- * earliest terminal event decides completed / cancelled / failed; otherwise
- * `timeout`. TTFT and latency are measured from the decision's timestamp, so
- * they include routing overhead, as the study requires.
+ * OutcomeRecord shape. Status and the event rules: README, "Building outcomes"
+ * and "String-coded enumerations". TTFT and latency are measured from the
+ * decision's timestamp, so they include routing overhead, as the study requires.
  */
 export function joinOutcome(decision: DecisionRecord | null, events: readonly LifecycleEventInput[], opts: JoinOptions): OutcomeRecord {
   let ignored = 0;
@@ -132,13 +121,14 @@ export function joinOutcome(decision: DecisionRecord | null, events: readonly Li
   const firstEvent = accepted[0]?.e;
   const sources = dedupeSources(opts.sources ?? []);
 
+  // Timestamps go into `timestamp-millis` longs: whole, exact milliseconds.
   return {
     requestId: opts.requestId,
     sessionId: decision?.sessionId ?? firstEvent?.sessionId ?? null,
     decision,
-    arrivalMs: arrivalMs === null ? null : toLongMs(arrivalMs),
-    firstTokenMs: firstToken ? toLongMs(firstToken.atMs) : null,
-    endMs: terminal ? toLongMs(terminal.atMs) : null,
+    arrivalMs: arrivalMs === null ? null : Math.round(arrivalMs),
+    firstTokenMs: firstToken ? Math.round(firstToken.atMs) : null,
+    endMs: terminal ? Math.round(terminal.atMs) : null,
     ttftMs: firstToken && arrivalMs !== null ? firstToken.atMs - arrivalMs : null,
     latencyMs: terminal && status === 'completed' && arrivalMs !== null ? terminal.atMs - arrivalMs : null,
     status,
@@ -147,7 +137,7 @@ export function joinOutcome(decision: DecisionRecord | null, events: readonly Li
     outputTokens,
     cachedTokens,
     uncachedInputTokens,
-    routingOverheadUs: opts.routingOverheadUs ?? decision?.decisionDurationUs ?? null,
+    routingOverheadUs: decision?.decisionDurationUs ?? null,
     background,
     join: {
       hasDecision: decision !== null,

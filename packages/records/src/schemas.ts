@@ -1,8 +1,6 @@
 /**
- * The schemas this build ships, loaded from `schemas/avro/*.avsc` (the single
- * source of truth; other languages read the same files). Each file is
- * self-contained: OutcomeRecord embeds the full DecisionRecord definition so a
- * reader in any language needs exactly one file per fingerprint.
+ * The schemas this build ships, loaded from `schemas/avro/*.avsc`, the single
+ * source of truth other languages read too (one self-contained file per fingerprint).
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

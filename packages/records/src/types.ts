@@ -2,14 +2,10 @@
  * TypeScript shapes of the records, field for field with the Avro schemas in
  * `schemas/avro/` (a test checks that every schema field appears here and
  * round-trips). u64 ids are `WorkerId` bigints; `long` fields are JS numbers
- * and must stay within ±(2^53 - 2), avsc's exact-long bound (ms timestamps, µs durations, token counts and
- * stream sequences all do); `null` is Avro's null branch.
- *
- * String-coded enumerations: the schemas carry reasons, statuses, roles and
- * variants as `string`, not Avro `enum`, so a newer writer can add a value
- * without breaking older readers' schema resolution. Writers are typed against
- * the documented values below; readers get `Known | (string & {})` and must
- * keep a default branch for values added after they were built.
+ * within ±(2^53 - 2), avsc's exact-long bound; `null` is Avro's null branch.
+ * Enumerations are string-coded and their values documented in the README
+ * ("String-coded enumerations"): writers are typed against the known values,
+ * readers get `Open<Known>` and keep a default branch.
  */
 import type { WorkerId } from '@vantage/types';
 
@@ -22,14 +18,6 @@ export type Role = (typeof ROLES)[number];
 export const VARIANTS = ['baseline', 'request_count', 'count_prefill', 'cache_blind', 'cache_aware'] as const;
 export type Variant = (typeof VARIANTS)[number];
 
-/**
- * Why the final choice is what it is. Exactly one per decision:
- *  - baseline: the Stage-baseline variant; no probes were made.
- *  - stage_capable: Stage proposed capable; capable proposals are never reconsidered.
- *  - kept: Stage proposed efficient, G passed, the trigger was false.
- *  - overrode: Stage proposed efficient, G passed, the trigger was true: changed to capable.
- *  - fallback_*: Stage proposed efficient and the rule could not act; Stage's choice stands.
- */
 export const DECISION_REASONS = [
   'baseline',
   'stage_capable',
@@ -45,23 +33,11 @@ export const DECISION_REASONS = [
 ] as const;
 export type DecisionReason = (typeof DECISION_REASONS)[number];
 
-const OBSERVATION_STATUSES = ['ok', 'timeout', 'error', 'unavailable', 'no_worker'] as const;
-export type ObservationStatus = (typeof OBSERVATION_STATUSES)[number];
+export type ObservationStatus = 'ok' | 'timeout' | 'error' | 'unavailable' | 'no_worker';
 
-/**
- * Outcome status:
- *  - completed / cancelled / failed: the terminal lifecycle event that arrived.
- *  - timeout: decision and lifecycle events both arrived, but no terminal event before the join deadline.
- *  - incomplete: one side of the join never arrived (a non-background request without its decision, or a decision with no lifecycle event at all).
- */
-export const OUTCOME_STATUSES = ['completed', 'cancelled', 'failed', 'timeout', 'incomplete'] as const;
-export type OutcomeStatus = (typeof OUTCOME_STATUSES)[number];
-
-export const JOIN_CLOSED_BY = ['complete', 'deadline'] as const;
-export type JoinClosedBy = (typeof JOIN_CLOSED_BY)[number];
-
-export const SOURCE_PARTS = ['decision', 'first_token', 'done', 'cancelled', 'failed', 'usage'] as const;
-export type SourcePart = (typeof SOURCE_PARTS)[number];
+export type OutcomeStatus = 'completed' | 'cancelled' | 'failed' | 'timeout' | 'incomplete';
+export type JoinClosedBy = 'complete' | 'deadline';
+export type SourcePart = 'decision' | 'first_token' | 'done' | 'cancelled' | 'failed' | 'usage';
 
 export interface ModelChoice {
   model: string;

@@ -3,19 +3,8 @@ import { isU64 } from '@vantage/types';
 
 /**
  * Exact u64 on the wire: `{"type":"fixed","name":"U64","size":8,"logicalType":"vantage-u64"}`,
- * the value as 8 bytes big-endian.
- *
- * Why not the alternatives:
- *  - `long` holding the same bits as signed: compact, but every reader that
- *    does not know the convention sees ids >= 2^63 as negative numbers, and
- *    JSON exports of them silently disagree with Dynamo's decimal strings.
- *  - decimal `string`: unambiguous, but 20+ bytes and no type-level guarantee
- *    that the text is a valid u64.
- *  - `fixed(8)` big-endian: one reading in every language (Python
- *    `int.from_bytes(b, "big")`, Java `new BigInteger(1, bytes)`), exact for
- *    the full range, and bytewise order equals numeric order. Readers that do
- *    not know the `vantage-u64` logical type fall back to raw bytes, as the
- *    Avro spec requires for unknown logical types.
+ * the value as 8 bytes big-endian (README, "Numbers", says why not `long` or a decimal string).
+ * Readers that do not know the logical type get the raw bytes, as the Avro spec requires.
  */
 const U64_LOGICAL_TYPE = 'vantage-u64';
 

@@ -1,21 +1,17 @@
 // Outcome service configuration: the runtime's base section plus `outcome`.
 // Every key maps to one environment variable (VANTAGE_OUTCOME_JOIN_WINDOW_MS,
-// VANTAGE_OUTCOME_TOPICS_OUTCOMES, ...); see README.md for the table.
+// VANTAGE_OUTCOME_TOPICS_OUTCOMES, ...); README.md, "Configuration", says what each does.
 import { baseConfigSchema, s, VantageError, type DeepReadonly, type Static } from '@vantage/runtime';
 
 export const outcomeConfigSchema = s.extend(baseConfigSchema, {
   outcome: s.object({
     nats: s.object({
-      /** JetStream stream holding decision records (Avro single-object bytes). */
       decisionsStream: s.string({ minLength: 1, default: 'VANTAGE_DECISIONS' }),
       decisionsSubject: s.string({ minLength: 1, default: 'vantage.v1.decisions' }),
-      /** JetStream stream holding gateway lifecycle events (JSON). */
       lifecycleStream: s.string({ minLength: 1, default: 'VANTAGE_LIFECYCLE' }),
       /** Must end in `.>`: the last token is the pool. */
       lifecycleSubject: s.string({ minLength: 3, pattern: '\\.>$', default: 'vantage.v1.lifecycle.>' }),
-      /** Durable pull consumer name, shared by every replica (one queue of work). */
       durable: s.string({ minLength: 1, default: 'outcome' }),
-      /** Stream retention: long enough to outlive any Kafka outage we intend to ride out. */
       streamMaxAgeMs: s.integer({ minimum: 60_000, default: 7 * 24 * 3600_000 }),
       streamMaxBytes: s.integer({ minimum: -1, default: 8 * 1024 ** 3 }),
       /**
@@ -25,25 +21,18 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
        * silently lost.
        */
       streamDiscard: s.enum(['new', 'old'] as const, { default: 'new' }),
-      /** JetStream replicas of both streams (3 on a three-node production cluster; 1 on a single server). */
       streamReplicas: s.integer({ minimum: 1, maximum: 5, default: 1 }),
-      /** Server-side redelivery timer. Must exceed joinWindowMs + terminalGraceMs (checked at start). */
       ackWaitMs: s.integer({ minimum: 1000, default: 150_000 }),
-      /** Bound on unacknowledged messages per consumer: the server stops delivering beyond it. */
       maxAckPending: s.integer({ minimum: 1, default: 200_000 }),
-      /** Messages per pull request. */
       fetchBatch: s.integer({ minimum: 1, maximum: 10_000, default: 2000 }),
-      /** How long one pull request waits for messages. */
       fetchExpiresMs: s.integer({ minimum: 100, default: 1000 }),
     }),
     topics: s.object({
       decisions: s.string({ minLength: 1, default: 'vantage.decisions.v1' }),
       outcomes: s.string({ minLength: 1, default: 'vantage.outcomes.v1' }),
       deadLetter: s.string({ minLength: 1, default: 'vantage.deadletter.v1' }),
-      /** Single-partition log of which source sequences each transaction wrote (exactly-once bookkeeping). */
       progress: s.string({ minLength: 1, default: 'vantage.outcome-progress.v1' }),
       partitions: s.integer({ minimum: 1, default: 6 }),
-      /** Replication factor of every topic at creation (3 on a three-broker production cluster). */
       replicationFactor: s.integer({ minimum: 1, default: 1 }),
       /** Topic `min.insync.replicas` at creation (2 with replication factor 3: a write survives one broker down). */
       minInsyncReplicas: s.integer({ minimum: 1, default: 1 }),
@@ -59,42 +48,26 @@ export const outcomeConfigSchema = s.extend(baseConfigSchema, {
     transactionalId: s.string({ default: '' }),
     /** Active–standby leadership: a lease in a JetStream KV bucket; only its holder consumes (README, "Replicas"). */
     leader: s.object({
-      /** KV bucket (created when missing, TTL = leaseMs). */
       bucket: s.string({ minLength: 1, pattern: '^[-\\w]+$', default: 'vantage_outcome_leader' }),
-      /** Lease key; empty = the transactional id (the lease guards who uses it). */
       key: s.string({ default: '' }),
-      /** The key's TTL (bucket max_age): a leader that stopped renewing loses the lease this long after its last renewal. */
       leaseMs: s.integer({ minimum: 1000, default: 5_000 }),
-      /** Renewal period of the leader, and the standby's polling period. */
       renewMs: s.integer({ minimum: 100, default: 1_000 }),
     }),
     transactionTimeoutMs: s.integer({ minimum: 1000, default: 60_000 }),
-    /** A join closes as `deadline` this long after its first message arrived. */
     joinWindowMs: s.integer({ minimum: 10, default: 60_000 }),
-    /** After decision + terminal event, wait this long for a usage report before closing. */
     terminalGraceMs: s.integer({ minimum: 0, default: 2_000 }),
-    /** Cap on open joins: fetching pauses while it is reached. */
     maxPendingJoins: s.integer({ minimum: 1, default: 100_000 }),
-    /** Cap on messages read but not yet processed: fetching pauses above it. */
     maxInbox: s.integer({ minimum: 1, default: 20_000 }),
-    /** Most output records in one Kafka transaction. */
     maxBatchRecords: s.integer({ minimum: 1, default: 5_000 }),
     /** Approximate bytes of output in one Kafka transaction (kept well under topics.maxMessageBytes). */
     maxBatchBytes: s.integer({ minimum: 64 * 1024, default: 4 * 1024 * 1024 }),
-    /** Wait for more input before committing a small batch. */
     lingerMs: s.integer({ minimum: 0, default: 5 }),
-    /** Messages larger than this are dead-lettered as OVERSIZED. */
     maxMessageBytes: s.integer({ minimum: 1024, default: 1024 * 1024 }),
-    /** Original bytes kept in a dead letter. */
     maxDeadLetterBytes: s.integer({ minimum: 0, default: 64 * 1024 }),
-    /** Late events remembered per request id after its join closed (dead-lettered as JOIN_LATE). */
     recentlyClosedCap: s.integer({ minimum: 0, default: 200_000 }),
-    /** Clock-skew allowance when seeking the progress log by timestamp. */
     clockSkewMs: s.integer({ minimum: 0, default: 60_000 }),
     health: s.object({
-      /** /healthz is unhealthy once Kafka has been unreachable (probe or transactions failing) this long. */
       kafkaDownMs: s.integer({ minimum: 100, default: 10_000 }),
-      /** How often the leader probes Kafka when nothing else would notice it gone, and the probe's own bound. */
       kafkaProbeMs: s.integer({ minimum: 100, default: 2_000 }),
     }),
   }),

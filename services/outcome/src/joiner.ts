@@ -1,22 +1,9 @@
 /**
  * Open joins keyed by request id: transport-free and synchronous, so the
- * service, tests and the benchmark drive the same state machine.
- *
- * A join opens on the first message for a request id (decision or lifecycle
- * event) and closes when
- *  - decision + terminal event + usage have all arrived       → closedBy `complete`, at once;
- *  - decision + terminal event, no usage, `terminalGraceMs` later → `complete`
- *    (usage often rides on the terminal event; a separate report gets a short wait);
- *  - otherwise `joinWindowMs` after the join opened            → `deadline`
- *    (`joinOutcome` then says `incomplete` or `timeout`), once the streams
- *    have also been read past `joinWindowMs` after its first message's
- *    publish time (see `takeExpired`), or at the latest `maxHoldMs` later.
- * Background (competing) traffic has no decision by design: once an event of
- * the request says `background`, its terminal event stands in for
- * "decision + terminal" above (same usage grace), and the record is written
- * with background = true and the events' `arrivalMs` as arrival, never as
- * `incomplete`. A decision that does arrive before the join closes stays
- * authoritative (`joinOutcome` ignores the event-side marker then).
+ * service, tests and the benchmark drive the same state machine. When a join
+ * closes (`complete` at once or after `terminalGraceMs`, `deadline` after
+ * `joinWindowMs`, held for the streams' read position up to `maxHoldMs`) and
+ * how background traffic closes without a decision: README, "The join".
  * Nothing is ever dropped: every join ends in exactly one outcome record.
  *
  * Each contributing message is carried as a `Source<H>` whose handle `H` the
@@ -69,6 +56,7 @@ interface JoinerOptions {
 type AddResult = 'joined' | 'duplicate' | 'late';
 
 const TERMINAL = new Set(['done', 'cancelled', 'failed']);
+const RECHECK_MS = 50;
 
 export class Joiner<H> {
   private readonly open = new Map<string, Join<H>>();
@@ -160,13 +148,10 @@ export class Joiner<H> {
   }
 
   /**
-   * Joins past their window, oldest first. `readUpToMs` is the publish time up
-   * to which every stream has been read and joined (the caller's read
-   * position; default: no constraint). A join past its deadline still waits
-   * until the streams are read `joinWindowMs` past its first message's publish
-   * time, or until `maxHoldMs` more have passed: after an outage the backlog
-   * of one stream can be read long after the other's, and its messages must
-   * not find their join already closed `incomplete` by the wall clock.
+   * Joins past their window, oldest first. A join past its deadline still waits until `readUpToMs`
+   * (the publish time up to which every stream has been read and joined; default: no constraint)
+   * is `joinWindowMs` past its first message's publish time, or `maxHoldMs` more have passed
+   * (README, "Joins after an outage").
    */
   takeExpired(nowMs: number, limit = Infinity, readUpToMs = Infinity): ClosedJoin<H>[] {
     const out: ClosedJoin<H>[] = [];
@@ -212,15 +197,15 @@ export class Joiner<H> {
   /**
    * Earliest time any join could close by the clock (for the service's timer).
    * A join held for the read position (`takeExpired`) is due again after
-   * `recheckMs`, when the read position may have moved, or at its hold limit.
+   * `RECHECK_MS`, when the read position may have moved, or at its hold limit.
    */
-  nextDueMs(nowMs: number, readUpToMs = Infinity, recheckMs = 50): number | undefined {
+  nextDueMs(nowMs: number, readUpToMs = Infinity): number | undefined {
     if (this.ready.length > 0) return nowMs;
     let due: number | undefined;
     const first = this.open.values().next();
     if (!first.done) {
       const j = first.value;
-      due = j.deadlineMs > nowMs || j.eventDeadlineMs <= readUpToMs ? j.deadlineMs : Math.min(j.holdUntilMs, nowMs + recheckMs);
+      due = j.deadlineMs > nowMs || j.eventDeadlineMs <= readUpToMs ? j.deadlineMs : Math.min(j.holdUntilMs, nowMs + RECHECK_MS);
     }
     for (let i = this.graceHead; i < this.graceQueue.length; i++) {
       const g = this.graceQueue[i] as { id: string; at: number };

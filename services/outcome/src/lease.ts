@@ -1,11 +1,7 @@
 /**
- * The leadership lease (README, "Replicas"). A join needs both halves of a
- * request in one process, so exactly one replica consumes. The lease is a key
- * in a JetStream KV bucket whose TTL (max_age) is leaseMs: created if absent,
- * renewed by the holder with a revision-checked update every renewMs. A killed
- * leader stops renewing and its key expires; a standby polling with
- * create-if-absent then takes over. Kafka fencing (one transactional id for all
- * replicas) makes sure a stale leader can never commit after that.
+ * The leadership lease (README, "Replicas"): a key in a JetStream KV bucket
+ * whose TTL is leaseMs, created if absent and renewed by the holder with a
+ * revision-checked update every renewMs.
  *
  *   free ──acquire──▶ held ──renewal refused, or not renewed in time──▶ lost
  *     ▲                 │                                               │
@@ -17,14 +13,13 @@ import { Kvm, type KV } from '@nats-io/kv';
 import type { Logger, NatsConnection } from '@vantage/runtime';
 import type { OutcomeConfig } from './config';
 
-
-/** Retries a start-up call that fails transiently (leader elections, coordinator loading). */
-export async function retrying<T>(what: string, fn: () => Promise<T>, attempts = 30): Promise<T> {
+/** Retries a start-up call that fails transiently (leader elections, coordinator loading): 30 retries, 200 ms apart. */
+export async function retrying<T>(what: string, fn: () => Promise<T>): Promise<T> {
   for (let i = 0; ; i++) {
     try {
       return await fn();
     } catch (e) {
-      if (i >= attempts) throw new Error(`${what}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      if (i >= 30) throw new Error(`${what}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
       await sleep(200);
     }
   }

@@ -1,16 +1,7 @@
 /**
- * Gateway lifecycle events, decoded at the edge with the contract's own
- * decoder: `@vantage/protocol`'s `lifecycleEventCodec` (schema
- * `schemas/protocol/lifecycle-event.v1.json`), the same codec the gateway
- * client encodes with. Unknown extra keys are tolerated as the schema allows
- * (a newer gateway may add fields within v1); anything that does not match is
- * a typed rejection, never an exception.
- *
- * The decoded event is then mapped to `@vantage/records`' plain
- * `LifecycleEventInput` (records stays a leaf package): the error object
- * `{code, message}` becomes its string form `code: message` (just `code`
- * when there is no message). `background` and `arrivalMs`, which describe the
- * request rather than the event, are returned beside it for the joiner.
+ * Gateway lifecycle events, decoded with `@vantage/protocol`'s `lifecycleEventCodec` (the codec the
+ * gateway client encodes with) and mapped to `@vantage/records`' plain `LifecycleEventInput`
+ * (records stays a leaf package). The mapping and the rejections: README, "What it owns".
  */
 import { lifecycleEventCodec, type LifecycleEvent, type ProtocolErrorCode } from '@vantage/protocol';
 import type { LifecycleEventInput } from '@vantage/records';

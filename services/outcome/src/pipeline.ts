@@ -1,16 +1,10 @@
 /**
  * The batch loop of a leader term, a two-stage pipeline: while batch k's
- * transaction is in flight (Kafka round trips, broker work), batch k+1 is
- * decoded and joined. Order and the exactly-once rules (README, "Exactly
- * once") are unchanged by the overlap:
- *  - at most one transaction is open (batch k+1 is committed only after k
- *    settled), so the progress log and the commits stay in order;
- *  - a batch is acked only after its own commit;
- *  - a batch that needs a sync (unknown redelivery) waits for the
- *    transaction in flight first, so the sync and its lookups see it;
- *  - if batch k lost ownership, everything in memory is dropped (reset) and
- *    batch k+1, built on that memory, is abandoned with it, unacked: its
- *    messages are redelivered like the rest.
+ * transaction is in flight, batch k+1 is decoded and joined. The overlap
+ * keeps the exactly-once rules (README, rule 2): at most one transaction
+ * open, each batch acked after its own commit, a sync only with no
+ * transaction in flight, and a batch built on memory a reset dropped
+ * abandoned unacked.
  */
 import type { Message as KafkaMessage } from 'kafkajs';
 import { newBatch, sendRequests, type Batch } from './batch';

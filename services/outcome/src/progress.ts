@@ -1,9 +1,7 @@
 /**
- * The progress log: what each committed Kafka transaction consumed.
- *
- * Every transaction the outcome service commits also appends exactly one
- * record to the single-partition progress topic, inside the same
- * transaction. Its value (UTF-8 JSON):
+ * The progress log (README, rule 3): every committed transaction appends, in
+ * the same transaction, one record to the single-partition progress topic.
+ * Its value (UTF-8 JSON):
  *
  *   {"v":1, "writer":"<transactionalId>", "nonce":"<unique per transaction>",
  *    "atMs":<commit attempt time>,
@@ -11,14 +9,9 @@
  *    "decisions": {"<stream>": [[lo,hi],...]}}   decision messages copied to the decisions topic
  *                                                 while their join is still open
  *
- * A record with empty sets is a *sentinel*: written to learn that the
- * follower has read everything committed before it (see README, "exactly
- * once"). Read with read_committed, the log is exactly the set of source
- * sequences whose output is durably in Kafka.
- *
- * `CommittedSet` keeps the recent part of that log in memory for deciding
- * about redelivered messages. Entries are kept as range lists per
- * transaction, not per sequence, so memory is proportional to transactions.
+ * A record with empty sets is a *sentinel* (rule 4). `CommittedSet` keeps the
+ * recent part of the log in memory as range lists per transaction, so memory
+ * is proportional to transactions, not messages.
  */
 import { inRanges, mergeRanges, toRanges, type Range } from './ranges';
 

@@ -1,10 +1,7 @@
 /**
  * How far the service has read its JetStream streams, as a publish time: the
- * read position `Joiner.takeExpired` holds joins for (README, "Joins after an
- * outage"). Per stream: the publish time of its first message still in the
- * inbox (delivery order); with none there, the newest publish time delivered
- * if the latest delivery said JetStream holds more (a backlog), else now
- * (caught up, or nothing known yet). The position is the least of the streams'.
+ * read position `Joiner.takeExpired` holds joins for. Per stream and overall,
+ * as README, "Joins after an outage", defines it.
  */
 export class ReadPosition {
   /** Per stream: the newest publish time delivered, and whether the latest delivery said more were waiting. */

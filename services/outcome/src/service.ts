@@ -42,8 +42,7 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
 
   // ---------------------------------------------------------------- set-up
   for (const s of streams) {
-    // Limits retention, file storage: the stream is the durable buffer that lets Kafka be down for as long
-    // as max_age without loss. A full stream refuses new input (publishers hold and retry) rather than drop the oldest unread.
+    // The durable buffer that lets Kafka be down for as long as max_age (README, "What it owns").
     const discard = o.nats.streamDiscard === 'new' ? DiscardPolicy.New : DiscardPolicy.Old;
     await ensureStream(ctx.nc, { name: s.stream, subjects: [s.subject], max_age: o.nats.streamMaxAgeMs * 1e6, max_bytes: o.nats.streamMaxBytes, discard, num_replicas: o.nats.streamReplicas }, log);
     const consumer = { durable_name: o.nats.durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, ack_wait: o.nats.ackWaitMs * 1e6, max_ack_pending: o.nats.maxAckPending, max_deliver: -1 };
@@ -142,11 +141,8 @@ export async function startOutcome(ctx: OutcomeContext): Promise<OutcomeService>
     details: { role: term === null ? 'standby' : 'leader', holder, leaseKey, pendingJoins: term?.joiner.pending ?? 0, inbox: term?.inboxSize() ?? 0, committedTransactions: term?.committed.size ?? 0 },
   }));
 
-  // Shutdown: stop intake; let the batch in flight commit (or give up near
-  // the deadline); then nak what is held so a replica or the next start takes
-  // it at once instead of after ack_wait, and hand the lease over. Nothing
-  // unjoined is written early: an `incomplete` record for a request whose
-  // events are merely in flight would be a wrong fact.
+  // Shutdown (README, "Exactly once"): nothing unjoined is written early, since an `incomplete`
+  // record for a request whose events are merely in flight would be a wrong fact.
   ctx.shutdown.register('outcome-intake', 'intake', () => {
     shuttingDown = true;
     term?.stop();

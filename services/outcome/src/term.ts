@@ -1,28 +1,11 @@
 // One leadership term: everything a leader holds between acquiring the lease
 // and giving it up. A takeover (or a term that failed) is a new Term; nothing
-// of an old one is reset and reused.
+// of an old one is reset and reused. What each state does: README, "Code
+// layout and the leader term".
 //
 //   fencing ──▶ reading ──▶ consuming ──▶ ending(cause) ──▶ ended
 //      └───────────┴────────────┴──────────────▲
 //                  stop() · lease lost · fail(why)
-//
-//   fencing    InitProducerId with the shared transactional id (right after a
-//              successful lease renewal): the previous leader's producer is
-//              fenced and its open transaction aborted or completed.
-//   reading    the progress follower starts at the bound of this moment's ack
-//              floors; a sentinel sync waits until every transaction committed
-//              before it is read. No message is taken before that.
-//   consuming  intake (one pull loop per stream) and the pipeline run.
-//   ending     the loops stop. `shutdown`: the transaction in flight still
-//              commits, unless `giveUpKafka()` (near the shutdown deadline)
-//              makes it give up. `lost` (a renewal was refused, or renewals
-//              failed for leaseMs − renewMs) and `failed` (the follower
-//              crashed, set-up took over 60 s, or a step threw): Kafka retries
-//              give up at once; nothing more commits (the ownership check
-//              includes the lease).
-//   ended      everything held (inbox, open joins, batches given up) was
-//              nak'ed and flushed so the next leader gets it at once; producer
-//              and follower closed; the lease key deleted unless it was lost.
 //
 // Set-up steps race `fail()`, so a broker restart in the middle of set-up ends
 // the term instead of hanging it.
