@@ -9,7 +9,16 @@
  * seed give the same result (createdAt aside, which does not enter the
  * version's hash).
  */
-import { createParameterSet, DEFAULT_PARAMETER_SET, type GateLimits, type ModelParameters, type ParameterSet, type QTable, type Thresholds, type Variant } from '@vantage/rules';
+import {
+  createParameterSet,
+  DEFAULT_PARAMETER_SET,
+  type GateLimits,
+  type ModelParameters,
+  type ParameterSet,
+  type QTable,
+  type Thresholds,
+  type Variant,
+} from '@vantage/rules';
 import { fitEstimator, withCoefficients, type EstimatorFit } from './estimator-fit';
 import { calibrateMargin, ESTIMATORS, MARGIN_QUANTILE, simulateEstimatorRule, type Estimator, type MarginFit } from './margins';
 import { buildQTable, F_TOLERANCE, designGrid, type QCell } from './qtable';

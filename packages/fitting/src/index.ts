@@ -3,7 +3,16 @@
 // thresholds and estimator margins, written as a @vantage/rules parameter
 // set with a report. Pure and synchronous; no transport.
 
-export { OUTCOME_COLUMNS, CALIBRATION_COLUMNS, parseOutcomeRows, calibrationSessionId, rowFromOutcomeJson, parseCalibrationJsonl, validateCalibrationRows, pairRows } from './rows';
+export {
+  OUTCOME_COLUMNS,
+  CALIBRATION_COLUMNS,
+  parseOutcomeRows,
+  calibrationSessionId,
+  rowFromOutcomeJson,
+  parseCalibrationJsonl,
+  validateCalibrationRows,
+  pairRows,
+} from './rows';
 export type { Role, RowParse, RowsParse, CalibrationRow, CalibrationPair } from './rows';
 
 export { SPLIT_NAMES, splitConditions, applySplit, allocate } from './splits';
@@ -16,9 +25,13 @@ export { fitStandardization, ridgeSolve, crossValidateRidge, groupFolds } from '
 export { solveLinear } from './linalg';
 export { mean, percentileNearestRank, quantileSorted } from './stats';
 
+
 export { searchThresholds, countRuleChoice, rankCandidates } from './thresholds';
 
-export { calibrateMargin, estimatorRuleChoice } from './margins';
+export {
+  calibrateMargin,
+  estimatorRuleChoice,
+} from './margins';
 
 export { fitAll, FIT_VARIANTS, Q_SOURCES } from './fit';
 export type { FitOptions, FitResult, FitReport } from './fit';

@@ -2,13 +2,31 @@
  * @vantage/records: Avro schemas (from `schemas/avro/`), single-object
  * framing, record types and builders for decision and outcome records.
  */
-export type { Variant, DecisionReason, SourcePart, GateChecks, FactAges, CandidateObservation, CandidatePrediction, DecisionRecord, OutcomeRecordV1, OutcomeRecord } from './types';
+export type {
+  Variant,
+  DecisionReason,
+  SourcePart,
+  GateChecks,
+  FactAges,
+  CandidateObservation,
+  CandidatePrediction,
+  DecisionRecord,
+  OutcomeRecordV1,
+  OutcomeRecord,
+} from './types';
 export { VARIANTS, DECISION_REASONS } from './types';
 
 export { crc64AvroOfString, fingerprintHex } from './fingerprint';
 
 export type { RecordSchema } from './schemas';
-export { AVRO_SCHEMA_DIR, DECISION_RECORD_V1, OUTCOME_RECORD_V1, OUTCOME_RECORD_V2, DECISION_RECORD_CURRENT, OUTCOME_RECORD_CURRENT } from './schemas';
+export {
+  AVRO_SCHEMA_DIR,
+  DECISION_RECORD_V1,
+  OUTCOME_RECORD_V1,
+  OUTCOME_RECORD_V2,
+  DECISION_RECORD_CURRENT,
+  OUTCOME_RECORD_CURRENT,
+} from './schemas';
 
 export type { RecordRejectionCode, DecodeResult } from './framing';
 export { encodeSingleObject, decodeSingleObject, RecordEncodeError, SchemaRegistry, DECISION_REGISTRY, OUTCOME_REGISTRY } from './framing';
