@@ -1,19 +1,12 @@
 /**
- * Replay metrics as Dynamo's trace replay reports them: TTFT, TPOT, ITL and
- * E2E latency distributions (mean, p50, p90, p95, p99), request and token
- * throughput, and `prefix_cache_reused_ratio` = reused input tokens / input tokens.
- *
- * Definitions (per finished request):
- *   TTFT = first token − arrival;  E2E = last token − arrival;
- *   TPOT = (E2E − TTFT) / (output tokens − 1), requests with ≥ 2 output tokens;
- *   ITL  = the inter-token gaps pooled over all requests. The engine reports
- *          tokens per pass, not per-token timestamps, so each request contributes
- *          (output tokens − 1) gaps of its mean gap: the ITL mean is exact (total
- *          decode time / total gaps), its percentiles are token-weighted TPOT
- *          percentiles.
- * Percentiles interpolate linearly between closest ranks (numpy's default).
- * Throughput divides by the makespan: last completion − first arrival.
+ * Replay metrics as Dynamo's trace replay reports them (README.md, "Metrics": TTFT, TPOT, ITL and
+ * E2E distributions, throughput over the makespan, prefix reuse). The engine reports tokens per
+ * pass, not per token, so each request contributes (output tokens − 1) ITL gaps of its mean gap:
+ * the ITL mean is exact, its percentiles are token-weighted TPOT percentiles. Percentiles
+ * interpolate linearly between closest ranks (numpy's default).
  */
+
+import type { Finished } from './engine';
 
 export interface Distribution {
   readonly mean: number;
@@ -26,18 +19,8 @@ export interface Distribution {
   readonly count: number;
 }
 
-/** One finished request, as the replay records it. */
-export interface RequestRecord {
-  readonly requestId: string;
-  readonly workerIndex: number;
-  readonly arrivalMs: number;
-  readonly firstTokenMs: number;
-  readonly endMs: number;
-  readonly isl: number;
-  readonly outputTokens: number;
-  readonly reusedTokens: number;
-  readonly preemptions: number;
-}
+/** One finished request, as the replay records it: the engine's report with its end time and worker. */
+export type RequestRecord = Omit<Finished, 'atMs'> & { readonly workerIndex: number; readonly endMs: number };
 
 export interface ReplayMetrics {
   readonly requests: number;

@@ -2,15 +2,8 @@
  * Offline discrete-event replay: N simulated engines behind a router that runs
  * the very code the services run (`PoolState` of @vantage/observation, its
  * ledger and selection); the README's "How it runs" gives the booking
- * lifecycle and what each router reads.
- *
- * Event order at one instant: KV deliveries and first tokens, then
- * completions (which may release closed-loop or session arrivals), then
- * arrivals (routed and added), then engine passes. A pass's KV events carry
- * its start; its first tokens and completions its end, so a request routed
- * while a pass is running sees that pass's cache changes but not its
- * completions. Deterministic given the seed: no wall clock enters the
- * simulation (it is read only for progress and `wallMs`).
+ * lifecycle, what each router reads and the event order at one instant.
+ * Deterministic given the seed: wall time is read only for progress and `wallMs`.
  */
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { PoolState } from '@vantage/observation';
