@@ -1,11 +1,7 @@
-// Secured connections: the settings for NATS authentication and TLS and for
-// Kafka TLS and SASL, checked once at start-up, turned into the clients' own
-// options (nats.js authenticators and `tls`, kafkajs `ssl` and `sasl`), and
-// connect failures classified into catalogue codes that name the cause.
-//
-// Secrets come only from files. A file is read when the connection is made
-// (so a rotated file is picked up on the next start), its contents never
-// appear in an error: a problem names the setting and the path.
+// Secured connections (README.md, "Secured connections"): the NATS and Kafka security settings
+// checked once at start-up, turned into the clients' own options, and connect failures classified
+// into catalogue codes that name the cause. A secret file is read when the connection is made (a
+// rotated file is picked up on the next start); its contents never appear in an error.
 
 import { readFileSync, statSync } from 'node:fs';
 import { connect as netConnect } from 'node:net';
@@ -281,22 +277,25 @@ export function classifyKafkaConnectError(e: unknown): ConnectFailure {
   return { code: 'KAFKA_CONNECT_FAILED', cause: 'unreachable', hint: 'are the brokers running, the addresses right and the listener the one these settings expect (PLAINTEXT, SSL, SASL_SSL)?' };
 }
 
+/** The PEM files of `nats.tls` or `kafka.ssl` that are set, read now, as Node's TLS options take them. */
+function pemOptions(t: { caFile?: string; certFile?: string; keyFile?: string }): { ca?: string; cert?: string; key?: string } {
+  return {
+    ...(set(t.caFile) ? { ca: readFileSync(t.caFile, 'utf8') } : {}),
+    ...(set(t.certFile) ? { cert: readFileSync(t.certFile, 'utf8') } : {}),
+    ...(set(t.keyFile) ? { key: readFileSync(t.keyFile, 'utf8') } : {}),
+  };
+}
+
 /** kafkajs `ssl` and `sasl` client options from the settings; secret files are read here. */
 export function kafkaSecurityOptions(cfg: KafkaSecuritySettings): {
-  ssl?: boolean | { ca?: string[]; cert?: string; key?: string };
+  ssl?: boolean | { ca?: string; cert?: string; key?: string };
   sasl?: SASLOptions;
   summary: { ssl: 'off' | 'on' | 'mutual'; sasl: KafkaSaslMechanism };
 } {
   throwIfProblems(kafkaSecurityProblems(cfg));
   const ssl = cfg.ssl ?? {};
   const wantSsl = ssl.enabled === true || set(ssl.caFile) || set(ssl.certFile);
-  const sslOpt = wantSsl
-    ? {
-        ...(set(ssl.caFile) ? { ca: [readFileSync(ssl.caFile, 'utf8')] } : {}),
-        ...(set(ssl.certFile) ? { cert: readFileSync(ssl.certFile, 'utf8') } : {}),
-        ...(set(ssl.keyFile) ? { key: readFileSync(ssl.keyFile, 'utf8') } : {}),
-      }
-    : undefined;
+  const sslOpt = wantSsl ? pemOptions(ssl) : undefined;
   const sasl = cfg.sasl ?? {};
   const mech = sasl.mechanism ?? 'none';
   let saslOpt: SASLOptions | undefined;
@@ -349,9 +348,7 @@ export async function probeNatsTls(server: string, tls: { caFile?: string; certF
       const opts: ConnectionOptions = {
         socket: raw,
         ...(/^[\d.]+$/.test(host) ? {} : { servername: host }),
-        ...(tls.caFile ? { ca: readFileSync(tls.caFile) } : {}),
-        ...(tls.certFile ? { cert: readFileSync(tls.certFile) } : {}),
-        ...(tls.keyFile ? { key: readFileSync(tls.keyFile) } : {}),
+        ...pemOptions(tls),
       };
       const secure = tlsConnect(opts);
       secure.on('error', (e: NodeJS.ErrnoException) => finish(e.code ?? e.message));
