@@ -1,18 +1,7 @@
 /**
- * The main job's offline half and its closing comparison:
- *
- *   - `offlineOperatingPoint`: the job's own calibration plan, fit and five-variant schedule on the
- *     discrete-event simulator with the live fleet's pools (@vantage/study), at several levels of
- *     competing traffic on the efficient pool; the level where the rules have the most to decide
- *     (the most decisions that could go either way: per rule, the smaller of its overrides and its
- *     kept efficient proposals, summed over the four rules) becomes the live evaluation's load;
- *   - `engineSideAnalysis`: the live outcome rows with each foreground TTFT replaced by the engine's
- *     own (simulated clock, from the load generator's lines), analysed as `vantage evaluate` does:
- *     routing and dispatch time stay out of it (the fleet's clock follows the wall clock at the time
- *     scale, so a stalled host still shows in it);
- *   - `comparisonHtml` / `findingLines`: per variant, the offline prediction beside the live
- *     measurement (engine-side and wall-clock TTFT, differences from Stage with bootstrap intervals,
- *     how often each rule could act, overrode and fell back), and one sentence per variant.
+ * The main job's offline half and its closing comparison (infra/README.md, `job-study.ts`): the
+ * offline operating point, the engine-side analysis of the live rows (routing and dispatch time
+ * left out) and, per variant, the offline prediction beside the live measurement.
  */
 import {
   analyzeEvaluation,
@@ -24,7 +13,7 @@ import {
   type StageProposalModel,
   type VariantSummary,
 } from '@vantage/evaluation';
-import type { FitReport } from '@vantage/fitting';
+import { escapeHtml as esc, type FitReport } from '@vantage/fitting';
 import { RECORD_VARIANT as CORE_RECORD_VARIANT } from '@vantage/decision-core';
 import type { Variant as RecordVariant } from '@vantage/records';
 import { VARIANTS, type ParameterSet } from '@vantage/rules';
@@ -51,14 +40,18 @@ const STREAMS = 4;
 const OFFLINE_BOOTSTRAP = 200;
 const SPAN_MS = 60_000;
 
-interface OfflineSettings {
+/** The job's settings the offline study reads (`JobConfig` has them, the proposal as a spec). */
+export interface OfflineSettings {
+  /** Calibration plan preset (default `job`). */
   readonly preset: CalibrationPreset;
   readonly calibrationSeed: number;
+  /** Gate G's destination limit, the same in calibration (busy-capable level), the fit and every variant. */
   readonly destinationLimit: number;
   readonly attempts: number;
   readonly sessions: number;
   readonly scheduleSeed: number;
   readonly proposal: StageProposalModel;
+  /** Largest prompt of a generated session. */
   readonly maxContextTokens: number;
   readonly bootstrap: number;
 }
@@ -163,7 +156,6 @@ export function engineSideAnalysis(outcomeLines: readonly string[], engineTtftBy
 }
 
 const fmt = (v: number | null | undefined, digits = 4): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(digits)).toString());
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 function diff(a: EvaluationAnalysis, variant: string, metric: Difference['metric']): Difference | undefined {
   return a.differences.find((d) => d.variant === variant && d.metric === metric);

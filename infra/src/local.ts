@@ -1,10 +1,7 @@
 /**
- * The long-lived local brokers behind `infra up|down|status` (and the README's
- * main command): fixed ports on 127.0.0.1, data and pid files under .infra/run.
- * nats-server and Kafka always; etcd (Dynamo's discovery store) when asked for
- * (`infra up` does; the main job does not need it). When NATS_URL, KAFKA_BROKERS
- * or ETCD_ENDPOINTS is set, that broker is used as it is and nothing is started
- * or stopped for it.
+ * The long-lived local brokers behind `infra up|down|status` and the main job: fixed ports on
+ * 127.0.0.1, data and pid files under .infra/run (infra/README.md, `local.ts`). A broker named by
+ * NATS_URL, KAFKA_BROKERS or ETCD_ENDPOINTS is used as it is: nothing is started or stopped for it.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
