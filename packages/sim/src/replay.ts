@@ -52,18 +52,10 @@ export function prepareTrace(records: readonly MooncakeRecord[], blockSize: numb
   return { name, blockSize, records, prompts: records.map((r) => hasher.prompt(r.hashIds, r.inputLength)) };
 }
 
+/** How each loop releases sessions and turns: the README's "Multi-turn Mooncake traces" (`speedup` divides timestamps and delays alike). */
 export type Workload =
-  /**
-   * Sessions start at their first turn's timestamp divided by `speedup`
-   * (default 1); each later turn is released its delay (also divided by
-   * `speedup`) after the previous turn of its session completes.
-   */
   | { readonly kind: 'open_loop'; readonly trace: PreparedTrace; readonly speedup?: number }
-  /**
-   * `concurrency` sessions in flight, in order of first appearance, each
-   * holding its place across its turns and their delays (Dynamo's
-   * concurrency mode); timestamps ignored. Single-turn: `concurrency` requests.
-   */
+  /** `concurrency` sessions in flight (Dynamo's concurrency mode); timestamps ignored. */
   | { readonly kind: 'closed_loop'; readonly trace: PreparedTrace; readonly concurrency: number }
   /** Multi-turn sessions: turn t+1 arrives its think time after turn t completes. */
   | { readonly kind: 'sessions'; readonly sessions: readonly AgenticSession[] };
