@@ -174,16 +174,15 @@ export function natsSecurityOptions(cfg: NatsSecuritySettings): NatsSecurityOpti
   }
   const t = cfg.tls ?? {};
   const wantTls = t.enabled === true || set(t.caFile) || set(t.certFile) || t.handshakeFirst === true || natsServers(cfg.url).some((u) => /^tls:\/\//i.test(u));
-  let tls: TlsOptions | undefined;
-  if (wantTls) {
-    // nats.js reads the files itself; an empty object still makes TLS required.
-    tls = {
-      ...(set(t.caFile) ? { caFile: t.caFile } : {}),
-      ...(set(t.certFile) ? { certFile: t.certFile } : {}),
-      ...(set(t.keyFile) ? { keyFile: t.keyFile } : {}),
-      ...(t.handshakeFirst === true ? { handshakeFirst: true } : {}),
-    };
-  }
+  // nats.js reads the files itself; an empty object still makes TLS required.
+  const tls: TlsOptions | undefined = wantTls
+    ? {
+        ...(set(t.caFile) ? { caFile: t.caFile } : {}),
+        ...(set(t.certFile) ? { certFile: t.certFile } : {}),
+        ...(set(t.keyFile) ? { keyFile: t.keyFile } : {}),
+        ...(t.handshakeFirst === true ? { handshakeFirst: true } : {}),
+      }
+    : undefined;
   return {
     ...(authenticator === undefined ? {} : { authenticator }),
     ...(tls === undefined ? {} : { tls }),
@@ -313,15 +312,11 @@ export function kafkaSecurityOptions(cfg: KafkaSecuritySettings): {
 }
 
 /**
- * Why a TLS connection to a nats-server fails, when nats.js can only say "timeout".
- *
- * With TLS 1.3 the client's handshake completes before the server has checked the
- * client certificate; the server's refusal (an alert) then arrives on a socket that
- * nats.js has stopped reporting errors for, and the connect just times out. This
- * repeats the connection's first steps once (read the server's INFO line, upgrade to
- * TLS with the same files, send a PING) and returns the TLS error code the server's
- * alert produced, or undefined when the handshake and PING succeed.
- * Diagnostic only: it sends no credentials.
+ * Why a TLS connection to a nats-server fails when nats.js can only say "timeout" (with TLS 1.3 the
+ * server's refusal of a client certificate arrives after the handshake, on a socket nats.js no
+ * longer reports errors for): the connection's first steps once more (INFO, TLS upgrade with the
+ * same files, PING, no credentials), returning the TLS error code of the server's alert, or
+ * undefined when the handshake and PING succeed.
  */
 export async function probeNatsTls(server: string, tls: { caFile?: string; certFile?: string; keyFile?: string }, timeoutMs = 2000): Promise<string | undefined> {
   const m = /^(?:[a-z]+:\/\/)?\[?([^\]/]+?)\]?:(\d+)/i.exec(server.replace(/^[a-z]+:\/\/[^@/]*@/i, ''));
@@ -361,11 +356,7 @@ export async function probeNatsTls(server: string, tls: { caFile?: string; certF
   });
 }
 
-/**
- * When a `.creds` login is refused: whether its user JWT has expired. nats-server answers an
- * expired JWT at connect with the same "Authorization Violation" as an unknown one, so the
- * client reads the claim (`exp`, seconds) itself to name the cause.
- */
+/** When a `.creds` login is refused: whether its user JWT's `exp` claim has passed (nats-server answers an expired JWT as an unknown one). */
 export async function credsExpiry(credsFile: string, nowMs = Date.now()): Promise<{ expired: boolean; expiresAtMs: number | null }> {
   try {
     const { uc } = await parseCreds(readFileSync(credsFile));
