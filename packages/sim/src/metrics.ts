@@ -41,17 +41,6 @@ export interface ReplayMetrics {
   readonly requestsPerWorker: number[];
 }
 
-/** Percentile q in [0, 100] of ascending `sorted`, linear between closest ranks. */
-function percentile(sorted: ArrayLike<number>, q: number): number {
-  const n = sorted.length;
-  if (n === 0) return NaN;
-  const pos = ((n - 1) * q) / 100;
-  const lo = Math.floor(pos);
-  const hi = Math.min(n - 1, lo + 1);
-  const f = pos - lo;
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * f;
-}
-
 /**
  * The distribution of `values` with each counted `weights[i]` times (positive integers), percentiles
  * linear between ranks as if expanded; `mean` is given (the caller's exact figure).
@@ -74,21 +63,11 @@ function weightedDistribution(values: readonly number[], weights: readonly numbe
   return { mean, p50: q(50), p90: q(90), p95: q(95), p99: q(99), min: n > 0 ? values[idx[0]!]! : NaN, max: n > 0 ? values[idx[n - 1]!]! : NaN, count: total };
 }
 
+/** The distribution of `values`, each counted once (the mean summed in sorted order). */
 function distribution(values: readonly number[]): Distribution {
-  const sorted = Float64Array.from(values).sort();
   let sum = 0;
-  for (const v of sorted) sum += v;
-  const n = sorted.length;
-  return {
-    mean: n > 0 ? sum / n : NaN,
-    p50: percentile(sorted, 50),
-    p90: percentile(sorted, 90),
-    p95: percentile(sorted, 95),
-    p99: percentile(sorted, 99),
-    min: n > 0 ? sorted[0]! : NaN,
-    max: n > 0 ? sorted[n - 1]! : NaN,
-    count: n,
-  };
+  for (const v of Float64Array.from(values).sort()) sum += v;
+  return weightedDistribution(values, values.map(() => 1), values.length > 0 ? sum / values.length : NaN);
 }
 
 export function computeMetrics(records: readonly RequestRecord[], workers: number): ReplayMetrics {
