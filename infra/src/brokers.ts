@@ -1,17 +1,14 @@
 /**
- * Starting, checking and stopping the brokers (nats-server, Kafka, etcd) as child processes.
- *
- * Each is spawned detached into its own process group with output to a log
- * file, and each writes a pid file, so `infra down` (or a test's teardown) can
- * end exactly the processes it started and nothing else: before signalling a
- * pid we check that its command line still names our data directory (a stale
- * pid file whose pid was reused by another program is just removed).
+ * Starting, checking and stopping the brokers (nats-server, Kafka, etcd) as child processes, each
+ * detached in its own process group with a log file and a pid file. Before a pid is signalled, its
+ * command line must still name our data directory: a stale pid file whose pid was reused by another
+ * program is just removed.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, signalProcess, spawnLogged, tcpOpen, waitFor } from './exec';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
-import { kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, writeSecretFile, type KafkaSecurity, type NatsSecurity } from './secure';
+import { kafkaListenerProperties, kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, writeSecretFile, type KafkaSecurity, type NatsSecurity } from './secure';
 
 export interface BrokerProcess {
   readonly name: string;
@@ -192,15 +189,9 @@ export async function etcdServer(opts: EtcdOptions): Promise<EtcdServer> {
     command: async () => ({
       cmd: await ensureEtcd(),
       args: [
-        '--name', name,
-        '--data-dir', dataDir,
-        '--listen-client-urls', endpoint,
-        '--advertise-client-urls', endpoint,
-        '--listen-peer-urls', peer,
-        '--initial-advertise-peer-urls', peer,
-        '--initial-cluster', `${name}=${peer}`,
-        '--initial-cluster-state', 'new',
-        '--log-level', 'warn',
+        '--name', name, '--data-dir', dataDir, '--listen-client-urls', endpoint, '--advertise-client-urls', endpoint,
+        '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer, '--initial-cluster', `${name}=${peer}`,
+        '--initial-cluster-state', 'new', '--log-level', 'warn',
       ],
     }),
     ready: () => httpOk(`${endpoint}/health`, (body) => (body as { health?: unknown }).health === 'true'),
@@ -236,14 +227,7 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
     'process.roles=broker,controller',
     'node.id=1',
     `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-    ...(opts.security === undefined
-      ? [
-          `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
-          `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
-          'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
-          'inter.broker.listener.name=PLAINTEXT',
-        ]
-      : kafkaSecureProperties(opts.security, port, controllerPort)),
+    ...(opts.security === undefined ? kafkaListenerProperties('PLAINTEXT', port, controllerPort) : kafkaSecureProperties(opts.security, port, controllerPort)),
     'controller.listener.names=CONTROLLER',
     `log.dirs=${dataDir}`,
     'num.partitions=1',

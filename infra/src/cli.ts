@@ -1,17 +1,7 @@
 /**
- * infra install | up | down | status — the local brokers for development and the main job.
- *   install fetch/build nats-server, the Kafka jars and etcd into .infra/ (no start)
- *   up      install if needed, start nats-server (JetStream), Kafka (KRaft) and etcd, wait until ready
- *           --secure: TLS with client certificates, least-privilege NATS users per role, Kafka
- *           SASL_SSL with SCRAM (certificates and secrets generated under .infra/run/secure/);
- *           down/status take --secure for that pair; etcd is not started with --secure (it has
- *           no TLS or users here)
- *   down    stop only what `up` started
- *   status  show each broker, its pid and whether it answers
- * Existing brokers: set NATS_URL, KAFKA_BROKERS and/or ETCD_ENDPOINTS and nothing is started for them.
- * Ports: VANTAGE_NATS_PORT (4222), VANTAGE_NATS_MONITOR_PORT (8222),
- *        VANTAGE_KAFKA_PORT (9092), VANTAGE_KAFKA_CONTROLLER_PORT (9093),
- *        VANTAGE_ETCD_PORT (2379), VANTAGE_ETCD_PEER_PORT (2380).
+ * infra install | up | down | status [--secure]: the local brokers for development and the main job
+ * (infra/README.md, `local.ts`, `cli.ts`: what each command starts, the variables naming existing
+ * brokers and the ports).
  */
 import { join } from 'node:path';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';

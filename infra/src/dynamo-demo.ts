@@ -29,7 +29,6 @@ const DYNAMO_POOLS: readonly DynamoPoolSpec[] = [
 ];
 
 export interface DynamoFleet {
-  readonly mockers: MockerProcess[];
   stop(): Promise<void>;
 }
 
@@ -62,7 +61,7 @@ export async function startDynamoFleet(natsUrl: string, log: (m: string) => void
     await stop();
     throw e;
   }
-  return { mockers, stop };
+  return { stop };
 }
 
 async function observe(nc: NatsConnection, pool: string, tokens: readonly number[]): Promise<ObserveReply> {
@@ -79,7 +78,7 @@ const secs = (ms: number | null): string => (ms === null ? '-' : `${(ms / 1000).
  * Run the load and print observations until `stopped()` says so. Resolves when the loops have
  * ended and the drivers are stopped.
  */
-export async function runDynamoLoad(natsUrl: string, log: (m: string) => void, stopped: () => boolean, everyMs = 3_000): Promise<void> {
+export async function runDynamoLoad(natsUrl: string, log: (m: string) => void, stopped: () => boolean): Promise<void> {
   const nc = await connect({ servers: natsUrl });
   const drivers: DynamoDriver[] = [];
   try {
@@ -110,7 +109,7 @@ export async function runDynamoLoad(natsUrl: string, log: (m: string) => void, s
     const loops = DYNAMO_POOLS.flatMap((p, i) => [session(p.pool, drivers[i]!), session(p.pool, drivers[i]!)]);
     const printer = (async () => {
       while (!stopped()) {
-        await sleep(everyMs);
+        await sleep(3_000);
         if (stopped()) break;
         for (const p of DYNAMO_POOLS) {
           try {

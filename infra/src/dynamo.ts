@@ -1,14 +1,9 @@
 /**
- * Dynamo 1.6.1's own processes for integration tests and `npm start -- --dynamo`: its mocker (`python -m
- * dynamo.mocker`, mock GPU workers that publish real KV events, load and forward-pass metrics on
- * NATS and list themselves in file discovery, or in etcd with `etcd` set) and a driver that sends requests through Dynamo's
- * own Python client and asks Dynamo's own KvRouter for overlap (packages/testkit/python/
- * dynamo_driver.py, JSON lines over stdin/stdout, u64s as decimal strings).
- *
- * Everything runs from the virtualenv `scripts/ensure-dynamo-py.sh` installs (idempotent) into
- * `.infra/dynamo-py`, on free TCP ports on 127.0.0.1, in its own process group that is killed
- * (SIGKILL) if the Node process exits first (`@vantage/infra`'s endAtExit). `stop()` sends SIGTERM
- * first so the mocker removes its discovery entries, as a graceful shutdown does.
+ * Dynamo 1.6.1's own processes for integration tests and `npm start -- --dynamo` (infra/README.md,
+ * `dynamo.ts`): its mocker (`python -m dynamo.mocker`) and a driver speaking JSON lines over
+ * stdin/stdout (packages/testkit/python/dynamo_driver.py, u64s as decimal strings), from the
+ * virtualenv `scripts/ensure-dynamo-py.sh` installs. `stop()` sends SIGTERM first so the mocker
+ * removes its discovery entries, as a graceful shutdown does.
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
@@ -289,8 +284,6 @@ interface PotentialLoad {
 type WorkerPick = { readonly workerId: bigint; readonly dpRank: number; readonly overlapBlocks: number };
 
 export interface DynamoDriver extends DynamoProcess {
-  /** Worker instance ids the client saw at start. */
-  readonly workers: readonly bigint[];
   /** One request through `client.direct` (a worker given) or `client.generate` (round robin). */
   generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint }): Promise<{ tokensOut: number; cachedTokens: number | null }>;
   /** `KvRouter.get_overlap_scores(tokens)`: device blocks per (worker, dp rank). */
@@ -321,11 +314,10 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
   if (o.routerReplicaSync) args.push('--router-replica-sync');
   const env = await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd);
   const { child, proc } = spawnDynamoPython(args, { env, logDir: o.logDir, logName: `driver-${Date.now()}.log`, stdio: 'pipe' });
-  const { hello, call, stop } = await lineRpc(child, proc, 'dynamo driver', 90_000);
+  const { call, stop } = await lineRpc(child, proc, 'dynamo driver', 90_000);
   return {
     ...proc,
     stop: (graceMs = 5_000) => stop(graceMs, 3_000),
-    workers: (hello.workers as string[]).map((w) => BigInt(w)),
     generate: async (tokens, opts = {}) => {
       const r = await call({
         op: 'generate',

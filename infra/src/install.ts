@@ -1,16 +1,7 @@
 /**
- * Installs the brokers on a fresh machine, idempotently, caching every download
- * under .infra/ so a second run does nothing:
- *  - nats-server: a pinned release built with `go install` into .infra/bin
- *    (Go's module cache under .infra/gomod); if Go is missing, Debian's
- *    `nats-server` package; NATS_SERVER_BIN overrides both.
- *  - Kafka: the official org.apache.kafka:kafka_2.13 jars and their runtime
- *    dependencies copied by Maven into .infra/kafka/<version>/libs (Maven's
- *    repository under .infra/m2).
- *  - etcd (Dynamo's production discovery store): the pinned server built with
- *    `go build` from infra/etcd/go.mod into .infra/bin/etcd (same Go caches);
- *    if Go is missing, an `etcd` on PATH or Debian's `etcd-server` package;
- *    ETCD_BIN overrides all three.
+ * Installs the brokers on a fresh machine, idempotently, caching every download under .infra/ so a
+ * second run does nothing: nats-server and etcd built by Go at pinned versions (or Debian's
+ * packages), Kafka's jars fetched by Maven (infra/README.md, `install.ts`).
  */
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -126,13 +117,8 @@ export async function ensureKafkaJars(log: Log = () => {}): Promise<string> {
   if (!which('java')) throw new Error('Java 17+ is needed to run the Kafka broker');
   log(`fetching Apache Kafka ${KAFKA_VERSION} broker jars with Maven (cached under .infra/)`);
   await runVisible('mvn', [
-    '-B', '-q', '-Dstyle.color=never',
-    `-Dmaven.repo.local=${join(INFRA_DIR, 'm2')}`,
-    `-Dkafka.version=${KAFKA_VERSION}`,
-    '-f', join(REPO_ROOT, 'infra', 'kafka', 'pom.xml'),
-    'dependency:copy-dependencies',
-    `-DoutputDirectory=${libs}`,
-    '-DincludeScope=runtime',
+    '-B', '-q', '-Dstyle.color=never', `-Dmaven.repo.local=${join(INFRA_DIR, 'm2')}`, `-Dkafka.version=${KAFKA_VERSION}`,
+    '-f', join(REPO_ROOT, 'infra', 'kafka', 'pom.xml'), 'dependency:copy-dependencies', `-DoutputDirectory=${libs}`, '-DincludeScope=runtime',
   ]);
   writeFileSync(complete, `${KAFKA_VERSION}\n`);
   return libs;

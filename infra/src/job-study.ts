@@ -1,18 +1,7 @@
 /**
- * The main job's offline half and its closing comparison:
- *
- *   - `offlineOperatingPoint`: the job's own calibration plan, fit and five-variant schedule on the
- *     discrete-event simulator with the live fleet's pools (@vantage/study), at several levels of
- *     competing traffic on the efficient pool; the level where the rules have the most to decide
- *     (the most decisions that could go either way: per rule, the smaller of its overrides and its
- *     kept efficient proposals, summed over the four rules) becomes the live evaluation's load;
- *   - `engineSideAnalysis`: the live outcome rows with each foreground TTFT replaced by the engine's
- *     own (simulated clock, from the load generator's lines), analysed as `vantage evaluate` does:
- *     routing and dispatch time stay out of it (the fleet's clock follows the wall clock at the time
- *     scale, so a stalled host still shows in it);
- *   - `comparisonHtml` / `findingLines`: per variant, the offline prediction beside the live
- *     measurement (engine-side and wall-clock TTFT, differences from Stage with bootstrap intervals,
- *     how often each rule could act, overrode and fell back), and one sentence per variant.
+ * The main job's offline half and its closing comparison (infra/README.md, `job-study.ts`): the
+ * offline operating point, the engine-side analysis of the live rows (routing and dispatch time
+ * left out) and, per variant, the offline prediction beside the live measurement.
  */
 import {
   analyzeEvaluation,
@@ -24,7 +13,7 @@ import {
   type StageProposalModel,
   type VariantSummary,
 } from '@vantage/evaluation';
-import type { FitReport } from '@vantage/fitting';
+import { escapeHtml as esc, type FitReport } from '@vantage/fitting';
 import { RECORD_VARIANT as CORE_RECORD_VARIANT } from '@vantage/decision-core';
 import type { Variant as RecordVariant } from '@vantage/records';
 import { VARIANTS, type ParameterSet } from '@vantage/rules';
@@ -51,14 +40,18 @@ const STREAMS = 4;
 const OFFLINE_BOOTSTRAP = 200;
 const SPAN_MS = 60_000;
 
-interface OfflineSettings {
+/** The job's settings the offline study reads (`JobConfig` has them, the proposal as a spec). */
+export interface OfflineSettings {
+  /** Calibration plan preset (default `job`). */
   readonly preset: CalibrationPreset;
   readonly calibrationSeed: number;
+  /** Gate G's destination limit, the same in calibration (busy-capable level), the fit and every variant. */
   readonly destinationLimit: number;
   readonly attempts: number;
   readonly sessions: number;
   readonly scheduleSeed: number;
   readonly proposal: StageProposalModel;
+  /** Largest prompt of a generated session. */
   readonly maxContextTokens: number;
   readonly bootstrap: number;
 }
@@ -163,7 +156,6 @@ export function engineSideAnalysis(outcomeLines: readonly string[], engineTtftBy
 }
 
 const fmt = (v: number | null | undefined, digits = 4): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(digits)).toString());
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 function diff(a: EvaluationAnalysis, variant: string, metric: Difference['metric']): Difference | undefined {
   return a.differences.find((d) => d.variant === variant && d.metric === metric);
@@ -213,18 +205,16 @@ export function comparisonHtml(c: Comparison): string {
   const off = c.offline.chosen.analysis;
   const names = off.variants.map((v) => v.variant);
   const row = (cells: string[]): string => `<tr>${cells.map((x) => `<td>${x}</td>`).join('')}</tr>`;
-  const out: string[] = [];
-  out.push('<!doctype html><html><head><meta charset="utf-8"><title>vantage main job: offline prediction and live measurement</title>');
-  out.push('<style>body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}</style></head><body>');
-  out.push('<h1>Offline prediction and live measurement</h1>');
-  out.push(
+  const out: string[] = [
+    '<!doctype html><html><head><meta charset="utf-8"><title>vantage main job: offline prediction and live measurement</title>',
+    '<style>body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}</style></head><body>',
+    '<h1>Offline prediction and live measurement</h1>',
     `<p>The offline study ran the job's calibration plan, fit and schedule on the simulator with the live fleet's pools at ${c.offline.points.length} competing-traffic level(s) and chose <b>${esc(c.offline.chosen.label)}</b> (${esc(c.offline.why)}); the live calibration, fit and five-variant evaluation then ran at that level (<code>--background ${esc(c.liveBackground)}</code>). Engine-side TTFT is the engines' own measure: offline the discrete-event clock, live the fleet's simulated clock, which leaves routing and dispatch out but follows the wall clock at time scale 4, so a stalled host still lengthens it; wall-clock TTFT is the outcome records' (time scale 4), routing and dispatch included. Variants that never or rarely overrode routed as Stage did, so their differences from Stage show the runs' own variation. Intervals are session-bootstrap (paired by matched session) percentile intervals. Session completion (every turn served) stands in for task success.</p>`,
-  );
-  out.push('<h2>Fitted rules</h2><table><tr><th>variant</th><th>offline fit</th><th>live fit</th></tr>');
+    '<h2>Fitted rules</h2><table><tr><th>variant</th><th>offline fit</th><th>live fit</th></tr>',
+  ];
   for (const v of names) if (v !== 'baseline') out.push(row([esc(v), ruleOf(c.offline.fit.report, v), ruleOf(c.liveFit, v)]));
   out.push(row(['selection chose', `${esc(c.offline.fit.report.chosen.thresholdRule.rule)}; ${esc(c.offline.fit.report.chosen.estimator.rule)}`, `${esc(c.liveFit.chosen.thresholdRule.rule)}; ${esc(c.liveFit.chosen.estimator.rule)}`]));
-  out.push('</table>');
-  out.push('<h2>Per variant</h2><table><tr><th>variant</th><th>offline TTFT mean (sim ms)</th><th>live engine TTFT mean (sim ms)</th><th>live wall TTFT mean (ms)</th><th>offline mean TTFT − Stage</th><th>live engine mean TTFT − Stage</th><th>live wall mean TTFT − Stage</th><th>offline session time − Stage (sim ms)</th><th>live session time − Stage (wall ms)</th><th>offline could act / overrode / fell back</th><th>live could act / overrode / fell back</th><th>live sessions completed</th></tr>');
+  out.push('</table>', '<h2>Per variant</h2><table><tr><th>variant</th><th>offline TTFT mean (sim ms)</th><th>live engine TTFT mean (sim ms)</th><th>live wall TTFT mean (ms)</th><th>offline mean TTFT − Stage</th><th>live engine mean TTFT − Stage</th><th>live wall mean TTFT − Stage</th><th>offline session time − Stage (sim ms)</th><th>live session time − Stage (wall ms)</th><th>offline could act / overrode / fell back</th><th>live could act / overrode / fell back</th><th>live sessions completed</th></tr>');
   for (const v of names) {
     const ov = off.variants.find((x) => x.variant === v);
     const le = c.liveEngine.variants.find((x) => x.variant === v);
@@ -246,15 +236,11 @@ export function comparisonHtml(c: Comparison): string {
       ]),
     );
   }
-  out.push('</table>');
-  out.push('<h2>p90 TTFT − Stage</h2><table><tr><th>variant</th><th>offline (sim ms)</th><th>live engine (sim ms)</th><th>live wall (ms)</th></tr>');
+  out.push('</table>', '<h2>p90 TTFT − Stage</h2><table><tr><th>variant</th><th>offline (sim ms)</th><th>live engine (sim ms)</th><th>live wall (ms)</th></tr>');
   for (const v of names) if (v !== 'baseline') out.push(row([esc(v), interval(diff(off, v, 'ttft_p90_ms')), interval(diff(c.liveEngine, v, 'ttft_p90_ms')), interval(diff(c.liveWall, v, 'ttft_p90_ms'))]));
-  out.push('</table>');
-  out.push('<h2>Offline levels tried</h2>');
-  out.push('<table><tr><th>level</th><th>efficient busy</th><th>overrides (4 rules)</th><th>decision balance</th></tr>');
+  out.push('</table>', '<h2>Offline levels tried</h2>', '<table><tr><th>level</th><th>efficient busy</th><th>overrides (4 rules)</th><th>decision balance</th></tr>');
   for (const p of c.offline.points) out.push(row([esc(p.label), `${(100 * p.efficientUtilisation).toFixed(0)} %`, String(p.overrides), String(p.decisionBalance)]));
-  out.push('</table>');
-  out.push('</body></html>');
+  out.push('</table>', '</body></html>');
   return out.join('\n');
 }
 

@@ -1,26 +1,8 @@
 /**
- * The main job, run by `npm start` once the brokers and services are healthy:
- * seed 000's loop, small, through the live pipeline.
- *
- *   0. offline study (seconds): the job's calibration plan, fit and schedule on the discrete-event
- *      simulator with the live fleet's pools (@vantage/study) at several levels of competing traffic
- *      on the efficient pool; the level where the rules have the most to decide becomes the live
- *      evaluation's competing traffic (unless VANTAGE_JOB_BACKGROUND fixes it), and its results are
- *      the offline prediction the live measurement is set beside;
- *   1. calibration: the calibration plan (@vantage/evaluation) runs on the simulated fleet through the
- *      decision service, which runs a parameter set that observes both pools and never overrides; probes,
- *      warm-ups and background load land in Kafka through the outcome service;
- *   2. fit: the replay tool reads the calibration outcomes back from Kafka, `vantage fit` writes the
- *      versioned parameter set, its report, and the same frozen numbers once per rule variant;
- *   3. evaluation: the schedule (attempts x five variants in seeded random order, matched sessions) runs
- *      agentic coding sessions beside a seeded competing-traffic load (the same in every run, booked by
- *      Dynamo's choice, lifecycle marked background); before each run the fleet is restarted (empty KV caches: matched starting
- *      conditions) and the decision service reloads that variant's frozen set (file reload);
- *   4. report: the replay tool reads the evaluation's outcomes back from Kafka and `vantage evaluate`
- *      renders the HTML report with bootstrap intervals; the same rows with the engine's own TTFT
- *      (the fleet's simulated clock: no routing or dispatch time in it) are analysed beside them, and `study.html` sets the offline prediction beside
- *      both; the last lines say what each rule did, one sentence per variant.
- * Everything lands in the output directory (out/, ignored by git); the last lines say where.
+ * The main job, run by `npm start` once the brokers and services are healthy: seed 000's loop,
+ * small, through the live pipeline. Its phases (offline study, calibration, fit, evaluation,
+ * report) are the steps listed under `npm start` in the top-level README; everything lands in
+ * the output directory (out/, ignored by git) and the last lines say where.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -39,7 +21,7 @@ import {
 import type { FitReport } from '@vantage/fitting';
 import { loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
 import { RECORD_VARIANT } from '@vantage/decision-core';
-import { comparisonHtml, engineSideAnalysis, findingLines, offlineOperatingPoint, type OfflineStudy } from './job-study';
+import { comparisonHtml, engineSideAnalysis, findingLines, offlineOperatingPoint, type OfflineSettings, type OfflineStudy } from './job-study';
 import { waitFor } from './exec';
 import { REPO_ROOT } from './paths';
 
@@ -48,16 +30,7 @@ export const OUT_DIR = join(REPO_ROOT, 'out');
 /** A rule variant by the name decision records give it. */
 const RULE_VARIANT = Object.fromEntries(Object.entries(RECORD_VARIANT).map(([k, v]) => [v, k as Variant])) as Record<string, Variant>;
 
-export interface JobConfig {
-  /** Calibration plan preset (default `job`). */
-  readonly preset: 'tiny' | 'small' | 'job' | 'full';
-  readonly calibrationSeed: number;
-  /** Gate G's destination limit, the same in calibration (busy-capable level), the fit and every variant. */
-  readonly destinationLimit: number;
-  readonly attempts: number;
-  readonly sessions: number;
-  /** Largest prompt of a generated session. */
-  readonly maxContextTokens: number;
+export interface JobConfig extends Omit<OfflineSettings, 'proposal'> {
   /** Stage proposal model (`--proposal` of the load generator). */
   readonly proposal: string;
   /**
@@ -67,8 +40,6 @@ export interface JobConfig {
    * default): the level the offline study finds the rules have the most to decide at.
    */
   readonly background: string;
-  readonly scheduleSeed: number;
-  readonly bootstrap: number;
   readonly timeScale: number;
   /** Pools as `name:blockSize` for the load tools. */
   readonly pools: string;
@@ -155,8 +126,6 @@ export interface JobResult {
   readonly report: string;
   readonly phasesMs: Readonly<Record<string, number>>;
 }
-
-export { calibrationParameterSet } from '@vantage/evaluation';
 
 /** Writes a parameter set (atomically enough for the decision service's mtime/size poll). */
 export function writeParameterSet(path: string, set: ParameterSet): void {
@@ -268,13 +237,8 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   const calRequests = join(out, 'calibration-requests.jsonl');
   const calSummaryText = await node(
     [
-      'services/fleet/src/calibrate.ts',
-      '--preset', cfg.preset,
-      '--seed', String(cfg.calibrationSeed),
-      '--destination-limit', String(cfg.destinationLimit),
-      '--pools', cfg.pools,
-      '--nats', ctx.natsUrl,
-      '--out', calRequests,
+      'services/fleet/src/calibrate.ts', '--preset', cfg.preset, '--seed', String(cfg.calibrationSeed),
+      '--destination-limit', String(cfg.destinationLimit), '--pools', cfg.pools, '--nats', ctx.natsUrl, '--out', calRequests,
     ],
     'calibrate',
   );
@@ -290,14 +254,8 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   const fittedFile = join(out, 'params-fitted.json');
   const fitReport = join(out, 'fit-report.html');
   const fitArgs = [
-    'fit',
-    '--input', calOutcomes,
-    '--out-params', fittedFile,
-    '--out-report', fitReport,
-    '--out-json', join(out, 'fit.json'),
-    '--out-variants', out,
-    '--destination-limit', String(cfg.destinationLimit),
-    '--lenient',
+    'fit', '--input', calOutcomes, '--out-params', fittedFile, '--out-report', fitReport, '--out-json', join(out, 'fit.json'),
+    '--out-variants', out, '--destination-limit', String(cfg.destinationLimit), '--lenient',
   ];
   // Q tables come from the calibration's Q set (the no-contention grid measured for Q alone, session ids
   // `cal:<condition>:<repeat>:qgrid`); only the contention conditions are split (`vantage fit`'s default).
@@ -330,18 +288,9 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     const file = join(out, `requests-${run.attempt}-${run.variant}.jsonl`);
     const summaryText = await node(
       [
-        'services/fleet/src/loadgen.ts',
-        '--sessions', String(cfg.sessions),
-        '--seed', String(run.sessionSeed),
-        '--max-context', String(cfg.maxContextTokens),
-        '--eval', `${run.attempt}:${run.variant}`,
-        '--proposal', cfg.proposal,
-        ...(live.background === 'off' ? [] : ['--background', live.background]),
-        '--pools', cfg.pools,
-        '--nats', ctx.natsUrl,
-        '--time-scale', String(cfg.timeScale),
-        '--max-duration-ms', '300000',
-        '--out', file,
+        'services/fleet/src/loadgen.ts', '--sessions', String(cfg.sessions), '--seed', String(run.sessionSeed), '--max-context', String(cfg.maxContextTokens),
+        '--eval', `${run.attempt}:${run.variant}`, '--proposal', cfg.proposal, ...(live.background === 'off' ? [] : ['--background', live.background]),
+        '--pools', cfg.pools, '--nats', ctx.natsUrl, '--time-scale', String(cfg.timeScale), '--max-duration-ms', '300000', '--out', file,
       ],
       `load ${run.attempt}:${run.variant}`,
     );

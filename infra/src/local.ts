@@ -1,10 +1,7 @@
 /**
- * The long-lived local brokers behind `infra up|down|status` (and the README's
- * main command): fixed ports on 127.0.0.1, data and pid files under .infra/run.
- * nats-server and Kafka always; etcd (Dynamo's discovery store) when asked for
- * (`infra up` does; the main job does not need it). When NATS_URL, KAFKA_BROKERS
- * or ETCD_ENDPOINTS is set, that broker is used as it is and nothing is started
- * or stopped for it.
+ * The long-lived local brokers behind `infra up|down|status` and the main job: fixed ports on
+ * 127.0.0.1, data and pid files under .infra/run (infra/README.md, `local.ts`). A broker named by
+ * NATS_URL, KAFKA_BROKERS or ETCD_ENDPOINTS is used as it is: nothing is started or stopped for it.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -100,16 +97,12 @@ export async function localBrokers(opts: { secure?: boolean } = {}): Promise<Rec
 /** The brokers of a layout: etcd belongs to the open one only (`up --secure` does not start it). */
 const layoutBrokers = (b: Record<BrokerName, LocalBroker>, etcd: boolean): LocalBroker[] => [b.nats, b.kafka, ...(etcd ? [b.etcd] : [])];
 
-function hostPort(s: string): { host: string; port: number } {
-  const m = /^(?:[a-z]+:\/\/)?([^:/,]+):(\d+)/.exec(s.split(',')[0]!.trim());
-  if (!m) throw new Error(`cannot read host:port from ${s}`);
-  return { host: m[1]!, port: Number(m[2]) };
+/** Whether the first host:port of `address` (a URL or a comma-separated list) accepts TCP connections. */
+function reachable(address: string, timeoutMs: number): Promise<boolean> {
+  const m = /^(?:[a-z]+:\/\/)?([^:/,]+):(\d+)/.exec(address.split(',')[0]!.trim());
+  if (!m) throw new Error(`cannot read host:port from ${address}`);
+  return tcpOpen(m[1]!, Number(m[2]), timeoutMs);
 }
-
-const reachable = (address: string, timeoutMs: number): Promise<boolean> => {
-  const { host, port } = hostPort(address);
-  return tcpOpen(host, port, timeoutMs);
-};
 
 interface BrokersUpOptions {
   /** The secured pair (see `localBrokers`). */

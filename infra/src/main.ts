@@ -1,15 +1,7 @@
 /**
- * The main job: brokers up, every service started and shown healthy, then the
- * job itself, then a clean stop (also on Ctrl-C): services first (each drains
- * and flushes), then the brokers that this run started.
- *
- *   --hold        after the job, keep everything running until Ctrl-C
- *   --no-job      start and check the services only
- *   --secure      secured brokers (infra up --secure): every service as its own NATS user over
- *                 mutual TLS, Kafka through SASL_SSL; the job's tools as the admin role
- *   --dynamo      Dynamo 1.6.1's own mocker as both pools (file discovery), our services beside it,
- *                 a small load through Dynamo's client and live observations of its workers until
- *                 Ctrl-C (no job: the study runs on the simulated fleet; not with --secure)
+ * The main job (`npm start`, flags --hold, --no-job, --secure, --dynamo: top-level README):
+ * brokers up, every service started and shown healthy, then the job itself, then a clean stop
+ * (also on Ctrl-C): services first (each drains and flushes), then the brokers this run started.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,7 +9,8 @@ import { Objm } from '@nats-io/obj';
 import { connectNats, createLogger, toolSettings } from '@vantage/runtime';
 import { brokersUp, localBrokers, localSecureDeployment } from './local';
 import { DYNAMO_KV_DIR, runDynamoLoad, startDynamoFleet, type DynamoFleet } from './dynamo-demo';
-import { calibrationParameterSet, defaultJobConfig, OUT_DIR, runJob, writeParameterSet } from './job';
+import { calibrationParameterSet } from '@vantage/evaluation';
+import { defaultJobConfig, OUT_DIR, runJob, writeParameterSet } from './job';
 import { LIVE_POOLS } from './job-study';
 import { RUN_DIR } from './paths';
 import { Stack } from './stack';

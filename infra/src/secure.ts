@@ -1,22 +1,15 @@
 /**
- * Secured brokers: a throwaway CA with server and client certificates (openssl), the
- * least-privilege NATS permission set per vantage role, the nats-server configuration
- * that enforces it over TLS, and the Kafka settings of a SASL_SSL listener with SCRAM
- * and PLAIN users. Used by `infra up --secure`, `npm start -- --secure` and the
- * testkit's secured brokers; `infra/secure/` ships the same permissions for operators
- * (generated from here, checked by a test).
- *
- * Everything is written below a folder under the ignored `.infra/`; secrets files are
- * mode 0600. The certificates are valid for 127.0.0.1 and localhost only.
+ * Secured brokers (infra/README.md, `secure.ts`): a throwaway CA with server and client
+ * certificates, the least-privilege NATS permission set per vantage role, the nats-server
+ * configuration that enforces it over TLS, and the Kafka settings of a SASL_SSL listener.
+ * Everything is written below a folder under the ignored `.infra/`; secret files are mode 0600.
  */
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { run } from './exec';
 
-// ---------------------------------------------------------------------------
-// Certificates
-// ---------------------------------------------------------------------------
+// ---- Certificates ----
 
 export interface TlsMaterial {
   readonly dir: string;
@@ -77,9 +70,7 @@ export function randomSecret(bytes = 18): string {
   return randomBytes(bytes).toString('hex');
 }
 
-// ---------------------------------------------------------------------------
-// Least-privilege NATS permissions
-// ---------------------------------------------------------------------------
+// ---- Least-privilege NATS permissions ----
 
 export interface SecurePool {
   /** Pool name (our subjects' last token). */
@@ -345,9 +336,7 @@ export function natsServerConfig(o: NatsServerConfigOptions): string {
   return `${out.join('\n')}\n`;
 }
 
-// ---------------------------------------------------------------------------
-// Kafka SASL_SSL
-// ---------------------------------------------------------------------------
+// ---- Kafka SASL_SSL ----
 
 export type KafkaScramMechanism = 'SCRAM-SHA-256' | 'SCRAM-SHA-512';
 
@@ -361,14 +350,21 @@ export interface KafkaSecurity {
   readonly brokerUser: { readonly name: string; readonly password: string };
 }
 
-/** server.properties lines for a SASL_SSL client listener (the controller stays PLAINTEXT on 127.0.0.1). */
+/** server.properties lines of a broker whose client (and inter-broker) listener speaks `protocol`; the controller is PLAINTEXT on 127.0.0.1. */
+export function kafkaListenerProperties(protocol: 'PLAINTEXT' | 'SASL_SSL', port: number, controllerPort: number): string[] {
+  return [
+    `listeners=${protocol}://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
+    `advertised.listeners=${protocol}://127.0.0.1:${port}`,
+    `listener.security.protocol.map=${protocol}:${protocol},CONTROLLER:PLAINTEXT`,
+    `inter.broker.listener.name=${protocol}`,
+  ];
+}
+
+/** server.properties lines for a SASL_SSL client listener. */
 export function kafkaSecureProperties(s: KafkaSecurity, port: number, controllerPort: number): string[] {
   const plainUsers = [s.brokerUser, ...s.plainUsers].map((u) => `user_${u.name}="${u.password}"`).join(' ');
   return [
-    `listeners=SASL_SSL://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
-    `advertised.listeners=SASL_SSL://127.0.0.1:${port}`,
-    'listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT',
-    'inter.broker.listener.name=SASL_SSL',
+    ...kafkaListenerProperties('SASL_SSL', port, controllerPort),
     'sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN',
     'sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512',
     `listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="${s.brokerUser.name}" password="${s.brokerUser.password}";`,
@@ -390,9 +386,7 @@ export function kafkaScramFormatArgs(s: KafkaSecurity): string[] {
   return users.flatMap((u) => ['--add-scram', `${u.mechanism}=[name=${u.name},password=${u.password}]`]);
 }
 
-// ---------------------------------------------------------------------------
-// A secured deployment: what `infra up --secure` and `npm start -- --secure` run
-// ---------------------------------------------------------------------------
+// ---- A secured deployment: what `infra up --secure` and `npm start -- --secure` run ----
 
 export interface SecureDeployment {
   readonly dir: string;
@@ -475,9 +469,7 @@ export const JOB_LAYOUT: SecureLayout = {
   ],
 };
 
-// ---------------------------------------------------------------------------
-// The operators' example (infra/secure/), generated from the same permission set
-// ---------------------------------------------------------------------------
+// ---- The operators' example (infra/secure/), generated from the same permission set ----
 
 /** Environment variable nats-server reads a role's password from in the example (`VANTAGE_PW_INDEXER_EFFICIENT`). */
 function examplePasswordVariable(role: string): string {

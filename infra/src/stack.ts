@@ -1,13 +1,9 @@
 /**
- * The service stack of the main job as child processes: one indexer per model
- * pool, the decision service (parameter set from a file it polls), the outcome
- * service and the simulated fleet. Used by `npm start` and by the end-to-end
- * test (which passes its own topic names and a private nats-server).
- *
- * Each service is `node --import tsx services/<s>/src/main.ts` with VANTAGE_*
- * settings; its output goes to `<logDir>/<name>.log`. Services reject VANTAGE_*
- * variables they do not know, so the caller's own VANTAGE_* settings are never
- * passed down.
+ * The service stack of the main job as child processes: one indexer per model pool, the decision
+ * service (parameter set from a file it polls), the outcome service and the simulated fleet, each
+ * `node --import tsx services/<s>/src/main.ts` with VANTAGE_* settings and its output in
+ * `<logDir>/<name>.log`. Services reject VANTAGE_* variables they do not know, so the caller's own
+ * are never passed down.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';

@@ -3,9 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { VARIANTS as RECORD_VARIANTS } from '@vantage/records';
 import { loadParameterSet, serializeParameterSet, VARIANTS } from '@vantage/rules';
-import { DEFAULT_BACKGROUND_TRAFFIC, formatBackgroundSpec } from '@vantage/evaluation';
+import { calibrationParameterSet, DEFAULT_BACKGROUND_TRAFFIC, formatBackgroundSpec } from '@vantage/evaluation';
 import { RECORD_VARIANT } from '@vantage/decision-core';
-import { calibrationParameterSet, defaultJobConfig, jobSchedule } from '../src/job';
+import { defaultJobConfig, jobSchedule } from '../src/job';
 
 describe('main job', () => {
   it('calibrates under a set the decision service loads, probing both pools, with a rule that never fires', () => {

@@ -16,7 +16,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultJobConfig, runJob, runNode, Stack, waitForParameterSet, writeParameterSet, calibrationParameterSet, type JobResult } from '@vantage/infra';
+import { calibrationParameterSet } from '@vantage/evaluation';
+import { defaultJobConfig, runJob, runNode, Stack, waitForParameterSet, writeParameterSet, type JobResult } from '@vantage/infra';
 import { loadParameterSet, type ParameterSet } from '@vantage/rules';
 import { kafkaBrokers, ownNats, uniqueName } from '@vantage/testkit';
 

@@ -19,7 +19,8 @@ import { connect, type NatsConnection, type Subscription } from '@nats-io/transp
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run as vantageCli } from '@vantage/cli';
 import { GatewayClient } from '@vantage/gateway-client';
-import { calibrationParameterSet, REPO_ROOT, Stack, writeParameterSet } from '@vantage/infra';
+import { calibrationParameterSet } from '@vantage/evaluation';
+import { REPO_ROOT, Stack, writeParameterSet } from '@vantage/infra';
 import { eventually, kafkaBrokers, ownNats, uniqueName } from '@vantage/testkit';
 
 const EXAMPLE_DIR = join(REPO_ROOT, 'examples', 'python-gateway');

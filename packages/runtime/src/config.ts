@@ -1,20 +1,7 @@
-// Configuration: JSON file overlaid by environment variables, validated once
-// against a compiled JSON Schema, defaults applied, then deep-frozen.
-//
-// Precedence (lowest first): schema defaults < `defaults` option < file < env.
-//
-// Environment mapping: every leaf of the schema has exactly one variable,
-// `VANTAGE_<PATH>` where each path segment is converted from camelCase to
-// SCREAMING_SNAKE and segments are joined by `_`:
-//   nats.url                → VANTAGE_NATS_URL
-//   shutdown.deadlineMs     → VANTAGE_SHUTDOWN_DEADLINE_MS
-//   kafka.brokers           → VANTAGE_KAFKA_BROKERS  ("a:9092,b:9092" or '["a:9092"]')
-// The names are derived from the schema, not parsed from the variable, so the
-// `_` inside a word and between segments cannot be confused. Arrays, records
-// and objects inside arrays are leaves: they take JSON (arrays of scalars also
-// accept a comma-separated list). `VANTAGE_CONFIG` names the JSON file.
-// A `VANTAGE_` variable that maps to no leaf is an error (a typo such as
-// VANTAGE_NATS_URI must not silently fall back to the default).
+// Configuration: a JSON file overlaid by environment variables, validated once against a compiled
+// JSON Schema, defaults applied, then deep-frozen (README.md, "Configuration": precedence and the
+// `VANTAGE_<PATH>` mapping). Variable names are derived from the schema, never parsed from the
+// variable, so an `_` inside a word and one between segments cannot be confused.
 
 import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject } from 'ajv';

@@ -110,23 +110,17 @@ export function errorMessage(e: unknown): string {
 }
 
 /** Returns `e` if it is already a VantageError, otherwise wraps it with `code`. */
-export function toVantageError(e: unknown, code: ErrorCode = 'INTERNAL', message?: string): VantageError {
-  if (e instanceof VantageError) return e;
-  const text = message ?? errorMessage(e);
-  return new VantageError(code, text, { cause: e });
+export function toVantageError(e: unknown, code: ErrorCode = 'INTERNAL'): VantageError {
+  return e instanceof VantageError ? e : new VantageError(code, errorMessage(e), { cause: e });
 }
 
-// ---------------------------------------------------------------------------
-// Errors in NATS reply headers.
-//
-// A reply that carries an error has an empty body and these headers:
+// ---- Errors in NATS reply headers. A reply that carries an error has an empty body and:
 //   Nats-Service-Error-Code: <status>      e.g. "503"   (NATS micro convention)
 //   Nats-Service-Error:      <message>     one line, at most 1 KiB
 //   Vantage-Error-Code:      <CODE>        e.g. "SHUTTING_DOWN" (our stable code)
 //   Vantage-Error-Retryable: "true"|"false"
 // Readers prefer Vantage-Error-Code; a reply from a non-vantage NATS service
 // with only the numeric header still maps to a sensible code.
-// ---------------------------------------------------------------------------
 
 export const HEADER_SERVICE_ERROR_CODE = 'Nats-Service-Error-Code';
 export const HEADER_SERVICE_ERROR = 'Nats-Service-Error';

@@ -20,11 +20,8 @@ interface KeyState {
 }
 
 /**
- * Logs the first line of a key at once and then at most one per `intervalMs`; each line logged
- * carries `suppressed`, how many lines of that key were left out since the previous one. A flood of
- * hostile messages thus costs a few lines per (source, reason) and not one per message, while the
- * service's counters still count every message. Keys should be bounded (codes, not payload text);
- * `maxKeys` bounds memory if they are not.
+ * Logs the first line of a key at once and then at most one per `intervalMs`, each with `suppressed`
+ * (README.md, "Logging"): a flood of hostile messages costs a few lines per (source, reason).
  */
 export class RateLimitedLog {
   readonly #log: Logger;
@@ -72,11 +69,7 @@ export class RateLimitedLog {
   }
 }
 
-/**
- * A condition that may fail (a connection, a consumer, a publisher): `fail(reason)` starts (or
- * continues) an outage, `ok()` ends it. `health()` is unhealthy, with the reason and how long it
- * has lasted, once the outage has lasted `thresholdMs`; healthy again as soon as `ok()` is called.
- */
+/** A condition that may fail: `fail(reason)` starts (or continues) an outage, `ok()` ends it; `health()` is unhealthy once it has lasted `thresholdMs`. */
 export class OutageClock {
   #since: number | null = null;
   #reason = '';

@@ -6,7 +6,7 @@
 // the process explicitly once shutdown completes, so this never delays exit.
 
 import kafkajs from 'kafkajs';
-import type { Admin, Consumer, ConsumerConfig, Kafka, KafkaConfig, LogEntry, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
+import type { Admin, Consumer, ConsumerConfig, KafkaConfig, LogEntry, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 import type { Logger } from 'pino';
 import type { BaseConfig } from './config';
 import { errorMessage, VantageError, type ErrorCode } from './errors';
@@ -19,8 +19,6 @@ import { classifyKafkaConnectError, kafkaSecurityOptions, type KafkaSecuritySett
 process.env['KAFKAJS_NO_PARTITIONER_WARNING'] ??= '1';
 
 const { Kafka: KafkaClass, Partitioners, logLevel: KafkaLogLevel } = kafkajs;
-
-export type { Admin, Consumer, Kafka, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 
 /** `kafka.*` as the schema has it (an empty `clientId` means `fallbackClientId`), security fields optional. */
 export type KafkaSettings = KafkaSecuritySettings & Pick<DeepReadonly<BaseConfig['kafka']>, 'brokers' | 'clientId' | 'connectionTimeoutMs' | 'requestTimeoutMs' | 'retries'>;
@@ -49,7 +47,6 @@ export interface VantageProducer {
 }
 
 export interface KafkaClient {
-  readonly kafka: Kafka;
   /** Connected admin client, shared. */
   readonly admin: Admin;
   ensureTopics(specs: readonly TopicSpec[]): Promise<void>;
@@ -145,7 +142,6 @@ export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClie
   const consumers = new Set<Consumer>();
 
   return {
-    kafka,
     admin,
 
     async ensureTopics(specs) {

@@ -1,13 +1,8 @@
 /**
- * Prometheus metrics for hot paths, read by prom-client only when scraped.
- *
- * A prom-client `inc`/`observe` with labels validates and hashes the label
- * object on every call. Here the caller keeps a series (`series(...values)`)
- * and updating it is a plain addition or an array increment. `LazyCounter` and
- * `LazyGauge` are prom-client metrics whose `collect()` copies those numbers in;
- * `LazyHistogram` keeps its bucket counts in an array and answers the registry
- * itself, in prom-client's own format (test/lazy-metrics.test.ts compares its
- * exposition text with a prom-client Histogram fed the same values).
+ * Prometheus metrics for hot paths, read by prom-client only when scraped: a prom-client labelled
+ * `inc`/`observe` validates and hashes the label object on every call; here the caller keeps a
+ * series and updating it is a plain addition or an array increment. `LazyHistogram` answers the
+ * registry itself in prom-client's format (test/lazy-metrics.test.ts compares the exposition text).
  */
 import { Counter, Gauge, type Histogram, type LabelValues, type Registry } from 'prom-client';
 

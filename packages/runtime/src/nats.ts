@@ -168,9 +168,7 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
   return nc;
 }
 
-// ---------------------------------------------------------------------------
-// Request-reply
-// ---------------------------------------------------------------------------
+// ---- Request-reply ----
 
 interface RequestOptions {
   timeoutMs: number;
@@ -208,12 +206,9 @@ export async function request(nc: NatsConnection, subject: string, payload: Payl
   return reply;
 }
 
-// ---------------------------------------------------------------------------
-// JetStream set-up. Both helpers are idempotent and safe to run from every
-// replica at start-up: create when missing, update when the fields we set
-// differ, leave alone otherwise. Fields the caller does not set are not
-// compared, so server-side defaults never cause a spurious update.
-// ---------------------------------------------------------------------------
+// ---- JetStream set-up: idempotent from every replica (create when missing, update when a field
+// the caller set differs, else leave alone; unset fields are not compared, so server defaults
+// never cause a spurious update).
 
 type StreamSpec = Partial<StreamConfig> & { name: string; subjects: string[] };
 type DurableConsumerSpec = Partial<ConsumerConfig> & { durable_name: string };

@@ -1,22 +1,12 @@
 /**
- * One socket write per turn of the event loop for everything a service sends
- * through it (a responder's replies with `outbox`, and whatever else the
- * service queues: the decision service's observe queries, bookings, records).
- *
- * The NATS client writes its outbound buffer from a microtask queued by the
- * first publish after a write, so publishes made in different microtask runs
- * (in the decision service: the observe queries of a route whose request has
- * just arrived, then the booking and reply of another route whose observe
- * answers came in the same read, then the next decision records) each cost a
- * write: a system call, costlier per route there than building a record. Here every message is queued
- * and published at once from `setImmediate`, which runs after the current read
- * has been handled with all its promise continuations: all of them leave in one
- * write, in the order they were queued (a booking before its reply).
- *
- * `beforeFlush` hooks add messages that can wait for a write made anyway (the
- * decision records), and `afterNextFlush` runs work that must not delay it
- * (building the decision records of the routes just answered) once the write
- * has been made.
+ * One socket write per turn of the event loop for everything a service sends through it (a
+ * responder's replies, the decision service's observe queries, bookings and records). The NATS
+ * client writes its buffer from a microtask queued by the first publish after a write, so
+ * publishes made in different microtask runs each cost a write (a system call, costlier per route
+ * than building a record). Here messages are queued and published at once from `setImmediate`,
+ * after the current read and all its promise continuations: one write, in queue order (a booking
+ * before its reply). `beforeFlush` hooks add messages that can wait for a write made anyway (the
+ * decision records); `afterNextFlush` runs work that must not delay it, once it has been made.
  */
 import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 

@@ -1,19 +1,9 @@
 /**
- * Request-reply on a hot path, over one wildcard inbox subscription (the
- * decision service's observe queries of remote pools and its JetStream publishes).
- *
- * `nc.request` is correct but heavy for a service that sends requests on every
- * route (observe queries, a JetStream publish): each call captures two
- * stack traces up front (a RequestError for async context and a TimeoutError
- * for its timer) and builds a timeout promise, whether or not anything fails.
- * Here a request is a publish with a reply subject under this connection's own
- * inbox, a map entry and one timer; an error object is made only when a request
- * actually fails.
- *
- * Failures are the runtime's VantageErrors, exactly as `request` (from
- * @vantage/runtime) reports them: NATS_NO_RESPONDERS (the server's 503 status),
- * NATS_TIMEOUT, the replier's own code from its error headers (`details.remote`),
- * NATS_REQUEST_FAILED (the connection refused the publish or closed).
+ * Request-reply on a hot path over one wildcard inbox subscription (the decision service's observe
+ * queries of remote pools and its JetStream publishes). `nc.request` captures two stack traces
+ * and builds a timeout promise on every call, failing or not; here a request is a publish with a
+ * reply subject under this connection's inbox, a map entry and one timer, and an error object is
+ * made only when a request fails, with the same VantageErrors as `request` (README.md, "NATS").
  */
 import { createInbox, type Msg, type MsgHdrs, type Subscription } from '@nats-io/transport-node';
 import { readErrorHeaders, type VantageError } from './errors';

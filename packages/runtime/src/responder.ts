@@ -1,26 +1,8 @@
-// The request-reply server every vantage service uses: one Responder per
-// service, one endpoint per subject (options, metrics and `$SRV` discovery:
-// README.md).
-//
-//   errors         a thrown VantageError is sent as an empty body with the
-//                  catalogue's headers (errors.ts); anything else is logged
-//                  and sent as INTERNAL. An endpoint whose protocol carries
-//                  failures in its body (`errorBody`) gets that body instead.
-//   in-flight      a request is in flight from its receipt until its reply is
-//                  handed to the connection. Requests are not run inside the
-//                  subscription callback: every request delivered by one read
-//                  of the socket is queued, and the queue is run in a
-//                  microtask right after the read. So a burst is visible as a
-//                  burst even to synchronous handlers, and past `maxInFlight`
-//                  (over all endpoints) a request is refused at once with
-//                  OVERLOADED (retryable: another replica may take it).
-//   coalescing     with an `outbox`, replies are queued to it and leave in its
-//                  one write per event-loop turn (outbox.ts); without, each
-//                  reply is published as soon as its handler returns
-//   stop           intake (unsubscribe the endpoints, draining what the server
-//                  already sent), then drain (wait until nothing is in flight,
-//                  flush the outbox), then close (stop answering discovery):
-//                  the phases of shutdown.ts, registered by `registerShutdown`.
+// The request-reply server every vantage service uses: one Responder per service, one endpoint
+// per subject (README.md, "Request-reply server": errors, in-flight limit, coalescing, discovery,
+// stop). Requests are not run inside the subscription callback: those of one socket read are
+// queued and run in a microtask right after it, so a burst is visible as a burst even to
+// synchronous handlers.
 
 import { Empty, headers, nuid, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { ServiceResponseType, type EndpointInfo, type NamedEndpointStats, type ServiceIdentity, type ServiceInfo, type ServiceStats } from '@nats-io/services';

@@ -1,15 +1,8 @@
-// A tiny typed builder for JSON Schema. Each builder returns a plain JSON
-// Schema object (what ajv compiles) carrying a phantom TypeScript type, so a
-// service writes its configuration shape once and gets both the validator and
-// the static type from it. Deliberately small: only what configuration needs.
-//
-// Conventions the builder enforces, so no schema can forget them:
-// - every object has `additionalProperties: false` (unknown keys are errors);
-// - a property with a `default` is optional in input, every other property is
-//   `required`; after validation (ajv `useDefaults`) nothing is missing, which
-//   is why `Static<S>` has no optional fields;
-// - an object whose properties all have defaults gets `default: {}` itself, so
-//   a whole section may be omitted and still comes back fully populated.
+// A tiny typed builder for JSON Schema: each builder returns a plain JSON Schema object (what ajv
+// compiles) carrying a phantom TypeScript type, so a configuration shape is written once. Every
+// object has `additionalProperties: false`; a property without a `default` is `required`; an object
+// whose properties all have defaults gets `default: {}`, so after validation (ajv `useDefaults`)
+// nothing is missing and `Static<S>` has no optional fields.
 
 declare const phantom: unique symbol;
 
@@ -49,7 +42,6 @@ export type DeepReadonly<T> = T extends (infer U)[]
 
 interface Common<T> {
   default?: T;
-  description?: string;
 }
 
 function strip<T extends object>(o: T): T {
@@ -82,12 +74,11 @@ export const s = {
   record<T>(values: TSchema<T>, opts: Common<Record<string, T>> = {}): TSchema<Record<string, T>> {
     return strip({ type: 'object', additionalProperties: values, ...opts });
   },
-  object<P extends Record<string, TSchema<unknown>>>(properties: P, opts: { description?: string } = {}): ObjectSchema<P> {
+  object<P extends Record<string, TSchema<unknown>>>(properties: P): ObjectSchema<P> {
     const required = Object.keys(properties).filter((k) => !('default' in (properties[k] as JsonSchema)));
     const node: JsonSchema = { type: 'object', properties, additionalProperties: false };
     if (required.length > 0) node.required = required;
     else node.default = {};
-    if (opts.description !== undefined) node.description = opts.description;
     return node as ObjectSchema<P>;
   },
   /** `base` plus more properties (a service's section on top of the common base). */

@@ -1,14 +1,7 @@
-// Keeping secrets out of logs, errors and configuration dumps.
-//
-// Every secret a vantage process uses is read from a file named by a `…File`
-// setting (`nats.passwordFile`, `kafka.sasl.passwordFile`, ...), so the
-// configuration itself holds paths, not secrets. What can still carry one:
-//   - a URL with user-info (`nats://user:pass@host`), which we refuse at
-//     start-up but must not print while refusing it;
-//   - a value put under a secret-looking key by mistake or by a later setting;
-//   - objects handed to the logger (client options, a library's error).
-// The helpers here are applied to the start-up dump, to configuration errors,
-// to error messages that name a URL and, as pino redaction, to every log line.
+// Keeping secrets out of logs, errors and configuration dumps (README.md, "Secrets in logs, errors
+// and metrics"). Every secret is read from a file named by a `…File` setting, so the configuration
+// holds paths; what can still carry one is a URL with user-info, a value under a secret-looking key,
+// or an object handed to the logger.
 
 export const REDACTED = '[redacted]';
 

@@ -1,11 +1,7 @@
-// Secured connections: the settings for NATS authentication and TLS and for
-// Kafka TLS and SASL, checked once at start-up, turned into the clients' own
-// options (nats.js authenticators and `tls`, kafkajs `ssl` and `sasl`), and
-// connect failures classified into catalogue codes that name the cause.
-//
-// Secrets come only from files. A file is read when the connection is made
-// (so a rotated file is picked up on the next start), its contents never
-// appear in an error: a problem names the setting and the path.
+// Secured connections (README.md, "Secured connections"): the NATS and Kafka security settings
+// checked once at start-up, turned into the clients' own options, and connect failures classified
+// into catalogue codes that name the cause. A secret file is read when the connection is made (a
+// rotated file is picked up on the next start); its contents never appear in an error.
 
 import { readFileSync, statSync } from 'node:fs';
 import { connect as netConnect } from 'node:net';
@@ -178,16 +174,15 @@ export function natsSecurityOptions(cfg: NatsSecuritySettings): NatsSecurityOpti
   }
   const t = cfg.tls ?? {};
   const wantTls = t.enabled === true || set(t.caFile) || set(t.certFile) || t.handshakeFirst === true || natsServers(cfg.url).some((u) => /^tls:\/\//i.test(u));
-  let tls: TlsOptions | undefined;
-  if (wantTls) {
-    // nats.js reads the files itself; an empty object still makes TLS required.
-    tls = {
-      ...(set(t.caFile) ? { caFile: t.caFile } : {}),
-      ...(set(t.certFile) ? { certFile: t.certFile } : {}),
-      ...(set(t.keyFile) ? { keyFile: t.keyFile } : {}),
-      ...(t.handshakeFirst === true ? { handshakeFirst: true } : {}),
-    };
-  }
+  // nats.js reads the files itself; an empty object still makes TLS required.
+  const tls: TlsOptions | undefined = wantTls
+    ? {
+        ...(set(t.caFile) ? { caFile: t.caFile } : {}),
+        ...(set(t.certFile) ? { certFile: t.certFile } : {}),
+        ...(set(t.keyFile) ? { keyFile: t.keyFile } : {}),
+        ...(t.handshakeFirst === true ? { handshakeFirst: true } : {}),
+      }
+    : undefined;
   return {
     ...(authenticator === undefined ? {} : { authenticator }),
     ...(tls === undefined ? {} : { tls }),
@@ -281,22 +276,25 @@ export function classifyKafkaConnectError(e: unknown): ConnectFailure {
   return { code: 'KAFKA_CONNECT_FAILED', cause: 'unreachable', hint: 'are the brokers running, the addresses right and the listener the one these settings expect (PLAINTEXT, SSL, SASL_SSL)?' };
 }
 
+/** The PEM files of `nats.tls` or `kafka.ssl` that are set, read now, as Node's TLS options take them. */
+function pemOptions(t: { caFile?: string; certFile?: string; keyFile?: string }): { ca?: string; cert?: string; key?: string } {
+  return {
+    ...(set(t.caFile) ? { ca: readFileSync(t.caFile, 'utf8') } : {}),
+    ...(set(t.certFile) ? { cert: readFileSync(t.certFile, 'utf8') } : {}),
+    ...(set(t.keyFile) ? { key: readFileSync(t.keyFile, 'utf8') } : {}),
+  };
+}
+
 /** kafkajs `ssl` and `sasl` client options from the settings; secret files are read here. */
 export function kafkaSecurityOptions(cfg: KafkaSecuritySettings): {
-  ssl?: boolean | { ca?: string[]; cert?: string; key?: string };
+  ssl?: boolean | { ca?: string; cert?: string; key?: string };
   sasl?: SASLOptions;
   summary: { ssl: 'off' | 'on' | 'mutual'; sasl: KafkaSaslMechanism };
 } {
   throwIfProblems(kafkaSecurityProblems(cfg));
   const ssl = cfg.ssl ?? {};
   const wantSsl = ssl.enabled === true || set(ssl.caFile) || set(ssl.certFile);
-  const sslOpt = wantSsl
-    ? {
-        ...(set(ssl.caFile) ? { ca: [readFileSync(ssl.caFile, 'utf8')] } : {}),
-        ...(set(ssl.certFile) ? { cert: readFileSync(ssl.certFile, 'utf8') } : {}),
-        ...(set(ssl.keyFile) ? { key: readFileSync(ssl.keyFile, 'utf8') } : {}),
-      }
-    : undefined;
+  const sslOpt = wantSsl ? pemOptions(ssl) : undefined;
   const sasl = cfg.sasl ?? {};
   const mech = sasl.mechanism ?? 'none';
   let saslOpt: SASLOptions | undefined;
@@ -314,15 +312,11 @@ export function kafkaSecurityOptions(cfg: KafkaSecuritySettings): {
 }
 
 /**
- * Why a TLS connection to a nats-server fails, when nats.js can only say "timeout".
- *
- * With TLS 1.3 the client's handshake completes before the server has checked the
- * client certificate; the server's refusal (an alert) then arrives on a socket that
- * nats.js has stopped reporting errors for, and the connect just times out. This
- * repeats the connection's first steps once (read the server's INFO line, upgrade to
- * TLS with the same files, send a PING) and returns the TLS error code the server's
- * alert produced, or undefined when the handshake and PING succeed.
- * Diagnostic only: it sends no credentials.
+ * Why a TLS connection to a nats-server fails when nats.js can only say "timeout" (with TLS 1.3 the
+ * server's refusal of a client certificate arrives after the handshake, on a socket nats.js no
+ * longer reports errors for): the connection's first steps once more (INFO, TLS upgrade with the
+ * same files, PING, no credentials), returning the TLS error code of the server's alert, or
+ * undefined when the handshake and PING succeed.
  */
 export async function probeNatsTls(server: string, tls: { caFile?: string; certFile?: string; keyFile?: string }, timeoutMs = 2000): Promise<string | undefined> {
   const m = /^(?:[a-z]+:\/\/)?\[?([^\]/]+?)\]?:(\d+)/i.exec(server.replace(/^[a-z]+:\/\/[^@/]*@/i, ''));
@@ -349,9 +343,7 @@ export async function probeNatsTls(server: string, tls: { caFile?: string; certF
       const opts: ConnectionOptions = {
         socket: raw,
         ...(/^[\d.]+$/.test(host) ? {} : { servername: host }),
-        ...(tls.caFile ? { ca: readFileSync(tls.caFile) } : {}),
-        ...(tls.certFile ? { cert: readFileSync(tls.certFile) } : {}),
-        ...(tls.keyFile ? { key: readFileSync(tls.keyFile) } : {}),
+        ...pemOptions(tls),
       };
       const secure = tlsConnect(opts);
       secure.on('error', (e: NodeJS.ErrnoException) => finish(e.code ?? e.message));
@@ -364,11 +356,7 @@ export async function probeNatsTls(server: string, tls: { caFile?: string; certF
   });
 }
 
-/**
- * When a `.creds` login is refused: whether its user JWT has expired. nats-server answers an
- * expired JWT at connect with the same "Authorization Violation" as an unknown one, so the
- * client reads the claim (`exp`, seconds) itself to name the cause.
- */
+/** When a `.creds` login is refused: whether its user JWT's `exp` claim has passed (nats-server answers an expired JWT as an unknown one). */
 export async function credsExpiry(credsFile: string, nowMs = Date.now()): Promise<{ expired: boolean; expiresAtMs: number | null }> {
   try {
     const { uc } = await parseCreds(readFileSync(credsFile));

@@ -1,15 +1,7 @@
-// runService: the start-up sequence every vantage service shares, so a
-// service's main is its schema and its start(ctx).
-//
-//   1. load and validate configuration  (invalid: log it, exit 2, nothing started)
-//   2. logger, shutdown (signal handlers installed before anything connects)
-//   3. NATS, then Kafka if asked        (failure: fatal log, shutdown, exit 1)
-//   4. ops server (/metrics, /healthz; unhealthy until start() returns)
-//   5. spec.start(ctx)                  (the service registers its own shutdown steps)
-//
-// Shutdown steps registered here: NATS drain, Kafka close and the ops server,
-// all in the `close` phase, so the service's intake/drain/flush steps run
-// while connections and metrics are still up.
+// runService: the start-up sequence every vantage service shares (README.md, "runService"), so a
+// service's main is its schema and its start(ctx). Its own shutdown steps (NATS drain, Kafka close,
+// the ops server) are in the `close` phase, so a service's intake/drain/flush steps run while
+// connections and metrics are still up.
 
 import type { DestinationStream } from 'pino';
 import type { Registry } from 'prom-client';

@@ -1,22 +1,7 @@
-// Shutdown as a state machine with a deadline.
-//
-//   running ──trigger──▶ draining ──▶ flushing ──▶ closed
-//
-// Steps are registered under one of four phases, run in this order:
-//   intake  (state draining)  stop taking new work: unsubscribe, stop consumers, fail health
-//   drain   (state draining)  finish work already accepted: wait for in-flight handlers
-//   flush   (state flushing)  push buffered output out and wait for acks (Kafka, JetStream)
-//   close   (state flushing → closed) release connections and servers
-// Steps within one phase run concurrently: a phase is a set of independent
-// things (two connections close in parallel); an ordering need between two
-// steps is expressed by putting them in different phases.
-//
-// `signal` aborts the moment shutdown starts, so loops and waits end promptly.
-// The whole sequence is bounded by `deadlineMs`: when it passes, the steps that
-// did not finish are logged and the exit code is 1. A step that throws is
-// logged, the remaining phases still run, and the exit code is 1. A clean run
-// exits 0. A second SIGINT/SIGTERM while shutting down exits 1 immediately
-// (the operator has decided not to wait).
+// Shutdown as a state machine with a deadline (README.md, "Shutdown"): steps registered under the
+// phases intake, drain, flush, close run phase by phase, the steps of one phase concurrently (an
+// ordering need between two steps puts them in different phases). A step that throws or the
+// deadline passing makes the exit code 1; the remaining phases still run after a throw.
 
 import type { Logger } from 'pino';
 import { errorMessage } from './errors';

@@ -2,27 +2,11 @@
  * One simulated Dynamo worker (one engine, one dp rank), after Dynamo's vLLM
  * mocker: a continuous-batching scheduler with chunked prefill, a paged KV
  * cache with prefix reuse and LRU eviction, and the mocker's step-time model,
- * driven by a discrete-event clock (`addRequest`, `nextEventTime`, `step`; the
- * README's "Engine" says how a driver uses them). A pass is atomic: its KV
- * events carry its start, its tokens and completions its end.
- *
- * Scheduling per pass (vLLM v1, as the mocker does it):
- *  1. running requests, in order, each take min(remaining known tokens,
- *     remaining budget) — a decoding request needs 1, a prefilling one its
- *     next chunk — under `maxNumBatchedTokens`;
- *  2. unless a preemption happened, waiting requests are admitted in FIFO
- *     order while running < `maxNumSeqs` and budget remains; admission first
- *     matches the longest cached prefix (always leaving at least one token to
- *     compute), then takes a chunk.
- *  Blocks are allocated as tokens are scheduled. When a running request
- *  cannot get a block, the most recently admitted running request is
- *  preempted (vLLM's default): all its blocks are released tail first, its
- *  progress reset, and it goes to the front of the waiting queue, to be
- *  recomputed (cheaply, if its blocks are still cached). A waiting request
- *  that cannot get blocks simply waits. Every request whose known tokens are
- *  all computed after scheduling emits one token at the end of the pass; a
- *  request that reaches its output length finishes and frees its blocks tail
- *  first, so its tail is evicted before its prefix.
+ * driven by a discrete-event clock. The README's "Engine" says how a driver
+ * uses it and "Fidelity notes" the scheduling rules (running requests first,
+ * then FIFO admission unless the pass preempted; LIFO preemption; blocks
+ * released tail first). A pass is atomic: its KV events carry its start, its
+ * tokens and completions its end.
  */
 import type { ExternalHash, KvEvent, WorkerCapacity, WorkerId } from '@vantage/types';
 import { localBlockHash, nextSequenceHash } from '@vantage/hashing';
@@ -101,15 +85,10 @@ export interface StepResult {
 
 interface StepOptions {
   /**
-   * Allow fast-forwarding: after the pass, also run the following decode
-   * passes that would change nothing visible (no prefill, no admission, no
-   * block allocated or filled, no request finishing) and that start before
-   * `untilMs` and before the next pending arrival. The result is identical to
-   * stepping them one by one, given that no request is added before
-   * `untilMs`; a driver passes the time of its next possible arrival to this
-   * engine (arrivals triggered by this step's own completions are accounted
-   * for: a pass that finishes a request is never fast-forwarded past).
-   * Omitted: exactly one pass.
+   * Fast-forward: after the pass, also run the quiet decode passes (nothing admitted, allocated,
+   * filled or finished) that start before `untilMs` and the next pending arrival, with results
+   * identical to stepping them singly provided no request is added before `untilMs` (README
+   * "Driving many engines"). Omitted: exactly one pass.
    */
   readonly untilMs?: number;
 }

@@ -1,19 +1,12 @@
 /**
- * Replay metrics as Dynamo's trace replay reports them: TTFT, TPOT, ITL and
- * E2E latency distributions (mean, p50, p90, p95, p99), request and token
- * throughput, and `prefix_cache_reused_ratio` = reused input tokens / input tokens.
- *
- * Definitions (per finished request):
- *   TTFT = first token − arrival;  E2E = last token − arrival;
- *   TPOT = (E2E − TTFT) / (output tokens − 1), requests with ≥ 2 output tokens;
- *   ITL  = the inter-token gaps pooled over all requests. The engine reports
- *          tokens per pass, not per-token timestamps, so each request contributes
- *          (output tokens − 1) gaps of its mean gap: the ITL mean is exact (total
- *          decode time / total gaps), its percentiles are token-weighted TPOT
- *          percentiles.
- * Percentiles interpolate linearly between closest ranks (numpy's default).
- * Throughput divides by the makespan: last completion − first arrival.
+ * Replay metrics as Dynamo's trace replay reports them (README.md, "Metrics": TTFT, TPOT, ITL and
+ * E2E distributions, throughput over the makespan, prefix reuse). The engine reports tokens per
+ * pass, not per token, so each request contributes (output tokens − 1) ITL gaps of its mean gap:
+ * the ITL mean is exact, its percentiles are token-weighted TPOT percentiles. Percentiles
+ * interpolate linearly between closest ranks (numpy's default).
  */
+
+import type { Finished } from './engine';
 
 export interface Distribution {
   readonly mean: number;
@@ -26,18 +19,8 @@ export interface Distribution {
   readonly count: number;
 }
 
-/** One finished request, as the replay records it. */
-export interface RequestRecord {
-  readonly requestId: string;
-  readonly workerIndex: number;
-  readonly arrivalMs: number;
-  readonly firstTokenMs: number;
-  readonly endMs: number;
-  readonly isl: number;
-  readonly outputTokens: number;
-  readonly reusedTokens: number;
-  readonly preemptions: number;
-}
+/** One finished request, as the replay records it: the engine's report with its end time and worker. */
+export type RequestRecord = Omit<Finished, 'atMs'> & { readonly workerIndex: number; readonly endMs: number };
 
 export interface ReplayMetrics {
   readonly requests: number;
@@ -56,17 +39,6 @@ export interface ReplayMetrics {
   readonly preemptions: number;
   /** Finished requests per worker index. */
   readonly requestsPerWorker: number[];
-}
-
-/** Percentile q in [0, 100] of ascending `sorted`, linear between closest ranks. */
-function percentile(sorted: ArrayLike<number>, q: number): number {
-  const n = sorted.length;
-  if (n === 0) return NaN;
-  const pos = ((n - 1) * q) / 100;
-  const lo = Math.floor(pos);
-  const hi = Math.min(n - 1, lo + 1);
-  const f = pos - lo;
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * f;
 }
 
 /**
@@ -91,21 +63,11 @@ function weightedDistribution(values: readonly number[], weights: readonly numbe
   return { mean, p50: q(50), p90: q(90), p95: q(95), p99: q(99), min: n > 0 ? values[idx[0]!]! : NaN, max: n > 0 ? values[idx[n - 1]!]! : NaN, count: total };
 }
 
+/** The distribution of `values`, each counted once (the mean summed in sorted order). */
 function distribution(values: readonly number[]): Distribution {
-  const sorted = Float64Array.from(values).sort();
   let sum = 0;
-  for (const v of sorted) sum += v;
-  const n = sorted.length;
-  return {
-    mean: n > 0 ? sum / n : NaN,
-    p50: percentile(sorted, 50),
-    p90: percentile(sorted, 90),
-    p95: percentile(sorted, 95),
-    p99: percentile(sorted, 99),
-    min: n > 0 ? sorted[0]! : NaN,
-    max: n > 0 ? sorted[n - 1]! : NaN,
-    count: n,
-  };
+  for (const v of Float64Array.from(values).sort()) sum += v;
+  return weightedDistribution(values, values.map(() => 1), values.length > 0 ? sum / values.length : NaN);
 }
 
 export function computeMetrics(records: readonly RequestRecord[], workers: number): ReplayMetrics {

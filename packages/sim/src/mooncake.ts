@@ -6,18 +6,9 @@
  *
  * Line shape: {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [u32 ...]}
  * with len(hash_ids) == ceil(input_length / 512), plus, in the multi-turn
- * form, "session_id": string and "delay": ms. Other fields are ignored.
- *
- * Multi-turn semantics, as Dynamo 1.6.1's Mooncake loader defines them
- * (`lib/mocker/src/loadgen/trace.rs`, checked against `run_trace_replay`):
- * lines with the same `session_id` are the turns of one session, in file
- * order; a line without one is a session of its own. The first turn's
- * `timestamp` is the session's arrival; a later turn is released `delay` ms
- * after the previous turn of its session *completes* (never earlier, however
- * short the delay). A later turn without `delay` takes the difference of its
- * `timestamp` from the session's previous timestamp as its delay, and one
- * with neither has delay 0. A first turn with a non-zero `delay`, a negative
- * delay and a timestamp earlier than the session's previous one are errors.
+ * form, "session_id": string and "delay": ms. Other fields are ignored. The
+ * multi-turn rules (Dynamo 1.6.1's `lib/mocker/src/loadgen/trace.rs`) are the
+ * README's "Multi-turn Mooncake traces".
  */
 import { readFileSync } from 'node:fs';
 import { MOONCAKE_CHUNK_TOKENS } from './prompt';
@@ -51,7 +42,7 @@ interface SessionCursor {
   lastTimestampMs: number;
 }
 
-/** One parsed line as a record placed in its session (Dynamo's rules, see the file comment); a reason string when it is not usable. */
+/** One parsed line as a record placed in its session (Dynamo's rules, see the README); a reason string when it is not usable. */
 function recordOf(o: unknown, line: number, open: Map<string, SessionCursor>): string | MooncakeRecord {
   if (typeof o !== 'object' || o === null || Array.isArray(o)) return 'not a JSON object';
   const { timestamp, input_length: isl, output_length: osl, hash_ids: ids, session_id: sid, delay } = o as Record<string, unknown>;
@@ -187,11 +178,8 @@ export function traceSessions(records: readonly MooncakeRecord[]): TraceSession[
 
 /**
  * Closed loop with `concurrency` items in flight: `start` issues the first
- * batch, and every `complete` issues the next item in order (if any) at the
- * completion time. The replay's items are sessions (Dynamo's concurrency
- * mode): a session holds its place across all its turns and the delays
- * between them; for a single-turn trace that is one request each.
- * Timestamps in the trace are ignored.
+ * batch, every `complete` the next item in order (if any) at the completion
+ * time. The replay's items are sessions (Dynamo's concurrency mode).
  */
 export class ClosedLoop {
   private nextIndex = 0;

@@ -33,17 +33,12 @@ export const MOONCAKE_CHUNK_TOKENS = 512;
 const ROOT = -1n;
 
 /**
- * Turns Mooncake `hash_ids` into engine prompts by the replay convention:
- * each id is 512 copies of the token value `id`, the sequence is cut at
- * `input_length`, and it is hashed at the engine's block size.
- *
- * Fast path (block size dividing 512): a chunk of 512 equal tokens gives
- * 512/bs blocks with the same local hash, which depends on the id alone; their
- * sequence hashes depend on the prefix, i.e. the parent sequence hash. Both
- * are cached, keyed by (parent sequence hash, id), so a prefix shared by many
- * requests is hashed once. A chunk cut by input_length uses the first
- * floor(rest / bs) entries of the same cached chunk: a block's hash does not
- * depend on what follows it.
+ * Turns Mooncake `hash_ids` into engine prompts by the replay convention (README.md, "Prompts").
+ * Fast path (block size dividing 512): a chunk's 512/bs blocks share one local hash (the id's
+ * alone); their sequence hashes depend on the parent sequence hash, so chunks are cached by
+ * (parent, id) and a prefix shared by many requests is hashed once. A chunk cut by input_length
+ * uses the first floor(rest / bs) entries of the cached chunk: a block's hash does not depend on
+ * what follows it.
  */
 export class MooncakePromptHasher {
   readonly blockSize: number;

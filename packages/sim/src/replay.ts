@@ -2,15 +2,8 @@
  * Offline discrete-event replay: N simulated engines behind a router that runs
  * the very code the services run (`PoolState` of @vantage/observation, its
  * ledger and selection); the README's "How it runs" gives the booking
- * lifecycle and what each router reads.
- *
- * Event order at one instant: KV deliveries and first tokens, then
- * completions (which may release closed-loop or session arrivals), then
- * arrivals (routed and added), then engine passes. A pass's KV events carry
- * its start; its first tokens and completions its end, so a request routed
- * while a pass is running sees that pass's cache changes but not its
- * completions. Deterministic given the seed: no wall clock enters the
- * simulation (it is read only for progress and `wallMs`).
+ * lifecycle, what each router reads and the event order at one instant.
+ * Deterministic given the seed: wall time is read only for progress and `wallMs`.
  */
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { PoolState } from '@vantage/observation';
@@ -59,18 +52,10 @@ export function prepareTrace(records: readonly MooncakeRecord[], blockSize: numb
   return { name, blockSize, records, prompts: records.map((r) => hasher.prompt(r.hashIds, r.inputLength)) };
 }
 
+/** How each loop releases sessions and turns: the README's "Multi-turn Mooncake traces" (`speedup` divides timestamps and delays alike). */
 export type Workload =
-  /**
-   * Sessions start at their first turn's timestamp divided by `speedup`
-   * (default 1); each later turn is released its delay (also divided by
-   * `speedup`) after the previous turn of its session completes.
-   */
   | { readonly kind: 'open_loop'; readonly trace: PreparedTrace; readonly speedup?: number }
-  /**
-   * `concurrency` sessions in flight, in order of first appearance, each
-   * holding its place across its turns and their delays (Dynamo's
-   * concurrency mode); timestamps ignored. Single-turn: `concurrency` requests.
-   */
+  /** `concurrency` sessions in flight (Dynamo's concurrency mode); timestamps ignored. */
   | { readonly kind: 'closed_loop'; readonly trace: PreparedTrace; readonly concurrency: number }
   /** Multi-turn sessions: turn t+1 arrives its think time after turn t completes. */
   | { readonly kind: 'sessions'; readonly sessions: readonly AgenticSession[] };

@@ -1,15 +1,9 @@
 /**
- * Seeded generator of agentic coding sessions. A session is a sequence of
- * turns; turn 1's prompt is a system prompt plus a user task, and every later
- * turn's prompt is the previous prompt, the previous turn's output and a tool
- * result. So a session is one growing token stream and each turn's prompt a
- * prefix of it: prefixes are truly shared between turns (including the model's
- * own output, which the engine caches when it generates those exact tokens),
- * and sessions that draw the same system prompt share it.
- *
- * Everything is a function of (config, seed): session i draws from its own
- * generator derived from the seed and i, so adding sessions never changes the
- * earlier ones.
+ * Seeded generator of agentic coding sessions (README.md, "Workloads"): each turn's prompt is the
+ * previous prompt, the previous turn's output and a tool result, so prefixes (the model's own
+ * output included, which the engine caches when it generates those exact tokens) are truly shared
+ * between turns. Session i draws from its own generator derived from the seed and i, so adding
+ * sessions never changes the earlier ones.
  */
 import { seededRng, seed32, type Rng } from '@vantage/selection';
 

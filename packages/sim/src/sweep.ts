@@ -228,21 +228,11 @@ interface ComparisonRow {
   readonly metrics: ReplayMetrics;
 }
 
-export interface Comparison {
+interface Comparison {
   readonly trace: string;
   readonly requests: number;
   readonly concurrency: number;
   readonly rows: ComparisonRow[];
-}
-
-export interface Delta {
-  readonly trace: string;
-  readonly e2eMeanPct: number;
-  readonly ttftMeanPct: number;
-  readonly tpotMeanPct: number;
-  readonly requestThroughputPct: number;
-  readonly reuseBefore: number;
-  readonly reuseAfter: number;
 }
 
 export interface SweepReport {
@@ -262,7 +252,8 @@ export interface SweepReport {
   readonly gp: SmartSearchResult['gp'] | null;
   readonly responseCurve: { readonly prefillLoadScale: number; readonly metrics: ReplayMetrics }[];
   readonly comparisons: Comparison[];
-  readonly deltas: Delta[];
+  /** Tuned against default kv_router, per trace. */
+  readonly deltas: ReturnType<typeof deltaOf>[];
   /** Wall-clock seconds; the only non-deterministic figure. */
   readonly wallS: number;
   readonly replays: number;
@@ -270,7 +261,7 @@ export interface SweepReport {
 
 const pct = (after: number, before: number): number => (100 * (after - before)) / before;
 
-function deltaOf(trace: string, before: ReplayMetrics, after: ReplayMetrics): Delta {
+function deltaOf(trace: string, before: ReplayMetrics, after: ReplayMetrics) {
   return {
     trace,
     e2eMeanPct: pct(after.e2eMs.mean, before.e2eMs.mean),

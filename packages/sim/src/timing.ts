@@ -1,9 +1,7 @@
 /**
- * How long one engine forward pass takes. The engine describes the pass
- * (`StepShape`); a `TimingModel` turns it into milliseconds. The default is
- * Dynamo's mocker polynomial; a per-model speed factor plugs in through the
- * same interface, so an "efficient" and a "capable"
- * model pool can run at different speeds in one simulation.
+ * How long one engine forward pass takes: the engine describes the pass
+ * (`StepShape`), a `TimingModel` turns it into milliseconds (default Dynamo's
+ * mocker polynomial; `scaledTiming` gives pools different speeds).
  */
 
 export interface StepShape {

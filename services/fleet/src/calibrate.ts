@@ -5,7 +5,7 @@
  *   node --import tsx services/fleet/src/calibrate.ts --preset small --destination-limit 8 --out out/calibration-requests.jsonl
  *
  * The decision service must run a parameter set that observes both pools and
- * never overrides (infra's `calibrationParameterSet`). Progress on stderr; the
+ * never overrides (`calibrationParameterSet` of @vantage/evaluation). Progress on stderr; the
  * summary is the last line on stdout (one JSON object).
  * Exit: 0 finished (failures counted in the summary), 2 bad arguments, 1 fatal error.
  */
