@@ -189,9 +189,15 @@ export async function etcdServer(opts: EtcdOptions): Promise<EtcdServer> {
     command: async () => ({
       cmd: await ensureEtcd(),
       args: [
-        '--name', name, '--data-dir', dataDir, '--listen-client-urls', endpoint, '--advertise-client-urls', endpoint,
-        '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer, '--initial-cluster', `${name}=${peer}`,
-        '--initial-cluster-state', 'new', '--log-level', 'warn',
+        '--name', name,
+        '--data-dir', dataDir,
+        '--listen-client-urls', endpoint,
+        '--advertise-client-urls', endpoint,
+        '--listen-peer-urls', peer,
+        '--initial-advertise-peer-urls', peer,
+        '--initial-cluster', `${name}=${peer}`,
+        '--initial-cluster-state', 'new',
+        '--log-level', 'warn',
       ],
     }),
     ready: () => httpOk(`${endpoint}/health`, (body) => (body as { health?: unknown }).health === 'true'),

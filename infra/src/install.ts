@@ -117,8 +117,13 @@ export async function ensureKafkaJars(log: Log = () => {}): Promise<string> {
   if (!which('java')) throw new Error('Java 17+ is needed to run the Kafka broker');
   log(`fetching Apache Kafka ${KAFKA_VERSION} broker jars with Maven (cached under .infra/)`);
   await runVisible('mvn', [
-    '-B', '-q', '-Dstyle.color=never', `-Dmaven.repo.local=${join(INFRA_DIR, 'm2')}`, `-Dkafka.version=${KAFKA_VERSION}`,
-    '-f', join(REPO_ROOT, 'infra', 'kafka', 'pom.xml'), 'dependency:copy-dependencies', `-DoutputDirectory=${libs}`, '-DincludeScope=runtime',
+    '-B', '-q', '-Dstyle.color=never',
+    `-Dmaven.repo.local=${join(INFRA_DIR, 'm2')}`,
+    `-Dkafka.version=${KAFKA_VERSION}`,
+    '-f', join(REPO_ROOT, 'infra', 'kafka', 'pom.xml'),
+    'dependency:copy-dependencies',
+    `-DoutputDirectory=${libs}`,
+    '-DincludeScope=runtime',
   ]);
   writeFileSync(complete, `${KAFKA_VERSION}\n`);
   return libs;

@@ -237,8 +237,13 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   const calRequests = join(out, 'calibration-requests.jsonl');
   const calSummaryText = await node(
     [
-      'services/fleet/src/calibrate.ts', '--preset', cfg.preset, '--seed', String(cfg.calibrationSeed),
-      '--destination-limit', String(cfg.destinationLimit), '--pools', cfg.pools, '--nats', ctx.natsUrl, '--out', calRequests,
+      'services/fleet/src/calibrate.ts',
+      '--preset', cfg.preset,
+      '--seed', String(cfg.calibrationSeed),
+      '--destination-limit', String(cfg.destinationLimit),
+      '--pools', cfg.pools,
+      '--nats', ctx.natsUrl,
+      '--out', calRequests,
     ],
     'calibrate',
   );
@@ -254,8 +259,14 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
   const fittedFile = join(out, 'params-fitted.json');
   const fitReport = join(out, 'fit-report.html');
   const fitArgs = [
-    'fit', '--input', calOutcomes, '--out-params', fittedFile, '--out-report', fitReport, '--out-json', join(out, 'fit.json'),
-    '--out-variants', out, '--destination-limit', String(cfg.destinationLimit), '--lenient',
+    'fit',
+    '--input', calOutcomes,
+    '--out-params', fittedFile,
+    '--out-report', fitReport,
+    '--out-json', join(out, 'fit.json'),
+    '--out-variants', out,
+    '--destination-limit', String(cfg.destinationLimit),
+    '--lenient',
   ];
   // Q tables come from the calibration's Q set (the no-contention grid measured for Q alone, session ids
   // `cal:<condition>:<repeat>:qgrid`); only the contention conditions are split (`vantage fit`'s default).
@@ -288,9 +299,18 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     const file = join(out, `requests-${run.attempt}-${run.variant}.jsonl`);
     const summaryText = await node(
       [
-        'services/fleet/src/loadgen.ts', '--sessions', String(cfg.sessions), '--seed', String(run.sessionSeed), '--max-context', String(cfg.maxContextTokens),
-        '--eval', `${run.attempt}:${run.variant}`, '--proposal', cfg.proposal, ...(live.background === 'off' ? [] : ['--background', live.background]),
-        '--pools', cfg.pools, '--nats', ctx.natsUrl, '--time-scale', String(cfg.timeScale), '--max-duration-ms', '300000', '--out', file,
+        'services/fleet/src/loadgen.ts',
+        '--sessions', String(cfg.sessions),
+        '--seed', String(run.sessionSeed),
+        '--max-context', String(cfg.maxContextTokens),
+        '--eval', `${run.attempt}:${run.variant}`,
+        '--proposal', cfg.proposal,
+        ...(live.background === 'off' ? [] : ['--background', live.background]),
+        '--pools', cfg.pools,
+        '--nats', ctx.natsUrl,
+        '--time-scale', String(cfg.timeScale),
+        '--max-duration-ms', '300000',
+        '--out', file,
       ],
       `load ${run.attempt}:${run.variant}`,
     );
