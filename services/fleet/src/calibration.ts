@@ -230,21 +230,8 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
               open.set(key, (open.get(key) ?? 1) - 1);
               counts.background++;
               if (res.status !== 'done') counts.failed++;
-              o.onRequest?.({
-                conditionId: c.id,
-                repeat,
-                kind: 'background',
-                role: spec.pool,
-                requestId,
-                sessionId: run.backgroundSessionId,
-                background: true,
-                workerId: w.workerId.toString(),
-                isl: t.length,
-                osl: spec.outputTokens,
-                ...res,
-                reason: null,
-                observed: null,
-              });
+              const ids = { conditionId: c.id, repeat, kind: 'background', role: spec.pool, requestId, sessionId: run.backgroundSessionId, background: true } as const;
+              o.onRequest?.({ ...ids, workerId: w.workerId.toString(), isl: t.length, osl: spec.outputTokens, ...res, reason: null, observed: null });
             }),
           ));
         }

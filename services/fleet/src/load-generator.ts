@@ -16,7 +16,7 @@ import { isVantageError } from '@vantage/runtime';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import type { PromptPayload } from './generate';
-import { followRequest, NOT_SERVED, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool } from './gateway';
+import { followRequest, NOT_SERVED, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool, type Served } from './gateway';
 
 export type Workload =
   | { readonly kind: 'trace'; readonly records: readonly MooncakeRecord[]; readonly speedup: number }
@@ -70,7 +70,8 @@ export interface LoadgenOptions {
   readonly onBackgroundOutcome?: (o: RequestOutcome) => void;
 }
 
-export interface RequestOutcome {
+/** A request's outcome: how it was placed and (`Served`) how it ended. */
+export interface RequestOutcome extends Served {
   readonly requestId: string;
   readonly sessionId: string;
   readonly stageProposal: ModelRole;
@@ -81,22 +82,10 @@ export interface RequestOutcome {
   /** kept / overrode / fallback (decision service), direct, or route_error. */
   readonly reason: string;
   readonly fallback: string | null;
-  readonly status: 'done' | 'failed' | 'cancelled';
-  /** Error code (the worker's, the route's, or the loadgen's own: request_timeout, run_deadline, no_route). */
-  readonly error: string | null;
-  /** Human-readable cause of `error`. */
-  readonly detail: string | null;
   readonly isl: number;
   readonly osl: number;
-  /** Sim ms, as the engine measured them (arrival at the worker to first / last token). */
-  readonly ttftMs: number | null;
-  readonly e2eMs: number | null;
-  readonly reusedTokens: number | null;
-  readonly outputTokens: number | null;
-  /** Wall ms seen by the client: routing, and dispatch (before routing) to first token / done. */
+  /** Wall ms of routing; the wall times of `Served` count from dispatch (before routing). */
   readonly routeWallMs: number | null;
-  readonly wallTtftMs: number | null;
-  readonly wallE2eMs: number | null;
 }
 
 export interface Dist {

@@ -136,14 +136,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     const l = w.engine.load();
     const prev = w.lastLoad;
     if (prev && prev.activeDecodeBlocks === l.activeDecodeBlocks && prev.activePrefillTokens === l.activePrefillTokens && prev.kvUsedBlocks === l.kvUsedBlocks) return;
-    const load: ActiveLoad = {
-      workerId: w.workerId,
-      dpRank: 0,
-      activeDecodeBlocks: l.activeDecodeBlocks,
-      activePrefillTokens: l.activePrefillTokens,
-      schedulerLoadScope: null,
-      kvUsedBlocks: l.kvUsedBlocks,
-    };
+    const load: ActiveLoad = { workerId: w.workerId, dpRank: 0, activeDecodeBlocks: l.activeDecodeBlocks, activePrefillTokens: l.activePrefillTokens, schedulerLoadScope: null, kvUsedBlocks: l.kvUsedBlocks };
     w.lastLoad = load;
     nc.publish(w.loadSubject, encodeEventPlaneMessage({ publisherId: w.workerId, sequence: w.loadSeq++, publishedAtMs: BigInt(wallMs()) }, { kind: 'active_load', load }));
     mLoad.inc({ pool: w.pool.name });
@@ -181,18 +174,8 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
           w.inflight.delete(f.requestId);
           mInflight.dec({ pool: w.pool.name });
           mRequests.inc({ pool: w.pool.name, outcome: 'done' });
-          reply(to, {
-            kind: 'done',
-            requestId: f.requestId,
-            workerId: w.workerId.toString(),
-            atMs: f.atMs,
-            arrivalMs: f.arrivalMs,
-            firstTokenMs: f.firstTokenMs,
-            outputTokens: f.outputTokens,
-            reusedTokens: f.reusedTokens,
-            isl: f.isl,
-            preemptions: f.preemptions,
-          });
+          const { atMs, arrivalMs, firstTokenMs, outputTokens, reusedTokens, isl, preemptions } = f;
+          reply(to, { kind: 'done', requestId: f.requestId, workerId: w.workerId.toString(), atMs, arrivalMs, firstTokenMs, outputTokens, reusedTokens, isl, preemptions });
         },
         loadChanged: markLoad,
       },
