@@ -270,21 +270,18 @@ function probeOf(n: number, f: number, osl: number, blockSize: number): ProbeSpe
 }
 
 /** Rough wall time of one repeat of a condition (see `COST`). */
-function estimateRunMs(c: CalibrationCondition, cost = COST): number {
-  const warm = c.probe.prefixTokens > 0 ? cost.prefillMs(c.probe.prefixTokens) + cost.decodeStepMs : 0;
-  let pre = 0;
+function estimateRunMs(c: CalibrationCondition): number {
+  const warm = c.probe.prefixTokens > 0 ? COST.prefillMs(c.probe.prefixTokens) + COST.decodeStepMs : 0;
   let end = 0;
   for (const pool of ROLES) {
     const bg = c.background.filter((b) => b.pool === pool);
-    const bgPrefill = bg.reduce((s, b) => s + b.count * cost.prefillMs(b.promptTokens), 0);
-    const bgDecode = bg.reduce((m, b) => Math.max(m, b.outputTokens), 0) * cost.decodeStepMs;
-    const wait = c.probeTiming === 'after_background_first_tokens' ? bgPrefill : 0;
-    pre = Math.max(pre, wait);
-    const queued = c.probeTiming === 'immediate' ? bgPrefill : 0;
-    const probeEnd = wait + queued + cost.prefillMs(c.probe.promptTokens - c.probe.prefixTokens) + c.probe.outputTokens * cost.decodeStepMs;
+    const bgPrefill = bg.reduce((s, b) => s + b.count * COST.prefillMs(b.promptTokens), 0);
+    const bgDecode = bg.reduce((m, b) => Math.max(m, b.outputTokens), 0) * COST.decodeStepMs;
+    // Waiting for the background's first tokens, or queued behind its prefill: the same time either way.
+    const probeEnd = bgPrefill + COST.prefillMs(c.probe.promptTokens - c.probe.prefixTokens) + c.probe.outputTokens * COST.decodeStepMs;
     end = Math.max(end, probeEnd, bgPrefill + bgDecode);
   }
-  return warm + Math.max(pre, end) + cost.settleMs;
+  return warm + end + COST.settleMs;
 }
 
 /**
