@@ -48,8 +48,6 @@ export interface LoadgenOptions {
   readonly requestTimeoutMs?: number;
   /** Wall bound on route and observe queries. */
   readonly routeTimeoutMs?: number;
-  /** Request id prefix (unique per run). */
-  readonly runId?: string;
   readonly progress?: (line: string) => void;
   readonly progressEveryMs?: number;
   readonly onOutcome?: (o: RequestOutcome) => void;
@@ -268,7 +266,8 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   const routeTimeoutMs = o.routeTimeoutMs ?? 5_000;
   const capableFraction = o.capableFraction ?? 0;
   const seed = String(o.seed ?? 1);
-  const runId = o.runId ?? `lg${Date.now().toString(36)}`;
+  /** Request id prefix, unique per run. */
+  const runId = `lg${Date.now().toString(36)}`;
   const deadline = new AbortController();
   // Every waiting session, every background request waiting for its arrival and every request in
   // flight listens for the deadline, and each removes its listener when it ends: many at once is

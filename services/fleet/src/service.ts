@@ -28,7 +28,7 @@ import { Engine, MooncakePromptHasher, polynomialTiming, promptFromTokens, scale
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject, kvMetricsSubject, type ActiveLoad } from '@vantage/wire';
 import { allWorkerIds, type FleetConfig, type FleetPoolConfig, type FleetSettings } from './config';
-import { RealTimeDriver, type Clock, type Timers } from './driver';
+import { RealTimeDriver } from './driver';
 import { decodeGenerateRequest, encodeProgress, GENERATE_PREFIX, generateSubject, type GenerateProgress, type GenerateRequest } from './generate';
 
 const FLEET_VERSION = '0.1.0';
@@ -57,11 +57,6 @@ export interface FleetHandle {
 }
 
 interface FleetOptions {
-  /** Monotonic wall clock (default `performance.now`). */
-  readonly clock?: Clock;
-  readonly timers?: Timers;
-  /** Epoch ms for `published_at` and registrations (default `Date.now`). */
-  readonly wallMs?: () => number;
   /** How long shutdown waits for accepted requests to finish (wall ms). Default 2000. */
   readonly drainMs?: number;
 }
@@ -69,8 +64,7 @@ interface FleetOptions {
 export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts: FleetOptions = {}): Promise<FleetHandle> {
   const { nc, log, registry, shutdown } = ctx;
   const cfg: FleetConfig['fleet'] = ctx.config.fleet;
-  const wallMs = opts.wallMs ?? Date.now;
-  const clock = opts.clock ?? (() => performance.now());
+  const wallMs = Date.now;
 
   const reg = { registers: [registry] };
   const mRequests = new Counter({ name: 'vantage_fleet_requests_total', help: 'Generate requests by outcome', labelNames: ['pool', 'outcome'], ...reg });
@@ -152,8 +146,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     workers.map((w) => w.engine),
     {
       timeScale: cfg.timeScale,
-      clock,
-      ...(opts.timers ? { timers: opts.timers } : {}),
+      clock: () => performance.now(),
       maxStepsPerTurn: cfg.maxStepsPerTurn,
       sink: {
         kvEvents(i: number, events: readonly KvEvent[]) {
