@@ -227,19 +227,11 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
   }
 
   // ---------------------------------------------------------------- registrations
-  const registration = (w: FleetWorker, kind: 'register' | 'heartbeat' | 'deregister'): WorkerRegistration =>
-    kind === 'deregister'
-      ? { kind, pool: w.pool.name, workerId: w.workerId, atMs: wallMs() }
-      : {
-          kind,
-          pool: w.pool.name,
-          workerId: w.workerId,
-          atMs: wallMs(),
-          capacity: w.engine.capacity(),
-          ttlMs: cfg.registrationTtlMs,
-          endpoint: w.generateSubject,
-          model: w.pool.model === '' ? w.pool.name : w.pool.model,
-        };
+  const registration = (w: FleetWorker, kind: WorkerRegistration['kind']): WorkerRegistration => {
+    const id = { pool: w.pool.name, workerId: w.workerId, atMs: wallMs() };
+    if (kind === 'deregister') return { kind, ...id };
+    return { kind, ...id, capacity: w.engine.capacity(), ttlMs: cfg.registrationTtlMs, endpoint: w.generateSubject, model: w.pool.model === '' ? w.pool.name : w.pool.model };
+  };
   const announce = (kind: 'register' | 'heartbeat' | 'deregister'): void => {
     for (const w of workers) nc.publish(workersSubject(w.pool.name), workerRegistrationCodec.encode(registration(w, kind)));
   };
