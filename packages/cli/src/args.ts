@@ -50,14 +50,16 @@ export function listOpt(name: string, v: string | boolean | undefined, fallback:
   return parts;
 }
 
+/** A file system error as its code (`ENOENT`), else its message. */
+const reasonOf = (err: unknown): string => (err as { code?: string } | null)?.code ?? (err instanceof Error ? err.message : String(err));
+
 /** Read a path, or standard input for `-`. Unreadable files are InputError(NO_INPUT). */
 export async function readInput(io: CliIo, path: string): Promise<Uint8Array> {
   if (path === '-') return io.readStdin();
   try {
     return await io.readFile(path);
   } catch (err) {
-    const reason = (err as { code?: string } | null)?.code ?? (err instanceof Error ? err.message : String(err));
-    throw new InputError(`cannot read ${path}: ${reason}`, EXIT.NO_INPUT);
+    throw new InputError(`cannot read ${path}: ${reasonOf(err)}`, EXIT.NO_INPUT);
   }
 }
 
@@ -81,21 +83,29 @@ export async function writeOutput(path: string, text: string): Promise<void> {
   try {
     await writeFile(path, text);
   } catch (err) {
-    const reason = (err as { code?: string } | null)?.code ?? (err instanceof Error ? err.message : String(err));
-    throw new InputError(`cannot write ${path}: ${reason}`, EXIT.INTERNAL);
+    throw new InputError(`cannot write ${path}: ${reasonOf(err)}`, EXIT.INTERNAL);
   }
 }
 
 const SHOWN_PROBLEMS = 20;
+type RowsRead = { lines: number; rows: readonly unknown[]; problems: readonly { line: number; message: string }[]; skipped: Readonly<Record<string, number>> };
 
 /**
- * Bad input rows, the same way for every tool that reads JSON Lines: the first few with their
- * line numbers; refused (exit 65) unless `--lenient`, which leaves them out and says so.
+ * The rows of a JSON Lines input (`--input`), the same way for every tool that reads them: what was
+ * read on stderr; bad rows listed (the first few, with their line numbers) and refused (exit 65)
+ * unless `lenient`, which leaves them out and says so; no `what` at all is refused (exit 65).
  */
-export function reportBadRows(io: CliIo, tool: string, input: string, problems: readonly { line: number; message: string }[], lenient: boolean): void {
-  if (problems.length === 0) return;
-  const shown = problems.slice(0, SHOWN_PROBLEMS).map((p) => `  line ${p.line}: ${p.message}\n`).join('');
-  const more = problems.length > SHOWN_PROBLEMS ? `  ... and ${problems.length - SHOWN_PROBLEMS} more\n` : '';
-  if (!lenient) throw new InputError(`${problems.length} bad row(s) in ${input} (--lenient leaves them out):\n${shown}${more}`.trimEnd(), EXIT.DATA);
-  io.stderr(`${tool}: leaving out ${problems.length} bad row(s):\n${shown}${more}`);
+export async function readRows<P extends RowsRead>(io: CliIo, tool: string, input: string, what: string, lenient: boolean, parse: (text: string) => P): Promise<P> {
+  const parsed = parse(new TextDecoder('utf-8').decode(await readInput(io, input)));
+  const { problems } = parsed;
+  const skipped = Object.entries(parsed.skipped).map(([k, n]) => `${k} ${n}`).join(', ');
+  io.stderr(`${tool}: read ${parsed.lines} rows from ${input}: ${parsed.rows.length} ${what}, ${problems.length} bad${skipped === '' ? '' : `, skipped ${skipped}`}\n`);
+  if (problems.length > 0) {
+    const shown = problems.slice(0, SHOWN_PROBLEMS).map((p) => `  line ${p.line}: ${p.message}\n`).join('');
+    const more = problems.length > SHOWN_PROBLEMS ? `  ... and ${problems.length - SHOWN_PROBLEMS} more\n` : '';
+    if (!lenient) throw new InputError(`${problems.length} bad row(s) in ${input} (--lenient leaves them out):\n${shown}${more}`.trimEnd(), EXIT.DATA);
+    io.stderr(`${tool}: leaving out ${problems.length} bad row(s):\n${shown}${more}`);
+  }
+  if (parsed.rows.length === 0) throw new InputError(`no ${what} in ${input}`, EXIT.DATA);
+  return parsed;
 }

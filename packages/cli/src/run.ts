@@ -25,26 +25,19 @@ export async function run(argv: readonly string[], io: CliIo, commands: readonly
     io.stderr(overview(commands));
     return EXIT.USAGE;
   }
-  if (HELP_FLAGS.has(name) || name === 'help') {
-    const target = name === 'help' ? rest[0] : undefined;
-    if (target === undefined) {
-      io.stdout(overview(commands));
-      return EXIT.OK;
-    }
-    const cmd = commands.find((c) => c.name === target);
-    if (!cmd) {
-      io.stderr(`vantage: unknown command ${JSON.stringify(target)}\n\n${overview(commands)}`);
-      return EXIT.USAGE;
-    }
-    io.stdout(cmd.help);
+  // `--help` and `help` alone ask for the overview, `help <command>` for that command's help.
+  const asksHelp = HELP_FLAGS.has(name) || name === 'help';
+  const target = asksHelp ? (name === 'help' ? rest[0] : undefined) : name;
+  if (target === undefined) {
+    io.stdout(overview(commands));
     return EXIT.OK;
   }
-  const cmd = commands.find((c) => c.name === name);
+  const cmd = commands.find((c) => c.name === target);
   if (!cmd) {
-    io.stderr(`vantage: unknown command ${JSON.stringify(name)}\n\n${overview(commands)}`);
+    io.stderr(`vantage: unknown command ${JSON.stringify(target)}\n\n${overview(commands)}`);
     return EXIT.USAGE;
   }
-  if (rest.some((a) => HELP_FLAGS.has(a))) {
+  if (asksHelp || rest.some((a) => HELP_FLAGS.has(a))) {
     io.stdout(cmd.help);
     return EXIT.OK;
   }

@@ -57,13 +57,17 @@ export interface ModelCardEntry extends EndpointScope {
   readonly kvEventPublishing: boolean | null;
 }
 
-export interface InstanceEntry extends EndpointScope {
-  readonly kind: 'instance';
-  readonly key: string;
+/** An endpoint instance (`v1/instances`, or an event source's recovery target). */
+export interface RecoveryTarget extends EndpointScope {
   readonly instanceId: WorkerId;
   /** The request-plane transport, e.g. `{ kind: 'tcp', address: '127.0.0.1:PORT/…' }`. */
   readonly transport: { readonly kind: string; readonly address: string } | null;
   readonly codec: string | null;
+}
+
+export interface InstanceEntry extends RecoveryTarget {
+  readonly kind: 'instance';
+  readonly key: string;
 }
 
 export interface EventChannelEntry extends EndpointScope {
@@ -76,12 +80,6 @@ export interface EventChannelEntry extends EndpointScope {
   readonly transportKind: string;
   /** NATS subject prefix of the topic (`{prefix}.{topic}`); null for other transports. */
   readonly subjectPrefix: string | null;
-}
-
-export interface RecoveryTarget extends EndpointScope {
-  readonly instanceId: WorkerId;
-  readonly transport: { readonly kind: string; readonly address: string } | null;
-  readonly codec: string | null;
 }
 
 export interface EventSourceEntry extends EndpointScope {
@@ -143,52 +141,49 @@ function obj(v: unknown, path: string): Obj {
   if (!isObj(v)) throw new Reject('wrong_type', `${path}: expected an object, got ${kindOf(v)}`);
   return v;
 }
-function field(m: Obj, k: string, path: string): unknown {
+/** Field `k` of `m`, required, read by `read` (paths name it as `path.k`). */
+function req<T>(m: Obj, k: string, path: string, read: (v: unknown, path: string) => T): T {
   const v = own(m, k);
   if (v === undefined) throw new Reject('missing_field', `${path}.${k}: required field missing`);
-  return v;
+  return read(v, `${path}.${k}`);
+}
+/** Field `k` of `m` read by `read`; null when absent or null. */
+function opt<T>(m: Obj, k: string, path: string, read: (v: unknown, path: string) => T): T | null {
+  const v = own(m, k);
+  return v === undefined || v === null ? null : read(v, `${path}.${k}`);
 }
 function str(v: unknown, path: string): string {
   if (typeof v !== 'string') throw new Reject('wrong_type', `${path}: expected a string, got ${kindOf(v)}`);
   if (v.length === 0) throw new Reject('wrong_type', `${path}: empty string`);
   return v;
 }
-function optStr(v: unknown, path: string): string | null {
-  return v === undefined || v === null ? null : str(v, path);
-}
 function u64(v: unknown, path: string): bigint {
   if (typeof v !== 'bigint') throw new Reject('wrong_type', `${path}: expected an unsigned 64-bit integer, got ${kindOf(v)}`);
   if (v < 0n || v >= U64_LIMIT) throw new Reject('out_of_range', `${path}: ${v} is outside [0, 2^64)`);
   return v;
 }
+const workerId = (v: unknown, path: string): WorkerId => u64(v, path) as WorkerId;
 function u32(v: unknown, path: string): number {
   if (typeof v !== 'bigint') throw new Reject('wrong_type', `${path}: expected an unsigned integer, got ${kindOf(v)}`);
   if (v < 0n || v >= U32_LIMIT) throw new Reject('out_of_range', `${path}: ${v} is outside [0, 2^32)`);
   return Number(v);
 }
-/** A positive count; absent, null or 0 read as "not advertised" (null). */
-function optCount(v: unknown, path: string): number | null {
-  if (v === undefined || v === null) return null;
+/** A positive count; 0 reads as "not advertised" (null), as an absent one does. */
+function count(v: unknown, path: string): number | null {
   const n = u32(v, path);
   return n === 0 ? null : n;
 }
-function optBool(v: unknown, path: string): boolean | null {
-  if (v === undefined || v === null) return null;
+function bool(v: unknown, path: string): boolean {
   if (typeof v !== 'boolean') throw new Reject('wrong_type', `${path}: expected a boolean, got ${kindOf(v)}`);
   return v;
 }
 
 function scopeOf(m: Obj, path: string, endpointKey = 'endpoint'): EndpointScope {
-  return {
-    namespace: str(field(m, 'namespace', path), `${path}.namespace`),
-    component: str(field(m, 'component', path), `${path}.component`),
-    endpoint: str(field(m, endpointKey, path), `${path}.${endpointKey}`),
-  };
+  return { namespace: req(m, 'namespace', path, str), component: req(m, 'component', path, str), endpoint: req(m, endpointKey, path, str) };
 }
 
-/** `{"tcp": "addr"}` (or another single-key transport); null when absent. */
-function transportOf(v: unknown, path: string): { kind: string; address: string } | null {
-  if (v === undefined || v === null) return null;
+/** `{"tcp": "addr"}` (or another single-key transport). */
+function transportOf(v: unknown, path: string): { kind: string; address: string } {
   const m = obj(v, path);
   const keys = Object.keys(m);
   if (keys.length !== 1) throw new Reject('malformed', `${path}: expected one transport, got ${keys.length} keys`);
@@ -197,66 +192,62 @@ function transportOf(v: unknown, path: string): { kind: string; address: string 
   return { kind, address: typeof addr === 'string' ? addr : JSON.stringify(addr, (_k, x: unknown) => (typeof x === 'bigint' ? String(x) : x)) };
 }
 
+/** An endpoint instance: a `v1/instances` document or an event source's recovery target. */
+function endpointOf(m: Obj, p: string): RecoveryTarget {
+  return {
+    ...scopeOf(m, p),
+    instanceId: req(m, 'instance_id', p, workerId),
+    transport: opt(m, 'transport', p, transportOf),
+    codec: opt(m, 'request_plane_codec', p, str),
+  };
+}
+
 function modelCard(key: string, d: Obj): ModelCardEntry {
   const p = 'model_card';
-  const card = obj(field(d, 'card_json', p), `${p}.card_json`);
-  const rc = obj(field(card, 'runtime_config', `${p}.card_json`), `${p}.card_json.runtime_config`);
-  const rp = `${p}.card_json.runtime_config`;
-  const blockSize = u32(field(card, 'kv_cache_block_size', `${p}.card_json`), `${p}.card_json.kv_cache_block_size`);
-  if (blockSize < 1) throw new Reject('out_of_range', `${p}.card_json.kv_cache_block_size: must be at least 1`);
-  const dpSizeRaw = own(rc, 'data_parallel_size');
-  const dpSize = dpSizeRaw === undefined || dpSizeRaw === null ? 1 : u32(dpSizeRaw, `${rp}.data_parallel_size`);
+  const card = req(d, 'card_json', p, obj);
+  const cp = `${p}.card_json`;
+  const rc = req(card, 'runtime_config', cp, obj);
+  const rp = `${cp}.runtime_config`;
+  const blockSize = req(card, 'kv_cache_block_size', cp, u32);
+  if (blockSize < 1) throw new Reject('out_of_range', `${cp}.kv_cache_block_size: must be at least 1`);
+  const dpSize = opt(rc, 'data_parallel_size', rp, u32) ?? 1;
   if (dpSize < 1) throw new Reject('out_of_range', `${rp}.data_parallel_size: must be at least 1`);
-  const startRaw = own(rc, 'data_parallel_start_rank');
-  const dpStartRank = startRaw === undefined || startRaw === null ? 0 : u32(startRaw, `${rp}.data_parallel_start_rank`);
+  const dpStartRank = opt(rc, 'data_parallel_start_rank', rp, u32) ?? 0;
   if (dpStartRank + dpSize > 0xffff_ffff) throw new Reject('out_of_range', `${rp}: dp ranks past 2^32`);
   return {
     kind: 'model_card',
     key,
     ...scopeOf(d, p),
-    instanceId: u64(field(d, 'instance_id', p), `${p}.instance_id`) as WorkerId,
-    modelName: optStr(own(card, 'display_name'), `${p}.card_json.display_name`),
+    instanceId: req(d, 'instance_id', p, workerId),
+    modelName: opt(card, 'display_name', cp, str),
     capacity: {
       blockSize,
-      totalKvBlocks: optCount(own(rc, 'total_kv_blocks'), `${rp}.total_kv_blocks`),
-      maxNumSeqs: optCount(own(rc, 'max_num_seqs'), `${rp}.max_num_seqs`),
-      maxNumBatchedTokens: optCount(own(rc, 'max_num_batched_tokens'), `${rp}.max_num_batched_tokens`),
+      totalKvBlocks: opt(rc, 'total_kv_blocks', rp, count),
+      maxNumSeqs: opt(rc, 'max_num_seqs', rp, count),
+      maxNumBatchedTokens: opt(rc, 'max_num_batched_tokens', rp, count),
       dpStartRank,
       dpSize,
     },
-    enableLocalIndexer: optBool(own(rc, 'enable_local_indexer'), `${rp}.enable_local_indexer`) ?? false,
-    kvEventPublishing: optBool(own(rc, 'kv_event_publishing_enabled'), `${rp}.kv_event_publishing_enabled`),
-  };
-}
-
-function instance(key: string, d: Obj): InstanceEntry {
-  const p = 'instance';
-  return {
-    kind: 'instance',
-    key,
-    ...scopeOf(d, p),
-    instanceId: u64(field(d, 'instance_id', p), `${p}.instance_id`) as WorkerId,
-    transport: transportOf(own(d, 'transport'), `${p}.transport`),
-    codec: optStr(own(d, 'request_plane_codec'), `${p}.request_plane_codec`),
+    enableLocalIndexer: opt(rc, 'enable_local_indexer', rp, bool) ?? false,
+    kvEventPublishing: opt(rc, 'kv_event_publishing_enabled', rp, bool),
   };
 }
 
 /** `scope: {kind: "endpoint", endpoint: {namespace, component, name}}`; other scope kinds are not events of a worker endpoint. */
 function eventScope(d: Obj, p: string): EndpointScope {
-  const scope = obj(field(d, 'scope', p), `${p}.scope`);
-  const kind = str(field(scope, 'kind', `${p}.scope`), `${p}.scope.kind`);
+  const scope = req(d, 'scope', p, obj);
+  const kind = req(scope, 'kind', `${p}.scope`, str);
   if (kind !== 'endpoint') throw new Reject('unknown_variant', `${p}.scope.kind: ${JSON.stringify(kind.slice(0, 64))} is not an endpoint scope`);
-  return scopeOf(obj(field(scope, 'endpoint', `${p}.scope`), `${p}.scope.endpoint`), `${p}.scope.endpoint`, 'name');
+  return scopeOf(req(scope, 'endpoint', `${p}.scope`, obj), `${p}.scope.endpoint`, 'name');
 }
 
 function eventChannel(key: string, d: Obj): EventChannelEntry {
   const p = 'event_channel';
-  const t = obj(field(d, 'transport', p), `${p}.transport`);
-  const transportKind = str(field(t, 'kind', `${p}.transport`), `${p}.transport.kind`);
+  const t = req(d, 'transport', p, obj);
+  const transportKind = req(t, 'kind', `${p}.transport`, str);
   let subjectPrefix: string | null = null;
   if (transportKind.toLowerCase() === 'nats') {
-    const c = obj(field(t, 'config', `${p}.transport`), `${p}.transport.config`);
-    subjectPrefix = str(field(c, 'subject_prefix', `${p}.transport.config`), `${p}.transport.config.subject_prefix`);
+    subjectPrefix = req(req(t, 'config', `${p}.transport`, obj), 'subject_prefix', `${p}.transport.config`, str);
     // A prefix is a literal subject: wildcards or empty tokens would widen or break the subscription.
     if (/[\s*>]/.test(subjectPrefix) || subjectPrefix.split('.').some((x) => x.length === 0)) {
       throw new Reject('malformed', `${p}.transport.config.subject_prefix: ${JSON.stringify(subjectPrefix.slice(0, 128))} is not a literal subject`);
@@ -266,8 +257,8 @@ function eventChannel(key: string, d: Obj): EventChannelEntry {
     kind: 'event_channel',
     key,
     ...eventScope(d, p),
-    topic: str(field(d, 'topic', p), `${p}.topic`),
-    publisherId: u64(field(d, 'instance_id', p), `${p}.instance_id`),
+    topic: req(d, 'topic', p, str),
+    publisherId: req(d, 'instance_id', p, u64),
     transportKind,
     subjectPrefix,
   };
@@ -275,30 +266,18 @@ function eventChannel(key: string, d: Obj): EventChannelEntry {
 
 function eventSource(key: string, d: Obj): EventSourceEntry {
   const p = 'event_source';
-  const meta = obj(field(d, 'metadata', p), `${p}.metadata`);
-  const worker = obj(field(meta, 'worker', `${p}.metadata`), `${p}.metadata.worker`);
+  const meta = req(d, 'metadata', p, obj);
+  const worker = req(meta, 'worker', `${p}.metadata`, obj);
   const wp = `${p}.metadata.worker`;
-  const rtRaw = own(meta, 'recovery_target');
-  let recoveryTarget: RecoveryTarget | null = null;
-  if (rtRaw !== undefined && rtRaw !== null) {
-    const rp = `${p}.metadata.recovery_target`;
-    const rt = obj(rtRaw, rp);
-    recoveryTarget = {
-      ...scopeOf(rt, rp),
-      instanceId: u64(field(rt, 'instance_id', rp), `${rp}.instance_id`) as WorkerId,
-      transport: transportOf(own(rt, 'transport'), `${rp}.transport`),
-      codec: optStr(own(rt, 'request_plane_codec'), `${rp}.request_plane_codec`),
-    };
-  }
-  const dp = own(worker, 'dp_rank');
+  const recoveryTarget = opt(meta, 'recovery_target', `${p}.metadata`, (v, rp) => endpointOf(obj(v, rp), rp));
   return {
     kind: 'event_source',
     key,
     ...eventScope(d, p),
-    topic: str(field(d, 'topic', p), `${p}.topic`),
-    publisherId: u64(field(d, 'publisher_id', p), `${p}.publisher_id`),
-    workerId: u64(field(worker, 'worker_id', wp), `${wp}.worker_id`) as WorkerId,
-    dpRank: dp === undefined || dp === null ? 0 : u32(dp, `${wp}.dp_rank`),
+    topic: req(d, 'topic', p, str),
+    publisherId: req(d, 'publisher_id', p, u64),
+    workerId: req(worker, 'worker_id', wp, workerId),
+    dpRank: opt(worker, 'dp_rank', wp, u32) ?? 0,
     recoveryTarget,
   };
 }
@@ -315,14 +294,14 @@ export function parseDiscoveryEntry(key: string, value: Uint8Array | string): Pa
   if (!parsed.ok) return { ok: false, code: parsed.code === 'unsupported' ? 'malformed' : parsed.code, reason: `${key}: ${parsed.reason}` };
   try {
     const d = obj(parsed.value, 'document');
-    const type = str(field(d, 'type', 'document'), 'document.type');
+    const type = req(d, 'type', 'document', str);
     const want = BUCKETS[bucket];
     if (type !== want) throw new Reject('unknown_variant', `document.type: ${JSON.stringify(type.slice(0, 64))} under ${bucket} (expected ${want})`);
     switch (bucket) {
       case 'v1/mdc/':
         return { ok: true, value: modelCard(key, d) };
       case 'v1/instances/':
-        return { ok: true, value: instance(key, d) };
+        return { ok: true, value: { kind: 'instance', key, ...endpointOf(d, 'instance') } };
       case 'v1/event_channels/':
         return { ok: true, value: eventChannel(key, d) };
       case 'v1/event_sources/':

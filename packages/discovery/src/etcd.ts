@@ -210,12 +210,7 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
         counters.disconnects++;
         if (!this.reportedOutage) {
           this.reportedOutage = true;
-          this.onError?.(
-            new VantageError('UPSTREAM_UNAVAILABLE', `etcd watch of ${JSON.stringify(this.prefix)} lost its connection; resuming from revision ${this.lastRevision + 1n}`, {
-              cause: err,
-              details: { backend: 'etcd', prefix: this.prefix },
-            }),
-          );
+          this.unavailable(`etcd watch of ${JSON.stringify(this.prefix)} lost its connection; resuming from revision ${this.lastRevision + 1n}`, err);
         }
       });
       w.on('error', (err) => {
@@ -223,14 +218,13 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
         // revision etcd has compacted (the client passes on only the cancel reason, which etcd
         // leaves empty then); another is a permission change. Rebuild from a fresh listing.
         if (this.watcher === w) this.watcher = undefined;
-        this.onError?.(
-          new VantageError('UPSTREAM_UNAVAILABLE', `etcd cancelled the watch of ${JSON.stringify(this.prefix)} from revision ${this.lastRevision + 1n} (compacted, or refused: ${err.message}); listing again`, {
-            cause: err,
-            details: { backend: 'etcd', prefix: this.prefix },
-          }),
-        );
+        this.unavailable(`etcd cancelled the watch of ${JSON.stringify(this.prefix)} from revision ${this.lastRevision + 1n} (compacted, or refused: ${err.message}); listing again`, err);
         this.scheduleRelist();
       });
+    }
+
+    private unavailable(message: string, cause: unknown): void {
+      this.onError?.(new VantageError('UPSTREAM_UNAVAILABLE', message, { cause, details: { backend: 'etcd', prefix: this.prefix } }));
     }
 
     private scheduleRelist(): void {
@@ -240,12 +234,7 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
       this.timer = setTimeout(() => {
         this.timer = undefined;
         this.relist().catch((e: unknown) => {
-          this.onError?.(
-            new VantageError('UPSTREAM_UNAVAILABLE', `etcd listing of ${JSON.stringify(this.prefix)} failed: ${(e as Error).message}; retrying`, {
-              cause: e,
-              details: { backend: 'etcd', prefix: this.prefix },
-            }),
-          );
+          this.unavailable(`etcd listing of ${JSON.stringify(this.prefix)} failed: ${(e as Error).message}; retrying`, e);
           this.scheduleRelist();
         });
       }, delay);
@@ -263,20 +252,18 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
         if (key !== undefined) seen.set(key, kv);
       }
       const changes: DiscoveryChange[] = [];
-      for (const key of this.held.keys()) {
-        if (!seen.has(key)) changes.push({ kind: 'delete', key });
+      for (const key of [...this.held.keys()]) {
+        if (seen.has(key)) continue;
+        this.held.delete(key);
+        counters.deletes++;
+        changes.push({ kind: 'delete', key });
       }
       for (const [key, kv] of seen) {
-        if (this.held.get(key) !== BigInt(kv.mod_revision)) changes.push({ kind: 'put', key, value: kv.value });
-      }
-      for (const c of changes) {
-        if (c.kind === 'delete') {
-          this.held.delete(c.key);
-          counters.deletes++;
-        } else {
-          this.held.set(c.key, BigInt(seen.get(c.key)!.mod_revision));
-          counters.puts++;
-        }
+        const rev = BigInt(kv.mod_revision);
+        if (this.held.get(key) === rev) continue;
+        this.held.set(key, rev);
+        counters.puts++;
+        changes.push({ kind: 'put', key, value: kv.value });
       }
       this.lastRevision = 0n; // the listing's revision is authoritative, even if lower (etcd restored from an older snapshot)
       this.advance(listing.revision);

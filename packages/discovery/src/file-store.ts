@@ -202,32 +202,20 @@ class FileWatch {
   }
 }
 
-class FileDiscoveryStore implements DiscoveryStore {
-  readonly backend = 'file';
-  private readonly watches: FileWatch[] = [];
-  constructor(
-    readonly dir: string,
-    private readonly opts: FileStoreOptions,
-  ) {}
-
-  async watch(
-    prefix: string,
-    onChanges: (changes: readonly DiscoveryChange[], initial: boolean) => void,
-    onError?: (err: Error) => void,
-  ): Promise<void> {
-    const w = new FileWatch(this.dir, prefix, onChanges, onError, this.opts.pollMs ?? 200, this.opts.settleMs ?? 1000);
-    this.watches.push(w);
-    await w.start();
-  }
-
-  async close(): Promise<void> {
-    await Promise.all(this.watches.splice(0).map((w) => w.close()));
-  }
-}
-
 /** Dynamo's file backend at `dir` (the `DYN_FILE_KV` the workers were started with). */
 export function fileDiscoveryStore(dir: string, opts: FileStoreOptions = {}): DiscoveryStore {
   if (typeof dir !== 'string' || dir.length === 0) throw new RangeError('fileDiscoveryStore: dir must be a non-empty path');
   if (opts.pollMs !== undefined && (!Number.isInteger(opts.pollMs) || opts.pollMs < 10)) throw new RangeError('fileDiscoveryStore: pollMs must be an integer >= 10');
-  return new FileDiscoveryStore(dir, opts);
+  const watches: FileWatch[] = [];
+  return {
+    backend: 'file',
+    async watch(prefix, onChanges, onError): Promise<void> {
+      const w = new FileWatch(dir, prefix, onChanges, onError, opts.pollMs ?? 200, opts.settleMs ?? 1000);
+      watches.push(w);
+      await w.start();
+    },
+    async close(): Promise<void> {
+      await Promise.all(watches.splice(0).map((w) => w.close()));
+    },
+  };
 }

@@ -1,17 +1,8 @@
 /**
- * A Dynamo discovery store as a stream of key changes.
- *
- * Dynamo 1.6.1 keeps its discovery entries under logical keys such as
- * `v1/mdc/{ns}/{comp}/{ep}/{instance_id as 16 hex digits}`, `v1/instances/…`,
- * `v1/event_channels/…` and `v1/event_sources/…`, each value one JSON document.
- * The file backend (`DYN_FILE_KV=<dir>`) writes one file per key at
- * `<dir>/<bucket>/<percent-encoded rest of the key>` (for example
- * `<dir>/v1/mdc/dynamo%2Fbackend%2Fgenerate%2Fc54390c7385591cc`); etcd holds
- * the same logical keys, each under the lease of the process that wrote it.
- *
- * A backend reports every key under a prefix once at start (`initial: true`),
- * then each put and delete as it happens. Keys are always the logical form,
- * whatever the backend's own spelling.
+ * A Dynamo discovery store as a stream of key changes. Keys are always Dynamo's logical form
+ * (`v1/mdc/{ns}/{comp}/{ep}/{instance_id as 16 hex digits}`, `v1/instances/…`, `v1/event_channels/…`,
+ * `v1/event_sources/…`, each value one JSON document), whatever the backend's own spelling
+ * (file-store.ts, etcd-keys.ts).
  */
 export type DiscoveryChange =
   | { readonly kind: 'put'; readonly key: string; readonly value: Uint8Array }

@@ -21,11 +21,8 @@ import {
   type DiscoveryEntry,
   type DiscoveryRejectCode,
   type EndpointScope,
-  type EventChannelEntry,
   type EventSourceEntry,
   type InstanceEntry,
-  type ModelCardEntry,
-  type RecoveryTarget,
 } from './entries';
 import type { DiscoveryChange, DiscoveryStore } from './store';
 
@@ -39,13 +36,7 @@ export interface DiscoveredWorker extends EndpointScope {
   readonly transport: { readonly kind: string; readonly address: string } | null;
 }
 
-export interface PublisherInfo extends EndpointScope {
-  readonly publisherId: bigint;
-  readonly topic: string;
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly recoveryTarget: RecoveryTarget | null;
-}
+export type PublisherInfo = Omit<EventSourceEntry, 'kind' | 'key'>;
 
 export type DiscoveryEvent =
   | { readonly kind: 'worker_added'; readonly worker: DiscoveredWorker }
@@ -79,10 +70,8 @@ const scopeKey = (s: EndpointScope): string => `${s.namespace}\u0000${s.componen
 
 export class DiscoveryView {
   readonly counters: DiscoveryCounters = { puts: 0, deletes: 0, rejected: 0, ignored: 0 };
-  private readonly cards = new Map<string, ModelCardEntry>();
-  private readonly instances = new Map<string, InstanceEntry>();
-  private readonly channels = new Map<string, EventChannelEntry>();
-  private readonly sources = new Map<string, EventSourceEntry>();
+  /** The last good in-scope entry under each key. */
+  private readonly entries = new Map<string, Exclude<DiscoveryEntry, { kind: 'other' }>>();
   private workerSet = new Map<WorkerId, DiscoveredWorker>();
   private prefixSet: string[] = [];
   private publisherMap = new Map<bigint, PublisherInfo>();
@@ -156,10 +145,7 @@ export class DiscoveryView {
     for (const c of changes) {
       if (c.kind === 'delete') {
         this.counters.deletes++;
-        this.cards.delete(c.key);
-        this.instances.delete(c.key);
-        this.channels.delete(c.key);
-        this.sources.delete(c.key);
+        this.entries.delete(c.key);
         continue;
       }
       this.counters.puts++;
@@ -169,27 +155,19 @@ export class DiscoveryView {
         this.emit({ kind: 'rejected', key: c.key, code: r.code, reason: r.reason });
         continue; // the last good value under this key stays
       }
-      this.put(r.value);
+      const e = r.value;
+      if (e.kind === 'other' || !this.inScope(e)) this.counters.ignored++;
+      else this.entries.set(e.key, e);
     }
     this.recompute();
   }
 
-  private put(e: DiscoveryEntry): void {
-    if (e.kind === 'other' || !this.inScope(e)) {
-      this.counters.ignored++;
-      return;
-    }
-    if (e.kind === 'model_card') this.cards.set(e.key, e);
-    else if (e.kind === 'instance') this.instances.set(e.key, e);
-    else if (e.kind === 'event_channel') this.channels.set(e.key, e);
-    else this.sources.set(e.key, e);
-  }
-
   private recompute(): void {
+    const all = [...this.entries.values()];
     const inst = new Map<string, InstanceEntry>();
-    for (const i of this.instances.values()) inst.set(`${scopeKey(i)}\u0000${i.instanceId}`, i);
+    for (const i of all) if (i.kind === 'instance') inst.set(`${scopeKey(i)}\u0000${i.instanceId}`, i);
     const next = new Map<WorkerId, DiscoveredWorker>();
-    const cards = [...this.cards.values()].sort((a, b) => (a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : 0));
+    const cards = all.filter((c) => c.kind === 'model_card').sort((a, b) => (a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : 0));
     for (const c of cards) {
       const i = inst.get(`${scopeKey(c)}\u0000${c.instanceId}`);
       if (i === undefined) continue;
@@ -213,24 +191,17 @@ export class DiscoveryView {
       else if (!isDeepStrictEqual(p, w)) this.emit({ kind: 'worker_changed', worker: w, previous: p });
     }
 
-    const prefixes = [...new Set([...this.channels.values()].map((c) => c.subjectPrefix).filter((p): p is string => p !== null))].sort();
+    const prefixes = [...new Set(all.flatMap((c) => (c.kind === 'event_channel' && c.subjectPrefix !== null ? [c.subjectPrefix] : [])))].sort();
     if (prefixes.join('\n') !== this.prefixSet.join('\n')) {
       this.prefixSet = prefixes;
       this.emit({ kind: 'subjects_changed', prefixes });
     }
 
     const pubs = new Map<bigint, PublisherInfo>();
-    for (const s of this.sources.values()) {
-      pubs.set(s.publisherId, {
-        namespace: s.namespace,
-        component: s.component,
-        endpoint: s.endpoint,
-        publisherId: s.publisherId,
-        topic: s.topic,
-        workerId: s.workerId,
-        dpRank: s.dpRank,
-        recoveryTarget: s.recoveryTarget,
-      });
+    for (const s of all) {
+      if (s.kind !== 'event_source') continue;
+      const { kind: _kind, key: _key, ...info } = s;
+      pubs.set(s.publisherId, info);
     }
     const changed =
       pubs.size !== this.publisherMap.size ||

@@ -188,33 +188,12 @@ function completionMs(u: SessionUnit): number | null {
   return u.completed === u.requests && Number.isFinite(u.firstArrival) && Number.isFinite(u.lastEnd) ? u.lastEnd - u.firstArrival : null;
 }
 
-function pooledMean(units: readonly SessionUnit[], pick: (u: SessionUnit) => readonly number[]): number {
-  let s = 0;
-  let n = 0;
-  for (const u of units) for (const v of pick(u)) {
-    s += v;
-    n++;
-  }
-  return n === 0 ? NaN : s / n;
-}
-
-function pooledQuantile(units: readonly SessionUnit[], pick: (u: SessionUnit) => readonly number[], q: number): number {
-  const all: number[] = [];
-  for (const u of units) for (const v of pick(u)) all.push(v);
-  return quantileSorted(all.sort((a, b) => a - b), q);
-}
-
-function meanOf(units: readonly SessionUnit[], value: (u: SessionUnit) => number | null): number {
-  let s = 0;
-  let n = 0;
-  for (const u of units) {
-    const v = value(u);
-    if (v === null) continue;
-    s += v;
-    n++;
-  }
-  return n === 0 ? NaN : s / n;
-}
+const pooledMean = (units: readonly SessionUnit[], pick: (u: SessionUnit) => readonly number[]): number => mean(units.flatMap(pick));
+const pooledQuantile = (units: readonly SessionUnit[], pick: (u: SessionUnit) => readonly number[], q: number): number =>
+  quantileSorted(units.flatMap(pick).sort((a, b) => a - b), q);
+/** The mean of `value` over the units it is defined (not null) for. */
+const meanOf = (units: readonly SessionUnit[], value: (u: SessionUnit) => number | null): number => mean(definedOf(units.map(value)));
+const definedOf = (xs: readonly (number | null)[]): number[] => xs.filter((x): x is number => x !== null);
 
 /** Each difference the analysis reports, with the statistic of one arm's units it is taken of. */
 export const DIFFERENCE_METRICS = [
@@ -265,8 +244,14 @@ function count(m: Record<string, number>, k: string): void {
   m[k] = (m[k] ?? 0) + 1;
 }
 
-function sortedRecord(m: Record<string, number>): Record<string, number> {
+function sortedRecord<T>(m: Record<string, T>): Record<string, T> {
   return Object.fromEntries(Object.entries(m).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+function statusCounts(rows: readonly EvaluationRow[]): Record<string, number> {
+  const m: Record<string, number> = {};
+  for (const r of rows) count(m, r.status);
+  return sortedRecord(m);
 }
 
 /** The reasons counted by name; every other one is a fallback (`fallback_*`) or unknown. */
@@ -330,10 +315,6 @@ function summarize(variant: string, rows: readonly EvaluationRow[], fg: readonly
   const fgRows = rows.filter((r) => !r.background);
   const bgRows = rows.filter((r) => r.background);
   const executed = fgRows.filter((r) => r.status === 'completed');
-  const byStatus: Record<string, number> = {};
-  for (const r of fgRows) count(byStatus, r.status);
-  const bgStatus: Record<string, number> = {};
-  for (const r of bgRows) count(bgStatus, r.status);
   const byModel: Record<string, { requests: number; tokens: number; missingUsage: number }> = {};
   let total = 0;
   let missing = 0;
@@ -349,8 +330,7 @@ function summarize(variant: string, rows: readonly EvaluationRow[], fg: readonly
       total += r.uncachedInputTokens;
     }
   }
-  const num = (xs: readonly (number | null)[]): number[] => xs.filter((x): x is number => x !== null);
-  const ttftValues = num(executed.map((r) => r.ttftMs)).sort((a, b) => a - b);
+  const ttftValues = definedOf(executed.map((r) => r.ttftMs)).sort((a, b) => a - b);
   const bgExecuted = bgRows.filter((r) => r.status === 'completed');
   return {
     variant,
@@ -360,26 +340,26 @@ function summarize(variant: string, rows: readonly EvaluationRow[], fg: readonly
       withFailures: fg.filter((u) => u.completed !== u.requests).length,
       matched: fg.filter((u) => u.matchKey !== null).length,
     },
-    requests: { total: fgRows.length, executed: executed.length, byStatus: sortedRecord(byStatus) },
+    requests: { total: fgRows.length, executed: executed.length, byStatus: statusCounts(fgRows) },
     ttftMs: distribution(ttftValues),
-    latencyMs: distribution(num(executed.map((r) => r.latencyMs))),
-    sessionCompletionMs: distribution(num(fg.map(completionMs))),
+    latencyMs: distribution(definedOf(executed.map((r) => r.latencyMs))),
+    sessionCompletionMs: distribution(definedOf(fg.map(completionMs))),
     uncachedInput: {
-      byModel: Object.fromEntries(Object.entries(byModel).sort(([a], [b]) => (a < b ? -1 : 1))),
+      byModel: sortedRecord(byModel),
       totalTokens: total,
       missingUsage: missing,
       perSession: distribution(fg.filter((u) => u.uncachedMissing === 0).map((u) => u.uncached)),
     },
-    routingOverheadUs: distribution(num(fgRows.filter((r) => r.decision !== null).map((r) => r.routingOverheadUs))),
-    observeDurationUs: distribution(num(fgRows.map((r) => r.observeDurationUs))),
+    routingOverheadUs: distribution(definedOf(fgRows.filter((r) => r.decision !== null).map((r) => r.routingOverheadUs))),
+    observeDurationUs: distribution(definedOf(fgRows.map((r) => r.observeDurationUs))),
     rules: ruleCounts(fgRows),
     background: {
       requests: bgRows.length,
       executed: bgExecuted.length,
       streams: bg.length,
-      byStatus: sortedRecord(bgStatus),
-      ttftMs: distribution(num(bgExecuted.map((r) => r.ttftMs))),
-      latencyMs: distribution(num(bgExecuted.map((r) => r.latencyMs))),
+      byStatus: statusCounts(bgRows),
+      ttftMs: distribution(definedOf(bgExecuted.map((r) => r.ttftMs))),
+      latencyMs: distribution(definedOf(bgExecuted.map((r) => r.latencyMs))),
     },
     ttftValues,
   };
@@ -397,18 +377,20 @@ function variantOrder(names: Iterable<string>, baseline: string): string[] {
   });
 }
 
+type ParsedRows = { readonly rows: readonly EvaluationRow[]; readonly problems?: readonly RowProblem[]; readonly skipped?: Readonly<Record<string, number>> };
+
 /**
  * Analyse outcome rows: flattened JSON objects (`outcomeToJsonRow`) or rows
  * already parsed with `parseEvaluationRows`. Never throws on bad rows: they
  * are listed in `input.problems` and left out.
  */
-export function analyzeEvaluation(rows: readonly unknown[] | { readonly rows: readonly EvaluationRow[]; readonly problems?: readonly RowProblem[]; readonly skipped?: Readonly<Record<string, number>> }, options: AnalysisOptions = {}): EvaluationAnalysis {
+export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options: AnalysisOptions = {}): EvaluationAnalysis {
   const seed = options.seed ?? 1;
   const iterations = options.iterations ?? 2000;
   const confidence = options.confidence ?? 0.95;
   const baselineName = options.baseline ?? 'baseline';
   const progress = options.onProgress ?? ((): void => undefined);
-  const parsed = Array.isArray(rows) ? parseEvaluationRows(rows) : (rows as { rows: readonly EvaluationRow[]; problems?: readonly RowProblem[]; skipped?: Readonly<Record<string, number>> });
+  const parsed: ParsedRows = Array.isArray(rows) ? parseEvaluationRows(rows) : (rows as ParsedRows);
   const used = parsed.rows;
   const warnings: string[] = [];
 

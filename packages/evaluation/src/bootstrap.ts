@@ -77,15 +77,13 @@ export function bootstrapDifference<U extends Unit>(variant: readonly U[], basel
     const byKey = new Map(baseline.map((u) => [u.matchKey, u]));
     const a = [...variant].sort((x, y) => ((x.matchKey as string) < (y.matchKey as string) ? -1 : 1));
     const b = a.map((u) => byKey.get(u.matchKey) as U);
-    const idx: number[] = [];
     for (let it = 0; it < o.iterations; it++) {
-      idx.length = 0;
-      for (let i = 0; i < a.length; i++) idx.push(Math.floor(o.rand() * a.length));
       bufA.length = 0;
       bufB.length = 0;
-      for (const i of idx) {
-        bufA.push(a[i] as U);
-        bufB.push(b[i] as U);
+      for (let i = 0; i < a.length; i++) {
+        const j = Math.floor(o.rand() * a.length);
+        bufA.push(a[j] as U);
+        bufB.push(b[j] as U);
       }
       const d = stat(bufA) - stat(bufB);
       if (Number.isFinite(d)) reps.push(d);

@@ -1,42 +1,14 @@
 /**
- * The calibration plan: the workload conditions seed 000 asks for ("Collect
- * GPU calibration data. Vary prompt length, reusable prefix length, prefill
- * contention and generation contention. Include equal request counts with
- * short versus long background generations, and a busy capable destination.
- * Background requests use the same accounting path so they appear in
- * Dynamo's load. Measure both candidates here to assess predictions."), plus
- * the no-contention (N, f) grid the Q tables are read from.
- *
- * Two measurement sets (seed 000: "Q_m(N, f) is a table of measured TTFT with
- * no competing requests"; "Use separate measurements for fitting, estimating
- * uncertainty and selecting candidates"):
- *   - the Q set: every (N, f) point of the grid, no background load, both
- *     models, `repeats` times; session ids end in `:qgrid`, and fitting uses
- *     these for the Q tables only, never in a split;
- *   - the contention conditions: every loaded factor, plus zero-load
- *     references (the loaded probes' shapes with no background, the anchor of
- *     the load corrections at R = 0); only these are split into fitting,
- *     uncertainty and selection, all repeats of a condition together.
- *
- * Pure data: a harness (wired later to the live services or the simulator)
- * runs each condition's repeats in `runOrder`. One repeat is:
- *
- *   1. wait until both pools have no booked requests (so an idle condition
- *      really has R = 0, which fitting requires of a Q-table point);
- *   2. warm the probe's reusable prefix (K tokens) on BOTH candidates with the
- *      run's `warmupSessionId` (output 1 token), and wait for completion;
- *   3. submit the background requests (session `backgroundSessionId`, marked
- *      background, through the same accounting path as any request), booked
- *      on the worker each probe's candidate would get;
- *   4. send the probe (N tokens: the warmed prefix then a fresh suffix) to
- *      BOTH candidates at the same instant, `probeTiming` after step 3, with
- *      the run's calibration `sessionId`; each goes to its own pool;
- *   5. wait for everything to finish.
- *
- * Session ids follow @vantage/fitting's convention
- * (`cal:<conditionId>:<repeat>:<idle|loaded|qgrid>`), so `vantage fit` reads the
- * outcome rows directly; warm-ups (`calwarm:`) and background (`calbg:`, and
- * the background flag) are skipped by it.
+ * The calibration plan: the workload conditions seed 000 asks for ("Collect GPU calibration data.
+ * Vary prompt length, reusable prefix length, prefill contention and generation contention. Include
+ * equal request counts with short versus long background generations, and a busy capable
+ * destination. Background requests use the same accounting path so they appear in Dynamo's load.
+ * Measure both candidates here to assess predictions."), plus the no-contention (N, f) grid the Q
+ * tables are read from. Two measurement sets (seed 000: "Use separate measurements for fitting,
+ * estimating uncertainty and selecting candidates"): the Q set (the grid, no background, session ids
+ * ending `:qgrid`, never split) and the contention conditions (every loaded factor plus zero-load
+ * references, split by condition). Pure data: the README says what a condition holds, and the fleet's
+ * README how a harness runs one repeat; session ids follow @vantage/fitting's convention.
  */
 import { calibrationSessionId } from '@vantage/fitting';
 import { DEFAULT_PARAMETER_SET, validateParameterSet, type ParameterSet, type Role } from '@vantage/rules';
@@ -136,13 +108,13 @@ export interface PresetSpec {
   /** The no-contention grid (Q tables). Must include f = 0 and at least 2 values per axis. */
   readonly qGrid: { readonly promptTokens: readonly number[]; readonly cachedFractions: readonly number[] };
   /** Probe shapes of the loaded conditions: crossed with every load, or cycled through them. */
-  readonly loadedProbes: readonly { readonly promptTokens: number; readonly cachedFraction: number }[];
+  readonly loadedProbes: readonly ProbeShape[];
   readonly probeCrossing: 'cross' | 'cycle';
   /**
    * Further zero-load references beside the loaded probes' shapes: contention conditions with no
    * background (R = 0, P = 0) that anchor the load corrections where most decisions are made.
    */
-  readonly zeroLoadProbes?: readonly { readonly promptTokens: number; readonly cachedFraction: number }[];
+  readonly zeroLoadProbes?: readonly ProbeShape[];
   readonly prefill: {
     readonly counts: readonly number[];
     readonly promptTokens: readonly number[];
@@ -163,6 +135,28 @@ export interface PresetSpec {
   };
 }
 
+type ProbeShape = { readonly promptTokens: number; readonly cachedFraction: number };
+/** Probe shapes from (N, f) pairs. */
+const shapes = (...nf: readonly (readonly [number, number])[]): ProbeShape[] => nf.map(([promptTokens, cachedFraction]) => ({ promptTokens, cachedFraction }));
+
+/**
+ * Minutes of simulated time: every factor at two levels, two repeats. The Q grid spans what the main
+ * job's agentic sessions send (a 6,000-token system prompt, contexts up to 16,384 tokens, most of each
+ * turn's prompt cached): a prediction outside the grid is out of range and leaves Stage's choice.
+ * 0.984375 = 63/64 keeps K on the 64-token block grid at every N.
+ */
+const SMALL: PresetSpec = {
+  repeats: 2,
+  probeOutputTokens: 8,
+  qGrid: { promptTokens: [4096, 8192, 16384], cachedFractions: [0, 0.5, 0.875, 0.984375] },
+  loadedProbes: shapes([4096, 0], [16384, 0.875], [8192, 0.984375]),
+  probeCrossing: 'cycle',
+  prefill: { counts: [1, 4], promptTokens: [8192], outputTokens: 4, pools: ['efficient', 'capable'] },
+  generation: { counts: [2, 6], promptTokens: 512, outputTokens: [256], pools: ['efficient'] },
+  contrast: { counts: [4], promptTokens: 1024, shortOutputTokens: 8, longOutputTokens: 256 },
+  busyCapable: { counts: [4, 'limit'], promptTokens: 256, outputTokens: 16, efficientLoad: { count: 2, promptTokens: 8192, outputTokens: 4 } },
+};
+
 export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'job' | 'full', PresetSpec>> = Object.freeze({
   /**
    * The end-to-end test's plan: every factor at one level, a 2 x 2 Q grid, nine conditions. Enough for
@@ -172,107 +166,35 @@ export const CALIBRATION_PRESETS: Readonly<Record<'tiny' | 'small' | 'job' | 'fu
     repeats: 2,
     probeOutputTokens: 4,
     qGrid: { promptTokens: [1024, 4096], cachedFractions: [0, 0.5] },
-    loadedProbes: [{ promptTokens: 4096, cachedFraction: 0.5 }],
+    loadedProbes: shapes([4096, 0.5]),
     probeCrossing: 'cycle',
     prefill: { counts: [2], promptTokens: [4096], outputTokens: 4, pools: ['efficient'] },
     generation: { counts: [2], promptTokens: 512, outputTokens: [128], pools: ['efficient'] },
     contrast: { counts: [2], promptTokens: 512, shortOutputTokens: 4, longOutputTokens: 128 },
-    busyCapable: {
-      counts: ['limit'],
-      promptTokens: 256,
-      outputTokens: 8,
-      efficientLoad: { count: 1, promptTokens: 4096, outputTokens: 4 },
-    },
+    busyCapable: { counts: ['limit'], promptTokens: 256, outputTokens: 8, efficientLoad: { count: 1, promptTokens: 4096, outputTokens: 4 } },
   },
-  /**
-   * Minutes of simulated time: every factor at two levels, two repeats. The Q grid spans what the main
-   * job's agentic sessions send (a 6,000-token system prompt, contexts up to 16,384 tokens, most of each
-   * turn's prompt cached): a prediction outside the grid is out of range and leaves Stage's choice.
-   * 0.984375 = 63/64 keeps K on the 64-token block grid at every N.
-   */
-  small: {
-    repeats: 2,
-    probeOutputTokens: 8,
-    qGrid: { promptTokens: [4096, 8192, 16384], cachedFractions: [0, 0.5, 0.875, 0.984375] },
-    loadedProbes: [
-      { promptTokens: 4096, cachedFraction: 0 },
-      { promptTokens: 16384, cachedFraction: 0.875 },
-      { promptTokens: 8192, cachedFraction: 0.984375 },
-    ],
-    probeCrossing: 'cycle',
-    prefill: { counts: [1, 4], promptTokens: [8192], outputTokens: 4, pools: ['efficient', 'capable'] },
-    generation: { counts: [2, 6], promptTokens: 512, outputTokens: [256], pools: ['efficient'] },
-    contrast: { counts: [4], promptTokens: 1024, shortOutputTokens: 8, longOutputTokens: 256 },
-    busyCapable: {
-      counts: [4, 'limit'],
-      promptTokens: 256,
-      outputTokens: 16,
-      efficientLoad: { count: 2, promptTokens: 8192, outputTokens: 4 },
-    },
-  },
-  /**
-   * The main job's plan: the `small` grid and the loads where the rules have something to decide.
-   * Efficient-pool prefill backlogs of P = 0.25 to 4 (2,048- and 8,192-token prompts, 1 to 4 of them,
-   * so P = 1 comes both as one request and as four) against an idle capable pool: below and above
-   * the break-even backlog of every probe shape (about P 0.2 for the 8,192-token probe that is all
-   * but cached, P 1.4 for an uncached 16,384-token one), each with the capable candidate warm and
-   * cold (K_cap = 0 while K_eff = K). 2 and 8 booked requests decoding with P near 0 (where keeping
-   * efficient is right), the short/long generation contrast, and a busy capable candidate below and
-   * at the destination limit beside a loaded efficient one; zero-load references for 12 shapes.
-   * Probes crossed with every load: 72 contention conditions, so the uncertainty split holds at least
-   * 10 of them.
-   */
+  small: SMALL,
+  /** The main job's plan: the `small` grid and the loads where the rules have something to decide (the README gives its levels and why). */
   job: {
-    repeats: 2,
-    probeOutputTokens: 8,
-    qGrid: { promptTokens: [4096, 8192, 16384], cachedFractions: [0, 0.5, 0.875, 0.984375] },
-    loadedProbes: [
-      { promptTokens: 4096, cachedFraction: 0 },
-      { promptTokens: 16384, cachedFraction: 0 },
-      { promptTokens: 16384, cachedFraction: 0.875 },
-      { promptTokens: 8192, cachedFraction: 0.984375 },
-    ],
+    ...SMALL,
+    loadedProbes: shapes([4096, 0], [16384, 0], [16384, 0.875], [8192, 0.984375]),
     probeCrossing: 'cross',
-    zeroLoadProbes: [
-      { promptTokens: 4096, cachedFraction: 0.5 },
-      { promptTokens: 4096, cachedFraction: 0.875 },
-      { promptTokens: 4096, cachedFraction: 0.984375 },
-      { promptTokens: 8192, cachedFraction: 0 },
-      { promptTokens: 8192, cachedFraction: 0.5 },
-      { promptTokens: 8192, cachedFraction: 0.875 },
-      { promptTokens: 16384, cachedFraction: 0.5 },
-      { promptTokens: 16384, cachedFraction: 0.984375 },
-    ],
+    zeroLoadProbes: shapes([4096, 0.5], [4096, 0.875], [4096, 0.984375], [8192, 0], [8192, 0.5], [8192, 0.875], [16384, 0.5], [16384, 0.984375]),
     prefill: { counts: [1, 2, 4], promptTokens: [2048, 8192], outputTokens: 4, pools: ['efficient'], coldCapable: true },
-    generation: { counts: [2, 8], promptTokens: 512, outputTokens: [256], pools: ['efficient'] },
-    contrast: { counts: [4], promptTokens: 1024, shortOutputTokens: 8, longOutputTokens: 256 },
-    busyCapable: {
-      counts: [4, 'limit'],
-      promptTokens: 1024,
-      outputTokens: 16,
-      efficientLoad: { count: 2, promptTokens: 8192, outputTokens: 4 },
-    },
+    generation: { ...SMALL.generation, counts: [2, 8] },
+    busyCapable: { ...SMALL.busyCapable, promptTokens: 1024 },
   },
   /** The GPU campaign: a wider grid, more levels, three repeats, probes crossed with every load. */
   full: {
     repeats: 3,
     probeOutputTokens: 32,
     qGrid: { promptTokens: [1024, 4096, 16384, 32768, 65536], cachedFractions: [0, 0.25, 0.5, 0.75, 0.875, 0.9375] },
-    loadedProbes: [
-      { promptTokens: 4096, cachedFraction: 0 },
-      { promptTokens: 16384, cachedFraction: 0.5 },
-      { promptTokens: 32768, cachedFraction: 0.9375 },
-    ],
+    loadedProbes: shapes([4096, 0], [16384, 0.5], [32768, 0.9375]),
     probeCrossing: 'cross',
     prefill: { counts: [1, 2, 4, 8], promptTokens: [8192, 32768], outputTokens: 8, pools: ['efficient', 'capable'] },
     generation: { counts: [2, 4, 8, 16], promptTokens: 1024, outputTokens: [1024, 4096], pools: ['efficient', 'capable'] },
     contrast: { counts: [2, 4, 8], promptTokens: 2048, shortOutputTokens: 8, longOutputTokens: 2048 },
-    busyCapable: {
-      counts: [4, 16, 'limit'],
-      promptTokens: 1024,
-      outputTokens: 512,
-      efficientLoad: { count: 4, promptTokens: 16384, outputTokens: 8 },
-    },
+    busyCapable: { counts: [4, 16, 'limit'], promptTokens: 1024, outputTokens: 512, efficientLoad: { count: 4, promptTokens: 16384, outputTokens: 8 } },
   },
 });
 
@@ -348,21 +270,18 @@ function probeOf(n: number, f: number, osl: number, blockSize: number): ProbeSpe
 }
 
 /** Rough wall time of one repeat of a condition (see `COST`). */
-function estimateRunMs(c: CalibrationCondition, cost = COST): number {
-  const warm = c.probe.prefixTokens > 0 ? cost.prefillMs(c.probe.prefixTokens) + cost.decodeStepMs : 0;
-  let pre = 0;
+function estimateRunMs(c: CalibrationCondition): number {
+  const warm = c.probe.prefixTokens > 0 ? COST.prefillMs(c.probe.prefixTokens) + COST.decodeStepMs : 0;
   let end = 0;
   for (const pool of ROLES) {
     const bg = c.background.filter((b) => b.pool === pool);
-    const bgPrefill = bg.reduce((s, b) => s + b.count * cost.prefillMs(b.promptTokens), 0);
-    const bgDecode = bg.reduce((m, b) => Math.max(m, b.outputTokens), 0) * cost.decodeStepMs;
-    const wait = c.probeTiming === 'after_background_first_tokens' ? bgPrefill : 0;
-    pre = Math.max(pre, wait);
-    const queued = c.probeTiming === 'immediate' ? bgPrefill : 0;
-    const probeEnd = wait + queued + cost.prefillMs(c.probe.promptTokens - c.probe.prefixTokens) + c.probe.outputTokens * cost.decodeStepMs;
+    const bgPrefill = bg.reduce((s, b) => s + b.count * COST.prefillMs(b.promptTokens), 0);
+    const bgDecode = bg.reduce((m, b) => Math.max(m, b.outputTokens), 0) * COST.decodeStepMs;
+    // Waiting for the background's first tokens, or queued behind its prefill: the same time either way.
+    const probeEnd = bgPrefill + COST.prefillMs(c.probe.promptTokens - c.probe.prefixTokens) + c.probe.outputTokens * COST.decodeStepMs;
     end = Math.max(end, probeEnd, bgPrefill + bgDecode);
   }
-  return warm + Math.max(pre, end) + cost.settleMs;
+  return warm + end + COST.settleMs;
 }
 
 /**

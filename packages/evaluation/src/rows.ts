@@ -119,8 +119,12 @@ function evaluationRowFromJson(o: Record<string, unknown>, line: number): RowPar
   };
 }
 
-/** Each outcome once per request id: a second one is a problem on its line. */
-function parseEvaluation(input: string | readonly unknown[]): RowsParse<EvaluationRow> {
+/**
+ * Rows given as objects (already parsed JSON; line numbers are their 1-based positions) or JSON
+ * Lines (blank lines are ignored, not counted; bad JSON is a problem with its line). Each outcome
+ * once per request id: a second one is a problem on its line.
+ */
+export function parseEvaluationRows(input: string | readonly unknown[]): RowsParse<EvaluationRow> {
   const seen = new Map<string, number>();
   return parseOutcomeRows(input, (o, line) => {
     const r = evaluationRowFromJson(o, line);
@@ -132,12 +136,6 @@ function parseEvaluation(input: string | readonly unknown[]): RowsParse<Evaluati
   });
 }
 
-/** Rows given as objects (already parsed JSON); line numbers are their 1-based positions. */
-export function parseEvaluationRows(objects: readonly unknown[]): RowsParse<EvaluationRow> {
-  return parseEvaluation(objects);
-}
-
-/** JSON Lines; blank lines are ignored (not counted), bad JSON is a problem with its line. */
 export function parseEvaluationJsonl(text: string): RowsParse<EvaluationRow> {
-  return parseEvaluation(text);
+  return parseEvaluationRows(text);
 }

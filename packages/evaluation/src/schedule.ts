@@ -1,24 +1,11 @@
 /**
- * The evaluation design (seed 000, "Run coding evaluations": "repeated
- * attempts, fresh sessions, matched starting conditions and randomized
- * policy order. Each turn executes only the selected model.") as a pure
- * schedule: (attempt, variant, sessions) in run order.
- *
- *  - An attempt is a block: every variant runs exactly once in it, in an
- *    order shuffled with the schedule's seed (independently per block).
- *  - Matched starting conditions: within an attempt every variant replays the
- *    same sessions (the same session-generator seed, so the same prompts,
- *    tool results, think times and Stage proposals), each run starting from
- *    flushed caches.
- *  - Fresh sessions: every attempt draws its own generator seed, and every
- *    run gets its own session ids, so no run continues another's sessions.
- *
- * Session ids carry the design for the analysis:
+ * The evaluation design (seed 000, "Run coding evaluations": "repeated attempts, fresh sessions,
+ * matched starting conditions and randomized policy order. Each turn executes only the selected
+ * model.") as a pure schedule: (attempt, variant, sessions) in run order; the README says how blocks,
+ * matched and fresh sessions are made. Session ids carry the design for the analysis:
  *   eval:<attempt>:<variant>:<sessionIndex>      the agent sessions
  *   evalbg:<attempt>:<variant>:<stream>          competing (background) traffic
- * The analysis takes the variant from the decision record and checks it
- * against the id; (attempt, sessionIndex) is the key that matches a session
- * across variants.
+ * (attempt, sessionIndex) is the key that matches a session across variants.
  */
 import { VARIANTS, type Variant } from '@vantage/records';
 import { hash32, shuffled, streamFor } from '@vantage/random';

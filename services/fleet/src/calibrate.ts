@@ -38,18 +38,8 @@ const int = cli.int;
 if (!(a.preset in CALIBRATION_PRESETS)) fail(`--preset must be one of ${Object.keys(CALIBRATION_PRESETS).join(', ')}`);
 const pools = cli.pools('pools');
 if (pools.efficient.blockSize !== pools.capable.blockSize) fail('both pools must share one block size (the plan warms K on a block boundary of both)');
-const repeats = int('repeats', 1);
-const seed = int('seed', 0);
-const limit = int('destination-limit', 1);
-const plan = cli.parse(() =>
-  calibrationPlan({
-    preset: a.preset as CalibrationPreset,
-    blockSize: pools.efficient.blockSize,
-    ...(repeats === undefined ? {} : { repeats }),
-    ...(seed === undefined ? {} : { seed }),
-    ...(limit === undefined ? {} : { destinationLimit: limit }),
-  }),
-);
+const planOptions = { preset: a.preset as CalibrationPreset, blockSize: pools.efficient.blockSize, repeats: int('repeats', 1), seed: int('seed', 0), destinationLimit: int('destination-limit', 1) };
+const plan = cli.parse(() => calibrationPlan(planOptions));
 const t = plan.totals;
 process.stderr.write(
   `calibrate: plan ${plan.preset}: ${t.conditions} conditions, ${t.runs} runs, ${t.probeRequests} probes, ${t.warmupRequests} warm-ups, ` +
@@ -60,20 +50,7 @@ if (a['plan-only']) {
   process.exit(0);
 }
 
-const maxRuns = int('max-runs', 1);
-const requestTimeoutMs = int('request-timeout-ms', 1);
-const settleTimeoutMs = int('settle-timeout-ms', 1);
+const runOptions = { routeSubject: a['route-subject'], maxRuns: int('max-runs', 1), requestTimeoutMs: int('request-timeout-ms', 1), settleTimeoutMs: int('settle-timeout-ms', 1) };
 await cli.run({ nats: a.nats, out: a.out }, ({ nc, write, signal }) =>
-  runCalibration({
-    nc,
-    pools,
-    plan,
-    ...(a['route-subject'] === undefined ? {} : { routeSubject: a['route-subject'] }),
-    ...(maxRuns === undefined ? {} : { maxRuns }),
-    ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
-    ...(settleTimeoutMs === undefined ? {} : { settleTimeoutMs }),
-    progress: (line) => process.stderr.write(`${line}\n`),
-    ...(write ? { onRequest: write } : {}),
-    signal,
-  }),
+  runCalibration({ nc, pools, plan, ...runOptions, progress: (line) => process.stderr.write(`${line}\n`), onRequest: write ?? undefined, signal }),
 );

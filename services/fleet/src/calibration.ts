@@ -21,10 +21,6 @@ interface CalibrationHarnessOptions {
   readonly plan: CalibrationPlan;
   /** Route subject of the decision service (default `vantage.v1.route`). */
   readonly routeSubject?: string;
-  /** Request id prefix, unique per harness run. */
-  readonly runId?: string;
-  /** Mixed into every repeat's content seed, so two harness runs never share prompts. */
-  readonly contentSalt?: number;
   readonly routeTimeoutMs?: number;
   /** Wall bound per request, dispatch to done. Default 60 s. */
   readonly requestTimeoutMs?: number;
@@ -80,8 +76,10 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   const routeTimeoutMs = o.routeTimeoutMs ?? 5_000;
   const requestTimeoutMs = o.requestTimeoutMs ?? 60_000;
   const settleTimeoutMs = o.settleTimeoutMs ?? 10_000;
-  const runId = o.runId ?? `cal${Date.now().toString(36)}`;
-  const salt = o.contentSalt ?? Date.now() % 1_000_000_007;
+  /** Request id prefix, unique per harness run. */
+  const runId = `cal${Date.now().toString(36)}`;
+  /** Mixed into every repeat's content seed, so two harness runs never share prompts. */
+  const salt = Date.now() % 1_000_000_007;
   const progress = o.progress ?? (() => {});
   const started = performance.now();
   const byId = new Map(o.plan.conditions.map((c) => [c.id, c]));
@@ -230,21 +228,8 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
               open.set(key, (open.get(key) ?? 1) - 1);
               counts.background++;
               if (res.status !== 'done') counts.failed++;
-              o.onRequest?.({
-                conditionId: c.id,
-                repeat,
-                kind: 'background',
-                role: spec.pool,
-                requestId,
-                sessionId: run.backgroundSessionId,
-                background: true,
-                workerId: w.workerId.toString(),
-                isl: t.length,
-                osl: spec.outputTokens,
-                ...res,
-                reason: null,
-                observed: null,
-              });
+              const ids = { conditionId: c.id, repeat, kind: 'background', role: spec.pool, requestId, sessionId: run.backgroundSessionId, background: true } as const;
+              o.onRequest?.({ ...ids, workerId: w.workerId.toString(), isl: t.length, osl: spec.outputTokens, ...res, reason: null, observed: null });
             }),
           ));
         }

@@ -21,7 +21,7 @@ import type { KvEvent } from '@vantage/types';
 import { EventHeap, type AddResult, type Engine, type EngineRequest, type Finished, type FirstToken } from '@vantage/sim';
 
 /** Monotonic wall clock in ms (e.g. `performance.now`). */
-export type Clock = () => number;
+type Clock = () => number;
 
 /** One-shot timers; `set(fn, 0)` means "next turn of the event loop". */
 export interface Timers {

@@ -14,6 +14,7 @@ import {
   observeReplyCodec,
   observeRequestCodec,
   observeSubject,
+  type BookingEvent,
   type LifecycleEvent,
   type ModelRole,
   type ObserveReply,
@@ -87,37 +88,8 @@ export async function waitForPools(
 }
 
 /** Book a request on a worker as Dynamo's router does, so the pool's indexers count it. */
-export function publishBooking(
-  nc: NatsConnection,
-  pool: string,
-  b: {
-    readonly requestId: string;
-    readonly sessionId: string;
-    readonly workerId: WorkerId;
-    readonly dpRank: number;
-    readonly promptTokens: number;
-    readonly overlapBlocks: number;
-    readonly sequenceHashes: BigUint64Array;
-    readonly expectedOutputTokens: number;
-  },
-): void {
-  nc.publish(
-    bookingsSubject(pool),
-    bookingEventCodec.encode({
-      requestId: b.requestId,
-      sessionId: b.sessionId,
-      pool,
-      workerId: b.workerId,
-      dpRank: b.dpRank,
-      promptTokens: b.promptTokens,
-      overlapBlocks: b.overlapBlocks,
-      sequenceHashes: b.sequenceHashes,
-      localHashes: null,
-      expectedOutputTokens: b.expectedOutputTokens,
-      prefillTokens: null,
-      atMs: Date.now(),
-    }),
-  );
+export function publishBooking(nc: NatsConnection, pool: string, b: Omit<BookingEvent, 'pool' | 'localHashes' | 'prefillTokens' | 'atMs'>): void {
+  nc.publish(bookingsSubject(pool), bookingEventCodec.encode({ ...b, pool, localHashes: null, prefillTokens: null, atMs: Date.now() }));
 }
 
 /** Ask the decision service where a request goes, both pools as candidates (`@vantage/gateway-client`); rejects with its RouteError. */
@@ -148,9 +120,11 @@ export const NOT_SERVED = { ttftMs: null, e2eMs: null, reusedTokens: null, outpu
 /** How a followed request ended: the engine's measures (sim ms) and the client's (wall ms from `t0`). */
 export interface Served {
   readonly status: 'done' | 'failed' | 'cancelled';
-  /** The worker's failure code, or the client's `request_timeout` / `run_deadline`. */
+  /** The worker's failure code, the client's `request_timeout` / `run_deadline`, or (load generator) the route's or `no_route`. */
   readonly error: string | null;
+  /** Human-readable cause of `error`. */
   readonly detail: string | null;
+  /** Arrival at the worker to first / last token. */
   readonly ttftMs: number | null;
   readonly e2eMs: number | null;
   readonly reusedTokens: number | null;

@@ -16,7 +16,7 @@ import { isVantageError } from '@vantage/runtime';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import type { PromptPayload } from './generate';
-import { followRequest, NOT_SERVED, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool } from './gateway';
+import { followRequest, NOT_SERVED, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool, type Served } from './gateway';
 
 export type Workload =
   | { readonly kind: 'trace'; readonly records: readonly MooncakeRecord[]; readonly speedup: number }
@@ -48,8 +48,6 @@ export interface LoadgenOptions {
   readonly requestTimeoutMs?: number;
   /** Wall bound on route and observe queries. */
   readonly routeTimeoutMs?: number;
-  /** Request id prefix (unique per run). */
-  readonly runId?: string;
   readonly progress?: (line: string) => void;
   readonly progressEveryMs?: number;
   readonly onOutcome?: (o: RequestOutcome) => void;
@@ -70,7 +68,8 @@ export interface LoadgenOptions {
   readonly onBackgroundOutcome?: (o: RequestOutcome) => void;
 }
 
-export interface RequestOutcome {
+/** A request's outcome: how it was placed and (`Served`) how it ended. */
+export interface RequestOutcome extends Served {
   readonly requestId: string;
   readonly sessionId: string;
   readonly stageProposal: ModelRole;
@@ -81,22 +80,10 @@ export interface RequestOutcome {
   /** kept / overrode / fallback (decision service), direct, or route_error. */
   readonly reason: string;
   readonly fallback: string | null;
-  readonly status: 'done' | 'failed' | 'cancelled';
-  /** Error code (the worker's, the route's, or the loadgen's own: request_timeout, run_deadline, no_route). */
-  readonly error: string | null;
-  /** Human-readable cause of `error`. */
-  readonly detail: string | null;
   readonly isl: number;
   readonly osl: number;
-  /** Sim ms, as the engine measured them (arrival at the worker to first / last token). */
-  readonly ttftMs: number | null;
-  readonly e2eMs: number | null;
-  readonly reusedTokens: number | null;
-  readonly outputTokens: number | null;
-  /** Wall ms seen by the client: routing, and dispatch (before routing) to first token / done. */
+  /** Wall ms of routing; the wall times of `Served` count from dispatch (before routing). */
   readonly routeWallMs: number | null;
-  readonly wallTtftMs: number | null;
-  readonly wallE2eMs: number | null;
 }
 
 export interface Dist {
@@ -154,8 +141,13 @@ function distribution(xs: readonly number[]): Dist {
   return { n: a.length, mean: r(a.reduce((s, x) => s + x, 0) / a.length), p50: r(q(0.5)), p90: r(q(0.9)), p99: r(q(0.99)) };
 }
 
-function summarize(outcomes: readonly RequestOutcome[], meta: { mode: string; workload: string; planned: number; routeErrors: number; timeScale: number; durationMs: number }): LoadgenSummary {
+function summarize(
+  outcomes: readonly RequestOutcome[],
+  background: readonly RequestOutcome[] | null,
+  meta: { mode: string; workload: string; planned: number; routeErrors: number; timeScale: number; durationMs: number },
+): LoadgenSummary {
   const done = outcomes.filter((o) => o.status === 'done');
+  const bgDone = background?.filter((o) => o.status === 'done') ?? [];
   const count = (key: (o: RequestOutcome) => string | null, of: readonly RequestOutcome[] = outcomes): Record<string, number> => {
     const out: Record<string, number> = {};
     for (const o of of) {
@@ -186,6 +178,9 @@ function summarize(outcomes: readonly RequestOutcome[], meta: { mode: string; wo
     prefixReuseRatio: isl > 0 ? Math.round((reused / isl) * 1e6) / 1e6 : null,
     timeScale: meta.timeScale,
     durationMs: meta.durationMs,
+    ...(background === null
+      ? {}
+      : { background: { requests: background.length, completed: bgDone.length, ttftMs: distribution(bgDone.map((x) => x.ttftMs!)), e2eMs: distribution(bgDone.map((x) => x.e2eMs!)) } }),
   };
 }
 
@@ -223,35 +218,23 @@ function traceJobs(records: readonly MooncakeRecord[], runId: string, speedup: n
   });
 }
 
+/** A request of token ids: a session's turn (its output tokens given), or a competing request (`osl` tokens of the engine's own). */
+function tokenJob(
+  ids: Pick<Job, 'requestId' | 'sessionId' | 'sessionIndex' | 'turn'>,
+  tokens: Uint32Array,
+  out: { readonly osl: number; readonly outputTokens: Uint32Array | null },
+): Job {
+  return { ...ids, isl: tokens.length, ...out, payload: { kind: 'token_ids', tokens }, blocks: perBlockSize((bs) => promptFromTokens(tokens, bs)) };
+}
+
 function sessionJob(s: AgenticSession, t: number, requestPrefix: string, sessionId: string, sessionIndex: number): Job {
   const turn = s.turns[t]!;
-  return {
-    requestId: `${requestPrefix}-${t}`,
-    sessionId,
-    sessionIndex,
-    turn: t,
-    isl: turn.promptTokens.length,
-    osl: turn.outputTokens.length,
-    payload: { kind: 'token_ids', tokens: turn.promptTokens },
-    outputTokens: turn.outputTokens,
-    blocks: perBlockSize((bs) => promptFromTokens(turn.promptTokens, bs)),
-  };
+  return tokenJob({ requestId: `${requestPrefix}-${t}`, sessionId, sessionIndex, turn: t }, turn.promptTokens, { osl: turn.outputTokens.length, outputTokens: turn.outputTokens });
 }
 
 /** A competing request: fresh seeded tokens (nothing shared with the sessions or other requests). */
 function backgroundJob(b: BackgroundRequestPlan, requestId: string, sessionId: string): Job {
-  const tokens = freshTokens(b.contentSeed, b.promptTokens);
-  return {
-    requestId,
-    sessionId,
-    sessionIndex: null,
-    turn: b.index,
-    isl: b.promptTokens,
-    osl: b.outputTokens,
-    payload: { kind: 'token_ids', tokens },
-    outputTokens: null,
-    blocks: perBlockSize((bs) => promptFromTokens(tokens, bs)),
-  };
+  return tokenJob({ requestId, sessionId, sessionIndex: null, turn: b.index }, freshTokens(b.contentSeed, b.promptTokens), { osl: b.outputTokens, outputTokens: null });
 }
 
 /** The failed outcome of a request that never reached a worker (no route, no Dynamo choice). */
@@ -283,7 +266,8 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   const routeTimeoutMs = o.routeTimeoutMs ?? 5_000;
   const capableFraction = o.capableFraction ?? 0;
   const seed = String(o.seed ?? 1);
-  const runId = o.runId ?? `lg${Date.now().toString(36)}`;
+  /** Request id prefix, unique per run. */
+  const runId = `lg${Date.now().toString(36)}`;
   const deadline = new AbortController();
   // Every waiting session, every background request waiting for its arrival and every request in
   // flight listens for the deadline, and each removes its listener when it ends: many at once is
@@ -345,11 +329,14 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
     fallback: string | null;
   }
 
+  /** Placed by Dynamo's own choice on the pool of `role`. */
+  const onDynamoChoice = async (job: Job, role: ModelRole, book: boolean, reason: string, fallback: string | null): Promise<Routed> => {
+    const pool = o.pools[role];
+    return { role, pool, model: pool.model, workerId: await dynamoChoice(job, pool, book), reason, fallback };
+  };
+
   const route = async (job: Job, stage: ModelRole): Promise<Routed> => {
-    if (o.mode.kind === 'direct') {
-      const pool = o.pools[o.mode.role];
-      return { role: o.mode.role, pool, model: pool.model, workerId: await dynamoChoice(job, pool, o.mode.book), reason: 'direct', fallback: null };
-    }
+    if (o.mode.kind === 'direct') return onDynamoChoice(job, o.mode.role, o.mode.book, 'direct', null);
     try {
       const v = await routeRequest(
         nc,
@@ -363,9 +350,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
       return { role: v.modelRole, pool, model: v.model, workerId, reason: v.reason, fallback: v.fallback };
     } catch (e) {
       routeErrors++;
-      const code = e instanceof RouteError && e.kind !== 'bad_reply' ? e.code : 'route_failed';
-      const pool = o.pools[stage];
-      return { role: stage, pool, model: pool.model, workerId: await dynamoChoice(job, pool, false), reason: 'route_error', fallback: code };
+      return onDynamoChoice(job, stage, false, 'route_error', e instanceof RouteError && e.kind !== 'bad_reply' ? e.code : 'route_failed');
     }
   };
 
@@ -403,9 +388,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
 
   /** One competing request: Dynamo's choice on its pool, booked, served with background lifecycle events. */
   const runBackground = async (job: Job, role: ModelRole): Promise<RequestOutcome> => {
-    const pool = o.pools[role];
-    const place = async (): Promise<Routed> => ({ role, pool, model: pool.model, workerId: await dynamoChoice(job, pool, true), reason: 'background', fallback: null });
-    const out = await play(job, role, place, 'background', { background: true, arrivalMs: Date.now() });
+    const out = await play(job, role, () => onDynamoChoice(job, role, true, 'background', null), 'background', { background: true, arrivalMs: Date.now() });
     backgroundOutcomes.push(out);
     o.onBackgroundOutcome?.(out);
     return out;
@@ -456,7 +439,7 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
   clearTimeout(deadlineTimer);
   if (progressTimer) clearInterval(progressTimer);
   await nc.flush();
-  const summary = summarize(outcomes, {
+  const summary = summarize(outcomes, o.background === undefined ? null : backgroundOutcomes, {
     mode: o.mode.kind === 'direct' ? `direct:${o.pools[o.mode.role].name}` : 'route',
     workload: o.workload.kind,
     planned,
@@ -464,19 +447,5 @@ export async function runLoadgen(o: LoadgenOptions): Promise<{ outcomes: Request
     timeScale,
     durationMs: Math.round(performance.now() - started),
   });
-  if (o.background === undefined) return { outcomes, backgroundOutcomes, summary };
-  const bgDone = backgroundOutcomes.filter((x) => x.status === 'done');
-  return {
-    outcomes,
-    backgroundOutcomes,
-    summary: {
-      ...summary,
-      background: {
-        requests: backgroundOutcomes.length,
-        completed: bgDone.length,
-        ttftMs: distribution(bgDone.map((x) => x.ttftMs!)),
-        e2eMs: distribution(bgDone.map((x) => x.e2eMs!)),
-      },
-    },
-  };
+  return { outcomes, backgroundOutcomes, summary };
 }

@@ -28,7 +28,7 @@ import { Engine, MooncakePromptHasher, polynomialTiming, promptFromTokens, scale
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject, kvMetricsSubject, type ActiveLoad } from '@vantage/wire';
 import { allWorkerIds, type FleetConfig, type FleetPoolConfig, type FleetSettings } from './config';
-import { RealTimeDriver, type Clock, type Timers } from './driver';
+import { RealTimeDriver } from './driver';
 import { decodeGenerateRequest, encodeProgress, GENERATE_PREFIX, generateSubject, type GenerateProgress, type GenerateRequest } from './generate';
 
 const FLEET_VERSION = '0.1.0';
@@ -57,11 +57,6 @@ export interface FleetHandle {
 }
 
 interface FleetOptions {
-  /** Monotonic wall clock (default `performance.now`). */
-  readonly clock?: Clock;
-  readonly timers?: Timers;
-  /** Epoch ms for `published_at` and registrations (default `Date.now`). */
-  readonly wallMs?: () => number;
   /** How long shutdown waits for accepted requests to finish (wall ms). Default 2000. */
   readonly drainMs?: number;
 }
@@ -69,8 +64,7 @@ interface FleetOptions {
 export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts: FleetOptions = {}): Promise<FleetHandle> {
   const { nc, log, registry, shutdown } = ctx;
   const cfg: FleetConfig['fleet'] = ctx.config.fleet;
-  const wallMs = opts.wallMs ?? Date.now;
-  const clock = opts.clock ?? (() => performance.now());
+  const wallMs = Date.now;
 
   const reg = { registers: [registry] };
   const mRequests = new Counter({ name: 'vantage_fleet_requests_total', help: 'Generate requests by outcome', labelNames: ['pool', 'outcome'], ...reg });
@@ -136,14 +130,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     const l = w.engine.load();
     const prev = w.lastLoad;
     if (prev && prev.activeDecodeBlocks === l.activeDecodeBlocks && prev.activePrefillTokens === l.activePrefillTokens && prev.kvUsedBlocks === l.kvUsedBlocks) return;
-    const load: ActiveLoad = {
-      workerId: w.workerId,
-      dpRank: 0,
-      activeDecodeBlocks: l.activeDecodeBlocks,
-      activePrefillTokens: l.activePrefillTokens,
-      schedulerLoadScope: null,
-      kvUsedBlocks: l.kvUsedBlocks,
-    };
+    const load: ActiveLoad = { workerId: w.workerId, dpRank: 0, activeDecodeBlocks: l.activeDecodeBlocks, activePrefillTokens: l.activePrefillTokens, schedulerLoadScope: null, kvUsedBlocks: l.kvUsedBlocks };
     w.lastLoad = load;
     nc.publish(w.loadSubject, encodeEventPlaneMessage({ publisherId: w.workerId, sequence: w.loadSeq++, publishedAtMs: BigInt(wallMs()) }, { kind: 'active_load', load }));
     mLoad.inc({ pool: w.pool.name });
@@ -159,8 +146,7 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     workers.map((w) => w.engine),
     {
       timeScale: cfg.timeScale,
-      clock,
-      ...(opts.timers ? { timers: opts.timers } : {}),
+      clock: () => performance.now(),
       maxStepsPerTurn: cfg.maxStepsPerTurn,
       sink: {
         kvEvents(i: number, events: readonly KvEvent[]) {
@@ -181,18 +167,8 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
           w.inflight.delete(f.requestId);
           mInflight.dec({ pool: w.pool.name });
           mRequests.inc({ pool: w.pool.name, outcome: 'done' });
-          reply(to, {
-            kind: 'done',
-            requestId: f.requestId,
-            workerId: w.workerId.toString(),
-            atMs: f.atMs,
-            arrivalMs: f.arrivalMs,
-            firstTokenMs: f.firstTokenMs,
-            outputTokens: f.outputTokens,
-            reusedTokens: f.reusedTokens,
-            isl: f.isl,
-            preemptions: f.preemptions,
-          });
+          const { atMs, arrivalMs, firstTokenMs, outputTokens, reusedTokens, isl, preemptions } = f;
+          reply(to, { kind: 'done', requestId: f.requestId, workerId: w.workerId.toString(), atMs, arrivalMs, firstTokenMs, outputTokens, reusedTokens, isl, preemptions });
         },
         loadChanged: markLoad,
       },
@@ -251,19 +227,11 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
   }
 
   // ---------------------------------------------------------------- registrations
-  const registration = (w: FleetWorker, kind: 'register' | 'heartbeat' | 'deregister'): WorkerRegistration =>
-    kind === 'deregister'
-      ? { kind, pool: w.pool.name, workerId: w.workerId, atMs: wallMs() }
-      : {
-          kind,
-          pool: w.pool.name,
-          workerId: w.workerId,
-          atMs: wallMs(),
-          capacity: w.engine.capacity(),
-          ttlMs: cfg.registrationTtlMs,
-          endpoint: w.generateSubject,
-          model: w.pool.model === '' ? w.pool.name : w.pool.model,
-        };
+  const registration = (w: FleetWorker, kind: WorkerRegistration['kind']): WorkerRegistration => {
+    const id = { pool: w.pool.name, workerId: w.workerId, atMs: wallMs() };
+    if (kind === 'deregister') return { kind, ...id };
+    return { kind, ...id, capacity: w.engine.capacity(), ttlMs: cfg.registrationTtlMs, endpoint: w.generateSubject, model: w.pool.model === '' ? w.pool.name : w.pool.model };
+  };
   const announce = (kind: 'register' | 'heartbeat' | 'deregister'): void => {
     for (const w of workers) nc.publish(workersSubject(w.pool.name), workerRegistrationCodec.encode(registration(w, kind)));
   };

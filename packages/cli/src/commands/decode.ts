@@ -22,16 +22,7 @@ import { EXIT, InputError } from '../exit-codes';
 import type { CliIo } from '../io';
 import { printJson } from '../print';
 
-const FORMATS = [
-  'auto',
-  'envelope',
-  'msgpack-router-event',
-  'msgpack-router-event-batch',
-  'json-router-event',
-  'active-load',
-  'forward-pass-metrics',
-  'active-sequence',
-] as const;
+const FORMATS = ['auto', 'envelope', 'msgpack-router-event', 'msgpack-router-event-batch', 'json-router-event', 'active-load', 'forward-pass-metrics', 'active-sequence'] as const;
 type Format = (typeof FORMATS)[number];
 const ENCODINGS = ['auto', 'raw', 'hex', 'base64'] as const;
 type Encoding = (typeof ENCODINGS)[number];

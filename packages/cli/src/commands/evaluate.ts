@@ -6,9 +6,9 @@
  * progress and writes.
  */
 import { analyzeEvaluation, parseEvaluationJsonl, renderEvaluationHtml, type EvaluationAnalysis } from '@vantage/evaluation';
-import { numOpt, parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
+import { numOpt, parseOptions, readRows, required, writeOutput } from '../args';
 import type { Command } from '../command';
-import { EXIT, InputError, UsageError } from '../exit-codes';
+import { EXIT, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 import { differenceLines, variantFigures } from '../print';
 
@@ -64,12 +64,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   if (!(confidence > 0 && confidence < 1)) throw new UsageError('--confidence must be a number in (0, 1)');
   const baseline = values['baseline'] === undefined ? 'baseline' : required('baseline', values['baseline']);
 
-  const bytes = await readInput(io, input);
-  const parsed = parseEvaluationJsonl(new TextDecoder('utf-8').decode(bytes));
-  const skipped = Object.entries(parsed.skipped).map(([k, n]) => `${k} ${n}`).join(', ');
-  io.stderr(`evaluate: read ${parsed.lines} rows from ${input}: ${parsed.rows.length} evaluation rows, ${parsed.problems.length} bad${skipped === '' ? '' : `, skipped ${skipped}`}\n`);
-  reportBadRows(io, 'evaluate', input, parsed.problems, values['lenient'] === true);
-  if (parsed.rows.length === 0) throw new InputError(`no evaluation rows in ${input}`, EXIT.DATA);
+  const parsed = await readRows(io, 'evaluate', input, 'evaluation rows', values['lenient'] === true, parseEvaluationJsonl);
 
   io.stderr(`evaluate: analysing (${iterations} bootstrap replicates, seed ${seed})\n`);
   const analysis = analyzeEvaluation(parsed, { seed, iterations, confidence, baseline, onProgress: (line) => io.stderr(`evaluate: ${line}\n`) });

@@ -7,11 +7,10 @@
 import { join } from 'node:path';
 import { FIT_VARIANTS, fitAll, Q_SOURCES, variantParameterSet, parseCalibrationJsonl, renderFitReportHtml, type FitOptions, type FitReport } from '@vantage/fitting';
 import { serializeParameterSet, DEFAULT_PARAMETER_SET, VARIANTS, type GateLimits } from '@vantage/rules';
-import { choice, numOpt, parseOptions, readInput, reportBadRows, required, writeOutput } from '../args';
+import { choice, numOpt, parseOptions, readRows, required, writeOutput } from '../args';
 import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
-
 
 const help = `Usage: vantage fit --input FILE|- --out-params FILE --out-report FILE
                    [--seed N] [--variant count|count_prefill|blind|cache]
@@ -64,7 +63,6 @@ function fractions(v: string | boolean | undefined): FitOptions['fractions'] {
   const [fitting, uncertainty, selection] = parts as [number, number, number];
   return { fitting, uncertainty, selection };
 }
-
 
 function ms(v: number): string {
   return Number.isFinite(v) ? `${v.toFixed(1)} ms` : 'n/a';
@@ -123,12 +121,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     onProgress: (line) => io.stderr(`fit: ${line}\n`),
   };
 
-  const bytes = await readInput(io, input);
-  const parsed = parseCalibrationJsonl(new TextDecoder('utf-8').decode(bytes));
-  const skipped = Object.entries(parsed.skipped).map(([k, n]) => `${k} ${n}`).join(', ');
-  io.stderr(`fit: read ${parsed.lines} rows from ${input}: ${parsed.rows.length} calibration measurements, ${parsed.problems.length} bad${skipped === '' ? '' : `, skipped ${skipped}`}\n`);
-  reportBadRows(io, 'fit', input, parsed.problems, values['lenient'] === true);
-  if (parsed.rows.length === 0) throw new InputError(`no calibration measurements in ${input}`, EXIT.DATA);
+  const parsed = await readRows(io, 'fit', input, 'calibration measurements', values['lenient'] === true, parseCalibrationJsonl);
 
   const result = fitAll(parsed.rows, options);
   if (!result.ok) {

@@ -132,20 +132,11 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   if (routerKind === 'kv_router') {
     const formula = choice('formula', values['formula'], FORMULAS, 'prefill_load_scale');
     const tieBreakByTreeSize = choice('tie-break', values['tie-break'], TIE_BREAKS, 'random') === 'tree';
-    router =
+    const knobs =
       formula === 'overlap_weight'
-        ? { kind: 'kv_router', policy: { kind: 'kv_router', formula, overlapScoreWeight: numOpt('weight', values['weight'], 1, { min: 0 }), temperature, tieBreakByTreeSize } }
-        : {
-            kind: 'kv_router',
-            policy: {
-              kind: 'kv_router',
-              formula,
-              overlapScoreCredit: numOpt('credit', values['credit'], 1, { min: 0, max: 1 }),
-              prefillLoadScale: numOpt('scale', values['scale'], 1, { min: 0 }),
-              temperature,
-              tieBreakByTreeSize,
-            },
-          };
+        ? { formula, overlapScoreWeight: numOpt('weight', values['weight'], 1, { min: 0 }) }
+        : { formula, overlapScoreCredit: numOpt('credit', values['credit'], 1, { min: 0, max: 1 }), prefillLoadScale: numOpt('scale', values['scale'], 1, { min: 0 }) };
+    router = { kind: 'kv_router', policy: { kind: 'kv_router', ...knobs, temperature, tieBreakByTreeSize } };
   } else if (routerKind === 'llmd') {
     router = {
       kind: 'llmd',

@@ -72,10 +72,6 @@ interface Decoded {
   row: JsonRow;
 }
 
-function b64(v: Buffer | null): string | null {
-  return v === null ? null : v.toString('base64');
-}
-
 function header(h: Record<string, unknown> | undefined, k: string): string | null {
   const v = h?.[k];
   if (v === undefined || v === null) return null;
@@ -98,7 +94,7 @@ function decodeRecord(kind: Kind, m: { value: Buffer | null; headers?: Record<st
         partition,
         offset: m.offset,
         timestampMs: Number(m.timestamp),
-        valueBase64: b64(m.value),
+        valueBase64: m.value?.toString('base64') ?? null,
       },
     };
   }
@@ -110,7 +106,7 @@ function decodeRecord(kind: Kind, m: { value: Buffer | null; headers?: Record<st
     if (r.ok) return { kind: k, row: toJsonRow(r.value) };
     why = `${r.code}: ${r.reason}`;
   }
-  return { kind: 'undecodable', row: { error: why, partition, offset: m.offset, valueBase64: b64(m.value) } };
+  return { kind: 'undecodable', row: { error: why, partition, offset: m.offset, valueBase64: m.value?.toString('base64') ?? null } };
 }
 
 const COLUMNS: Readonly<Record<RecordKind, readonly string[]>> = { outcome: OUTCOME_CSV_COLUMNS, decision: DECISION_CSV_COLUMNS, deadletter: DLQ_COLUMNS };
