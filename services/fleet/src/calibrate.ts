@@ -46,8 +46,9 @@ process.stderr.write(
     `${t.backgroundRequests} background requests per loaded worker; ${Object.entries(t.byFactor).map(([f, n]) => `${f} ${n}`).join(', ')}\n`,
 );
 if (a['plan-only']) {
-  process.stdout.write(`${JSON.stringify(plan)}\n`);
-  process.exit(0);
+  // Exit once the plan is written: to a pipe, process.exit would cut it at the pipe's buffer (64 KiB).
+  process.stdout.write(`${JSON.stringify(plan)}\n`, () => process.exit(0));
+  await new Promise(() => {});
 }
 
 const runOptions = { routeSubject: a['route-subject'], maxRuns: int('max-runs', 1), requestTimeoutMs: int('request-timeout-ms', 1), settleTimeoutMs: int('settle-timeout-ms', 1) };
