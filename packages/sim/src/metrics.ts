@@ -43,9 +43,10 @@ export interface ReplayMetrics {
 
 /**
  * The distribution of `values` with each counted `weights[i]` times (positive integers), percentiles
- * linear between ranks as if expanded; `mean` is given (the caller's exact figure).
+ * linear between ranks as if expanded; `mean` is the caller's exact figure when given, else the values
+ * summed in sorted order over their count.
  */
-function weightedDistribution(values: readonly number[], weights: readonly number[], mean: number): Distribution {
+function weightedDistribution(values: readonly number[], weights: readonly number[], mean?: number): Distribution {
   const idx = Array.from({ length: values.length }, (_, i) => i).sort((a, b) => values[a]! - values[b]!);
   const upTo: number[] = [];
   let total = 0;
@@ -60,14 +61,14 @@ function weightedDistribution(values: readonly number[], weights: readonly numbe
     return a + (at(Math.min(total - 1, lo + 1)) - a) * (pos - lo);
   };
   const n = idx.length;
-  return { mean, p50: q(50), p90: q(90), p95: q(95), p99: q(99), min: n > 0 ? values[idx[0]!]! : NaN, max: n > 0 ? values[idx[n - 1]!]! : NaN, count: total };
+  let sum = 0;
+  if (mean === undefined) for (const i of idx) sum += values[i]!;
+  return { mean: mean ?? (n > 0 ? sum / n : NaN), p50: q(50), p90: q(90), p95: q(95), p99: q(99), min: n > 0 ? values[idx[0]!]! : NaN, max: n > 0 ? values[idx[n - 1]!]! : NaN, count: total };
 }
 
-/** The distribution of `values`, each counted once (the mean summed in sorted order). */
+/** The distribution of `values`, each counted once. */
 function distribution(values: readonly number[]): Distribution {
-  let sum = 0;
-  for (const v of Float64Array.from(values).sort()) sum += v;
-  return weightedDistribution(values, values.map(() => 1), values.length > 0 ? sum / values.length : NaN);
+  return weightedDistribution(values, values.map(() => 1));
 }
 
 export function computeMetrics(records: readonly RequestRecord[], workers: number): ReplayMetrics {
