@@ -50,6 +50,7 @@ import {
 import type { PoolConfig } from './config';
 import type { IngestMetrics } from './metrics';
 import { PoolState, type PoolLimitName, type PoolLimits } from '@vantage/observation';
+import { bookingsChannel, publishBooking } from './diagnostics';
 import { WriterQueue } from './queue';
 import type { RecoveryTarget } from './worker-query';
 import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type RecoverySettings, type RecoveryTargetSource, type WorkerQuerier } from './recovery';
@@ -802,6 +803,7 @@ export class PoolIngest {
         const limit = s.admitBooking(b.requestId, b.workerId, b.dpRank);
         if (limit !== null) return this.refuse(limit, 'bookings', { workerId: String(b.workerId), dpRank: b.dpRank, requestId: b.requestId.slice(0, 128) });
         const out = this.book(b, now);
+        if (bookingsChannel.hasSubscribers) publishBooking(this.pool, b.requestId, 'subject', out.kind);
         m.applied.inc({ pool: this.pool, kind: `book_${out.kind}` });
         return;
       }
@@ -861,6 +863,7 @@ export class PoolIngest {
       return limit;
     }
     const out = this.book(b, now);
+    if (bookingsChannel.hasSubscribers) publishBooking(this.pool, b.requestId, 'local', out.kind);
     if (out.kind === 'booked' && this.o.origin === undefined) {
       // Bounded: an echo that never comes (the publish lost) is forgotten after the booking TTL, or
       // the oldest first once the pool's booking bound is reached.

@@ -1,7 +1,7 @@
 // Two decision replicas with local pools in one queue group over real NATS (both in this process, each
-// with its own connection, pools and route server): a booking made on one is in the other's R and P of
-// that worker within a bounded multiple of one booking's publish time (publish → flush ack, same run),
-// and the gate's destination limit holds across the replicas up to their in-flight race.
+// with its own connection, pools and route server): the gate's destination limit holds across the
+// replicas up to their in-flight race. (How soon one replica's booking reaches the other, each in its
+// own process, is `replica-visibility.int.test.ts`.)
 //
 // Times come from the replicas' own ledgers: each replica's capable-pool `ledger.book` and its
 // `pools.book` (the route's local booking) are wrapped to note when a request id entered that ledger,
@@ -12,9 +12,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RouteArgs } from '@vantage/gateway-client';
-import { bookingEventCodec, bookingsSubject, type RouteReply } from '@vantage/protocol';
+import type { RouteReply } from '@vantage/protocol';
 import type { RunningService } from '@vantage/runtime';
-import { eventually, uniqueName } from '@vantage/testkit';
+import { eventually } from '@vantage/testkit';
 import type { WorkerId } from '@vantage/types';
 import type { DecisionHandle, DecisionSettings } from '../src/index';
 import { BLOCK, Harness, logSink, parameterSet, tokens } from './harness';
@@ -107,58 +107,8 @@ describe('two decision replicas share one destination limit', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('a booking on one replica is in the other\'s R and P within a bounded multiple of one publish time', { timeout: 30_000 }, async () => {
-    const samples = 30;
-    const visible: number[] = [];
-    const publish: number[] = [];
-    const dirs = { ab: 0, ba: 0 };
-    // A booking-sized message (the same codec and prompt hashes) to a pool nobody subscribes to.
-    const probeSubject = bookingsSubject(uniqueName('nobody'));
-    const probe = bookingEventCodec.encode({ requestId: 'lim-probe-000', sessionId: 's', pool: h.capPool, workerId: C, dpRank: 0, promptTokens: prompt.length, overlapBlocks: 0, sequenceHashes: null, localHashes: hashes, expectedOutputTokens: null, prefillTokens: null, atMs: Date.now() });
-    for (let i = 0; i < samples; i++) {
-      // One booking's publish time: publish, then the server's acknowledgement of a flush.
-      const t0 = performance.now();
-      h.nc.publish(probeSubject, probe);
-      await h.nc.flush();
-      publish.push(performance.now() - t0);
-
-      const id = `lim-${seq + 1}`;
-      const inBoth = Promise.all([A, B].map((x) => new Promise<void>((res) => x.waiting.set(id, res))));
-      const r = await route();
-      expect(r, 'overrides to capable').toMatchObject({ requestId: id, reason: 'overrode', modelRole: 'capable', workerId: C });
-      await inBoth;
-      for (const x of [A, B]) x.waiting.delete(id);
-      const [maker, other] = A.own.has(r.requestId) ? [A, B] : [B, A];
-      expect(maker.own.has(r.requestId)).toBe(true);
-      visible.push(other.applied.get(r.requestId)! - maker.own.get(r.requestId)!);
-      if (maker === A) dirs.ab++;
-      else dirs.ba++;
-      // R and P the same in both: the other replica's prefill pressure counts the booking as the maker's does.
-      const m = capableRP(maker)!;
-      const o = capableRP(other)!;
-      expect(o).toEqual(m);
-      expect(o.P, 'prefill pressure counts the booking').toBeGreaterThan(0);
-      release(r);
-      await bothAt('released in both', 0);
-    }
-    const vis50 = median(visible);
-    const pub50 = median(publish);
-    const visMax = Math.max(...visible);
-    console.log(
-      `[replica-limit] visibility (maker's local booking → other replica's ledger) p50 ${(vis50 * 1000).toFixed(0)} µs, max ${(visMax * 1000).toFixed(0)} µs over ${samples} bookings (a→b ${dirs.ab}, b→a ${dirs.ba}); ` +
-        `one booking's publish (publish → flush ack) p50 ${(pub50 * 1000).toFixed(0)} µs; ratio ${(vis50 / pub50).toFixed(2)}`,
-    );
-    // Both directions were exercised through the queue group.
-    expect(dirs.ab).toBeGreaterThan(0);
-    expect(dirs.ba).toBeGreaterThan(0);
-    // The other replica's state has the booking within 10 publish times (p50). Measured here about 7×, not
-    // the 1× issue 27 asks for: the booking waits for the maker's outbox turn, crosses the server, then the
-    // other's intake queue turn, with both replicas, the client and the test on one event loop.
-    expect(vis50).toBeLessThanOrEqual(10 * pub50);
-  });
-
   // All at once (every route in flight before any booking crosses: the worst race), and paced at one
-  // route every 5 ms (about the booking's visibility time measured above).
+  // route every 5 ms (longer than a booking takes to cross between replicas here).
   it.each([
     { arrival: 'all at once', gapMs: 0 },
     { arrival: 'one every 5 ms', gapMs: 5 },
