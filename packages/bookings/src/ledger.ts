@@ -97,7 +97,6 @@ class Ref implements RankRef {
 interface WorkerEntry {
   capacity: WorkerCapacity | null;
   readonly ranks: Map<number, RankState>;
-  lastChangeMs: number | null;
 }
 
 function isNonNegInt(v: unknown): v is number {
@@ -226,10 +225,6 @@ export class BookingLedger {
     return this.#bookings.size;
   }
 
-  get ttlMs(): number {
-    return this.#ttlMs;
-  }
-
   /** A snapshot of the counters (a copy: safe to keep). */
   counters(): BookingCounters {
     const c = this.#counters;
@@ -242,7 +237,7 @@ export class BookingLedger {
 
   /** Register or replace a worker's advertised capacity. */
   setWorker(workerId: WorkerId, capacity: WorkerCapacity, nowMs: number): SetWorkerOutcome {
-    const now = this.#tick(nowMs);
+    this.#tick(nowMs);
     const why = isU64(workerId) ? validateWorkerCapacity(capacity) : 'workerId must be a u64';
     if (why !== undefined) {
       this.#counters.invalidWorker++;
@@ -252,25 +247,14 @@ export class BookingLedger {
     this.#structure++;
     const entry = this.#workers.get(workerId);
     if (entry === undefined) {
-      this.#workers.set(workerId, { capacity: frozen, ranks: new Map(), lastChangeMs: now });
+      this.#workers.set(workerId, { capacity: frozen, ranks: new Map() });
       this.#counters.workersAdded++;
       return { kind: 'added' };
     }
     const added = entry.capacity === null;
     entry.capacity = frozen;
-    entry.lastChangeMs = now;
     if (added) this.#counters.workersAdded++;
     return { kind: added ? 'added' : 'updated' };
-  }
-
-  /** Change some capacity fields of a registered worker (e.g. a heartbeat flipping `schedulable`). */
-  updateWorker(workerId: WorkerId, patch: Partial<WorkerCapacity>, nowMs: number): SetWorkerOutcome {
-    const current = this.#workers.get(workerId)?.capacity;
-    if (current == null) {
-      this.#counters.invalidWorker++;
-      return { kind: 'invalid', reason: 'worker is not registered' };
-    }
-    return this.setWorker(workerId, { ...current, ...patch }, nowMs);
   }
 
   /**
@@ -298,11 +282,6 @@ export class BookingLedger {
 
   worker(workerId: WorkerId): WorkerCapacity | undefined {
     return this.#workers.get(workerId)?.capacity ?? undefined;
-  }
-
-  /** Ids of registered workers. */
-  *workerIds(): IterableIterator<WorkerId> {
-    for (const [id, e] of this.#workers) if (e.capacity !== null) yield id as WorkerId;
   }
 
   // -------------------------------------------------------------------------
@@ -334,7 +313,7 @@ export class BookingLedger {
     if (entry === undefined) {
       // Competing traffic can name a worker before its registration arrives; its
       // load is real, so it is tracked with unknown capacity.
-      entry = { capacity: null, ranks: new Map(), lastChangeMs: null };
+      entry = { capacity: null, ranks: new Map() };
       this.#workers.set(input.workerId, entry);
       this.#structure++;
     }
@@ -394,7 +373,7 @@ export class BookingLedger {
       if (ranks === undefined) this.#roots.set(root, (ranks = new Map()));
       ranks.set(rank, (ranks.get(rank) ?? 0) + 1);
     }
-    this.#touch(entry, rank, now);
+    rank.lastChangeMs = now;
     this.#counters.booked++;
     return { kind: 'booked', booking: view(record) };
   }
@@ -421,7 +400,7 @@ export class BookingLedger {
     const rank = b.rank;
     rank.prefillRequests = this.#dec(rank.prefillRequests, 1);
     rank.trackedPrefillTokens = this.#dec(rank.trackedPrefillTokens, b.prefillTokens);
-    this.#touch(this.#workers.get(b.workerId), rank, now);
+    rank.lastChangeMs = now;
     this.#counters.prefillMarked++;
     return 'marked';
   }
@@ -669,16 +648,6 @@ export class BookingLedger {
     }
   }
 
-  /** Ledger time of the last booking or capacity change on any rank of the worker. */
-  workerLastChangeMs(workerId: WorkerId): number | null {
-    return this.#workers.get(workerId)?.lastChangeMs ?? null;
-  }
-
-  /** Live bookings, oldest first (diagnostics and snapshots). */
-  *bookings(): IterableIterator<BookingView> {
-    for (const b of this.#bookings.values()) yield view(b);
-  }
-
   // -------------------------------------------------------------------------
 
   /** A rank state leaves the ledger (it holds no blocks by then): its mask bit is free again. */
@@ -701,11 +670,6 @@ export class BookingLedger {
     if (Number.isFinite(nowMs) && nowMs > this.#clock) this.#clock = nowMs;
     // Before the first finite time, a non-finite stamp would poison every comparison.
     return Number.isFinite(this.#clock) ? this.#clock : 0;
-  }
-
-  #touch(entry: WorkerEntry | undefined, rank: RankState, now: number): void {
-    rank.lastChangeMs = now;
-    if (entry !== undefined) entry.lastChangeMs = now;
   }
 
   /** Subtract, never going below zero; a would-be negative total is a counted bug, not silent drift. */
@@ -751,7 +715,7 @@ export class BookingLedger {
       } else this.#counters.invariantViolations++;
     }
     const entry = this.#workers.get(b.workerId);
-    this.#touch(entry, rank, now);
+    rank.lastChangeMs = now;
     this.#counters.tombstonesEvicted += this.#tombstones.add(b.requestId, reason, now);
     if (entry !== undefined && rank.requests === 0) {
       // Keep state only for what is registered: ids learned from competing

@@ -11,7 +11,7 @@ export type ReleaseReason = (typeof RELEASE_REASONS)[number];
  * system made itself; `dynamo_router` is competing traffic learned from
  * Dynamo's `active_sequences_events`, `simulator` is the offline replay.
  */
-export type BookingSource = 'local' | 'decision_service' | 'dynamo_router' | 'selection_service' | 'simulator';
+export type BookingSource = 'local' | 'decision_service' | 'dynamo_router' | 'simulator';
 
 export interface BookInput {
   readonly requestId: string;

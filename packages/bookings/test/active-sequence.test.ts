@@ -14,6 +14,7 @@ function add(id: string, data: Partial<Extract<ActiveSequenceInput['data'], { ki
     data: {
       kind: 'add_request',
       tokenSequence: BigUint64Array.from([5n, 6n]),
+      trackPrefillTokens: true,
       expectedOutputTokens: 100,
       prefillLoadHint: null,
       ...data,
@@ -30,7 +31,7 @@ describe('Dynamo active-sequence events', () => {
     const l = new BookingLedger({ blockSize: 64 });
     const r = applyActiveSequenceEvent(
       l,
-      add('a', { prefillLoadHint: { initialEffectivePrefillTokens: 300, expectedPrefillDurationMs: null } }),
+      add('a', { prefillLoadHint: { initialEffectivePrefillTokens: 300 } }),
       10,
     );
     expect(r.kind).toBe('add_request');
@@ -42,18 +43,11 @@ describe('Dynamo active-sequence events', () => {
     expect(l.get('a')?.source).toBe('dynamo_router');
   });
 
-  it('computes prefill from isl and overlap for older events', () => {
-    const l = new BookingLedger({ blockSize: 64 });
-    applyActiveSequenceEvent(l, add('a', { isl: 1000, overlap: 3 }), 10);
-    expect(l.load(W, 1).trackedPrefillTokens).toBe(1000 - 3 * 64);
-    expect(l.get('a')?.promptTokens).toBe(1000);
-  });
-
   it('tracks no prefill when the router does not, or when no figure was sent', () => {
     const l = new BookingLedger({ blockSize: 64 });
     applyActiveSequenceEvent(
       l,
-      add('a', { trackPrefillTokens: false, prefillLoadHint: { initialEffectivePrefillTokens: 300, expectedPrefillDurationMs: 5 } }),
+      add('a', { trackPrefillTokens: false, prefillLoadHint: { initialEffectivePrefillTokens: 300 } }),
       10,
     );
     applyActiveSequenceEvent(l, add('b'), 10);
@@ -70,7 +64,8 @@ describe('Dynamo active-sequence events', () => {
 
   it('maps MarkPrefillCompleted and Free onto the ledger', () => {
     const l = new BookingLedger({ blockSize: 64 });
-    applyActiveSequenceEvent(l, add('a', { isl: 640, overlap: 0 }), 10);
+    applyActiveSequenceEvent(l, add('a', { prefillLoadHint: { initialEffectivePrefillTokens: 640 } }), 10);
+    expect(l.load(W, 1).trackedPrefillTokens).toBe(640);
     const m = applyActiveSequenceEvent(l, ev('a', 'mark_prefill_completed'), 11);
     expect(m).toEqual({ kind: 'mark_prefill_completed', outcome: 'marked' });
     expect(l.load(W, 1).trackedPrefillTokens).toBe(0);

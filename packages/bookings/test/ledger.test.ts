@@ -83,7 +83,7 @@ describe('booking and R / P', () => {
     expect(l.load(W2, 0).prefillPressure).toBeNull();
     l.setWorker(W2, { ...CAP, maxNumBatchedTokens: null }, 1);
     expect(l.load(W2, 0).prefillPressure).toBeNull();
-    l.updateWorker(W2, { maxNumBatchedTokens: 64 }, 2);
+    l.setWorker(W2, { ...CAP, maxNumBatchedTokens: 64 }, 2);
     expect(l.load(W2, 0).prefillPressure).toBe(2);
   });
 
@@ -314,16 +314,14 @@ describe('worker registry', () => {
     expect(l.setWorker(W2, { ...CAP, blockSize: 0 }, 0).kind).toBe('invalid');
     expect(l.setWorker(W2, { ...CAP, dpSize: 0 }, 0).kind).toBe('invalid');
     expect(l.setWorker(W2, { ...CAP, totalKvBlocks: -1 }, 0).kind).toBe('invalid');
-    expect(l.updateWorker(W2, { schedulable: false }, 0).kind).toBe('invalid');
-    expect(l.counters().invalidWorker).toBe(4);
+    expect(l.counters().invalidWorker).toBe(3);
     expect(l.worker(W2)).toBeUndefined();
   });
 
   it('updates schedulable and reports it per rank', () => {
     const l = ledger();
-    expect(l.updateWorker(W1, { schedulable: false }, 5).kind).toBe('updated');
+    expect(l.setWorker(W1, { ...CAP, schedulable: false }, 5).kind).toBe('updated');
     expect(l.load(W1, 1).schedulable).toBe(false);
-    expect(l.workerLastChangeMs(W1)).toBe(5);
   });
 
   it('lists every registered rank, and ranks that only hold bookings', () => {

@@ -12,7 +12,7 @@
  */
 import { observeReplyCodec, type ObserveReply, type WorkerObservation } from '@vantage/protocol';
 import type { CandidateObservation as RecordObservation } from '@vantage/records';
-import { observed, type CandidateDiagnostics, type CandidateReport, type IndexSuspicion, type Observed, type Role } from '@vantage/rules';
+import { observed, type CandidateReport, type IndexSuspicion, type Observed, type Role } from '@vantage/rules';
 
 /** What the probe of one candidate produced. */
 export type ProbeResult =
@@ -130,28 +130,12 @@ export function toCandidateReport(t: ProbeTarget, p: ProbeResult, o: MapOptions)
       bookedRequests: observed.ok(worker.R, age),
       prefillPressure: worker.P === null ? observed.missing('worker capacity (max_num_batched_tokens) not advertised') : observed.ok(worker.P, age),
       suspicions: suspicionsOf(reply, worker, o),
-      diagnostics: diagnosticsOf(reply, worker, age, p.rttUs),
     },
   };
 }
 
 // Objects here are written member by member, without object spreads (`{ ...x, more }`): this runs on every route.
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
-
-function diagnosticsOf(reply: ObserveReply, worker: WorkerObservation, age: number, rttUs: number): CandidateDiagnostics {
-  const d: Mutable<CandidateDiagnostics> = {};
-  if (worker.hostOverlapBlocks !== null) d.hostPrefixTokens = observed.ok(worker.hostOverlapBlocks * reply.blockSize, age);
-  if (worker.diskOverlapBlocks !== null) d.diskPrefixTokens = observed.ok(worker.diskOverlapBlocks * reply.blockSize, age);
-  d.effectivePrefillTokens = observed.ok(worker.effectivePrefillTokens, age);
-  d.trackedDecodeBlocks = observed.ok(worker.activeBlocks, age);
-  if (worker.totalKvBlocks !== null) d.kvCapacityBlocks = observed.ok(worker.totalKvBlocks, age);
-  if (reply.pending !== null) {
-    d.poolPendingRequests = observed.ok(reply.pending.requests, age);
-    d.poolPendingTokens = observed.ok(reply.pending.tokens, age);
-  }
-  d.queryDurationMs = rttUs / 1000;
-  return d;
-}
 
 export const round3 = (x: number): number => Math.round(x * 1000) / 1000;
 export const r3 = (x: number | null): number | null => (x === null ? null : round3(x));

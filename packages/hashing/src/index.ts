@@ -7,17 +7,14 @@
  *   seq[0]    = local[0]
  *   seq[i]    = XXH3-64(le64(seq[i-1]) ++ le64(local[i]), 1337)
  *
- * XXH3 comes from `@node-rs/xxhash` (a native binding of the reference C
- * implementation); see this package's README for why it is not hand-written. The one exception is
- * the fixed 16-byte sequence-hash step (`seq16.ts`), computed in JavaScript on u32 halves and
- * checked against the native implementation at load and in the tests.
+ * XXH3 is `@node-rs/xxhash`'s, except the 16-byte sequence-hash step (README.md).
  */
 import { xxh3 } from '@node-rs/xxhash';
 import type { LocalHash, SequenceHash } from '@vantage/types';
 import { wasmChain } from './seq-wasm';
 import { seqHash16 } from './seq16';
 
-export const DYNAMO_HASH_SEED = 1337n;
+const DYNAMO_HASH_SEED = 1337n;
 
 const U64 = 0xffff_ffff_ffff_ffffn;
 
@@ -44,11 +41,7 @@ function tokenBytes(tokens: ArrayLike<number>): Uint8Array {
   return new Uint8Array(u32.buffer, u32.byteOffset, u32.byteLength);
 }
 
-/**
- * Local block hashes of a prompt: one per full block, a trailing partial block dropped.
- * Fast path: the prompt is converted to u32 bytes once and each block is hashed from a
- * subarray view (no per-block copy).
- */
+/** Local block hashes of a prompt: one per full block, a trailing partial block dropped. */
 export function localBlockHashes(
   tokens: ArrayLike<number>,
   blockSize: number,
@@ -114,11 +107,7 @@ export function sequenceChainEngine(): 'wasm' | 'js' {
 /** Below this many blocks the JavaScript chain is used: copying in and out of WebAssembly memory is not worth it. */
 const WASM_MIN_BLOCKS = 8;
 
-/**
- * Sequence hashes from local hashes (seq[0] = local[0]), written into `out` (same length as
- * `locals`; a fresh array when absent). No BigInt per block: a chain of at least 8 blocks runs in
- * WebAssembly with 64-bit arithmetic, a shorter one in JavaScript on u32 views.
- */
+/** Sequence hashes from local hashes, written into `out` (same length as `locals`; a fresh array when absent). */
 export function sequenceHashes(locals: BigUint64Array, out?: BigUint64Array): BigUint64Array {
   const n = locals.length;
   if (wasm === null || n < WASM_MIN_BLOCKS) return sequenceHashesJs(locals, out);

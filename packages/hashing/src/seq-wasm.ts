@@ -2,12 +2,8 @@
  * A whole sequence-hash chain in WebAssembly: `seq[0] = local[0]`,
  * `seq[i] = XXH3-64(le64(seq[i-1]) ++ le64(local[i]), 1337)`, with native 64-bit arithmetic.
  *
- * The step is the same XXH3 path as `seq16.ts` (`XXH3_len_9to16_64b`, see there), but WebAssembly has
- * i64 multiply, add, shift and rotate, so each step is a few dozen machine instructions instead of the
- * 16-bit partial products JavaScript needs to multiply u64s exactly. The module is assembled here from
- * its instructions at load time (no build step, no binary file); `sequenceHashes` checks it against the
- * JavaScript step and the native XXH3 at load and uses it only when they agree (the JavaScript step
- * stays the fallback where WebAssembly is unavailable).
+ * The step is the same XXH3 path as `seq16.ts` (`XXH3_len_9to16_64b`, see there); why and how it is
+ * checked: README.md.
  *
  * Layout: one memory; the caller writes `n` local hashes (little-endian u64) at byte 0 and calls
  * `chain(0, 8n, n)`, which writes the `n` sequence hashes after them.

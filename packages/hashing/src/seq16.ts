@@ -1,9 +1,6 @@
 /**
  * XXH3-64 of exactly 16 bytes with seed 1337, in plain JavaScript on u32 halves: the sequence-hash
- * step `XXH3-64(le64(parent) ++ le64(local), 1337)`. A whole prompt's chain is hundreds of these; one
- * native call each costs binding overhead and a BigInt per result, this allocates nothing (inputs and
- * outputs are u32 views of BigUint64Arrays). `npm run bench:indexer` times a 512-block chain
- * (`profile_sequence_hashes_us`).
+ * step `XXH3-64(le64(parent) ++ le64(local), 1337)`, on u32 views of BigUint64Arrays (README.md).
  *
  * XXH3's path for inputs of 9..16 bytes (the reference `XXH3_len_9to16_64b`):
  *   bitflip1 = (secret[24..32) ^ secret[32..40)) + seed
@@ -11,8 +8,7 @@
  *   lo = le64(input[0..8)) ^ bitflip1,  hi = le64(input[len-8..len)) ^ bitflip2
  *   acc = len + bswap64(lo) + hi + fold64(lo × hi)      (fold64: low 64 bits ^ high 64 bits of the 128-bit product)
  *   avalanche: acc ^= acc >> 37; acc *= 0x165667919E3779F9; acc ^= acc >> 32
- * with XXH3's default secret and all arithmetic mod 2^64. The tests check it bit for bit against the
- * native reference implementation on random inputs and Dynamo's vectors.
+ * with XXH3's default secret and all arithmetic mod 2^64.
  */
 
 /** Bytes 24..55 of XXH3's default secret (`XXH3_kSecret`), as little-endian u64s. */

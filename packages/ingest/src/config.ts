@@ -132,5 +132,3 @@ export const limitsSchema = s.object({
 });
 
 export type PoolConfig = DeepReadonly<Static<typeof poolSchema>>;
-export type RecoveryConfig = DeepReadonly<Static<typeof recoverySchema>>;
-export type LimitsConfig = DeepReadonly<Static<typeof limitsSchema>>;

@@ -1,11 +1,5 @@
 /**
- * One pool's intake: every subscription an indexer has for the pool (KV events
- * in each supported encoding and JetStream mode, load reports, forward-pass
- * metrics, Dynamo routers' active sequences, bookings, lifecycle, worker
- * registrations, discovery), one writer queue applying them in order to a
- * `PoolState`, restore from the indexer's snapshot, recovery of suspect
- * workers, housekeeping and snapshot writing. The indexer serves observe
- * queries from it; the decision service routes from it in-process.
+ * One pool's intake (README.md, "What it owns").
  *
  * Start-up order (restart without loss): subscribe first (messages queue up in
  * the paused writer), restore the snapshot, then let the writer drain. Events
@@ -96,7 +90,6 @@ interface IngestOptions {
   readonly rejections: RateLimitedLog;
   /** JetStream mode: /healthz turns unhealthy once consumption has been stopped this long. */
   readonly jetstreamStalledMs: number;
-  readonly now?: () => number;
   /** Recovery of suspect workers from their local indexes (null: off, a suspect waits for a `cleared`). */
   readonly recovery?: {
     readonly querier: WorkerQuerier;
@@ -114,8 +107,6 @@ interface IngestOptions {
    * without decoding. Unset: own bookings are recognised by request id instead.
    */
   readonly origin?: string;
-  /** A discovery store to use instead of the one the pool's configuration names (tests, other backends). */
-  readonly discoveryStore?: DiscoveryStore;
 }
 
 /** The store a pool's `discovery` section names; null for `none`. */
@@ -161,7 +152,6 @@ export class PoolIngest {
   readonly queue: WriterQueue<Item>;
   /** When this process restored a snapshot (null: started empty). */
   restoredAtMs: number | null = null;
-  snapshotTakenAtMs: number | null = null;
   /** Index compactions already counted in the metrics (the index counts its own). */
   private compactionsSeen = 0;
   private readonly subs: Subscription[] = [];
@@ -178,9 +168,8 @@ export class PoolIngest {
   readonly jetstream: OutageClock | null;
   private jsStopped = false;
   private store: ObjectStore | null = null;
-  private readonly now: () => number;
+  private readonly now = Date.now;
   private readonly pool: string;
-  private readonly startedAtMs: number;
   /** Null when recovery is off. */
   readonly recovery: Recovery | null = null;
   private recoveryTimer: NodeJS.Timeout | null = null;
@@ -203,8 +192,6 @@ export class PoolIngest {
     private readonly o: IngestOptions,
   ) {
     this.pool = cfg.name;
-    this.now = o.now ?? Date.now;
-    this.startedAtMs = this.now();
     this.blockSize = cfg.blockSize;
     this.jetstream = cfg.kvEvents === 'jetstream' ? new OutageClock(o.jetstreamStalledMs, this.now) : null;
     this.queue = new WriterQueue<Item>(
@@ -260,15 +247,6 @@ export class PoolIngest {
     if (this.queue.push(item) || !this.queue.accepting) return;
     const t = setTimeout(() => this.deliverRecovery(item), 10);
     t.unref();
-  }
-
-  /**
-   * Recover a (worker, dp rank) from its local index now (or after its backoff): done for every
-   * publisher whose recovery target becomes known, as Dynamo's router does for each worker it
-   * discovers, and by the writer for every publisher that turns suspect.
-   */
-  requestRecovery(workerId: WorkerId, dpRank: number, why: string): void {
-    this.recovery?.request(workerId, dpRank, why);
   }
 
   /** Queue a decoded item; while paused (restoring) items are held in order. */
@@ -344,7 +322,7 @@ export class PoolIngest {
     const comp = cfg.component;
 
     // Discovery first: the model cards give the block size, the event channels the subjects.
-    const store = this.o.discoveryStore ?? discoveryStoreFor(cfg);
+    const store = discoveryStoreFor(cfg);
     if (store !== null) await this.startDiscovery(store);
 
     // Dynamo's event plane (every topic in a msgpack envelope). `scoped`: the subject is this pool's
@@ -586,7 +564,6 @@ export class PoolIngest {
       this.state = mk(PrefixIndex.restore(snap.index));
       const pubs = this.state.adoptRestored(this.now());
       this.restoredAtMs = this.now();
-      this.snapshotTakenAtMs = snap.header.takenAtMs;
       for (const r of snap.header.registrations) {
         this.state.register(BigInt(r.workerId) as WorkerId, r.capacity, r.ttlMs, this.now());
       }
@@ -944,7 +921,6 @@ export class PoolIngest {
       this.state.index.snapshot(),
     );
     await this.store.putBlob({ name: this.pool }, bytes);
-    this.snapshotTakenAtMs = now;
     this.o.metrics.snapshots.inc({ pool: this.pool, outcome: 'written' });
     this.o.metrics.snapshotBytes.set({ pool: this.pool }, bytes.length);
     return bytes.length;
@@ -966,10 +942,6 @@ export class PoolIngest {
     await this.queue.idle();
     if (this.pendingAck) this.pendingAck.ack();
     if (this.discovery) await this.discovery.close();
-  }
-
-  get uptimeMs(): number {
-    return this.now() - this.startedAtMs;
   }
 }
 

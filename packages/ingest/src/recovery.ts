@@ -107,20 +107,10 @@ interface Track {
   lastLoggedFailure: number;
 }
 
-interface RecoveryStatus {
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly recoveredAtMs: number;
-  readonly blocks: number;
-  readonly lastEventId: bigint;
-}
-
 const keyOf = (w: WorkerId, dp: number): string => `${w}:${dp}`;
 
 export class Recovery {
   private readonly tracks = new Map<string, Track>();
-  /** Last successful recovery per (worker, dp rank). */
-  private readonly done = new Map<string, RecoveryStatus>();
   private attempts = 0;
   private inFlight = 0;
 
@@ -160,12 +150,9 @@ export class Recovery {
     });
   }
 
-  /** A (worker, dp rank) left the pool: forget it (an answer still out is dropped when it arrives). */
-  forget(workerId: WorkerId, dpRank?: number): void {
-    for (const [k, t] of this.tracks) {
-      if (t.workerId === workerId && (dpRank === undefined || t.dpRank === dpRank)) this.tracks.delete(k);
-    }
-    for (const [k, d] of this.done) if (d.workerId === workerId && (dpRank === undefined || d.dpRank === dpRank)) this.done.delete(k);
+  /** A worker left the pool: forget it (an answer still out is dropped when it arrives). */
+  forget(workerId: WorkerId): void {
+    for (const [k, t] of this.tracks) if (t.workerId === workerId) this.tracks.delete(k);
   }
 
   /** The writer, after applying a KV event: keep it if a query is out; start recovering a suspect. */
@@ -254,8 +241,6 @@ export class Recovery {
       suspect = ar.suspect;
     }
     this.tracks.delete(a.key);
-    const status: RecoveryStatus = { workerId: t.workerId, dpRank: t.dpRank, recoveredAtMs: now, blocks: result.blocks, lastEventId: r.lastEventId };
-    this.done.set(a.key, status);
     const m = this.o.metrics;
     m.outcomes.inc({ pool: this.o.pool, outcome: 'recovered' });
     m.recoveredBlocks.inc({ pool: this.o.pool }, result.blocks);
@@ -296,11 +281,6 @@ export class Recovery {
       );
     }
     return outcome;
-  }
-
-  /** The last recovery of a (worker, dp rank), if any. */
-  recoveredOf(workerId: WorkerId, dpRank: number): RecoveryStatus | undefined {
-    return this.done.get(keyOf(workerId, dpRank));
   }
 
   /** (worker, dp rank)s waiting for or in recovery. */

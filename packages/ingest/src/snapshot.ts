@@ -12,7 +12,7 @@
 import type { WorkerCapacity } from '@vantage/bookings';
 
 const MAGIC = [0x56, 0x49, 0x58, 0x53]; // "VIXS"
-export const SNAPSHOT_VERSION = 1;
+const SNAPSHOT_VERSION = 1;
 
 export interface SnapshotHeader {
   readonly pool: string;

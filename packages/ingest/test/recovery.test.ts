@@ -152,7 +152,8 @@ describe('recovery of a suspect worker', () => {
     const ref = new RunIndex(BS);
     for (const e of hist.slice(0, 6)) ref.apply(e, 0);
     expect(answers(h.state.index)).toEqual(answers(ref));
-    expect(h.rec.recoveredOf(W, 0)).toMatchObject({ recoveredAtMs: 1_000, lastEventId: 6n });
+    expect(h.state.index.lastEventIdOf(W, 0)).toBe(6n);
+    expect(h.state.observe(new BigUint64Array(0), 0, 1_000).workers.find((w) => w.workerId === W && w.dpRank === 0)?.recoveredAtMs).toBe(1_000);
     expect(await outcome(h, 'recovered')).toBe(1);
     // The stream continues from the dump's last id: 7 applies, an old 5 is a duplicate.
     h.live(hist[6]!);

@@ -1,10 +1,4 @@
-/**
- * Everything the indexer knows about one model pool, as plain synchronous state:
- * the prefix index, the booked work, the workers' own load reports and their
- * registrations. The service feeds it decoded messages from a single queue (one
- * writer), so an `observe` never sees a half-applied event; the offline tools
- * can drive the very same class without NATS.
- */
+/** One model pool's observable state (README.md). A single writer feeds it, so an `observe` never sees a half-applied event. */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
 import { PrefixIndex, type ApplyResult, type MatchResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
@@ -128,19 +122,6 @@ export interface PoolObservation {
   readonly pending: { readonly requests: number; readonly tokens: number };
 }
 
-interface PoolCounters {
-  kvEvents: number;
-  kvEventsIgnoredRemovedWorker: number;
-  loadReports: number;
-  /** Load reports from workers of another pool sharing the namespace-wide subject. */
-  loadReportsForeign: number;
-  forwardPassReports: number;
-  sequenceEvents: number;
-  registrations: number;
-  workersExpired: number;
-  bookingsExpired: number;
-}
-
 /** One worker known to the pool: registration, liveness and its (worker, dp rank) slots. */
 interface WorkerSlot {
   readonly workerId: WorkerId;
@@ -214,17 +195,8 @@ export class PoolState {
   readonly blockSize: number;
   readonly index: PrefixIndex;
   readonly ledger: BookingLedger;
-  readonly counters: PoolCounters = {
-    kvEvents: 0,
-    kvEventsIgnoredRemovedWorker: 0,
-    loadReports: 0,
-    loadReportsForeign: 0,
-    forwardPassReports: 0,
-    sequenceEvents: 0,
-    registrations: 0,
-    workersExpired: 0,
-    bookingsExpired: 0,
-  };
+  /** Load reports from workers of another pool sharing the namespace-wide subject. */
+  readonly counters = { loadReportsForeign: 0 };
   private readonly opts: PoolOptions;
   /**
    * Every worker known from any source. Observe walks dense per-rank slots rather than looking
@@ -235,7 +207,6 @@ export class PoolState {
   /** Rank slots over all workers (what `limits.ranks` bounds). */
   private rankTotal = 0;
   private readonly rng: Rng;
-  private lastChangeMs: number | null = null;
   /** All rank slots sorted by (worker, rank), rebuilt only when the set of ranks changes (observe is the hot path). */
   private sortedRanks: RankSlot[] | null = null;
   /** Bumped whenever a rank slot is added or removed. */
@@ -372,12 +343,10 @@ export class PoolState {
   private touch(workerId: WorkerId, dpRank: number | null, nowMs: number): RankSlot | null {
     const w = this.workerSlot(workerId);
     seen(w, nowMs);
-    this.lastChangeMs = nowMs;
     return dpRank === null ? null : this.rankSlot(w, dpRank);
   }
 
   applyKvEvent(ev: KvEvent, nowMs: number): ApplyResult {
-    this.counters.kvEvents++;
     this.touch(ev.workerId, ev.dpRank, nowMs);
     return this.index.apply(ev, nowMs);
   }
@@ -407,7 +376,6 @@ export class PoolState {
       this.counters.loadReportsForeign++;
       return false;
     }
-    this.counters.loadReports++;
     const r = this.touch(l.workerId, l.dpRank, nowMs)!;
     r.report = {
       activeDecodeBlocks: l.activeDecodeBlocks,
@@ -424,7 +392,6 @@ export class PoolState {
    * so an unknown worker is adopted as for a scoped load report.
    */
   applyForwardPass(m: ForwardPassMetrics, nowMs: number): void {
-    this.counters.forwardPassReports++;
     const r = this.touch(m.workerId, m.dpRank, nowMs)!;
     r.forwardPass = {
       scheduledRequests: m.scheduled.prefillRequests + m.scheduled.decodeRequests,
@@ -439,40 +406,13 @@ export class PoolState {
 
   /** Another Dynamo router's booking traffic (router replica sync), so its load shows in R and P. */
   applySequenceEvent(ev: ActiveSequenceEvent, nowMs: number): void {
-    this.counters.sequenceEvents++;
     if (ev.data.kind === 'add_request') this.touch(ev.workerId, ev.dpRank, nowMs);
-    applyActiveSequenceEvent(
-      this.ledger,
-      {
-        requestId: ev.requestId,
-        workerId: ev.workerId,
-        dpRank: ev.dpRank,
-        routerId: ev.routerId,
-        loraName: ev.loraName,
-        data:
-          ev.data.kind === 'add_request'
-            ? {
-                kind: 'add_request',
-                tokenSequence: ev.data.tokenSequence,
-                trackPrefillTokens: ev.data.trackPrefillTokens,
-                expectedOutputTokens: ev.data.expectedOutputTokens,
-                prefillLoadHint: ev.data.prefillLoadHint
-                  ? {
-                      initialEffectivePrefillTokens: ev.data.prefillLoadHint.initialEffectivePrefillTokens,
-                      expectedPrefillDurationMs: null,
-                    }
-                  : null,
-              }
-            : ev.data,
-      },
-      nowMs,
-    );
+    applyActiveSequenceEvent(this.ledger, ev, nowMs);
   }
 
   register(workerId: WorkerId, capacity: WorkerCapacity, ttlMs: number | null, nowMs: number, isStatic = false): string | undefined {
     const r = this.ledger.setWorker(workerId, capacity, nowMs);
     if (r.kind === 'invalid') return r.reason ?? 'invalid capacity';
-    this.counters.registrations++;
     const w = this.workerSlot(workerId);
     w.reg = { capacity, ttlMs, atMs: nowMs, static: isStatic };
     for (const r of w.ranks) {
@@ -495,7 +435,6 @@ export class PoolState {
       this.sortedRanks = null;
       this.generation++;
     }
-    this.lastChangeMs = nowMs;
   }
 
   /**
@@ -504,7 +443,6 @@ export class PoolState {
    */
   tick(nowMs: number): { bookingsExpired: number; workersRemoved: WorkerId[] } {
     const bookingsExpired = this.ledger.expire(nowMs);
-    this.counters.bookingsExpired += bookingsExpired;
     const removed: WorkerId[] = [];
     for (const w of this.workers.values()) {
       if (w.lastSeen === null || w.reg?.static) continue;
@@ -512,16 +450,11 @@ export class PoolState {
       if (nowMs - w.lastSeen > ttl) removed.push(w.workerId);
     }
     for (const w of removed) this.removeWorker(w, nowMs);
-    this.counters.workersExpired += removed.length;
     return { bookingsExpired, workersRemoved: removed };
   }
 
   registration(workerId: WorkerId): Registration | undefined {
     return this.workers.get(workerId)?.reg;
-  }
-
-  get lastChange(): number | null {
-    return this.lastChangeMs;
   }
 
   /** All (worker, dp rank) pairs known to the pool, in a stable order. */

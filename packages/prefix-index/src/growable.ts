@@ -1,23 +1,8 @@
 /**
- * Int32 tables that grow in place.
- *
- * The node table doubles as the index fills. With an ordinary `Int32Array`, every doubling
- * allocates a new array, copies the old one into it and frees it: the copy, and the first touches
- * of the fresh memory it writes, were a large part of applying a 64-worker cache fill (each
- * table's contents are written twice more over the fill than they would be at their final size;
- * figures in the package README, "Node table grown in place").
- * A growable `SharedArrayBuffer` reserves address space up front and commits it as it grows, so
- * `grow` keeps the contents where they are and a new fixed-length view over the same memory
- * replaces the old one: nothing is copied and only memory actually used is touched.
- *
- * Why shared: V8 does not count a `SharedArrayBuffer` as external memory of the young generation,
- * so reserving does not set off collections for "external memory pressure" (a reserved ordinary
- * `ArrayBuffer` did, README "What was tried"); the memory is never shared with another thread.
- * The views are fixed-length (never length-tracking), which V8 accesses exactly like any
- * `Int32Array` (a length-tracking view over a resizable buffer was measured slower for matching).
- *
- * Address space is bounded per table: `reserve` elements (a table that outgrows its reservation is
- * copied once into a new, larger one).
+ * Int32 tables that grow in place (README.md, "Layout": why a growable `SharedArrayBuffer`). A grown
+ * table is a new fixed-length view over the same memory: V8 accesses it exactly like any
+ * `Int32Array`, where a length-tracking view over a resizable buffer was measured slower for
+ * matching. A table that outgrows its reservation is copied once into a new, larger one.
  */
 
 /** Growable buffers as Node 20 has them (ES2024, not yet in this project's TypeScript lib). */

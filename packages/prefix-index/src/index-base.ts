@@ -285,14 +285,9 @@ export abstract class IndexBase {
   }
 
   /**
-   * A worker's advertised cache size, `total_kv_blocks` per dp rank (from its registration): each of
-   * its publishers' block-id tables is allocated for that many blocks from the start, instead of
-   * doubling (and rehashing everything) from empty as it fills. A table uses half of its
-   * allocation until it is about a third full, then doubles in place once (see ExtMap); tables
-   * that exist get the allocation now. A hint, not a limit: a publisher holding more (lower tiers)
-   * still grows. 0 forgets the hint. No answer depends on it. About 17 bytes per expected block and
-   * publisher, touched as it fills; hints above EXPECT_BLOCKS_MAX (4,194,304 blocks, ~70 MB a
-   * table) count as that, so a bogus registration cannot make the index reserve gigabytes.
+   * A worker's advertised cache size, `total_kv_blocks` per dp rank, sizing its publishers' block-id
+   * tables up front (README.md, "Layout", "Pre-sized block-id tables"); tables that exist get the
+   * allocation now. 0 forgets the hint; hints above EXPECT_BLOCKS_MAX count as that.
    */
   expectBlocks(workerId: WorkerId, blocks: number): void {
     const n = Math.min(EXPECT_BLOCKS_MAX, Math.max(0, Math.floor(blocks)));
@@ -347,13 +342,8 @@ export abstract class IndexBase {
   }
 
   /**
-   * Replace one publisher's state with what its worker's own index says it holds (Dynamo's
-   * `TreeDump` recovery: events in replay order, whose ids are synthetic and so are not checked):
-   * its blocks are dropped, `events` are applied in order, its event-id position becomes
-   * `lastEventId` (the worker's newest real event id at the dump; later live events continue from
-   * it and older ones are duplicates) and it is trusted again, unless a dump event named an unknown
-   * parent (then it stays suspect, `unknown_parent`). Every event must belong to this worker and dp
-   * rank and be structurally valid: a RangeError is thrown before anything changes otherwise.
+   * Replace one publisher's state with what its worker's own index says it holds (README.md, `recover`).
+   * A RangeError is thrown before anything changes when an event is another worker's or rank's, or invalid.
    */
   recover(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint, nowMs: number): RecoverResult {
     for (const e of events) {

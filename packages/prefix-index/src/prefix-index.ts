@@ -559,14 +559,9 @@ export class PrefixIndex extends IndexBase {
   // Compaction, tree dump and snapshot
 
   /**
-   * An allocation stays whole while any table entry names one of its positions (a shared head of a
-   * run whose tail was evicted keeps the whole run's room), and freed allocations are reused only
-   * by size class. So at an event boundary, once the positions handed out have doubled since the
-   * last check and exceed COMPACT_RATIO times those in the tree (plus COMPACT_SLACK), the tree is
-   * rebuilt from its own dump into fresh, tight allocations. Each compaction costs about as much as
-   * storing the tree's blocks again and happens only after the room handed out has doubled, so
-   * the cost per event is bounded, and the room stays within about COMPACT_RATIO (twice that just
-   * before a check) times what the tree holds.
+   * At an event boundary, once the positions handed out have doubled since the last check and exceed
+   * COMPACT_RATIO times those in the tree (plus COMPACT_SLACK), rebuild the tree into tight
+   * allocations (README.md, "Layout", "Compaction": why, and the bound on cost and room).
    */
   private maybeCompact(): void {
     if (this.bHigh <= this.compactAt || this.rebuilding) return;
@@ -942,11 +937,7 @@ export class PrefixIndex extends IndexBase {
     (this.freeByClass[cls] ??= []).push(a);
   }
 
-  /**
-   * Room for n positions. The block tables grow in place within a reservation (growable.ts: no copy,
-   * and no V8 external memory to set off collections) sized for the blocks the registered workers
-   * advertise, at least 16 times the table.
-   */
+  /** Room for n positions: the block tables grow in place (README.md, "Layout", "Tables grown in place"). */
   private ensureBlocks(n: number): void {
     let cap = this.blo.length;
     if (n <= cap) return;
@@ -962,10 +953,8 @@ export class PrefixIndex extends IndexBase {
   // Match
 
   /**
-   * Walks the request down the runs from the root: in each node, the run is compared with the
-   * request as far as they agree, and each publisher still matching takes its cut-off there; it
-   * leaves a tier set where its holding ends before the run does (or the request leaves the run).
-   * With nothing held below the device tier, one set is walked and copied to the others.
+   * Walks the request down the runs from the root (README.md, "Layout", "Match"); a publisher leaves
+   * a tier set where its holding ends before the run does (or the request leaves the run).
    */
   protected walk(loc: Int32Array, n: number): number {
     const S = this.slotCap;

@@ -10,7 +10,6 @@ export type {
   Observed,
   IndexSuspicion,
   CandidateObservation,
-  CandidateDiagnostics,
   CandidateReport,
   Role,
   DecisionInput,

@@ -1,26 +1,10 @@
 import type { WorkerId } from '@vantage/types';
 
 /**
- * What the decision service collects from the indexer of one candidate model
- * (seed 000, "The observations"), in the shape the rules consume.
- *
- * Every input is wrapped in `Observed<T>` so that the four situations the
- * gate must tell apart stay distinct all the way into the decision record:
- *
- * - `ok`      the source produced a value it believes current;
- * - `stale`   the source produced a value but knows it is out of date (for
- *             example the worker's event stream had a gap and is being
- *             resynchronised). The value is kept for the record, never used;
- * - `invalid` the source produced something unusable (a counter that went
- *             negative, a decode failure); `cause` says what;
- * - `missing` the source had nothing (worker unknown, capacity not
- *             advertised so prefill pressure cannot be computed, field not
- *             requested).
- *
- * Age is separate from status: `ageMs` is how long before the decision the
- * value was collected, measured by the caller on its own clock, and the gate
- * compares it with `maxAgeMs`. A fresh answer does not prove the worker's
- * own events are current (seed 000), which is why `stale` exists as well.
+ * What the decision service collects from the indexer of one candidate model (seed 000, "The
+ * observations"), in the shape the rules consume. The four statuses of `Observed<T>` and what the
+ * gate does with each: README.md, "Inputs". `stale` exists because a fresh answer does not prove
+ * the worker's own events are current (seed 000).
  */
 export type Observed<T> =
   | { readonly status: 'ok'; readonly value: T; readonly ageMs: number }
@@ -44,15 +28,7 @@ export const observed = {
   },
 } as const;
 
-/**
- * Which facts an index suspicion undermines. `prefix` suspicions (a gap in a
- * worker's KV events, stored events rejected for an unknown parent, a
- * restore in progress) make the reusable prefix K unreliable. `load`
- * suspicions (lost or force-expired bookings, a router replica's sync
- * stream missing) make booked requests R and prefill pressure P unreliable.
- * The gate only refuses when a suspicion touches an input the configured
- * variant actually needs: a prefix gap does not stop the request-count rule.
- */
+/** Which facts an index suspicion undermines: K (`prefix`), or R and P (`load`); README.md, "Inputs". */
 export type SuspicionScope = 'prefix' | 'load';
 
 export interface IndexSuspicion {
@@ -89,27 +65,6 @@ export interface CandidateObservation {
   readonly prefillPressure: Observed<number>;
   /** Index suspicions about this worker, empty when the index vouches for it. */
   readonly suspicions: readonly IndexSuspicion[];
-  /** Recorded for analysis only; never read by the decision. */
-  readonly diagnostics?: CandidateDiagnostics;
-}
-
-/**
- * Values recorded beside the decision inputs (seed 000, "The adapter can
- * record additional values"). None of them influences the decision.
- */
-export interface CandidateDiagnostics {
-  /** Prefix available in host memory. Cumulative across tiers: do not add to K. */
-  readonly hostPrefixTokens?: Observed<number>;
-  /** Prefix available on disk. Cumulative across tiers: do not add to K or host. */
-  readonly diskPrefixTokens?: Observed<number>;
-  /** Dynamo's own weighted prefill-work estimate for this request. */
-  readonly effectivePrefillTokens?: Observed<number>;
-  readonly trackedDecodeBlocks?: Observed<number>;
-  readonly kvCapacityBlocks?: Observed<number>;
-  readonly poolPendingRequests?: Observed<number>;
-  readonly poolPendingTokens?: Observed<number>;
-  /** Time the indexer query took, part of the routing overhead. */
-  readonly queryDurationMs?: number;
 }
 
 /**

@@ -15,10 +15,7 @@
  *   The max(0, ·) clamp is in Dynamo's source (not in the summary formula):
  *   it keeps a worker whose credit exceeds its load from gaining a negative cost.
  *
- * Pick: temperature 0 takes the lowest cost; exact ties go to the smaller
- * tree (when tree sizes are supplied) and then to a uniform seeded pick.
- * Temperature T > 0 samples p ∝ exp(-(cost/(max-min))/T), uniform when all
- * costs are equal.
+ * The pick: README.md, "Picking under kv_router".
  */
 import type { Rng } from '@vantage/random';
 import { randomInt } from '@vantage/random';
@@ -30,7 +27,7 @@ import type {
   SelectionRequest,
   SelectionResult,
 } from './types';
-import { candidateOrder, requestBlocksOf, validateRequest } from './util';
+import { candidateOrder, validateRequest } from './util';
 
 export interface KvRouterOverlapWeightPolicy {
   readonly kind: 'kv_router';
@@ -52,10 +49,6 @@ export interface KvRouterPrefillScalePolicy {
   readonly prefillLoadScale?: number;
   /** Default 0. */
   readonly decodeActiveRequestWeight?: number;
-  /** Default 0.75. */
-  readonly hostCacheHitWeight?: number;
-  /** Default 0.25. */
-  readonly diskCacheHitWeight?: number;
   readonly temperature?: number;
   readonly tieBreakByTreeSize?: boolean;
 }
@@ -67,19 +60,24 @@ const KV_ROUTER_DEFAULTS = Object.freeze({
   overlapScoreCredit: 1.0,
   prefillLoadScale: 1.0,
   decodeActiveRequestWeight: 0,
-  hostCacheHitWeight: 0.75,
-  diskCacheHitWeight: 0.25,
   temperature: 0,
 });
+
+/** Credit per overlapping block found in host memory and on disk (Dynamo's fixed weights). */
+const HOST_CACHE_HIT_WEIGHT = 0.75;
+const DISK_CACHE_HIT_WEIGHT = 0.25;
 
 function nonNegative(name: string, v: number): number {
   if (!Number.isFinite(v) || v < 0) throw new RangeError(`${name} must be a finite non-negative number, got ${v}`);
   return v;
 }
 
-/** Decode blocks after admission: current active blocks plus this request's blocks not yet active there. */
+/**
+ * Decode blocks after admission: current active blocks plus this request's blocks not yet active
+ * there (unknown: all of them, a partial block rounded up as Dynamo does).
+ */
 function decodeBlocksOf(req: SelectionRequest, c: CandidateInput): number {
-  return c.activeDecodeBlocks + Math.max(0, c.newRequestBlocks ?? requestBlocksOf(req));
+  return c.activeDecodeBlocks + Math.max(0, c.newRequestBlocks ?? Math.ceil(req.isl / req.blockSize));
 }
 
 type Terms = Record<string, number>;
@@ -138,8 +136,6 @@ interface PrefillScaleWeights {
   readonly credit: number;
   readonly scale: number;
   readonly reqWeight: number;
-  readonly hostW: number;
-  readonly diskW: number;
 }
 
 function prefillScaleWeights(p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'>): PrefillScaleWeights {
@@ -147,8 +143,6 @@ function prefillScaleWeights(p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formu
     credit: p.overlapScoreCredit ?? KV_ROUTER_DEFAULTS.overlapScoreCredit,
     scale: p.prefillLoadScale ?? KV_ROUTER_DEFAULTS.prefillLoadScale,
     reqWeight: p.decodeActiveRequestWeight ?? KV_ROUTER_DEFAULTS.decodeActiveRequestWeight,
-    hostW: p.hostCacheHitWeight ?? KV_ROUTER_DEFAULTS.hostCacheHitWeight,
-    diskW: p.diskCacheHitWeight ?? KV_ROUTER_DEFAULTS.diskCacheHitWeight,
   };
 }
 
@@ -157,7 +151,7 @@ function prefillScaleInto(req: SelectionRequest, c: CandidateInput, w: PrefillSc
   const overlapBlocks = c.overlapBlocks;
   const decodeBlocks = decodeBlocksOf(req, c);
   const rawPrefillBlocks = (c.activePrefillTokens + req.isl) / req.blockSize;
-  const overlapCreditBlocks = w.credit * overlapBlocks + w.hostW * (c.hostOverlapBlocks ?? 0) + w.diskW * (c.diskOverlapBlocks ?? 0);
+  const overlapCreditBlocks = w.credit * overlapBlocks + HOST_CACHE_HIT_WEIGHT * (c.hostOverlapBlocks ?? 0) + DISK_CACHE_HIT_WEIGHT * (c.diskOverlapBlocks ?? 0);
   const adjustedPrefillBlocks = Math.max(0, rawPrefillBlocks - overlapCreditBlocks);
   const activeRequestCost = w.reqWeight * c.activeRequests;
   t.overlapBlocks = overlapBlocks;
@@ -178,10 +172,9 @@ type ScoreRecord = { -readonly [K in keyof CandidateScore]: CandidateScore[K] } 
  */
 export class SelectionScratch {
   /**
-   * The caller lists candidates in canonical (workerId, dpRank) order, always (the indexer's pool
-   * does): the selection then does not check it (63 pairs of bigint comparisons for 64 workers).
-   * Listing them otherwise with this set changes which of several exactly tied workers is drawn
-   * (and a sampled pick's draws).
+   * The caller always lists candidates in (workerId, dpRank) order, so the selection does not check
+   * it (README.md). Listing them otherwise with this set changes which of several exactly tied
+   * workers is drawn (and a sampled pick's draws).
    */
   readonly candidatesInOrder: boolean;
   constructor(options: { readonly candidatesInOrder?: boolean } = {}) {

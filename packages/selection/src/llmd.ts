@@ -32,8 +32,6 @@ export interface LlmdPolicy {
   readonly maxTTFTPenaltyMs?: number;
   /** Count this request's uncached tokens in the TTFT estimate. Default true. */
   readonly includeCurrentRequest?: boolean;
-  /** Token-load saturation constant. Default 4,194,304. */
-  readonly tokenLoadCapacity?: number;
 }
 
 const LLMD_DEFAULTS = Object.freeze({
@@ -41,8 +39,10 @@ const LLMD_DEFAULTS = Object.freeze({
   peakPrefillThroughput: 15_928,
   maxTTFTPenaltyMs: 18_000,
   includeCurrentRequest: true,
-  tokenLoadCapacity: 4_194_304,
 });
+
+/** The token-load scorer's saturation constant. */
+const TOKEN_LOAD_CAPACITY = 4_194_304;
 
 export function selectLlmd(
   policy: LlmdPolicy,
@@ -55,9 +55,7 @@ export function selectLlmd(
   const peak = policy.peakPrefillThroughput ?? LLMD_DEFAULTS.peakPrefillThroughput;
   const penalty = policy.maxTTFTPenaltyMs ?? LLMD_DEFAULTS.maxTTFTPenaltyMs;
   const includeCurrent = policy.includeCurrentRequest ?? LLMD_DEFAULTS.includeCurrentRequest;
-  const capacity = policy.tokenLoadCapacity ?? LLMD_DEFAULTS.tokenLoadCapacity;
   if (!(peak > 0)) throw new RangeError(`peakPrefillThroughput must be positive, got ${peak}`);
-  if (!(capacity > 0)) throw new RangeError(`tokenLoadCapacity must be positive, got ${capacity}`);
   if (candidates.length === 0) return { chosen: null, sense: 'higher-is-better', scores: [], reason: 'no_candidates' };
 
   const n = candidates.length;
@@ -101,7 +99,7 @@ export function selectLlmd(
   for (let i = 0; i < n; i++) if (eligible[i]) maxActive = Math.max(maxActive, candidates[i]!.activeRequests);
   for (let i = 0; i < n; i++) {
     if (policy.scorer === 'token-load') {
-      score[i] = 1 - Math.min(1, (inFlight[i]! + uncached[i]!) / capacity);
+      score[i] = 1 - Math.min(1, (inFlight[i]! + uncached[i]!) / TOKEN_LOAD_CAPACITY);
     } else {
       score[i] = maxActive === 0 ? 1 : 1 - candidates[i]!.activeRequests / maxActive;
     }

@@ -6,11 +6,6 @@ export interface SelectionRequest {
   readonly isl: number;
   /** KV block size of the pool, in tokens. */
   readonly blockSize: number;
-  /**
-   * Blocks the request will occupy; defaults to ceil(isl / blockSize), the
-   * way Dynamo sizes a request's decode footprint.
-   */
-  readonly requestBlocks?: number;
 }
 
 /**

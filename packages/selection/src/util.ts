@@ -7,11 +7,6 @@ export function validateRequest(req: SelectionRequest): void {
   }
 }
 
-/** Blocks the request occupies once admitted (Dynamo rounds a partial block up). */
-export function requestBlocksOf(req: SelectionRequest): number {
-  return req.requestBlocks ?? Math.ceil(req.isl / req.blockSize);
-}
-
 /**
  * Indices of `candidates` sorted by (workerId, dpRank). Seeded random picks
  * walk candidates in this order so a result depends on the seed and the
