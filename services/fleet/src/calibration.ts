@@ -21,7 +21,6 @@ interface CalibrationHarnessOptions {
   readonly plan: CalibrationPlan;
   /** Route subject of the decision service (default `vantage.v1.route`). */
   readonly routeSubject?: string;
-  readonly routeTimeoutMs?: number;
   /** Wall bound per request, dispatch to done. Default 60 s. */
   readonly requestTimeoutMs?: number;
   /** Wall bound of each wait for idle pools / visible bookings. Default 10 s. */
@@ -73,7 +72,7 @@ type ServeResult = Pick<Served, 'status' | 'error' | 'ttftMs' | 'reusedTokens'>;
 export async function runCalibration(o: CalibrationHarnessOptions): Promise<CalibrationSummary> {
   const nc = o.nc;
   const routeSubject = o.routeSubject ?? ROUTE_SUBJECT;
-  const routeTimeoutMs = o.routeTimeoutMs ?? 5_000;
+  const routeTimeoutMs = 5_000;
   const requestTimeoutMs = o.requestTimeoutMs ?? 60_000;
   const settleTimeoutMs = o.settleTimeoutMs ?? 10_000;
   /** Request id prefix, unique per harness run. */

@@ -1,22 +1,7 @@
 /**
- * The simulated fleet as a live service: one sim `Engine` per Dynamo worker,
- * advanced in (scaled) real time by the `RealTimeDriver`, publishing exactly
- * what Dynamo workers publish and serving requests on a per-worker subject.
- *
- * Per worker:
- *   KV events   namespace.{ns}.component.{comp}.kv-events   event-plane envelope, RouterEvent payload
- *   load        namespace.{ns}.kv_metrics                   event-plane envelope, ActiveLoad payload,
- *                                                           on change, debounced (Dynamo: ~1 ms)
- *   registry    vantage.v1.workers.{pool}                   register, heartbeats every ttl/3, deregister
- *   serving     vantage.v1.fleet.generate.{pool}.{workerId} see generate.ts
- *
- * Envelopes: publisher_id = worker id; sequence counts from 0 per (publisher,
- * topic), as each Dynamo event publisher keeps its own; published_at = wall ms.
- *
- * Shutdown (runtime phases): intake — stop serving subscriptions and
- * heartbeats; drain — let accepted requests finish (bounded), fail the rest
- * with `shutting_down`, stop the clock, publish final load and deregister;
- * flush — wait for the server to have everything.
+ * The simulated fleet as a live service: one sim `Engine` per Dynamo worker, advanced in (scaled)
+ * real time by the `RealTimeDriver`. What a worker publishes, how it serves and the shutdown phases:
+ * README.md ("What a worker publishes", "Serving", "Configuration").
  */
 import { randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
