@@ -18,7 +18,7 @@ import { decodeGenerateRequest, encodeProgress, GENERATE_PREFIX, generateSubject
 
 const FLEET_VERSION = '0.1.0';
 
-export interface FleetWorker {
+interface FleetWorker {
   readonly index: number;
   readonly pool: FleetPoolConfig;
   readonly workerId: WorkerId;
@@ -35,8 +35,6 @@ export interface FleetWorker {
 }
 
 export interface FleetHandle {
-  readonly workers: readonly FleetWorker[];
-  readonly driver: RealTimeDriver;
   /** Worker ids by pool name. */
   readonly pools: ReadonlyMap<string, readonly WorkerId[]>;
 }
@@ -260,5 +258,5 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     },
     'fleet started',
   );
-  return { workers, driver, pools: new Map(cfg.pools.map((p, i) => [p.name, idsByPool[i]!])) };
+  return { pools: new Map(cfg.pools.map((p, i) => [p.name, idsByPool[i]!])) };
 }
