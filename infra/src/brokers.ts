@@ -1,8 +1,6 @@
 /**
- * Starting, checking and stopping the brokers (nats-server, Kafka, etcd) as child processes, each
- * detached in its own process group with a log file and a pid file. Before a pid is signalled, its
- * command line must still name our data directory: a stale pid file whose pid was reused by another
- * program is just removed.
+ * nats-server, Kafka and etcd as child processes, started, checked and stopped through pid files
+ * (infra/README.md, `brokers.ts`: process groups, readiness, why stale pid files are safe).
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -30,7 +30,7 @@ export const OUT_DIR = join(REPO_ROOT, 'out');
 /** A rule variant by the name decision records give it. */
 const RULE_VARIANT = Object.fromEntries(Object.entries(RECORD_VARIANT).map(([k, v]) => [v, k as Variant])) as Record<string, Variant>;
 
-export interface JobConfig extends Omit<OfflineSettings, 'proposal'> {
+interface JobConfig extends Omit<OfflineSettings, 'proposal'> {
   /** Stage proposal model (`--proposal` of the load generator). */
   readonly proposal: string;
   /**
@@ -41,9 +41,7 @@ export interface JobConfig extends Omit<OfflineSettings, 'proposal'> {
    */
   readonly background: string;
   readonly timeScale: number;
-  /** Pools as `name:blockSize` for the load tools. */
-  readonly pools: string;
-  readonly topics: { readonly outcomes: string; readonly decisions: string };
+  readonly topics: { readonly outcomes: string };
 }
 
 /** `env[key]` (or `dflt` when unset or empty), which `parse` must accept. */
@@ -98,12 +96,11 @@ export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfi
     scheduleSeed: int('VANTAGE_JOB_SEED', 1),
     bootstrap: int('VANTAGE_JOB_BOOTSTRAP', 1000),
     timeScale: 4,
-    pools: 'efficient:64,capable:64',
-    topics: { outcomes: 'vantage.outcomes.v1', decisions: 'vantage.decisions.v1' },
+    topics: { outcomes: 'vantage.outcomes.v1' },
   };
 }
 
-export interface JobContext {
+interface JobContext {
   readonly natsUrl: string;
   readonly kafkaBrokers: string;
   /** VANTAGE_NATS_* / VANTAGE_KAFKA_* security settings for the job's tools (secured brokers: the admin role). */
@@ -241,7 +238,6 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
       '--preset', cfg.preset,
       '--seed', String(cfg.calibrationSeed),
       '--destination-limit', String(cfg.destinationLimit),
-      '--pools', cfg.pools,
       '--nats', ctx.natsUrl,
       '--out', calRequests,
     ],
@@ -306,7 +302,6 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
         '--eval', `${run.attempt}:${run.variant}`,
         '--proposal', cfg.proposal,
         ...(live.background === 'off' ? [] : ['--background', live.background]),
-        '--pools', cfg.pools,
         '--nats', ctx.natsUrl,
         '--time-scale', String(cfg.timeScale),
         '--max-duration-ms', '300000',

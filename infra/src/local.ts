@@ -1,7 +1,6 @@
 /**
- * The long-lived local brokers behind `infra up|down|status` and the main job: fixed ports on
- * 127.0.0.1, data and pid files under .infra/run (infra/README.md, `local.ts`). A broker named by
- * NATS_URL, KAFKA_BROKERS or ETCD_ENDPOINTS is used as it is: nothing is started or stopped for it.
+ * The long-lived local brokers behind `infra up|down|status` and the main job (infra/README.md,
+ * `local.ts`, `cli.ts`: ports, data under .infra/run, the variables naming existing brokers).
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';

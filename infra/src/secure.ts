@@ -1,8 +1,6 @@
 /**
- * Secured brokers (infra/README.md, `secure.ts`): a throwaway CA with server and client
- * certificates, the least-privilege NATS permission set per vantage role, the nats-server
- * configuration that enforces it over TLS, and the Kafka settings of a SASL_SSL listener.
- * Everything is written below a folder under the ignored `.infra/`; secret files are mode 0600.
+ * Secured brokers (infra/README.md, `secure.ts`): certificates, the least-privilege NATS permission
+ * set, the nats-server configuration that enforces it and Kafka's SASL_SSL listener settings.
  */
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
