@@ -54,22 +54,9 @@ interface CalibrationRequestLog {
   readonly observed: { readonly K: number | null; readonly R: number | null; readonly P: number | null } | null;
 }
 
-interface CalibrationSummary {
-  readonly runs: number;
-  readonly probes: number;
-  readonly probesCompleted: number;
-  readonly warmups: number;
-  readonly background: number;
-  readonly failed: number;
-  readonly settleTimeouts: number;
-  /** Probes whose observation did not show the background load the condition asked for. */
-  readonly loadNotVisible: number;
-  readonly durationMs: number;
-}
-
 type ServeResult = Pick<Served, 'status' | 'error' | 'ttftMs' | 'reusedTokens'>;
 
-export async function runCalibration(o: CalibrationHarnessOptions): Promise<CalibrationSummary> {
+export async function runCalibration(o: CalibrationHarnessOptions) {
   const nc = o.nc;
   const routeSubject = o.routeSubject ?? ROUTE_SUBJECT;
   const routeTimeoutMs = 5_000;
@@ -83,6 +70,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   const started = performance.now();
   const byId = new Map(o.plan.conditions.map((c) => [c.id, c]));
   const order = o.plan.runOrder.slice(0, o.maxRuns ?? o.plan.runOrder.length);
+  // loadNotVisible: probes whose observation did not show the background load the condition asked for.
   const counts = { probes: 0, probesCompleted: 0, warmups: 0, background: 0, failed: 0, settleTimeouts: 0, loadNotVisible: 0 };
 
   /**
