@@ -157,13 +157,13 @@ export function runNode(args: string[], label: string, env: NodeJS.ProcessEnv = 
 const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '') : []);
 
 /** Waits until the decision service reports `version` as its active parameter set. */
-export async function waitForParameterSet(port: number, version: string, timeoutMs = 15_000): Promise<void> {
+export async function waitForParameterSet(port: number, version: string): Promise<void> {
   const needle = `version="${version}"`;
   const loaded = (): Promise<boolean> =>
     fetch(`http://127.0.0.1:${port}/metrics`)
       .then(async (r) => (await r.text()).split('\n').some((l) => l.startsWith('vantage_decision_parameter_set_info') && l.includes(needle) && / 1$/.test(l)))
       .catch(() => false); // restarting or not up yet
-  await waitFor(`the decision service's parameter set ${version}`, loaded, timeoutMs);
+  await waitFor(`the decision service's parameter set ${version}`, loaded, 15_000);
 }
 
 export async function runJob(ctx: JobContext): Promise<JobResult> {
@@ -180,7 +180,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     phaseStart = Date.now();
   };
   // The tools run with no VANTAGE_* of the caller's except the security settings meant for them.
-  const node = (args: string[], label: string): Promise<string> => runNode(args, label, { ...ctx.toolEnv });
+  const node = (args: string[], label: string): Promise<string> => runNode(args, label, ctx.toolEnv);
   const cli = (args: string[], label: string): Promise<string> => node(['packages/cli/src/main.ts', ...args], label);
   const useParams = async (set: ParameterSet): Promise<void> => {
     writeParameterSet(ctx.paramsFile, set);

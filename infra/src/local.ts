@@ -8,7 +8,7 @@ import { tcpOpen } from './exec';
 import { etcdServer, kafkaBroker, natsBroker, type BrokerProcess } from './brokers';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { RUN_DIR } from './paths';
-import { JOB_LAYOUT, secureDeployment, type SecureDeployment } from './secure';
+import { JOB_POOLS, secureDeployment, type SecureDeployment } from './secure';
 
 type BrokerName = 'nats' | 'kafka' | 'etcd';
 
@@ -44,7 +44,7 @@ const SECURE_DIR = join(RUN_DIR, 'secure');
 
 /** The secured deployment (certificates, users, secret files) of `infra up --secure`, made on first use. */
 export function localSecureDeployment(): SecureDeployment {
-  return secureDeployment(SECURE_DIR, JOB_LAYOUT);
+  return secureDeployment(SECURE_DIR, JOB_POOLS);
 }
 
 /** The broker `variable` names, or the one `make` describes (not started). */
