@@ -267,8 +267,7 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
     command: async () => {
       const libs = await ensureKafkaJars();
       // With security it holds the PLAIN users' and the broker's own passwords.
-      if (opts.security === undefined) writeFileSync(propsFile, properties.join('\n'));
-      else writeSecretFile(propsFile, properties.join('\n'));
+      writeSecretFile(propsFile, properties.join('\n'));
       writeFileSync(log4jFile, log4j.join('\n'));
       serverLogOffset = existsSync(serverLog) ? statSync(serverLog).size : 0;
       const jvm = [`-Xms${Math.min(256, heap)}m`, `-Xmx${heap}m`, `-Dlog4j2.configurationFile=${log4jFile}`, '-cp', `${libs}/*`];

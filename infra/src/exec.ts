@@ -119,6 +119,15 @@ export function tcpOpen(host: string, port: number, timeoutMs = 500): Promise<bo
 }
 
 
+/** `env[name]` as an integer in [1, max], or `dflt` when it is unset or empty. */
+export function envInt(env: NodeJS.ProcessEnv, name: string, dflt: number, max = Number.MAX_SAFE_INTEGER): number {
+  const v = env[name];
+  if (v === undefined || v === '') return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > max) throw new Error(`${name} must be a positive integer${max === Number.MAX_SAFE_INTEGER ? '' : ` up to ${max}`}, got ${v}`);
+  return n;
+}
+
 /** Poll `check` until it returns true or the deadline passes. */
 export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<number> {
   const start = Date.now();

@@ -22,7 +22,7 @@ import type { FitReport } from '@vantage/fitting';
 import { loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
 import { RECORD_VARIANT } from '@vantage/decision-core';
 import { comparisonHtml, engineSideAnalysis, findingLines, offlineOperatingPoint, type OfflineSettings, type OfflineStudy } from './job-study';
-import { waitFor } from './exec';
+import { envInt, waitFor } from './exec';
 import { REPO_ROOT } from './paths';
 
 export const OUT_DIR = join(REPO_ROOT, 'out');
@@ -73,13 +73,7 @@ export function jobSchedule(cfg: JobConfig): EvaluationSchedule {
 }
 
 export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfig {
-  const int = (k: string, d: number): number => {
-    const v = env[k];
-    if (v === undefined || v === '') return d;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`${k} must be a positive integer, got ${v}`);
-    return n;
-  };
+  const int = (k: string, d: number): number => envInt(env, k, d);
   const preset = env['VANTAGE_JOB_CALIBRATION'] ?? 'job';
   if (preset !== 'tiny' && preset !== 'small' && preset !== 'job' && preset !== 'full') throw new Error(`VANTAGE_JOB_CALIBRATION must be tiny, small, job or full, got ${preset}`);
   return {

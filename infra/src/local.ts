@@ -4,7 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { tcpOpen } from './exec';
+import { envInt, tcpOpen } from './exec';
 import { etcdServer, kafkaBroker, natsBroker, type BrokerProcess } from './brokers';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { RUN_DIR } from './paths';
@@ -31,13 +31,7 @@ interface LocalBroker {
 
 const INSTALL: Record<BrokerName, (log: (m: string) => void) => Promise<string>> = { nats: ensureNatsServer, kafka: ensureKafkaJars, etcd: ensureEtcd };
 
-function portFromEnv(name: string, dflt: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return dflt;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0 || n > 65535) throw new Error(`${name}=${v} is not a TCP port`);
-  return n;
-}
+const portFromEnv = (name: string, dflt: number): number => envInt(process.env, name, dflt, 65535);
 
 /** Where the secured pair keeps its data, certificates and secrets (`infra up --secure`). */
 const SECURE_DIR = join(RUN_DIR, 'secure');

@@ -332,12 +332,10 @@ export function natsServerConfig(o: NatsServerConfigOptions): string {
 
 // ---- Kafka SASL_SSL ----
 
-export type KafkaScramMechanism = 'SCRAM-SHA-256' | 'SCRAM-SHA-512';
-
 export interface KafkaSecurity {
   readonly tls: Pick<TlsMaterial, 'caFile' | 'serverBundleFile'>;
   /** SCRAM users, created at format time (`kafka-storage format --add-scram`). */
-  readonly scramUsers: readonly { readonly name: string; readonly password: string; readonly mechanism: KafkaScramMechanism }[];
+  readonly scramUsers: readonly { readonly name: string; readonly password: string; readonly mechanism: 'SCRAM-SHA-256' | 'SCRAM-SHA-512' }[];
   /** PLAIN users (the broker's JAAS configuration). */
   readonly plainUsers: readonly { readonly name: string; readonly password: string }[];
   /** The broker's own SCRAM-SHA-512 user (inter-broker listener). */

@@ -127,9 +127,9 @@ function summarize(
 ) {
   const done = outcomes.filter((o) => o.status === 'done');
   const bgDone = background?.filter((o) => o.status === 'done') ?? [];
-  const count = (key: (o: RequestOutcome) => string | null, of: readonly RequestOutcome[] = outcomes): Record<string, number> => {
+  const count = (key: (o: RequestOutcome) => string | null): Record<string, number> => {
     const out: Record<string, number> = {};
-    for (const o of of) {
+    for (const o of outcomes) {
       const k = key(o);
       if (k !== null) out[k] = (out[k] ?? 0) + 1;
     }
