@@ -1,8 +1,6 @@
 /**
- * Starting, checking and stopping the brokers (nats-server, Kafka, etcd) as child processes, each
- * detached in its own process group with a log file and a pid file. Before a pid is signalled, its
- * command line must still name our data directory: a stale pid file whose pid was reused by another
- * program is just removed.
+ * nats-server, Kafka and etcd as child processes, started, checked and stopped through pid files
+ * (infra/README.md, `brokers.ts`: process groups, readiness, why stale pid files are safe).
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -269,8 +267,7 @@ export async function kafkaBroker(opts: KafkaOptions): Promise<KafkaBroker> {
     command: async () => {
       const libs = await ensureKafkaJars();
       // With security it holds the PLAIN users' and the broker's own passwords.
-      if (opts.security === undefined) writeFileSync(propsFile, properties.join('\n'));
-      else writeSecretFile(propsFile, properties.join('\n'));
+      writeSecretFile(propsFile, properties.join('\n'));
       writeFileSync(log4jFile, log4j.join('\n'));
       serverLogOffset = existsSync(serverLog) ? statSync(serverLog).size : 0;
       const jvm = [`-Xms${Math.min(256, heap)}m`, `-Xmx${heap}m`, `-Dlog4j2.configurationFile=${log4jFile}`, '-cp', `${libs}/*`];

@@ -1,9 +1,6 @@
 /**
  * Dynamo 1.6.1's own processes for integration tests and `npm start -- --dynamo` (infra/README.md,
- * `dynamo.ts`): its mocker (`python -m dynamo.mocker`) and a driver speaking JSON lines over
- * stdin/stdout (packages/testkit/python/dynamo_driver.py, u64s as decimal strings), from the
- * virtualenv `scripts/ensure-dynamo-py.sh` installs. `stop()` sends SIGTERM first so the mocker
- * removes its discovery entries, as a graceful shutdown does.
+ * `dynamo.ts`): its mocker and the testkit's driver (JSON lines, u64s as decimal strings).
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
@@ -116,8 +113,8 @@ interface DynamoPlacement {
   readonly fileKvDir?: string;
   /** Discovery in etcd instead of files (the driver's as the workers were started). */
   readonly etcd?: EtcdDiscoveryTarget;
-  /** `namespace.component.endpoint`; Dynamo's default `dynamo.backend.generate`. */
-  readonly endpoint?: string;
+  /** `namespace.component.endpoint`. */
+  readonly endpoint: string;
   readonly blockSize?: number;
   /** Where its log goes; a fresh directory under .infra/test by default. */
   readonly logDir?: string;
@@ -127,7 +124,7 @@ interface MockerOptions extends DynamoPlacement {
   readonly numWorkers: number;
   /** GPU blocks per dp rank (small: eviction all the time). */
   readonly numGpuBlocks: number;
-  readonly speedupRatio?: number;
+  readonly speedupRatio: number;
   readonly dataParallelSize?: number;
   readonly maxNumBatchedTokens?: number;
   readonly modelName?: string;
@@ -245,22 +242,21 @@ export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: st
 /** Start `python -m dynamo.mocker`; resolves once its workers' model cards are in discovery. */
 export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
   if (o.etcd === undefined && o.fileKvDir !== undefined) mkdirSync(o.fileKvDir, { recursive: true });
-  const endpoint = o.endpoint ?? 'dynamo.backend.generate';
-  const listIds = async (): Promise<bigint[]> => (o.etcd !== undefined ? etcdInstanceIds(o.etcd, endpoint) : discoveredInstanceIds(o.fileKvDir ?? '', endpoint));
+  const listIds = async (): Promise<bigint[]> => (o.etcd !== undefined ? etcdInstanceIds(o.etcd, o.endpoint) : discoveredInstanceIds(o.fileKvDir ?? '', o.endpoint));
   const before = new Set(await listIds());
   const flags: [string, string | number | undefined][] = [
-    ['--endpoint', `dyn://${endpoint}`],
+    ['--endpoint', `dyn://${o.endpoint}`],
     ['--model-name', o.modelName ?? 'mock'],
     ['--num-workers', o.numWorkers],
     ['--block-size', o.blockSize ?? 64],
     ['--num-gpu-blocks-override', o.numGpuBlocks],
-    ['--speedup-ratio', o.speedupRatio ?? 10],
+    ['--speedup-ratio', o.speedupRatio],
     ['--data-parallel-size', o.dataParallelSize],
     ['--max-num-batched-tokens', o.maxNumBatchedTokens],
   ];
   const args = ['-m', 'dynamo.mocker', ...flags.flatMap(([f, v]) => (v === undefined ? [] : [f, String(v)]))];
   const env = await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd);
-  const { proc } = spawnDynamoPython(args, { env, logDir: o.logDir, logName: `mocker-${endpoint}-${Date.now()}.log`, stdio: 'log' });
+  const { proc } = spawnDynamoPython(args, { env, logDir: o.logDir, logName: `mocker-${o.endpoint}-${Date.now()}.log`, stdio: 'log' });
   let ids: bigint[] = [];
   await untilReady(
     proc,
@@ -300,7 +296,7 @@ export interface DynamoDriver extends DynamoProcess {
 }
 
 interface DriverOptions extends DynamoPlacement {
-  readonly minWorkers?: number;
+  readonly minWorkers: number;
   /** Do not start a KvRouter (no overlap queries). */
   readonly noRouter?: boolean;
   /** The KvRouter publishes its bookings to other routers (`router_replica_sync`): indexers see them as Dynamo's load. */
@@ -309,7 +305,7 @@ interface DriverOptions extends DynamoPlacement {
 
 /** Start the Dynamo-side driver; resolves when its client sees `minWorkers` instances. */
 export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver> {
-  const args = [DYNAMO_DRIVER, '--endpoint', o.endpoint ?? 'dynamo.backend.generate', '--block-size', String(o.blockSize ?? 64), '--min-workers', String(o.minWorkers ?? 1)];
+  const args = [DYNAMO_DRIVER, '--endpoint', o.endpoint, '--block-size', String(o.blockSize ?? 64), '--min-workers', String(o.minWorkers)];
   if (o.noRouter) args.push('--no-router');
   if (o.routerReplicaSync) args.push('--router-replica-sync');
   const env = await dynamoEnv(o.natsUrl, o.fileKvDir, o.etcd);

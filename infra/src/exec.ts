@@ -5,13 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { REPO_ROOT } from './paths';
 
 /** Run a command to completion, streaming nothing; throws with its output on failure. */
-export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): string {
-  const r = spawnSync(cmd, args, {
-    env: { ...process.env, ...opts.env },
-    cwd: opts.cwd,
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-  });
+export function run(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (r.error) throw new Error(`${cmd} could not be run: ${r.error.message}`);
   if (r.status !== 0) {
     const out = `${r.stdout ?? ''}\n${r.stderr ?? ''}`.trim().split('\n').slice(-30).join('\n');
@@ -119,6 +114,15 @@ export function tcpOpen(host: string, port: number, timeoutMs = 500): Promise<bo
 }
 
 
+/** `env[name]` as an integer in [1, max], or `dflt` when it is unset or empty. */
+export function envInt(env: NodeJS.ProcessEnv, name: string, dflt: number, max = Number.MAX_SAFE_INTEGER): number {
+  const v = env[name];
+  if (v === undefined || v === '') return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > max) throw new Error(`${name} must be a positive integer${max === Number.MAX_SAFE_INTEGER ? '' : ` up to ${max}`}, got ${v}`);
+  return n;
+}
+
 /** Poll `check` until it returns true or the deadline passes. */
 export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<number> {
   const start = Date.now();
@@ -184,9 +188,7 @@ const ENDED_WITH_PROCESS = Symbol.for('vantage.infra.ended-with-process');
 
 /**
  * Processes to end (SIGKILL) if this Node process exits first, by pid: true to signal the pid's
- * whole process group (a broker started detached), false the process alone. One table and one exit
- * listener per Node process, however many times this module is loaded (the integration run loads it
- * once per test file, all in one process).
+ * whole process group, false the process alone. One table per Node process (infra/README.md).
  */
 const endedWithProcess = ((globalThis as { [ENDED_WITH_PROCESS]?: Map<number, boolean> })[ENDED_WITH_PROCESS] ??= (() => {
   const table = new Map<number, boolean>();

@@ -5,7 +5,7 @@ export { natsBroker, kafkaBroker, etcdServer } from './brokers';
 export type { NatsBroker, KafkaBroker, EtcdServer, NatsOptions } from './brokers';
 export { Stack } from './stack';
 export { runJob, defaultJobConfig, writeParameterSet, waitForParameterSet, runNode } from './job';
-export type { JobConfig, JobContext, JobResult } from './job';
+export type { JobResult } from './job';
 export { startMocker, startDynamoDriver, spawnDynamoPython, untilReady, lineRpc } from './dynamo';
 export type { MockerProcess, DynamoDriver, DynamoProcess } from './dynamo';
 export { ensureTlsMaterial, randomSecret, rolePermissions } from './secure';

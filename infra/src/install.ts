@@ -88,11 +88,7 @@ function etcdVersionOf(bin: string): string | undefined {
   return m === null ? undefined : `v${m[1]}`;
 }
 
-/**
- * Path of a usable etcd server, building the pinned one if needed. The first build compiles etcd
- * and its gRPC stack (on this project's 2-core host about 45 s with Go's module cache warm, a
- * few minutes cold).
- */
+/** Path of a usable etcd server, building the pinned one if needed (the first build's cost: infra/README.md). */
 export function ensureEtcd(log: Log = () => {}): Promise<string> {
   const build = async (local: string): Promise<void> => {
     // Built to a temporary name and renamed, so a build interrupted half-way never leaves a

@@ -22,7 +22,7 @@ import type { FitReport } from '@vantage/fitting';
 import { loadParameterSet, serializeParameterSet, type ParameterSet, type Variant } from '@vantage/rules';
 import { RECORD_VARIANT } from '@vantage/decision-core';
 import { comparisonHtml, engineSideAnalysis, findingLines, offlineOperatingPoint, type OfflineSettings, type OfflineStudy } from './job-study';
-import { waitFor } from './exec';
+import { envInt, waitFor } from './exec';
 import { REPO_ROOT } from './paths';
 
 export const OUT_DIR = join(REPO_ROOT, 'out');
@@ -30,7 +30,7 @@ export const OUT_DIR = join(REPO_ROOT, 'out');
 /** A rule variant by the name decision records give it. */
 const RULE_VARIANT = Object.fromEntries(Object.entries(RECORD_VARIANT).map(([k, v]) => [v, k as Variant])) as Record<string, Variant>;
 
-export interface JobConfig extends Omit<OfflineSettings, 'proposal'> {
+interface JobConfig extends Omit<OfflineSettings, 'proposal'> {
   /** Stage proposal model (`--proposal` of the load generator). */
   readonly proposal: string;
   /**
@@ -41,9 +41,7 @@ export interface JobConfig extends Omit<OfflineSettings, 'proposal'> {
    */
   readonly background: string;
   readonly timeScale: number;
-  /** Pools as `name:blockSize` for the load tools. */
-  readonly pools: string;
-  readonly topics: { readonly outcomes: string; readonly decisions: string };
+  readonly topics: { readonly outcomes: string };
 }
 
 /** `env[key]` (or `dflt` when unset or empty), which `parse` must accept. */
@@ -75,13 +73,7 @@ export function jobSchedule(cfg: JobConfig): EvaluationSchedule {
 }
 
 export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfig {
-  const int = (k: string, d: number): number => {
-    const v = env[k];
-    if (v === undefined || v === '') return d;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`${k} must be a positive integer, got ${v}`);
-    return n;
-  };
+  const int = (k: string, d: number): number => envInt(env, k, d);
   const preset = env['VANTAGE_JOB_CALIBRATION'] ?? 'job';
   if (preset !== 'tiny' && preset !== 'small' && preset !== 'job' && preset !== 'full') throw new Error(`VANTAGE_JOB_CALIBRATION must be tiny, small, job or full, got ${preset}`);
   return {
@@ -98,12 +90,11 @@ export function defaultJobConfig(env: NodeJS.ProcessEnv = process.env): JobConfi
     scheduleSeed: int('VANTAGE_JOB_SEED', 1),
     bootstrap: int('VANTAGE_JOB_BOOTSTRAP', 1000),
     timeScale: 4,
-    pools: 'efficient:64,capable:64',
-    topics: { outcomes: 'vantage.outcomes.v1', decisions: 'vantage.decisions.v1' },
+    topics: { outcomes: 'vantage.outcomes.v1' },
   };
 }
 
-export interface JobContext {
+interface JobContext {
   readonly natsUrl: string;
   readonly kafkaBrokers: string;
   /** VANTAGE_NATS_* / VANTAGE_KAFKA_* security settings for the job's tools (secured brokers: the admin role). */
@@ -160,13 +151,13 @@ export function runNode(args: string[], label: string, env: NodeJS.ProcessEnv = 
 const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '') : []);
 
 /** Waits until the decision service reports `version` as its active parameter set. */
-export async function waitForParameterSet(port: number, version: string, timeoutMs = 15_000): Promise<void> {
+export async function waitForParameterSet(port: number, version: string): Promise<void> {
   const needle = `version="${version}"`;
   const loaded = (): Promise<boolean> =>
     fetch(`http://127.0.0.1:${port}/metrics`)
       .then(async (r) => (await r.text()).split('\n').some((l) => l.startsWith('vantage_decision_parameter_set_info') && l.includes(needle) && / 1$/.test(l)))
       .catch(() => false); // restarting or not up yet
-  await waitFor(`the decision service's parameter set ${version}`, loaded, timeoutMs);
+  await waitFor(`the decision service's parameter set ${version}`, loaded, 15_000);
 }
 
 export async function runJob(ctx: JobContext): Promise<JobResult> {
@@ -183,7 +174,7 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
     phaseStart = Date.now();
   };
   // The tools run with no VANTAGE_* of the caller's except the security settings meant for them.
-  const node = (args: string[], label: string): Promise<string> => runNode(args, label, { ...ctx.toolEnv });
+  const node = (args: string[], label: string): Promise<string> => runNode(args, label, ctx.toolEnv);
   const cli = (args: string[], label: string): Promise<string> => node(['packages/cli/src/main.ts', ...args], label);
   const useParams = async (set: ParameterSet): Promise<void> => {
     writeParameterSet(ctx.paramsFile, set);
@@ -241,7 +232,6 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
       '--preset', cfg.preset,
       '--seed', String(cfg.calibrationSeed),
       '--destination-limit', String(cfg.destinationLimit),
-      '--pools', cfg.pools,
       '--nats', ctx.natsUrl,
       '--out', calRequests,
     ],
@@ -306,7 +296,6 @@ export async function runJob(ctx: JobContext): Promise<JobResult> {
         '--eval', `${run.attempt}:${run.variant}`,
         '--proposal', cfg.proposal,
         ...(live.background === 'off' ? [] : ['--background', live.background]),
-        '--pools', cfg.pools,
         '--nats', ctx.natsUrl,
         '--time-scale', String(cfg.timeScale),
         '--max-duration-ms', '300000',

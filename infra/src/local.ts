@@ -1,15 +1,14 @@
 /**
- * The long-lived local brokers behind `infra up|down|status` and the main job: fixed ports on
- * 127.0.0.1, data and pid files under .infra/run (infra/README.md, `local.ts`). A broker named by
- * NATS_URL, KAFKA_BROKERS or ETCD_ENDPOINTS is used as it is: nothing is started or stopped for it.
+ * The long-lived local brokers behind `infra up|down|status` and the main job (infra/README.md,
+ * `local.ts`, `cli.ts`: ports, data under .infra/run, the variables naming existing brokers).
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { tcpOpen } from './exec';
+import { envInt, tcpOpen } from './exec';
 import { etcdServer, kafkaBroker, natsBroker, type BrokerProcess } from './brokers';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { RUN_DIR } from './paths';
-import { JOB_LAYOUT, secureDeployment, type SecureDeployment } from './secure';
+import { JOB_POOLS, secureDeployment, type SecureDeployment } from './secure';
 
 type BrokerName = 'nats' | 'kafka' | 'etcd';
 
@@ -32,20 +31,14 @@ interface LocalBroker {
 
 const INSTALL: Record<BrokerName, (log: (m: string) => void) => Promise<string>> = { nats: ensureNatsServer, kafka: ensureKafkaJars, etcd: ensureEtcd };
 
-function portFromEnv(name: string, dflt: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return dflt;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0 || n > 65535) throw new Error(`${name}=${v} is not a TCP port`);
-  return n;
-}
+const portFromEnv = (name: string, dflt: number): number => envInt(process.env, name, dflt, 65535);
 
 /** Where the secured pair keeps its data, certificates and secrets (`infra up --secure`). */
 const SECURE_DIR = join(RUN_DIR, 'secure');
 
 /** The secured deployment (certificates, users, secret files) of `infra up --secure`, made on first use. */
 export function localSecureDeployment(): SecureDeployment {
-  return secureDeployment(SECURE_DIR, JOB_LAYOUT);
+  return secureDeployment(SECURE_DIR, JOB_POOLS);
 }
 
 /** The broker `variable` names, or the one `make` describes (not started). */

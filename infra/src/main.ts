@@ -68,7 +68,7 @@ async function main(argv: string[]): Promise<number> {
     paramsFile: PARAMS_FILE,
     logDir: join(RUN_DIR, 'services'),
     // The offline study models the same pools (LIVE_FLEET).
-    pools: { efficient: { ...LIVE_POOLS.efficient }, capable: { ...LIVE_POOLS.capable } },
+    pools: LIVE_POOLS,
     timeScale: config.timeScale,
     ...(dynamo ? { dynamoFileKv: DYNAMO_KV_DIR } : {}),
     extraEnv: {

@@ -1,8 +1,6 @@
 /**
- * Secured brokers (infra/README.md, `secure.ts`): a throwaway CA with server and client
- * certificates, the least-privilege NATS permission set per vantage role, the nats-server
- * configuration that enforces it over TLS, and the Kafka settings of a SASL_SSL listener.
- * Everything is written below a folder under the ignored `.infra/`; secret files are mode 0600.
+ * Secured brokers (infra/README.md, `secure.ts`): certificates, the least-privilege NATS permission
+ * set, the nats-server configuration that enforces it and Kafka's SASL_SSL listener settings.
  */
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -80,10 +78,6 @@ export interface SecurePool {
   readonly component: string;
 }
 
-interface SecureLayout {
-  readonly pools: readonly SecurePool[];
-}
-
 /**
  * The services' default buckets and streams: the outcome service's lease bucket (`outcome.leader.bucket`),
  * the indexers' snapshot object store (`indexer.snapshot.bucket`), the decision and lifecycle streams.
@@ -158,9 +152,9 @@ function workerPublishes(p: SecurePool): string[] {
  * component is per pool. Subjects are the ones each service's README and source
  * name (`@vantage/protocol` for ours, `@vantage/wire` for Dynamo's).
  */
-export function rolePermissions(layout: SecureLayout): RolePermissions[] {
+export function rolePermissions(pools: readonly SecurePool[]): RolePermissions[] {
   const roles: RolePermissions[] = [];
-  for (const p of layout.pools) {
+  for (const p of pools) {
     const d = dynamoSubjects(p);
     roles.push({
       role: `indexer-${p.name}`,
@@ -201,7 +195,7 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
         ...streamApi(DECISIONS_STREAM),
         // Local pools restore from the indexers' snapshots and replay JetStream-mode KV events.
         ...streamApi(`OBJ_${SNAPSHOT_BUCKET}`),
-        ...layout.pools.flatMap((p) => streamApi(kvEventsStream(p))),
+        ...pools.flatMap((p) => streamApi(kvEventsStream(p))),
       ],
     },
     subscribe: {
@@ -212,7 +206,7 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
         `${V}.bookings.*`,
         // What an indexer of each pool reads, as two wildcards: a user JWT carrying every subject apart would pass
         // nats-server's default 4 KiB control line (a CONNECT that long is dropped).
-        ...layout.pools.flatMap((p) => [`namespace.${p.namespace}.component.${p.component}.>`, dynamoSubjects(p).kvMetrics]),
+        ...pools.flatMap((p) => [`namespace.${p.namespace}.component.${p.component}.>`, dynamoSubjects(p).kvMetrics]),
         '$SRV.>',
         INBOX,
       ],
@@ -236,8 +230,8 @@ export function rolePermissions(layout: SecureLayout): RolePermissions[] {
   roles.push({
     role: 'fleet',
     what: "the simulated fleet process: every pool's workers (KV events, load, registrations) and their generate endpoints; development only",
-    publish: { allow: layout.pools.flatMap(workerPublishes) },
-    subscribe: { allow: layout.pools.map((p) => `${V}.fleet.generate.${p.name}.*`) },
+    publish: { allow: pools.flatMap(workerPublishes) },
+    subscribe: { allow: pools.map((p) => `${V}.fleet.generate.${p.name}.*`) },
     allowResponses: { max: 1_000_000, expires: '15m' },
   });
   roles.push({
@@ -338,12 +332,10 @@ export function natsServerConfig(o: NatsServerConfigOptions): string {
 
 // ---- Kafka SASL_SSL ----
 
-export type KafkaScramMechanism = 'SCRAM-SHA-256' | 'SCRAM-SHA-512';
-
 export interface KafkaSecurity {
   readonly tls: Pick<TlsMaterial, 'caFile' | 'serverBundleFile'>;
   /** SCRAM users, created at format time (`kafka-storage format --add-scram`). */
-  readonly scramUsers: readonly { readonly name: string; readonly password: string; readonly mechanism: KafkaScramMechanism }[];
+  readonly scramUsers: readonly { readonly name: string; readonly password: string; readonly mechanism: 'SCRAM-SHA-256' | 'SCRAM-SHA-512' }[];
   /** PLAIN users (the broker's JAAS configuration). */
   readonly plainUsers: readonly { readonly name: string; readonly password: string }[];
   /** The broker's own SCRAM-SHA-512 user (inter-broker listener). */
@@ -417,11 +409,11 @@ function secretIn(dir: string, name: string): string {
  * (a Kafka broker's SCRAM users are created when its data directory is formatted, so the
  * passwords must outlive a restart). Secret files are `dir/secrets/*.password`, mode 0600.
  */
-export function secureDeployment(dir: string, layout: SecureLayout): SecureDeployment {
+export function secureDeployment(dir: string, pools: readonly SecurePool[]): SecureDeployment {
   const tls = ensureTlsMaterial(join(dir, 'tls'));
   const secrets = join(dir, 'secrets');
   mkdirSync(secrets, { recursive: true, mode: 0o700 });
-  const roles = rolePermissions(layout);
+  const roles = rolePermissions(pools);
   const natsPasswords = new Map(roles.map((r) => [r.role, secretIn(secrets, `nats-${r.role}.password`)]));
   const kafkaPasswords = new Map(KAFKA_USERS.map((u) => [u as string, secretIn(secrets, `kafka-${u}.password`)]));
   const brokerPassword = secretIn(secrets, 'kafka-broker.password');
@@ -462,12 +454,10 @@ export function secureDeployment(dir: string, layout: SecureLayout): SecureDeplo
 }
 
 /** The main job's pools as the secured deployment sees them (namespace `dynamo`, component = pool). */
-export const JOB_LAYOUT: SecureLayout = {
-  pools: [
-    { name: 'efficient', namespace: 'dynamo', component: 'efficient' },
-    { name: 'capable', namespace: 'dynamo', component: 'capable' },
-  ],
-};
+export const JOB_POOLS: readonly SecurePool[] = [
+  { name: 'efficient', namespace: 'dynamo', component: 'efficient' },
+  { name: 'capable', namespace: 'dynamo', component: 'capable' },
+];
 
 // ---- The operators' example (infra/secure/), generated from the same permission set ----
 
@@ -477,12 +467,12 @@ function examplePasswordVariable(role: string): string {
 }
 
 /**
- * `infra/secure/nats-server.conf`: the job's layout, TLS with client certificates from
+ * `infra/secure/nats-server.conf`: the job's pools, TLS with client certificates from
  * `/etc/nats/tls/`, one user per role with its password from the server's environment.
  * `npm run secure:example` rewrites it; a unit test keeps it equal to this.
  */
 export function exampleNatsConfig(): string {
-  const roles = rolePermissions(JOB_LAYOUT);
+  const roles = rolePermissions(JOB_POOLS);
   const material = { caFile: '/etc/nats/tls/ca.pem', serverCertFile: '/etc/nats/tls/server.pem', serverKeyFile: '/etc/nats/tls/server.key' };
   const body = natsServerConfig({
     port: 4222,

@@ -5,7 +5,7 @@
  * `<logDir>/<name>.log`. Services reject VANTAGE_* variables they do not know, so the caller's own
  * are never passed down.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, httpOk, spawnLogged, waitFor, type LoggedProcess } from './exec';
 import { REPO_ROOT } from './paths';
@@ -136,10 +136,7 @@ export class Stack {
   constructor(private readonly o: StackOptions) {}
 
   async start(): Promise<void> {
-    for (const spec of stackServices(this.o)) {
-      if (!existsSync(join(REPO_ROOT, spec.entry))) continue;
-      this.running.push(await this.spawn(spec));
-    }
+    for (const spec of stackServices(this.o)) this.running.push(await this.spawn(spec));
     for (const r of this.running) await this.waitHealthy(r);
   }
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../src/paths';
-import { exampleKafkaProperties, exampleNatsConfig, JOB_LAYOUT, natsServerConfig, rolePermissions, secureDeployment, type RolePermissions } from '../src/secure';
+import { exampleKafkaProperties, exampleNatsConfig, JOB_POOLS, natsServerConfig, rolePermissions, secureDeployment, type RolePermissions } from '../src/secure';
 import { secureServiceEnv, stackServices } from '../src/stack';
 
 /** NATS subject matching: `*` one token, `>` one or more trailing tokens. */
@@ -21,7 +21,7 @@ function matches(pattern: string, subject: string): boolean {
 }
 const may = (r: RolePermissions, op: 'publish' | 'subscribe', subject: string): boolean => r[op].allow.some((a) => matches(a, subject));
 
-const roles = rolePermissions(JOB_LAYOUT);
+const roles = rolePermissions(JOB_POOLS);
 const role = (name: string): RolePermissions => {
   const r = roles.find((x) => x.role === name);
   if (r === undefined) throw new Error(`no role ${name}`);
@@ -86,8 +86,8 @@ describe('secured deployment (infra up --secure)', () => {
   it('makes certificates and secret files once (0600) and gives every stack service its own role', () => {
     const dir = mkdtempSync(join(tmpdir(), 'vantage-secure-'));
     try {
-      const a = secureDeployment(dir, JOB_LAYOUT);
-      const b = secureDeployment(dir, JOB_LAYOUT);
+      const a = secureDeployment(dir, JOB_POOLS);
+      const b = secureDeployment(dir, JOB_POOLS);
       // Kept across runs: Kafka's SCRAM users exist only from the first format.
       expect(b.kafka.scramUsers).toEqual(a.kafka.scramUsers);
       expect(readFileSync(b.tls.caFile, 'utf8')).toBe(readFileSync(a.tls.caFile, 'utf8'));

@@ -148,7 +148,7 @@ describe('calibration -> fit -> parameter set -> decision service, through Kafka
     const summary = JSON.parse(
       (
         await runNode(
-          ['services/fleet/src/loadgen.ts', '--sessions', '1', '--seed', '99', '--max-context', '8192', '--pools', config.pools, '--nats', nats.url, '--time-scale', String(config.timeScale), '--max-duration-ms', '60000'],
+          ['services/fleet/src/loadgen.ts', '--sessions', '1', '--seed', '99', '--max-context', '8192', '--nats', nats.url, '--time-scale', String(config.timeScale), '--max-duration-ms', '60000'],
           'load',
         )
       )

@@ -43,7 +43,7 @@ import {
   type Sink,
 } from './pipeline';
 
-const roles = rolePermissions({ pools });
+const roles = rolePermissions(pools);
 const tls = testTlsMaterial('methods');
 const rogue = testTlsMaterial('rogue');
 const secrets = join(tls.dir, 'secrets');

@@ -43,7 +43,7 @@ import {
 } from './pipeline';
 
 const CANARY = `CANARY-${randomSecret(8)}`;
-const roles = rolePermissions({ pools });
+const roles = rolePermissions(pools);
 // Every password holds the canary, so any place that prints a password prints it.
 const passwords = Object.fromEntries(roles.map((r) => [r.role, `${CANARY}-${r.role}-${randomSecret(6)}`]));
 const tls = testTlsMaterial('pipeline');

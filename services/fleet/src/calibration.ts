@@ -21,7 +21,6 @@ interface CalibrationHarnessOptions {
   readonly plan: CalibrationPlan;
   /** Route subject of the decision service (default `vantage.v1.route`). */
   readonly routeSubject?: string;
-  readonly routeTimeoutMs?: number;
   /** Wall bound per request, dispatch to done. Default 60 s. */
   readonly requestTimeoutMs?: number;
   /** Wall bound of each wait for idle pools / visible bookings. Default 10 s. */
@@ -55,25 +54,12 @@ interface CalibrationRequestLog {
   readonly observed: { readonly K: number | null; readonly R: number | null; readonly P: number | null } | null;
 }
 
-interface CalibrationSummary {
-  readonly runs: number;
-  readonly probes: number;
-  readonly probesCompleted: number;
-  readonly warmups: number;
-  readonly background: number;
-  readonly failed: number;
-  readonly settleTimeouts: number;
-  /** Probes whose observation did not show the background load the condition asked for. */
-  readonly loadNotVisible: number;
-  readonly durationMs: number;
-}
-
 type ServeResult = Pick<Served, 'status' | 'error' | 'ttftMs' | 'reusedTokens'>;
 
-export async function runCalibration(o: CalibrationHarnessOptions): Promise<CalibrationSummary> {
+export async function runCalibration(o: CalibrationHarnessOptions) {
   const nc = o.nc;
   const routeSubject = o.routeSubject ?? ROUTE_SUBJECT;
-  const routeTimeoutMs = o.routeTimeoutMs ?? 5_000;
+  const routeTimeoutMs = 5_000;
   const requestTimeoutMs = o.requestTimeoutMs ?? 60_000;
   const settleTimeoutMs = o.settleTimeoutMs ?? 10_000;
   /** Request id prefix, unique per harness run. */
@@ -84,6 +70,7 @@ export async function runCalibration(o: CalibrationHarnessOptions): Promise<Cali
   const started = performance.now();
   const byId = new Map(o.plan.conditions.map((c) => [c.id, c]));
   const order = o.plan.runOrder.slice(0, o.maxRuns ?? o.plan.runOrder.length);
+  // loadNotVisible: probes whose observation did not show the background load the condition asked for.
   const counts = { probes: 0, probesCompleted: 0, warmups: 0, background: 0, failed: 0, settleTimeouts: 0, loadNotVisible: 0 };
 
   /**

@@ -18,8 +18,8 @@ interface CliTool<O extends Options> {
   readonly args: ReturnType<typeof parseArgs<{ options: O & { help: { type: 'boolean'; default: false } }; strict: true }>>['values'];
   /** Print `<tool>: msg` and the usage on stderr, exit 2. */
   fail(msg: string): never;
-  /** A finite number >= min, or `dflt` when the flag is absent. */
-  num(name: keyof O & string, dflt: number, min?: number): number;
+  /** A finite number >= min, or undefined when the flag is absent. */
+  num(name: keyof O & string, min?: number): number | undefined;
   /** An integer >= min, or undefined when the flag is absent. */
   int(name: keyof O & string, min: number): number | undefined;
   /** `--pools efficient:64[:model],capable:64[:model]`. */
@@ -74,7 +74,7 @@ export function cliTool<O extends Options>(tool: string, usage: string, options:
   return {
     args: values! as CliTool<O>['args'],
     fail,
-    num: (name, dflt, min = 0) => number(name, false, min) ?? dflt,
+    num: (name, min = 0) => number(name, false, min),
     int: (name, min) => number(name, true, min),
     pools: (name) => parse(() => parsePools(str(name) ?? '')),
     parse,

@@ -1,9 +1,6 @@
 /**
- * The fleet's configuration (on top of the runtime's common base). Every leaf
- * can be set by environment, e.g.
- *   VANTAGE_FLEET_POOLS='[{"name":"efficient","workers":4,"component":"efficient","speed":1.0},
- *                         {"name":"capable","workers":4,"component":"capable","speed":0.6}]'
- *   VANTAGE_FLEET_TIME_SCALE=1
+ * The fleet's configuration (on top of the runtime's common base): keys, environment variables and
+ * defaults in README.md, "Configuration".
  */
 import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { baseConfigSchema, s, VantageError, type DeepReadonly, type Static } from '@vantage/runtime';
@@ -55,14 +52,8 @@ export type FleetConfig = DeepReadonly<FleetSettings>;
 export type FleetPoolConfig = FleetConfig['fleet']['pools'][number];
 
 /**
- * Worker ids of a pool: the configured ones, or generated as
- * `(odd ? 2^63 : 0) | incarnation << 40 | (poolIndex + 1) << 32 | (worker + 1)` — distinct across
- * pools, readable in hex, and half of them past 2^63 so every consumer is
- * exercised on ids that a JS number or a signed i64 would get wrong.
- *
- * `incarnation` (16 bits) is drawn anew by every fleet start, as Dynamo gives every worker
- * process a new instance id: a restarted engine starts again at event id 1 with an empty cache,
- * and under its old id the index would rightly ignore those events as duplicates.
+ * Worker ids of a pool: the configured ones, or generated (README.md, "What a worker publishes": the
+ * layout, why half are past 2^63 and why `incarnation` is drawn anew at every start).
  */
 function workerIdsFor(pool: FleetPoolConfig, poolIndex: number, incarnation = 0): WorkerId[] {
   if (!Number.isInteger(incarnation) || incarnation < 0 || incarnation > 0xffff) throw new RangeError(`incarnation must be a 16-bit integer, got ${incarnation}`);

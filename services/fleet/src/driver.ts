@@ -1,21 +1,8 @@
 /**
- * Real-time driver: runs the sim's discrete-event engines against a wall
- * clock, so the same engine model that replays traces offline serves live
- * requests.
- *
- *   sim time = (wall − start) × timeScale
- *
- * Every engine pass runs at the engine's own `nextEventTime()`, never at "the
- * time the timer happened to fire": a late wake-up delays when a pass is
- * *computed*, not the sim time it is stamped with, so timer jitter never
- * accumulates into drift and a live run yields the same sim times as stepping
- * the engines offline with the same arrivals. Results are released in sim-time
- * order: KV events when a pass is scheduled (its start, as Dynamo's mocker
- * publishes them), first tokens and completions when the wall clock reaches the
- * pass's end. Between events the driver sleeps on one timer until the earliest
- * of them; with nothing to do it holds no timer at all.
- *
- * Clock and timers are injected so tests can drive time by hand.
+ * Real-time driver: runs the sim's discrete-event engines against a wall clock, so the same engine
+ * model that replays traces offline serves live requests (README.md, "The clock": sim time, why
+ * passes run at the engine's own `nextEventTime()`, the order results are released in). Clock and
+ * timers are injected so tests can drive time by hand.
  */
 import type { KvEvent } from '@vantage/types';
 import { EventHeap, type AddResult, type Engine, type EngineRequest, type Finished, type FirstToken } from '@vantage/sim';

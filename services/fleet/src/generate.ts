@@ -1,20 +1,7 @@
 /**
- * The fleet's serving protocol (fleet-internal, JSON; not a Dynamo contract):
- *
- *   subject  vantage.v1.fleet.generate.{pool}.{workerId}      (workerId decimal u64)
- *   request  { v: 1, requestId, sessionId?, osl, prompt, outputTokens? }
- *     prompt  { kind: "token_ids", tokenIds: [u32 ...] }
- *           | { kind: "token_ids_b64", data: base64(u32 little-endian ...) }   (compact, for long prompts)
- *           | { kind: "mooncake", hashIds: [u32 ...], inputLength }             (the trace convention)
- *     outputTokens  optional, same encodings as token prompts: the tokens to "generate", so a
- *                   later turn that contains them reuses their KV blocks (agentic sessions)
- *   replies, streamed to the request's reply inbox, times in sim ms:
- *     { kind: "accepted",    requestId, workerId, arrivalMs }
- *     { kind: "first_token", requestId, workerId, atMs }
- *     { kind: "done",        requestId, workerId, atMs, arrivalMs, firstTokenMs, outputTokens, reusedTokens, isl, preemptions }
- *     { kind: "failed",      requestId, workerId, reason, code }
- *
- * Decoding never throws: a malformed request is a typed rejection answered with `failed`.
+ * The fleet's serving protocol (fleet-internal JSON, not a Dynamo contract): subject, request and
+ * progress messages as README.md's "Serving" section gives them. Decoding never throws: a malformed
+ * request is a typed rejection answered with `failed`.
  */
 import { ID_MAX_LENGTH, isValidId, SUBJECT_PREFIX } from '@vantage/protocol';
 

@@ -86,7 +86,7 @@ export interface RequestOutcome extends Served {
   readonly routeWallMs: number | null;
 }
 
-export interface Dist {
+interface Dist {
   readonly n: number;
   readonly mean: number | null;
   readonly p50: number | null;
@@ -94,29 +94,8 @@ export interface Dist {
   readonly p99: number | null;
 }
 
-export interface LoadgenSummary {
-  readonly mode: string;
-  readonly workload: string;
-  readonly requests: number;
-  readonly completed: number;
-  readonly errors: number;
-  readonly cancelled: number;
-  readonly routeErrors: number;
-  readonly notIssued: number;
-  readonly ttftMs: Dist;
-  readonly e2eMs: Dist;
-  readonly wallTtftMs: Dist;
-  readonly routeWallMs: Dist;
-  readonly perModel: Record<string, number>;
-  readonly perWorker: Record<string, number>;
-  readonly reasons: Record<string, number>;
-  readonly errorCodes: Record<string, number>;
-  readonly prefixReuseRatio: number | null;
-  readonly timeScale: number;
-  readonly durationMs: number;
-  /** Competing traffic, when the run played some (engine-measured sim ms). */
-  readonly background?: { readonly requests: number; readonly completed: number; readonly ttftMs: Dist; readonly e2eMs: Dist };
-}
+/** The run's summary (README, "Load generator": Output). */
+export type LoadgenSummary = ReturnType<typeof summarize>;
 
 interface Job {
   /** Position of the session in a sessions workload, and the turn (null for trace requests). */
@@ -145,12 +124,12 @@ function summarize(
   outcomes: readonly RequestOutcome[],
   background: readonly RequestOutcome[] | null,
   meta: { mode: string; workload: string; planned: number; routeErrors: number; timeScale: number; durationMs: number },
-): LoadgenSummary {
+) {
   const done = outcomes.filter((o) => o.status === 'done');
   const bgDone = background?.filter((o) => o.status === 'done') ?? [];
-  const count = (key: (o: RequestOutcome) => string | null, of: readonly RequestOutcome[] = outcomes): Record<string, number> => {
+  const count = (key: (o: RequestOutcome) => string | null): Record<string, number> => {
     const out: Record<string, number> = {};
-    for (const o of of) {
+    for (const o of outcomes) {
       const k = key(o);
       if (k !== null) out[k] = (out[k] ?? 0) + 1;
     }
@@ -178,6 +157,7 @@ function summarize(
     prefixReuseRatio: isl > 0 ? Math.round((reused / isl) * 1e6) / 1e6 : null,
     timeScale: meta.timeScale,
     durationMs: meta.durationMs,
+    // Competing traffic, when the run played some (engine-measured sim ms).
     ...(background === null
       ? {}
       : { background: { requests: background.length, completed: bgDone.length, ttftMs: distribution(bgDone.map((x) => x.ttftMs!)), e2eMs: distribution(bgDone.map((x) => x.e2eMs!)) } }),

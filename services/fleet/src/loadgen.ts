@@ -82,13 +82,13 @@ let workload: Workload;
 if (a.trace !== undefined) {
   const trace = a.trace;
   const records = cli.parse(() => loadMooncakeTrace(trace));
-  const limit = numArg('limit', records.length, 1);
-  workload = { kind: 'trace', records: records.slice(0, limit), speedup: numArg('speedup', 1, 1e-6) };
+  const limit = numArg('limit', 1) ?? records.length;
+  workload = { kind: 'trace', records: records.slice(0, limit), speedup: numArg('speedup', 1e-6) ?? 1 };
 } else {
-  const n = numArg('sessions', 1, 1);
+  const n = numArg('sessions', 1)!; // given: exactly one of --trace and --sessions
   workload = {
     kind: 'sessions',
-    sessions: generateAgenticSessions({ ...DEFAULT_AGENTIC_CONFIG, sessions: Math.floor(n), seed, maxContextTokens: numArg('max-context', 32_768, 1) }),
+    sessions: generateAgenticSessions({ ...DEFAULT_AGENTIC_CONFIG, sessions: Math.floor(n), seed, maxContextTokens: numArg('max-context', 1) ?? 32_768 }),
   };
 }
 
@@ -99,13 +99,13 @@ await cli.run({ nats: a.nats, out: a.out }, async ({ nc, write, signal }) => {
     ...evalRun,
     workload,
     mode: a.direct ? { kind: 'direct', role, book: !a['no-book'] } : { kind: 'route' },
-    capableFraction: numArg('capable-fraction', 0),
+    capableFraction: numArg('capable-fraction'),
     seed,
-    timeScale: numArg('time-scale', Number(process.env.VANTAGE_FLEET_TIME_SCALE ?? 1), 1e-6),
-    maxDurationMs: numArg('max-duration-ms', 600_000, 1),
-    requestTimeoutMs: numArg('request-timeout-ms', 120_000, 1),
-    routeTimeoutMs: numArg('route-timeout-ms', 5_000, 1),
-    waitReadyMs: numArg('wait-ready-ms', 30_000),
+    timeScale: numArg('time-scale', 1e-6) ?? Number(process.env.VANTAGE_FLEET_TIME_SCALE ?? 1),
+    maxDurationMs: numArg('max-duration-ms', 1),
+    requestTimeoutMs: numArg('request-timeout-ms', 1),
+    routeTimeoutMs: numArg('route-timeout-ms', 1),
+    waitReadyMs: numArg('wait-ready-ms'),
     progress: (line) => process.stderr.write(`${line}\n`),
     ...(write ? { onOutcome: write, onBackgroundOutcome: (o) => write({ ...o, background: true }) } : {}),
     signal,

@@ -1,22 +1,7 @@
 /**
- * The simulated fleet as a live service: one sim `Engine` per Dynamo worker,
- * advanced in (scaled) real time by the `RealTimeDriver`, publishing exactly
- * what Dynamo workers publish and serving requests on a per-worker subject.
- *
- * Per worker:
- *   KV events   namespace.{ns}.component.{comp}.kv-events   event-plane envelope, RouterEvent payload
- *   load        namespace.{ns}.kv_metrics                   event-plane envelope, ActiveLoad payload,
- *                                                           on change, debounced (Dynamo: ~1 ms)
- *   registry    vantage.v1.workers.{pool}                   register, heartbeats every ttl/3, deregister
- *   serving     vantage.v1.fleet.generate.{pool}.{workerId} see generate.ts
- *
- * Envelopes: publisher_id = worker id; sequence counts from 0 per (publisher,
- * topic), as each Dynamo event publisher keeps its own; published_at = wall ms.
- *
- * Shutdown (runtime phases): intake — stop serving subscriptions and
- * heartbeats; drain — let accepted requests finish (bounded), fail the rest
- * with `shutting_down`, stop the clock, publish final load and deregister;
- * flush — wait for the server to have everything.
+ * The simulated fleet as a live service: one sim `Engine` per Dynamo worker, advanced in (scaled)
+ * real time by the `RealTimeDriver`. What a worker publishes, how it serves and the shutdown phases:
+ * README.md ("What a worker publishes", "Serving", "Configuration").
  */
 import { randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -33,7 +18,7 @@ import { decodeGenerateRequest, encodeProgress, GENERATE_PREFIX, generateSubject
 
 const FLEET_VERSION = '0.1.0';
 
-export interface FleetWorker {
+interface FleetWorker {
   readonly index: number;
   readonly pool: FleetPoolConfig;
   readonly workerId: WorkerId;
@@ -50,8 +35,6 @@ export interface FleetWorker {
 }
 
 export interface FleetHandle {
-  readonly workers: readonly FleetWorker[];
-  readonly driver: RealTimeDriver;
   /** Worker ids by pool name. */
   readonly pools: ReadonlyMap<string, readonly WorkerId[]>;
 }
@@ -275,5 +258,5 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
     },
     'fleet started',
   );
-  return { workers, driver, pools: new Map(cfg.pools.map((p, i) => [p.name, idsByPool[i]!])) };
+  return { pools: new Map(cfg.pools.map((p, i) => [p.name, idsByPool[i]!])) };
 }
