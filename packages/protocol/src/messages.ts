@@ -94,7 +94,7 @@ export interface PendingWork {
   readonly tokens: number;
 }
 
-interface SelectionPolicy {
+export interface SelectionPolicy {
   readonly name: string;
   readonly params: Readonly<Record<string, number>>;
 }

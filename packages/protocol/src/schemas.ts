@@ -20,7 +20,8 @@ const U32_MAX = 0xffff_ffff;
 export const MAX_HASHES = 131_072;
 /** Most token ids a prompt may carry (`tokenIds` maxItems). */
 export const MAX_TOKENS = 2_097_152;
-const MAX_WORKERS = 4096;
+/** Most worker records an observe reply may carry. */
+export const MAX_WORKERS = 4096;
 /** Longest `*Le64` string the schemas accept: base64 of MAX_HASHES u64s. */
 export const MAX_LE64_CHARS = Math.ceil((MAX_HASHES * 8) / 3) * 4;
 
