@@ -1,11 +1,9 @@
 import type { WorkerCapacity, WorkerId } from '@vantage/types';
 
 /**
- * Domain form of our messages: what decoders return and encoders take. Every
- * u64 (worker id, hash) is a bigint and every hash list a BigUint64Array; on
- * the wire they are decimal strings (see schemas.ts for the JSON shapes).
- * Optional wire fields are explicit `null`s here, so a consumer never has to
- * tell "absent" from "unknown".
+ * Domain form of our messages: what decoders return and encoders take (package README; JSON shapes
+ * in schemas.ts). Optional wire fields are explicit `null`s, so a consumer never has to tell
+ * "absent" from "unknown".
  */
 
 export type ModelRole = 'efficient' | 'capable';

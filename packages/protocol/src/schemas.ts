@@ -1,16 +1,8 @@
 import { ID_MAX_LENGTH } from './ids';
+import { LIFECYCLE_KINDS } from './messages';
 import { POOL_NAME_PATTERN } from './subjects';
 
-/**
- * JSON Schemas (draft-07) of every message, the single source of truth: the
- * decoders compile these, and `write-schemas.ts` writes them verbatim to
- * `schemas/protocol/*.json` for other languages and reviewers (a unit test
- * fails if the files drift from this module).
- *
- * Evolution within v1 is additive: unknown properties are allowed and ignored
- * by decoders, so a newer producer can add an optional field without breaking
- * older consumers. Removing or retyping a field is a v2 (new subjects).
- */
+/** JSON Schemas (draft-07) of every message: the package README's "Schemas and evolution". */
 
 type Schema = Record<string, unknown>;
 
@@ -332,7 +324,7 @@ const lifecycleEvent: Schema = obj(
     requestId,
     sessionId,
     pool,
-    kind: { enum: ['first_token', 'done', 'cancelled', 'failed', 'usage'] },
+    kind: { enum: LIFECYCLE_KINDS },
     atMs: epochMs,
     workerId: { oneOf: [{ type: 'null' }, u64] },
     dpRank: { oneOf: [{ type: 'null' }, u32] },
