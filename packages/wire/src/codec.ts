@@ -1,10 +1,4 @@
-/**
- * Public decoders and encoders. Every decoder returns a Result and never
- * throws. The encoders write what the simulated fleet publishes (envelope,
- * RouterEvent, ActiveLoad, in the current Dynamo shape); the encoders of the
- * other messages and of older shapes, which only tests use, are in
- * `test/encode.ts`.
- */
+/** Public decoders and encoders (package README; the encoders only tests use are in `test/encode.ts`). */
 import type { KvEvent } from '@vantage/types';
 import { activeLoadFromValue, activeLoadToWire, type ActiveLoad } from './active-load';
 import { activeSequenceEventsFromValue, type ActiveSequenceEvent } from './active-sequence';
@@ -168,12 +162,7 @@ export function decodeEventPlaneMessage(bytes: Uint8Array, opts?: EventPlaneDeco
   }
 }
 
-export interface EnvelopeHeader {
-  readonly publisherId: bigint;
-  readonly sequence: bigint;
-  readonly publishedAtMs: bigint;
-  readonly publishedAtNs?: bigint;
-}
+export type EnvelopeHeader = Omit<EventEnvelope, 'topic' | 'payload'>;
 
 /** What the simulated fleet publishes, in an envelope whose topic matches the payload kind. */
 export function encodeEventPlaneMessage(header: EnvelopeHeader, payload: Extract<EventPlanePayload, { kind: 'kv_event' | 'active_load' }>): Uint8Array {
