@@ -28,7 +28,7 @@ export type ProtocolErrorCode = 'payload_too_large' | 'malformed_json' | 'unsupp
 export type DecodeResult<T> = CodedResult<T, ProtocolErrorCode>;
 
 /** 8 MiB: above NATS's default 1 MiB max_payload, so the broker's limit binds first in practice. */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
+const DEFAULT_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
 
 export interface MessageCodec<T> {
   /** The schema file (under schemas/protocol/) documenting this message. */
@@ -67,7 +67,6 @@ function u64List(list: readonly string[], path: string): BigUint64Array {
 }
 
 const str = (v: bigint): string => v.toString(10);
-const orNull = <T>(v: T | undefined): T | null => (v === undefined ? null : v);
 
 /**
  * Wire values reach the converters only after the compiled schema accepted
@@ -124,7 +123,7 @@ function makeCodec<T>(
 // --- shared pieces ----------------------------------------------------------------
 
 /** base64 of the hashes as 8-byte little-endian integers (BigUint64Array's own bytes on every host we run). */
-export function le64Base64(list: BigUint64Array): string {
+function le64Base64(list: BigUint64Array): string {
   return Buffer.from(list.buffer, list.byteOffset, list.byteLength).toString('base64');
 }
 
@@ -529,7 +528,7 @@ const observeReplyJsonCodec: MessageCodec<ObserveReply> = makeCodec(
             cost: w.dynamoChoice.cost,
             policy: { name: w.dynamoChoice.policy.name, params: { ...w.dynamoChoice.policy.params } },
           },
-    snapshotRestoredAtMs: orNull(w.snapshotRestoredAtMs),
+    snapshotRestoredAtMs: w.snapshotRestoredAtMs ?? null,
   }),
 );
 
@@ -578,7 +577,7 @@ export const routeRequestCodec: MessageCodec<RouteRequest> = withBulkFastPath(ma
       efficient: candidateFromWire(w.candidates.efficient, '/candidates/efficient'),
       capable: candidateFromWire(w.candidates.capable, '/candidates/capable'),
     },
-    deadlineMs: orNull(w.deadlineMs),
+    deadlineMs: w.deadlineMs ?? null,
   }),),
   { le64: ['localHashesLe64'], u32: ['tokenIds'] },
   (json) => (isObj(json.candidates) ? [...promptHolders(json.candidates.efficient?.prompt, 'efficient'), ...promptHolders(json.candidates.capable?.prompt, 'capable')] : []),
@@ -717,7 +716,7 @@ export const bookingEventCodec: MessageCodec<BookingEvent> = withBulkFastPath(ma
     sequenceHashes: u64ListEither(w.sequenceHashes, w.sequenceHashesLe64, '/sequenceHashes'),
     localHashes: u64ListEither(w.localHashes, w.localHashesLe64, '/localHashes'),
     expectedOutputTokens: w.expectedOutputTokens ?? null,
-    prefillTokens: orNull(w.prefillTokens),
+    prefillTokens: w.prefillTokens ?? null,
     atMs: w.atMs,
   }),
 ),

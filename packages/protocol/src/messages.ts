@@ -133,22 +133,16 @@ export interface RouteRequest {
   readonly deadlineMs: number | null;
 }
 
-export interface CandidateObservation {
+/** The chosen worker's facts, each null when no worker was observed. */
+type ChosenWorkerFacts = {
+  readonly [K in 'workerId' | 'dpRank' | 'schedulable' | 'K' | 'R' | 'P' | 'effectivePrefillTokens' | 'hostOverlapBlocks' | 'diskOverlapBlocks' | 'activeBlocks' | 'totalKvBlocks']: WorkerObservation[K] | null;
+};
+
+export interface CandidateObservation extends ChosenWorkerFacts {
   readonly model: string;
   readonly pool: string;
   /** N */
   readonly promptTokens: number;
-  readonly workerId: WorkerId | null;
-  readonly dpRank: number | null;
-  readonly schedulable: boolean | null;
-  readonly K: number | null;
-  readonly R: number | null;
-  readonly P: number | null;
-  readonly effectivePrefillTokens: number | null;
-  readonly hostOverlapBlocks: number | null;
-  readonly diskOverlapBlocks: number | null;
-  readonly activeBlocks: number | null;
-  readonly totalKvBlocks: number | null;
   readonly pending: PendingWork | null;
   readonly ages: FactAges & { readonly collectedMs: number };
   readonly queryDurationUs: number | null;

@@ -283,6 +283,7 @@ const routeReply: Schema = obj(
   },
 );
 
+const HASH_LISTS = ['sequenceHashes', 'sequenceHashesLe64', 'localHashes', 'localHashesLe64'];
 const bookingEvent: Schema = obj(
   ['v', 'requestId', 'sessionId', 'pool', 'workerId', 'dpRank', 'promptTokens', 'overlapBlocks', 'atMs'],
   {
@@ -303,16 +304,8 @@ const bookingEvent: Schema = obj(
     atMs: epochMs,
   },
   {
-    not: {
-      anyOf: [
-        ['sequenceHashes', 'sequenceHashesLe64'],
-        ['sequenceHashes', 'localHashes'],
-        ['sequenceHashes', 'localHashesLe64'],
-        ['sequenceHashesLe64', 'localHashes'],
-        ['sequenceHashesLe64', 'localHashesLe64'],
-        ['localHashes', 'localHashesLe64'],
-      ].map((pair) => ({ required: pair })),
-    },
+    // Every pair of the four lists.
+    not: { anyOf: HASH_LISTS.flatMap((a, i) => HASH_LISTS.slice(i + 1).map((b) => ({ required: [a, b] }))) },
     description: 'A reservation: at most one hash list (sequence or local hashes, decimal or compact).',
   },
 );
