@@ -1,12 +1,7 @@
 /**
- * The observe reply in its compact binary encoding (`replyEncoding: "binary"` in the request).
- *
- * Same content as the JSON reply (schemas/protocol/observe-reply.v1.json), laid out so that the
- * writer puts numbers straight into typed arrays instead of formatting ~1,500 of them as text per
- * answer (64 workers × 22 facts), and a reader gets them back without parsing text. The
- * decoder rebuilds the JSON reply's wire object and validates it with the same schema, so both
- * encodings accept and reject exactly the same replies. Layout (little-endian; documented in
- * schemas/protocol/README.md):
+ * The observe reply in its compact binary encoding (`replyEncoding: "binary"` in the request; why
+ * and how it is read: package README, "Observe reply encodings"). Layout (little-endian; documented
+ * in schemas/protocol/README.md):
  *
  *   header, 80 bytes
  *     0  u32  magic 0x01524F56 ("VOR" 0x01)       4  u32  n, worker records
@@ -74,9 +69,7 @@ const META_ROOM = 2048;
  * Writes binary observe replies: `begin(n)`, then per record `head(i, ...)` and the values at
  * `f64[slots(i) + F.field]`, then `finish(head)` returns the reply's bytes. Every value slot must be
  * written (NaN for null); nothing is carried over between replies. Replies are assembled in one
- * scratch buffer that every reply reuses (it stays in the CPU's caches and its pages stay mapped),
- * and `finish` copies the finished bytes into a new buffer of exactly their length, which the
- * caller owns: a transport may hold a reply until its next flush, or across a reconnect.
+ * reused scratch buffer and `finish` returns a copy the caller owns (package README).
  */
 class ObserveReplyBinaryWriter {
   f64 = new Float64Array(0);

@@ -89,10 +89,8 @@ export function decodeForwardPassMetrics(input: Uint8Array | string, opts?: Payl
 // --- exact JSON (discovery documents, tools) ----------------------------------
 
 /**
- * Parse a JSON document with integers kept exact: every integer literal is a bigint (a u64 written
- * as a bare JSON number, as Dynamo's discovery store writes `instance_id`, survives), every literal
- * with a fraction or exponent a `JsonFloat`. Duplicate keys are refused. Bounded by `maxMessageBytes`
- * and `maxDepth`.
+ * A JSON document with integers kept exact (a u64 written as a bare JSON number, as Dynamo's
+ * discovery store writes `instance_id`, survives); bounded by `maxMessageBytes` and `maxDepth`.
  */
 export function decodeJsonExact(input: Uint8Array | string, opts?: DecodeOptions): Result<unknown> {
   return decodeWith(input, { ...opts, format: 'json' }, (v) => v);
