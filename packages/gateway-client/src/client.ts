@@ -1,17 +1,6 @@
 /**
- * The gateway's side of vantage: turn each candidate model's prompt into
- * Dynamo's local block hashes (at that pool's block size), ask the decision
- * service `vantage.v1.route`, then report the request's lifecycle on the
- * chosen pool's `vantage.v1.lifecycle.{pool}` so reservations are released and
- * outcomes can be joined.
- *
- * Failures of `route` are a `RouteError` whose `kind` keeps apart what the
- * gateway must handle differently:
- *   - `no_responders`: no decision service is subscribed — route with Stage's choice at once;
- *   - `timeout`:       a decision service exists but did not answer in time;
- *   - `service`:       the decision service answered with an error code (`code`, e.g. BAD_REQUEST);
- *   - `transport`:     the NATS request failed otherwise (connection closed, ...);
- *   - `bad_reply`:     a reply arrived but did not decode as a RouteReply.
+ * The gateway's side of vantage: hash each candidate's prompt at its pool's block size, ask
+ * `vantage.v1.route`, report the lifecycle on the chosen pool. `RouteError` kinds: package README.
  */
 import { localBlockHashes } from '@vantage/hashing';
 import {
@@ -20,6 +9,7 @@ import {
   ROUTE_SUBJECT,
   routeReplyCodec,
   routeRequestCodec,
+  type LifecycleEvent,
   type LifecycleKind,
   type ModelRole,
   type PromptSpec,
@@ -27,7 +17,6 @@ import {
   type Usage,
 } from '@vantage/protocol';
 import { request, toVantageError, type ErrorCode, type NatsConnection } from '@vantage/runtime';
-import type { WorkerId } from '@vantage/types';
 
 export type RouteErrorKind = 'no_responders' | 'timeout' | 'service' | 'transport' | 'bad_reply';
 
@@ -78,13 +67,7 @@ export interface RouteArgs {
 }
 
 /** Where a routed request went: enough to report its lifecycle. */
-export interface Placement {
-  readonly requestId: string;
-  readonly sessionId: string;
-  readonly pool: string;
-  readonly workerId: WorkerId | null;
-  readonly dpRank: number | null;
-}
+export type Placement = Pick<LifecycleEvent, 'requestId' | 'sessionId' | 'pool' | 'workerId' | 'dpRank'>;
 
 export class GatewayClient {
   private readonly timeoutMs: number;
@@ -128,10 +111,7 @@ export class GatewayClient {
 
   /** Ask the decision service. Rejects only with RouteError. */
   async route(a: RouteArgs): Promise<RouteReply> {
-    return this.routeEncoded(this.encodeRoute(a));
-  }
-
-  async routeEncoded(body: Uint8Array): Promise<RouteReply> {
+    const body = this.encodeRoute(a);
     let data: Uint8Array;
     try {
       data = (await request(this.o.nc, this.subject, body, { timeoutMs: this.timeoutMs })).data;

@@ -6,7 +6,8 @@
  * alternate call by call (with `none`, an empty call: the floor of timing one after idling), on the params a reply carries (Dynamo's cost terms of the chosen worker).
  * Run: node --import tsx packages/protocol/bench/meta-json.ts [iterations]
  */
-import { metaJson, writeMetaJson } from '../src/observe-binary';
+import { writeMetaJson } from '../src/observe-binary';
+import { metaJson } from './meta-string';
 
 const N = Number(process.argv[2] ?? 3000);
 const WARM = 500;

@@ -20,21 +20,15 @@ import type {
 } from './messages';
 
 /**
- * Stable rejection codes (metric labels and NATS service error headers):
- * - `payload_too_large`: over the decoder's byte limit; not parsed at all.
- * - `malformed_json`: not UTF-8 JSON.
- * - `unsupported_version`: a `v` other than 1 (a newer producer on an old subject).
- * - `schema_violation`: valid JSON that breaks the message's schema.
- * - `u64_out_of_range`: a decimal u64 string above 2^64-1.
- * - `malformed_binary`: a binary observe request or reply whose framing is wrong (length, magic, flags, UTF-8, trailing JSON).
- * None is retryable: the same bytes will be rejected again.
+ * Stable rejection codes (metric labels and NATS service error headers), each described in the
+ * package README ("Codecs"). None is retryable: the same bytes will be rejected again.
  */
 export type ProtocolErrorCode = 'payload_too_large' | 'malformed_json' | 'unsupported_version' | 'schema_violation' | 'u64_out_of_range' | 'malformed_binary';
 
 export type DecodeResult<T> = CodedResult<T, ProtocolErrorCode>;
 
 /** 8 MiB: above NATS's default 1 MiB max_payload, so the broker's limit binds first in practice. */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
+const DEFAULT_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
 
 export interface MessageCodec<T> {
   /** The schema file (under schemas/protocol/) documenting this message. */
@@ -73,7 +67,6 @@ function u64List(list: readonly string[], path: string): BigUint64Array {
 }
 
 const str = (v: bigint): string => v.toString(10);
-const orNull = <T>(v: T | undefined): T | null => (v === undefined ? null : v);
 
 /**
  * Wire values reach the converters only after the compiled schema accepted
@@ -130,7 +123,7 @@ function makeCodec<T>(
 // --- shared pieces ----------------------------------------------------------------
 
 /** base64 of the hashes as 8-byte little-endian integers (BigUint64Array's own bytes on every host we run). */
-export function le64Base64(list: BigUint64Array): string {
+function le64Base64(list: BigUint64Array): string {
   return Buffer.from(list.buffer, list.byteOffset, list.byteLength).toString('base64');
 }
 
@@ -307,16 +300,10 @@ function extractBulk(buf: Buffer, keys: readonly { readonly bytes: Buffer; reado
 type BulkHolder = readonly [holder: Record<string, unknown>, key: string, name: string];
 
 /**
- * Decoding a message whose bulk is `*Le64` hash lists and u32 token arrays without validating that
- * bulk element by element in the schema: the lists are cut out of the bytes (`extractBulk`), only
- * the small rest is parsed as JSON, the schema checks it with an empty string or array in each
- * list's place, and the decoded lists are put back (`patch`, by the holder's name). A `*Le64`
- * string is kept when it is canonical base64 of whole u64s (`canonicalLe64`, which implies the
- * schema's pattern); an array when it is plain u32s, at most MAX_TOKENS. Every list cut out must
- * sit at one of `holders` (else a placeholder would stand where a value was). Whenever the fast path
- * is not sure (non-ASCII bytes, a backslash, a non-canonical list, any rejection), the message is
- * decoded by the codec alone from the same bytes: what is accepted or rejected, and why, is the
- * codec's. A string input always takes the codec alone (the tests compare the two).
+ * The bulk fast path (package README, "Codecs"): the lists are cut out of the bytes (`extractBulk`),
+ * the rest is checked by the schema with an empty list in each list's place, and the decoded lists
+ * are put back (`patch`, by the holder's name). Every list cut out must sit at one of `holders` (else
+ * a placeholder would stand where a value was). A string input always takes the codec alone.
  */
 function withBulkFastPath<T>(
   codec: MessageCodec<T>,
@@ -455,10 +442,8 @@ function decodeObserveRequestBinary(data: Uint8Array, maxBytes: number): DecodeR
 }
 
 /**
- * `vantage.v1.observe.{pool}` request:
- * `{ v: 1, requestId?, prompt: { localHashes: [u64] | localHashesLe64: base64 | tokenIds: [u32], loraName? }, promptTokens, workers?: 'all'|'choice' }`,
- * as JSON or in the binary encoding (`encodeObserveRequestBinary`; told apart by the first four
- * bytes, validated by the same schema). JSON takes the `*Le64` fast path, then the codec. `encode` writes JSON.
+ * `vantage.v1.observe.{pool}` request, as JSON or in the binary encoding (`encodeObserveRequestBinary`;
+ * told apart by the first four bytes, validated by the same schema). `encode` writes JSON.
  */
 export const observeRequestCodec: MessageCodec<ObserveRequest> = {
   ...observeRequestGeneral,
@@ -505,11 +490,7 @@ function workerFromWire(w: W, path: string): WorkerObservation {
   };
 }
 
-/**
- * `vantage.v1.observe.{pool}` reply:
- * `{ v: 1, pool, blockSize, queryDurationUs, atMs, workers: [WorkerObservation], pending: {requests, tokens}|null,
- *    dynamoChoice: {workerId, dpRank, cost, policy: {name, params}}|null, snapshotRestoredAtMs? }`
- */
+/** `vantage.v1.observe.{pool}` reply, JSON. */
 const observeReplyJsonCodec: MessageCodec<ObserveReply> = makeCodec(
   'observe-reply.v1.json',
   (m) => ({
@@ -547,7 +528,7 @@ const observeReplyJsonCodec: MessageCodec<ObserveReply> = makeCodec(
             cost: w.dynamoChoice.cost,
             policy: { name: w.dynamoChoice.policy.name, params: { ...w.dynamoChoice.policy.params } },
           },
-    snapshotRestoredAtMs: orNull(w.snapshotRestoredAtMs),
+    snapshotRestoredAtMs: w.snapshotRestoredAtMs ?? null,
   }),
 );
 
@@ -577,11 +558,7 @@ function candidateFromWire(w: W, path: string): RouteCandidate {
   return { model: w.model, pool: w.pool ?? null, prompt: promptFromWire(w.prompt, `${path}/prompt`), promptTokens: w.promptTokens };
 }
 
-/**
- * `vantage.v1.route` request:
- * `{ v: 1, requestId, sessionId, stageProposal: "efficient"|"capable",
- *    candidates: { efficient: {model, pool?, prompt, promptTokens}, capable: {…} }, deadlineMs? }`
- */
+/** `vantage.v1.route` request. */
 export const routeRequestCodec: MessageCodec<RouteRequest> = withBulkFastPath(makeCodec(
   'route-request.v1.json',
   (m) => ({
@@ -600,7 +577,7 @@ export const routeRequestCodec: MessageCodec<RouteRequest> = withBulkFastPath(ma
       efficient: candidateFromWire(w.candidates.efficient, '/candidates/efficient'),
       capable: candidateFromWire(w.candidates.capable, '/candidates/capable'),
     },
-    deadlineMs: orNull(w.deadlineMs),
+    deadlineMs: w.deadlineMs ?? null,
   }),),
   { le64: ['localHashesLe64'], u32: ['tokenIds'] },
   (json) => (isObj(json.candidates) ? [...promptHolders(json.candidates.efficient?.prompt, 'efficient'), ...promptHolders(json.candidates.capable?.prompt, 'capable')] : []),
@@ -649,12 +626,7 @@ function observationFromWire(w: W, path: string): CandidateObservation | null {
   };
 }
 
-/**
- * `vantage.v1.route` reply:
- * `{ v: 1, requestId, sessionId?, stageProposal, model, modelRole, pool?, workerId|null, dpRank|null, endpoint?,
- *    reason: "kept"|"overrode"|"fallback", fallback?, detail?, variant,
- *    observations: {efficient, capable}, predictions, parameterVersion, queryDurationUs, decisionDurationUs }`
- */
+/** `vantage.v1.route` reply. */
 export const routeReplyCodec: MessageCodec<RouteReply> = makeCodec(
   'route-reply.v1.json',
   (m) => ({
@@ -711,12 +683,7 @@ export const routeReplyCodec: MessageCodec<RouteReply> = makeCodec(
 
 // --- bookings -----------------------------------------------------------------------
 
-/**
- * `vantage.v1.bookings.{pool}` event:
- * `{ v: 1, requestId, sessionId, pool, workerId, dpRank, promptTokens, overlapBlocks,
- *    sequenceHashes?: [u64] | sequenceHashesLe64?: base64 | localHashes?: [u64] | localHashesLe64?: base64,
- *    expectedOutputTokens?, prefillTokens?, atMs }`
- */
+/** `vantage.v1.bookings.{pool}` event. */
 export const bookingEventCodec: MessageCodec<BookingEvent> = withBulkFastPath(makeCodec<BookingEvent>(
   'booking-event.v1.json',
   (m) => ({
@@ -749,7 +716,7 @@ export const bookingEventCodec: MessageCodec<BookingEvent> = withBulkFastPath(ma
     sequenceHashes: u64ListEither(w.sequenceHashes, w.sequenceHashesLe64, '/sequenceHashes'),
     localHashes: u64ListEither(w.localHashes, w.localHashesLe64, '/localHashes'),
     expectedOutputTokens: w.expectedOutputTokens ?? null,
-    prefillTokens: orNull(w.prefillTokens),
+    prefillTokens: w.prefillTokens ?? null,
     atMs: w.atMs,
   }),
 ),
@@ -768,11 +735,8 @@ export const bookingEventCodec: MessageCodec<BookingEvent> = withBulkFastPath(ma
 // --- lifecycle ----------------------------------------------------------------------
 
 /**
- * `vantage.v1.lifecycle.{pool}` event:
- * `{ v: 1, requestId, sessionId, pool, kind: "first_token"|"done"|"cancelled"|"failed"|"usage", atMs,
- *    workerId?, dpRank?, usage?: {inputTokens, outputTokens, cachedTokens}, error?: {code, message},
- *    background?: true, arrivalMs? }`
- * (`background` is written only when true, `arrivalMs` only when set; decoded as false / null when absent)
+ * `vantage.v1.lifecycle.{pool}` event (`background` is written only when true, `arrivalMs` only
+ * when set; decoded as false / null when absent).
  */
 export const lifecycleEventCodec: MessageCodec<LifecycleEvent> = makeCodec(
   'lifecycle-event.v1.json',
@@ -807,12 +771,7 @@ export const lifecycleEventCodec: MessageCodec<LifecycleEvent> = makeCodec(
 
 // --- workers ------------------------------------------------------------------------
 
-/**
- * `vantage.v1.workers.{pool}` event:
- * `{ v: 1, pool, kind: "register"|"heartbeat"|"deregister", workerId, atMs,
- *    blockSize, totalKvBlocks, maxNumBatchedTokens, maxNumSeqs, dpStartRank, dpSize, schedulable, ttlMs, endpoint?, model? }`
- * (capacity fields required except for deregister)
- */
+/** `vantage.v1.workers.{pool}` event. */
 export const workerRegistrationCodec: MessageCodec<WorkerRegistration> = makeCodec(
   'worker-registration.v1.json',
   (m) =>

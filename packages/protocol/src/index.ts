@@ -11,7 +11,6 @@ export {
 } from './subjects';
 export { ID_MAX_LENGTH, isValidId } from './ids';
 export {
-  DEFAULT_MAX_PAYLOAD_BYTES,
   observeRequestCodec,
   observeReplyCodec,
   routeRequestCodec,
@@ -19,13 +18,12 @@ export {
   bookingEventCodec,
   lifecycleEventCodec,
   workerRegistrationCodec,
-  le64Base64,
   type ProtocolErrorCode,
   type DecodeResult,
   type MessageCodec,
 } from './codec';
 export { encodeObserveRequestBinary, isObserveRequestBinary } from './observe-request-binary';
-export { MAX_LE64_CHARS, MAX_TOKENS, PROTOCOL_SCHEMAS } from './schemas';
+export { MAX_TOKENS, PROTOCOL_SCHEMAS } from './schemas';
 export { encodeObserveReplyBinary, isObserveReplyBinary } from './observe-binary';
 export {
   type BookingEvent,

@@ -1,11 +1,9 @@
 import type { WorkerCapacity, WorkerId } from '@vantage/types';
 
 /**
- * Domain form of our messages: what decoders return and encoders take. Every
- * u64 (worker id, hash) is a bigint and every hash list a BigUint64Array; on
- * the wire they are decimal strings (see schemas.ts for the JSON shapes).
- * Optional wire fields are explicit `null`s here, so a consumer never has to
- * tell "absent" from "unknown".
+ * Domain form of our messages: what decoders return and encoders take (package README; JSON shapes
+ * in schemas.ts). Optional wire fields are explicit `null`s, so a consumer never has to tell
+ * "absent" from "unknown".
  */
 
 export type ModelRole = 'efficient' | 'capable';
@@ -94,7 +92,7 @@ export interface PendingWork {
   readonly tokens: number;
 }
 
-interface SelectionPolicy {
+export interface SelectionPolicy {
   readonly name: string;
   readonly params: Readonly<Record<string, number>>;
 }
@@ -135,22 +133,16 @@ export interface RouteRequest {
   readonly deadlineMs: number | null;
 }
 
-export interface CandidateObservation {
+/** The chosen worker's facts, each null when no worker was observed. */
+type ChosenWorkerFacts = {
+  readonly [K in 'workerId' | 'dpRank' | 'schedulable' | 'K' | 'R' | 'P' | 'effectivePrefillTokens' | 'hostOverlapBlocks' | 'diskOverlapBlocks' | 'activeBlocks' | 'totalKvBlocks']: WorkerObservation[K] | null;
+};
+
+export interface CandidateObservation extends ChosenWorkerFacts {
   readonly model: string;
   readonly pool: string;
   /** N */
   readonly promptTokens: number;
-  readonly workerId: WorkerId | null;
-  readonly dpRank: number | null;
-  readonly schedulable: boolean | null;
-  readonly K: number | null;
-  readonly R: number | null;
-  readonly P: number | null;
-  readonly effectivePrefillTokens: number | null;
-  readonly hostOverlapBlocks: number | null;
-  readonly diskOverlapBlocks: number | null;
-  readonly activeBlocks: number | null;
-  readonly totalKvBlocks: number | null;
   readonly pending: PendingWork | null;
   readonly ages: FactAges & { readonly collectedMs: number };
   readonly queryDurationUs: number | null;

@@ -1,12 +1,7 @@
 /**
- * The observe reply in its compact binary encoding (`replyEncoding: "binary"` in the request).
- *
- * Same content as the JSON reply (schemas/protocol/observe-reply.v1.json), laid out so that the
- * writer puts numbers straight into typed arrays instead of formatting ~1,500 of them as text per
- * answer (64 workers × 22 facts), and a reader gets them back without parsing text. The
- * decoder rebuilds the JSON reply's wire object and validates it with the same schema, so both
- * encodings accept and reject exactly the same replies. Layout (little-endian; documented in
- * schemas/protocol/README.md):
+ * The observe reply in its compact binary encoding (`replyEncoding: "binary"` in the request; why
+ * and how it is read: package README, "Observe reply encodings"). Layout (little-endian; documented
+ * in schemas/protocol/README.md):
  *
  *   header, 80 bytes
  *     0  u32  magic 0x01524F56 ("VOR" 0x01)       4  u32  n, worker records
@@ -21,7 +16,8 @@
  *     16 f64 × 22, in WORKER_FIELDS order; NaN where the JSON has null
  *   m bytes of UTF-8 JSON: {"pool": string, "policy": {"name", "params"} | null, "reasons": [string]}
  */
-import type { ObserveReply } from './messages';
+import type { ObserveReply, SelectionPolicy } from './messages';
+import { MAX_WORKERS } from './schemas';
 
 const OBSERVE_REPLY_BINARY_MAGIC = 0x01524f56;
 const OBSERVE_REPLY_HEADER_BYTES = 80;
@@ -62,25 +58,9 @@ const FLAG_SUSPECT = 4;
 const HEAD_PENDING = 1;
 const HEAD_CHOICE = 2;
 const HEAD_RESTORED = 4;
-const MAX_WORKERS = 4096;
 
 /** A nullable number as written: null (and any non-finite value, which JSON cannot carry either) is NaN. */
 const nullable = (v: number | null | undefined): number => (v === null || v === undefined || !Number.isFinite(v) ? NaN : v);
-
-interface BinaryReplyHead {
-  readonly pool: string;
-  readonly blockSize: number;
-  readonly queryDurationUs: number;
-  readonly atMs: number;
-  readonly pending: { readonly requests: number; readonly tokens: number } | null;
-  readonly dynamoChoice: {
-    readonly workerId: bigint;
-    readonly dpRank: number;
-    readonly cost: number;
-    readonly policy: { readonly name: string; readonly params: Readonly<Record<string, number>> };
-  } | null;
-  readonly snapshotRestoredAtMs: number | null;
-}
 
 /** Room kept after the records for the trailing JSON before the scratch must grow. */
 const META_ROOM = 2048;
@@ -89,9 +69,7 @@ const META_ROOM = 2048;
  * Writes binary observe replies: `begin(n)`, then per record `head(i, ...)` and the values at
  * `f64[slots(i) + F.field]`, then `finish(head)` returns the reply's bytes. Every value slot must be
  * written (NaN for null); nothing is carried over between replies. Replies are assembled in one
- * scratch buffer that every reply reuses (it stays in the CPU's caches and its pages stay mapped),
- * and `finish` copies the finished bytes into a new buffer of exactly their length, which the
- * caller owns: a transport may hold a reply until its next flush, or across a reconnect.
+ * reused scratch buffer and `finish` returns a copy the caller owns (package README).
  */
 class ObserveReplyBinaryWriter {
   f64 = new Float64Array(0);
@@ -146,18 +124,13 @@ class ObserveReplyBinaryWriter {
     this.u32[2 * w + 3] = flags >>> 0;
   }
 
-  finish(h: BinaryReplyHead): Uint8Array {
+  finish(h: Omit<ObserveReply, 'workers'>): Uint8Array {
     const c = h.dynamoChoice;
     const policy = c ? c.policy : null;
     const body = OBSERVE_REPLY_HEADER_BYTES + this.n * OBSERVE_REPLY_RECORD_BYTES;
-    // Written in place when it fits (nearly always: `begin` keeps META_ROOM bytes for it).
-    let metaLen = writeMetaJson(this.bytes, body, this.bytes.length, h.pool, policy, this.reasons);
-    if (metaLen < 0) {
-      const meta = metaJson(h.pool, policy, this.reasons);
-      // UTF-8 takes at most 3 bytes per UTF-16 unit.
-      this.reserve(body + 3 * meta.length);
-      metaLen = this.bytes.write(meta, body, 'utf8');
-    }
+    // Written in place; it nearly always fits in the META_ROOM bytes `begin` keeps for it, else the scratch grows.
+    let metaLen: number;
+    while ((metaLen = writeMetaJson(this.bytes, body, this.bytes.length, h.pool, policy, this.reasons)) < 0) this.reserve(2 * this.bytes.length);
     const u32 = this.u32;
     const f64 = this.f64;
     u32[0] = OBSERVE_REPLY_BINARY_MAGIC;
@@ -179,29 +152,6 @@ class ObserveReplyBinaryWriter {
     this.bytes.copy(out, 0, 0, len);
     return out;
   }
-}
-
-/**
- * `JSON.stringify({ pool, policy, reasons })`, the same string, written by hand: on every reply, and
- * V8's generic stringify took ~2 µs for these few fields (number formatting through its slow path);
- * the same text costs a third of that by concatenation. Tested against JSON.stringify.
- */
-export function metaJson(pool: string, policy: { readonly name: string; readonly params: Readonly<Record<string, number>> } | null, reasons: readonly string[]): string {
-  let s = '{"pool":' + JSON.stringify(pool) + ',"policy":';
-  if (policy === null) s += 'null';
-  else {
-    s += '{"name":' + JSON.stringify(policy.name) + ',"params":{';
-    const params = policy.params;
-    let first = true;
-    for (const k of Object.keys(params)) {
-      const v = params[k]!;
-      // As JSON.stringify writes a number: a non-finite one is null.
-      s += (first ? '' : ',') + JSON.stringify(k) + ':' + (Number.isFinite(v) ? String(v) : 'null');
-      first = false;
-    }
-    s += '}}';
-  }
-  return s + ',"reasons":' + (reasons.length === 0 ? '[]' : JSON.stringify(reasons)) + '}';
 }
 
 /**
@@ -251,19 +201,16 @@ function part(p: Part, s: string): Uint8Array {
 const NUMBER_ROOM = 32;
 
 /**
- * `metaJson(pool, policy, reasons)` written as UTF-8 straight into `out` from `at` (ends before
- * `end`), without building the string: its fixed parts come from a cache of their bytes and
- * integers are written digit by digit. Returns the bytes written, or -1 when they would not fit.
- * After a millisecond of idling, building the string and writing it as UTF-8 took 20.6–29.0 µs and
- * this 6.4–9.1 µs (`node --import tsx packages/protocol/bench/meta-json.ts`; package README); tested
- * byte for byte against JSON.stringify.
+ * The UTF-8 bytes of `JSON.stringify({ pool, policy, reasons })`, written straight into `out` from
+ * `at` (ending before `end`) without building the string (package README, "Observe reply
+ * encodings"). Returns the bytes written, or -1 when they would not fit.
  */
 export function writeMetaJson(
   out: Uint8Array,
   at: number,
   end: number,
   pool: string,
-  policy: { readonly name: string; readonly params: Readonly<Record<string, number>> } | null,
+  policy: SelectionPolicy | null,
   reasons: readonly string[],
 ): number {
   let o = put(out, at, end, part(PARTS.pool, pool));

@@ -15,8 +15,7 @@
  *   20 u16  requestId length in bytes (0: absent), 22 u16 loraName length in bytes
  *   24      the list, then requestId (UTF-8), then loraName (UTF-8); nothing after
  *
- * Decoding rebuilds the JSON request's wire object and validates it with the same schema, so both
- * encodings accept and reject exactly the same requests (a framing error is `malformed_binary`).
+ * How it is decoded and validated: package README, "Codecs".
  */
 import { MAX_HASHES } from './schemas';
 import type { ObserveRequest } from './messages';
@@ -71,13 +70,9 @@ type RequestBinaryToWire =
 const utf8dec = new TextDecoder('utf-8', { fatal: true });
 
 /**
- * The JSON request's wire object from binary bytes, for the schema validation and conversion every
- * JSON request gets. Only framing is checked here (magic, flags, lengths adding up to the message,
- * UTF-8 of the strings). Local hashes are not turned into base64 for the schema to read back: the
- * wire object carries an empty `localHashesLe64` (the schema accepts it as it accepts any list) and
- * the hashes come beside it, copied out of the message, for the caller to put into the decoded
- * value. Their count is all the schema checks of such a list; past MAX_HASHES the list is written
- * out as base64 instead, so that the schema refuses it with its own reason.
+ * The JSON request's wire object from binary bytes, with the local hashes beside it (package README,
+ * "Codecs"); only framing is checked here. Past MAX_HASHES the list is written out as base64
+ * instead, so that the schema refuses it with its own reason.
  */
 export function observeRequestBinaryToWire(data: Uint8Array): RequestBinaryToWire {
   const H = OBSERVE_REQUEST_HEADER_BYTES;

@@ -1,16 +1,8 @@
 import { ID_MAX_LENGTH } from './ids';
+import { LIFECYCLE_KINDS } from './messages';
 import { POOL_NAME_PATTERN } from './subjects';
 
-/**
- * JSON Schemas (draft-07) of every message, the single source of truth: the
- * decoders compile these, and `write-schemas.ts` writes them verbatim to
- * `schemas/protocol/*.json` for other languages and reviewers (a unit test
- * fails if the files drift from this module).
- *
- * Evolution within v1 is additive: unknown properties are allowed and ignored
- * by decoders, so a newer producer can add an optional field without breaking
- * older consumers. Removing or retyping a field is a v2 (new subjects).
- */
+/** JSON Schemas (draft-07) of every message: the package README's "Schemas and evolution". */
 
 type Schema = Record<string, unknown>;
 
@@ -20,7 +12,8 @@ const U32_MAX = 0xffff_ffff;
 export const MAX_HASHES = 131_072;
 /** Most token ids a prompt may carry (`tokenIds` maxItems). */
 export const MAX_TOKENS = 2_097_152;
-const MAX_WORKERS = 4096;
+/** Most worker records an observe reply may carry. */
+export const MAX_WORKERS = 4096;
 /** Longest `*Le64` string the schemas accept: base64 of MAX_HASHES u64s. */
 export const MAX_LE64_CHARS = Math.ceil((MAX_HASHES * 8) / 3) * 4;
 
@@ -290,6 +283,7 @@ const routeReply: Schema = obj(
   },
 );
 
+const HASH_LISTS = ['sequenceHashes', 'sequenceHashesLe64', 'localHashes', 'localHashesLe64'];
 const bookingEvent: Schema = obj(
   ['v', 'requestId', 'sessionId', 'pool', 'workerId', 'dpRank', 'promptTokens', 'overlapBlocks', 'atMs'],
   {
@@ -310,16 +304,8 @@ const bookingEvent: Schema = obj(
     atMs: epochMs,
   },
   {
-    not: {
-      anyOf: [
-        ['sequenceHashes', 'sequenceHashesLe64'],
-        ['sequenceHashes', 'localHashes'],
-        ['sequenceHashes', 'localHashesLe64'],
-        ['sequenceHashesLe64', 'localHashes'],
-        ['sequenceHashesLe64', 'localHashesLe64'],
-        ['localHashes', 'localHashesLe64'],
-      ].map((pair) => ({ required: pair })),
-    },
+    // Every pair of the four lists.
+    not: { anyOf: HASH_LISTS.flatMap((a, i) => HASH_LISTS.slice(i + 1).map((b) => ({ required: [a, b] }))) },
     description: 'A reservation: at most one hash list (sequence or local hashes, decimal or compact).',
   },
 );
@@ -331,7 +317,7 @@ const lifecycleEvent: Schema = obj(
     requestId,
     sessionId,
     pool,
-    kind: { enum: ['first_token', 'done', 'cancelled', 'failed', 'usage'] },
+    kind: { enum: LIFECYCLE_KINDS },
     atMs: epochMs,
     workerId: { oneOf: [{ type: 'null' }, u64] },
     dpRank: { oneOf: [{ type: 'null' }, u32] },

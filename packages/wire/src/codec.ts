@@ -1,10 +1,4 @@
-/**
- * Public decoders and encoders. Every decoder returns a Result and never
- * throws. The encoders write what the simulated fleet publishes (envelope,
- * RouterEvent, ActiveLoad, in the current Dynamo shape); the encoders of the
- * other messages and of older shapes, which only tests use, are in
- * `test/encode.ts`.
- */
+/** Public decoders and encoders (package README; the encoders only tests use are in `test/encode.ts`). */
 import type { KvEvent } from '@vantage/types';
 import { activeLoadFromValue, activeLoadToWire, type ActiveLoad } from './active-load';
 import { activeSequenceEventsFromValue, type ActiveSequenceEvent } from './active-sequence';
@@ -95,10 +89,8 @@ export function decodeForwardPassMetrics(input: Uint8Array | string, opts?: Payl
 // --- exact JSON (discovery documents, tools) ----------------------------------
 
 /**
- * Parse a JSON document with integers kept exact: every integer literal is a bigint (a u64 written
- * as a bare JSON number, as Dynamo's discovery store writes `instance_id`, survives), every literal
- * with a fraction or exponent a `JsonFloat`. Duplicate keys are refused. Bounded by `maxMessageBytes`
- * and `maxDepth`.
+ * A JSON document with integers kept exact (a u64 written as a bare JSON number, as Dynamo's
+ * discovery store writes `instance_id`, survives); bounded by `maxMessageBytes` and `maxDepth`.
  */
 export function decodeJsonExact(input: Uint8Array | string, opts?: DecodeOptions): Result<unknown> {
   return decodeWith(input, { ...opts, format: 'json' }, (v) => v);
@@ -168,12 +160,7 @@ export function decodeEventPlaneMessage(bytes: Uint8Array, opts?: EventPlaneDeco
   }
 }
 
-export interface EnvelopeHeader {
-  readonly publisherId: bigint;
-  readonly sequence: bigint;
-  readonly publishedAtMs: bigint;
-  readonly publishedAtNs?: bigint;
-}
+export type EnvelopeHeader = Omit<EventEnvelope, 'topic' | 'payload'>;
 
 /** What the simulated fleet publishes, in an envelope whose topic matches the payload kind. */
 export function encodeEventPlaneMessage(header: EnvelopeHeader, payload: Extract<EventPlanePayload, { kind: 'kv_event' | 'active_load' }>): Uint8Array {

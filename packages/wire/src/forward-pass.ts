@@ -1,16 +1,8 @@
 /**
  * Dynamo's `ForwardPassMetrics` (1.6.1), published by each worker about once a second per dp rank,
- * even when idle, on `namespace.{ns}.component.{comp}.endpoint.{ep}.forward-pass-metrics` inside the
- * event-plane envelope. The only periodic per-worker signal: it says the worker is alive and what its
- * scheduler holds. Shape as the 1.6.1 mocker publishes it (msgpack, named fields):
- *
- *   { version: 1, worker_id: "<u64 as a decimal string>", dp_rank: u32, counter_id: u64,
- *     wall_time: f64 (seconds the forward pass took; 0 when idle),
- *     scheduled_requests: { num_prefill_requests, sum_prefill_tokens, var_prefill_length,
- *                           sum_prefill_kv_tokens, num_decode_requests, sum_decode_kv_tokens,
- *                           var_decode_kv_tokens },
- *     queued_requests:    { num_prefill_requests, sum_prefill_tokens, var_prefill_length,
- *                           num_decode_requests, sum_decode_kv_tokens, var_decode_kv_tokens } }
+ * even when idle: the only periodic per-worker signal, saying the worker is alive and what its
+ * scheduler holds. Its shape, as the 1.6.1 mocker publishes it, is in the package README (the queue
+ * has no `sum_prefill_kv_tokens`).
  *
  * `worker_id` is a string here (unlike every other topic); an integer is accepted too. Counts are
  * non-negative integers; the variances and `wall_time` are finite numbers. Missing counters read 0,

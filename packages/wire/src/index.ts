@@ -1,8 +1,4 @@
-/**
- * @vantage/wire: decoders and encoders for the messages Dynamo publishes that
- * vantage consumes (event-plane envelope, RouterEvent in msgpack and legacy
- * JSON, ActiveLoad, ActiveSequenceEvent), and Dynamo's subject names.
- */
+// @vantage/wire: Dynamo's messages and subject names. See README.md.
 export {
   WIRE_ERROR_CODES,
   type WireErrorCode,

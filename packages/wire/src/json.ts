@@ -1,15 +1,4 @@
-/**
- * JSON in with exact 64-bit integers.
- *
- * `JSON.parse` turns every number into a float64, so a u64 hash such as
- * 14643705804678351452 comes back as 14643705804678352000: the low bits are
- * gone before any code can look at them. The `reviver` argument runs after
- * that conversion (Node 20 has no `context.source`), so it cannot help. This
- * is therefore a small hand-written recursive-descent reader (RFC 8259) that
- * keeps integer literals as bigint and float literals as JsonFloat, with
- * bounds on depth, integer-literal length and input size, and duplicate keys
- * refused.
- */
+/** JSON in with exact 64-bit integers: why it is written by hand, and how, is the package README's "Written by hand, and why". */
 import { WireReject } from './result';
 import { defineData, JsonFloat } from './values';
 

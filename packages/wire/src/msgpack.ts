@@ -1,16 +1,7 @@
 /**
- * MessagePack in and out.
- *
- * Reading uses msgpackr (fast, maintained) configured so 64-bit integers come
- * back as bigint; narrower widths come back as numbers and the validators in
- * `values.ts` normalise both. Every msgpackr failure is mapped to a rejection.
- *
- * Writing is a small hand-written encoder instead of msgpackr's packer,
- * because the fleet simulator and the fixtures must emit the very bytes
- * Dynamo's `rmp_serde::to_vec_named` emits, and msgpackr chooses differently:
- * it writes small maps as map16, non-negative bigints as int64 (0xd3) and
- * integers past 2^32 as float64. rmp always picks the narrowest form: fixint,
- * uint8/16/32/64 for non-negative values, fixmap/fixarray/fixstr when they fit.
+ * MessagePack in and out. Reading uses msgpackr (narrower integer widths come back as numbers, which
+ * the validators in `values.ts` normalise with bigints); every msgpackr failure is mapped to a
+ * rejection. Writing is by hand, in rmp's narrowest forms: package README, "Written by hand, and why".
  */
 import { Unpackr } from 'msgpackr';
 import { WireReject } from './result';

@@ -1,26 +1,9 @@
 /**
  * Dynamo's TCP request plane (lib/runtime `pipeline/network`), as far as a client of one endpoint
  * needs it, and the worker-local KV index query carried over it (lib/kv-router `indexer`,
- * `WorkerKvQueryRequest` / `WorkerKvQueryResponse`). Transport-free: bytes in, values out.
- * Every shape below was checked against bytes Dynamo 1.6.1 itself wrote (a KvRouter recovering
- * `python -m dynamo.mocker` workers, captured with strace: test/fixtures/worker-kv-query-1.6.1.json).
- *
- * A call, on the TCP connection to the worker's request-plane address `host:port/path`:
- *   request frame  u16 BE path length, path (the address after `host:port/`),
- *                  u16 BE headers length, headers (JSON object of strings: `x-endpoint-path`, `request-id`),
- *                  u32 BE payload length, payload = a two-part message:
- *                    header: the control message, JSON
- *                      {"id", "request_type":"single_in", "response_type":"many_out", "payload_codec":"msgpack",
- *                       "connection_info":{"transport":"tcp_server","info":"<JSON text: {address, subject, context, stream_type:"response"}>"}}
- *                    body: the request, in the endpoint's `request_plane_codec` (msgpack, named fields)
- *   acknowledgement u32 BE length, data: empty when the request was accepted, else the worker's error text
- * then the worker connects to the caller's response-stream server at `address` and writes two-part
- * messages: a handshake (header `{"subject","stream_type":"response"}`), a prologue (header
- * `{"error":null}` or an error), one body per response item (msgpack `{data?, complete_final}`), and a
- * header-only `"sentinel"`.
- *
- * Two-part message: u64 BE header length, u64 BE body length, u64 BE checksum (0 from release
- * builds; xxh3 of header+body from debug builds, not checked here), header, body.
+ * `WorkerKvQueryRequest` / `WorkerKvQueryResponse`). The frames, messages and the order of a call
+ * are laid out in the package README (checked against bytes Dynamo 1.6.1 wrote:
+ * test/fixtures/worker-kv-query-1.6.1.json).
  */
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { readJson } from './json';
@@ -28,7 +11,7 @@ import { resolveLimits, type WireLimits } from './limits';
 import { Fields, readMsgpack, writeMsgpack } from './msgpack';
 import { guard, WireReject, type Result } from './result';
 import { routerEventFromValue } from './router-event';
-import { asMap, get, isMap, list, optional, required, str, u64, variant } from './values';
+import { asMap, bool, get, isMap, list, optional, required, str, u64, variant } from './values';
 
 const utf8 = new TextEncoder();
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
@@ -72,7 +55,7 @@ export function encodeTwoPart(m: TwoPartMessage): Uint8Array {
   const dv = new DataView(out.buffer);
   dv.setBigUint64(0, BigInt(m.header.length));
   dv.setBigUint64(8, BigInt(m.body.length));
-  dv.setBigUint64(16, 0n); // release builds write 0: no checksum
+  dv.setBigUint64(16, 0n); // release builds write 0 (debug builds xxh3 of header+body, not checked here)
   out.set(m.header, 24);
   out.set(m.body, 24 + m.header.length);
   return out;
@@ -277,10 +260,7 @@ export function decodeWorkerKvQueryStreamItem(body: Uint8Array, opts?: { limits?
     const limits = resolveLimits(opts?.limits);
     const m = asMap(readMsgpack(body, limits.maxMessageBytes), 'stream_item');
     const data = get(m, 'data');
-    const completeFinal = optional(get(m, 'complete_final'), (x) => {
-      if (typeof x !== 'boolean') throw new WireReject('wrong_type', 'stream_item.complete_final: expected boolean');
-      return x;
-    });
+    const completeFinal = optional(get(m, 'complete_final'), (x) => bool(x, 'stream_item.complete_final'));
     return { response: data === undefined || data === null ? null : responseFromValue(data, limits), completeFinal: completeFinal ?? false };
   });
 }

@@ -1,8 +1,4 @@
-/**
- * Typed outcomes for every decoder in this package. Decoders never throw to
- * their caller: malformed input becomes `{ ok: false, code, reason }` with one
- * of a small, stable set of codes (safe to use as a metric label).
- */
+/** Typed outcomes of every decoder (package README, "Public API"); the codes are stable metric labels. */
 import type { CodedResult } from '@vantage/types';
 
 export const WIRE_ERROR_CODES = [

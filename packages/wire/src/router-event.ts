@@ -20,13 +20,7 @@ import { Fields, type WireValue } from './msgpack';
 import { WireReject } from './result';
 import { asMap, get, list, oneOf, opaque, optional, required, u32, u64, u64List, variant, type Obj } from './values';
 
-/**
- * `residency_domain` is additive: absent or "worker" means the event belongs
- * to worker_id's own cache, which is all this index models. A "cache_owner"
- * event (or a value Dynamo itself refuses) describes a shared cache that the
- * worker id does not own; applying it as the worker's would corrupt the index,
- * so it is refused, as Dynamo's own router refuses what it does not support.
- */
+/** Only a worker-owned event (`residency_domain` absent or "worker") is accepted: package README, "Field generations". */
 function checkResidencyDomain(v: unknown, path: string): void {
   if (v === undefined || v === 'worker') return;
   if (typeof v === 'string') {

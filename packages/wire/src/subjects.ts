@@ -11,12 +11,9 @@
  *   JetStream               stream namespace-{ns}-component-{comp}-kv-events,
  *                           subject {stream}.kv-events                         (JSON)
  *
- * Event-plane segments (namespace, component, endpoint and topic) are
- * percent-encoded: every byte of the UTF-8 form outside [A-Za-z0-9_-] becomes
- * `%XX` (upper-case hex). This is reversible and keeps `.`, `*`, `>` and
- * spaces from changing a subject's meaning. For the usual names
- * (`dynamo`, `backend`) encoding changes nothing, so the same builders give
- * the older unencoded subjects too.
+ * Event-plane segments (namespace, component, endpoint, topic) are percent-encoded (package README,
+ * "Verified against Dynamo's source"), which keeps `.`, `*`, `>` and spaces from changing a subject's
+ * meaning and changes nothing in the usual names, so the same builders give the older subjects too.
  */
 import { ok, reject, type Result } from './result';
 

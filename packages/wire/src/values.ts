@@ -108,11 +108,7 @@ export function u32(v: unknown, path: string): number {
   return uint(v, path, U32_MAX, 'unsigned 32-bit integer', '2^32');
 }
 
-/**
- * A count (tokens, blocks) sent as u64/usize. Kept as a JS number because
- * callers do arithmetic with it; a count past 2^53 is absurd and refused
- * rather than rounded.
- */
+/** A count (tokens, blocks) sent as u64/usize, as a number (package README, "Exactness"). */
 export function count(v: unknown, path: string): number {
   return uint(v, path, MAX_COUNT, 'unsigned integer', '2^53');
 }
