@@ -100,10 +100,6 @@ export class VantageError extends Error {
   }
 }
 
-export function isVantageError(e: unknown): e is VantageError {
-  return e instanceof VantageError;
-}
-
 /** The message of an Error, or anything else as a string. */
 export function errorMessage(e: unknown): string {
   return e instanceof Error ? e.message : String(e);

@@ -6,7 +6,7 @@
 // the process explicitly once shutdown completes, so this never delays exit.
 
 import kafkajs from 'kafkajs';
-import type { Admin, Consumer, ConsumerConfig, KafkaConfig, LogEntry, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
+import type { Admin, Consumer, ConsumerConfig, KafkaConfig, LogEntry, Producer } from 'kafkajs';
 import type { Logger } from 'pino';
 import type { BaseConfig } from './config';
 import { errorMessage, VantageError, type ErrorCode } from './errors';
@@ -41,8 +41,6 @@ export interface ProducerOptions {
 export interface VantageProducer {
   /** The kafkajs producer, for transactions (`raw.transaction()`). */
   readonly raw: Producer;
-  /** Sends and waits for acks from all in-sync replicas; failures are KAFKA_SEND_FAILED. */
-  send(record: ProducerRecord): Promise<RecordMetadata[]>;
   disconnect(): Promise<void>;
 }
 
@@ -199,14 +197,6 @@ export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClie
       producers.add(raw);
       return {
         raw,
-        async send(record) {
-          try {
-            // acks -1 (all in-sync replicas) is required by idempotence; stated for the reader.
-            return await raw.send({ acks: -1, ...record });
-          } catch (e) {
-            throw kafkaError('KAFKA_SEND_FAILED', `send to ${record.topic} failed`, e, { topic: record.topic, messages: record.messages.length });
-          }
-        },
         async disconnect() {
           producers.delete(raw);
           await raw.disconnect();
