@@ -53,6 +53,7 @@ export interface ModelCardEntry extends EndpointScope {
   readonly instanceId: WorkerId;
   readonly modelName: string | null;
   readonly capacity: CardCapacity;
+  /** The worker runs a local indexer (1.6.1 default): its blocks can be recovered from it. */
   readonly enableLocalIndexer: boolean;
   readonly kvEventPublishing: boolean | null;
 }

@@ -1,20 +1,9 @@
 /**
- * Dynamo's discovery store in etcd, as a `DiscoveryStore`.
- *
- * `watch(prefix)` lists every key under the prefix at one revision R (paged, every page read at R),
- * reports them as the initial listing, then watches from R + 1. Every change after that is
- * delivered exactly once and in revision order:
- *  - the store tracks the revision of the last event it delivered itself (not the etcd3 client's
- *    own counter, which jumps to the stream header's revision and could skip events still being
- *    replayed when a connection drops) and, each time the client re-attaches the watch after a
- *    dropped connection or an etcd restart, asks etcd to resume from that revision + 1;
- *  - events at or below the last delivered revision (a replay after a resume) are dropped as
- *    duplicates, so is a delete of a key it does not hold;
- *  - if etcd has compacted the revision it would resume from (the watch is cancelled with
- *    `compact_revision`), it lists the prefix again and reports the difference to what it had
- *    delivered: deletes for keys gone, puts for keys new or changed.
- * A lease that expires (a worker killed without a chance to deregister) arrives as deletes of every
- * key under that lease, like any other delete.
+ * Dynamo's discovery store in etcd, as a `DiscoveryStore` (README.md, "etcd backend": a listing at
+ * one revision, resume without loss or repeats, a new listing after a compaction). Resumes start
+ * after the revision of the last event this store delivered, not the etcd3 client's own counter:
+ * that one jumps to the stream header's revision and could skip events still being replayed when a
+ * connection drops.
  */
 import { Etcd3, Range, type IKeyValue, type IOptions, type IWatchResponse, type Watcher } from 'etcd3';
 import { VantageError } from '@vantage/runtime';
