@@ -31,7 +31,7 @@ import { errorMessage, readErrorHeaders, VantageError } from './errors';
 import type { RuntimeMetrics } from './metrics';
 import type { DeepReadonly } from './schema';
 import { redactUrl } from './secrets';
-import { causeChain, classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
+import { causeChain, classifyNatsConnectError, credsExpiredAtMs, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
 
 export type { NatsConnection } from '@nats-io/transport-node';
 
@@ -148,8 +148,8 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
       }
     }
     if (why.code === 'NATS_AUTH_FAILED' && security.summary.auth === 'creds' && cfg.credsFile !== undefined) {
-      const exp = await credsExpiry(cfg.credsFile);
-      if (exp.expired) why = { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: `the user JWT in nats.credsFile expired at ${new Date(exp.expiresAtMs ?? 0).toISOString()}` };
+      const expiredAt = await credsExpiredAtMs(cfg.credsFile);
+      if (expiredAt !== null) why = { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: `the user JWT in nats.credsFile expired at ${new Date(expiredAt).toISOString()}` };
     }
     opts.metrics?.countError(why.code);
     throw new VantageError(why.code, redactUrl(`cannot connect to NATS at ${url}: ${errorMessage(e)} (${why.hint})`), {
