@@ -1,7 +1,5 @@
-// Guards for untrusted input and honest health: a logger that rate-limits
-// lines per key (the counters beside it stay exact), and a clock for a failing
-// condition that turns a health check unhealthy only once it has lasted past a
-// threshold (a blip is not an outage; an outage is never hidden).
+// Guards for untrusted input and honest health (README.md, "Logging" and "Ops endpoint"): a blip
+// is not an outage; an outage is never hidden.
 
 import type { Logger } from 'pino';
 import type { HealthResult } from './ops';
