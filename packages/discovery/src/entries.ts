@@ -112,8 +112,6 @@ const BUCKETS = {
 
 /** Largest discovery document accepted (a model card with a chat template is a few tens of kB). */
 const MAX_DOCUMENT_BYTES = 4 * 1024 * 1024;
-const U64_LIMIT = 1n << 64n;
-const U32_LIMIT = 1n << 32n;
 
 class Reject extends Error {
   constructor(
@@ -158,17 +156,14 @@ function str(v: unknown, path: string): string {
   if (v.length === 0) throw new Reject('wrong_type', `${path}: empty string`);
   return v;
 }
-function u64(v: unknown, path: string): bigint {
-  if (typeof v !== 'bigint') throw new Reject('wrong_type', `${path}: expected an unsigned 64-bit integer, got ${kindOf(v)}`);
-  if (v < 0n || v >= U64_LIMIT) throw new Reject('out_of_range', `${path}: ${v} is outside [0, 2^64)`);
+function uint(v: unknown, path: string, bits: 32 | 64): bigint {
+  if (typeof v !== 'bigint') throw new Reject('wrong_type', `${path}: expected an unsigned ${bits === 64 ? '64-bit ' : ''}integer, got ${kindOf(v)}`);
+  if (v < 0n || v >= 1n << BigInt(bits)) throw new Reject('out_of_range', `${path}: ${v} is outside [0, 2^${bits})`);
   return v;
 }
-const workerId = (v: unknown, path: string): WorkerId => u64(v, path) as WorkerId;
-function u32(v: unknown, path: string): number {
-  if (typeof v !== 'bigint') throw new Reject('wrong_type', `${path}: expected an unsigned integer, got ${kindOf(v)}`);
-  if (v < 0n || v >= U32_LIMIT) throw new Reject('out_of_range', `${path}: ${v} is outside [0, 2^32)`);
-  return Number(v);
-}
+const u64 = (v: unknown, path: string): bigint => uint(v, path, 64);
+const workerId = (v: unknown, path: string): WorkerId => uint(v, path, 64) as WorkerId;
+const u32 = (v: unknown, path: string): number => Number(uint(v, path, 32));
 /** A positive count; 0 reads as "not advertised" (null), as an absent one does. */
 function count(v: unknown, path: string): number | null {
   const n = u32(v, path);
