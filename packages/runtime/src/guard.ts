@@ -35,16 +35,8 @@ export class RateLimitedLog {
     this.#now = opts.now ?? Date.now;
   }
 
-  warn(key: string, fields: Record<string, unknown>, msg: string): boolean {
-    return this.#emit('warn', key, fields, msg);
-  }
-
-  error(key: string, fields: Record<string, unknown>, msg: string): boolean {
-    return this.#emit('error', key, fields, msg);
-  }
-
   /** True when the line was written. */
-  #emit(level: 'warn' | 'error', key: string, fields: Record<string, unknown>, msg: string): boolean {
+  warn(key: string, fields: Record<string, unknown>, msg: string): boolean {
     const now = this.#now();
     const st = this.#keys.get(key);
     if (st !== undefined && now - st.lastMs < this.#intervalMs) {
@@ -62,7 +54,7 @@ export class RateLimitedLog {
       st.lastMs = now;
       st.suppressed = 0;
     }
-    this.#log[level]({ ...fields, suppressed }, msg);
+    this.#log.warn({ ...fields, suppressed }, msg);
     return true;
   }
 }
