@@ -16,9 +16,8 @@
  *                                              "recovery_target":{"namespace","component","endpoint","instance_id",
  *                                                "transport":{…},"request_plane_codec"}}}
  *
- * Ids are u64 written as bare JSON numbers (18329147160771148149 is typical): they are read with an
- * exact JSON parser, never through a JS number. Unknown fields are ignored; a missing required
- * field, a wrong type or an id out of range is a rejection that names the field.
+ * Ids are read exactly (README.md, "What Dynamo 1.6.1 writes"). Unknown fields are ignored; a missing
+ * required field, a wrong type or an id out of range is a rejection that names the field.
  */
 import type { WorkerId } from '@vantage/types';
 import { decodeJsonExact, JsonFloat, type Result } from '@vantage/wire';

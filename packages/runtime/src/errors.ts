@@ -1,7 +1,5 @@
-// Error catalogue: every failure a vantage service reports has one of these
-// stable codes. Codes are part of our wire contract (they travel in reply
-// headers and appear as metric labels), so a code is never renamed or reused;
-// a new failure kind gets a new code.
+// Error catalogue (README.md, "Errors", whose table test/readme.test.ts checks against it): codes
+// travel in reply headers and metric labels, so one is never renamed or reused.
 
 /** One entry of the catalogue. */
 interface ErrorCodeInfo {

@@ -1,9 +1,5 @@
-// Kafka glue over kafkajs: a verified connection, kafkajs logs routed into
-// pino, idempotent topic creation, and producers that are always idempotent
-// (optionally transactional), with failures turned into catalogue errors.
-//
-// kafkajs keeps internal timers for ~20 s after disconnect; runService exits
-// the process explicitly once shutdown completes, so this never delays exit.
+// Kafka glue over kafkajs (README.md, "Kafka"): a verified connection, kafkajs logs routed into
+// pino, idempotent topic creation, idempotent producers, failures as catalogue errors.
 
 import kafkajs from 'kafkajs';
 import type { Admin, Consumer, ConsumerConfig, KafkaConfig, LogEntry, Producer } from 'kafkajs';
