@@ -100,7 +100,7 @@ describe('Kafka through the runtime', () => {
     const groupId = uniqueName('g');
     await kafka.ensureTopics([{ topic, partitions: 3 }]);
     const producer = await kafka.createProducer();
-    await producer.send({ topic, acks: -1, messages: Array.from({ length: 30 }, (_, i) => ({ key: `k${i % 7}`, value: String(i) })) });
+    await producer.raw.send({ topic, acks: -1, messages: Array.from({ length: 30 }, (_, i) => ({ key: `k${i % 7}`, value: String(i) })) });
     const consumer = await kafka.createConsumer({ groupId });
     await consumer.subscribe({ topic, fromBeginning: true });
     const seen: string[] = [];

@@ -16,9 +16,8 @@
  *                                              "recovery_target":{"namespace","component","endpoint","instance_id",
  *                                                "transport":{…},"request_plane_codec"}}}
  *
- * Ids are u64 written as bare JSON numbers (18329147160771148149 is typical): they are read with an
- * exact JSON parser, never through a JS number. Unknown fields are ignored; a missing required
- * field, a wrong type or an id out of range is a rejection that names the field.
+ * Ids are read exactly (README.md, "What Dynamo 1.6.1 writes"). Unknown fields are ignored; a missing
+ * required field, a wrong type or an id out of range is a rejection that names the field.
  */
 import type { WorkerId } from '@vantage/types';
 import { decodeJsonExact, JsonFloat, type Result } from '@vantage/wire';
@@ -53,6 +52,7 @@ export interface ModelCardEntry extends EndpointScope {
   readonly instanceId: WorkerId;
   readonly modelName: string | null;
   readonly capacity: CardCapacity;
+  /** The worker runs a local indexer (1.6.1 default): its blocks can be recovered from it. */
   readonly enableLocalIndexer: boolean;
   readonly kvEventPublishing: boolean | null;
 }
@@ -111,8 +111,6 @@ const BUCKETS = {
 
 /** Largest discovery document accepted (a model card with a chat template is a few tens of kB). */
 const MAX_DOCUMENT_BYTES = 4 * 1024 * 1024;
-const U64_LIMIT = 1n << 64n;
-const U32_LIMIT = 1n << 32n;
 
 class Reject extends Error {
   constructor(
@@ -157,17 +155,14 @@ function str(v: unknown, path: string): string {
   if (v.length === 0) throw new Reject('wrong_type', `${path}: empty string`);
   return v;
 }
-function u64(v: unknown, path: string): bigint {
-  if (typeof v !== 'bigint') throw new Reject('wrong_type', `${path}: expected an unsigned 64-bit integer, got ${kindOf(v)}`);
-  if (v < 0n || v >= U64_LIMIT) throw new Reject('out_of_range', `${path}: ${v} is outside [0, 2^64)`);
+function uint(v: unknown, path: string, bits: 32 | 64): bigint {
+  if (typeof v !== 'bigint') throw new Reject('wrong_type', `${path}: expected an unsigned ${bits === 64 ? '64-bit ' : ''}integer, got ${kindOf(v)}`);
+  if (v < 0n || v >= 1n << BigInt(bits)) throw new Reject('out_of_range', `${path}: ${v} is outside [0, 2^${bits})`);
   return v;
 }
-const workerId = (v: unknown, path: string): WorkerId => u64(v, path) as WorkerId;
-function u32(v: unknown, path: string): number {
-  if (typeof v !== 'bigint') throw new Reject('wrong_type', `${path}: expected an unsigned integer, got ${kindOf(v)}`);
-  if (v < 0n || v >= U32_LIMIT) throw new Reject('out_of_range', `${path}: ${v} is outside [0, 2^32)`);
-  return Number(v);
-}
+const u64 = (v: unknown, path: string): bigint => uint(v, path, 64);
+const workerId = (v: unknown, path: string): WorkerId => uint(v, path, 64) as WorkerId;
+const u32 = (v: unknown, path: string): number => Number(uint(v, path, 32));
 /** A positive count; 0 reads as "not advertised" (null), as an absent one does. */
 function count(v: unknown, path: string): number | null {
   const n = u32(v, path);

@@ -1,17 +1,6 @@
 /**
- * How Dynamo's logical discovery keys are spelled in etcd.
- *
- * Measured against Dynamo 1.6.1 (`python -m dynamo.mocker` with `DYN_DISCOVERY_BACKEND=etcd`): etcd
- * holds exactly the logical keys, slashes unencoded, for example
- *   v1/mdc/dynamo/backend/generate/390da2333bc05404
- *   v1/instances/dynamo/backend/generate/390da2333bc05404
- *   v1/event_channels/namespace/dynamo/component/backend/endpoint/generate/topic/kv-events/1727e001e21b21
- *   v1/event_sources/namespace/dynamo/component/backend/endpoint/generate/topic/kv-events/1727e001e21b21
- * each value one JSON document and each key under the lease of the worker that wrote it (the lease
- * id is the worker's instance id). The file backend spells the same keys as
- * `<dir>/<bucket>/<percent-encoded rest>`. An optional `root` is prepended to every key, for a
- * deployment that shares an etcd with other applications under a key prefix (Dynamo 1.6.1 itself
- * writes none).
+ * How Dynamo's logical discovery keys are spelled in etcd: as they are, slashes unencoded, after an
+ * optional `root` (README.md, "etcd backend", measured from Dynamo 1.6.1).
  */
 
 export type EtcdKeyRejection =

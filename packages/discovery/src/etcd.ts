@@ -1,20 +1,9 @@
 /**
- * Dynamo's discovery store in etcd, as a `DiscoveryStore`.
- *
- * `watch(prefix)` lists every key under the prefix at one revision R (paged, every page read at R),
- * reports them as the initial listing, then watches from R + 1. Every change after that is
- * delivered exactly once and in revision order:
- *  - the store tracks the revision of the last event it delivered itself (not the etcd3 client's
- *    own counter, which jumps to the stream header's revision and could skip events still being
- *    replayed when a connection drops) and, each time the client re-attaches the watch after a
- *    dropped connection or an etcd restart, asks etcd to resume from that revision + 1;
- *  - events at or below the last delivered revision (a replay after a resume) are dropped as
- *    duplicates, so is a delete of a key it does not hold;
- *  - if etcd has compacted the revision it would resume from (the watch is cancelled with
- *    `compact_revision`), it lists the prefix again and reports the difference to what it had
- *    delivered: deletes for keys gone, puts for keys new or changed.
- * A lease that expires (a worker killed without a chance to deregister) arrives as deletes of every
- * key under that lease, like any other delete.
+ * Dynamo's discovery store in etcd, as a `DiscoveryStore` (README.md, "etcd backend": a listing at
+ * one revision, resume without loss or repeats, a new listing after a compaction). Resumes start
+ * after the revision of the last event this store delivered, not the etcd3 client's own counter:
+ * that one jumps to the stream header's revision and could skip events still being replayed when a
+ * connection drops.
  */
 import { Etcd3, Range, type IKeyValue, type IOptions, type IWatchResponse, type Watcher } from 'etcd3';
 import { VantageError } from '@vantage/runtime';
@@ -162,21 +151,6 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
       private readonly onError: OnError | undefined,
     ) {}
 
-    async start(): Promise<void> {
-      const listing = await list(this.prefix);
-      const changes: DiscoveryChange[] = [];
-      for (const kv of listing.kvs) {
-        const key = this.mapKey(kv.key);
-        if (key === undefined) continue;
-        this.held.set(key, BigInt(kv.mod_revision));
-        changes.push({ kind: 'put', key, value: kv.value });
-      }
-      this.advance(listing.revision);
-      counters.listed += changes.length;
-      this.deliver(changes, true);
-      this.attach();
-    }
-
     /** A new watch from the last delivered revision + 1 (the client re-attaches it after drops). */
     private attach(): void {
       if (closed) return;
@@ -233,19 +207,21 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
       this.failures++;
       this.timer = setTimeout(() => {
         this.timer = undefined;
-        this.relist().catch((e: unknown) => {
+        this.load(false).catch((e: unknown) => {
           this.unavailable(`etcd listing of ${JSON.stringify(this.prefix)} failed: ${(e as Error).message}; retrying`, e);
           this.scheduleRelist();
         });
       }, delay);
     }
 
-    /** A fresh listing, reported as the difference to what was delivered, then a watch after it. */
-    private async relist(): Promise<void> {
-      if (closed) return;
+    /**
+     * A listing, reported as the difference to what was delivered (all of it, the first time: that one
+     * is delivered even if the store closed meanwhile), then a watch after it.
+     */
+    async load(initial: boolean): Promise<void> {
+      if (!initial && closed) return;
       const listing = await list(this.prefix);
-      if (closed) return;
-      counters.relists++;
+      if (!initial && closed) return;
       const seen = new Map<string, IKeyValue>();
       for (const kv of listing.kvs) {
         const key = this.mapKey(kv.key);
@@ -255,19 +231,22 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
       for (const key of [...this.held.keys()]) {
         if (seen.has(key)) continue;
         this.held.delete(key);
-        counters.deletes++;
         changes.push({ kind: 'delete', key });
       }
       for (const [key, kv] of seen) {
         const rev = BigInt(kv.mod_revision);
         if (this.held.get(key) === rev) continue;
         this.held.set(key, rev);
-        counters.puts++;
         changes.push({ kind: 'put', key, value: kv.value });
+      }
+      if (initial) counters.listed += changes.length;
+      else {
+        counters.relists++;
+        for (const c of changes) counters[c.kind === 'put' ? 'puts' : 'deletes']++;
       }
       this.lastRevision = 0n; // the listing's revision is authoritative, even if lower (etcd restored from an older snapshot)
       this.advance(listing.revision);
-      if (changes.length > 0) this.deliver(changes, false);
+      if (initial || changes.length > 0) this.deliver(changes, initial);
       this.attach();
     }
 
@@ -344,7 +323,7 @@ export function etcdDiscoveryStore(opts: EtcdDiscoveryOptions): EtcdDiscoverySto
       if (closed) throw new VantageError('SHUTTING_DOWN', 'etcd discovery store is closed');
       const pw = new PrefixWatch(prefix, onChanges, onError);
       try {
-        await pw.start();
+        await pw.load(true);
       } catch (e) {
         throw new VantageError('UPSTREAM_UNAVAILABLE', `etcd listing of ${JSON.stringify(prefix)} at ${opts.endpoints.join(',')} failed: ${(e as Error).message}`, {
           cause: e,

@@ -3,18 +3,7 @@
  * DiscoveryStore. Dynamo writes one file per key at `<dir>/<bucket>/<percent-encoded rest of the key>`
  * (for example `<dir>/v1/mdc/dynamo%2Fbackend%2Fgenerate%2F5c7b584ed5244c8` for the logical key
  * `v1/mdc/dynamo/backend/generate/5c7b584ed5244c8`) and removes it when the worker shuts down.
- *
- * The directory is polled (every `pollMs`): a poll lists the tree, stats each file and re-reads
- * only files whose size, mtime or inode changed. Polling rather than fs.watch, because watch
- * events are not delivered reliably on every file system (network mounts, containers' bind mounts)
- * and a missed event would leave a worker unseen forever; the cost is one stat per entry per poll.
- *
- * Partial writes: a file is reported only once it holds one complete JSON document. Content that
- * does not parse is held back and read again on the next polls (a writer caught mid-write); if the
- * same bytes are still not JSON after `settleMs`, they are reported anyway so the reader counts and
- * logs a malformed entry instead of the store hiding it forever. A file that vanishes between
- * listing and reading is treated as deleted. A missing directory is an empty store (Dynamo creates
- * it when its first worker starts); the error is reported once through `onError`.
+ * Polling, partial writes, vanished files and a missing directory: README.md, "Failure behaviour".
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -1,8 +1,4 @@
-/**
- * @vantage/discovery: NVIDIA Dynamo's discovery store read as vantage needs it. Backends speak
- * `DiscoveryStore` (key puts and deletes); `parseDiscoveryEntry` turns one entry into a typed value;
- * `DiscoveryView` keeps one endpoint's workers, subject prefixes and publisher ids current.
- */
+// @vantage/discovery: NVIDIA Dynamo's discovery store read as vantage needs it. See README.md.
 export type { DiscoveryChange, DiscoveryStore } from './store';
 export {
   parseDiscoveryEntry,

@@ -1,8 +1,6 @@
 /**
- * A Dynamo discovery store as a stream of key changes. Keys are always Dynamo's logical form
- * (`v1/mdc/{ns}/{comp}/{ep}/{instance_id as 16 hex digits}`, `v1/instances/…`, `v1/event_channels/…`,
- * `v1/event_sources/…`, each value one JSON document), whatever the backend's own spelling
- * (file-store.ts, etcd-keys.ts).
+ * A Dynamo discovery store as a stream of key changes. Keys are always Dynamo's logical form (the
+ * README's "What Dynamo 1.6.1 writes"), whatever the backend's own spelling (file-store.ts, etcd-keys.ts).
  */
 export type DiscoveryChange =
   | { readonly kind: 'put'; readonly key: string; readonly value: Uint8Array }

@@ -1,40 +1,25 @@
 /**
- * One Dynamo endpoint's workers as its discovery store lists them, kept current from a
- * DiscoveryStore's changes: which workers exist and their capacity (model cards), the NATS subject
- * prefixes their events are published under (event channels), and which worker and dp rank each
- * envelope `publisher_id` stands for (event sources, with their recovery targets).
- *
- * Membership follows Dynamo's own: a worker is listed while both its model card (`v1/mdc`) and its
- * endpoint instance (`v1/instances`) are in the store, for as long as they are (quiet or not); it
- * leaves when either is deleted (a graceful shutdown, or in etcd its lease expiring). Its dp ranks
- * are the card's `data_parallel_start_rank .. + data_parallel_size`.
- *
- * Bad entries lose nothing: an entry that fails to parse is counted and reported (`rejected`) and
- * the last good value under that key stays in force; nothing a store sends throws out of the view.
+ * One Dynamo endpoint's workers and their capacity (model cards), the NATS subject prefixes of their
+ * events (event channels) and the worker and dp rank behind each envelope `publisher_id` (event
+ * sources), kept current from a DiscoveryStore's changes (README.md, "Membership" and "Failure
+ * behaviour"). Nothing a store sends throws out of the view.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { WorkerId } from '@vantage/types';
 import {
   DISCOVERY_PREFIX,
   parseDiscoveryEntry,
-  type CardCapacity,
   type DiscoveryEntry,
   type DiscoveryRejectCode,
   type EndpointScope,
   type EventSourceEntry,
   type InstanceEntry,
+  type ModelCardEntry,
 } from './entries';
 import type { DiscoveryChange, DiscoveryStore } from './store';
 
-export interface DiscoveredWorker extends EndpointScope {
-  readonly instanceId: WorkerId;
-  readonly modelName: string | null;
-  readonly capacity: CardCapacity;
-  /** The worker runs a local indexer (1.6.1 default): its blocks can be recovered from it. */
-  readonly enableLocalIndexer: boolean;
-  /** Request-plane transport of its endpoint instance, e.g. `{ kind: 'tcp', address: '127.0.0.1:PORT/…' }`. */
-  readonly transport: { readonly kind: string; readonly address: string } | null;
-}
+/** A listed worker: its model card and the request-plane transport of its endpoint instance. */
+export type DiscoveredWorker = Omit<ModelCardEntry, 'kind' | 'key' | 'kvEventPublishing'> & Pick<InstanceEntry, 'transport'>;
 
 export type PublisherInfo = Omit<EventSourceEntry, 'kind' | 'key'>;
 
@@ -171,16 +156,8 @@ export class DiscoveryView {
     for (const c of cards) {
       const i = inst.get(`${scopeKey(c)}\u0000${c.instanceId}`);
       if (i === undefined) continue;
-      next.set(c.instanceId, {
-        namespace: c.namespace,
-        component: c.component,
-        endpoint: c.endpoint,
-        instanceId: c.instanceId,
-        modelName: c.modelName,
-        capacity: c.capacity,
-        enableLocalIndexer: c.enableLocalIndexer,
-        transport: i.transport,
-      });
+      const { kind: _kind, key: _key, kvEventPublishing: _publishing, ...card } = c;
+      next.set(c.instanceId, { ...card, transport: i.transport });
     }
     const prev = this.workerSet;
     this.workerSet = next;

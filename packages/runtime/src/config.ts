@@ -14,88 +14,59 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const KAFKA_SASL_MECHANISMS = ['none', 'plain', 'scram-sha-256', 'scram-sha-512'] as const;
 export type KafkaSaslMechanism = (typeof KAFKA_SASL_MECHANISMS)[number];
 
+// What each setting means: README.md, "Configuration" (the base section's table) and "Secured connections".
 const baseProperties = {
-  /** Service name; logged on every line and used as metric label. runService supplies it. */
   service: s.string({ minLength: 1, pattern: '^[a-z][a-z0-9-]*$' }),
-  /** Empty means derived at start-up as `<hostname>-<pid>`. */
   instanceId: s.string({ default: '' }),
   log: s.object({
     level: s.enum(LOG_LEVELS, { default: 'info' }),
   }),
   nats: s.object({
-    /** One URL or a comma-separated list of seed servers. */
     url: s.string({ minLength: 1, default: 'nats://127.0.0.1:4222' }),
-    /** Connection name shown by the server (`nats server report connections`); empty means `<service>-<instanceId>`. */
     name: s.string({ default: '' }),
-    /** Wait between reconnect attempts to the same server. */
     reconnectTimeWaitMs: s.integer({ minimum: 10, default: 2000 }),
-    /** Random extra wait so a fleet does not reconnect in lockstep after a server restart. */
     reconnectJitterMs: s.integer({ minimum: 0, default: 500 }),
-    /** -1: reconnect forever (services must outlive broker restarts). */
     maxReconnectAttempts: s.integer({ minimum: -1, default: -1 }),
-    /** Bound on the initial connect; start-up fails with NATS_CONNECT_FAILED after it. */
     connectTimeoutMs: s.integer({ minimum: 100, default: 5000 }),
-    // Authentication: at most one method (user + passwordFile, tokenFile, nkeySeedFile, credsFile).
-    // Secrets are read from files only, so no secret is ever on a command line or in the environment.
-    /** User name for user/password authentication (needs `passwordFile`). */
     user: s.string({ default: '' }),
-    /** File holding the password (one line; a trailing newline is ignored). */
     passwordFile: s.string({ default: '' }),
-    /** File holding the authentication token. */
     tokenFile: s.string({ default: '' }),
-    /** File holding an NKEY user seed (`SU…`). */
     nkeySeedFile: s.string({ default: '' }),
-    /** A `.creds` file (user JWT + seed) for decentralised JWT authentication. */
     credsFile: s.string({ default: '' }),
     tls: s.object({
-      /** Require TLS even without any file below (also implied by a `tls://` URL or any file). */
       enabled: s.boolean({ default: false }),
-      /** PEM CA bundle the server certificate must chain to; empty uses the system's roots. */
       caFile: s.string({ default: '' }),
-      /** PEM client certificate for mutual TLS (needs `keyFile`). */
       certFile: s.string({ default: '' }),
-      /** PEM private key of `certFile`. */
       keyFile: s.string({ default: '' }),
-      /** TLS before the server's INFO (server configured with `handshake_first`). */
       handshakeFirst: s.boolean({ default: false }),
     }),
   }),
   kafka: s.object({
     brokers: s.array(s.string({ minLength: 1 }), { minItems: 1, default: ['127.0.0.1:9092'] }),
-    /** Empty means the service name. */
     clientId: s.string({ default: '' }),
     connectionTimeoutMs: s.integer({ minimum: 100, default: 3000 }),
     requestTimeoutMs: s.integer({ minimum: 100, default: 30000 }),
-    /** kafkajs retries per operation before an error surfaces. */
     retries: s.integer({ minimum: 0, default: 5 }),
     ssl: s.object({
-      /** TLS to the brokers (a `SSL` or `SASL_SSL` listener); implied by any file below. */
       enabled: s.boolean({ default: false }),
-      /** PEM CA bundle the broker certificates must chain to; empty uses Node's roots. */
       caFile: s.string({ default: '' }),
-      /** PEM client certificate for mutual TLS (needs `keyFile`). */
       certFile: s.string({ default: '' }),
       keyFile: s.string({ default: '' }),
     }),
     sasl: s.object({
-      /** `none`, or the SASL mechanism the listener requires (use with `ssl`: PLAIN sends the password as is). */
       mechanism: s.enum(KAFKA_SASL_MECHANISMS, { default: 'none' }),
       username: s.string({ default: '' }),
-      /** File holding the SASL password. */
       passwordFile: s.string({ default: '' }),
     }),
   }),
   http: s.object({
     host: s.string({ minLength: 1, default: '127.0.0.1' }),
-    /** 0 = ephemeral port (logged at start-up). */
     port: s.integer({ minimum: 0, maximum: 65535, default: 0 }),
   }),
   shutdown: s.object({
-    /** Upper bound on the whole shutdown sequence; exceeded means exit code 1. */
     deadlineMs: s.integer({ minimum: 100, default: 10000 }),
   }),
   health: s.object({
-    /** /healthz reports `nats` unhealthy once the connection has been down this long (0: at once); a closed connection at once. */
     natsDownMs: s.integer({ minimum: 0, default: 5000 }),
   }),
 };
@@ -180,8 +151,6 @@ export function coerceEnvValue(raw: string, schema: JsonSchema): unknown {
       if (item.type === 'object' || item.type === 'array') return raw;
       return t.split(',').map((p) => coerceEnvValue(p.trim(), item));
     }
-    case 'object':
-      return parseJsonOr(raw.trim(), raw);
     default:
       return raw;
   }

@@ -1,7 +1,5 @@
-// Error catalogue: every failure a vantage service reports has one of these
-// stable codes. Codes are part of our wire contract (they travel in reply
-// headers and appear as metric labels), so a code is never renamed or reused;
-// a new failure kind gets a new code.
+// Error catalogue (README.md, "Errors", whose table test/readme.test.ts checks against it): codes
+// travel in reply headers and metric labels, so one is never renamed or reused.
 
 /** One entry of the catalogue. */
 interface ErrorCodeInfo {
@@ -9,11 +7,7 @@ interface ErrorCodeInfo {
   readonly description: string;
   /** Whether the same operation may succeed if simply tried again (possibly on another replica). */
   readonly retryable: boolean;
-  /**
-   * Numeric status carried in `Nats-Service-Error-Code`. NATS micro services
-   * use HTTP-like numbers there; we follow that so generic NATS tooling
-   * (`nats req`, the services framework) shows something meaningful.
-   */
+  /** Numeric status in `Nats-Service-Error-Code`: HTTP-like, as NATS micro services (and so generic NATS tooling) have it. */
   readonly status: number;
   /** Prometheus label value: lower snake case, bounded cardinality. */
   readonly label: string;
@@ -100,10 +94,6 @@ export class VantageError extends Error {
   }
 }
 
-export function isVantageError(e: unknown): e is VantageError {
-  return e instanceof VantageError;
-}
-
 /** The message of an Error, or anything else as a string. */
 export function errorMessage(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
@@ -114,11 +104,7 @@ export function toVantageError(e: unknown, code: ErrorCode = 'INTERNAL'): Vantag
   return e instanceof VantageError ? e : new VantageError(code, errorMessage(e), { cause: e });
 }
 
-// ---- Errors in NATS reply headers. A reply that carries an error has an empty body and:
-//   Nats-Service-Error-Code: <status>      e.g. "503"   (NATS micro convention)
-//   Nats-Service-Error:      <message>     one line, at most 1 KiB
-//   Vantage-Error-Code:      <CODE>        e.g. "SHUTTING_DOWN" (our stable code)
-//   Vantage-Error-Retryable: "true"|"false"
+// ---- Errors in NATS reply headers, an empty body with the four headers of README.md, "Errors".
 // Readers prefer Vantage-Error-Code; a reply from a non-vantage NATS service
 // with only the numeric header still maps to a sensible code.
 

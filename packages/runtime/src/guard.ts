@@ -1,7 +1,5 @@
-// Guards for untrusted input and honest health: a logger that rate-limits
-// lines per key (the counters beside it stay exact), and a clock for a failing
-// condition that turns a health check unhealthy only once it has lasted past a
-// threshold (a blip is not an outage; an outage is never hidden).
+// Guards for untrusted input and honest health (README.md, "Logging" and "Ops endpoint"): a blip
+// is not an outage; an outage is never hidden.
 
 import type { Logger } from 'pino';
 import type { HealthResult } from './ops';
@@ -37,16 +35,8 @@ export class RateLimitedLog {
     this.#now = opts.now ?? Date.now;
   }
 
-  warn(key: string, fields: Record<string, unknown>, msg: string): boolean {
-    return this.#emit('warn', key, fields, msg);
-  }
-
-  error(key: string, fields: Record<string, unknown>, msg: string): boolean {
-    return this.#emit('error', key, fields, msg);
-  }
-
   /** True when the line was written. */
-  #emit(level: 'warn' | 'error', key: string, fields: Record<string, unknown>, msg: string): boolean {
+  warn(key: string, fields: Record<string, unknown>, msg: string): boolean {
     const now = this.#now();
     const st = this.#keys.get(key);
     if (st !== undefined && now - st.lastMs < this.#intervalMs) {
@@ -64,7 +54,7 @@ export class RateLimitedLog {
       st.lastMs = now;
       st.suppressed = 0;
     }
-    this.#log[level]({ ...fields, suppressed }, msg);
+    this.#log.warn({ ...fields, suppressed }, msg);
     return true;
   }
 }

@@ -3,7 +3,7 @@
 export { s } from './schema';
 export type { DeepReadonly, Static } from './schema';
 export { baseConfigSchema, loadConfig, toolSettings } from './config';
-export { isVantageError, toVantageError, VantageError, writeErrorHeaders } from './errors';
+export { toVantageError, VantageError, writeErrorHeaders } from './errors';
 export type { ErrorCode } from './errors';
 export { createLogger, flushLogger } from './logger';
 export type { Logger } from './logger';

@@ -1,12 +1,8 @@
-// Kafka glue over kafkajs: a verified connection, kafkajs logs routed into
-// pino, idempotent topic creation, and producers that are always idempotent
-// (optionally transactional), with failures turned into catalogue errors.
-//
-// kafkajs keeps internal timers for ~20 s after disconnect; runService exits
-// the process explicitly once shutdown completes, so this never delays exit.
+// Kafka glue over kafkajs (README.md, "Kafka"): a verified connection, kafkajs logs routed into
+// pino, idempotent topic creation, idempotent producers, failures as catalogue errors.
 
 import kafkajs from 'kafkajs';
-import type { Admin, Consumer, ConsumerConfig, KafkaConfig, LogEntry, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
+import type { Admin, Consumer, ConsumerConfig, KafkaConfig, LogEntry, Producer } from 'kafkajs';
 import type { Logger } from 'pino';
 import type { BaseConfig } from './config';
 import { errorMessage, VantageError, type ErrorCode } from './errors';
@@ -41,8 +37,6 @@ export interface ProducerOptions {
 export interface VantageProducer {
   /** The kafkajs producer, for transactions (`raw.transaction()`). */
   readonly raw: Producer;
-  /** Sends and waits for acks from all in-sync replicas; failures are KAFKA_SEND_FAILED. */
-  send(record: ProducerRecord): Promise<RecordMetadata[]>;
   disconnect(): Promise<void>;
 }
 
@@ -199,14 +193,6 @@ export async function connectKafka(cfg: KafkaSettings, log: Logger, fallbackClie
       producers.add(raw);
       return {
         raw,
-        async send(record) {
-          try {
-            // acks -1 (all in-sync replicas) is required by idempotence; stated for the reader.
-            return await raw.send({ acks: -1, ...record });
-          } catch (e) {
-            throw kafkaError('KAFKA_SEND_FAILED', `send to ${record.topic} failed`, e, { topic: record.topic, messages: record.messages.length });
-          }
-        },
         async disconnect() {
           producers.delete(raw);
           await raw.disconnect();

@@ -31,7 +31,7 @@ import { errorMessage, readErrorHeaders, VantageError } from './errors';
 import type { RuntimeMetrics } from './metrics';
 import type { DeepReadonly } from './schema';
 import { redactUrl } from './secrets';
-import { causeChain, classifyNatsConnectError, credsExpiry, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
+import { causeChain, classifyNatsConnectError, credsExpiredAtMs, natsSecurityOptions, natsServersForClient, probeNatsTls, type NatsSecuritySettings } from './security';
 
 export type { NatsConnection } from '@nats-io/transport-node';
 
@@ -72,38 +72,25 @@ function statusFields(s: Status): Record<string, unknown> {
   return { natsStatus: type, ...rest };
 }
 
+/** How a status event is logged; the rest (reconnecting, ping, update, forceReconnect: frequent during an outage) at debug. */
+const STATUS_LOG: Partial<Record<Status['type'], ['warn' | 'info' | 'error', string]>> = {
+  disconnect: ['warn', 'nats disconnected'],
+  reconnect: ['info', 'nats reconnected'],
+  // Lame duck mode: the server is about to shut down; the client moves to another server on its own.
+  ldm: ['warn', 'nats server entering lame duck mode'],
+  error: ['error', 'nats async error'],
+  staleConnection: ['warn', 'nats staleConnection'],
+  slowConsumer: ['warn', 'nats slowConsumer'],
+  close: ['info', 'nats connection closed'],
+};
+
 async function watchStatus(nc: NatsConnection, log: Logger, metrics: RuntimeMetrics | undefined): Promise<void> {
   for await (const s of nc.status()) {
     metrics?.natsStatus.inc({ type: s.type });
-    const fields = statusFields(s);
-    switch (s.type) {
-      case 'disconnect':
-        markDown(nc);
-        log.warn(fields, 'nats disconnected');
-        break;
-      case 'reconnect':
-        markUp(nc);
-        log.info(fields, 'nats reconnected');
-        break;
-      case 'ldm':
-        // Lame duck mode: the server is about to shut down; the client moves to another server on its own.
-        log.warn(fields, 'nats server entering lame duck mode');
-        break;
-      case 'error':
-        log.error(fields, 'nats async error');
-        break;
-      case 'staleConnection':
-      case 'slowConsumer':
-        log.warn(fields, `nats ${s.type}`);
-        break;
-      case 'close':
-        markDown(nc);
-        log.info(fields, 'nats connection closed');
-        break;
-      default:
-        // reconnecting, ping, update, forceReconnect: frequent during an outage, useful only when debugging.
-        log.debug(fields, `nats ${s.type}`);
-    }
+    if (s.type === 'disconnect' || s.type === 'close') markDown(nc);
+    else if (s.type === 'reconnect') markUp(nc);
+    const [level, msg] = STATUS_LOG[s.type] ?? ['debug', `nats ${s.type}`];
+    log[level](statusFields(s), msg);
   }
 }
 
@@ -148,8 +135,8 @@ export async function connectNats(cfg: NatsSettings, log: Logger, opts: ConnectN
       }
     }
     if (why.code === 'NATS_AUTH_FAILED' && security.summary.auth === 'creds' && cfg.credsFile !== undefined) {
-      const exp = await credsExpiry(cfg.credsFile);
-      if (exp.expired) why = { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: `the user JWT in nats.credsFile expired at ${new Date(exp.expiresAtMs ?? 0).toISOString()}` };
+      const expiredAt = await credsExpiredAtMs(cfg.credsFile);
+      if (expiredAt !== null) why = { code: 'NATS_AUTH_FAILED', cause: 'credentials_expired', hint: `the user JWT in nats.credsFile expired at ${new Date(expiredAt).toISOString()}` };
     }
     opts.metrics?.countError(why.code);
     throw new VantageError(why.code, redactUrl(`cannot connect to NATS at ${url}: ${errorMessage(e)} (${why.hint})`), {

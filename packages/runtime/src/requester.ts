@@ -18,17 +18,14 @@ interface Pending {
 }
 
 export class Requester {
-  readonly #nc: NatsConnection;
   readonly #prefix: string;
   readonly #pending = new Map<string, Pending>();
   readonly #sub: Subscription;
   #seq = 0;
+  /** Requests leave through it: one socket write per event-loop turn. */
+  readonly #out: Outbox;
 
-  /** Requests are sent through `outbox` when given (one socket write per event-loop turn), else published at once. */
-  readonly #out: Outbox | null;
-
-  constructor(nc: NatsConnection, outbox: Outbox | null = null) {
-    this.#nc = nc;
+  constructor(nc: NatsConnection, outbox: Outbox) {
     this.#out = outbox;
     this.#prefix = `${createInbox()}.`;
     this.#sub = nc.subscribe(`${this.#prefix}*`, { callback: (err, m) => (err === null ? this.#onReply(m) : this.#failAll(err)) });
@@ -47,19 +44,10 @@ export class Requester {
         if (this.#pending.delete(token)) reject(requestTimeout(subject, timeoutMs));
       }, timeoutMs);
       this.#pending.set(token, { subject, resolve, reject, timer });
-      const refused = (e: unknown): void => {
+      this.#out.publish(subject, payload, reply, headers, (e) => {
         clearTimeout(timer);
         if (this.#pending.delete(token)) reject(requestFailed(subject, e));
-      };
-      if (this.#out !== null) {
-        this.#out.publish(subject, payload, reply, headers, refused);
-        return;
-      }
-      try {
-        this.#nc.publish(subject, payload, headers === undefined ? { reply } : { reply, headers });
-      } catch (e) {
-        refused(e);
-      }
+      });
     });
   }
 

@@ -18,7 +18,7 @@ export interface JsonSchema {
   default?: unknown;
   description?: string;
   properties?: Record<string, JsonSchema>;
-  additionalProperties?: boolean | JsonSchema;
+  additionalProperties?: boolean;
   required?: string[];
   items?: JsonSchema;
   minItems?: number;
@@ -69,10 +69,6 @@ export const s = {
   },
   array<T>(items: TSchema<T>, opts: Common<T[]> & { minItems?: number } = {}): TSchema<T[]> {
     return strip({ type: 'array', items, ...opts });
-  },
-  /** A map with free keys (e.g. model name → subject); values still validated. */
-  record<T>(values: TSchema<T>, opts: Common<Record<string, T>> = {}): TSchema<Record<string, T>> {
-    return strip({ type: 'object', additionalProperties: values, ...opts });
   },
   object<P extends Record<string, TSchema<unknown>>>(properties: P): ObjectSchema<P> {
     const required = Object.keys(properties).filter((k) => !('default' in (properties[k] as JsonSchema)));

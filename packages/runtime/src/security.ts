@@ -64,8 +64,11 @@ function checkFile(path: string, setting: string, problems: SettingProblem[], se
 
 const set = (v: string | undefined): v is string => v !== undefined && v !== '';
 
+type TlsFiles = { caFile?: string; certFile?: string; keyFile?: string };
+type TlsMode = 'off' | 'on' | 'mutual';
+
 /** The TLS files of `nats.tls` or `kafka.ssl`: certFile and keyFile as a pair, every file named readable. */
-function tlsFileProblems(t: { caFile?: string; certFile?: string; keyFile?: string }, at: string, problems: SettingProblem[]): void {
+function tlsFileProblems(t: TlsFiles, at: string, problems: SettingProblem[]): void {
   if (set(t.certFile) !== set(t.keyFile)) {
     problems.push({ path: set(t.certFile) ? `${at}.keyFile` : `${at}.certFile`, message: 'certFile and keyFile go together (mutual TLS)' });
   }
@@ -148,7 +151,7 @@ interface NatsSecurityOptions {
   authenticator?: Authenticator;
   tls?: TlsOptions;
   /** Which method and whether TLS is used, for the start-up log (no secrets). */
-  summary: { auth: 'none' | 'user' | 'token' | 'nkey' | 'creds'; tls: 'off' | 'on' | 'mutual' };
+  summary: { auth: 'none' | 'user' | 'token' | 'nkey' | 'creds'; tls: TlsMode };
 }
 
 /**
@@ -173,9 +176,9 @@ export function natsSecurityOptions(cfg: NatsSecuritySettings): NatsSecurityOpti
     auth = 'creds';
   }
   const t = cfg.tls ?? {};
-  const wantTls = t.enabled === true || set(t.caFile) || set(t.certFile) || t.handshakeFirst === true || natsServers(cfg.url).some((u) => /^tls:\/\//i.test(u));
+  const mode = tlsMode(t, t.handshakeFirst === true || natsServers(cfg.url).some((u) => /^tls:\/\//i.test(u)));
   // nats.js reads the files itself; an empty object still makes TLS required.
-  const tls: TlsOptions | undefined = wantTls
+  const tls: TlsOptions | undefined = mode !== 'off'
     ? {
         ...(set(t.caFile) ? { caFile: t.caFile } : {}),
         ...(set(t.certFile) ? { certFile: t.certFile } : {}),
@@ -183,11 +186,13 @@ export function natsSecurityOptions(cfg: NatsSecuritySettings): NatsSecurityOpti
         ...(t.handshakeFirst === true ? { handshakeFirst: true } : {}),
       }
     : undefined;
-  return {
-    ...(authenticator === undefined ? {} : { authenticator }),
-    ...(tls === undefined ? {} : { tls }),
-    summary: { auth, tls: tls === undefined ? 'off' : set(t.certFile) ? 'mutual' : 'on' },
-  };
+  return { authenticator, tls, summary: { auth, tls: mode } };
+}
+
+/** TLS asked for by `enabled`, implied by a CA file or by `implied`; mutual with a client certificate. */
+function tlsMode(t: TlsFiles & { enabled?: boolean }, implied = false): TlsMode {
+  if (set(t.certFile)) return 'mutual';
+  return t.enabled === true || set(t.caFile) || implied ? 'on' : 'off';
 }
 
 /** nats.js parses `host:port` itself and ignores any scheme; `tls://` is our signal to require TLS. */
@@ -277,7 +282,7 @@ export function classifyKafkaConnectError(e: unknown): ConnectFailure {
 }
 
 /** The PEM files of `nats.tls` or `kafka.ssl` that are set, read now, as Node's TLS options take them. */
-function pemOptions(t: { caFile?: string; certFile?: string; keyFile?: string }): { ca?: string; cert?: string; key?: string } {
+function pemOptions(t: TlsFiles): { ca?: string; cert?: string; key?: string } {
   return {
     ...(set(t.caFile) ? { ca: readFileSync(t.caFile, 'utf8') } : {}),
     ...(set(t.certFile) ? { cert: readFileSync(t.certFile, 'utf8') } : {}),
@@ -289,26 +294,18 @@ function pemOptions(t: { caFile?: string; certFile?: string; keyFile?: string })
 export function kafkaSecurityOptions(cfg: KafkaSecuritySettings): {
   ssl?: boolean | { ca?: string; cert?: string; key?: string };
   sasl?: SASLOptions;
-  summary: { ssl: 'off' | 'on' | 'mutual'; sasl: KafkaSaslMechanism };
+  summary: { ssl: TlsMode; sasl: KafkaSaslMechanism };
 } {
   throwIfProblems(kafkaSecurityProblems(cfg));
   const ssl = cfg.ssl ?? {};
-  const wantSsl = ssl.enabled === true || set(ssl.caFile) || set(ssl.certFile);
-  const sslOpt = wantSsl ? pemOptions(ssl) : undefined;
+  const mode = tlsMode(ssl);
   const sasl = cfg.sasl ?? {};
   const mech = sasl.mechanism ?? 'none';
-  let saslOpt: SASLOptions | undefined;
-  if (mech !== 'none' && set(sasl.username) && set(sasl.passwordFile)) {
-    const username = sasl.username;
-    const password = readSecretFile(sasl.passwordFile, 'kafka.sasl.passwordFile');
-    // kafkajs's own SASL mechanisms; one object per mechanism keeps its union type exact.
-    saslOpt = mech === 'plain' ? { mechanism: 'plain', username, password } : mech === 'scram-sha-256' ? { mechanism: 'scram-sha-256', username, password } : { mechanism: 'scram-sha-512', username, password };
-  }
-  return {
-    ...(sslOpt === undefined ? {} : { ssl: sslOpt }),
-    ...(saslOpt === undefined ? {} : { sasl: saslOpt }),
-    summary: { ssl: sslOpt === undefined ? 'off' : set(ssl.certFile) ? 'mutual' : 'on', sasl: mech },
-  };
+  const saslOpt: SASLOptions | undefined =
+    mech !== 'none' && set(sasl.username) && set(sasl.passwordFile)
+      ? { mechanism: mech, username: sasl.username, password: readSecretFile(sasl.passwordFile, 'kafka.sasl.passwordFile') }
+      : undefined;
+  return { ssl: mode === 'off' ? undefined : pemOptions(ssl), sasl: saslOpt, summary: { ssl: mode, sasl: mech } };
 }
 
 /**
@@ -356,13 +353,12 @@ export async function probeNatsTls(server: string, tls: { caFile?: string; certF
   });
 }
 
-/** When a `.creds` login is refused: whether its user JWT's `exp` claim has passed (nats-server answers an expired JWT as an unknown one). */
-export async function credsExpiry(credsFile: string, nowMs = Date.now()): Promise<{ expired: boolean; expiresAtMs: number | null }> {
+/** When a `.creds` login is refused: the time its user JWT expired if its `exp` claim has passed (nats-server answers an expired JWT as an unknown one), else null. */
+export async function credsExpiredAtMs(credsFile: string): Promise<number | null> {
   try {
     const { uc } = await parseCreds(readFileSync(credsFile));
-    const exp = typeof uc.exp === 'number' && uc.exp > 0 ? uc.exp * 1000 : null;
-    return { expired: exp !== null && exp <= nowMs, expiresAtMs: exp };
+    return typeof uc.exp === 'number' && uc.exp > 0 && uc.exp * 1000 <= Date.now() ? uc.exp * 1000 : null;
   } catch {
-    return { expired: false, expiresAtMs: null };
+    return null;
   }
 }

@@ -29,9 +29,8 @@ export interface ServiceContext<C extends BaseConfig, K extends boolean> {
   /** Register service metrics here; served on /metrics. */
   readonly registry: Registry;
   readonly metrics: RuntimeMetrics;
+  /** Its `signal` is aborted when shutdown begins: pass it to loops and waits. */
   readonly shutdown: Shutdown;
-  /** Aborted when shutdown begins: pass to loops and waits. */
-  readonly signal: AbortSignal;
   /** Adds a named check to /healthz; the endpoint is healthy only when every check is. */
   addHealthCheck(name: string, check: HealthCheck): void;
 }
@@ -195,7 +194,6 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
       registry,
       metrics,
       shutdown,
-      signal: shutdown.signal,
       addHealthCheck: (name, check) => void checks.set(name, check),
     };
     await spec.start(ctx);

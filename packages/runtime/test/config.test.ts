@@ -12,7 +12,6 @@ const serviceSchema = s.extend(baseConfigSchema, {
     maxQueue: s.integer({ minimum: 1, default: 4096 }),
     strictOrder: s.boolean({ default: true }),
     ratio: s.number({ minimum: 0, maximum: 1, default: 0.5 }),
-    subjects: s.record(s.string(), { default: {} }),
     mode: s.enum(['live', 'replay'], { default: 'live' }),
   }),
 });
@@ -58,7 +57,7 @@ describe('loadConfig', () => {
     expect(cfg.http).toEqual({ host: '127.0.0.1', port: 0 });
     expect(cfg.kafka.brokers).toEqual(['127.0.0.1:9092']);
     expect(cfg.shutdown.deadlineMs).toBe(10000);
-    expect(cfg.indexer).toEqual({ pools: ['efficient'], maxQueue: 4096, strictOrder: true, ratio: 0.5, subjects: {}, mode: 'live' });
+    expect(cfg.indexer).toEqual({ pools: ['efficient'], maxQueue: 4096, strictOrder: true, ratio: 0.5, mode: 'live' });
   });
 
   it('returns a deeply frozen object', () => {
@@ -90,7 +89,6 @@ describe('loadConfig', () => {
         VANTAGE_INDEXER_RATIO: '0.25',
         VANTAGE_KAFKA_BROKERS: 'k1:9092, k2:9092',
         VANTAGE_INDEXER_POOLS: '["efficient","capable"]',
-        VANTAGE_INDEXER_SUBJECTS: '{"efficient":"a.b"}',
         OTHER_VAR: 'ignored: no prefix',
       },
     });
@@ -102,7 +100,6 @@ describe('loadConfig', () => {
     expect(cfg.indexer.ratio).toBe(0.25);
     expect(cfg.kafka.brokers).toEqual(['k1:9092', 'k2:9092']);
     expect(cfg.indexer.pools).toEqual(['efficient', 'capable']);
-    expect(cfg.indexer.subjects).toEqual({ efficient: 'a.b' });
   });
 
 
@@ -161,11 +158,10 @@ describe('environment mapping', () => {
       VANTAGE_NATS_RECONNECT_TIME_WAIT_MS: '50',
       VANTAGE_SHUTDOWN_DEADLINE_MS: '500',
       VANTAGE_HTTP_PORT: '8080',
-      VANTAGE_INDEXER_SUBJECTS: '{"a":"b"}',
       VANTAGE_INSTANCE_ID: 'i-1',
     };
     const c = loadConfig(serviceSchema, { env, defaults: { service: 'x' } });
-    expect([c.nats.url, c.nats.reconnectTimeWaitMs, c.shutdown.deadlineMs, c.http.port, c.indexer.subjects, c.instanceId]).toEqual(['nats://h:1', 50, 500, 8080, { a: 'b' }, 'i-1']);
+    expect([c.nats.url, c.nats.reconnectTimeWaitMs, c.shutdown.deadlineMs, c.http.port, c.instanceId]).toEqual(['nats://h:1', 50, 500, 8080, 'i-1']);
   });
 
   it('refuses a schema whose leaves collide on one variable', () => {

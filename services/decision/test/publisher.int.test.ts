@@ -12,7 +12,7 @@ describe('requester and record publisher over real NATS', () => {
   let requester: Requester;
   beforeAll(async () => {
     nc = await connect({ servers: natsUrl() });
-    requester = new Requester(nc);
+    requester = new Requester(nc, new Outbox(nc));
   });
   afterAll(async () => {
     requester.close();

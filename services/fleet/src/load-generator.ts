@@ -12,7 +12,7 @@ import { ROUTE_SUBJECT, type ModelRole } from '@vantage/protocol';
 import { type BackgroundRequestPlan } from '@vantage/evaluation';
 import { freshTokens, seededRng } from '@vantage/random';
 import { RouteError } from '@vantage/gateway-client';
-import { isVantageError } from '@vantage/runtime';
+import { VantageError } from '@vantage/runtime';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import type { PromptPayload } from './generate';
@@ -223,7 +223,7 @@ function unrouted(
   reason: string,
   e: unknown,
 ): RequestOutcome {
-  const code = isVantageError(e) ? e.code : 'no_route';
+  const code = e instanceof VantageError ? e.code : 'no_route';
   const detail = e instanceof Error ? e.message : String(e);
   return { ...common, ...NOT_SERVED, detail, modelRole: null, model: null, pool: null, workerId: null, reason, fallback: code, status: 'failed', error: code, routeWallMs: null };
 }
