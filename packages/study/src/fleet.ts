@@ -261,10 +261,10 @@ export class TwoPoolFleet {
     return true;
   }
 
-  #emitRow(l: Live, events: readonly { kind: LifecycleEventInput['kind']; atMs: number; usage?: LifecycleEventInput['usage']; error?: string }[]): JsonRow | null {
+  #emitRow(l: Live, events: readonly Omit<LifecycleEventInput, 'requestId' | 'sessionId' | 'pool'>[]): JsonRow | null {
     if (!this.#keepRows) return null;
     const { requestId, sessionId } = l;
-    const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: l.pool.spec.name, kind: e.kind, atMs: SIM_EPOCH_MS + e.atMs, ...(e.usage ? { usage: e.usage } : {}), ...(e.error !== undefined ? { error: e.error } : {}) }));
+    const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: l.pool.spec.name, ...e, atMs: SIM_EPOCH_MS + e.atMs }));
     const outcome = joinOutcome(l.record, evs, { requestId, closedBy: 'complete', background: l.decision === null, arrivalMs: SIM_EPOCH_MS + l.arrivalMs });
     const row = outcomeToJsonRow(outcome);
     this.outcomes.push(outcome);
