@@ -14,7 +14,7 @@ import {
   type EvaluationAnalysis,
   type StageProposalModel,
 } from '@vantage/evaluation';
-import { escapeHtml, fmtG, page, table } from '@vantage/fitting';
+import { escapeHtml, fmtG, mean, page, table } from '@vantage/fitting';
 import { lineChartSvg } from '@vantage/sim';
 import { runEvaluationOffline, type RunSummary } from './evaluate';
 import type { FleetSpec } from './fleet';
@@ -79,7 +79,6 @@ export function evaluateLoadPoint(s: LoadPointSettings, point: LoadPoint, label:
   const ev = runEvaluationOffline({ schedule, fleet: s.fleet, params: recordVariantParams(s.fit), proposal, background, maxContextTokens: s.maxContextTokens, seed: s.seed });
   const analysis = analyzeEvaluation(parseEvaluationJsonl(toJsonl(ev.rows)), { seed: s.seed, iterations: s.bootstrap });
   const base = ev.runs.filter((r) => r.variant === 'baseline');
-  const mean = (xs: number[]): number => (xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
   return {
     point,
     label,
