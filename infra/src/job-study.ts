@@ -5,7 +5,6 @@
  */
 import {
   analyzeEvaluation,
-  evaluationSchedule,
   parseEvaluationJsonl,
   type BackgroundTrafficSpec,
   type Difference,
@@ -15,10 +14,9 @@ import {
 } from '@vantage/evaluation';
 import { escapeHtml as esc, type FitReport } from '@vantage/fitting';
 import { RECORD_VARIANT as CORE_RECORD_VARIANT } from '@vantage/decision-core';
-import type { Variant as RecordVariant } from '@vantage/records';
-import { VARIANTS, type ParameterSet } from '@vantage/rules';
+import { VARIANTS } from '@vantage/rules';
 import { polynomialTiming, scaledTiming } from '@vantage/sim';
-import { calibrateAndFit, loadBackground, renderLoadHtml, runEvaluationOffline, toJsonl, type FleetSpec, type LoadPointResult, type StudyResult } from '@vantage/study';
+import { calibrateAndFit, evaluateLoadPoint, loadBackground, renderLoadHtml, type FleetSpec, type LoadPointResult, type StudyResult } from '@vantage/study';
 import type { CalibrationPreset } from '@vantage/evaluation';
 
 /** The live fleet's pools (main.ts starts these): 4 + 4 workers, 64-token blocks, capable at 0.6 of the mocker's speed. */
@@ -80,31 +78,17 @@ const RULE_RECORD_VARIANTS = VARIANTS.filter((v) => v !== 'stage').map((v) => CO
 
 /** One offline five-variant evaluation with the live job's schedule at one competing-traffic level. */
 function offlineEvaluation(s: OfflineSettings, fit: StudyResult['fit'], background: BackgroundTrafficSpec | null, gapMs: number | null, iterations: number): OfflinePoint {
-  const params = {} as Record<RecordVariant, ParameterSet>;
-  for (const v of VARIANTS) params[CORE_RECORD_VARIANT[v]] = fit.variants[v];
-  const schedule = evaluationSchedule({ attempts: s.attempts, sessionsPerAttempt: s.sessions, seed: s.scheduleSeed, proposal: s.proposal, background });
-  const ev = runEvaluationOffline({ schedule, fleet: LIVE_FLEET, params, proposal: s.proposal, background, maxContextTokens: s.maxContextTokens, seed: s.scheduleSeed });
-  const analysis = analyzeEvaluation(parseEvaluationJsonl(toJsonl(ev.rows)), { seed: s.scheduleSeed, iterations });
-  const base = ev.runs.filter((r) => r.variant === 'baseline');
-  const mean = (xs: number[]): number => (xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
+  const label = background === null ? 'no competing traffic' : `competing traffic ${background.streams} streams x ${background.requestsPerStream}, mean gap ${background.meanGapMs} ms, ${Math.round(100 * (1 - background.capableFraction))} % on efficient`;
+  const settings = { fleet: LIVE_FLEET, fit, attempts: s.attempts, sessions: s.sessions, seed: s.scheduleSeed, proposal: s.proposal, background, maxContextTokens: s.maxContextTokens, bootstrap: iterations };
+  const p = evaluateLoadPoint(settings, { gapMs, capableFraction: capableFraction(s.proposal) }, label);
   let balance = 0;
   let overrides = 0;
-  for (const v of analysis.variants) {
+  for (const v of p.analysis.variants) {
     if (!(RULE_RECORD_VARIANTS as readonly string[]).includes(v.variant)) continue;
     balance += Math.min(v.rules.overrode, v.rules.efficientProposals - v.rules.overrode);
     overrides += v.rules.overrode;
   }
-  return {
-    point: { gapMs, capableFraction: capableFraction(s.proposal) },
-    label: background === null ? 'no competing traffic' : `competing traffic ${background.streams} streams x ${background.requestsPerStream}, mean gap ${background.meanGapMs} ms, ${Math.round(100 * (1 - background.capableFraction))} % on efficient`,
-    efficientUtilisation: mean(base.map((x) => x.utilisation.efficient)),
-    capableUtilisation: mean(base.map((x) => x.utilisation.capable)),
-    runs: ev.runs,
-    analysis,
-    background,
-    decisionBalance: balance,
-    overrides,
-  };
+  return { ...p, background, decisionBalance: balance, overrides };
 }
 
 /**

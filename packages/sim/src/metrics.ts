@@ -1,9 +1,6 @@
 /**
- * Replay metrics as Dynamo's trace replay reports them (README.md, "Metrics": TTFT, TPOT, ITL and
- * E2E distributions, throughput over the makespan, prefix reuse). The engine reports tokens per
- * pass, not per token, so each request contributes (output tokens − 1) ITL gaps of its mean gap:
- * the ITL mean is exact, its percentiles are token-weighted TPOT percentiles. Percentiles
- * interpolate linearly between closest ranks (numpy's default).
+ * Replay metrics as Dynamo's trace replay reports them, and how ITL is counted from per-pass tokens:
+ * README.md, "Metrics".
  */
 
 import type { Finished } from './engine';

@@ -120,12 +120,8 @@ interface Arrival {
 }
 
 /**
- * Open-loop arrivals of single-turn records: each at timestamp / speedup,
- * relative to the first record (so a trace starting late still starts at 0),
- * in time order (stable for equal timestamps). A later turn of a session has
- * no arrival of its own (its previous turn's completion releases it), so
- * records holding one are refused: replay those with `traceSessions` and
- * `runReplay`.
+ * Open-loop arrivals of single-turn records (README "Workloads"), stable for equal timestamps. A
+ * later turn of a session has no arrival of its own (its previous turn's completion releases it).
  */
 export function openLoopArrivals(records: readonly MooncakeRecord[], opts: { speedup?: number } = {}): Arrival[] {
   const speedup = opts.speedup ?? 1;

@@ -27,11 +27,7 @@ import type { AgenticSession } from './sessions';
 export type RouterSpec =
   | { readonly kind: 'round_robin' }
   | { readonly kind: 'random' }
-  /**
-   * Default policy: the later-2026 formula with Dynamo's defaults (credit 1,
-   * scale 1, temperature 0) and exact cost ties drawn uniformly at random, as
-   * Dynamo 1.6.1's selector draws them (no tree-size tie-break).
-   */
+  /** Default policy: README "Offline replay" (`RouterSpec`). */
   | { readonly kind: 'kv_router'; readonly policy?: KvRouterPolicy }
   /** Default policy: token-load scorer with llm-d's defaults. */
   | { readonly kind: 'llmd'; readonly policy?: LlmdPolicy };
@@ -92,7 +88,6 @@ interface ReplayCounters {
   steps: number;
   passes: number;
   rejected: number;
-  bookingsExpired: number;
   maxInFlight: number;
   /** Live bookings left in the ledger after the run: 0 unless the lifecycle leaked. */
   bookingsAtEnd: number;
@@ -102,7 +97,6 @@ interface ReplayCounters {
 
 interface ReplayResult {
   readonly router: string;
-  readonly workers: number;
   readonly metrics: ReplayMetrics;
   /** Finished requests in completion order. */
   readonly records: RequestRecord[];
@@ -223,7 +217,7 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   const finishes = new EventHeap<FinishEvent>();
   const live = new Map<string, Source>();
   const records: RequestRecord[] = [];
-  const counters: ReplayCounters = { routed: 0, observes: 0, kvEvents: 0, steps: 0, passes: 0, rejected: 0, bookingsExpired: 0, maxInFlight: 0, bookingsAtEnd: 0, prefillMarked: 0 };
+  const counters: ReplayCounters = { routed: 0, observes: 0, kvEvents: 0, steps: 0, passes: 0, rejected: 0, maxInFlight: 0, bookingsAtEnd: 0, prefillMarked: 0 };
   const progressEvery = opts.progressEveryMs ?? 500;
   let lastProgress = wall0;
   let nextTickMs = 10_000;
@@ -258,7 +252,7 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   const route = (a: Arrival): void => {
     const t = a.t;
     if (t >= nextTickMs) {
-      counters.bookingsExpired += state.tick(t).bookingsExpired;
+      state.tick(t);
       nextTickMs = t + 10_000;
     }
     let id: string;
@@ -363,7 +357,6 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   if (live.size > 0) throw new Error(`replay ended with ${live.size} requests unfinished`);
   return {
     router: routerName(spec),
-    workers: W,
     metrics: computeMetrics(records, W),
     records,
     counters,

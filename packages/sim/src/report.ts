@@ -88,9 +88,9 @@ export function lineChartSvg(opts: {
 }
 
 /** Grouped bars: one group per label, one bar per metric. */
-function barChartSvg(opts: { title: string; yLabel: string; groups: readonly { label: string; values: readonly number[] }[]; metrics: readonly string[]; width?: number; height?: number }): string {
-  const W = opts.width ?? 640;
-  const H = opts.height ?? 300;
+function barChartSvg(opts: { title: string; yLabel: string; groups: readonly { label: string; values: readonly number[] }[]; metrics: readonly string[] }): string {
+  const W = 640;
+  const H = 300;
   const m = { l: 64, r: 16, t: 28, b: 52 };
   const max = Math.max(...opts.groups.flatMap((g) => g.values.filter(Number.isFinite)), 0) * 1.1 || 1;
   const sy = (y: number): number => H - m.b - (y / max) * (H - m.t - m.b);

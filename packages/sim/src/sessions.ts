@@ -57,9 +57,10 @@ export interface AgenticSessionConfig {
   readonly sessionInterarrivalMs: Dist;
   /** A session ends early once its next prompt would exceed this. Default 131,072. */
   readonly maxContextTokens?: number;
-  /** Token ids are drawn from [0, vocabSize). Default 150,000. */
-  readonly vocabSize?: number;
 }
+
+/** Token ids are drawn from [0, VOCAB). */
+const VOCAB = 150_000;
 
 /** Defaults shaped like a coding agent: a long shared system prompt, short outputs, large tool results. */
 export const DEFAULT_AGENTIC_CONFIG: Omit<AgenticSessionConfig, 'sessions' | 'seed'> = Object.freeze<Omit<AgenticSessionConfig, 'sessions' | 'seed'>>({
@@ -72,7 +73,6 @@ export const DEFAULT_AGENTIC_CONFIG: Omit<AgenticSessionConfig, 'sessions' | 'se
   thinkTimeMs: { kind: 'lognormal', median: 1500, sigma: 0.7, min: 50, max: 60000 },
   sessionInterarrivalMs: { kind: 'exponential', mean: 2000 },
   maxContextTokens: 131_072,
-  vocabSize: 150_000,
 });
 
 export interface SessionTurn {
@@ -93,13 +93,12 @@ export interface AgenticSession {
   readonly turns: readonly SessionTurn[];
 }
 
-function fillTokens(out: Uint32Array, from: number, n: number, rng: Rng, vocab: number): void {
-  for (let i = 0; i < n; i++) out[from + i] = Math.floor(rng.next() * vocab);
+function fillTokens(out: Uint32Array, from: number, n: number, rng: Rng): void {
+  for (let i = 0; i < n; i++) out[from + i] = Math.floor(rng.next() * VOCAB);
 }
 
 export function generateAgenticSessions(config: AgenticSessionConfig): AgenticSession[] {
   const c = { ...DEFAULT_AGENTIC_CONFIG, ...config };
-  const vocab = c.vocabSize ?? 150_000;
   const maxCtx = c.maxContextTokens ?? 131_072;
   const nSystem = c.systemPrompts ?? 1;
   if (!Number.isInteger(c.sessions) || c.sessions < 0) throw new RangeError(`sessions must be a non-negative integer, got ${c.sessions}`);
@@ -112,7 +111,7 @@ export function generateAgenticSessions(config: AgenticSessionConfig): AgenticSe
     const rng = seededRng(`${base}:system:${k}`);
     const n = count(c.systemPromptTokens, rng, 0);
     const t = new Uint32Array(n);
-    fillTokens(t, 0, n, rng, vocab);
+    fillTokens(t, 0, n, rng);
     systemTokens.push(t);
   }
 
@@ -146,10 +145,10 @@ export function generateAgenticSessions(config: AgenticSessionConfig): AgenticSe
     for (let t = 0; t < plan.length; t++) {
       const p = plan[t]!;
       const fresh = t === 0 ? user : p.added;
-      fillTokens(stream, pos, fresh, rng, vocab);
+      fillTokens(stream, pos, fresh, rng);
       pos += fresh;
       const promptEnd = pos;
-      fillTokens(stream, pos, p.out, rng, vocab);
+      fillTokens(stream, pos, p.out, rng);
       pos += p.out;
       turns.push({
         promptTokens: stream.subarray(0, promptEnd),

@@ -17,11 +17,8 @@ export interface RouterKnobs {
   readonly temperature: number;
 }
 
-export interface KnobGrid {
-  readonly overlapScoreCredit: readonly number[];
-  readonly prefillLoadScale: readonly number[];
-  readonly temperature: readonly number[];
-}
+/** Values to try per knob. */
+export type KnobGrid = { readonly [K in keyof RouterKnobs]: readonly number[] };
 
 /** Dynamo's defaults: credit 1.0, scale 1.0, temperature 0. */
 const DEFAULT_KNOBS: RouterKnobs = Object.freeze({ overlapScoreCredit: 1, prefillLoadScale: 1, temperature: 0 });
@@ -33,11 +30,11 @@ export const SEED001_GRID: KnobGrid = Object.freeze({
   temperature: [0, 0.2, 0.5, 1],
 });
 
-const KNOB_BOUNDS = Object.freeze({ overlapScoreCredit: [0, 1], prefillLoadScale: [0, 32], temperature: [0, 1] } as const);
-
+/** Credit and temperature are searched over [0, 1], prefill_load_scale over [0, SCALE_MAX]. */
+const SCALE_MAX = 32;
 /** prefill_load_scale is searched as u = log(1 + s/S0) / log(1 + 32/S0): logarithmic above S0, and 0 stays reachable. */
 const SCALE_KNEE = 0.25;
-const SCALE_LOG_MAX = Math.log1p(KNOB_BOUNDS.prefillLoadScale[1] / SCALE_KNEE);
+const SCALE_LOG_MAX = Math.log1p(SCALE_MAX / SCALE_KNEE);
 
 export function knobsToUnit(k: RouterKnobs): number[] {
   return [k.overlapScoreCredit, Math.log1p(k.prefillLoadScale / SCALE_KNEE) / SCALE_LOG_MAX, k.temperature];
@@ -47,7 +44,7 @@ export function unitToKnobs(u: readonly number[]): RouterKnobs {
   const c = (v: number): number => Math.min(1, Math.max(0, v));
   return {
     overlapScoreCredit: c(u[0]!),
-    prefillLoadScale: Math.min(KNOB_BOUNDS.prefillLoadScale[1], SCALE_KNEE * Math.expm1(c(u[1]!) * SCALE_LOG_MAX)),
+    prefillLoadScale: Math.min(SCALE_MAX, SCALE_KNEE * Math.expm1(c(u[1]!) * SCALE_LOG_MAX)),
     temperature: c(u[2]!),
   };
 }
@@ -207,17 +204,17 @@ interface SweepConfig {
   readonly engine: ReplayEngineConfig;
   readonly seed: number;
   readonly method: 'grid' | 'smart';
-  /** Grid values (method 'grid'). Default SEED001_GRID. */
-  readonly grid?: KnobGrid;
-  /** Smart search evaluations. Default 24. */
-  readonly budget?: number;
-  readonly initial?: number;
+  /** Grid values (method 'grid'). */
+  readonly grid: KnobGrid;
+  /** Smart search evaluations and initial design size. */
+  readonly budget: number;
+  readonly initial: number;
   /** prefill_load_scale values for the response curve (credit 1, temperature 0); empty for none. */
-  readonly responseCurve?: readonly number[];
-  /** Also compare llm-d token-aware routing. Default true. */
-  readonly llmd?: boolean;
+  readonly responseCurve: readonly number[];
+  /** Also compare llm-d token-aware routing. */
+  readonly llmd: boolean;
   /** Progress lines (stderr in the CLI). */
-  readonly log?: (line: string) => void;
+  readonly log: (line: string) => void;
   /** Per-replay progress (stderr in the CLI). */
   readonly onReplayProgress?: (label: string) => ((p: ReplayProgress) => void) | undefined;
 }
@@ -275,7 +272,6 @@ function deltaOf(trace: string, before: ReplayMetrics, after: ReplayMetrics) {
 
 export function runSweep(cfg: SweepConfig): SweepReport {
   const wall0 = performance.now();
-  const log = cfg.log ?? ((): void => undefined);
   let replays = 0;
   const replay = (tc: SweepTraceConfig, router: RouterSpec): ReplayMetrics => {
     replays++;
@@ -302,13 +298,13 @@ export function runSweep(cfg: SweepConfig): SweepReport {
   };
   const onTrial = (t: Trial): void => {
     const pred = t.predicted ? ` (GP ${t.predicted.mean.toFixed(1)} ± ${t.predicted.sd.toFixed(1)}, EI ${t.predicted.ei.toFixed(2)})` : '';
-    log(`trial ${t.index + 1} [${t.method}] ${knobsKey(t.knobs)}: mean E2E ${t.objective.toFixed(1)} ms${pred}`);
+    cfg.log(`trial ${t.index + 1} [${t.method}] ${knobsKey(t.knobs)}: mean E2E ${t.objective.toFixed(1)} ms${pred}`);
   };
 
   let trials: Trial[];
   let gp: SmartSearchResult['gp'] | null = null;
-  const points = gridPoints(cfg.grid ?? SEED001_GRID);
-  const budget = cfg.method === 'grid' ? points.length : (cfg.budget ?? 24);
+  const points = gridPoints(cfg.grid);
+  const budget = cfg.method === 'grid' ? points.length : cfg.budget;
   if (cfg.method === 'grid') trials = gridSearch(points, evaluate, onTrial);
   else {
     const r = smartSearch(evaluate, { budget, initial: cfg.initial, include: [DEFAULT_KNOBS], seed: cfg.seed, onTrial });
@@ -316,11 +312,11 @@ export function runSweep(cfg: SweepConfig): SweepReport {
     gp = r.gp;
   }
   const best = bestTrial(trials);
-  log(`best: ${knobsKey(best.knobs)} mean E2E ${best.objective.toFixed(1)} ms`);
+  cfg.log(`best: ${knobsKey(best.knobs)} mean E2E ${best.objective.toFixed(1)} ms`);
 
-  const responseCurve = (cfg.responseCurve ?? []).map((s) => {
+  const responseCurve = cfg.responseCurve.map((s) => {
     const m = evaluate({ overlapScoreCredit: 1, prefillLoadScale: s, temperature: 0 });
-    log(`response curve: prefill_load_scale ${s}: mean E2E ${m.e2eMs.mean.toFixed(1)} ms, TTFT ${m.ttftMs.mean.toFixed(1)} ms`);
+    cfg.log(`response curve: prefill_load_scale ${s}: mean E2E ${m.e2eMs.mean.toFixed(1)} ms, TTFT ${m.ttftMs.mean.toFixed(1)} ms`);
     return { prefillLoadScale: s, metrics: m };
   });
 
@@ -329,12 +325,12 @@ export function runSweep(cfg: SweepConfig): SweepReport {
     const push = (label: string, router: RouterSpec, m?: ReplayMetrics): void => {
       const metrics = m ?? replay(tc, router);
       rows.push({ label, router: routerName(router), metrics });
-      log(`${tc.trace.name}: ${label.padEnd(18)} mean E2E ${metrics.e2eMs.mean.toFixed(1)} ms, TTFT ${metrics.ttftMs.mean.toFixed(1)} ms, TPOT ${metrics.tpotMs.mean.toFixed(2)} ms, reuse ${metrics.prefixCacheReusedRatio.toFixed(3)}`);
+      cfg.log(`${tc.trace.name}: ${label.padEnd(18)} mean E2E ${metrics.e2eMs.mean.toFixed(1)} ms, TTFT ${metrics.ttftMs.mean.toFixed(1)} ms, TPOT ${metrics.tpotMs.mean.toFixed(2)} ms, reuse ${metrics.prefixCacheReusedRatio.toFixed(3)}`);
     };
     push('round_robin', { kind: 'round_robin' });
     push('kv_router default', { kind: 'kv_router', policy: knobsPolicy(DEFAULT_KNOBS) }, onTune ? evaluate(DEFAULT_KNOBS) : undefined);
     push('kv_router tuned', { kind: 'kv_router', policy: knobsPolicy(best.knobs) }, onTune ? best.metrics : undefined);
-    if (cfg.llmd ?? true) push('llm-d token-load', { kind: 'llmd', policy: { kind: 'llmd', scorer: 'token-load' } });
+    if (cfg.llmd) push('llm-d token-load', { kind: 'llmd' });
     return { trace: tc.trace.name, requests: tc.trace.records.length, concurrency: tc.concurrency, rows };
   };
   const comparisons = [compare(cfg.tune, true)];

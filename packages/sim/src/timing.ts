@@ -62,13 +62,7 @@ function batchedPrefillTokens(s: StepShape): number {
   return n * (Math.floor(s.prefillThroughTokens / n) - Math.floor(s.prefillPrefixTokens / n));
 }
 
-/**
- * The mocker's vLLM pass, as Dynamo 1.6.1's replay times it (`end = start +
- * prefill + decode`): prefill time for the tokens its batched model counts,
- * plus, when any request decodes in the pass, one decode step at u = the
- * decoding requests' context tokens / KV capacity in tokens. A pass whose only
- * token is the first token of a completing prefill costs prefill time only.
- */
+/** The mocker's vLLM pass, as Dynamo 1.6.1's replay times it (`end = start + prefill + decode`): README.md, "Fidelity notes" (pass time). */
 export const polynomialTiming: TimingModel = Object.freeze({
   stepMs(s: StepShape): number {
     const prefill = polynomialPrefillMs(batchedPrefillTokens(s));

@@ -1,23 +1,10 @@
 /**
- * The calibration plan (@vantage/evaluation) run on the simulated fleet, one
- * repeat after another in the plan's run order, with the live harness's steps
- * (services/fleet/src/calibration.ts), in simulated time:
- *
- *   1. start from idle pools (every request of the previous repeat finished: R = 0);
- *   2. warm the probe's reusable prefix (K tokens, output 1) on the condition's `warm` candidates (both, or efficient only) through the
- *      decision path with Stage proposing each in turn; run until they finish;
- *   3. background load (session `calbg:`): `count` fresh, uncached prompts booked on EVERY worker of
- *      each loaded pool (the worker the probe's candidate gets is then loaded whichever it is),
- *      through the same ledger the routed requests use, so R and P show them;
- *   4. the probe (the warmed prefix, then a fresh suffix) to BOTH candidates at the same instant,
- *      through the decision path with Stage proposing the measured candidate, under the calibration
- *      parameter set (both observed, never overrides): `immediate` probes right after the bookings,
- *      `after_background_first_tokens` probes once every background request is decoding;
- *   5. run until everything finished.
- *
- * Every request's outcome row lands in the fleet's rows (probes with the plan's
- * `cal:` session ids, so `vantage fit` reads them; warm-ups and background
- * with theirs, which it skips).
+ * The calibration plan (@vantage/evaluation) run on the simulated fleet, in the plan's run order with
+ * the live harness's steps (services/fleet/src/calibration.ts) in simulated time: README "What it
+ * owns" (`runCalibrationOffline`). Background goes on every worker of a loaded pool, so the worker
+ * the probe's candidate gets is loaded whichever it is, and through the ledger routed requests use,
+ * so R and P show it. Probes carry the plan's `cal:` session ids, which `vantage fit` reads;
+ * warm-ups and background carry theirs, which it skips.
  */
 import { calibrationParameterSet, type CalibrationPlan, type Role } from '@vantage/evaluation';
 import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
@@ -66,13 +53,13 @@ export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult 
       else counts.warmups++;
     };
 
-    // 2. Warm the reusable prefix on both candidates.
+    // Warm the reusable prefix on the condition's `warm` candidates; run until they finish.
     if (c.probe.prefixTokens > 0) {
       for (const role of c.warm) routed('warmup', role, run.warmupSessionId, prefix, 1);
       fleet.run();
     }
 
-    // 3. Background load on every worker of each loaded pool.
+    // Background load on every worker of each loaded pool.
     let due = 0;
     let seen = 0;
     let probed = false;
@@ -100,7 +87,7 @@ export function runCalibrationOffline(o: CalibrationOptions): CalibrationResult 
         }
       }
     }
-    // 4. Probe both candidates at the same instant, when the condition says.
+    // Probe both candidates at the same instant, when the condition says; run until everything finished.
     if (due === 0 || c.probeTiming === 'immediate') probe();
     fleet.run();
     if (!probed) throw new Error(`calibration ${c.id}:${repeat}: the background never produced every first token, so the probe was not sent`);

@@ -1,9 +1,6 @@
 /**
- * The five-variant evaluation on the simulated fleet, as the live job runs it: @vantage/evaluation's
- * schedule, each run on a fresh fleet (matched starting conditions), agentic sessions through the
- * decision path under the variant's frozen set (turn t+1 its think time after turn t completes; an
- * agent stops when a turn fails), and the same open-loop competing traffic in every run, booked by
- * Dynamo's own choice and never routed by the rules (session ids `evalbg:<attempt>:<variant>:<stream>`).
+ * The five-variant evaluation on the simulated fleet, as the live job runs it (README "What it owns",
+ * `runEvaluationOffline`); competing traffic has session ids `evalbg:<attempt>:<variant>:<stream>`.
  */
 import {
   backgroundTraffic,
@@ -19,7 +16,7 @@ import type { ParameterSet } from '@vantage/rules';
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions } from '@vantage/sim';
 import { TwoPoolFleet, type FleetSpec } from './fleet';
 
-export interface EvaluationRunOptions {
+interface EvaluationRunOptions {
   readonly schedule: EvaluationSchedule;
   readonly fleet: FleetSpec;
   /** The frozen parameter set of each variant (records' variant names). */
@@ -32,21 +29,12 @@ export interface EvaluationRunOptions {
 }
 
 export interface RunSummary {
-  readonly order: number;
-  readonly attempt: number;
   readonly variant: string;
-  readonly sessions: number;
-  readonly sessionsCompleted: number;
-  readonly turns: number;
-  readonly turnsFailed: number;
-  readonly background: number;
-  readonly overrides: number;
-  readonly simMs: number;
   /** Busy fraction of each pool's engines over the run. */
   readonly utilisation: { readonly efficient: number; readonly capable: number };
 }
 
-export interface EvaluationRunResult {
+interface EvaluationRunResult {
   readonly rows: JsonRow[];
   readonly runs: readonly RunSummary[];
 }
@@ -103,22 +91,10 @@ export function runEvaluationOffline(o: EvaluationRunOptions): EvaluationRunResu
     // Failed turns: a turn the engine refused (too long) is a failed outcome row; one no pool could take has none.
     turnsFailed += fleet.rows.filter((r) => r['background'] !== true && r['status'] !== 'completed').length;
     rows.push(...fleet.rows);
-    const summary: RunSummary = {
-      order: run.order,
-      attempt: run.attempt,
-      variant: run.variant,
-      sessions: run.sessions.length,
-      sessionsCompleted: completed,
-      turns,
-      turnsFailed,
-      background: bgPlan.length,
-      overrides,
-      simMs: fleet.nowMs,
-      utilisation: { efficient: fleet.utilisation('efficient'), capable: fleet.utilisation('capable') },
-    };
-    runs.push(summary);
+    const utilisation = { efficient: fleet.utilisation('efficient'), capable: fleet.utilisation('capable') };
+    runs.push({ variant: run.variant, utilisation });
     progress(
-      `run ${run.order + 1}/${o.schedule.runs.length}: attempt ${run.attempt}, ${run.variant}: ${completed}/${run.sessions.length} sessions completed, ${turns} turns (${overrides} overrides, ${turnsFailed} failed), ${bgPlan.length} competing requests, efficient pool ${(100 * summary.utilisation.efficient).toFixed(0)} % busy, sim ${(fleet.nowMs / 1000).toFixed(0)} s`,
+      `run ${run.order + 1}/${o.schedule.runs.length}: attempt ${run.attempt}, ${run.variant}: ${completed}/${run.sessions.length} sessions completed, ${turns} turns (${overrides} overrides, ${turnsFailed} failed), ${bgPlan.length} competing requests, efficient pool ${(100 * utilisation.efficient).toFixed(0)} % busy, sim ${(fleet.nowMs / 1000).toFixed(0)} s`,
     );
   }
   return { rows, runs };

@@ -1,17 +1,8 @@
 /**
- * Two model pools on the discrete-event simulator, behind the decision path the live services run
- * (the README's "What it owns" says what each step reuses):
- *
- *   routed request ─▶ per probed pool: PoolState.observe ─▶ observe reply (the indexer's object,
- *                     encoded and decoded by @vantage/protocol's codec, as over NATS)
- *                  ─▶ decideRoute (@vantage/decision-core: the decision service's call of `decide`,
- *                     local capable in-flight count included) ─▶ booked in the chosen pool's ledger
- *                  ─▶ served by the simulated engine ─▶ decision record + lifecycle ─▶ outcome row
- *   direct request ─▶ booked on a given worker, or on Dynamo's own choice (background traffic)
- *
- * Bookings follow the indexer's lifecycle: booked at routing, prefill complete at the first token,
- * released at completion. Times are the simulated clock (ms) offset by a fixed epoch; no wall clock
- * enters the simulation.
+ * Two model pools on the discrete-event simulator, behind the decision path the live services run:
+ * README "What it owns" (`TwoPoolFleet`) gives each step of a routed and a direct request and the
+ * booking lifecycle. Times are the simulated clock (ms) offset by a fixed epoch; no wall clock enters
+ * the simulation.
  */
 import { buildDecisionRecord, decideRoute, decodeObserveReply, observeReplyOf, probeRoles, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
 import { PoolState } from '@vantage/observation';
@@ -261,10 +252,10 @@ export class TwoPoolFleet {
     return true;
   }
 
-  #emitRow(l: Live, events: readonly { kind: LifecycleEventInput['kind']; atMs: number; usage?: LifecycleEventInput['usage']; error?: string }[]): JsonRow | null {
+  #emitRow(l: Live, events: readonly Omit<LifecycleEventInput, 'requestId' | 'sessionId' | 'pool'>[]): JsonRow | null {
     if (!this.#keepRows) return null;
     const { requestId, sessionId } = l;
-    const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: l.pool.spec.name, kind: e.kind, atMs: SIM_EPOCH_MS + e.atMs, ...(e.usage ? { usage: e.usage } : {}), ...(e.error !== undefined ? { error: e.error } : {}) }));
+    const evs: LifecycleEventInput[] = events.map((e) => ({ requestId, sessionId, pool: l.pool.spec.name, ...e, atMs: SIM_EPOCH_MS + e.atMs }));
     const outcome = joinOutcome(l.record, evs, { requestId, closedBy: 'complete', background: l.decision === null, arrivalMs: SIM_EPOCH_MS + l.arrivalMs });
     const row = outcomeToJsonRow(outcome);
     this.outcomes.push(outcome);

@@ -222,10 +222,13 @@ const e2eOf = (s: ServedRequest): number => s.endMs - s.arrivalMs;
 const predicted = (p: Prediction | undefined): number | null => (p !== undefined && p.ok ? p.ms : null);
 const diff = (a: number | null, b: number): number | null => (a === null ? null : a - b);
 
+const observationOf = (served: ServedRequest, role: Role) => served.record?.observations.find((x) => x.role === role);
 function observed(served: ServedRequest, role: Role): { bookedRequests: number | null; prefillPressure: number | null } {
-  const o = served.record?.observations.find((x) => x.role === role);
+  const o = observationOf(served, role);
   return { bookedRequests: o?.bookedRequests ?? null, prefillPressure: o?.prefillPressure ?? null };
 }
+/** The candidate with the lower simulated latency (efficient on a tie). */
+const betterBy = (m: LimitationCaseResult['measured'], k: 'ttftMs' | 'e2eMs'): Role => (m.capable[k] < m.efficient[k] ? 'capable' : 'efficient');
 
 function runCase(o: LimitationOptions, c: LimitationCase): LimitationCaseResult {
   const v = o.fit.variants;
@@ -237,8 +240,8 @@ function runCase(o: LimitationOptions, c: LimitationCase): LimitationCaseResult 
     efficient: { ttftMs: ttftOf(onEfficient.served), e2eMs: e2eOf(onEfficient.served) },
     capable: { ttftMs: ttftOf(onCapable.served), e2eMs: e2eOf(onCapable.served) },
   };
-  const better: Role = measured.capable.ttftMs < measured.efficient.ttftMs ? 'capable' : 'efficient';
-  const betterE2e: Role = measured.capable.e2eMs < measured.efficient.e2eMs ? 'capable' : 'efficient';
+  const better = betterBy(measured, 'ttftMs');
+  const betterE2e = betterBy(measured, 'e2eMs');
   const rules: RuleOutcome[] = [];
   for (const rule of VARIANTS) {
     const run = runOnce(o, c, 'efficient', v[rule]);
@@ -276,7 +279,7 @@ function runCase(o: LimitationOptions, c: LimitationCase): LimitationCaseResult 
       advantageErrorMs: diff(advantageMs, measured.efficient.ttftMs - measured.capable.ttftMs),
     };
   });
-  const w = onCapable.served.record?.observations.find((x) => x.role === 'efficient')?.workerId ?? null;
+  const w = observationOf(onCapable.served, 'efficient')?.workerId ?? null;
   if (w === null) throw new Error(`limitation case ${c.id}: the decision recorded no efficient candidate worker`);
   const snap = onCapable.snapshot.get(w);
   if (snap === undefined) throw new Error(`limitation case ${c.id}: worker ${w} is not in the efficient pool`);
@@ -355,8 +358,8 @@ function renderLimitationTable(results: readonly LimitationCaseResult[]): string
     ['case', 'better TTFT', 'better E2E', ...variants],
     results.map((r) => [
       r.case.id,
-      r.measured.capable.ttftMs < r.measured.efficient.ttftMs ? 'capable' : 'efficient',
-      r.measured.capable.e2eMs < r.measured.efficient.e2eMs ? 'capable' : 'efficient',
+      betterBy(r.measured, 'ttftMs'),
+      betterBy(r.measured, 'e2eMs'),
       ...r.rules.map((x) => `${x.choice === 'capable' ? 'cap' : 'eff'} ${fmt(x.ttftMs)}${x.best ? '' : ' !'}`),
     ]),
   );

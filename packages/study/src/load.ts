@@ -12,8 +12,9 @@ import {
   type BackgroundTrafficSpec,
   type DifferenceMetricId,
   type EvaluationAnalysis,
+  type StageProposalModel,
 } from '@vantage/evaluation';
-import { escapeHtml, fmtG, page, table } from '@vantage/fitting';
+import { escapeHtml, fmtG, mean, page, table } from '@vantage/fitting';
 import { lineChartSvg } from '@vantage/sim';
 import { runEvaluationOffline, type RunSummary } from './evaluate';
 import type { FleetSpec } from './fleet';
@@ -25,19 +26,25 @@ export interface LoadPoint {
   readonly capableFraction: number;
 }
 
-export interface LoadOptions {
+/** One load point's evaluation: the schedule's size and seed (also the fleet's and the bootstrap's), the Stage proposal and the competing traffic. */
+interface LoadPointSettings {
   readonly fleet: FleetSpec;
   readonly fit: StudyResult['fit'];
+  readonly attempts: number;
+  readonly sessions: number;
+  readonly seed: number;
+  readonly proposal: StageProposalModel;
+  readonly background: BackgroundTrafficSpec | null;
+  readonly maxContextTokens: number;
+  readonly bootstrap: number;
+}
+
+export interface LoadOptions extends Pick<LoadPointSettings, 'fleet' | 'fit'>, Partial<Omit<LoadPointSettings, 'fleet' | 'fit' | 'proposal' | 'background'>> {
   readonly gapsMs?: readonly (number | null)[];
   readonly capableFractions?: readonly number[];
   /** Competing-traffic streams (default 4) and the span their requests cover (default 60 s of sim time). */
   readonly streams?: number;
   readonly spanMs?: number;
-  readonly attempts?: number;
-  readonly sessions?: number;
-  readonly seed?: number;
-  readonly bootstrap?: number;
-  readonly maxContextTokens?: number;
   readonly onProgress?: (line: string) => void;
 }
 
@@ -65,33 +72,37 @@ export function loadBackground(gapMs: number | null, streams: number, spanMs: nu
   return { ...DEFAULT_BACKGROUND_TRAFFIC, streams, requestsPerStream: Math.max(1, Math.ceil(spanMs / gapMs)), meanGapMs: gapMs, capableFraction: 0, seed: 3 };
 }
 
+/** The five-variant evaluation at one load point, with the Stage baseline's mean busy fractions. */
+export function evaluateLoadPoint(s: LoadPointSettings, point: LoadPoint, label: string): LoadPointResult {
+  const { proposal, background } = s;
+  const schedule = evaluationSchedule({ attempts: s.attempts, sessionsPerAttempt: s.sessions, seed: s.seed, proposal, background });
+  const ev = runEvaluationOffline({ schedule, fleet: s.fleet, params: recordVariantParams(s.fit), proposal, background, maxContextTokens: s.maxContextTokens, seed: s.seed });
+  const analysis = analyzeEvaluation(parseEvaluationJsonl(toJsonl(ev.rows)), { seed: s.seed, iterations: s.bootstrap });
+  const base = ev.runs.filter((r) => r.variant === 'baseline');
+  return {
+    point,
+    label,
+    efficientUtilisation: mean(base.map((x) => x.utilisation.efficient)),
+    capableUtilisation: mean(base.map((x) => x.utilisation.capable)),
+    runs: ev.runs,
+    analysis,
+  };
+}
+
 export function runLoadStudy(o: LoadOptions): LoadResult {
   const progress = o.onProgress ?? (() => {});
-  const params = recordVariantParams(o.fit);
+  const settings = { fleet: o.fleet, fit: o.fit, attempts: o.attempts ?? 2, sessions: o.sessions ?? 10, seed: o.seed ?? 1, maxContextTokens: o.maxContextTokens ?? 32_768, bootstrap: o.bootstrap ?? 500 };
   const points: LoadPointResult[] = [];
   const gaps = o.gapsMs ?? DEFAULT_LOAD_GAPS_MS;
   const fractions = o.capableFractions ?? DEFAULT_LOAD_FRACTIONS;
   for (const capableFraction of fractions) {
     for (const gapMs of gaps) {
-      const point: LoadPoint = { gapMs, capableFraction };
       const label = `${gapMs === null ? 'no competing traffic' : `competing gap ${gapMs} ms`}, capable proposals ${Math.round(100 * capableFraction)} %`;
       const proposal = { kind: 'fraction_capable' as const, fraction: capableFraction, seed: 7 };
       const background = loadBackground(gapMs, o.streams ?? 4, o.spanMs ?? 60_000);
-      const schedule = evaluationSchedule({ attempts: o.attempts ?? 2, sessionsPerAttempt: o.sessions ?? 10, seed: o.seed ?? 1, proposal, background });
-      const ev = runEvaluationOffline({ schedule, fleet: o.fleet, params, proposal, background, maxContextTokens: o.maxContextTokens ?? 32_768, seed: o.seed ?? 1 });
-      const analysis = analyzeEvaluation(parseEvaluationJsonl(toJsonl(ev.rows)), { seed: o.seed ?? 1, iterations: o.bootstrap ?? 500 });
-      const base = ev.runs.filter((r) => r.variant === 'baseline');
-      const mean = (xs: number[]): number => (xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
-      const r: LoadPointResult = {
-        point,
-        label,
-        efficientUtilisation: mean(base.map((x) => x.utilisation.efficient)),
-        capableUtilisation: mean(base.map((x) => x.utilisation.capable)),
-        runs: ev.runs,
-        analysis,
-      };
+      const r = evaluateLoadPoint({ ...settings, proposal, background }, { gapMs, capableFraction }, label);
       points.push(r);
-      const ttft = analysis.differences.filter((d) => d.metric === 'ttft_mean_ms').map((d) => `${d.variant} ${d.estimate.toFixed(0)} ms`).join(', ');
+      const ttft = r.analysis.differences.filter((d) => d.metric === 'ttft_mean_ms').map((d) => `${d.variant} ${d.estimate.toFixed(0)} ms`).join(', ');
       progress(`load ${points.length}/${gaps.length * fractions.length}: ${label}: efficient pool ${busyPct(r.efficientUtilisation)} busy; mean TTFT vs Stage: ${ttft}`);
     }
   }

@@ -1,12 +1,7 @@
 /**
- * The whole study offline: calibration plan ─▶ calibration on the simulated
- * fleet ─▶ outcome rows ─▶ the fitting tool's parse and `fitAll` ─▶ the frozen
- * set once per variant ─▶ the evaluation schedule on fresh simulated fleets ─▶
- * outcome rows ─▶ the analysis with bootstrap intervals ─▶ the HTML reports.
- * Every step is the code the live job runs (`@vantage/evaluation`,
- * `@vantage/fitting`, the decision path of `@vantage/decision-core`); only
- * the fleet and the brokers are replaced by the discrete-event simulator, and
- * rows go through JSON Lines as `vantage replay` writes them.
+ * The whole study offline, each phase the code the live job runs (README "What it owns", `runStudy`);
+ * only the fleet and the brokers are replaced by the discrete-event simulator, and rows go through
+ * JSON Lines as `vantage replay` writes them.
  */
 import { RECORD_VARIANT } from '@vantage/decision-core';
 import {
@@ -27,7 +22,7 @@ import type { JsonRow, Variant as RecordVariant } from '@vantage/records';
 import { DEFAULT_PARAMETER_SET, VARIANTS, type ParameterSet, type Variant } from '@vantage/rules';
 import { polynomialTiming, scaledTiming } from '@vantage/sim';
 import { runCalibrationOffline } from './calibrate';
-import { runEvaluationOffline, type RunSummary } from './evaluate';
+import { runEvaluationOffline } from './evaluate';
 import type { FleetSpec } from './fleet';
 
 /**
@@ -60,7 +55,6 @@ export interface StudyResult {
   readonly fit: { readonly report: FitReport; readonly parameterSet: ParameterSet; readonly variants: Readonly<Record<Variant, ParameterSet>> };
   readonly schedule: EvaluationSchedule;
   readonly evaluationRows: readonly JsonRow[];
-  readonly runs: readonly RunSummary[];
   readonly analysis: EvaluationAnalysis;
   readonly fitHtml: string;
   readonly reportHtml: string;
@@ -144,5 +138,5 @@ export function runStudy(o: StudyOptions = {}): StudyResult {
   const reportHtml = renderEvaluationHtml(analysis);
   const fitHtml = renderFitReportHtml(fit.report);
   phase('report');
-  return { calibrationRows, fit, schedule, evaluationRows: ev.rows, runs: ev.runs, analysis, fitHtml, reportHtml, phasesMs };
+  return { calibrationRows, fit, schedule, evaluationRows: ev.rows, analysis, fitHtml, reportHtml, phasesMs };
 }
