@@ -1,9 +1,9 @@
 import type { CliIo } from './io';
 
 /**
- * One subcommand. Each lives in its own file under `commands/` and is listed
- * once in `commands/index.ts`; `run()` does the dispatch, `--help`, and the
- * mapping of UsageError / InputError to exit codes.
+ * One subcommand: the exports of one file under `commands/`, listed once in
+ * `commands/index.ts`; `run()` does the dispatch, `--help`, and the mapping
+ * of UsageError / InputError to exit codes.
  */
 export interface Command {
   readonly name: string;

@@ -12,9 +12,6 @@ import { hash32, shuffled, streamFor } from '@vantage/random';
 import type { BackgroundTrafficSpec } from './background';
 import type { Role } from './calibration-plan';
 
-const EVALUATION_SESSION_PREFIX = 'eval:';
-const EVALUATION_BACKGROUND_PREFIX = 'evalbg:';
-
 /**
  * How Stage's proposal is produced in the evaluation (a stand-in until the
  * real Stage router runs in the loop):
@@ -111,11 +108,11 @@ export interface EvaluationSchedule {
 }
 
 export function evaluationSessionId(attempt: number, variant: string, sessionIndex: number): string {
-  return `${EVALUATION_SESSION_PREFIX}${attempt}:${variant}:${sessionIndex}`;
+  return `eval:${attempt}:${variant}:${sessionIndex}`;
 }
 
 export function evaluationBackgroundSessionId(attempt: number, variant: string, stream: number): string {
-  return `${EVALUATION_BACKGROUND_PREFIX}${attempt}:${variant}:${stream}`;
+  return `evalbg:${attempt}:${variant}:${stream}`;
 }
 
 interface ParsedEvaluationSessionId {
@@ -138,15 +135,15 @@ export function parseEvaluationSessionId(s: string | null | undefined): ParsedEv
   return { background, attempt, variant: m[3] as string, index, matchKey: background ? `${attempt}:bg${index}` : `${attempt}:${index}` };
 }
 
-function positiveInt(name: string, v: number, min: number): void {
-  if (!Number.isInteger(v) || v < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${v}`);
+function positiveInt(name: string, v: number): void {
+  if (!Number.isInteger(v) || v < 1) throw new RangeError(`${name} must be an integer >= 1, got ${v}`);
 }
 
 /** The run list of all five variants. Deterministic given the options; throws RangeError on invalid options. */
 export function evaluationSchedule(options: EvaluationScheduleOptions): EvaluationSchedule {
   const variants = [...VARIANTS];
-  positiveInt('attempts', options.attempts, 1);
-  positiveInt('sessionsPerAttempt', options.sessionsPerAttempt, 1);
+  positiveInt('attempts', options.attempts);
+  positiveInt('sessionsPerAttempt', options.sessionsPerAttempt);
   const background = options.background ?? null;
   const streams = background?.streams ?? 0;
   if (!Number.isInteger(options.seed)) throw new RangeError(`seed must be an integer, got ${options.seed}`);

@@ -102,13 +102,6 @@ interface EngineLoad {
   readonly running: number;
 }
 
-const enum Phase {
-  Pending,
-  Waiting,
-  Running,
-  Done,
-}
-
 interface Req {
   readonly id: string;
   readonly arrivalMs: number;
@@ -132,10 +125,10 @@ interface Req {
   privateHeld: number;
   computed: number;
   generated: number;
-  phase: Phase;
+  /** Finished: dropped from `running` at the end of the pass. */
+  done: boolean;
   firstTokenMs: number;
   reusedTokens: number;
-  admittedOnce: boolean;
   preemptions: number;
   /** Prefix hit measured on arrival; the load report's estimate while waiting. */
   hitAtArrival: number;
@@ -276,10 +269,9 @@ export class Engine {
       privateHeld: 0,
       computed: 0,
       generated: 0,
-      phase: Phase.Pending,
+      done: false,
       firstTokenMs: NaN,
       reusedTokens: 0,
-      admittedOnce: false,
       preemptions: 0,
       hitAtArrival: 0,
       passTokens: 0,
@@ -298,7 +290,6 @@ export class Engine {
     let n = 0;
     while (n < this.pending.length && this.pending[n]!.arrivalMs <= nowMs) {
       const r = this.pending[n++]!;
-      r.phase = Phase.Waiting;
       r.hitAtArrival = this.prefixHitBlocks(r) * this.blockSize;
       this.waiting.push(r);
     }
@@ -366,12 +357,9 @@ export class Engine {
           r.computed = 0;
           break;
         }
-        if (!r.admittedOnce) {
-          r.admittedOnce = true;
-          r.reusedTokens = Math.min(r.computed, r.isl);
-        }
+        // First admission: a preempted request is admitted again with its reuse already counted.
+        if (r.preemptions === 0) r.reusedTokens = Math.min(r.computed, r.isl);
         this.waitingHead++;
-        r.phase = Phase.Running;
         this.running.push(r);
         this.commit(r, k);
         budget -= k;
@@ -438,7 +426,7 @@ export class Engine {
       }
       if (r.generated >= r.osl) {
         this.releaseAll(r);
-        r.phase = Phase.Done;
+        r.done = true;
         anyDone = true;
         this.requests.delete(r.id);
         finished.push({
@@ -453,7 +441,7 @@ export class Engine {
         });
       }
     }
-    if (anyDone) this.running = this.running.filter((r) => r.phase === Phase.Running);
+    if (anyDone) this.running = this.running.filter((r) => !r.done);
     this.busyUntilMs = endMs;
     let passes = 1;
     let scheduledTokens = scheduled;
@@ -603,7 +591,6 @@ export class Engine {
     r.passTokens = 0;
     r.passPrefill = 0;
     r.preemptions++;
-    r.phase = Phase.Waiting;
     if (this.waitingHead > 0) this.waiting[--this.waitingHead] = r;
     else this.waiting.unshift(r);
   }

@@ -1,9 +1,7 @@
 /**
- * A small Gaussian-process regressor for the router sweep's Bayesian
- * optimisation (the model and why its length scales come from a grid are the
- * README's "The GP"): zero mean on standardised targets, RBF kernel with one
- * length scale per dimension, unit signal variance, exact inference by
- * Cholesky. `expectedImprovement` is for minimisation.
+ * A small Gaussian-process regressor for the router sweep's Bayesian optimisation: the model and
+ * why its length scales come from a grid are the README's "The GP". `expectedImprovement` is for
+ * minimisation.
  */
 
 interface GpOptions {

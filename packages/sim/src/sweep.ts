@@ -85,8 +85,6 @@ export interface Trial {
 /** Evaluates one setting; the objective is `metrics.e2eMs.mean`. */
 type Evaluator = (k: RouterKnobs) => ReplayMetrics;
 
-const objectiveOf = (m: ReplayMetrics): number => m.e2eMs.mean;
-
 function bestTrial(trials: readonly Trial[]): Trial {
   if (trials.length === 0) throw new RangeError('no trials');
   return trials.reduce((b, t) => (t.objective < b.objective ? t : b));
@@ -97,7 +95,7 @@ function trialRecorder(evaluate: Evaluator, onTrial?: (t: Trial) => void): { tri
   const trials: Trial[] = [];
   const add = (knobs: RouterKnobs, method: TrialMethod, predicted?: Trial['predicted']): void => {
     const metrics = evaluate(knobs);
-    const t: Trial = { index: trials.length, method, knobs, objective: objectiveOf(metrics), metrics, ...(predicted ? { predicted } : {}) };
+    const t: Trial = { index: trials.length, method, knobs, objective: metrics.e2eMs.mean, metrics, ...(predicted ? { predicted } : {}) };
     trials.push(t);
     onTrial?.(t);
   };

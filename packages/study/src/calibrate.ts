@@ -11,14 +11,14 @@ import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import type { JsonRow, OutcomeRecord } from '@vantage/records';
 import { TwoPoolFleet, type FleetSpec } from './fleet';
 
-export interface CalibrationOptions {
+interface CalibrationOptions {
   readonly plan: CalibrationPlan;
   readonly fleet: FleetSpec;
   readonly seed?: number;
   readonly onProgress?: (line: string) => void;
 }
 
-export interface CalibrationResult {
+interface CalibrationResult {
   readonly rows: JsonRow[];
   /** The records the rows flatten. */
   readonly outcomes: OutcomeRecord[];

@@ -31,7 +31,7 @@ export interface FleetSpec {
   readonly capable: PoolSpec;
 }
 
-export interface RoutedRequest {
+interface RoutedRequest {
   readonly requestId: string;
   readonly sessionId: string;
   readonly tokens: Uint32Array;
@@ -41,7 +41,7 @@ export interface RoutedRequest {
   readonly params: ParameterSet;
 }
 
-export interface DirectRequest {
+interface DirectRequest {
   readonly requestId: string;
   readonly sessionId: string;
   readonly role: Role;
@@ -65,7 +65,7 @@ export interface ServedRequest extends Omit<RequestRecord, 'workerIndex'> {
   readonly row: JsonRow | null;
 }
 
-export interface Callbacks {
+interface Callbacks {
   readonly onFirstToken?: (atMs: number) => void;
   readonly onDone?: (r: ServedRequest) => void;
 }

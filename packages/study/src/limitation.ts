@@ -20,7 +20,7 @@ import type { StudyResult } from './study';
 type LimitationPhase = 'idle' | 'decoding' | 'prefilling';
 type GenerationLength = 'short' | 'long';
 
-export interface LimitationCase {
+interface LimitationCase {
   readonly id: string;
   readonly description: string;
   readonly phase: LimitationPhase;
@@ -87,7 +87,7 @@ interface RuleOutcome {
   readonly bestE2e: boolean;
 }
 
-export interface LimitationCaseResult {
+interface LimitationCaseResult {
   readonly case: LimitationCase;
   /** Sim time of the proposal. */
   readonly probeAtMs: number;
@@ -110,7 +110,7 @@ export interface LimitationCaseResult {
   readonly rules: readonly RuleOutcome[];
 }
 
-export interface LimitationResult {
+interface LimitationResult {
   readonly cases: readonly LimitationCaseResult[];
   readonly table: string;
   readonly html: string;

@@ -39,7 +39,7 @@ interface LoadPointSettings {
   readonly bootstrap: number;
 }
 
-export interface LoadOptions extends Pick<LoadPointSettings, 'fleet' | 'fit'>, Partial<Omit<LoadPointSettings, 'fleet' | 'fit' | 'proposal' | 'background'>> {
+interface LoadOptions extends Pick<LoadPointSettings, 'fleet' | 'fit'>, Partial<Omit<LoadPointSettings, 'fleet' | 'fit' | 'proposal' | 'background'>> {
   readonly gapsMs?: readonly (number | null)[];
   readonly capableFractions?: readonly number[];
   /** Competing-traffic streams (default 4) and the span their requests cover (default 60 s of sim time). */
@@ -58,7 +58,7 @@ export interface LoadPointResult {
   readonly analysis: EvaluationAnalysis;
 }
 
-export interface LoadResult {
+interface LoadResult {
   readonly points: readonly LoadPointResult[];
   readonly html: string;
 }

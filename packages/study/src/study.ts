@@ -35,7 +35,7 @@ export const DEFAULT_FLEET: FleetSpec = Object.freeze({
   capable: { name: 'capable', workers: 4, blockSize: 32, timing: scaledTiming(polynomialTiming, 0.6), numGpuBlocks: 32_768 },
 });
 
-export interface StudyOptions {
+interface StudyOptions {
   readonly fleet?: FleetSpec;
   readonly preset?: CalibrationPreset;
   readonly calibrationSeed?: number;

@@ -17,7 +17,6 @@ import {
   type Result,
 } from '@vantage/wire';
 import { choice, parseOptions, readInput } from '../args';
-import type { Command } from '../command';
 import { EXIT, InputError } from '../exit-codes';
 import type { CliIo } from '../io';
 import { printJson } from '../print';
@@ -27,7 +26,9 @@ type Format = (typeof FORMATS)[number];
 const ENCODINGS = ['auto', 'raw', 'hex', 'base64'] as const;
 type Encoding = (typeof ENCODINGS)[number];
 
-const help = `Usage: vantage decode [--format FORMAT] [--input-encoding ENC] [--topic TOPIC] [FILE|-]
+export const name = 'decode';
+export const summary = 'Pretty-print a captured Dynamo message (msgpack or JSON)';
+export const help = `Usage: vantage decode [--format FORMAT] [--input-encoding ENC] [--topic TOPIC] [FILE|-]
 
 Decode one captured Dynamo message from FILE (or standard input: - or no FILE)
 and print it as JSON. 64-bit hashes and ids print as exact decimal strings.
@@ -118,7 +119,7 @@ export function decodeCapturedMessage(
   return { format, ...decode(format, bytes, opts.topic) };
 }
 
-async function run(argv: readonly string[], io: CliIo): Promise<number> {
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseOptions(argv, ['format', 'input-encoding', 'topic'], [], 1);
   const format = choice('format', values.format, FORMATS, 'auto');
   const encoding = choice('input-encoding', values['input-encoding'], ENCODINGS, 'auto');
@@ -132,5 +133,3 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   io.stdout(printJson({ format: chosen, [kind]: result.value }));
   return EXIT.OK;
 }
-
-export const decodeCommand: Command = { name: 'decode', summary: 'Pretty-print a captured Dynamo message (msgpack or JSON)', help, run };

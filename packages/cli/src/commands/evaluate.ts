@@ -7,12 +7,13 @@
  */
 import { analyzeEvaluation, parseEvaluationJsonl, renderEvaluationHtml, type EvaluationAnalysis } from '@vantage/evaluation';
 import { numOpt, parseOptions, readRows, required, writeOutput } from '../args';
-import type { Command } from '../command';
 import { EXIT, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 import { differenceLines, variantFigures } from '../print';
 
-const help = `Usage: vantage evaluate --input FILE|- --out FILE.html [--json FILE]
+export const name = 'evaluate';
+export const summary = 'analyse a five-variant evaluation from outcome rows; write an HTML report (and JSON)';
+export const help = `Usage: vantage evaluate --input FILE|- --out FILE.html [--json FILE]
                         [--bootstrap N] [--seed N] [--confidence C] [--baseline V] [--lenient]
 
 Analyse a five-variant evaluation: per variant, TTFT (mean, p90), full-response
@@ -42,7 +43,7 @@ Exit codes: 0 written, 64 bad arguments, 65 bad rows or no evaluation rows,
 66 unreadable input, 1 output not writable.
 `;
 
-function summary(a: EvaluationAnalysis, out: string): string {
+function summaryText(a: EvaluationAnalysis, out: string): string {
   const lines = [`report -> ${out}`];
   for (const v of a.variants) {
     lines.push(`${v.variant.padEnd(14)} sessions ${v.sessions.total} (${v.sessions.withFailures} with failures), requests ${v.requests.executed}/${v.requests.total} executed, ${variantFigures(v)}`);
@@ -52,7 +53,7 @@ function summary(a: EvaluationAnalysis, out: string): string {
   return `${lines.join('\n')}\n`;
 }
 
-async function run(argv: readonly string[], io: CliIo): Promise<number> {
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(argv, ['input', 'out', 'json', 'bootstrap', 'seed', 'confidence', 'baseline'], ['lenient']);
   const input = required('input', values['input']);
   const out = required('out', values['out']);
@@ -74,13 +75,6 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     await writeOutput(json, `${JSON.stringify(analysis, null, 2)}\n`);
     io.stderr(`evaluate: wrote analysis ${json}\n`);
   }
-  io.stdout(summary(analysis, out));
+  io.stdout(summaryText(analysis, out));
   return EXIT.OK;
 }
-
-export const evaluateCommand: Command = {
-  name: 'evaluate',
-  summary: 'analyse a five-variant evaluation from outcome rows; write an HTML report (and JSON)',
-  help,
-  run,
-};

@@ -8,11 +8,12 @@ import { join } from 'node:path';
 import { FIT_VARIANTS, fitAll, Q_SOURCES, variantParameterSet, parseCalibrationJsonl, renderFitReportHtml, type FitOptions, type FitReport } from '@vantage/fitting';
 import { serializeParameterSet, DEFAULT_PARAMETER_SET, VARIANTS, type GateLimits } from '@vantage/rules';
 import { choice, numOpt, parseOptions, readRows, required, writeOutput } from '../args';
-import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 
-const help = `Usage: vantage fit --input FILE|- --out-params FILE --out-report FILE
+export const name = 'fit';
+export const summary = 'fit Q tables, load corrections, thresholds and margins from calibration rows; write a parameter set and report';
+export const help = `Usage: vantage fit --input FILE|- --out-params FILE --out-report FILE
                    [--seed N] [--variant count|count_prefill|blind|cache]
                    [--fractions F,U,S] [--q-source qset|fitting|all] [--lenient]
                    [--max-age-ms MS] [--destination-limit N] [--local-limit N]
@@ -68,7 +69,7 @@ function ms(v: number): string {
   return Number.isFinite(v) ? `${v.toFixed(1)} ms` : 'n/a';
 }
 
-function summary(report: FitReport, paramsPath: string, reportPath: string): string {
+function summaryText(report: FitReport, paramsPath: string, reportPath: string): string {
   const lines = [
     `parameter set ${report.parameterSetVersion} (variant ${report.variant}) -> ${paramsPath}`,
     `report -> ${reportPath}`,
@@ -97,7 +98,7 @@ function summary(report: FitReport, paramsPath: string, reportPath: string): str
   return `${lines.join('\n')}\n`;
 }
 
-async function run(argv: readonly string[], io: CliIo): Promise<number> {
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(
     argv,
     ['input', 'out-params', 'out-report', 'seed', 'variant', 'fractions', 'q-source', 'max-age-ms', 'destination-limit', 'local-limit', 'out-json', 'out-variants'],
@@ -147,13 +148,6 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
       io.stderr(`fit: wrote ${v} set ${set.value.version} -> ${path}\n`);
     }
   }
-  io.stdout(summary(result.report, paramsPath, reportPath));
+  io.stdout(summaryText(result.report, paramsPath, reportPath));
   return EXIT.OK;
 }
-
-export const fitCommand: Command = {
-  name: 'fit',
-  summary: 'fit Q tables, load corrections, thresholds and margins from calibration rows; write a parameter set and report',
-  help,
-  run,
-};

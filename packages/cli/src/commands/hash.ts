@@ -5,14 +5,15 @@
 import { hashPrompt } from '@vantage/hashing';
 import { u64ToHex } from '@vantage/types';
 import { choice, parseOptions, readInput } from '../args';
-import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 
 const MAX_BLOCK_SIZE = 1 << 20;
 const U32_MAX = 0xffff_ffff;
 
-const help = `Usage: vantage hash --block-size N [--lora NAME] (--tokens LIST | --tokens-file FILE) [--output text|json]
+export const name = 'hash';
+export const summary = 'Dynamo block hashes (local and sequence) for token ids';
+export const help = `Usage: vantage hash --block-size N [--lora NAME] (--tokens LIST | --tokens-file FILE) [--output text|json]
 
 Print Dynamo's KV block hashes for a token sequence: per full block its index,
 local hash (tokens_hash) and sequence hash, in decimal and hex, and how many
@@ -51,7 +52,7 @@ function parseTokens(text: string): Uint32Array {
   return out;
 }
 
-async function run(argv: readonly string[], io: CliIo): Promise<number> {
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(argv, ['block-size', 'lora', 'tokens', 'tokens-file', 'output']);
   const bs = values['block-size'];
   if (typeof bs !== 'string') throw new UsageError('--block-size is required');
@@ -102,5 +103,3 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   );
   return EXIT.OK;
 }
-
-export const hashCommand: Command = { name: 'hash', summary: "Dynamo block hashes (local and sequence) for token ids", help, run };

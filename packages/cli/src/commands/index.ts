@@ -1,15 +1,15 @@
 /**
- * The command table. A new command (replay, fit, sweep, evaluate, infra) is
- * one file in this folder exporting a Command, plus one line here.
+ * The command table. A new command is one file in this folder exporting the
+ * members of a Command (`name`, `summary`, `help`, `run`), plus one line here.
  */
 import type { Command } from '../command';
-import { decodeCommand } from './decode';
-import { evaluateCommand } from './evaluate';
-import { fitCommand } from './fit';
-import { hashCommand } from './hash';
-import { replayCommand } from './replay';
-import { replaySimCommand } from './replay-sim';
-import { studyCommand } from './study';
-import { sweepCommand } from './sweep';
+import * as decode from './decode';
+import * as evaluate from './evaluate';
+import * as fit from './fit';
+import * as hash from './hash';
+import * as replay from './replay';
+import * as replaySim from './replay-sim';
+import * as study from './study';
+import * as sweep from './sweep';
 
-export const COMMANDS: readonly Command[] = [hashCommand, decodeCommand, replayCommand, fitCommand, replaySimCommand, sweepCommand, evaluateCommand, studyCommand];
+export const COMMANDS: readonly Command[] = [hash, decode, replay, fit, replaySim, sweep, evaluate, study];

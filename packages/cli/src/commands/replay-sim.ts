@@ -20,7 +20,6 @@ import {
   type Workload,
 } from '@vantage/sim';
 import { choice, numOpt, parseOptions, readInput } from '../args';
-import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 
@@ -30,7 +29,9 @@ const FORMULAS = ['prefill_load_scale', 'overlap_weight'] as const;
 const SCORERS = ['token-load', 'active-request'] as const;
 const TIE_BREAKS = ['random', 'tree'] as const;
 
-const help = `Usage: vantage replay-sim (--trace FILE | --sessions N) [--router R] [--mode open|closed]
+export const name = 'replay-sim';
+export const summary = 'replay a Mooncake trace or agentic sessions on simulated engines behind a router; print Dynamo-style metrics';
+export const help = `Usage: vantage replay-sim (--trace FILE | --sessions N) [--router R] [--mode open|closed]
                          [--concurrency N] [--speedup X] [--workers N] [engine options] [router options]
                          [--event-delay-ms MS] [--seed N] [--quiet]
 
@@ -115,7 +116,7 @@ function metricsText(m: ReplayMetrics): string {
   ].join('\n');
 }
 
-async function run(argv: readonly string[], io: CliIo): Promise<number> {
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(
     argv,
     ['trace', 'mode', 'speedup', 'concurrency', 'sessions', 'session-seed', 'router', 'formula', 'credit', 'scale', 'weight', 'temperature', 'tie-break', 'scorer', 'affinity', 'max-ttft-penalty-ms', ...ENGINE_OPTIONS, 'event-delay-ms', 'seed'],
@@ -198,10 +199,3 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   );
   return EXIT.OK;
 }
-
-export const replaySimCommand: Command = {
-  name: 'replay-sim',
-  summary: 'replay a Mooncake trace or agentic sessions on simulated engines behind a router; print Dynamo-style metrics',
-  help,
-  run,
-};

@@ -26,7 +26,6 @@ import {
 } from '@vantage/records';
 import { kafkaClientConfig, kafkaConnectError, redactUrl, toolSettings } from '@vantage/runtime';
 import { choice, parseOptions, required } from '../args';
-import type { Command } from '../command';
 import { EXIT, InputError, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 
@@ -40,7 +39,9 @@ type RecordKind = Exclude<Kind, 'auto'>;
 
 const DLQ_COLUMNS = ['reason', 'detail', 'subject', 'stream', 'seq', 'originalBytes', 'truncated', 'partition', 'offset', 'timestampMs', 'valueBase64'] as const;
 
-const help = `Usage: vantage replay --topic TOPIC [--brokers HOST:PORT[,...]] [--from-beginning | --since ISO [--until ISO]]
+export const name = 'replay';
+export const summary = 'Dump a Kafka records topic (read_committed) as JSON Lines or CSV';
+export const help = `Usage: vantage replay --topic TOPIC [--brokers HOST:PORT[,...]] [--from-beginning | --since ISO [--until ISO]]
                       [--format jsonl|csv] [--kind auto|outcome|decision|deadletter] [--out FILE|-]
 
 Read a Kafka topic (read_committed) up to the end offsets captured at start,
@@ -141,7 +142,7 @@ class Sink {
   }
 }
 
-async function run(argv: readonly string[], io: CliIo): Promise<number> {
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(argv, ['brokers', 'topic', 'since', 'until', 'format', 'kind', 'out'], ['from-beginning']);
   const topic = required('topic', values.topic);
   const since = parseInstant('since', values.since);
@@ -274,5 +275,3 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     await sink.close().catch(() => {});
   }
 }
-
-export const replayCommand: Command = { name: 'replay', summary: 'Dump a Kafka records topic (read_committed) as JSON Lines or CSV', help, run };

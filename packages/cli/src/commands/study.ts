@@ -10,12 +10,13 @@ import { formatBackgroundSpec, DEFAULT_BACKGROUND_TRAFFIC, parseBackgroundSpec, 
 import { serializeParameterSet, VARIANTS } from '@vantage/rules';
 import { calibrateAndFit, DEFAULT_FLEET, runLimitationStudy, runLoadStudy, runStudy, toJsonl } from '@vantage/study';
 import { choice, numOpt, parseOptions, writeOutput } from '../args';
-import type { Command } from '../command';
 import { EXIT, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
 import { differenceLines, sig4, variantFigures } from '../print';
 
-const help = `Usage: vantage study [--out DIR] [--calibration tiny|small|job|full] [--attempts N] [--sessions N]
+export const name = 'study';
+export const summary = 'run the calibration, fit and five-variant evaluation offline on two simulated pools; write the reports';
+export const help = `Usage: vantage study [--out DIR] [--calibration tiny|small|job|full] [--attempts N] [--sessions N]
                      [--proposal SPEC] [--background SPEC|off] [--destination-limit N]
                      [--seed N] [--bootstrap N] [--max-context TOKENS]
        vantage study --load [--out DIR] [--calibration PLAN] [--attempts N] [--sessions N] [--seed N] [--bootstrap N]
@@ -83,7 +84,7 @@ function spec<T>(name: string, v: string | boolean | undefined, fallback: T, par
   }
 }
 
-async function run(argv: readonly string[], io: CliIo): Promise<number> {
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(
     argv,
     ['out', 'calibration', 'attempts', 'sessions', 'proposal', 'background', 'destination-limit', 'seed', 'bootstrap', 'max-context'],
@@ -170,10 +171,3 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   io.stdout(`${lines.join('\n')}\n`);
   return EXIT.OK;
 }
-
-export const studyCommand: Command = {
-  name: 'study',
-  summary: 'run the calibration, fit and five-variant evaluation offline on two simulated pools; write the reports',
-  help,
-  run,
-};

@@ -18,7 +18,6 @@ import {
   type SweepReport,
 } from '@vantage/sim';
 import { choice, listOpt, numOpt, parseOptions, required, writeOutput } from '../args';
-import type { Command } from '../command';
 import { EXIT } from '../exit-codes';
 import type { CliIo } from '../io';
 import { ENGINE_OPTIONS, engineConfig, readTrace } from './replay-sim';
@@ -26,7 +25,9 @@ import { ENGINE_OPTIONS, engineConfig, readTrace } from './replay-sim';
 const METHODS = ['smart', 'grid'] as const;
 const DEFAULT_CURVE = [0, 0.25, 0.5, 1, 2, 4, 8, 16, 32];
 
-const help = `Usage: vantage sweep --trace FILE [--validate FILE] [--method smart|grid] [--budget N]
+export const name = 'sweep';
+export const summary = 'tune kv_router settings for mean E2E on a trace (grid or GP Bayesian optimisation), validate, write JSON + HTML';
+export const help = `Usage: vantage sweep --trace FILE [--validate FILE] [--method smart|grid] [--budget N]
                      [--concurrency N] [--workers N] [engine options] [--grid-credit LIST]
                      [--grid-scale LIST] [--grid-temperature LIST] [--curve LIST|none]
                      [--no-llmd] [--seed N] [--out-json FILE] [--out-html FILE] [--quiet]
@@ -63,7 +64,7 @@ Options:
 Exit codes: 0 done, 1 output not writable, 64 bad arguments, 65 bad trace line, 66 unreadable trace.
 `;
 
-function summary(r: SweepReport): string {
+function summaryText(r: SweepReport): string {
   const lines: string[] = [];
   lines.push(`${r.settings.method} search on ${r.settings.tuneTrace}: ${r.trials.length} trials, ${r.replays} replays, ${r.wallS.toFixed(0)} s`);
   lines.push(`best: ${knobsKey(r.best.knobs)}  mean E2E ${r.best.objective.toFixed(1)} ms`);
@@ -85,7 +86,7 @@ function summary(r: SweepReport): string {
   return `${lines.join('\n')}\n`;
 }
 
-async function run(argv: readonly string[], io: CliIo): Promise<number> {
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(
     argv,
     ['trace', 'validate', 'method', 'budget', 'initial', 'grid-credit', 'grid-scale', 'grid-temperature', 'curve', 'concurrency', ...ENGINE_OPTIONS, 'seed', 'out-json', 'out-html'],
@@ -127,13 +128,6 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const htmlPath = values['out-html'];
   if (typeof jsonPath === 'string') await writeOutput(jsonPath, sweepReportJson(report));
   if (typeof htmlPath === 'string') await writeOutput(htmlPath, renderSweepReportHtml(report, `Router sweep: ${report.settings.tuneTrace}`));
-  io.stdout(summary(report));
+  io.stdout(summaryText(report));
   return EXIT.OK;
 }
-
-export const sweepCommand: Command = {
-  name: 'sweep',
-  summary: 'tune kv_router settings for mean E2E on a trace (grid or GP Bayesian optimisation), validate, write JSON + HTML',
-  help,
-  run,
-};
