@@ -25,7 +25,7 @@ export {
   type MessageCodec,
 } from './codec';
 export { encodeObserveRequestBinary, isObserveRequestBinary } from './observe-request-binary';
-export { MAX_TOKENS, PROTOCOL_SCHEMAS } from './schemas';
+export { PROTOCOL_SCHEMAS } from './schemas';
 export { encodeObserveReplyBinary, isObserveReplyBinary } from './observe-binary';
 export {
   type BookingEvent,

@@ -112,5 +112,4 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
 });
 
 export type DecisionSettings = Static<typeof decisionConfigSchema>;
-export type DecisionConfig = DeepReadonly<DecisionSettings>;
-export type DecisionSection = DecisionConfig['decision'];
+export type DecisionSection = DeepReadonly<DecisionSettings>['decision'];

@@ -6,7 +6,7 @@
  * bounded: a registration for a new worker past `maxPerPool` is refused.
  */
 
-export interface EndpointPolicy {
+interface EndpointPolicy {
   /** Allowed URL schemes, without the colon (`http`, `https`, `grpc`, ...). */
   readonly schemes: readonly string[];
   /**
@@ -16,7 +16,7 @@ export interface EndpointPolicy {
   readonly allow: readonly string[];
 }
 
-export type EndpointCheck = { ok: true; endpoint: string } | { ok: false; code: 'endpoint_invalid' | 'endpoint_scheme' | 'endpoint_not_allowed'; reason: string };
+type EndpointCheck = { ok: true; endpoint: string } | { ok: false; code: 'endpoint_invalid' | 'endpoint_scheme' | 'endpoint_not_allowed'; reason: string };
 
 const DEFAULT_PORTS: Record<string, string> = { http: '80', https: '443', ws: '80', wss: '443' };
 
@@ -57,7 +57,7 @@ function allowed(entry: string, host: string, port: string): boolean {
 }
 
 /** Outcome of offering a registration's endpoint to the table. */
-export type EndpointOffer = 'stored' | 'unchanged' | 'removed' | Extract<EndpointCheck, { ok: false }>['code'] | 'endpoints_per_pool';
+type EndpointOffer = 'stored' | 'unchanged' | 'removed' | Extract<EndpointCheck, { ok: false }>['code'] | 'endpoints_per_pool';
 
 /** Endpoints per pool, bounded. */
 export class EndpointTable {

@@ -16,7 +16,7 @@ export function endsInFlight(kind: LifecycleKind): boolean {
   return kind === 'done' || kind === 'cancelled' || kind === 'failed';
 }
 
-export interface InFlightEntry {
+interface InFlightEntry {
   readonly model: string;
   readonly pool: string;
   readonly expiresAtMs: number;
@@ -25,7 +25,6 @@ export interface InFlightEntry {
 export class InFlight {
   readonly #byRequest = new Map<string, InFlightEntry>();
   readonly #perModel = new Map<string, number>();
-  #expired = 0;
 
   constructor(
     private readonly timeoutMs: number,
@@ -71,7 +70,6 @@ export class InFlight {
         out.push(e);
       }
     }
-    this.#expired += out.length;
     return out;
   }
 
@@ -85,10 +83,6 @@ export class InFlight {
 
   get size(): number {
     return this.#byRequest.size;
-  }
-
-  get expiredTotal(): number {
-    return this.#expired;
   }
 
   #bump(model: string, d: number): void {

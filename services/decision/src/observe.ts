@@ -11,7 +11,6 @@ import type { VantageError } from '@vantage/runtime';
 
 export {
   decodeObserveReply,
-  suspicionsOf,
   toCandidateReport,
   toRecordObservation,
   type MapOptions,

@@ -9,9 +9,9 @@ import { readFile, stat } from 'node:fs/promises';
 import { DEFAULT_PARAMETER_SET, loadParameterSet, ParameterStore, type ParameterSet } from '@vantage/rules';
 import { VantageError, type Logger } from '@vantage/runtime';
 
-export type ReloadOutcome = 'loaded' | 'unchanged' | 'refused' | 'unreadable';
+type ReloadOutcome = 'loaded' | 'unchanged' | 'refused' | 'unreadable';
 
-export interface ParameterFileOptions {
+interface ParameterFileOptions {
   readonly path: string;
   readonly log: Logger;
   readonly onActive?: (set: ParameterSet, previous: ParameterSet | null) => void;

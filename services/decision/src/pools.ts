@@ -44,7 +44,7 @@ export class LocalPools {
   }
 
   /** The pools configured local, subscribed and restoring (routes fall back until each is ready). */
-  static async start(o: { nc: NatsConnection; cfg: DecisionSection; log: Logger; registry: Registry; instanceId: string; rejectionLogIntervalMs: number }): Promise<LocalPools> {
+  static async start(o: { nc: NatsConnection; cfg: DecisionSection; log: Logger; registry: Registry; instanceId: string }): Promise<LocalPools> {
     const lp = new LocalPools(o.registry);
     lp.#origin = o.instanceId;
     const roles = (['efficient', 'capable'] as const).filter((r) => o.cfg.pools[r].source === 'local');
@@ -52,17 +52,11 @@ export class LocalPools {
     const L = o.cfg.local;
     const rc = L.recovery;
     if (rc.enabled) {
-      lp.#querier = new WorkerQueryClient({
-        responseHost: rc.responseHost,
-        responsePort: rc.responsePort,
-        advertiseHost: rc.advertiseHost,
-        timeoutMs: rc.timeoutMs,
-        maxFrameBytes: rc.maxFrameBytes,
-      });
+      lp.#querier = new WorkerQueryClient(rc);
       await lp.#querier.start();
     }
     const recMetrics = lp.#querier ? recoveryMetrics(o.registry, 'vantage_decision_pool') : null;
-    const rejections = new RateLimitedLog(o.log, { intervalMs: o.rejectionLogIntervalMs });
+    const rejections = new RateLimitedLog(o.log, { intervalMs: o.cfg.rejectionLogIntervalMs });
     const limits = {
       dpRanksPerWorker: L.limits.dpRanksPerWorker,
       workers: L.limits.workersPerPool,
@@ -108,7 +102,7 @@ export class LocalPools {
               ? {
                   querier,
                   targets: { targetOf: (w, dp) => ingest.recoveryTargetOf(w, dp) },
-                  settings: { initialBackoffMs: rc.initialBackoffMs, maxBackoffMs: rc.maxBackoffMs, maxBufferedEvents: rc.maxBufferedEvents, maxInFlight: rc.maxInFlight },
+                  settings: rc,
                   metrics: recMetrics,
                   pumpMs: rc.pumpMs,
                   onListing: rc.onListing,

@@ -33,7 +33,7 @@
 import { headers } from '@nats-io/transport-node';
 import type { Logger, Requester } from '@vantage/runtime';
 
-export interface PublisherOptions {
+interface PublisherOptions {
   readonly requester: Requester;
   readonly subject: string;
   readonly log: Logger;
@@ -47,7 +47,7 @@ export interface PublisherOptions {
   /** With sendDelayMs: `kick()` sends the held records once at least this many are held (default 1). */
   readonly sendBatch?: number;
   readonly onPublished?: () => void;
-  readonly onFailure?: (attempt: number) => void;
+  readonly onFailure?: () => void;
   readonly onDropped?: () => void;
   /** Records still unpublished when a shutdown's flush gave up (each logged by request id). */
   readonly onLeftAtShutdown?: (n: number) => void;
@@ -95,7 +95,6 @@ export class RecordPublisher {
   #lastError = '';
   published = 0;
   failures = 0;
-  dropped = 0;
 
   constructor(private readonly o: PublisherOptions) {
     this.#delayMs = o.sendDelayMs ?? 0;
@@ -119,7 +118,6 @@ export class RecordPublisher {
   /** Queue one encoded record; false (counted, logged) when the queue is full. */
   enqueue(id: string, requestId: string, data: Uint8Array): boolean {
     if (this.#queue.length - this.#head >= this.o.maxQueued) {
-      this.dropped++;
       this.o.onDropped?.();
       this.o.log.error({ recordId: id, requestId, queued: this.#queue.length - this.#head }, 'decision record queue full: record not published');
       return false;
@@ -235,7 +233,7 @@ export class RecordPublisher {
     this.#consecutiveFailures++;
     this.#failingSince ??= Date.now();
     this.#lastError = e instanceof Error ? e.message : String(e);
-    this.o.onFailure?.(p.attempts);
+    this.o.onFailure?.();
     const delay = Math.min(this.o.retryMaxMs, this.o.retryBaseMs * 2 ** Math.min(16, this.#consecutiveFailures - 1));
     const jittered = delay / 2 + Math.random() * (delay / 2);
     this.#backoffUntil = Math.max(this.#backoffUntil, Date.now() + jittered);

@@ -22,7 +22,7 @@ import {
   type RouteReply,
   type RouteRequest,
 } from '@vantage/protocol';
-import { buildDecisionRecord, decideRoute, probeRoles as probeRolesOf } from '@vantage/decision-core';
+import { buildDecisionRecord, decideRoute, probeRoles as probeRolesOf, RECORD_VARIANT, replyReason } from '@vantage/decision-core';
 import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
@@ -33,9 +33,8 @@ import type { DecisionMetrics } from './metrics';
 import { decodeObserveReply, failedProbe, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
 import type { RecordPublisher } from './publisher';
 import type { LocalPools } from './pools';
-import { RECORD_VARIANT, replyReason } from './vocabulary';
 
-export interface RouterDeps {
+interface RouterDeps {
   readonly nc: NatsConnection;
   readonly cfg: DecisionSection;
   readonly log: Logger;
