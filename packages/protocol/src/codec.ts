@@ -605,7 +605,7 @@ function observationToWire(o: CandidateObservation | null): Record<string, unkno
 }
 
 /** The chosen worker's facts when no worker was observed. */
-export const NO_WORKER_FACTS: WorkerFacts = {
+export const NO_WORKER_FACTS: Omit<ChosenWorkerFacts, 'workerId'> = {
   dpRank: null,
   schedulable: null,
   K: null,
@@ -618,17 +618,12 @@ export const NO_WORKER_FACTS: WorkerFacts = {
   totalKvBlocks: null,
 };
 
-type WorkerFacts = Omit<ChosenWorkerFacts, 'workerId'>;
-
-/**
- * A route reply's observation of one candidate, member by member (one object shape however it is
- * built): `c`'s model, pool and N, the chosen worker's facts `f` with its id `workerId`, and the rest.
- */
+/** A route reply's observation of one candidate, member by member: the chosen worker's facts `f`, its id apart. */
 export function candidateObservation(
   c: Pick<CandidateObservation, 'model' | 'pool' | 'promptTokens'>,
   queryDurationUs: number | null,
   workerId: WorkerId | null,
-  f: WorkerFacts,
+  f: Omit<ChosenWorkerFacts, 'workerId'>,
   pending: PendingWork | null,
   ages: CandidateObservation['ages'],
   error: CandidateObservation['error'],
