@@ -1,9 +1,6 @@
 /**
- * Worker endpoints from registrations (`vantage.v1.workers.{pool}`), as the route reply hands them
- * to the gateway, which then connects to them: a trust boundary. An endpoint is kept only when it
- * is a URL with an allowed scheme, a host and a port (explicit, or the scheme's default), no
- * user-info, and, when an allow-list is configured, a host (and port) on it. The table per pool is
- * bounded: a registration for a new worker past `maxPerPool` is refused.
+ * Worker endpoints from registrations, handed to the gateway in route replies: a trust boundary
+ * (README, "Worker endpoints": which URLs are kept, the allow-list, the per-pool bound).
  */
 
 interface EndpointPolicy {

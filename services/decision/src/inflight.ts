@@ -1,13 +1,7 @@
 /**
- * Local in-flight accounting (seed 000: "The local in-flight count is
- * temporary accounting for this Switchyard process, not decision history").
- * A reservation counts against its model from the moment it is made until the
- * gateway reports done, cancelled or failed for that request, or until
- * `timeoutMs` passes without any of them (a lost lifecycle event must not
- * shrink the local limit forever). first_token does not end it: a call still
- * decoding is in flight (seed 000 counts in-flight calls until completion or
- * cancellation), and releasing it there would let the local limit admit more
- * calls than the destination is serving.
+ * Local in-flight accounting (README, "Reservation and local in-flight"). A reservation also ends
+ * after `timeoutMs` without done, cancelled or failed: a lost lifecycle event must not shrink the
+ * local limit forever.
  */
 import type { LifecycleKind } from '@vantage/protocol';
 

@@ -1,13 +1,8 @@
 /**
- * The decision service's local pools: per candidate pool configured `source: "local"`, a
- * `PoolState` fed by `@vantage/ingest` (the indexer's intake, the same code), observed in-process
- * on every route and booked at once. The booking is still published, for the indexers and the
- * other replicas; each replica recognises its own booking's echo (`bookLocal`) and applies the
- * others' from the subject, so every booking counts once in each.
- *
- * Until a pool's state is complete (snapshot restored and the messages held meanwhile applied;
- * JetStream replayed to where the stream stood at start) its observation is a failed probe with
- * code `POOL_RESTORING` / `POOL_REPLAYING`: the route falls back and says why.
+ * The decision service's local pools (README, "Local and remote pools"): per candidate pool
+ * configured `source: "local"`, a `PoolState` fed by `@vantage/ingest` (the indexer's intake),
+ * observed in-process on every route and booked at once. Until a pool's state is complete its
+ * observation is a failed probe with code `POOL_RESTORING` / `POOL_REPLAYING`.
  */
 import { headers, type MsgHdrs } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';

@@ -1,34 +1,9 @@
 /**
- * Durable, non-blocking publication of decision records to JetStream.
- *
- * The route reply never waits for it: `enqueue` is O(1) and returns at once.
- * Behind it, at most `maxInFlight` publishes await their JetStream ack; a
- * failed publish goes back to the front of the queue and is retried with
- * exponential backoff (capped, with jitter) until it is acked, the service
- * shuts down past its flush deadline, or the record is refused as malformed.
- * Each record carries its `recordId` as `Nats-Msg-Id`, so a retry whose first
- * attempt did reach the stream is dropped by the server's duplicate window
- * instead of being stored twice.
- *
- * Nothing is dropped silently: a full queue (JetStream down for long enough to
- * fill `maxQueued`) refuses new records, counts them and logs an error with
- * the request id, so the loss is visible and attributable.
- *
- * A publish is JetStream's wire protocol itself: a core publish with a reply
- * subject and the `Nats-Msg-Id` header, acked by the stream with
- * `{"stream", "seq"}` or refused with `{"error"}`. It goes through the
- * service's Requester rather than the JetStream client, which would capture two
- * stack traces per record; many publishes queued in one turn of the event loop
- * leave in one socket write.
- *
- * With `sendDelayMs` > 0, records are sent in batches: a new record is held (at
- * most that long) and a timer sends everything held together, in one socket
- * write, whose acks come back together too; once `sendBatch` records are held,
- * `kick()` (called just before the service's own writes) sends them with that
- * write instead. Every socket write and every wake-up to read a message costs
- * this process more CPU than building a record; the delay is small next to the
- * JetStream ack the record waits for anyway. Retries, shutdown and a full
- * in-flight window behave as without the delay.
+ * Durable, non-blocking publication of decision records to JetStream: queueing, batching
+ * (`sendDelayMs`, `sendBatch`, `kick()`), the in-flight window, retries with backoff and
+ * `Nats-Msg-Id` deduplication, and what a full queue or a shutdown does are the README's
+ * "Decision records". A publish goes through the service's Requester rather than the JetStream
+ * client, which would capture two stack traces per record.
  */
 import { headers } from '@nats-io/transport-node';
 import type { Logger, Requester } from '@vantage/runtime';

@@ -221,11 +221,8 @@ export class Router {
     this.d.metrics.routes.inc(decision.reason, params.variant, decision.choice);
     this.d.metrics.routeSeconds.observe(decisionDurationUs / 1e6, 'ok');
 
-    // The record is built and encoded right after the reply's socket write, so Avro encoding never sits on the
-    // reply path; the replies of one write share a batch. The publisher then sends the encoded records in batches
-    // (every records.sendDelayMs, or with the service's next write once records.sendBatch are held): one write
-    // for many records, and their acks come back together (a socket write or a wake-up to read costs more here
-    // than building a record); the delay is small next to the durability they wait for (the JetStream ack).
+    // The record is built and encoded right after the reply's socket write, so Avro encoding never sits on
+    // the reply path; the replies of one write share a batch, sent in batches (README, "Decision records").
     if (this.d.publisher !== null) {
       this.#records.push({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: probeRoles.length > 0 });
       if (!this.#recordsScheduled) {
