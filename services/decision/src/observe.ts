@@ -36,7 +36,12 @@ export function toWireObservation(t: ProbeTarget, p: ProbeResult, o: MapOptions)
       p.kind === 'ok'
         ? { code: 'no_worker', reason: `pool ${t.pool} offered no worker` }
         : {
-            code: p.status === 'error' || p.code.startsWith('POOL_') ? p.code.toLowerCase() : p.status === 'timeout' ? 'indexer_timeout' : 'indexer_unavailable',
+            code:
+              p.status === 'error' || p.code.startsWith('POOL_')
+                ? p.code.toLowerCase()
+                : p.status === 'timeout'
+                  ? 'indexer_timeout'
+                  : 'indexer_unavailable',
             reason: p.reason.slice(0, 1024),
           };
     const ages = { indexMs: null, loadMs: null, bookingMs: null, collectedMs: rttMs };
