@@ -15,7 +15,7 @@ import type { WorkerId } from '@vantage/types';
 import { RateLimitedLog, type HealthResult, type Logger, type NatsConnection } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 
-const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
+export const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 
 /** What a route books in a local pool. */
 interface LocalBooking {

@@ -32,7 +32,7 @@ import type { InFlight } from './inflight';
 import type { DecisionMetrics } from './metrics';
 import { decodeObserveReply, failedProbe, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
 import type { RecordPublisher } from './publisher';
-import type { LocalPools } from './pools';
+import { hrUs, type LocalPools } from './pools';
 
 interface RouterDeps {
   readonly nc: NatsConnection;
@@ -53,8 +53,6 @@ interface RouterDeps {
   /** Dispatch endpoint of a worker, from its registration; null when unknown. */
   readonly endpointOf: (pool: string, workerId: bigint) => string | null;
 }
-
-const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 
 interface Prepared {
   readonly target: ProbeTarget;
