@@ -41,7 +41,7 @@ export class LocalPools {
   /** The pools configured local, subscribed and restoring (routes fall back until each is ready). */
   static async start(o: { nc: NatsConnection; cfg: DecisionSection; log: Logger; registry: Registry; instanceId: string }): Promise<LocalPools> {
     const lp = new LocalPools(o.registry);
-    lp.#origin = o.instanceId;
+    lp.#bookingHeaders.set(BOOKING_ORIGIN_HEADER, o.instanceId);
     const roles = (['efficient', 'capable'] as const).filter((r) => o.cfg.pools[r].source === 'local');
     if (roles.length === 0) return lp;
     const L = o.cfg.local;
@@ -122,13 +122,9 @@ export class LocalPools {
     return lp;
   }
 
-  /** Headers of this replica's booking messages: its origin, so its own pools skip the echo undecoded. */
-  readonly bookingHeaders = (): MsgHdrs => {
-    const h = headers();
-    h.set(BOOKING_ORIGIN_HEADER, this.#origin);
-    return h;
-  };
-  #origin = '';
+  /** Booking headers: this replica's origin, so its own pools skip the echo undecoded (one object, never changed). */
+  readonly #bookingHeaders = headers();
+  readonly bookingHeaders = (): MsgHdrs => this.#bookingHeaders;
 
   /** The local pool of a role; undefined when the role's pool is remote. */
   get(role: Role): PoolIngest | undefined {
