@@ -1,7 +1,6 @@
 export {
   PoolState,
   type PoolObservation,
-  type ForwardPassReport,
   type PoolLimits,
   type PoolLimitName,
 } from './pool';

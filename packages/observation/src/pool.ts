@@ -13,6 +13,7 @@ import {
   type Rng,
   type SelectionResult,
 } from '@vantage/selection';
+import type { ForwardPassObservation, ReportedLoad } from '@vantage/protocol';
 import type { KvEvent, WorkerId } from '@vantage/types';
 import type { ActiveLoad, ActiveSequenceEvent, ForwardPassMetrics } from '@vantage/wire';
 
@@ -53,25 +54,10 @@ export interface PoolLimits {
 export type PoolLimitName = 'dp_ranks_per_worker' | 'workers_per_pool' | 'ranks_per_pool' | 'bookings_per_rank' | 'bookings_per_pool';
 
 /** A worker's own load report (`kv_metrics`), with when it arrived. */
-interface LoadReport {
-  readonly activeDecodeBlocks: number | null;
-  readonly activePrefillTokens: number | null;
-  readonly kvUsedBlocks: number | null;
-  readonly atMs: number;
-}
+type LoadReport = ReportedLoad & { readonly atMs: number };
 
 /** A worker's own last `forward-pass-metrics` report (Dynamo 1.6.1), with when it arrived. */
-export interface ForwardPassReport {
-  /** Requests in the last forward pass, prefill and decode. */
-  readonly scheduledRequests: number;
-  readonly scheduledPrefillTokens: number;
-  readonly scheduledDecodeKvTokens: number;
-  /** Requests waiting in the worker's own queue, and their prompt tokens. */
-  readonly queuedRequests: number;
-  readonly queuedPrefillTokens: number;
-  readonly wallTimeS: number;
-  readonly atMs: number;
-}
+type ForwardPassReport = Omit<ForwardPassObservation, 'ageMs'> & { readonly atMs: number };
 
 interface Registration {
   readonly capacity: WorkerCapacity;

@@ -8,9 +8,11 @@ import { isObserveRequestBinary, observeRequestBinaryToWire } from './observe-re
 import type {
   BookingEvent,
   CandidateObservation,
+  ChosenWorkerFacts,
   LifecycleEvent,
   ObserveReply,
   ObserveRequest,
+  PendingWork,
   PromptSpec,
   RouteCandidate,
   RouteReply,
@@ -602,28 +604,63 @@ function observationToWire(o: CandidateObservation | null): Record<string, unkno
   };
 }
 
+/** The chosen worker's facts when no worker was observed. */
+export const NO_WORKER_FACTS: Omit<ChosenWorkerFacts, 'workerId'> = {
+  dpRank: null,
+  schedulable: null,
+  K: null,
+  R: null,
+  P: null,
+  effectivePrefillTokens: null,
+  hostOverlapBlocks: null,
+  diskOverlapBlocks: null,
+  activeBlocks: null,
+  totalKvBlocks: null,
+};
+
+/** A route reply's observation of one candidate, member by member: the chosen worker's facts `f`, its id apart. */
+export function candidateObservation(
+  c: Pick<CandidateObservation, 'model' | 'pool' | 'promptTokens'>,
+  queryDurationUs: number | null,
+  workerId: WorkerId | null,
+  f: Omit<ChosenWorkerFacts, 'workerId'>,
+  pending: PendingWork | null,
+  ages: CandidateObservation['ages'],
+  error: CandidateObservation['error'],
+): CandidateObservation {
+  return {
+    model: c.model,
+    pool: c.pool,
+    promptTokens: c.promptTokens,
+    queryDurationUs,
+    workerId,
+    dpRank: f.dpRank,
+    schedulable: f.schedulable,
+    K: f.K,
+    R: f.R,
+    P: f.P,
+    effectivePrefillTokens: f.effectivePrefillTokens,
+    hostOverlapBlocks: f.hostOverlapBlocks,
+    diskOverlapBlocks: f.diskOverlapBlocks,
+    activeBlocks: f.activeBlocks,
+    totalKvBlocks: f.totalKvBlocks,
+    pending,
+    ages,
+    error,
+  };
+}
+
 function observationFromWire(w: W, path: string): CandidateObservation | null {
   if (w === null) return null;
-  return {
-    model: w.model,
-    pool: w.pool,
-    promptTokens: w.promptTokens,
-    workerId: w.workerId === null ? null : (u64(w.workerId, `${path}/workerId`) as WorkerId),
-    dpRank: w.dpRank,
-    schedulable: w.schedulable,
-    K: w.K,
-    R: w.R,
-    P: w.P,
-    effectivePrefillTokens: w.effectivePrefillTokens,
-    hostOverlapBlocks: w.hostOverlapBlocks,
-    diskOverlapBlocks: w.diskOverlapBlocks,
-    activeBlocks: w.activeBlocks,
-    totalKvBlocks: w.totalKvBlocks,
-    pending: w.pending === null ? null : { requests: w.pending.requests, tokens: w.pending.tokens },
-    ages: { collectedMs: w.ages.collectedMs, ...agesFromWire(w.ages) },
-    queryDurationUs: w.queryDurationUs,
-    error: w.error === null ? null : { code: w.error.code, reason: w.error.reason },
-  };
+  return candidateObservation(
+    w,
+    w.queryDurationUs,
+    w.workerId === null ? null : (u64(w.workerId, `${path}/workerId`) as WorkerId),
+    w,
+    w.pending === null ? null : { requests: w.pending.requests, tokens: w.pending.tokens },
+    { collectedMs: w.ages.collectedMs, ...agesFromWire(w.ages) },
+    w.error === null ? null : { code: w.error.code, reason: w.error.reason },
+  );
 }
 
 /** `vantage.v1.route` reply. */

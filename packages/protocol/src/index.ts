@@ -18,16 +18,19 @@ export {
   bookingEventCodec,
   lifecycleEventCodec,
   workerRegistrationCodec,
+  candidateObservation,
+  NO_WORKER_FACTS,
   type ProtocolErrorCode,
   type DecodeResult,
   type MessageCodec,
 } from './codec';
 export { encodeObserveRequestBinary, isObserveRequestBinary } from './observe-request-binary';
-export { MAX_TOKENS, PROTOCOL_SCHEMAS } from './schemas';
+export { PROTOCOL_SCHEMAS } from './schemas';
 export { encodeObserveReplyBinary, isObserveReplyBinary } from './observe-binary';
 export {
   type BookingEvent,
   type CandidateObservation,
+  type ForwardPassObservation,
   type LifecycleEvent,
   type LifecycleKind,
   type ModelRole,
@@ -35,6 +38,7 @@ export {
   type ObserveRequest,
   type Predictions,
   type PromptSpec,
+  type ReportedLoad,
   type RouteCandidate,
   type RouteReply,
   type RouteRequest,

@@ -78,9 +78,11 @@ export interface WorkerObservation {
 
 /** What a worker's `forward-pass-metrics` said last, and how old that is. */
 export interface ForwardPassObservation {
+  /** Requests in the last forward pass, prefill and decode. */
   readonly scheduledRequests: number;
   readonly scheduledPrefillTokens: number;
   readonly scheduledDecodeKvTokens: number;
+  /** Requests waiting in the worker's own queue, and their prompt tokens. */
   readonly queuedRequests: number;
   readonly queuedPrefillTokens: number;
   readonly wallTimeS: number;
@@ -134,7 +136,7 @@ export interface RouteRequest {
 }
 
 /** The chosen worker's facts, each null when no worker was observed. */
-type ChosenWorkerFacts = {
+export type ChosenWorkerFacts = {
   readonly [K in 'workerId' | 'dpRank' | 'schedulable' | 'K' | 'R' | 'P' | 'effectivePrefillTokens' | 'hostOverlapBlocks' | 'diskOverlapBlocks' | 'activeBlocks' | 'totalKvBlocks']: WorkerObservation[K] | null;
 };
 

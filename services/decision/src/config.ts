@@ -8,13 +8,11 @@ import { limitsSchema, poolSourceProperties, recoverySchema } from '@vantage/ing
 import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { baseConfigSchema, s, type DeepReadonly, type Static } from '@vantage/runtime';
 
-const POOL = POOL_NAME_PATTERN;
-
 const roleSchema = s.object({
   /** Served model name; must equal the parameter set's `models.<role>.name` for the rule to act. */
   model: s.string({ minLength: 1 }),
   /** Pool serving it: `vantage.v1.bookings.{pool}`, `vantage.v1.lifecycle.{pool}`, `vantage.v1.observe.{pool}` (remote), ... */
-  pool: s.string({ pattern: POOL }),
+  pool: s.string({ pattern: POOL_NAME_PATTERN }),
   /** Tokens per KV block of this pool's engines (to hash token-id prompts; checked against the observation's). */
   blockSize: s.integer({ minimum: 1, maximum: 4096, default: 64 }),
   /**
@@ -112,5 +110,4 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
 });
 
 export type DecisionSettings = Static<typeof decisionConfigSchema>;
-export type DecisionConfig = DeepReadonly<DecisionSettings>;
-export type DecisionSection = DecisionConfig['decision'];
+export type DecisionSection = DeepReadonly<DecisionSettings>['decision'];

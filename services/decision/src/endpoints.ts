@@ -1,12 +1,9 @@
 /**
- * Worker endpoints from registrations (`vantage.v1.workers.{pool}`), as the route reply hands them
- * to the gateway, which then connects to them: a trust boundary. An endpoint is kept only when it
- * is a URL with an allowed scheme, a host and a port (explicit, or the scheme's default), no
- * user-info, and, when an allow-list is configured, a host (and port) on it. The table per pool is
- * bounded: a registration for a new worker past `maxPerPool` is refused.
+ * Worker endpoints from registrations, handed to the gateway in route replies: a trust boundary
+ * (README, "Worker endpoints": which URLs are kept, the allow-list, the per-pool bound).
  */
 
-export interface EndpointPolicy {
+interface EndpointPolicy {
   /** Allowed URL schemes, without the colon (`http`, `https`, `grpc`, ...). */
   readonly schemes: readonly string[];
   /**
@@ -16,7 +13,7 @@ export interface EndpointPolicy {
   readonly allow: readonly string[];
 }
 
-export type EndpointCheck = { ok: true; endpoint: string } | { ok: false; code: 'endpoint_invalid' | 'endpoint_scheme' | 'endpoint_not_allowed'; reason: string };
+type EndpointCheck = { ok: true; endpoint: string } | { ok: false; code: 'endpoint_invalid' | 'endpoint_scheme' | 'endpoint_not_allowed'; reason: string };
 
 const DEFAULT_PORTS: Record<string, string> = { http: '80', https: '443', ws: '80', wss: '443' };
 
@@ -57,7 +54,7 @@ function allowed(entry: string, host: string, port: string): boolean {
 }
 
 /** Outcome of offering a registration's endpoint to the table. */
-export type EndpointOffer = 'stored' | 'unchanged' | 'removed' | Extract<EndpointCheck, { ok: false }>['code'] | 'endpoints_per_pool';
+type EndpointOffer = 'stored' | 'unchanged' | 'removed' | Extract<EndpointCheck, { ok: false }>['code'] | 'endpoints_per_pool';
 
 /** Endpoints per pool, bounded. */
 export class EndpointTable {

@@ -1,13 +1,7 @@
 /**
- * Local in-flight accounting (seed 000: "The local in-flight count is
- * temporary accounting for this Switchyard process, not decision history").
- * A reservation counts against its model from the moment it is made until the
- * gateway reports done, cancelled or failed for that request, or until
- * `timeoutMs` passes without any of them (a lost lifecycle event must not
- * shrink the local limit forever). first_token does not end it: a call still
- * decoding is in flight (seed 000 counts in-flight calls until completion or
- * cancellation), and releasing it there would let the local limit admit more
- * calls than the destination is serving.
+ * Local in-flight accounting (README, "Reservation and local in-flight"). A reservation also ends
+ * after `timeoutMs` without done, cancelled or failed: a lost lifecycle event must not shrink the
+ * local limit forever.
  */
 import type { LifecycleKind } from '@vantage/protocol';
 
@@ -16,7 +10,7 @@ export function endsInFlight(kind: LifecycleKind): boolean {
   return kind === 'done' || kind === 'cancelled' || kind === 'failed';
 }
 
-export interface InFlightEntry {
+interface InFlightEntry {
   readonly model: string;
   readonly pool: string;
   readonly expiresAtMs: number;
@@ -25,7 +19,6 @@ export interface InFlightEntry {
 export class InFlight {
   readonly #byRequest = new Map<string, InFlightEntry>();
   readonly #perModel = new Map<string, number>();
-  #expired = 0;
 
   constructor(
     private readonly timeoutMs: number,
@@ -71,7 +64,6 @@ export class InFlight {
         out.push(e);
       }
     }
-    this.#expired += out.length;
     return out;
   }
 
@@ -85,10 +77,6 @@ export class InFlight {
 
   get size(): number {
     return this.#byRequest.size;
-  }
-
-  get expiredTotal(): number {
-    return this.#expired;
   }
 
   #bump(model: string, d: number): void {

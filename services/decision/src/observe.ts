@@ -6,12 +6,11 @@
  * mapping, which only this service needs, are here.
  */
 import { plus, r3, round3, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
-import type { CandidateObservation as WireObservation } from '@vantage/protocol';
+import { candidateObservation, NO_WORKER_FACTS, type CandidateObservation as WireObservation } from '@vantage/protocol';
 import type { VantageError } from '@vantage/runtime';
 
 export {
   decodeObserveReply,
-  suspicionsOf,
   toCandidateReport,
   toRecordObservation,
   type MapOptions,
@@ -33,50 +32,28 @@ export function toWireObservation(t: ProbeTarget, p: ProbeResult, o: MapOptions)
   const rttMs = round3(o.collectionAgeMs);
   const queryDurationUs = Math.round(p.rttUs);
   if (p.kind === 'failed' || p.worker === null || p.reply.dynamoChoice === null) {
-    return {
-      model: t.model,
-      pool: t.pool,
-      promptTokens: t.promptTokens,
-      queryDurationUs,
-      workerId: null,
-      dpRank: null,
-      schedulable: null,
-      K: null,
-      R: null,
-      P: null,
-      effectivePrefillTokens: null,
-      hostOverlapBlocks: null,
-      diskOverlapBlocks: null,
-      activeBlocks: null,
-      totalKvBlocks: null,
-      pending: p.kind === 'ok' ? p.reply.pending : null,
-      ages: { indexMs: null, loadMs: null, bookingMs: null, collectedMs: rttMs },
-      error:
-        p.kind === 'failed'
-          ? { code: p.status === 'error' || p.code.startsWith('POOL_') ? p.code.toLowerCase() : p.status === 'timeout' ? 'indexer_timeout' : 'indexer_unavailable', reason: p.reason.slice(0, 1024) }
-          : { code: 'no_worker', reason: `pool ${t.pool} offered no worker` },
-    };
+    const error =
+      p.kind === 'ok'
+        ? { code: 'no_worker', reason: `pool ${t.pool} offered no worker` }
+        : {
+            code:
+              p.status === 'error' || p.code.startsWith('POOL_')
+                ? p.code.toLowerCase()
+                : p.status === 'timeout'
+                  ? 'indexer_timeout'
+                  : 'indexer_unavailable',
+            reason: p.reason.slice(0, 1024),
+          };
+    const ages = { indexMs: null, loadMs: null, bookingMs: null, collectedMs: rttMs };
+    const pending = p.kind === 'ok' ? p.reply.pending : null;
+    return candidateObservation(t, queryDurationUs, null, NO_WORKER_FACTS, pending, ages, error);
   }
   const w = p.worker;
-  return {
-    model: t.model,
-    pool: t.pool,
-    promptTokens: t.promptTokens,
-    queryDurationUs,
-    workerId: w.workerId,
-    dpRank: w.dpRank,
-    schedulable: w.schedulable,
-    K: w.K,
-    R: w.R,
-    P: w.P,
-    effectivePrefillTokens: w.effectivePrefillTokens,
-    hostOverlapBlocks: w.hostOverlapBlocks,
-    diskOverlapBlocks: w.diskOverlapBlocks,
-    activeBlocks: w.activeBlocks,
-    totalKvBlocks: w.totalKvBlocks,
-    pending: p.reply.pending,
-    ages: { indexMs: r3(plus(w.ages.indexMs, rttMs)), loadMs: r3(plus(w.ages.loadMs, rttMs)), bookingMs: r3(plus(w.ages.bookingMs, rttMs)), collectedMs: rttMs },
-    error: null,
+  const ages = {
+    indexMs: r3(plus(w.ages.indexMs, rttMs)),
+    loadMs: r3(plus(w.ages.loadMs, rttMs)),
+    bookingMs: r3(plus(w.ages.bookingMs, rttMs)),
+    collectedMs: rttMs,
   };
+  return candidateObservation(t, queryDurationUs, w.workerId, w, p.reply.pending, ages, null);
 }
-

@@ -1,17 +1,14 @@
 /**
- * The parameter-set file: loaded at start, reloaded on SIGHUP and when its
- * mtime or size changes (polling). A file that does not load or validate is
- * refused with one clear log line naming every problem, and the previous set
- * stays active; requests already running keep the set they read at their start
- * (`ParameterStore.current()` is called once per request).
+ * The parameter-set file (README, "Parameter set"): loaded at start, reloaded on SIGHUP and when it
+ * changes; a bad file is refused with one log line naming every problem and the previous set stays.
  */
 import { readFile, stat } from 'node:fs/promises';
 import { DEFAULT_PARAMETER_SET, loadParameterSet, ParameterStore, type ParameterSet } from '@vantage/rules';
 import { VantageError, type Logger } from '@vantage/runtime';
 
-export type ReloadOutcome = 'loaded' | 'unchanged' | 'refused' | 'unreadable';
+type ReloadOutcome = 'loaded' | 'unchanged' | 'refused' | 'unreadable';
 
-export interface ParameterFileOptions {
+interface ParameterFileOptions {
   readonly path: string;
   readonly log: Logger;
   readonly onActive?: (set: ParameterSet, previous: ParameterSet | null) => void;

@@ -1,13 +1,8 @@
 /**
- * The decision service's local pools: per candidate pool configured `source: "local"`, a
- * `PoolState` fed by `@vantage/ingest` (the indexer's intake, the same code), observed in-process
- * on every route and booked at once. The booking is still published, for the indexers and the
- * other replicas; each replica recognises its own booking's echo (`bookLocal`) and applies the
- * others' from the subject, so every booking counts once in each.
- *
- * Until a pool's state is complete (snapshot restored and the messages held meanwhile applied;
- * JetStream replayed to where the stream stood at start) its observation is a failed probe with
- * code `POOL_RESTORING` / `POOL_REPLAYING`: the route falls back and says why.
+ * The decision service's local pools (README, "Local and remote pools"): per candidate pool
+ * configured `source: "local"`, a `PoolState` fed by `@vantage/ingest` (the indexer's intake),
+ * observed in-process on every route and booked at once. Until a pool's state is complete its
+ * observation is a failed probe with code `POOL_RESTORING` / `POOL_REPLAYING`.
  */
 import { headers, type MsgHdrs } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
@@ -20,7 +15,7 @@ import type { WorkerId } from '@vantage/types';
 import { RateLimitedLog, type HealthResult, type Logger, type NatsConnection } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 
-const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
+export const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 
 /** What a route books in a local pool. */
 interface LocalBooking {
@@ -44,25 +39,19 @@ export class LocalPools {
   }
 
   /** The pools configured local, subscribed and restoring (routes fall back until each is ready). */
-  static async start(o: { nc: NatsConnection; cfg: DecisionSection; log: Logger; registry: Registry; instanceId: string; rejectionLogIntervalMs: number }): Promise<LocalPools> {
+  static async start(o: { nc: NatsConnection; cfg: DecisionSection; log: Logger; registry: Registry; instanceId: string }): Promise<LocalPools> {
     const lp = new LocalPools(o.registry);
-    lp.#origin = o.instanceId;
+    lp.#bookingHeaders.set(BOOKING_ORIGIN_HEADER, o.instanceId);
     const roles = (['efficient', 'capable'] as const).filter((r) => o.cfg.pools[r].source === 'local');
     if (roles.length === 0) return lp;
     const L = o.cfg.local;
     const rc = L.recovery;
     if (rc.enabled) {
-      lp.#querier = new WorkerQueryClient({
-        responseHost: rc.responseHost,
-        responsePort: rc.responsePort,
-        advertiseHost: rc.advertiseHost,
-        timeoutMs: rc.timeoutMs,
-        maxFrameBytes: rc.maxFrameBytes,
-      });
+      lp.#querier = new WorkerQueryClient(rc);
       await lp.#querier.start();
     }
     const recMetrics = lp.#querier ? recoveryMetrics(o.registry, 'vantage_decision_pool') : null;
-    const rejections = new RateLimitedLog(o.log, { intervalMs: o.rejectionLogIntervalMs });
+    const rejections = new RateLimitedLog(o.log, { intervalMs: o.cfg.rejectionLogIntervalMs });
     const limits = {
       dpRanksPerWorker: L.limits.dpRanksPerWorker,
       workers: L.limits.workersPerPool,
@@ -108,7 +97,7 @@ export class LocalPools {
               ? {
                   querier,
                   targets: { targetOf: (w, dp) => ingest.recoveryTargetOf(w, dp) },
-                  settings: { initialBackoffMs: rc.initialBackoffMs, maxBackoffMs: rc.maxBackoffMs, maxBufferedEvents: rc.maxBufferedEvents, maxInFlight: rc.maxInFlight },
+                  settings: rc,
                   metrics: recMetrics,
                   pumpMs: rc.pumpMs,
                   onListing: rc.onListing,
@@ -133,13 +122,9 @@ export class LocalPools {
     return lp;
   }
 
-  /** Headers of this replica's booking messages: its origin, so its own pools skip the echo undecoded. */
-  readonly bookingHeaders = (): MsgHdrs => {
-    const h = headers();
-    h.set(BOOKING_ORIGIN_HEADER, this.#origin);
-    return h;
-  };
-  #origin = '';
+  /** Booking headers: this replica's origin, so its own pools skip the echo undecoded (one object, never changed). */
+  readonly #bookingHeaders = headers();
+  readonly bookingHeaders = (): MsgHdrs => this.#bookingHeaders;
 
   /** The local pool of a role; undefined when the role's pool is remote. */
   get(role: Role): PoolIngest | undefined {

@@ -1,39 +1,14 @@
 /**
- * Durable, non-blocking publication of decision records to JetStream.
- *
- * The route reply never waits for it: `enqueue` is O(1) and returns at once.
- * Behind it, at most `maxInFlight` publishes await their JetStream ack; a
- * failed publish goes back to the front of the queue and is retried with
- * exponential backoff (capped, with jitter) until it is acked, the service
- * shuts down past its flush deadline, or the record is refused as malformed.
- * Each record carries its `recordId` as `Nats-Msg-Id`, so a retry whose first
- * attempt did reach the stream is dropped by the server's duplicate window
- * instead of being stored twice.
- *
- * Nothing is dropped silently: a full queue (JetStream down for long enough to
- * fill `maxQueued`) refuses new records, counts them and logs an error with
- * the request id, so the loss is visible and attributable.
- *
- * A publish is JetStream's wire protocol itself: a core publish with a reply
- * subject and the `Nats-Msg-Id` header, acked by the stream with
- * `{"stream", "seq"}` or refused with `{"error"}`. It goes through the
- * service's Requester rather than the JetStream client, which would capture two
- * stack traces per record; many publishes queued in one turn of the event loop
- * leave in one socket write.
- *
- * With `sendDelayMs` > 0, records are sent in batches: a new record is held (at
- * most that long) and a timer sends everything held together, in one socket
- * write, whose acks come back together too; once `sendBatch` records are held,
- * `kick()` (called just before the service's own writes) sends them with that
- * write instead. Every socket write and every wake-up to read a message costs
- * this process more CPU than building a record; the delay is small next to the
- * JetStream ack the record waits for anyway. Retries, shutdown and a full
- * in-flight window behave as without the delay.
+ * Durable, non-blocking publication of decision records to JetStream: queueing, batching
+ * (`sendDelayMs`, `sendBatch`, `kick()`), the in-flight window, retries with backoff and
+ * `Nats-Msg-Id` deduplication, and what a full queue or a shutdown does are the README's
+ * "Decision records". A publish goes through the service's Requester rather than the JetStream
+ * client, which would capture two stack traces per record.
  */
 import { headers } from '@nats-io/transport-node';
 import type { Logger, Requester } from '@vantage/runtime';
 
-export interface PublisherOptions {
+interface PublisherOptions {
   readonly requester: Requester;
   readonly subject: string;
   readonly log: Logger;
@@ -47,7 +22,7 @@ export interface PublisherOptions {
   /** With sendDelayMs: `kick()` sends the held records once at least this many are held (default 1). */
   readonly sendBatch?: number;
   readonly onPublished?: () => void;
-  readonly onFailure?: (attempt: number) => void;
+  readonly onFailure?: () => void;
   readonly onDropped?: () => void;
   /** Records still unpublished when a shutdown's flush gave up (each logged by request id). */
   readonly onLeftAtShutdown?: (n: number) => void;
@@ -95,7 +70,6 @@ export class RecordPublisher {
   #lastError = '';
   published = 0;
   failures = 0;
-  dropped = 0;
 
   constructor(private readonly o: PublisherOptions) {
     this.#delayMs = o.sendDelayMs ?? 0;
@@ -119,7 +93,6 @@ export class RecordPublisher {
   /** Queue one encoded record; false (counted, logged) when the queue is full. */
   enqueue(id: string, requestId: string, data: Uint8Array): boolean {
     if (this.#queue.length - this.#head >= this.o.maxQueued) {
-      this.dropped++;
       this.o.onDropped?.();
       this.o.log.error({ recordId: id, requestId, queued: this.#queue.length - this.#head }, 'decision record queue full: record not published');
       return false;
@@ -235,7 +208,7 @@ export class RecordPublisher {
     this.#consecutiveFailures++;
     this.#failingSince ??= Date.now();
     this.#lastError = e instanceof Error ? e.message : String(e);
-    this.o.onFailure?.(p.attempts);
+    this.o.onFailure?.();
     const delay = Math.min(this.o.retryMaxMs, this.o.retryBaseMs * 2 ** Math.min(16, this.#consecutiveFailures - 1));
     const jittered = delay / 2 + Math.random() * (delay / 2);
     this.#backoffUntil = Math.max(this.#backoffUntil, Date.now() + jittered);

@@ -22,7 +22,7 @@ import {
   type RouteReply,
   type RouteRequest,
 } from '@vantage/protocol';
-import { buildDecisionRecord, decideRoute, probeRoles as probeRolesOf } from '@vantage/decision-core';
+import { buildDecisionRecord, decideRoute, probeRoles, RECORD_VARIANT, replyReason } from '@vantage/decision-core';
 import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
@@ -32,10 +32,9 @@ import type { InFlight } from './inflight';
 import type { DecisionMetrics } from './metrics';
 import { decodeObserveReply, failedProbe, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
 import type { RecordPublisher } from './publisher';
-import type { LocalPools } from './pools';
-import { RECORD_VARIANT, replyReason } from './vocabulary';
+import { hrUs, type LocalPools } from './pools';
 
-export interface RouterDeps {
+interface RouterDeps {
   readonly nc: NatsConnection;
   readonly cfg: DecisionSection;
   readonly log: Logger;
@@ -54,8 +53,6 @@ export interface RouterDeps {
   /** Dispatch endpoint of a worker, from its registration; null when unknown. */
   readonly endpointOf: (pool: string, workerId: bigint) => string | null;
 }
-
-const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
 
 interface Prepared {
   readonly target: ProbeTarget;
@@ -103,7 +100,7 @@ export class Router {
     const prepared = { efficient, capable: this.prepare('capable', req.candidates.capable, efficient) };
 
     // The Stage baseline makes no extra probes (seed 000): only the proposed model's pool is asked.
-    const probeRoles: readonly Role[] = probeRolesOf(params, req.stageProposal);
+    const roles: readonly Role[] = probeRoles(params, req.stageProposal);
     // Remote pools: a reply is waited for maxAgeMs + observeTimeoutMs, so one later than maxAgeMs is
     // refused by the gate's age check rather than never seen (capped by the request's own deadline).
     const remoteBudgetMs = params.gate.maxAgeMs + this.d.cfg.observeTimeoutMs;
@@ -114,7 +111,7 @@ export class Router {
     // only for the worker Dynamo would choose. Identical prompts make identical queries: encoded once.
     const pending: Partial<Record<Role, Promise<ProbeResult>>> = {};
     let body: Uint8Array | null = null;
-    for (const r of probeRoles) {
+    for (const r of roles) {
       if (this.d.pools.get(r) !== undefined) continue;
       const p = prepared[r];
       const same = body !== null && r === 'capable' && p.target.promptTokens === prepared.efficient.target.promptTokens && p.localHashes === prepared.efficient.localHashes;
@@ -125,12 +122,12 @@ export class Router {
     const probes: Partial<Record<Role, ProbeResult>> = {};
     /** When each local pool's state was read (µs): its collection age runs from there to the decision. */
     const readAtUs: Partial<Record<Role, number>> = {};
-    for (const r of probeRoles) {
+    for (const r of roles) {
       if (pending[r] !== undefined) continue;
       readAtUs[r] = hrUs();
       probes[r] = this.observeLocal(r, prepared[r]);
     }
-    for (const r of probeRoles) if (pending[r] !== undefined) probes[r] = await pending[r];
+    for (const r of roles) if (pending[r] !== undefined) probes[r] = await pending[r];
     const decisionAtUs = hrUs();
     const queryDurationUs = decisionAtUs - tq;
 
@@ -139,7 +136,7 @@ export class Router {
     // Local: the state was read this long before the decision (near zero).
     const remote: MapOptions = { collectionAgeMs: queryDurationUs / 1000, nowMs, restoredLoadSuspectMs: this.d.cfg.restoredLoadSuspectMs };
     const byProbe = new Map<ProbeResult, MapOptions>();
-    for (const r of probeRoles) {
+    for (const r of roles) {
       const at = readAtUs[r];
       if (at !== undefined) byProbe.set(probes[r]!, { collectionAgeMs: (decisionAtUs - at) / 1000, nowMs, restoredLoadSuspectMs: this.d.cfg.restoredLoadSuspectMs });
     }
@@ -222,13 +219,10 @@ export class Router {
     this.d.metrics.routes.inc(decision.reason, params.variant, decision.choice);
     this.d.metrics.routeSeconds.observe(decisionDurationUs / 1e6, 'ok');
 
-    // The record is built and encoded right after the reply's socket write, so Avro encoding never sits on the
-    // reply path; the replies of one write share a batch. The publisher then sends the encoded records in batches
-    // (every records.sendDelayMs, or with the service's next write once records.sendBatch are held): one write
-    // for many records, and their acks come back together (a socket write or a wake-up to read costs more here
-    // than building a record); the delay is small next to the durability they wait for (the JetStream ack).
+    // The record is built and encoded right after the reply's socket write, so Avro encoding never sits on
+    // the reply path; the replies of one write share a batch, sent in batches (README, "Decision records").
     if (this.d.publisher !== null) {
-      this.#records.push({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: probeRoles.length > 0 });
+      this.#records.push({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: roles.length > 0 });
       if (!this.#recordsScheduled) {
         this.#recordsScheduled = true;
         this.d.outbox.afterNextFlush(this.flushRecords);

@@ -15,7 +15,7 @@ import { LocalPools } from './pools';
 import { RecordPublisher } from './publisher';
 import { Router } from './route';
 
-export const DECISION_VERSION = '0.1.0';
+const DECISION_VERSION = '0.1.0';
 
 export interface DecisionHandle {
   readonly router: Router;
@@ -140,7 +140,7 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     await ensureStream(nc, { name: cfg.records.stream, subjects: [cfg.records.subject] }, log);
     const published = metrics.recordsPublished.series();
     const queued = metrics.recordsQueued.series();
-    publisher = new RecordPublisher({
+    const p = new RecordPublisher({
       requester,
       subject: cfg.records.subject,
       log,
@@ -157,16 +157,14 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
       onLeftAtShutdown: (n) => metrics.recordsDropped.inc({ cause: 'shutdown' }, n),
       onQueueDepth: (n) => (queued.n = n),
     });
-  }
-  // Held decision records leave with whatever the service writes next.
-  if (publisher !== null) {
-    const p = publisher;
+    // Held decision records leave with whatever the service writes next.
     outbox.beforeFlush(() => p.kick());
+    publisher = p;
   }
   await nc.flush();
 
   // Local pools: subscribed and restoring before the endpoint opens; routes fall back until each is ready.
-  const pools = await LocalPools.start({ nc, cfg, log, registry, instanceId: ctx.instanceId, rejectionLogIntervalMs: cfg.rejectionLogIntervalMs });
+  const pools = await LocalPools.start({ nc, cfg, log, registry, instanceId: ctx.instanceId });
   if (pools.size > 0) ctx.addHealthCheck('pools', () => pools.health());
 
   const router = new Router({
