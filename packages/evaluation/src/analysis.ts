@@ -9,11 +9,11 @@
  * Pure and synchronous; the same rows (in any order), seed and options give
  * the same analysis.
  */
-import { VARIANTS } from '@vantage/records';
-import { mean, quantileSorted } from '@vantage/fitting';
-import { bootstrapDifference, type Unit } from './bootstrap';
+import { VARIANTS, type RowProblem } from '@vantage/records';
+import { compareStrings, mean, quantileSorted } from '@vantage/fitting';
+import { bootstrapDifference, type BootstrapResult, type Unit } from './bootstrap';
 import { streamFor } from '@vantage/random';
-import { parseEvaluationRows, type EvaluationRow, type RowProblem } from './rows';
+import { parseEvaluationJsonl, type EvaluationRow } from './rows';
 
 interface AnalysisOptions {
   /** Bootstrap seed (default 1). */
@@ -105,7 +105,8 @@ export interface VariantSummary {
 
 export type DifferenceMetricId = (typeof DIFFERENCE_METRICS)[number]['id'];
 
-export interface Difference {
+/** `estimate` is variantValue − baselineValue. */
+export interface Difference extends BootstrapResult {
   readonly metric: DifferenceMetricId;
   readonly label: string;
   readonly unit: string;
@@ -113,16 +114,7 @@ export interface Difference {
   readonly baseline: string;
   readonly variantValue: number;
   readonly baselineValue: number;
-  /** variantValue − baselineValue. */
-  readonly estimate: number;
-  /** Percentile-bootstrap interval; null when it cannot be formed (no units, too few defined replicates). */
-  readonly lo: number | null;
-  readonly hi: number | null;
   readonly confidence: number;
-  readonly method: 'paired' | 'independent';
-  readonly iterations: number;
-  readonly validIterations: number;
-  readonly units: { readonly variant: number; readonly baseline: number };
 }
 
 export interface EvaluationAnalysis {
@@ -245,7 +237,7 @@ function count(m: Record<string, number>, k: string): void {
 }
 
 function sortedRecord<T>(m: Record<string, T>): Record<string, T> {
-  return Object.fromEntries(Object.entries(m).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return Object.fromEntries(Object.entries(m).sort(([a], [b]) => compareStrings(a, b)));
 }
 
 function statusCounts(rows: readonly EvaluationRow[]): Record<string, number> {
@@ -308,7 +300,7 @@ function unitsOf(rows: readonly EvaluationRow[]): SessionUnit[] {
     }
     addRow(u, r);
   }
-  return [...byKey.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return [...byKey.values()].sort((a, b) => compareStrings(a.key, b.key));
 }
 
 function summarize(variant: string, rows: readonly EvaluationRow[], fg: readonly SessionUnit[], bg: readonly SessionUnit[]): VariantSummary {
@@ -373,7 +365,7 @@ function variantOrder(names: Iterable<string>, baseline: string): string[] {
     const ia = known.indexOf(a);
     const ib = known.indexOf(b);
     if (ia !== ib) return (ia === -1 ? Infinity : ia) - (ib === -1 ? Infinity : ib);
-    return a < b ? -1 : a > b ? 1 : 0;
+    return compareStrings(a, b);
   });
 }
 
@@ -381,7 +373,7 @@ type ParsedRows = { readonly rows: readonly EvaluationRow[]; readonly problems?:
 
 /**
  * Analyse outcome rows: flattened JSON objects (`outcomeToJsonRow`) or rows
- * already parsed with `parseEvaluationRows`. Never throws on bad rows: they
+ * already parsed with `parseEvaluationJsonl`. Never throws on bad rows: they
  * are listed in `input.problems` and left out.
  */
 export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options: AnalysisOptions = {}): EvaluationAnalysis {
@@ -390,7 +382,7 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
   const confidence = options.confidence ?? 0.95;
   const baselineName = options.baseline ?? 'baseline';
   const progress = options.onProgress ?? ((): void => undefined);
-  const parsed: ParsedRows = Array.isArray(rows) ? parseEvaluationRows(rows) : (rows as ParsedRows);
+  const parsed: ParsedRows = Array.isArray(rows) ? parseEvaluationJsonl(rows) : (rows as ParsedRows);
   const used = parsed.rows;
   const warnings: string[] = [];
 

@@ -12,6 +12,7 @@ export {
   parseCalibrationJsonl,
   validateCalibrationRows,
   pairRows,
+  compareStrings,
 } from './rows';
 export type { Role, RowParse, RowsParse, CalibrationRow, CalibrationPair } from './rows';
 
@@ -24,7 +25,6 @@ export { fitStandardization, ridgeSolve, crossValidateRidge, groupFolds } from '
 
 export { solveLinear } from './linalg';
 export { mean, percentileNearestRank, quantileSorted } from './stats';
-
 
 export { searchThresholds, countRuleChoice, rankCandidates } from './thresholds';
 
