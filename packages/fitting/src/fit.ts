@@ -215,7 +215,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
       progress(`${role} ${estimator}: lambda ${f.value.lambda} by ${f.value.cvFolds}-fold grouped CV on ${f.value.trainingRows} rows; uncertainty MAE ${u.maeMs.toFixed(1)} ms, RMSE ${u.rmseMs.toFixed(1)} ms (n ${u.n})`);
     }
     if (fits.blind === undefined || fits.cache === undefined) continue;
-    params[role] = withCoefficients(withCoefficients({ name, qTable: q.table, standardization: std.standardization }, 'blind', fits.blind.coefficients), 'cache', fits.cache.coefficients);
+    params[role] = withCoefficients({ name, qTable: q.table, standardization: std.standardization }, fits.blind.coefficients, fits.cache.coefficients);
     models[role] = {
       role,
       name,
