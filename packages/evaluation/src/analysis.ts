@@ -414,7 +414,7 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
           'the outcome service did not join their lifecycle-only events as background requests timed from arrivalMs',
       );
     }
-    if (s.rules.other && Object.keys(s.rules.other).length > 0) warnings.push(`${v}: decision reasons this build does not know: ${Object.keys(s.rules.other).join(', ')}`);
+    if (Object.keys(s.rules.other).length > 0) warnings.push(`${v}: decision reasons this build does not know: ${Object.keys(s.rules.other).join(', ')}`);
   }
 
   const differences: Difference[] = [];

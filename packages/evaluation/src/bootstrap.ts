@@ -3,16 +3,11 @@
  * between two arms (a variant and the Stage baseline), resampling whole
  * units (sessions), never single requests: requests of one session share a
  * conversation, a cache history and a worker, so they are not independent.
+ * Paired when both arms hold the same match keys, so the between-session
+ * variation common to both cancels (README, "Differences from the baseline").
  *
- *  - paired: when both arms hold the same units by match key (the schedule's
- *    matched sessions), one draw of keys is applied to both arms, so the
- *    between-session variation common to both cancels;
- *  - independent: otherwise each arm is resampled on its own.
- *
- * Interval: the empirical (α/2, 1 − α/2) quantiles of the replicate
- * differences, linear interpolation between order statistics (Hyndman-Fan
- * type 7). Replicates whose statistic is undefined (NaN, e.g. a resample
- * without any completed session) are dropped and counted.
+ * Interval: the empirical (α/2, 1 − α/2) type-7 quantiles of the replicate
+ * differences.
  */
 import { compareStrings, quantileSorted } from '@vantage/fitting';
 

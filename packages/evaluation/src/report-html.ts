@@ -1,8 +1,4 @@
-/**
- * The evaluation report as one self-contained HTML page: inline CSS and SVG,
- * no scripts, fonts or images from anywhere, so it opens offline and can be
- * archived with the outcome rows it was computed from.
- */
+/** The evaluation report as one self-contained HTML page (see fitting's `html.ts`). */
 import { escapeHtml, fmt, fmtG as fmtDigits, padded as paddedBy, page, svg, table, xTicks } from '@vantage/fitting';
 import type { Difference, Distribution, EvaluationAnalysis, VariantSummary } from './analysis';
 import { DIFFERENCE_METRICS } from './analysis';
