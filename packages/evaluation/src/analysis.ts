@@ -260,7 +260,6 @@ function ruleCounts(rows: readonly EvaluationRow[]): RuleCounts {
   const fallback: Record<string, number> = {};
   const other: Record<string, number> = {};
   for (const r of rows) {
-    if (r.background) continue;
     const d = r.decision;
     if (d === null) {
       n.withoutDecision++;
@@ -303,9 +302,10 @@ function unitsOf(rows: readonly EvaluationRow[]): SessionUnit[] {
   return [...byKey.values()].sort((a, b) => compareStrings(a.key, b.key));
 }
 
-function summarize(variant: string, rows: readonly EvaluationRow[], fg: readonly SessionUnit[], bg: readonly SessionUnit[]): VariantSummary {
-  const fgRows = rows.filter((r) => !r.background);
-  const bgRows = rows.filter((r) => r.background);
+type Units = Readonly<Record<'sessions' | 'background', readonly SessionUnit[]>>;
+
+function summarize(variant: string, fgRows: readonly EvaluationRow[], bgRows: readonly EvaluationRow[], units: Units): VariantSummary {
+  const fg = units.sessions;
   const executed = fgRows.filter((r) => r.status === 'completed');
   const byModel: Record<string, { requests: number; tokens: number; missingUsage: number }> = {};
   let total = 0;
@@ -348,7 +348,7 @@ function summarize(variant: string, rows: readonly EvaluationRow[], fg: readonly
     background: {
       requests: bgRows.length,
       executed: bgExecuted.length,
-      streams: bg.length,
+      streams: units.background.length,
       byStatus: statusCounts(bgRows),
       ttftMs: distribution(definedOf(bgExecuted.map((r) => r.ttftMs))),
       latencyMs: distribution(definedOf(bgExecuted.map((r) => r.latencyMs))),
@@ -393,16 +393,15 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
     byVariant.set(r.variant, list);
   }
   const names = variantOrder(byVariant.keys(), baselineName);
-  const fgUnits = new Map<string, SessionUnit[]>();
-  const bgUnits = new Map<string, SessionUnit[]>();
+  const unitsByVariant = new Map<string, Units>();
   const summaries: VariantSummary[] = [];
   for (const v of names) {
     const rs = byVariant.get(v) ?? [];
-    const fg = unitsOf(rs.filter((r) => !r.background));
-    const bg = unitsOf(rs.filter((r) => r.background));
-    fgUnits.set(v, fg);
-    bgUnits.set(v, bg);
-    const s = summarize(v, rs, fg, bg);
+    const fgRows = rs.filter((r) => !r.background);
+    const bgRows = rs.filter((r) => r.background);
+    const units = { sessions: unitsOf(fgRows), background: unitsOf(bgRows) };
+    unitsByVariant.set(v, units);
+    const s = summarize(v, fgRows, bgRows, units);
     summaries.push(s);
     progress(`${v}: ${s.sessions.total} sessions, ${s.requests.total} requests (${s.requests.executed} executed), ${s.background.requests} background`);
     if (s.uncachedInput.missingUsage > 0) warnings.push(`${v}: ${s.uncachedInput.missingUsage} executed request(s) without a usage report (left out of uncached input)`);
@@ -424,9 +423,8 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
     for (const v of names) {
       if (v === baselineName) continue;
       for (const m of DIFFERENCE_METRICS) {
-        const pick = m.scope === 'background' ? bgUnits : fgUnits;
-        const a = pick.get(v) ?? [];
-        const b = pick.get(baselineName) ?? [];
+        const a = unitsByVariant.get(v)?.[m.scope] ?? [];
+        const b = unitsByVariant.get(baselineName)?.[m.scope] ?? [];
         const stat = m.stat;
         const res = bootstrapDifference(a, b, stat, { iterations, confidence, rand: streamFor(seed, 'bootstrap', m.id, v, baselineName) });
         differences.push({
