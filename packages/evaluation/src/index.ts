@@ -1,8 +1,4 @@
-// @vantage/evaluation: the transport-free parts of seed 000's calibration and
-// five-variant evaluation: the calibration plan (workload conditions, session
-// ids `vantage fit` reads), the evaluation schedule (attempts, matched
-// sessions, seeded variant order, Stage proposal model), the analysis of
-// outcome rows with session-bootstrap intervals, and the HTML report.
+// @vantage/evaluation: calibration plan, evaluation schedule, analysis and report. See README.md.
 
 export {
   CALIBRATION_FACTORS,

@@ -1,7 +1,4 @@
-// @vantage/fitting: offline calibration of seed 000's rules from measured
-// outcomes: Q tables, standardisation, ridge load corrections, count
-// thresholds and estimator margins, written as a @vantage/rules parameter
-// set with a report. Pure and synchronous; no transport.
+// @vantage/fitting: offline calibration of seed 000's rules from measured outcomes. See README.md.
 
 export {
   OUTCOME_COLUMNS,
