@@ -7,7 +7,7 @@
 import { lookupQ, standardize, type ModelParameters, type QTable, type Standardization } from '@vantage/rules';
 import { predictRow, type Estimator } from './margins';
 import { cachedFraction } from './qtable';
-import { crossValidateRidge, ridgeSolve, type CvPoint, type FeatureName } from './ridge';
+import { crossValidateRidge, DEFAULT_CV_FOLDS, DEFAULT_LAMBDAS, ridgeSolve, type CvPoint, type FeatureName } from './ridge';
 import type { CalibrationRow } from './rows';
 import type { SplitName } from './splits';
 import { summarizeErrors, type ErrorSummary } from './stats';
@@ -93,8 +93,6 @@ interface EstimatorFitInput {
   readonly constant: readonly FeatureName[];
   /** This model's measurements per split. */
   readonly rows: Readonly<Record<SplitName, readonly CalibrationRow[]>>;
-  readonly lambdas: readonly number[];
-  readonly folds: number;
   readonly seed: number;
 }
 
@@ -104,7 +102,7 @@ export function fitEstimator(input: EstimatorFitInput): { ok: true; value: Estim
   const design = buildDesign(input.rows.fitting, input.qTable, input.standardization, input.estimator, active);
   const label = `${input.name} ${input.estimator}`;
   if (design.y.length === 0) return { ok: false, reason: `${label}: no usable fitting rows (${JSON.stringify(design.excluded)})` };
-  const cv = crossValidateRidge(design.x, design.y, design.groups, input.lambdas, penalize, { folds: input.folds, seed: input.seed });
+  const cv = crossValidateRidge(design.x, design.y, design.groups, DEFAULT_LAMBDAS, penalize, { folds: DEFAULT_CV_FOLDS, seed: input.seed });
   if (!cv.ok) return { ok: false, reason: `${label}: ${cv.reason}` };
   const fit = ridgeSolve(design.x, design.y, cv.value.lambda, penalize);
   if (!fit.ok) return { ok: false, reason: `${label}: final fit at lambda ${cv.value.lambda}: ${fit.reason}` };

@@ -144,8 +144,6 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const seed = options.seed ?? 1;
   const fractions = options.fractions ?? DEFAULT_FRACTIONS;
   const variant = options.variant ?? 'cache';
-  const lambdas = DEFAULT_LAMBDAS;
-  const cvFolds = DEFAULT_CV_FOLDS;
   const qSource = options.qSource ?? 'qset';
   const gate = options.gate ?? DEFAULT_PARAMETER_SET.gate;
   const progress = options.onProgress ?? (() => {});
@@ -205,7 +203,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     warnings.push(...std.warnings.map((w) => `${role} standardisation ${w}`));
     const fits = {} as Record<Estimator, EstimatorFit>;
     for (const estimator of ESTIMATORS) {
-      const f = fitEstimator({ estimator, name, qTable: q.table, standardization: std.standardization, constant: std.constant, rows: mine, lambdas, folds: cvFolds, seed });
+      const f = fitEstimator({ estimator, name, qTable: q.table, standardization: std.standardization, constant: std.constant, rows: mine, seed });
       if (!f.ok) {
         errors.push(`${role} ${f.reason}`);
         continue;
@@ -317,7 +315,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const report: FitReport = {
     seed,
     variant,
-    options: { fractions, lambdas, cvFolds, qSource, fTolerance: F_TOLERANCE, proposals: 'efficient', gate, marginQuantile: MARGIN_QUANTILE },
+    options: { fractions, lambdas: DEFAULT_LAMBDAS, cvFolds: DEFAULT_CV_FOLDS, qSource, fTolerance: F_TOLERANCE, proposals: 'efficient', gate, marginQuantile: MARGIN_QUANTILE },
     input: { rows: rows.length, pairs: pairs.length, unpairedRows: unpaired.length, conditions, qSetConditions, qSetRows: qSetRows.length },
     splits: Object.fromEntries(
       SPLIT_NAMES.map((s) => [s, { conditionIds: split[s], rows: rowSplits[s].length, pairs: pairSplits[s].length }]),
