@@ -241,9 +241,6 @@ export interface CalibrationPlan {
   readonly estimatedDurationMs: number;
 }
 
-const WARMUP_SESSION_PREFIX = 'calwarm:';
-const BACKGROUND_SESSION_PREFIX = 'calbg:';
-
 function fmtF(f: number): string {
   return f.toFixed(4).replace(/0+$/, '').replace(/\.$/, '');
 }
@@ -403,8 +400,8 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
       runs.push({
         repeat: r,
         sessionId: calibrationSessionId(d.id, r, d.noBackgroundLoad, d.qSet),
-        warmupSessionId: `${WARMUP_SESSION_PREFIX}${d.id}:${r}`,
-        backgroundSessionId: `${BACKGROUND_SESSION_PREFIX}${d.id}:${r}`,
+        warmupSessionId: `calwarm:${d.id}:${r}`,
+        backgroundSessionId: `calbg:${d.id}:${r}`,
         contentSeed: hash32(seed, 'content', d.id, r),
       });
     }
