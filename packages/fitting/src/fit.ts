@@ -227,13 +227,12 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     };
   }
   if (errors.length > 0) return fail(errors);
-  const pm = { efficient: params.efficient, capable: params.capable };
 
   // Margins on the uncertainty split.
   const margins = {} as Record<Estimator, MarginFit>;
   for (const estimator of ESTIMATORS) {
     try {
-      margins[estimator] = calibrateMargin(pairSplits.uncertainty, pm, estimator);
+      margins[estimator] = calibrateMargin(pairSplits.uncertainty, params, estimator);
     } catch (err) {
       errors.push(`${estimator} margin: ${err instanceof Error ? err.message : String(err)} (${pairSplits.uncertainty.length} uncertainty pairs)`);
       continue;
@@ -263,8 +262,8 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const fittedEstimator = {} as Record<Estimator, ChosenRule>;
   for (const estimator of ESTIMATORS) {
     const delta = margins[estimator].marginMs;
-    const fitted = { rule: `${estimator} delta=${delta.toFixed(1)}`, ...simulateEstimatorRule(sel, pm, estimator, delta, gate.destinationLimit) };
-    selection.push(fitted, { rule: `${estimator} delta=0`, ...simulateEstimatorRule(sel, pm, estimator, 0, gate.destinationLimit) });
+    const fitted = { rule: `${estimator} delta=${delta.toFixed(1)}`, ...simulateEstimatorRule(sel, params, estimator, delta, gate.destinationLimit) };
+    selection.push(fitted, { rule: `${estimator} delta=0`, ...simulateEstimatorRule(sel, params, estimator, 0, gate.destinationLimit) });
     fittedEstimator[estimator] = { variant: estimator, ...fitted, pairs: sel.length };
   }
   // Lower mean selected TTFT; ties (within 1e-9 relative) to fewer overrides, then to the simpler rule (listed first).
@@ -293,7 +292,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   }
   const created = createParameterSet({
     variant,
-    models: pm,
+    models: params,
     thresholds,
     margins: { deltaBlindMs: margins.blind.marginMs, deltaCacheMs: margins.cache.marginMs },
     gate,
