@@ -160,12 +160,7 @@ export function calibrationSessionId(conditionId: string, repeat: number, noBack
   return `${CALIBRATION_SESSION_PREFIX}${conditionId}:${repeat}:${qSet ? 'qgrid' : noBackgroundLoad ? 'idle' : 'loaded'}`;
 }
 
-interface Identity {
-  readonly conditionId: string;
-  readonly repeat: number;
-  readonly noBackgroundLoad: boolean;
-  readonly qSet: boolean;
-}
+type Identity = Pick<CalibrationRow, 'conditionId' | 'repeat' | 'noBackgroundLoad'> & { readonly qSet: boolean };
 
 type IdentityResult = { kind: 'none' } | { kind: 'bad'; message: string } | { kind: 'ok'; id: Identity };
 
