@@ -9,11 +9,11 @@
  * Pure and synchronous; the same rows (in any order), seed and options give
  * the same analysis.
  */
-import { VARIANTS } from '@vantage/records';
-import { mean, quantileSorted } from '@vantage/fitting';
-import { bootstrapDifference, type Unit } from './bootstrap';
+import { VARIANTS, type RowProblem } from '@vantage/records';
+import { compareStrings, mean, quantileSorted } from '@vantage/fitting';
+import { bootstrapDifference, type BootstrapResult, type Unit } from './bootstrap';
 import { streamFor } from '@vantage/random';
-import { parseEvaluationRows, type EvaluationRow, type RowProblem } from './rows';
+import { parseEvaluationJsonl, type EvaluationRow } from './rows';
 
 interface AnalysisOptions {
   /** Bootstrap seed (default 1). */
@@ -105,7 +105,8 @@ export interface VariantSummary {
 
 export type DifferenceMetricId = (typeof DIFFERENCE_METRICS)[number]['id'];
 
-export interface Difference {
+/** `estimate` is variantValue − baselineValue. */
+export interface Difference extends BootstrapResult {
   readonly metric: DifferenceMetricId;
   readonly label: string;
   readonly unit: string;
@@ -113,16 +114,7 @@ export interface Difference {
   readonly baseline: string;
   readonly variantValue: number;
   readonly baselineValue: number;
-  /** variantValue − baselineValue. */
-  readonly estimate: number;
-  /** Percentile-bootstrap interval; null when it cannot be formed (no units, too few defined replicates). */
-  readonly lo: number | null;
-  readonly hi: number | null;
   readonly confidence: number;
-  readonly method: 'paired' | 'independent';
-  readonly iterations: number;
-  readonly validIterations: number;
-  readonly units: { readonly variant: number; readonly baseline: number };
 }
 
 export interface EvaluationAnalysis {
@@ -245,7 +237,7 @@ function count(m: Record<string, number>, k: string): void {
 }
 
 function sortedRecord<T>(m: Record<string, T>): Record<string, T> {
-  return Object.fromEntries(Object.entries(m).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return Object.fromEntries(Object.entries(m).sort(([a], [b]) => compareStrings(a, b)));
 }
 
 function statusCounts(rows: readonly EvaluationRow[]): Record<string, number> {
@@ -268,7 +260,6 @@ function ruleCounts(rows: readonly EvaluationRow[]): RuleCounts {
   const fallback: Record<string, number> = {};
   const other: Record<string, number> = {};
   for (const r of rows) {
-    if (r.background) continue;
     const d = r.decision;
     if (d === null) {
       n.withoutDecision++;
@@ -308,12 +299,13 @@ function unitsOf(rows: readonly EvaluationRow[]): SessionUnit[] {
     }
     addRow(u, r);
   }
-  return [...byKey.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return [...byKey.values()].sort((a, b) => compareStrings(a.key, b.key));
 }
 
-function summarize(variant: string, rows: readonly EvaluationRow[], fg: readonly SessionUnit[], bg: readonly SessionUnit[]): VariantSummary {
-  const fgRows = rows.filter((r) => !r.background);
-  const bgRows = rows.filter((r) => r.background);
+type Units = Readonly<Record<'sessions' | 'background', readonly SessionUnit[]>>;
+
+function summarize(variant: string, fgRows: readonly EvaluationRow[], bgRows: readonly EvaluationRow[], units: Units): VariantSummary {
+  const fg = units.sessions;
   const executed = fgRows.filter((r) => r.status === 'completed');
   const byModel: Record<string, { requests: number; tokens: number; missingUsage: number }> = {};
   let total = 0;
@@ -356,7 +348,7 @@ function summarize(variant: string, rows: readonly EvaluationRow[], fg: readonly
     background: {
       requests: bgRows.length,
       executed: bgExecuted.length,
-      streams: bg.length,
+      streams: units.background.length,
       byStatus: statusCounts(bgRows),
       ttftMs: distribution(definedOf(bgExecuted.map((r) => r.ttftMs))),
       latencyMs: distribution(definedOf(bgExecuted.map((r) => r.latencyMs))),
@@ -373,7 +365,7 @@ function variantOrder(names: Iterable<string>, baseline: string): string[] {
     const ia = known.indexOf(a);
     const ib = known.indexOf(b);
     if (ia !== ib) return (ia === -1 ? Infinity : ia) - (ib === -1 ? Infinity : ib);
-    return a < b ? -1 : a > b ? 1 : 0;
+    return compareStrings(a, b);
   });
 }
 
@@ -381,7 +373,7 @@ type ParsedRows = { readonly rows: readonly EvaluationRow[]; readonly problems?:
 
 /**
  * Analyse outcome rows: flattened JSON objects (`outcomeToJsonRow`) or rows
- * already parsed with `parseEvaluationRows`. Never throws on bad rows: they
+ * already parsed with `parseEvaluationJsonl`. Never throws on bad rows: they
  * are listed in `input.problems` and left out.
  */
 export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options: AnalysisOptions = {}): EvaluationAnalysis {
@@ -390,7 +382,7 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
   const confidence = options.confidence ?? 0.95;
   const baselineName = options.baseline ?? 'baseline';
   const progress = options.onProgress ?? ((): void => undefined);
-  const parsed: ParsedRows = Array.isArray(rows) ? parseEvaluationRows(rows) : (rows as ParsedRows);
+  const parsed: ParsedRows = Array.isArray(rows) ? parseEvaluationJsonl(rows) : (rows as ParsedRows);
   const used = parsed.rows;
   const warnings: string[] = [];
 
@@ -401,16 +393,15 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
     byVariant.set(r.variant, list);
   }
   const names = variantOrder(byVariant.keys(), baselineName);
-  const fgUnits = new Map<string, SessionUnit[]>();
-  const bgUnits = new Map<string, SessionUnit[]>();
+  const unitsByVariant = new Map<string, Units>();
   const summaries: VariantSummary[] = [];
   for (const v of names) {
     const rs = byVariant.get(v) ?? [];
-    const fg = unitsOf(rs.filter((r) => !r.background));
-    const bg = unitsOf(rs.filter((r) => r.background));
-    fgUnits.set(v, fg);
-    bgUnits.set(v, bg);
-    const s = summarize(v, rs, fg, bg);
+    const fgRows = rs.filter((r) => !r.background);
+    const bgRows = rs.filter((r) => r.background);
+    const units = { sessions: unitsOf(fgRows), background: unitsOf(bgRows) };
+    unitsByVariant.set(v, units);
+    const s = summarize(v, fgRows, bgRows, units);
     summaries.push(s);
     progress(`${v}: ${s.sessions.total} sessions, ${s.requests.total} requests (${s.requests.executed} executed), ${s.background.requests} background`);
     if (s.uncachedInput.missingUsage > 0) warnings.push(`${v}: ${s.uncachedInput.missingUsage} executed request(s) without a usage report (left out of uncached input)`);
@@ -422,7 +413,7 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
           'the outcome service did not join their lifecycle-only events as background requests timed from arrivalMs',
       );
     }
-    if (s.rules.other && Object.keys(s.rules.other).length > 0) warnings.push(`${v}: decision reasons this build does not know: ${Object.keys(s.rules.other).join(', ')}`);
+    if (Object.keys(s.rules.other).length > 0) warnings.push(`${v}: decision reasons this build does not know: ${Object.keys(s.rules.other).join(', ')}`);
   }
 
   const differences: Difference[] = [];
@@ -432,9 +423,8 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
     for (const v of names) {
       if (v === baselineName) continue;
       for (const m of DIFFERENCE_METRICS) {
-        const pick = m.scope === 'background' ? bgUnits : fgUnits;
-        const a = pick.get(v) ?? [];
-        const b = pick.get(baselineName) ?? [];
+        const a = unitsByVariant.get(v)?.[m.scope] ?? [];
+        const b = unitsByVariant.get(baselineName)?.[m.scope] ?? [];
         const stat = m.stat;
         const res = bootstrapDifference(a, b, stat, { iterations, confidence, rand: streamFor(seed, 'bootstrap', m.id, v, baselineName) });
         differences.push({

@@ -3,18 +3,13 @@
  * between two arms (a variant and the Stage baseline), resampling whole
  * units (sessions), never single requests: requests of one session share a
  * conversation, a cache history and a worker, so they are not independent.
+ * Paired when both arms hold the same match keys, so the between-session
+ * variation common to both cancels (README, "Differences from the baseline").
  *
- *  - paired: when both arms hold the same units by match key (the schedule's
- *    matched sessions), one draw of keys is applied to both arms, so the
- *    between-session variation common to both cancels;
- *  - independent: otherwise each arm is resampled on its own.
- *
- * Interval: the empirical (α/2, 1 − α/2) quantiles of the replicate
- * differences, linear interpolation between order statistics (Hyndman-Fan
- * type 7). Replicates whose statistic is undefined (NaN, e.g. a resample
- * without any completed session) are dropped and counted.
+ * Interval: the empirical (α/2, 1 − α/2) type-7 quantiles of the replicate
+ * differences.
  */
-import { quantileSorted } from '@vantage/fitting';
+import { compareStrings, quantileSorted } from '@vantage/fitting';
 
 interface BootstrapOptions {
   readonly iterations: number;
@@ -23,9 +18,10 @@ interface BootstrapOptions {
   readonly rand: () => number;
 }
 
-interface BootstrapResult {
+export interface BootstrapResult {
   /** statistic(variant) − statistic(baseline) on the data as observed. */
   readonly estimate: number;
+  /** Percentile-bootstrap interval; null when it cannot be formed (no units, too few defined replicates). */
   readonly lo: number | null;
   readonly hi: number | null;
   readonly method: 'paired' | 'independent';
@@ -75,7 +71,7 @@ export function bootstrapDifference<U extends Unit>(variant: readonly U[], basel
   if (paired) {
     // Align by key, in key order, so the result does not depend on input order.
     const byKey = new Map(baseline.map((u) => [u.matchKey, u]));
-    const a = [...variant].sort((x, y) => ((x.matchKey as string) < (y.matchKey as string) ? -1 : 1));
+    const a = [...variant].sort((x, y) => compareStrings(x.matchKey as string, y.matchKey as string));
     const b = a.map((u) => byKey.get(u.matchKey) as U);
     for (let it = 0; it < o.iterations; it++) {
       bufA.length = 0;

@@ -57,12 +57,7 @@ export interface ProbeSpec {
   readonly outputTokens: number;
 }
 
-/**
- * When the probe is sent relative to the background submission:
- *  - `immediate`: while the background prompts are still being prefilled (prefill contention);
- *  - `after_background_first_tokens`: once every background request has produced its first
- *    token, i.e. is decoding (generation contention: R stays, P falls toward 0).
- */
+/** When the probe is sent: while the background prefills, or once it is all decoding (README, `probeTiming`). */
 export type ProbeTiming = 'immediate' | 'after_background_first_tokens';
 
 export interface CalibrationRun {
@@ -89,11 +84,7 @@ export interface CalibrationCondition {
   readonly probeTiming: ProbeTiming;
   /** Both candidates are measured with the same probe in every repeat. */
   readonly measure: readonly Role[];
-  /**
-   * The candidates the probe's prefix is warmed on before the probe: both, or the efficient one only
-   * (a cold capable candidate, so K differs between the candidates as it does when an override lands
-   * on a worker that never saw the session).
-   */
+  /** The candidates the probe's prefix is warmed on: both, or the efficient one only (README, `warm`). */
   readonly warm: readonly Role[];
   /** Conditions that differ only in the factor under test share a group (short vs long generations). */
   readonly contrastGroup: string | null;
@@ -250,9 +241,6 @@ export interface CalibrationPlan {
   readonly estimatedDurationMs: number;
 }
 
-const WARMUP_SESSION_PREFIX = 'calwarm:';
-const BACKGROUND_SESSION_PREFIX = 'calbg:';
-
 function fmtF(f: number): string {
   return f.toFixed(4).replace(/0+$/, '').replace(/\.$/, '');
 }
@@ -262,8 +250,7 @@ function probeOf(n: number, f: number, osl: number, blockSize: number): ProbeSpe
   if (!(f >= 0 && f < 1)) throw new RangeError(`cached fraction ${f} must lie in [0, 1)`);
   const k = f * n;
   if (!Number.isInteger(k) || k % blockSize !== 0) {
-    // A partial block is never reused, so the measured f would differ from the design and
-    // fitting's Q grid (f rounded to 2 decimals) would gain a column.
+    // README, "K is block-aligned": a partial block is never reused.
     throw new RangeError(`K = f N = ${k} (N ${n}, f ${f}) is not a multiple of the block size ${blockSize}`);
   }
   return { promptTokens: n, prefixTokens: k, cachedFraction: f, outputTokens: osl };
@@ -413,8 +400,8 @@ export function calibrationPlan(options: CalibrationPlanOptions = {}): Calibrati
       runs.push({
         repeat: r,
         sessionId: calibrationSessionId(d.id, r, d.noBackgroundLoad, d.qSet),
-        warmupSessionId: `${WARMUP_SESSION_PREFIX}${d.id}:${r}`,
-        backgroundSessionId: `${BACKGROUND_SESSION_PREFIX}${d.id}:${r}`,
+        warmupSessionId: `calwarm:${d.id}:${r}`,
+        backgroundSessionId: `calbg:${d.id}:${r}`,
         contentSeed: hash32(seed, 'content', d.id, r),
       });
     }

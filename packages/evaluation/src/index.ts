@@ -1,8 +1,4 @@
-// @vantage/evaluation: the transport-free parts of seed 000's calibration and
-// five-variant evaluation: the calibration plan (workload conditions, session
-// ids `vantage fit` reads), the evaluation schedule (attempts, matched
-// sessions, seeded variant order, Stage proposal model), the analysis of
-// outcome rows with session-bootstrap intervals, and the HTML report.
+// @vantage/evaluation: calibration plan, evaluation schedule, analysis and report. See README.md.
 
 export {
   CALIBRATION_FACTORS,
@@ -32,7 +28,7 @@ export type {
   EvaluationSchedule,
 } from './schedule';
 
-export { EVALUATION_LABEL_COLUMNS, parseEvaluationRows, parseEvaluationJsonl } from './rows';
+export { EVALUATION_LABEL_COLUMNS, parseEvaluationJsonl } from './rows';
 
 export { isPaired, bootstrapDifference } from './bootstrap';
 export type { Unit } from './bootstrap';

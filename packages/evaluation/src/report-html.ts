@@ -1,8 +1,4 @@
-/**
- * The evaluation report as one self-contained HTML page: inline CSS and SVG,
- * no scripts, fonts or images from anywhere, so it opens offline and can be
- * archived with the outcome rows it was computed from.
- */
+/** The evaluation report as one self-contained HTML page (see fitting's `html.ts`). */
 import { escapeHtml, fmt, fmtG as fmtDigits, padded as paddedBy, page, svg, table, xTicks } from '@vantage/fitting';
 import type { Difference, Distribution, EvaluationAnalysis, VariantSummary } from './analysis';
 import { DIFFERENCE_METRICS } from './analysis';
@@ -145,15 +141,6 @@ const FIXED_SEGMENTS: readonly { key: string; count: 'baseline' | 'stageCapable'
 ];
 const FALLBACK_COLORS = ['#c92a2a', '#a61e4d', '#862e9c', '#5f3dc4', '#364fc7', '#e03131', '#9c36b5'];
 
-function segmentsOf(v: VariantSummary): { key: string; n: number }[] {
-  const r = v.rules;
-  return [
-    ...FIXED_SEGMENTS.map((f) => ({ key: f.key, n: r[f.count] })),
-    ...Object.entries(r.fallback).map(([key, n]) => ({ key, n })),
-    ...Object.entries(r.other).map(([k, n]) => ({ key: `other:${k}`, n })),
-  ];
-}
-
 function ruleBars(variants: readonly VariantSummary[]): string {
   const fallbackKeys = [...new Set(variants.flatMap((v) => [...Object.keys(v.rules.fallback), ...Object.keys(v.rules.other).map((k) => `other:${k}`)]))].sort();
   const legend = [...FIXED_SEGMENTS, ...fallbackKeys.map((k, i) => ({ key: k, label: k, color: FALLBACK_COLORS[i % FALLBACK_COLORS.length] as string }))];
@@ -175,7 +162,13 @@ function ruleBars(variants: readonly VariantSummary[]): string {
       return;
     }
     let x = L;
-    for (const s of segmentsOf(v)) {
+    const r = v.rules;
+    const segments = [
+      ...FIXED_SEGMENTS.map((f) => ({ key: f.key, n: r[f.count] })),
+      ...Object.entries(r.fallback).map(([key, n]) => ({ key, n })),
+      ...Object.entries(r.other).map(([k, n]) => ({ key: `other:${k}`, n })),
+    ];
+    for (const s of segments) {
       if (s.n === 0) continue;
       const w = (s.n / total) * (W - L - R);
       parts.push(`<rect x="${x.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="18" fill="${colorOfKey.get(s.key) ?? '#333'}"><title>${escapeHtml(`${v.variant}: ${s.key} ${s.n} of ${total} (${pct(s.n / total)})`)}</title></rect>`);

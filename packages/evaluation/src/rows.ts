@@ -7,8 +7,6 @@
 import { OUTCOME_COLUMNS as C, parseOutcomeRows, type RowParse, type RowsParse } from '@vantage/fitting';
 import { parseEvaluationSessionId } from './schedule';
 
-export type { RowProblem } from '@vantage/records';
-
 /** Ours, not the schema's: a tool that labels rows itself (e.g. background traffic without a decision) may add it. */
 export const EVALUATION_LABEL_COLUMNS = Object.freeze({ variant: 'evaluation.variant' });
 
@@ -120,11 +118,11 @@ function evaluationRowFromJson(o: Record<string, unknown>, line: number): RowPar
 }
 
 /**
- * Rows given as objects (already parsed JSON; line numbers are their 1-based positions) or JSON
- * Lines (blank lines are ignored, not counted; bad JSON is a problem with its line). Each outcome
+ * JSON Lines (blank lines are ignored, not counted; bad JSON is a problem with its line) or rows
+ * given as objects (already parsed JSON; line numbers are their 1-based positions). Each outcome
  * once per request id: a second one is a problem on its line.
  */
-export function parseEvaluationRows(input: string | readonly unknown[]): RowsParse<EvaluationRow> {
+export function parseEvaluationJsonl(input: string | readonly unknown[]): RowsParse<EvaluationRow> {
   const seen = new Map<string, number>();
   return parseOutcomeRows(input, (o, line) => {
     const r = evaluationRowFromJson(o, line);
@@ -134,8 +132,4 @@ export function parseEvaluationRows(input: string | readonly unknown[]): RowsPar
     seen.set(r.row.requestId, line);
     return r;
   });
-}
-
-export function parseEvaluationJsonl(text: string): RowsParse<EvaluationRow> {
-  return parseEvaluationRows(text);
 }

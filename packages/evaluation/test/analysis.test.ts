@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '@vantage/random';
 import { OUTCOME_CSV_COLUMNS } from '@vantage/records';
-import { EVALUATION_LABEL_COLUMNS, analyzeEvaluation, parseEvaluationJsonl, parseEvaluationRows } from '../src/index';
+import { EVALUATION_LABEL_COLUMNS, analyzeEvaluation, parseEvaluationJsonl } from '../src/index';
 import { outcomeRow, syntheticEvaluation, toJsonl } from './synthetic';
 
 function shuffleForTest<T>(xs: readonly T[], seed: number): T[] {
@@ -119,7 +119,7 @@ describe('labelling rows with their variant', () => {
       { ...outcomeRow({ requestId: 'v', sessionId: 'bgx', noDecision: true, background: true, arrivalMs: 1 }), 'evaluation.variant': 'request_count' },
       { requestId: 'q' },
     ];
-    const p = parseEvaluationRows(rows);
+    const p = parseEvaluationJsonl(rows);
     expect(p.rows.map((r) => [r.requestId, r.variant, r.background, r.matchKey])).toEqual([
       ['x', 'request_count', false, '0:0'],
       ['y', 'request_count', true, '0:bg0'],

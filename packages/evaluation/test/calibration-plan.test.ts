@@ -7,6 +7,7 @@ import { joinOutcome, outcomeToJsonRow, type DecisionRecord } from '@vantage/rec
 import { fitAll, parseCalibrationJsonl, rowFromOutcomeJson } from '@vantage/fitting';
 import { DEFAULT_PARAMETER_SET } from '@vantage/rules';
 import { CALIBRATION_FACTORS, CALIBRATION_PRESETS, calibrationPlan, type CalibrationCondition, type CalibrationPlan } from '../src/index';
+import { MODELS, observation } from './synthetic';
 
 const small = calibrationPlan({ preset: 'small', seed: 3 });
 const full = calibrationPlan({ preset: 'full', seed: 3 });
@@ -188,7 +189,7 @@ describe('presets and options', () => {
 
 describe('fitting reads what the plan asks the harness to write', () => {
   const t0 = 1_750_000_000_000;
-  const models = { efficient: 'eff-8b', capable: 'cap-70b' } as const;
+  const models = MODELS;
 
   /** One probe's outcome row as the live path would record it, from a toy TTFT model of the condition. */
   function probeRow(c: CalibrationCondition, repeat: number, role: 'efficient' | 'capable', sessionId: string, noise: number): Record<string, unknown> {
@@ -198,31 +199,16 @@ describe('fitting reads what the plan asks the harness to write', () => {
     const { promptTokens: n, prefixTokens: k } = c.probe;
     const speed = role === 'efficient' ? 1 : 1.4;
     const ttft = speed * (20 + 0.02 * (n - k) + 0.002 * n) + (role === 'efficient' ? 250 : 100) * Math.log1p(r) + 300 * Math.log1p(p) + noise;
-    const obs = (rr: 'efficient' | 'capable') => ({
-      role: rr,
-      model: models[rr],
-      routingGroup: null,
-      status: 'ok',
-      error: null,
-      workerId: 7n as WorkerId,
-      dpRank: 0,
-      promptTokens: n,
-      overlapTokens: k,
-      bookedRequests: rr === role ? r : 0,
-      prefillPressure: rr === role ? Math.round(p * 100) / 100 : 0,
-      bookedPrefillTokens: null,
-      prefillCapacityTokens: 8192,
-      hostOverlapTokens: null,
-      diskOverlapTokens: null,
-      effectivePrefillTokens: null,
-      decodeBlocks: null,
-      kvCapacityBlocks: null,
-      pendingRequests: null,
-      pendingTokens: null,
-      ages: { selectionMs: 1, overlapMs: 1, bookingsMs: 1, metricsMs: 1, pendingMs: null },
-      suspectReason: null,
-      collectionDurationUs: 300,
-    });
+    const obs = (rr: 'efficient' | 'capable') =>
+      observation(rr, {
+        workerId: 7n as WorkerId,
+        promptTokens: n,
+        overlapTokens: k,
+        bookedRequests: rr === role ? r : 0,
+        prefillPressure: rr === role ? Math.round(p * 100) / 100 : 0,
+        bookedPrefillTokens: null,
+        collectionDurationUs: 300,
+      });
     const requestId = `${sessionId}/${role}`;
     const decision: DecisionRecord = {
       recordId: `d-${requestId}`,

@@ -31,7 +31,8 @@ export interface RowSpec {
 
 const noAges = { selectionMs: 1, overlapMs: 1, bookingsMs: 1, metricsMs: 1, pendingMs: null };
 
-function observation(role: 'efficient' | 'capable'): CandidateObservation {
+/** One candidate's observation of a decision record; `over` replaces fields. */
+export function observation(role: 'efficient' | 'capable', over: Partial<CandidateObservation> = {}): CandidateObservation {
   return {
     role,
     model: MODELS[role],
@@ -56,6 +57,7 @@ function observation(role: 'efficient' | 'capable'): CandidateObservation {
     ages: noAges,
     suspectReason: null,
     collectionDurationUs: 400,
+    ...over,
   };
 }
 

@@ -4,10 +4,10 @@
  * fitting split, and measure held-out errors with the very prediction
  * functions the decision uses (@vantage/rules `predictBlind`/`predictCache`).
  */
-import { lookupQ, standardize, type BlindCoefficients, type CacheCoefficients, type ModelParameters, type QTable, type Standardization } from '@vantage/rules';
+import { lookupQ, standardize, type ModelParameters, type QTable, type Standardization } from '@vantage/rules';
 import { predictRow, type Estimator } from './margins';
 import { cachedFraction } from './qtable';
-import { crossValidateRidge, ridgeSolve, type CvPoint, type FeatureName } from './ridge';
+import { crossValidateRidge, DEFAULT_CV_FOLDS, DEFAULT_LAMBDAS, ridgeSolve, type CvPoint, type FeatureName } from './ridge';
 import type { CalibrationRow } from './rows';
 import type { SplitName } from './splits';
 import { summarizeErrors, type ErrorSummary } from './stats';
@@ -75,14 +75,14 @@ function buildDesign(rows: readonly CalibrationRow[], table: QTable, s: Standard
 }
 
 /**
- * A model with one estimator's coefficients set (the other kept, or zero).
- * Keys in the parameter-set schema's order, so the written file reads
- * name, qTable, standardization, blind, cache.
+ * A model with both estimators' coefficients. Keys in the parameter-set
+ * schema's order, so the written file reads name, qTable, standardization,
+ * blind, cache.
  */
-export function withCoefficients(model: Omit<ModelParameters, 'blind' | 'cache'> & Partial<ModelParameters>, estimator: Estimator, c: Coefficients): ModelParameters {
-  const blind: BlindCoefficients = estimator === 'blind' ? { b0: c[0], bN: c[1], bR: c[2], bP: c[3] } : (model.blind ?? { b0: 0, bN: 0, bR: 0, bP: 0 });
-  const cache: CacheCoefficients = estimator === 'cache' ? { c0: c[0], cN: c[1], cR: c[2], cP: c[3] } : (model.cache ?? { c0: 0, cN: 0, cR: 0, cP: 0 });
-  return { name: model.name, qTable: model.qTable, standardization: model.standardization, blind, cache };
+export function withCoefficients(m: Omit<ModelParameters, 'blind' | 'cache'>, b: Coefficients, c: Coefficients) {
+  const blind = { b0: b[0], bN: b[1], bR: b[2], bP: b[3] };
+  const cache = { c0: c[0], cN: c[1], cR: c[2], cP: c[3] };
+  return { name: m.name, qTable: m.qTable, standardization: m.standardization, blind, cache } satisfies ModelParameters;
 }
 
 interface EstimatorFitInput {
@@ -93,8 +93,6 @@ interface EstimatorFitInput {
   readonly constant: readonly FeatureName[];
   /** This model's measurements per split. */
   readonly rows: Readonly<Record<SplitName, readonly CalibrationRow[]>>;
-  readonly lambdas: readonly number[];
-  readonly folds: number;
   readonly seed: number;
 }
 
@@ -104,7 +102,7 @@ export function fitEstimator(input: EstimatorFitInput): { ok: true; value: Estim
   const design = buildDesign(input.rows.fitting, input.qTable, input.standardization, input.estimator, active);
   const label = `${input.name} ${input.estimator}`;
   if (design.y.length === 0) return { ok: false, reason: `${label}: no usable fitting rows (${JSON.stringify(design.excluded)})` };
-  const cv = crossValidateRidge(design.x, design.y, design.groups, input.lambdas, penalize, { folds: input.folds, seed: input.seed });
+  const cv = crossValidateRidge(design.x, design.y, design.groups, DEFAULT_LAMBDAS, penalize, { folds: DEFAULT_CV_FOLDS, seed: input.seed });
   if (!cv.ok) return { ok: false, reason: `${label}: ${cv.reason}` };
   const fit = ridgeSolve(design.x, design.y, cv.value.lambda, penalize);
   if (!fit.ok) return { ok: false, reason: `${label}: final fit at lambda ${cv.value.lambda}: ${fit.reason}` };
@@ -112,7 +110,8 @@ export function fitEstimator(input: EstimatorFitInput): { ok: true; value: Estim
   active.forEach((j, i) => (full[j] = fit.beta[i] as number));
   const coefficients = full as unknown as Coefficients;
 
-  const model = withCoefficients({ name: input.name, qTable: input.qTable, standardization: input.standardization }, input.estimator, coefficients);
+  // Both estimators get these coefficients: predictRow reads only input.estimator's.
+  const model = withCoefficients(input, coefficients, coefficients);
   const residuals: ResidualPoint[] = [];
   const errors = {} as Record<SplitName, ErrorSummary>;
   for (const split of ['fitting', 'uncertainty', 'selection'] as const) {

@@ -144,8 +144,6 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const seed = options.seed ?? 1;
   const fractions = options.fractions ?? DEFAULT_FRACTIONS;
   const variant = options.variant ?? 'cache';
-  const lambdas = DEFAULT_LAMBDAS;
-  const cvFolds = DEFAULT_CV_FOLDS;
   const qSource = options.qSource ?? 'qset';
   const gate = options.gate ?? DEFAULT_PARAMETER_SET.gate;
   const progress = options.onProgress ?? (() => {});
@@ -205,7 +203,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     warnings.push(...std.warnings.map((w) => `${role} standardisation ${w}`));
     const fits = {} as Record<Estimator, EstimatorFit>;
     for (const estimator of ESTIMATORS) {
-      const f = fitEstimator({ estimator, name, qTable: q.table, standardization: std.standardization, constant: std.constant, rows: mine, lambdas, folds: cvFolds, seed });
+      const f = fitEstimator({ estimator, name, qTable: q.table, standardization: std.standardization, constant: std.constant, rows: mine, seed });
       if (!f.ok) {
         errors.push(`${role} ${f.reason}`);
         continue;
@@ -215,7 +213,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
       progress(`${role} ${estimator}: lambda ${f.value.lambda} by ${f.value.cvFolds}-fold grouped CV on ${f.value.trainingRows} rows; uncertainty MAE ${u.maeMs.toFixed(1)} ms, RMSE ${u.rmseMs.toFixed(1)} ms (n ${u.n})`);
     }
     if (fits.blind === undefined || fits.cache === undefined) continue;
-    params[role] = withCoefficients(withCoefficients({ name, qTable: q.table, standardization: std.standardization }, 'blind', fits.blind.coefficients), 'cache', fits.cache.coefficients);
+    params[role] = withCoefficients({ name, qTable: q.table, standardization: std.standardization }, fits.blind.coefficients, fits.cache.coefficients);
     models[role] = {
       role,
       name,
@@ -229,13 +227,12 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
     };
   }
   if (errors.length > 0) return fail(errors);
-  const pm = { efficient: params.efficient, capable: params.capable };
 
   // Margins on the uncertainty split.
   const margins = {} as Record<Estimator, MarginFit>;
   for (const estimator of ESTIMATORS) {
     try {
-      margins[estimator] = calibrateMargin(pairSplits.uncertainty, pm, estimator);
+      margins[estimator] = calibrateMargin(pairSplits.uncertainty, params, estimator);
     } catch (err) {
       errors.push(`${estimator} margin: ${err instanceof Error ? err.message : String(err)} (${pairSplits.uncertainty.length} uncertainty pairs)`);
       continue;
@@ -265,8 +262,8 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const fittedEstimator = {} as Record<Estimator, ChosenRule>;
   for (const estimator of ESTIMATORS) {
     const delta = margins[estimator].marginMs;
-    const fitted = { rule: `${estimator} delta=${delta.toFixed(1)}`, ...simulateEstimatorRule(sel, pm, estimator, delta, gate.destinationLimit) };
-    selection.push(fitted, { rule: `${estimator} delta=0`, ...simulateEstimatorRule(sel, pm, estimator, 0, gate.destinationLimit) });
+    const fitted = { rule: `${estimator} delta=${delta.toFixed(1)}`, ...simulateEstimatorRule(sel, params, estimator, delta, gate.destinationLimit) };
+    selection.push(fitted, { rule: `${estimator} delta=0`, ...simulateEstimatorRule(sel, params, estimator, 0, gate.destinationLimit) });
     fittedEstimator[estimator] = { variant: estimator, ...fitted, pairs: sel.length };
   }
   // Lower mean selected TTFT; ties (within 1e-9 relative) to fewer overrides, then to the simpler rule (listed first).
@@ -295,7 +292,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   }
   const created = createParameterSet({
     variant,
-    models: pm,
+    models: params,
     thresholds,
     margins: { deltaBlindMs: margins.blind.marginMs, deltaCacheMs: margins.cache.marginMs },
     gate,
@@ -317,7 +314,7 @@ export function fitAll(input: readonly CalibrationRow[], options: FitOptions = {
   const report: FitReport = {
     seed,
     variant,
-    options: { fractions, lambdas, cvFolds, qSource, fTolerance: F_TOLERANCE, proposals: 'efficient', gate, marginQuantile: MARGIN_QUANTILE },
+    options: { fractions, lambdas: DEFAULT_LAMBDAS, cvFolds: DEFAULT_CV_FOLDS, qSource, fTolerance: F_TOLERANCE, proposals: 'efficient', gate, marginQuantile: MARGIN_QUANTILE },
     input: { rows: rows.length, pairs: pairs.length, unpairedRows: unpaired.length, conditions, qSetConditions, qSetRows: qSetRows.length },
     splits: Object.fromEntries(
       SPLIT_NAMES.map((s) => [s, { conditionIds: split[s], rows: rowSplits[s].length, pairs: pairSplits[s].length }]),

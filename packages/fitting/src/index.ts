@@ -1,7 +1,4 @@
-// @vantage/fitting: offline calibration of seed 000's rules from measured
-// outcomes: Q tables, standardisation, ridge load corrections, count
-// thresholds and estimator margins, written as a @vantage/rules parameter
-// set with a report. Pure and synchronous; no transport.
+// @vantage/fitting: offline calibration of seed 000's rules from measured outcomes. See README.md.
 
 export {
   OUTCOME_COLUMNS,
@@ -12,6 +9,7 @@ export {
   parseCalibrationJsonl,
   validateCalibrationRows,
   pairRows,
+  compareStrings,
 } from './rows';
 export type { Role, RowParse, RowsParse, CalibrationRow, CalibrationPair } from './rows';
 
@@ -24,7 +22,6 @@ export { fitStandardization, ridgeSolve, crossValidateRidge, groupFolds } from '
 
 export { solveLinear } from './linalg';
 export { mean, percentileNearestRank, quantileSorted } from './stats';
-
 
 export { searchThresholds, countRuleChoice, rankCandidates } from './thresholds';
 

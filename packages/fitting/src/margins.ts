@@ -68,42 +68,34 @@ function predictedAdvantage(pair: CalibrationPair, models: EstimatorModels, esti
   return { ok: true, predictedMs: e.ms - c.ms };
 }
 
-/** Per-condition max |error|, then the nearest-rank percentile across conditions. Throws when no pair is usable. */
-function marginFromErrors(errors: readonly AdvantageError[]): { marginMs: number; perCondition: ConditionError[] } {
-  const by = new Map<string, { max: number; pairs: number }>();
-  for (const e of errors) {
-    const c = by.get(e.conditionId) ?? { max: 0, pairs: 0 };
-    c.max = Math.max(c.max, e.absErrorMs);
-    c.pairs++;
-    by.set(e.conditionId, c);
-  }
-  if (by.size === 0) throw new RangeError('no workload condition with a usable pair to calibrate a margin on');
-  const perCondition = [...by]
-    .map(([conditionId, c]) => ({ conditionId, maxAbsErrorMs: c.max, pairs: c.pairs }))
-    .sort((a, b) => compareStrings(a.conditionId, b.conditionId));
-  return { marginMs: percentileNearestRank(perCondition.map((c) => c.maxAbsErrorMs), MARGIN_QUANTILE), perCondition };
-}
-
-/** Calibrate one estimator's margin on the uncertainty split's pairs. */
+/**
+ * Calibrate one estimator's margin on the uncertainty split's pairs: per-condition max |error|, then the
+ * nearest-rank percentile across conditions. Throws when no pair is usable.
+ */
 export function calibrateMargin(pairs: readonly CalibrationPair[], models: EstimatorModels, estimator: Estimator): MarginFit {
   const pairErrors: AdvantageError[] = [];
   const excluded: Record<string, number> = {};
+  const by = new Map<string, { max: number; pairs: number }>();
   for (const pair of pairs) {
     const adv = predictedAdvantage(pair, models, estimator);
     if (!adv.ok) {
       excluded[adv.problem] = (excluded[adv.problem] ?? 0) + 1;
       continue;
     }
-    const measured = pair.efficient.ttftMs - pair.capable.ttftMs;
-    pairErrors.push({
-      conditionId: pair.conditionId,
-      repeat: pair.repeat,
-      predictedAdvantageMs: adv.predictedMs,
-      measuredAdvantageMs: measured,
-      absErrorMs: Math.abs(adv.predictedMs - measured),
-    });
+    const measuredAdvantageMs = pair.efficient.ttftMs - pair.capable.ttftMs;
+    const absErrorMs = Math.abs(adv.predictedMs - measuredAdvantageMs);
+    const { conditionId, repeat } = pair;
+    pairErrors.push({ conditionId, repeat, predictedAdvantageMs: adv.predictedMs, measuredAdvantageMs, absErrorMs });
+    const c = by.get(conditionId) ?? { max: 0, pairs: 0 };
+    c.max = Math.max(c.max, absErrorMs);
+    c.pairs++;
+    by.set(conditionId, c);
   }
-  const { marginMs, perCondition } = marginFromErrors(pairErrors);
+  if (by.size === 0) throw new RangeError('no workload condition with a usable pair to calibrate a margin on');
+  const perCondition = [...by]
+    .map(([conditionId, c]) => ({ conditionId, maxAbsErrorMs: c.max, pairs: c.pairs }))
+    .sort((a, b) => compareStrings(a.conditionId, b.conditionId));
+  const marginMs = percentileNearestRank(perCondition.map((c) => c.maxAbsErrorMs), MARGIN_QUANTILE);
   return { estimator, quantile: MARGIN_QUANTILE, marginMs, perCondition, pairErrors, excluded };
 }
 

@@ -6,13 +6,10 @@
  * and refusals: README, "Q tables".
  */
 import type { QTable } from '@vantage/rules';
+import type { CalibrationRow } from './rows';
 import { median } from './stats';
 
-export interface QMeasurement {
-  readonly n: number;
-  readonly k: number;
-  readonly ttftMs: number;
-}
+export type QMeasurement = Pick<CalibrationRow, 'n' | 'k' | 'ttftMs'>;
 
 interface QBuildOptions {
   /** Grid of prompt lengths; default the distinct N of the measurements. */

@@ -12,14 +12,8 @@
 import type { FeatureScale, Standardization } from '@vantage/rules';
 import { solveLinear } from './linalg';
 import { mulberry32, shuffled } from '@vantage/random';
-import { compareStrings } from './rows';
+import { compareStrings, type CalibrationRow } from './rows';
 import { mean, populationSd } from './stats';
-
-interface FeatureRow {
-  readonly n: number;
-  readonly r: number;
-  readonly p: number | null;
-}
 
 export type FeatureName = 'logN' | 'logR' | 'logP';
 
@@ -55,7 +49,7 @@ function scaleOf(xs: readonly number[], name: FeatureName, warnings: string[], c
  * means and standard deviations from fitting data only"). Rows without P
  * count for N and R only.
  */
-export function fitStandardization(rows: readonly FeatureRow[]): StandardizationFit {
+export function fitStandardization(rows: readonly Pick<CalibrationRow, 'n' | 'r' | 'p'>[]): StandardizationFit {
   const warnings: string[] = [];
   const constant: FeatureName[] = [];
   const logN = scaleOf(rows.map((r) => Math.log1p(r.n)), 'logN', warnings, constant);

@@ -6,7 +6,7 @@
  * and pairing of the two candidates measured for one repeat of a workload
  * condition (one outcome record measures one candidate). README, "Input".
  */
-import { asRowObject, readJsonRows, type LineObject, type RowProblem } from '@vantage/records';
+import { asRowObject, readJsonRows, type RowProblem } from '@vantage/records';
 import type { Role } from '@vantage/rules';
 
 export type { RowProblem } from '@vantage/records';
@@ -121,24 +121,18 @@ export interface RowsParse<T> {
  * are their 1-based positions). Never throws.
  */
 export function parseOutcomeRows<T>(input: string | readonly unknown[], parse: (o: Record<string, unknown>, line: number) => RowParse<T>): RowsParse<T> {
-  const read = typeof input === 'string' ? readJsonRows(input) : { objects: [] as LineObject[], problems: [] as RowProblem[], lines: input.length };
-  if (typeof input !== 'string') {
-    input.forEach((o, i) => {
-      const row = asRowObject(o);
-      if (typeof row === 'string') read.problems.push({ line: i + 1, message: row });
-      else read.objects.push({ line: i + 1, row });
-    });
-  }
+  const read = typeof input === 'string' ? readJsonRows(input) : undefined;
+  const objects = read?.objects ?? (input as readonly unknown[]).map((o, i) => ({ line: i + 1, row: asRowObject(o) }));
   const rows: T[] = [];
-  const problems = [...read.problems];
+  const problems = [...(read?.problems ?? [])];
   const skipped: Record<string, number> = {};
-  for (const { line, row: o } of read.objects) {
-    const r = parse(o, line);
+  for (const { line, row: o } of objects) {
+    const r = typeof o === 'string' ? { kind: 'problem' as const, message: o } : parse(o, line);
     if (r.kind === 'row') rows.push(r.row);
     else if (r.kind === 'skip') skipped[r.reason] = (skipped[r.reason] ?? 0) + 1;
     else problems.push({ line, message: r.message });
   }
-  return { rows, problems: problems.sort((a, b) => a.line - b.line), skipped, lines: read.lines };
+  return { rows, problems: problems.sort((a, b) => a.line - b.line), skipped, lines: read?.lines ?? input.length };
 }
 
 /**
@@ -166,12 +160,7 @@ export function calibrationSessionId(conditionId: string, repeat: number, noBack
   return `${CALIBRATION_SESSION_PREFIX}${conditionId}:${repeat}:${qSet ? 'qgrid' : noBackgroundLoad ? 'idle' : 'loaded'}`;
 }
 
-interface Identity {
-  readonly conditionId: string;
-  readonly repeat: number;
-  readonly noBackgroundLoad: boolean;
-  readonly qSet: boolean;
-}
+type Identity = Pick<CalibrationRow, 'conditionId' | 'repeat' | 'noBackgroundLoad'> & { readonly qSet: boolean };
 
 type IdentityResult = { kind: 'none' } | { kind: 'bad'; message: string } | { kind: 'ok'; id: Identity };
 

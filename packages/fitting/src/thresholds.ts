@@ -12,11 +12,9 @@ import type { CalibrationPair, Role } from './rows';
 
 export type ThresholdMode = 'count' | 'count_prefill';
 
-export interface ThresholdCandidate {
+export interface ThresholdCandidate extends RuleOutcome {
   readonly r: number | null;
   readonly p: number | null;
-  readonly meanSelectedTtftMs: number;
-  readonly overrides: number;
   readonly terms: number;
 }
 

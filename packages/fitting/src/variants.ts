@@ -23,18 +23,15 @@ export const DISABLED_R = 1_000_000;
 
 type VariantSetResult = { readonly ok: true; readonly value: ParameterSet } | { readonly ok: false; readonly errors: readonly string[] };
 
-/** Thresholds the fit selected for one variant (null terms: disabled). */
-function selectedThresholds(report: Pick<FitReport, 'thresholds'>, variant: Variant, fallback: Thresholds): Thresholds {
-  if (variant === 'count') return { r: report.thresholds.count.best.r, p: null };
-  if (variant === 'count_prefill') return { r: report.thresholds.countPrefill.best.r, p: report.thresholds.countPrefill.best.p };
-  return fallback;
-}
-
 export function variantParameterSet(fitted: ParameterSet, report: Pick<FitReport, 'thresholds' | 'parameterSetVersion'>, variant: Variant): VariantSetResult {
   if (report.parameterSetVersion !== fitted.version) {
     return { ok: false, errors: [`the report is of parameter set ${report.parameterSetVersion}, not ${fitted.version}`] };
   }
-  let thresholds = selectedThresholds(report, variant, fitted.thresholds);
+  // The thresholds the variant's own search selected (null terms: disabled).
+  const { count, countPrefill } = report.thresholds;
+  let thresholds: Thresholds = fitted.thresholds;
+  if (variant === 'count') thresholds = { r: count.best.r, p: null };
+  if (variant === 'count_prefill') thresholds = { r: countPrefill.best.r, p: countPrefill.best.p };
   const notes: string[] = [];
   if ((variant === 'count' && thresholds.r === null) || (variant === 'count_prefill' && thresholds.r === null && thresholds.p === null)) {
     notes.push(`the ${variant} search selected the disabled term (no threshold beat Stage on the fitting split): r = ${DISABLED_R} never triggers`);
