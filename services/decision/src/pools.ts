@@ -107,7 +107,6 @@ export class LocalPools {
             querier && recMetrics
               ? {
                   querier,
-                  targets: { targetOf: (w, dp) => ingest.recoveryTargetOf(w, dp) },
                   settings: { initialBackoffMs: rc.initialBackoffMs, maxBackoffMs: rc.maxBackoffMs, maxBufferedEvents: rc.maxBufferedEvents, maxInFlight: rc.maxInFlight },
                   metrics: recMetrics,
                   pumpMs: rc.pumpMs,

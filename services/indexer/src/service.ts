@@ -102,7 +102,6 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
         querier && recMetrics
           ? {
               querier,
-              targets: { targetOf: (w, dp) => runners.get(pool.name)?.recoveryTargetOf(w, dp) ?? null },
               settings: { initialBackoffMs: rc.initialBackoffMs, maxBackoffMs: rc.maxBackoffMs, maxBufferedEvents: rc.maxBufferedEvents, maxInFlight: rc.maxInFlight },
               metrics: recMetrics,
               pumpMs: rc.pumpMs,
