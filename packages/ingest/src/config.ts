@@ -132,3 +132,6 @@ export const limitsSchema = s.object({
 });
 
 export type PoolConfig = DeepReadonly<Static<typeof poolSchema>>;
+/** The bounds `limitsSchema` names; PoolState takes all but `heldDuringRestore`. */
+export type LimitsConfig = DeepReadonly<Static<typeof limitsSchema>>;
+export type RecoveryConfig = DeepReadonly<Static<typeof recoverySchema>>;

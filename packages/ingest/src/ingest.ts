@@ -41,13 +41,13 @@ import {
   type ActiveSequenceEvent,
   type ForwardPassMetrics,
 } from '@vantage/wire';
-import type { PoolConfig } from './config';
+import type { LimitsConfig, PoolConfig, RecoveryConfig } from './config';
 import type { IngestMetrics } from './metrics';
-import { PoolState, type PoolLimitName, type PoolLimits } from '@vantage/observation';
+import { PoolState, type PoolLimitName } from '@vantage/observation';
 import { bookingsChannel, publishBooking } from './diagnostics';
 import { WriterQueue } from './queue';
 import type { RecoveryTarget } from './worker-query';
-import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type RecoverySettings, type WorkerQuerier } from './recovery';
+import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type WorkerQuerier } from './recovery';
 import { decodeSnapshot, encodeSnapshot, type SnapshotHeader } from './snapshot';
 import {
   bookingsSubject,
@@ -84,22 +84,13 @@ interface IngestOptions {
   /** JetStream replicas of the snapshot bucket when it is created (3 on a three-node cluster). */
   readonly snapshotReplicas?: number;
   readonly durableName: string;
-  /** Bounds on the pool's tables (PoolState) and on messages held while a snapshot is restored. */
-  readonly limits: PoolLimits & { readonly heldDuringRestore: number };
+  readonly limits: LimitsConfig;
   /** Rejection and refusal lines, rate-limited per source and reason (the counters stay exact). */
   readonly rejections: RateLimitedLog;
   /** JetStream mode: /healthz turns unhealthy once consumption has been stopped this long. */
   readonly jetstreamStalledMs: number;
   /** Recovery of suspect workers from their local indexes (null: off, a suspect waits for a `cleared`). */
-  readonly recovery?: {
-    readonly querier: WorkerQuerier;
-    readonly settings: RecoverySettings;
-    readonly metrics: RecoveryMetrics;
-    /** How often due queries are issued. */
-    readonly pumpMs: number;
-    /** Recover each kv-events publisher once when discovery first lists it. */
-    readonly onListing: boolean;
-  } | null;
+  readonly recovery?: { readonly querier: WorkerQuerier; readonly metrics: RecoveryMetrics; readonly config: RecoveryConfig } | null;
   /**
    * This process's booking origin (its instance id): a message on the bookings subject whose
    * `Vantage-Booking-Origin` header names it is this process's own booking (`bookLocal`), skipped
@@ -206,7 +197,7 @@ export class PoolIngest {
         // An answer is applied by the writer in turn; it is never dropped for a full queue (it holds no
         // live event, and dropping it would leave the worker suspect until the next attempt).
         deliver: (answer) => this.deliverRecovery({ kind: 'recovery', answer }),
-        settings: rc.settings,
+        settings: rc.config,
         metrics: rc.metrics,
         log: o.log,
         now: this.now,
@@ -432,14 +423,14 @@ export class PoolIngest {
     if (this.recovery && this.o.recovery) {
       // As Dynamo's router does for each worker it finds: its blocks as its own index holds them now
       // (this indexer may have missed them: a restart, or a worker that has been quiet since).
-      if (this.o.recovery.onListing) {
+      if (this.o.recovery.config.onListing) {
         this.recoverListed('listed');
         this.discovery?.subscribe((e) => {
           if (e.kind === 'publishers_changed') this.recoverListed('listed');
         });
       }
       const rec = this.recovery;
-      this.recoveryTimer = setInterval(() => rec.pump(), this.o.recovery.pumpMs);
+      this.recoveryTimer = setInterval(() => rec.pump(), this.o.recovery.config.pumpMs);
       this.recoveryTimer.unref();
     }
     for (const w of this.releasedWaiters.splice(0)) w();
@@ -522,6 +513,7 @@ export class PoolIngest {
   }
 
   private async restore(): Promise<SnapshotHeader | null> {
+    const L = this.o.limits;
     const mk = (index?: PrefixIndex): PoolState =>
       new PoolState({
         pool: this.pool,
@@ -529,7 +521,13 @@ export class PoolIngest {
         selection: { kind: 'kv_router', ...this.cfg.selection },
         bookingTtlMs: this.o.bookingTtlMs,
         workerTtlMs: this.o.workerTtlMs,
-        limits: this.o.limits,
+        limits: {
+          dpRanksPerWorker: L.dpRanksPerWorker,
+          workers: L.workersPerPool,
+          ranks: L.ranksPerPool,
+          bookingsPerRank: L.bookingsPerRank,
+          bookings: L.bookingsPerPool,
+        },
         ...(index ? { index } : {}),
       });
     this.state = mk();
@@ -822,7 +820,7 @@ export class PoolIngest {
     if (out.kind === 'booked' && this.o.origin === undefined) {
       // Bounded: an echo that never comes (the publish lost) is forgotten after the booking TTL, or
       // the oldest first once the pool's booking bound is reached.
-      if (this.ownBookings.size >= this.o.limits.bookings) {
+      if (this.ownBookings.size >= this.o.limits.bookingsPerPool) {
         const oldest = this.ownBookings.keys().next();
         if (!oldest.done) this.ownBookings.delete(oldest.value);
       }

@@ -200,16 +200,15 @@ export class Recovery {
   }
 
   /** The writer: apply a finished query's answer (or schedule the retry). */
-  applyAnswer(a: RecoveryAnswer): RecoveryOutcome | null {
+  applyAnswer(a: RecoveryAnswer): void {
     this.inFlight--;
+    this.o.metrics.inFlight.dec({ pool: this.o.pool });
     const t = this.tracks.get(a.key);
     if (t === undefined || t.phase !== 'in_flight' || t.attempt !== a.attempt) {
       // The worker left (or was forgotten) meanwhile.
-      this.o.metrics.inFlight.dec({ pool: this.o.pool });
       if (t === undefined) this.o.metrics.outcomes.inc({ pool: this.o.pool, outcome: 'abandoned_gone' });
-      return t === undefined ? 'abandoned_gone' : null;
+      return;
     }
-    this.o.metrics.inFlight.dec({ pool: this.o.pool });
     const buffer = t.buffer ?? [];
     t.buffer = null;
     const r = a.response;
@@ -261,10 +260,9 @@ export class Recovery {
     );
     // A gap just after the dump (or an unknown parent in it) makes it suspect again: start over.
     if (suspect !== null) this.request(t.workerId, t.dpRank, suspect.reason);
-    return 'recovered';
   }
 
-  private retry(t: Track, outcome: RecoveryOutcome, reason: string, soon = false): RecoveryOutcome {
+  private retry(t: Track, outcome: RecoveryOutcome, reason: string, soon = false): void {
     this.o.metrics.outcomes.inc({ pool: this.o.pool, outcome });
     if (!soon) t.failures++;
     const s = this.o.settings;
@@ -280,7 +278,6 @@ export class Recovery {
         'recovery from the worker failed; retrying',
       );
     }
-    return outcome;
   }
 
   /** (worker, dp rank)s waiting for or in recovery. */
