@@ -91,11 +91,7 @@ interface IngestOptions {
   readonly jetstreamStalledMs: number;
   /** Recovery of suspect workers from their local indexes (null: off, a suspect waits for a `cleared`). */
   readonly recovery?: { readonly querier: WorkerQuerier; readonly metrics: RecoveryMetrics; readonly config: RecoveryConfig } | null;
-  /**
-   * This process's booking origin (its instance id): a message on the bookings subject whose
-   * `Vantage-Booking-Origin` header names it is this process's own booking (`bookLocal`), skipped
-   * without decoding. Unset: own bookings are recognised by request id instead.
-   */
+  /** This process's booking origin, its instance id (README.md, "What it owns": `bookLocal`). */
   readonly origin?: string;
 }
 
@@ -128,7 +124,7 @@ export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
         endpoints: d.endpoints,
         root: d.root,
         ...(d.username !== '' ? { auth: { username: d.username, password } } : {}),
-        ...(ca || cert || key ? { tls: { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) } } : {}),
+        ...(ca || cert || key ? { tls: { ca, cert, key } } : {}),
       });
     }
   }
@@ -217,12 +213,12 @@ export class PoolIngest {
   }
 
   /** Every kv-events publisher with a recovery target is recovered once when it is first listed. */
-  private recoverListed(why: string): void {
+  private recoverListed(): void {
     if (!this.recovery) return;
     for (const p of this.discovery?.publishers() ?? []) {
       if (p.topic !== TOPIC_KV_EVENTS || p.recoveryTarget === null || this.recoveryListed.has(p.publisherId)) continue;
       this.recoveryListed.add(p.publisherId);
-      this.recovery.request(p.workerId, p.dpRank, why);
+      this.recovery.request(p.workerId, p.dpRank, 'listed');
     }
   }
 
@@ -237,22 +233,18 @@ export class PoolIngest {
   }
 
   /** Queue a decoded item; while paused (restoring) items are held in order. */
-  private enqueue(item: Item, source: string): boolean {
+  private enqueue(item: Item, source: string): void {
     if (this.paused) {
       if (this.held.length >= this.o.limits.heldDuringRestore) {
         // A flood while the snapshot is read must not grow memory without bound: dropped like a full queue.
         this.msgOutcome = 'dropped';
         this.refuse('held_during_restore', source, { held: this.held.length });
-        return false;
+        return;
       }
       this.held.push(item);
-      return true;
+      return;
     }
-    if (!this.queue.push(item)) {
-      this.msgOutcome = 'dropped';
-      return false;
-    }
-    return true;
+    if (!this.queue.push(item)) this.msgOutcome = 'dropped';
   }
 
   /** Count a rejected message; log it, rate-limited per (pool, source, reason). */
@@ -424,9 +416,9 @@ export class PoolIngest {
       // As Dynamo's router does for each worker it finds: its blocks as its own index holds them now
       // (this indexer may have missed them: a restart, or a worker that has been quiet since).
       if (this.o.recovery.config.onListing) {
-        this.recoverListed('listed');
+        this.recoverListed();
         this.discovery?.subscribe((e) => {
-          if (e.kind === 'publishers_changed') this.recoverListed('listed');
+          if (e.kind === 'publishers_changed') this.recoverListed();
         });
       }
       const rec = this.recovery;
