@@ -49,13 +49,11 @@ import { WriterQueue } from './queue';
 import type { RecoveryTarget } from './worker-query';
 import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type WorkerQuerier } from './recovery';
 import { decodeSnapshot, encodeSnapshot, type SnapshotHeader } from './snapshot';
+import { bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 import {
-  bookingsSubject,
   decodeBooking,
   decodeLifecycle,
   decodeRegistration,
-  lifecycleSubject,
-  workersSubject,
   type BookingMessage,
   type LifecycleMessage,
   type RegistrationMessage,

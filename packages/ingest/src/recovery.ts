@@ -29,11 +29,12 @@ import type { KvEvent, WorkerId } from '@vantage/types';
 import type { WorkerKvQueryResponse } from '@vantage/wire';
 import type { PoolState } from '@vantage/observation';
 import type { Registry } from 'prom-client';
+import type { RecoveryConfig } from './config';
 import { metricSet, type MetricSet } from './metrics';
 import type { RecoveryTarget } from './worker-query';
 
 /** Where each (worker, dp rank)'s local index answers (discovery's `recovery_target`s). */
-export interface RecoveryTargetSource {
+interface RecoveryTargetSource {
   targetOf(workerId: WorkerId, dpRank: number): RecoveryTarget | null;
 }
 
@@ -42,15 +43,7 @@ export interface WorkerQuerier {
   query(target: RecoveryTarget, startEventId: bigint | null): Promise<WorkerKvQueryResponse>;
 }
 
-export interface RecoverySettings {
-  /** First retry delay after a failure; doubles per failure up to `maxBackoffMs` (jitter ±25 %). */
-  readonly initialBackoffMs: number;
-  readonly maxBackoffMs: number;
-  /** Events kept per publisher while its query is out; past it the attempt is abandoned and retried. */
-  readonly maxBufferedEvents: number;
-  /** Queries out at once (the rest wait their turn: at start every listed worker is recovered). */
-  readonly maxInFlight: number;
-}
+type RecoverySettings = Pick<RecoveryConfig, 'initialBackoffMs' | 'maxBackoffMs' | 'maxBufferedEvents' | 'maxInFlight'>;
 
 type RecoveryOutcome =
   | 'recovered'

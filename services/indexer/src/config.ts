@@ -4,7 +4,7 @@
  * also be set by environment, e.g. `VANTAGE_INDEXER_POOLS='[{"name":"efficient",...}]'`.
  */
 import { limitsSchema, poolSchema, recoverySchema } from '@vantage/ingest';
-import { baseConfigSchema, s, type DeepReadonly, type Static } from '@vantage/runtime';
+import { baseConfigSchema, s, type Static } from '@vantage/runtime';
 
 export const indexerConfigSchema = s.extend(baseConfigSchema, {
   indexer: s.object({
@@ -42,6 +42,3 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
 
 /** The configuration as validated (mutable shape, for runService's type parameter). */
 export type IndexerSettings = Static<typeof indexerConfigSchema>;
-/** The configuration as the service sees it: frozen. */
-export type IndexerConfig = DeepReadonly<IndexerSettings>;
-export type { PoolConfig } from '@vantage/ingest';

@@ -14,7 +14,7 @@ import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamp
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolIngest as PoolRunner, recoveryMetrics, WorkerQueryClient } from '@vantage/ingest';
 
-export const INDEXER_VERSION = '0.1.0';
+const INDEXER_VERSION = '0.1.0';
 
 export interface IndexerHandle {
   readonly runners: ReadonlyMap<string, PoolRunner>;
