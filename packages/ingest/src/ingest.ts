@@ -1,12 +1,7 @@
 /**
- * One pool's intake (README.md, "What it owns").
- *
- * Start-up order (restart without loss): subscribe first (messages queue up in
- * the paused writer), restore the snapshot, then let the writer drain. Events
- * already in the snapshot are ignored as duplicates by their event ids; events
- * missed while the process was down show up as id gaps and mark the worker
- * suspect (core NATS), or are replayed from the stream position recorded in the
- * snapshot (JetStream mode).
+ * One pool's intake (README.md, "What it owns"). Start-up order: subscribe first (messages queue up
+ * in the paused writer), restore the snapshot, then let the writer drain (services/indexer/README.md,
+ * "Restart without loss").
  */
 import { hostname } from 'node:os';
 import { readFileSync } from 'node:fs';

@@ -1,26 +1,9 @@
 /**
  * Recovery of a (worker, dp rank) from its own local index, as Dynamo's router does, instead of
- * waiting for a `cleared`: when the publisher is suspect (an event-id gap, an unknown parent, a
- * first id above 1, e.g. after this indexer restarted in core-NATS mode), or as soon as its
- * recovery target is known (a worker holding blocks may be quiet for a long time), the worker's
- * whole tree is asked for (`WorkerKvQueryRequest` without a start id: a `TreeDump`) and, once it
- * arrives, applied by the pool's single writer in place of the publisher's state.
- *
- * Events that arrive meanwhile are neither lost nor applied twice. The writer keeps applying live
- * events while the query is out, and also keeps a copy of every event of that publisher applied
- * since the query was issued. The dump says up to which real event id it reflects (`last_event_id`,
- * D): applying it sets the publisher's position to D, then the kept events with ids above D are
- * applied again on top, in order (those at or below D are already in the dump); live events that
- * come later continue from there, and those at or below D are duplicates. A dump older than what
- * the writer had applied when the query was issued (D below that position) would lose the events
- * in between, so it is not applied: the query is repeated (after three such answers in a row the
- * worker's ids are taken to have restarted and the dump is applied).
- *
- * Failures (cannot connect, refused, deadline, an error answer, bytes that are not an answer, a
- * dump whose events are for another worker) are counted by outcome, logged with the reason (at
- * most once per publisher per backoff step) and retried with exponential backoff and jitter. The
- * queries run beside the writer, never in it: the writer only applies a finished answer, as one
- * queue item. Nothing here throws into the writer.
+ * waiting for a `cleared`: when it is asked for, how the dump is applied so that no event is lost or
+ * applied twice, and what counts as a failure are in services/indexer/README.md, "Recovery from a
+ * worker's own index". The queries run beside the writer, never in it: the writer only applies a
+ * finished answer, as one queue item. Nothing here throws into the writer.
  */
 import type { Logger } from '@vantage/runtime';
 import { toVantageError } from '@vantage/runtime';
