@@ -759,8 +759,7 @@ export class PoolIngest {
         if (r.remove) {
           s.removeWorker(r.workerId, now);
           this.recovery?.forget(r.workerId);
-        }
-        else {
+        } else {
           const limit = s.admitRegistration(r.workerId, r.capacity);
           if (limit !== null) return this.refuse(limit, 'workers', { workerId: String(r.workerId), dpStartRank: r.capacity.dpStartRank, dpSize: r.capacity.dpSize });
           const err = s.register(r.workerId, r.capacity, r.ttlMs, now);
