@@ -19,7 +19,7 @@
  * Ids are read exactly (README.md, "What Dynamo 1.6.1 writes"). Unknown fields are ignored; a missing
  * required field, a wrong type or an id out of range is a rejection that names the field.
  */
-import type { WorkerId } from '@vantage/types';
+import type { WorkerCapacity, WorkerId } from '@vantage/types';
 import { decodeJsonExact, JsonFloat, type Result } from '@vantage/wire';
 
 export type DiscoveryRejectCode = 'malformed' | 'truncated' | 'wrong_type' | 'missing_field' | 'out_of_range' | 'too_large' | 'unknown_variant';
@@ -33,25 +33,13 @@ export interface EndpointScope {
   readonly endpoint: string;
 }
 
-/** What a model card says about one worker's capacity. */
-export interface CardCapacity {
-  /** Tokens per KV block (`kv_cache_block_size`). */
-  readonly blockSize: number;
-  /** KV blocks per dp rank (`runtime_config.total_kv_blocks`); null when the card does not say. */
-  readonly totalKvBlocks: number | null;
-  readonly maxNumSeqs: number | null;
-  /** Prefill token budget per forward pass: the denominator of P. */
-  readonly maxNumBatchedTokens: number | null;
-  readonly dpStartRank: number;
-  readonly dpSize: number;
-}
-
 export interface ModelCardEntry extends EndpointScope {
   readonly kind: 'model_card';
   readonly key: string;
   readonly instanceId: WorkerId;
   readonly modelName: string | null;
-  readonly capacity: CardCapacity;
+  /** From `kv_cache_block_size` and `runtime_config`. */
+  readonly capacity: Omit<WorkerCapacity, 'schedulable'>;
   /** The worker runs a local indexer (1.6.1 default): its blocks can be recovered from it. */
   readonly enableLocalIndexer: boolean;
   readonly kvEventPublishing: boolean | null;
@@ -70,10 +58,14 @@ export interface InstanceEntry extends RecoveryTarget {
   readonly key: string;
 }
 
-export interface EventChannelEntry extends EndpointScope {
-  readonly kind: 'event_channel';
+/** What an event channel and an event source both say: the endpoint and the topic. */
+interface EventEntry extends EndpointScope {
   readonly key: string;
   readonly topic: string;
+}
+
+export interface EventChannelEntry extends EventEntry {
+  readonly kind: 'event_channel';
   /** The publisher (the envelope's `publisher_id`), one per topic per worker process or rank. */
   readonly publisherId: bigint;
   /** `transport.kind` as written (`Nats`, `Zmq`, …). */
@@ -82,10 +74,8 @@ export interface EventChannelEntry extends EndpointScope {
   readonly subjectPrefix: string | null;
 }
 
-export interface EventSourceEntry extends EndpointScope {
+export interface EventSourceEntry extends EventEntry {
   readonly kind: 'event_source';
-  readonly key: string;
-  readonly topic: string;
   readonly publisherId: bigint;
   readonly workerId: WorkerId;
   readonly dpRank: number;
@@ -228,12 +218,16 @@ function modelCard(key: string, d: Obj): ModelCardEntry {
   };
 }
 
-/** `scope: {kind: "endpoint", endpoint: {namespace, component, name}}`; other scope kinds are not events of a worker endpoint. */
-function eventScope(d: Obj, p: string): EndpointScope {
+/**
+ * The key, `scope: {kind: "endpoint", endpoint: {namespace, component, name}}` and `topic` of an
+ * event channel or source; other scope kinds are not events of a worker endpoint.
+ */
+function eventEntry(key: string, d: Obj, p: string): EventEntry {
   const scope = req(d, 'scope', p, obj);
   const kind = req(scope, 'kind', `${p}.scope`, str);
   if (kind !== 'endpoint') throw new Reject('unknown_variant', `${p}.scope.kind: ${JSON.stringify(kind.slice(0, 64))} is not an endpoint scope`);
-  return scopeOf(req(scope, 'endpoint', `${p}.scope`, obj), `${p}.scope.endpoint`, 'name');
+  const endpoint = scopeOf(req(scope, 'endpoint', `${p}.scope`, obj), `${p}.scope.endpoint`, 'name');
+  return { key, ...endpoint, topic: req(d, 'topic', p, str) };
 }
 
 function eventChannel(key: string, d: Obj): EventChannelEntry {
@@ -250,9 +244,7 @@ function eventChannel(key: string, d: Obj): EventChannelEntry {
   }
   return {
     kind: 'event_channel',
-    key,
-    ...eventScope(d, p),
-    topic: req(d, 'topic', p, str),
+    ...eventEntry(key, d, p),
     publisherId: req(d, 'instance_id', p, u64),
     transportKind,
     subjectPrefix,
@@ -267,9 +259,7 @@ function eventSource(key: string, d: Obj): EventSourceEntry {
   const recoveryTarget = opt(meta, 'recovery_target', `${p}.metadata`, (v, rp) => endpointOf(obj(v, rp), rp));
   return {
     kind: 'event_source',
-    key,
-    ...eventScope(d, p),
-    topic: req(d, 'topic', p, str),
+    ...eventEntry(key, d, p),
     publisherId: req(d, 'publisher_id', p, u64),
     workerId: req(worker, 'worker_id', wp, workerId),
     dpRank: opt(worker, 'dp_rank', wp, u32) ?? 0,

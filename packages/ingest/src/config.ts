@@ -94,15 +94,16 @@ export const recoverySchema = s.object({
   advertiseHost: s.string({ default: '' }),
   /** Deadline of one query. */
   timeoutMs: s.integer({ minimum: 100, default: 10_000 }),
+  /** First retry delay after a failure; doubles per failure up to `maxBackoffMs` (jitter ±25 %). */
   initialBackoffMs: s.integer({ minimum: 10, default: 500 }),
   maxBackoffMs: s.integer({ minimum: 10, default: 30_000 }),
-  /** Events kept per worker while its query is out (to apply again on top of the dump). */
+  /** Events kept per worker while its query is out (applied again on top of the dump); past it, retried. */
   maxBufferedEvents: s.integer({ minimum: 1, default: 100_000 }),
   /** Largest frame accepted from a worker (a tree dump). */
   maxFrameBytes: s.integer({ minimum: 1024, default: 256 * 1024 * 1024 }),
   /** How often due queries are issued. */
   pumpMs: s.integer({ minimum: 10, default: 100 }),
-  /** Queries out at once, across the pool's workers. */
+  /** Queries out at once, across the pool's workers (the rest wait: at start every listed worker is recovered). */
   maxInFlight: s.integer({ minimum: 1, default: 16 }),
   /**
    * Also recover every worker once when discovery first lists its kv-events publisher (as
@@ -132,3 +133,6 @@ export const limitsSchema = s.object({
 });
 
 export type PoolConfig = DeepReadonly<Static<typeof poolSchema>>;
+/** The bounds `limitsSchema` names; PoolState takes all but `heldDuringRestore`. */
+export type LimitsConfig = DeepReadonly<Static<typeof limitsSchema>>;
+export type RecoveryConfig = DeepReadonly<Static<typeof recoverySchema>>;

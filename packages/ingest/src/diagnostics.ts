@@ -1,16 +1,6 @@
 /**
- * When a booking entered a pool's ledger, published on a `node:diagnostics_channel` channel for a
- * subscriber in the same process (the cross-process visibility test loads one with `--import`).
- * With nobody subscribed the ledger path checks `hasSubscribers` once per booking and takes no
- * timestamp.
- *
- * One message per booking the ledger took:
- *   pool       the pool
- *   requestId  the booked request
- *   source     `local`: this process routed it (`bookLocal`); `subject`: it came from the bookings subject
- *   kind       the ledger's outcome (`booked`, or what it did with a repeat)
- *   atNs       `process.hrtime.bigint()` when it entered the ledger: the system's monotonic clock, so
- *              stamps from processes on one machine compare
+ * When a booking entered a pool's ledger, for a subscriber in the same process: README.md, "Diagnostics"
+ * (`atNs` is `process.hrtime.bigint()`; with nobody subscribed no timestamp is taken).
  */
 import { channel } from 'node:diagnostics_channel';
 

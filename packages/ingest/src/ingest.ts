@@ -1,12 +1,7 @@
 /**
- * One pool's intake (README.md, "What it owns").
- *
- * Start-up order (restart without loss): subscribe first (messages queue up in
- * the paused writer), restore the snapshot, then let the writer drain. Events
- * already in the snapshot are ignored as duplicates by their event ids; events
- * missed while the process was down show up as id gaps and mark the worker
- * suspect (core NATS), or are replayed from the stream position recorded in the
- * snapshot (JetStream mode).
+ * One pool's intake (README.md, "What it owns"). Start-up order: subscribe first (messages queue up
+ * in the paused writer), restore the snapshot, then let the writer drain (services/indexer/README.md,
+ * "Restart without loss").
  */
 import { hostname } from 'node:os';
 import { readFileSync } from 'node:fs';
@@ -41,21 +36,19 @@ import {
   type ActiveSequenceEvent,
   type ForwardPassMetrics,
 } from '@vantage/wire';
-import type { PoolConfig } from './config';
+import type { LimitsConfig, PoolConfig, RecoveryConfig } from './config';
 import type { IngestMetrics } from './metrics';
-import { PoolState, type PoolLimitName, type PoolLimits } from '@vantage/observation';
+import { PoolState, type PoolLimitName } from '@vantage/observation';
 import { bookingsChannel, publishBooking } from './diagnostics';
 import { WriterQueue } from './queue';
 import type { RecoveryTarget } from './worker-query';
-import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type RecoverySettings, type RecoveryTargetSource, type WorkerQuerier } from './recovery';
+import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type WorkerQuerier } from './recovery';
 import { decodeSnapshot, encodeSnapshot, type SnapshotHeader } from './snapshot';
+import { bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
 import {
-  bookingsSubject,
   decodeBooking,
   decodeLifecycle,
   decodeRegistration,
-  lifecycleSubject,
-  workersSubject,
   type BookingMessage,
   type LifecycleMessage,
   type RegistrationMessage,
@@ -84,28 +77,14 @@ interface IngestOptions {
   /** JetStream replicas of the snapshot bucket when it is created (3 on a three-node cluster). */
   readonly snapshotReplicas?: number;
   readonly durableName: string;
-  /** Bounds on the pool's tables (PoolState) and on messages held while a snapshot is restored. */
-  readonly limits: PoolLimits & { readonly heldDuringRestore: number };
+  readonly limits: LimitsConfig;
   /** Rejection and refusal lines, rate-limited per source and reason (the counters stay exact). */
   readonly rejections: RateLimitedLog;
   /** JetStream mode: /healthz turns unhealthy once consumption has been stopped this long. */
   readonly jetstreamStalledMs: number;
   /** Recovery of suspect workers from their local indexes (null: off, a suspect waits for a `cleared`). */
-  readonly recovery?: {
-    readonly querier: WorkerQuerier;
-    readonly targets: RecoveryTargetSource;
-    readonly settings: RecoverySettings;
-    readonly metrics: RecoveryMetrics;
-    /** How often due queries are issued. */
-    readonly pumpMs: number;
-    /** Recover each kv-events publisher once when discovery first lists it. */
-    readonly onListing: boolean;
-  } | null;
-  /**
-   * This process's booking origin (its instance id): a message on the bookings subject whose
-   * `Vantage-Booking-Origin` header names it is this process's own booking (`bookLocal`), skipped
-   * without decoding. Unset: own bookings are recognised by request id instead.
-   */
+  readonly recovery?: { readonly querier: WorkerQuerier; readonly metrics: RecoveryMetrics; readonly config: RecoveryConfig } | null;
+  /** This process's booking origin, its instance id (README.md, "What it owns": `bookLocal`). */
   readonly origin?: string;
 }
 
@@ -138,14 +117,11 @@ export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
         endpoints: d.endpoints,
         root: d.root,
         ...(d.username !== '' ? { auth: { username: d.username, password } } : {}),
-        ...(ca || cert || key ? { tls: { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) } } : {}),
+        ...(ca || cert || key ? { tls: { ca, cert, key } } : {}),
       });
     }
   }
 }
-
-/** Limits checked by the intake itself (the rest are PoolState's). */
-type IngestLimitName = PoolLimitName | 'held_during_restore';
 
 export class PoolIngest {
   state!: PoolState;
@@ -205,12 +181,12 @@ export class PoolIngest {
       this.recovery = new Recovery({
         pool: this.pool,
         state: () => this.state,
-        targets: rc.targets,
+        targets: { targetOf: (w, dp) => this.recoveryTargetOf(w, dp) },
         querier: rc.querier,
         // An answer is applied by the writer in turn; it is never dropped for a full queue (it holds no
         // live event, and dropping it would leave the worker suspect until the next attempt).
         deliver: (answer) => this.deliverRecovery({ kind: 'recovery', answer }),
-        settings: rc.settings,
+        settings: rc.config,
         metrics: rc.metrics,
         log: o.log,
         now: this.now,
@@ -219,7 +195,7 @@ export class PoolIngest {
   }
 
   /** Where a (worker, dp rank)'s local index answers: discovery's `recovery_target` for it (null: unknown). */
-  recoveryTargetOf(workerId: WorkerId, dpRank: number): RecoveryTarget | null {
+  private recoveryTargetOf(workerId: WorkerId, dpRank: number): RecoveryTarget | null {
     for (const p of this.discovery?.publishers() ?? []) {
       if (p.topic !== TOPIC_KV_EVENTS || p.workerId !== workerId || p.dpRank !== dpRank) continue;
       const t = p.recoveryTarget;
@@ -230,12 +206,12 @@ export class PoolIngest {
   }
 
   /** Every kv-events publisher with a recovery target is recovered once when it is first listed. */
-  private recoverListed(why: string): void {
+  private recoverListed(): void {
     if (!this.recovery) return;
     for (const p of this.discovery?.publishers() ?? []) {
       if (p.topic !== TOPIC_KV_EVENTS || p.recoveryTarget === null || this.recoveryListed.has(p.publisherId)) continue;
       this.recoveryListed.add(p.publisherId);
-      this.recovery.request(p.workerId, p.dpRank, why);
+      this.recovery.request(p.workerId, p.dpRank, 'listed');
     }
   }
 
@@ -250,22 +226,18 @@ export class PoolIngest {
   }
 
   /** Queue a decoded item; while paused (restoring) items are held in order. */
-  private enqueue(item: Item, source: string): boolean {
+  private enqueue(item: Item, source: string): void {
     if (this.paused) {
       if (this.held.length >= this.o.limits.heldDuringRestore) {
         // A flood while the snapshot is read must not grow memory without bound: dropped like a full queue.
         this.msgOutcome = 'dropped';
         this.refuse('held_during_restore', source, { held: this.held.length });
-        return false;
+        return;
       }
       this.held.push(item);
-      return true;
+      return;
     }
-    if (!this.queue.push(item)) {
-      this.msgOutcome = 'dropped';
-      return false;
-    }
-    return true;
+    if (!this.queue.push(item)) this.msgOutcome = 'dropped';
   }
 
   /** Count a rejected message; log it, rate-limited per (pool, source, reason). */
@@ -277,7 +249,7 @@ export class PoolIngest {
   }
 
   /** A decoded message refused by a limit: counted per limit, logged rate-limited, nothing applied. */
-  private refuse(limit: IngestLimitName, source: string, fields: Record<string, unknown>): void {
+  private refuse(limit: PoolLimitName | 'held_during_restore', source: string, fields: Record<string, unknown>): void {
     this.o.metrics.limitHits.inc({ pool: this.pool, limit });
     this.o.rejections.warn(`${this.pool}:${source}:${limit}`, { pool: this.pool, source, limit, ...fields }, 'message refused');
   }
@@ -374,18 +346,20 @@ export class PoolIngest {
       });
     }
     // Load reports: the event-plane envelope in current releases; a bare ActiveLoad (msgpack or JSON) is accepted too.
+    const kvMetricsEnvelope = onEventPlane('kv_metrics');
     this.subscribe(kvMetricsSubject(ns), 'kv_metrics', (m) => {
       const kind = sniffMessage(m.data);
-      if (kind === 'envelope') return onEventPlane('kv_metrics')(m);
+      if (kind === 'envelope') return kvMetricsEnvelope(m);
       // A bare report may be msgpack or JSON ('{' first): the decoder must be told which.
       const r = decodeActiveLoad(m.data, { format: kind === 'router_event_json' ? 'json' : 'msgpack' });
       if (!r.ok) return this.reject('kv_metrics', r.code, r.reason, m.subject);
       this.enqueue({ kind: 'load', load: r.value, adopt: false }, 'kv_metrics');
     });
     if (cfg.dynamoRouterSync) {
+      const sequencesEnvelope = onEventPlane('active_sequences');
       this.subscribe(activeSequencesSubject(ns, comp), 'active_sequences', (m) => {
         const kind = sniffMessage(m.data);
-        if (kind === 'envelope') return onEventPlane('active_sequences')(m);
+        if (kind === 'envelope') return sequencesEnvelope(m);
         const r = decodeActiveSequenceEvents(m.data, { format: kind === 'router_event_json' ? 'json' : 'msgpack' });
         if (!r.ok) return this.reject('active_sequences', r.code, r.reason, m.subject);
         for (const e of r.value) this.enqueue({ kind: 'seq', event: e }, 'active_sequences');
@@ -424,21 +398,24 @@ export class PoolIngest {
     // Discovered workers join through the writer, in order with everything else (held until restored).
     // The listing is the discovery store's, not a publisher's: never refused by heldDuringRestore.
     for (const w of this.discovery?.workers() ?? []) this.held.push({ kind: 'disc', add: true, worker: w });
-    if (cfg.kvEvents === 'jetstream') await this.startJetStream(header?.streamSeq ?? null);
+    if (cfg.kvEvents === 'jetstream') {
+      await this.openJetStream(header?.streamSeq ?? null);
+      void this.superviseJetStream();
+    }
 
     // Restored: release what queued up meanwhile, in arrival order, then run live.
     await this.releaseHeld();
     if (this.recovery && this.o.recovery) {
       // As Dynamo's router does for each worker it finds: its blocks as its own index holds them now
       // (this indexer may have missed them: a restart, or a worker that has been quiet since).
-      if (this.o.recovery.onListing) {
-        this.recoverListed('listed');
+      if (this.o.recovery.config.onListing) {
+        this.recoverListed();
         this.discovery?.subscribe((e) => {
-          if (e.kind === 'publishers_changed') this.recoverListed('listed');
+          if (e.kind === 'publishers_changed') this.recoverListed();
         });
       }
       const rec = this.recovery;
-      this.recoveryTimer = setInterval(() => rec.pump(), this.o.recovery.pumpMs);
+      this.recoveryTimer = setInterval(() => rec.pump(), this.o.recovery.config.pumpMs);
       this.recoveryTimer.unref();
     }
     for (const w of this.releasedWaiters.splice(0)) w();
@@ -470,7 +447,8 @@ export class PoolIngest {
    * new subject prefixes are subscribed. The block size is the model cards' if any are listed now.
    */
   private async startDiscovery(store: DiscoveryStore): Promise<void> {
-    const { cfg, log, metrics } = { cfg: this.cfg, log: this.o.log, metrics: this.o.metrics };
+    const { cfg } = this;
+    const { log, metrics } = this.o;
     const view = new DiscoveryView(store, {
       namespace: cfg.namespace,
       component: cfg.component,
@@ -482,12 +460,9 @@ export class PoolIngest {
     view.subscribe((e: DiscoveryEvent) => {
       if (e.kind === 'rejected') return this.reject('discovery', e.code, e.reason, e.key);
       if (!started) return; // the initial listing is applied below, after the block size is known
-      if (e.kind === 'worker_added' || e.kind === 'worker_changed') {
+      if (e.kind === 'worker_added' || e.kind === 'worker_changed' || e.kind === 'worker_removed') {
         metrics.discoveryChanges.inc({ pool: this.pool, kind: e.kind });
-        this.enqueue({ kind: 'disc', add: true, worker: e.worker }, 'discovery');
-      } else if (e.kind === 'worker_removed') {
-        metrics.discoveryChanges.inc({ pool: this.pool, kind: e.kind });
-        this.enqueue({ kind: 'disc', add: false, worker: e.worker }, 'discovery');
+        this.enqueue({ kind: 'disc', add: e.kind !== 'worker_removed', worker: e.worker }, 'discovery');
       }
     });
     await view.start();
@@ -512,31 +487,18 @@ export class PoolIngest {
       this.o.log.info({ pool: this.pool, workerId: String(w.instanceId) }, 'worker left discovery; removed from the pool');
       return;
     }
-    const c = w.capacity;
-    if (c.blockSize !== this.blockSize) {
-      this.reject('discovery', 'block_size_mismatch', `worker ${w.instanceId} has block size ${c.blockSize}, the pool ${this.blockSize}`, w.instanceId.toString(16));
+    const bs = w.capacity.blockSize;
+    if (bs !== this.blockSize) {
+      this.reject('discovery', 'block_size_mismatch', `worker ${w.instanceId} has block size ${bs}, the pool ${this.blockSize}`, w.instanceId.toString(16));
       return;
     }
-    const err = s.register(
-      w.instanceId,
-      {
-        blockSize: c.blockSize,
-        totalKvBlocks: c.totalKvBlocks,
-        maxNumBatchedTokens: c.maxNumBatchedTokens,
-        maxNumSeqs: c.maxNumSeqs,
-        dpStartRank: c.dpStartRank,
-        dpSize: c.dpSize,
-        schedulable: true,
-      },
-      null,
-      now,
-      // Listed in discovery: never expires for being quiet, leaves only when discovery drops it.
-      true,
-    );
+    // Listed in discovery: never expires for being quiet (static), leaves only when discovery drops it.
+    const err = s.register(w.instanceId, { ...w.capacity, schedulable: true }, null, now, true);
     if (err) this.reject('discovery', 'registration_refused', `worker ${w.instanceId}: ${err}`, w.instanceId.toString(16));
   }
 
   private async restore(): Promise<SnapshotHeader | null> {
+    const L = this.o.limits;
     const mk = (index?: PrefixIndex): PoolState =>
       new PoolState({
         pool: this.pool,
@@ -544,7 +506,13 @@ export class PoolIngest {
         selection: { kind: 'kv_router', ...this.cfg.selection },
         bookingTtlMs: this.o.bookingTtlMs,
         workerTtlMs: this.o.workerTtlMs,
-        limits: this.o.limits,
+        limits: {
+          dpRanksPerWorker: L.dpRanksPerWorker,
+          workers: L.workersPerPool,
+          ranks: L.ranksPerPool,
+          bookingsPerRank: L.bookingsPerRank,
+          bookings: L.bookingsPerPool,
+        },
         ...(index ? { index } : {}),
       });
     this.state = mk();
@@ -595,11 +563,6 @@ export class PoolIngest {
    * back), until it works; then healthy again. Missed heartbeats count as an outage until the next
    * message or heartbeat.
    */
-  private async startJetStream(snapshotSeq: number | null): Promise<void> {
-    await this.openJetStream(snapshotSeq);
-    void this.superviseJetStream();
-  }
-
   private async openJetStream(fromSeq: number | null): Promise<void> {
     const { nc, log } = this.o;
     const stream = jetStreamKvStreamName(this.cfg.namespace, this.cfg.component);
@@ -721,21 +684,19 @@ export class PoolIngest {
         if (limit !== null) return this.refuse(limit, it.streamSeq === null ? 'kv_events' : 'kv_events_js', { workerId: String(it.event.workerId), dpRank: it.event.dpRank });
         const r = s.applyKvEvent(it.event, now);
         if (r.status === 'duplicate') m.duplicates.inc({ pool: this.pool });
-        else if (r.status === 'rejected') {
-          const reason = r.rejection ?? 'rejected';
-          m.kvRefused.inc({ pool: this.pool, reason });
-          this.o.rejections.warn(`${this.pool}:kv_refused:${reason}`, { pool: this.pool, workerId: String(it.event.workerId), dpRank: it.event.dpRank, eventId: String(it.event.eventId), reason }, 'KV event refused by the index');
+        else {
           if (r.missedEvents > 0n) {
             m.gaps.inc({ pool: this.pool });
             m.missedEvents.inc({ pool: this.pool }, Number(r.missedEvents));
           }
-        } else {
-          m.applied.inc({ pool: this.pool, kind: it.event.data.kind });
-          if (r.missedEvents > 0n) {
-            m.gaps.inc({ pool: this.pool });
-            m.missedEvents.inc({ pool: this.pool }, Number(r.missedEvents));
+          if (r.status === 'rejected') {
+            const reason = r.rejection ?? 'rejected';
+            m.kvRefused.inc({ pool: this.pool, reason });
+            this.o.rejections.warn(`${this.pool}:kv_refused:${reason}`, { pool: this.pool, workerId: String(it.event.workerId), dpRank: it.event.dpRank, eventId: String(it.event.eventId), reason }, 'KV event refused by the index');
+          } else {
+            m.applied.inc({ pool: this.pool, kind: it.event.data.kind });
+            if (r.unknownParent) m.unknownParents.inc({ pool: this.pool });
           }
-          if (r.unknownParent) m.unknownParents.inc({ pool: this.pool });
         }
         this.recovery?.afterKvEvent(it.event, r);
         return;
@@ -798,8 +759,7 @@ export class PoolIngest {
         if (r.remove) {
           s.removeWorker(r.workerId, now);
           this.recovery?.forget(r.workerId);
-        }
-        else {
+        } else {
           const limit = s.admitRegistration(r.workerId, r.capacity);
           if (limit !== null) return this.refuse(limit, 'workers', { workerId: String(r.workerId), dpStartRank: r.capacity.dpStartRank, dpSize: r.capacity.dpSize });
           const err = s.register(r.workerId, r.capacity, r.ttlMs, now);
@@ -844,7 +804,7 @@ export class PoolIngest {
     if (out.kind === 'booked' && this.o.origin === undefined) {
       // Bounded: an echo that never comes (the publish lost) is forgotten after the booking TTL, or
       // the oldest first once the pool's booking bound is reached.
-      if (this.ownBookings.size >= this.o.limits.bookings) {
+      if (this.ownBookings.size >= this.o.limits.bookingsPerPool) {
         const oldest = this.ownBookings.keys().next();
         if (!oldest.done) this.ownBookings.delete(oldest.value);
       }
@@ -854,11 +814,7 @@ export class PoolIngest {
     return out.kind;
   }
 
-  /**
-   * Whether the state is complete enough to route from: `restoring` until the snapshot is read and
-   * the messages held meanwhile are applied; `replaying` (JetStream mode) until the stream's
-   * messages up to its last sequence at start are applied.
-   */
+  /** Whether the state is complete enough to route from (README.md, "What it owns": `readiness()`). */
   readiness(): { readonly ready: true } | { readonly ready: false; readonly reason: 'restoring' | 'replaying'; readonly detail: string } {
     if (!this.complete) return { ready: false, reason: 'restoring', detail: `pool ${this.pool}: restoring its state (snapshot, then the messages held meanwhile)` };
     if (this.replayTarget !== null) {

@@ -8,9 +8,7 @@ import { sequenceHashes } from '@vantage/hashing';
 import { bookingEventCodec, lifecycleEventCodec, workerRegistrationCodec, type LifecycleKind } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
 
-export { bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
-
-export type Decoded<T> = { ok: true; value: T } | { ok: false; code: string; reason: string };
+type Decoded<T> = { ok: true; value: T } | { ok: false; code: string; reason: string };
 
 /** A booking as the ledger takes it (`source` and time are the pool's to add). */
 export interface BookingMessage extends Pick<BookInput, 'requestId' | 'workerId' | 'dpRank' | 'promptTokens' | 'overlapBlocks' | 'sequenceHashes'> {

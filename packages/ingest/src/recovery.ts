@@ -1,26 +1,9 @@
 /**
  * Recovery of a (worker, dp rank) from its own local index, as Dynamo's router does, instead of
- * waiting for a `cleared`: when the publisher is suspect (an event-id gap, an unknown parent, a
- * first id above 1, e.g. after this indexer restarted in core-NATS mode), or as soon as its
- * recovery target is known (a worker holding blocks may be quiet for a long time), the worker's
- * whole tree is asked for (`WorkerKvQueryRequest` without a start id: a `TreeDump`) and, once it
- * arrives, applied by the pool's single writer in place of the publisher's state.
- *
- * Events that arrive meanwhile are neither lost nor applied twice. The writer keeps applying live
- * events while the query is out, and also keeps a copy of every event of that publisher applied
- * since the query was issued. The dump says up to which real event id it reflects (`last_event_id`,
- * D): applying it sets the publisher's position to D, then the kept events with ids above D are
- * applied again on top, in order (those at or below D are already in the dump); live events that
- * come later continue from there, and those at or below D are duplicates. A dump older than what
- * the writer had applied when the query was issued (D below that position) would lose the events
- * in between, so it is not applied: the query is repeated (after three such answers in a row the
- * worker's ids are taken to have restarted and the dump is applied).
- *
- * Failures (cannot connect, refused, deadline, an error answer, bytes that are not an answer, a
- * dump whose events are for another worker) are counted by outcome, logged with the reason (at
- * most once per publisher per backoff step) and retried with exponential backoff and jitter. The
- * queries run beside the writer, never in it: the writer only applies a finished answer, as one
- * queue item. Nothing here throws into the writer.
+ * waiting for a `cleared`: when it is asked for, how the dump is applied so that no event is lost or
+ * applied twice, and what counts as a failure are in services/indexer/README.md, "Recovery from a
+ * worker's own index". The queries run beside the writer, never in it: the writer only applies a
+ * finished answer, as one queue item. Nothing here throws into the writer.
  */
 import type { Logger } from '@vantage/runtime';
 import { toVantageError } from '@vantage/runtime';
@@ -29,11 +12,12 @@ import type { KvEvent, WorkerId } from '@vantage/types';
 import type { WorkerKvQueryResponse } from '@vantage/wire';
 import type { PoolState } from '@vantage/observation';
 import type { Registry } from 'prom-client';
+import type { RecoveryConfig } from './config';
 import { metricSet, type MetricSet } from './metrics';
 import type { RecoveryTarget } from './worker-query';
 
 /** Where each (worker, dp rank)'s local index answers (discovery's `recovery_target`s). */
-export interface RecoveryTargetSource {
+interface RecoveryTargetSource {
   targetOf(workerId: WorkerId, dpRank: number): RecoveryTarget | null;
 }
 
@@ -42,15 +26,7 @@ export interface WorkerQuerier {
   query(target: RecoveryTarget, startEventId: bigint | null): Promise<WorkerKvQueryResponse>;
 }
 
-export interface RecoverySettings {
-  /** First retry delay after a failure; doubles per failure up to `maxBackoffMs` (jitter ±25 %). */
-  readonly initialBackoffMs: number;
-  readonly maxBackoffMs: number;
-  /** Events kept per publisher while its query is out; past it the attempt is abandoned and retried. */
-  readonly maxBufferedEvents: number;
-  /** Queries out at once (the rest wait their turn: at start every listed worker is recovered). */
-  readonly maxInFlight: number;
-}
+type RecoverySettings = Pick<RecoveryConfig, 'initialBackoffMs' | 'maxBackoffMs' | 'maxBufferedEvents' | 'maxInFlight'>;
 
 type RecoveryOutcome =
   | 'recovered'
@@ -200,16 +176,15 @@ export class Recovery {
   }
 
   /** The writer: apply a finished query's answer (or schedule the retry). */
-  applyAnswer(a: RecoveryAnswer): RecoveryOutcome | null {
+  applyAnswer(a: RecoveryAnswer): void {
     this.inFlight--;
+    this.o.metrics.inFlight.dec({ pool: this.o.pool });
     const t = this.tracks.get(a.key);
     if (t === undefined || t.phase !== 'in_flight' || t.attempt !== a.attempt) {
       // The worker left (or was forgotten) meanwhile.
-      this.o.metrics.inFlight.dec({ pool: this.o.pool });
       if (t === undefined) this.o.metrics.outcomes.inc({ pool: this.o.pool, outcome: 'abandoned_gone' });
-      return t === undefined ? 'abandoned_gone' : null;
+      return;
     }
-    this.o.metrics.inFlight.dec({ pool: this.o.pool });
     const buffer = t.buffer ?? [];
     t.buffer = null;
     const r = a.response;
@@ -261,10 +236,9 @@ export class Recovery {
     );
     // A gap just after the dump (or an unknown parent in it) makes it suspect again: start over.
     if (suspect !== null) this.request(t.workerId, t.dpRank, suspect.reason);
-    return 'recovered';
   }
 
-  private retry(t: Track, outcome: RecoveryOutcome, reason: string, soon = false): RecoveryOutcome {
+  private retry(t: Track, outcome: RecoveryOutcome, reason: string, soon = false): void {
     this.o.metrics.outcomes.inc({ pool: this.o.pool, outcome });
     if (!soon) t.failures++;
     const s = this.o.settings;
@@ -280,7 +254,6 @@ export class Recovery {
         'recovery from the worker failed; retrying',
       );
     }
-    return outcome;
   }
 
   /** (worker, dp rank)s waiting for or in recovery. */

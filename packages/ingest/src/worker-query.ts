@@ -52,13 +52,12 @@ interface WorkerQueryClientOptions {
   readonly maxFrameBytes: number;
 }
 
-interface Pending {
-  readonly settle: (err: VantageError | null, r?: WorkerKvQueryResponse) => void;
-}
+/** Settles one call's promise. */
+type Settle = (err: VantageError | null, r?: WorkerKvQueryResponse) => void;
 
 export class WorkerQueryClient {
   private server: Server | null = null;
-  private readonly pending = new Map<string, Pending>();
+  private readonly pending = new Map<string, Settle>();
   private readonly streams = new Set<Socket>();
   private advertised = '';
 
@@ -87,7 +86,7 @@ export class WorkerQueryClient {
   }
 
   async close(): Promise<void> {
-    for (const p of [...this.pending.values()]) p.settle(new VantageError('SHUTTING_DOWN', 'worker query client closed'));
+    for (const settle of [...this.pending.values()]) settle(new VantageError('SHUTTING_DOWN', 'worker query client closed'));
     for (const s of this.streams) s.destroy();
     const srv = this.server;
     this.server = null;
@@ -126,7 +125,7 @@ export class WorkerQueryClient {
         () => settle(new VantageError('DEADLINE_EXCEEDED', `worker ${target.workerId} dp rank ${target.dpRank}: no answer within ${this.o.timeoutMs} ms`)),
         this.o.timeoutMs,
       );
-      const settle = (err: VantageError | null, r?: WorkerKvQueryResponse): void => {
+      const settle: Settle = (err, r) => {
         if (done) return;
         done = true;
         clearTimeout(timer);
@@ -135,7 +134,7 @@ export class WorkerQueryClient {
         if (err) reject(err);
         else resolve(r!);
       };
-      this.pending.set(subject, { settle });
+      this.pending.set(subject, settle);
       // The request connection carries only the acknowledgement; the answer comes on the stream.
       sock = createConnection({ host, port });
       const acks = new FrameReader('ack', 1 << 20);
@@ -160,11 +159,11 @@ export class WorkerQueryClient {
   private onStream(s: Socket): void {
     this.streams.add(s);
     const frames = new FrameReader('two_part', this.o.maxFrameBytes);
-    let call: Pending | null = null;
+    let call: Settle | null = null;
     let state: 'handshake' | 'prologue' | 'items' = 'handshake';
     let answer: WorkerKvQueryResponse | null = null;
     const fail = (e: VantageError): void => {
-      call?.settle(e);
+      call?.(e);
       call = null;
       s.destroy();
     };
@@ -173,7 +172,7 @@ export class WorkerQueryClient {
     s.on('close', () => {
       clearTimeout(idle);
       this.streams.delete(s);
-      call?.settle(answer ? null : new VantageError('UPSTREAM_UNAVAILABLE', 'response stream ended before an answer'), answer ?? undefined);
+      call?.(answer ? null : new VantageError('UPSTREAM_UNAVAILABLE', 'response stream ended before an answer'), answer ?? undefined);
     });
     s.on('error', () => s.destroy());
     s.on('data', (chunk: Buffer) => {
@@ -197,8 +196,8 @@ export class WorkerQueryClient {
           const c = call;
           call = null;
           s.end();
-          if (!answer) return c?.settle(new VantageError('DECODE_FAILED', 'response stream ended without an answer'));
-          return c?.settle(null, answer);
+          if (!answer) return c?.(new VantageError('DECODE_FAILED', 'response stream ended without an answer'));
+          return c?.(null, answer);
         } else {
           const it = decodeWorkerKvQueryStreamItem(msg.body, { limits: { maxMessageBytes: this.o.maxFrameBytes } });
           if (!it.ok) return fail(new VantageError('DECODE_FAILED', `worker KV query answer: ${it.code}: ${it.reason}`));
@@ -211,7 +210,7 @@ export class WorkerQueryClient {
             const c = call;
             call = null;
             if (!answer) return fail(new VantageError('DECODE_FAILED', 'response stream completed without an answer'));
-            c?.settle(null, answer);
+            c?.(null, answer);
           }
         }
       }

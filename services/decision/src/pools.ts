@@ -52,14 +52,6 @@ export class LocalPools {
     }
     const recMetrics = lp.#querier ? recoveryMetrics(o.registry, 'vantage_decision_pool') : null;
     const rejections = new RateLimitedLog(o.log, { intervalMs: o.cfg.rejectionLogIntervalMs });
-    const limits = {
-      dpRanksPerWorker: L.limits.dpRanksPerWorker,
-      workers: L.limits.workersPerPool,
-      ranks: L.limits.ranksPerPool,
-      bookingsPerRank: L.limits.bookingsPerRank,
-      bookings: L.limits.bookingsPerPool,
-      heldDuringRestore: L.limits.heldDuringRestore,
-    };
     const durable = (L.durableName || `vantage-decision-${o.instanceId}`).replace(/[^A-Za-z0-9_-]/g, '_');
     // Started together: each subscribes, then restores; routes see each pool's readiness on its own.
     await Promise.all(
@@ -88,21 +80,11 @@ export class LocalPools {
           workerTtlMs: L.workerTtlMs,
           snapshotBucket: L.snapshotBucket === '' ? null : L.snapshotBucket,
           durableName: `${durable}-${r.pool}`,
-          limits,
+          limits: L.limits,
           rejections,
           jetstreamStalledMs: L.jetstreamStalledMs,
           origin: o.instanceId,
-          recovery:
-            querier && recMetrics
-              ? {
-                  querier,
-                  targets: { targetOf: (w, dp) => ingest.recoveryTargetOf(w, dp) },
-                  settings: rc,
-                  metrics: recMetrics,
-                  pumpMs: rc.pumpMs,
-                  onListing: rc.onListing,
-                }
-              : null,
+          recovery: querier && recMetrics ? { querier, metrics: recMetrics, config: rc } : null,
         });
         lp.#pools.set(role, ingest);
         await ingest.start();

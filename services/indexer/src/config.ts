@@ -4,7 +4,7 @@
  * also be set by environment, e.g. `VANTAGE_INDEXER_POOLS='[{"name":"efficient",...}]'`.
  */
 import { limitsSchema, poolSchema, recoverySchema } from '@vantage/ingest';
-import { baseConfigSchema, s, type DeepReadonly, type Static } from '@vantage/runtime';
+import { baseConfigSchema, s, type Static } from '@vantage/runtime';
 
 export const indexerConfigSchema = s.extend(baseConfigSchema, {
   indexer: s.object({
@@ -29,15 +29,7 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
     durableName: s.string({ pattern: '^[A-Za-z0-9_-]*$', default: '' }),
     /** Concurrency bound of observe handlers (beyond it: OVERLOADED). */
     maxInFlight: s.integer({ minimum: 1, default: 4096 }),
-    /**
-     * Recovery of a suspect worker from its own local index (Dynamo's `worker_kv_query_source_*`
-     * endpoint, over Dynamo's TCP request plane), for workers whose discovery entry names one.
-     */
     recovery: recoverySchema,
-    /**
-     * Bounds on what any publisher can make a pool hold. A message past one is refused (nothing
-     * applied), counted in `vantage_indexer_limit_hits_total{limit}` and logged (rate-limited).
-     */
     limits: limitsSchema,
     /** At most one log line per (pool, source, reason) this often; the counters count every message. */
     rejectionLogIntervalMs: s.integer({ minimum: 0, default: 10_000 }),
@@ -50,6 +42,3 @@ export const indexerConfigSchema = s.extend(baseConfigSchema, {
 
 /** The configuration as validated (mutable shape, for runService's type parameter). */
 export type IndexerSettings = Static<typeof indexerConfigSchema>;
-/** The configuration as the service sees it: frozen. */
-export type IndexerConfig = DeepReadonly<IndexerSettings>;
-export type { PoolConfig } from '@vantage/ingest';

@@ -14,7 +14,7 @@ import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamp
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolIngest as PoolRunner, recoveryMetrics, WorkerQueryClient } from '@vantage/ingest';
 
-export const INDEXER_VERSION = '0.1.0';
+const INDEXER_VERSION = '0.1.0';
 
 export interface IndexerHandle {
   readonly runners: ReadonlyMap<string, PoolRunner>;
@@ -57,15 +57,6 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
   const metrics = indexerMetrics(registry);
   const runners = new Map<string, PoolRunner>();
   const rejections = new RateLimitedLog(log, { intervalMs: cfg.rejectionLogIntervalMs });
-  const L = cfg.limits;
-  const limits = {
-    dpRanksPerWorker: L.dpRanksPerWorker,
-    workers: L.workersPerPool,
-    ranks: L.ranksPerPool,
-    bookingsPerRank: L.bookingsPerRank,
-    bookings: L.bookingsPerPool,
-    heldDuringRestore: L.heldDuringRestore,
-  };
   // Pre-create every limit's series at 0, so a dashboard sees the metric before the first hit.
   for (const pool of cfg.pools) for (const limit of ['dp_ranks_per_worker', 'workers_per_pool', 'ranks_per_pool', 'bookings_per_rank', 'bookings_per_pool', 'held_during_restore']) metrics.limitHits.inc({ pool: pool.name, limit }, 0);
 
@@ -98,18 +89,8 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
       snapshotBucket: cfg.snapshot.intervalMs > 0 ? cfg.snapshot.bucket : null,
       snapshotReplicas: cfg.snapshot.replicas,
       durableName: cfg.durableName,
-      recovery:
-        querier && recMetrics
-          ? {
-              querier,
-              targets: { targetOf: (w, dp) => runners.get(pool.name)?.recoveryTargetOf(w, dp) ?? null },
-              settings: { initialBackoffMs: rc.initialBackoffMs, maxBackoffMs: rc.maxBackoffMs, maxBufferedEvents: rc.maxBufferedEvents, maxInFlight: rc.maxInFlight },
-              metrics: recMetrics,
-              pumpMs: rc.pumpMs,
-              onListing: rc.onListing,
-            }
-          : null,
-      limits,
+      recovery: querier && recMetrics ? { querier, metrics: recMetrics, config: rc } : null,
+      limits: cfg.limits,
       rejections,
       jetstreamStalledMs: cfg.health.jetstreamStalledMs,
     });

@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '@vantage/runtime';
-import { indexerConfigSchema, type PoolConfig } from '../src/index';
-import { discoveryStoreFor } from '@vantage/ingest';
+import { indexerConfigSchema } from '../src/index';
+import { discoveryStoreFor, type PoolConfig } from '@vantage/ingest';
 
 function pool(discovery: Record<string, unknown>): PoolConfig {
   const cfg = loadConfig(indexerConfigSchema, { env: { VANTAGE_SERVICE: 'indexer', VANTAGE_INDEXER_POOLS: JSON.stringify([{ name: 'p', namespace: 'dynamo', discovery }]) } });
