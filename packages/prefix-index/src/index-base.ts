@@ -29,7 +29,7 @@ const TIER_INDEX: Readonly<Record<StorageTier, number>> = {
   external: 3,
 };
 
-export type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** Mutable per-(worker, dp rank) state. */
 export interface Publisher {
@@ -554,15 +554,13 @@ export abstract class IndexBase {
       temps.push(mine);
       const myFixes: (typeof fixes)[number] = [];
       fixes.push(myFixes);
-      const store = (parentHash: bigint | null, tier: number, blocks: BigUint64Array, locals: BigUint64Array): void =>
-        this.storeChain(pub, parentHash, tier, blocks, locals);
       /** Temporary ids: at a position (key q), or anchoring the detached chain that starts at q (key -2 - q). */
       const tempAt = new Map<number, bigint>();
       const anchor = (head: number): bigint => {
         let t = tempAt.get(-2 - head);
         if (t === undefined) {
           t = fresh();
-          store(fresh(), 0, BigUint64Array.of(t), BigUint64Array.of(0n));
+          this.storeChain(pub, fresh(), 0, BigUint64Array.of(t), BigUint64Array.of(0n));
           mine.push(t);
           tempAt.set(-2 - head, t);
         }
@@ -586,7 +584,7 @@ export abstract class IndexBase {
         for (let i = path.length - 1; i >= 0; i--) {
           const y = path[i]!;
           const t = fresh();
-          store(parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(u64From(d.lo[y]!, d.hi[y]!)));
+          this.storeChain(pub, parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(u64From(d.lo[y]!, d.hi[y]!)));
           mine.push(t);
           tempAt.set(y, t);
           parentHash = t;
@@ -623,7 +621,7 @@ export abstract class IndexBase {
           lv[2 * c] = d.lo[q]!;
           lv[2 * c + 1] = d.hi[q]!;
         }
-        for (let tier = 0; tier < NTIERS; tier++) if (t0 & (1 << tier)) store(parentHash, tier, blocks, locals);
+        for (let tier = 0; tier < NTIERS; tier++) if (t0 & (1 << tier)) this.storeChain(pub, parentHash, tier, blocks, locals);
         for (let c = 0; c < len; c++) {
           const k = order[i + c]!;
           if (owner[e.pos[k]!] === 0) owner[e.pos[k]!] = k + 1;
@@ -668,8 +666,8 @@ export abstract class IndexBase {
     this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals }, false);
   }
 
-  /** The snapshot image (README "Snapshot"): block size, counters, publisher heads, then the tree dump. */
-  protected writeImage(): Uint8Array {
+  /** Exact image of the index (README "Snapshot"): block size, counters, publisher heads, then the tree dump. */
+  snapshot(): Uint8Array {
     const { w, start } = openWriter(SNAPSHOT_VERSION);
     w.u32(this.blockSize);
     writeCounters(w, this.counters);

@@ -10,7 +10,7 @@ import { mix2, u64Hi, u64Lo } from './hash32';
 import { EMPTY_U64, IndexBase, i32View, NTIERS, STORED_OK, STORED_SELF_REFERENCING, STORED_UNKNOWN_PARENT } from './index-base';
 import { RepeatCheck } from './repeats';
 import type { Publisher } from './index-base';
-import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, preorder, type TreeDump } from './tree-dump';
+import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, type TreeDump } from './tree-dump';
 import type { IndexStats } from './types';
 
 const POS_BITS = 28;
@@ -588,19 +588,19 @@ export class PrefixIndex extends IndexBase {
   protected dumpTree(): TreeDump {
     const posOf = new Int32Array(this.bHigh).fill(-1);
     const out = new PositionList();
-    const visit = (root: number, parentRef: number): void =>
-      preorder(
-        root,
-        (n) => this.nFirst[n]!,
-        (c) => this.nNext[c]!,
-        (node, isRoot) => {
-          const start = this.nStart[node]!;
-          const p = this.nParent[node]!;
-          // A child hangs from the last position of its parent's run.
-          let par = isRoot ? parentRef : posOf[this.nStart[p]! + this.nLen[p]! - 1]!;
-          for (let j = 0; j < this.nLen[node]!; j++) par = posOf[start + j] = out.push(par, this.blo[start + j]!, this.bhi[start + j]!);
-        },
-      );
+    // The subtree of `root` in preorder, iteratively: chains run thousands deep.
+    const visit = (root: number, parentRef: number): void => {
+      const stack = [root];
+      while (stack.length > 0) {
+        const node = stack.pop()!;
+        const start = this.nStart[node]!;
+        const p = this.nParent[node]!;
+        // A child hangs from the last position of its parent's run.
+        let par = node === root ? parentRef : posOf[this.nStart[p]! + this.nLen[p]! - 1]!;
+        for (let j = 0; j < this.nLen[node]!; j++) par = posOf[start + j] = out.push(par, this.blo[start + j]!, this.bhi[start + j]!);
+        for (let c = this.nFirst[node]!; c !== 0; c = this.nNext[c]!) stack.push(c);
+      }
+    };
     for (let c = this.nFirst[ROOT]!; c !== 0; c = this.nNext[c]!) visit(c, ROOT_REF);
     for (let n = 1; n < this.nHigh; n++) if (this.nParent[n] === NONE && this.nLen[n]! > 0) visit(n, DETACHED_REF);
     // An id whose position has left the tree: as a parent it starts a chain that hangs from nothing.
@@ -619,14 +619,9 @@ export class PrefixIndex extends IndexBase {
           const m = multi?.get(g);
           return m === undefined ? tiers : m & 15;
         };
-        return entriesOf(p.map.t, p.map.size, SLOT, POS_BITS, posOf, bitsOf);
+        return entriesOf(p.map.t, p.map.size, POS_BITS, posOf, bitsOf);
       }),
     );
-  }
-
-  /** Exact image of the index (README "Snapshot"). */
-  snapshot(): Uint8Array {
-    return this.writeImage();
   }
 
   /** Rebuild an index from snapshot bytes. Throws SnapshotError on a foreign, corrupt or other-version image. */
