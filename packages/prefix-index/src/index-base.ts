@@ -556,16 +556,16 @@ export abstract class IndexBase {
       fixes.push(myFixes);
       /** Temporary ids: at a position (key q), or anchoring the detached chain that starts at q (key -2 - q). */
       const tempAt = new Map<number, bigint>();
-      const anchor = (head: number): bigint => {
-        let t = tempAt.get(-2 - head);
-        if (t === undefined) {
-          t = fresh();
-          this.storeChain(pub, fresh(), 0, BigUint64Array.of(t), BigUint64Array.of(0n));
-          mine.push(t);
-          tempAt.set(-2 - head, t);
-        }
+      /** A temporary id stored now under `parentHash` with local hash `local`, kept in `tempAt` as `key`. */
+      const temp = (key: number, parentHash: bigint | null, local: bigint): bigint => {
+        const t = fresh();
+        this.storeChain(pub, parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(local));
+        mine.push(t);
+        tempAt.set(key, t);
         return t;
       };
+      // An anchor hangs from an id never stored, so what is stored under it hangs from nothing.
+      const anchor = (head: number): bigint => tempAt.get(-2 - head) ?? temp(-2 - head, fresh(), 0n);
       /** The publisher's id at position q (an entry's, or a temporary one stored now, with its missing ancestors). */
       const idAt = (q: number): bigint => {
         const own = owner[q]!;
@@ -583,11 +583,7 @@ export abstract class IndexBase {
         let parentHash: bigint | null = x === ROOT_REF ? null : x >= 0 ? idAt(x) : anchor(path[path.length - 1]!);
         for (let i = path.length - 1; i >= 0; i--) {
           const y = path[i]!;
-          const t = fresh();
-          this.storeChain(pub, parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(u64From(d.lo[y]!, d.hi[y]!)));
-          mine.push(t);
-          tempAt.set(y, t);
-          parentHash = t;
+          parentHash = temp(y, parentHash, u64From(d.lo[y]!, d.hi[y]!));
         }
         return parentHash!;
       };
