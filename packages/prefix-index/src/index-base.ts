@@ -791,16 +791,7 @@ function readCounters(r: ByteReader, c: IndexCounters): void {
 }
 
 /** A publisher without its blocks, as an image holds it. */
-export interface PublisherHead {
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly slot: number;
-  readonly lastEventId: bigint | null;
-  readonly expectStart: boolean;
-  readonly suspect: SuspectInfo | null;
-  readonly lastEventMs: number | null;
-  readonly tierBlocks: Uint32Array;
-}
+export type PublisherHead = Readonly<Omit<Publisher, 'map' | 'matchRecord'>>;
 
 export function writePublisherHead(w: ByteWriter, p: PublisherHead): void {
   w.u64(p.workerId);
