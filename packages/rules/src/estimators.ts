@@ -69,10 +69,8 @@ export interface ModelParameters {
   readonly cache: CacheCoefficients;
 }
 
-export type PredictionProblem = 'out_of_range' | 'invalid';
-
 /** Why a lookup or prediction cannot be trusted. */
-type Failure = { readonly ok: false; readonly problem: PredictionProblem; readonly message: string };
+type Failure = { readonly ok: false; readonly problem: 'out_of_range' | 'invalid'; readonly message: string };
 
 type LookupResult = { readonly ok: true; readonly valueMs: number } | Failure;
 
