@@ -496,12 +496,8 @@ export abstract class IndexBase {
   /**
    * Rebuild the tree of `pubs` (empty publishers of this index, one per `d.entries`, in order) by
    * storing each publisher's blocks again, chain by chain, through `applyStored`: the result holds
-   * exactly the dump's (publisher, block id, position, tiers), in fresh tables.
-   * A position the publisher does not hold but needs as a parent gets a temporary id, removed at
-   * the end; a chain that hangs from nothing is stored under a temporary anchor (the one parent of
-   * all its tiers' stores), which the same removal cuts off; tier bits fewer than the ids' tiers at
-   * a position are cleared as Dynamo clears them (step 2 below). Counters, event ids and suspect
-   * state are not touched (the caller's).
+   * exactly the dump's (publisher, block id, position, tiers), in fresh tables; how: README.md,
+   * "Snapshot format (version 1)". Counters, event ids and suspect state are the caller's.
    */
   protected replayTree(d: TreeDump, pubs: readonly Publisher[]): void {
     this.rebuilding = true;

@@ -1,24 +1,15 @@
 /**
  * The index's tree written out as positions and entries: what a snapshot holds and what the index
- * rebuilds itself from (a restore, and a compaction into fresh tight tables).
- *
- * - Positions (one per block in the tree) in preorder, so a parent always comes before its
- *   children and a chain is a run of consecutive positions: each has its parent's position,
- *   `ROOT_REF` (a child of the root) or `DETACHED_REF` (hangs from nothing: a chain stored under an
- *   unknown parent, or whose parent left the tree), and its local hash as int32 halves.
- * - Per publisher, in the index's publisher order: its block ids (int32 halves), the position each
- *   names, the tiers the id holds there, and the publisher's tier bits at that position.
- *
- * Nothing else survives: node ids, allocations and table layouts are rebuilt. The
- * per-block semantics (README, "Semantics") are a function of exactly this, so an index rebuilt from
- * it answers every match and every later event as the original does. Detached positions shared
- * by several publishers come back as one detached chain per publisher: no match reaches them.
+ * rebuilds itself from (a restore, and a compaction into fresh tight tables). Positions are in
+ * preorder, so a parent comes before its children and a chain is a run of consecutive positions.
+ * What survives and what is rebuilt: README.md, "Snapshot format (version 1)".
  */
 import { K_VAL, SLOT } from './ext-map';
 import { grow } from './growable';
 import { u64From } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 
+/** A position's parent: the root; or none, it hangs from nothing (an unknown parent, or one that left the tree). */
 export const ROOT_REF = -1;
 export const DETACHED_REF = -2;
 
