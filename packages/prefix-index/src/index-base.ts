@@ -675,8 +675,7 @@ export abstract class IndexBase {
    */
   protected static readImage<T extends IndexBase>(bytes: Uint8Array, make: (blockSize: number) => T): T {
     const r = openImage(bytes);
-    // A block size the constructor refuses (RangeError) is reported as corrupt.
-    return decodeOrCorrupt(() => {
+    try {
       const idx = make(r.u32());
       readCounters(r, idx.counters);
       const n = r.u32();
@@ -687,7 +686,11 @@ export abstract class IndexBase {
       if (!r.done()) throw new SnapshotError('corrupt', 'snapshot is inconsistent: trailing bytes');
       idx.adopt(heads, d);
       return idx;
-    });
+    } catch (e) {
+      // Anything but a SnapshotError (a block size the constructor refuses, say) is a corrupt image.
+      if (e instanceof SnapshotError) throw e;
+      throw new SnapshotError('corrupt', `snapshot is inconsistent: ${(e as Error).message}`);
+    }
   }
 
   /** Become the publishers `heads` with the tree `d` (this index must be empty). */
@@ -758,31 +761,19 @@ function openImage(bytes: Uint8Array): ByteReader {
   return new ByteReader(bytes, HEADER_BYTES, bytes.length);
 }
 
-/** `decode()`, with anything but a SnapshotError it throws reported as a corrupt image. */
-function decodeOrCorrupt<T>(decode: () => T): T {
-  try {
-    return decode();
-  } catch (e) {
-    if (e instanceof SnapshotError) throw e;
-    throw new SnapshotError('corrupt', `snapshot is inconsistent: ${(e as Error).message}`);
-  }
-}
+/** The counters an image holds as f64, in image order; `missedEvents` follows them as a u64. */
+const F64_COUNTERS = [
+  'eventsApplied', 'duplicates', 'gaps', 'unknownParents', 'unknownRemovals',
+  'blocksStored', 'blocksRemoved', 'clears', 'missedStarts',
+] as const;
 
 export function writeCounters(w: ByteWriter, c: IndexCounters): void {
-  for (const v of [c.eventsApplied, c.duplicates, c.gaps, c.unknownParents, c.unknownRemovals, c.blocksStored, c.blocksRemoved, c.clears, c.missedStarts]) w.f64(v);
+  for (const k of F64_COUNTERS) w.f64(c[k]);
   w.u64(c.missedEvents);
 }
 
 function readCounters(r: ByteReader, c: IndexCounters): void {
-  c.eventsApplied = r.f64();
-  c.duplicates = r.f64();
-  c.gaps = r.f64();
-  c.unknownParents = r.f64();
-  c.unknownRemovals = r.f64();
-  c.blocksStored = r.f64();
-  c.blocksRemoved = r.f64();
-  c.clears = r.f64();
-  c.missedStarts = r.f64();
+  for (const k of F64_COUNTERS) c[k] = r.f64();
   c.missedEvents = r.u64();
 }
 
