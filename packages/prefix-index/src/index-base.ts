@@ -518,10 +518,18 @@ export abstract class IndexBase {
     };
     // For the publisher being replayed: position -> its first entry there + 1 (0: none).
     const owner = new Int32Array(np);
-    /** Per publisher: temporary ids to remove at the end, tier bits to clear (see below), and its temporary id source. */
+    /** Per publisher: temporary ids to remove at the end, tier bits to clear (see below), a temporary id counter. */
     const temps: bigint[][] = [];
     const fixes: { parentHash: bigint | null; local: BigUint64Array; clear: number }[][] = [];
-    const tempIds: TempIds[] = [];
+    const counters = new Int32Array(pubs.length);
+    /** The j-th publisher's next temporary id: (counter, 0x7e3a91c5 ^ j) as (lo, hi), skipping ids in use. */
+    const nextTemp = (j: number, taken: (lo: number, hi: number) => boolean): bigint => {
+      for (;;) {
+        const lo = ++counters[j]! | 0;
+        const hi = 0x7e3a_91c5 ^ j;
+        if (!taken(lo, hi)) return u64From(lo, hi);
+      }
+    };
     // 1. Every publisher's entries, chain by chain, with the temporary parents they need. Temporary
     //    ids stay until every publisher is stored, so that no position leaves the tree meanwhile
     //    (a position nobody holds is cut, with what hangs below it).
@@ -543,9 +551,7 @@ export abstract class IndexBase {
         if (ids.find(e.idLo[k]!, e.idHi[k]!) >= 0) bad(`publisher ${j} has a block id twice`);
         ids.insertFresh(e.idLo[k]!, e.idHi[k]!, 1);
       }
-      const source = new TempIds(j);
-      tempIds.push(source);
-      const fresh = (): bigint => source.next((lo, hi) => ids.find(lo, hi) >= 0 || pub.map.find(lo, hi) >= 0);
+      const fresh = (): bigint => nextTemp(j, (lo, hi) => ids.find(lo, hi) >= 0 || pub.map.find(lo, hi) >= 0);
       const mine: bigint[] = [];
       temps.push(mine);
       const myFixes: (typeof fixes)[number] = [];
@@ -644,7 +650,7 @@ export abstract class IndexBase {
       const pub = pubs[j]!;
       for (const f of fixes[j]!) {
         // Every id of the publisher, temporary ones included, is in its table by now.
-        const block = BigUint64Array.of(tempIds[j]!.next((lo, hi) => pub.map.find(lo, hi) >= 0));
+        const block = BigUint64Array.of(nextTemp(j, (lo, hi) => pub.map.find(lo, hi) >= 0));
         for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.storeChain(pub, f.parentHash, tier, block, f.local);
         for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.applyRemoved(pub, tier, block);
       }
@@ -815,17 +821,4 @@ function readPublisherHead(r: ByteReader): PublisherHead {
     lastEventMs: (flags & 8) !== 0 ? lastEventMs : null,
     tierBlocks,
   };
-}
-
-/** Temporary block ids of the j-th publisher of a replay: (counter, 0x7e3a91c5 ^ j) as (lo, hi), skipping ids in use. */
-class TempIds {
-  private counter = 0;
-  constructor(private readonly j: number) {}
-  next(taken: (lo: number, hi: number) => boolean): bigint {
-    for (;;) {
-      const lo = ++this.counter | 0;
-      const hi = 0x7e3a_91c5 ^ this.j;
-      if (!taken(lo, hi)) return u64From(lo, hi);
-    }
-  }
 }
