@@ -100,7 +100,7 @@ export class BlockRefs extends SlotTable {
       return false;
     }
     // Grow at 1/2 load: probes stay short.
-    if ((this.size + 1) * 2 > this.mask + 1) this.grow();
+    if ((this.size + 1) * 2 > this.mask + 1) this.resize((this.mask + 1) * 2);
     const t = this.t;
     const mask = this.mask;
     let i = mix(lo, hi) & mask;
@@ -126,11 +126,6 @@ export class BlockRefs extends SlotTable {
     this.size--;
     return 0;
   }
-
-  private grow(): void {
-    this.resize((this.mask + 1) * 2);
-  }
-
 }
 
 /** The smallest table (a power of two, at least 16 slots) holding `keys` at most half full. */

@@ -147,18 +147,10 @@ function validateWorkerCapacity(c: WorkerCapacity): string | undefined {
 }
 
 /**
- * Booked work per (worker, dp rank): the request count R, the tracked uncached
- * prefill tokens behind P, and the unique active blocks, kept incrementally so
- * that every query is O(1) per worker and every booking or release costs
- * O(blocks of that request).
- *
- * Synchronous and single-writer: the indexer applies events on one thread and
- * the simulator drives it from its event loop; no method yields mid-update, so
- * a reader never sees a half-applied booking.
- *
- * Time is whatever the caller passes as `nowMs`, clamped to be monotonic: a
- * clock that steps backwards cannot make a booking younger than one booked
- * before it, which keeps expiry an in-order scan of the oldest bookings.
+ * Booked work per (worker, dp rank), kept incrementally (README.md, "What it keeps", "Rules").
+ * Synchronous and single-writer: no method yields mid-update, so a reader never sees a half-applied
+ * booking. Time is clamped monotonic: a clock that steps backwards cannot make a booking younger
+ * than one booked before it, which keeps expiry an in-order scan of the oldest bookings.
  */
 export class BookingLedger {
   readonly #blockSize: number;

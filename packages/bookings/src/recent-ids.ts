@@ -15,10 +15,6 @@ export class RecentIds<V> {
     private readonly capacity: number,
   ) {}
 
-  get size(): number {
-    return this.#entries.size;
-  }
-
   /** Remember `id` at `atMs`; returns how many entries were evicted for capacity. */
   add(id: string, value: V, atMs: number): number {
     this.#entries.delete(id);
@@ -52,14 +48,11 @@ export class RecentIds<V> {
     return this.#entries.delete(id);
   }
 
-  /** Drop entries older than the TTL; returns how many were dropped. */
-  prune(nowMs: number): number {
-    let dropped = 0;
+  /** Drop entries older than the TTL. */
+  prune(nowMs: number): void {
     for (const [id, e] of this.#entries) {
       if (nowMs - e.atMs <= this.ttlMs) break;
       this.#entries.delete(id);
-      dropped++;
     }
-    return dropped;
   }
 }

@@ -39,18 +39,13 @@ export interface BookInput {
 }
 
 /** Read-only view of a live booking. */
-export interface BookingView {
-  readonly requestId: string;
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly promptTokens: number;
-  readonly overlapBlocks: number;
+export interface BookingView
+  extends Pick<BookInput, 'requestId' | 'workerId' | 'dpRank' | 'promptTokens' | 'overlapBlocks' | 'source'> {
   /** Prefill tokens this booking added to its worker's tracked total (fixed at booking time). */
   readonly prefillTokens: number;
   readonly prefillComplete: boolean;
   readonly expectedOutputTokens: number | null;
   readonly blocks: number;
-  readonly source: BookingSource;
   readonly bookedAtMs: number;
   readonly prefillCompletedAtMs: number | null;
 }

@@ -64,7 +64,7 @@ export function gateChecks(x: Pick<DecisionRecordInput, 'decision' | 'params' | 
   const g = params.gate;
   const cap = x.probes.capable;
   const capWorker = cap?.kind === 'ok' ? cap.worker : null;
-  const ages = (['efficient', 'capable'] as const).flatMap((r) => {
+  const ages = ROLES.flatMap((r) => {
     const p = x.probes[r];
     return p === undefined || p.kind === 'failed' ? [] : [x.mapOpts(p).collectionAgeMs];
   });
@@ -106,7 +106,7 @@ function prediction(role: Role, model: string, d: Decision): CandidatePrediction
 
 export function buildDecisionRecord(x: DecisionRecordInput): DecisionRecord {
   const { targets, probes, decision: d, params } = x;
-  const observations = (['efficient', 'capable'] as const).flatMap((r) => {
+  const observations = ROLES.flatMap((r) => {
     const p = probes[r];
     return p === undefined ? [] : [toRecordObservation(targets[r], p, x.mapOpts(p))];
   });
@@ -127,7 +127,7 @@ export function buildDecisionRecord(x: DecisionRecordInput): DecisionRecord {
     triggered: d.triggered,
     gate: gateChecks(x),
     observations,
-    predictions: probes.efficient === undefined && probes.capable === undefined ? [] : (['efficient', 'capable'] as const).filter((r) => probes[r] !== undefined).map((r) => prediction(r, targets[r].model, d)),
+    predictions: ROLES.filter((r) => probes[r] !== undefined).map((r) => prediction(r, targets[r].model, d)),
     advantageMs: which === null ? null : d.advantageMs[which],
     chosenWorkerId: x.placement?.workerId ?? null,
     chosenDpRank: x.placement?.dpRank ?? null,

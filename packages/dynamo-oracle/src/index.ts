@@ -69,22 +69,16 @@ export function encodeEvents(events: ReadonlyArray<KvEvent | Leave>): Uint8Array
     v.setBigUint64(at + 8, e.workerId, true);
     v.setBigUint64(at + 16, e.eventId, true);
     v.setBigUint64(at + 24, parent ?? 0n, true);
-    at += 32;
+    v.setUint32(at + 32, d.kind === 'cleared' ? 0 : d.blockHashes.length, true);
+    at += 36;
     if (d.kind === 'stored') {
-      v.setUint32(at, d.blockHashes.length, true);
-      at += 4;
       for (let i = 0; i < d.blockHashes.length; i++) {
         v.setBigUint64(at, d.blockHashes[i]!, true);
         v.setBigUint64(at + 8, d.tokensHashes[i]!, true);
         at += 16;
       }
     } else if (d.kind === 'removed') {
-      v.setUint32(at, d.blockHashes.length, true);
-      at += 4;
       for (let i = 0; i < d.blockHashes.length; i++, at += 8) v.setBigUint64(at, d.blockHashes[i]!, true);
-    } else {
-      v.setUint32(at, 0, true);
-      at += 4;
     }
   }
   if (at !== bytes) throw new Error(`event file: wrote ${at} of ${bytes} bytes`);

@@ -29,12 +29,6 @@ export function loraSeed(loraName?: string | null): bigint {
   return (DYNAMO_HASH_SEED + xxh3.xxh64(Buffer.from(loraName, 'utf8'), 0n)) & U64;
 }
 
-function checkBlockSize(blockSize: number): void {
-  if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
-    throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
-  }
-}
-
 /** Token ids as u32 little-endian bytes (a view, no copy, when already a Uint32Array on a little-endian host). */
 function tokenBytes(tokens: ArrayLike<number>): Uint8Array {
   const u32 = tokens instanceof Uint32Array ? tokens : Uint32Array.from(tokens as ArrayLike<number>);
@@ -47,7 +41,9 @@ export function localBlockHashes(
   blockSize: number,
   loraName?: string | null,
 ): BigUint64Array {
-  checkBlockSize(blockSize);
+  if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
+    throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
+  }
   const bytes = tokenBytes(tokens);
   const n = Math.floor(tokens.length / blockSize);
   const out = new BigUint64Array(n);

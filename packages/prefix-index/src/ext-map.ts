@@ -74,17 +74,12 @@ export class ExtMap {
 
   /** Base offset of the slot holding key (lo, hi), or -1. Keys are the u64 halves as int32. */
   find(lo: number, hi: number): number {
-    return this.findFrom(mix2(lo, hi) & this.mask, lo, hi);
-  }
-
-  /** find, with the key's home slot (mix2(lo, hi) & mask) already computed. */
-  findFrom(home: number, lo: number, hi: number): number {
-    const b = this.probeFrom(home, lo, hi);
+    const b = this.probeFrom(mix2(lo, hi) & this.mask, lo, hi);
     return b >= 0 ? b : -1;
   }
 
   /**
-   * findFrom, but on a miss returns where the key would go: the slot base of (lo, hi), or -(b + 1)
+   * find from the key's home slot (mix2(lo, hi) & mask), but on a miss returns where the key would go: the slot base of (lo, hi), or -(b + 1)
    * for the base b of the empty slot its probe ends on (insert there: room reserved by the caller).
    */
   probeFrom(home: number, lo: number, hi: number): number {
@@ -99,8 +94,8 @@ export class ExtMap {
     }
   }
 
-  /** Insert a key known to be absent (room reserved by the caller); returns its slot base. */
-  insertFresh(lo: number, hi: number, value: number): number {
+  /** Insert a key known to be absent (room reserved by the caller). */
+  insertFresh(lo: number, hi: number, value: number): void {
     const t = this.t;
     const mask = this.mask;
     let i = mix2(lo, hi) & mask;
@@ -110,7 +105,6 @@ export class ExtMap {
     t[b + K_HI] = hi;
     t[b + K_VAL] = value;
     this.size++;
-    return b;
   }
 
   /** Delete the entry at slot base b; later entries of its probe run shift back into the hole. */
@@ -139,15 +133,6 @@ export class ExtMap {
     t[hb + K_HI] = 0;
     t[hb + K_VAL] = 0;
     this.size--;
-  }
-
-  /** Adopt `t` (a power-of-two count of slots, as a snapshot holds them) as the whole table. */
-  load(t: Int32Array): void {
-    const cap = t.length / SLOT;
-    this.t = this.buf = t;
-    this.reserved = 0;
-    this.mask = cap - 1;
-    this.limit = limitOf(cap);
   }
 
   /** Let the table double in place up to `slots` slots (its contents and slot count are unchanged). */

@@ -29,7 +29,7 @@ const TIER_INDEX: Readonly<Record<StorageTier, number>> = {
   external: 3,
 };
 
-export type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** Mutable per-(worker, dp rank) state. */
 export interface Publisher {
@@ -496,12 +496,8 @@ export abstract class IndexBase {
   /**
    * Rebuild the tree of `pubs` (empty publishers of this index, one per `d.entries`, in order) by
    * storing each publisher's blocks again, chain by chain, through `applyStored`: the result holds
-   * exactly the dump's (publisher, block id, position, tiers), in fresh tables.
-   * A position the publisher does not hold but needs as a parent gets a temporary id, removed at
-   * the end; a chain that hangs from nothing is stored under a temporary anchor (the one parent of
-   * all its tiers' stores), which the same removal cuts off; tier bits fewer than the ids' tiers at
-   * a position are cleared as Dynamo clears them (step 2 below). Counters, event ids and suspect
-   * state are not touched (the caller's).
+   * exactly the dump's (publisher, block id, position, tiers), in fresh tables; how: README.md,
+   * "Snapshot format (version 1)". Counters, event ids and suspect state are the caller's.
    */
   protected replayTree(d: TreeDump, pubs: readonly Publisher[]): void {
     this.rebuilding = true;
@@ -522,10 +518,18 @@ export abstract class IndexBase {
     };
     // For the publisher being replayed: position -> its first entry there + 1 (0: none).
     const owner = new Int32Array(np);
-    /** Per publisher: temporary ids to remove at the end, tier bits to clear (see below), and its temporary id source. */
+    /** Per publisher: temporary ids to remove at the end, tier bits to clear (see below), a temporary id counter. */
     const temps: bigint[][] = [];
     const fixes: { parentHash: bigint | null; local: BigUint64Array; clear: number }[][] = [];
-    const tempIds: TempIds[] = [];
+    const counters = new Int32Array(pubs.length);
+    /** The j-th publisher's next temporary id: (counter, 0x7e3a91c5 ^ j) as (lo, hi), skipping ids in use. */
+    const nextTemp = (j: number, taken: (lo: number, hi: number) => boolean): bigint => {
+      for (;;) {
+        const lo = ++counters[j]! | 0;
+        const hi = 0x7e3a_91c5 ^ j;
+        if (!taken(lo, hi)) return u64From(lo, hi);
+      }
+    };
     // 1. Every publisher's entries, chain by chain, with the temporary parents they need. Temporary
     //    ids stay until every publisher is stored, so that no position leaves the tree meanwhile
     //    (a position nobody holds is cut, with what hangs below it).
@@ -547,27 +551,23 @@ export abstract class IndexBase {
         if (ids.find(e.idLo[k]!, e.idHi[k]!) >= 0) bad(`publisher ${j} has a block id twice`);
         ids.insertFresh(e.idLo[k]!, e.idHi[k]!, 1);
       }
-      const source = new TempIds(j);
-      tempIds.push(source);
-      const fresh = (): bigint => source.next((lo, hi) => ids.find(lo, hi) >= 0 || pub.map.find(lo, hi) >= 0);
+      const fresh = (): bigint => nextTemp(j, (lo, hi) => ids.find(lo, hi) >= 0 || pub.map.find(lo, hi) >= 0);
       const mine: bigint[] = [];
       temps.push(mine);
       const myFixes: (typeof fixes)[number] = [];
       fixes.push(myFixes);
-      const store = (parentHash: bigint | null, tier: number, blocks: BigUint64Array, locals: BigUint64Array): void =>
-        this.storeChain(pub, parentHash, tier, blocks, locals);
       /** Temporary ids: at a position (key q), or anchoring the detached chain that starts at q (key -2 - q). */
       const tempAt = new Map<number, bigint>();
-      const anchor = (head: number): bigint => {
-        let t = tempAt.get(-2 - head);
-        if (t === undefined) {
-          t = fresh();
-          store(fresh(), 0, BigUint64Array.of(t), BigUint64Array.of(0n));
-          mine.push(t);
-          tempAt.set(-2 - head, t);
-        }
+      /** A temporary id stored now under `parentHash` with local hash `local`, kept in `tempAt` as `key`. */
+      const temp = (key: number, parentHash: bigint | null, local: bigint): bigint => {
+        const t = fresh();
+        this.storeChain(pub, parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(local));
+        mine.push(t);
+        tempAt.set(key, t);
         return t;
       };
+      // An anchor hangs from an id never stored, so what is stored under it hangs from nothing.
+      const anchor = (head: number): bigint => tempAt.get(-2 - head) ?? temp(-2 - head, fresh(), 0n);
       /** The publisher's id at position q (an entry's, or a temporary one stored now, with its missing ancestors). */
       const idAt = (q: number): bigint => {
         const own = owner[q]!;
@@ -585,11 +585,7 @@ export abstract class IndexBase {
         let parentHash: bigint | null = x === ROOT_REF ? null : x >= 0 ? idAt(x) : anchor(path[path.length - 1]!);
         for (let i = path.length - 1; i >= 0; i--) {
           const y = path[i]!;
-          const t = fresh();
-          store(parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(u64From(d.lo[y]!, d.hi[y]!)));
-          mine.push(t);
-          tempAt.set(y, t);
-          parentHash = t;
+          parentHash = temp(y, parentHash, u64From(d.lo[y]!, d.hi[y]!));
         }
         return parentHash!;
       };
@@ -623,7 +619,7 @@ export abstract class IndexBase {
           lv[2 * c] = d.lo[q]!;
           lv[2 * c + 1] = d.hi[q]!;
         }
-        for (let tier = 0; tier < NTIERS; tier++) if (t0 & (1 << tier)) store(parentHash, tier, blocks, locals);
+        for (let tier = 0; tier < NTIERS; tier++) if (t0 & (1 << tier)) this.storeChain(pub, parentHash, tier, blocks, locals);
         for (let c = 0; c < len; c++) {
           const k = order[i + c]!;
           if (owner[e.pos[k]!] === 0) owner[e.pos[k]!] = k + 1;
@@ -654,7 +650,7 @@ export abstract class IndexBase {
       const pub = pubs[j]!;
       for (const f of fixes[j]!) {
         // Every id of the publisher, temporary ones included, is in its table by now.
-        const block = BigUint64Array.of(tempIds[j]!.next((lo, hi) => pub.map.find(lo, hi) >= 0));
+        const block = BigUint64Array.of(nextTemp(j, (lo, hi) => pub.map.find(lo, hi) >= 0));
         for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.storeChain(pub, f.parentHash, tier, block, f.local);
         for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.applyRemoved(pub, tier, block);
       }
@@ -668,8 +664,8 @@ export abstract class IndexBase {
     this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals }, false);
   }
 
-  /** The snapshot image (README "Snapshot"): block size, counters, publisher heads, then the tree dump. */
-  protected writeImage(): Uint8Array {
+  /** Exact image of the index (README "Snapshot"): block size, counters, publisher heads, then the tree dump. */
+  snapshot(): Uint8Array {
     const { w, start } = openWriter(SNAPSHOT_VERSION);
     w.u32(this.blockSize);
     writeCounters(w, this.counters);
@@ -685,8 +681,7 @@ export abstract class IndexBase {
    */
   protected static readImage<T extends IndexBase>(bytes: Uint8Array, make: (blockSize: number) => T): T {
     const r = openImage(bytes);
-    // A block size the constructor refuses (RangeError) is reported as corrupt.
-    return decodeOrCorrupt(() => {
+    try {
       const idx = make(r.u32());
       readCounters(r, idx.counters);
       const n = r.u32();
@@ -697,7 +692,11 @@ export abstract class IndexBase {
       if (!r.done()) throw new SnapshotError('corrupt', 'snapshot is inconsistent: trailing bytes');
       idx.adopt(heads, d);
       return idx;
-    });
+    } catch (e) {
+      // Anything but a SnapshotError (a block size the constructor refuses, say) is a corrupt image.
+      if (e instanceof SnapshotError) throw e;
+      throw new SnapshotError('corrupt', `snapshot is inconsistent: ${(e as Error).message}`);
+    }
   }
 
   /** Become the publishers `heads` with the tree `d` (this index must be empty). */
@@ -768,45 +767,24 @@ function openImage(bytes: Uint8Array): ByteReader {
   return new ByteReader(bytes, HEADER_BYTES, bytes.length);
 }
 
-/** `decode()`, with anything but a SnapshotError it throws reported as a corrupt image. */
-function decodeOrCorrupt<T>(decode: () => T): T {
-  try {
-    return decode();
-  } catch (e) {
-    if (e instanceof SnapshotError) throw e;
-    throw new SnapshotError('corrupt', `snapshot is inconsistent: ${(e as Error).message}`);
-  }
-}
+/** The counters an image holds as f64, in image order; `missedEvents` follows them as a u64. */
+const F64_COUNTERS = [
+  'eventsApplied', 'duplicates', 'gaps', 'unknownParents', 'unknownRemovals',
+  'blocksStored', 'blocksRemoved', 'clears', 'missedStarts',
+] as const;
 
 export function writeCounters(w: ByteWriter, c: IndexCounters): void {
-  for (const v of [c.eventsApplied, c.duplicates, c.gaps, c.unknownParents, c.unknownRemovals, c.blocksStored, c.blocksRemoved, c.clears, c.missedStarts]) w.f64(v);
+  for (const k of F64_COUNTERS) w.f64(c[k]);
   w.u64(c.missedEvents);
 }
 
 function readCounters(r: ByteReader, c: IndexCounters): void {
-  c.eventsApplied = r.f64();
-  c.duplicates = r.f64();
-  c.gaps = r.f64();
-  c.unknownParents = r.f64();
-  c.unknownRemovals = r.f64();
-  c.blocksStored = r.f64();
-  c.blocksRemoved = r.f64();
-  c.clears = r.f64();
-  c.missedStarts = r.f64();
+  for (const k of F64_COUNTERS) c[k] = r.f64();
   c.missedEvents = r.u64();
 }
 
 /** A publisher without its blocks, as an image holds it. */
-export interface PublisherHead {
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly slot: number;
-  readonly lastEventId: bigint | null;
-  readonly expectStart: boolean;
-  readonly suspect: SuspectInfo | null;
-  readonly lastEventMs: number | null;
-  readonly tierBlocks: Uint32Array;
-}
+export type PublisherHead = Readonly<Omit<Publisher, 'map' | 'matchRecord'>>;
 
 export function writePublisherHead(w: ByteWriter, p: PublisherHead): void {
   w.u64(p.workerId);
@@ -843,17 +821,4 @@ function readPublisherHead(r: ByteReader): PublisherHead {
     lastEventMs: (flags & 8) !== 0 ? lastEventMs : null,
     tierBlocks,
   };
-}
-
-/** Temporary block ids of the j-th publisher of a replay: (counter, 0x7e3a91c5 ^ j) as (lo, hi), skipping ids in use. */
-class TempIds {
-  private counter = 0;
-  constructor(private readonly j: number) {}
-  next(taken: (lo: number, hi: number) => boolean): bigint {
-    for (;;) {
-      const lo = ++this.counter | 0;
-      const hi = 0x7e3a_91c5 ^ this.j;
-      if (!taken(lo, hi)) return u64From(lo, hi);
-    }
-  }
 }

@@ -10,7 +10,7 @@ import { mix2, u64Hi, u64Lo } from './hash32';
 import { EMPTY_U64, IndexBase, i32View, NTIERS, STORED_OK, STORED_SELF_REFERENCING, STORED_UNKNOWN_PARENT } from './index-base';
 import { RepeatCheck } from './repeats';
 import type { Publisher } from './index-base';
-import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, preorder, type TreeDump } from './tree-dump';
+import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, type TreeDump } from './tree-dump';
 import type { IndexStats } from './types';
 
 const POS_BITS = 28;
@@ -126,11 +126,8 @@ export class PrefixIndex extends IndexBase {
   }
 
   protected ensureSlot(slot: number): void {
-    if (slot >= this.slotCap) this.widen(this.slotCap * 2);
-  }
-
-  private widen(cap: number): void {
-    this.slotCap = cap;
+    if (slot < this.slotCap) return;
+    const cap = (this.slotCap *= 2);
     this.counts = new Int32Array(NTIERS * cap);
     this.lvl = new Int32Array(cap);
     this.seen = new Int32Array(cap);
@@ -405,7 +402,7 @@ export class PrefixIndex extends IndexBase {
   /** One map entry stopped naming position g: its allocation is freed when none names any of its positions. */
   private unref(g: number): void {
     const a = this.bAlloc[g]!;
-    if (--this.aRefs[a]! === 0) this.freeAlloc(a);
+    if (--this.aRefs[a]! === 0) (this.freeByClass[31 - Math.clz32(this.aCap[a]!)] ??= []).push(a);
   }
 
   /** Raise publisher s's holding at position g from tier bits `before` to `after`. */
@@ -470,13 +467,21 @@ export class PrefixIndex extends IndexBase {
     return true;
   }
 
-  /** Recompute node's largest cut-off and cut it back to it. */
+  /** Recompute node's largest cut-off; positions past it leave the tree (nobody holds them), cutting what is below. */
   private settle(node: number): void {
     let m = 0;
     const end = this.nHold[node]! + this.nHCnt[node]! * HS;
     for (let e = this.nHold[node]!; e < end; e += HS) if (this.hold[e + H_C + 3]! > m) m = this.hold[e + H_C + 3]!;
     this.nMax[node] = m;
-    if (m < this.nLen[node]!) this.truncate(node, m);
+    const len = this.nLen[node]!;
+    if (m >= len) return;
+    this.cutKids(node);
+    this.nLen[node] = m;
+    this.livePositions -= len - m;
+    if (m === 0) {
+      this.unlinkChild(node);
+      this.freeNode(node);
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -588,19 +593,19 @@ export class PrefixIndex extends IndexBase {
   protected dumpTree(): TreeDump {
     const posOf = new Int32Array(this.bHigh).fill(-1);
     const out = new PositionList();
-    const visit = (root: number, parentRef: number): void =>
-      preorder(
-        root,
-        (n) => this.nFirst[n]!,
-        (c) => this.nNext[c]!,
-        (node, isRoot) => {
-          const start = this.nStart[node]!;
-          const p = this.nParent[node]!;
-          // A child hangs from the last position of its parent's run.
-          let par = isRoot ? parentRef : posOf[this.nStart[p]! + this.nLen[p]! - 1]!;
-          for (let j = 0; j < this.nLen[node]!; j++) par = posOf[start + j] = out.push(par, this.blo[start + j]!, this.bhi[start + j]!);
-        },
-      );
+    // The subtree of `root` in preorder, iteratively: chains run thousands deep.
+    const visit = (root: number, parentRef: number): void => {
+      const stack = [root];
+      while (stack.length > 0) {
+        const node = stack.pop()!;
+        const start = this.nStart[node]!;
+        const p = this.nParent[node]!;
+        // A child hangs from the last position of its parent's run.
+        let par = node === root ? parentRef : posOf[this.nStart[p]! + this.nLen[p]! - 1]!;
+        for (let j = 0; j < this.nLen[node]!; j++) par = posOf[start + j] = out.push(par, this.blo[start + j]!, this.bhi[start + j]!);
+        for (let c = this.nFirst[node]!; c !== 0; c = this.nNext[c]!) stack.push(c);
+      }
+    };
     for (let c = this.nFirst[ROOT]!; c !== 0; c = this.nNext[c]!) visit(c, ROOT_REF);
     for (let n = 1; n < this.nHigh; n++) if (this.nParent[n] === NONE && this.nLen[n]! > 0) visit(n, DETACHED_REF);
     // An id whose position has left the tree: as a parent it starts a chain that hangs from nothing.
@@ -619,14 +624,9 @@ export class PrefixIndex extends IndexBase {
           const m = multi?.get(g);
           return m === undefined ? tiers : m & 15;
         };
-        return entriesOf(p.map.t, p.map.size, SLOT, POS_BITS, posOf, bitsOf);
+        return entriesOf(p.map.t, p.map.size, POS_BITS, posOf, bitsOf);
       }),
     );
-  }
-
-  /** Exact image of the index (README "Snapshot"). */
-  snapshot(): Uint8Array {
-    return this.writeImage();
   }
 
   /** Rebuild an index from snapshot bytes. Throws SnapshotError on a foreign, corrupt or other-version image. */
@@ -817,21 +817,8 @@ export class PrefixIndex extends IndexBase {
     this.kidMap[node] = undefined;
   }
 
-  /** Positions [m, len) of node leave the tree (nobody holds them); what hangs below is cut. */
-  private truncate(node: number, m: number): void {
-    const len = this.nLen[node]!;
-    if (m >= len) return;
-    this.cutKids(node);
-    this.nLen[node] = m;
-    this.livePositions -= len - m;
-    if (m === 0) {
-      this.unlinkChild(node);
-      this.freeNode(node);
-    }
-  }
-
-  /** Split node before position k (0 < k < len); the shorter side is renumbered. Returns the node holding [0, k). */
-  private split(node: number, k: number): number {
+  /** Split node before position k (0 < k < len); the shorter side is renumbered. */
+  private split(node: number, k: number): void {
     const len = this.nLen[node]!;
     const start = this.nStart[node]!;
     const a = this.nAlloc[node]!;
@@ -898,7 +885,6 @@ export class PrefixIndex extends IndexBase {
     }
     this.nMax[p] = mp;
     this.nMax[q] = mq;
-    return p;
   }
 
   private alloc(k: number): number {
@@ -929,12 +915,6 @@ export class PrefixIndex extends IndexBase {
     this.aUsed[id] = 0;
     this.aRefs[id] = 0;
     return id;
-  }
-
-  private freeAlloc(a: number): void {
-    let cls = 0;
-    while (1 << cls < this.aCap[a]!) cls++;
-    (this.freeByClass[cls] ??= []).push(a);
   }
 
   /** Room for n positions: the block tables grow in place (README.md, "Layout", "Tables grown in place"). */

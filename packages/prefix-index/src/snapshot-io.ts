@@ -37,11 +37,6 @@ export class ByteWriter {
     this.view.setUint32(this.length, v >>> 0, true);
     this.length += 4;
   }
-  i32(v: number): void {
-    this.ensure(4);
-    this.view.setInt32(this.length, v, true);
-    this.length += 4;
-  }
   u64(v: bigint): void {
     this.ensure(8);
     this.view.setBigUint64(this.length, v, true);
@@ -88,12 +83,6 @@ export class ByteReader {
   u32(): number {
     this.need(4);
     const v = this.view.getUint32(this.pos, true);
-    this.pos += 4;
-    return v;
-  }
-  i32(): number {
-    this.need(4);
-    const v = this.view.getInt32(this.pos, true);
     this.pos += 4;
     return v;
   }

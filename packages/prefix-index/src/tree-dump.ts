@@ -1,23 +1,15 @@
 /**
  * The index's tree written out as positions and entries: what a snapshot holds and what the index
- * rebuilds itself from (a restore, and a compaction into fresh tight tables).
- *
- * - Positions (one per block in the tree) in preorder, so a parent always comes before its
- *   children and a chain is a run of consecutive positions: each has its parent's position,
- *   `ROOT_REF` (a child of the root) or `DETACHED_REF` (hangs from nothing: a chain stored under an
- *   unknown parent, or whose parent left the tree), and its local hash as int32 halves.
- * - Per publisher, in the index's publisher order: its block ids (int32 halves), the position each
- *   names, the tiers the id holds there, and the publisher's tier bits at that position.
- *
- * Nothing else survives: node ids, allocations and table layouts are rebuilt. The
- * per-block semantics (README, "Semantics") are a function of exactly this, so an index rebuilt from
- * it answers every match and every later event as the original does. Detached positions shared
- * by several publishers come back as one detached chain per publisher: no match reaches them.
+ * rebuilds itself from (a restore, and a compaction into fresh tight tables). Positions are in
+ * preorder, so a parent comes before its children and a chain is a run of consecutive positions.
+ * What survives and what is rebuilt: README.md, "Snapshot format (version 1)".
  */
+import { K_VAL, SLOT } from './ext-map';
 import { grow } from './growable';
 import { u64From } from './hash32';
 import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 
+/** A position's parent: the root; or none, it hangs from nothing (an unknown parent, or one that left the tree). */
 export const ROOT_REF = -1;
 export const DETACHED_REF = -2;
 
@@ -66,20 +58,7 @@ export class PositionList {
 }
 
 /**
- * Visit the subtree of `root` in preorder (iteratively: chains run thousands deep): `emit(node,
- * isRoot)` for each node before its children, the children listed by `first` and `next` (0 ends).
- */
-export function preorder(root: number, first: (node: number) => number, next: (child: number) => number, emit: (node: number, isRoot: boolean) => void): void {
-  const stack = [root];
-  while (stack.length > 0) {
-    const n = stack.pop()!;
-    emit(n, n === root);
-    for (let c = first(n); c !== 0; c = next(c)) stack.push(c);
-  }
-}
-
-/**
- * A publisher's entries from its block-id table: `t` holds [keyLo, keyHi, value] slots; `value`
+ * A publisher's entries from its block-id table (ext-map.ts): `t` holds [keyLo, keyHi, value] slots; `value`
  * splits into (where, tiers) with `where` the tree's position, mapped to a dump position by
  * `posOf` (-1: not in the dump, which a consistent index never has); `bitsOf(where, tiers)` gives
  * the publisher's tier bits at `where` (fewer than its ids' tiers there once one of several ids of
@@ -88,7 +67,6 @@ export function preorder(root: number, first: (node: number) => number, next: (c
 export function entriesOf(
   t: Int32Array,
   size: number,
-  slot: number,
   valBits: number,
   posOf: Int32Array,
   bitsOf: (where: number, tiers: number) => number,
@@ -99,8 +77,8 @@ export function entriesOf(
   const tiers = new Uint8Array(size);
   const mask = (1 << valBits) - 1;
   let k = 0;
-  for (let b = 0; b < t.length; b += slot) {
-    const v = t[b + 2]!;
+  for (let b = 0; b < t.length; b += SLOT) {
+    const v = t[b + K_VAL]!;
     if (v === 0) continue;
     const p = posOf[v & mask]!;
     if (p < 0) throw new Error(`internal: block-id entry names ${v & mask}, which is not in the tree dump`);
@@ -114,7 +92,7 @@ export function entriesOf(
   return { idLo, idHi, pos, tiers };
 }
 
-/** The tree part of a version-3 snapshot: positions, then each publisher's entries. */
+/** The tree part of a snapshot: positions, then each publisher's entries. */
 export function writeTree(w: ByteWriter, d: TreeDump): void {
   w.u32(d.parent.length);
   w.bytes(d.parent);

@@ -17,26 +17,8 @@ import type { Reason } from './reasons';
  *   choice = Stage's choice
  *   if choice == efficient AND G AND trigger: choice = capable
  *
- * Checks run in this fixed order and the first one that stops the rule is the
- * reported reason (exactly one per decision):
- *
- *   1. proposal is capable            -> kept_capable_proposal (never changed)
- *   2. variant is stage               -> kept_stage_variant    (no rule)
- *   3. an indexer did not answer      -> fallback_indexer_unavailable
- *   G 4. capable placement/schedulable: no placement (empty pool) -> fallback_capable_unschedulable;
- *        else the observation must be usable, then true
- *                                     -> fallback_{missing,invalid,stale}_observation
- *                                        | fallback_capable_unschedulable
- *   G 5. every required input usable  -> fallback_missing_observation
- *                                        | fallback_invalid_observation
- *                                        | fallback_stale_observation (status stale)
- *                                        | fallback_suspect_index
- *   G 6. every required age <= maxAgeMs -> fallback_stale_observation
- *   G 7. capable R < destinationLimit -> fallback_destination_limit
- *   G 8. local in-flight < localLimit -> fallback_local_limit
- *     9. predictions (estimator variants) -> fallback_prediction_out_of_range
- *                                           | fallback_prediction_invalid
- *    10. trigger                       -> overrode | kept_no_trigger
+ * Checks run in a fixed order and the first one that stops the rule is the reported reason
+ * (exactly one per decision); the order and each check's reasons: README.md, "Decision procedure".
  */
 
 /** Which candidate and input a reason is about, when it is about one. */

@@ -69,11 +69,10 @@ export interface ModelParameters {
   readonly cache: CacheCoefficients;
 }
 
-export type PredictionProblem = 'out_of_range' | 'invalid';
+/** Why a lookup or prediction cannot be trusted. */
+type Failure = { readonly ok: false; readonly problem: 'out_of_range' | 'invalid'; readonly message: string };
 
-type LookupResult =
-  | { readonly ok: true; readonly valueMs: number }
-  | { readonly ok: false; readonly problem: PredictionProblem; readonly message: string };
+type LookupResult = { readonly ok: true; readonly valueMs: number } | Failure;
 
 export type Prediction =
   | {
@@ -87,7 +86,7 @@ export type Prediction =
       /** Cached fraction used for the lookup (0 for the blind estimator). */
       readonly f: number;
     }
-  | { readonly ok: false; readonly problem: PredictionProblem; readonly message: string };
+  | Failure;
 
 /** The load features both estimators read. */
 interface EstimatorInputs {
@@ -138,7 +137,7 @@ function axis(
   x: number,
   clamp: boolean,
   name: string,
-): { ok: true; i: number; t: number } | { ok: false; problem: PredictionProblem; message: string } {
+): { ok: true; i: number; t: number } | Failure {
   const first = grid[0];
   const last = grid[grid.length - 1];
   if (grid.length < 2 || first === undefined || last === undefined) {

@@ -132,19 +132,15 @@ export function prefillScaleCost(
 }
 
 /** A later-2026 policy's weights, its defaults filled in. */
-interface PrefillScaleWeights {
-  readonly credit: number;
-  readonly scale: number;
-  readonly reqWeight: number;
-}
-
-function prefillScaleWeights(p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'>): PrefillScaleWeights {
+function prefillScaleWeights(p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'>) {
   return {
     credit: p.overlapScoreCredit ?? KV_ROUTER_DEFAULTS.overlapScoreCredit,
     scale: p.prefillLoadScale ?? KV_ROUTER_DEFAULTS.prefillLoadScale,
     reqWeight: p.decodeActiveRequestWeight ?? KV_ROUTER_DEFAULTS.decodeActiveRequestWeight,
   };
 }
+
+type PrefillScaleWeights = ReturnType<typeof prefillScaleWeights>;
 
 /** `prefillScaleCost` writing its terms into `t` (made by `prefillScaleTerms`); returns the cost. */
 function prefillScaleInto(req: SelectionRequest, c: CandidateInput, w: PrefillScaleWeights, t: Terms): number {
@@ -244,16 +240,11 @@ export function candidateRecord(workerId: CandidateInput['workerId'], dpRank: nu
   };
 }
 
-/** A kv_router policy validated, its defaults filled in. */
-interface ResolvedPolicy {
-  readonly temperature: number;
-  /** April 2026: the overlap score weight (0 for the later formula). */
-  readonly weight: number;
-  /** Later 2026: its weights (null for the April formula). */
-  readonly prefill: PrefillScaleWeights | null;
-}
-
-function resolvePolicy(policy: KvRouterPolicy): ResolvedPolicy {
+/**
+ * A kv_router policy validated, its defaults filled in: `weight` is the April 2026 formula's overlap
+ * score weight (0 for the later formula), `prefill` the later formula's weights (null for April's).
+ */
+function resolvePolicy(policy: KvRouterPolicy) {
   const temperature = nonNegative('temperature', policy.temperature ?? KV_ROUTER_DEFAULTS.temperature);
   if (policy.formula === 'overlap_weight') {
     return { temperature, weight: nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight), prefill: null };

@@ -4,7 +4,7 @@ import type { LlmdPolicy } from './llmd';
 import { selectLlmd } from './llmd';
 import type { Rng } from '@vantage/random';
 import { randomInt } from '@vantage/random';
-import type { CandidateInput, CandidateScore, SelectionRequest, SelectionResult } from './types';
+import type { CandidateInput, SelectionRequest, SelectionResult } from './types';
 import { candidateOrder, validateRequest } from './util';
 
 /**
@@ -27,10 +27,6 @@ export function roundRobinPolicy(): RoundRobinPolicy {
   return { kind: 'round_robin', state: { next: 0 } };
 }
 
-function unscored(candidates: readonly CandidateInput[]): CandidateScore[] {
-  return candidates.map((c) => ({ workerId: c.workerId, dpRank: c.dpRank, score: NaN, terms: {}, eligible: true, input: c }));
-}
-
 /**
  * Choose a worker for `request` among `candidates` under `policy`.
  * Every candidate's score and inputs come back with the choice, so the caller
@@ -50,23 +46,20 @@ export function selectWorker(
       return selectKvRouter(policy, request, candidates, rng, scratch);
     case 'llmd':
       return selectLlmd(policy, request, candidates, rng);
-    case 'round_robin': {
-      validateRequest(request);
-      if (candidates.length === 0) return { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' };
-      const order = candidateOrder(candidates);
-      const k = policy.state.next % order.length;
-      policy.state.next = (k + 1) % order.length;
-      const i = order[k]!;
-      const c = candidates[i]!;
-      return { chosen: { workerId: c.workerId, dpRank: c.dpRank, index: i }, sense: 'lower-is-better', scores: unscored(candidates), reason: 'round_robin' };
-    }
+    case 'round_robin':
     case 'random': {
       validateRequest(request);
       if (candidates.length === 0) return { chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' };
       const order = candidateOrder(candidates);
-      const i = order[randomInt(rng, order.length)]!;
+      let k: number;
+      if (policy.kind === 'round_robin') {
+        k = policy.state.next % order.length;
+        policy.state.next = (k + 1) % order.length;
+      } else k = randomInt(rng, order.length);
+      const i = order[k]!;
       const c = candidates[i]!;
-      return { chosen: { workerId: c.workerId, dpRank: c.dpRank, index: i }, sense: 'lower-is-better', scores: unscored(candidates), reason: 'random' };
+      const scores = candidates.map((x) => ({ workerId: x.workerId, dpRank: x.dpRank, score: NaN, terms: {}, eligible: true, input: x }));
+      return { chosen: { workerId: c.workerId, dpRank: c.dpRank, index: i }, sense: 'lower-is-better', scores, reason: policy.kind };
     }
   }
 }
