@@ -244,9 +244,7 @@ export function rolePermissions(pools: readonly SecurePool[]): RolePermissions[]
   return roles;
 }
 
-function q(s: string): string {
-  return JSON.stringify(s);
-}
+const q = (s: string): string => JSON.stringify(s);
 
 function permissionBlock(r: RolePermissions, indent: string): string {
   const lines = [

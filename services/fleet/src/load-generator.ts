@@ -228,7 +228,6 @@ function unrouted(
   return { ...common, ...NOT_SERVED, detail, modelRole: null, model: null, pool: null, workerId: null, reason, fallback: code, status: 'failed', error: code, routeWallMs: null };
 }
 
-
 /** Waits until the indexer of every pool the run uses lists a schedulable worker, or `waitReadyMs` is over. */
 async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSignal): Promise<void> {
   const waitMs = o.waitReadyMs ?? 30_000;
