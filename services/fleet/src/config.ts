@@ -55,7 +55,8 @@ export type FleetPoolConfig = FleetConfig['fleet']['pools'][number];
  * Worker ids of a pool: the configured ones, or generated (README.md, "What a worker publishes": the
  * layout, why half are past 2^63 and why `incarnation` is drawn anew at every start).
  */
-function workerIdsFor(pool: FleetPoolConfig, poolIndex: number, incarnation: number): WorkerId[] {
+function workerIdsFor(pool: FleetPoolConfig, poolIndex: number, incarnation = 0): WorkerId[] {
+  if (!Number.isInteger(incarnation) || incarnation < 0 || incarnation > 0xffff) throw new RangeError(`incarnation must be a 16-bit integer, got ${incarnation}`);
   if (pool.workerIds.length > 0) {
     if (pool.workerIds.length !== pool.workers) {
       throw new VantageError('CONFIG_INVALID', `fleet pool ${pool.name}: ${pool.workerIds.length} workerIds for ${pool.workers} workers`);
