@@ -176,18 +176,11 @@ export async function untilReady(proc: DynamoProcess, what: string, check: () =>
 
 type Reply = Record<string, unknown>;
 
-/** The JSON-lines protocol of the testkit's Python children: one command a line in, one reply a line out. */
-interface LineRpc {
-  /** The child's `{"ready": true, ...}` line. */
-  readonly hello: Reply;
-  /** Send `cmd` with a fresh `id`; resolves with the reply of that id when it has `ok: true`. */
-  call(cmd: Reply): Promise<Reply>;
-  /** `{"op":"quit"}`, then the group's `stop(graceMs)` if the child is still up after `quitWaitMs`. */
-  stop(graceMs: number, quitWaitMs: number): Promise<void>;
-}
-
-/** Speak JSON lines with `child` (spawned with stdio `pipe`); resolves at its ready line, kills it if none comes in `readyTimeoutMs`. */
-export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, readyTimeoutMs: number): Promise<LineRpc> {
+/**
+ * Speak JSON lines with `child` (spawned with stdio `pipe`), the protocol of the testkit's Python children: one
+ * command a line in, one reply a line out. Resolves at its ready line, kills it if none comes in `readyTimeoutMs`.
+ */
+export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: string, readyTimeoutMs: number) {
   const pending = new Map<number, { resolve: (v: Reply) => void; reject: (e: Error) => void }>();
   let nextId = 1;
   let hello: Reply | undefined;
@@ -217,8 +210,10 @@ export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: st
   });
   await untilReady(proc, name, () => Promise.resolve(hello !== undefined), readyTimeoutMs);
   return {
+    /** The child's `{"ready": true, ...}` line. */
     hello: hello!,
-    call: (cmd) => {
+    /** Send `cmd` with a fresh `id`; resolves with the reply of that id when it has `ok: true`. */
+    call: (cmd: Reply): Promise<Reply> => {
       if (failed) return Promise.reject(failed);
       const id = nextId++;
       return new Promise((resolve, reject) => {
@@ -226,7 +221,8 @@ export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: st
         child.stdin!.write(`${JSON.stringify({ ...cmd, id })}\n`);
       });
     },
-    stop: async (graceMs, quitWaitMs) => {
+    /** `{"op":"quit"}`, then the group's `stop(graceMs)` if the child is still up after `quitWaitMs`. */
+    stop: async (graceMs: number, quitWaitMs: number): Promise<void> => {
       try {
         child.stdin!.write('{"op":"quit"}\n');
       } catch {

@@ -113,7 +113,6 @@ export function tcpOpen(host: string, port: number, timeoutMs = 500): Promise<bo
   });
 }
 
-
 /** `env[name]` as an integer in [1, max], or `dflt` when it is unset or empty. */
 export function envInt(env: NodeJS.ProcessEnv, name: string, dflt: number, max = Number.MAX_SAFE_INTEGER): number {
   const v = env[name];

@@ -112,11 +112,7 @@ interface JobContext {
   readonly maxEvaluationRuns?: number;
 }
 
-export interface JobResult {
-  readonly fittedVersion: string;
-  readonly report: string;
-  readonly phasesMs: Readonly<Record<string, number>>;
-}
+export type JobResult = Awaited<ReturnType<typeof runJob>>;
 
 /** Writes a parameter set (atomically enough for the decision service's mtime/size poll). */
 export function writeParameterSet(path: string, set: ParameterSet): void {
@@ -160,7 +156,7 @@ export async function waitForParameterSet(port: number, version: string): Promis
   await waitFor(`the decision service's parameter set ${version}`, loaded, 15_000);
 }
 
-export async function runJob(ctx: JobContext): Promise<JobResult> {
+export async function runJob(ctx: JobContext) {
   const { log } = ctx;
   const cfg = ctx.config ?? defaultJobConfig();
   const out = ctx.outDir ?? OUT_DIR;

@@ -12,13 +12,6 @@ import { JOB_POOLS, secureDeployment, type SecureDeployment } from './secure';
 
 type BrokerName = 'nats' | 'kafka' | 'etcd';
 
-interface BrokerEndpoints {
-  natsUrl: string;
-  kafkaBrokers: string;
-  /** etcd client URL(s), comma-separated as Dynamo's `ETCD_ENDPOINTS`; set when etcd was asked for. */
-  etcdEndpoints?: string;
-}
-
 interface LocalBroker {
   readonly name: BrokerName;
   /** The variable that names an existing broker instead (`NATS_URL`, `KAFKA_BROKERS`, `ETCD_ENDPOINTS`). */
@@ -106,12 +99,10 @@ interface BrokersUpOptions {
 
 /**
  * Installs what is missing and starts the brokers (an external one must answer); logs each as
- * ready. `readyMs`: ms to ready of a broker started here, null for an external one.
+ * ready. `readyMs`: ms to ready of a broker started here, null for an external one. `endpoints`:
+ * the NATS URL, the Kafka bootstrap address and, when etcd was asked for, its client URL(s).
  */
-export async function brokersUp(
-  log: (m: string) => void,
-  opts: BrokersUpOptions = {},
-): Promise<{ endpoints: BrokerEndpoints; readyMs: Partial<Record<BrokerName, number | null>> }> {
+export async function brokersUp(log: (m: string) => void, opts: BrokersUpOptions = {}) {
   const b = await localBrokers({ secure: opts.secure === true });
   const brokers = layoutBrokers(b, opts.etcd === true);
   // Installs run one after the other so their output stays readable; the brokers then start together.
@@ -130,20 +121,10 @@ export async function brokersUp(
   return { endpoints, readyMs };
 }
 
-interface BrokerStatus {
-  name: string;
-  mode: 'managed' | 'external';
-  address: string;
-  pid: number | null;
-  reachable: boolean;
-  stalePidFile: boolean;
-  logFile: string | null;
-}
-
-export async function brokersStatus(opts: { secure?: boolean } = {}): Promise<BrokerStatus[]> {
+export async function brokersStatus(opts: { secure?: boolean } = {}) {
   const b = await localBrokers(opts);
   return Promise.all(
-    layoutBrokers(b, opts.secure !== true).map(async ({ name, proc, address }): Promise<BrokerStatus> => {
+    layoutBrokers(b, opts.secure !== true).map(async ({ name, proc, address }) => {
       const pid = proc?.pid();
       return {
         name,

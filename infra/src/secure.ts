@@ -244,9 +244,7 @@ export function rolePermissions(pools: readonly SecurePool[]): RolePermissions[]
   return roles;
 }
 
-function q(s: string): string {
-  return JSON.stringify(s);
-}
+const q = (s: string): string => JSON.stringify(s);
 
 function permissionBlock(r: RolePermissions, indent: string): string {
   const lines = [
@@ -380,18 +378,7 @@ export function kafkaScramFormatArgs(s: KafkaSecurity): string[] {
 
 // ---- A secured deployment: what `infra up --secure` and `npm start -- --secure` run ----
 
-export interface SecureDeployment {
-  readonly dir: string;
-  readonly tls: TlsMaterial;
-  readonly roles: readonly RolePermissions[];
-  /** nats-server security: TLS with client certificates required, one password user per role. */
-  readonly nats: NatsSecurity;
-  readonly kafka: KafkaSecurity;
-  /** VANTAGE_NATS_* settings of a role (user, password file, mutual TLS). */
-  natsEnv(role: string): Record<string, string>;
-  /** VANTAGE_KAFKA_* settings of a Kafka user (SASL_SSL, SCRAM-SHA-512). */
-  kafkaEnv(user: string): Record<string, string>;
-}
+export type SecureDeployment = ReturnType<typeof secureDeployment>;
 
 /** Kafka users of a deployment: the outcome service and the operators' tools (replay, the job). */
 export const KAFKA_USERS = ['outcome', 'admin'] as const;
@@ -409,7 +396,7 @@ function secretIn(dir: string, name: string): string {
  * (a Kafka broker's SCRAM users are created when its data directory is formatted, so the
  * passwords must outlive a restart). Secret files are `dir/secrets/*.password`, mode 0600.
  */
-export function secureDeployment(dir: string, pools: readonly SecurePool[]): SecureDeployment {
+export function secureDeployment(dir: string, pools: readonly SecurePool[]) {
   const tls = ensureTlsMaterial(join(dir, 'tls'));
   const secrets = join(dir, 'secrets');
   mkdirSync(secrets, { recursive: true, mode: 0o700 });
@@ -421,17 +408,19 @@ export function secureDeployment(dir: string, pools: readonly SecurePool[]): Sec
     dir,
     tls,
     roles,
+    /** nats-server security: TLS with client certificates required, one password user per role. */
     nats: {
       tls: { material: tls, verify: true },
       auth: { kind: 'users', users: roles.map((r) => ({ name: r.role, auth: { kind: 'password', password: natsPasswords.get(r.role)! }, permissions: r })) },
-    },
+    } satisfies NatsSecurity,
     kafka: {
       tls,
-      scramUsers: KAFKA_USERS.map((u) => ({ name: u, password: kafkaPasswords.get(u)!, mechanism: 'SCRAM-SHA-512' as const })),
+      scramUsers: KAFKA_USERS.map((u) => ({ name: u, password: kafkaPasswords.get(u)!, mechanism: 'SCRAM-SHA-512' })),
       plainUsers: [],
       brokerUser: { name: 'broker', password: brokerPassword },
-    },
-    natsEnv(role) {
+    } satisfies KafkaSecurity,
+    /** VANTAGE_NATS_* settings of a role (user, password file, mutual TLS). */
+    natsEnv(role: string): Record<string, string> {
       if (!natsPasswords.has(role)) throw new Error(`no NATS role ${role}`);
       return {
         VANTAGE_NATS_USER: role,
@@ -441,7 +430,8 @@ export function secureDeployment(dir: string, pools: readonly SecurePool[]): Sec
         VANTAGE_NATS_TLS_KEY_FILE: tls.clientKeyFile,
       };
     },
-    kafkaEnv(user) {
+    /** VANTAGE_KAFKA_* settings of a Kafka user (SASL_SSL, SCRAM-SHA-512). */
+    kafkaEnv(user: string): Record<string, string> {
       if (!kafkaPasswords.has(user)) throw new Error(`no Kafka user ${user}`);
       return {
         VANTAGE_KAFKA_SSL_CA_FILE: tls.caFile,

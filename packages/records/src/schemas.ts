@@ -42,8 +42,9 @@ export interface RecordSchema<T> {
   readonly __value?: T;
 }
 
-/** Parse a schema object with this package's logical types and derive its identity. */
-function defineRecordSchema<T>(json: unknown, version: number, file: string): RecordSchema<T> {
+/** Read a schema file, parse it with this package's logical types and derive its identity. */
+function load<T>(file: string, version: number): RecordSchema<T> {
+  const json: unknown = JSON.parse(readFileSync(AVRO_SCHEMA_DIR + file, 'utf8'));
   const type = avro.Type.forSchema(json as avro.Schema, { ...AVSC_OPTIONS });
   // avsc's default `schema()` export is the Avro Parsing Canonical Form
   // (full names, only name/type/fields/symbols/items/values/size, spec key
@@ -56,11 +57,6 @@ function defineRecordSchema<T>(json: unknown, version: number, file: string): Re
   fingerprintBytesLE(fingerprint).copy(header, 2);
   const fullName = (type as avro.Type & { name?: string }).name ?? type.typeName;
   return Object.freeze({ fullName, version, file, json, type, canonicalForm, fingerprint, fingerprintHex: fingerprintHex(fingerprint), header });
-}
-
-function load<T>(file: string, version: number): RecordSchema<T> {
-  const json: unknown = JSON.parse(readFileSync(AVRO_SCHEMA_DIR + file, 'utf8'));
-  return defineRecordSchema<T>(json, version, file);
 }
 
 export const DECISION_RECORD_V1 = load<DecisionRecord>('decision-record.v1.avsc', 1);

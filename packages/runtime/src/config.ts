@@ -14,6 +14,14 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const KAFKA_SASL_MECHANISMS = ['none', 'plain', 'scram-sha-256', 'scram-sha-512'] as const;
 export type KafkaSaslMechanism = (typeof KAFKA_SASL_MECHANISMS)[number];
 
+/** `nats.tls` and `kafka.ssl` alike: TLS on, and the CA, client certificate and key files. */
+const tlsProperties = {
+  enabled: s.boolean({ default: false }),
+  caFile: s.string({ default: '' }),
+  certFile: s.string({ default: '' }),
+  keyFile: s.string({ default: '' }),
+};
+
 // What each setting means: README.md, "Configuration" (the base section's table) and "Secured connections".
 const baseProperties = {
   service: s.string({ minLength: 1, pattern: '^[a-z][a-z0-9-]*$' }),
@@ -33,13 +41,7 @@ const baseProperties = {
     tokenFile: s.string({ default: '' }),
     nkeySeedFile: s.string({ default: '' }),
     credsFile: s.string({ default: '' }),
-    tls: s.object({
-      enabled: s.boolean({ default: false }),
-      caFile: s.string({ default: '' }),
-      certFile: s.string({ default: '' }),
-      keyFile: s.string({ default: '' }),
-      handshakeFirst: s.boolean({ default: false }),
-    }),
+    tls: s.object({ ...tlsProperties, handshakeFirst: s.boolean({ default: false }) }),
   }),
   kafka: s.object({
     brokers: s.array(s.string({ minLength: 1 }), { minItems: 1, default: ['127.0.0.1:9092'] }),
@@ -47,12 +49,7 @@ const baseProperties = {
     connectionTimeoutMs: s.integer({ minimum: 100, default: 3000 }),
     requestTimeoutMs: s.integer({ minimum: 100, default: 30000 }),
     retries: s.integer({ minimum: 0, default: 5 }),
-    ssl: s.object({
-      enabled: s.boolean({ default: false }),
-      caFile: s.string({ default: '' }),
-      certFile: s.string({ default: '' }),
-      keyFile: s.string({ default: '' }),
-    }),
+    ssl: s.object(tlsProperties),
     sasl: s.object({
       mechanism: s.enum(KAFKA_SASL_MECHANISMS, { default: 'none' }),
       username: s.string({ default: '' }),
@@ -283,7 +280,6 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
     setPath(data, leaf.path, coerceEnvValue(raw, leaf.schema));
     envSource.set(leaf.path.join('.'), name);
   }
-
 
   // 3. Validate everything at once (allErrors) so an operator fixes all problems in one round.
   let validate = compiled.get(schema);

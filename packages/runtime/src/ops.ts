@@ -24,11 +24,7 @@ interface OpsServerOptions {
   log?: Logger;
 }
 
-export interface OpsServer {
-  readonly host: string;
-  readonly port: number;
-  close(): Promise<void>;
-}
+export type OpsServer = Awaited<ReturnType<typeof startOpsServer>>;
 
 /** A registry with Node's default process metrics and a `service` label on every series. */
 export function createRegistry(service: string): Registry {
@@ -65,7 +61,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: OpsServer
   res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics or /healthz\n');
 }
 
-export async function startOpsServer(opts: OpsServerOptions): Promise<OpsServer> {
+export async function startOpsServer(opts: OpsServerOptions) {
   const host = opts.host ?? '127.0.0.1';
   const server = createServer((req, res) => {
     handle(req, res, opts).catch((e: unknown) => {

@@ -78,6 +78,7 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
 ): Promise<RunningService<C, K>> {
   const exit = spec.exit ?? ((code: number) => process.exit(code));
   const schema = spec.schema ?? baseConfigSchema;
+  const destination = spec.logDestination;
 
   let config: DeepReadonly<C>;
   try {
@@ -91,30 +92,15 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
     throwIfProblems([...natsSecurityProblems(base.nats), ...(spec.kafka === true ? kafkaSecurityProblems(base.kafka) : [])]);
   } catch (e) {
     // No configured logger yet; a bootstrap one keeps the error in the same JSON shape.
-    const boot = createLogger({
-      service: spec.name,
-      instanceId: defaultInstanceId(),
-      level: 'info',
-      ...(spec.logDestination === undefined ? {} : { destination: spec.logDestination }),
-    });
+    const boot = createLogger({ service: spec.name, instanceId: defaultInstanceId(), level: 'info', destination });
     boot.fatal({ err: e }, 'configuration invalid');
     exit(EXIT_CONFIG_INVALID);
     throw e;
   }
 
   const instanceId = config.instanceId === '' ? defaultInstanceId() : config.instanceId;
-  const log = createLogger({
-    service: config.service,
-    instanceId,
-    level: config.log.level,
-    ...(spec.logDestination === undefined ? {} : { destination: spec.logDestination }),
-  });
-  const shutdown = createShutdown({
-    deadlineMs: config.shutdown.deadlineMs,
-    log,
-    exit,
-    ...(spec.signals === undefined ? {} : { signals: spec.signals }),
-  });
+  const log = createLogger({ service: config.service, instanceId, level: config.log.level, destination });
+  const shutdown = createShutdown({ deadlineMs: config.shutdown.deadlineMs, log, exit, signals: spec.signals });
 
   if (spec.processHandlers ?? true) {
     // A crash still goes through the shutdown sequence (bounded by its

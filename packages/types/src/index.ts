@@ -116,16 +116,7 @@ export interface KvStoredData {
   readonly mmExtraInfo?: readonly unknown[];
 }
 
-export interface KvRemovedData {
-  readonly kind: 'removed';
-  readonly blockHashes: BigUint64Array;
-}
-
-export interface KvClearedData {
-  readonly kind: 'cleared';
-}
-
-export type KvEventData = KvStoredData | KvRemovedData | KvClearedData;
+export type KvEventData = KvStoredData | { readonly kind: 'removed'; readonly blockHashes: BigUint64Array } | { readonly kind: 'cleared' };
 
 /** One decoded `RouterEvent`. */
 export interface KvEvent {

@@ -86,14 +86,6 @@ export interface RequestOutcome extends Served {
   readonly routeWallMs: number | null;
 }
 
-interface Dist {
-  readonly n: number;
-  readonly mean: number | null;
-  readonly p50: number | null;
-  readonly p90: number | null;
-  readonly p99: number | null;
-}
-
 /** The run's summary (README, "Load generator": Output). */
 export type LoadgenSummary = ReturnType<typeof summarize>;
 
@@ -111,7 +103,7 @@ interface Job {
   blocks(pool: LoadgenPool): PromptBlocks;
 }
 
-function distribution(xs: readonly number[]): Dist {
+function distribution(xs: readonly number[]) {
   if (xs.length === 0) return { n: 0, mean: null, p50: null, p90: null, p99: null };
   const a = [...xs].sort((x, y) => x - y);
   // Nearest-rank percentiles: every reported value is one that was measured.
@@ -227,7 +219,6 @@ function unrouted(
   const detail = e instanceof Error ? e.message : String(e);
   return { ...common, ...NOT_SERVED, detail, modelRole: null, model: null, pool: null, workerId: null, reason, fallback: code, status: 'failed', error: code, routeWallMs: null };
 }
-
 
 /** Waits until the indexer of every pool the run uses lists a schedulable worker, or `waitReadyMs` is over. */
 async function waitReady(o: LoadgenOptions, timeoutMs: number, signal: AbortSignal): Promise<void> {

@@ -34,17 +34,15 @@ interface FleetWorker {
   readonly inflight: Map<string, string>;
 }
 
-export interface FleetHandle {
-  /** Worker ids by pool name. */
-  readonly pools: ReadonlyMap<string, readonly WorkerId[]>;
-}
+/** What a started fleet tells its caller: the worker ids by pool name. */
+export type FleetHandle = Awaited<ReturnType<typeof startFleet>>;
 
 interface FleetOptions {
   /** How long shutdown waits for accepted requests to finish (wall ms). Default 2000. */
   readonly drainMs?: number;
 }
 
-export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts: FleetOptions = {}): Promise<FleetHandle> {
+export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts: FleetOptions = {}) {
   const { nc, log, registry, shutdown } = ctx;
   const cfg: FleetConfig['fleet'] = ctx.config.fleet;
   const wallMs = Date.now;
