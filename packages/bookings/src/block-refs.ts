@@ -10,8 +10,6 @@
  * per-process random seed so crafted hashes cannot be chosen to collide.
  */
 const SLOT = 3;
-/** Slots a table keeps however empty it becomes: a 2,048-block booking (128k tokens) fits at half load. */
-const KEEP_SLOTS = 4096;
 const SEED = (Math.random() * 0x1_0000_0000) | 0;
 
 function mix(lo: number, hi: number): number {
@@ -55,13 +53,9 @@ abstract class SlotTable {
     if (cap > this.mask + 1) this.resize(cap);
   }
 
-  /**
-   * Shrink once when mostly empty (after a booking's blocks were dropped), so a burst does not keep
-   * its memory; never below `KEEP_SLOTS`, so a rank that books and releases ordinary prompts keeps its
-   * table instead of allocating it afresh for every booking.
-   */
+  /** Shrink once when mostly empty (after a booking's blocks were dropped), so a burst does not keep its memory. */
   settle(): void {
-    if (this.mask + 1 > KEEP_SLOTS && this.size * 8 < this.mask + 1) this.resize(Math.max(KEEP_SLOTS, capacityFor(this.size)));
+    if (this.mask > 15 && this.size * 8 < this.mask + 1) this.resize(capacityFor(this.size));
   }
 
   protected resize(cap: number): void {
