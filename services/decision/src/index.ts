@@ -3,4 +3,3 @@ export { decisionConfigSchema, type DecisionSettings } from './config';
 export { buildRecord } from './route';
 export { InFlight } from './inflight';
 export { decodeObserveReply, toCandidateReport, toWireObservation, toRecordObservation, type ProbeResult, type ProbeTarget, type MapOptions } from './observe';
-export { RECORD_REASON, RECORD_VARIANT, replyReason } from '@vantage/decision-core';
