@@ -5,7 +5,7 @@
  */
 import {
   analyzeEvaluation,
-  parseEvaluationJsonl,
+  parseEvaluationRows,
   type BackgroundTrafficSpec,
   type Difference,
   type EvaluationAnalysis,
@@ -136,7 +136,7 @@ export function engineSideRows(outcomeLines: readonly string[], engineTtftById: 
 }
 
 export function engineSideAnalysis(outcomeLines: readonly string[], engineTtftById: ReadonlyMap<string, number | null>, seed: number, iterations: number): EvaluationAnalysis {
-  return analyzeEvaluation(parseEvaluationJsonl(engineSideRows(outcomeLines, engineTtftById)), { seed, iterations });
+  return analyzeEvaluation(parseEvaluationRows(engineSideRows(outcomeLines, engineTtftById)), { seed, iterations });
 }
 
 const fmt = (v: number | null | undefined, digits = 4): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(digits)).toString());

@@ -13,7 +13,7 @@ import { VARIANTS, type RowProblem } from '@vantage/records';
 import { compareStrings, mean, quantileSorted } from '@vantage/fitting';
 import { bootstrapDifference, type BootstrapResult, type Unit } from './bootstrap';
 import { streamFor } from '@vantage/random';
-import { parseEvaluationJsonl, type EvaluationRow } from './rows';
+import { parseEvaluationRows, type EvaluationRow } from './rows';
 
 interface AnalysisOptions {
   /** Bootstrap seed (default 1). */
@@ -373,7 +373,7 @@ type ParsedRows = { readonly rows: readonly EvaluationRow[]; readonly problems?:
 
 /**
  * Analyse outcome rows: flattened JSON objects (`outcomeToJsonRow`) or rows
- * already parsed with `parseEvaluationJsonl`. Never throws on bad rows: they
+ * already parsed with `parseEvaluationRows`. Never throws on bad rows: they
  * are listed in `input.problems` and left out.
  */
 export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options: AnalysisOptions = {}): EvaluationAnalysis {
@@ -382,7 +382,7 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
   const confidence = options.confidence ?? 0.95;
   const baselineName = options.baseline ?? 'baseline';
   const progress = options.onProgress ?? ((): void => undefined);
-  const parsed: ParsedRows = Array.isArray(rows) ? parseEvaluationJsonl(rows) : (rows as ParsedRows);
+  const parsed: ParsedRows = Array.isArray(rows) ? parseEvaluationRows(rows) : (rows as ParsedRows);
   const used = parsed.rows;
   const warnings: string[] = [];
 

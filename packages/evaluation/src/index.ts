@@ -28,7 +28,7 @@ export type {
   EvaluationSchedule,
 } from './schedule';
 
-export { EVALUATION_LABEL_COLUMNS, parseEvaluationJsonl } from './rows';
+export { EVALUATION_LABEL_COLUMNS, parseEvaluationRows } from './rows';
 
 export { isPaired, bootstrapDifference } from './bootstrap';
 export type { Unit } from './bootstrap';

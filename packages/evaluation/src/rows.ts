@@ -122,7 +122,7 @@ function evaluationRowFromJson(o: Record<string, unknown>, line: number): RowPar
  * given as objects (already parsed JSON; line numbers are their 1-based positions). Each outcome
  * once per request id: a second one is a problem on its line.
  */
-export function parseEvaluationJsonl(input: string | readonly unknown[]): RowsParse<EvaluationRow> {
+export function parseEvaluationRows(input: string | readonly unknown[]): RowsParse<EvaluationRow> {
   const seen = new Map<string, number>();
   return parseOutcomeRows(input, (o, line) => {
     const r = evaluationRowFromJson(o, line);

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '@vantage/random';
 import { OUTCOME_CSV_COLUMNS } from '@vantage/records';
-import { EVALUATION_LABEL_COLUMNS, analyzeEvaluation, parseEvaluationJsonl } from '../src/index';
+import { EVALUATION_LABEL_COLUMNS, analyzeEvaluation, parseEvaluationRows } from '../src/index';
 import { outcomeRow, syntheticEvaluation, toJsonl } from './synthetic';
 
 function shuffleForTest<T>(xs: readonly T[], seed: number): T[] {
@@ -119,7 +119,7 @@ describe('labelling rows with their variant', () => {
       { ...outcomeRow({ requestId: 'v', sessionId: 'bgx', noDecision: true, background: true, arrivalMs: 1 }), 'evaluation.variant': 'request_count' },
       { requestId: 'q' },
     ];
-    const p = parseEvaluationJsonl(rows);
+    const p = parseEvaluationRows(rows);
     expect(p.rows.map((r) => [r.requestId, r.variant, r.background, r.matchKey])).toEqual([
       ['x', 'request_count', false, '0:0'],
       ['y', 'request_count', true, '0:bg0'],
@@ -135,7 +135,7 @@ describe('labelling rows with their variant', () => {
 
   it('reads JSON Lines with line numbers, blank lines kept in the count', () => {
     const a = JSON.stringify(outcomeRow({ requestId: 'a', sessionId: 'eval:0:baseline:0', arrivalMs: 1 }));
-    const p = parseEvaluationJsonl(`${a}\n\nnot json\n${a}\n`);
+    const p = parseEvaluationRows(`${a}\n\nnot json\n${a}\n`);
     expect(p.rows.map((r) => r.line)).toEqual([1]);
     expect(p.problems.map((x) => [x.line, x.message.slice(0, 20)])).toEqual([
       [3, 'not JSON: Unexpected'],
@@ -213,7 +213,7 @@ describe('differences from the baseline on a synthetic evaluation', () => {
   });
 
   it('round-trips through JSON Lines', () => {
-    const p = parseEvaluationJsonl(toJsonl(syn.rows));
+    const p = parseEvaluationRows(toJsonl(syn.rows));
     expect(p.problems).toEqual([]);
     expect(analyzeEvaluation(p, { seed: 4, iterations: 1000 }).differences).toEqual(a.differences);
   });

@@ -11,7 +11,7 @@ import {
   evaluationBackgroundSessionId,
   formatBackgroundSpec,
   parseBackgroundSpec,
-  parseEvaluationJsonl,
+  parseEvaluationRows,
   renderEvaluationHtml,
 } from '../src/index';
 import { MODELS, outcomeRow } from './synthetic';
@@ -85,7 +85,7 @@ describe('effect on competing traffic', () => {
   const a = analyzeEvaluation(rows, { seed: 3, iterations: 500 });
 
   it('reads the records as completed background requests with TTFT and latency from arrival', () => {
-    const p = parseEvaluationJsonl(rows);
+    const p = parseEvaluationRows(rows);
     expect(p.problems).toEqual([]);
     const bg = p.rows.filter((r) => r.background);
     expect(bg).toHaveLength(2 * 3 * 3 * 4);
@@ -146,7 +146,7 @@ describe('effect on competing traffic', () => {
       ], { requestId, closedBy: 'complete' });
       return outcomeToJsonRow(rec);
     });
-    const p = parseEvaluationJsonl(old);
+    const p = parseEvaluationRows(old);
     expect(p.problems).toEqual([]);
     expect(p.rows.filter((r) => r.background).every((r) => r.status === 'incomplete' && r.ttftMs === null)).toBe(true);
     const b = analyzeEvaluation(old, { seed: 3, iterations: 200 });
@@ -159,7 +159,7 @@ describe('effect on competing traffic', () => {
 
   it('still refuses a record with a decision whose evalbg session id says background', () => {
     const bad = { ...fgRow(0, 'baseline', 0), sessionId: evaluationBackgroundSessionId(0, 'baseline', 0) };
-    const p = parseEvaluationJsonl([bad]);
+    const p = parseEvaluationRows([bad]);
     expect(p.problems.map((x) => x.message).join()).toMatch(/background traffic, the row says otherwise/);
   });
 });

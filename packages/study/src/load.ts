@@ -8,7 +8,7 @@ import {
   analyzeEvaluation,
   DEFAULT_BACKGROUND_TRAFFIC,
   evaluationSchedule,
-  parseEvaluationJsonl,
+  parseEvaluationRows,
   type BackgroundTrafficSpec,
   type DifferenceMetricId,
   type EvaluationAnalysis,
@@ -77,7 +77,7 @@ export function evaluateLoadPoint(s: LoadPointSettings, point: LoadPoint, label:
   const { proposal, background } = s;
   const schedule = evaluationSchedule({ attempts: s.attempts, sessionsPerAttempt: s.sessions, seed: s.seed, proposal, background });
   const ev = runEvaluationOffline({ schedule, fleet: s.fleet, params: recordVariantParams(s.fit), proposal, background, maxContextTokens: s.maxContextTokens, seed: s.seed });
-  const analysis = analyzeEvaluation(parseEvaluationJsonl(toJsonl(ev.rows)), { seed: s.seed, iterations: s.bootstrap });
+  const analysis = analyzeEvaluation(parseEvaluationRows(toJsonl(ev.rows)), { seed: s.seed, iterations: s.bootstrap });
   const base = ev.runs.filter((r) => r.variant === 'baseline');
   return {
     point,

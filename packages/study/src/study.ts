@@ -9,7 +9,7 @@ import {
   calibrationPlan,
   DEFAULT_BACKGROUND_TRAFFIC,
   evaluationSchedule,
-  parseEvaluationJsonl,
+  parseEvaluationRows,
   renderEvaluationHtml,
   type BackgroundTrafficSpec,
   type CalibrationPreset,
@@ -134,7 +134,7 @@ export function runStudy(o: StudyOptions = {}): StudyResult {
   phase('evaluation');
 
   // Through JSON Lines, as `vantage evaluate` reads `vantage replay`'s output.
-  const analysis = analyzeEvaluation(parseEvaluationJsonl(toJsonl(ev.rows)), { seed: o.scheduleSeed ?? 1, iterations: o.bootstrap ?? 1000 });
+  const analysis = analyzeEvaluation(parseEvaluationRows(toJsonl(ev.rows)), { seed: o.scheduleSeed ?? 1, iterations: o.bootstrap ?? 1000 });
   const reportHtml = renderEvaluationHtml(analysis);
   const fitHtml = renderFitReportHtml(fit.report);
   phase('report');

@@ -5,7 +5,7 @@
  * the arithmetic is in @vantage/evaluation; this file reads, reports
  * progress and writes.
  */
-import { analyzeEvaluation, parseEvaluationJsonl, renderEvaluationHtml, type EvaluationAnalysis } from '@vantage/evaluation';
+import { analyzeEvaluation, parseEvaluationRows, renderEvaluationHtml, type EvaluationAnalysis } from '@vantage/evaluation';
 import { numOpt, parseOptions, readRows, required, writeOutput } from '../args';
 import { EXIT, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
@@ -65,7 +65,7 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   if (!(confidence > 0 && confidence < 1)) throw new UsageError('--confidence must be a number in (0, 1)');
   const baseline = values['baseline'] === undefined ? 'baseline' : required('baseline', values['baseline']);
 
-  const parsed = await readRows(io, 'evaluate', input, 'evaluation rows', values['lenient'] === true, parseEvaluationJsonl);
+  const parsed = await readRows(io, 'evaluate', input, 'evaluation rows', values['lenient'] === true, parseEvaluationRows);
 
   io.stderr(`evaluate: analysing (${iterations} bootstrap replicates, seed ${seed})\n`);
   const analysis = analyzeEvaluation(parsed, { seed, iterations, confidence, baseline, onProgress: (line) => io.stderr(`evaluate: ${line}\n`) });
