@@ -3,7 +3,7 @@ export { freePort, httpOk, tcpOpen, waitFor, processCpuUs, endAtExit, forgetAtEx
 export { ensureNatsServer } from './install';
 export { natsBroker, kafkaBroker, etcdServer } from './brokers';
 export type { NatsBroker, KafkaBroker, EtcdServer, NatsOptions } from './brokers';
-export { Stack } from './stack';
+export { Stack, DECISION_NODE_ARGS } from './stack';
 export { runJob, defaultJobConfig, writeParameterSet, waitForParameterSet, runNode } from './job';
 export type { JobResult } from './job';
 export { startMocker, startDynamoDriver, spawnDynamoPython, untilReady, lineRpc } from './dynamo';

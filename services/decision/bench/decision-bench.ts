@@ -85,7 +85,7 @@ import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { GatewayClient } from '@vantage/gateway-client';
-import { ensureNatsServer, freePort, INFRA_DIR, REPO_ROOT, waitFor, tcpOpen, processCpuUs } from '@vantage/infra';
+import { DECISION_NODE_ARGS, ensureNatsServer, freePort, INFRA_DIR, REPO_ROOT, waitFor, tcpOpen, processCpuUs } from '@vantage/infra';
 import { lifecycleEventCodec, lifecycleSubject, observeReplyCodec, observeSubject, workerRegistrationCodec, workersSubject, type WorkerObservation } from '@vantage/protocol';
 import { serializeParameterSet } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
@@ -499,7 +499,7 @@ async function main(): Promise<void> {
   /** Start one phase's processes: its decision service (and, for remote, the indexers), then the workers. */
   const startPhase = async (mode: 'local' | 'remote'): Promise<{ decision: ChildProcess; procs: ChildProcess[] }> => {
     const procs = mode === 'remote' ? await startIndexers() : [];
-    const decision = child(`decision-${mode}`, [...(mode === 'local' ? profArgs : []), ...(process.env.BENCH_DECISION_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''), '--import', 'tsx', 'services/decision/src/main.ts'], decisionEnv(mode));
+    const decision = child(`decision-${mode}`, [...DECISION_NODE_ARGS, ...(mode === 'local' ? profArgs : []), ...(process.env.BENCH_DECISION_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''), '--import', 'tsx', 'services/decision/src/main.ts'], decisionEnv(mode));
     procs.push(decision);
     cpuOf[mode === 'local' ? 'decision' : 'decision_remote']!.push(decision);
     ioPid = decision.pid;

@@ -1,4 +1,7 @@
-/** Entry point: `node --import tsx services/decision/src/main.ts` (configuration: see README). */
+/**
+ * Entry point: `node --initial-old-space-size=256 --import tsx services/decision/src/main.ts`
+ * (the flag: infra's DECISION_NODE_ARGS; configuration: see README).
+ */
 import { runService } from '@vantage/runtime';
 import { decisionConfigSchema, type DecisionSettings } from './config';
 import { startDecision } from './service';

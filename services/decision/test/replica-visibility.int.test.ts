@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, REPO_ROOT } from '@vantage/infra';
+import { DECISION_NODE_ARGS, freePort, REPO_ROOT } from '@vantage/infra';
 import { bookingEventCodec, bookingsSubject } from '@vantage/protocol';
 import { eventually, uniqueName } from '@vantage/testkit';
 import type { WorkerId } from '@vantage/types';
@@ -48,7 +48,7 @@ describe('booking visibility between two replica processes', () => {
     const port = await freePort();
     const times = join(dir, `${name}.times`);
     const env = h.decisionEnv('local', subject, { VANTAGE_HTTP_PORT: String(port), VANTAGE_INSTANCE_ID: name, VANTAGE_LOG_LEVEL: 'warn', VANTAGE_DECISION_RECORDS_ENABLED: 'false' });
-    const proc = spawn(process.execPath, ['--import', 'tsx', '--import', join(REPO_ROOT, 'services/decision/test/booking-times.ts'), join(REPO_ROOT, 'services/decision/src/main.ts')], {
+    const proc = spawn(process.execPath, [...DECISION_NODE_ARGS, '--import', 'tsx', '--import', join(REPO_ROOT, 'services/decision/test/booking-times.ts'), join(REPO_ROOT, 'services/decision/src/main.ts')], {
       cwd: REPO_ROOT,
       stdio: ['ignore', 'ignore', 'inherit'],
       env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VANTAGE_'))), ...env, BOOKING_TIMES_FILE: times },

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RouteArgs } from '@vantage/gateway-client';
-import { freePort, REPO_ROOT } from '@vantage/infra';
+import { DECISION_NODE_ARGS, freePort, REPO_ROOT } from '@vantage/infra';
 import type { RouteReply } from '@vantage/protocol';
 import { eventually } from '@vantage/testkit';
 import type { WorkerId } from '@vantage/types';
@@ -35,7 +35,7 @@ describe('two decision replicas with local pools', () => {
   const startChild = async (): Promise<Child> => {
     const port = await freePort();
     const env = h.decisionEnv('local', h.routeSubject, { VANTAGE_HTTP_PORT: String(port), VANTAGE_INSTANCE_ID: 'replica-b', VANTAGE_LOG_LEVEL: 'warn', VANTAGE_DECISION_RECORDS_ENABLED: 'false' });
-    const proc = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'services/decision/src/main.ts')], {
+    const proc = spawn(process.execPath, [...DECISION_NODE_ARGS, '--import', 'tsx', join(REPO_ROOT, 'services/decision/src/main.ts')], {
       cwd: REPO_ROOT,
       stdio: ['ignore', 'ignore', 'inherit'],
       env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VANTAGE_'))), ...env },
