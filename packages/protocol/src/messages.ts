@@ -2,7 +2,7 @@ import type { WorkerCapacity, WorkerId } from '@vantage/types';
 
 /**
  * Domain form of our messages: what decoders return and encoders take (package README; JSON shapes
- * in schemas.ts). Optional wire fields are explicit `null`s, so a consumer never has to tell
+ * in schemas/protocol/). Optional wire fields are explicit `null`s, so a consumer never has to tell
  * "absent" from "unknown".
  */
 

@@ -13,6 +13,9 @@ import {
   workerRegistrationCodec,
   type DecodeResult,
 } from '@vantage/protocol';
+import { ID_MAX_LENGTH, POOL_NAME_PATTERN } from '../src/index';
+import { LIFECYCLE_KINDS } from '../src/messages';
+import { MAX_HASHES, MAX_LE64_CHARS, MAX_TOKENS, MAX_WORKERS } from '../src/schemas';
 import {
   CASES,
   U64_2_63,
@@ -54,12 +57,34 @@ describe('round trip', () => {
 describe('schema files on disk', () => {
   const files = readdirSync(SCHEMA_DIR).filter((f) => f.endsWith('.json'));
 
-  it('hold exactly the schemas the decoders compile', () => {
+  it('are exactly the schemas the decoders compile', () => {
     expect(files.sort()).toEqual(Object.keys(PROTOCOL_SCHEMAS).sort());
-    for (const [name, schema] of Object.entries(PROTOCOL_SCHEMAS)) {
-      const onDisk: unknown = JSON.parse(readFileSync(`${SCHEMA_DIR}${name}`, 'utf8'));
-      expect(onDisk, `${name} is stale: run npx tsx packages/protocol/src/write-schemas.ts`).toEqual(schema);
-    }
+  });
+
+  it("state the limits and vocabularies the module's own checks use", () => {
+    const seen = new Set<string>();
+    const walk = (node: unknown, key: string): void => {
+      if (Array.isArray(node)) return node.forEach((x) => walk(x, key));
+      if (typeof node !== 'object' || node === null) return;
+      const n = node as Record<string, unknown>;
+      const expectAt = (prop: string, want: unknown): void => {
+        seen.add(`${key}.${prop}`);
+        expect(n[prop], `${key}.${prop}`).toEqual(want);
+      };
+      if (/^(local|sequence)Hashes$/.test(key) && n.type === 'array') expectAt('maxItems', MAX_HASHES);
+      if (key.endsWith('Le64')) expectAt('maxLength', MAX_LE64_CHARS);
+      if (key === 'tokenIds' && n.type === 'array') expectAt('maxItems', MAX_TOKENS);
+      if (key === 'workers' && n.type === 'array') expectAt('maxItems', MAX_WORKERS);
+      if ((key === 'requestId' || key === 'sessionId') && n.type === 'string') expectAt('maxLength', ID_MAX_LENGTH);
+      if (key === 'pool' && n.type === 'string') expectAt('pattern', POOL_NAME_PATTERN);
+      for (const [k, v] of Object.entries(n)) walk(v, k === 'properties' || k === 'items' || /^(oneOf|anyOf|allOf)$/.test(k) ? key : k);
+    };
+    for (const schema of Object.values(PROTOCOL_SCHEMAS)) walk(schema, '');
+    expect([...seen].sort()).toEqual(
+      ['localHashes.maxItems', 'localHashesLe64.maxLength', 'pool.pattern', 'requestId.maxLength', 'sequenceHashes.maxItems', 'sequenceHashesLe64.maxLength', 'sessionId.maxLength', 'tokenIds.maxItems', 'workers.maxItems'],
+    );
+    const lifecycle = PROTOCOL_SCHEMAS['lifecycle-event.v1.json'] as { properties: { kind: { enum: unknown } } };
+    expect(lifecycle.properties.kind.enum).toEqual(LIFECYCLE_KINDS);
   });
 
   it.each(CASES)('validate the encoder output of %s', (_name, codec, value) => {
