@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { decide, loadParameterSet, observed, serializeParameterSet, type CandidateReport } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
-import { fitAll, fitStandardization, renderFitReportHtml, type CalibrationRow, type FitResult } from '../src/index';
+import { fitAll, renderFitReportHtml, type CalibrationRow, type FitResult } from '../src/index';
+import { fitStandardization } from '../src/ridge';
 import { synthesize, TRUTH } from './synthetic';
 
 const createdAt = '2026-03-01T12:00:00Z';

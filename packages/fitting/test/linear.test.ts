@@ -1,7 +1,8 @@
 // Ridge regression against systems solved by hand, lambda = 0 as ordinary
 // least squares, the unpenalised intercept, and grouped CV's choice of lambda.
 import { describe, expect, it } from 'vitest';
-import { crossValidateRidge, groupFolds, ridgeSolve, solveLinear } from '../src/index';
+import { solveLinear } from '../src/linalg';
+import { crossValidateRidge, groupFolds, ridgeSolve } from '../src/ridge';
 
 describe('solveLinear', () => {
   it('needs the row swap of partial pivoting', () => {

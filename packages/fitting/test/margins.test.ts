@@ -2,7 +2,9 @@
 // absolute error in predicted advantage, on a hand-computed example.
 import { describe, expect, it } from 'vitest';
 import type { ModelParameters } from '@vantage/rules';
-import { calibrateMargin, percentileNearestRank, type CalibrationPair, type CalibrationRow } from '../src/index';
+import { calibrateMargin } from '../src/margins';
+import type { CalibrationPair, CalibrationRow } from '../src/rows';
+import { percentileNearestRank } from '../src/stats';
 
 function flatModel(name: string, ms: number): ModelParameters {
   return {

@@ -2,7 +2,7 @@
 // and the round trip through @vantage/rules' lookupQ and parameter-set validation.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PARAMETER_SET, lookupQ, validateParameterSet } from '@vantage/rules';
-import { buildQTable, type QMeasurement } from '../src/index';
+import { buildQTable, type QMeasurement } from '../src/qtable';
 
 /** Bilinear in (N, f): bilinear interpolation reproduces it exactly. */
 const q = (n: number, f: number): number => 20 + 0.03 * n - 0.025 * n * f + 5 * f;

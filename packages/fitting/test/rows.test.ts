@@ -9,7 +9,7 @@ import {
   parseCalibrationJsonl,
   validateCalibrationRows,
   type CalibrationRow,
-} from '../src/index';
+} from '../src/rows';
 import { outcomeJsonRow, toJsonl } from './synthetic';
 
 const base: CalibrationRow = {

@@ -2,7 +2,8 @@
 // (property test with a fixed seed), and determinism.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { allocate, applySplit, pairRows, SPLIT_NAMES, splitConditions, type CalibrationRow } from '../src/index';
+import { pairRows, type CalibrationRow } from '../src/rows';
+import { allocate, applySplit, SPLIT_NAMES, splitConditions } from '../src/splits';
 
 function row(conditionId: string, repeat: number, role: 'efficient' | 'capable', idle: boolean): CalibrationRow {
   return {

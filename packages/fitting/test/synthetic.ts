@@ -4,7 +4,7 @@
 // what generated the data.
 import type { WorkerId } from '@vantage/types';
 import { joinOutcome, outcomeToJsonRow, type CandidateObservation, type DecisionRecord } from '@vantage/records';
-import { calibrationSessionId, type CalibrationRow, type Role } from '../src/index';
+import { calibrationSessionId, type CalibrationRow, type Role } from '../src/rows';
 import { mulberry32 } from '@vantage/random';
 
 export interface TrueModel {

@@ -5,7 +5,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decide, DEFAULT_PARAMETER_SET, observed, type CandidateReport, type ParameterSet } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
-import { countRuleChoice, estimatorRuleChoice, rankCandidates, searchThresholds, type CalibrationPair, type CalibrationRow } from '../src/index';
+import { estimatorRuleChoice } from '../src/margins';
+import type { CalibrationPair, CalibrationRow } from '../src/rows';
+import { countRuleChoice, rankCandidates, searchThresholds } from '../src/thresholds';
 
 function pair(id: string, eff: { r: number; p: number | null; ttft: number; n?: number; k?: number }, cap: { r: number; p?: number | null; ttft: number; n?: number; k?: number }, proposal: 'efficient' | 'capable' = 'efficient'): CalibrationPair {
   const row = (role: 'efficient' | 'capable', x: { r: number; p?: number | null; ttft: number; n?: number; k?: number }): CalibrationRow => ({

@@ -2,7 +2,8 @@
 // count rules with their own searches' thresholds, versions traceable to the fit.
 import { describe, expect, it } from 'vitest';
 import { VARIANTS, serializeParameterSet, loadParameterSet } from '@vantage/rules';
-import { DISABLED_R, fitAll, variantParameterSet, type FitReport, type FitResult } from '../src/index';
+import { fitAll, variantParameterSet, type FitReport, type FitResult } from '../src/index';
+import { DISABLED_R } from '../src/variants';
 import { synthesize } from './synthetic';
 
 function ok(r: FitResult): Extract<FitResult, { ok: true }> {
