@@ -16,17 +16,8 @@ export type {
 } from './types';
 export { VARIANTS, DECISION_REASONS } from './types';
 
-export { crc64AvroOfString, fingerprintHex } from './fingerprint';
-
 export type { RecordSchema } from './schemas';
-export {
-  AVRO_SCHEMA_DIR,
-  DECISION_RECORD_V1,
-  OUTCOME_RECORD_V1,
-  OUTCOME_RECORD_V2,
-  DECISION_RECORD_CURRENT,
-  OUTCOME_RECORD_CURRENT,
-} from './schemas';
+export { DECISION_RECORD_CURRENT, OUTCOME_RECORD_CURRENT } from './schemas';
 
 export type { RecordRejectionCode, DecodeResult } from './framing';
 export { encodeSingleObject, decodeSingleObject, RecordEncodeError, SchemaRegistry, DECISION_REGISTRY, OUTCOME_REGISTRY } from './framing';
@@ -37,5 +28,5 @@ export { joinOutcome } from './outcome';
 export type { JsonRow } from './json';
 export { toJsonRow, outcomeToJsonRow, DECISION_CSV_COLUMNS, OUTCOME_CSV_COLUMNS, csvHeader, toCsvLine } from './json';
 
-export type { RowProblem, LineObject } from './rows';
+export type { RowProblem } from './rows';
 export { readJsonRows, asRowObject } from './rows';

@@ -13,7 +13,7 @@ export interface RowProblem {
 }
 
 /** One JSON object read from a line. */
-export interface LineObject {
+interface LineObject {
   readonly line: number;
   readonly row: Record<string, unknown>;
 }

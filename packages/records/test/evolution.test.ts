@@ -1,19 +1,21 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
-  AVRO_SCHEMA_DIR,
   decodeSingleObject,
-  DECISION_RECORD_V1,
   encodeSingleObject,
   joinOutcome,
-  OUTCOME_RECORD_V1,
-  OUTCOME_RECORD_V2,
   OUTCOME_REGISTRY,
   SchemaRegistry,
   type OutcomeRecord,
   type OutcomeRecordV1,
   type RecordSchema,
 } from '../src/index';
+import {
+  AVRO_SCHEMA_DIR,
+  DECISION_RECORD_V1,
+  OUTCOME_RECORD_V1,
+  OUTCOME_RECORD_V2,
+} from '../src/schemas';
 import { decision, ev, MAX_WORKER } from './fixtures';
 
 function outcomeV2(): OutcomeRecord {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { crc64AvroOfString, DECISION_RECORD_V1, fingerprintHex, OUTCOME_RECORD_V1, OUTCOME_RECORD_V2 } from '../src/index';
+import { crc64AvroOfString, fingerprintHex } from '../src/fingerprint';
+import { DECISION_RECORD_V1, OUTCOME_RECORD_V1, OUTCOME_RECORD_V2 } from '../src/schemas';
 
 describe('CRC-64-AVRO', () => {
   // Published vectors from Avro's share/test/data/schema-tests.txt, which

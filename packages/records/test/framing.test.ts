@@ -2,7 +2,6 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { WorkerId } from '@vantage/types';
 import {
-  DECISION_RECORD_V1,
   DECISION_REGISTRY,
   decodeSingleObject,
   encodeSingleObject,
@@ -10,6 +9,7 @@ import {
   RecordEncodeError,
   type DecodeResult,
 } from '../src/index';
+import { DECISION_RECORD_V1 } from '../src/schemas';
 import { baselineDecision, BIG_WORKER, decision, EDGE_WORKER, MAX_WORKER, observation } from './fixtures';
 
 function expectOk<T>(r: DecodeResult<T>): T {

@@ -11,15 +11,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeSingleObject, joinOutcome, type RecordSchema } from '../src/index';
 import {
   AVRO_SCHEMA_DIR,
   DECISION_RECORD_V1,
-  encodeSingleObject,
-  joinOutcome,
   OUTCOME_RECORD_V1,
   OUTCOME_RECORD_V2,
-  type RecordSchema,
-} from '../src/index';
+} from '../src/schemas';
 import { baselineDecision, decision, EDGE_WORKER, ev, observation, toComparableJson } from './fixtures';
 
 const scripts = fileURLToPath(new URL('../scripts/', import.meta.url));
