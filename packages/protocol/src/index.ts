@@ -1,7 +1,6 @@
 export {
   SUBJECT_PREFIX,
   ROUTE_SUBJECT,
-  DECISIONS_SUBJECT,
   POOL_NAME_PATTERN,
   isValidPoolName,
   observeSubject,

@@ -10,8 +10,6 @@ export const SUBJECT_PREFIX = 'vantage.v1';
 
 /** Request-reply to the decision service; replicas share a queue group (the decision service's `queueGroup`). */
 export const ROUTE_SUBJECT = `${SUBJECT_PREFIX}.route`;
-/** Decision records, captured by a JetStream stream (the decision service's `stream`). */
-export const DECISIONS_SUBJECT = `${SUBJECT_PREFIX}.decisions`;
 
 /** Per-pool subjects: who publishes what on each is the package README's "Subjects" table. */
 type PoolSubjectKind = 'observe' | 'bookings' | 'lifecycle' | 'workers';

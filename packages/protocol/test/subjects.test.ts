@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   bookingsSubject,
-  DECISIONS_SUBJECT,
   isValidPoolName,
   lifecycleSubject,
   observeSubject,
@@ -16,7 +15,6 @@ describe('subjects', () => {
     expect(lifecycleSubject('qwen-8b')).toBe('vantage.v1.lifecycle.qwen-8b');
     expect(workersSubject('qwen-8b')).toBe('vantage.v1.workers.qwen-8b');
     expect(ROUTE_SUBJECT).toBe('vantage.v1.route');
-    expect(DECISIONS_SUBJECT).toBe('vantage.v1.decisions');
   });
 
   it.each(['a.b', '*', '>', 'x>', 'with space', '', 'a'.repeat(65), 'tab\t', 'ümlaut'])('refuses pool name %j', (pool) => {
