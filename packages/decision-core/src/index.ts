@@ -1,7 +1,6 @@
 // The decision path without transport, shared by the decision service and the offline study.
 export {
   decodeObserveReply,
-  suspicionsOf,
   toCandidateReport,
   toRecordObservation,
   plus,
@@ -11,6 +10,6 @@ export {
   type ProbeResult,
   type ProbeTarget,
 } from './probe';
-export { probeRoles, decideRoute, gateChecks, buildDecisionRecord } from './record';
+export { probeRoles, decideRoute, buildDecisionRecord } from './record';
 export { RECORD_REASON, RECORD_VARIANT, replyReason } from './vocabulary';
 export { observeReplyOf } from './observe-reply';

@@ -79,7 +79,7 @@ export interface MapOptions {
 export const plus = (a: number | null, b: number): number | null => (a === null ? null : a + b);
 
 /** Index suspicions the rules understand, from the chosen worker's suspect flag and the indexer's restore time. */
-export function suspicionsOf(reply: ObserveReply, worker: WorkerObservation | null, o: MapOptions): IndexSuspicion[] {
+function suspicionsOf(reply: ObserveReply, worker: WorkerObservation | null, o: MapOptions): IndexSuspicion[] {
   const out: IndexSuspicion[] = [];
   // Every suspect reason the index reports (event_gap, unknown_parent, missed_start) is about lost KV
   // events, so it undermines K; R and P come from bookings, which the index does not vouch for here.

@@ -58,7 +58,7 @@ interface DecisionRecordInput extends RouteDecisionInput {
 const GATE_INPUT_FAILURES = new Set(['fallback_indexer_unavailable', 'fallback_missing_observation', 'fallback_invalid_observation', 'fallback_suspect_index']);
 
 /** The gate's compared values, for the record; null when the gate was not evaluated. */
-export function gateChecks(x: Pick<DecisionRecordInput, 'decision' | 'params' | 'probes' | 'mapOpts' | 'localCapableInFlight'>): GateChecks | null {
+function gateChecks(x: Pick<DecisionRecordInput, 'decision' | 'params' | 'probes' | 'mapOpts' | 'localCapableInFlight'>): GateChecks | null {
   const { decision: d, params } = x;
   if (d.reason === 'kept_capable_proposal' || d.reason === 'kept_stage_variant') return null;
   const g = params.gate;
