@@ -46,14 +46,14 @@ export interface Standardization {
   readonly logP: FeatureScale;
 }
 
-export interface BlindCoefficients {
+interface BlindCoefficients {
   readonly b0: number;
   readonly bN: number;
   readonly bR: number;
   readonly bP: number;
 }
 
-export interface CacheCoefficients {
+interface CacheCoefficients {
   readonly c0: number;
   readonly cN: number;
   readonly cR: number;

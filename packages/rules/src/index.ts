@@ -20,8 +20,6 @@ export type {
   QTable,
   FeatureScale,
   Standardization,
-  BlindCoefficients,
-  CacheCoefficients,
   ModelParameters,
   Prediction,
 } from './estimators';
