@@ -11,13 +11,6 @@ import { median } from './stats';
 
 export type QMeasurement = Pick<CalibrationRow, 'n' | 'k' | 'ttftMs'>;
 
-interface QBuildOptions {
-  /** Grid of prompt lengths; default the distinct N of the measurements. */
-  readonly nGrid?: readonly number[];
-  /** Grid of cached fractions; default the measured f clustered by `F_TOLERANCE` (`designGrid`). */
-  readonly fGrid?: readonly number[];
-}
-
 export type CellSource = 'measured' | 'interpolated_n' | 'interpolated_f';
 
 export interface QCell {
@@ -104,10 +97,10 @@ function between(line: readonly (number | undefined)[], grid: readonly number[],
   return (1 - t) * (line[lo] as number) + t * (line[hi] as number);
 }
 
-export function buildQTable(measurements: readonly QMeasurement[], options: QBuildOptions = {}): QBuild {
-  const design = designGrid(measurements);
-  const nGrid = [...(options.nGrid ?? design.nGrid)];
-  const fGrid = [...(options.fGrid ?? design.fGrid)];
+/** The table on `grid` (`designGrid` of the measurements, or of a larger set they belong to). */
+export function buildQTable(measurements: readonly QMeasurement[], grid: { readonly nGrid: readonly number[]; readonly fGrid: readonly number[] }): QBuild {
+  const nGrid = [...grid.nGrid];
+  const fGrid = [...grid.fGrid];
   const errors: string[] = [];
   if (nGrid.length < 2) errors.push(`Q table needs at least 2 prompt lengths, has ${nGrid.length} (${nGrid.join(', ')})`);
   if (fGrid.length < 2) errors.push(`Q table needs at least 2 cached fractions, has ${fGrid.length} (${fGrid.join(', ')})`);
@@ -119,7 +112,7 @@ export function buildQTable(measurements: readonly QMeasurement[], options: QBui
   const nIndex = new Map(nGrid.map((n, i) => [n, i]));
   const bins: number[][][] = nGrid.map(() => fGrid.map(() => []));
   for (const m of measurements) {
-    // A measurement off the grid (only with explicit grids) is left out.
+    // A measurement off the grid is left out.
     const i = nIndex.get(m.n);
     const j = columnOf(fGrid, cachedFraction(m.n, m.k), F_TOLERANCE);
     if (i !== undefined && j !== undefined) (bins[i]?.[j] as number[]).push(m.ttftMs);

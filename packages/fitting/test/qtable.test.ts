@@ -2,7 +2,7 @@
 // and the round trip through @vantage/rules' lookupQ and parameter-set validation.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PARAMETER_SET, lookupQ, validateParameterSet } from '@vantage/rules';
-import { buildQTable, type QMeasurement } from '../src/qtable';
+import { buildQTable as buildOn, designGrid, type QMeasurement } from '../src/qtable';
 
 /** Bilinear in (N, f): bilinear interpolation reproduces it exactly. */
 const q = (n: number, f: number): number => 20 + 0.03 * n - 0.025 * n * f + 5 * f;
@@ -14,6 +14,9 @@ function grid(skip: (n: number, f: number) => boolean = () => false): QMeasureme
   for (const n of N) for (const f of F) if (!skip(n, f)) out.push({ n, k: Math.round(n * f), ttftMs: q(n, f) });
   return out;
 }
+
+/** The table on the measurements' own design grid, or on the grid given. */
+const buildQTable = (ms: readonly QMeasurement[], grid = designGrid(ms)): ReturnType<typeof buildOn> => buildOn(ms, grid);
 
 describe('buildQTable', () => {
   it('uses the design grid and is exact at grid points and bilinear inside', () => {
