@@ -8,7 +8,6 @@ import {
   analyzeEvaluation,
   DEFAULT_BACKGROUND_TRAFFIC,
   evaluationSchedule,
-  parseEvaluationRows,
   type BackgroundTrafficSpec,
   type DifferenceMetricId,
   type EvaluationAnalysis,
@@ -18,7 +17,7 @@ import { escapeHtml, fmtG, mean, page, table } from '@vantage/fitting';
 import { lineChartSvg } from '@vantage/sim';
 import { runEvaluationOffline, type RunSummary } from './evaluate';
 import type { FleetSpec } from './fleet';
-import { recordVariantParams, toJsonl, type StudyResult } from './study';
+import { recordVariantParams, type StudyResult } from './study';
 
 export interface LoadPoint {
   /** Competing traffic on the efficient pool: mean gap between a stream's requests (sim ms); null for none. */
@@ -77,7 +76,7 @@ export function evaluateLoadPoint(s: LoadPointSettings, point: LoadPoint, label:
   const { proposal, background } = s;
   const schedule = evaluationSchedule({ attempts: s.attempts, sessionsPerAttempt: s.sessions, seed: s.seed, proposal, background });
   const ev = runEvaluationOffline({ schedule, fleet: s.fleet, params: recordVariantParams(s.fit), proposal, background, maxContextTokens: s.maxContextTokens, seed: s.seed });
-  const analysis = analyzeEvaluation(parseEvaluationRows(toJsonl(ev.rows)), { seed: s.seed, iterations: s.bootstrap });
+  const analysis = analyzeEvaluation(ev.rows, { seed: s.seed, iterations: s.bootstrap });
   const base = ev.runs.filter((r) => r.variant === 'baseline');
   return {
     point,
