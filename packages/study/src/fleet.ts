@@ -18,7 +18,7 @@ const ROLES: readonly Role[] = ['efficient', 'capable'];
 const SIM_EPOCH_MS = 1_767_225_600_000;
 
 /** A pool: its name, its worker count and its engines' settings (block size and timing required). */
-export interface PoolSpec extends ReplayEngineConfig {
+interface PoolSpec extends ReplayEngineConfig {
   /** Pool and model name (what decision records and outcome rows carry). */
   readonly name: string;
   readonly workers: number;
@@ -53,11 +53,9 @@ interface DirectRequest {
   readonly expectedOutputTokens?: number | null;
 }
 
-/** A finished request as the replay records it, with where it ran and how it was routed. */
+/** A finished request as the replay records it, with the pool it ran on and how it was routed. */
 export interface ServedRequest extends Omit<RequestRecord, 'workerIndex'> {
-  readonly sessionId: string;
   readonly role: Role;
-  readonly workerId: WorkerId;
   /** Null for direct (background) requests. */
   readonly decision: Decision | null;
   readonly record: DecisionRecord | null;
@@ -130,7 +128,7 @@ class SimPool {
 
 type Timed = { readonly t: number; readonly fn: () => void };
 
-export interface FleetOptions {
+interface FleetOptions {
   readonly seed?: number;
   /** Keep outcome rows (default true). */
   readonly rows?: boolean;
@@ -219,7 +217,7 @@ export class TwoPoolFleet {
   }
 
   /** Book and serve a request directly (background traffic): on `workerId`, or on Dynamo's choice in the pool. */
-  direct(req: DirectRequest, cb: Callbacks = {}): WorkerId {
+  direct(req: DirectRequest, cb: Callbacks = {}): void {
     const pool = this.pools[req.role];
     const p = pool.prompt(req.tokens);
     let workerId = req.workerId;
@@ -233,7 +231,6 @@ export class TwoPoolFleet {
     }
     const l: Live = { requestId: req.requestId, sessionId: req.sessionId, pool, workerId, arrivalMs: this.nowMs, decision: null, record: null, cb };
     this.#serve(l, p, req.osl, undefined, overlap, req.expectedOutputTokens ?? null);
-    return workerId;
   }
 
   /** Book `l` in its pool's ledger and add it to its worker's engine; false when the engine refused it (a failed outcome). */
@@ -274,7 +271,7 @@ export class TwoPoolFleet {
       { kind: 'first_token', atMs: f.firstTokenMs },
       { kind: 'done', atMs, usage },
     ]);
-    l.cb.onDone?.({ ...f, endMs: atMs, sessionId: l.sessionId, role: l.pool.role, workerId: l.workerId, decision: l.decision, record: l.record, row });
+    l.cb.onDone?.({ ...f, endMs: atMs, role: l.pool.role, decision: l.decision, record: l.record, row });
   }
 
   /** Drive the simulation until nothing is left to happen (every request served, every callback run). */

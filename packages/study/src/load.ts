@@ -41,8 +41,7 @@ interface LoadPointSettings {
 interface LoadOptions extends Pick<LoadPointSettings, 'fleet' | 'fit'>, Partial<Omit<LoadPointSettings, 'fleet' | 'fit' | 'proposal' | 'background'>> {
   readonly gapsMs?: readonly (number | null)[];
   readonly capableFractions?: readonly number[];
-  /** Competing-traffic streams (default 4) and the span their requests cover (default 60 s of sim time). */
-  readonly streams?: number;
+  /** The span the competing traffic's requests cover (default 60 s of sim time; 4 streams). */
   readonly spanMs?: number;
   readonly onProgress?: (line: string) => void;
 }
@@ -98,7 +97,7 @@ export function runLoadStudy(o: LoadOptions): LoadResult {
     for (const gapMs of gaps) {
       const label = `${gapMs === null ? 'no competing traffic' : `competing gap ${gapMs} ms`}, capable proposals ${Math.round(100 * capableFraction)} %`;
       const proposal = { kind: 'fraction_capable' as const, fraction: capableFraction, seed: 7 };
-      const background = loadBackground(gapMs, o.streams ?? 4, o.spanMs ?? 60_000);
+      const background = loadBackground(gapMs, 4, o.spanMs ?? 60_000);
       const r = evaluateLoadPoint({ ...settings, proposal, background }, { gapMs, capableFraction }, label);
       points.push(r);
       const ttft = r.analysis.differences.filter((d) => d.metric === 'ttft_mean_ms').map((d) => `${d.variant} ${d.estimate.toFixed(0)} ms`).join(', ');
