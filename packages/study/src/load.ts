@@ -15,7 +15,7 @@ import {
 } from '@vantage/evaluation';
 import { escapeHtml, fmtG, mean, page, table } from '@vantage/fitting';
 import { lineChartSvg } from '@vantage/sim';
-import { runEvaluationOffline, type RunSummary } from './evaluate';
+import { runEvaluationOffline } from './evaluate';
 import type { FleetSpec } from './fleet';
 import { recordVariantParams, type StudyResult } from './study';
 
@@ -52,7 +52,6 @@ export interface LoadPointResult {
   /** Mean busy fraction of the efficient (capable) pool over the baseline's runs. */
   readonly efficientUtilisation: number;
   readonly capableUtilisation: number;
-  readonly runs: readonly RunSummary[];
   readonly analysis: EvaluationAnalysis;
 }
 
@@ -82,7 +81,6 @@ export function evaluateLoadPoint(s: LoadPointSettings, point: LoadPoint, label:
     label,
     efficientUtilisation: mean(base.map((x) => x.utilisation.efficient)),
     capableUtilisation: mean(base.map((x) => x.utilisation.capable)),
-    runs: ev.runs,
     analysis,
   };
 }
