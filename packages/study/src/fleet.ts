@@ -86,7 +86,6 @@ class SimPool {
   readonly engines: Engine[];
   /** Worker ids high in the u64 range (as Dynamo's lease ids are), distinct per pool. */
   readonly workerIds: WorkerId[];
-  readonly index: Map<bigint, number>;
   readonly prompts = new WeakMap<Uint32Array, PromptBlocks>();
 
   constructor(
@@ -97,7 +96,6 @@ class SimPool {
     if (!Number.isInteger(spec.workers) || spec.workers < 1) throw new RangeError(`${role} pool: workers must be a positive integer, got ${spec.workers}`);
     this.state = new PoolState({ pool: spec.name, blockSize: spec.blockSize, selection: DEFAULT_KV_ROUTER, bookingTtlMs: 3_600_000, workerTtlMs: 3_600_000_000, seed });
     this.workerIds = Array.from({ length: spec.workers }, (_, i) => ((role === 'efficient' ? 0xe000_0000_0000_0000n : 0xc000_0000_0000_0000n) + BigInt(i + 1)) as WorkerId);
-    this.index = new Map(this.workerIds.map((id, i) => [id, i]));
     // The spec names the engine settings as the engine does (blockSize, timing, numGpuBlocks, ...).
     this.engines = registerEngines(this.state, this.workerIds, spec);
   }
@@ -236,8 +234,8 @@ export class TwoPoolFleet {
   /** Book `l` in its pool's ledger and add it to its worker's engine; false when the engine refused it (a failed outcome). */
   #serve(l: Live, prompt: PromptBlocks, osl: number, outputTokens: Uint32Array | undefined, overlapBlocks: number, expectedOutputTokens: number | null): boolean {
     const { pool, requestId, workerId, arrivalMs: t } = l;
-    const i = pool.index.get(workerId);
-    if (i === undefined) throw new RangeError(`worker ${workerId} is not in the ${pool.role} pool`);
+    const i = pool.workerIds.indexOf(workerId);
+    if (i < 0) throw new RangeError(`worker ${workerId} is not in the ${pool.role} pool`);
     pool.state.ledger.book({ requestId, workerId, dpRank: 0, promptTokens: prompt.isl, overlapBlocks, sequenceHashes: prompt.sequence, expectedOutputTokens, source: 'decision_service', nowMs: t });
     const added = pool.engines[i]!.addRequest({ id: requestId, arrivalMs: t, prompt, osl, ...(outputTokens ? { outputTokens } : {}) });
     if (!added.ok) {
