@@ -10,7 +10,7 @@
  * the same analysis.
  */
 import { VARIANTS, type RowProblem } from '@vantage/records';
-import { compareStrings, mean, quantileSorted } from '@vantage/fitting';
+import { compareStrings, mean, quantileSorted, type RowsParse } from '@vantage/fitting';
 import { bootstrapDifference, type BootstrapResult, type Unit } from './bootstrap';
 import { streamFor } from '@vantage/random';
 import { parseEvaluationRows, type EvaluationRow } from './rows';
@@ -369,20 +369,18 @@ function variantOrder(names: Iterable<string>, baseline: string): string[] {
   });
 }
 
-type ParsedRows = { readonly rows: readonly EvaluationRow[]; readonly problems?: readonly RowProblem[]; readonly skipped?: Readonly<Record<string, number>> };
-
 /**
  * Analyse outcome rows: flattened JSON objects (`outcomeToJsonRow`) or rows
  * already parsed with `parseEvaluationRows`. Never throws on bad rows: they
  * are listed in `input.problems` and left out.
  */
-export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options: AnalysisOptions = {}): EvaluationAnalysis {
+export function analyzeEvaluation(rows: readonly unknown[] | RowsParse<EvaluationRow>, options: AnalysisOptions = {}): EvaluationAnalysis {
   const seed = options.seed ?? 1;
   const iterations = options.iterations ?? 2000;
   const confidence = options.confidence ?? 0.95;
   const baselineName = options.baseline ?? 'baseline';
   const progress = options.onProgress ?? ((): void => undefined);
-  const parsed: ParsedRows = Array.isArray(rows) ? parseEvaluationRows(rows) : (rows as ParsedRows);
+  const parsed = Array.isArray(rows) ? parseEvaluationRows(rows) : (rows as RowsParse<EvaluationRow>);
   const used = parsed.rows;
   const warnings: string[] = [];
 
@@ -464,7 +462,7 @@ export function analyzeEvaluation(rows: readonly unknown[] | ParsedRows, options
 
   return {
     options: { seed, iterations, confidence, baseline: baselineName },
-    input: { rows: used.length + (parsed.problems?.length ?? 0) + Object.values(parsed.skipped ?? {}).reduce((a, b) => a + b, 0), used: used.length, skipped: parsed.skipped ?? {}, problems: parsed.problems ?? [] },
+    input: { rows: used.length + parsed.problems.length + Object.values(parsed.skipped).reduce((a, b) => a + b, 0), used: used.length, skipped: parsed.skipped, problems: parsed.problems },
     variants: summaries,
     differences,
     gaps: RECORD_GAPS,

@@ -1,7 +1,6 @@
 // @vantage/evaluation: calibration plan, evaluation schedule, analysis and report. See README.md.
 
 export {
-  CALIBRATION_FACTORS,
   CALIBRATION_PRESETS,
   calibrationPlan,
   calibrationParameterSet,
@@ -19,7 +18,6 @@ export {
   evaluationSchedule,
   evaluationSessionId,
   evaluationBackgroundSessionId,
-  parseEvaluationSessionId,
   parseProposalSpec,
 } from './schedule';
 export type {
@@ -28,10 +26,7 @@ export type {
   EvaluationSchedule,
 } from './schedule';
 
-export { EVALUATION_LABEL_COLUMNS, parseEvaluationRows } from './rows';
-
-export { isPaired, bootstrapDifference } from './bootstrap';
-export type { Unit } from './bootstrap';
+export { parseEvaluationRows } from './rows';
 
 export { analyzeEvaluation } from './analysis';
 export type { Difference, DifferenceMetricId, EvaluationAnalysis, VariantSummary } from './analysis';

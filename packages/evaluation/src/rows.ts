@@ -20,7 +20,7 @@ export interface DecisionFacts {
 
 /** One outcome row as the analysis uses it. */
 export interface EvaluationRow {
-  /** 1-based line of the source; 0 for rows given as objects. */
+  /** 1-based line of the source, or position of a row given as an object. */
   readonly line: number;
   readonly requestId: string;
   readonly sessionId: string | null;

@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '@vantage/random';
 import { OUTCOME_CSV_COLUMNS } from '@vantage/records';
-import { EVALUATION_LABEL_COLUMNS, analyzeEvaluation, parseEvaluationRows } from '../src/index';
+import { analyzeEvaluation, parseEvaluationRows } from '../src/index';
+import { EVALUATION_LABEL_COLUMNS } from '../src/rows';
 import { outcomeRow, syntheticEvaluation, toJsonl } from './synthetic';
 
 function shuffleForTest<T>(xs: readonly T[], seed: number): T[] {

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32, streamFor } from '@vantage/random';
 import { quantileSorted } from '@vantage/fitting';
-import { bootstrapDifference, isPaired, type Unit } from '../src/index';
+import { bootstrapDifference, isPaired, type Unit } from '../src/bootstrap';
 
 interface V extends Unit {
   readonly x: number;

@@ -6,7 +6,7 @@ import type { WorkerId } from '@vantage/types';
 import { joinOutcome, outcomeToJsonRow, type DecisionRecord } from '@vantage/records';
 import { fitAll, parseCalibrationJsonl, rowFromOutcomeJson } from '@vantage/fitting';
 import { DEFAULT_PARAMETER_SET } from '@vantage/rules';
-import { CALIBRATION_FACTORS, CALIBRATION_PRESETS, calibrationPlan, type CalibrationCondition, type CalibrationPlan } from '../src/index';
+import { CALIBRATION_FACTORS, CALIBRATION_PRESETS, calibrationPlan, type CalibrationCondition, type CalibrationPlan } from '../src/calibration-plan';
 import { MODELS, observation } from './synthetic';
 
 const small = calibrationPlan({ preset: 'small', seed: 3 });

@@ -1,7 +1,8 @@
 // The evaluation schedule: blocks, matched sessions, seeded variant order, Stage proposals.
 import { describe, expect, it } from 'vitest';
 import { VARIANTS } from '@vantage/records';
-import { DEFAULT_BACKGROUND_TRAFFIC, evaluationSchedule, parseEvaluationSessionId, stageProposal, type StageProposalModel } from '../src/index';
+import { DEFAULT_BACKGROUND_TRAFFIC, evaluationSchedule, stageProposal, type StageProposalModel } from '../src/index';
+import { parseEvaluationSessionId } from '../src/schedule';
 
 const opts = { attempts: 12, sessionsPerAttempt: 4, seed: 5, background: { ...DEFAULT_BACKGROUND_TRAFFIC, streams: 2 } } as const;
 

@@ -28,7 +28,7 @@ interface EvaluationRunOptions {
   readonly onProgress?: (line: string) => void;
 }
 
-export interface RunSummary {
+interface RunSummary {
   readonly variant: string;
   /** Busy fraction of each pool's engines over the run. */
   readonly utilisation: { readonly efficient: number; readonly capable: number };

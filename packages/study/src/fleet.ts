@@ -18,7 +18,7 @@ const ROLES: readonly Role[] = ['efficient', 'capable'];
 const SIM_EPOCH_MS = 1_767_225_600_000;
 
 /** A pool: its name, its worker count and its engines' settings (block size and timing required). */
-export interface PoolSpec extends ReplayEngineConfig {
+interface PoolSpec extends ReplayEngineConfig {
   /** Pool and model name (what decision records and outcome rows carry). */
   readonly name: string;
   readonly workers: number;
@@ -53,11 +53,9 @@ interface DirectRequest {
   readonly expectedOutputTokens?: number | null;
 }
 
-/** A finished request as the replay records it, with where it ran and how it was routed. */
+/** A finished request as the replay records it, with the pool it ran on and how it was routed. */
 export interface ServedRequest extends Omit<RequestRecord, 'workerIndex'> {
-  readonly sessionId: string;
   readonly role: Role;
-  readonly workerId: WorkerId;
   /** Null for direct (background) requests. */
   readonly decision: Decision | null;
   readonly record: DecisionRecord | null;
@@ -88,7 +86,6 @@ class SimPool {
   readonly engines: Engine[];
   /** Worker ids high in the u64 range (as Dynamo's lease ids are), distinct per pool. */
   readonly workerIds: WorkerId[];
-  readonly index: Map<bigint, number>;
   readonly prompts = new WeakMap<Uint32Array, PromptBlocks>();
 
   constructor(
@@ -99,7 +96,6 @@ class SimPool {
     if (!Number.isInteger(spec.workers) || spec.workers < 1) throw new RangeError(`${role} pool: workers must be a positive integer, got ${spec.workers}`);
     this.state = new PoolState({ pool: spec.name, blockSize: spec.blockSize, selection: DEFAULT_KV_ROUTER, bookingTtlMs: 3_600_000, workerTtlMs: 3_600_000_000, seed });
     this.workerIds = Array.from({ length: spec.workers }, (_, i) => ((role === 'efficient' ? 0xe000_0000_0000_0000n : 0xc000_0000_0000_0000n) + BigInt(i + 1)) as WorkerId);
-    this.index = new Map(this.workerIds.map((id, i) => [id, i]));
     // The spec names the engine settings as the engine does (blockSize, timing, numGpuBlocks, ...).
     this.engines = registerEngines(this.state, this.workerIds, spec);
   }
@@ -130,7 +126,7 @@ class SimPool {
 
 type Timed = { readonly t: number; readonly fn: () => void };
 
-export interface FleetOptions {
+interface FleetOptions {
   readonly seed?: number;
   /** Keep outcome rows (default true). */
   readonly rows?: boolean;
@@ -219,7 +215,7 @@ export class TwoPoolFleet {
   }
 
   /** Book and serve a request directly (background traffic): on `workerId`, or on Dynamo's choice in the pool. */
-  direct(req: DirectRequest, cb: Callbacks = {}): WorkerId {
+  direct(req: DirectRequest, cb: Callbacks = {}): void {
     const pool = this.pools[req.role];
     const p = pool.prompt(req.tokens);
     let workerId = req.workerId;
@@ -233,14 +229,13 @@ export class TwoPoolFleet {
     }
     const l: Live = { requestId: req.requestId, sessionId: req.sessionId, pool, workerId, arrivalMs: this.nowMs, decision: null, record: null, cb };
     this.#serve(l, p, req.osl, undefined, overlap, req.expectedOutputTokens ?? null);
-    return workerId;
   }
 
   /** Book `l` in its pool's ledger and add it to its worker's engine; false when the engine refused it (a failed outcome). */
   #serve(l: Live, prompt: PromptBlocks, osl: number, outputTokens: Uint32Array | undefined, overlapBlocks: number, expectedOutputTokens: number | null): boolean {
     const { pool, requestId, workerId, arrivalMs: t } = l;
-    const i = pool.index.get(workerId);
-    if (i === undefined) throw new RangeError(`worker ${workerId} is not in the ${pool.role} pool`);
+    const i = pool.workerIds.indexOf(workerId);
+    if (i < 0) throw new RangeError(`worker ${workerId} is not in the ${pool.role} pool`);
     pool.state.ledger.book({ requestId, workerId, dpRank: 0, promptTokens: prompt.isl, overlapBlocks, sequenceHashes: prompt.sequence, expectedOutputTokens, source: 'decision_service', nowMs: t });
     const added = pool.engines[i]!.addRequest({ id: requestId, arrivalMs: t, prompt, osl, ...(outputTokens ? { outputTokens } : {}) });
     if (!added.ok) {
@@ -274,7 +269,7 @@ export class TwoPoolFleet {
       { kind: 'first_token', atMs: f.firstTokenMs },
       { kind: 'done', atMs, usage },
     ]);
-    l.cb.onDone?.({ ...f, endMs: atMs, sessionId: l.sessionId, role: l.pool.role, workerId: l.workerId, decision: l.decision, record: l.record, row });
+    l.cb.onDone?.({ ...f, endMs: atMs, role: l.pool.role, decision: l.decision, record: l.record, row });
   }
 
   /** Drive the simulation until nothing is left to happen (every request served, every callback run). */

@@ -180,17 +180,16 @@ function runOnce(o: LimitationOptions, c: LimitationCase, proposal: Role, params
   }
   const probeTokens = freshTokens(labelSeed(seed, 'probe'), o.probePromptTokens ?? 4_096);
   const lastBackgroundEnd = new Map<WorkerId, number>();
-  type Snapshot = Map<WorkerId, { ledgerRequests: number; remainingOutputTokens: number }>;
-  // Written by callbacks during `fleet.run()`.
-  const sent: { result: { decision: Decision; probeAtMs: number; snapshot: Snapshot } | null; served: ServedRequest | null } = { result: null, served: null };
+  const snapshot = new Map<WorkerId, { ledgerRequests: number; remainingOutputTokens: number }>();
+  let probeAtMs = -1;
+  // Set by the proposal's `onDone` during `fleet.run()`.
+  const sent: { served?: ServedRequest } = {};
   const probe = (): void => {
-    if (sent.result !== null) return;
-    const snapshot: Snapshot = new Map();
+    if (probeAtMs >= 0) return;
+    probeAtMs = fleet.nowMs;
     pool.workerIds.forEach((w, i) => snapshot.set(w, { ledgerRequests: pool.state.ledger.load(w, 0).requests, remainingOutputTokens: pool.engines[i]!.remainingOutputTokens }));
-    const probeAtMs = fleet.nowMs;
     const decision = fleet.route({ requestId: 'proposal', sessionId: `limitation:${c.id}`, tokens: probeTokens, osl: o.probeOutputTokens ?? 256, proposal, params }, { onDone: (r) => (sent.served = r) });
     if (decision === null) throw new Error(`limitation case ${c.id}: the ${proposal} pool offered no worker`);
-    sent.result = { decision, probeAtMs, snapshot };
   };
   let due = 0;
   let seen = 0;
@@ -212,9 +211,9 @@ function runOnce(o: LimitationOptions, c: LimitationCase, proposal: Role, params
   }
   if (c.phase !== 'decoding' || due === 0) probe();
   fleet.run();
-  const { result: r, served } = sent;
-  if (r === null || served === null) throw new Error(`limitation case ${c.id}: the proposal was not served`);
-  return { decision: r.decision, served, probeAtMs: r.probeAtMs, snapshot: r.snapshot, lastBackgroundEnd };
+  const { served } = sent;
+  if (served === undefined || served.decision === null) throw new Error(`limitation case ${c.id}: the proposal was not served`);
+  return { decision: served.decision, served, probeAtMs, snapshot, lastBackgroundEnd };
 }
 
 const ttftOf = (s: ServedRequest): number => s.firstTokenMs - s.arrivalMs;

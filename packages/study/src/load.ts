@@ -8,7 +8,6 @@ import {
   analyzeEvaluation,
   DEFAULT_BACKGROUND_TRAFFIC,
   evaluationSchedule,
-  parseEvaluationRows,
   type BackgroundTrafficSpec,
   type DifferenceMetricId,
   type EvaluationAnalysis,
@@ -16,9 +15,9 @@ import {
 } from '@vantage/evaluation';
 import { escapeHtml, fmtG, mean, page, table } from '@vantage/fitting';
 import { lineChartSvg } from '@vantage/sim';
-import { runEvaluationOffline, type RunSummary } from './evaluate';
+import { runEvaluationOffline } from './evaluate';
 import type { FleetSpec } from './fleet';
-import { recordVariantParams, toJsonl, type StudyResult } from './study';
+import { recordVariantParams, type StudyResult } from './study';
 
 export interface LoadPoint {
   /** Competing traffic on the efficient pool: mean gap between a stream's requests (sim ms); null for none. */
@@ -42,8 +41,7 @@ interface LoadPointSettings {
 interface LoadOptions extends Pick<LoadPointSettings, 'fleet' | 'fit'>, Partial<Omit<LoadPointSettings, 'fleet' | 'fit' | 'proposal' | 'background'>> {
   readonly gapsMs?: readonly (number | null)[];
   readonly capableFractions?: readonly number[];
-  /** Competing-traffic streams (default 4) and the span their requests cover (default 60 s of sim time). */
-  readonly streams?: number;
+  /** The span the competing traffic's requests cover (default 60 s of sim time; 4 streams). */
   readonly spanMs?: number;
   readonly onProgress?: (line: string) => void;
 }
@@ -54,7 +52,6 @@ export interface LoadPointResult {
   /** Mean busy fraction of the efficient (capable) pool over the baseline's runs. */
   readonly efficientUtilisation: number;
   readonly capableUtilisation: number;
-  readonly runs: readonly RunSummary[];
   readonly analysis: EvaluationAnalysis;
 }
 
@@ -77,14 +74,13 @@ export function evaluateLoadPoint(s: LoadPointSettings, point: LoadPoint, label:
   const { proposal, background } = s;
   const schedule = evaluationSchedule({ attempts: s.attempts, sessionsPerAttempt: s.sessions, seed: s.seed, proposal, background });
   const ev = runEvaluationOffline({ schedule, fleet: s.fleet, params: recordVariantParams(s.fit), proposal, background, maxContextTokens: s.maxContextTokens, seed: s.seed });
-  const analysis = analyzeEvaluation(parseEvaluationRows(toJsonl(ev.rows)), { seed: s.seed, iterations: s.bootstrap });
+  const analysis = analyzeEvaluation(ev.rows, { seed: s.seed, iterations: s.bootstrap });
   const base = ev.runs.filter((r) => r.variant === 'baseline');
   return {
     point,
     label,
     efficientUtilisation: mean(base.map((x) => x.utilisation.efficient)),
     capableUtilisation: mean(base.map((x) => x.utilisation.capable)),
-    runs: ev.runs,
     analysis,
   };
 }
@@ -99,7 +95,7 @@ export function runLoadStudy(o: LoadOptions): LoadResult {
     for (const gapMs of gaps) {
       const label = `${gapMs === null ? 'no competing traffic' : `competing gap ${gapMs} ms`}, capable proposals ${Math.round(100 * capableFraction)} %`;
       const proposal = { kind: 'fraction_capable' as const, fraction: capableFraction, seed: 7 };
-      const background = loadBackground(gapMs, o.streams ?? 4, o.spanMs ?? 60_000);
+      const background = loadBackground(gapMs, 4, o.spanMs ?? 60_000);
       const r = evaluateLoadPoint({ ...settings, proposal, background }, { gapMs, capableFraction }, label);
       points.push(r);
       const ttft = r.analysis.differences.filter((d) => d.metric === 'ttft_mean_ms').map((d) => `${d.variant} ${d.estimate.toFixed(0)} ms`).join(', ');

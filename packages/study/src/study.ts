@@ -1,7 +1,6 @@
 /**
  * The whole study offline, each phase the code the live job runs (README "What it owns", `runStudy`);
- * only the fleet and the brokers are replaced by the discrete-event simulator, and rows go through
- * JSON Lines as `vantage replay` writes them.
+ * only the fleet and the brokers are replaced by the discrete-event simulator.
  */
 import { RECORD_VARIANT } from '@vantage/decision-core';
 import {
@@ -9,7 +8,6 @@ import {
   calibrationPlan,
   DEFAULT_BACKGROUND_TRAFFIC,
   evaluationSchedule,
-  parseEvaluationRows,
   renderEvaluationHtml,
   type BackgroundTrafficSpec,
   type CalibrationPreset,
@@ -133,8 +131,7 @@ export function runStudy(o: StudyOptions = {}): StudyResult {
   const ev = runEvaluationOffline({ schedule, fleet, params, proposal, background, maxContextTokens: o.maxContextTokens ?? 32_768, seed: o.scheduleSeed ?? 1, onProgress: progress });
   phase('evaluation');
 
-  // Through JSON Lines, as `vantage evaluate` reads `vantage replay`'s output.
-  const analysis = analyzeEvaluation(parseEvaluationRows(toJsonl(ev.rows)), { seed: o.scheduleSeed ?? 1, iterations: o.bootstrap ?? 1000 });
+  const analysis = analyzeEvaluation(ev.rows, { seed: o.scheduleSeed ?? 1, iterations: o.bootstrap ?? 1000 });
   const reportHtml = renderEvaluationHtml(analysis);
   const fitHtml = renderFitReportHtml(fit.report);
   phase('report');

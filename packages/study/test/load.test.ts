@@ -14,10 +14,7 @@ describe('runLoadStudy', () => {
     ]);
     const [quiet, busy] = r.points;
     expect(busy!.efficientUtilisation).toBeGreaterThan(quiet!.efficientUtilisation);
-    for (const p of r.points) {
-      expect(p.runs).toHaveLength(5);
-      expect(p.analysis.variants.map((v) => v.variant).sort()).toEqual(['baseline', 'cache_aware', 'cache_blind', 'count_prefill', 'request_count']);
-    }
+    for (const p of r.points) expect(p.analysis.variants.map((v) => v.variant).sort()).toEqual(['baseline', 'cache_aware', 'cache_blind', 'count_prefill', 'request_count']);
   });
 
   it('renders one chart per metric and a row per variant and load point', () => {
