@@ -16,7 +16,6 @@ export interface RuntimeMetrics {
   requestsInFlight: LazyGauge;
   /** `vantage_requests_refused_total{endpoint,reason}`: refused before any handler ran (in-flight limit). */
   requestsRefused: LazyCounter;
-  errors: Counter<'code'>;
   natsStatus: Counter<'type'>;
   /** Counts an error by its catalogue label: `vantage_errors_total{code="overloaded"}`. */
   countError(code: ErrorCode): void;
@@ -36,7 +35,6 @@ export function runtimeMetrics(registry: Registry): RuntimeMetrics {
     requestSeconds: new LazyHistogram(registry, 'vantage_request_duration_seconds', 'Request-reply time from receipt to reply', ['endpoint'], [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5]),
     requestsInFlight: new LazyGauge(registry, 'vantage_requests_in_flight', 'Request-reply requests received and not yet answered', ['endpoint']),
     requestsRefused: new LazyCounter(registry, 'vantage_requests_refused_total', 'Request-reply requests refused before any handler ran', ['endpoint', 'reason']),
-    errors,
     natsStatus: new Counter({ name: 'vantage_nats_status_events_total', help: 'NATS connection status events by type', labelNames: ['type'], registers }),
     countError: (code) => errors.inc({ code: errorLabel(code) }),
   };

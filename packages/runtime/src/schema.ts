@@ -16,7 +16,6 @@ export interface JsonSchema {
   type?: 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object';
   enum?: readonly unknown[];
   default?: unknown;
-  description?: string;
   properties?: Record<string, JsonSchema>;
   additionalProperties?: boolean;
   required?: string[];
