@@ -29,7 +29,7 @@ export type DiscoveryEvent =
   | { readonly kind: 'worker_removed'; readonly worker: DiscoveredWorker }
   /** The set of subject prefixes in scope changed (the full new set). */
   | { readonly kind: 'subjects_changed'; readonly prefixes: readonly string[] }
-  /** Publisher ids were added or removed (read the new mapping through `publisher()`). */
+  /** A publisher was added, removed or changed (read the new mapping through `publisher()`). */
   | { readonly kind: 'publishers_changed'; readonly publishers: readonly PublisherInfo[] }
   | { readonly kind: 'rejected'; readonly key: string; readonly code: DiscoveryRejectCode; readonly reason: string };
 
@@ -166,12 +166,7 @@ export class DiscoveryView {
       const { kind: _kind, key: _key, ...info } = s;
       pubs.set(s.publisherId, info);
     }
-    const changed =
-      pubs.size !== this.publisherMap.size ||
-      [...pubs].some(([id, p]) => {
-        const o = this.publisherMap.get(id);
-        return o === undefined || o.workerId !== p.workerId || o.dpRank !== p.dpRank || o.topic !== p.topic;
-      });
+    const changed = !isDeepStrictEqual(pubs, this.publisherMap);
     this.publisherMap = pubs;
     if (changed) this.emit({ kind: 'publishers_changed', publishers: [...pubs.values()] });
   }
