@@ -76,9 +76,5 @@ const SECRET_LOG_KEYS = [
 ] as const;
 
 export function secretLogPaths(): string[] {
-  const out: string[] = [];
-  for (const key of SECRET_LOG_KEYS) {
-    out.push(key, `*.${key}`, `*.*.${key}`, `*.*.*.${key}`);
-  }
-  return out;
+  return SECRET_LOG_KEYS.flatMap((key) => [key, `*.${key}`, `*.*.${key}`, `*.*.*.${key}`]);
 }
