@@ -9,12 +9,12 @@ import {
   DiscoveryView,
   fileDiscoveryStore,
   fileNameToKey,
-  keyToFilePath,
   parseDiscoveryEntry,
   type DiscoveryChange,
   type DiscoveryEvent,
   type DiscoveryStore,
 } from '../src/index';
+import { keyToFilePath } from './file-layout';
 
 const FIXTURE = join(__dirname, 'fixtures', 'file-kv');
 const W_DP2 = 18329147160771148149n;
