@@ -32,9 +32,10 @@ export default tseslint.config(
         {
           patterns: [
             {
-              // The one other entry a package declares is test tooling: wire's encoders for what only tests
-              // write (`@vantage/wire/test/encode`, in its package.json exports), for tests and benchmarks.
-              regex: '^@vantage/(?!wire/test/encode$)[^/]+/',
+              // The other entries packages declare are test tooling for what only tests write (in their
+              // package.json exports): wire's encoders (`@vantage/wire/test/encode`) and discovery's file
+              // layout (`@vantage/discovery/test/file-layout`), for tests and benchmarks.
+              regex: '^@vantage/(?!wire/test/encode$|discovery/test/file-layout$)[^/]+/',
               message: DEEP_IMPORT,
             },
           ],

@@ -3,7 +3,7 @@ export type { DiscoveryChange, DiscoveryStore } from './store';
 export {
   parseDiscoveryEntry,
 } from './entries';
-export { fileDiscoveryStore, fileNameToKey, keyToFilePath } from './file-store';
+export { fileDiscoveryStore, fileNameToKey } from './file-store';
 export {
   DiscoveryView,
   type DiscoveredWorker,

@@ -29,7 +29,7 @@ export type DiscoveryEvent =
   | { readonly kind: 'worker_removed'; readonly worker: DiscoveredWorker }
   /** The set of subject prefixes in scope changed (the full new set). */
   | { readonly kind: 'subjects_changed'; readonly prefixes: readonly string[] }
-  /** Publisher ids were added or removed (read the new mapping through `publisher()`). */
+  /** A publisher was added, removed or changed (read the new mapping through `publisher()`). */
   | { readonly kind: 'publishers_changed'; readonly publishers: readonly PublisherInfo[] }
   | { readonly kind: 'rejected'; readonly key: string; readonly code: DiscoveryRejectCode; readonly reason: string };
 
@@ -43,18 +43,11 @@ interface DiscoveryViewOptions {
   readonly onStoreError?: (err: Error) => void;
 }
 
-interface DiscoveryCounters {
-  puts: number;
-  deletes: number;
-  rejected: number;
-  /** Entries outside the scope or outside the four buckets. */
-  ignored: number;
-}
-
 const scopeKey = (s: EndpointScope): string => `${s.namespace}\u0000${s.component}\u0000${s.endpoint}`;
 
 export class DiscoveryView {
-  readonly counters: DiscoveryCounters = { puts: 0, deletes: 0, rejected: 0, ignored: 0 };
+  /** Puts that failed to parse (each also a `rejected` event). */
+  readonly counters = { rejected: 0 };
   /** The last good in-scope entry under each key. */
   private readonly entries = new Map<string, Exclude<DiscoveryEntry, { kind: 'other' }>>();
   private workerSet = new Map<WorkerId, DiscoveredWorker>();
@@ -92,10 +85,6 @@ export class DiscoveryView {
     return [...this.workerSet.values()];
   }
 
-  worker(id: WorkerId): DiscoveredWorker | undefined {
-    return this.workerSet.get(id);
-  }
-
   /** NATS subject prefixes of the scope's event channels (`{prefix}.{topic}`), sorted. */
   subjectPrefixes(): readonly string[] {
     return this.prefixSet;
@@ -129,11 +118,9 @@ export class DiscoveryView {
   apply(changes: readonly DiscoveryChange[]): void {
     for (const c of changes) {
       if (c.kind === 'delete') {
-        this.counters.deletes++;
         this.entries.delete(c.key);
         continue;
       }
-      this.counters.puts++;
       const r = parseDiscoveryEntry(c.key, c.value);
       if (!r.ok) {
         this.counters.rejected++;
@@ -141,8 +128,7 @@ export class DiscoveryView {
         continue; // the last good value under this key stays
       }
       const e = r.value;
-      if (e.kind === 'other' || !this.inScope(e)) this.counters.ignored++;
-      else this.entries.set(e.key, e);
+      if (e.kind !== 'other' && this.inScope(e)) this.entries.set(e.key, e);
     }
     this.recompute();
   }
@@ -180,12 +166,7 @@ export class DiscoveryView {
       const { kind: _kind, key: _key, ...info } = s;
       pubs.set(s.publisherId, info);
     }
-    const changed =
-      pubs.size !== this.publisherMap.size ||
-      [...pubs].some(([id, p]) => {
-        const o = this.publisherMap.get(id);
-        return o === undefined || o.workerId !== p.workerId || o.dpRank !== p.dpRank || o.topic !== p.topic;
-      });
+    const changed = !isDeepStrictEqual(pubs, this.publisherMap);
     this.publisherMap = pubs;
     if (changed) this.emit({ kind: 'publishers_changed', publishers: [...pubs.values()] });
   }

@@ -9,12 +9,12 @@ import {
   DiscoveryView,
   fileDiscoveryStore,
   fileNameToKey,
-  keyToFilePath,
   parseDiscoveryEntry,
   type DiscoveryChange,
   type DiscoveryEvent,
   type DiscoveryStore,
 } from '../src/index';
+import { keyToFilePath } from './file-layout';
 
 const FIXTURE = join(__dirname, 'fixtures', 'file-kv');
 const W_DP2 = 18329147160771148149n;
@@ -129,7 +129,7 @@ describe('DiscoveryView', () => {
     view.subscribe((e) => events.push(e));
     await view.start();
     expect(view.workers().map((w) => w.instanceId)).toEqual([W_A, W_B, W_DP2]);
-    expect(view.worker(W_DP2 as never)?.capacity).toMatchObject({ dpStartRank: 0, dpSize: 2, maxNumBatchedTokens: 8192 });
+    expect(view.workers().find((w) => w.instanceId === W_DP2)?.capacity).toMatchObject({ dpStartRank: 0, dpSize: 2, maxNumBatchedTokens: 8192 });
     expect(view.subjectPrefixes()).toEqual(['namespace.dynamo.component.backend.endpoint.generate']);
     expect(view.publishers()).toHaveLength(4);
     expect(view.publisher(7745431287137597n)).toMatchObject({ workerId: W_DP2, dpRank: 1, topic: 'kv-events' });
@@ -247,7 +247,7 @@ describe('fileDiscoveryStore on a real directory', () => {
     const tmpFile = join(dirname(path), '.tmp-card');
     writeFileSync(tmpFile, full.replace('"total_kv_blocks":64', '"total_kv_blocks":32'));
     renameSync(tmpFile, path);
-    await until('the card changed', () => view.worker(2748n as never)?.capacity.totalKvBlocks === 32);
+    await until('the card changed', () => view.workers().find((w) => w.instanceId === 2748n)?.capacity.totalKvBlocks === 32);
     unlinkSync(path);
     await until('the worker removed', () => view.workers().length === 3);
     expect(events.some((e) => e.kind === 'worker_removed' && e.worker.instanceId === 2748n)).toBe(true);

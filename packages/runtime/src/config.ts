@@ -142,7 +142,13 @@ export function coerceEnvValue(raw: string, schema: JsonSchema): unknown {
     }
     case 'array': {
       const t = raw.trim();
-      if (t.startsWith('[')) return parseJsonOr(t, raw);
+      if (t.startsWith('[')) {
+        try {
+          return JSON.parse(t) as unknown;
+        } catch {
+          return raw;
+        }
+      }
       if (t === '') return [];
       const item = schema.items ?? {};
       if (item.type === 'object' || item.type === 'array') return raw;
@@ -150,14 +156,6 @@ export function coerceEnvValue(raw: string, schema: JsonSchema): unknown {
     }
     default:
       return raw;
-  }
-}
-
-function parseJsonOr(text: string, fallback: unknown): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return fallback;
   }
 }
 

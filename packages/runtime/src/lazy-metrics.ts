@@ -110,19 +110,15 @@ export class HistogramSeries {
 export class LazyHistogram {
   readonly name: string;
   readonly help: string;
-  readonly type = 'histogram' as const;
-  readonly aggregator = 'sum' as const;
-  readonly labelNames: readonly string[];
   readonly #bounds: Float64Array;
   readonly #set: SeriesSet<HistogramSeries>;
 
   constructor(registry: Registry, name: string, help: string, labelNames: readonly string[], buckets: readonly number[]) {
     this.name = name;
     this.help = help;
-    this.labelNames = labelNames;
     const bounds = (this.#bounds = Float64Array.from([...buckets].sort((a, b) => a - b)));
     this.#set = new SeriesSet(labelNames, (labels) => new HistogramSeries(labels, bounds));
-    // The registry only needs name, help, type, get() and reset(); it is typed for prom-client's classes.
+    // The registry only needs name, get(), getForPromString() and reset(); it is typed for prom-client's classes.
     registry.registerMetric(this as unknown as Histogram);
   }
 
@@ -157,7 +153,7 @@ export class LazyHistogram {
       values.push({ labels: {}, sharedLabels: s.labels, value: s.sum, metricName: `${this.name}_sum` });
       values.push({ labels: {}, sharedLabels: s.labels, value: s.count, metricName: `${this.name}_count` });
     }
-    return Promise.resolve({ name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator });
+    return Promise.resolve({ name: this.name, help: this.help, type: 'histogram', values, aggregator: 'sum' });
   }
 
   /** Labels merged (the series' and `le`), as prom-client's get(). */

@@ -16,30 +16,22 @@ export interface RuntimeMetrics {
   requestsInFlight: LazyGauge;
   /** `vantage_requests_refused_total{endpoint,reason}`: refused before any handler ran (in-flight limit). */
   requestsRefused: LazyCounter;
-  errors: Counter<'code'>;
   natsStatus: Counter<'type'>;
   /** Counts an error by its catalogue label: `vantage_errors_total{code="overloaded"}`. */
   countError(code: ErrorCode): void;
 }
 
-const cache = new WeakMap<Registry, RuntimeMetrics>();
-
-/** Idempotent per registry, so every helper can ask for it without double registration. */
+/** Registers the runtime's metrics on `registry` (once per registry: prom-client refuses a second registration). */
 export function runtimeMetrics(registry: Registry): RuntimeMetrics {
-  const hit = cache.get(registry);
-  if (hit !== undefined) return hit;
   const registers = [registry];
   const errors = new Counter({ name: 'vantage_errors_total', help: 'Errors by catalogue code label', labelNames: ['code'], registers });
-  const m: RuntimeMetrics = {
+  return {
     requests: new LazyCounter(registry, 'vantage_requests_total', 'Request-reply requests answered, by endpoint and outcome (ok or error label)', ['endpoint', 'outcome']),
     // Routing decisions are sub-millisecond to tens of ms; the tail past 1 s is a fault.
     requestSeconds: new LazyHistogram(registry, 'vantage_request_duration_seconds', 'Request-reply time from receipt to reply', ['endpoint'], [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5]),
     requestsInFlight: new LazyGauge(registry, 'vantage_requests_in_flight', 'Request-reply requests received and not yet answered', ['endpoint']),
     requestsRefused: new LazyCounter(registry, 'vantage_requests_refused_total', 'Request-reply requests refused before any handler ran', ['endpoint', 'reason']),
-    errors,
     natsStatus: new Counter({ name: 'vantage_nats_status_events_total', help: 'NATS connection status events by type', labelNames: ['type'], registers }),
     countError: (code) => errors.inc({ code: errorLabel(code) }),
   };
-  cache.set(registry, m);
-  return m;
 }

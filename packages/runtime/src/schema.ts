@@ -16,7 +16,6 @@ export interface JsonSchema {
   type?: 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object';
   enum?: readonly unknown[];
   default?: unknown;
-  description?: string;
   properties?: Record<string, JsonSchema>;
   additionalProperties?: boolean;
   required?: string[];
@@ -44,31 +43,25 @@ interface Common<T> {
   default?: T;
 }
 
-function strip<T extends object>(o: T): T {
-  // ajv strict mode rejects `undefined`-valued keywords; drop them.
-  for (const k of Object.keys(o) as (keyof T)[]) if (o[k] === undefined) delete o[k];
-  return o;
-}
-
 export const s = {
   string(opts: Common<string> & { minLength?: number; pattern?: string } = {}): TSchema<string> {
-    return strip({ type: 'string', ...opts });
+    return { type: 'string', ...opts };
   },
   integer(opts: Common<number> & { minimum?: number; maximum?: number } = {}): TSchema<number> {
-    return strip({ type: 'integer', ...opts });
+    return { type: 'integer', ...opts };
   },
   number(opts: Common<number> & { minimum?: number; maximum?: number } = {}): TSchema<number> {
-    return strip({ type: 'number', ...opts });
+    return { type: 'number', ...opts };
   },
   boolean(opts: Common<boolean> = {}): TSchema<boolean> {
-    return strip({ type: 'boolean', ...opts });
+    return { type: 'boolean', ...opts };
   },
   /** One of a fixed set of strings. */
   enum<const V extends readonly string[]>(values: V, opts: Common<V[number]> = {}): TSchema<V[number]> {
-    return strip({ type: 'string', enum: [...values], ...opts });
+    return { type: 'string', enum: [...values], ...opts };
   },
   array<T>(items: TSchema<T>, opts: Common<T[]> & { minItems?: number } = {}): TSchema<T[]> {
-    return strip({ type: 'array', items, ...opts });
+    return { type: 'array', items, ...opts };
   },
   object<P extends Record<string, TSchema<unknown>>>(properties: P): ObjectSchema<P> {
     const required = Object.keys(properties).filter((k) => !('default' in (properties[k] as JsonSchema)));

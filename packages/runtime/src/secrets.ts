@@ -29,11 +29,6 @@ export function redactUrl(text: string): string {
   return text.replace(URL_USERINFO_RE, `$1${REDACTED}@`).replace(BARE_USERINFO_RE, `$1${REDACTED}@`);
 }
 
-/** True when `text` holds a URL (or bare seed) with user-info. */
-export function hasUrlUserInfo(text: string): boolean {
-  return redactUrl(text) !== text;
-}
-
 /**
  * A copy of `value` fit to log: values under secret-looking keys become
  * `[redacted]`, URL user-info in every string is stripped. Handles arrays,
@@ -81,9 +76,5 @@ const SECRET_LOG_KEYS = [
 ] as const;
 
 export function secretLogPaths(): string[] {
-  const out: string[] = [];
-  for (const key of SECRET_LOG_KEYS) {
-    out.push(key, `*.${key}`, `*.*.${key}`, `*.*.*.${key}`);
-  }
-  return out;
+  return SECRET_LOG_KEYS.flatMap((key) => [key, `*.${key}`, `*.*.${key}`, `*.*.*.${key}`]);
 }

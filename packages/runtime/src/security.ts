@@ -21,7 +21,7 @@ import type { SASLOptions } from 'kafkajs';
 import { configInvalid, type BaseConfig, type KafkaSaslMechanism } from './config';
 import { errorMessage, VantageError, type ErrorCode } from './errors';
 import type { DeepReadonly } from './schema';
-import { hasUrlUserInfo, redactUrl } from './secrets';
+import { redactUrl } from './secrets';
 
 type NatsConfig = DeepReadonly<BaseConfig['nats']>;
 type KafkaConfig = DeepReadonly<BaseConfig['kafka']>;
@@ -82,7 +82,7 @@ function tlsFileProblems(t: TlsFiles, at: string, problems: SettingProblem[]): v
 export function natsSecurityProblems(cfg: NatsSecuritySettings): SettingProblem[] {
   const problems: SettingProblem[] = [];
   for (const server of natsServers(cfg.url)) {
-    if (hasUrlUserInfo(server)) {
+    if (redactUrl(server) !== server) {
       problems.push({
         path: 'nats.url',
         message: `${redactUrl(server)} carries credentials in the URL; use nats.user with nats.passwordFile, or nats.tokenFile`,

@@ -10,7 +10,7 @@ import { mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyToFilePath } from '@vantage/discovery';
+import { keyToFilePath } from '@vantage/discovery/test/file-layout';
 import { localBlockHashes, sequenceHashes } from '@vantage/hashing';
 import { INFRA_DIR } from '@vantage/infra';
 import { observeReplyCodec, observeRequestCodec, observeSubject, type ObserveReply } from '@vantage/protocol';
