@@ -207,8 +207,4 @@ export class ClosedLoop {
     this.inFlight++;
     return { index: this.nextIndex++, arrivalMs: nowMs };
   }
-
-  get done(): boolean {
-    return this.inFlight === 0 && this.nextIndex >= this.total;
-  }
 }

@@ -5,6 +5,7 @@
  * `runSweep`, a search with seed 001's comparisons and response curve (README
  * "Sweep").
  */
+import { shuffled } from '@vantage/random';
 import { seededRng, type KvRouterPolicy } from '@vantage/selection';
 import { GaussianProcess, expectedImprovement } from './gp';
 import type { ReplayMetrics } from './metrics';
@@ -128,14 +129,11 @@ const CANDIDATES = 2000;
 
 function latinHypercube(n: number, d: number, seed: number): number[][] {
   const rng = seededRng(`${seed}:lhs`);
+  const rand = (): number => rng.next();
   const cols: number[][] = [];
   for (let j = 0; j < d; j++) {
-    const perm = Array.from({ length: n }, (_, i) => i);
-    for (let i = n - 1; i > 0; i--) {
-      const k = Math.floor(rng.next() * (i + 1));
-      [perm[i], perm[k]] = [perm[k]!, perm[i]!];
-    }
-    cols.push(perm.map((p) => (p + rng.next()) / n));
+    const perm = shuffled(Array.from({ length: n }, (_, i) => i), rand);
+    cols.push(perm.map((p) => (p + rand()) / n));
   }
   return Array.from({ length: n }, (_, i) => cols.map((c) => c[i]!));
 }
