@@ -1,12 +1,6 @@
 /**
- * One simulated Dynamo worker (one engine, one dp rank), after Dynamo's vLLM
- * mocker: a continuous-batching scheduler with chunked prefill, a paged KV
- * cache with prefix reuse and LRU eviction, and the mocker's step-time model,
- * driven by a discrete-event clock. The README's "Engine" says how a driver
- * uses it and "Fidelity notes" the scheduling rules (running requests first,
- * then FIFO admission unless the pass preempted; LIFO preemption; blocks
- * released tail first). A pass is atomic: its KV events carry its start, its
- * tokens and completions its end.
+ * One simulated Dynamo worker (one engine, one dp rank), after Dynamo's vLLM mocker. How a driver
+ * uses it: the README's "Engine"; its scheduling and cache rules: "Fidelity notes".
  */
 import type { ExternalHash, KvEvent, WorkerCapacity, WorkerId } from '@vantage/types';
 import { localBlockHash, nextSequenceHash } from '@vantage/hashing';

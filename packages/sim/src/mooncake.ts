@@ -1,8 +1,6 @@
 /**
- * Mooncake JSONL traces (FAST'25 release, and the multi-turn form NVIDIA
- * Dynamo's replay reads) and the two ways of replaying them: open loop
- * (arrivals at the recorded timestamps, optionally sped up) and closed loop (a
- * fixed number in flight, the next starting when one completes).
+ * Mooncake JSONL traces (FAST'25 release, and the multi-turn form NVIDIA Dynamo's replay reads)
+ * and their open- and closed-loop arrivals.
  *
  * Line shape: {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [u32 ...]}
  * with len(hash_ids) == ceil(input_length / 512), plus, in the multi-turn

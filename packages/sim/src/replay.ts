@@ -1,9 +1,7 @@
 /**
- * Offline discrete-event replay: N simulated engines behind a router that runs
- * the very code the services run (`PoolState` of @vantage/observation, its
- * ledger and selection); the README's "How it runs" gives the booking
- * lifecycle, what each router reads and the event order at one instant.
- * Deterministic given the seed: wall time is read only for progress and `wallMs`.
+ * Offline discrete-event replay: simulated engines behind a router running the services' own
+ * `PoolState`; the booking lifecycle and the event order at one instant: README "How it runs".
+ * Deterministic for a seed: wall time is read only for progress and `wallMs`.
  */
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { PoolState } from '@vantage/observation';

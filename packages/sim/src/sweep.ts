@@ -1,9 +1,6 @@
 /**
- * Router sweep over Dynamo's kv_router knobs (later-2026 formula), objective
- * the mean E2E latency of a closed-loop replay (seed 001's goal): `gridSearch`,
- * `smartSearch` (GP + expected improvement over the unit cube, ./gp) and
- * `runSweep`, a search with seed 001's comparisons and response curve (README
- * "Sweep").
+ * Router sweep over Dynamo's kv_router knobs (later-2026 formula) for the mean E2E latency of a
+ * closed-loop replay, with seed 001's comparisons and response curve (README "Sweep").
  */
 import { shuffled } from '@vantage/random';
 import { seededRng, type KvRouterPolicy } from '@vantage/selection';
