@@ -11,7 +11,6 @@ import { polynomialTiming, type TimingModel } from './timing';
 
 export interface EngineConfig {
   readonly workerId: WorkerId;
-  readonly dpRank?: number;
   /** Tokens per KV block. Default 64. */
   readonly blockSize?: number;
   /** GPU KV blocks. Default 16,384. */
@@ -186,7 +185,6 @@ export function nextPass(engines: readonly Engine[], out: NextPass): NextPass {
 
 export class Engine {
   readonly workerId: WorkerId;
-  readonly dpRank: number;
   readonly blockSize: number;
   readonly numGpuBlocks: number;
   readonly maxNumBatchedTokens: number;
@@ -207,7 +205,6 @@ export class Engine {
 
   constructor(cfg: EngineConfig) {
     this.workerId = cfg.workerId;
-    this.dpRank = cfg.dpRank ?? 0;
     this.blockSize = cfg.blockSize ?? 64;
     this.numGpuBlocks = cfg.numGpuBlocks ?? 16_384;
     this.maxNumBatchedTokens = cfg.maxNumBatchedTokens ?? 8_192;
@@ -227,7 +224,7 @@ export class Engine {
       totalKvBlocks: this.numGpuBlocks,
       maxNumBatchedTokens: this.maxNumBatchedTokens,
       maxNumSeqs: this.maxNumSeqs,
-      dpStartRank: this.dpRank,
+      dpStartRank: 0,
       dpSize: 1,
       schedulable: true,
     };
@@ -611,7 +608,7 @@ export class Engine {
   }
 
   private push(data: KvEvent['data']): void {
-    this.events.push({ workerId: this.workerId, dpRank: this.dpRank, storageTier: 'device', eventId: this.nextEventId, data });
+    this.events.push({ workerId: this.workerId, dpRank: 0, storageTier: 'device', eventId: this.nextEventId, data });
     this.nextEventId++;
   }
 

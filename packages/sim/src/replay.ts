@@ -55,7 +55,7 @@ export type Workload =
   | { readonly kind: 'sessions'; readonly sessions: readonly AgenticSession[] };
 
 /** The settings every engine of a replay shares (ids and event ids are the replay's). */
-export type ReplayEngineConfig = Omit<EngineConfig, 'workerId' | 'dpRank' | 'firstEventId'>;
+export type ReplayEngineConfig = Omit<EngineConfig, 'workerId' | 'firstEventId'>;
 
 export interface ReplayProgress {
   readonly done: number;
