@@ -187,7 +187,7 @@ interface SweepConfig {
   /** Closed-loop concurrency, on both traces. */
   readonly concurrency: number;
   readonly workers: number;
-  readonly engine: ReplayEngineConfig;
+  readonly engine: Omit<ReplayEngineConfig, 'timing'>;
   readonly seed: number;
   readonly method: 'grid' | 'smart';
   /** Grid values (method 'grid'). */
@@ -322,7 +322,6 @@ export function runSweep(cfg: SweepConfig): SweepReport {
   const comparisons = [compare(cfg.tune, true)];
   if (cfg.validate) comparisons.push(compare(cfg.validate, false));
   const deltas = comparisons.map((c) => deltaOf(c.trace, c.rows[1]!.metrics, c.rows[2]!.metrics));
-  const { timing, ...engine } = cfg.engine;
   return {
     objective: 'mean_e2e_ms',
     settings: {
@@ -330,7 +329,7 @@ export function runSweep(cfg: SweepConfig): SweepReport {
       validateTrace: cfg.validate?.name ?? null,
       workers: cfg.workers,
       concurrency: cfg.concurrency,
-      engine: { ...engine, timing: timing === undefined ? 'mocker polynomial' : 'custom' },
+      engine: { ...cfg.engine, timing: 'mocker polynomial' },
       seed: cfg.seed,
       method: cfg.method,
       budget,
