@@ -138,7 +138,7 @@ export function openLoopArrivals(records: readonly MooncakeRecord[], opts: { spe
 }
 
 /** One session of a trace: its records (indices into the records array) in turn order. */
-export interface TraceSession {
+interface TraceSession {
   /** `session_id`, or null for a single-turn request. */
   readonly id: string | null;
   /** The first turn's timestamp. */
