@@ -1,12 +1,6 @@
 /**
- * One simulated Dynamo worker (one engine, one dp rank), after Dynamo's vLLM
- * mocker: a continuous-batching scheduler with chunked prefill, a paged KV
- * cache with prefix reuse and LRU eviction, and the mocker's step-time model,
- * driven by a discrete-event clock. The README's "Engine" says how a driver
- * uses it and "Fidelity notes" the scheduling rules (running requests first,
- * then FIFO admission unless the pass preempted; LIFO preemption; blocks
- * released tail first). A pass is atomic: its KV events carry its start, its
- * tokens and completions its end.
+ * One simulated Dynamo worker (one engine, one dp rank), after Dynamo's vLLM mocker. How a driver
+ * uses it: the README's "Engine"; its scheduling and cache rules: "Fidelity notes".
  */
 import type { ExternalHash, KvEvent, WorkerCapacity, WorkerId } from '@vantage/types';
 import { localBlockHash, nextSequenceHash } from '@vantage/hashing';
@@ -17,7 +11,6 @@ import { polynomialTiming, type TimingModel } from './timing';
 
 export interface EngineConfig {
   readonly workerId: WorkerId;
-  readonly dpRank?: number;
   /** Tokens per KV block. Default 64. */
   readonly blockSize?: number;
   /** GPU KV blocks. Default 16,384. */
@@ -192,7 +185,6 @@ export function nextPass(engines: readonly Engine[], out: NextPass): NextPass {
 
 export class Engine {
   readonly workerId: WorkerId;
-  readonly dpRank: number;
   readonly blockSize: number;
   readonly numGpuBlocks: number;
   readonly maxNumBatchedTokens: number;
@@ -213,7 +205,6 @@ export class Engine {
 
   constructor(cfg: EngineConfig) {
     this.workerId = cfg.workerId;
-    this.dpRank = cfg.dpRank ?? 0;
     this.blockSize = cfg.blockSize ?? 64;
     this.numGpuBlocks = cfg.numGpuBlocks ?? 16_384;
     this.maxNumBatchedTokens = cfg.maxNumBatchedTokens ?? 8_192;
@@ -233,7 +224,7 @@ export class Engine {
       totalKvBlocks: this.numGpuBlocks,
       maxNumBatchedTokens: this.maxNumBatchedTokens,
       maxNumSeqs: this.maxNumSeqs,
-      dpStartRank: this.dpRank,
+      dpStartRank: 0,
       dpSize: 1,
       schedulable: true,
     };
@@ -617,7 +608,7 @@ export class Engine {
   }
 
   private push(data: KvEvent['data']): void {
-    this.events.push({ workerId: this.workerId, dpRank: this.dpRank, storageTier: 'device', eventId: this.nextEventId, data });
+    this.events.push({ workerId: this.workerId, dpRank: 0, storageTier: 'device', eventId: this.nextEventId, data });
     this.nextEventId++;
   }
 

@@ -1,8 +1,6 @@
 /**
- * Mooncake JSONL traces (FAST'25 release, and the multi-turn form NVIDIA
- * Dynamo's replay reads) and the two ways of replaying them: open loop
- * (arrivals at the recorded timestamps, optionally sped up) and closed loop (a
- * fixed number in flight, the next starting when one completes).
+ * Mooncake JSONL traces (FAST'25 release, and the multi-turn form NVIDIA Dynamo's replay reads)
+ * and their open- and closed-loop arrivals.
  *
  * Line shape: {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [u32 ...]}
  * with len(hash_ids) == ceil(input_length / 512), plus, in the multi-turn
@@ -140,7 +138,7 @@ export function openLoopArrivals(records: readonly MooncakeRecord[], opts: { spe
 }
 
 /** One session of a trace: its records (indices into the records array) in turn order. */
-export interface TraceSession {
+interface TraceSession {
   /** `session_id`, or null for a single-turn request. */
   readonly id: string | null;
   /** The first turn's timestamp. */
@@ -206,9 +204,5 @@ export class ClosedLoop {
     if (this.nextIndex >= this.total) return undefined;
     this.inFlight++;
     return { index: this.nextIndex++, arrivalMs: nowMs };
-  }
-
-  get done(): boolean {
-    return this.inFlight === 0 && this.nextIndex >= this.total;
   }
 }

@@ -99,16 +99,11 @@ export class MooncakePromptHasher {
     if (hashIds.length !== Math.ceil(inputLength / MOONCAKE_CHUNK_TOKENS)) {
       throw new RangeError(`hash_ids has ${hashIds.length} entries; input_length ${inputLength} needs ${Math.ceil(inputLength / MOONCAKE_CHUNK_TOKENS)}`);
     }
+    // Block size does not divide 512: blocks straddle chunks, hash the tokens.
+    if (this.perChunk === 0) return promptFromTokens(MooncakePromptHasher.tokens(hashIds, inputLength), bs);
     const nFull = Math.floor(inputLength / bs);
-    const tailLen = inputLength - nFull * bs;
-    // The tail may straddle chunks when the block size exceeds 512.
-    const tail = new Uint32Array(tailLen);
-    for (let i = 0; i < tailLen; i++) tail[i] = hashIds[Math.floor((nFull * bs + i) / MOONCAKE_CHUNK_TOKENS)]!;
-    if (this.perChunk === 0) {
-      // Block size does not divide 512: blocks straddle chunks, hash the tokens.
-      const local = localBlockHashes(MooncakePromptHasher.tokens(hashIds, nFull * bs), bs);
-      return { isl: inputLength, blockSize: bs, local, sequence: sequenceHashes(local), tail };
-    }
+    // Blocks do not straddle chunks, so the partial last block lies in the last chunk.
+    const tail = new Uint32Array(inputLength - nFull * bs).fill(hashIds[hashIds.length - 1]!);
     const local = new BigUint64Array(nFull);
     const sequence = new BigUint64Array(nFull);
     let parent: bigint | null = null;

@@ -1,9 +1,7 @@
 /**
- * Offline discrete-event replay: N simulated engines behind a router that runs
- * the very code the services run (`PoolState` of @vantage/observation, its
- * ledger and selection); the README's "How it runs" gives the booking
- * lifecycle, what each router reads and the event order at one instant.
- * Deterministic given the seed: wall time is read only for progress and `wallMs`.
+ * Offline discrete-event replay: simulated engines behind a router running the services' own
+ * `PoolState`; the booking lifecycle and the event order at one instant: README "How it runs".
+ * Deterministic for a seed: wall time is read only for progress and `wallMs`.
  */
 import type { KvEvent, WorkerId } from '@vantage/types';
 import { PoolState } from '@vantage/observation';
@@ -20,7 +18,7 @@ import {
 import { Engine, nextPass, type EngineConfig, type NextPass } from './engine';
 import { EventHeap } from './heap';
 import { computeMetrics, type ReplayMetrics, type RequestRecord } from './metrics';
-import { ClosedLoop, openLoopArrivals, traceSessions, type MooncakeRecord, type TraceSession } from './mooncake';
+import { ClosedLoop, openLoopArrivals, traceSessions, type MooncakeRecord } from './mooncake';
 import { MooncakePromptHasher, promptFromTokens, type PromptBlocks } from './prompt';
 import type { AgenticSession } from './sessions';
 
@@ -57,7 +55,7 @@ export type Workload =
   | { readonly kind: 'sessions'; readonly sessions: readonly AgenticSession[] };
 
 /** The settings every engine of a replay shares (ids and event ids are the replay's). */
-export type ReplayEngineConfig = Omit<EngineConfig, 'workerId' | 'dpRank' | 'firstEventId'>;
+export type ReplayEngineConfig = Omit<EngineConfig, 'workerId' | 'firstEventId'>;
 
 export interface ReplayProgress {
   readonly done: number;
@@ -120,15 +118,21 @@ export function routerName(spec: RouterSpec): string {
   }
 }
 
-interface Source {
-  /** Trace record index, or generated session index. */
-  readonly index: number;
-  /** Generated session turn; -1 for trace records (their session follows from the record). */
-  readonly turn: number;
+/** A request of the workload (a trace record, or a session's turn) and the next turn of its session. */
+interface Item {
+  readonly id: string;
+  readonly osl: number;
+  readonly outputTokens?: Uint32Array;
+  /** Trace prompts come hashed (`prepareTrace`); session turns are hashed when routed. */
+  readonly prompt: PromptBlocks | Uint32Array;
+  /** The session's next request (-1: none), released `delayMs` after this one completes. */
+  next: number;
+  delayMs: number;
 }
 
-interface Arrival extends Source {
+interface Arrival {
   readonly t: number;
+  readonly index: number;
 }
 
 type Update =
@@ -175,47 +179,51 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
   const staticCandidates: CandidateInput[] = workerIds.map((workerId) => ({ workerId, dpRank: 0, overlapBlocks: 0, activePrefillTokens: 0, activeDecodeBlocks: 0, activeRequests: 0 }));
 
   // ------------------------------------------------------------- workload
-  const arrivals = new EventHeap<Arrival>();
-  let total = 0;
-  let loop: ClosedLoop | undefined;
-  // Trace sessions: the record that follows each record in its session (-1: none).
-  // Grouped here, not in prepareTrace, so a sliced or filtered trace stays consistent.
-  let sessions: readonly TraceSession[] = [];
-  let nextTurn: Int32Array | undefined;
-  let multiTurn = false;
-  if (wl.kind !== 'sessions') {
-    const records = wl.trace.records;
-    if (wl.trace.prompts.length !== records.length) throw new RangeError(`trace ${wl.trace.name} has ${records.length} records but ${wl.trace.prompts.length} prompts`);
-    total = records.length;
-    sessions = traceSessions(records);
-    nextTurn = new Int32Array(records.length).fill(-1);
-    for (const s of sessions) {
-      for (let k = 1; k < s.turns.length; k++) nextTurn[s.turns[k - 1]!] = s.turns[k]!;
-      if (s.turns.length > 1) multiTurn = true;
-    }
-  }
+  const reqs: Item[] = [];
+  /** Each session's first request, in session order, and when it starts. */
+  let starts: { readonly index: number; readonly t: number }[] = [];
   // Delays shrink with the open loop's speed-up, as Dynamo's `arrival_speedup_ratio` shrinks them.
   const delaySpeedup = wl.kind === 'open_loop' ? (wl.speedup ?? 1) : 1;
-  const dynamicArrivals = wl.kind !== 'open_loop' || multiTurn;
+  if (wl.kind === 'sessions') {
+    for (const sess of wl.sessions) {
+      if (sess.turns.length > 0) starts.push({ index: reqs.length, t: sess.startMs });
+      sess.turns.forEach((turn, k) => {
+        const next = sess.turns[k + 1];
+        reqs.push({ id: `${sess.sessionId}:${k}`, osl: turn.outputTokens.length, outputTokens: turn.outputTokens, prompt: turn.promptTokens, next: next ? reqs.length + 1 : -1, delayMs: next?.thinkTimeMs ?? 0 });
+      });
+    }
+  } else {
+    const records = wl.trace.records;
+    if (wl.trace.prompts.length !== records.length) throw new RangeError(`trace ${wl.trace.name} has ${records.length} records but ${wl.trace.prompts.length} prompts`);
+    records.forEach((r, i) => reqs.push({ id: `r${i}`, osl: r.outputLength, prompt: wl.trace.prompts[i]!, next: -1, delayMs: 0 }));
+    // Grouped here, not in prepareTrace, so a sliced or filtered trace stays consistent.
+    const sessions = traceSessions(records);
+    for (const { turns } of sessions) {
+      for (let k = 1; k < turns.length; k++) {
+        const prev = reqs[turns[k - 1]!]!;
+        prev.next = turns[k]!;
+        prev.delayMs = (records[prev.next]!.delayMs ?? 0) / delaySpeedup;
+      }
+    }
+    starts = sessions.map((s) => ({ index: s.turns[0]!, t: s.startMs }));
+  }
+  const total = reqs.length;
+  const dynamicArrivals = wl.kind !== 'open_loop' || reqs.some((r) => r.next >= 0);
+  const arrivals = new EventHeap<Arrival>();
+  let loop: ClosedLoop | undefined;
   if (wl.kind === 'open_loop') {
     // A session's first record starts it (in a sliced trace it may be a later
     // turn that kept its timestamp; traceSessions refused one without).
-    const firsts = sessions.map((s) => ({ ...wl.trace.records[s.turns[0]!]!, turn: 0 }));
-    for (const a of openLoopArrivals(firsts, { speedup: delaySpeedup })) arrivals.push({ t: a.arrivalMs, index: sessions[a.index]!.turns[0]!, turn: -1 });
+    const firsts = starts.map((s) => ({ ...wl.trace.records[s.index]!, turn: 0 }));
+    for (const a of openLoopArrivals(firsts, { speedup: delaySpeedup })) arrivals.push({ t: a.arrivalMs, index: starts[a.index]!.index });
   } else if (wl.kind === 'closed_loop') {
-    loop = new ClosedLoop(sessions.length, wl.concurrency);
-    for (const a of loop.start(0)) arrivals.push({ t: a.arrivalMs, index: sessions[a.index]!.turns[0]!, turn: -1 });
-  } else {
-    for (let s = 0; s < wl.sessions.length; s++) {
-      const sess = wl.sessions[s]!;
-      total += sess.turns.length;
-      if (sess.turns.length > 0) arrivals.push({ t: sess.startMs, index: s, turn: 0 });
-    }
-  }
+    loop = new ClosedLoop(starts.length, wl.concurrency);
+    for (const a of loop.start(0)) arrivals.push({ t: a.arrivalMs, index: starts[a.index]!.index });
+  } else for (const s of starts) arrivals.push(s);
 
   const updates = new EventHeap<Update>();
   const finishes = new EventHeap<FinishEvent>();
-  const live = new Map<string, Source>();
+  const live = new Map<string, number>();
   const records: RequestRecord[] = [];
   const counters: ReplayCounters = { routed: 0, observes: 0, kvEvents: 0, steps: 0, passes: 0, rejected: 0, maxInFlight: 0, bookingsAtEnd: 0, prefillMarked: 0 };
   const progressEvery = opts.progressEveryMs ?? 500;
@@ -232,20 +240,13 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
     opts.onProgress({ done, total, simMs: nowMs, wallMs: w - wall0, final });
   };
 
-  /** A request left the system (finished or rejected): issue what follows it. */
-  const followUp = (src: Source, t: number): void => {
-    if (wl.kind !== 'sessions') {
-      // The session's next turn, its delay after this completion; else the closed loop's next session.
-      const next = nextTurn![src.index]!;
-      if (next >= 0) arrivals.push({ t: t + (wl.trace.records[next]!.delayMs ?? 0) / delaySpeedup, index: next, turn: -1 });
-      else if (loop) {
-        const n = loop.complete(t);
-        if (n) arrivals.push({ t: n.arrivalMs, index: sessions[n.index]!.turns[0]!, turn: -1 });
-      }
-    } else {
-      const sess = wl.sessions[src.index]!;
-      const next = sess.turns[src.turn + 1];
-      if (next) arrivals.push({ t: t + next.thinkTimeMs, index: src.index, turn: src.turn + 1 });
+  /** A request left the system (finished or rejected): its session's next turn, else the closed loop's next session. */
+  const followUp = (index: number, t: number): void => {
+    const { next, delayMs } = reqs[index]!;
+    if (next >= 0) arrivals.push({ t: t + delayMs, index: next });
+    else if (loop) {
+      const n = loop.complete(t);
+      if (n) arrivals.push({ t: n.arrivalMs, index: starts[n.index]!.index });
     }
   };
 
@@ -255,22 +256,9 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
       state.tick(t);
       nextTickMs = t + 10_000;
     }
-    let id: string;
-    let prompt: PromptBlocks;
-    let osl: number;
-    let outputTokens: Uint32Array | undefined;
-    if (wl.kind === 'sessions') {
-      const sess = wl.sessions[a.index]!;
-      const turn = sess.turns[a.turn]!;
-      id = `${sess.sessionId}:${a.turn}`;
-      prompt = promptFromTokens(turn.promptTokens, bs);
-      osl = turn.outputTokens.length;
-      outputTokens = turn.outputTokens;
-    } else {
-      id = `r${a.index}`;
-      prompt = wl.trace.prompts[a.index]!;
-      osl = wl.trace.records[a.index]!.outputLength;
-    }
+    const r = reqs[a.index]!;
+    const id = r.id;
+    const prompt = r.prompt instanceof Uint32Array ? promptFromTokens(r.prompt, bs) : r.prompt;
     const req = { isl: prompt.isl, blockSize: bs };
     let chosen: number;
     let overlap = 0;
@@ -290,15 +278,15 @@ export function runReplay(opts: ReplayOptions): ReplayResult {
     counters.routed++;
     const workerId = workerIds[chosen]!;
     state.ledger.book({ requestId: id, workerId, dpRank: 0, promptTokens: prompt.isl, overlapBlocks: overlap, sequenceHashes: prompt.sequence, source: 'simulator', nowMs: t });
-    const added = engines[chosen]!.addRequest({ id, arrivalMs: t, prompt, osl, ...(outputTokens ? { outputTokens } : {}) });
+    const added = engines[chosen]!.addRequest({ id, arrivalMs: t, prompt, osl: r.osl, ...(r.outputTokens ? { outputTokens: r.outputTokens } : {}) });
     if (!added.ok) {
       counters.rejected++;
       state.ledger.release(id, 'failed', t);
       done++;
-      followUp(a, t);
+      followUp(a.index, t);
       return;
     }
-    live.set(id, a);
+    live.set(id, a.index);
     if (live.size > counters.maxInFlight) counters.maxInFlight = live.size;
   };
 

@@ -1,9 +1,4 @@
-/**
- * A self-contained HTML report of a sweep: settings, comparison tables per
- * trace, the trials, and inline SVG plots (objective per trial with the
- * running best, TTFT/E2E bars per policy, the prefill_load_scale response
- * curve). No scripts, no external resources.
- */
+/** A sweep's self-contained HTML report (inline SVG plots; no scripts, no external resources). */
 import { escapeHtml as esc, fmt, page, table } from '@vantage/fitting';
 import type { Distribution, ReplayMetrics } from './metrics';
 import { knobsKey, type SweepReport } from './sweep';

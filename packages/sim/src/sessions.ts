@@ -80,8 +80,6 @@ export interface SessionTurn {
   readonly promptTokens: Uint32Array;
   /** What the model answers on this turn (the next turn's prompt contains it). */
   readonly outputTokens: Uint32Array;
-  /** Prompt tokens not in the previous turn's prompt + output (tool result, or everything on turn 0). */
-  readonly newTokens: number;
   /** Wait after the previous turn completes before this one arrives (0 for turn 0). */
   readonly thinkTimeMs: number;
 }
@@ -153,7 +151,6 @@ export function generateAgenticSessions(config: AgenticSessionConfig): AgenticSe
       turns.push({
         promptTokens: stream.subarray(0, promptEnd),
         outputTokens: stream.subarray(promptEnd, pos),
-        newTokens: p.added,
         thinkTimeMs: p.think,
       });
     }

@@ -1,10 +1,8 @@
 /**
- * Router sweep over Dynamo's kv_router knobs (later-2026 formula), objective
- * the mean E2E latency of a closed-loop replay (seed 001's goal): `gridSearch`,
- * `smartSearch` (GP + expected improvement over the unit cube, ./gp) and
- * `runSweep`, a search with seed 001's comparisons and response curve (README
- * "Sweep").
+ * Router sweep over Dynamo's kv_router knobs (later-2026 formula) for the mean E2E latency of a
+ * closed-loop replay, with seed 001's comparisons and response curve (README "Sweep").
  */
+import { shuffled } from '@vantage/random';
 import { seededRng, type KvRouterPolicy } from '@vantage/selection';
 import { GaussianProcess, expectedImprovement } from './gp';
 import type { ReplayMetrics } from './metrics';
@@ -111,13 +109,9 @@ export function gridSearch(points: readonly RouterKnobs[], evaluate: Evaluator, 
 interface SmartSearchOptions {
   /** Total evaluations, initial design included. */
   readonly budget: number;
-  /** Initial design size (the `include` points first, then a seeded Latin hypercube). Default 6. */
+  /** Initial design size (Dynamo's defaults first, then a seeded Latin hypercube). Default 6. */
   readonly initial?: number;
-  /** Evaluated first (e.g. Dynamo's defaults). */
-  readonly include?: readonly RouterKnobs[];
   readonly seed?: number;
-  /** Random candidates per EI maximisation (plus local perturbations of the best and the seed grid). Default 2,000. */
-  readonly candidates?: number;
   readonly onTrial?: (t: Trial) => void;
 }
 
@@ -127,16 +121,16 @@ export interface SmartSearchResult {
   readonly gp: { readonly lengthScales: readonly number[]; readonly logMarginalLikelihood: number };
 }
 
+/** Random candidates per EI maximisation (plus local perturbations of the best and the seed grid). */
+const CANDIDATES = 2000;
+
 function latinHypercube(n: number, d: number, seed: number): number[][] {
   const rng = seededRng(`${seed}:lhs`);
+  const rand = (): number => rng.next();
   const cols: number[][] = [];
   for (let j = 0; j < d; j++) {
-    const perm = Array.from({ length: n }, (_, i) => i);
-    for (let i = n - 1; i > 0; i--) {
-      const k = Math.floor(rng.next() * (i + 1));
-      [perm[i], perm[k]] = [perm[k]!, perm[i]!];
-    }
-    cols.push(perm.map((p) => (p + rng.next()) / n));
+    const perm = shuffled(Array.from({ length: n }, (_, i) => i), rand);
+    cols.push(perm.map((p) => (p + rand()) / n));
   }
   return Array.from({ length: n }, (_, i) => cols.map((c) => c[i]!));
 }
@@ -152,15 +146,13 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
   const seed = opts.seed ?? 1;
   const budget = opts.budget;
   if (!Number.isInteger(budget) || budget <= 0) throw new RangeError(`budget must be a positive integer, got ${budget}`);
-  const nInit = Math.min(budget, Math.max(opts.include?.length ?? 0, opts.initial ?? 6));
+  const nInit = Math.min(budget, Math.max(1, opts.initial ?? 6));
   const { trials, add } = trialRecorder(evaluate, opts.onTrial);
-  const include = opts.include ?? [];
-  for (const k of include.slice(0, nInit)) add(k, 'initial');
-  for (const u of latinHypercube(nInit - Math.min(nInit, include.length), 3, seed)) add(unitToKnobs(u), 'initial');
+  add(DEFAULT_KNOBS, 'initial');
+  for (const u of latinHypercube(nInit - 1, 3, seed)) add(unitToKnobs(u), 'initial');
 
   const rng = seededRng(`${seed}:candidates`);
   const gridUnits = gridPoints(SEED001_GRID).map(knobsToUnit);
-  const nCand = opts.candidates ?? 2000;
   const fitGp = (): { xs: number[][]; gp: GaussianProcess } => {
     const xs = trials.map((t) => knobsToUnit(t.knobs));
     return { xs, gp: GaussianProcess.fit(xs, trials.map((t) => t.objective)) };
@@ -170,9 +162,9 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
     const best = bestTrial(trials);
     const bestU = knobsToUnit(best.knobs);
     const cands: number[][] = [...gridUnits];
-    for (let i = 0; i < nCand; i++) cands.push([rng.next(), rng.next(), rng.next()]);
+    for (let i = 0; i < CANDIDATES; i++) cands.push([rng.next(), rng.next(), rng.next()]);
     // Local refinement around the incumbent (normals of sd 0.05 in the unit cube).
-    for (let i = 0; i < nCand / 4; i++) cands.push(bestU.map((v) => Math.min(1, Math.max(0, v + 0.05 * standardNormal(rng)))));
+    for (let i = 0; i < CANDIDATES / 4; i++) cands.push(bestU.map((v) => Math.min(1, Math.max(0, v + 0.05 * standardNormal(rng)))));
     let pick: { u: number[]; mean: number; sd: number; ei: number } | null = null;
     for (const u of cands) {
       if (xs.some((x) => dist2(x, u) < 1e-8)) continue;
@@ -189,17 +181,13 @@ export function smartSearch(evaluate: Evaluator, opts: SmartSearchOptions): Smar
 
 // ------------------------------------------------------------------ experiment
 
-interface SweepTraceConfig {
-  readonly trace: PreparedTrace;
-  /** Closed-loop concurrency. */
-  readonly concurrency: number;
-}
-
 interface SweepConfig {
-  readonly tune: SweepTraceConfig;
-  readonly validate?: SweepTraceConfig;
+  readonly tune: PreparedTrace;
+  readonly validate?: PreparedTrace;
+  /** Closed-loop concurrency, on both traces. */
+  readonly concurrency: number;
   readonly workers: number;
-  readonly engine: ReplayEngineConfig;
+  readonly engine: Omit<ReplayEngineConfig, 'timing'>;
   readonly seed: number;
   readonly method: 'grid' | 'smart';
   /** Grid values (method 'grid'). */
@@ -271,15 +259,15 @@ function deltaOf(trace: string, before: ReplayMetrics, after: ReplayMetrics) {
 export function runSweep(cfg: SweepConfig): SweepReport {
   const wall0 = performance.now();
   let replays = 0;
-  const replay = (tc: SweepTraceConfig, router: RouterSpec): ReplayMetrics => {
+  const replay = (trace: PreparedTrace, router: RouterSpec): ReplayMetrics => {
     replays++;
-    const label = `${tc.trace.name} ${routerName(router)}`;
+    const label = `${trace.name} ${routerName(router)}`;
     const onProgress = cfg.onReplayProgress?.(label);
     return runReplay({
       workers: cfg.workers,
       engine: cfg.engine,
       router,
-      workload: { kind: 'closed_loop', trace: tc.trace, concurrency: tc.concurrency },
+      workload: { kind: 'closed_loop', trace, concurrency: cfg.concurrency },
       seed: cfg.seed,
       ...(onProgress ? { onProgress } : {}),
     }).metrics;
@@ -305,7 +293,7 @@ export function runSweep(cfg: SweepConfig): SweepReport {
   const budget = cfg.method === 'grid' ? points.length : cfg.budget;
   if (cfg.method === 'grid') trials = gridSearch(points, evaluate, onTrial);
   else {
-    const r = smartSearch(evaluate, { budget, initial: cfg.initial, include: [DEFAULT_KNOBS], seed: cfg.seed, onTrial });
+    const r = smartSearch(evaluate, { budget, initial: cfg.initial, seed: cfg.seed, onTrial });
     trials = r.trials;
     gp = r.gp;
   }
@@ -318,31 +306,30 @@ export function runSweep(cfg: SweepConfig): SweepReport {
     return { prefillLoadScale: s, metrics: m };
   });
 
-  const compare = (tc: SweepTraceConfig, onTune: boolean): Comparison => {
+  const compare = (trace: PreparedTrace, onTune: boolean): Comparison => {
     const rows: ComparisonRow[] = [];
     const push = (label: string, router: RouterSpec, m?: ReplayMetrics): void => {
-      const metrics = m ?? replay(tc, router);
+      const metrics = m ?? replay(trace, router);
       rows.push({ label, router: routerName(router), metrics });
-      cfg.log(`${tc.trace.name}: ${label.padEnd(18)} mean E2E ${metrics.e2eMs.mean.toFixed(1)} ms, TTFT ${metrics.ttftMs.mean.toFixed(1)} ms, TPOT ${metrics.tpotMs.mean.toFixed(2)} ms, reuse ${metrics.prefixCacheReusedRatio.toFixed(3)}`);
+      cfg.log(`${trace.name}: ${label.padEnd(18)} mean E2E ${metrics.e2eMs.mean.toFixed(1)} ms, TTFT ${metrics.ttftMs.mean.toFixed(1)} ms, TPOT ${metrics.tpotMs.mean.toFixed(2)} ms, reuse ${metrics.prefixCacheReusedRatio.toFixed(3)}`);
     };
     push('round_robin', { kind: 'round_robin' });
     push('kv_router default', { kind: 'kv_router', policy: knobsPolicy(DEFAULT_KNOBS) }, onTune ? evaluate(DEFAULT_KNOBS) : undefined);
     push('kv_router tuned', { kind: 'kv_router', policy: knobsPolicy(best.knobs) }, onTune ? best.metrics : undefined);
     if (cfg.llmd) push('llm-d token-load', { kind: 'llmd' });
-    return { trace: tc.trace.name, requests: tc.trace.records.length, concurrency: tc.concurrency, rows };
+    return { trace: trace.name, requests: trace.records.length, concurrency: cfg.concurrency, rows };
   };
   const comparisons = [compare(cfg.tune, true)];
   if (cfg.validate) comparisons.push(compare(cfg.validate, false));
   const deltas = comparisons.map((c) => deltaOf(c.trace, c.rows[1]!.metrics, c.rows[2]!.metrics));
-  const { timing, ...engine } = cfg.engine;
   return {
     objective: 'mean_e2e_ms',
     settings: {
-      tuneTrace: cfg.tune.trace.name,
-      validateTrace: cfg.validate?.trace.name ?? null,
+      tuneTrace: cfg.tune.name,
+      validateTrace: cfg.validate?.name ?? null,
       workers: cfg.workers,
-      concurrency: cfg.tune.concurrency,
-      engine: { ...engine, timing: timing === undefined ? 'mocker polynomial' : 'custom' },
+      concurrency: cfg.concurrency,
+      engine: { ...cfg.engine, timing: 'mocker polynomial' },
       seed: cfg.seed,
       method: cfg.method,
       budget,

@@ -5,7 +5,7 @@
  * timers are injected so tests can drive time by hand.
  */
 import type { KvEvent } from '@vantage/types';
-import { EventHeap, type AddResult, type Engine, type EngineRequest, type Finished, type FirstToken } from '@vantage/sim';
+import { EventHeap, nextPass, type AddResult, type Engine, type EngineRequest, type Finished, type FirstToken, type NextPass } from '@vantage/sim';
 
 /** Monotonic wall clock in ms (e.g. `performance.now`). */
 type Clock = () => number;
@@ -61,6 +61,7 @@ export class RealTimeDriver {
   private readonly sink: DriverSink;
   private readonly maxSteps: number;
   private readonly notes = new EventHeap<Note>();
+  private readonly pass: NextPass = { best: -1, bestT: Infinity, other: Infinity };
   private startWall = NaN;
   private timer: unknown = null;
   private timerAtWall = Infinity;
@@ -140,15 +141,7 @@ export class RealTimeDriver {
     const now = this.simNow();
     let n = 0;
     while (n < this.maxSteps) {
-      let wi = -1;
-      let te = Infinity;
-      for (let i = 0; i < this.engines.length; i++) {
-        const t = this.engines[i]!.nextEventTime();
-        if (t < te) {
-          te = t;
-          wi = i;
-        }
-      }
+      const { best: wi, bestT: te } = nextPass(this.engines, this.pass);
       const tn = this.notes.peekTime();
       const t = Math.min(te, tn);
       if (t > now) break;

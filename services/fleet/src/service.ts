@@ -75,7 +75,6 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
         workerId,
         engine: new Engine({
           workerId,
-          dpRank: 0,
           blockSize: pool.blockSize,
           numGpuBlocks: pool.numGpuBlocks,
           maxNumBatchedTokens: pool.maxNumBatchedTokens,

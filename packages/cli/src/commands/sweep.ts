@@ -110,8 +110,9 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const quiet = values['quiet'] === true;
 
   const report = runSweep({
-    tune: { trace: tune, concurrency },
-    ...(validate ? { validate: { trace: validate, concurrency } } : {}),
+    tune,
+    ...(validate ? { validate } : {}),
+    concurrency,
     workers,
     engine,
     seed,
