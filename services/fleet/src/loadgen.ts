@@ -39,9 +39,7 @@ const cli = cliTool('loadgen', USAGE, {
   'direct-pool': { type: 'string', default: 'efficient' },
   'no-book': { type: 'boolean', default: false },
   'capable-fraction': { type: 'string' },
-  pools: { type: 'string', default: 'efficient:64,capable:64' },
   'time-scale': { type: 'string' },
-  nats: { type: 'string' },
   'max-duration-ms': { type: 'string' },
   'request-timeout-ms': { type: 'string' },
   'route-timeout-ms': { type: 'string' },
@@ -49,7 +47,6 @@ const cli = cliTool('loadgen', USAGE, {
   eval: { type: 'string' },
   proposal: { type: 'string' },
   background: { type: 'string' },
-  out: { type: 'string' },
 });
 const a = cli.args;
 // Annotated so that the compiler treats it as ending control flow.
@@ -76,7 +73,7 @@ if (a.eval !== undefined) {
   };
 } else if (a.proposal !== undefined) fail('--proposal needs --eval');
 else if (a.background !== undefined) fail('--background needs --eval');
-const pools = cli.pools('pools');
+const pools = cli.pools();
 
 let workload: Workload;
 if (a.trace !== undefined) {
@@ -92,7 +89,7 @@ if (a.trace !== undefined) {
   };
 }
 
-await cli.run({ nats: a.nats, out: a.out }, async ({ nc, write, signal }) => {
+await cli.run(async ({ nc, write, signal }) => {
   const { summary } = await runLoadgen({
     nc,
     pools,
