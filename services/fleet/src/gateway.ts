@@ -22,6 +22,7 @@ import {
 } from '@vantage/protocol';
 import { GatewayClient, type CandidatePrompt, type PoolSpec } from '@vantage/gateway-client';
 import { request } from '@vantage/runtime';
+import type { PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateRequest } from './generate';
 
@@ -31,6 +32,16 @@ export interface LoadgenPool {
   readonly blockSize: number;
   /** Served model name put in route candidates. */
   readonly model: string;
+}
+
+/** A prompt's blocks at a pool's block size, computed once per block size. */
+export function perBlockSize(make: (blockSize: number) => PromptBlocks): (pool: LoadgenPool) => PromptBlocks {
+  const cache = new Map<number, PromptBlocks>();
+  return (pool) => {
+    let b = cache.get(pool.blockSize);
+    if (!b) cache.set(pool.blockSize, (b = make(pool.blockSize)));
+    return b;
+  };
 }
 
 /** Background requests' events say so and carry the arrival time (they have no decision record to time them from). */
