@@ -4,7 +4,10 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { BatchBuilder, newBatch } from '../src/batch';
-import { CommittedSet, Joiner, outcomeMetrics, progressRecord, type Held } from '../src/index';
+import type { Held } from '../src/intake';
+import { Joiner } from '../src/joiner';
+import { outcomeMetrics } from '../src/metrics';
+import { CommittedSet, progressRecord } from '../src/progress';
 import { decision } from './helpers';
 import { D, decisionBytes, doneBytes, item, L, outcomeOptions, TXN } from './in-memory';
 
