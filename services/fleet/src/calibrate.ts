@@ -1,13 +1,8 @@
 /**
- * Calibration CLI (see calibration.ts): runs @vantage/evaluation's calibration
- * plan through the live decision service onto the simulated fleet.
- *
- *   node --import tsx services/fleet/src/calibrate.ts --preset small --destination-limit 8 --out out/calibration-requests.jsonl
- *
- * The decision service must run a parameter set that observes both pools and
- * never overrides (`calibrationParameterSet` of @vantage/evaluation). Progress on stderr; the
- * summary is the last line on stdout (one JSON object).
- * Exit: 0 finished (failures counted in the summary), 2 bad arguments, 1 fatal error.
+ * Calibration CLI (`node --import tsx services/fleet/src/calibrate.ts --help`): calibration.ts driven
+ * by the flags below, exits as cli-args.ts says; README.md, "Calibration". The decision service must
+ * run a parameter set that observes both pools and never overrides (`calibrationParameterSet` of
+ * @vantage/evaluation).
  */
 import { calibrationPlan, CALIBRATION_PRESETS, type CalibrationPreset } from '@vantage/evaluation';
 import { runCalibration } from './calibration';

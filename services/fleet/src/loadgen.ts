@@ -1,12 +1,6 @@
 /**
- * Load generator CLI (see load-generator.ts and the README):
- *
- *   node --import tsx services/fleet/src/loadgen.ts --trace ../shared/traces/conversation_2k.jsonl --limit 200 --speedup 20
- *   node --import tsx services/fleet/src/loadgen.ts --sessions 8 --seed 7
- *   ... --direct [--direct-pool efficient]        (no decision service: Dynamo's choice from the indexer)
- *
- * Progress lines go to stderr; the summary is the last line on stdout (one JSON object).
- * Exit: 0 when the run finished (request failures are in the summary), 2 on bad arguments, 1 on a fatal error.
+ * Load generator CLI (`node --import tsx services/fleet/src/loadgen.ts --help`): load-generator.ts
+ * driven by the flags below, exits as cli-args.ts says; README.md, "Load generator".
  */
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
 import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, parseProposalSpec, stageProposal } from '@vantage/evaluation';
