@@ -47,10 +47,6 @@ export function perBlockSize(make: (blockSize: number) => PromptBlocks): (pool: 
 /** Background requests' events say so and carry the arrival time (they have no decision record to time them from). */
 type BackgroundMark = { readonly background?: true; readonly arrivalMs?: number };
 
-function publishLifecycle(nc: NatsConnection, pool: string, e: Omit<LifecycleEvent, 'pool' | 'atMs' | 'dpRank'>): void {
-  nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
-}
-
 const NO_PROMPT = { requestId: null, localHashes: new BigUint64Array(0), promptTokens: 1 } as const;
 
 /** The pool's observe answer for a prompt (by local block hashes; default none: just the workers); an error reply throws. */
@@ -160,7 +156,7 @@ export function followRequest(
   return new Promise((resolve) => {
     const inbox = createInbox();
     const report = (kind: LifecycleEvent['kind'], usage: LifecycleEvent['usage'], error: LifecycleEvent['error']): void =>
-      publishLifecycle(nc, pool, { requestId: req.requestId, sessionId: req.sessionId, kind, workerId, usage, error, ...o.mark });
+      nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ requestId: req.requestId, sessionId: req.sessionId, pool, kind, atMs: Date.now(), workerId, dpRank: 0, usage, error, ...o.mark }));
     let finished = false;
     let wallTtftMs: number | null = null;
     const finish = (r: Served): void => {
