@@ -88,7 +88,7 @@ describe('BatchBuilder', () => {
   it('drops a message whose ownership lapsed while queued, unprocessed and unacked', async () => {
     const { builder, metrics, o } = rig();
     const d = decision(1, 'late');
-    const old = item('decision', 1, decisionBytes(d), o, { receivedAtMs: Date.now() - o.nats.ackWaitMs });
+    const old = item('decision', 1, decisionBytes(d), o, { receivedAtMs: Date.now() - o.nats.ackWaitMs, ownedUntilMs: Date.now() - o.nats.ackWaitMs / 2 });
     const b = newBatch();
     expect(builder.add(b, [old], Date.now())).toBe(1);
     expect(b.records).toBe(0);
