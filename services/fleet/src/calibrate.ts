@@ -1,13 +1,8 @@
 /**
- * Calibration CLI (see calibration.ts): runs @vantage/evaluation's calibration
- * plan through the live decision service onto the simulated fleet.
- *
- *   node --import tsx services/fleet/src/calibrate.ts --preset small --destination-limit 8 --out out/calibration-requests.jsonl
- *
- * The decision service must run a parameter set that observes both pools and
- * never overrides (`calibrationParameterSet` of @vantage/evaluation). Progress on stderr; the
- * summary is the last line on stdout (one JSON object).
- * Exit: 0 finished (failures counted in the summary), 2 bad arguments, 1 fatal error.
+ * Calibration CLI (`node --import tsx services/fleet/src/calibrate.ts --help`): calibration.ts driven
+ * by the flags below, exits as cli-args.ts says; README.md, "Calibration". The decision service must
+ * run a parameter set that observes both pools and never overrides (`calibrationParameterSet` of
+ * @vantage/evaluation).
  */
 import { calibrationPlan, CALIBRATION_PRESETS, type CalibrationPreset } from '@vantage/evaluation';
 import { runCalibration } from './calibration';
@@ -22,13 +17,10 @@ const cli = cliTool('calibrate', USAGE, {
   repeats: { type: 'string' },
   seed: { type: 'string' },
   'destination-limit': { type: 'string' },
-  pools: { type: 'string', default: 'efficient:64,capable:64' },
-  nats: { type: 'string' },
   'route-subject': { type: 'string' },
   'max-runs': { type: 'string' },
   'request-timeout-ms': { type: 'string' },
   'settle-timeout-ms': { type: 'string' },
-  out: { type: 'string' },
   'plan-only': { type: 'boolean', default: false },
 });
 const a = cli.args;
@@ -36,7 +28,7 @@ const a = cli.args;
 const fail: (msg: string) => never = cli.fail;
 const int = cli.int;
 if (!(a.preset in CALIBRATION_PRESETS)) fail(`--preset must be one of ${Object.keys(CALIBRATION_PRESETS).join(', ')}`);
-const pools = cli.pools('pools');
+const pools = cli.pools();
 if (pools.efficient.blockSize !== pools.capable.blockSize) fail('both pools must share one block size (the plan warms K on a block boundary of both)');
 const planOptions = { preset: a.preset as CalibrationPreset, blockSize: pools.efficient.blockSize, repeats: int('repeats', 1), seed: int('seed', 0), destinationLimit: int('destination-limit', 1) };
 const plan = cli.parse(() => calibrationPlan(planOptions));
@@ -52,6 +44,6 @@ if (a['plan-only']) {
 }
 
 const runOptions = { routeSubject: a['route-subject'], maxRuns: int('max-runs', 1), requestTimeoutMs: int('request-timeout-ms', 1), settleTimeoutMs: int('settle-timeout-ms', 1) };
-await cli.run({ nats: a.nats, out: a.out }, ({ nc, write, signal }) =>
+await cli.run(({ nc, write, signal }) =>
   runCalibration({ nc, pools, plan, ...runOptions, progress: (line) => process.stderr.write(`${line}\n`), onRequest: write ?? undefined, signal }),
 );

@@ -13,7 +13,7 @@ import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import { ROUTE_SUBJECT, type ObserveReply } from '@vantage/protocol';
 import { promptFromTokens, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
-import { followRequest, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool, type Served } from './gateway';
+import { followRequest, observePool, perBlockSize, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool, type Served } from './gateway';
 
 interface CalibrationHarnessOptions {
   readonly nc: NatsConnection;
@@ -55,6 +55,10 @@ interface CalibrationRequestLog {
 }
 
 type ServeResult = Pick<Served, 'status' | 'error' | 'ttftMs' | 'reusedTokens'>;
+
+/** A prompt of token ids and its blocks at each pool's block size (hashed once per block size). */
+type TokenPrompt = { readonly tokens: Uint32Array; readonly blocks: (pool: LoadgenPool) => PromptBlocks };
+const tokenPrompt = (tokens: Uint32Array): TokenPrompt => ({ tokens, blocks: perBlockSize((bs) => promptFromTokens(tokens, bs)) });
 
 export async function runCalibration(o: CalibrationHarnessOptions) {
   const nc = o.nc;
@@ -107,15 +111,6 @@ export async function runCalibration(o: CalibrationHarnessOptions) {
     return { status, error, ttftMs, reusedTokens };
   };
 
-  const blocksCache = new WeakMap<Uint32Array, Map<number, PromptBlocks>>();
-  const blocksOf = (t: Uint32Array, blockSize: number): PromptBlocks => {
-    let m = blocksCache.get(t);
-    if (!m) blocksCache.set(t, (m = new Map()));
-    let b = m.get(blockSize);
-    if (!b) m.set(blockSize, (b = promptFromTokens(t, blockSize)));
-    return b;
-  };
-
   /** Route through the decision service with Stage proposing `role`, then serve where it says. */
   const routed = async (
     c: CalibrationCondition,
@@ -123,7 +118,7 @@ export async function runCalibration(o: CalibrationHarnessOptions) {
     kind: 'probe' | 'warmup',
     role: Role,
     sessionId: string,
-    t: Uint32Array,
+    prompt: TokenPrompt,
     osl: number,
     /** Awaited once the route reply is in (or the route failed), before the request is served. */
     routedBarrier?: () => Promise<void>,
@@ -136,19 +131,19 @@ export async function runCalibration(o: CalibrationHarnessOptions) {
       await routedBarrier();
     };
     let log: CalibrationRequestLog;
-    const base = { conditionId: c.id, repeat: run.repeat, kind, role, requestId, sessionId, background: false, isl: t.length, osl };
+    const base = { conditionId: c.id, repeat: run.repeat, kind, role, requestId, sessionId, background: false, isl: prompt.tokens.length, osl };
     try {
       const v = await routeRequest(
         nc,
         routeSubject,
-        { requestId, sessionId, stageProposal: role, pools: o.pools, localHashes: (p) => blocksOf(t, p.blockSize).local, promptTokens: t.length },
+        { requestId, sessionId, stageProposal: role, pools: o.pools, localHashes: (p) => prompt.blocks(p).local, promptTokens: prompt.tokens.length },
         routeTimeoutMs,
       );
       if (v.modelRole !== role) throw new Error(`the decision service changed ${role} to ${v.modelRole}: calibration needs a parameter set that never overrides`);
       if (v.workerId === null) throw new Error(`route reply without a worker (${v.reason}${v.fallback === null ? '' : `, ${v.fallback}`})`);
       const pool = o.pools[role];
       await arrive();
-      const res = await serve(pool, v.workerId, { requestId, sessionId, tokens: t, osl });
+      const res = await serve(pool, v.workerId, { requestId, sessionId, tokens: prompt.tokens, osl });
       const obs = v.observations[role];
       log = { ...base, ...res, workerId: v.workerId.toString(), reason: v.fallback === null ? v.reason : `${v.reason}:${v.fallback}`, observed: obs === null ? null : { K: obs.K, R: obs.R, P: obs.P } };
     } catch (e) {
@@ -173,8 +168,8 @@ export async function runCalibration(o: CalibrationHarnessOptions) {
     progress(`calibration ${i + 1}/${order.length}: ${c.id} repeat ${repeat} (${c.factor})`);
     await idle();
     const seed = (label: string, k = 0): number => labelSeed(run.contentSeed ^ salt, label, k);
-    const prefix = freshTokens(seed('prefix'), c.probe.prefixTokens);
-    const probeTokens = concatTokens(prefix, freshTokens(seed('suffix'), c.probe.promptTokens - c.probe.prefixTokens));
+    const prefix = tokenPrompt(freshTokens(seed('prefix'), c.probe.prefixTokens));
+    const probe = tokenPrompt(concatTokens(prefix.tokens, freshTokens(seed('suffix'), c.probe.promptTokens - c.probe.prefixTokens)));
 
     // 2. Warm the reusable prefix on both candidates.
     if (c.probe.prefixTokens > 0) {
@@ -205,7 +200,7 @@ export async function runCalibration(o: CalibrationHarnessOptions) {
             dpRank: w.dpRank,
             promptTokens: t.length,
             overlapBlocks: 0,
-            sequenceHashes: blocksOf(t, pool.blockSize).sequence,
+            sequenceHashes: promptFromTokens(t, pool.blockSize).sequence,
             expectedOutputTokens: spec.outputTokens,
           });
           firstTokensDue++;
@@ -255,7 +250,7 @@ export async function runCalibration(o: CalibrationHarnessOptions) {
         await settle('background bookings visible', (pool, rep) => rep.workers.every((w) => w.R >= (open.get(`${pool.name}/${w.workerId.toString()}`) ?? 0)), 2);
       }
     }
-    await Promise.all(c.measure.map((role) => routed(c, run, 'probe', role, run.sessionId, probeTokens, c.probe.outputTokens, barrier)));
+    await Promise.all(c.measure.map((role) => routed(c, run, 'probe', role, run.sessionId, probe, c.probe.outputTokens, barrier)));
     startBackground();
     await Promise.all(bg);
   }

@@ -106,11 +106,6 @@ export class RealTimeDriver {
     return Math.max(this.lastSim, (this.clock() - this.startWall) * this.timeScale);
   }
 
-  /** Wall-clock ms (on the injected clock) at which sim time `t` happens. */
-  wallAt(simMs: number): number {
-    return this.startWall + simMs / this.timeScale;
-  }
-
   /**
    * Add a request to a worker's engine, arriving now (sim). Passes that were
    * due before now but not yet computed are unaffected: the engine admits an
@@ -125,19 +120,8 @@ export class RealTimeDriver {
     return { ...r, arrivalMs };
   }
 
-  /** Next sim time anything is due (a pass or a delivery); Infinity when idle. */
-  nextDue(): number {
-    let t = this.notes.peekTime();
-    for (const e of this.engines) t = Math.min(t, e.nextEventTime());
-    return t;
-  }
-
-  /**
-   * Process everything due at or before the current sim time, in sim-time
-   * order, up to `maxStepsPerTurn` items. Returns the number processed.
-   * (Called by the timer; public so tests can drive it.)
-   */
-  runDue(): number {
+  /** Processes everything due at or before the current sim time, in sim-time order, up to `maxStepsPerTurn` items. */
+  private runDue(): void {
     const now = this.simNow();
     let n = 0;
     while (n < this.maxSteps) {
@@ -157,7 +141,6 @@ export class RealTimeDriver {
       }
       this.stepEngine(wi, te, now);
     }
-    return n;
   }
 
   private stepEngine(wi: number, at: number, now: number): void {
@@ -192,7 +175,7 @@ export class RealTimeDriver {
   /** Make sure a wake-up happens no later than sim time `t`. */
   private wakeAt(t: number): void {
     if (!this.running || t === Infinity) return;
-    const wall = this.wallAt(t);
+    const wall = this.startWall + t / this.timeScale;
     if (wall >= this.timerAtWall) return;
     this.clearTimer();
     // Timers have ms granularity: round up, so a wake-up is never early (which would cost an empty turn).
@@ -201,7 +184,10 @@ export class RealTimeDriver {
     this.timer = this.timers.set(this.tick, delay);
   }
 
+  /** A wake-up at the next sim time anything is due (a pass or a delivery). */
   private reschedule(): void {
-    this.wakeAt(this.nextDue());
+    let t = this.notes.peekTime();
+    for (const e of this.engines) t = Math.min(t, e.nextEventTime());
+    this.wakeAt(t);
   }
 }

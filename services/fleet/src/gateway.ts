@@ -22,6 +22,7 @@ import {
 } from '@vantage/protocol';
 import { GatewayClient, type CandidatePrompt, type PoolSpec } from '@vantage/gateway-client';
 import { request } from '@vantage/runtime';
+import type { PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import { decodeProgress, encodeGenerateRequest, generateSubject, type GenerateRequest } from './generate';
 
@@ -33,12 +34,18 @@ export interface LoadgenPool {
   readonly model: string;
 }
 
+/** A prompt's blocks at a pool's block size, computed once per block size. */
+export function perBlockSize(make: (blockSize: number) => PromptBlocks): (pool: LoadgenPool) => PromptBlocks {
+  const cache = new Map<number, PromptBlocks>();
+  return (pool) => {
+    let b = cache.get(pool.blockSize);
+    if (!b) cache.set(pool.blockSize, (b = make(pool.blockSize)));
+    return b;
+  };
+}
+
 /** Background requests' events say so and carry the arrival time (they have no decision record to time them from). */
 type BackgroundMark = { readonly background?: true; readonly arrivalMs?: number };
-
-function publishLifecycle(nc: NatsConnection, pool: string, e: Omit<LifecycleEvent, 'pool' | 'atMs' | 'dpRank'>): void {
-  nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ ...e, pool, atMs: Date.now(), dpRank: e.workerId === null ? null : 0 }));
-}
 
 const NO_PROMPT = { requestId: null, localHashes: new BigUint64Array(0), promptTokens: 1 } as const;
 
@@ -149,7 +156,7 @@ export function followRequest(
   return new Promise((resolve) => {
     const inbox = createInbox();
     const report = (kind: LifecycleEvent['kind'], usage: LifecycleEvent['usage'], error: LifecycleEvent['error']): void =>
-      publishLifecycle(nc, pool, { requestId: req.requestId, sessionId: req.sessionId, kind, workerId, usage, error, ...o.mark });
+      nc.publish(lifecycleSubject(pool), lifecycleEventCodec.encode({ requestId: req.requestId, sessionId: req.sessionId, pool, kind, atMs: Date.now(), workerId, dpRank: 0, usage, error, ...o.mark }));
     let finished = false;
     let wallTtftMs: number | null = null;
     const finish = (r: Served): void => {

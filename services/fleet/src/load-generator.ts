@@ -16,7 +16,7 @@ import { VantageError } from '@vantage/runtime';
 import { MooncakePromptHasher, openLoopArrivals, promptFromTokens, type AgenticSession, type MooncakeRecord, type PromptBlocks } from '@vantage/sim';
 import type { WorkerId } from '@vantage/types';
 import type { PromptPayload } from './generate';
-import { followRequest, NOT_SERVED, observePool, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool, type Served } from './gateway';
+import { followRequest, NOT_SERVED, observePool, perBlockSize, publishBooking, routeRequest, sleep, waitForPools, type LoadgenPool, type Served } from './gateway';
 
 export type Workload =
   | { readonly kind: 'trace'; readonly records: readonly MooncakeRecord[]; readonly speedup: number }
@@ -153,16 +153,6 @@ function summarize(
     ...(background === null
       ? {}
       : { background: { requests: background.length, completed: bgDone.length, ttftMs: distribution(bgDone.map((x) => x.ttftMs!)), e2eMs: distribution(bgDone.map((x) => x.e2eMs!)) } }),
-  };
-}
-
-/** A prompt's blocks at a pool's block size, computed once per block size. */
-function perBlockSize(make: (blockSize: number) => PromptBlocks): (pool: LoadgenPool) => PromptBlocks {
-  const cache = new Map<number, PromptBlocks>();
-  return (pool) => {
-    let b = cache.get(pool.blockSize);
-    if (!b) cache.set(pool.blockSize, (b = make(pool.blockSize)));
-    return b;
   };
 }
 

@@ -1,12 +1,6 @@
 /**
- * Load generator CLI (see load-generator.ts and the README):
- *
- *   node --import tsx services/fleet/src/loadgen.ts --trace ../shared/traces/conversation_2k.jsonl --limit 200 --speedup 20
- *   node --import tsx services/fleet/src/loadgen.ts --sessions 8 --seed 7
- *   ... --direct [--direct-pool efficient]        (no decision service: Dynamo's choice from the indexer)
- *
- * Progress lines go to stderr; the summary is the last line on stdout (one JSON object).
- * Exit: 0 when the run finished (request failures are in the summary), 2 on bad arguments, 1 on a fatal error.
+ * Load generator CLI (`node --import tsx services/fleet/src/loadgen.ts --help`): load-generator.ts
+ * driven by the flags below, exits as cli-args.ts says; README.md, "Load generator".
  */
 import { DEFAULT_AGENTIC_CONFIG, generateAgenticSessions, loadMooncakeTrace } from '@vantage/sim';
 import { backgroundTraffic, evaluationBackgroundSessionId, evaluationSessionId, parseBackgroundSpec, parseProposalSpec, stageProposal } from '@vantage/evaluation';
@@ -39,9 +33,7 @@ const cli = cliTool('loadgen', USAGE, {
   'direct-pool': { type: 'string', default: 'efficient' },
   'no-book': { type: 'boolean', default: false },
   'capable-fraction': { type: 'string' },
-  pools: { type: 'string', default: 'efficient:64,capable:64' },
   'time-scale': { type: 'string' },
-  nats: { type: 'string' },
   'max-duration-ms': { type: 'string' },
   'request-timeout-ms': { type: 'string' },
   'route-timeout-ms': { type: 'string' },
@@ -49,7 +41,6 @@ const cli = cliTool('loadgen', USAGE, {
   eval: { type: 'string' },
   proposal: { type: 'string' },
   background: { type: 'string' },
-  out: { type: 'string' },
 });
 const a = cli.args;
 // Annotated so that the compiler treats it as ending control flow.
@@ -76,7 +67,7 @@ if (a.eval !== undefined) {
   };
 } else if (a.proposal !== undefined) fail('--proposal needs --eval');
 else if (a.background !== undefined) fail('--background needs --eval');
-const pools = cli.pools('pools');
+const pools = cli.pools();
 
 let workload: Workload;
 if (a.trace !== undefined) {
@@ -92,7 +83,7 @@ if (a.trace !== undefined) {
   };
 }
 
-await cli.run({ nats: a.nats, out: a.out }, async ({ nc, write, signal }) => {
+await cli.run(async ({ nc, write, signal }) => {
   const { summary } = await runLoadgen({
     nc,
     pools,

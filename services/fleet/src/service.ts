@@ -37,12 +37,7 @@ interface FleetWorker {
 /** What a started fleet tells its caller: the worker ids by pool name. */
 export type FleetHandle = Awaited<ReturnType<typeof startFleet>>;
 
-interface FleetOptions {
-  /** How long shutdown waits for accepted requests to finish (wall ms). Default 2000. */
-  readonly drainMs?: number;
-}
-
-export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts: FleetOptions = {}) {
+export async function startFleet(ctx: ServiceContext<FleetSettings, false>) {
   const { nc, log, registry, shutdown } = ctx;
   const cfg: FleetConfig['fleet'] = ctx.config.fleet;
   const wallMs = Date.now;
@@ -231,8 +226,8 @@ export async function startFleet(ctx: ServiceContext<FleetSettings, false>, opts
   });
   shutdown.register('fleet-discovery', 'close', () => responder.stop());
   shutdown.register('fleet-drain', 'drain', async () => {
-    const drainMs = opts.drainMs ?? 2000;
-    const until = performance.now() + drainMs;
+    // Accepted requests get up to 2 s (wall) to finish.
+    const until = performance.now() + 2000;
     while (workers.some((w) => w.inflight.size > 0) && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
     driver.stop();
     for (const w of workers) {

@@ -103,7 +103,7 @@ describe('simulated fleet, live mode', () => {
       },
       ...overrides,
       async start(ctx) {
-        fleet = await startFleet(ctx, { drainMs: 1000 });
+        fleet = await startFleet(ctx);
       },
     });
   });

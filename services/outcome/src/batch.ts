@@ -52,7 +52,6 @@ function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
 
 export class BatchBuilder {
   private readonly lifecyclePrefix: string;
-  private readonly ownershipMs: number;
 
   constructor(
     private readonly o: OutcomeConfig['outcome'],
@@ -61,7 +60,6 @@ export class BatchBuilder {
     private readonly metrics: OutcomeMetrics,
   ) {
     this.lifecyclePrefix = o.nats.lifecycleSubject.slice(0, -1); // "vantage.v1.lifecycle."
-    this.ownershipMs = Math.floor(o.nats.ackWaitMs / 2);
   }
 
   /**
@@ -93,7 +91,7 @@ export class BatchBuilder {
       if (it.kind === 'decision') decisionsIn++;
       // Held so long (Kafka down) that the server may have redelivered it:
       // not ours to write any more. Dropped unacked; its redelivery decides.
-      if (it.receivedAtMs + this.ownershipMs <= startedMs) {
+      if (it.ownedUntilMs <= startedMs) {
         expired++;
         continue;
       }

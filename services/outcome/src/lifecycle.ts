@@ -3,7 +3,7 @@
  * gateway client encodes with) and mapped to `@vantage/records`' plain `LifecycleEventInput`
  * (records stays a leaf package). The mapping and the rejections: README, "What it owns".
  */
-import { lifecycleEventCodec, type LifecycleEvent, type ProtocolErrorCode } from '@vantage/protocol';
+import { lifecycleEventCodec, type ProtocolErrorCode } from '@vantage/protocol';
 import type { LifecycleEventInput } from '@vantage/records';
 
 export type LifecycleRejectionCode = 'LIFECYCLE_NOT_JSON' | 'LIFECYCLE_UNKNOWN_VERSION' | 'LIFECYCLE_INVALID';
@@ -27,24 +27,11 @@ const CODE_OF: Record<ProtocolErrorCode, LifecycleRejectionCode> = {
   malformed_binary: 'LIFECYCLE_INVALID',
 };
 
-/** The error's string form in outcome records: `code: message`, or `code` alone. */
-function errorString(error: { readonly code: string; readonly message: string | null }): string {
-  return error.message === null || error.message === '' ? error.code : `${error.code}: ${error.message}`;
-}
-
-/** Protocol event → records input (plus the request-level background marker and arrival). */
-function toRecordsInput(e: LifecycleEvent): DecodedLifecycle {
-  const event: LifecycleEventInput = { requestId: e.requestId, sessionId: e.sessionId, pool: e.pool, kind: e.kind, atMs: e.atMs };
-  if (e.usage !== null) event.usage = { inputTokens: e.usage.inputTokens, outputTokens: e.usage.outputTokens, cachedTokens: e.usage.cachedTokens };
-  if (e.error !== null) event.error = errorString(e.error);
-  return { event, background: e.background === true, arrivalMs: e.arrivalMs ?? null };
-}
-
 /**
- * Decode one lifecycle message. `subjectPool` is the subject's last token;
- * when given it must equal the body's `pool` (a mismatch means a misrouted or
- * forged event, and the pool is what dispatch checks rely on). The size limit
- * is the caller's (messages above it are dead-lettered as OVERSIZED first).
+ * Decode one lifecycle message into records' input, with the request-level background marker and
+ * arrival. `subjectPool` is the subject's last token; when given it must equal the body's `pool` (a
+ * mismatch means a misrouted or forged event, and the pool is what dispatch checks rely on). The
+ * size limit is the caller's (messages above it are dead-lettered as OVERSIZED first).
  */
 export function decodeLifecycle(bytes: Uint8Array, subjectPool?: string): LifecycleDecode {
   const r = lifecycleEventCodec.decode(bytes, Number.MAX_SAFE_INTEGER);
@@ -53,5 +40,9 @@ export function decodeLifecycle(bytes: Uint8Array, subjectPool?: string): Lifecy
   if (subjectPool !== undefined && subjectPool !== e.pool) {
     return { ok: false, code: 'LIFECYCLE_INVALID', reason: `pool ${JSON.stringify(e.pool)} does not match subject token ${JSON.stringify(subjectPool)}` };
   }
-  return { ok: true, value: toRecordsInput(e) };
+  const event: LifecycleEventInput = { requestId: e.requestId, sessionId: e.sessionId, pool: e.pool, kind: e.kind, atMs: e.atMs };
+  if (e.usage !== null) event.usage = { inputTokens: e.usage.inputTokens, outputTokens: e.usage.outputTokens, cachedTokens: e.usage.cachedTokens };
+  // In outcome records an error is `code: message`, or `code` alone.
+  if (e.error !== null) event.error = e.error.message === null || e.error.message === '' ? e.error.code : `${e.error.code}: ${e.error.message}`;
+  return { ok: true, value: { event, background: e.background === true, arrivalMs: e.arrivalMs ?? null } };
 }

@@ -4,7 +4,10 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { BatchBuilder, newBatch } from '../src/batch';
-import { CommittedSet, Joiner, outcomeMetrics, progressRecord, type Held } from '../src/index';
+import type { Held } from '../src/intake';
+import { Joiner } from '../src/joiner';
+import { outcomeMetrics } from '../src/metrics';
+import { CommittedSet, progressRecord } from '../src/progress';
 import { decision } from './helpers';
 import { D, decisionBytes, doneBytes, item, L, outcomeOptions, TXN } from './in-memory';
 
@@ -85,7 +88,7 @@ describe('BatchBuilder', () => {
   it('drops a message whose ownership lapsed while queued, unprocessed and unacked', async () => {
     const { builder, metrics, o } = rig();
     const d = decision(1, 'late');
-    const old = item('decision', 1, decisionBytes(d), o, { receivedAtMs: Date.now() - o.nats.ackWaitMs });
+    const old = item('decision', 1, decisionBytes(d), o, { receivedAtMs: Date.now() - o.nats.ackWaitMs, ownedUntilMs: Date.now() - o.nats.ackWaitMs / 2 });
     const b = newBatch();
     expect(builder.add(b, [old], Date.now())).toBe(1);
     expect(b.records).toBe(0);

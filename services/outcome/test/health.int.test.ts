@@ -8,7 +8,7 @@
 import kafkajs from 'kafkajs';
 import { eventually, ownKafka, ownNats } from '@vantage/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { progressRecord } from '../src/index';
+import { progressRecord } from '../src/progress';
 import { decision, decodeOutcomes, inProcess, names, Publisher, readTopic, serviceEnv } from './helpers';
 
 interface Health {

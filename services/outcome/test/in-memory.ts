@@ -7,7 +7,9 @@ import { encodeSingleObject, DECISION_RECORD_CURRENT, type DecisionRecord } from
 import { loadConfig } from '@vantage/runtime';
 import pino from 'pino';
 import { Registry } from 'prom-client';
-import { acceptProgress, outcomeConfigSchema, outcomeMetrics, type OutcomeConfig, type ProgressRecord } from '../src/index';
+import { outcomeConfigSchema, type OutcomeConfig } from '../src/config';
+import { outcomeMetrics } from '../src/metrics';
+import { acceptProgress, type ProgressRecord } from '../src/progress';
 import type { InboxItem, IntakeSink, TermIntake } from '../src/intake';
 import type { Renewal, TermLease } from '../src/lease';
 import { Term, type TermDeps } from '../src/term';

@@ -3,7 +3,7 @@
 // commits), the end of a term, and a takeover as a new term on the same log.
 import { decodeSingleObject, OUTCOME_REGISTRY } from '@vantage/records';
 import { describe, expect, it } from 'vitest';
-import { parseProgress } from '../src/index';
+import { parseProgress } from '../src/progress';
 import { decision } from './helpers';
 import { D, decisionBytes, doneBytes, item, L, MemoryLog, startTerm, until } from './in-memory';
 

@@ -5,7 +5,13 @@ import { GatewayClient } from '@vantage/gateway-client';
 import type { NatsConnection } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
 import { describe, expect, it } from 'vitest';
-import { CommittedSet, decodeLifecycle, inRanges, Joiner, mergeRanges, parseDelivery, parseProgress, progressRecord, ReadPosition, SEND_CHUNK_RECORDS, sendRequests, toRanges } from '../src/index';
+import { SEND_CHUNK_RECORDS, sendRequests } from '../src/batch';
+import { parseDelivery } from '../src/delivery';
+import { Joiner } from '../src/joiner';
+import { decodeLifecycle } from '../src/lifecycle';
+import { CommittedSet, parseProgress, progressRecord } from '../src/progress';
+import { inRanges, mergeRanges, toRanges } from '../src/ranges';
+import { ReadPosition } from '../src/readposition';
 import { decision } from './helpers';
 
 const te = new TextEncoder();
@@ -288,7 +294,7 @@ describe('ranges and the committed set', () => {
 describe('configuration', () => {
   it('defaults load and satisfy the cross-field rules; a too-short ack wait is refused', async () => {
     const { loadConfig } = await import('@vantage/runtime');
-    const { outcomeConfigSchema, checkOutcomeConfig } = await import('../src/index');
+    const { outcomeConfigSchema, checkOutcomeConfig } = await import('../src/config');
     const cfg = loadConfig(outcomeConfigSchema, { env: {}, defaults: { service: 'outcome' } });
     expect(() => checkOutcomeConfig(cfg)).not.toThrow();
     const bad = loadConfig(outcomeConfigSchema, { env: { VANTAGE_OUTCOME_NATS_ACK_WAIT_MS: '30000' }, defaults: { service: 'outcome' } });
@@ -389,7 +395,7 @@ describe('sendRequests', () => {
 
 describe('progress records are taken only from our own transactional id', () => {
   it('accepts our writer, refuses another writer and malformed values with a reason', async () => {
-    const { acceptProgress } = await import('../src/index');
+    const { acceptProgress } = await import('../src/progress');
     const mine = Buffer.from(JSON.stringify(progressRecord('txn-a', 'n1', 1, new Map([['D', [1, 2]]]), new Map())));
     const forged = Buffer.from(JSON.stringify(progressRecord('txn-evil', 'n2', 1, new Map([['D', [3, 4]]]), new Map())));
     expect(acceptProgress(mine, 'txn-a')).toMatchObject({ ok: true, rec: { writer: 'txn-a', nonce: 'n1' } });
