@@ -4,7 +4,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, signalProcess, spawnLogged, tcpOpen, waitFor } from './exec';
+import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, signalProcess, spawnLogged, tcpOpen, untilReady, waitFor } from './exec';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { kafkaListenerProperties, kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, writeSecretFile, type KafkaSecurity, type NatsSecurity } from './secure';
 
@@ -92,26 +92,13 @@ function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec):
       rmSync(pidFile, { force: true }); // stale: process gone or pid reused
       mkdirSync(dir, { recursive: true });
       const { cmd, args } = await spec.command();
-      const t0 = Date.now();
       const { child, proc } = spawnLogged(cmd, args, { env: process.env, logFile, stdio: 'log', group: true, cwd: process.cwd() });
-      let exited: number | null | undefined;
-      void proc.exited.then((code) => (exited = code));
       child.unref();
       writeFileSync(pidFile, `${proc.pid}\n`);
       // Attached (tests): its process group ends with this Node process rather than outliving it.
       if (attached) endAtExit(proc.pid, true);
-      await waitFor(
-        spec.name,
-        async () => {
-          if (exited !== undefined) {
-            const tail = existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').slice(-15).join('\n') : '';
-            throw new Error(`${spec.name} exited with ${exited} during start; last log lines:\n${tail}`);
-          }
-          return spec.ready();
-        },
-        spec.readyTimeoutMs,
-      );
-      return Date.now() - t0;
+      // Not ready in time: left running (`infra up` again waits for it, `infra down` stops it).
+      return untilReady(proc, spec.name, spec.ready, spec.readyTimeoutMs, false);
     },
     async stop(graceMs = 20_000): Promise<void> {
       const p = pid();
