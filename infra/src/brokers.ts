@@ -8,19 +8,7 @@ import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, 
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { kafkaListenerProperties, kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, writeSecretFile, type KafkaSecurity, type NatsSecurity } from './secure';
 
-export interface BrokerProcess {
-  readonly name: string;
-  readonly pidFile: string;
-  readonly logFile: string;
-  /** Pid of the running process, or undefined. */
-  pid(): number | undefined;
-  /** Graceful stop (SIGTERM, then SIGKILL after the grace period). Resolves when the process is gone. */
-  stop(graceMs?: number): Promise<void>;
-  /** Hard kill (-9), leaving the pid file behind as a crash would. */
-  kill9(): Promise<void>;
-  /** Start again on the same ports and data; resolves when ready. Returns ms to ready. */
-  start(): Promise<number>;
-}
+export type BrokerProcess = ReturnType<typeof makeProcess>;
 
 export interface NatsBroker extends BrokerProcess {
   readonly url: string;
@@ -60,9 +48,10 @@ interface SpawnSpec {
   readyTimeoutMs: number;
 }
 
-function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec): BrokerProcess {
+function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec) {
   const pidFile = join(dir, `${spec.name}.pid`);
   const logFile = join(dir, `${spec.name}.log`);
+  /** Pid of the running process (ours: its command line names `marker`), or undefined. */
   const pid = (): number | undefined => {
     const p = readPid(pidFile);
     return p !== undefined && processMatches(p, spec.marker) ? p : undefined;
@@ -83,6 +72,7 @@ function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec):
     pidFile,
     logFile,
     pid,
+    /** Start (again, on the same ports and data); resolves with the ms to ready. */
     async start(): Promise<number> {
       const existing = pid();
       if (existing !== undefined) {
@@ -100,6 +90,7 @@ function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec):
       // Not ready in time: left running (`infra up` again waits for it, `infra down` stops it).
       return untilReady(proc, spec.name, spec.ready, spec.readyTimeoutMs, false);
     },
+    /** SIGTERM, then SIGKILL after the grace period; resolves when the process is gone. */
     async stop(graceMs = 20_000): Promise<void> {
       const p = pid();
       if (p !== undefined) {
@@ -109,6 +100,7 @@ function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec):
       }
       rmSync(pidFile, { force: true });
     },
+    /** SIGKILL, leaving the pid file behind as a crash would. */
     async kill9(): Promise<void> {
       const p = pid();
       if (p !== undefined) await hardKill(p);
