@@ -4,23 +4,11 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, signalProcess, spawnLogged, tcpOpen, waitFor } from './exec';
+import { alive, endAtExit, forgetAtExit, freePort, httpOk, processMatches, run, signalProcess, spawnLogged, tcpOpen, untilReady, waitFor } from './exec';
 import { ensureEtcd, ensureKafkaJars, ensureNatsServer } from './install';
 import { kafkaListenerProperties, kafkaScramFormatArgs, kafkaSecureProperties, natsServerConfig, writeSecretFile, type KafkaSecurity, type NatsSecurity } from './secure';
 
-export interface BrokerProcess {
-  readonly name: string;
-  readonly pidFile: string;
-  readonly logFile: string;
-  /** Pid of the running process, or undefined. */
-  pid(): number | undefined;
-  /** Graceful stop (SIGTERM, then SIGKILL after the grace period). Resolves when the process is gone. */
-  stop(graceMs?: number): Promise<void>;
-  /** Hard kill (-9), leaving the pid file behind as a crash would. */
-  kill9(): Promise<void>;
-  /** Start again on the same ports and data; resolves when ready. Returns ms to ready. */
-  start(): Promise<number>;
-}
+export type BrokerProcess = ReturnType<typeof makeProcess>;
 
 export interface NatsBroker extends BrokerProcess {
   readonly url: string;
@@ -60,9 +48,10 @@ interface SpawnSpec {
   readyTimeoutMs: number;
 }
 
-function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec): BrokerProcess {
+function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec) {
   const pidFile = join(dir, `${spec.name}.pid`);
   const logFile = join(dir, `${spec.name}.log`);
+  /** Pid of the running process (ours: its command line names `marker`), or undefined. */
   const pid = (): number | undefined => {
     const p = readPid(pidFile);
     return p !== undefined && processMatches(p, spec.marker) ? p : undefined;
@@ -83,6 +72,7 @@ function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec):
     pidFile,
     logFile,
     pid,
+    /** Start (again, on the same ports and data); resolves with the ms to ready. */
     async start(): Promise<number> {
       const existing = pid();
       if (existing !== undefined) {
@@ -92,27 +82,15 @@ function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec):
       rmSync(pidFile, { force: true }); // stale: process gone or pid reused
       mkdirSync(dir, { recursive: true });
       const { cmd, args } = await spec.command();
-      const t0 = Date.now();
       const { child, proc } = spawnLogged(cmd, args, { env: process.env, logFile, stdio: 'log', group: true, cwd: process.cwd() });
-      let exited: number | null | undefined;
-      void proc.exited.then((code) => (exited = code));
       child.unref();
       writeFileSync(pidFile, `${proc.pid}\n`);
       // Attached (tests): its process group ends with this Node process rather than outliving it.
       if (attached) endAtExit(proc.pid, true);
-      await waitFor(
-        spec.name,
-        async () => {
-          if (exited !== undefined) {
-            const tail = existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').slice(-15).join('\n') : '';
-            throw new Error(`${spec.name} exited with ${exited} during start; last log lines:\n${tail}`);
-          }
-          return spec.ready();
-        },
-        spec.readyTimeoutMs,
-      );
-      return Date.now() - t0;
+      // Not ready in time: left running (`infra up` again waits for it, `infra down` stops it).
+      return untilReady(proc, spec.name, spec.ready, spec.readyTimeoutMs, false);
     },
+    /** SIGTERM, then SIGKILL after the grace period; resolves when the process is gone. */
     async stop(graceMs = 20_000): Promise<void> {
       const p = pid();
       if (p !== undefined) {
@@ -122,6 +100,7 @@ function makeProcess({ dir, attached = false }: BrokerOptions, spec: SpawnSpec):
       }
       rmSync(pidFile, { force: true });
     },
+    /** SIGKILL, leaving the pid file behind as a crash would. */
     async kill9(): Promise<void> {
       const p = pid();
       if (p !== undefined) await hardKill(p);

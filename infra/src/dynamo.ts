@@ -3,11 +3,11 @@
  * `dynamo.ts`): its mocker and the testkit's driver (JSON lines, u64s as decimal strings).
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { parseDiscoveryEntry } from '@vantage/discovery';
-import { endAtExit, freePort, spawnLogged, waitFor, type LoggedProcess } from './exec';
+import { etcdDiscoveryStore, fileDiscoveryStore, parseDiscoveryEntry } from '@vantage/discovery';
+import { endAtExit, freePort, spawnLogged, untilReady, type LoggedProcess } from './exec';
 import { INFRA_DIR, REPO_ROOT } from './paths';
 
 let pythonPath: string | undefined;
@@ -61,49 +61,21 @@ async function dynamoEnv(natsUrl: string, fileKvDir: string | undefined, etcd?: 
   };
 }
 
-/** Instance ids (exact) of the model cards among discovery entries (key, value). */
-function modelCardIds(entries: Iterable<[string, Uint8Array]>): bigint[] {
-  const out: bigint[] = [];
-  for (const [key, value] of entries) {
-    const r = parseDiscoveryEntry(key, value);
-    if (r.ok && r.value.kind === 'model_card') out.push(r.value.instanceId);
-  }
-  return out;
-}
-
-/** The discovery key prefix of an endpoint's model cards (`ns.comp.ep`). */
-const mdcPrefix = (endpointPath: string): string => `v1/mdc/${endpointPath.replaceAll('.', '/')}/`;
-
-/** Instance ids (exact) of an endpoint's model cards in a file discovery directory (file names are the URI-encoded keys). */
-function discoveredInstanceIds(fileKvDir: string, endpointPath: string): bigint[] {
-  const dir = join(fileKvDir, 'v1', 'mdc');
-  let names: string[];
+/** Instance ids (exact) of an endpoint's model cards (`ns.comp.ep`) in the discovery store of the workers. */
+async function instanceIds(o: Pick<DynamoPlacement, 'fileKvDir' | 'etcd'>, endpointPath: string): Promise<bigint[]> {
+  const store = o.etcd !== undefined ? etcdDiscoveryStore({ endpoints: o.etcd.endpoints.split(',') }) : fileDiscoveryStore(o.fileKvDir ?? '');
+  const ids: bigint[] = [];
   try {
-    names = readdirSync(dir);
-  } catch {
-    return [];
-  }
-  const entries = names.flatMap((n): [string, Uint8Array][] => {
-    try {
-      const key = `v1/mdc/${decodeURIComponent(n)}`;
-      return key.startsWith(mdcPrefix(endpointPath)) ? [[key, readFileSync(join(dir, n))]] : [];
-    } catch {
-      return []; // not a key, or removed while we read
-    }
-  });
-  return modelCardIds(entries);
-}
-
-/** Instance ids (exact) of an endpoint's model cards in etcd. */
-async function etcdInstanceIds(etcd: EtcdDiscoveryTarget, endpointPath: string): Promise<bigint[]> {
-  // Loaded here, not at the top: everything else in @vantage/infra runs without the etcd client.
-  const { Etcd3 } = await import('etcd3');
-  const client = new Etcd3({ hosts: etcd.endpoints.split(',') });
-  try {
-    return modelCardIds(Object.entries(await client.getAll().prefix(mdcPrefix(endpointPath)).buffers()));
+    await store.watch(`v1/mdc/${endpointPath.replaceAll('.', '/')}/`, (changes) => {
+      for (const c of changes) {
+        const r = c.kind === 'put' ? parseDiscoveryEntry(c.key, c.value) : undefined;
+        if (r?.ok && r.value.kind === 'model_card') ids.push(r.value.instanceId);
+      }
+    });
   } finally {
-    client.close();
+    await store.close();
   }
+  return ids;
 }
 
 /** Where a Dynamo process finds the others: NATS, discovery, its endpoint; and where its log goes. */
@@ -153,25 +125,6 @@ export function spawnDynamoPython(
   const spawned = spawnLogged(dynamoPython(), args, { env, logFile: join(logDir, o.logName), stdio: o.stdio, group: true });
   endAtExit(spawned.proc.pid, true);
   return spawned;
-}
-
-/** Polls `check` until it holds; `proc` exiting first, or the timeout (it is then killed), is an error naming its log. */
-export async function untilReady(proc: DynamoProcess, what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  let exitCode: number | null | undefined;
-  void proc.exited.then((c) => (exitCode = c));
-  try {
-    await waitFor(
-      what,
-      async () => {
-        if (exitCode !== undefined) throw new Error(`${what}: the process exited (${exitCode}) first`);
-        return check();
-      },
-      timeoutMs,
-    );
-  } catch (e) {
-    await proc.kill9();
-    throw new Error(`${(e as Error).message}; see ${proc.logFile}`);
-  }
 }
 
 type Reply = Record<string, unknown>;
@@ -238,7 +191,7 @@ export async function lineRpc(child: ChildProcess, proc: DynamoProcess, name: st
 /** Start `python -m dynamo.mocker`; resolves once its workers' model cards are in discovery. */
 export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
   if (o.etcd === undefined && o.fileKvDir !== undefined) mkdirSync(o.fileKvDir, { recursive: true });
-  const listIds = async (): Promise<bigint[]> => (o.etcd !== undefined ? etcdInstanceIds(o.etcd, o.endpoint) : discoveredInstanceIds(o.fileKvDir ?? '', o.endpoint));
+  const listIds = (): Promise<bigint[]> => instanceIds(o, o.endpoint);
   const before = new Set(await listIds());
   const flags: [string, string | number | undefined][] = [
     ['--endpoint', `dyn://${o.endpoint}`],
@@ -263,33 +216,7 @@ export async function startMocker(o: MockerOptions): Promise<MockerProcess> {
   return { ...proc, workerIds: ids.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)) };
 }
 
-/** One (worker, dp rank)'s load as `KvRouter.get_potential_loads` reports it for a prompt. */
-interface PotentialLoad {
-  readonly workerId: bigint;
-  readonly dpRank: number;
-  readonly potentialPrefillTokens: number;
-  readonly potentialDecodeBlocks: number;
-  readonly activeRequests: number;
-}
-
-/** The worker Dynamo's KvRouter picks for a prompt, ids exact. */
-type WorkerPick = { readonly workerId: bigint; readonly dpRank: number; readonly overlapBlocks: number };
-
-export interface DynamoDriver extends DynamoProcess {
-  /** One request through `client.direct` (a worker given) or `client.generate` (round robin). */
-  generate(tokens: readonly number[], opts?: { maxTokens?: number; worker?: bigint }): Promise<{ tokensOut: number; cachedTokens: number | null }>;
-  /** `KvRouter.get_overlap_scores(tokens)`: device blocks per (worker, dp rank). */
-  overlap(tokens: readonly number[]): Promise<{ blockSize: number; workers: { workerId: bigint; dpRank: number; deviceBlocks: number }[] }>;
-  /** `KvRouter.best_worker(tokens, request_id)`: the worker Dynamo picks; with a request id it also books it there. */
-  bestWorker(tokens: readonly number[], requestId?: string): Promise<WorkerPick>;
-  /** `KvRouter.free(request_id)`. */
-  free(requestId: string): Promise<void>;
-  /** `KvRouter.mark_prefill_complete(request_id)`. */
-  prefillComplete(requestId: string): Promise<void>;
-  /** `KvRouter.get_potential_loads(tokens)`, per (worker, dp rank). */
-  potentialLoads(tokens: readonly number[]): Promise<PotentialLoad[]>;
-  instances(): Promise<bigint[]>;
-}
+export type DynamoDriver = Awaited<ReturnType<typeof startDynamoDriver>>;
 
 interface DriverOptions extends DynamoPlacement {
   readonly minWorkers: number;
@@ -300,7 +227,7 @@ interface DriverOptions extends DynamoPlacement {
 }
 
 /** Start the Dynamo-side driver; resolves when its client sees `minWorkers` instances. */
-export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver> {
+export async function startDynamoDriver(o: DriverOptions) {
   const args = [DYNAMO_DRIVER, '--endpoint', o.endpoint, '--block-size', String(o.blockSize ?? 64), '--min-workers', String(o.minWorkers)];
   if (o.noRouter) args.push('--no-router');
   if (o.routerReplicaSync) args.push('--router-replica-sync');
@@ -310,7 +237,8 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
   return {
     ...proc,
     stop: (graceMs = 5_000) => stop(graceMs, 3_000),
-    generate: async (tokens, opts = {}) => {
+    /** One request through `client.direct` (a worker given) or `client.generate` (round robin). */
+    generate: async (tokens: readonly number[], opts: { maxTokens?: number; worker?: bigint } = {}) => {
       const r = await call({
         op: 'generate',
         tokens,
@@ -319,13 +247,17 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
       });
       return { tokensOut: Number(r.tokens_out), cachedTokens: r.cached_tokens === null ? null : Number(r.cached_tokens) };
     },
-    bestWorker: async (tokens, requestId) => {
+    /** `KvRouter.best_worker(tokens, request_id)`: the worker Dynamo picks, ids exact; with a request id it also books it there. */
+    bestWorker: async (tokens: readonly number[], requestId?: string) => {
       const r = await call({ op: 'best_worker', tokens, request_id: requestId ?? null });
       return { workerId: BigInt(r.worker_id as string), dpRank: Number(r.dp_rank), overlapBlocks: Number(r.overlap_blocks) };
     },
-    free: (requestId) => call({ op: 'free', request_id: requestId }).then(() => {}),
-    prefillComplete: (requestId) => call({ op: 'prefill_complete', request_id: requestId }).then(() => {}),
-    potentialLoads: async (tokens) => {
+    /** `KvRouter.free(request_id)`. */
+    free: (requestId: string) => call({ op: 'free', request_id: requestId }).then(() => {}),
+    /** `KvRouter.mark_prefill_complete(request_id)`. */
+    prefillComplete: (requestId: string) => call({ op: 'prefill_complete', request_id: requestId }).then(() => {}),
+    /** `KvRouter.get_potential_loads(tokens)`, per (worker, dp rank). */
+    potentialLoads: async (tokens: readonly number[]) => {
       const r = await call({ op: 'potential_loads', tokens });
       return (r.loads as Record<string, string | number>[]).map((l) => ({
         workerId: BigInt(l.worker_id as string),
@@ -335,7 +267,8 @@ export async function startDynamoDriver(o: DriverOptions): Promise<DynamoDriver>
         activeRequests: Number(l.active_requests),
       }));
     },
-    overlap: async (tokens) => {
+    /** `KvRouter.get_overlap_scores(tokens)`: device blocks per (worker, dp rank). */
+    overlap: async (tokens: readonly number[]) => {
       const r = await call({ op: 'overlap', tokens });
       const rows = r.workers as { worker_id: string; dp_rank: number; device_blocks: number }[];
       return { blockSize: Number(r.block_size), workers: rows.map((w) => ({ workerId: BigInt(w.worker_id), dpRank: w.dp_rank, deviceBlocks: w.device_blocks })) };

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REPO_ROOT } from './paths';
@@ -129,6 +129,26 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
     if (await check()) return Date.now() - start;
     if (Date.now() - start > timeoutMs) throw new Error(`${what} not ready after ${timeoutMs} ms`);
     await sleep(everyMs);
+  }
+}
+
+/**
+ * Polls `check` until it holds; resolves with the ms it took. `proc` exiting first is an error
+ * quoting the end of its log; with `kill`, so is the timeout, after a SIGKILL.
+ */
+export async function untilReady(proc: LoggedProcess, what: string, check: () => Promise<boolean>, timeoutMs: number, kill = true): Promise<number> {
+  let exitCode: number | null | undefined;
+  void proc.exited.then((c) => (exitCode = c));
+  const exited = (): Error => {
+    const tail = existsSync(proc.logFile) ? readFileSync(proc.logFile, 'utf8').trimEnd().split('\n').slice(-15).join('\n') : '';
+    return new Error(`${what}: the process exited (${exitCode}) first; last lines of ${proc.logFile}:\n${tail}`);
+  };
+  try {
+    return await waitFor(what, async () => (exitCode === undefined ? check() : Promise.reject(exited())), timeoutMs);
+  } catch (e) {
+    if (!kill || exitCode !== undefined) throw e;
+    await proc.kill9();
+    throw new Error(`${(e as Error).message}; see ${proc.logFile}`);
   }
 }
 

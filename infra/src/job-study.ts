@@ -124,15 +124,13 @@ export function offlineOperatingPoint(s: OfflineSettings, o: { readonly fixed?: 
  * The live outcome rows with each foreground request's TTFT replaced by the engine's (sim ms), joined by
  * request id with the load generator's lines; rows without an engine figure keep none (`ttftMs` null).
  */
-export function engineSideRows(outcomeLines: readonly string[], engineTtftById: ReadonlyMap<string, number | null>): string {
-  const out: string[] = [];
-  for (const l of outcomeLines) {
+export function engineSideRows(outcomeLines: readonly string[], engineTtftById: ReadonlyMap<string, number | null>): Record<string, unknown>[] {
+  return outcomeLines.map((l) => {
     const o = JSON.parse(l) as Record<string, unknown>;
-    const id = typeof o['requestId'] === 'string' ? o['requestId'] : null;
-    if (id !== null && engineTtftById.has(id) && o['ttftMs'] !== null && o['ttftMs'] !== undefined) o['ttftMs'] = engineTtftById.get(id) ?? null;
-    out.push(JSON.stringify(o));
-  }
-  return `${out.join('\n')}\n`;
+    const id = o['requestId'];
+    if (typeof id === 'string' && engineTtftById.has(id) && o['ttftMs'] !== null && o['ttftMs'] !== undefined) o['ttftMs'] = engineTtftById.get(id) ?? null;
+    return o;
+  });
 }
 
 export function engineSideAnalysis(outcomeLines: readonly string[], engineTtftById: ReadonlyMap<string, number | null>, seed: number, iterations: number): EvaluationAnalysis {

@@ -273,7 +273,6 @@ export async function runJob(ctx: JobContext) {
     log(`competing traffic in every run: ${live.background} (${bg?.streams} streams x ${bg?.requestsPerStream} requests, mean gap ${bg?.meanGapMs} sim ms, seeded, the same for every variant and attempt; Dynamo's choice, booked, lifecycle marked background)`);
   }
   const evalSince = new Date(Date.now() - 1_000).toISOString();
-  const evalIds = new Set<string>();
   for (const run of runs) {
     const variant = RULE_VARIANT[run.variant];
     if (variant === undefined) throw new Error(`schedule names variant ${run.variant}, which the decision service does not know`);
@@ -301,19 +300,18 @@ export async function runJob(ctx: JobContext) {
     );
     const summaryLine = summaryText.trim().split('\n').pop() ?? '{}';
     log(`run ${run.order + 1}/${runs.length} done: ${summaryLine.slice(0, 200)}`);
-    for (const l of lines(file)) evalIds.add((JSON.parse(l) as { requestId: string }).requestId);
   }
   phase('evaluation');
 
   // ---- 4. Report -----------------------------------------------------------------------------------
   const outcomes = join(out, 'outcomes.jsonl');
-  const evalRows = await readBack(evalSince, outcomes, 'evaluation outcome', evalIds);
+  const requests = requestLines(out, runs);
+  const evalRows = await readBack(evalSince, outcomes, 'evaluation outcome', new Set(requests.map(({ r }) => r.requestId)));
   const report = join(out, 'report.html');
   const evalText = await cli(['evaluate', '--input', outcomes, '--out', report, '--json', join(out, 'analysis.json'), '--bootstrap', String(cfg.bootstrap), '--lenient'], 'report');
   echo('evaluate', evalText);
   // The engine's own TTFT (sim ms, from the load generator) beside the report's wall-clock TTFT: on a
   // shared host, time slicing adds wall time to routing and dispatch that no rule causes.
-  const requests = requestLines(out, runs);
   const engine = engineSummary(requests);
   const liveWall = JSON.parse(readFileSync(join(out, 'analysis.json'), 'utf8')) as EvaluationAnalysis;
   // Engine-measured TTFT (sim ms) of every request the load generator sent, by request id.

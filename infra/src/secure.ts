@@ -9,21 +9,7 @@ import { run } from './exec';
 
 // ---- Certificates ----
 
-export interface TlsMaterial {
-  readonly dir: string;
-  /** CA certificate (PEM): what clients and brokers trust. */
-  readonly caFile: string;
-  readonly caKeyFile: string;
-  /** Server certificate for 127.0.0.1 / localhost, signed by the CA. */
-  readonly serverCertFile: string;
-  /** Server key (PKCS#8 PEM, unencrypted). */
-  readonly serverKeyFile: string;
-  /** Server key and certificate in one PEM file (Kafka's PEM keystore). */
-  readonly serverBundleFile: string;
-  /** A client certificate signed by the CA (mutual TLS). */
-  readonly clientCertFile: string;
-  readonly clientKeyFile: string;
-}
+export type TlsMaterial = ReturnType<typeof ensureTlsMaterial>;
 
 /** Writes `text` readable by its owner only (chmod too: `mode` is masked by the umask and ignored for an existing file). */
 export function writeSecretFile(path: string, text: string): void {
@@ -36,15 +22,19 @@ export function writeSecretFile(path: string, text: string): void {
  * already there, so a restarted broker keeps its certificates). `name` goes into
  * the CA's common name, so two sets (a trusted and a rogue one in a test) differ.
  */
-export function ensureTlsMaterial(dir: string, name = 'vantage-throwaway'): TlsMaterial {
+export function ensureTlsMaterial(dir: string, name = 'vantage-throwaway') {
   mkdirSync(dir, { recursive: true });
-  const m: TlsMaterial = {
+  const m = {
     dir,
+    /** CA certificate (PEM): what clients and brokers trust. */
     caFile: join(dir, 'ca.pem'),
     caKeyFile: join(dir, 'ca.key'),
+    /** Server certificate for 127.0.0.1 / localhost and its key (PKCS#8 PEM, unencrypted). */
     serverCertFile: join(dir, 'server.pem'),
     serverKeyFile: join(dir, 'server.key'),
+    /** Server key and certificate in one PEM file (Kafka's PEM keystore). */
     serverBundleFile: join(dir, 'server-bundle.pem'),
+    /** A client certificate signed by the CA (mutual TLS). */
     clientCertFile: join(dir, 'client.pem'),
     clientKeyFile: join(dir, 'client.key'),
   };

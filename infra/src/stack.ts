@@ -7,7 +7,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, httpOk, spawnLogged, waitFor, type LoggedProcess } from './exec';
+import { freePort, httpOk, spawnLogged, untilReady, type LoggedProcess } from './exec';
 import { REPO_ROOT } from './paths';
 import type { SecureDeployment } from './secure';
 
@@ -70,7 +70,6 @@ export function secureServiceEnv(d: SecureDeployment, name: string): Record<stri
 interface RunningService {
   readonly spec: ServiceSpec;
   proc: LoggedProcess;
-  exitCode: () => number | null;
   port: number;
 }
 
@@ -172,12 +171,7 @@ export class Stack {
   }
 
   private async waitHealthy(r: RunningService, say = true): Promise<void> {
-    const healthy = (): Promise<boolean> => {
-      const code = r.exitCode();
-      if (code !== null) throw new Error(`${r.spec.name} exited with ${code}; see ${r.proc.logFile}`);
-      return httpOk(`http://127.0.0.1:${r.port}/healthz`);
-    };
-    const ms = await waitFor(r.spec.name, healthy, 60_000);
+    const ms = await untilReady(r.proc, r.spec.name, () => httpOk(`http://127.0.0.1:${r.port}/healthz`), 60_000, false);
     if (say) this.o.log(`${r.spec.name.padEnd(18)} healthy  http://127.0.0.1:${r.port}/metrics  (${ms} ms)  log ${r.proc.logFile}`);
   }
 
@@ -194,8 +188,8 @@ export class Stack {
       ...spec.env,
     };
     const logFile = join(this.o.logDir, `${spec.name}.log`);
-    const { child, proc } = spawnLogged(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', join(REPO_ROOT, spec.entry)], { env, logFile, stdio: 'log', group: false });
-    return { spec, proc, exitCode: () => child.exitCode, port };
+    const { proc } = spawnLogged(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', join(REPO_ROOT, spec.entry)], { env, logFile, stdio: 'log', group: false });
+    return { spec, proc, port };
   }
 }
 

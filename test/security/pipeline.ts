@@ -2,7 +2,7 @@
 // worker publishes, the parameter set and settings the services run with, a service started in
 // process with its log lines kept, an operator's observe query and the replay tool.
 import { writeFileSync } from 'node:fs';
-import { COMMANDS, run, type CliIo } from '@vantage/cli';
+import { run, type CliIo } from '@vantage/cli';
 import { decisionConfigSchema, startDecision } from '@vantage/decision';
 import { fleetConfigSchema, startFleet } from '@vantage/fleet';
 import { GatewayClient } from '@vantage/gateway-client';
@@ -171,6 +171,6 @@ export async function replayTopic(brokers: string, topic: string): Promise<{ cod
   let out = '';
   let err = '';
   const io: CliIo = { stdout: (t) => void (out += t), stderr: (t) => void (err += t), readStdin: () => Promise.resolve(new Uint8Array()), readFile: () => Promise.reject(new Error('no files')) };
-  const code = await run(['replay', '--brokers', brokers, '--topic', topic, '--from-beginning'], io, COMMANDS);
+  const code = await run(['replay', '--brokers', brokers, '--topic', topic, '--from-beginning'], io);
   return { code, out, err };
 }

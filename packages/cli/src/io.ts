@@ -3,6 +3,7 @@
  * globals so tests drive the CLI in-process and capture everything it prints.
  */
 import { readFile } from 'node:fs/promises';
+import { buffer } from 'node:stream/consumers';
 
 export interface CliIo {
   stdout(text: string): void;
@@ -17,11 +18,7 @@ export function processIo(): CliIo {
   return {
     stdout: (t) => void process.stdout.write(t),
     stderr: (t) => void process.stderr.write(t),
-    readStdin: async () => {
-      const chunks: Buffer[] = [];
-      for await (const c of process.stdin) chunks.push(typeof c === 'string' ? Buffer.from(c) : (c as Buffer));
-      return new Uint8Array(Buffer.concat(chunks));
-    },
+    readStdin: async () => new Uint8Array(await buffer(process.stdin)),
     readFile: async (p) => new Uint8Array(await readFile(p)),
   };
 }

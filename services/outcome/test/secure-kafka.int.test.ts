@@ -3,7 +3,7 @@
 // users in the broker's JAAS configuration). One broker for the whole file.
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { COMMANDS, run, type CliIo } from '@vantage/cli';
+import { run, type CliIo } from '@vantage/cli';
 import { randomSecret, type KafkaSecurity } from '@vantage/infra';
 import { connectKafka, createLogger, VantageError, type KafkaSettings } from '@vantage/runtime';
 import { eventually, natsUrl, ownKafka, secretFile, testTlsMaterial, uniqueName } from '@vantage/testkit';
@@ -115,7 +115,7 @@ describe('Kafka SASL_SSL', () => {
           VANTAGE_KAFKA_RETRIES: '1',
         });
         try {
-          const code = await run(['replay', '--brokers', kafka.brokers, '--topic', n.topics.outcomes, '--from-beginning', '--format', 'jsonl'], io, COMMANDS);
+          const code = await run(['replay', '--brokers', kafka.brokers, '--topic', n.topics.outcomes, '--from-beginning', '--format', 'jsonl'], io);
           return { code, out, err };
         } finally {
           for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];

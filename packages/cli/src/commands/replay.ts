@@ -10,7 +10,8 @@
  * original bytes in base64.
  */
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { once } from 'node:events';
+import { createWriteStream } from 'node:fs';
 import kafkajs from 'kafkajs';
 import type { Consumer, EachBatchPayload } from 'kafkajs';
 import {
@@ -120,26 +121,15 @@ function parseInstant(name: string, v: string | boolean | undefined): number | u
 }
 
 /** Writes with backpressure: a slow disk pauses the reader instead of growing memory. */
-class Sink {
-  private readonly stream: WriteStream | null;
-  constructor(
-    private readonly io: CliIo,
-    path: string,
-  ) {
-    this.stream = path === '-' ? null : createWriteStream(path);
-  }
-  async write(text: string): Promise<void> {
-    if (this.stream === null) {
-      this.io.stdout(text);
-      return;
-    }
-    if (!this.stream.write(text)) await new Promise<void>((r) => this.stream?.once('drain', r));
-  }
-  async close(): Promise<void> {
-    const s = this.stream;
-    if (s === null) return;
-    await new Promise<void>((resolve, reject) => s.end((err?: Error | null) => (err ? reject(err) : resolve())));
-  }
+function sink(io: CliIo, path: string) {
+  const stream = path === '-' ? null : createWriteStream(path);
+  return {
+    write: async (text: string): Promise<void> => {
+      if (stream === null) io.stdout(text);
+      else if (!stream.write(text)) await once(stream, 'drain');
+    },
+    close: (): Promise<void> => new Promise((resolve, reject) => (stream === null ? resolve() : stream.end((err?: Error | null) => (err ? reject(err) : resolve())))),
+  };
 }
 
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
@@ -167,7 +157,7 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const kafka = new Kafka({ ...clientConfig, logLevel: logLevel.NOTHING });
   const admin = kafka.admin();
   let consumer: Consumer | undefined;
-  const sink = new Sink(io, out);
+  const output = sink(io, out);
   const t0 = Date.now();
   try {
     await admin.connect();
@@ -238,13 +228,13 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
             }
             const d = decodeRecord(kind, m as unknown as Parameters<typeof decodeRecord>[1], batch.partition);
             byKind[d.kind] = (byKind[d.kind] ?? 0) + 1;
-            if (format === 'jsonl') await sink.write(`${JSON.stringify(d.row)}\n`);
+            if (format === 'jsonl') await output.write(`${JSON.stringify(d.row)}\n`);
             else if (d.kind !== 'undecodable') {
               if (csvKind === undefined) {
                 csvKind = d.kind;
-                await sink.write(`${csvHeader(COLUMNS[csvKind])}\n`);
+                await output.write(`${csvHeader(COLUMNS[csvKind])}\n`);
               }
-              if (d.kind === csvKind) await sink.write(`${toCsvLine(d.row, COLUMNS[csvKind])}\n`);
+              if (d.kind === csvKind) await output.write(`${toCsvLine(d.row, COLUMNS[csvKind])}\n`);
               else skipped++;
             } else skipped++;
             records++;
@@ -254,7 +244,7 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
       await finished;
       clearInterval(timer);
     }
-    if (format === 'csv' && csvKind === undefined) await sink.write(`${csvHeader(COLUMNS[kind === 'auto' ? 'outcome' : kind])}\n`);
+    if (format === 'csv' && csvKind === undefined) await output.write(`${csvHeader(COLUMNS[kind === 'auto' ? 'outcome' : kind])}\n`);
     progress(true);
     const secs = (Date.now() - t0) / 1000;
     io.stderr(
@@ -272,6 +262,6 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   } finally {
     await consumer?.disconnect().catch(() => {});
     await admin.disconnect().catch(() => {});
-    await sink.close().catch(() => {});
+    await output.close().catch(() => {});
   }
 }

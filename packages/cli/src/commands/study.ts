@@ -75,8 +75,7 @@ Exit codes: 0 written, 64 bad arguments, 1 the study failed or an output was not
 const int = (name: string, v: string | boolean | undefined, fallback: number, min: number): number => numOpt(name, v, fallback, { integer: true, min });
 
 function spec<T>(name: string, v: string | boolean | undefined, fallback: T, parse: (s: string) => T): T {
-  if (v === undefined) return fallback;
-  if (typeof v !== 'string') throw new UsageError(`--${name} needs a value`);
+  if (typeof v !== 'string') return fallback;
   try {
     return parse(v);
   } catch (e) {
@@ -101,9 +100,10 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
     throw new UsageError(`--out ${out}: ${e instanceof Error ? e.message : String(e)}`);
   }
   if (values['load'] === true && values['limitation'] === true) throw new UsageError('--load and --limitation are separate studies: give one');
+  const seed = int('seed', values['seed'], 1, 0);
+  const destinationLimit = int('destination-limit', values['destination-limit'], 8, 1);
   if (values['limitation'] === true) {
-    const seed = int('seed', values['seed'], 1, 0);
-    const { fit } = calibrateAndFit({ preset, destinationLimit: int('destination-limit', values['destination-limit'], 8, 1), onProgress: progress });
+    const { fit } = calibrateAndFit({ preset, destinationLimit, onProgress: progress });
     const lim = runLimitationStudy({ fleet: DEFAULT_FLEET, fit, seed, onProgress: progress });
     await writeOutput(join(out, 'limitation.html'), lim.html);
     await writeOutput(join(out, 'limitation-decoding.svg'), `${lim.svgs.decoding}\n`);
@@ -114,13 +114,13 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
     return EXIT.OK;
   }
   if (values['load'] === true) {
-    const { fit } = calibrateAndFit({ preset, destinationLimit: int('destination-limit', values['destination-limit'], 8, 1), onProgress: progress });
+    const { fit } = calibrateAndFit({ preset, destinationLimit, onProgress: progress });
     const load = runLoadStudy({
       fleet: DEFAULT_FLEET,
       fit,
       attempts: int('attempts', values['attempts'], 2, 1),
       sessions: int('sessions', values['sessions'], 10, 1),
-      seed: int('seed', values['seed'], 1, 0),
+      seed,
       bootstrap: int('bootstrap', values['bootstrap'], 500, 1),
       maxContextTokens: int('max-context', values['max-context'], 32_768, 1),
       onProgress: progress,
@@ -148,8 +148,8 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
     sessions: int('sessions', values['sessions'], 40, 1),
     proposal: spec('proposal', values['proposal'], parseProposalSpec('fraction:0.2:7'), parseProposalSpec),
     background: spec('background', values['background'], DEFAULT_BACKGROUND_TRAFFIC, parseBackgroundSpec),
-    destinationLimit: int('destination-limit', values['destination-limit'], 8, 1),
-    scheduleSeed: int('seed', values['seed'], 1, 0),
+    destinationLimit,
+    scheduleSeed: seed,
     bootstrap: int('bootstrap', values['bootstrap'], 1000, 1),
     maxContextTokens: int('max-context', values['max-context'], 32_768, 1),
     onProgress: progress,
