@@ -158,7 +158,10 @@ describe('agentic session generator', () => {
         const shared = prev.promptTokens.length + prev.outputTokens.length;
         expect([...cur.promptTokens.subarray(0, prev.promptTokens.length)]).toEqual([...prev.promptTokens]);
         expect([...cur.promptTokens.subarray(prev.promptTokens.length, shared)]).toEqual([...prev.outputTokens]);
-        expect(cur.promptTokens.length - shared).toBeGreaterThan(0); // the tool result
+        // The tool result: one draw of toolResultTokens, within its bounds (1..3000).
+        const toolResult = cur.promptTokens.length - shared;
+        expect(toolResult).toBeGreaterThanOrEqual(1);
+        expect(toolResult).toBeLessThanOrEqual(3000);
         expect(cur.thinkTimeMs).toBe(800);
       }
     }
