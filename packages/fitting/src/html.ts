@@ -1,5 +1,5 @@
 /**
- * What the fit report and the evaluation report share: each is one self-contained page, inline CSS
+ * What the HTML reports share: each is one self-contained page, inline CSS
  * and SVG, no scripts, fonts or images from anywhere, so it opens offline and can be archived with
  * what it was computed from.
  */
@@ -38,8 +38,9 @@ export function padded(lo: number, hi: number, pad: number): [number, number] {
   return [lo - p, hi + p];
 }
 
+/** An SVG element; the font attributes serve it as a file of its own (the page's style overrides them). */
 export function svg(w: number, h: number, title: string, body: string): string {
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" role="img" aria-label="${escapeHtml(title)}">${body}</svg>`;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" font-family="sans-serif" font-size="11" role="img" aria-label="${escapeHtml(title)}">${body}</svg>`;
 }
 
 /** Tick marks and their labels below a horizontal axis at height y. */

@@ -1,5 +1,5 @@
 /** A sweep's self-contained HTML report (inline SVG plots; no scripts, no external resources). */
-import { escapeHtml as esc, fmt, page, table } from '@vantage/fitting';
+import { escapeHtml as esc, fmt, page, svg, table, ticks } from '@vantage/fitting';
 import type { Distribution, ReplayMetrics } from './metrics';
 import { knobsKey, type SweepReport } from './sweep';
 
@@ -13,16 +13,6 @@ interface Series {
   readonly line?: boolean;
   /** Optional interval per point (same order as `points`), drawn as a vertical bar; null: none. */
   readonly errors?: readonly (readonly [number, number] | null)[];
-}
-
-function niceTicks(lo: number, hi: number, n = 5): number[] {
-  if (!(hi > lo)) return [lo];
-  const raw = (hi - lo) / n;
-  const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? raw;
-  const out: number[] = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9; v += step) out.push(Number(v.toPrecision(12)));
-  return out;
 }
 
 /** Scatter/line chart. `xTicks` replaces numeric x ticks by labelled positions. */
@@ -55,12 +45,11 @@ export function lineChartSvg(opts: {
   const sx = (x: number): number => m.l + ((x - x0) / (x1 - x0)) * (W - m.l - m.r);
   const sy = (y: number): number => H - m.b - ((y - y0) / (y1 - y0)) * (H - m.t - m.b);
   const parts: string[] = [];
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`);
   parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" font-size="13">${esc(opts.title)}</text>`);
-  for (const t of niceTicks(y0, y1)) {
+  for (const t of ticks(y0, y1)) {
     parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${sy(t)}" y2="${sy(t)}" stroke="#ddd"/><text x="${m.l - 4}" y="${sy(t) + 4}" text-anchor="end">${t}</text>`);
   }
-  const xt = opts.xTicks ?? niceTicks(x0, x1, 8).map((x) => ({ x, label: String(x) }));
+  const xt = opts.xTicks ?? ticks(x0, x1).map((x) => ({ x, label: String(x) }));
   for (const t of xt) parts.push(`<line x1="${sx(t.x)}" x2="${sx(t.x)}" y1="${H - m.b}" y2="${H - m.b + 4}" stroke="#333"/><text x="${sx(t.x)}" y="${H - m.b + 16}" text-anchor="middle">${esc(t.label)}</text>`);
   parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}" stroke="#333"/><line x1="${m.l}" x2="${m.l}" y1="${m.t}" y2="${H - m.b}" stroke="#333"/>`);
   if (opts.zeroLine === true) parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${sy(0).toFixed(1)}" y2="${sy(0).toFixed(1)}" stroke="#888" stroke-dasharray="4 3"/>`);
@@ -78,8 +67,7 @@ export function lineChartSvg(opts: {
     for (const p of s.points) parts.push(`<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="3" fill="${c}"><title>${esc(`${s.name}: ${p[0]}, ${fmt(p[1])}`)}</title></circle>`);
     parts.push(`<rect x="${m.l + 8}" y="${m.t + 4 + i * 14}" width="10" height="10" fill="${c}"/><text x="${m.l + 22}" y="${m.t + 13 + i * 14}">${esc(s.name)}</text>`);
   });
-  parts.push('</svg>');
-  return parts.join('');
+  return svg(W, H, opts.title, parts.join(''));
 }
 
 /** Grouped bars: one group per label, one bar per metric. */
@@ -92,9 +80,8 @@ function barChartSvg(opts: { title: string; yLabel: string; groups: readonly { l
   const gw = (W - m.l - m.r) / Math.max(1, opts.groups.length);
   const bw = (gw * 0.8) / Math.max(1, opts.metrics.length);
   const parts: string[] = [];
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`);
   parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" font-size="13">${esc(opts.title)}</text>`);
-  for (const t of niceTicks(0, max)) parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${sy(t)}" y2="${sy(t)}" stroke="#ddd"/><text x="${m.l - 4}" y="${sy(t) + 4}" text-anchor="end">${t}</text>`);
+  for (const t of ticks(0, max)) parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${sy(t)}" y2="${sy(t)}" stroke="#ddd"/><text x="${m.l - 4}" y="${sy(t) + 4}" text-anchor="end">${t}</text>`);
   opts.groups.forEach((g, gi) => {
     g.values.forEach((v, mi) => {
       const x = m.l + gi * gw + gw * 0.1 + mi * bw;
@@ -109,8 +96,7 @@ function barChartSvg(opts: { title: string; yLabel: string; groups: readonly { l
   });
   parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}" stroke="#333"/>`);
   parts.push(`<text transform="translate(14 ${H / 2}) rotate(-90)" text-anchor="middle">${esc(opts.yLabel)}</text>`);
-  parts.push('</svg>');
-  return parts.join('');
+  return svg(W, H, opts.title, parts.join(''));
 }
 
 const distCells = (d: Distribution): string[] => [d.mean, d.p50, d.p90, d.p99].map((v) => fmt(v));
