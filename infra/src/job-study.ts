@@ -12,7 +12,7 @@ import {
   type StageProposalModel,
   type VariantSummary,
 } from '@vantage/evaluation';
-import { escapeHtml as esc, type FitReport } from '@vantage/fitting';
+import { escapeHtml as esc, page, table, type FitReport } from '@vantage/fitting';
 import { RECORD_VARIANT as CORE_RECORD_VARIANT } from '@vantage/decision-core';
 import { VARIANTS } from '@vantage/rules';
 import { polynomialTiming, scaledTiming } from '@vantage/sim';
@@ -186,44 +186,39 @@ function ruleOf(fit: FitReport, variant: string): string {
 export function comparisonHtml(c: Comparison): string {
   const off = c.offline.chosen.analysis;
   const names = off.variants.map((v) => v.variant);
-  const row = (cells: string[]): string => `<tr>${cells.map((x) => `<td>${x}</td>`).join('')}</tr>`;
+  const ruleVariants = names.filter((v) => v !== 'baseline');
+  const fits = [c.offline.fit.report, c.liveFit];
   const out: string[] = [
-    '<!doctype html><html><head><meta charset="utf-8"><title>vantage main job: offline prediction and live measurement</title>',
-    '<style>body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}</style></head><body>',
     '<h1>Offline prediction and live measurement</h1>',
     `<p>The offline study ran the job's calibration plan, fit and schedule on the simulator with the live fleet's pools at ${c.offline.points.length} competing-traffic level(s) and chose <b>${esc(c.offline.chosen.label)}</b> (${esc(c.offline.why)}); the live calibration, fit and five-variant evaluation then ran at that level (<code>--background ${esc(c.liveBackground)}</code>). Engine-side TTFT is the engines' own measure: offline the discrete-event clock, live the fleet's simulated clock, which leaves routing and dispatch out but follows the wall clock at time scale 4, so a stalled host still lengthens it; wall-clock TTFT is the outcome records' (time scale 4), routing and dispatch included. Variants that never or rarely overrode routed as Stage did, so their differences from Stage show the runs' own variation. Intervals are session-bootstrap (paired by matched session) percentile intervals. Session completion (every turn served) stands in for task success.</p>`,
-    '<h2>Fitted rules</h2><table><tr><th>variant</th><th>offline fit</th><th>live fit</th></tr>',
+    '<h2>Fitted rules</h2>',
+    table(['variant', 'offline fit', 'live fit'], [
+      ...ruleVariants.map((v) => [esc(v), ...fits.map((f) => ruleOf(f, v))]),
+      ['selection chose', ...fits.map((f) => `${esc(f.chosen.thresholdRule.rule)}; ${esc(f.chosen.estimator.rule)}`)],
+    ]),
+    '<h2>Per variant</h2>',
+    table(
+      ['variant', 'offline TTFT mean (sim ms)', 'live engine TTFT mean (sim ms)', 'live wall TTFT mean (ms)', 'offline mean TTFT − Stage', 'live engine mean TTFT − Stage', 'live wall mean TTFT − Stage', 'offline session time − Stage (sim ms)', 'live session time − Stage (wall ms)', 'offline could act / overrode / fell back', 'live could act / overrode / fell back', 'live sessions completed'],
+      names.map((v) => {
+        const [ov, le, lw] = [off, c.liveEngine, c.liveWall].map((a) => a.variants.find((x) => x.variant === v));
+        const across = (as: readonly EvaluationAnalysis[], metric: Difference['metric']): string[] => as.map((a) => interval(diff(a, v, metric)));
+        return [
+          esc(v),
+          ...[ov, le, lw].map((x) => fmt(x?.ttftMs.mean)),
+          ...across([off, c.liveEngine, c.liveWall], 'ttft_mean_ms'),
+          ...across([off, c.liveWall], 'session_completion_mean_ms'),
+          rules(ov),
+          rules(lw),
+          lw === undefined ? '—' : `${lw.sessions.completed}/${lw.sessions.total}`,
+        ];
+      }),
+    ),
+    '<h2>p90 TTFT − Stage</h2>',
+    table(['variant', 'offline (sim ms)', 'live engine (sim ms)', 'live wall (ms)'], ruleVariants.map((v) => [esc(v), ...[off, c.liveEngine, c.liveWall].map((a) => interval(diff(a, v, 'ttft_p90_ms')))])),
+    '<h2>Offline levels tried</h2>',
+    table(['level', 'efficient busy', 'overrides (4 rules)', 'decision balance'], c.offline.points.map((p) => [esc(p.label), `${(100 * p.efficientUtilisation).toFixed(0)} %`, String(p.overrides), String(p.decisionBalance)])),
   ];
-  for (const v of names) if (v !== 'baseline') out.push(row([esc(v), ruleOf(c.offline.fit.report, v), ruleOf(c.liveFit, v)]));
-  out.push(row(['selection chose', `${esc(c.offline.fit.report.chosen.thresholdRule.rule)}; ${esc(c.offline.fit.report.chosen.estimator.rule)}`, `${esc(c.liveFit.chosen.thresholdRule.rule)}; ${esc(c.liveFit.chosen.estimator.rule)}`]));
-  out.push('</table>', '<h2>Per variant</h2><table><tr><th>variant</th><th>offline TTFT mean (sim ms)</th><th>live engine TTFT mean (sim ms)</th><th>live wall TTFT mean (ms)</th><th>offline mean TTFT − Stage</th><th>live engine mean TTFT − Stage</th><th>live wall mean TTFT − Stage</th><th>offline session time − Stage (sim ms)</th><th>live session time − Stage (wall ms)</th><th>offline could act / overrode / fell back</th><th>live could act / overrode / fell back</th><th>live sessions completed</th></tr>');
-  for (const v of names) {
-    const ov = off.variants.find((x) => x.variant === v);
-    const le = c.liveEngine.variants.find((x) => x.variant === v);
-    const lw = c.liveWall.variants.find((x) => x.variant === v);
-    out.push(
-      row([
-        esc(v),
-        fmt(ov?.ttftMs.mean),
-        fmt(le?.ttftMs.mean),
-        fmt(lw?.ttftMs.mean),
-        interval(diff(off, v, 'ttft_mean_ms')),
-        interval(diff(c.liveEngine, v, 'ttft_mean_ms')),
-        interval(diff(c.liveWall, v, 'ttft_mean_ms')),
-        interval(diff(off, v, 'session_completion_mean_ms')),
-        interval(diff(c.liveWall, v, 'session_completion_mean_ms')),
-        rules(ov),
-        rules(lw),
-        lw === undefined ? '—' : `${lw.sessions.completed}/${lw.sessions.total}`,
-      ]),
-    );
-  }
-  out.push('</table>', '<h2>p90 TTFT − Stage</h2><table><tr><th>variant</th><th>offline (sim ms)</th><th>live engine (sim ms)</th><th>live wall (ms)</th></tr>');
-  for (const v of names) if (v !== 'baseline') out.push(row([esc(v), interval(diff(off, v, 'ttft_p90_ms')), interval(diff(c.liveEngine, v, 'ttft_p90_ms')), interval(diff(c.liveWall, v, 'ttft_p90_ms'))]));
-  out.push('</table>', '<h2>Offline levels tried</h2>', '<table><tr><th>level</th><th>efficient busy</th><th>overrides (4 rules)</th><th>decision balance</th></tr>');
-  for (const p of c.offline.points) out.push(row([esc(p.label), `${(100 * p.efficientUtilisation).toFixed(0)} %`, String(p.overrides), String(p.decisionBalance)]));
-  out.push('</table>', '</body></html>');
-  return out.join('\n');
+  return page('vantage main job: offline prediction and live measurement', out.join('\n'));
 }
 
 /** One sentence per rule variant: what the live run measured (engine side), beside the offline prediction. */
