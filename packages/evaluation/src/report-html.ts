@@ -1,5 +1,5 @@
 /** The evaluation report as one self-contained HTML page (see fitting's `html.ts`). */
-import { escapeHtml, fmt, fmtG as fmtDigits, padded as paddedBy, page, svg, table, xTicks } from '@vantage/fitting';
+import { escapeHtml, fmt, fmtG as fmtDigits, lineChartSvg, padded as paddedBy, page, svg, table, xTicks } from '@vantage/fitting';
 import type { Difference, Distribution, EvaluationAnalysis, VariantSummary } from './analysis';
 import { DIFFERENCE_METRICS } from './analysis';
 
@@ -97,36 +97,18 @@ function boxPlot(title: string, unit: string, rows: readonly { name: string; d: 
   });
 }
 
+/** Each series' ECDF as a step line, thinned to at most ~400 steps so the page stays small (`values` sorted). */
 function ecdf(title: string, unit: string, series: readonly { name: string; values: readonly number[]; color: string }[]): string {
-  const W = 520;
-  const H = 320;
-  const M = { l: 48, r: 16, t: 24, b: 40 };
-  const all = series.flatMap((s) => s.values);
-  const [x0, x1] = padded(Math.min(...all, 0), Math.max(...all, 1));
-  const sx = (v: number): number => M.l + ((v - x0) / (x1 - x0)) * (W - M.l - M.r);
-  const sy = (p: number): number => H - M.b - p * (H - M.t - M.b);
-  const parts: string[] = [
-    `<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(title)}</text>`,
-    `<rect x="${M.l}" y="${M.t}" width="${W - M.l - M.r}" height="${H - M.t - M.b}" fill="#fff" stroke="#ccc"/>`,
-  ];
-  for (const p of [0, 0.25, 0.5, 0.75, 0.9, 1]) parts.push(`<line x1="${M.l - 4}" x2="${W - M.r}" y1="${sy(p).toFixed(1)}" y2="${sy(p).toFixed(1)}" stroke="#eee"/><text x="${M.l - 6}" y="${(sy(p) + 3).toFixed(1)}" text-anchor="end">${p}</text>`);
-  parts.push(xAxis(sx, x0, x1, H - M.b));
-  parts.push(`<text x="${(M.l + W - M.r) / 2}" y="${H - 6}" text-anchor="middle">${escapeHtml(unit)}</text>`);
-  for (const s of series) {
-    const n = s.values.length;
-    if (n === 0) continue;
-    // Thin very long series to at most ~400 steps: the page stays small.
+  const steps = (vs: readonly number[]): (readonly [number, number])[] => {
+    const n = vs.length;
+    if (n === 0) return [];
     const stride = Math.max(1, Math.floor(n / 400));
-    const pts: string[] = [`${sx(s.values[0] as number).toFixed(1)},${sy(0).toFixed(1)}`];
-    for (let i = 0; i < n; i += stride) {
-      const x = sx(s.values[i] as number).toFixed(1);
-      pts.push(`${x},${sy(i / n).toFixed(1)}`, `${x},${sy((i + 1) / n).toFixed(1)}`);
-    }
-    pts.push(`${sx(s.values[n - 1] as number).toFixed(1)},${sy(1).toFixed(1)}`);
-    parts.push(`<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${pts.join(' ')}"><title>${escapeHtml(s.name)}</title></polyline>`);
-  }
-  series.forEach((s, i) => parts.push(`<rect x="${M.l + 8}" y="${M.t + 8 + i * 14}" width="10" height="3" fill="${s.color}"/><text x="${M.l + 22}" y="${M.t + 12 + i * 14}">${escapeHtml(s.name)}</text>`));
-  return svg(W, H, title, parts.join(''));
+    const pts: (readonly [number, number])[] = [[vs[0]!, 0]];
+    for (let i = 0; i < n; i += stride) pts.push([vs[i]!, i / n], [vs[i]!, (i + 1) / n]);
+    pts.push([vs[n - 1]!, 1]);
+    return pts;
+  };
+  return lineChartSvg({ title, xLabel: unit, yLabel: 'share of requests', width: 520, height: 320, series: series.map((s) => ({ name: s.name, color: s.color, dots: false, points: steps(s.values) })) });
 }
 
 // ---------------------------------------------------------------------------

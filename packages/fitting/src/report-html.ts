@@ -1,7 +1,7 @@
 /** The fit report as one self-contained HTML page (see `html.ts`). */
 import type { FitReport, ModelReport } from './fit';
 import type { EstimatorFit } from './estimator-fit';
-import { escapeHtml, fmt, fmtG as fmtDigits, padded, page, svg, table as htmlTable, ticks, xTicks } from './html';
+import { escapeHtml, fmt, fmtG as fmtDigits, lineChartSvg, page, table as htmlTable, type Series } from './html';
 import { ESTIMATORS } from './margins';
 import { ROLES } from './rows';
 import { SPLIT_NAMES } from './splits';
@@ -9,70 +9,29 @@ import { SPLIT_NAMES } from './splits';
 const fmtG = (v: number): string => fmtDigits(v, 6);
 const table = (head: readonly string[], rows: readonly (readonly string[])[]): string => htmlTable(head, rows, escapeHtml);
 
-const W = 420;
-const H = 300;
-const M = { l: 56, r: 12, t: 24, b: 40 };
 const COLORS: Record<string, string> = { fitting: '#9aa5b1', uncertainty: '#d9480f', selection: '#1864ab' };
 
-interface Pt {
-  readonly x: number;
-  readonly y: number;
-  readonly color: string;
-}
+const CHART = { width: 420, height: 300 } as const;
 
-function extent(vs: readonly number[]): [number, number] {
-  const f = vs.filter(Number.isFinite);
-  return padded(Math.min(...f), Math.max(...f), 0.05);
-}
-
-/** The plot's box, its own parts, the title and both axis labels. */
-function framed(title: string, xLabel: string, yLabel: string, parts: readonly string[]): string {
-  return svg(W, H, title, [
-    `<rect x="${M.l}" y="${M.t}" width="${W - M.l - M.r}" height="${H - M.t - M.b}" fill="#fff" stroke="#ccc"/>`,
-    ...parts,
-    `<text x="${W / 2}" y="14" text-anchor="middle" class="t">${escapeHtml(title)}</text>`,
-    `<text x="${(M.l + W - M.r) / 2}" y="${H - 6}" text-anchor="middle">${escapeHtml(xLabel)}</text>`,
-    `<text transform="translate(12 ${(M.t + H - M.b) / 2}) rotate(-90)" text-anchor="middle">${escapeHtml(yLabel)}</text>`,
-  ].join(''));
-}
-
-/** Scatter plot; `diagonal` draws y = x, `zero` draws y = 0. */
-function scatter(title: string, xLabel: string, yLabel: string, pts: readonly Pt[], opts: { diagonal?: boolean; zero?: boolean } = {}): string {
-  let [x0, x1] = extent(pts.map((p) => p.x));
-  let [y0, y1] = extent(pts.map((p) => p.y));
-  if (opts.diagonal) {
-    x0 = y0 = Math.min(x0, y0);
-    x1 = y1 = Math.max(x1, y1);
-  }
-  const sx = (v: number): number => M.l + ((v - x0) / (x1 - x0)) * (W - M.l - M.r);
-  const sy = (v: number): number => H - M.b - ((v - y0) / (y1 - y0)) * (H - M.t - M.b);
-  const parts: string[] = [xTicks(sx, x0, x1, H - M.b, fmtG)];
-  for (const t of ticks(y0, y1)) parts.push(`<line x1="${M.l - 4}" x2="${M.l}" y1="${sy(t).toFixed(1)}" y2="${sy(t).toFixed(1)}" stroke="#666"/><text x="${M.l - 6}" y="${(sy(t) + 3).toFixed(1)}" text-anchor="end">${fmtG(t)}</text>`);
-  if (opts.diagonal) parts.push(`<line x1="${sx(x0)}" y1="${sy(x0)}" x2="${sx(x1)}" y2="${sy(x1)}" stroke="#888" stroke-dasharray="4 3"/>`);
-  if (opts.zero && y0 < 0 && y1 > 0) parts.push(`<line x1="${M.l}" x2="${W - M.r}" y1="${sy(0).toFixed(1)}" y2="${sy(0).toFixed(1)}" stroke="#888" stroke-dasharray="4 3"/>`);
-  for (const p of pts) {
-    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) continue;
-    parts.push(`<circle cx="${sx(p.x).toFixed(1)}" cy="${sy(p.y).toFixed(1)}" r="2.2" fill="${p.color}" fill-opacity="0.7"/>`);
-  }
-  return framed(title, xLabel, yLabel, parts);
+/** One series of dots per split, in the legend's colours. */
+function bySplit<T extends { readonly split: string }>(rows: readonly T[], xy: (r: T) => readonly [number, number]): Series[] {
+  return Object.entries(COLORS).map(([name, color]) => ({ name, color, line: false, points: rows.filter((r) => r.split === name).map(xy) }));
 }
 
 /** CV curve: lambdas on an evenly spaced categorical axis (lambda 0 cannot sit on a log axis). */
 function cvPlot(title: string, fit: EstimatorFit): string {
-  const pts = fit.cvCurve.map((c, i) => ({ i, lambda: c.lambda, mse: c.mse }));
-  const ok = pts.filter((p) => p.mse !== null) as { i: number; lambda: number; mse: number }[];
-  const [y0, y1] = extent(ok.map((p) => p.mse));
-  const n = Math.max(1, pts.length - 1);
-  const sx = (i: number): number => M.l + (i / n) * (W - M.l - M.r);
-  const sy = (v: number): number => H - M.b - ((v - y0) / (y1 - y0)) * (H - M.t - M.b);
-  const parts: string[] = pts.map((p) => `<text x="${sx(p.i).toFixed(1)}" y="${H - M.b + 15}" text-anchor="middle">${fmtG(p.lambda)}</text>`);
-  for (const t of ticks(y0, y1)) parts.push(`<text x="${M.l - 6}" y="${(sy(t) + 3).toFixed(1)}" text-anchor="end">${fmtG(t)}</text>`);
-  if (ok.length > 0) parts.push(`<polyline fill="none" stroke="#1864ab" stroke-width="1.5" points="${ok.map((p) => `${sx(p.i).toFixed(1)},${sy(p.mse).toFixed(1)}`).join(' ')}"/>`);
-  for (const p of ok) {
-    const chosen = p.lambda === fit.lambda;
-    parts.push(`<circle cx="${sx(p.i).toFixed(1)}" cy="${sy(p.mse).toFixed(1)}" r="${chosen ? 5 : 3}" fill="${chosen ? '#d9480f' : '#1864ab'}"/>`);
-  }
-  return framed(title, 'lambda (chosen in orange)', 'CV mean squared error (ms²)', parts);
+  const at = (keep: (lambda: number) => boolean): (readonly [number, number])[] => fit.cvCurve.map((c, i) => [i, c.mse !== null && keep(c.lambda) ? c.mse : NaN] as const);
+  return lineChartSvg({
+    ...CHART,
+    title,
+    xLabel: 'lambda',
+    yLabel: 'CV mean squared error (ms²)',
+    xTicks: fit.cvCurve.map((c, i) => ({ x: i, label: fmtG(c.lambda) })),
+    series: [
+      { name: 'CV error', color: '#1864ab', points: at(() => true) },
+      { name: 'chosen lambda', color: '#d9480f', line: false, points: at((l) => l === fit.lambda) },
+    ],
+  });
 }
 
 function modelSection(m: ModelReport): string {
@@ -107,9 +66,9 @@ function modelSection(m: ModelReport): string {
   out.push('<div class="plots">');
   for (const e of ESTIMATORS) {
     const f = m.estimators[e];
-    const pts = (g: (r: EstimatorFit['residuals'][number]) => Pt): Pt[] => f.residuals.map(g);
-    out.push(scatter(`${m.role} ${e}: residual vs predicted`, 'predicted TTFT (ms)', 'measured − predicted (ms)', pts((r) => ({ x: r.predictedMs, y: r.measuredMs - r.predictedMs, color: COLORS[r.split] ?? '#000' })), { zero: true }));
-    out.push(scatter(`${m.role} ${e}: measured vs predicted`, 'predicted TTFT (ms)', 'measured TTFT (ms)', pts((r) => ({ x: r.predictedMs, y: r.measuredMs, color: COLORS[r.split] ?? '#000' })), { diagonal: true }));
+    const chart = { ...CHART, xLabel: 'predicted TTFT (ms)' };
+    out.push(lineChartSvg({ ...chart, title: `${m.role} ${e}: residual vs predicted`, yLabel: 'measured − predicted (ms)', series: bySplit(f.residuals, (r) => [r.predictedMs, r.measuredMs - r.predictedMs]), zeroLine: true }));
+    out.push(lineChartSvg({ ...chart, title: `${m.role} ${e}: measured vs predicted`, yLabel: 'measured TTFT (ms)', series: bySplit(f.residuals, (r) => [r.predictedMs, r.measuredMs]), diagonal: true }));
     out.push(cvPlot(`${m.role} ${e}: grouped CV (${f.cvFolds} folds)`, f));
   }
   out.push('</div>');
@@ -185,7 +144,8 @@ export function renderFitReportHtml(report: FitReport): string {
   out.push('<div class="plots">');
   for (const e of ESTIMATORS) {
     const m = report.margins[e];
-    out.push(scatter(`${e}: predicted vs measured advantage`, 'predicted T_eff − T_cap (ms)', 'measured TTFT_eff − TTFT_cap (ms)', m.pairErrors.map((p) => ({ x: p.predictedAdvantageMs, y: p.measuredAdvantageMs, color: COLORS['uncertainty'] as string })), { diagonal: true }));
+    const points = m.pairErrors.map((p) => [p.predictedAdvantageMs, p.measuredAdvantageMs] as const);
+    out.push(lineChartSvg({ ...CHART, title: `${e}: predicted vs measured advantage`, xLabel: 'predicted T_eff − T_cap (ms)', yLabel: 'measured TTFT_eff − TTFT_cap (ms)', series: [{ name: 'uncertainty', color: COLORS['uncertainty'] as string, line: false, points }], diagonal: true }));
   }
   out.push('</div>');
   out.push(table(['condition', ...ESTIMATORS.map((e) => `${e} max |error| (ms)`)], (() => {

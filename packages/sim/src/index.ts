@@ -16,4 +16,4 @@ export { runReplay, prepareTrace, registerEngines, stderrProgress, DEFAULT_KV_RO
 export { GaussianProcess, cholesky, expectedImprovement, normalCdf } from './gp';
 export type { RouterKnobs, KnobGrid, SweepReport } from './sweep';
 export { SEED001_GRID, knobsToUnit, unitToKnobs, knobsKey, gridPoints, gridSearch, smartSearch, runSweep } from './sweep';
-export { renderSweepReportHtml, sweepReportJson, lineChartSvg } from './report';
+export { renderSweepReportHtml, sweepReportJson } from './report';

@@ -13,8 +13,7 @@ import {
   type EvaluationAnalysis,
   type StageProposalModel,
 } from '@vantage/evaluation';
-import { escapeHtml, fmtG, mean, page, table } from '@vantage/fitting';
-import { lineChartSvg } from '@vantage/sim';
+import { escapeHtml, fmtG, lineChartSvg, mean, page, table } from '@vantage/fitting';
 import { runEvaluationOffline } from './evaluate';
 import type { FleetSpec } from './fleet';
 import { recordVariantParams, type StudyResult } from './study';
