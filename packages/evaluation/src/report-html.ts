@@ -200,13 +200,7 @@ function backgroundTable(a: EvaluationAnalysis): string {
     ];
   });
   const diffs = a.differences.filter((d) => d.metric.startsWith('background_'));
-  const dhead = ['metric', 'variant', 'variant value', 'baseline value', 'difference', 'interval', 'method', 'units'];
-  const drows = diffs.map((d) => [
-    escapeHtml(d.label), escapeHtml(d.variant), fmt(d.variantValue), fmt(d.baselineValue), fmt(d.estimate),
-    d.lo === null || d.hi === null ? 'n/a' : `[${fmt(d.lo)}, ${fmt(d.hi)}] (${Math.round(d.confidence * 100)} %)`,
-    d.method, `${d.units.variant} / ${d.units.baseline}`,
-  ]);
-  return `${table(head, rows)}${diffs.length === 0 ? '<p>No competing-traffic differences (no timed background requests in the baseline or the variants).</p>' : table(dhead, drows)}`;
+  return `${table(head, rows)}${diffs.length === 0 ? '<p>No competing-traffic differences (no timed background requests in the baseline or the variants).</p>' : differenceTable(diffs)}`;
 }
 
 function ruleTable(vs: readonly VariantSummary[]): string {
