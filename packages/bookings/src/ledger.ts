@@ -162,12 +162,6 @@ export class BookingLedger {
   readonly #counters = newCounters();
   #clock = Number.NEGATIVE_INFINITY;
   /**
-   * The int32 view of the last chain queried: `prepareChain` converts it once; a caller asking
-   * `newBlocksOfChain` rank by rank without preparing passes the same chain for every rank.
-   */
-  #chain: BigUint64Array | null = null;
-  #chainHalves: Int32Array = new Int32Array(0);
-  /**
    * Ledger-wide sequence hash → number of ranks holding it (a rank counts once however many of its
    * bookings hold the block). With `#roots`, lets `prepareChain` find every rank's active prefix of
    * a chain without probing every rank's own table at every bisection step.
@@ -270,10 +264,6 @@ export class BookingLedger {
     this.#counters.droppedByWorkerRemoval += dropped;
     if (entry.capacity !== null) this.#counters.workersRemoved++;
     return dropped;
-  }
-
-  worker(workerId: WorkerId): WorkerCapacity | undefined {
-    return this.#workers.get(workerId)?.capacity ?? undefined;
   }
 
   // -------------------------------------------------------------------------
@@ -504,20 +494,15 @@ export class BookingLedger {
     return out;
   }
 
-  /** `newBlocksOfChain` for a rank given by its `RankRef`: the same value, without looking the rank up. */
+  /**
+   * `newBlocks` for a request given as a sequence-hash chain (seq[i] covers the whole prefix up to
+   * block i), on a rank given by its `RankRef`. A chain not prepared (`prepareChain`) since the
+   * ledger last changed is prepared first, so asking rank after rank costs one preparation.
+   */
   newBlocksOfRef(ref: RankRef, chain: BigUint64Array): number {
     const rank = this.#resolved(ref).rank;
-    if (chain === this.#prepared) return this.#preparedNew(rank, chain.length);
-    if (rank === undefined || rank.size === 0) return chain.length;
-    return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
-  }
-
-  #halvesOf(chain: BigUint64Array): Int32Array {
-    if (chain !== this.#chain || this.#chainHalves.length !== chain.length * 2) {
-      this.#chain = chain;
-      this.#chainHalves = halves(chain);
-    }
-    return this.#chainHalves;
+    if (chain !== this.#prepared) this.prepareChain(chain);
+    return this.#preparedNew(rank, chain.length);
   }
 
   /** Every (worker, dp rank) the ledger knows: each registered rank and each rank holding bookings. */
@@ -553,21 +538,7 @@ export class BookingLedger {
   }
 
   /**
-   * `newBlocks` for a request given as a sequence-hash chain (seq[i] covers the whole prefix up
-   * to block i), in O(log n) lookups instead of O(n). Bookings hold whole chains from block 0, so
-   * if seq[j] is active on the rank, every seq[i<j] is too: the active part of a chain is a
-   * prefix, and its end is found by binary search. The observe hot path calls this once per
-   * worker; with 64 workers and 2,048-block prompts the linear form is ~131k bigint lookups.
-   */
-  newBlocksOfChain(workerId: WorkerId, dpRank: number, chain: BigUint64Array): number {
-    const rank = this.#workers.get(workerId)?.ranks.get(dpRank);
-    if (chain === this.#prepared) return this.#preparedNew(rank, chain.length);
-    if (rank === undefined || rank.size === 0) return chain.length;
-    return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
-  }
-
-  /**
-   * Work out `newBlocksOfChain` for every rank at once, before asking it rank by rank (observe asks
+   * Work out `newBlocksOfRef` for every rank at once, before asking it rank by rank (observe asks
    * for every rank of the pool). The answers for `chain` stay valid until the ledger next changes or
    * `prepareChain` runs again; the caller must not modify `chain` in between.
    *
@@ -585,7 +556,7 @@ export class BookingLedger {
     this.#preparedByBit = false;
     const n = chain.length;
     if (n === 0 || this.#holders.size === 0) return;
-    const hv = this.#halvesOf(chain);
+    const hv = halves(chain);
     const holders = this.#holders;
     const first = holders.find(hv[0]!, hv[1]!);
     const c0 = holders.countAt(first);
@@ -742,24 +713,6 @@ function countDrops(holders: HolderTable, hv: Int32Array, drops: number[], slots
   const cm = holders.countAt(sm);
   countDrops(holders, hv, drops, slots, a, sa, ca, mid, cm);
   countDrops(holders, hv, drops, slots, mid, sm, cm, b, cb);
-}
-
-/**
- * Length of the active prefix of a chain given as int32 halves (`n` hashes): the largest k with
- * chain[0, k) all held. Chains are active as prefixes (see `newBlocksOfChain`), so the end is
- * found by bisection, after one probe of block 0: a rank sharing nothing with the request (most
- * of a pool, usually) costs a single lookup.
- */
-function activeChainPrefix(refs: BlockRefs, hv: Int32Array, n: number): number {
-  if (n === 0 || !refs.has(hv[0]!, hv[1]!)) return 0;
-  let lo = 1; // chain[0, lo) known active
-  let hi = n; // chain[hi, n) known not active
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (refs.has(hv[2 * mid]!, hv[2 * mid + 1]!)) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 function validateBook(input: BookInput): string | undefined {
