@@ -36,8 +36,6 @@ const DEFAULT_TOMBSTONE_CAPACITY = 200_000;
 const U32_MAX = 0xffff_ffff;
 const MAX_REQUEST_ID_LENGTH = 1024;
 
-type TombstoneReason = ReleaseReason | 'unknown' | 'worker_removed';
-
 /** A live booking: its view's facts, the hashes it added (the view counts them) and where it was added. */
 interface BookingRecord extends Omit<BookingView, 'blocks' | 'prefillComplete' | 'prefillCompletedAtMs'> {
   prefillComplete: boolean;
@@ -157,8 +155,8 @@ export class BookingLedger {
   readonly #ttlMs: number;
   readonly #bookings = new Map<string, BookingRecord>();
   readonly #workers = new Map<bigint, WorkerEntry>();
-  readonly #tombstones: RecentIds<TombstoneReason>;
-  readonly #earlyPrefill: RecentIds<true>;
+  readonly #tombstones: RecentIds;
+  readonly #earlyPrefill: RecentIds;
   readonly #counters = newCounters();
   #clock = Number.NEGATIVE_INFINITY;
   /**
@@ -229,16 +227,10 @@ export class BookingLedger {
       this.#counters.invalidWorker++;
       return { kind: 'invalid', reason: why };
     }
-    const frozen = Object.freeze({ ...capacity });
+    const entry = this.#entry(workerId);
     this.#structure++;
-    const entry = this.#workers.get(workerId);
-    if (entry === undefined) {
-      this.#workers.set(workerId, { capacity: frozen, ranks: new Map() });
-      this.#counters.workersAdded++;
-      return { kind: 'added' };
-    }
     const added = entry.capacity === null;
-    entry.capacity = frozen;
+    entry.capacity = Object.freeze({ ...capacity });
     if (added) this.#counters.workersAdded++;
     return { kind: added ? 'added' : 'updated' };
   }
@@ -254,7 +246,7 @@ export class BookingLedger {
     let dropped = 0;
     for (const rank of entry.ranks.values()) {
       for (const b of [...rank.bookings]) {
-        this.#remove(b, now, 'worker_removed');
+        this.#remove(b, now);
         dropped++;
       }
     }
@@ -291,14 +283,9 @@ export class BookingLedger {
       return { kind: 'already_released' };
     }
 
-    let entry = this.#workers.get(input.workerId);
-    if (entry === undefined) {
-      // Competing traffic can name a worker before its registration arrives; its
-      // load is real, so it is tracked with unknown capacity.
-      entry = { capacity: null, ranks: new Map() };
-      this.#workers.set(input.workerId, entry);
-      this.#structure++;
-    }
+    // Competing traffic can name a worker before its registration arrives; its
+    // load is real, so it is tracked with unknown capacity.
+    const entry = this.#entry(input.workerId);
     const cap = entry.capacity;
     if (cap !== null && (input.dpRank < cap.dpStartRank || input.dpRank >= cap.dpStartRank + cap.dpSize)) {
       this.#counters.rankOutOfRange++;
@@ -316,7 +303,7 @@ export class BookingLedger {
     const blockSize = cap?.blockSize ?? this.#blockSize;
     const prefillTokens = input.prefillTokens ?? Math.max(0, input.promptTokens - input.overlapBlocks * blockSize);
     // A first token (or Dynamo's MarkPrefillCompleted) that beat the booking here.
-    const prefillComplete = this.#earlyPrefill.get(input.requestId, now) !== undefined;
+    const prefillComplete = this.#earlyPrefill.has(input.requestId, now);
     if (prefillComplete) this.#earlyPrefill.delete(input.requestId);
 
     const record: BookingRecord = {
@@ -370,7 +357,7 @@ export class BookingLedger {
         return 'released';
       }
       this.#counters.prefillBeforeBook++;
-      this.#counters.tombstonesEvicted += this.#earlyPrefill.add(requestId, true, now);
+      this.#counters.tombstonesEvicted += this.#earlyPrefill.add(requestId, now);
       return 'early';
     }
     if (b.prefillComplete) {
@@ -397,10 +384,10 @@ export class BookingLedger {
         return 'already_released';
       }
       this.#counters.releaseUnknown++;
-      this.#counters.tombstonesEvicted += this.#tombstones.add(requestId, 'unknown', now);
+      this.#counters.tombstonesEvicted += this.#tombstones.add(requestId, now);
       return 'unknown';
     }
-    this.#remove(b, now, reason);
+    this.#remove(b, now);
     this.#counters.released[RELEASE_REASONS.includes(reason) ? reason : 'failed']++;
     return 'released';
   }
@@ -415,7 +402,7 @@ export class BookingLedger {
     let expired = 0;
     for (const b of this.#bookings.values()) {
       if (now - b.bookedAtMs <= this.#ttlMs) break;
-      this.#remove(b, now, 'expired');
+      this.#remove(b, now);
       expired++;
     }
     this.#counters.expiredLeaks += expired;
@@ -613,6 +600,17 @@ export class BookingLedger {
 
   // -------------------------------------------------------------------------
 
+  /** The worker's entry, made with unknown capacity when it has none. */
+  #entry(workerId: WorkerId): WorkerEntry {
+    let entry = this.#workers.get(workerId);
+    if (entry === undefined) {
+      entry = { capacity: null, ranks: new Map() };
+      this.#workers.set(workerId, entry);
+      this.#structure++;
+    }
+    return entry;
+  }
+
   /** A rank state leaves the ledger (it holds no blocks by then): its mask bit is free again. */
   #dropRank(rank: RankState): void {
     if (rank.bit >= 0) {
@@ -645,7 +643,7 @@ export class BookingLedger {
     return next;
   }
 
-  #remove(b: BookingRecord, now: number, reason: TombstoneReason): void {
+  #remove(b: BookingRecord, now: number): void {
     const rank = b.rank;
     this.#bookings.delete(b.requestId);
     rank.bookings.delete(b);
@@ -679,7 +677,7 @@ export class BookingLedger {
     }
     const entry = this.#workers.get(b.workerId);
     rank.lastChangeMs = now;
-    this.#counters.tombstonesEvicted += this.#tombstones.add(b.requestId, reason, now);
+    this.#counters.tombstonesEvicted += this.#tombstones.add(b.requestId, now);
     if (entry !== undefined && rank.requests === 0) {
       // Keep state only for what is registered: ids learned from competing
       // traffic alone must not accumulate once their work is gone.
