@@ -1,7 +1,7 @@
 /** One model pool's observable state (README.md). A single writer feeds it, so an `observe` never sees a half-applied event. */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { PrefixIndex, type ApplyResult, type MatchResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { PrefixIndex, type ApplyResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   SelectionScratch,
   candidateRecord,
@@ -150,16 +150,6 @@ interface RankSlot {
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
-interface ObservePrologue {
-  readonly m: MatchResult;
-  readonly ranks: RankSlot[];
-  readonly matches: (WorkerMatch | null)[];
-  readonly seq: BigUint64Array | null;
-  /** Blocks of the prompt (ceil(tokens / block size)), and how many of them lie beyond the hashed chain. */
-  readonly requestBlocks: number;
-  readonly beyondChain: number;
-}
-
 interface RankScratch {
   readonly obs: Mutable<WorkerObservation>;
   readonly cand: CandidateRecord;
@@ -181,8 +171,6 @@ export class PoolState {
   readonly blockSize: number;
   readonly index: PrefixIndex;
   readonly ledger: BookingLedger;
-  /** Load reports from workers of another pool sharing the namespace-wide subject. */
-  readonly counters = { loadReportsForeign: 0 };
   private readonly opts: PoolOptions;
   /**
    * Every worker known from any source. Observe walks dense per-rank slots rather than looking
@@ -352,14 +340,13 @@ export class PoolState {
   /**
    * A load report. `kv_metrics` is scoped to the namespace, not the component, so several pools
    * may share the subject: only reports from workers this pool already knows (registered, or
-   * seen publishing KV events or booked) are taken; the rest are counted as foreign and ignored.
+   * seen publishing KV events or booked) are taken; the rest are foreign: ignored, and false is returned.
    */
   applyLoad(l: ActiveLoad, nowMs: number, adoptUnknown = false): boolean {
     const known = this.workers.get(l.workerId);
     // adoptUnknown: the report came on a subject scoped to this pool's own endpoint (Dynamo 1.6.1),
     // so it cannot be another pool's; a worker's first report may precede its first KV event.
     if (!adoptUnknown && (known === undefined || (known.lastSeen === null && known.reg === undefined))) {
-      this.counters.loadReportsForeign++;
       return false;
     }
     const r = this.touch(l.workerId, l.dpRank, nowMs)!;
@@ -516,36 +503,6 @@ export class PoolState {
     return this.run(localHashes, promptTokens, nowMs, undefined, true);
   }
 
-  /** What every form of observe starts with: the match, the ranks in order with each one's match, and the prepared chain. */
-  private prologue(localHashes: BigUint64Array, promptTokens: number, sequence: BigUint64Array | undefined, reuse: boolean): ObservePrologue {
-    // A transient answer reads the index's transient match records (overwritten by the next one, as its own are).
-    const m = reuse ? this.index.matchTransient(localHashes) : this.index.match(localHashes);
-    const matched = this.slotsOf(m.workers);
-    const ranks = this.sorted();
-    const n = ranks.length;
-    const matches = nulls(reuse ? this.scratch.matches : undefined, n);
-    for (let i = 0; i < matched.length; i++) matches[matched[i]!.pos] = m.workers[i]!;
-    return { m, ranks, matches, ...this.chain(localHashes, promptTokens, sequence) };
-  }
-
-  /** The prompt's sequence-hash chain, prepared in the ledger (null when nothing is booked), and its block counts. */
-  private chain(localHashes: BigUint64Array, promptTokens: number, sequence?: BigUint64Array): { seq: BigUint64Array | null; requestBlocks: number; beyondChain: number } {
-    // Sequence hashes are only needed to count blocks already active on a worker;
-    // skip hashing when nothing is booked anywhere (then every block is new).
-    let seq: BigUint64Array | null = null;
-    if (this.ledger.size > 0) {
-      if (sequence) seq = sequence;
-      else {
-        if (this.seqScratch.length < localHashes.length) this.seqScratch = new BigUint64Array(Math.max(localHashes.length, 2 * this.seqScratch.length));
-        seq = sequenceHashes(localHashes, this.seqScratch.subarray(0, localHashes.length));
-      }
-      // Every rank's active prefix of the chain in one pass, read back rank by rank below.
-      this.ledger.prepareChain(seq);
-    }
-    const requestBlocks = Math.ceil(promptTokens / this.blockSize);
-    return { seq, requestBlocks, beyondChain: seq ? Math.max(0, requestBlocks - seq.length) : 0 };
-  }
-
   /** A rank's reused answer records (made on its first transient answer). */
   private rankScratch(r: RankSlot): RankScratch {
     if (r.obs !== null && r.cand !== null && r.load !== null) return r as RankScratch;
@@ -585,9 +542,28 @@ export class PoolState {
   }
 
   private run(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sequence: BigUint64Array | undefined, reuse: boolean): PoolObservation {
-    const q = this.prologue(localHashes, promptTokens, sequence, reuse);
-    const { ranks, matches, seq } = q;
+    // A transient answer reads the index's transient match records (overwritten by the next one, as its own are).
+    const m = reuse ? this.index.matchTransient(localHashes) : this.index.match(localHashes);
+    const matched = this.slotsOf(m.workers);
+    const ranks = this.sorted();
     const n = ranks.length;
+    const matches = nulls(reuse ? this.scratch.matches : undefined, n);
+    for (let i = 0; i < matched.length; i++) matches[matched[i]!.pos] = m.workers[i]!;
+    // Sequence hashes are only needed to count blocks already active on a worker;
+    // skip hashing when nothing is booked anywhere (then every block is new).
+    let seq: BigUint64Array | null = null;
+    if (this.ledger.size > 0) {
+      if (sequence) seq = sequence;
+      else {
+        if (this.seqScratch.length < localHashes.length) this.seqScratch = new BigUint64Array(Math.max(localHashes.length, 2 * this.seqScratch.length));
+        seq = sequenceHashes(localHashes, this.seqScratch.subarray(0, localHashes.length));
+      }
+      // Every rank's active prefix of the chain in one pass, read back rank by rank below.
+      this.ledger.prepareChain(seq);
+    }
+    // Blocks of the prompt, and how many of them lie beyond the hashed chain.
+    const requestBlocks = Math.ceil(promptTokens / this.blockSize);
+    const beyondChain = seq ? Math.max(0, requestBlocks - seq.length) : 0;
     // observeTransient writes into the pool's arrays and records; observe into fresh ones. One path fills both.
     const sc = reuse ? this.scratch : null;
     const workers = sized(sc?.workers, n);
@@ -600,7 +576,7 @@ export class PoolState {
       const rs = reuse ? this.rankScratch(r) : newRankScratch(r);
       const load = this.ledger.loadOfRef(r.ref, rs.load);
       const device = match?.deviceBlocks ?? 0;
-      const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + q.beyondChain : q.requestBlocks;
+      const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + beyondChain : requestBlocks;
       const o = rs.obs;
       o.registered = r.capacity !== null;
       o.schedulable = r.schedulable;
@@ -630,7 +606,7 @@ export class PoolState {
     return {
       pool: this.name,
       blockSize: this.blockSize,
-      requestBlocks: q.m.requestBlocks,
+      requestBlocks: m.requestBlocks,
       promptTokens,
       atMs: nowMs,
       workers,
