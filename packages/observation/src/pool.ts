@@ -201,7 +201,7 @@ export class PoolState {
   private readonly scratch: ObserveScratch = { matches: [], workers: [], candidates: [], costs: [], eligibleIdx: [], eligible: [] };
   /**
    * Score records of the last `observeTransient` selection, reused by the next one. `sorted()` lists
-   * ranks in (workerId, dpRank) order, and `choose` keeps that order: said once here.
+   * ranks in (workerId, dpRank) order, and the pick's eligible ranks keep that order: said once here.
    */
   private readonly selectionScratch = new SelectionScratch({ candidatesInOrder: true });
   constructor(opts: PoolOptions) {
@@ -513,34 +513,6 @@ export class PoolState {
     return rs;
   }
 
-  /**
-   * Dynamo's pick among the schedulable ranks (unregistered ones, capacity unknown, stay eligible so
-   * a pool without registrations still gets an answer): the selection, and for each of its scores
-   * the rank's index in `ranks`.
-   */
-  private choose(ranks: readonly RankSlot[], candidates: CandidateInput[], promptTokens: number, reuse: boolean): { selection: SelectionResult; eligibleIdx: number[]; chosenIndex: number } {
-    const n = ranks.length;
-    const sc = reuse ? this.scratch : null;
-    // Written by index and cut to length after (emptying a reused array first would drop its storage).
-    const eligibleIdx = sized(sc?.eligibleIdx, n);
-    const eligible = sized(sc?.eligible, n);
-    let ne = 0;
-    for (let i = 0; i < n; i++) {
-      if (ranks[i]!.schedulable !== false) {
-        eligibleIdx[ne] = i;
-        eligible[ne++] = candidates[i]!;
-      }
-    }
-    eligibleIdx.length = ne;
-    eligible.length = ne;
-    const selection =
-      promptTokens > 0
-        ? selectWorker(this.opts.selection, { isl: promptTokens, blockSize: this.blockSize }, eligible, this.rng, reuse ? this.selectionScratch : undefined)
-        : ({ chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' } as SelectionResult);
-    const chosenIndex = selection.chosen ? eligibleIdx[selection.chosen.index]! : -1;
-    return { selection, eligibleIdx, chosenIndex };
-  }
-
   private run(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sequence: BigUint64Array | undefined, reuse: boolean): PoolObservation {
     // A transient answer reads the index's transient match records (overwritten by the next one, as its own are).
     const m = reuse ? this.index.matchTransient(localHashes) : this.index.match(localHashes);
@@ -593,11 +565,40 @@ export class PoolState {
       o.lastEventMs = match?.lastEventMs ?? null;
       o.lastSeenMs = r.lastSeen;
       workers[i] = o;
-      candidates[i] = fillCandidate(rs.cand, device, match?.hostBlocks ?? 0, match?.diskBlocks ?? 0, match?.treeSize ?? 0, load.trackedPrefillTokens, load.activeBlocks, load.requests, newRequestBlocks);
+      // The rank's candidate for Dynamo's pick: the index's host and disk counts are cumulative (0 without a match).
+      const c = rs.cand;
+      const host = match?.hostBlocks ?? 0;
+      c.overlapBlocks = device;
+      c.hostOverlapBlocks = Math.max(0, host - device);
+      c.diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - host);
+      c.activePrefillTokens = load.trackedPrefillTokens;
+      c.activeDecodeBlocks = load.activeBlocks;
+      c.activeRequests = load.requests;
+      c.newRequestBlocks = newRequestBlocks;
+      c.treeSize = match?.treeSize ?? 0;
+      candidates[i] = c;
       pendingRequests += load.prefillRequests;
       pendingTokens += load.trackedPrefillTokens;
     }
-    const { selection, eligibleIdx, chosenIndex } = this.choose(ranks, candidates, promptTokens, reuse);
+    // Dynamo's pick among the schedulable ranks (unregistered ones, capacity unknown, stay eligible so
+    // a pool without registrations still gets an answer); `eligibleIdx` maps its scores to `ranks`.
+    // Written by index and cut to length after (emptying a reused array first would drop its storage).
+    const eligibleIdx = sized(sc?.eligibleIdx, n);
+    const eligible = sized(sc?.eligible, n);
+    let ne = 0;
+    for (let i = 0; i < n; i++) {
+      if (ranks[i]!.schedulable !== false) {
+        eligibleIdx[ne] = i;
+        eligible[ne++] = candidates[i]!;
+      }
+    }
+    eligibleIdx.length = ne;
+    eligible.length = ne;
+    const selection =
+      promptTokens > 0
+        ? selectWorker(this.opts.selection, { isl: promptTokens, blockSize: this.blockSize }, eligible, this.rng, reuse ? this.selectionScratch : undefined)
+        : ({ chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' } as SelectionResult);
+    const chosenIndex = selection.chosen ? eligibleIdx[selection.chosen.index]! : -1;
     const costs = nulls(sc?.costs, n);
     for (let j = 0; j < selection.scores.length; j++) {
       const score = selection.scores[j]!.score;
@@ -616,29 +617,6 @@ export class PoolState {
       pending: { requests: pendingRequests, tokens: pendingTokens },
     };
   }
-}
-
-/** A rank's candidate for Dynamo's pick; `host` and `disk` are the index's cumulative counts (0 without a match). */
-function fillCandidate(
-  c: CandidateRecord,
-  device: number,
-  host: number,
-  disk: number,
-  treeSize: number,
-  tracked: number,
-  active: number,
-  requests: number,
-  newRequestBlocks: number,
-): CandidateRecord {
-  c.overlapBlocks = device;
-  c.hostOverlapBlocks = Math.max(0, host - device);
-  c.diskOverlapBlocks = Math.max(0, disk - host);
-  c.activePrefillTokens = tracked;
-  c.activeDecodeBlocks = active;
-  c.activeRequests = requests;
-  c.newRequestBlocks = newRequestBlocks;
-  c.treeSize = treeSize;
-  return c;
 }
 
 /** The worker was heard from: its last-seen time, on the worker and each of its rank slots. */
