@@ -7,10 +7,8 @@
  *    endpoint's TTFT as tokens / peakPrefillThroughput (ms), and when
  *    best sticky TTFT − best non-sticky TTFT > maxTTFTPenaltyMs release
  *    stickiness (keep all); else keep only the sticky endpoints.
- *    The estimate's tokens are the endpoint's in-flight uncached tokens plus,
- *    by default, this request's own uncached tokens there (llm-d's later
- *    "committed + projected" form; set includeCurrentRequest=false for the
- *    earlier in-flight-only form).
+ *    The estimate's tokens are the endpoint's in-flight uncached tokens plus
+ *    this request's own uncached tokens there (llm-d's "committed + projected" form).
  * 2. scorer over the kept endpoints, highest wins (ties: seeded uniform pick):
  *    token-load:     1 − min(1, (in_flight_tokens + uncached) / 4,194,304)
  *    active-request: 1 − active / max(active over kept), 1 when all are idle
@@ -30,15 +28,12 @@ export interface LlmdPolicy {
   readonly peakPrefillThroughput?: number;
   /** Default 18,000 ms. 0 disables the load gate (always stay sticky). */
   readonly maxTTFTPenaltyMs?: number;
-  /** Count this request's uncached tokens in the TTFT estimate. Default true. */
-  readonly includeCurrentRequest?: boolean;
 }
 
 const LLMD_DEFAULTS = Object.freeze({
   affinityThreshold: 0.8,
   peakPrefillThroughput: 15_928,
   maxTTFTPenaltyMs: 18_000,
-  includeCurrentRequest: true,
 });
 
 /** The token-load scorer's saturation constant. */
@@ -54,7 +49,6 @@ export function selectLlmd(
   const threshold = policy.affinityThreshold ?? LLMD_DEFAULTS.affinityThreshold;
   const peak = policy.peakPrefillThroughput ?? LLMD_DEFAULTS.peakPrefillThroughput;
   const penalty = policy.maxTTFTPenaltyMs ?? LLMD_DEFAULTS.maxTTFTPenaltyMs;
-  const includeCurrent = policy.includeCurrentRequest ?? LLMD_DEFAULTS.includeCurrentRequest;
   if (!(peak > 0)) throw new RangeError(`peakPrefillThroughput must be positive, got ${peak}`);
   if (candidates.length === 0) return { chosen: null, sense: 'higher-is-better', scores: [], reason: 'no_candidates' };
 
@@ -69,8 +63,8 @@ export function selectLlmd(
     const cached = Math.min(req.isl, Math.max(0, c.overlapBlocks) * req.blockSize);
     cachedFraction[i] = cached / req.isl;
     uncached[i] = req.isl - cached;
-    inFlight[i] = c.inFlightTokens ?? c.activePrefillTokens;
-    ttftMs[i] = ((inFlight[i]! + (includeCurrent ? uncached[i]! : 0)) / peak) * 1000;
+    inFlight[i] = c.activePrefillTokens;
+    ttftMs[i] = ((inFlight[i]! + uncached[i]!) / peak) * 1000;
     sticky[i] = threshold > 0 && cachedFraction[i]! >= threshold;
   }
 

@@ -204,11 +204,10 @@ describe('llm-d token-aware routing', () => {
     expect(r.scores[1]!.score).toBeCloseTo(1 - 1000 / 4_194_304, 15);
   });
 
-  it('the earlier in-flight-only estimate releases at a smaller gap', () => {
-    // Penalty 200 ms. In-flight only: A 1050 ms vs B 0 ms → released; with the current request: 1150 vs 1000 → kept.
+  it('counts the request\'s own uncached tokens in the TTFT estimate', () => {
+    // Penalty 200 ms. With the current request: A 1150 ms vs B 1000 ms → kept (in-flight only, 1050 vs 0, would release).
     const policy = { ...base, maxTTFTPenaltyMs: 200 };
     const cs = [cand(1, { overlapBlocks: 9, activePrefillTokens: 1050 }), cand(2)];
-    expect(selectWorker({ ...policy, includeCurrentRequest: false }, r1000, cs, seededRng(0)).reason).toBe('sticky_released');
     expect(selectWorker(policy, r1000, cs, seededRng(0)).reason).toBe('sticky');
   });
 
