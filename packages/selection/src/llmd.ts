@@ -53,20 +53,22 @@ export function selectLlmd(
   if (candidates.length === 0) return { chosen: null, sense: 'higher-is-better', scores: [], reason: 'no_candidates' };
 
   const n = candidates.length;
-  const cachedFraction = new Array<number>(n);
-  const uncached = new Array<number>(n);
-  const inFlight = new Array<number>(n);
-  const ttftMs = new Array<number>(n);
-  const sticky = new Array<boolean>(n);
-  for (let i = 0; i < n; i++) {
-    const c = candidates[i]!;
+  // Each endpoint's terms, reported with its score (sticky as 0 or 1).
+  const terms = candidates.map((c) => {
     const cached = Math.min(req.isl, Math.max(0, c.overlapBlocks) * req.blockSize);
-    cachedFraction[i] = cached / req.isl;
-    uncached[i] = req.isl - cached;
-    inFlight[i] = c.activePrefillTokens;
-    ttftMs[i] = ((inFlight[i]! + uncached[i]!) / peak) * 1000;
-    sticky[i] = threshold > 0 && cachedFraction[i]! >= threshold;
-  }
+    const cachedFraction = cached / req.isl;
+    const uncachedTokens = req.isl - cached;
+    const inFlightTokens = c.activePrefillTokens;
+    return {
+      cachedFraction,
+      uncachedTokens,
+      inFlightTokens,
+      ttftEstimateMs: ((inFlightTokens + uncachedTokens) / peak) * 1000,
+      sticky: threshold > 0 && cachedFraction >= threshold ? 1 : 0,
+      activeRequests: c.activeRequests,
+    };
+  });
+  const sticky = terms.map((t) => t.sticky === 1);
 
   let eligible = new Array<boolean>(n).fill(true);
   let reason: SelectionReason = 'no_sticky';
@@ -75,8 +77,8 @@ export function selectLlmd(
     let bestSticky = Infinity;
     let bestOther = Infinity;
     for (let i = 0; i < n; i++) {
-      if (sticky[i]) bestSticky = Math.min(bestSticky, ttftMs[i]!);
-      else bestOther = Math.min(bestOther, ttftMs[i]!);
+      if (sticky[i]) bestSticky = Math.min(bestSticky, terms[i]!.ttftEstimateMs);
+      else bestOther = Math.min(bestOther, terms[i]!.ttftEstimateMs);
     }
     if (penalty > 0 && bestSticky - bestOther > penalty) {
       reason = 'sticky_released';
@@ -93,7 +95,7 @@ export function selectLlmd(
   for (let i = 0; i < n; i++) if (eligible[i]) maxActive = Math.max(maxActive, candidates[i]!.activeRequests);
   for (let i = 0; i < n; i++) {
     if (policy.scorer === 'token-load') {
-      score[i] = 1 - Math.min(1, (inFlight[i]! + uncached[i]!) / TOKEN_LOAD_CAPACITY);
+      score[i] = 1 - Math.min(1, (terms[i]!.inFlightTokens + terms[i]!.uncachedTokens) / TOKEN_LOAD_CAPACITY);
     } else {
       score[i] = maxActive === 0 ? 1 : 1 - candidates[i]!.activeRequests / maxActive;
     }
@@ -109,14 +111,7 @@ export function selectLlmd(
     workerId: c.workerId,
     dpRank: c.dpRank,
     score: score[i]!,
-    terms: {
-      cachedFraction: cachedFraction[i]!,
-      uncachedTokens: uncached[i]!,
-      inFlightTokens: inFlight[i]!,
-      ttftEstimateMs: ttftMs[i]!,
-      sticky: sticky[i] ? 1 : 0,
-      activeRequests: c.activeRequests,
-    },
+    terms: terms[i]!,
     eligible: eligible[i]!,
     input: c,
   }));
