@@ -27,22 +27,17 @@ export interface ActiveSequenceInput {
     | { readonly kind: 'mark_prefill_completed' };
 }
 
-type ActiveSequenceOutcome =
-  | { readonly kind: 'add_request'; readonly outcome: BookOutcome }
-  | { readonly kind: 'free'; readonly outcome: ReleaseOutcome }
-  | { readonly kind: 'mark_prefill_completed'; readonly outcome: PrefillOutcome };
-
 /**
  * Apply one of Dynamo's active-sequence events to the ledger. Prefill tokens follow the publishing
  * router's own accounting: its `initial_effective_prefill_tokens` hint, else nothing (it does not
  * track prefill for the request, or sent no figure: booked with 0 rather than an invented one).
- * `Free` cannot say why the stream ended, so it releases as `completed`.
+ * `Free` cannot say why the stream ended, so it releases as `completed`. Returns the ledger's outcome.
  */
-export function applyActiveSequenceEvent(ledger: BookingLedger, ev: ActiveSequenceInput, nowMs: number): ActiveSequenceOutcome {
+export function applyActiveSequenceEvent(ledger: BookingLedger, ev: ActiveSequenceInput, nowMs: number): BookOutcome | ReleaseOutcome | PrefillOutcome {
   const d = ev.data;
   switch (d.kind) {
-    case 'add_request': {
-      const outcome = ledger.book({
+    case 'add_request':
+      return ledger.book({
         requestId: ev.requestId,
         workerId: ev.workerId,
         dpRank: ev.dpRank,
@@ -54,12 +49,10 @@ export function applyActiveSequenceEvent(ledger: BookingLedger, ev: ActiveSequen
         source: 'dynamo_router',
         nowMs,
       });
-      return { kind: 'add_request', outcome };
-    }
     case 'free':
-      return { kind: 'free', outcome: ledger.release(ev.requestId, 'completed', nowMs) };
+      return ledger.release(ev.requestId, 'completed', nowMs);
     case 'mark_prefill_completed':
-      return { kind: 'mark_prefill_completed', outcome: ledger.markPrefillComplete(ev.requestId, nowMs) };
+      return ledger.markPrefillComplete(ev.requestId, nowMs);
   }
 }
 

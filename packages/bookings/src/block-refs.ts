@@ -2,7 +2,7 @@
  * A rank's active-block map: sequence hash (u64) → number of live bookings holding it.
  *
  * Open addressing over one Int32Array instead of `Map<bigint, number>`: reading a hash out of a
- * BigUint64Array as a bigint allocates, and `newBlocksOfChain` runs for every worker of the pool on
+ * BigUint64Array as a bigint allocates, and `prepareChain` probes it for the ranks of the pool on
  * every observe. Here keys are the u64's (lo, hi) halves as int32, read from an Int32Array view of
  * the caller's BigUint64Array, so a lookup allocates nothing. Slots are [keyLo, keyHi, count];
  * count 0 marks an empty slot. Linear probing with backward-shift deletion: no tombstones, so

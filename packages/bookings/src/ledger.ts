@@ -36,8 +36,6 @@ const DEFAULT_TOMBSTONE_CAPACITY = 200_000;
 const U32_MAX = 0xffff_ffff;
 const MAX_REQUEST_ID_LENGTH = 1024;
 
-type TombstoneReason = ReleaseReason | 'unknown' | 'worker_removed';
-
 /** A live booking: its view's facts, the hashes it added (the view counts them) and where it was added. */
 interface BookingRecord extends Omit<BookingView, 'blocks' | 'prefillComplete' | 'prefillCompletedAtMs'> {
   prefillComplete: boolean;
@@ -157,16 +155,10 @@ export class BookingLedger {
   readonly #ttlMs: number;
   readonly #bookings = new Map<string, BookingRecord>();
   readonly #workers = new Map<bigint, WorkerEntry>();
-  readonly #tombstones: RecentIds<TombstoneReason>;
-  readonly #earlyPrefill: RecentIds<true>;
+  readonly #tombstones: RecentIds;
+  readonly #earlyPrefill: RecentIds;
   readonly #counters = newCounters();
   #clock = Number.NEGATIVE_INFINITY;
-  /**
-   * The int32 view of the last chain queried: `prepareChain` converts it once; a caller asking
-   * `newBlocksOfChain` rank by rank without preparing passes the same chain for every rank.
-   */
-  #chain: BigUint64Array | null = null;
-  #chainHalves: Int32Array = new Int32Array(0);
   /**
    * Ledger-wide sequence hash → number of ranks holding it (a rank counts once however many of its
    * bookings hold the block). With `#roots`, lets `prepareChain` find every rank's active prefix of
@@ -235,16 +227,10 @@ export class BookingLedger {
       this.#counters.invalidWorker++;
       return { kind: 'invalid', reason: why };
     }
-    const frozen = Object.freeze({ ...capacity });
+    const entry = this.#entry(workerId);
     this.#structure++;
-    const entry = this.#workers.get(workerId);
-    if (entry === undefined) {
-      this.#workers.set(workerId, { capacity: frozen, ranks: new Map() });
-      this.#counters.workersAdded++;
-      return { kind: 'added' };
-    }
     const added = entry.capacity === null;
-    entry.capacity = frozen;
+    entry.capacity = Object.freeze({ ...capacity });
     if (added) this.#counters.workersAdded++;
     return { kind: added ? 'added' : 'updated' };
   }
@@ -260,7 +246,7 @@ export class BookingLedger {
     let dropped = 0;
     for (const rank of entry.ranks.values()) {
       for (const b of [...rank.bookings]) {
-        this.#remove(b, now, 'worker_removed');
+        this.#remove(b, now);
         dropped++;
       }
     }
@@ -270,10 +256,6 @@ export class BookingLedger {
     this.#counters.droppedByWorkerRemoval += dropped;
     if (entry.capacity !== null) this.#counters.workersRemoved++;
     return dropped;
-  }
-
-  worker(workerId: WorkerId): WorkerCapacity | undefined {
-    return this.#workers.get(workerId)?.capacity ?? undefined;
   }
 
   // -------------------------------------------------------------------------
@@ -301,14 +283,9 @@ export class BookingLedger {
       return { kind: 'already_released' };
     }
 
-    let entry = this.#workers.get(input.workerId);
-    if (entry === undefined) {
-      // Competing traffic can name a worker before its registration arrives; its
-      // load is real, so it is tracked with unknown capacity.
-      entry = { capacity: null, ranks: new Map() };
-      this.#workers.set(input.workerId, entry);
-      this.#structure++;
-    }
+    // Competing traffic can name a worker before its registration arrives; its
+    // load is real, so it is tracked with unknown capacity.
+    const entry = this.#entry(input.workerId);
     const cap = entry.capacity;
     if (cap !== null && (input.dpRank < cap.dpStartRank || input.dpRank >= cap.dpStartRank + cap.dpSize)) {
       this.#counters.rankOutOfRange++;
@@ -326,7 +303,7 @@ export class BookingLedger {
     const blockSize = cap?.blockSize ?? this.#blockSize;
     const prefillTokens = input.prefillTokens ?? Math.max(0, input.promptTokens - input.overlapBlocks * blockSize);
     // A first token (or Dynamo's MarkPrefillCompleted) that beat the booking here.
-    const prefillComplete = this.#earlyPrefill.get(input.requestId, now) !== undefined;
+    const prefillComplete = this.#earlyPrefill.has(input.requestId, now);
     if (prefillComplete) this.#earlyPrefill.delete(input.requestId);
 
     const record: BookingRecord = {
@@ -380,7 +357,7 @@ export class BookingLedger {
         return 'released';
       }
       this.#counters.prefillBeforeBook++;
-      this.#counters.tombstonesEvicted += this.#earlyPrefill.add(requestId, true, now);
+      this.#counters.tombstonesEvicted += this.#earlyPrefill.add(requestId, now);
       return 'early';
     }
     if (b.prefillComplete) {
@@ -407,10 +384,10 @@ export class BookingLedger {
         return 'already_released';
       }
       this.#counters.releaseUnknown++;
-      this.#counters.tombstonesEvicted += this.#tombstones.add(requestId, 'unknown', now);
+      this.#counters.tombstonesEvicted += this.#tombstones.add(requestId, now);
       return 'unknown';
     }
-    this.#remove(b, now, reason);
+    this.#remove(b, now);
     this.#counters.released[RELEASE_REASONS.includes(reason) ? reason : 'failed']++;
     return 'released';
   }
@@ -425,7 +402,7 @@ export class BookingLedger {
     let expired = 0;
     for (const b of this.#bookings.values()) {
       if (now - b.bookedAtMs <= this.#ttlMs) break;
-      this.#remove(b, now, 'expired');
+      this.#remove(b, now);
       expired++;
     }
     this.#counters.expiredLeaks += expired;
@@ -504,20 +481,15 @@ export class BookingLedger {
     return out;
   }
 
-  /** `newBlocksOfChain` for a rank given by its `RankRef`: the same value, without looking the rank up. */
+  /**
+   * `newBlocks` for a request given as a sequence-hash chain (seq[i] covers the whole prefix up to
+   * block i), on a rank given by its `RankRef`. A chain not prepared (`prepareChain`) since the
+   * ledger last changed is prepared first, so asking rank after rank costs one preparation.
+   */
   newBlocksOfRef(ref: RankRef, chain: BigUint64Array): number {
     const rank = this.#resolved(ref).rank;
-    if (chain === this.#prepared) return this.#preparedNew(rank, chain.length);
-    if (rank === undefined || rank.size === 0) return chain.length;
-    return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
-  }
-
-  #halvesOf(chain: BigUint64Array): Int32Array {
-    if (chain !== this.#chain || this.#chainHalves.length !== chain.length * 2) {
-      this.#chain = chain;
-      this.#chainHalves = halves(chain);
-    }
-    return this.#chainHalves;
+    if (chain !== this.#prepared) this.prepareChain(chain);
+    return this.#preparedNew(rank, chain.length);
   }
 
   /** Every (worker, dp rank) the ledger knows: each registered rank and each rank holding bookings. */
@@ -553,21 +525,7 @@ export class BookingLedger {
   }
 
   /**
-   * `newBlocks` for a request given as a sequence-hash chain (seq[i] covers the whole prefix up
-   * to block i), in O(log n) lookups instead of O(n). Bookings hold whole chains from block 0, so
-   * if seq[j] is active on the rank, every seq[i<j] is too: the active part of a chain is a
-   * prefix, and its end is found by binary search. The observe hot path calls this once per
-   * worker; with 64 workers and 2,048-block prompts the linear form is ~131k bigint lookups.
-   */
-  newBlocksOfChain(workerId: WorkerId, dpRank: number, chain: BigUint64Array): number {
-    const rank = this.#workers.get(workerId)?.ranks.get(dpRank);
-    if (chain === this.#prepared) return this.#preparedNew(rank, chain.length);
-    if (rank === undefined || rank.size === 0) return chain.length;
-    return chain.length - activeChainPrefix(rank, this.#halvesOf(chain), chain.length);
-  }
-
-  /**
-   * Work out `newBlocksOfChain` for every rank at once, before asking it rank by rank (observe asks
+   * Work out `newBlocksOfRef` for every rank at once, before asking it rank by rank (observe asks
    * for every rank of the pool). The answers for `chain` stay valid until the ledger next changes or
    * `prepareChain` runs again; the caller must not modify `chain` in between.
    *
@@ -585,7 +543,7 @@ export class BookingLedger {
     this.#preparedByBit = false;
     const n = chain.length;
     if (n === 0 || this.#holders.size === 0) return;
-    const hv = this.#halvesOf(chain);
+    const hv = halves(chain);
     const holders = this.#holders;
     const first = holders.find(hv[0]!, hv[1]!);
     const c0 = holders.countAt(first);
@@ -642,6 +600,17 @@ export class BookingLedger {
 
   // -------------------------------------------------------------------------
 
+  /** The worker's entry, made with unknown capacity when it has none. */
+  #entry(workerId: WorkerId): WorkerEntry {
+    let entry = this.#workers.get(workerId);
+    if (entry === undefined) {
+      entry = { capacity: null, ranks: new Map() };
+      this.#workers.set(workerId, entry);
+      this.#structure++;
+    }
+    return entry;
+  }
+
   /** A rank state leaves the ledger (it holds no blocks by then): its mask bit is free again. */
   #dropRank(rank: RankState): void {
     if (rank.bit >= 0) {
@@ -674,7 +643,7 @@ export class BookingLedger {
     return next;
   }
 
-  #remove(b: BookingRecord, now: number, reason: TombstoneReason): void {
+  #remove(b: BookingRecord, now: number): void {
     const rank = b.rank;
     this.#bookings.delete(b.requestId);
     rank.bookings.delete(b);
@@ -708,7 +677,7 @@ export class BookingLedger {
     }
     const entry = this.#workers.get(b.workerId);
     rank.lastChangeMs = now;
-    this.#counters.tombstonesEvicted += this.#tombstones.add(b.requestId, reason, now);
+    this.#counters.tombstonesEvicted += this.#tombstones.add(b.requestId, now);
     if (entry !== undefined && rank.requests === 0) {
       // Keep state only for what is registered: ids learned from competing
       // traffic alone must not accumulate once their work is gone.
@@ -742,24 +711,6 @@ function countDrops(holders: HolderTable, hv: Int32Array, drops: number[], slots
   const cm = holders.countAt(sm);
   countDrops(holders, hv, drops, slots, a, sa, ca, mid, cm);
   countDrops(holders, hv, drops, slots, mid, sm, cm, b, cb);
-}
-
-/**
- * Length of the active prefix of a chain given as int32 halves (`n` hashes): the largest k with
- * chain[0, k) all held. Chains are active as prefixes (see `newBlocksOfChain`), so the end is
- * found by bisection, after one probe of block 0: a rank sharing nothing with the request (most
- * of a pool, usually) costs a single lookup.
- */
-function activeChainPrefix(refs: BlockRefs, hv: Int32Array, n: number): number {
-  if (n === 0 || !refs.has(hv[0]!, hv[1]!)) return 0;
-  let lo = 1; // chain[0, lo) known active
-  let hi = n; // chain[hi, n) known not active
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (refs.has(hv[2 * mid]!, hv[2 * mid + 1]!)) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 function validateBook(input: BookInput): string | undefined {

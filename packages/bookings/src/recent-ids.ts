@@ -7,8 +7,9 @@
  * protects memory when ids arrive faster than the TTL drains them; evictions
  * are reported so the loss of protection is visible.
  */
-export class RecentIds<V> {
-  readonly #entries = new Map<string, { atMs: number; value: V }>();
+export class RecentIds {
+  /** id → when it was remembered. */
+  readonly #atMs = new Map<string, number>();
 
   constructor(
     private readonly ttlMs: number,
@@ -16,43 +17,39 @@ export class RecentIds<V> {
   ) {}
 
   /** Remember `id` at `atMs`; returns how many entries were evicted for capacity. */
-  add(id: string, value: V, atMs: number): number {
-    this.#entries.delete(id);
-    this.#entries.set(id, { atMs, value });
+  add(id: string, atMs: number): number {
+    this.#atMs.delete(id);
+    this.#atMs.set(id, atMs);
     let evicted = 0;
-    while (this.#entries.size > this.capacity) {
-      const oldest = this.#entries.keys().next();
+    while (this.#atMs.size > this.capacity) {
+      const oldest = this.#atMs.keys().next();
       if (oldest.done === true) break;
-      this.#entries.delete(oldest.value);
+      this.#atMs.delete(oldest.value);
       evicted++;
     }
     return evicted;
   }
 
-  /** The value remembered for `id` if it has not outlived the TTL at `nowMs`. */
-  get(id: string, nowMs: number): V | undefined {
-    const e = this.#entries.get(id);
-    if (e === undefined) return undefined;
-    if (nowMs - e.atMs > this.ttlMs) {
-      this.#entries.delete(id);
-      return undefined;
-    }
-    return e.value;
-  }
-
+  /** Whether `id` is remembered and has not outlived the TTL at `nowMs`. */
   has(id: string, nowMs: number): boolean {
-    return this.get(id, nowMs) !== undefined;
+    const atMs = this.#atMs.get(id);
+    if (atMs === undefined) return false;
+    if (nowMs - atMs > this.ttlMs) {
+      this.#atMs.delete(id);
+      return false;
+    }
+    return true;
   }
 
   delete(id: string): boolean {
-    return this.#entries.delete(id);
+    return this.#atMs.delete(id);
   }
 
   /** Drop entries older than the TTL. */
   prune(nowMs: number): void {
-    for (const [id, e] of this.#entries) {
-      if (nowMs - e.atMs <= this.ttlMs) break;
-      this.#entries.delete(id);
+    for (const [id, atMs] of this.#atMs) {
+      if (nowMs - atMs <= this.ttlMs) break;
+      this.#atMs.delete(id);
     }
   }
 }

@@ -118,7 +118,7 @@ describe('BookingLedger.prepareChain', () => {
             for (let i = op.len; i < q.length; i++) q[i] = 0xdead_0000n + BigInt(i);
             ledger.prepareChain(q);
             for (const w of workers) {
-              for (const r of [0, 1, 2]) expect(ledger.newBlocksOfChain(w, r, q)).toBe(ledger.newBlocks(w, r, q));
+              for (const r of [0, 1, 2]) expect(ledger.newBlocksOfRef(ledger.rankRef(w, r), q)).toBe(ledger.newBlocks(w, r, q));
             }
           }
         }
@@ -138,7 +138,7 @@ describe('BookingLedger.prepareChain', () => {
         for (const len of [0, 1, 12, 13, 25, LEN]) {
           const q = chains[base]!.subarray(0, len);
           ledger.prepareChain(q);
-          for (const w of workers) for (const r of [0, 1]) expect(ledger.newBlocksOfChain(w, r, q)).toBe(ledger.newBlocks(w, r, q));
+          for (const w of workers) for (const r of [0, 1]) expect(ledger.newBlocksOfRef(ledger.rankRef(w, r), q)).toBe(ledger.newBlocks(w, r, q));
         }
       }
     };
@@ -180,14 +180,15 @@ describe('BookingLedger.prepareChain', () => {
     const chain = BigUint64Array.from([11n, 12n, 13n, 14n]);
     const ledger = new BookingLedger({ blockSize: 16 });
     const w = 5n as WorkerId;
+    const ref = ledger.rankRef(w, 0);
     ledger.prepareChain(chain);
-    expect(ledger.newBlocksOfChain(w, 0, chain)).toBe(4);
+    expect(ledger.newBlocksOfRef(ref, chain)).toBe(4);
     ledger.book({ requestId: 'a', workerId: w, dpRank: 0, promptTokens: 48, overlapBlocks: 0, sequenceHashes: chain.subarray(0, 3), expectedOutputTokens: null, source: 'decision_service', nowMs: 1 });
-    expect(ledger.newBlocksOfChain(w, 0, chain)).toBe(1);
+    expect(ledger.newBlocksOfRef(ref, chain)).toBe(1);
     ledger.prepareChain(chain);
-    expect(ledger.newBlocksOfChain(w, 0, chain)).toBe(1);
+    expect(ledger.newBlocksOfRef(ref, chain)).toBe(1);
     ledger.release('a', 'completed', 2);
-    expect(ledger.newBlocksOfChain(w, 0, chain)).toBe(4);
+    expect(ledger.newBlocksOfRef(ref, chain)).toBe(4);
   });
 });
 
@@ -235,7 +236,7 @@ describe('BookingLedger.rankRef', () => {
             const q = new BigUint64Array(op.len + op.tail);
             q.set(chains[op.base]!.subarray(0, op.len));
             for (let i = op.len; i < q.length; i++) q[i] = 0xdead_0000n + BigInt(i);
-            check(q); // unprepared
+            check(q); // not prepared beforehand: the first rank's question prepares it
             ledger.prepareChain(q);
             check(q); // prepared
             continue;

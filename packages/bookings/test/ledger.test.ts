@@ -315,7 +315,7 @@ describe('worker registry', () => {
     expect(l.setWorker(W2, { ...CAP, dpSize: 0 }, 0).kind).toBe('invalid');
     expect(l.setWorker(W2, { ...CAP, totalKvBlocks: -1 }, 0).kind).toBe('invalid');
     expect(l.counters().invalidWorker).toBe(3);
-    expect(l.worker(W2)).toBeUndefined();
+    expect(l.load(W2, 0).registered).toBe(false);
   });
 
   it('updates schedulable and reports it per rank', () => {
@@ -337,7 +337,7 @@ describe('worker registry', () => {
     l.book(req('b', { dpRank: 1 }));
     l.book(req('c', { workerId: W2 }));
     expect(l.removeWorker(W1, 2000)).toBe(2);
-    expect(l.worker(W1)).toBeUndefined();
+    expect(l.load(W1, 0).registered).toBe(false);
     expect(l.load(W1, 0).requests).toBe(0);
     expect(l.load(W2, 0).requests).toBe(1);
     expect(l.counters().droppedByWorkerRemoval).toBe(2);
@@ -355,7 +355,7 @@ describe('worker registry', () => {
   });
 });
 
-describe('newBlocksOfChain', () => {
+describe('newBlocksOfRef', () => {
   it('equals the linear count for chains booked from block 0, at every split point', () => {
     const toks = Array.from({ length: 64 * 4 }, (_, i) => (i * 7919) % 50021);
     const chain = sequenceHashes(localBlockHashes(toks, 4));
@@ -365,23 +365,23 @@ describe('newBlocksOfChain', () => {
       if (booked > 0) l.book({ requestId: 'a', workerId: w, dpRank: 0, promptTokens: booked * 4, overlapBlocks: 0, sequenceHashes: chain.slice(0, booked), source: 'local', nowMs: 0 });
       // A second booking sharing a shorter prefix must not change the answer.
       if (booked > 3) l.book({ requestId: 'b', workerId: w, dpRank: 0, promptTokens: 12, overlapBlocks: 0, sequenceHashes: chain.slice(0, 3), source: 'local', nowMs: 0 });
-      expect(l.newBlocksOfChain(w, 0, chain)).toBe(l.newBlocks(w, 0, chain));
-      expect(l.newBlocksOfChain(w, 0, chain)).toBe(chain.length - booked);
+      expect(l.newBlocksOfRef(l.rankRef(w, 0), chain)).toBe(l.newBlocks(w, 0, chain));
+      expect(l.newBlocksOfRef(l.rankRef(w, 0), chain)).toBe(chain.length - booked);
     }
   });
 });
 
 describe('prepared chains (what observe asks of every rank)', () => {
-  it('answers newBlocksOfRef for the prepared chain as the unprepared lookups do, and stays right after a change', () => {
+  it('answers newBlocksOfRef for the prepared chain as the linear count does, and stays right after a change', () => {
     const l = ledger();
     const chain = sequenceHashes(localBlockHashes(Uint32Array.from({ length: 64 }, (_, i) => i), 16));
     l.book(req('a', { sequenceHashes: chain.slice(0, 3) }));
     l.book(req('b', { dpRank: 1, sequenceHashes: chain.slice(0, 1) }));
     const refs = [l.rankRef(W1, 0), l.rankRef(W1, 1), l.rankRef(W2, 0)];
-    const unprepared = refs.map((ref) => l.newBlocks(ref.workerId, ref.dpRank, chain));
-    expect(unprepared).toEqual([1, 3, 4]);
+    const linear = refs.map((ref) => l.newBlocks(ref.workerId, ref.dpRank, chain));
+    expect(linear).toEqual([1, 3, 4]);
     l.prepareChain(chain);
-    expect(refs.map((ref) => l.newBlocksOfRef(ref, chain))).toEqual(unprepared);
+    expect(refs.map((ref) => l.newBlocksOfRef(ref, chain))).toEqual(linear);
     // A chain whose first block nobody holds: every rank's answer is the whole chain.
     const other = sequenceHashes(localBlockHashes(Uint32Array.from({ length: 32 }, (_, i) => 1000 + i), 16));
     l.prepareChain(other);

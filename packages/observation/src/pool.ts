@@ -1,7 +1,7 @@
 /** One model pool's observable state (README.md). A single writer feeds it, so an `observe` never sees a half-applied event. */
 import { BookingLedger, applyActiveSequenceEvent, type RankRef, type WorkerCapacity, type WorkerLoad, type WorkerLoadRecord } from '@vantage/bookings';
 import { sequenceHashes } from '@vantage/hashing';
-import { PrefixIndex, type ApplyResult, type MatchResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
+import { PrefixIndex, type ApplyResult, type RecoverResult, type SuspectInfo, type WorkerMatch } from '@vantage/prefix-index';
 import {
   SelectionScratch,
   candidateRecord,
@@ -150,16 +150,6 @@ interface RankSlot {
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
-interface ObservePrologue {
-  readonly m: MatchResult;
-  readonly ranks: RankSlot[];
-  readonly matches: (WorkerMatch | null)[];
-  readonly seq: BigUint64Array | null;
-  /** Blocks of the prompt (ceil(tokens / block size)), and how many of them lie beyond the hashed chain. */
-  readonly requestBlocks: number;
-  readonly beyondChain: number;
-}
-
 interface RankScratch {
   readonly obs: Mutable<WorkerObservation>;
   readonly cand: CandidateRecord;
@@ -181,8 +171,6 @@ export class PoolState {
   readonly blockSize: number;
   readonly index: PrefixIndex;
   readonly ledger: BookingLedger;
-  /** Load reports from workers of another pool sharing the namespace-wide subject. */
-  readonly counters = { loadReportsForeign: 0 };
   private readonly opts: PoolOptions;
   /**
    * Every worker known from any source. Observe walks dense per-rank slots rather than looking
@@ -213,7 +201,7 @@ export class PoolState {
   private readonly scratch: ObserveScratch = { matches: [], workers: [], candidates: [], costs: [], eligibleIdx: [], eligible: [] };
   /**
    * Score records of the last `observeTransient` selection, reused by the next one. `sorted()` lists
-   * ranks in (workerId, dpRank) order, and `choose` keeps that order: said once here.
+   * ranks in (workerId, dpRank) order, and the pick's eligible ranks keep that order: said once here.
    */
   private readonly selectionScratch = new SelectionScratch({ candidatesInOrder: true });
   constructor(opts: PoolOptions) {
@@ -352,14 +340,13 @@ export class PoolState {
   /**
    * A load report. `kv_metrics` is scoped to the namespace, not the component, so several pools
    * may share the subject: only reports from workers this pool already knows (registered, or
-   * seen publishing KV events or booked) are taken; the rest are counted as foreign and ignored.
+   * seen publishing KV events or booked) are taken; the rest are foreign: ignored, and false is returned.
    */
   applyLoad(l: ActiveLoad, nowMs: number, adoptUnknown = false): boolean {
     const known = this.workers.get(l.workerId);
     // adoptUnknown: the report came on a subject scoped to this pool's own endpoint (Dynamo 1.6.1),
     // so it cannot be another pool's; a worker's first report may precede its first KV event.
     if (!adoptUnknown && (known === undefined || (known.lastSeen === null && known.reg === undefined))) {
-      this.counters.loadReportsForeign++;
       return false;
     }
     const r = this.touch(l.workerId, l.dpRank, nowMs)!;
@@ -516,8 +503,17 @@ export class PoolState {
     return this.run(localHashes, promptTokens, nowMs, undefined, true);
   }
 
-  /** What every form of observe starts with: the match, the ranks in order with each one's match, and the prepared chain. */
-  private prologue(localHashes: BigUint64Array, promptTokens: number, sequence: BigUint64Array | undefined, reuse: boolean): ObservePrologue {
+  /** A rank's reused answer records (made on its first transient answer). */
+  private rankScratch(r: RankSlot): RankScratch {
+    if (r.obs !== null && r.cand !== null && r.load !== null) return r as RankScratch;
+    const rs = newRankScratch(r);
+    r.obs = rs.obs;
+    r.cand = rs.cand;
+    r.load = rs.load;
+    return rs;
+  }
+
+  private run(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sequence: BigUint64Array | undefined, reuse: boolean): PoolObservation {
     // A transient answer reads the index's transient match records (overwritten by the next one, as its own are).
     const m = reuse ? this.index.matchTransient(localHashes) : this.index.match(localHashes);
     const matched = this.slotsOf(m.workers);
@@ -525,11 +521,6 @@ export class PoolState {
     const n = ranks.length;
     const matches = nulls(reuse ? this.scratch.matches : undefined, n);
     for (let i = 0; i < matched.length; i++) matches[matched[i]!.pos] = m.workers[i]!;
-    return { m, ranks, matches, ...this.chain(localHashes, promptTokens, sequence) };
-  }
-
-  /** The prompt's sequence-hash chain, prepared in the ledger (null when nothing is booked), and its block counts. */
-  private chain(localHashes: BigUint64Array, promptTokens: number, sequence?: BigUint64Array): { seq: BigUint64Array | null; requestBlocks: number; beyondChain: number } {
     // Sequence hashes are only needed to count blocks already active on a worker;
     // skip hashing when nothing is booked anywhere (then every block is new).
     let seq: BigUint64Array | null = null;
@@ -542,28 +533,55 @@ export class PoolState {
       // Every rank's active prefix of the chain in one pass, read back rank by rank below.
       this.ledger.prepareChain(seq);
     }
+    // Blocks of the prompt, and how many of them lie beyond the hashed chain.
     const requestBlocks = Math.ceil(promptTokens / this.blockSize);
-    return { seq, requestBlocks, beyondChain: seq ? Math.max(0, requestBlocks - seq.length) : 0 };
-  }
-
-  /** A rank's reused answer records (made on its first transient answer). */
-  private rankScratch(r: RankSlot): RankScratch {
-    if (r.obs !== null && r.cand !== null && r.load !== null) return r as RankScratch;
-    const rs = newRankScratch(r);
-    r.obs = rs.obs;
-    r.cand = rs.cand;
-    r.load = rs.load;
-    return rs;
-  }
-
-  /**
-   * Dynamo's pick among the schedulable ranks (unregistered ones, capacity unknown, stay eligible so
-   * a pool without registrations still gets an answer): the selection, and for each of its scores
-   * the rank's index in `ranks`.
-   */
-  private choose(ranks: readonly RankSlot[], candidates: CandidateInput[], promptTokens: number, reuse: boolean): { selection: SelectionResult; eligibleIdx: number[]; chosenIndex: number } {
-    const n = ranks.length;
+    const beyondChain = seq ? Math.max(0, requestBlocks - seq.length) : 0;
+    // observeTransient writes into the pool's arrays and records; observe into fresh ones. One path fills both.
     const sc = reuse ? this.scratch : null;
+    const workers = sized(sc?.workers, n);
+    const candidates = sized(sc?.candidates, n);
+    let pendingRequests = 0;
+    let pendingTokens = 0;
+    for (let i = 0; i < n; i++) {
+      const r = ranks[i]!;
+      const match = matches[i]!;
+      const rs = reuse ? this.rankScratch(r) : newRankScratch(r);
+      const load = this.ledger.loadOfRef(r.ref, rs.load);
+      const device = match?.deviceBlocks ?? 0;
+      const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + beyondChain : requestBlocks;
+      const o = rs.obs;
+      o.registered = r.capacity !== null;
+      o.schedulable = r.schedulable;
+      o.capacity = r.capacity;
+      o.match = match;
+      o.load = load;
+      o.report = r.report;
+      o.forwardPass = r.forwardPass;
+      o.recoveredAtMs = r.recoveredAtMs;
+      o.effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
+      o.newRequestBlocks = newRequestBlocks;
+      // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
+      o.suspect = match ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
+      o.lastEventMs = match?.lastEventMs ?? null;
+      o.lastSeenMs = r.lastSeen;
+      workers[i] = o;
+      // The rank's candidate for Dynamo's pick: the index's host and disk counts are cumulative (0 without a match).
+      const c = rs.cand;
+      const host = match?.hostBlocks ?? 0;
+      c.overlapBlocks = device;
+      c.hostOverlapBlocks = Math.max(0, host - device);
+      c.diskOverlapBlocks = Math.max(0, (match?.diskBlocks ?? 0) - host);
+      c.activePrefillTokens = load.trackedPrefillTokens;
+      c.activeDecodeBlocks = load.activeBlocks;
+      c.activeRequests = load.requests;
+      c.newRequestBlocks = newRequestBlocks;
+      c.treeSize = match?.treeSize ?? 0;
+      candidates[i] = c;
+      pendingRequests += load.prefillRequests;
+      pendingTokens += load.trackedPrefillTokens;
+    }
+    // Dynamo's pick among the schedulable ranks (unregistered ones, capacity unknown, stay eligible so
+    // a pool without registrations still gets an answer); `eligibleIdx` maps its scores to `ranks`.
     // Written by index and cut to length after (emptying a reused array first would drop its storage).
     const eligibleIdx = sized(sc?.eligibleIdx, n);
     const eligible = sized(sc?.eligible, n);
@@ -581,47 +599,6 @@ export class PoolState {
         ? selectWorker(this.opts.selection, { isl: promptTokens, blockSize: this.blockSize }, eligible, this.rng, reuse ? this.selectionScratch : undefined)
         : ({ chosen: null, sense: 'lower-is-better', scores: [], reason: 'no_candidates' } as SelectionResult);
     const chosenIndex = selection.chosen ? eligibleIdx[selection.chosen.index]! : -1;
-    return { selection, eligibleIdx, chosenIndex };
-  }
-
-  private run(localHashes: BigUint64Array, promptTokens: number, nowMs: number, sequence: BigUint64Array | undefined, reuse: boolean): PoolObservation {
-    const q = this.prologue(localHashes, promptTokens, sequence, reuse);
-    const { ranks, matches, seq } = q;
-    const n = ranks.length;
-    // observeTransient writes into the pool's arrays and records; observe into fresh ones. One path fills both.
-    const sc = reuse ? this.scratch : null;
-    const workers = sized(sc?.workers, n);
-    const candidates = sized(sc?.candidates, n);
-    let pendingRequests = 0;
-    let pendingTokens = 0;
-    for (let i = 0; i < n; i++) {
-      const r = ranks[i]!;
-      const match = matches[i]!;
-      const rs = reuse ? this.rankScratch(r) : newRankScratch(r);
-      const load = this.ledger.loadOfRef(r.ref, rs.load);
-      const device = match?.deviceBlocks ?? 0;
-      const newRequestBlocks = seq ? this.ledger.newBlocksOfRef(r.ref, seq) + q.beyondChain : q.requestBlocks;
-      const o = rs.obs;
-      o.registered = r.capacity !== null;
-      o.schedulable = r.schedulable;
-      o.capacity = r.capacity;
-      o.match = match;
-      o.load = load;
-      o.report = r.report;
-      o.forwardPass = r.forwardPass;
-      o.recoveredAtMs = r.recoveredAtMs;
-      o.effectivePrefillTokens = Math.max(0, promptTokens - device * this.blockSize);
-      o.newRequestBlocks = newRequestBlocks;
-      // A matched rank carries its publisher's suspect state; only unmatched ranks are looked up.
-      o.suspect = match ? match.suspect : this.index.suspectOf(r.workerId, r.dpRank);
-      o.lastEventMs = match?.lastEventMs ?? null;
-      o.lastSeenMs = r.lastSeen;
-      workers[i] = o;
-      candidates[i] = fillCandidate(rs.cand, device, match?.hostBlocks ?? 0, match?.diskBlocks ?? 0, match?.treeSize ?? 0, load.trackedPrefillTokens, load.activeBlocks, load.requests, newRequestBlocks);
-      pendingRequests += load.prefillRequests;
-      pendingTokens += load.trackedPrefillTokens;
-    }
-    const { selection, eligibleIdx, chosenIndex } = this.choose(ranks, candidates, promptTokens, reuse);
     const costs = nulls(sc?.costs, n);
     for (let j = 0; j < selection.scores.length; j++) {
       const score = selection.scores[j]!.score;
@@ -630,7 +607,7 @@ export class PoolState {
     return {
       pool: this.name,
       blockSize: this.blockSize,
-      requestBlocks: q.m.requestBlocks,
+      requestBlocks: m.requestBlocks,
       promptTokens,
       atMs: nowMs,
       workers,
@@ -640,29 +617,6 @@ export class PoolState {
       pending: { requests: pendingRequests, tokens: pendingTokens },
     };
   }
-}
-
-/** A rank's candidate for Dynamo's pick; `host` and `disk` are the index's cumulative counts (0 without a match). */
-function fillCandidate(
-  c: CandidateRecord,
-  device: number,
-  host: number,
-  disk: number,
-  treeSize: number,
-  tracked: number,
-  active: number,
-  requests: number,
-  newRequestBlocks: number,
-): CandidateRecord {
-  c.overlapBlocks = device;
-  c.hostOverlapBlocks = Math.max(0, host - device);
-  c.diskOverlapBlocks = Math.max(0, disk - host);
-  c.activePrefillTokens = tracked;
-  c.activeDecodeBlocks = active;
-  c.activeRequests = requests;
-  c.newRequestBlocks = newRequestBlocks;
-  c.treeSize = treeSize;
-  return c;
 }
 
 /** The worker was heard from: its last-seen time, on the worker and each of its rank slots. */

@@ -132,38 +132,29 @@ function ageProblem(ageMs: number): string | null {
 
 type Check = { readonly reason: Reason; readonly detail: ReasonDetail } | null;
 
+/** A check that stopped the rule on one candidate's input. */
+function failed(reason: Reason, candidate: Role, input: InputName, message: string): Check {
+  return { reason, detail: { candidate, input, message } };
+}
+
 function statusCheck<T>(o: Observed<T>, candidate: Role, input: InputName): Check {
   switch (o.status) {
     case 'missing':
-      return {
-        reason: 'fallback_missing_observation',
-        detail: { candidate, input, message: `${candidate} ${input} missing${o.cause ? `: ${o.cause}` : ''}` },
-      };
+      return failed('fallback_missing_observation', candidate, input, `${candidate} ${input} missing${o.cause ? `: ${o.cause}` : ''}`);
     case 'invalid':
-      return {
-        reason: 'fallback_invalid_observation',
-        detail: { candidate, input, message: `${candidate} ${input} invalid: ${o.cause}` },
-      };
+      return failed('fallback_invalid_observation', candidate, input, `${candidate} ${input} invalid: ${o.cause}`);
     case 'stale':
-      return {
-        reason: 'fallback_stale_observation',
-        detail: { candidate, input, message: `${candidate} ${input} marked stale by the indexer${o.cause ? `: ${o.cause}` : ''}` },
-      };
+      return failed('fallback_stale_observation', candidate, input, `${candidate} ${input} marked stale by the indexer${o.cause ? `: ${o.cause}` : ''}`);
     case 'ok': {
       const bad = ageProblem(o.ageMs);
-      return bad === null
-        ? null
-        : { reason: 'fallback_invalid_observation', detail: { candidate, input, message: `${candidate} ${input}: ${bad}` } };
+      return bad === null ? null : failed('fallback_invalid_observation', candidate, input, `${candidate} ${input}: ${bad}`);
     }
   }
 }
 
 function ageCheck<T>(o: Observed<T>, candidate: Role, input: InputName, maxAgeMs: number): Check {
   if (o.status !== 'ok' || o.ageMs <= maxAgeMs) return null;
-  return {
-    reason: 'fallback_stale_observation',
-    detail: { candidate, input, message: `${candidate} ${input} collected ${o.ageMs} ms ago, more than ${maxAgeMs} ms` },
-  };
+  return failed('fallback_stale_observation', candidate, input, `${candidate} ${input} collected ${o.ageMs} ms ago, more than ${maxAgeMs} ms`);
 }
 
 /** The value of an observation that passed `statusCheck`. */

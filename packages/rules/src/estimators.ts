@@ -192,7 +192,13 @@ function checkInputs(x: EstimatorInputs): string | null {
   return null;
 }
 
-function finish(baseMs: number, correctionMs: number, f: number): Prediction {
+/** Q_m(N, f) plus the load correction k0 + kN zN + kR zR + kP zP, for inputs already checked. */
+function predict(model: ModelParameters, x: EstimatorInputs, f: number, k0: number, kN: number, kR: number, kP: number): Prediction {
+  const q = lookupQ(model.qTable, x.n, f);
+  if (!q.ok) return q;
+  const s = model.standardization;
+  const baseMs = q.valueMs;
+  const correctionMs = k0 + kN * standardize(x.n, s.logN) + kR * standardize(x.r, s.logR) + kP * standardize(x.p, s.logP);
   const ms = baseMs + correctionMs;
   if (!Number.isFinite(ms) || ms <= 0) {
     return {
@@ -208,13 +214,8 @@ function finish(baseMs: number, correctionMs: number, f: number): Prediction {
 export function predictBlind(model: ModelParameters, x: EstimatorInputs): Prediction {
   const bad = checkInputs(x);
   if (bad !== null) return { ok: false, problem: 'invalid', message: bad };
-  const q = lookupQ(model.qTable, x.n, 0);
-  if (!q.ok) return q;
-  const s = model.standardization;
   const b = model.blind;
-  const correction =
-    b.b0 + b.bN * standardize(x.n, s.logN) + b.bR * standardize(x.r, s.logR) + b.bP * standardize(x.p, s.logP);
-  return finish(q.valueMs, correction, 0);
+  return predict(model, x, 0, b.b0, b.bN, b.bR, b.bP);
 }
 
 /** T_cache_m = Q_m(N, K/N) + c0 + cN zN + cR zR + cP zP, with K clipped to [0, N]. */
@@ -226,12 +227,6 @@ export function predictCache(model: ModelParameters, x: EstimatorInputs): Predic
   // tokenised prompt, or when N and K were read at slightly different
   // moments; the reusable part of a prompt can never exceed the prompt.
   const k = Math.min(Math.max(x.k, 0), x.n);
-  const f = k / x.n;
-  const q = lookupQ(model.qTable, x.n, f);
-  if (!q.ok) return q;
-  const s = model.standardization;
   const c = model.cache;
-  const correction =
-    c.c0 + c.cN * standardize(x.n, s.logN) + c.cR * standardize(x.r, s.logR) + c.cP * standardize(x.p, s.logP);
-  return finish(q.valueMs, correction, f);
+  return predict(model, x, k / x.n, c.c0, c.cN, c.cR, c.cP);
 }

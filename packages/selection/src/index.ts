@@ -9,10 +9,7 @@ export type { CandidateRecord, KvRouterPolicy } from './kv-router';
 export {
   SelectionScratch,
   candidateRecord,
-  overlapWeightCost,
-  prefillScaleCost,
   softmaxProbabilities,
-  selectKvRouter,
 } from './kv-router';
 export type { LlmdPolicy } from './llmd';
 export { selectLlmd } from './llmd';

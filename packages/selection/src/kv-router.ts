@@ -96,18 +96,8 @@ const prefillScaleTerms = (): Terms => ({
   activeRequestCost: 0,
 });
 
-/** Cost and its terms for one candidate under the April 2026 formula. */
-export function overlapWeightCost(
-  req: SelectionRequest,
-  c: CandidateInput,
-  overlapScoreWeight: number = KV_ROUTER_DEFAULTS.overlapScoreWeight,
-): { cost: number; terms: Record<string, number> } {
-  const terms = overlapWeightTerms();
-  return { cost: overlapWeightInto(req, c, overlapScoreWeight, terms), terms };
-}
-
-/** `overlapWeightCost` writing its terms into `t` (made by `overlapWeightTerms`); returns the cost. */
-function overlapWeightInto(req: SelectionRequest, c: CandidateInput, overlapScoreWeight: number, t: Terms): number {
+/** Cost of one candidate under the April 2026 formula, its terms written into `t` (made by `overlapWeightTerms`). */
+function overlapWeightCost(req: SelectionRequest, c: CandidateInput, overlapScoreWeight: number, t: Terms): number {
   const bs = req.blockSize;
   const overlapBlocks = c.overlapBlocks;
   const decodeBlocks = decodeBlocksOf(req, c);
@@ -121,29 +111,15 @@ function overlapWeightInto(req: SelectionRequest, c: CandidateInput, overlapScor
   return (overlapScoreWeight * prefillTokens) / bs + decodeBlocks;
 }
 
-/** Cost and its terms for one candidate under the later-2026 formula. */
-export function prefillScaleCost(
-  req: SelectionRequest,
-  c: CandidateInput,
-  p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'> = {},
-): { cost: number; terms: Record<string, number> } {
-  const terms = prefillScaleTerms();
-  return { cost: prefillScaleInto(req, c, prefillScaleWeights(p), terms), terms };
-}
-
 /** A later-2026 policy's weights, its defaults filled in. */
-function prefillScaleWeights(p: Omit<KvRouterPrefillScalePolicy, 'kind' | 'formula'>) {
-  return {
-    credit: p.overlapScoreCredit ?? KV_ROUTER_DEFAULTS.overlapScoreCredit,
-    scale: p.prefillLoadScale ?? KV_ROUTER_DEFAULTS.prefillLoadScale,
-    reqWeight: p.decodeActiveRequestWeight ?? KV_ROUTER_DEFAULTS.decodeActiveRequestWeight,
-  };
+interface PrefillScaleWeights {
+  readonly credit: number;
+  readonly scale: number;
+  readonly reqWeight: number;
 }
 
-type PrefillScaleWeights = ReturnType<typeof prefillScaleWeights>;
-
-/** `prefillScaleCost` writing its terms into `t` (made by `prefillScaleTerms`); returns the cost. */
-function prefillScaleInto(req: SelectionRequest, c: CandidateInput, w: PrefillScaleWeights, t: Terms): number {
+/** Cost of one candidate under the later-2026 formula, its terms written into `t` (made by `prefillScaleTerms`). */
+function prefillScaleCost(req: SelectionRequest, c: CandidateInput, w: PrefillScaleWeights, t: Terms): number {
   const overlapBlocks = c.overlapBlocks;
   const decodeBlocks = decodeBlocksOf(req, c);
   const rawPrefillBlocks = (c.activePrefillTokens + req.isl) / req.blockSize;
@@ -249,7 +225,12 @@ function resolvePolicy(policy: KvRouterPolicy) {
   if (policy.formula === 'overlap_weight') {
     return { temperature, weight: nonNegative('overlapScoreWeight', policy.overlapScoreWeight ?? KV_ROUTER_DEFAULTS.overlapScoreWeight), prefill: null };
   }
-  return { temperature, weight: 0, prefill: prefillScaleWeights(policy) };
+  const prefill: PrefillScaleWeights = {
+    credit: policy.overlapScoreCredit ?? KV_ROUTER_DEFAULTS.overlapScoreCredit,
+    scale: policy.prefillLoadScale ?? KV_ROUTER_DEFAULTS.prefillLoadScale,
+    reqWeight: policy.decodeActiveRequestWeight ?? KV_ROUTER_DEFAULTS.decodeActiveRequestWeight,
+  };
+  return { temperature, weight: 0, prefill };
 }
 
 /**
@@ -307,7 +288,7 @@ export function selectKvRouter(
   const terms = new Array<Terms>(recs === null ? n : 0);
   for (let i = 0; i < n; i++) {
     const t = recs !== null ? recs[i]!.terms : (terms[i] = overlapWeight ? overlapWeightTerms() : prefillScaleTerms());
-    costs[i] = overlapWeight ? overlapWeightInto(req, candidates[i]!, weight, t) : prefillScaleInto(req, candidates[i]!, ws!, t);
+    costs[i] = overlapWeight ? overlapWeightCost(req, candidates[i]!, weight, t) : prefillScaleCost(req, candidates[i]!, ws!, t);
   }
   // Work in a canonical (worker, rank) order so the seeded pick does not
   // depend on the order the caller happened to list candidates in.

@@ -7,10 +7,8 @@
  *    endpoint's TTFT as tokens / peakPrefillThroughput (ms), and when
  *    best sticky TTFT − best non-sticky TTFT > maxTTFTPenaltyMs release
  *    stickiness (keep all); else keep only the sticky endpoints.
- *    The estimate's tokens are the endpoint's in-flight uncached tokens plus,
- *    by default, this request's own uncached tokens there (llm-d's later
- *    "committed + projected" form; set includeCurrentRequest=false for the
- *    earlier in-flight-only form).
+ *    The estimate's tokens are the endpoint's in-flight uncached tokens plus
+ *    this request's own uncached tokens there (llm-d's "committed + projected" form).
  * 2. scorer over the kept endpoints, highest wins (ties: seeded uniform pick):
  *    token-load:     1 − min(1, (in_flight_tokens + uncached) / 4,194,304)
  *    active-request: 1 − active / max(active over kept), 1 when all are idle
@@ -30,15 +28,12 @@ export interface LlmdPolicy {
   readonly peakPrefillThroughput?: number;
   /** Default 18,000 ms. 0 disables the load gate (always stay sticky). */
   readonly maxTTFTPenaltyMs?: number;
-  /** Count this request's uncached tokens in the TTFT estimate. Default true. */
-  readonly includeCurrentRequest?: boolean;
 }
 
 const LLMD_DEFAULTS = Object.freeze({
   affinityThreshold: 0.8,
   peakPrefillThroughput: 15_928,
   maxTTFTPenaltyMs: 18_000,
-  includeCurrentRequest: true,
 });
 
 /** The token-load scorer's saturation constant. */
@@ -54,25 +49,26 @@ export function selectLlmd(
   const threshold = policy.affinityThreshold ?? LLMD_DEFAULTS.affinityThreshold;
   const peak = policy.peakPrefillThroughput ?? LLMD_DEFAULTS.peakPrefillThroughput;
   const penalty = policy.maxTTFTPenaltyMs ?? LLMD_DEFAULTS.maxTTFTPenaltyMs;
-  const includeCurrent = policy.includeCurrentRequest ?? LLMD_DEFAULTS.includeCurrentRequest;
   if (!(peak > 0)) throw new RangeError(`peakPrefillThroughput must be positive, got ${peak}`);
   if (candidates.length === 0) return { chosen: null, sense: 'higher-is-better', scores: [], reason: 'no_candidates' };
 
   const n = candidates.length;
-  const cachedFraction = new Array<number>(n);
-  const uncached = new Array<number>(n);
-  const inFlight = new Array<number>(n);
-  const ttftMs = new Array<number>(n);
-  const sticky = new Array<boolean>(n);
-  for (let i = 0; i < n; i++) {
-    const c = candidates[i]!;
+  // Each endpoint's terms, reported with its score (sticky as 0 or 1).
+  const terms = candidates.map((c) => {
     const cached = Math.min(req.isl, Math.max(0, c.overlapBlocks) * req.blockSize);
-    cachedFraction[i] = cached / req.isl;
-    uncached[i] = req.isl - cached;
-    inFlight[i] = c.inFlightTokens ?? c.activePrefillTokens;
-    ttftMs[i] = ((inFlight[i]! + (includeCurrent ? uncached[i]! : 0)) / peak) * 1000;
-    sticky[i] = threshold > 0 && cachedFraction[i]! >= threshold;
-  }
+    const cachedFraction = cached / req.isl;
+    const uncachedTokens = req.isl - cached;
+    const inFlightTokens = c.activePrefillTokens;
+    return {
+      cachedFraction,
+      uncachedTokens,
+      inFlightTokens,
+      ttftEstimateMs: ((inFlightTokens + uncachedTokens) / peak) * 1000,
+      sticky: threshold > 0 && cachedFraction >= threshold ? 1 : 0,
+      activeRequests: c.activeRequests,
+    };
+  });
+  const sticky = terms.map((t) => t.sticky === 1);
 
   let eligible = new Array<boolean>(n).fill(true);
   let reason: SelectionReason = 'no_sticky';
@@ -81,8 +77,8 @@ export function selectLlmd(
     let bestSticky = Infinity;
     let bestOther = Infinity;
     for (let i = 0; i < n; i++) {
-      if (sticky[i]) bestSticky = Math.min(bestSticky, ttftMs[i]!);
-      else bestOther = Math.min(bestOther, ttftMs[i]!);
+      if (sticky[i]) bestSticky = Math.min(bestSticky, terms[i]!.ttftEstimateMs);
+      else bestOther = Math.min(bestOther, terms[i]!.ttftEstimateMs);
     }
     if (penalty > 0 && bestSticky - bestOther > penalty) {
       reason = 'sticky_released';
@@ -99,7 +95,7 @@ export function selectLlmd(
   for (let i = 0; i < n; i++) if (eligible[i]) maxActive = Math.max(maxActive, candidates[i]!.activeRequests);
   for (let i = 0; i < n; i++) {
     if (policy.scorer === 'token-load') {
-      score[i] = 1 - Math.min(1, (inFlight[i]! + uncached[i]!) / TOKEN_LOAD_CAPACITY);
+      score[i] = 1 - Math.min(1, (terms[i]!.inFlightTokens + terms[i]!.uncachedTokens) / TOKEN_LOAD_CAPACITY);
     } else {
       score[i] = maxActive === 0 ? 1 : 1 - candidates[i]!.activeRequests / maxActive;
     }
@@ -115,14 +111,7 @@ export function selectLlmd(
     workerId: c.workerId,
     dpRank: c.dpRank,
     score: score[i]!,
-    terms: {
-      cachedFraction: cachedFraction[i]!,
-      uncachedTokens: uncached[i]!,
-      inFlightTokens: inFlight[i]!,
-      ttftEstimateMs: ttftMs[i]!,
-      sticky: sticky[i] ? 1 : 0,
-      activeRequests: c.activeRequests,
-    },
+    terms: terms[i]!,
     eligible: eligible[i]!,
     input: c,
   }));

@@ -40,11 +40,6 @@ export interface CandidateInput {
   readonly newRequestBlocks?: number;
   /** Blocks this worker holds in the index, for Dynamo's "smaller tree" tie-break. */
   readonly treeSize?: number;
-  /**
-   * llm-d only: in-flight uncached tokens tracked for this endpoint. Defaults
-   * to `activePrefillTokens`, which is the same quantity in our bookings.
-   */
-  readonly inFlightTokens?: number;
 }
 
 /** Which direction of `score` is better for the policy that produced it. */

@@ -3,13 +3,12 @@ import type { WorkerId } from '@vantage/types';
 import fc from 'fast-check';
 import {
   SelectionScratch,
-  overlapWeightCost,
-  prefillScaleCost,
   roundRobinPolicy,
   seededRng,
   selectWorker,
   softmaxProbabilities,
   type CandidateInput,
+  type KvRouterPolicy,
   type SelectionPolicy,
 } from '@vantage/selection';
 
@@ -29,6 +28,9 @@ function cand(id: number | bigint, over: Partial<CandidateInput> = {}): Candidat
 
 const req = { isl: 1000, blockSize: 64 };
 
+/** One candidate's cost under `policy`, as the selection reports it. */
+const costOf = (policy: KvRouterPolicy, c: CandidateInput): number => selectWorker(policy, req, [c], seededRng(1)).scores[0]!.score;
+
 describe('kv_router cost, April 2026 formula (overlap_score_weight)', () => {
   // Hand-computed: prefill_tokens = active + max(0, isl - overlap*bs); cost = w*prefill/bs + decode.
   const cases: Array<[string, Partial<CandidateInput>, number, number]> = [
@@ -39,12 +41,12 @@ describe('kv_router cost, April 2026 formula (overlap_score_weight)', () => {
     ['weight 0 leaves decode load only', { activePrefillTokens: 9999, activeDecodeBlocks: 7, newRequestBlocks: 3 }, 0, 10],
   ];
   it.each(cases)('%s', (_name, over, weight, expected) => {
-    expect(overlapWeightCost(req, cand(1, over), weight).cost).toBeCloseTo(expected, 12);
+    expect(costOf({ kind: 'kv_router', formula: 'overlap_weight', overlapScoreWeight: weight }, cand(1, over))).toBeCloseTo(expected, 12);
   });
 });
 
 describe('kv_router cost, later 2026 formula (prefill_load_scale)', () => {
-  const cases: Array<[string, Partial<CandidateInput>, Parameters<typeof prefillScaleCost>[2], number]> = [
+  const cases: Array<[string, Partial<CandidateInput>, Omit<Extract<KvRouterPolicy, { formula: 'prefill_load_scale' }>, 'kind' | 'formula'>, number]> = [
     ['defaults equal the April cost when overlap <= isl', { overlapBlocks: 10, activeDecodeBlocks: 20, newRequestBlocks: 6 }, {}, 1000 / 64 - 10 + 26],
     ['host and disk tiers credited at 0.75 and 0.25', { overlapBlocks: 10, hostOverlapBlocks: 2, diskOverlapBlocks: 4, activeDecodeBlocks: 20, newRequestBlocks: 6 }, {}, 1000 / 64 - 12.5 + 26],
     ['credit beyond raw prefill clamps at 0', { overlapBlocks: 40, activePrefillTokens: 128, activeDecodeBlocks: 10, newRequestBlocks: 0 }, {}, 0 + 10],
@@ -52,7 +54,7 @@ describe('kv_router cost, later 2026 formula (prefill_load_scale)', () => {
     ['credit 0.5 halves the device credit', { overlapBlocks: 10, activePrefillTokens: 64 }, { overlapScoreCredit: 0.5 }, (64 + 1000) / 64 - 5 + 16],
   ];
   it.each(cases)('%s', (_name, over, params, expected) => {
-    expect(prefillScaleCost(req, cand(1, over), params).cost).toBeCloseTo(expected, 12);
+    expect(costOf({ kind: 'kv_router', formula: 'prefill_load_scale', ...params }, cand(1, over))).toBeCloseTo(expected, 12);
   });
 });
 
@@ -202,11 +204,10 @@ describe('llm-d token-aware routing', () => {
     expect(r.scores[1]!.score).toBeCloseTo(1 - 1000 / 4_194_304, 15);
   });
 
-  it('the earlier in-flight-only estimate releases at a smaller gap', () => {
-    // Penalty 200 ms. In-flight only: A 1050 ms vs B 0 ms → released; with the current request: 1150 vs 1000 → kept.
+  it('counts the request\'s own uncached tokens in the TTFT estimate', () => {
+    // Penalty 200 ms. With the current request: A 1150 ms vs B 1000 ms → kept (in-flight only, 1050 vs 0, would release).
     const policy = { ...base, maxTTFTPenaltyMs: 200 };
     const cs = [cand(1, { overlapBlocks: 9, activePrefillTokens: 1050 }), cand(2)];
-    expect(selectWorker({ ...policy, includeCurrentRequest: false }, r1000, cs, seededRng(0)).reason).toBe('sticky_released');
     expect(selectWorker(policy, r1000, cs, seededRng(0)).reason).toBe('sticky');
   });
 
