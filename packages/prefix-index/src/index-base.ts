@@ -5,12 +5,11 @@
  * stored and removed blocks change the tree, how a publisher is cleared, the match walk and the
  * tree dump; the two halves are split by file only, there is one implementation.
  */
-import { xxh3_64 } from '@vantage/hashing';
 import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
 import { ExtMap, slotsFor, startSlots } from './ext-map';
-import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
+import { corrupt, readImage, SnapshotError, writeImage, type PublisherHead } from './snapshot-io';
 import { u64From } from './hash32';
-import { DETACHED_REF, ROOT_REF, idOf, readTree, writeTree, type TreeDump } from './tree-dump';
+import { DETACHED_REF, ROOT_REF, idOf, type TreeDump } from './tree-dump';
 import type { ApplyResult, IndexCounters, MatchResult, PublisherStats, RecoverResult, SuspectInfo, SuspectReason, WorkerMatch } from './types';
 
 export const NTIERS = 4;
@@ -32,18 +31,8 @@ const TIER_INDEX: Readonly<Record<StorageTier, number>> = {
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** Mutable per-(worker, dp rank) state. */
-export interface Publisher {
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly slot: number;
+export interface Publisher extends PublisherHead {
   map: ExtMap;
-  lastEventId: bigint | null;
-  /** True until the first event: an id above 1 then means history was missed. */
-  expectStart: boolean;
-  suspect: SuspectInfo | null;
-  lastEventMs: number | null;
-  /** Entries holding each tier. */
-  readonly tierBlocks: Uint32Array;
   /** This publisher's record in `matchTransient` answers (made on first use). */
   matchRecord: Mutable<WorkerMatch> | null;
 }
@@ -513,9 +502,6 @@ export abstract class IndexBase {
 
   private replayPublishers(d: TreeDump, pubs: readonly Publisher[]): void {
     const np = d.parent.length;
-    const bad = (why: string): never => {
-      throw new SnapshotError('corrupt', `snapshot is inconsistent: ${why}`);
-    };
     // For the publisher being replayed: position -> its first entry there + 1 (0: none).
     const owner = new Int32Array(np);
     /** Per publisher: temporary ids to remove at the end, tier bits to clear (see below), a temporary id counter. */
@@ -537,7 +523,7 @@ export abstract class IndexBase {
       const pub = pubs[j]!;
       const e = d.entries[j]!;
       const m = e.pos.length;
-      if (m >= 1 << 25) bad(`publisher ${j} has ${m} entries`);
+      if (m >= 1 << 25) corrupt(`publisher ${j} has ${m} entries`);
       // Entries by position (preorder, so a parent's entries are stored before its children's).
       const keys = new Float64Array(m);
       for (let k = 0; k < m; k++) keys[k] = e.pos[k]! * 33554432 + k;
@@ -548,7 +534,7 @@ export abstract class IndexBase {
       // of them; needed only while its entries are being stored.
       const ids = new ExtMap(slotsFor(m));
       for (let k = 0; k < m; k++) {
-        if (ids.find(e.idLo[k]!, e.idHi[k]!) >= 0) bad(`publisher ${j} has a block id twice`);
+        if (ids.find(e.idLo[k]!, e.idHi[k]!) >= 0) corrupt(`publisher ${j} has a block id twice`);
         ids.insertFresh(e.idLo[k]!, e.idHi[k]!, 1);
       }
       const fresh = (): bigint => nextTemp(j, (lo, hi) => ids.find(lo, hi) >= 0 || pub.map.find(lo, hi) >= 0);
@@ -636,9 +622,9 @@ export abstract class IndexBase {
         let z = a;
         for (; z < m && e.pos[order[z]!] === q; z++) {
           union |= e.tiers[order[z]!]! & 15;
-          if (e.tiers[order[z]!]! >>> 4 !== bits) bad(`publisher ${j} has two tier sets at position ${q}`);
+          if (e.tiers[order[z]!]! >>> 4 !== bits) corrupt(`publisher ${j} has two tier sets at position ${q}`);
         }
-        if ((bits & ~union) !== 0) bad(`publisher ${j} holds tiers at position ${q} that none of its ids has`);
+        if ((bits & ~union) !== 0) corrupt(`publisher ${j} holds tiers at position ${q} that none of its ids has`);
         if (bits !== union) myFixes.push({ parentHash: parentOf(q), local: BigUint64Array.of(u64From(d.lo[q]!, d.hi[q]!)), clear: union & ~bits });
         a = z;
       }
@@ -666,13 +652,7 @@ export abstract class IndexBase {
 
   /** Exact image of the index (README "Snapshot"): block size, counters, publisher heads, then the tree dump. */
   snapshot(): Uint8Array {
-    const { w, start } = openWriter(SNAPSHOT_VERSION);
-    w.u32(this.blockSize);
-    writeCounters(w, this.counters);
-    w.u32(this.publishers.length);
-    for (const p of this.publishers) writePublisherHead(w, p);
-    writeTree(w, this.dumpTree());
-    return sealWriter(w, start);
+    return writeImage(this.blockSize, this.counters, this.publishers, this.dumpTree());
   }
 
   /**
@@ -680,22 +660,16 @@ export abstract class IndexBase {
    * (`bad_magic`), another version (`unsupported_version`) or a damaged or inconsistent one (`corrupt`).
    */
   protected static readImage<T extends IndexBase>(bytes: Uint8Array, make: (blockSize: number) => T): T {
-    const r = openImage(bytes);
     try {
-      const idx = make(r.u32());
-      readCounters(r, idx.counters);
-      const n = r.u32();
-      if (n > 1 << 20) throw new SnapshotError('corrupt', `snapshot is inconsistent: ${n} publishers`);
-      const heads: PublisherHead[] = [];
-      for (let i = 0; i < n; i++) heads.push(readPublisherHead(r));
-      const d = readTree(r, n);
-      if (!r.done()) throw new SnapshotError('corrupt', 'snapshot is inconsistent: trailing bytes');
-      idx.adopt(heads, d);
+      const img = readImage(bytes);
+      const idx = make(img.blockSize);
+      Object.assign(idx.counters, img.counters);
+      idx.adopt(img.heads, img.tree);
       return idx;
     } catch (e) {
       // Anything but a SnapshotError (a block size the constructor refuses, say) is a corrupt image.
       if (e instanceof SnapshotError) throw e;
-      throw new SnapshotError('corrupt', `snapshot is inconsistent: ${(e as Error).message}`);
+      return corrupt((e as Error).message);
     }
   }
 
@@ -703,7 +677,7 @@ export abstract class IndexBase {
   protected adopt(heads: readonly PublisherHead[], d: TreeDump): void {
     const pubs: Publisher[] = [];
     for (const h of heads) {
-      if (this.publisher(h.workerId, h.dpRank, false) !== undefined) throw new SnapshotError('corrupt', 'snapshot is inconsistent: duplicate publisher');
+      if (this.publisher(h.workerId, h.dpRank, false) !== undefined) corrupt('duplicate publisher');
       const p = this.publisher(h.workerId, h.dpRank, true)!;
       p.lastEventId = h.lastEventId;
       p.expectStart = h.expectStart;
@@ -716,109 +690,8 @@ export abstract class IndexBase {
       const want = heads[i]!.tierBlocks;
       const got = pubs[i]!.tierBlocks;
       for (let t = 0; t < NTIERS; t++) {
-        if (want[t] !== got[t]) throw new SnapshotError('corrupt', `snapshot is inconsistent: publisher ${i} holds ${got[t]} blocks on tier ${t}, its header says ${want[t]}`);
+        if (want[t] !== got[t]) corrupt(`publisher ${i} holds ${got[t]} blocks on tier ${t}, its header says ${want[t]}`);
       }
     }
   }
-}
-
-// ---------------------------------------------------------------------------
-// Snapshot framing and the parts every version shares
-// ---------------------------------------------------------------------------
-
-const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32
-/** The one image version this build writes and reads. */
-export const SNAPSHOT_VERSION = 1;
-const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
-const REASONS: readonly SuspectReason[] = ['unknown_parent', 'event_gap', 'missed_start'];
-
-/** A writer with the header of a `version` image written; the payload starts at `start`. */
-export function openWriter(version: number): { w: ByteWriter; start: number } {
-  const w = new ByteWriter();
-  w.u32(SNAPSHOT_MAGIC);
-  w.u32(version);
-  w.u32(0);
-  w.u64(0n);
-  return { w, start: w.length };
-}
-
-/** The image: payload length and checksum patched into the header. */
-export function sealWriter(w: ByteWriter, start: number): Uint8Array {
-  w.patchU32(8, w.length - start);
-  const out = w.finish();
-  new DataView(out.buffer).setBigUint64(12, xxh3_64(out.subarray(start)), true);
-  return out;
-}
-
-/** Check an image's header, version and checksum; a reader over its payload. */
-function openImage(bytes: Uint8Array): ByteReader {
-  if (bytes.length < HEADER_BYTES) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (too short)');
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (dv.getUint32(0, true) !== SNAPSHOT_MAGIC) throw new SnapshotError('bad_magic', 'not a prefix-index snapshot (bad magic)');
-  const version = dv.getUint32(4, true);
-  if (version !== SNAPSHOT_VERSION) {
-    throw new SnapshotError('unsupported_version', `prefix-index snapshot version ${version} is not supported (this build reads version ${SNAPSHOT_VERSION})`);
-  }
-  const len = dv.getUint32(8, true);
-  if (HEADER_BYTES + len !== bytes.length) {
-    throw new SnapshotError('corrupt', `snapshot length ${bytes.length} does not match its header (${HEADER_BYTES + len})`);
-  }
-  if (xxh3_64(bytes.subarray(HEADER_BYTES)) !== dv.getBigUint64(12, true)) throw new SnapshotError('corrupt', 'snapshot checksum mismatch');
-  return new ByteReader(bytes, HEADER_BYTES, bytes.length);
-}
-
-/** The counters an image holds as f64, in image order; `missedEvents` follows them as a u64. */
-const F64_COUNTERS = [
-  'eventsApplied', 'duplicates', 'gaps', 'unknownParents', 'unknownRemovals',
-  'blocksStored', 'blocksRemoved', 'clears', 'missedStarts',
-] as const;
-
-export function writeCounters(w: ByteWriter, c: IndexCounters): void {
-  for (const k of F64_COUNTERS) w.f64(c[k]);
-  w.u64(c.missedEvents);
-}
-
-function readCounters(r: ByteReader, c: IndexCounters): void {
-  for (const k of F64_COUNTERS) c[k] = r.f64();
-  c.missedEvents = r.u64();
-}
-
-/** A publisher without its blocks, as an image holds it. */
-export type PublisherHead = Readonly<Omit<Publisher, 'map' | 'matchRecord'>>;
-
-export function writePublisherHead(w: ByteWriter, p: PublisherHead): void {
-  w.u64(p.workerId);
-  w.u32(p.dpRank);
-  w.u32(p.slot);
-  w.u8((p.lastEventId !== null ? 1 : 0) | (p.expectStart ? 2 : 0) | (p.suspect !== null ? 4 : 0) | (p.lastEventMs !== null ? 8 : 0));
-  w.u64(p.lastEventId ?? 0n);
-  w.f64(p.lastEventMs ?? 0);
-  w.u8(p.suspect === null ? 0 : REASONS.indexOf(p.suspect.reason));
-  w.f64(p.suspect?.sinceMs ?? 0);
-  w.u32(p.suspect?.incidents ?? 0);
-  w.bytes(p.tierBlocks);
-}
-
-function readPublisherHead(r: ByteReader): PublisherHead {
-  const workerId = r.u64() as WorkerId;
-  const dpRank = r.u32();
-  const slot = r.u32();
-  const flags = r.u8();
-  const lastEventId = r.u64();
-  const lastEventMs = r.f64();
-  const reason = REASONS[r.u8()];
-  const sinceMs = r.f64();
-  const incidents = r.u32();
-  if ((flags & 4) !== 0 && reason === undefined) throw new SnapshotError('corrupt', 'snapshot is inconsistent: unknown suspect reason');
-  const tierBlocks = r.u32Array(NTIERS);
-  return {
-    workerId,
-    dpRank,
-    slot,
-    lastEventId: (flags & 1) !== 0 ? lastEventId : null,
-    expectStart: (flags & 2) !== 0,
-    suspect: (flags & 4) !== 0 ? { reason: reason!, sinceMs, incidents } : null,
-    lastEventMs: (flags & 8) !== 0 ? lastEventMs : null,
-    tierBlocks,
-  };
 }

@@ -7,7 +7,6 @@
 import { K_VAL, SLOT } from './ext-map';
 import { grow } from './growable';
 import { u64From } from './hash32';
-import { ByteReader, ByteWriter, SnapshotError } from './snapshot-io';
 
 /** A position's parent: the root; or none, it hangs from nothing (an unknown parent, or one that left the tree). */
 export const ROOT_REF = -1;
@@ -90,52 +89,6 @@ export function entriesOf(
   }
   if (k !== size) throw new Error(`internal: block-id table holds ${k} entries, its size says ${size}`);
   return { idLo, idHi, pos, tiers };
-}
-
-/** The tree part of a snapshot: positions, then each publisher's entries. */
-export function writeTree(w: ByteWriter, d: TreeDump): void {
-  w.u32(d.parent.length);
-  w.bytes(d.parent);
-  w.bytes(d.lo);
-  w.bytes(d.hi);
-  for (const e of d.entries) {
-    w.u32(e.pos.length);
-    w.bytes(e.idLo);
-    w.bytes(e.idHi);
-    w.bytes(e.pos);
-    w.bytes(e.tiers);
-  }
-}
-
-/** Read what `writeTree` wrote for `publishers` publishers, checking every reference. */
-export function readTree(r: ByteReader, publishers: number): TreeDump {
-  const bad = (why: string): never => {
-    throw new SnapshotError('corrupt', `snapshot is inconsistent: ${why}`);
-  };
-  const n = r.u32();
-  if (n > 1 << 30) bad(`position count ${n}`);
-  const parent = r.i32Array(n);
-  const lo = r.i32Array(n);
-  const hi = r.i32Array(n);
-  for (let i = 0; i < n; i++) {
-    const p = parent[i]!;
-    if (p !== ROOT_REF && p !== DETACHED_REF && (p < 0 || p >= i)) bad(`position ${i} has parent ${p}`);
-  }
-  const entries: PublisherEntries[] = [];
-  for (let j = 0; j < publishers; j++) {
-    const m = r.u32();
-    if (m > 1 << 28) bad(`publisher ${j} has ${m} entries`);
-    const idLo = r.i32Array(m);
-    const idHi = r.i32Array(m);
-    const pos = r.i32Array(m);
-    const tiers = r.u8Array(m);
-    for (let k = 0; k < m; k++) {
-      if (pos[k]! < 0 || pos[k]! >= n) bad(`publisher ${j} entry ${k} names position ${pos[k]}`);
-      if ((tiers[k]! & 15) === 0) bad(`publisher ${j} entry ${k} has no tier`);
-    }
-    entries.push({ idLo, idHi, pos, tiers });
-  }
-  return { parent, lo, hi, entries };
 }
 
 /** Entry k's block id as a u64. */
