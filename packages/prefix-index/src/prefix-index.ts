@@ -8,8 +8,7 @@ import { ExtMap, K_VAL, SLOT, slotsFor, startSlots, touchHomes } from './ext-map
 import { grow, growableTable, growTable } from './growable';
 import { mix2, u64From, u64Hi, u64Lo } from './hash32';
 import { RepeatCheck } from './repeats';
-import { corrupt, readImage, SnapshotError, writeImage, type PublisherHead } from './snapshot-io';
-import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, idOf, type TreeDump } from './tree-dump';
+import { DETACHED_REF, ROOT_REF, corrupt, readImage, SnapshotError, writeImage, type PublisherEntries, type PublisherHead, type TreeDump } from './snapshot-io';
 import type { ApplyResult, IndexCounters, IndexStats, MatchResult, PublisherStats, RecoverResult, SuspectInfo, SuspectReason, WorkerMatch } from './types';
 
 const NTIERS = 4;
@@ -105,6 +104,33 @@ const LEVELS = Int32Array.from({ length: 16 }, (_, b) => {
 });
 function levels(b: number): number {
   return LEVELS[b & 15]!;
+}
+
+/** Positions appended in preorder (a growable struct of arrays). */
+export class PositionList {
+  parent: Int32Array = new Int32Array(1024);
+  lo: Int32Array = new Int32Array(1024);
+  hi: Int32Array = new Int32Array(1024);
+  length = 0;
+
+  push(parent: number, lo: number, hi: number): number {
+    if (this.length === this.parent.length) {
+      const n = this.length + 1;
+      this.parent = grow(this.parent, n);
+      this.lo = grow(this.lo, n);
+      this.hi = grow(this.hi, n);
+    }
+    const i = this.length++;
+    this.parent[i] = parent;
+    this.lo[i] = lo;
+    this.hi[i] = hi;
+    return i;
+  }
+
+  finish(entries: PublisherEntries[]): TreeDump {
+    const n = this.length;
+    return { parent: this.parent.slice(0, n), lo: this.lo.slice(0, n), hi: this.hi.slice(0, n), entries };
+  }
 }
 
 export class PrefixIndex {
@@ -1073,7 +1099,7 @@ export class PrefixIndex {
     this.compactions++;
   }
 
-  /** The tree as a dump (tree-dump.ts): each node's run in order, nodes in preorder. */
+  /** The tree as a dump (snapshot-io.ts): each node's run in order, nodes in preorder. */
   private dumpTree(): TreeDump {
     const posOf = new Int32Array(this.bHigh).fill(-1);
     const out = new PositionList();
@@ -1101,16 +1127,34 @@ export class PrefixIndex {
         if (v !== 0 && posOf[g]! < 0) posOf[g] = out.push(DETACHED_REF, this.blo[g]!, this.bhi[g]!);
       }
     }
-    return out.finish(
-      this.publishers.map((p) => {
-        const multi = this.multi[p.slot] ?? null;
-        const bitsOf = (g: number, tiers: number): number => {
-          const m = multi?.get(g);
-          return m === undefined ? tiers : m & 15;
-        };
-        return entriesOf(p.map.t, p.map.size, POS_BITS, posOf, bitsOf);
-      }),
-    );
+    return out.finish(this.publishers.map((p) => this.entriesOf(p, posOf)));
+  }
+
+  /**
+   * A publisher's entries for the dump, its positions mapped by `posOf` (-1: not in the dump, which a
+   * consistent index never has), with its tier bits at each (fewer than its ids' tiers there once one
+   * of several ids of a block was removed: Dynamo then drops the worker from the block).
+   */
+  private entriesOf(p: Publisher, posOf: Int32Array): PublisherEntries {
+    const { t, size } = p.map;
+    const idLo = new Int32Array(size);
+    const idHi = new Int32Array(size);
+    const pos = new Int32Array(size);
+    const tiers = new Uint8Array(size);
+    let k = 0;
+    for (let b = 0; b < t.length; b += SLOT) {
+      const v = t[b + K_VAL]!;
+      if (v === 0) continue;
+      const g = v & POS_MASK;
+      if (posOf[g]! < 0) throw new Error(`internal: block-id entry names ${g}, which is not in the tree dump`);
+      idLo[k] = t[b]!;
+      idHi[k] = t[b + 1]!;
+      pos[k] = posOf[g]!;
+      tiers[k] = (v >>> POS_BITS) | (this.bitsAt(p, g, v >>> POS_BITS) << 4);
+      k++;
+    }
+    if (k !== size) throw new Error(`internal: block-id table holds ${k} entries, its size says ${size}`);
+    return { idLo, idHi, pos, tiers };
   }
 
   /**
@@ -1188,7 +1232,7 @@ export class PrefixIndex {
       /** The publisher's id at position q (an entry's, or a temporary one stored now, with its missing ancestors). */
       const idAt = (q: number): bigint => {
         const own = owner[q]!;
-        if (own !== 0) return idOf(e, own - 1);
+        if (own !== 0) return u64From(e.idLo[own - 1]!, e.idHi[own - 1]!);
         const known = tempAt.get(q);
         if (known !== undefined) return known;
         // Climb to the nearest ancestor the publisher holds (or the root, or a detached head) ...

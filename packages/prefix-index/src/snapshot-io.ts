@@ -1,11 +1,12 @@
 /**
  * The snapshot image (README.md, "Snapshot format (version 1)") and its little-endian byte writer
  * and reader. Typed arrays are copied as raw bytes (the host is little-endian; @vantage/hashing
- * refuses to load otherwise), so a 100 MB index snapshots at memcpy speed.
+ * refuses to load otherwise), so a 100 MB index snapshots at memcpy speed. The tree travels as a
+ * dump, what the index also rebuilds itself from in a compaction: positions in preorder (a parent
+ * before its children, a chain a run of consecutive positions), then each publisher's entries.
  */
 import { xxh3_64 } from '@vantage/hashing';
 import type { WorkerId } from '@vantage/types';
-import { DETACHED_REF, ROOT_REF, type PublisherEntries, type TreeDump } from './tree-dump';
 import type { IndexCounters, SuspectInfo, SuspectReason } from './types';
 
 export class SnapshotError extends Error {
@@ -125,6 +126,27 @@ class ByteReader {
   done(): boolean {
     return this.pos === this.end;
   }
+}
+
+/** A position's parent: the root; or none, it hangs from nothing (an unknown parent, or one that left the tree). */
+export const ROOT_REF = -1;
+export const DETACHED_REF = -2;
+
+export interface PublisherEntries {
+  readonly idLo: Int32Array;
+  readonly idHi: Int32Array;
+  readonly pos: Int32Array;
+  /** Low four bits: the id's tiers; high four: the publisher's tier bits at the position. */
+  readonly tiers: Uint8Array;
+}
+
+export interface TreeDump {
+  /** Positions: parent (an earlier position, ROOT_REF or DETACHED_REF) and local hash halves. */
+  readonly parent: Int32Array;
+  readonly lo: Int32Array;
+  readonly hi: Int32Array;
+  /** One per publisher, in publisher order. */
+  readonly entries: PublisherEntries[];
 }
 
 const SNAPSHOT_MAGIC = 0x58495056; // "VPIX" read as a little-endian u32

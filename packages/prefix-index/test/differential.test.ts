@@ -233,7 +233,7 @@ describe('PrefixIndex', () => {
       const bytes = hinted.snapshot();
       const back = PrefixIndex.restore(bytes);
       // Node counts differ only by chains that hang from nothing (no match reaches them), which an
-      // image restores once per publisher holding them (tree-dump.ts).
+      // image restores once per publisher holding them (README, "Snapshot format").
       const plainStats = (x: PrefixIndex): unknown => ({ ...x.stats(), arrayBytes: 0, nodes: 0 });
       expect(plainStats(back)).toEqual(plainStats(plain));
       for (const q of paths) expect(norm(back.match(q))).toEqual(norm(plain.match(q)));

@@ -6,8 +6,7 @@ import { ReferenceIndex } from './reference-model';
 import { W, locals, removed, stored } from './events';
 import { WORKERS, cmdArb, normApply, normImpl, queries, toEvent } from './streams';
 import type { Cmd } from './streams';
-import { SNAPSHOT_VERSION, writeImage, type PublisherHead } from '../src/snapshot-io';
-import { ROOT_REF, type TreeDump } from '../src/tree-dump';
+import { ROOT_REF, SNAPSHOT_VERSION, writeImage, type PublisherHead, type TreeDump } from '../src/snapshot-io';
 
 /** Apply one command to an index (and the reference, which only supplies query paths). */
 function step(idx: PrefixIndex, c: Cmd, sent: Map<string, bigint>, now: number, ref?: ReferenceIndex): unknown {
@@ -60,7 +59,7 @@ describe('snapshot', () => {
         expect(b.blockSize).toBe(32);
         // A restore rebuilds the tables in its own order, so its image need not be byte-identical;
         // it holds the same index (statistics without array bytes and node counts, which differ
-        // only by chains that hang from nothing: tree-dump.ts), and restores to it again.
+        // only by chains that hang from nothing: README, "Snapshot format"), and restores to it again.
         expect(logical(b)).toEqual(logical(a));
         expect(logical(PrefixIndex.restore(b.snapshot()))).toEqual(logical(a));
         const sentB = new Map(sentA);
