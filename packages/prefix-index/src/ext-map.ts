@@ -72,10 +72,9 @@ export class ExtMap {
     this.limit = limitOf(cap);
   }
 
-  /** Base offset of the slot holding key (lo, hi), or -1. Keys are the u64 halves as int32. */
+  /** Base offset of the slot holding key (lo, hi), or a negative number. Keys are the u64 halves as int32. */
   find(lo: number, hi: number): number {
-    const b = this.probeFrom(mix2(lo, hi) & this.mask, lo, hi);
-    return b >= 0 ? b : -1;
+    return this.probeFrom(mix2(lo, hi) & this.mask, lo, hi);
   }
 
   /**

@@ -41,26 +41,6 @@ function i32View(a: BigUint64Array): Int32Array {
   return new Int32Array(a.buffer, a.byteOffset, a.length * 2);
 }
 
-/** A publisher's match record: d, h, k, a leading blocks on the cumulative tier sets, block size bs. */
-function matchRecord(p: Publisher, d: number, h: number, k: number, a: number, bs: number): Mutable<WorkerMatch> {
-  return {
-    workerId: p.workerId,
-    dpRank: p.dpRank,
-    deviceBlocks: d,
-    hostBlocks: h,
-    diskBlocks: k,
-    anyBlocks: a,
-    deviceTokens: d * bs,
-    hostTokens: h * bs,
-    diskTokens: k * bs,
-    anyTokens: a * bs,
-    treeSize: p.map.size,
-    suspect: p.suspect,
-    lastEventId: p.lastEventId,
-    lastEventMs: p.lastEventMs,
-  };
-}
-
 const POS_BITS = 28;
 const POS_MASK = (1 << POS_BITS) - 1;
 const ROOT = 0;
@@ -533,7 +513,22 @@ export class PrefixIndex {
       const w = reuse ? p.matchRecord : null;
       if (w === null) {
         // A new record, written whole (`match`, or a publisher's first transient answer).
-        const rec = matchRecord(p, d, h, k, a, bs);
+        const rec: Mutable<WorkerMatch> = {
+          workerId: p.workerId,
+          dpRank: p.dpRank,
+          deviceBlocks: d,
+          hostBlocks: h,
+          diskBlocks: k,
+          anyBlocks: a,
+          deviceTokens: d * bs,
+          hostTokens: h * bs,
+          diskTokens: k * bs,
+          anyTokens: a * bs,
+          treeSize: p.map.size,
+          suspect: p.suspect,
+          lastEventId: p.lastEventId,
+          lastEventMs: p.lastEventMs,
+        };
         if (reuse) p.matchRecord = rec;
         workers[i] = rec;
         continue;
@@ -557,7 +552,6 @@ export class PrefixIndex {
     t.requestBlocks = n;
     return t;
   }
-
 
   /**
    * Walks the request down the runs from the root (README.md, "Layout", "Match"); a publisher leaves
@@ -1681,10 +1675,6 @@ export class PrefixIndex {
     return t;
   }
 
-  get nodeCount(): number {
-    return this.livePositions;
-  }
-
   stats(): IndexStats {
     const publishers: PublisherStats[] = this.publishers.map((p) => ({
       workerId: p.workerId,
@@ -1699,7 +1689,7 @@ export class PrefixIndex {
       arrayBytes += a.byteLength;
     }
     for (const p of this.publishers) arrayBytes += p.map.bytes();
-    return { blockSize: this.blockSize, publishers, totalBlocks: this.totalBlocks, nodes: this.nodeCount, arrayBytes, counters: { ...this.counters } };
+    return { blockSize: this.blockSize, publishers, totalBlocks: this.totalBlocks, nodes: this.livePositions, arrayBytes, counters: { ...this.counters } };
   }
 
   /** Positions handed out (the block tables' high mark) and compactions so far. */
