@@ -87,7 +87,7 @@ function levels(b: number): number {
 }
 
 /** Positions appended in preorder (a growable struct of arrays). */
-export class PositionList {
+class PositionList {
   parent: Int32Array = new Int32Array(1024);
   lo: Int32Array = new Int32Array(1024);
   hi: Int32Array = new Int32Array(1024);

@@ -175,7 +175,7 @@ export interface PublisherHead {
   readonly tierBlocks: Uint32Array;
 }
 
-export interface Image {
+interface Image {
   readonly blockSize: number;
   readonly counters: IndexCounters;
   readonly heads: PublisherHead[];
