@@ -23,48 +23,35 @@ export function corrupt(why: string): never {
   throw new SnapshotError('corrupt', `snapshot is inconsistent: ${why}`);
 }
 
+/** Little-endian writes into a buffer of the image's exact size (`writeImage` computes it up front). */
 class ByteWriter {
-  private buf = new Uint8Array(1 << 16);
-  private view = new DataView(this.buf.buffer);
+  readonly buf: Uint8Array;
+  private readonly view: DataView;
   length = 0;
 
-  private ensure(n: number): void {
-    if (this.length + n <= this.buf.length) return;
-    let cap = this.buf.length * 2;
-    while (cap < this.length + n) cap *= 2;
-    const next = new Uint8Array(cap);
-    next.set(this.buf.subarray(0, this.length));
-    this.buf = next;
-    this.view = new DataView(next.buffer);
+  constructor(size: number) {
+    this.buf = new Uint8Array(size);
+    this.view = new DataView(this.buf.buffer);
   }
   u8(v: number): void {
-    this.ensure(1);
     this.view.setUint8(this.length, v);
     this.length += 1;
   }
   u32(v: number): void {
-    this.ensure(4);
     this.view.setUint32(this.length, v >>> 0, true);
     this.length += 4;
   }
   u64(v: bigint): void {
-    this.ensure(8);
     this.view.setBigUint64(this.length, v, true);
     this.length += 8;
   }
   f64(v: number): void {
-    this.ensure(8);
     this.view.setFloat64(this.length, v, true);
     this.length += 8;
   }
   bytes(src: ArrayBufferView): void {
-    const b = new Uint8Array(src.buffer, src.byteOffset, src.byteLength);
-    this.ensure(b.length);
-    this.buf.set(b, this.length);
-    this.length += b.length;
-  }
-  finish(): Uint8Array {
-    return this.buf.slice(0, this.length);
+    this.buf.set(new Uint8Array(src.buffer, src.byteOffset, src.byteLength), this.length);
+    this.length += src.byteLength;
   }
 }
 
@@ -155,6 +142,8 @@ export const SNAPSHOT_VERSION = 1;
 const HEADER_BYTES = 4 + 4 + 4 + 8; // magic, version, payload length, xxh3-64 of payload
 const REASONS: readonly SuspectReason[] = ['unknown_parent', 'event_gap', 'missed_start'];
 const NTIERS = 4;
+/** A publisher head: worker, dp rank, slot, flags, last event id and time, suspect reason, since and incidents, tier counts. */
+const HEAD_BYTES = 8 + 4 + 4 + 1 + 8 + 8 + 1 + 8 + 4 + 4 * NTIERS;
 /** The counters an image holds as f64, in image order; `missedEvents` follows them as a u64. */
 const F64_COUNTERS = [
   'eventsApplied', 'duplicates', 'gaps', 'unknownParents', 'unknownRemovals',
@@ -184,7 +173,9 @@ interface Image {
 
 /** The image: header, block size, counters, publisher heads, then the tree (positions, then each publisher's entries). */
 export function writeImage(blockSize: number, c: IndexCounters, heads: readonly PublisherHead[], d: TreeDump): Uint8Array {
-  const w = new ByteWriter();
+  let size = HEADER_BYTES + 4 + 8 * F64_COUNTERS.length + 8 + 4 + heads.length * HEAD_BYTES + 4 + 12 * d.parent.length;
+  for (const e of d.entries) size += 4 + 13 * e.pos.length;
+  const w = new ByteWriter(size);
   w.u32(SNAPSHOT_MAGIC);
   w.u32(SNAPSHOT_VERSION);
   w.u32(0); // payload length and checksum: set at the end
@@ -216,7 +207,7 @@ export function writeImage(blockSize: number, c: IndexCounters, heads: readonly 
     w.bytes(e.pos);
     w.bytes(e.tiers);
   }
-  const out = w.finish();
+  const out = w.buf;
   const dv = new DataView(out.buffer);
   dv.setUint32(8, out.length - HEADER_BYTES, true);
   dv.setBigUint64(12, xxh3_64(out.subarray(HEADER_BYTES)), true);
