@@ -33,14 +33,6 @@ export function slotsFor(entries: number): number {
   return cap;
 }
 
-/**
- * Slots a table reserved for an `expectBlocks` hint starts with: half its reservation, so filling
- * it to the hint doubles it in place at most once.
- */
-export function startSlots(reserved: number): number {
-  return Math.max(16, reserved >>> 1);
-}
-
 export class ExtMap {
   /** Slots of [keyLo, keyHi, value]; slot index s addresses t[s * SLOT + field]. */
   t: Int32Array;

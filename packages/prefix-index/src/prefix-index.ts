@@ -4,7 +4,7 @@
  * per worker and dp rank), tiers, loss detection, match and exact snapshots.
  */
 import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
-import { ExtMap, K_VAL, SLOT, slotsFor, startSlots, touchHomes } from './ext-map';
+import { ExtMap, K_VAL, SLOT, slotsFor, touchHomes } from './ext-map';
 import { grow, growableTable, growTable } from './growable';
 import { mix2, u64From, u64Hi, u64Lo } from './hash32';
 import { RepeatCheck } from './repeats';
@@ -379,13 +379,14 @@ export class PrefixIndex {
 
   /**
    * An empty block-id table for a publisher of the worker: reserved for its `expectBlocks` and
-   * starting at half of that (it doubles in place as it fills), else the smallest table.
+   * starting at half of that, so filling it to the hint doubles it in place at most once; else the
+   * smallest table.
    */
   private newTable(workerId: WorkerId): ExtMap {
     const e = this.expected.get(workerId);
     if (e === undefined) return new ExtMap();
     const res = slotsFor(e);
-    return new ExtMap(startSlots(res), res);
+    return new ExtMap(res >>> 1, res);
   }
 
   /** Forget a worker on every dp rank (it left the pool), and its `expectBlocks`. Returns the blocks dropped. */
