@@ -288,7 +288,7 @@ function runScenario(name: string, prompts: readonly Prompt[], queries: readonly
   );
   const idx = impl.last;
   const resident = idx.totalBlocks;
-  const nodes = idx.nodeCount;
+  const nodes = idx.room.inTree;
   const arrayBytes = idx.stats().arrayBytes;
   log(`${label}: matching ${queries.length} prompts`);
   gc();
@@ -364,7 +364,7 @@ const q2 = long.map((p) => p.local);
 gc();
 const idx2 = new PrefixIndex(BLOCK);
 for (const e of longEvents) idx2.apply(e, 0);
-log(`2048-block prompts: ${idx2.totalBlocks} resident blocks on ${idx2.nodeCount} nodes; matching`);
+log(`2048-block prompts: ${idx2.totalBlocks} resident blocks on ${idx2.room.inTree} nodes; matching`);
 gc();
 const lat2 = latencies(q2, 30, (q) => idx2.match(q));
 const base2 = new MapIndex(BLOCK);

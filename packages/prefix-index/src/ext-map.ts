@@ -33,14 +33,6 @@ export function slotsFor(entries: number): number {
   return cap;
 }
 
-/**
- * Slots a table reserved for an `expectBlocks` hint starts with: half its reservation, so filling
- * it to the hint doubles it in place at most once.
- */
-export function startSlots(reserved: number): number {
-  return Math.max(16, reserved >>> 1);
-}
-
 export class ExtMap {
   /** Slots of [keyLo, keyHi, value]; slot index s addresses t[s * SLOT + field]. */
   t: Int32Array;
@@ -72,10 +64,9 @@ export class ExtMap {
     this.limit = limitOf(cap);
   }
 
-  /** Base offset of the slot holding key (lo, hi), or -1. Keys are the u64 halves as int32. */
+  /** Base offset of the slot holding key (lo, hi), or a negative number. Keys are the u64 halves as int32. */
   find(lo: number, hi: number): number {
-    const b = this.probeFrom(mix2(lo, hi) & this.mask, lo, hi);
-    return b >= 0 ? b : -1;
+    return this.probeFrom(mix2(lo, hi) & this.mask, lo, hi);
   }
 
   /**

@@ -4,16 +4,4 @@
  */
 export { PrefixIndex } from './prefix-index';
 export { SnapshotError } from './snapshot-io';
-export type {
-  ApplyResult,
-  RecoverResult,
-  ApplyStatus,
-  RejectionReason,
-  IndexCounters,
-  IndexStats,
-  MatchResult,
-  PublisherStats,
-  SuspectInfo,
-  SuspectReason,
-  WorkerMatch,
-} from './types';
+export type { ApplyResult, RecoverResult, MatchResult, SuspectInfo, WorkerMatch } from './types';

@@ -1,17 +1,45 @@
 /**
  * The prefix index: Dynamo's radix tree over local block hashes, path-compressed into runs of
- * blocks (README, "Layout"), with per-publisher block-id tables, tiers, loss detection, match and
- * exact snapshots (the publisher half is index-base.ts).
+ * blocks (README, "Layout"), with a block-id table, event ids and suspect state per publisher (one
+ * per worker and dp rank), tiers, loss detection, match and exact snapshots.
  */
-import type { KvStoredData } from '@vantage/types';
-import { K_VAL, SLOT, touchHomes } from './ext-map';
+import type { ExternalHash, KvEvent, KvStoredData, StorageTier, WorkerId } from '@vantage/types';
+import { ExtMap, K_VAL, SLOT, slotsFor, touchHomes } from './ext-map';
 import { grow, growableTable, growTable } from './growable';
-import { mix2, u64Hi, u64Lo } from './hash32';
-import { EMPTY_U64, IndexBase, i32View, NTIERS, STORED_OK, STORED_SELF_REFERENCING, STORED_UNKNOWN_PARENT } from './index-base';
+import { mix2, u64From, u64Hi, u64Lo } from './hash32';
 import { RepeatCheck } from './repeats';
-import type { Publisher } from './index-base';
-import { DETACHED_REF, PositionList, ROOT_REF, entriesOf, type TreeDump } from './tree-dump';
-import type { IndexStats } from './types';
+import { DETACHED_REF, ROOT_REF, corrupt, readImage, SnapshotError, writeImage, type PublisherEntries, type PublisherHead, type TreeDump } from './snapshot-io';
+import type { ApplyResult, IndexCounters, IndexStats, MatchResult, PublisherStats, RecoverResult, SuspectInfo, SuspectReason, WorkerMatch } from './types';
+
+const NTIERS = 4;
+const EMPTY_U64 = new BigUint64Array(0);
+/** What `applyStored` did. */
+const STORED_OK = 0;
+const STORED_UNKNOWN_PARENT = 1;
+const STORED_SELF_REFERENCING = 2;
+/** Largest `expectBlocks` hint honoured (blocks per publisher). */
+const EXPECT_BLOCKS_MAX = 1 << 22;
+
+const TIER_INDEX: Readonly<Record<StorageTier, number>> = {
+  device: 0,
+  host_pinned: 1,
+  disk: 2,
+  external: 3,
+};
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** Mutable per-(worker, dp rank) state. */
+interface Publisher extends PublisherHead {
+  map: ExtMap;
+  /** This publisher's record in `matchTransient` answers (made on first use). */
+  matchRecord: Mutable<WorkerMatch> | null;
+}
+
+/** A BigUint64Array read as int32 halves (lo at 2i, hi at 2i+1) without copying: same buffer. */
+function i32View(a: BigUint64Array): Int32Array {
+  return new Int32Array(a.buffer, a.byteOffset, a.length * 2);
+}
 
 const POS_BITS = 28;
 const POS_MASK = (1 << POS_BITS) - 1;
@@ -58,7 +86,62 @@ function levels(b: number): number {
   return LEVELS[b & 15]!;
 }
 
-export class PrefixIndex extends IndexBase {
+/** Positions appended in preorder (a growable struct of arrays). */
+class PositionList {
+  parent: Int32Array = new Int32Array(1024);
+  lo: Int32Array = new Int32Array(1024);
+  hi: Int32Array = new Int32Array(1024);
+  length = 0;
+
+  push(parent: number, lo: number, hi: number): number {
+    if (this.length === this.parent.length) {
+      const n = this.length + 1;
+      this.parent = grow(this.parent, n);
+      this.lo = grow(this.lo, n);
+      this.hi = grow(this.hi, n);
+    }
+    const i = this.length++;
+    this.parent[i] = parent;
+    this.lo[i] = lo;
+    this.hi[i] = hi;
+    return i;
+  }
+
+  finish(entries: PublisherEntries[]): TreeDump {
+    const n = this.length;
+    return { parent: this.parent.slice(0, n), lo: this.lo.slice(0, n), hi: this.hi.slice(0, n), entries };
+  }
+}
+
+export class PrefixIndex {
+  readonly blockSize: number;
+
+  private readonly byWorker = new Map<bigint, Map<number, Publisher>>();
+  /** Blocks each publisher of a worker is expected to hold (`expectBlocks`), for sizing its block-id table. */
+  private readonly expected = new Map<bigint, number>();
+  private publishers: Publisher[] = [];
+  private slotHigh = 0;
+  private freeSlots: number[] = [];
+  private readonly counters: IndexCounters = {
+    eventsApplied: 0,
+    duplicates: 0,
+    gaps: 0,
+    missedEvents: 0n,
+    unknownParents: 0,
+    unknownRemovals: 0,
+    blocksStored: 0,
+    blocksRemoved: 0,
+    clears: 0,
+    missedStarts: 0,
+  };
+  /**
+   * Match counts written by the tree's walk: leading blocks of publisher slot s on cumulative tier
+   * set t at `counts[t * stride + s]` (the stride is what `walk` returns).
+   */
+  private counts: Int32Array = new Int32Array(NTIERS * 32);
+  /** The `matchTransient` answer, overwritten by each one. */
+  private readonly transient: { blockSize: number; requestBlocks: number; workers: WorkerMatch[] };
+
   // Blocks by global position.
   private blo: Int32Array = growableTable(1024, 1024 * 16);
   private bhi: Int32Array = growableTable(1024, 1024 * 16);
@@ -121,17 +204,433 @@ export class PrefixIndex extends IndexBase {
   /** Compactions so far (stats). */
   private compactions = 0;
   constructor(blockSize: number) {
-    super(blockSize);
+    if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
+      throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
+    }
+    this.blockSize = blockSize;
+    this.transient = { blockSize, requestBlocks: 0, workers: [] };
     this.nParent[ROOT] = NONE;
   }
 
-  protected ensureSlot(slot: number): void {
+  // ---------------------------------------------------------------------------------------------
+  // Events
+
+  /**
+   * Apply one decoded KV event. Duplicate or older event ids are ignored; a jump in ids, an
+   * unknown parent or a first id above 1 marks the publisher suspect (see README).
+   * Throws RangeError only on a structurally invalid event (a decoder bug), before changing state.
+   */
+  apply(event: KvEvent, nowMs: number): ApplyResult {
+    const data = event.data;
+    const tier = TIER_INDEX[event.storageTier];
+    if (tier === undefined) throw new RangeError(`unknown storage tier ${String(event.storageTier)}`);
+    if (!Number.isInteger(event.dpRank) || event.dpRank < 0 || event.dpRank > 0xffff_ffff) {
+      throw new RangeError(`dp rank must be a u32, got ${event.dpRank}`);
+    }
+    if (data.kind === 'stored' && data.blockHashes.length !== data.tokensHashes.length) {
+      throw new RangeError(
+        `stored event has ${data.blockHashes.length} block hashes but ${data.tokensHashes.length} tokens hashes`,
+      );
+    }
+    const pub = this.publisher(event.workerId, event.dpRank, true)!;
+    const id = event.eventId;
+    const c = this.counters;
+    let missed = 0n;
+    if (pub.lastEventId !== null) {
+      if (id <= pub.lastEventId) {
+        c.duplicates++;
+        return {
+          status: 'duplicate',
+          rejection: null,
+          blockOps: 0,
+          missedEvents: 0n,
+          unknownParent: false,
+          unknownRemovals: EMPTY_U64,
+          suspect: pub.suspect,
+        };
+      }
+      if (id !== pub.lastEventId + 1n) {
+        missed = id - pub.lastEventId - 1n;
+        c.gaps++;
+        c.missedEvents += missed;
+        this.markSuspect(pub, 'event_gap', nowMs);
+      }
+    } else if (pub.expectStart && id > 1n) {
+      c.missedStarts++;
+      this.markSuspect(pub, 'missed_start', nowMs);
+    }
+    pub.lastEventId = id;
+    pub.expectStart = false;
+    pub.lastEventMs = nowMs;
+
+    let blockOps = 0;
+    let unknownParent = false;
+    let unknownRemovals: BigUint64Array = EMPTY_U64;
+    switch (data.kind) {
+      case 'stored': {
+        const r = this.applyStored(pub, tier, data, true);
+        if (r === STORED_SELF_REFERENCING) {
+          // Refused whole, as Dynamo drops it (it forwards an empty removal in its place: the id
+          // is taken, the publisher is not marked); the index is unchanged.
+          return { status: 'rejected', rejection: 'self_referencing', blockOps: 0, missedEvents: missed, unknownParent: false, unknownRemovals: EMPTY_U64, suspect: pub.suspect };
+        }
+        c.eventsApplied++;
+        unknownParent = r === STORED_UNKNOWN_PARENT;
+        if (unknownParent) {
+          c.unknownParents++;
+          this.markSuspect(pub, 'unknown_parent', nowMs);
+        }
+        blockOps = data.blockHashes.length;
+        c.blocksStored += blockOps;
+        break;
+      }
+      case 'removed':
+        c.eventsApplied++;
+        unknownRemovals = this.applyRemoved(pub, tier, data.blockHashes);
+        blockOps = data.blockHashes.length;
+        c.blocksRemoved += blockOps - unknownRemovals.length;
+        c.unknownRemovals += unknownRemovals.length;
+        break;
+      case 'cleared':
+        c.eventsApplied++;
+        // Dynamo's newer semantics: only the emitting dp rank. The publisher's state is now known
+        // exactly (empty), which repairs any earlier loss.
+        this.clearPublisher(pub);
+        pub.suspect = null;
+        c.clears++;
+        break;
+    }
+    return { status: 'applied', rejection: null, blockOps, missedEvents: missed, unknownParent, unknownRemovals, suspect: pub.suspect };
+  }
+
+  private markSuspect(pub: Publisher, reason: SuspectReason, nowMs: number): void {
+    // Suspect info objects are immutable so a match result can hand out the same reference.
+    pub.suspect =
+      pub.suspect === null
+        ? { reason, sinceMs: nowMs, incidents: 1 }
+        : { reason: pub.suspect.reason, sinceMs: pub.suspect.sinceMs, incidents: pub.suspect.incidents + 1 };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Publisher management
+
+  private publisher(workerId: WorkerId, dpRank: number, create: boolean): Publisher | undefined {
+    let ranks = this.byWorker.get(workerId);
+    const existing = ranks?.get(dpRank);
+    if (existing !== undefined || !create) return existing;
+    if (ranks === undefined) {
+      ranks = new Map();
+      this.byWorker.set(workerId, ranks);
+    }
+    const slot = this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.slotHigh++;
+    this.ensureSlot(slot);
+    const pub: Publisher = {
+      workerId,
+      dpRank,
+      slot,
+      map: this.newTable(workerId),
+      lastEventId: null,
+      expectStart: true,
+      suspect: null,
+      lastEventMs: null,
+      tierBlocks: new Uint32Array(NTIERS),
+      matchRecord: null,
+    };
+    ranks.set(dpRank, pub);
+    this.publishers.push(pub);
+    return pub;
+  }
+
+  /** Make room for publisher slot `slot` (a new highest slot). */
+  private ensureSlot(slot: number): void {
     if (slot < this.slotCap) return;
     const cap = (this.slotCap *= 2);
     this.counts = new Int32Array(NTIERS * cap);
     this.lvl = new Int32Array(cap);
     this.seen = new Int32Array(cap);
     this.act = new Int32Array(cap);
+  }
+
+  private dropPublisher(pub: Publisher): number {
+    const dropped = this.clearPublisher(pub);
+    const ranks = this.byWorker.get(pub.workerId)!;
+    ranks.delete(pub.dpRank);
+    if (ranks.size === 0) this.byWorker.delete(pub.workerId);
+    this.publishers = this.publishers.filter((p) => p !== pub);
+    this.freeSlots.push(pub.slot);
+    return dropped;
+  }
+
+  /**
+   * A worker's advertised cache size, `total_kv_blocks` per dp rank, sizing its publishers' block-id
+   * tables up front (README.md, "Layout", "Pre-sized block-id tables"); tables that exist get the
+   * allocation now. 0 forgets the hint; hints above EXPECT_BLOCKS_MAX count as that.
+   */
+  expectBlocks(workerId: WorkerId, blocks: number): void {
+    const n = Math.min(EXPECT_BLOCKS_MAX, Math.max(0, Math.floor(blocks)));
+    if (!(n > 0)) {
+      this.expected.delete(workerId);
+      return;
+    }
+    this.expected.set(workerId, n);
+    const ranks = this.byWorker.get(workerId);
+    if (ranks !== undefined) for (const pub of ranks.values()) pub.map.reserveSlots(slotsFor(n));
+  }
+
+  /**
+   * An empty block-id table for a publisher of the worker: reserved for its `expectBlocks` and
+   * starting at half of that, so filling it to the hint doubles it in place at most once; else the
+   * smallest table.
+   */
+  private newTable(workerId: WorkerId): ExtMap {
+    const e = this.expected.get(workerId);
+    if (e === undefined) return new ExtMap();
+    const res = slotsFor(e);
+    return new ExtMap(res >>> 1, res);
+  }
+
+  /** Forget a worker on every dp rank (it left the pool), and its `expectBlocks`. Returns the blocks dropped. */
+  removeWorker(workerId: WorkerId): number {
+    this.expected.delete(workerId);
+    const ranks = this.byWorker.get(workerId);
+    if (ranks === undefined) return 0;
+    let dropped = 0;
+    for (const pub of [...ranks.values()]) dropped += this.dropPublisher(pub);
+    return dropped;
+  }
+
+  /** Forget one (worker, dp rank). Returns the blocks dropped. */
+  removeDpRank(workerId: WorkerId, dpRank: number): number {
+    const pub = this.publisher(workerId, dpRank, false);
+    return pub === undefined ? 0 : this.dropPublisher(pub);
+  }
+
+  /**
+   * Repair a suspect publisher before its state is re-sent (a dump or a replay): drops its blocks,
+   * clears the suspect flag and sets its event-id position. With `lastEventId` the stream must
+   * continue at lastEventId + 1; without it the next event's id is accepted as the new baseline.
+   */
+  resync(workerId: WorkerId, dpRank: number, nowMs: number, lastEventId?: bigint): void {
+    const pub = this.publisher(workerId, dpRank, true)!;
+    this.clearPublisher(pub);
+    pub.suspect = null;
+    pub.lastEventId = lastEventId ?? null;
+    pub.expectStart = false;
+    pub.lastEventMs = nowMs;
+  }
+
+  /**
+   * Replace one publisher's state with what its worker's own index says it holds (README.md, `recover`).
+   * A RangeError is thrown before anything changes when an event is another worker's or rank's, or invalid.
+   */
+  recover(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint, nowMs: number): RecoverResult {
+    for (const e of events) {
+      if (e.workerId !== workerId || e.dpRank !== dpRank) {
+        throw new RangeError(`recovery event for worker ${e.workerId} dp rank ${e.dpRank} in the recovery of worker ${workerId} dp rank ${dpRank}`);
+      }
+      if (TIER_INDEX[e.storageTier] === undefined) throw new RangeError(`unknown storage tier ${String(e.storageTier)}`);
+      const d = e.data;
+      if (d.kind === 'stored' && d.blockHashes.length !== d.tokensHashes.length) {
+        throw new RangeError(`stored event has ${d.blockHashes.length} block hashes but ${d.tokensHashes.length} tokens hashes`);
+      }
+    }
+    const pub = this.publisher(workerId, dpRank, true)!;
+    const dropped = this.clearPublisher(pub);
+    pub.suspect = null;
+    pub.expectStart = false;
+    let unknownParents = 0;
+    let rejected = 0;
+    const c = this.counters;
+    for (const e of events) {
+      const tier = TIER_INDEX[e.storageTier];
+      const d = e.data;
+      if (d.kind === 'stored') {
+        const r = this.applyStored(pub, tier, d, true);
+        if (r === STORED_SELF_REFERENCING) {
+          rejected++;
+          continue;
+        }
+        if (r === STORED_UNKNOWN_PARENT) unknownParents++;
+        c.blocksStored += d.blockHashes.length;
+      } else if (d.kind === 'removed') {
+        const unknown = this.applyRemoved(pub, tier, d.blockHashes);
+        c.blocksRemoved += d.blockHashes.length - unknown.length;
+      } else this.clearPublisher(pub);
+    }
+    pub.lastEventId = lastEventId;
+    pub.lastEventMs = nowMs;
+    if (unknownParents > 0) {
+      c.unknownParents += unknownParents;
+      this.markSuspect(pub, 'unknown_parent', nowMs);
+    }
+    return { blocksDropped: dropped, blocks: pub.map.size, unknownParents, rejected, suspect: pub.suspect };
+  }
+
+  /** Last event id applied for one publisher (null before its first event, or when unknown). */
+  lastEventIdOf(workerId: WorkerId, dpRank: number): bigint | null {
+    return this.publisher(workerId, dpRank, false)?.lastEventId ?? null;
+  }
+
+  /** Suspect state of one publisher (null when trusted or unknown). */
+  suspectOf(workerId: WorkerId, dpRank: number): SuspectInfo | null {
+    return this.publisher(workerId, dpRank, false)?.suspect ?? null;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Match
+
+  /**
+   * For every known (worker, dp rank): leading blocks of the request (from block 0) held on the
+   * device tier, on device-or-host, on device-or-host-or-disk, and on any tier.
+   */
+  match(localHashes: BigUint64Array): MatchResult {
+    return this.matchInto(localHashes, false);
+  }
+
+  /**
+   * `match` for a caller that reads the answer at once (the indexer's observe, one query at a time):
+   * the result, its array and each publisher's record belong to the index and are overwritten by the
+   * next `matchTransient`, so a query allocates no record per publisher. The same values as `match`.
+   */
+  matchTransient(localHashes: BigUint64Array): MatchResult {
+    return this.matchInto(localHashes, true);
+  }
+
+  private matchInto(localHashes: BigUint64Array, reuse: boolean): MatchResult {
+    const n = localHashes.length;
+    const slots = this.walk(i32View(localHashes), n);
+    const counts = this.counts;
+    const bs = this.blockSize;
+    const pubs = this.publishers;
+    const workers: WorkerMatch[] = reuse ? this.transient.workers : new Array<WorkerMatch>(pubs.length);
+    if (reuse) workers.length = pubs.length;
+    for (let i = 0; i < pubs.length; i++) {
+      const p = pubs[i]!;
+      const s = p.slot;
+      const d = counts[s]!;
+      const h = counts[slots + s]!;
+      const k = counts[2 * slots + s]!;
+      const a = counts[3 * slots + s]!;
+      const w = reuse ? p.matchRecord : null;
+      if (w === null) {
+        // A new record, written whole (`match`, or a publisher's first transient answer).
+        const rec: Mutable<WorkerMatch> = {
+          workerId: p.workerId,
+          dpRank: p.dpRank,
+          deviceBlocks: d,
+          hostBlocks: h,
+          diskBlocks: k,
+          anyBlocks: a,
+          deviceTokens: d * bs,
+          hostTokens: h * bs,
+          diskTokens: k * bs,
+          anyTokens: a * bs,
+          treeSize: p.map.size,
+          suspect: p.suspect,
+          lastEventId: p.lastEventId,
+          lastEventMs: p.lastEventMs,
+        };
+        if (reuse) p.matchRecord = rec;
+        workers[i] = rec;
+        continue;
+      }
+      w.deviceBlocks = d;
+      w.hostBlocks = h;
+      w.diskBlocks = k;
+      w.anyBlocks = a;
+      w.deviceTokens = d * bs;
+      w.hostTokens = h * bs;
+      w.diskTokens = k * bs;
+      w.anyTokens = a * bs;
+      w.treeSize = p.map.size;
+      w.suspect = p.suspect;
+      w.lastEventId = p.lastEventId;
+      w.lastEventMs = p.lastEventMs;
+      workers[i] = w;
+    }
+    if (!reuse) return { blockSize: bs, requestBlocks: n, workers };
+    const t = this.transient;
+    t.requestBlocks = n;
+    return t;
+  }
+
+  /**
+   * Walks the request down the runs from the root (README.md, "Layout", "Match"); a publisher leaves
+   * a tier set where its holding ends before the run does (or the request leaves the run).
+   */
+  private walk(loc: Int32Array, n: number): number {
+    const S = this.slotCap;
+    const counts = this.counts;
+    counts.fill(0);
+    if (n === 0) return S;
+    let node = this.child(ROOT, loc[0]!, loc[1]!);
+    if (node === 0) return S;
+    let lower = 0;
+    if (this.lowerEver) for (const p of this.publishers) lower += p.tierBlocks[1]! + p.tierBlocks[2]! + p.tierBlocks[3]!;
+    const top = lower === 0 ? 1 : NTIERS;
+    const hold = this.hold;
+    const lvl = this.lvl;
+    const seen = this.seen;
+    const act = this.act;
+    const blo = this.blo;
+    const bhi = this.bhi;
+    lvl.fill(top);
+    let na = 0;
+    {
+      const end = this.nHold[node]! + this.nHCnt[node]! * HS;
+      for (let e = this.nHold[node]!; e < end; e += HS) {
+        const s = hold[e + H_SLOT]!;
+        lvl[s] = 0;
+        act[na++] = s;
+      }
+    }
+    let depth = 0;
+    for (;;) {
+      const g = this.nStart[node]!;
+      const len = this.nLen[node]!;
+      const lim = Math.min(len, n - depth);
+      let m = 1;
+      while (m < lim && blo[g + m] === loc[2 * (depth + m)] && bhi[g + m] === loc[2 * (depth + m) + 1]) m++;
+      const v = ++this.visit;
+      const end = this.nHold[node]! + this.nHCnt[node]! * HS;
+      for (let e = this.nHold[node]!; e < end; e += HS) {
+        const s = hold[e + H_SLOT]!;
+        seen[s] = v;
+        for (let l = lvl[s]!; l < top; l++) {
+          const c = Math.min(hold[e + H_C + l]!, m);
+          if (c < len || m < len) {
+            counts[l * S + s] = depth + c;
+            lvl[s] = l + 1;
+          } else break;
+        }
+      }
+      let keep = 0;
+      for (let j = 0; j < na; j++) {
+        const s = act[j]!;
+        if (seen[s] !== v) {
+          for (let l = lvl[s]!; l < top; l++) counts[l * S + s] = depth;
+          lvl[s] = top;
+        }
+        if (lvl[s]! < top) act[keep++] = s;
+      }
+      na = keep;
+      depth += len;
+      let next = 0;
+      if (na > 0 && m === len && depth < n) next = this.child(node, loc[2 * depth]!, loc[2 * depth + 1]!);
+      if (next === 0) {
+        for (let j = 0; j < na; j++) {
+          const s = act[j]!;
+          for (let l = lvl[s]!; l < top; l++) counts[l * S + s] = depth;
+        }
+        break;
+      }
+      node = next;
+    }
+    if (top === 1) {
+      counts.copyWithin(S, 0, S);
+      counts.copyWithin(2 * S, 0, 2 * S);
+    }
+    return S;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -145,7 +644,11 @@ export class PrefixIndex extends IndexBase {
     return pos >= 0 && pos < this.nLen[node]!;
   }
 
-  protected applyStored(pub: Publisher, tier: number, data: KvStoredData, check: boolean): number {
+  /**
+   * Store a stored event's blocks: STORED_OK, STORED_UNKNOWN_PARENT, or (with `check`, before
+   * changing anything) STORED_SELF_REFERENCING when it names one block id twice, its parent counted.
+   */
+  private applyStored(pub: Publisher, tier: number, data: KvStoredData, check: boolean): number {
     const n = data.blockHashes.length;
     const ext = i32View(data.blockHashes);
     const loc = i32View(data.tokensHashes);
@@ -487,7 +990,8 @@ export class PrefixIndex extends IndexBase {
   // ---------------------------------------------------------------------------------------------
   // Removed and cleared
 
-  protected applyRemoved(pub: Publisher, tier: number, hashes: BigUint64Array): BigUint64Array {
+  /** Remove blocks on one tier; returns the ids the publisher did not hold there. */
+  private applyRemoved(pub: Publisher, tier: number, hashes: BigUint64Array): BigUint64Array {
     const n = hashes.length;
     const ext = i32View(hashes);
     const tbit = 1 << tier;
@@ -526,7 +1030,8 @@ export class PrefixIndex extends IndexBase {
     return out;
   }
 
-  protected clearPublisher(pub: Publisher): number {
+  /** Drop every block of a publisher (its `cleared` event, resync, removal); returns how many. */
+  private clearPublisher(pub: Publisher): number {
     const map = pub.map;
     const t = map.t;
     const s = pub.slot;
@@ -589,8 +1094,8 @@ export class PrefixIndex extends IndexBase {
     this.compactions++;
   }
 
-  /** The tree as a dump (tree-dump.ts): each node's run in order, nodes in preorder. */
-  protected dumpTree(): TreeDump {
+  /** The tree as a dump (snapshot-io.ts): each node's run in order, nodes in preorder. */
+  private dumpTree(): TreeDump {
     const posOf = new Int32Array(this.bHigh).fill(-1);
     const out = new PositionList();
     // The subtree of `root` in preorder, iteratively: chains run thousands deep.
@@ -617,21 +1122,247 @@ export class PrefixIndex extends IndexBase {
         if (v !== 0 && posOf[g]! < 0) posOf[g] = out.push(DETACHED_REF, this.blo[g]!, this.bhi[g]!);
       }
     }
-    return out.finish(
-      this.publishers.map((p) => {
-        const multi = this.multi[p.slot] ?? null;
-        const bitsOf = (g: number, tiers: number): number => {
-          const m = multi?.get(g);
-          return m === undefined ? tiers : m & 15;
-        };
-        return entriesOf(p.map.t, p.map.size, POS_BITS, posOf, bitsOf);
-      }),
-    );
+    return out.finish(this.publishers.map((p) => this.entriesOf(p, posOf)));
   }
 
-  /** Rebuild an index from snapshot bytes. Throws SnapshotError on a foreign, corrupt or other-version image. */
+  /**
+   * A publisher's entries for the dump, its positions mapped by `posOf` (-1: not in the dump, which a
+   * consistent index never has), with its tier bits at each (fewer than its ids' tiers there once one
+   * of several ids of a block was removed: Dynamo then drops the worker from the block).
+   */
+  private entriesOf(p: Publisher, posOf: Int32Array): PublisherEntries {
+    const { t, size } = p.map;
+    const idLo = new Int32Array(size);
+    const idHi = new Int32Array(size);
+    const pos = new Int32Array(size);
+    const tiers = new Uint8Array(size);
+    let k = 0;
+    for (let b = 0; b < t.length; b += SLOT) {
+      const v = t[b + K_VAL]!;
+      if (v === 0) continue;
+      const g = v & POS_MASK;
+      if (posOf[g]! < 0) throw new Error(`internal: block-id entry names ${g}, which is not in the tree dump`);
+      idLo[k] = t[b]!;
+      idHi[k] = t[b + 1]!;
+      pos[k] = posOf[g]!;
+      tiers[k] = (v >>> POS_BITS) | (this.bitsAt(p, g, v >>> POS_BITS) << 4);
+      k++;
+    }
+    if (k !== size) throw new Error(`internal: block-id table holds ${k} entries, its size says ${size}`);
+    return { idLo, idHi, pos, tiers };
+  }
+
+  /**
+   * Rebuild the tree of `pubs` (empty publishers of this index, one per `d.entries`, in order) by
+   * storing each publisher's blocks again, chain by chain, through `applyStored`: the result holds
+   * exactly the dump's (publisher, block id, position, tiers), in fresh tables; how: README.md,
+   * "Snapshot format (version 1)". Counters, event ids and suspect state are the caller's.
+   */
+  private replayTree(d: TreeDump, pubs: readonly Publisher[]): void {
+    this.rebuilding = true;
+    try {
+      this.replayPublishers(d, pubs);
+    } finally {
+      this.rebuilding = false;
+    }
+  }
+
+  /** True while `replayTree` runs (the tree defers its own upkeep, compaction, until it ends). */
+  private rebuilding = false;
+
+  private replayPublishers(d: TreeDump, pubs: readonly Publisher[]): void {
+    const np = d.parent.length;
+    // For the publisher being replayed: position -> its first entry there + 1 (0: none).
+    const owner = new Int32Array(np);
+    /** Per publisher: temporary ids to remove at the end, tier bits to clear (see below), a temporary id counter. */
+    const temps: bigint[][] = [];
+    const fixes: { parentHash: bigint | null; local: BigUint64Array; clear: number }[][] = [];
+    const counters = new Int32Array(pubs.length);
+    /** The j-th publisher's next temporary id: (counter, 0x7e3a91c5 ^ j) as (lo, hi), skipping ids in use. */
+    const nextTemp = (j: number, taken: (lo: number, hi: number) => boolean): bigint => {
+      for (;;) {
+        const lo = ++counters[j]! | 0;
+        const hi = 0x7e3a_91c5 ^ j;
+        if (!taken(lo, hi)) return u64From(lo, hi);
+      }
+    };
+    // 1. Every publisher's entries, chain by chain, with the temporary parents they need. Temporary
+    //    ids stay until every publisher is stored, so that no position leaves the tree meanwhile
+    //    (a position nobody holds is cut, with what hangs below it).
+    for (let j = 0; j < pubs.length; j++) {
+      const pub = pubs[j]!;
+      const e = d.entries[j]!;
+      const m = e.pos.length;
+      if (m >= 1 << 25) corrupt(`publisher ${j} has ${m} entries`);
+      // Entries by position (preorder, so a parent's entries are stored before its children's).
+      const keys = new Float64Array(m);
+      for (let k = 0; k < m; k++) keys[k] = e.pos[k]! * 33554432 + k;
+      keys.sort();
+      const order = new Int32Array(m);
+      for (let i = 0; i < m; i++) order[i] = keys[i]! % 33554432;
+      // The publisher's ids (those not stored yet included), so that temporary ids never take one
+      // of them; needed only while its entries are being stored.
+      const ids = new ExtMap(slotsFor(m));
+      for (let k = 0; k < m; k++) {
+        if (ids.find(e.idLo[k]!, e.idHi[k]!) >= 0) corrupt(`publisher ${j} has a block id twice`);
+        ids.insertFresh(e.idLo[k]!, e.idHi[k]!, 1);
+      }
+      const fresh = (): bigint => nextTemp(j, (lo, hi) => ids.find(lo, hi) >= 0 || pub.map.find(lo, hi) >= 0);
+      const mine: bigint[] = [];
+      temps.push(mine);
+      const myFixes: (typeof fixes)[number] = [];
+      fixes.push(myFixes);
+      /** Temporary ids: at a position (key q), or anchoring the detached chain that starts at q (key -2 - q). */
+      const tempAt = new Map<number, bigint>();
+      /** A temporary id stored now under `parentHash` with local hash `local`, kept in `tempAt` as `key`. */
+      const temp = (key: number, parentHash: bigint | null, local: bigint): bigint => {
+        const t = fresh();
+        this.storeChain(pub, parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(local));
+        mine.push(t);
+        tempAt.set(key, t);
+        return t;
+      };
+      // An anchor hangs from an id never stored, so what is stored under it hangs from nothing.
+      const anchor = (head: number): bigint => tempAt.get(-2 - head) ?? temp(-2 - head, fresh(), 0n);
+      /** The publisher's id at position q (an entry's, or a temporary one stored now, with its missing ancestors). */
+      const idAt = (q: number): bigint => {
+        const own = owner[q]!;
+        if (own !== 0) return u64From(e.idLo[own - 1]!, e.idHi[own - 1]!);
+        const known = tempAt.get(q);
+        if (known !== undefined) return known;
+        // Climb to the nearest ancestor the publisher holds (or the root, or a detached head) ...
+        const path: number[] = [];
+        let x = q;
+        while (x >= 0 && owner[x] === 0 && !tempAt.has(x)) {
+          path.push(x);
+          x = d.parent[x]!;
+        }
+        // ... and store temporary ids back down.
+        let parentHash: bigint | null = x === ROOT_REF ? null : x >= 0 ? idAt(x) : anchor(path[path.length - 1]!);
+        for (let i = path.length - 1; i >= 0; i--) {
+          const y = path[i]!;
+          parentHash = temp(y, parentHash, u64From(d.lo[y]!, d.hi[y]!));
+        }
+        return parentHash!;
+      };
+      const parentOf = (q: number): bigint | null => {
+        const pp = d.parent[q]!;
+        return pp === ROOT_REF ? null : pp === DETACHED_REF ? anchor(q) : idAt(pp);
+      };
+      let i = 0;
+      while (i < m) {
+        const k0 = order[i]!;
+        const p0 = e.pos[k0]!;
+        const t0 = e.tiers[k0]! & 15;
+        // A chain: each next entry on the child position of the one before, with the same tiers.
+        let len = 1;
+        while (i + len < m) {
+          const k = order[i + len]!;
+          const prev = e.pos[order[i + len - 1]!]!;
+          if (e.pos[k] === prev || d.parent[e.pos[k]!] !== prev || (e.tiers[k]! & 15) !== t0) break;
+          len++;
+        }
+        const parentHash = parentOf(p0);
+        const blocks = new BigUint64Array(len);
+        const locals = new BigUint64Array(len);
+        const bv = i32View(blocks);
+        const lv = i32View(locals);
+        for (let c = 0; c < len; c++) {
+          const k = order[i + c]!;
+          const q = e.pos[k]!;
+          bv[2 * c] = e.idLo[k]!;
+          bv[2 * c + 1] = e.idHi[k]!;
+          lv[2 * c] = d.lo[q]!;
+          lv[2 * c + 1] = d.hi[q]!;
+        }
+        for (let tier = 0; tier < NTIERS; tier++) if (t0 & (1 << tier)) this.storeChain(pub, parentHash, tier, blocks, locals);
+        for (let c = 0; c < len; c++) {
+          const k = order[i + c]!;
+          if (owner[e.pos[k]!] === 0) owner[e.pos[k]!] = k + 1;
+        }
+        i += len;
+      }
+      // Where the publisher's tier bits are fewer than its ids' tiers there (one of several ids of a
+      // position removed: Dynamo drops the worker from the block), the bits to clear, and the parent
+      // a temporary id at that position is stored under.
+      for (let a = 0; a < m; ) {
+        const q = e.pos[order[a]!]!;
+        let union = 0;
+        const bits = e.tiers[order[a]!]! >>> 4;
+        let z = a;
+        for (; z < m && e.pos[order[z]!] === q; z++) {
+          union |= e.tiers[order[z]!]! & 15;
+          if (e.tiers[order[z]!]! >>> 4 !== bits) corrupt(`publisher ${j} has two tier sets at position ${q}`);
+        }
+        if ((bits & ~union) !== 0) corrupt(`publisher ${j} holds tiers at position ${q} that none of its ids has`);
+        if (bits !== union) myFixes.push({ parentHash: parentOf(q), local: BigUint64Array.of(u64From(d.lo[q]!, d.hi[q]!)), clear: union & ~bits });
+        a = z;
+      }
+      for (let k = 0; k < m; k++) owner[e.pos[k]!] = 0;
+    }
+    // 2. Tier bits cleared as Dynamo clears them: a temporary id stored at the position on each such
+    //    tier and removed again drops the publisher from the block on that tier, its ids staying.
+    for (let j = 0; j < pubs.length; j++) {
+      const pub = pubs[j]!;
+      for (const f of fixes[j]!) {
+        // Every id of the publisher, temporary ones included, is in its table by now.
+        const block = BigUint64Array.of(nextTemp(j, (lo, hi) => pub.map.find(lo, hi) >= 0));
+        for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.storeChain(pub, f.parentHash, tier, block, f.local);
+        for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.applyRemoved(pub, tier, block);
+      }
+    }
+    // 3. The temporary ids go: what only they held leaves the tree.
+    for (let j = 0; j < pubs.length; j++) if (temps[j]!.length > 0) this.applyRemoved(pubs[j]!, 0, BigUint64Array.from(temps[j]!));
+  }
+
+  /** Store one chain of the publisher's blocks on one tier (a stored event without event-id bookkeeping). */
+  private storeChain(pub: Publisher, parentHash: bigint | null, tier: number, blocks: BigUint64Array, locals: BigUint64Array): void {
+    this.applyStored(pub, tier, { kind: 'stored', parentHash: parentHash as ExternalHash | null, startPosition: null, blockHashes: blocks, tokensHashes: locals }, false);
+  }
+
+  /** Exact image of the index (README "Snapshot"): block size, counters, publisher heads, then the tree dump. */
+  snapshot(): Uint8Array {
+    return writeImage(this.blockSize, this.counters, this.publishers, this.dumpTree());
+  }
+
+  /**
+   * Rebuild an index from snapshot bytes. Throws SnapshotError on a foreign image (`bad_magic`),
+   * another version (`unsupported_version`) or a damaged or inconsistent one (`corrupt`).
+   */
   static restore(bytes: Uint8Array): PrefixIndex {
-    return IndexBase.readImage(bytes, (bs) => new PrefixIndex(bs));
+    try {
+      const img = readImage(bytes);
+      const idx = new PrefixIndex(img.blockSize);
+      Object.assign(idx.counters, img.counters);
+      idx.adopt(img.heads, img.tree);
+      return idx;
+    } catch (e) {
+      // Anything but a SnapshotError (a block size the constructor refuses, say) is a corrupt image.
+      if (e instanceof SnapshotError) throw e;
+      return corrupt((e as Error).message);
+    }
+  }
+
+  /** Become the publishers `heads` with the tree `d` (this index must be empty). */
+  private adopt(heads: readonly PublisherHead[], d: TreeDump): void {
+    const pubs: Publisher[] = [];
+    for (const h of heads) {
+      if (this.publisher(h.workerId, h.dpRank, false) !== undefined) corrupt('duplicate publisher');
+      const p = this.publisher(h.workerId, h.dpRank, true)!;
+      p.lastEventId = h.lastEventId;
+      p.expectStart = h.expectStart;
+      p.suspect = h.suspect;
+      p.lastEventMs = h.lastEventMs;
+      pubs.push(p);
+    }
+    this.replayTree(d, pubs);
+    for (let i = 0; i < heads.length; i++) {
+      const want = heads[i]!.tierBlocks;
+      const got = pubs[i]!.tierBlocks;
+      for (let t = 0; t < NTIERS; t++) {
+        if (want[t] !== got[t]) corrupt(`publisher ${i} holds ${got[t]} blocks on tier ${t}, its header says ${want[t]}`);
+      }
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -922,7 +1653,13 @@ export class PrefixIndex extends IndexBase {
     let cap = this.blo.length;
     if (n <= cap) return;
     while (cap < n) cap *= 2;
-    const res = this.reservation(cap, 0, 1 << POS_BITS);
+    // Address space to grow in place to the blocks the registered workers advertise (`expectBlocks`,
+    // summed), and at least 16 times cap.
+    let expected = 0;
+    for (const e of this.expected.values()) expected += e;
+    let res = cap * 16;
+    while (res < expected) res *= 2;
+    res = Math.min(1 << POS_BITS, res);
     this.blo = growTable(this.blo, cap, res);
     this.bhi = growTable(this.bhi, cap, res);
     this.bnode = growTable(this.bnode, cap, res);
@@ -930,102 +1667,30 @@ export class PrefixIndex extends IndexBase {
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Match
-
-  /**
-   * Walks the request down the runs from the root (README.md, "Layout", "Match"); a publisher leaves
-   * a tier set where its holding ends before the run does (or the request leaves the run).
-   */
-  protected walk(loc: Int32Array, n: number): number {
-    const S = this.slotCap;
-    const counts = this.counts;
-    counts.fill(0);
-    if (n === 0) return S;
-    let node = this.child(ROOT, loc[0]!, loc[1]!);
-    if (node === 0) return S;
-    let lower = 0;
-    if (this.lowerEver) for (const p of this.publishers) lower += p.tierBlocks[1]! + p.tierBlocks[2]! + p.tierBlocks[3]!;
-    const top = lower === 0 ? 1 : NTIERS;
-    const hold = this.hold;
-    const lvl = this.lvl;
-    const seen = this.seen;
-    const act = this.act;
-    const blo = this.blo;
-    const bhi = this.bhi;
-    lvl.fill(top);
-    let na = 0;
-    {
-      const end = this.nHold[node]! + this.nHCnt[node]! * HS;
-      for (let e = this.nHold[node]!; e < end; e += HS) {
-        const s = hold[e + H_SLOT]!;
-        lvl[s] = 0;
-        act[na++] = s;
-      }
-    }
-    let depth = 0;
-    for (;;) {
-      const g = this.nStart[node]!;
-      const len = this.nLen[node]!;
-      const lim = Math.min(len, n - depth);
-      let m = 1;
-      while (m < lim && blo[g + m] === loc[2 * (depth + m)] && bhi[g + m] === loc[2 * (depth + m) + 1]) m++;
-      const v = ++this.visit;
-      const end = this.nHold[node]! + this.nHCnt[node]! * HS;
-      for (let e = this.nHold[node]!; e < end; e += HS) {
-        const s = hold[e + H_SLOT]!;
-        seen[s] = v;
-        for (let l = lvl[s]!; l < top; l++) {
-          const c = Math.min(hold[e + H_C + l]!, m);
-          if (c < len || m < len) {
-            counts[l * S + s] = depth + c;
-            lvl[s] = l + 1;
-          } else break;
-        }
-      }
-      let keep = 0;
-      for (let j = 0; j < na; j++) {
-        const s = act[j]!;
-        if (seen[s] !== v) {
-          for (let l = lvl[s]!; l < top; l++) counts[l * S + s] = depth;
-          lvl[s] = top;
-        }
-        if (lvl[s]! < top) act[keep++] = s;
-      }
-      na = keep;
-      depth += len;
-      let next = 0;
-      if (na > 0 && m === len && depth < n) next = this.child(node, loc[2 * depth]!, loc[2 * depth + 1]!);
-      if (next === 0) {
-        for (let j = 0; j < na; j++) {
-          const s = act[j]!;
-          for (let l = lvl[s]!; l < top; l++) counts[l * S + s] = depth;
-        }
-        break;
-      }
-      node = next;
-    }
-    if (top === 1) {
-      counts.copyWithin(S, 0, S);
-      counts.copyWithin(2 * S, 0, 2 * S);
-    }
-    return S;
-  }
-
-  // ---------------------------------------------------------------------------------------------
   // Size and statistics
 
-  get nodeCount(): number {
-    return this.livePositions;
+  /** Resident (publisher, block) pairs: the sum of every publisher's tree size. */
+  get totalBlocks(): number {
+    let t = 0;
+    for (const p of this.publishers) t += p.map.size;
+    return t;
   }
 
   stats(): IndexStats {
-    const publishers = this.publisherStats();
+    const publishers: PublisherStats[] = this.publishers.map((p) => ({
+      workerId: p.workerId,
+      dpRank: p.dpRank,
+      blocks: p.map.size,
+      blocksByTier: { device: p.tierBlocks[0]!, host_pinned: p.tierBlocks[1]!, disk: p.tierBlocks[2]!, external: p.tierBlocks[3]! },
+      suspect: p.suspect,
+      lastEventId: p.lastEventId,
+    }));
     let arrayBytes = 0;
     for (const a of [this.blo, this.bhi, this.bnode, this.aStart, this.aCap, this.aUsed, this.aRefs, this.nStart, this.nLen, this.nParent, this.nAlloc, this.nFirst, this.nNext, this.nPrev, this.nKids, this.nHold, this.nHCnt, this.nHCap, this.nMax, this.nMark, this.hold, this.counts]) {
       arrayBytes += a.byteLength;
     }
     for (const p of this.publishers) arrayBytes += p.map.bytes();
-    return { blockSize: this.blockSize, publishers, totalBlocks: this.totalBlocks, nodes: this.nodeCount, arrayBytes, counters: { ...this.counters } };
+    return { blockSize: this.blockSize, publishers, totalBlocks: this.totalBlocks, nodes: this.livePositions, arrayBytes, counters: { ...this.counters } };
   }
 
   /** Positions handed out (the block tables' high mark) and compactions so far. */

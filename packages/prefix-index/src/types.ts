@@ -19,24 +19,19 @@ export interface SuspectInfo {
   readonly incidents: number;
 }
 
-/**
- * `applied`; `duplicate` (an event id at or below the publisher's last: ignored); `rejected` (the
- * event's id is taken, but its content is refused whole and the index is unchanged: `rejection`
- * says why).
- */
-export type ApplyStatus = 'applied' | 'duplicate' | 'rejected';
-
-/**
- * Why an event was refused whole.
- * - `self_referencing`: a stored event names one block id twice, its parent counted among them (Dynamo
- *   1.6.1 drops such an event: "Self-referencing block detected: duplicate hash in store event").
- */
-export type RejectionReason = 'self_referencing';
-
 export interface ApplyResult {
-  readonly status: ApplyStatus;
-  /** Set exactly when `status` is `rejected`. */
-  readonly rejection: RejectionReason | null;
+  /**
+   * `applied`; `duplicate` (an event id at or below the publisher's last: ignored); `rejected` (the
+   * event's id is taken, but its content is refused whole and the index is unchanged: `rejection`
+   * says why).
+   */
+  readonly status: 'applied' | 'duplicate' | 'rejected';
+  /**
+   * Set exactly when `status` is `rejected`. `self_referencing`: a stored event names one block id
+   * twice, its parent counted among them (Dynamo 1.6.1 drops such an event: "Self-referencing block
+   * detected: duplicate hash in store event").
+   */
+  readonly rejection: 'self_referencing' | null;
   /** Blocks stored or removed by this event (each counts as one block operation). */
   readonly blockOps: number;
   /** Events lost before this one (0 when ids were contiguous). */

@@ -105,7 +105,7 @@ describe('PrefixIndex', () => {
           const { idx } = runStream(cmds);
           // Dropping every publisher must free every node: no leak through cuts, moves or aliases.
           for (const w of WORKERS) idx.removeWorker(W(w));
-          expect(idx.nodeCount).toBe(0);
+          expect(idx.stats().nodes).toBe(0);
           expect(idx.totalBlocks).toBe(0);
         }),
         STREAMS,
@@ -117,7 +117,7 @@ describe('PrefixIndex', () => {
         fc.property(fc.array(cmdArb, { maxLength: 60 }), fc.uniqueArray(fc.integer({ min: 0, max: 59 }), { maxLength: 4 }), (cmds, at) => {
           const { idx } = runStream(cmds, 1, null, new Set(at));
           for (const w of WORKERS) idx.removeWorker(W(w));
-          expect(idx.nodeCount).toBe(0);
+          expect(idx.stats().nodes).toBe(0);
           expect(idx.totalBlocks).toBe(0);
         }),
         { seed: STREAMS.seed + 7, numRuns: STREAMS.numRuns },
@@ -233,7 +233,7 @@ describe('PrefixIndex', () => {
       const bytes = hinted.snapshot();
       const back = PrefixIndex.restore(bytes);
       // Node counts differ only by chains that hang from nothing (no match reaches them), which an
-      // image restores once per publisher holding them (tree-dump.ts).
+      // image restores once per publisher holding them (README, "Snapshot format").
       const plainStats = (x: PrefixIndex): unknown => ({ ...x.stats(), arrayBytes: 0, nodes: 0 });
       expect(plainStats(back)).toEqual(plainStats(plain));
       for (const q of paths) expect(norm(back.match(q))).toEqual(norm(plain.match(q)));

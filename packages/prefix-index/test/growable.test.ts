@@ -76,9 +76,9 @@ describe('block table growth in a PrefixIndex', () => {
     const before = grown.stats().arrayBytes;
     const ids = new Map<number, number>();
     load(grown, ids, 0, 2500, 0, 4);
-    expect(grown.nodeCount).toBeGreaterThan(1 << 15);
+    expect(grown.stats().nodes).toBeGreaterThan(1 << 15);
     load(grown, ids, 2500, 4800, 4, 36);
-    expect(grown.nodeCount).toBeGreaterThan(1 << 16);
+    expect(grown.stats().nodes).toBeGreaterThan(1 << 16);
     expect(grown.stats().publishers.length).toBe(40);
     expect(grown.stats().arrayBytes).toBeGreaterThan(before);
     const restored = PrefixIndex.restore(grown.snapshot());
@@ -94,7 +94,7 @@ describe('block table growth in a PrefixIndex', () => {
     const ids2 = new Map(ids);
     load(grown, ids, 4800, 9000, 4, 36);
     load(restored, ids2, 4800, 9000, 4, 36);
-    expect(restored.nodeCount).toBeGreaterThan(1 << 17);
+    expect(restored.stats().nodes).toBeGreaterThan(1 << 17);
     expect({ ...restored.stats(), arrayBytes: 0 }).toEqual({ ...grown.stats(), arrayBytes: 0 });
     for (let k = 0; k < 9000; k += 211) {
       const q = locals(...blocksOf(k).map((b) => b[1]));

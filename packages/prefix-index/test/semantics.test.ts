@@ -41,7 +41,7 @@ describe('PrefixIndex', () => {
       const idx = new PrefixIndex(16);
       idx.apply(stored(1, 1, null, [[100, 1], [101, 2]]), 0);
       idx.apply(stored(2, 1, null, [[900, 1], [901, 2]]), 0);
-      expect(idx.nodeCount).toBe(2);
+      expect(idx.stats().nodes).toBe(2);
       const r = idx.match(locals(1, 2));
       expect(of(r, 1).deviceBlocks).toBe(2);
       expect(of(r, 2).deviceBlocks).toBe(2);
@@ -98,7 +98,7 @@ describe('PrefixIndex', () => {
       // The cut block is still known: removing it is not an unknown removal.
       const r = idx.apply(removed(1, 4, [102]), 0);
       expect(r.unknownRemovals.length).toBe(0);
-      expect(idx.nodeCount).toBe(2);
+      expect(idx.stats().nodes).toBe(2);
     });
 
     it('keeps children while another worker still holds the block', () => {
@@ -147,7 +147,7 @@ describe('PrefixIndex', () => {
       expect(idx.removeWorker(W(1))).toBe(2);
       expect(idx.match(locals(1)).workers.map((w) => w.workerId)).toEqual([2n]);
       idx.removeWorker(W(2));
-      expect(idx.nodeCount).toBe(0);
+      expect(idx.stats().nodes).toBe(0);
       expect(idx.totalBlocks).toBe(0);
       expect(idx.match(locals(1)).workers).toEqual([]);
     });
@@ -251,7 +251,7 @@ describe('PrefixIndex', () => {
       expect(dev(idx, locals(1, 1, 2, 3), 1)).toBe(1);
       // Its blocks are known to removals.
       expect(idx.apply(removed(1, 4, [151, 152, 153]), 9).unknownRemovals.length).toBe(0);
-      expect(idx.nodeCount).toBe(1);
+      expect(idx.stats().nodes).toBe(1);
     });
   });
 

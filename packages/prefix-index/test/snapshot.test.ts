@@ -6,8 +6,7 @@ import { ReferenceIndex } from './reference-model';
 import { W, locals, removed, stored } from './events';
 import { WORKERS, cmdArb, normApply, normImpl, queries, toEvent } from './streams';
 import type { Cmd } from './streams';
-import { emptyCounters, openWriter, sealWriter, SNAPSHOT_VERSION, writeCounters, writePublisherHead, type PublisherHead } from '../src/index-base';
-import { ROOT_REF, writeTree, type TreeDump } from '../src/tree-dump';
+import { ROOT_REF, SNAPSHOT_VERSION, writeImage, type PublisherHead, type TreeDump } from '../src/snapshot-io';
 
 /** Apply one command to an index (and the reference, which only supplies query paths). */
 function step(idx: PrefixIndex, c: Cmd, sent: Map<string, bigint>, now: number, ref?: ReferenceIndex): unknown {
@@ -60,7 +59,7 @@ describe('snapshot', () => {
         expect(b.blockSize).toBe(32);
         // A restore rebuilds the tables in its own order, so its image need not be byte-identical;
         // it holds the same index (statistics without array bytes and node counts, which differ
-        // only by chains that hang from nothing: tree-dump.ts), and restores to it again.
+        // only by chains that hang from nothing: README, "Snapshot format"), and restores to it again.
         expect(logical(b)).toEqual(logical(a));
         expect(logical(PrefixIndex.restore(b.snapshot()))).toEqual(logical(a));
         const sentB = new Map(sentA);
@@ -164,11 +163,6 @@ describe('snapshot', () => {
       tierBlocks: Uint32Array.from(tierBlocks),
     });
     const image = (o: { blockSize?: number; parent?: number[]; ids?: number[]; pos?: number[]; tiers?: number[]; tierBlocks?: number[] }): Uint8Array => {
-      const { w, start } = openWriter(SNAPSHOT_VERSION);
-      w.u32(o.blockSize ?? 16);
-      writeCounters(w, emptyCounters());
-      w.u32(1);
-      writePublisherHead(w, head(o.tierBlocks ?? [2, 0, 0, 0]));
       const ids = o.ids ?? [1, 2];
       const dump: TreeDump = {
         parent: Int32Array.from(o.parent ?? [ROOT_REF, 0]),
@@ -176,8 +170,7 @@ describe('snapshot', () => {
         hi: Int32Array.of(0, 0),
         entries: [{ idLo: Int32Array.from(ids), idHi: Int32Array.of(0, 0), pos: Int32Array.from(o.pos ?? [0, 1]), tiers: Uint8Array.from(o.tiers ?? [0x11, 0x11]) }],
       };
-      writeTree(w, dump);
-      return sealWriter(w, start);
+      return writeImage(o.blockSize ?? 16, new Index(16).stats().counters, [head(o.tierBlocks ?? [2, 0, 0, 0])], dump);
     };
     const good = Index.restore(image({}));
     expect(good.match(locals(10, 11)).workers.map((x) => x.deviceBlocks)).toEqual([2]);
