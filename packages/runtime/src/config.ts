@@ -175,13 +175,8 @@ function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>)
 function setPath(target: Record<string, unknown>, path: readonly string[], value: unknown): void {
   let node = target;
   for (const seg of path.slice(0, -1)) {
-    const next = node[seg];
-    if (isPlainObject(next)) node = next;
-    else {
-      const fresh: Record<string, unknown> = {};
-      node[seg] = fresh;
-      node = fresh;
-    }
+    if (!isPlainObject(node[seg])) node[seg] = {};
+    node = node[seg] as Record<string, unknown>;
   }
   node[path[path.length - 1] as string] = value;
 }
