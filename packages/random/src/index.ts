@@ -41,9 +41,12 @@ export function seed32(seed: number | bigint | string): number {
     }
     return h;
   }
-  let h = 0x811c9dc5;
-  for (let i = 0; i < seed.length; i++) {
-    h ^= seed.charCodeAt(i);
+  return fnv1a(seed);
+}
+
+function fnv1a(s: string, h = 0x811c9dc5): number {
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
   return h >>> 0;
@@ -160,10 +163,5 @@ export function concatTokens(a: Uint32Array, b: Uint32Array): Uint32Array {
 
 /** The content seed of one purpose (`label`, `k`) under a base seed: FNV-1a of the label mixed into the base. */
 export function labelSeed(base: number, label: string, k = 0): number {
-  let h = (0x811c9dc5 ^ k) >>> 0;
-  for (let i = 0; i < label.length; i++) {
-    h ^= label.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (Math.imul(base, 0x9e3779b1) ^ h) >>> 0;
+  return (Math.imul(base, 0x9e3779b1) ^ fnv1a(label, (0x811c9dc5 ^ k) >>> 0)) >>> 0;
 }

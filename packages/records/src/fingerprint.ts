@@ -29,18 +29,13 @@ const TABLE: readonly bigint[] = (() => {
   return t;
 })();
 
-/** CRC-64-AVRO of raw bytes, as an unsigned 64-bit bigint. */
-function crc64Avro(bytes: Uint8Array): bigint {
+/** CRC-64-AVRO of a string's UTF-8 bytes (a schema's canonical form is JSON text), as an unsigned 64-bit bigint. */
+export function crc64AvroOfString(text: string): bigint {
   let fp = EMPTY;
-  for (const b of bytes) {
+  for (const b of Buffer.from(text, 'utf8')) {
     fp = ((fp >> 8n) ^ (TABLE[Number((fp ^ BigInt(b)) & 0xffn)] as bigint)) & MASK64;
   }
   return fp;
-}
-
-/** CRC-64-AVRO of a string's UTF-8 bytes (a schema's canonical form is JSON text). */
-export function crc64AvroOfString(text: string): bigint {
-  return crc64Avro(Buffer.from(text, 'utf8'));
 }
 
 /** The 8 little-endian bytes single-object encoding carries for a fingerprint. */

@@ -45,11 +45,7 @@ export function encodeSingleObject<T>(schema: RecordSchema<T>, value: T): Buffer
     schema.type.isValid(value, { errorHook: (path: string[]) => void paths.push(path.join('.')) });
     throw new RecordEncodeError(`${schema.fullName} v${schema.version}`, paths);
   }
-  const body = schema.type.toBuffer(value);
-  const out = Buffer.allocUnsafe(SINGLE_OBJECT_HEADER_LENGTH + body.length);
-  schema.header.copy(out, 0);
-  body.copy(out, SINGLE_OBJECT_HEADER_LENGTH);
-  return out;
+  return Buffer.concat([schema.header, schema.type.toBuffer(value)]);
 }
 
 export type RecordRejectionCode =

@@ -51,10 +51,7 @@ function load<T>(file: string, version: number): RecordSchema<T> {
   // order, no whitespace); the independent test checks it against fastavro.
   const canonicalForm = JSON.stringify(type.schema());
   const fingerprint = crc64AvroOfString(canonicalForm);
-  const header = Buffer.alloc(SINGLE_OBJECT_HEADER_LENGTH);
-  header[0] = SINGLE_OBJECT_MARKER[0];
-  header[1] = SINGLE_OBJECT_MARKER[1];
-  fingerprintBytesLE(fingerprint).copy(header, 2);
+  const header = Buffer.concat([Buffer.from(SINGLE_OBJECT_MARKER), fingerprintBytesLE(fingerprint)]);
   const fullName = (type as avro.Type & { name?: string }).name ?? type.typeName;
   return Object.freeze({ fullName, version, file, json, type, canonicalForm, fingerprint, fingerprintHex: fingerprintHex(fingerprint), header });
 }

@@ -175,13 +175,8 @@ function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>)
 function setPath(target: Record<string, unknown>, path: readonly string[], value: unknown): void {
   let node = target;
   for (const seg of path.slice(0, -1)) {
-    const next = node[seg];
-    if (isPlainObject(next)) node = next;
-    else {
-      const fresh: Record<string, unknown> = {};
-      node[seg] = fresh;
-      node = fresh;
-    }
+    if (!isPlainObject(node[seg])) node[seg] = {};
+    node = node[seg] as Record<string, unknown>;
   }
   node[path[path.length - 1] as string] = value;
 }
@@ -290,18 +285,9 @@ export function loadConfig<P extends Record<string, TSchema<unknown>>>(
       const { path, message } = describe(e);
       const dotted = path.join('.');
       const got = getPath(data, path);
-      let source = 'default';
-      for (let i = path.length; i > 0; i--) {
-        const env = envSource.get(path.slice(0, i).join('.'));
-        if (env !== undefined) {
-          source = `env ${env}`;
-          break;
-        }
-      }
-      if (source === 'default') {
-        if (getPath(fileData, path).found) source = `file ${filePath ?? ''}`;
-        else if (!got.found) source = 'missing';
-      }
+      // The variable that set the path or its nearest enclosing setting, else the file, else the schema's default.
+      const env = path.map((_, i) => envSource.get(path.slice(0, path.length - i).join('.'))).find((v) => v !== undefined);
+      const source = env !== undefined ? `env ${env}` : getPath(fileData, path).found ? `file ${filePath ?? ''}` : got.found ? 'default' : 'missing';
       // A value under a secret-looking key is named but not shown; any other value is shown with URL user-info stripped.
       const shown = path.some((seg) => isSecretKey(seg)) ? REDACTED : redactSecrets(got.value);
       problems.push({ path: dotted === '' ? '(root)' : dotted, message, source, ...(got.found ? { value: shown } : {}) });

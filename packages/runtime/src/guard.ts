@@ -44,16 +44,12 @@ export class RateLimitedLog {
       return false;
     }
     const suppressed = st?.suppressed ?? 0;
-    if (st === undefined) {
-      if (this.#keys.size >= this.#maxKeys) {
-        const oldest = this.#keys.keys().next();
-        if (oldest.done !== true) this.#keys.delete(oldest.value);
-      }
-      this.#keys.set(key, { lastMs: now, suppressed: 0 });
-    } else {
-      st.lastMs = now;
-      st.suppressed = 0;
+    if (st === undefined && this.#keys.size >= this.#maxKeys) {
+      const oldest = this.#keys.keys().next();
+      if (oldest.done !== true) this.#keys.delete(oldest.value);
     }
+    // A key already held keeps its place in the eviction order (Map.set does not move it).
+    this.#keys.set(key, { lastMs: now, suppressed: 0 });
     this.#log.warn({ ...fields, suppressed }, msg);
     return true;
   }

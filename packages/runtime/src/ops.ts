@@ -15,6 +15,18 @@ export interface HealthResult {
 
 export type HealthCheck = () => HealthResult | Promise<HealthResult>;
 
+/**
+ * What `check` says. A check that throws is itself a failure to report, not a 500: orchestrators
+ * act on 503 (take out of rotation), not on 500.
+ */
+export async function runHealthCheck(check: HealthCheck): Promise<HealthResult> {
+  try {
+    return await check();
+  } catch (e) {
+    return { ok: false, details: { error: errorMessage(e) } };
+  }
+}
+
 interface OpsServerOptions {
   host?: string;
   /** 0 = ephemeral; the bound port is returned. */
@@ -46,14 +58,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: OpsServer
     return;
   }
   if (path === '/healthz') {
-    let result: HealthResult;
-    try {
-      result = await opts.health();
-    } catch (e) {
-      // A health check that throws is itself a failure to report, not a 500:
-      // orchestrators act on 503 (take out of rotation), not on 500.
-      result = { ok: false, details: { error: errorMessage(e) } };
-    }
+    const result = await runHealthCheck(opts.health);
     const body = JSON.stringify({ ok: result.ok, details: result.details ?? {} });
     res.writeHead(result.ok ? 200 : 503, { 'content-type': 'application/json' }).end(req.method === 'HEAD' ? undefined : body);
     return;

@@ -6,14 +6,13 @@
 import type { DestinationStream } from 'pino';
 import type { Registry } from 'prom-client';
 import { baseConfigSchema, loadConfig, type BaseConfig } from './config';
-import { errorMessage } from './errors';
 import { connectKafka, type KafkaClient } from './kafka';
 import { createLogger, defaultInstanceId, type Logger } from './logger';
 import { runtimeMetrics, type RuntimeMetrics } from './metrics';
 import { redactSecrets } from './secrets';
 import { kafkaSecurityProblems, natsSecurityProblems, throwIfProblems } from './security';
 import { connectNats, natsConnected, natsDisconnectedForMs, type NatsConnection } from './nats';
-import { createRegistry, startOpsServer, type HealthCheck, type HealthResult } from './ops';
+import { createRegistry, runHealthCheck, startOpsServer, type HealthCheck, type HealthResult } from './ops';
 import type { DeepReadonly, ObjectSchema, TSchema } from './schema';
 import { createShutdown, type Shutdown, type ShutdownReport } from './shutdown';
 
@@ -124,12 +123,7 @@ export async function runService<C extends BaseConfig = BaseConfig, K extends bo
     const details: Record<string, unknown> = { state: started ? shutdown.state : 'starting' };
     let ok = started && shutdown.state === 'running';
     for (const [name, check] of checks) {
-      let r: HealthResult;
-      try {
-        r = await check();
-      } catch (e) {
-        r = { ok: false, details: { error: errorMessage(e) } };
-      }
+      const r = await runHealthCheck(check);
       details[name] = { ok: r.ok, ...(r.details ?? {}) };
       ok &&= r.ok;
     }

@@ -8,11 +8,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { INFRA_DIR, kafkaBroker, natsBroker } from '@vantage/infra';
 
-interface ProvideContext {
-  provide: (key: string, value: unknown) => void;
-}
-
-export default async function setup(ctx: ProvideContext): Promise<() => Promise<void>> {
+export default async function setup(): Promise<() => Promise<void>> {
   const dir = join(INFRA_DIR, 'test', `run-${process.pid}-${Date.now()}`);
   mkdirSync(dir, { recursive: true });
   const stops: (() => Promise<void>)[] = [];
@@ -34,10 +30,9 @@ export default async function setup(ctx: ProvideContext): Promise<() => Promise<
     })(),
   ]);
   process.stderr.write(`[testkit] brokers ready in ${Date.now() - t0} ms: nats ${natsUrl}, kafka ${kafkaBrokers}\n`);
+  // Test files read these (`natsUrl()`, `kafkaBrokers()`): their forks inherit the environment.
   process.env.NATS_URL = natsUrl;
   process.env.KAFKA_BROKERS = kafkaBrokers;
-  ctx.provide('natsUrl', natsUrl);
-  ctx.provide('kafkaBrokers', kafkaBrokers);
   return async () => {
     await Promise.all(stops.map((s) => s()));
     rmSync(dir, { recursive: true, force: true });

@@ -148,6 +148,7 @@ export class BatchBuilder {
   private emitOutcome(b: Batch, c: ClosedJoin<Held>): void {
     const r = c.record;
     b.closedIds.push(r.requestId);
+    for (const s of c.sources) this.markDone(b, s.handle, s.stream);
     let value: Buffer;
     try {
       value = encodeSingleObject(OUTCOME_RECORD_CURRENT, r);
@@ -164,12 +165,10 @@ export class BatchBuilder {
       };
       this.emit(b, this.o.topics.deadLetter, { key: r.requestId, value: Buffer.from(json.slice(0, Math.max(0, this.o.maxDeadLetterBytes))), headers }, 'dead_letter', 'OUTCOME_ENCODE_FAILED');
       b.deadLetters.push('OUTCOME_ENCODE_FAILED');
-      for (const s of c.sources) this.markDone(b, s.handle, s.stream);
       return;
     }
     this.emit(b, this.o.topics.outcomes, { key: r.sessionId ?? r.requestId, value }, 'outcome', r.status);
     if (r.join.closedBy === 'deadline') this.metrics.joinTimeouts.inc({ status: r.status });
-    for (const s of c.sources) this.markDone(b, s.handle, s.stream);
   }
 
   private copyDecision(b: Batch, item: InboxItem, d: DecisionRecord): void {
