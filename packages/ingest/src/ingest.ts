@@ -84,7 +84,7 @@ interface IngestOptions {
   readonly jetstreamStalledMs: number;
   /** Recovery of suspect workers from their local indexes (null: off, a suspect waits for a `cleared`). */
   readonly recovery?: { readonly querier: WorkerQuerier; readonly metrics: RecoveryMetrics; readonly config: RecoveryConfig } | null;
-  /** This process's booking origin, its instance id (README.md, "What it owns": `bookLocal`). */
+  /** This process's booking origin, its instance id: needed by `bookLocal` (README.md, "What it owns"). */
   readonly origin?: string;
 }
 
@@ -156,8 +156,6 @@ export class PoolIngest {
   /** Dynamo's discovery for this pool's endpoint; null without discovery. */
   discovery: DiscoveryView | null = null;
   private readonly subscribed = new Set<string>();
-  /** Request ids booked by bookLocal whose echo from the bookings subject has not come back yet (insertion order). */
-  private readonly ownBookings = new Map<string, number>();
   /** Set once the restore is done and the messages held meanwhile have been applied. */
   private complete = false;
   /** JetStream mode: the stream's last sequence when consumption started, until applied (null: nothing to wait for). */
@@ -733,11 +731,6 @@ export class PoolIngest {
       }
       case 'book': {
         const b = it.booking;
-        // This process's own booking coming back from the subject: already booked by bookLocal, never twice.
-        if (this.ownBookings.delete(b.requestId)) {
-          m.applied.inc({ pool: this.pool, kind: 'book_own' });
-          return;
-        }
         const limit = s.admitBooking(b.requestId, b.workerId, b.dpRank);
         if (limit !== null) return this.refuse(limit, 'bookings', { workerId: String(b.workerId), dpRank: b.dpRank, requestId: b.requestId.slice(0, 128) });
         const out = this.book(b, now);
@@ -787,11 +780,12 @@ export class PoolIngest {
   }
 
   /**
-   * Book a request this process routed, at once (before its booking message is published): the
-   * booking's echo from the subject is then recognised as this process's own and not applied again.
+   * Book a request this process routed, at once (before its booking message is published, with the
+   * `origin` header): its echo from the subject is skipped undecoded (`book_own`), never applied again.
    * Returns the ledger's outcome kind, or the limit that refused it.
    */
   bookLocal(b: BookingMessage): string {
+    if (this.o.origin === undefined) throw new VantageError('INTERNAL', `pool ${this.pool}: bookLocal needs the origin option`);
     const s = this.state;
     const now = this.now();
     const limit = s.admitBooking(b.requestId, b.workerId, b.dpRank);
@@ -801,15 +795,6 @@ export class PoolIngest {
     }
     const out = this.book(b, now);
     if (bookingsChannel.hasSubscribers) publishBooking(this.pool, b.requestId, 'local', out.kind);
-    if (out.kind === 'booked' && this.o.origin === undefined) {
-      // Bounded: an echo that never comes (the publish lost) is forgotten after the booking TTL, or
-      // the oldest first once the pool's booking bound is reached.
-      if (this.ownBookings.size >= this.o.limits.bookingsPerPool) {
-        const oldest = this.ownBookings.keys().next();
-        if (!oldest.done) this.ownBookings.delete(oldest.value);
-      }
-      this.ownBookings.set(b.requestId, now);
-    }
     this.o.metrics.applied.inc({ pool: this.pool, kind: `book_local_${out.kind}` });
     return out.kind;
   }
@@ -827,10 +812,6 @@ export class PoolIngest {
   /** Periodic: expire leaks and silent workers; ack JetStream progress; refresh gauges. */
   housekeeping(): void {
     const now = this.now();
-    for (const [id, at] of this.ownBookings) {
-      if (now - at < this.o.bookingTtlMs) break; // in insertion order: the rest are newer
-      this.ownBookings.delete(id);
-    }
     const before = this.state.ledger.counters().expiredLeaks;
     const { workersRemoved } = this.state.tick(now);
     const leaked = this.state.ledger.counters().expiredLeaks - before;
