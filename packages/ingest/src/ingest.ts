@@ -44,15 +44,8 @@ import { WriterQueue } from './queue';
 import type { RecoveryTarget } from './worker-query';
 import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type WorkerQuerier } from './recovery';
 import { decodeSnapshot, encodeSnapshot, type SnapshotHeader } from './snapshot';
-import { bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
-import {
-  decodeBooking,
-  decodeLifecycle,
-  decodeRegistration,
-  type BookingMessage,
-  type LifecycleMessage,
-  type RegistrationMessage,
-} from './messages';
+import { bookingsSubject, lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workersSubject, type LifecycleEvent, type WorkerRegistration } from '@vantage/protocol';
+import { decodeBooking, type BookingMessage } from './messages';
 
 type Item =
   | { kind: 'kv'; event: KvEvent; streamSeq: number | null; msg: JsMsg | null }
@@ -61,8 +54,8 @@ type Item =
   | { kind: 'disc'; add: boolean; worker: DiscoveredWorker }
   | { kind: 'seq'; event: ActiveSequenceEvent }
   | { kind: 'book'; booking: BookingMessage }
-  | { kind: 'life'; event: LifecycleMessage }
-  | { kind: 'reg'; reg: RegistrationMessage }
+  | { kind: 'life'; event: LifecycleEvent }
+  | { kind: 'reg'; reg: WorkerRegistration }
   | { kind: 'recovery'; answer: RecoveryAnswer };
 
 interface IngestOptions {
@@ -376,13 +369,13 @@ export class PoolIngest {
       this.enqueue({ kind: 'book', booking: r.value }, 'bookings');
     });
     this.subscribe(lifecycleSubject(this.pool), 'lifecycle', (m) => {
-      const r = decodeLifecycle(m.data);
+      const r = lifecycleEventCodec.decode(m.data);
       if (!r.ok) return this.reject('lifecycle', r.code, r.reason, m.subject);
       if (!this.samePool('lifecycle', r.value.pool, m.subject)) return;
       this.enqueue({ kind: 'life', event: r.value }, 'lifecycle');
     });
     this.subscribe(workersSubject(this.pool), 'workers', (m) => {
-      const r = decodeRegistration(m.data);
+      const r = workerRegistrationCodec.decode(m.data);
       if (!r.ok) return this.reject('workers', r.code, r.reason, m.subject);
       if (!this.samePool('workers', r.value.pool, m.subject)) return;
       this.enqueue({ kind: 'reg', reg: r.value }, 'workers');
@@ -749,7 +742,7 @@ export class PoolIngest {
       }
       case 'reg': {
         const r = it.reg;
-        if (r.remove) {
+        if (r.kind === 'deregister') {
           s.removeWorker(r.workerId, now);
           this.recovery?.forget(r.workerId);
         } else {
@@ -758,7 +751,7 @@ export class PoolIngest {
           const err = s.register(r.workerId, r.capacity, r.ttlMs, now);
           if (err) this.o.log.warn({ pool: this.pool, workerId: String(r.workerId), err }, 'registration refused');
         }
-        m.applied.inc({ pool: this.pool, kind: r.remove ? 'deregister' : 'register' });
+        m.applied.inc({ pool: this.pool, kind: r.kind === 'deregister' ? 'deregister' : 'register' });
         return;
       }
     }
