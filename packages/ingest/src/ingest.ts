@@ -172,7 +172,7 @@ export class PoolIngest {
       this.recovery = new Recovery({
         pool: this.pool,
         state: () => this.state,
-        targets: { targetOf: (w, dp) => this.recoveryTargetOf(w, dp) },
+        targetOf: (w, dp) => this.recoveryTargetOf(w, dp),
         querier: rc.querier,
         // An answer is applied by the writer in turn; it is never dropped for a full queue (it holds no
         // live event, and dropping it would leave the worker suspect until the next attempt).
