@@ -10,8 +10,8 @@ import { readJson } from './json';
 import { resolveLimits, type WireLimits } from './limits';
 import { Fields, readMsgpack, writeMsgpack } from './msgpack';
 import { guard, WireReject, type Result } from './result';
-import { routerEventFromValue } from './router-event';
-import { asMap, bool, get, isMap, list, optional, required, str, u64, variant } from './values';
+import { routerEventList } from './router-event';
+import { asMap, bool, get, isMap, optional, required, str, u64, variant } from './values';
 
 const utf8 = new TextEncoder();
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
@@ -209,12 +209,7 @@ interface WorkerKvQueryStreamItem {
   readonly completeFinal: boolean;
 }
 
-function events(v: unknown, path: string, limits: WireLimits): KvEvent[] {
-  const items = list(v, path, limits.maxBatchEvents * 256);
-  const out: KvEvent[] = new Array<KvEvent>(items.length);
-  for (let i = 0; i < items.length; i++) out[i] = routerEventFromValue(items[i], limits, `${path}[${i}]`);
-  return out;
-}
+const events = (v: unknown, path: string, limits: WireLimits): KvEvent[] => routerEventList(v, limits, path, limits.maxBatchEvents * 256);
 
 function responseFromValue(v: unknown, limits: WireLimits): WorkerKvQueryResponse {
   const { tag, content } = variant(v, 'response');
