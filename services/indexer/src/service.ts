@@ -64,13 +64,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
   const rc = cfg.recovery;
   let querier: WorkerQueryClient | null = null;
   if (rc.enabled) {
-    querier = new WorkerQueryClient({
-      responseHost: rc.responseHost,
-      responsePort: rc.responsePort,
-      advertiseHost: rc.advertiseHost,
-      timeoutMs: rc.timeoutMs,
-      maxFrameBytes: rc.maxFrameBytes,
-    });
+    querier = new WorkerQueryClient(rc);
     await querier.start();
     log.info({ responseAddress: querier.responseAddress }, 'worker recovery client listening for response streams');
   }
