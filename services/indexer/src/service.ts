@@ -10,7 +10,7 @@ import { observeReplyOf } from '@vantage/decision-core';
 import { encodeObserveReplyBinary, observeReplyCodec, observeRequestCodec, observeSubject } from '@vantage/protocol';
 import { createResponder, RateLimitedLog, VantageError, toVantageError, type Responder, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
-import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
+import { observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolIngest as PoolRunner, recoveryMetrics, WorkerQueryClient } from '@vantage/ingest';
 
@@ -105,7 +105,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
     metrics: ctx.metrics,
     maxInFlight: cfg.maxInFlight,
   });
-  const stamps = newStepStamps();
+  const stamps: StepStamps = { start: 0, decoded: 0, encoding: 'binary' };
   /** When the last timed reply was built (0: not timed); its steps are published once it is sent. */
   let answeredAt = 0;
   for (const [name, runner] of runners) {
