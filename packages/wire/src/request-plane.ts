@@ -14,7 +14,8 @@ import { routerEventList } from './router-event';
 import { asMap, bool, get, isMap, optional, required, str, u64, variant } from './values';
 
 const utf8 = new TextEncoder();
-const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+// Not fatal: a header of invalid UTF-8 is simply not the sentinel (isStreamSentinel never throws).
+const utf8Text = new TextDecoder();
 
 // --- request frame ------------------------------------------------------------
 
@@ -162,7 +163,7 @@ export function decodeStreamPrologue(header: Uint8Array): Result<string | null> 
 
 /** True for the header-only frame that ends a response stream. */
 export function isStreamSentinel(m: TwoPartMessage): boolean {
-  return m.body.length === 0 && m.header.length === 10 && utf8Strict.decode(m.header) === '"sentinel"';
+  return m.body.length === 0 && m.header.length === 10 && utf8Text.decode(m.header) === '"sentinel"';
 }
 
 // --- the worker KV query ------------------------------------------------------------
