@@ -44,15 +44,8 @@ import { WriterQueue } from './queue';
 import type { RecoveryTarget } from './worker-query';
 import { Recovery, type RecoveryAnswer, type RecoveryMetrics, type WorkerQuerier } from './recovery';
 import { decodeSnapshot, encodeSnapshot, type SnapshotHeader } from './snapshot';
-import { bookingsSubject, lifecycleSubject, workersSubject } from '@vantage/protocol';
-import {
-  decodeBooking,
-  decodeLifecycle,
-  decodeRegistration,
-  type BookingMessage,
-  type LifecycleMessage,
-  type RegistrationMessage,
-} from './messages';
+import { bookingsSubject, lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workersSubject, type LifecycleEvent, type WorkerRegistration } from '@vantage/protocol';
+import { decodeBooking, type BookingMessage } from './messages';
 
 type Item =
   | { kind: 'kv'; event: KvEvent; streamSeq: number | null; msg: JsMsg | null }
@@ -61,8 +54,8 @@ type Item =
   | { kind: 'disc'; add: boolean; worker: DiscoveredWorker }
   | { kind: 'seq'; event: ActiveSequenceEvent }
   | { kind: 'book'; booking: BookingMessage }
-  | { kind: 'life'; event: LifecycleMessage }
-  | { kind: 'reg'; reg: RegistrationMessage }
+  | { kind: 'life'; event: LifecycleEvent }
+  | { kind: 'reg'; reg: WorkerRegistration }
   | { kind: 'recovery'; answer: RecoveryAnswer };
 
 interface IngestOptions {
@@ -84,7 +77,7 @@ interface IngestOptions {
   readonly jetstreamStalledMs: number;
   /** Recovery of suspect workers from their local indexes (null: off, a suspect waits for a `cleared`). */
   readonly recovery?: { readonly querier: WorkerQuerier; readonly metrics: RecoveryMetrics; readonly config: RecoveryConfig } | null;
-  /** This process's booking origin, its instance id (README.md, "What it owns": `bookLocal`). */
+  /** This process's booking origin, its instance id: needed by `bookLocal` (README.md, "What it owns"). */
   readonly origin?: string;
 }
 
@@ -156,8 +149,6 @@ export class PoolIngest {
   /** Dynamo's discovery for this pool's endpoint; null without discovery. */
   discovery: DiscoveryView | null = null;
   private readonly subscribed = new Set<string>();
-  /** Request ids booked by bookLocal whose echo from the bookings subject has not come back yet (insertion order). */
-  private readonly ownBookings = new Map<string, number>();
   /** Set once the restore is done and the messages held meanwhile have been applied. */
   private complete = false;
   /** JetStream mode: the stream's last sequence when consumption started, until applied (null: nothing to wait for). */
@@ -181,7 +172,7 @@ export class PoolIngest {
       this.recovery = new Recovery({
         pool: this.pool,
         state: () => this.state,
-        targets: { targetOf: (w, dp) => this.recoveryTargetOf(w, dp) },
+        targetOf: (w, dp) => this.recoveryTargetOf(w, dp),
         querier: rc.querier,
         // An answer is applied by the writer in turn; it is never dropped for a full queue (it holds no
         // live event, and dropping it would leave the worker suspect until the next attempt).
@@ -378,13 +369,13 @@ export class PoolIngest {
       this.enqueue({ kind: 'book', booking: r.value }, 'bookings');
     });
     this.subscribe(lifecycleSubject(this.pool), 'lifecycle', (m) => {
-      const r = decodeLifecycle(m.data);
+      const r = lifecycleEventCodec.decode(m.data);
       if (!r.ok) return this.reject('lifecycle', r.code, r.reason, m.subject);
       if (!this.samePool('lifecycle', r.value.pool, m.subject)) return;
       this.enqueue({ kind: 'life', event: r.value }, 'lifecycle');
     });
     this.subscribe(workersSubject(this.pool), 'workers', (m) => {
-      const r = decodeRegistration(m.data);
+      const r = workerRegistrationCodec.decode(m.data);
       if (!r.ok) return this.reject('workers', r.code, r.reason, m.subject);
       if (!this.samePool('workers', r.value.pool, m.subject)) return;
       this.enqueue({ kind: 'reg', reg: r.value }, 'workers');
@@ -733,11 +724,6 @@ export class PoolIngest {
       }
       case 'book': {
         const b = it.booking;
-        // This process's own booking coming back from the subject: already booked by bookLocal, never twice.
-        if (this.ownBookings.delete(b.requestId)) {
-          m.applied.inc({ pool: this.pool, kind: 'book_own' });
-          return;
-        }
         const limit = s.admitBooking(b.requestId, b.workerId, b.dpRank);
         if (limit !== null) return this.refuse(limit, 'bookings', { workerId: String(b.workerId), dpRank: b.dpRank, requestId: b.requestId.slice(0, 128) });
         const out = this.book(b, now);
@@ -756,7 +742,7 @@ export class PoolIngest {
       }
       case 'reg': {
         const r = it.reg;
-        if (r.remove) {
+        if (r.kind === 'deregister') {
           s.removeWorker(r.workerId, now);
           this.recovery?.forget(r.workerId);
         } else {
@@ -765,7 +751,7 @@ export class PoolIngest {
           const err = s.register(r.workerId, r.capacity, r.ttlMs, now);
           if (err) this.o.log.warn({ pool: this.pool, workerId: String(r.workerId), err }, 'registration refused');
         }
-        m.applied.inc({ pool: this.pool, kind: r.remove ? 'deregister' : 'register' });
+        m.applied.inc({ pool: this.pool, kind: r.kind === 'deregister' ? 'deregister' : 'register' });
         return;
       }
     }
@@ -787,11 +773,12 @@ export class PoolIngest {
   }
 
   /**
-   * Book a request this process routed, at once (before its booking message is published): the
-   * booking's echo from the subject is then recognised as this process's own and not applied again.
+   * Book a request this process routed, at once (before its booking message is published, with the
+   * `origin` header): its echo from the subject is skipped undecoded (`book_own`), never applied again.
    * Returns the ledger's outcome kind, or the limit that refused it.
    */
   bookLocal(b: BookingMessage): string {
+    if (this.o.origin === undefined) throw new VantageError('INTERNAL', `pool ${this.pool}: bookLocal needs the origin option`);
     const s = this.state;
     const now = this.now();
     const limit = s.admitBooking(b.requestId, b.workerId, b.dpRank);
@@ -801,15 +788,6 @@ export class PoolIngest {
     }
     const out = this.book(b, now);
     if (bookingsChannel.hasSubscribers) publishBooking(this.pool, b.requestId, 'local', out.kind);
-    if (out.kind === 'booked' && this.o.origin === undefined) {
-      // Bounded: an echo that never comes (the publish lost) is forgotten after the booking TTL, or
-      // the oldest first once the pool's booking bound is reached.
-      if (this.ownBookings.size >= this.o.limits.bookingsPerPool) {
-        const oldest = this.ownBookings.keys().next();
-        if (!oldest.done) this.ownBookings.delete(oldest.value);
-      }
-      this.ownBookings.set(b.requestId, now);
-    }
     this.o.metrics.applied.inc({ pool: this.pool, kind: `book_local_${out.kind}` });
     return out.kind;
   }
@@ -827,10 +805,6 @@ export class PoolIngest {
   /** Periodic: expire leaks and silent workers; ack JetStream progress; refresh gauges. */
   housekeeping(): void {
     const now = this.now();
-    for (const [id, at] of this.ownBookings) {
-      if (now - at < this.o.bookingTtlMs) break; // in insertion order: the rest are newer
-      this.ownBookings.delete(id);
-    }
     const before = this.state.ledger.counters().expiredLeaks;
     const { workersRemoved } = this.state.tick(now);
     const leaked = this.state.ledger.counters().expiredLeaks - before;

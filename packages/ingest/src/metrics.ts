@@ -23,16 +23,14 @@ const INGEST_METRICS = {
   received: ['counter', 'messages_received_total', 'Messages received, by source subject kind', ['pool', 'source']],
   rejected: ['counter', 'messages_rejected_total', 'Messages that failed to decode or validate, by reason code; never applied', ['pool', 'source', 'reason']],
   dropped: ['counter', 'messages_dropped_total', 'Messages dropped because the writer queue was full', ['pool', 'source']],
-  /** Messages decoded and queued for the writer: received = accepted + rejected + dropped, per source. */
   accepted: ['counter', 'messages_accepted_total', 'Messages decoded and queued for the writer (received = accepted + rejected + dropped)', ['pool', 'source']],
-  /** Messages refused by a limit (the limits), one series per limit. */
   limitHits: ['counter', 'limit_hits_total', 'Messages refused because a limit was reached (nothing applied), by limit', ['pool', 'limit']],
   applied: ['counter', 'events_applied_total', 'Messages applied by the writer, by kind', ['pool', 'kind']],
   duplicates: ['counter', 'kv_duplicates_total', 'KV events ignored as duplicate or older event ids', ['pool']],
   gaps: ['counter', 'kv_gaps_total', 'Event-id gaps detected (each marks a worker suspect)', ['pool']],
   missedEvents: ['counter', 'kv_missed_events_total', 'KV events lost according to event-id gaps', ['pool']],
   unknownParents: ['counter', 'kv_unknown_parent_total', 'Stored events whose parent block was unknown', ['pool']],
-  /** KV events accepted from the wire but refused whole by the index (e.g. `self_referencing`); already counted in accepted. */
+  /** Already counted in accepted. */
   kvRefused: ['counter', 'kv_refused_total', "KV events refused whole by the index, as Dynamo's router refuses them (reason self_referencing: a block id repeated within the event or equal to its parent); nothing applied", ['pool', 'reason']],
   queueDepth: ['gauge', 'queue_depth', 'Messages waiting for the writer', ['pool']],
   queueHighWater: ['gauge', 'queue_high_water', 'Largest writer queue depth seen', ['pool']],

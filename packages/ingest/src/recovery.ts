@@ -16,11 +16,6 @@ import type { RecoveryConfig } from './config';
 import { metricSet, type MetricSet } from './metrics';
 import type { RecoveryTarget } from './worker-query';
 
-/** Where each (worker, dp rank)'s local index answers (discovery's `recovery_target`s). */
-interface RecoveryTargetSource {
-  targetOf(workerId: WorkerId, dpRank: number): RecoveryTarget | null;
-}
-
 /** What runs a query (the TCP request-plane client, or a test double in unit tests). */
 export interface WorkerQuerier {
   query(target: RecoveryTarget, startEventId: bigint | null): Promise<WorkerKvQueryResponse>;
@@ -94,7 +89,8 @@ export class Recovery {
     private readonly o: {
       readonly pool: string;
       readonly state: () => PoolState;
-      readonly targets: RecoveryTargetSource;
+      /** Where a (worker, dp rank)'s local index answers (discovery's `recovery_target`; null: unknown). */
+      readonly targetOf: (workerId: WorkerId, dpRank: number) => RecoveryTarget | null;
       readonly querier: WorkerQuerier;
       /** Hand a finished answer to the single writer (in order with everything else). */
       readonly deliver: (a: RecoveryAnswer) => void;
@@ -154,7 +150,7 @@ export class Recovery {
     for (const [k, t] of this.tracks) {
       if (this.inFlight >= this.o.settings.maxInFlight) return;
       if (t.phase !== 'waiting' || t.nextAtMs > now) continue;
-      const target = this.o.targets.targetOf(t.workerId, t.dpRank);
+      const target = this.o.targetOf(t.workerId, t.dpRank);
       if (target === null) continue;
       t.phase = 'in_flight';
       t.attempt = ++this.attempts;

@@ -120,7 +120,8 @@ export class WorkerQueryClient {
 
     return new Promise<WorkerKvQueryResponse>((resolve, reject) => {
       let done = false;
-      let sock: Socket | null = null;
+      // The request connection carries only the acknowledgement; the answer comes on the stream.
+      const sock = createConnection({ host, port });
       const timer = setTimeout(
         () => settle(new VantageError('DEADLINE_EXCEEDED', `worker ${target.workerId} dp rank ${target.dpRank}: no answer within ${this.o.timeoutMs} ms`)),
         this.o.timeoutMs,
@@ -130,15 +131,13 @@ export class WorkerQueryClient {
         done = true;
         clearTimeout(timer);
         this.pending.delete(subject);
-        sock?.destroy();
+        sock.destroy();
         if (err) reject(err);
         else resolve(r!);
       };
       this.pending.set(subject, settle);
-      // The request connection carries only the acknowledgement; the answer comes on the stream.
-      sock = createConnection({ host, port });
       const acks = new FrameReader('ack', 1 << 20);
-      sock.on('connect', () => sock!.write(frame));
+      sock.on('connect', () => sock.write(frame));
       sock.on('data', (chunk: Buffer) => {
         acks.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
         const a = acks.next();
@@ -149,7 +148,7 @@ export class WorkerQueryClient {
           return settle(new VantageError('UPSTREAM_UNAVAILABLE', `worker refused the query: ${text}`));
         }
         // Accepted: the request connection has done its part.
-        sock!.end();
+        sock.end();
       });
       sock.on('error', (e) => settle(new VantageError('UPSTREAM_UNAVAILABLE', `request plane ${host}:${port}: ${e.message}`, { cause: e })));
     });

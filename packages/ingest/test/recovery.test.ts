@@ -109,7 +109,7 @@ function harness(opts: { maxBufferedEvents?: number; maxInFlight?: number } = {}
   const rec = new Recovery({
     pool: 'p',
     state: () => state,
-    targets: { targetOf: (w, dp) => (w === W && dp === 0 ? target.value : null) },
+    targetOf: (w, dp) => (w === W && dp === 0 ? target.value : null),
     querier: {
       query: (t, start) =>
         new Promise<WorkerKvQueryResponse>((resolve, reject) => {
@@ -276,7 +276,7 @@ describe('recovery of a suspect worker', () => {
     const rec = new Recovery({
       pool: 'p',
       state: () => h.state,
-      targets: { targetOf: (w, dp) => ({ workerId: w, dpRank: dp, transport: 'tcp', address: '127.0.0.1:1/x', codec: 'msgpack' }) },
+      targetOf: (w, dp) => ({ workerId: w, dpRank: dp, transport: 'tcp', address: '127.0.0.1:1/x', codec: 'msgpack' }),
       querier: { query: (t, start) => new Promise((resolve, reject) => h.calls.push({ target: t, start, answer: resolve, fail: reject })) },
       deliver: (a) => h.answers.push(a),
       settings: { initialBackoffMs: 100, maxBackoffMs: 1_000, maxBufferedEvents: 10, maxInFlight: 2 },

@@ -138,23 +138,22 @@ export function decodeEventPlaneMessage(bytes: Uint8Array, opts?: EventPlaneDeco
   if (!env.ok) return env;
   const envelope = env.value;
   const topic = topicOf(opts?.topic ?? envelope.topic);
-  const po: PayloadDecodeOptions = { ...opts, format: 'msgpack' };
   const withEnvelope = <T>(r: Result<T>, wrap: (v: T) => EventPlanePayload): Result<EventPlaneMessage> =>
     r.ok ? { ok: true, value: { ...wrap(r.value), envelope } } : reject(r.code, `payload (${topic}): ${r.reason}`);
   switch (topic) {
     case TOPIC_KV_EVENTS: {
       // One parse: an array is a 1.6.1 batch, a map a single event of an older release.
-      const r = decodeWith(envelope.payload, po, (v, limits): EventPlanePayload =>
+      const r = decodeWith(envelope.payload, opts, (v, limits): EventPlanePayload =>
         Array.isArray(v) ? { kind: 'kv_events', events: routerEventsFromValue(v, limits) } : { kind: 'kv_event', event: routerEventFromValue(v, limits) },
       );
       return withEnvelope(r, (p) => p);
     }
     case TOPIC_FORWARD_PASS_METRICS:
-      return withEnvelope(decodeForwardPassMetrics(envelope.payload, po), (metrics) => ({ kind: 'forward_pass', metrics }));
+      return withEnvelope(decodeForwardPassMetrics(envelope.payload, opts), (metrics) => ({ kind: 'forward_pass', metrics }));
     case TOPIC_KV_METRICS:
-      return withEnvelope(decodeActiveLoad(envelope.payload, po), (load) => ({ kind: 'active_load', load }));
+      return withEnvelope(decodeActiveLoad(envelope.payload, opts), (load) => ({ kind: 'active_load', load }));
     case TOPIC_ACTIVE_SEQUENCES:
-      return withEnvelope(decodeActiveSequenceEvents(envelope.payload, po), (events) => ({ kind: 'active_sequences', events }));
+      return withEnvelope(decodeActiveSequenceEvents(envelope.payload, opts), (events) => ({ kind: 'active_sequences', events }));
     default:
       return reject('unknown_variant', `envelope: unknown topic ${JSON.stringify(topic.slice(0, 128))}`);
   }

@@ -10,11 +10,12 @@ import { readJson } from './json';
 import { resolveLimits, type WireLimits } from './limits';
 import { Fields, readMsgpack, writeMsgpack } from './msgpack';
 import { guard, WireReject, type Result } from './result';
-import { routerEventFromValue } from './router-event';
-import { asMap, bool, get, isMap, list, optional, required, str, u64, variant } from './values';
+import { routerEventList } from './router-event';
+import { asMap, bool, get, isMap, optional, required, str, u64, variant } from './values';
 
 const utf8 = new TextEncoder();
-const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+// Not fatal: a header of invalid UTF-8 is simply not the sentinel (isStreamSentinel never throws).
+const utf8Text = new TextDecoder();
 
 // --- request frame ------------------------------------------------------------
 
@@ -162,7 +163,7 @@ export function decodeStreamPrologue(header: Uint8Array): Result<string | null> 
 
 /** True for the header-only frame that ends a response stream. */
 export function isStreamSentinel(m: TwoPartMessage): boolean {
-  return m.body.length === 0 && m.header.length === 10 && utf8Strict.decode(m.header) === '"sentinel"';
+  return m.body.length === 0 && m.header.length === 10 && utf8Text.decode(m.header) === '"sentinel"';
 }
 
 // --- the worker KV query ------------------------------------------------------------
@@ -209,12 +210,7 @@ interface WorkerKvQueryStreamItem {
   readonly completeFinal: boolean;
 }
 
-function events(v: unknown, path: string, limits: WireLimits): KvEvent[] {
-  const items = list(v, path, limits.maxBatchEvents * 256);
-  const out: KvEvent[] = new Array<KvEvent>(items.length);
-  for (let i = 0; i < items.length; i++) out[i] = routerEventFromValue(items[i], limits, `${path}[${i}]`);
-  return out;
-}
+const events = (v: unknown, path: string, limits: WireLimits): KvEvent[] => routerEventList(v, limits, path, limits.maxBatchEvents * 256);
 
 function responseFromValue(v: unknown, limits: WireLimits): WorkerKvQueryResponse {
   const { tag, content } = variant(v, 'response');

@@ -93,8 +93,12 @@ export function routerEventFromValue(v: unknown, limits: WireLimits, path = 'rou
  * batch is valid (nothing to apply).
  */
 export function routerEventsFromValue(v: unknown, limits: WireLimits, path = 'router_events'): KvEvent[] {
-  if (!Array.isArray(v)) return [routerEventFromValue(v, limits, 'router_event')];
-  const items = list(v, path, limits.maxBatchEvents);
+  return Array.isArray(v) ? routerEventList(v, limits, path, limits.maxBatchEvents) : [routerEventFromValue(v, limits, 'router_event')];
+}
+
+/** An array of at most `max` RouterEvents (anything else is refused). */
+export function routerEventList(v: unknown, limits: WireLimits, path: string, max: number): KvEvent[] {
+  const items = list(v, path, max);
   const out: KvEvent[] = new Array<KvEvent>(items.length);
   for (let i = 0; i < items.length; i++) out[i] = routerEventFromValue(items[i], limits, `${path}[${i}]`);
   return out;

@@ -114,6 +114,7 @@ describe("the worker's answer", () => {
     expect(decodeWorkerKvQueryStreamItem(got[3]!.body)).toEqual({ ok: true, value: { response: null, completeFinal: true } });
     expect(isStreamSentinel(got[4]!)).toBe(true);
     expect(isStreamSentinel(got[2]!)).toBe(false);
+    expect(isStreamSentinel({ header: new Uint8Array(10).fill(0xff), body: new Uint8Array(0) })).toBe(false);
   });
 
   it('frames the same however the bytes are split', () => {

@@ -34,10 +34,6 @@ export interface StepStamps {
   encoding: 'binary' | 'json';
 }
 
-export function newStepStamps(): StepStamps {
-  return { start: 0, decoded: 0, encoding: 'binary' };
-}
-
 /** Publish one request's steps (`answered`, `responded`: the stamps after the reply was built and after it was handed over). */
 export function publishObserveSteps(pool: string, s: StepStamps, requestBytes: number, replyBytes: number, answered: number, responded: number): void {
   const msg: ObserveSteps = {

@@ -10,7 +10,7 @@ import { observeReplyOf } from '@vantage/decision-core';
 import { encodeObserveReplyBinary, observeReplyCodec, observeRequestCodec, observeSubject } from '@vantage/protocol';
 import { createResponder, RateLimitedLog, VantageError, toVantageError, type Responder, type ServiceContext } from '@vantage/runtime';
 import type { IndexerSettings } from './config';
-import { newStepStamps, observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
+import { observeStepsChannel, publishObserveSteps, type StepStamps } from './diagnostics';
 import { indexerMetrics, type IndexerMetrics } from './metrics';
 import { PoolIngest as PoolRunner, recoveryMetrics, WorkerQueryClient } from '@vantage/ingest';
 
@@ -64,13 +64,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
   const rc = cfg.recovery;
   let querier: WorkerQueryClient | null = null;
   if (rc.enabled) {
-    querier = new WorkerQueryClient({
-      responseHost: rc.responseHost,
-      responsePort: rc.responsePort,
-      advertiseHost: rc.advertiseHost,
-      timeoutMs: rc.timeoutMs,
-      maxFrameBytes: rc.maxFrameBytes,
-    });
+    querier = new WorkerQueryClient(rc);
     await querier.start();
     log.info({ responseAddress: querier.responseAddress }, 'worker recovery client listening for response streams');
   }
@@ -111,7 +105,7 @@ export async function startIndexer(ctx: ServiceContext<IndexerSettings, false>):
     metrics: ctx.metrics,
     maxInFlight: cfg.maxInFlight,
   });
-  const stamps = newStepStamps();
+  const stamps: StepStamps = { start: 0, decoded: 0, encoding: 'binary' };
   /** When the last timed reply was built (0: not timed); its steps are published once it is sent. */
   let answeredAt = 0;
   for (const [name, runner] of runners) {
