@@ -154,7 +154,7 @@ export class Router {
     let endpoint: string | null = null;
     if (placement !== null && worker !== null) {
       const subject = bookingsSubject(chosen.target.pool);
-      const booking = bookingEventCodec.encode({
+      const booking = {
         requestId: req.requestId,
         sessionId: req.sessionId,
         pool: chosen.target.pool,
@@ -168,22 +168,13 @@ export class Router {
         expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
         prefillTokens: worker.effectivePrefillTokens,
         atMs: nowMs,
-      });
+      };
+      const encoded = bookingEventCodec.encode(booking);
       // A local pool books at once: the next route sees it, whichever replica's booking echo comes first.
-      if (this.d.pools.get(decision.choice) !== undefined) {
-        this.d.pools.book(decision.choice, {
-          requestId: req.requestId,
-          workerId: placement.workerId,
-          dpRank: placement.dpRank,
-          promptTokens: chosen.target.promptTokens,
-          overlapBlocks: worker.deviceOverlapBlocks,
-          localHashes: chosen.localHashes,
-          expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
-        });
-      }
+      if (this.d.pools.get(decision.choice) !== undefined) this.d.pools.book(decision.choice, booking);
       // Queued before the reply (which is queued once this handler returns): both leave in one socket write, the
       // booking first, so the indexer has it before the gateway can report the request's end.
-      this.d.outbox.publish(subject, booking, undefined, this.d.pools.size > 0 ? this.d.pools.bookingHeaders() : undefined, (e) => this.d.log.warn({ err: e, pool: chosen.target.pool }, 'booking not sent'));
+      this.d.outbox.publish(subject, encoded, undefined, this.d.pools.size > 0 ? this.d.pools.bookingHeaders() : undefined, (e) => this.d.log.warn({ err: e, pool: chosen.target.pool }, 'booking not sent'));
       this.d.metrics.bookings.inc(chosen.target.pool);
       this.d.inFlight.add(req.requestId, chosen.target.model, chosen.target.pool, nowMs);
       endpoint = this.d.endpointOf(chosen.target.pool, placement.workerId);
