@@ -27,13 +27,15 @@ import { connect } from '@nats-io/transport-node';
 import { GatewayClient } from '@vantage/gateway-client';
 import { ensureNatsServer, freePort, INFRA_DIR, tcpOpen, waitFor } from '@vantage/infra';
 import { bookingEventCodec, lifecycleEventCodec, lifecycleSubject, routeReplyCodec, routeRequestCodec, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
-import { decideRoute } from '@vantage/decision-core';
+import { decideRoute, type MapOptions, type ProbeResult } from '@vantage/decision-core';
 import { DECISION_RECORD_CURRENT, encodeSingleObject } from '@vantage/records';
 import { serializeParameterSet } from '@vantage/rules';
 import { runService } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
-import { buildRecord, decisionConfigSchema, startDecision, toWireObservation, type DecisionHandle, type DecisionSettings, type MapOptions, type ProbeResult } from '../src/index';
+import { decisionConfigSchema, startDecision, type DecisionHandle, type DecisionSettings } from '../src/index';
+import { toWireObservation } from '../src/observe';
+import { buildRecord } from '../src/route';
 import { BLOCK, PROMPT_SESSIONS, SESSIONS, SESSION_TOKENS, WORKER_CAPACITY, WORKERS, benchParameterSet, POOLS, storedPrefixEvent, tokensFor } from './workload';
 
 const args = process.argv.slice(2);

@@ -22,7 +22,7 @@ import {
   type RouteReply,
   type RouteRequest,
 } from '@vantage/protocol';
-import { buildDecisionRecord, decideRoute, probeRoles, RECORD_VARIANT, replyReason } from '@vantage/decision-core';
+import { buildDecisionRecord, decideRoute, decodeObserveReply, probeRoles, RECORD_VARIANT, replyReason, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
 import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
 import type { WorkerId } from '@vantage/types';
@@ -30,7 +30,7 @@ import { toVantageError, VantageError, type Logger, type NatsConnection, type Ou
 import type { DecisionSection } from './config';
 import type { InFlight } from './inflight';
 import type { DecisionMetrics } from './metrics';
-import { decodeObserveReply, failedProbe, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
+import { failedProbe, toWireObservation } from './observe';
 import type { RecordPublisher } from './publisher';
 import { hrUs, type LocalPools } from './pools';
 
