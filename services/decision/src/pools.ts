@@ -45,18 +45,8 @@ export class LocalPools {
     await Promise.all(
       roles.map(async (role) => {
         const r = o.cfg.pools[role];
-        const pool: PoolConfig = {
-          name: r.pool,
-          blockSize: r.blockSize,
-          namespace: r.namespace,
-          component: r.component,
-          endpoint: r.endpoint,
-          discovery: r.discovery,
-          kvEvents: r.kvEvents,
-          dynamoRouterSync: r.dynamoRouterSync,
-          selection: r.selection,
-          workers: r.workers,
-        };
+        // A role's entry is an indexer's pool entry (`poolSourceProperties`, blockSize) named by its `pool`.
+        const pool: PoolConfig = { ...r, name: r.pool };
         const querier = lp.#querier;
         const ingest: PoolIngest = new PoolIngest(pool, {
           nc: o.nc,
