@@ -20,12 +20,10 @@ import {
   type Predictions,
   type RouteCandidate,
   type RouteReply,
-  type RouteRequest,
 } from '@vantage/protocol';
 import { buildDecisionRecord, decideRoute, decodeObserveReply, probeRoles, RECORD_VARIANT, replyReason, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
-import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
+import { DECISION_RECORD_CURRENT, encodeSingleObject } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
-import type { WorkerId } from '@vantage/types';
 import { toVantageError, VantageError, type Logger, type NatsConnection, type Outbox, type Requester } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 import type { InFlight } from './inflight';
@@ -62,6 +60,9 @@ interface Prepared {
   readonly loraName: string | null;
 }
 
+/** A route's decision record, to be built after the reply's write (`recordId` drawn then). */
+type RecordInput = Omit<Parameters<typeof buildDecisionRecord>[0], 'recordId'> & { recordId: string };
+
 export class Router {
   /** Records of routes answered since the last batch. */
   #records: RecordInput[] = [];
@@ -78,11 +79,11 @@ export class Router {
     if (pub === null) return;
     for (const x of batch) {
       try {
-        const rec = buildRecord(x);
-        pub.enqueue(rec.recordId, x.req.requestId, encodeSingleObject(DECISION_RECORD_CURRENT, rec));
+        x.recordId = randomUUID();
+        pub.enqueue(x.recordId, x.requestId, encodeSingleObject(DECISION_RECORD_CURRENT, buildDecisionRecord(x)));
       } catch (e) {
         this.d.metrics.recordsDropped.inc({ cause: 'encode' });
-        this.d.log.error({ err: e, requestId: x.req.requestId }, 'decision record could not be built or encoded: not published');
+        this.d.log.error({ err: e, requestId: x.requestId }, 'decision record could not be built or encoded: not published');
       }
     }
   };
@@ -213,7 +214,7 @@ export class Router {
     // The record is built and encoded right after the reply's socket write, so Avro encoding never sits on
     // the reply path; the replies of one write share a batch, sent in batches (README, "Decision records").
     if (this.d.publisher !== null) {
-      this.#records.push({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: roles.length > 0 });
+      this.#records.push({ recordId: '', requestId: req.requestId, sessionId: req.sessionId, proposal: req.stageProposal, targets, probes, mapOpts, localCapableInFlight, decision, params, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, instanceId: this.d.instanceId, probed: roles.length > 0 });
       if (!this.#recordsScheduled) {
         this.#recordsScheduled = true;
         this.d.outbox.afterNextFlush(this.flushRecords);
@@ -287,45 +288,4 @@ function replyPredictions(d: Decision, params: ParameterSet): Predictions {
     advantageMs: d.advantageMs[which],
     marginMs: which === 'blind' ? params.margins.deltaBlindMs : params.margins.deltaCacheMs,
   };
-}
-
-interface RecordInput {
-  readonly req: RouteRequest;
-  readonly prepared: Readonly<Record<Role, Prepared>>;
-  readonly probes: Partial<Record<Role, ProbeResult>>;
-  readonly decision: Decision;
-  readonly params: ParameterSet;
-  readonly mapOpts: (p: ProbeResult) => MapOptions;
-  readonly receivedAtMs: number;
-  readonly placement: { readonly workerId: WorkerId; readonly dpRank: number } | null;
-  readonly endpoint: string | null;
-  readonly queryDurationUs: number;
-  readonly decisionDurationUs: number;
-  readonly localCapableInFlight: number;
-  readonly instanceId: string;
-  readonly probed: boolean;
-}
-
-/** The decision record of one route (the shared builder, with this service's request shape and a fresh record id). */
-export function buildRecord(x: RecordInput): DecisionRecord {
-  // Member by member: a spread of the input (`{ ...x, more }`) cost more than the rest of the record here.
-  return buildDecisionRecord({
-    recordId: randomUUID(),
-    requestId: x.req.requestId,
-    sessionId: x.req.sessionId,
-    proposal: x.req.stageProposal,
-    targets: { efficient: x.prepared.efficient.target, capable: x.prepared.capable.target },
-    probes: x.probes,
-    mapOpts: x.mapOpts,
-    localCapableInFlight: x.localCapableInFlight,
-    decision: x.decision,
-    params: x.params,
-    receivedAtMs: x.receivedAtMs,
-    placement: x.placement,
-    endpoint: x.endpoint,
-    queryDurationUs: x.queryDurationUs,
-    decisionDurationUs: x.decisionDurationUs,
-    instanceId: x.instanceId,
-    probed: x.probed,
-  });
 }
