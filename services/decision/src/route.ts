@@ -126,7 +126,7 @@ export class Router {
     for (const r of roles) {
       if (pending[r] !== undefined) continue;
       readAtUs[r] = hrUs();
-      probes[r] = this.observeLocal(r, prepared[r]);
+      probes[r] = this.counted(prepared[r].target.pool, this.d.pools.observe(r, prepared[r].localHashes, prepared[r].target.promptTokens));
     }
     for (const r of roles) if (pending[r] !== undefined) probes[r] = await pending[r];
     const decisionAtUs = hrUs();
@@ -243,10 +243,8 @@ export class Router {
     };
   }
 
-  /** A local pool's observation (metrics as for a remote query; a pool still restoring is a failed probe). */
-  private observeLocal(role: Role, p: Prepared): ProbeResult {
-    const pool = p.target.pool;
-    const result = this.d.pools.observe(role, p.localHashes, p.target.promptTokens);
+  /** A probe's outcome, counted (a local pool still restoring is a failed probe, as an unreachable indexer is). */
+  private counted(pool: string, result: ProbeResult): ProbeResult {
     this.d.metrics.observeSeconds.observe(result.rttUs / 1e6, pool, result.kind === 'ok' ? 'ok' : result.status);
     if (result.kind === 'failed') this.d.metrics.indexerUnavailable.inc({ pool, status: result.status });
     return result;
@@ -269,10 +267,7 @@ export class Router {
     } catch (e) {
       result = failedProbe(toVantageError(e), hrUs() - t);
     }
-    const outcome = result.kind === 'ok' ? 'ok' : result.status;
-    this.d.metrics.observeSeconds.observe(result.rttUs / 1e6, pool, outcome);
-    if (result.kind === 'failed') this.d.metrics.indexerUnavailable.inc({ pool, status: result.status });
-    return result;
+    return this.counted(pool, result);
   }
 }
 
