@@ -108,15 +108,14 @@ export class Router {
     const budgetMs = req.deadlineMs === null ? remoteBudgetMs : Math.min(remoteBudgetMs, req.deadlineMs);
     const tq = hrUs();
     // Remote observe queries leave first (in parallel); local pools are read while they are out.
-    // Queries carry local hashes (token ids were hashed once above; the booking needs them too) and ask
-    // only for the worker Dynamo would choose. Identical prompts make identical queries: encoded once.
+    // Binary queries (and replies) carry local hashes (token ids were hashed once above; the booking needs them
+    // too) and ask only for the worker Dynamo would choose. Identical prompts make identical queries: encoded once.
     const pending: Partial<Record<Role, Promise<ProbeResult>>> = {};
     let body: Uint8Array | null = null;
     for (const r of roles) {
       if (this.d.pools.get(r) !== undefined) continue;
       const p = prepared[r];
       const same = body !== null && r === 'capable' && p.target.promptTokens === prepared.efficient.target.promptTokens && p.localHashes === prepared.efficient.localHashes;
-      // Binary request and reply (observe-request.v1.json's content): only the worker Dynamo would choose.
       if (!same) body = encodeObserveRequestBinary({ requestId: req.requestId, prompt: { kind: 'local_hashes', localHashes: p.localHashes, loraName: null }, promptTokens: p.target.promptTokens, workers: 'choice', replyEncoding: 'binary' });
       pending[r] = this.probe(p, body!, budgetMs);
     }
