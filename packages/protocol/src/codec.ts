@@ -62,12 +62,6 @@ function u64(s: string, path: string): bigint {
   return v;
 }
 
-function u64List(list: readonly string[], path: string): BigUint64Array {
-  const out = new BigUint64Array(list.length);
-  for (let i = 0; i < list.length; i++) out[i] = u64(list[i]!, `${path}/${i}`);
-  return out;
-}
-
 const str = (v: bigint): string => v.toString(10);
 
 /**
@@ -129,20 +123,20 @@ function le64Base64(list: BigUint64Array): string {
   return Buffer.from(list.buffer, list.byteOffset, list.byteLength).toString('base64');
 }
 
-function le64FromBase64(b64: string, path: string): BigUint64Array {
-  const bytes = Buffer.from(b64, 'base64');
-  if (bytes.length % 8 !== 0) throw new U64RangeError(`${path}: ${bytes.length} bytes is not a whole number of u64s`);
-  // Copy into a fresh, aligned buffer: Buffer pools are not 8-byte aligned.
-  const out = new BigUint64Array(bytes.length / 8);
-  new Uint8Array(out.buffer).set(bytes);
-  return out;
-}
-
 /** A u64 list given in either form (the schema guarantees at most one), or null when absent. */
 function u64ListEither(decimal: readonly string[] | undefined, le64: string | undefined, path: string): BigUint64Array | null {
-  if (le64 !== undefined) return le64FromBase64(le64, `${path}Le64`);
-  if (decimal !== undefined) return u64List(decimal, path);
-  return null;
+  if (le64 !== undefined) {
+    const bytes = Buffer.from(le64, 'base64');
+    if (bytes.length % 8 !== 0) throw new U64RangeError(`${path}Le64: ${bytes.length} bytes is not a whole number of u64s`);
+    // Copied into a fresh, aligned buffer: Buffer pools are not 8-byte aligned.
+    const out = new BigUint64Array(bytes.length / 8);
+    new Uint8Array(out.buffer).set(bytes);
+    return out;
+  }
+  if (decimal === undefined) return null;
+  const out = new BigUint64Array(decimal.length);
+  for (let i = 0; i < decimal.length; i++) out[i] = u64(decimal[i]!, `${path}/${i}`);
+  return out;
 }
 
 /**
