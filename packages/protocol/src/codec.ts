@@ -307,10 +307,8 @@ function withBulkFastPath<T>(
   holders: (json: W) => BulkHolder[],
   patch: (value: T, lists: ReadonlyMap<string, BigUint64Array | Uint32Array>) => T,
 ): MessageCodec<T> {
-  const patterns = [...keys.le64.map((k) => ({ key: k, u32: false })), ...(keys.u32 ?? []).map((k) => ({ key: k, u32: true }))].map((k) => ({
-    u32: k.u32,
-    bytes: Buffer.from(`"${k.key}"`, 'latin1'),
-  }));
+  const pattern = (key: string, u32: boolean) => ({ u32, bytes: Buffer.from(`"${key}"`, 'latin1') });
+  const patterns = [...keys.le64.map((k) => pattern(k, false)), ...(keys.u32 ?? []).map((k) => pattern(k, true))];
   const fast = (data: Uint8Array | string, maxBytes: number): DecodeResult<T> | null => {
     if (typeof data === 'string' || data.byteLength > maxBytes) return null;
     const bulk = extractBulk(Buffer.from(data.buffer, data.byteOffset, data.byteLength), patterns);
