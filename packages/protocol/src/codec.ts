@@ -62,12 +62,6 @@ function u64(s: string, path: string): bigint {
   return v;
 }
 
-function u64List(list: readonly string[], path: string): BigUint64Array {
-  const out = new BigUint64Array(list.length);
-  for (let i = 0; i < list.length; i++) out[i] = u64(list[i]!, `${path}/${i}`);
-  return out;
-}
-
 const str = (v: bigint): string => v.toString(10);
 
 /**
@@ -129,20 +123,20 @@ function le64Base64(list: BigUint64Array): string {
   return Buffer.from(list.buffer, list.byteOffset, list.byteLength).toString('base64');
 }
 
-function le64FromBase64(b64: string, path: string): BigUint64Array {
-  const bytes = Buffer.from(b64, 'base64');
-  if (bytes.length % 8 !== 0) throw new U64RangeError(`${path}: ${bytes.length} bytes is not a whole number of u64s`);
-  // Copy into a fresh, aligned buffer: Buffer pools are not 8-byte aligned.
-  const out = new BigUint64Array(bytes.length / 8);
-  new Uint8Array(out.buffer).set(bytes);
-  return out;
-}
-
 /** A u64 list given in either form (the schema guarantees at most one), or null when absent. */
 function u64ListEither(decimal: readonly string[] | undefined, le64: string | undefined, path: string): BigUint64Array | null {
-  if (le64 !== undefined) return le64FromBase64(le64, `${path}Le64`);
-  if (decimal !== undefined) return u64List(decimal, path);
-  return null;
+  if (le64 !== undefined) {
+    const bytes = Buffer.from(le64, 'base64');
+    if (bytes.length % 8 !== 0) throw new U64RangeError(`${path}Le64: ${bytes.length} bytes is not a whole number of u64s`);
+    // Copied into a fresh, aligned buffer: Buffer pools are not 8-byte aligned.
+    const out = new BigUint64Array(bytes.length / 8);
+    new Uint8Array(out.buffer).set(bytes);
+    return out;
+  }
+  if (decimal === undefined) return null;
+  const out = new BigUint64Array(decimal.length);
+  for (let i = 0; i < decimal.length; i++) out[i] = u64(decimal[i]!, `${path}/${i}`);
+  return out;
 }
 
 /**
@@ -313,10 +307,8 @@ function withBulkFastPath<T>(
   holders: (json: W) => BulkHolder[],
   patch: (value: T, lists: ReadonlyMap<string, BigUint64Array | Uint32Array>) => T,
 ): MessageCodec<T> {
-  const patterns = [...keys.le64.map((k) => ({ key: k, u32: false })), ...(keys.u32 ?? []).map((k) => ({ key: k, u32: true }))].map((k) => ({
-    u32: k.u32,
-    bytes: Buffer.from(`"${k.key}"`, 'latin1'),
-  }));
+  const pattern = (key: string, u32: boolean) => ({ u32, bytes: Buffer.from(`"${key}"`, 'latin1') });
+  const patterns = [...keys.le64.map((k) => pattern(k, false)), ...(keys.u32 ?? []).map((k) => pattern(k, true))];
   const fast = (data: Uint8Array | string, maxBytes: number): DecodeResult<T> | null => {
     if (typeof data === 'string' || data.byteLength > maxBytes) return null;
     const bulk = extractBulk(Buffer.from(data.buffer, data.byteOffset, data.byteLength), patterns);
@@ -367,6 +359,30 @@ function withBulkFastPath<T>(
   };
 }
 
+/**
+ * A codec that also decodes a binary encoding (observe-binary.ts, observe-request-binary.ts), told
+ * apart by its first bytes: `toWire` checks only its framing and gives the JSON's wire object, which
+ * the same schema validates; `fill` puts back what the wire object carries aside. `encode` writes JSON.
+ */
+function withBinary<T, B extends { ok: true; wire: Record<string, unknown> }>(
+  codec: MessageCodec<T>,
+  isBinary: (data: Uint8Array) => boolean,
+  toWire: (data: Uint8Array) => B | { ok: false; reason: string },
+  fill?: (r: DecodeResult<T>, b: B) => DecodeResult<T>,
+): MessageCodec<T> {
+  return {
+    ...codec,
+    decode(data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) {
+      // Too large: the JSON decoder's own size check refuses it.
+      if (typeof data === 'string' || !isBinary(data) || data.byteLength > maxBytes) return codec.decode(data, maxBytes);
+      const b = toWire(data);
+      if (!b.ok) return { ok: false, code: 'malformed_binary', reason: b.reason };
+      const r = codec.fromWire(b.wire);
+      return fill === undefined ? r : fill(r, b);
+    },
+  };
+}
+
 /** A prompt with its bulk list (a holder's decoded list) put back, or the prompt itself. */
 function patchPrompt(p: PromptSpec, list: BigUint64Array | Uint32Array | undefined): PromptSpec {
   if (list instanceof BigUint64Array && p.kind === 'local_hashes') return { kind: 'local_hashes', localHashes: list, loraName: p.loraName };
@@ -401,57 +417,42 @@ const agesFromWire = (w: W) => ({ indexMs: w.indexMs, loadMs: w.loadMs, bookingM
 
 // --- observe ----------------------------------------------------------------------
 
-/** The observe request's codec with the bulk fast path, for every shape (see `observeRequestCodec`). */
-const observeRequestGeneral: MessageCodec<ObserveRequest> = withBulkFastPath(
-  makeCodec<ObserveRequest>(
-    'observe-request.v1.json',
-    (m) => ({
-      v: PROTOCOL_VERSION,
-      ...(m.requestId === null ? {} : { requestId: m.requestId }),
-      prompt: promptToWire(m.prompt),
-      promptTokens: m.promptTokens,
-      ...(m.workers === undefined || m.workers === 'all' ? {} : { workers: m.workers }),
-      ...(m.replyEncoding === 'binary' ? { replyEncoding: m.replyEncoding } : {}),
-    }),
-    (w) => ({
-      requestId: w.requestId ?? null,
-      prompt: promptFromWire(w.prompt, '/prompt'),
-      promptTokens: w.promptTokens,
-      workers: w.workers ?? 'all',
-      // Present only when asked for, so that existing callers' decoded values are unchanged.
-      ...(w.replyEncoding === 'binary' ? { replyEncoding: 'binary' as const } : {}),
-    }),
+/**
+ * `vantage.v1.observe.{pool}` request, as JSON or in the binary encoding (`encodeObserveRequestBinary`),
+ * whose local hashes are copied out of the message into the value, not carried as base64 in its wire object.
+ */
+export const observeRequestCodec: MessageCodec<ObserveRequest> = withBinary(
+  withBulkFastPath(
+    makeCodec<ObserveRequest>(
+      'observe-request.v1.json',
+      (m) => ({
+        v: PROTOCOL_VERSION,
+        ...(m.requestId === null ? {} : { requestId: m.requestId }),
+        prompt: promptToWire(m.prompt),
+        promptTokens: m.promptTokens,
+        ...(m.workers === undefined || m.workers === 'all' ? {} : { workers: m.workers }),
+        ...(m.replyEncoding === 'binary' ? { replyEncoding: m.replyEncoding } : {}),
+      }),
+      (w) => ({
+        requestId: w.requestId ?? null,
+        prompt: promptFromWire(w.prompt, '/prompt'),
+        promptTokens: w.promptTokens,
+        workers: w.workers ?? 'all',
+        // Present only when asked for, so that existing callers' decoded values are unchanged.
+        ...(w.replyEncoding === 'binary' ? { replyEncoding: 'binary' as const } : {}),
+      }),
+    ),
+    { le64: ['localHashesLe64'], u32: ['tokenIds'] },
+    (json) => promptHolders(json.prompt, 'prompt'),
+    (value, lists) => {
+      const prompt = patchPrompt(value.prompt, lists.get('prompt'));
+      return prompt === value.prompt ? value : { ...value, prompt };
+    },
   ),
-  { le64: ['localHashesLe64'], u32: ['tokenIds'] },
-  (json) => promptHolders(json.prompt, 'prompt'),
-  (value, lists) => {
-    const prompt = patchPrompt(value.prompt, lists.get('prompt'));
-    return prompt === value.prompt ? value : { ...value, prompt };
-  },
+  isObserveRequestBinary,
+  observeRequestBinaryToWire,
+  (r, w) => (!r.ok || w.localHashes === null || r.value.prompt.kind !== 'local_hashes' ? r : { ok: true, value: { ...r.value, prompt: { ...r.value.prompt, localHashes: w.localHashes } } }),
 );
-
-/**
- * A request in the binary encoding (observe-request-binary.ts): its wire object through the schema,
- * with its local hashes (copied out of the message, not carried as base64) put into the value.
- */
-function decodeObserveRequestBinary(data: Uint8Array, maxBytes: number): DecodeResult<ObserveRequest> {
-  if (data.byteLength > maxBytes) return { ok: false, code: 'payload_too_large', reason: `${data.byteLength} bytes exceeds ${maxBytes}` };
-  const w = observeRequestBinaryToWire(data);
-  if (!w.ok) return { ok: false, code: 'malformed_binary', reason: w.reason };
-  const r = observeRequestGeneral.fromWire(w.wire);
-  if (!r.ok || w.localHashes === null || r.value.prompt.kind !== 'local_hashes') return r;
-  return { ok: true, value: { ...r.value, prompt: { ...r.value.prompt, localHashes: w.localHashes } } };
-}
-
-/**
- * `vantage.v1.observe.{pool}` request, as JSON or in the binary encoding (`encodeObserveRequestBinary`;
- * told apart by the first four bytes, validated by the same schema). `encode` writes JSON.
- */
-export const observeRequestCodec: MessageCodec<ObserveRequest> = {
-  ...observeRequestGeneral,
-  decode: (data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) =>
-    typeof data !== 'string' && isObserveRequestBinary(data) ? decodeObserveRequestBinary(data, maxBytes) : observeRequestGeneral.decode(data, maxBytes),
-};
 
 function workerToWire(o: WorkerObservation): Record<string, unknown> {
   const out: Record<string, unknown> = { ...o, workerId: str(o.workerId), reported: o.reported === null ? null : { ...o.reported }, ages: { ...o.ages } };
@@ -492,63 +493,51 @@ function workerFromWire(w: W, path: string): WorkerObservation {
   };
 }
 
-/** `vantage.v1.observe.{pool}` reply, JSON. */
-const observeReplyJsonCodec: MessageCodec<ObserveReply> = makeCodec(
-  'observe-reply.v1.json',
-  (m) => ({
-    v: PROTOCOL_VERSION,
-    pool: m.pool,
-    blockSize: m.blockSize,
-    queryDurationUs: m.queryDurationUs,
-    atMs: m.atMs,
-    workers: m.workers.map(workerToWire),
-    pending: m.pending === null ? null : { requests: m.pending.requests, tokens: m.pending.tokens },
-    dynamoChoice:
-      m.dynamoChoice === null
-        ? null
-        : {
-            workerId: str(m.dynamoChoice.workerId),
-            dpRank: m.dynamoChoice.dpRank,
-            cost: m.dynamoChoice.cost,
-            policy: { name: m.dynamoChoice.policy.name, params: { ...m.dynamoChoice.policy.params } },
-          },
-    ...(m.snapshotRestoredAtMs === null ? {} : { snapshotRestoredAtMs: m.snapshotRestoredAtMs }),
-  }),
-  (w) => ({
-    pool: w.pool,
-    blockSize: w.blockSize,
-    queryDurationUs: w.queryDurationUs,
-    atMs: w.atMs,
-    workers: (w.workers as W[]).map((x, i) => workerFromWire(x, `/workers/${i}`)),
-    pending: w.pending === null ? null : { requests: w.pending.requests, tokens: w.pending.tokens },
-    dynamoChoice:
-      w.dynamoChoice === null
-        ? null
-        : {
-            workerId: u64(w.dynamoChoice.workerId, '/dynamoChoice/workerId') as WorkerId,
-            dpRank: w.dynamoChoice.dpRank,
-            cost: w.dynamoChoice.cost,
-            policy: { name: w.dynamoChoice.policy.name, params: { ...w.dynamoChoice.policy.params } },
-          },
-    snapshotRestoredAtMs: w.snapshotRestoredAtMs ?? null,
-  }),
+/** `vantage.v1.observe.{pool}` reply, JSON or binary (`encodeObserveReplyBinary`, what a request's `replyEncoding: "binary"` asks for). */
+export const observeReplyCodec: MessageCodec<ObserveReply> = withBinary(
+  makeCodec(
+    'observe-reply.v1.json',
+    (m) => ({
+      v: PROTOCOL_VERSION,
+      pool: m.pool,
+      blockSize: m.blockSize,
+      queryDurationUs: m.queryDurationUs,
+      atMs: m.atMs,
+      workers: m.workers.map(workerToWire),
+      pending: m.pending === null ? null : { requests: m.pending.requests, tokens: m.pending.tokens },
+      dynamoChoice:
+        m.dynamoChoice === null
+          ? null
+          : {
+              workerId: str(m.dynamoChoice.workerId),
+              dpRank: m.dynamoChoice.dpRank,
+              cost: m.dynamoChoice.cost,
+              policy: { name: m.dynamoChoice.policy.name, params: { ...m.dynamoChoice.policy.params } },
+            },
+      ...(m.snapshotRestoredAtMs === null ? {} : { snapshotRestoredAtMs: m.snapshotRestoredAtMs }),
+    }),
+    (w) => ({
+      pool: w.pool,
+      blockSize: w.blockSize,
+      queryDurationUs: w.queryDurationUs,
+      atMs: w.atMs,
+      workers: (w.workers as W[]).map((x, i) => workerFromWire(x, `/workers/${i}`)),
+      pending: w.pending === null ? null : { requests: w.pending.requests, tokens: w.pending.tokens },
+      dynamoChoice:
+        w.dynamoChoice === null
+          ? null
+          : {
+              workerId: u64(w.dynamoChoice.workerId, '/dynamoChoice/workerId') as WorkerId,
+              dpRank: w.dynamoChoice.dpRank,
+              cost: w.dynamoChoice.cost,
+              policy: { name: w.dynamoChoice.policy.name, params: { ...w.dynamoChoice.policy.params } },
+            },
+      snapshotRestoredAtMs: w.snapshotRestoredAtMs ?? null,
+    }),
+  ),
+  isObserveReplyBinary,
+  observeReplyBinaryToWire,
 );
-
-/**
- * Decodes both encodings of the reply: JSON, and the binary form an indexer sends when the request
- * asked for `replyEncoding: "binary"` (observe-binary.ts), told apart by the first bytes. Either way
- * the value passes the same schema. `encode` writes JSON; `encodeObserveReplyBinary` writes binary.
- */
-export const observeReplyCodec: MessageCodec<ObserveReply> = {
-  ...observeReplyJsonCodec,
-  decode(data, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES) {
-    if (typeof data === 'string' || !isObserveReplyBinary(data)) return observeReplyJsonCodec.decode(data, maxBytes);
-    if (data.byteLength > maxBytes) return { ok: false, code: 'payload_too_large', reason: `${data.byteLength} bytes exceeds ${maxBytes}` };
-    const w = observeReplyBinaryToWire(data);
-    if (!w.ok) return { ok: false, code: 'malformed_binary', reason: w.reason };
-    return observeReplyJsonCodec.fromWire(w.wire);
-  },
-};
 
 // --- route ------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ const WORKER_FIELDS = [
   'dynamoCost',
 ] as const;
 type WorkerField = (typeof WORKER_FIELDS)[number];
-/** Slot offset of each field from a record's first f64 (`ObserveReplyBinaryWriter.slots(i)`). */
+/** Slot offset of each field from a record's first f64. */
 const F = Object.freeze(Object.fromEntries(WORKER_FIELDS.map((k, i) => [k, i])) as Record<WorkerField, number>);
 
 const FLAG_SCHEDULABLE = 1;
@@ -65,93 +65,26 @@ const nullable = (v: number | null | undefined): number => (v === null || v === 
 /** Room kept after the records for the trailing JSON before the scratch must grow. */
 const META_ROOM = 2048;
 
-/**
- * Writes binary observe replies: `begin(n)`, then per record `head(i, ...)` and the values at
- * `f64[slots(i) + F.field]`, then `finish(head)` returns the reply's bytes. Every value slot must be
- * written (NaN for null); nothing is carried over between replies. Replies are assembled in one
- * reused scratch buffer and `finish` returns a copy the caller owns (package README).
- */
-class ObserveReplyBinaryWriter {
-  f64 = new Float64Array(0);
-  private u32 = new Uint32Array(0);
-  private u64 = new BigUint64Array(0);
-  private bytes = Buffer.alloc(0);
-  private n = 0;
-  private reasons: string[] = [];
-  private reasonIndex = new Map<string, number>();
+// One scratch buffer for every reply (package README): each reply is assembled in it and copied out
+// into a buffer of the caller's own before the next begins, so nothing carries over between replies.
+let scratch = Buffer.alloc(0);
+let f64 = new Float64Array(0);
+let u32 = new Uint32Array(0);
+let u64 = new BigUint64Array(0);
+/** The suspect reasons of the reply being written, indexed by the records' flags. */
+const reasons: string[] = [];
+const reasonIndex = new Map<string, number>();
 
-  begin(workers: number): void {
-    this.reserve(OBSERVE_REPLY_HEADER_BYTES + workers * OBSERVE_REPLY_RECORD_BYTES + META_ROOM);
-    this.n = workers;
-    if (this.reasons.length > 0) {
-      this.reasons = [];
-      this.reasonIndex.clear();
-    }
-  }
-
-  /** Grow the scratch (keeping its bytes) to at least `need` bytes. */
-  private reserve(need: number): void {
-    if (need <= this.bytes.length) return;
-    const buf = new ArrayBuffer(Math.max(need, 2 * this.bytes.length, 64 * 1024));
-    const bytes = Buffer.from(buf);
-    this.bytes.copy(bytes);
-    this.f64 = new Float64Array(buf);
-    this.u32 = new Uint32Array(buf);
-    this.u64 = new BigUint64Array(buf);
-    this.bytes = bytes;
-  }
-
-  /** Index into `f64` of record i's first value slot. */
-  slots(i: number): number {
-    return (OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES + 16) / 8;
-  }
-
-  /** Record i's identity and flags (`reported`: the worker's own load report is present). */
-  head(i: number, workerId: bigint, dpRank: number, schedulable: boolean, reported: boolean, suspectReason: string | null): void {
-    const w = (OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES) / 8;
-    let flags = (schedulable ? FLAG_SCHEDULABLE : 0) | (reported ? FLAG_REPORTED : 0);
-    if (suspectReason !== null) {
-      let k = this.reasonIndex.get(suspectReason);
-      if (k === undefined) {
-        k = this.reasons.length;
-        this.reasons.push(suspectReason);
-        this.reasonIndex.set(suspectReason, k);
-      }
-      flags |= FLAG_SUSPECT | (k << 16);
-    }
-    this.u64[w] = workerId;
-    this.u32[2 * w + 2] = dpRank;
-    this.u32[2 * w + 3] = flags >>> 0;
-  }
-
-  finish(h: Omit<ObserveReply, 'workers'>): Uint8Array {
-    const c = h.dynamoChoice;
-    const policy = c ? c.policy : null;
-    const body = OBSERVE_REPLY_HEADER_BYTES + this.n * OBSERVE_REPLY_RECORD_BYTES;
-    // Written in place; it nearly always fits in the META_ROOM bytes `begin` keeps for it, else the scratch grows.
-    let metaLen: number;
-    while ((metaLen = writeMetaJson(this.bytes, body, this.bytes.length, h.pool, policy, this.reasons)) < 0) this.reserve(2 * this.bytes.length);
-    const u32 = this.u32;
-    const f64 = this.f64;
-    u32[0] = OBSERVE_REPLY_BINARY_MAGIC;
-    u32[1] = this.n;
-    u32[2] = h.blockSize;
-    u32[3] = (h.pending ? HEAD_PENDING : 0) | (c ? HEAD_CHOICE : 0) | (h.snapshotRestoredAtMs !== null ? HEAD_RESTORED : 0);
-    f64[2] = h.queryDurationUs;
-    f64[3] = h.atMs;
-    f64[4] = h.pending ? h.pending.requests : NaN;
-    f64[5] = h.pending ? h.pending.tokens : NaN;
-    f64[6] = nullable(h.snapshotRestoredAtMs);
-    this.u64[7] = c ? c.workerId : 0n;
-    u32[16] = c ? c.dpRank : 0;
-    u32[17] = metaLen;
-    f64[9] = c ? c.cost : NaN;
-    // The caller's own copy (see the class comment). allocUnsafe: every byte is overwritten here.
-    const len = body + metaLen;
-    const out = Buffer.allocUnsafe(len);
-    this.bytes.copy(out, 0, 0, len);
-    return out;
-  }
+/** Grow the scratch (keeping its bytes) to at least `need` bytes. */
+function reserve(need: number): void {
+  if (need <= scratch.length) return;
+  const buf = new ArrayBuffer(Math.max(need, 2 * scratch.length, 64 * 1024));
+  const bytes = Buffer.from(buf);
+  scratch.copy(bytes);
+  f64 = new Float64Array(buf);
+  u32 = new Uint32Array(buf);
+  u64 = new BigUint64Array(buf);
+  scratch = bytes;
 }
 
 /**
@@ -329,17 +262,35 @@ function writeDigits(out: Uint8Array, end: number, x: number, n: number): void {
   }
 }
 
-/** One writer for every reply: each reply is written, copied out and returned before the next begins. */
-const writer = new ObserveReplyBinaryWriter();
-
 /** The binary encoding of an observe reply (what `observeReplyCodec.decode` reads back to the same value). */
 export function encodeObserveReplyBinary(r: ObserveReply): Uint8Array {
-  const w = writer;
-  w.begin(r.workers.length);
-  const f = w.f64;
-  r.workers.forEach((o, i) => {
-    w.head(i, o.workerId, o.dpRank, o.schedulable, o.reported !== null, o.suspect ? o.suspect.reason : null);
-    const b = w.slots(i);
+  const n = r.workers.length;
+  const body = OBSERVE_REPLY_HEADER_BYTES + n * OBSERVE_REPLY_RECORD_BYTES;
+  reserve(body + META_ROOM);
+  if (reasons.length > 0) {
+    reasons.length = 0;
+    reasonIndex.clear();
+  }
+  const f = f64;
+  const q = u64;
+  const d = u32;
+  for (let i = 0; i < n; i++) {
+    const o = r.workers[i]!;
+    const w = (OBSERVE_REPLY_HEADER_BYTES + i * OBSERVE_REPLY_RECORD_BYTES) / 8;
+    let flags = (o.schedulable ? FLAG_SCHEDULABLE : 0) | (o.reported !== null ? FLAG_REPORTED : 0);
+    if (o.suspect) {
+      let k = reasonIndex.get(o.suspect.reason);
+      if (k === undefined) {
+        k = reasons.length;
+        reasons.push(o.suspect.reason);
+        reasonIndex.set(o.suspect.reason, k);
+      }
+      flags |= FLAG_SUSPECT | (k << 16);
+    }
+    q[w] = o.workerId;
+    d[2 * w + 2] = o.dpRank;
+    d[2 * w + 3] = flags >>> 0;
+    const b = w + 2; // every value slot is written, NaN for null
     f[b + F.deviceOverlapBlocks] = o.deviceOverlapBlocks;
     f[b + F.K] = o.K;
     f[b + F.hostOverlapBlocks] = nullable(o.hostOverlapBlocks);
@@ -362,8 +313,29 @@ export function encodeObserveReplyBinary(r: ObserveReply): Uint8Array {
     f[b + F.loadAgeMs] = nullable(o.ages.loadMs);
     f[b + F.bookingAgeMs] = nullable(o.ages.bookingMs);
     f[b + F.dynamoCost] = nullable(o.dynamoCost);
-  });
-  return w.finish(r);
+  }
+  const c = r.dynamoChoice;
+  // Written in place; it nearly always fits in the META_ROOM bytes reserved for it, else the scratch grows.
+  let metaLen: number;
+  while ((metaLen = writeMetaJson(scratch, body, scratch.length, r.pool, c ? c.policy : null, reasons)) < 0) reserve(2 * scratch.length);
+  u32[0] = OBSERVE_REPLY_BINARY_MAGIC;
+  u32[1] = n;
+  u32[2] = r.blockSize;
+  u32[3] = (r.pending ? HEAD_PENDING : 0) | (c ? HEAD_CHOICE : 0) | (r.snapshotRestoredAtMs !== null ? HEAD_RESTORED : 0);
+  f64[2] = r.queryDurationUs;
+  f64[3] = r.atMs;
+  f64[4] = r.pending ? r.pending.requests : NaN;
+  f64[5] = r.pending ? r.pending.tokens : NaN;
+  f64[6] = nullable(r.snapshotRestoredAtMs);
+  u64[7] = c ? c.workerId : 0n;
+  u32[16] = c ? c.dpRank : 0;
+  u32[17] = metaLen;
+  f64[9] = c ? c.cost : NaN;
+  // The caller's own copy. allocUnsafe: every byte is overwritten here.
+  const len = body + metaLen;
+  const out = Buffer.allocUnsafe(len);
+  scratch.copy(out, 0, 0, len);
+  return out;
 }
 
 /** True when the bytes start with the binary observe reply's magic (JSON never starts with 'V'). */

@@ -19,6 +19,7 @@
  * too), and heap bytes allocated per iteration (the V8 heap's growth between samples, samples
  * across a collection left out) plus array-buffer bytes (Buffers, typed arrays).
  */
+import { randomUUID } from 'node:crypto';
 import { writeFileSync, mkdirSync, rmSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -27,13 +28,14 @@ import { connect } from '@nats-io/transport-node';
 import { GatewayClient } from '@vantage/gateway-client';
 import { ensureNatsServer, freePort, INFRA_DIR, tcpOpen, waitFor } from '@vantage/infra';
 import { bookingEventCodec, lifecycleEventCodec, lifecycleSubject, routeReplyCodec, routeRequestCodec, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
-import { decideRoute } from '@vantage/decision-core';
+import { buildDecisionRecord, decideRoute, type MapOptions, type ProbeResult } from '@vantage/decision-core';
 import { DECISION_RECORD_CURRENT, encodeSingleObject } from '@vantage/records';
 import { serializeParameterSet } from '@vantage/rules';
 import { runService } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
 import { encodeEventPlaneMessage, kvEventsSubject } from '@vantage/wire';
-import { buildRecord, decisionConfigSchema, startDecision, toWireObservation, type DecisionHandle, type DecisionSettings, type MapOptions, type ProbeResult } from '../src/index';
+import { decisionConfigSchema, startDecision, type DecisionHandle, type DecisionSettings } from '../src/index';
+import { toWireObservation } from '../src/observe';
 import { BLOCK, PROMPT_SESSIONS, SESSIONS, SESSION_TOKENS, WORKER_CAPACITY, WORKERS, benchParameterSet, POOLS, storedPrefixEvent, tokensFor } from './workload';
 
 const args = process.argv.slice(2);
@@ -205,8 +207,8 @@ async function run(url: string): Promise<void> {
       () =>
         encodeSingleObject(
           DECISION_RECORD_CURRENT,
-          buildRecord({
-            req, prepared: { efficient: { target: targets.efficient, localHashes: hashesOf('efficient'), tokenIds: null, loraName: null }, capable: { target: targets.capable, localHashes: hashesOf('capable'), tokenIds: null, loraName: null } },
+          buildDecisionRecord({
+            recordId: randomUUID(), requestId: req.requestId, sessionId: req.sessionId, proposal: req.stageProposal, targets,
             probes, decision, params, mapOpts, receivedAtMs: Date.now(), placement, endpoint: 'http://x:8000', queryDurationUs: 50, decisionDurationUs: 100, localCapableInFlight: 0, instanceId: 'bench', probed: true,
           }),
         ),
@@ -214,12 +216,12 @@ async function run(url: string): Promise<void> {
   ];
 
   const recordInput = {
-    req, prepared: { efficient: { target: targets.efficient, localHashes: hashesOf('efficient'), tokenIds: null, loraName: null }, capable: { target: targets.capable, localHashes: hashesOf('capable'), tokenIds: null, loraName: null } },
+    recordId: randomUUID(), requestId: req.requestId, sessionId: req.sessionId, proposal: req.stageProposal, targets,
     probes, decision, params, mapOpts, receivedAtMs: Date.now(), placement, endpoint: 'http://x:8000', queryDurationUs: 50, decisionDurationUs: 100, localCapableInFlight: 0, instanceId: 'bench', probed: true,
   };
-  const rec = buildRecord(recordInput);
+  const rec = buildDecisionRecord(recordInput);
   // The record's parts: built, then encoded.
-  steps.push(['record build', () => buildRecord(recordInput)], ['record encode', () => encodeSingleObject(DECISION_RECORD_CURRENT, rec)]);
+  steps.push(['record build', () => buildDecisionRecord(recordInput)], ['record encode', () => encodeSingleObject(DECISION_RECORD_CURRENT, rec)]);
   const booking = {
     requestId: req.requestId, sessionId: req.sessionId, pool: targets[decision.choice].pool, workerId: placement.workerId, dpRank: placement.dpRank,
     promptTokens: targets[decision.choice].promptTokens, overlapBlocks: w.deviceOverlapBlocks, localHashes: hashesOf(decision.choice), sequenceHashes: null,

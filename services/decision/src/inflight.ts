@@ -34,12 +34,7 @@ export class InFlight {
     if (this.#byRequest.size >= this.maxEntries) {
       // Insertion order: the first key is the oldest reservation, the one a timeout would end first.
       const oldest = this.#byRequest.entries().next();
-      if (oldest.done !== true) {
-        const [id, e] = oldest.value;
-        this.#byRequest.delete(id);
-        this.#bump(e.model, -1);
-        this.onEvicted(e);
-      }
+      if (oldest.done !== true && this.release(oldest.value[0])) this.onEvicted(oldest.value[1]);
     }
     this.#byRequest.set(requestId, { model, pool, expiresAtMs: nowMs + this.timeoutMs });
     this.#bump(model, 1);
@@ -58,11 +53,7 @@ export class InFlight {
   expire(nowMs: number): InFlightEntry[] {
     const out: InFlightEntry[] = [];
     for (const [id, e] of this.#byRequest) {
-      if (e.expiresAtMs <= nowMs) {
-        this.#byRequest.delete(id);
-        this.#bump(e.model, -1);
-        out.push(e);
-      }
+      if (e.expiresAtMs <= nowMs && this.release(id)) out.push(e);
     }
     return out;
   }

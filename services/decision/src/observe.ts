@@ -9,15 +9,6 @@ import { plus, r3, round3, type MapOptions, type ProbeResult, type ProbeTarget }
 import { candidateObservation, NO_WORKER_FACTS, type CandidateObservation as WireObservation } from '@vantage/protocol';
 import type { VantageError } from '@vantage/runtime';
 
-export {
-  decodeObserveReply,
-  toCandidateReport,
-  toRecordObservation,
-  type MapOptions,
-  type ProbeResult,
-  type ProbeTarget,
-} from '@vantage/decision-core';
-
 export function failedProbe(e: VantageError, rttUs: number): ProbeResult {
   const status = e.code === 'NATS_TIMEOUT' || e.code === 'DEADLINE_EXCEEDED' ? 'timeout' : e.code === 'NATS_NO_RESPONDERS' || e.code === 'NATS_REQUEST_FAILED' ? 'unavailable' : 'error';
   return { kind: 'failed', status, code: e.code, reason: e.message, rttUs };

@@ -9,24 +9,12 @@ import type { Registry } from 'prom-client';
 import { sequenceHashes } from '@vantage/hashing';
 import { BOOKING_ORIGIN_HEADER, ingestMetrics, PoolIngest, recoveryMetrics, WorkerQueryClient, type IngestMetrics, type PoolConfig } from '@vantage/ingest';
 import { observeReplyOf, type ProbeResult } from '@vantage/decision-core';
-import type { WorkerObservation } from '@vantage/protocol';
+import type { BookingEvent, WorkerObservation } from '@vantage/protocol';
 import type { Role } from '@vantage/rules';
-import type { WorkerId } from '@vantage/types';
 import { RateLimitedLog, type HealthResult, type Logger, type NatsConnection } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 
 export const hrUs = (): number => Number(process.hrtime.bigint()) / 1000;
-
-/** What a route books in a local pool. */
-interface LocalBooking {
-  readonly requestId: string;
-  readonly workerId: WorkerId;
-  readonly dpRank: number;
-  readonly promptTokens: number;
-  readonly overlapBlocks: number;
-  readonly localHashes: BigUint64Array;
-  readonly expectedOutputTokens: number | null;
-}
 
 export class LocalPools {
   readonly #pools = new Map<Role, PoolIngest>();
@@ -57,18 +45,8 @@ export class LocalPools {
     await Promise.all(
       roles.map(async (role) => {
         const r = o.cfg.pools[role];
-        const pool: PoolConfig = {
-          name: r.pool,
-          blockSize: r.blockSize,
-          namespace: r.namespace,
-          component: r.component,
-          endpoint: r.endpoint,
-          discovery: r.discovery,
-          kvEvents: r.kvEvents,
-          dynamoRouterSync: r.dynamoRouterSync,
-          selection: r.selection,
-          workers: r.workers,
-        };
+        // A role's entry is an indexer's pool entry (`poolSourceProperties`, blockSize) named by its `pool`.
+        const pool: PoolConfig = { ...r, name: r.pool };
         const querier = lp.#querier;
         const ingest: PoolIngest = new PoolIngest(pool, {
           nc: o.nc,
@@ -136,7 +114,7 @@ export class LocalPools {
   }
 
   /** Book a routed request in its local pool at once (its published booking's echo is then recognised). */
-  book(role: Role, b: LocalBooking): string {
+  book(role: Role, b: Pick<BookingEvent, 'requestId' | 'workerId' | 'dpRank' | 'promptTokens' | 'overlapBlocks' | 'expectedOutputTokens'> & { readonly localHashes: BigUint64Array }): string {
     const p = this.#pools.get(role)!;
     return p.bookLocal({
       pool: p.cfg.name,

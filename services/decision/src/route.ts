@@ -20,17 +20,15 @@ import {
   type Predictions,
   type RouteCandidate,
   type RouteReply,
-  type RouteRequest,
 } from '@vantage/protocol';
-import { buildDecisionRecord, decideRoute, probeRoles, RECORD_VARIANT, replyReason } from '@vantage/decision-core';
-import { DECISION_RECORD_CURRENT, encodeSingleObject, type DecisionRecord } from '@vantage/records';
+import { buildDecisionRecord, decideRoute, decodeObserveReply, probeRoles, RECORD_VARIANT, replyReason, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
+import { DECISION_RECORD_CURRENT, encodeSingleObject } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
-import type { WorkerId } from '@vantage/types';
 import { toVantageError, VantageError, type Logger, type NatsConnection, type Outbox, type Requester } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 import type { InFlight } from './inflight';
 import type { DecisionMetrics } from './metrics';
-import { decodeObserveReply, failedProbe, toWireObservation, type MapOptions, type ProbeResult, type ProbeTarget } from './observe';
+import { failedProbe, toWireObservation } from './observe';
 import type { RecordPublisher } from './publisher';
 import { hrUs, type LocalPools } from './pools';
 
@@ -62,6 +60,9 @@ interface Prepared {
   readonly loraName: string | null;
 }
 
+/** A route's decision record, to be built after the reply's write (`recordId` drawn then). */
+type RecordInput = Omit<Parameters<typeof buildDecisionRecord>[0], 'recordId'> & { recordId: string };
+
 export class Router {
   /** Records of routes answered since the last batch. */
   #records: RecordInput[] = [];
@@ -78,11 +79,11 @@ export class Router {
     if (pub === null) return;
     for (const x of batch) {
       try {
-        const rec = buildRecord(x);
-        pub.enqueue(rec.recordId, x.req.requestId, encodeSingleObject(DECISION_RECORD_CURRENT, rec));
+        x.recordId = randomUUID();
+        pub.enqueue(x.recordId, x.requestId, encodeSingleObject(DECISION_RECORD_CURRENT, buildDecisionRecord(x)));
       } catch (e) {
         this.d.metrics.recordsDropped.inc({ cause: 'encode' });
-        this.d.log.error({ err: e, requestId: x.req.requestId }, 'decision record could not be built or encoded: not published');
+        this.d.log.error({ err: e, requestId: x.requestId }, 'decision record could not be built or encoded: not published');
       }
     }
   };
@@ -107,15 +108,14 @@ export class Router {
     const budgetMs = req.deadlineMs === null ? remoteBudgetMs : Math.min(remoteBudgetMs, req.deadlineMs);
     const tq = hrUs();
     // Remote observe queries leave first (in parallel); local pools are read while they are out.
-    // Queries carry local hashes (token ids were hashed once above; the booking needs them too) and ask
-    // only for the worker Dynamo would choose. Identical prompts make identical queries: encoded once.
+    // Binary queries (and replies) carry local hashes (token ids were hashed once above; the booking needs them
+    // too) and ask only for the worker Dynamo would choose. Identical prompts make identical queries: encoded once.
     const pending: Partial<Record<Role, Promise<ProbeResult>>> = {};
     let body: Uint8Array | null = null;
     for (const r of roles) {
       if (this.d.pools.get(r) !== undefined) continue;
       const p = prepared[r];
       const same = body !== null && r === 'capable' && p.target.promptTokens === prepared.efficient.target.promptTokens && p.localHashes === prepared.efficient.localHashes;
-      // Binary request and reply (observe-request.v1.json's content): only the worker Dynamo would choose.
       if (!same) body = encodeObserveRequestBinary({ requestId: req.requestId, prompt: { kind: 'local_hashes', localHashes: p.localHashes, loraName: null }, promptTokens: p.target.promptTokens, workers: 'choice', replyEncoding: 'binary' });
       pending[r] = this.probe(p, body!, budgetMs);
     }
@@ -125,7 +125,7 @@ export class Router {
     for (const r of roles) {
       if (pending[r] !== undefined) continue;
       readAtUs[r] = hrUs();
-      probes[r] = this.observeLocal(r, prepared[r]);
+      probes[r] = this.counted(prepared[r].target.pool, this.d.pools.observe(r, prepared[r].localHashes, prepared[r].target.promptTokens));
     }
     for (const r of roles) if (pending[r] !== undefined) probes[r] = await pending[r];
     const decisionAtUs = hrUs();
@@ -154,7 +154,7 @@ export class Router {
     let endpoint: string | null = null;
     if (placement !== null && worker !== null) {
       const subject = bookingsSubject(chosen.target.pool);
-      const booking = bookingEventCodec.encode({
+      const booking = {
         requestId: req.requestId,
         sessionId: req.sessionId,
         pool: chosen.target.pool,
@@ -168,22 +168,13 @@ export class Router {
         expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
         prefillTokens: worker.effectivePrefillTokens,
         atMs: nowMs,
-      });
+      };
+      const encoded = bookingEventCodec.encode(booking);
       // A local pool books at once: the next route sees it, whichever replica's booking echo comes first.
-      if (this.d.pools.get(decision.choice) !== undefined) {
-        this.d.pools.book(decision.choice, {
-          requestId: req.requestId,
-          workerId: placement.workerId,
-          dpRank: placement.dpRank,
-          promptTokens: chosen.target.promptTokens,
-          overlapBlocks: worker.deviceOverlapBlocks,
-          localHashes: chosen.localHashes,
-          expectedOutputTokens: this.d.cfg.expectedOutputTokens > 0 ? this.d.cfg.expectedOutputTokens : null,
-        });
-      }
+      if (this.d.pools.get(decision.choice) !== undefined) this.d.pools.book(decision.choice, booking);
       // Queued before the reply (which is queued once this handler returns): both leave in one socket write, the
       // booking first, so the indexer has it before the gateway can report the request's end.
-      this.d.outbox.publish(subject, booking, undefined, this.d.pools.size > 0 ? this.d.pools.bookingHeaders() : undefined, (e) => this.d.log.warn({ err: e, pool: chosen.target.pool }, 'booking not sent'));
+      this.d.outbox.publish(subject, encoded, undefined, this.d.pools.size > 0 ? this.d.pools.bookingHeaders() : undefined, (e) => this.d.log.warn({ err: e, pool: chosen.target.pool }, 'booking not sent'));
       this.d.metrics.bookings.inc(chosen.target.pool);
       this.d.inFlight.add(req.requestId, chosen.target.model, chosen.target.pool, nowMs);
       endpoint = this.d.endpointOf(chosen.target.pool, placement.workerId);
@@ -222,7 +213,7 @@ export class Router {
     // The record is built and encoded right after the reply's socket write, so Avro encoding never sits on
     // the reply path; the replies of one write share a batch, sent in batches (README, "Decision records").
     if (this.d.publisher !== null) {
-      this.#records.push({ req, prepared, probes, decision, params, mapOpts, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, localCapableInFlight, instanceId: this.d.instanceId, probed: roles.length > 0 });
+      this.#records.push({ recordId: '', requestId: req.requestId, sessionId: req.sessionId, proposal: req.stageProposal, targets, probes, mapOpts, localCapableInFlight, decision, params, receivedAtMs, placement, endpoint, queryDurationUs, decisionDurationUs, instanceId: this.d.instanceId, probed: roles.length > 0 });
       if (!this.#recordsScheduled) {
         this.#recordsScheduled = true;
         this.d.outbox.afterNextFlush(this.flushRecords);
@@ -251,10 +242,8 @@ export class Router {
     };
   }
 
-  /** A local pool's observation (metrics as for a remote query; a pool still restoring is a failed probe). */
-  private observeLocal(role: Role, p: Prepared): ProbeResult {
-    const pool = p.target.pool;
-    const result = this.d.pools.observe(role, p.localHashes, p.target.promptTokens);
+  /** A probe's outcome, counted (a local pool still restoring is a failed probe, as an unreachable indexer is). */
+  private counted(pool: string, result: ProbeResult): ProbeResult {
     this.d.metrics.observeSeconds.observe(result.rttUs / 1e6, pool, result.kind === 'ok' ? 'ok' : result.status);
     if (result.kind === 'failed') this.d.metrics.indexerUnavailable.inc({ pool, status: result.status });
     return result;
@@ -277,10 +266,7 @@ export class Router {
     } catch (e) {
       result = failedProbe(toVantageError(e), hrUs() - t);
     }
-    const outcome = result.kind === 'ok' ? 'ok' : result.status;
-    this.d.metrics.observeSeconds.observe(result.rttUs / 1e6, pool, outcome);
-    if (result.kind === 'failed') this.d.metrics.indexerUnavailable.inc({ pool, status: result.status });
-    return result;
+    return this.counted(pool, result);
   }
 }
 
@@ -296,45 +282,4 @@ function replyPredictions(d: Decision, params: ParameterSet): Predictions {
     advantageMs: d.advantageMs[which],
     marginMs: which === 'blind' ? params.margins.deltaBlindMs : params.margins.deltaCacheMs,
   };
-}
-
-interface RecordInput {
-  readonly req: RouteRequest;
-  readonly prepared: Readonly<Record<Role, Prepared>>;
-  readonly probes: Partial<Record<Role, ProbeResult>>;
-  readonly decision: Decision;
-  readonly params: ParameterSet;
-  readonly mapOpts: (p: ProbeResult) => MapOptions;
-  readonly receivedAtMs: number;
-  readonly placement: { readonly workerId: WorkerId; readonly dpRank: number } | null;
-  readonly endpoint: string | null;
-  readonly queryDurationUs: number;
-  readonly decisionDurationUs: number;
-  readonly localCapableInFlight: number;
-  readonly instanceId: string;
-  readonly probed: boolean;
-}
-
-/** The decision record of one route (the shared builder, with this service's request shape and a fresh record id). */
-export function buildRecord(x: RecordInput): DecisionRecord {
-  // Member by member: a spread of the input (`{ ...x, more }`) cost more than the rest of the record here.
-  return buildDecisionRecord({
-    recordId: randomUUID(),
-    requestId: x.req.requestId,
-    sessionId: x.req.sessionId,
-    proposal: x.req.stageProposal,
-    targets: { efficient: x.prepared.efficient.target, capable: x.prepared.capable.target },
-    probes: x.probes,
-    mapOpts: x.mapOpts,
-    localCapableInFlight: x.localCapableInFlight,
-    decision: x.decision,
-    params: x.params,
-    receivedAtMs: x.receivedAtMs,
-    placement: x.placement,
-    endpoint: x.endpoint,
-    queryDurationUs: x.queryDurationUs,
-    decisionDurationUs: x.decisionDurationUs,
-    instanceId: x.instanceId,
-    probed: x.probed,
-  });
 }

@@ -3,7 +3,7 @@
  * lifecycle and worker-registration subscriptions, the decision-record
  * publisher, metrics and the shutdown sequence.
  */
-import { lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workersSubject } from '@vantage/protocol';
+import { lifecycleEventCodec, lifecycleSubject, workerRegistrationCodec, workersSubject, type MessageCodec } from '@vantage/protocol';
 import { createResponder, ensureStream, Outbox, RateLimitedLog, Requester, VantageError, type Endpoint, type Responder, type ServiceContext } from '@vantage/runtime';
 import type { Subscription } from '@nats-io/transport-node';
 import type { DecisionSettings } from './config';
@@ -92,39 +92,35 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
     metrics.rejected.inc({ source, reason });
     rejections.warn(`${source}:${reason}`, { source, pool, reason, detail: detail.slice(0, 256) }, 'message rejected');
   };
+  /** A pool's subscription: each message counted, decoded and checked to be this pool's (another pool's must not touch its reservations or endpoints). */
+  const subscribe = <T extends { readonly pool: string }>(source: string, subject: string, pool: string, codec: MessageCodec<T>, what: string, apply: (v: T) => void): Subscription =>
+    nc.subscribe(subject, {
+      callback: (err, m) => {
+        if (err) return log.error({ err, pool }, `${source} subscription error`);
+        metrics.received.inc({ source });
+        const r = codec.decode(m.data);
+        if (!r.ok) return reject(source, pool, r.code, r.reason);
+        if (r.value.pool !== pool) return reject(source, pool, 'pool_mismatch', `${what} for pool ${r.value.pool}`);
+        apply(r.value);
+      },
+    });
   for (const role of ['efficient', 'capable'] as const) {
     const pool = cfg.pools[role].pool;
     subs.push(
-      nc.subscribe(lifecycleSubject(pool), {
-        callback: (err, m) => {
-          if (err) return log.error({ err, pool }, 'lifecycle subscription error');
-          metrics.received.inc({ source: 'lifecycle' });
-          const r = lifecycleEventCodec.decode(m.data);
-          if (!r.ok) return reject('lifecycle', pool, r.code, r.reason);
-          // Another pool's event on this pool's subject must not release this pool's reservations.
-          if (r.value.pool !== pool) return reject('lifecycle', pool, 'pool_mismatch', `event for pool ${r.value.pool}`);
-          metrics.accepted.inc({ source: 'lifecycle' });
-          if (endsInFlight(r.value.kind)) inFlight.release(r.value.requestId);
-        },
+      subscribe('lifecycle', lifecycleSubject(pool), pool, lifecycleEventCodec, 'event', (e) => {
+        metrics.accepted.inc({ source: 'lifecycle' });
+        if (endsInFlight(e.kind)) inFlight.release(e.requestId);
       }),
-      nc.subscribe(workersSubject(pool), {
-        callback: (err, m) => {
-          if (err) return log.error({ err, pool }, 'workers subscription error');
-          metrics.received.inc({ source: 'workers' });
-          const r = workerRegistrationCodec.decode(m.data);
-          if (!r.ok) return reject('workers', pool, r.code, r.reason);
-          const g = r.value;
-          if (g.pool !== pool) return reject('workers', pool, 'pool_mismatch', `registration for pool ${g.pool}`);
-          if (g.kind === 'deregister') {
-            endpoints.remove(pool, g.workerId);
-            metrics.accepted.inc({ source: 'workers' });
-            return;
-          }
-          const o = endpoints.offer(pool, g.workerId, g.endpoint);
-          if (o.outcome === 'endpoints_per_pool') metrics.limitHits.inc({ limit: 'endpoints_per_pool' });
-          if (o.outcome === 'stored' || o.outcome === 'unchanged' || o.outcome === 'removed') metrics.accepted.inc({ source: 'workers' });
-          else reject('workers', pool, o.outcome, `worker ${g.workerId}: ${o.reason ?? ''}`);
-        },
+      subscribe('workers', workersSubject(pool), pool, workerRegistrationCodec, 'registration', (g) => {
+        if (g.kind === 'deregister') {
+          endpoints.remove(pool, g.workerId);
+          metrics.accepted.inc({ source: 'workers' });
+          return;
+        }
+        const o = endpoints.offer(pool, g.workerId, g.endpoint);
+        if (o.outcome === 'endpoints_per_pool') metrics.limitHits.inc({ limit: 'endpoints_per_pool' });
+        if (o.outcome === 'stored' || o.outcome === 'unchanged' || o.outcome === 'removed') metrics.accepted.inc({ source: 'workers' });
+        else reject('workers', pool, o.outcome, `worker ${g.workerId}: ${o.reason ?? ''}`);
       }),
     );
   }

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { observeReplyCodec, type ObserveReply, type WorkerObservation } from '@vantage/protocol';
 import type { WorkerId } from '@vantage/types';
-import { RECORD_REASON, RECORD_VARIANT, replyReason } from '@vantage/decision-core';
-import { decodeObserveReply, InFlight, toCandidateReport, toRecordObservation, toWireObservation, type ProbeResult, type ProbeTarget } from '../src/index';
+import { decodeObserveReply, RECORD_REASON, RECORD_VARIANT, replyReason, toCandidateReport, toRecordObservation, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
+import { InFlight } from '../src/inflight';
+import { toWireObservation } from '../src/observe';
 import { REASONS, VARIANTS } from '@vantage/rules';
 import { DECISION_REASONS, VARIANTS as RECORD_VARIANTS } from '@vantage/records';
 
