@@ -7,7 +7,6 @@
 import { jetstream, type Consumer as JsConsumer, type JsMsg, type JetStreamClient } from '@nats-io/jetstream';
 import type { Logger, NatsConnection } from '@vantage/runtime';
 import type { OutcomeConfig } from './config';
-import { parseDelivery } from './delivery';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { OutcomeMetrics } from './metrics';
 
@@ -116,17 +115,14 @@ export class JetStreamIntake implements TermIntake {
               m.nak();
               continue;
             }
-            // The ack subject read directly (JsMsg.info builds a dozen strings per message); the client's parser is the fallback.
-            // (`reply` is public on the client's message class, not on its JsMsg interface.)
-            const reply = (m as JsMsg & { readonly reply?: unknown }).reply;
-            const d = typeof reply === 'string' ? parseDelivery(reply) : null;
-            const deliveryCount = d === null ? m.info.deliveryCount : d.deliveryCount;
-            const publishMs = d === null ? Math.floor(m.info.timestampNanos / 1_000_000) : d.publishMs;
+            const info = m.info;
             const receivedAtMs = Date.now();
             got++;
             st.fetched++;
-            const seq = d === null ? m.info.streamSequence : d.streamSeq;
-            sink.take({ kind, stream, msg: m, receivedAtMs, ownedUntilMs: receivedAtMs + this.ownershipMs, seq, redelivered: deliveryCount > 1, publishMs }, d === null ? m.info.pending : d.pending);
+            sink.take(
+              { kind, stream, msg: m, receivedAtMs, ownedUntilMs: receivedAtMs + this.ownershipMs, seq: info.streamSequence, redelivered: info.deliveryCount > 1, publishMs: Math.floor(info.timestampNanos / 1_000_000) },
+              info.pending,
+            );
           }
         } finally {
           clearTimeout(watchdog);

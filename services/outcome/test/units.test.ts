@@ -6,7 +6,6 @@ import type { NatsConnection } from '@vantage/runtime';
 import type { WorkerId } from '@vantage/types';
 import { describe, expect, it } from 'vitest';
 import { SEND_CHUNK_RECORDS, sendRequests } from '../src/batch';
-import { parseDelivery } from '../src/delivery';
 import { Joiner } from '../src/joiner';
 import { decodeLifecycle } from '../src/lifecycle';
 import { CommittedSet, parseProgress, progressRecord } from '../src/progress';
@@ -329,47 +328,6 @@ describe('ReadPosition', () => {
     expect(r.upTo(1000, [], 0)).toBe(1000);
     r.delivered('D', 950, 5);
     expect(r.upTo(1000, [], 0)).toBe(950);
-  });
-});
-
-describe('parseDelivery', () => {
-  // Reference: the ack-subject layout as the NATS client reads it (split on dots; the 9-token form has no domain and account).
-  const reference = (reply: string) => {
-    const t = reply.split('.');
-    if (t.length === 9) t.splice(2, 0, '_', '');
-    return { deliveryCount: Number(t[6]), streamSeq: Number(t[7]), publishMs: Math.floor(Number(BigInt(t[9] as string) / 1_000_000n)), pending: Number(t[10]) };
-  };
-
-  it('reads delivery count, stream sequence, publish time and pending count from both ack-subject layouts', () => {
-    const ts = 1_764_400_000_123_456_789n;
-    expect(parseDelivery(`$JS.ACK.S.c.1.42.40.${ts}.7`)).toEqual({ deliveryCount: 1, streamSeq: 42, publishMs: 1_764_400_000_123, pending: 7 });
-    expect(parseDelivery(`$JS.ACK._.ACCT.S.c.3.42.40.${ts}.0`)).toEqual({ deliveryCount: 3, streamSeq: 42, publishMs: 1_764_400_000_123, pending: 0 });
-    expect(parseDelivery(`$JS.ACK.dom.ACCT.S.c.2.9007199254740991.1.${ts}.12.tok`)).toEqual({ deliveryCount: 2, streamSeq: 9007199254740991, publishMs: 1_764_400_000_123, pending: 12 });
-    expect(parseDelivery(`$JS.ACK.S.c.1.5.5.999.0`)).toEqual({ deliveryCount: 1, streamSeq: 5, publishMs: 0, pending: 0 });
-  });
-
-  it('agrees with the reference on generated subjects', () => {
-    fc.assert(
-      fc.property(
-        fc.boolean(),
-        fc.boolean(),
-        fc.integer({ min: 1, max: 1000 }),
-        fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
-        fc.bigInt({ min: 0n, max: 9_000_000_000_000_000_000n }),
-        fc.integer({ min: 0, max: 1_000_000 }),
-        (old, token, dc, seq, ns, pending) => {
-          const reply = old ? `$JS.ACK.STR.dur.${dc}.${seq}.11.${ns}.${pending}` : `$JS.ACK._.AH.STR.dur.${dc}.${seq}.11.${ns}.${pending}${token ? '.x1' : ''}`;
-          expect(parseDelivery(reply)).toEqual(reference(reply));
-        },
-      ),
-      { seed: 6, numRuns: 500 },
-    );
-  });
-
-  it('returns null for anything that is not an ack subject (the caller falls back to the client)', () => {
-    for (const r of ['', '_INBOX.abc', '$JS.ACK.S.c.1.2', '$JS.ACK.S.c.x.2.3.4.5', '$JS.ACK.S.c.1.2.3.4.x', '$JS.ACK.S.c.1.2.3.4.5.6.7.8.9.10', '$JS.ACK.S.c.1.-2.3.4.5', '$JS.ACK.S.c.1..3.4.5']) {
-      expect(parseDelivery(r)).toBeNull();
-    }
   });
 });
 
