@@ -28,7 +28,6 @@ export interface ServiceContext<C extends BaseConfig, K extends boolean> {
   /** Register service metrics here; served on /metrics. */
   readonly registry: Registry;
   readonly metrics: RuntimeMetrics;
-  /** Its `signal` is aborted when shutdown begins: pass it to loops and waits. */
   readonly shutdown: Shutdown;
   /** Adds a named check to /healthz; the endpoint is healthy only when every check is. */
   addHealthCheck(name: string, check: HealthCheck): void;

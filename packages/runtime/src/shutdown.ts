@@ -8,7 +8,7 @@ import { errorMessage } from './errors';
 
 export type ShutdownPhase = 'intake' | 'drain' | 'flush' | 'close';
 export type ShutdownState = 'running' | 'draining' | 'flushing' | 'closed';
-export type ShutdownStep = (signal: AbortSignal) => unknown;
+export type ShutdownStep = () => unknown;
 
 const SHUTDOWN_PHASES: readonly ShutdownPhase[] = ['intake', 'drain', 'flush', 'close'];
 
@@ -33,12 +33,8 @@ export interface ShutdownReport {
 
 export interface Shutdown {
   readonly state: ShutdownState;
-  /** Aborted when shutdown begins. */
-  readonly signal: AbortSignal;
-  /** Resolves with the report once shutdown has finished (before `exit` is called). */
-  readonly done: Promise<ShutdownReport>;
-  /** Registers a step; returns a function that unregisters it. A step whose phase has already run is run at once. */
-  register(name: string, phase: ShutdownPhase, fn: ShutdownStep): () => void;
+  /** Registers a step. A step whose phase has already run is run at once. */
+  register(name: string, phase: ShutdownPhase, fn: ShutdownStep): void;
   /** Starts shutdown (idempotent). `exitCode` 1 marks a failure-triggered shutdown (fatal error at start-up or runtime). */
   trigger(reason: string, exitCode?: number): Promise<ShutdownReport>;
   /** Removes signal handlers without shutting down (tests). */
@@ -61,14 +57,11 @@ const PHASE_STATE: Record<ShutdownPhase, ShutdownState> = {
 
 export function createShutdown(opts: ShutdownOptions): Shutdown {
   const { log, deadlineMs } = opts;
-  const controller = new AbortController();
   const steps: Step[] = [];
   let state: ShutdownState = 'running';
   /** Index in SHUTDOWN_PHASES of the phase running or last run; -1 before shutdown. */
   let phaseIndex = -1;
   let running: Promise<ShutdownReport> | null = null;
-  let resolveDone!: (r: ShutdownReport) => void;
-  const done = new Promise<ShutdownReport>((r) => (resolveDone = r));
 
   const exit =
     opts.exit ??
@@ -95,7 +88,6 @@ export function createShutdown(opts: ShutdownOptions): Shutdown {
   async function run(reason: string, requestedCode: number): Promise<ShutdownReport> {
     const started = performance.now();
     log.info({ reason, deadlineMs }, 'shutdown started');
-    controller.abort(new Error(`shutdown: ${reason}`));
     const failed: ShutdownReport['failed'] = [];
 
     let timer: NodeJS.Timeout | undefined;
@@ -116,7 +108,7 @@ export function createShutdown(opts: ShutdownOptions): Shutdown {
         inPhase.map(async (s) => {
           s.status = 'running';
           try {
-            await s.fn(controller.signal);
+            await s.fn();
             s.status = 'done';
           } catch (e) {
             s.status = 'failed';
@@ -147,7 +139,6 @@ export function createShutdown(opts: ShutdownOptions): Shutdown {
     else if (exitCode !== 0) log.warn({ ...report }, 'shutdown finished with errors');
     else log.info({ durationMs: report.durationMs, reason }, 'shutdown complete');
     dispose();
-    resolveDone(report);
     exit(exitCode);
     return report;
   }
@@ -161,24 +152,17 @@ export function createShutdown(opts: ShutdownOptions): Shutdown {
     get state() {
       return state;
     },
-    signal: controller.signal,
-    done,
     register(name, phase, fn) {
       if (running !== null && SHUTDOWN_PHASES.indexOf(phase) <= phaseIndex) {
         // Its phase has already run (e.g. a connection finished opening after a
         // signal arrived mid start-up): run it now so the resource is not leaked.
         log.debug({ step: name, phase }, 'late shutdown step: running immediately');
         void Promise.resolve()
-          .then(() => fn(controller.signal))
+          .then(fn)
           .catch((e: unknown) => log.error({ err: e, step: name, phase }, 'late shutdown step failed'));
-        return () => {};
+        return;
       }
-      const step: Step = { name, phase, fn, status: 'pending' };
-      steps.push(step);
-      return () => {
-        const i = steps.indexOf(step);
-        if (i >= 0 && step.status === 'pending') steps.splice(i, 1);
-      };
+      steps.push({ name, phase, fn, status: 'pending' });
     },
     trigger,
     dispose,
