@@ -28,12 +28,9 @@ class U64Type extends avro.types.LogicalType {
   }
 
   protected override _resolve(type: avro.Type): ((v: unknown) => unknown) | undefined {
-    // Writer used the same logical type: its reader already yields bigint.
-    if (type instanceof U64Type) return (v) => v;
-    // Writer used a plain fixed(8) (e.g. a tool without our logical type).
-    const t = type as avro.Type & { size?: number };
-    if (t.typeName === 'fixed' && t.size === 8) return (v) => this._fromValue(v as Buffer);
-    return undefined;
+    // Every writer schema this package resolves is one of its own, parsed with this logical type:
+    // the writer's reader already yields bigint.
+    return type instanceof U64Type ? (v) => v : undefined;
   }
 }
 
