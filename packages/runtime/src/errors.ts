@@ -47,11 +47,6 @@ function isErrorCode(s: string): s is ErrorCode {
   return Object.prototype.hasOwnProperty.call(ERROR_CODES, s);
 }
 
-/** Metric label for a code (e.g. `outcome="overloaded"`). */
-export function errorLabel(code: ErrorCode): string {
-  return ERROR_CODES[code].label;
-}
-
 interface VantageErrorOptions {
   cause?: unknown;
   /** Overrides the catalogue's flag, e.g. a Kafka error the client itself marks non-retriable. */

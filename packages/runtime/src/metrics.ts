@@ -4,7 +4,7 @@
 // an error-catalogue label.
 
 import { Counter, type Registry } from 'prom-client';
-import { errorLabel, type ErrorCode } from './errors';
+import { ERROR_CODES, type ErrorCode } from './errors';
 import { LazyCounter, LazyGauge, LazyHistogram } from './lazy-metrics';
 
 export interface RuntimeMetrics {
@@ -32,6 +32,6 @@ export function runtimeMetrics(registry: Registry): RuntimeMetrics {
     requestsInFlight: new LazyGauge(registry, 'vantage_requests_in_flight', 'Request-reply requests received and not yet answered', ['endpoint']),
     requestsRefused: new LazyCounter(registry, 'vantage_requests_refused_total', 'Request-reply requests refused before any handler ran', ['endpoint', 'reason']),
     natsStatus: new Counter({ name: 'vantage_nats_status_events_total', help: 'NATS connection status events by type', labelNames: ['type'], registers }),
-    countError: (code) => errors.inc({ code: errorLabel(code) }),
+    countError: (code) => errors.inc({ code: ERROR_CODES[code].label }),
   };
 }

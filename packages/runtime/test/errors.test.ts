@@ -2,7 +2,6 @@ import { headers, MsgHdrsImpl } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
 import {
   ERROR_CODES,
-  errorLabel,
   HEADER_SERVICE_ERROR,
   HEADER_SERVICE_ERROR_CODE,
   HEADER_VANTAGE_ERROR_CODE,
@@ -18,7 +17,7 @@ describe('error catalogue', () => {
     const labels = Object.values(ERROR_CODES).map((c) => c.label);
     expect(new Set(labels).size).toBe(labels.length);
     for (const l of labels) expect(l).toMatch(/^[a-z][a-z0-9_]*$/);
-    expect(errorLabel('OVERLOADED')).toBe('overloaded');
+    expect(ERROR_CODES.OVERLOADED.label).toBe('overloaded');
   });
 
   it('takes retryable from the catalogue unless overridden', () => {
