@@ -12,7 +12,7 @@ import {
   type StageProposalModel,
   type VariantSummary,
 } from '@vantage/evaluation';
-import { escapeHtml as esc, page, table, type FitReport } from '@vantage/fitting';
+import { escapeHtml as esc, fmtG, intervalText, page, table, type FitReport } from '@vantage/fitting';
 import { RECORD_VARIANT as CORE_RECORD_VARIANT } from '@vantage/decision-core';
 import { VARIANTS } from '@vantage/rules';
 import { polynomialTiming, scaledTiming } from '@vantage/sim';
@@ -107,7 +107,7 @@ export function offlineOperatingPoint(s: OfflineSettings, o: { readonly fixed?: 
   for (const cand of candidates) {
     const p = offlineEvaluation(s, fit, cand.bg, cand.gap, Math.min(s.bootstrap, OFFLINE_BOOTSTRAP));
     points.push(p);
-    const d = p.analysis.differences.filter((x) => x.metric === 'ttft_mean_ms').map((x) => `${x.variant} ${fmt(x.estimate)}`);
+    const d = p.analysis.differences.filter((x) => x.metric === 'ttft_mean_ms').map((x) => `${x.variant} ${fmtG(x.estimate)}`);
     o.progress(`offline ${points.length}/${candidates.length}: ${p.label}: efficient pool ${(100 * p.efficientUtilisation).toFixed(0)} % busy, ${p.overrides} overrides, decision balance ${p.decisionBalance}; mean TTFT - Stage (sim ms): ${d.join(', ')}`);
   }
   let best = points[0]!;
@@ -137,13 +137,9 @@ export function engineSideAnalysis(outcomeLines: readonly string[], engineTtftBy
   return analyzeEvaluation(parseEvaluationRows(engineSideRows(outcomeLines, engineTtftById)), { seed, iterations });
 }
 
-const fmt = (v: number | null | undefined, digits = 4): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(digits)).toString());
-
 function diff(a: EvaluationAnalysis, variant: string, metric: Difference['metric']): Difference | undefined {
   return a.differences.find((d) => d.variant === variant && d.metric === metric);
 }
-
-const interval = (d: Difference | undefined): string => (d === undefined ? '—' : `${fmt(d.estimate)} [${fmt(d.lo)}, ${fmt(d.hi)}]`);
 
 /** Lowered / raised / no resolved difference, from a difference's interval. */
 export function verdict(d: Difference | undefined): 'lowered' | 'raised' | 'no resolved difference' | 'not measured' {
@@ -201,10 +197,10 @@ export function comparisonHtml(c: Comparison): string {
       ['variant', 'offline TTFT mean (sim ms)', 'live engine TTFT mean (sim ms)', 'live wall TTFT mean (ms)', 'offline mean TTFT − Stage', 'live engine mean TTFT − Stage', 'live wall mean TTFT − Stage', 'offline session time − Stage (sim ms)', 'live session time − Stage (wall ms)', 'offline could act / overrode / fell back', 'live could act / overrode / fell back', 'live sessions completed'],
       names.map((v) => {
         const [ov, le, lw] = [off, c.liveEngine, c.liveWall].map((a) => a.variants.find((x) => x.variant === v));
-        const across = (as: readonly EvaluationAnalysis[], metric: Difference['metric']): string[] => as.map((a) => interval(diff(a, v, metric)));
+        const across = (as: readonly EvaluationAnalysis[], metric: Difference['metric']): string[] => as.map((a) => intervalText(diff(a, v, metric)));
         return [
           esc(v),
-          ...[ov, le, lw].map((x) => fmt(x?.ttftMs.mean)),
+          ...[ov, le, lw].map((x) => fmtG(x?.ttftMs.mean)),
           ...across([off, c.liveEngine, c.liveWall], 'ttft_mean_ms'),
           ...across([off, c.liveWall], 'session_completion_mean_ms'),
           rules(ov),
@@ -214,7 +210,7 @@ export function comparisonHtml(c: Comparison): string {
       }),
     ),
     '<h2>p90 TTFT − Stage</h2>',
-    table(['variant', 'offline (sim ms)', 'live engine (sim ms)', 'live wall (ms)'], ruleVariants.map((v) => [esc(v), ...[off, c.liveEngine, c.liveWall].map((a) => interval(diff(a, v, 'ttft_p90_ms')))])),
+    table(['variant', 'offline (sim ms)', 'live engine (sim ms)', 'live wall (ms)'], ruleVariants.map((v) => [esc(v), ...[off, c.liveEngine, c.liveWall].map((a) => intervalText(diff(a, v, 'ttft_p90_ms')))])),
     '<h2>Offline levels tried</h2>',
     table(['level', 'efficient busy', 'overrides (4 rules)', 'decision balance'], c.offline.points.map((p) => [esc(p.label), `${(100 * p.efficientUtilisation).toFixed(0)} %`, String(p.overrides), String(p.decisionBalance)])),
   ];
@@ -236,7 +232,7 @@ export function findingLines(c: Comparison): string[] {
     // With no override every route was Stage's: a difference is then the runs' own variation (host load, timing), not the rule.
     const cause = r !== undefined && r.overrode === 0 ? ', so every route was Stage\'s and any difference is run-to-run variation, not the rule' : '';
     out.push(
-      `${v} (${ruleOf(c.liveFit, v)}): ${verdict(le)} engine-side mean TTFT against Stage, ${interval(le)} sim ms (offline predicted ${interval(od)}); wall clock ${interval(lw)} ms; session time ${interval(ls)} ms (${verdict(ls)}); it ${acts}${cause}.`,
+      `${v} (${ruleOf(c.liveFit, v)}): ${verdict(le)} engine-side mean TTFT against Stage, ${intervalText(le)} sim ms (offline predicted ${intervalText(od)}); wall clock ${intervalText(lw)} ms; session time ${intervalText(ls)} ms (${verdict(ls)}); it ${acts}${cause}.`,
     );
   }
   return out;

@@ -1,4 +1,5 @@
 import type { EvaluationAnalysis } from '@vantage/evaluation';
+import { fmtG } from '@vantage/fitting';
 
 /**
  * Decoded values as printable JSON: u64 (bigint) as exact decimal strings,
@@ -23,18 +24,15 @@ export function printJson(v: unknown): string {
   return `${JSON.stringify(toPrintable(v), null, 2)}\n`;
 }
 
-/** Four significant digits, or n/a. */
-export const sig4 = (v: number | null): string => (v === null || !Number.isFinite(v) ? 'n/a' : Number(v.toPrecision(4)).toString());
-
 /** What `evaluate` and `study` print of each variant after its session counts: TTFT, session time and the rule's activity. */
 export function variantFigures(v: EvaluationAnalysis['variants'][number]): string {
   const r = v.rules;
-  return `TTFT mean ${sig4(v.ttftMs.mean)} ms p90 ${sig4(v.ttftMs.p90)} ms, session ${sig4(v.sessionCompletionMs.mean)} ms, could act ${r.couldAct}, overrode ${r.overrode}, fell back ${r.fallbackTotal} of ${r.efficientProposals} efficient proposals`;
+  return `TTFT mean ${fmtG(v.ttftMs.mean)} ms p90 ${fmtG(v.ttftMs.p90)} ms, session ${fmtG(v.sessionCompletionMs.mean)} ms, could act ${r.couldAct}, overrode ${r.overrode}, fell back ${r.fallbackTotal} of ${r.efficientProposals} efficient proposals`;
 }
 
 /** The mean TTFT and session time differences from the baseline, one line each. */
 export function differenceLines(a: EvaluationAnalysis): string[] {
   return a.differences
     .filter((x) => x.metric === 'ttft_mean_ms' || x.metric === 'session_completion_mean_ms')
-    .map((d) => `${d.variant} - ${d.baseline}: ${d.label} ${sig4(d.estimate)} ${d.unit} [${sig4(d.lo)}, ${sig4(d.hi)}] (${d.method})`);
+    .map((d) => `${d.variant} - ${d.baseline}: ${d.label} ${fmtG(d.estimate)} ${d.unit} [${fmtG(d.lo)}, ${fmtG(d.hi)}] (${d.method})`);
 }

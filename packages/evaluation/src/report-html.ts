@@ -1,9 +1,8 @@
 /** The evaluation report as one self-contained HTML page (see fitting's `html.ts`). */
-import { escapeHtml, fmt, fmtG as fmtDigits, lineChartSvg, padded as paddedBy, page, svg, table, xTicks } from '@vantage/fitting';
+import { escapeHtml, fmt, fmtG, intervalText, lineChartSvg, padded as paddedBy, page, svg, table, xTicks } from '@vantage/fitting';
 import type { Difference, Distribution, EvaluationAnalysis, VariantSummary } from './analysis';
 import { DIFFERENCE_METRICS } from './analysis';
 
-const fmtG = (v: number): string => fmtDigits(v, 4);
 const padded = (lo: number, hi: number): [number, number] => paddedBy(lo, hi, 0.06);
 const xAxis = (sx: (v: number) => number, lo: number, hi: number, y: number): string => xTicks(sx, lo, hi, y, fmtG);
 
@@ -65,7 +64,7 @@ function forestPanel(metricLabel: string, unit: string, diffs: readonly Differen
         out += `<line x1="${sx(d.lo).toFixed(1)}" x2="${sx(d.hi).toFixed(1)}" y1="${y}" y2="${y}" stroke="${c}" stroke-width="2"/>`;
         for (const e of [d.lo, d.hi]) out += `<line x1="${sx(e).toFixed(1)}" x2="${sx(e).toFixed(1)}" y1="${y - 5}" y2="${y + 5}" stroke="${c}" stroke-width="2"/>`;
       }
-      if (Number.isFinite(d.estimate)) return `${out}<circle cx="${sx(d.estimate).toFixed(1)}" cy="${y}" r="4" fill="${c}"><title>${escapeHtml(`${d.variant}: ${fmtG(d.estimate)} [${fmtG(d.lo ?? NaN)}, ${fmtG(d.hi ?? NaN)}] ${unit}, ${d.method}`)}</title></circle>`;
+      if (Number.isFinite(d.estimate)) return `${out}<circle cx="${sx(d.estimate).toFixed(1)}" cy="${y}" r="4" fill="${c}"><title>${escapeHtml(`${d.variant}: ${intervalText(d)} ${unit}, ${d.method}`)}</title></circle>`;
       return `${out}<text x="${ROWS.L + 4}" y="${y + 4}" class="muted">no data</text>`;
     },
   });
@@ -219,7 +218,7 @@ function ruleTable(vs: readonly VariantSummary[]): string {
 function differenceTable(ds: readonly Difference[]): string {
   const head = ['metric', 'variant', 'variant value', 'baseline value', 'difference', 'CI low', 'CI high', 'resampling', 'units (v / b)', 'valid replicates'];
   const rows = ds.map((d) => [
-    escapeHtml(`${d.label} (${d.unit})`), escapeHtml(d.variant), fmtG(d.variantValue), fmtG(d.baselineValue), fmtG(d.estimate), d.lo === null ? '–' : fmtG(d.lo), d.hi === null ? '–' : fmtG(d.hi),
+    escapeHtml(`${d.label} (${d.unit})`), escapeHtml(d.variant), fmtG(d.variantValue), fmtG(d.baselineValue), fmtG(d.estimate), fmtG(d.lo), fmtG(d.hi),
     d.method, `${d.units.variant} / ${d.units.baseline}`, `${d.validIterations} / ${d.iterations}`,
   ]);
   return table(head, rows);

@@ -16,9 +16,12 @@ export function fmt(v: number | null | undefined, digits = 1): string {
 }
 
 /** A number to `digits` significant digits, trailing zeros dropped, or an en dash where there is none. */
-export function fmtG(v: number, digits: number): string {
-  return Number.isFinite(v) ? Number(v.toPrecision(digits)).toString() : '–';
+export function fmtG(v: number | null | undefined, digits = 4): string {
+  return typeof v === 'number' && Number.isFinite(v) ? Number(v.toPrecision(digits)).toString() : '–';
 }
+
+/** `estimate [lo, hi]` to four significant digits, or an em dash for no difference. */
+export const intervalText = (d: { estimate: number; lo: number | null; hi: number | null } | undefined): string => (d === undefined ? '—' : `${fmtG(d.estimate)} [${fmtG(d.lo)}, ${fmtG(d.hi)}]`);
 
 /** Round tick values from lo to hi: steps of 1, 2 or 5 times a power of ten, at most six of them. */
 export function ticks(lo: number, hi: number): number[] {

@@ -9,5 +9,5 @@ export { fitAll, FIT_VARIANTS, Q_SOURCES } from './fit';
 export type { FitOptions, FitResult, FitReport } from './fit';
 
 export { renderFitReportHtml } from './report-html';
-export { escapeHtml, fmt, fmtG, lineChartSvg, padded, page, svg, table, ticks, xTicks } from './html';
+export { escapeHtml, fmt, fmtG, intervalText, lineChartSvg, padded, page, svg, table, ticks, xTicks } from './html';
 export { variantParameterSet } from './variants';

@@ -11,7 +11,7 @@ import { RECORD_VARIANT } from '@vantage/decision-core';
 import { concatTokens, freshTokens, labelSeed } from '@vantage/random';
 import type { Variant as RecordVariant } from '@vantage/records';
 import { VARIANTS, type Decision, type ParameterSet, type Prediction, type Reason, type Role, type Variant } from '@vantage/rules';
-import { escapeHtml as esc, lineChartSvg, page, table } from '@vantage/fitting';
+import { escapeHtml as esc, fmt, lineChartSvg, page, table } from '@vantage/fitting';
 import type { WorkerId } from '@vantage/types';
 import { TwoPoolFleet, type FleetSpec, type ServedRequest } from './fleet';
 import type { StudyResult } from './study';
@@ -322,8 +322,7 @@ export function runLimitationStudy(o: LimitationOptions): LimitationResult {
   return { cases: results, table: renderLimitationTable(results), html: renderLimitationHtml(results, svgs), svgs };
 }
 
-const fmt = (v: number | null | undefined, digits = 1): string => (v === null || v === undefined || !Number.isFinite(v) ? 'n/a' : v.toFixed(digits));
-const signed = (v: number | null): string => (v === null || !Number.isFinite(v) ? 'n/a' : `${v >= 0 ? '+' : ''}${v.toFixed(1)}`);
+const signed = (v: number | null): string => (v === null || !Number.isFinite(v) ? '–' : `${v >= 0 ? '+' : ''}${v.toFixed(1)}`);
 
 function textTable(head: readonly string[], rows: readonly (readonly string[])[]): string {
   const width = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -335,7 +334,7 @@ function textTable(head: readonly string[], rows: readonly (readonly string[])[]
 const CASE_HEAD = ['case', 'R', 'P', 'remaining out', 'busy after ms', 'TTFT eff', 'TTFT cap', 'E2E eff', 'E2E cap'];
 function caseCells(r: LimitationCaseResult): string[] {
   const { efficient: e, measured: m } = r;
-  return [r.case.id, String(e.bookedRequests ?? 'n/a'), fmt(e.prefillPressure, 2), String(e.remainingOutputTokens), fmt(e.backgroundBusyAfterMs, 0), fmt(m.efficient.ttftMs), fmt(m.capable.ttftMs), fmt(m.efficient.e2eMs, 0), fmt(m.capable.e2eMs, 0)];
+  return [r.case.id, String(e.bookedRequests ?? '–'), fmt(e.prefillPressure, 2), String(e.remainingOutputTokens), fmt(e.backgroundBusyAfterMs, 0), fmt(m.efficient.ttftMs), fmt(m.capable.ttftMs), fmt(m.efficient.e2eMs, 0), fmt(m.capable.e2eMs, 0)];
 }
 
 /** The two tables `vantage study --limitation` prints: what the decision saw and how the estimators did; what each rule chose. */

@@ -13,7 +13,7 @@ import {
   type EvaluationAnalysis,
   type StageProposalModel,
 } from '@vantage/evaluation';
-import { escapeHtml, fmtG, lineChartSvg, mean, page, table } from '@vantage/fitting';
+import { escapeHtml, intervalText, lineChartSvg, mean, page, table } from '@vantage/fitting';
 import { runEvaluationOffline } from './evaluate';
 import type { FleetSpec } from './fleet';
 import { recordVariantParams, type StudyResult } from './study';
@@ -104,7 +104,6 @@ export function runLoadStudy(o: LoadOptions): LoadResult {
   return { points, html: renderLoadHtml(points) };
 }
 
-const g = (v: number | null): string => fmtG(v ?? NaN, 4);
 const busyPct = (u: number): string => `${(100 * u).toFixed(0)} %`;
 
 const CHARTS: readonly { metric: DifferenceMetricId; title: string }[] = [
@@ -138,10 +137,7 @@ export function renderLoadHtml(points: readonly LoadPointResult[]): string {
     }
     const rows = ps.flatMap((p) =>
       p.analysis.variants.map((v) => {
-        const d = (m: DifferenceMetricId): string => {
-          const x = p.analysis.differences.find((y) => y.variant === v.variant && y.metric === m);
-          return x === undefined ? '—' : `${g(x.estimate)} [${g(x.lo)}, ${g(x.hi)}]`;
-        };
+        const d = (m: DifferenceMetricId): string => intervalText(p.analysis.differences.find((y) => y.variant === v.variant && y.metric === m));
         return [p.label, busyPct(p.efficientUtilisation), busyPct(p.capableUtilisation), v.variant, d('ttft_mean_ms'), d('ttft_p90_ms'), d('session_completion_mean_ms'), ...[v.rules.couldAct, v.rules.overrode, v.rules.fallbackTotal, v.rules.efficientProposals].map(String), `${v.sessions.completed}/${v.sessions.total}`];
       }),
     );

@@ -12,7 +12,8 @@ import { calibrateAndFit, DEFAULT_FLEET, runLimitationStudy, runLoadStudy, runSt
 import { choice, numOpt, parseOptions, writeOutput } from '../args';
 import { EXIT, UsageError } from '../exit-codes';
 import type { CliIo } from '../io';
-import { differenceLines, sig4, variantFigures } from '../print';
+import { intervalText } from '@vantage/fitting';
+import { differenceLines, variantFigures } from '../print';
 
 export const name = 'study';
 export const summary = 'run the calibration, fit and five-variant evaluation offline on two simulated pools; write the reports';
@@ -136,7 +137,7 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
     await writeOutput(join(out, 'load.json'), `${JSON.stringify(summary, null, 1)}\n`);
     const lines = [`load curve written to ${out}/load.html in ${stamp()}`];
     for (const p of load.points) {
-      const d = p.analysis.differences.filter((x) => x.metric === 'ttft_mean_ms').map((x) => `${x.variant} ${sig4(x.estimate)} [${sig4(x.lo)}, ${sig4(x.hi)}]`);
+      const d = p.analysis.differences.filter((x) => x.metric === 'ttft_mean_ms').map((x) => `${x.variant} ${intervalText(x)}`);
       lines.push(`${p.label} (efficient ${(100 * p.efficientUtilisation).toFixed(0)} % busy): mean TTFT - Stage ms: ${d.join('; ')}`);
     }
     io.stdout(`${lines.join('\n')}\n`);
