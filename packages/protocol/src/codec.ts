@@ -3,7 +3,7 @@ import Ajv, { type ValidateFunction } from 'ajv';
 import { capacityOf, U64_MAX, type CodedResult, type WorkerId } from '@vantage/types';
 import { MAX_LE64_CHARS, MAX_TOKENS, PROTOCOL_SCHEMAS, type ProtocolSchemaFile } from './schemas';
 import { PROTOCOL_VERSION } from './subjects';
-import { isObserveReplyBinary, observeReplyBinaryToWire } from './observe-binary';
+import { isObserveReplyBinary, observeReplyBinaryToWire, utf8 } from './observe-binary';
 import { isObserveRequestBinary, observeRequestBinaryToWire } from './observe-request-binary';
 import type {
   BookingEvent,
@@ -49,7 +49,6 @@ export interface MessageCodec<T> {
 // strictRequired off: `oneOf: [{required: [a]}, {required: [b]}]` and if/then name properties declared one level up.
 const ajv = new Ajv({ strict: true, strictRequired: false, allowUnionTypes: true, allErrors: false });
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 const utf8enc = new TextEncoder();
 
 /** Thrown only inside conversion and caught by the codec: a pattern-valid decimal above 2^64-1. */

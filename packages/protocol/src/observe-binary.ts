@@ -345,7 +345,8 @@ export function isObserveReplyBinary(data: Uint8Array): boolean {
 
 type BinaryToWire = { ok: true; wire: Record<string, unknown> } | { ok: false; reason: string };
 
-const utf8dec = new TextDecoder('utf-8', { fatal: true });
+/** The protocol's one strict UTF-8 decoder (it throws on malformed bytes). */
+export const utf8 = new TextDecoder('utf-8', { fatal: true });
 const orNull = (v: number): number | null => (Number.isFinite(v) ? v : null);
 
 /**
@@ -367,7 +368,7 @@ export function observeReplyBinaryToWire(data: Uint8Array): BinaryToWire {
   if (bytes.byteLength !== body + metaLen) return { ok: false, reason: `length ${bytes.byteLength} bytes, layout says ${body + metaLen}` };
   let meta: { pool?: unknown; policy?: unknown; reasons?: unknown };
   try {
-    meta = JSON.parse(utf8dec.decode(bytes.subarray(body))) as typeof meta;
+    meta = JSON.parse(utf8.decode(bytes.subarray(body))) as typeof meta;
   } catch (e) {
     return { ok: false, reason: `trailing JSON: ${e instanceof Error ? e.message : String(e)}` };
   }
@@ -382,38 +383,37 @@ export function observeReplyBinaryToWire(data: Uint8Array): BinaryToWire {
     const w = (H + i * R) / 8;
     const fl = rec[2 * w + 3]!;
     const b = w + 2;
-    const v = (k: WorkerField): number | null => orNull(f64[b + F[k]]!);
     let suspect: { reason: unknown; sinceMs: number | null } | null = null;
     if (fl & FLAG_SUSPECT) {
       const k = fl >>> 16;
       if (k >= reasons.length) return { ok: false, reason: `/workers/${i}: suspect reason ${k} of ${reasons.length}` };
-      suspect = { reason: reasons[k], sinceMs: v('suspectSinceMs') };
+      suspect = { reason: reasons[k], sinceMs: orNull(f64[b + F.suspectSinceMs]!) };
     }
     workers[i] = {
       workerId: u64[w]!.toString(),
       dpRank: rec[2 * w + 2]!,
       schedulable: (fl & FLAG_SCHEDULABLE) !== 0,
-      deviceOverlapBlocks: v('deviceOverlapBlocks'),
-      K: v('K'),
-      hostOverlapBlocks: v('hostOverlapBlocks'),
-      diskOverlapBlocks: v('diskOverlapBlocks'),
-      anyTierOverlapBlocks: v('anyTierOverlapBlocks'),
-      R: v('R'),
-      trackedPrefillTokens: v('trackedPrefillTokens'),
-      P: v('P'),
-      maxNumBatchedTokens: v('maxNumBatchedTokens'),
-      effectivePrefillTokens: v('effectivePrefillTokens'),
-      newBlocks: v('newBlocks'),
-      activeBlocks: v('activeBlocks'),
-      totalKvBlocks: v('totalKvBlocks'),
-      treeBlocks: v('treeBlocks'),
+      deviceOverlapBlocks: orNull(f64[b + F.deviceOverlapBlocks]!),
+      K: orNull(f64[b + F.K]!),
+      hostOverlapBlocks: orNull(f64[b + F.hostOverlapBlocks]!),
+      diskOverlapBlocks: orNull(f64[b + F.diskOverlapBlocks]!),
+      anyTierOverlapBlocks: orNull(f64[b + F.anyTierOverlapBlocks]!),
+      R: orNull(f64[b + F.R]!),
+      trackedPrefillTokens: orNull(f64[b + F.trackedPrefillTokens]!),
+      P: orNull(f64[b + F.P]!),
+      maxNumBatchedTokens: orNull(f64[b + F.maxNumBatchedTokens]!),
+      effectivePrefillTokens: orNull(f64[b + F.effectivePrefillTokens]!),
+      newBlocks: orNull(f64[b + F.newBlocks]!),
+      activeBlocks: orNull(f64[b + F.activeBlocks]!),
+      totalKvBlocks: orNull(f64[b + F.totalKvBlocks]!),
+      treeBlocks: orNull(f64[b + F.treeBlocks]!),
       reported:
         fl & FLAG_REPORTED
-          ? { activeDecodeBlocks: v('reportedActiveDecodeBlocks'), activePrefillTokens: v('reportedActivePrefillTokens'), kvUsedBlocks: v('reportedKvUsedBlocks') }
+          ? { activeDecodeBlocks: orNull(f64[b + F.reportedActiveDecodeBlocks]!), activePrefillTokens: orNull(f64[b + F.reportedActivePrefillTokens]!), kvUsedBlocks: orNull(f64[b + F.reportedKvUsedBlocks]!) }
           : null,
       suspect,
-      ages: { indexMs: v('indexAgeMs'), loadMs: v('loadAgeMs'), bookingMs: v('bookingAgeMs') },
-      dynamoCost: v('dynamoCost'),
+      ages: { indexMs: orNull(f64[b + F.indexAgeMs]!), loadMs: orNull(f64[b + F.loadAgeMs]!), bookingMs: orNull(f64[b + F.bookingAgeMs]!) },
+      dynamoCost: orNull(f64[b + F.dynamoCost]!),
     };
   }
   const wire: Record<string, unknown> = {

@@ -18,6 +18,7 @@
  * How it is decoded and validated: package README, "Codecs".
  */
 import { MAX_HASHES } from './schemas';
+import { utf8 } from './observe-binary';
 import type { ObserveRequest } from './messages';
 
 const OBSERVE_REQUEST_BINARY_MAGIC = 0x01514f56;
@@ -67,8 +68,6 @@ type RequestBinaryToWire =
   | { ok: true; wire: Record<string, unknown>; localHashes: BigUint64Array | null }
   | { ok: false; reason: string };
 
-const utf8dec = new TextDecoder('utf-8', { fatal: true });
-
 /**
  * The JSON request's wire object from binary bytes, with the local hashes beside it (package README,
  * "Codecs"); only framing is checked here. Past MAX_HASHES the list is written out as base64
@@ -91,8 +90,8 @@ export function observeRequestBinaryToWire(data: Uint8Array): RequestBinaryToWir
   let requestId: string | undefined;
   let loraName: string | undefined;
   try {
-    if (idLen > 0) requestId = utf8dec.decode(b.subarray(H + listBytes, H + listBytes + idLen));
-    if ((flags & FLAG_LORA) !== 0) loraName = utf8dec.decode(b.subarray(H + listBytes + idLen, b.length));
+    if (idLen > 0) requestId = utf8.decode(b.subarray(H + listBytes, H + listBytes + idLen));
+    if ((flags & FLAG_LORA) !== 0) loraName = utf8.decode(b.subarray(H + listBytes + idLen, b.length));
   } catch {
     return { ok: false, reason: 'requestId or loraName is not valid UTF-8' };
   }

@@ -69,10 +69,6 @@ export class EndpointTable {
     return this.#pools.get(pool)?.get(workerId) ?? null;
   }
 
-  size(pool: string): number {
-    return this.#pools.get(pool)?.size ?? 0;
-  }
-
   /** A registration or heartbeat with an endpoint (null: none advertised, the old one is dropped). */
   offer(pool: string, workerId: bigint, endpoint: string | null): { outcome: EndpointOffer; reason?: string } {
     let t = this.#pools.get(pool);

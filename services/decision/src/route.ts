@@ -24,7 +24,7 @@ import {
 import { buildDecisionRecord, decideRoute, decodeObserveReply, probeRoles, RECORD_VARIANT, replyReason, type MapOptions, type ProbeResult, type ProbeTarget } from '@vantage/decision-core';
 import { DECISION_RECORD_CURRENT, encodeSingleObject } from '@vantage/records';
 import type { Decision, ParameterSet, Role } from '@vantage/rules';
-import { toVantageError, VantageError, type Logger, type NatsConnection, type Outbox, type Requester } from '@vantage/runtime';
+import { toVantageError, VantageError, type Logger, type Outbox, type Requester } from '@vantage/runtime';
 import type { DecisionSection } from './config';
 import type { InFlight } from './inflight';
 import type { DecisionMetrics } from './metrics';
@@ -33,7 +33,6 @@ import type { RecordPublisher } from './publisher';
 import { hrUs, type LocalPools } from './pools';
 
 interface RouterDeps {
-  readonly nc: NatsConnection;
   readonly cfg: DecisionSection;
   readonly log: Logger;
   readonly metrics: DecisionMetrics;

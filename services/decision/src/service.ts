@@ -164,7 +164,6 @@ export async function startDecision(ctx: ServiceContext<DecisionSettings, false>
   if (pools.size > 0) ctx.addHealthCheck('pools', () => pools.health());
 
   const router = new Router({
-    nc,
     cfg,
     log,
     metrics,

@@ -46,6 +46,6 @@ describe('worker endpoints', () => {
     expect(t.get('p', 1n)).toBe('http://a:2');
     expect(t.offer('p', 1n, 'ftp://a:2').outcome).toBe('endpoint_scheme');
     expect(t.get('p', 1n)).toBeNull();
-    expect(t.size('p')).toBe(1);
+    expect(t.get('p', 2n)).toBe('http://b:1'); // the other worker's endpoint stays
   });
 });
