@@ -1,7 +1,7 @@
 /**
  * Configuration of one pool's intake (the indexer's `indexer.pools[]` entries and
- * the decision service's local pools share it), and of the bounds and recovery
- * every intake applies.
+ * the decision service's local pools share it), and the intake settings, bounds and
+ * recovery both services take under the same keys.
  */
 import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { s, type DeepReadonly, type Static } from '@vantage/runtime';
@@ -84,7 +84,7 @@ export const poolSchema = s.object({
  * Recovery of a suspect worker from its own local index (Dynamo's `worker_kv_query_source_*`
  * endpoint, over Dynamo's TCP request plane), for workers whose discovery entry names one.
  */
-export const recoverySchema = s.object({
+const recoverySchema = s.object({
   enabled: s.boolean({ default: true }),
   /** Interface of the response-stream server the workers dial back (Dynamo's DYN_TCP_RESPONSE_STREAM_HOST). */
   responseHost: s.string({ minLength: 1, default: '127.0.0.1' }),
@@ -117,7 +117,7 @@ export const recoverySchema = s.object({
  * Bounds on what any publisher can make a pool hold. A message past one is refused (nothing
  * applied), counted in `{prefix}_limit_hits_total{limit}` and logged (rate-limited).
  */
-export const limitsSchema = s.object({
+const limitsSchema = s.object({
   /** dp ranks per worker: a registration's dpSize, and ranks seen in events. */
   dpRanksPerWorker: s.integer({ minimum: 1, maximum: 4096, default: 1024 }),
   /** Distinct workers per pool. */
@@ -131,6 +131,30 @@ export const limitsSchema = s.object({
   /** Messages held while the snapshot is restored (core NATS: dropped past it; JetStream waits). */
   heldDuringRestore: s.integer({ minimum: 16, default: 65_536 }),
 });
+
+/**
+ * The intake settings shared by a process's pools: the indexer's `indexer.*` and the decision
+ * service's `decision.local.*` (same keys, defaults and bounds, so the same variables' suffixes).
+ */
+export const intakeProperties = {
+  /** Bound on queued, not yet applied messages per pool; past it core-NATS messages are dropped and counted. */
+  queueDepth: s.integer({ minimum: 16, default: 65536 }),
+  /** Messages applied per turn of the event loop before requests (observe, route) get a turn. */
+  applyBatch: s.integer({ minimum: 1, default: 512 }),
+  bookingTtlMs: s.integer({ minimum: 1000, default: 300_000 }),
+  /** Workers silent (no events, load or registration) for longer are removed. */
+  workerTtlMs: s.integer({ minimum: 1000, default: 60_000 }),
+  housekeepingMs: s.integer({ minimum: 50, default: 1000 }),
+  /** JetStream mode: the durable consumers' name (the decision service's: a prefix, `-{pool}` appended); empty: derived from the host or instance id. */
+  durableName: s.string({ pattern: '^[A-Za-z0-9_-]*$', default: '' }),
+  recovery: recoverySchema,
+  limits: limitsSchema,
+};
+
+/** JetStream mode: /healthz turns unhealthy once consumption has been stopped this long (indexer: under `health`). */
+export const jetstreamStalledMs = s.integer({ minimum: 100, default: 15_000 });
+/** At most one log line per kind of rejection (pool, source, reason) this often; the counters count every one. */
+export const rejectionLogIntervalMs = s.integer({ minimum: 0, default: 10_000 });
 
 export type PoolConfig = DeepReadonly<Static<typeof poolSchema>>;
 /** The bounds `limitsSchema` names; PoolState takes all but `heldDuringRestore`. */

@@ -1,5 +1,5 @@
 export { PoolIngest, BOOKING_ORIGIN_HEADER, discoveryStoreFor } from './ingest';
-export { poolSchema, poolSourceProperties, recoverySchema, limitsSchema, type PoolConfig } from './config';
+export { intakeProperties, jetstreamStalledMs, poolSchema, poolSourceProperties, rejectionLogIntervalMs, type PoolConfig } from './config';
 export { ingestMetrics, type IngestMetrics } from './metrics';
 export { BOOKINGS_CHANNEL, type BookingEntered } from './diagnostics';
 export { recoveryMetrics } from './recovery';

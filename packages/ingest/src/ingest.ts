@@ -4,7 +4,6 @@
  * "Restart without loss").
  */
 import { hostname } from 'node:os';
-import { readFileSync } from 'node:fs';
 import { jetstream, jetstreamManager, AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
@@ -13,7 +12,7 @@ import { PrefixIndex } from '@vantage/prefix-index';
 import { OutageClock, type HealthResult, type Logger, type RateLimitedLog } from '@vantage/runtime';
 import { capacityOf, type KvEvent, type WorkerId } from '@vantage/types';
 import { DiscoveryView, etcdDiscoveryStore, fileDiscoveryStore, type DiscoveredWorker, type DiscoveryEvent, type DiscoveryStore } from '@vantage/discovery';
-import { readSecretFile, VantageError } from '@vantage/runtime';
+import { readBytes, readSecretFile, VantageError } from '@vantage/runtime';
 import {
   activeSequencesSubject,
   decodeActiveLoad,
@@ -93,19 +92,11 @@ export function discoveryStoreFor(cfg: PoolConfig): DiscoveryStore | null {
     case 'etcd': {
       if (d.endpoints.length === 0) throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.backend "etcd" needs discovery.endpoints (Dynamo's ETCD_ENDPOINTS)`);
       if ((d.username === '') !== (d.passwordFile === '')) throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.username and discovery.passwordFile go together`);
-      // Errors name the setting, not the file's path or content (a key file is a secret).
-      const pem = (what: string, file: string): Uint8Array | undefined => {
-        if (file === '') return undefined;
-        try {
-          return readFileSync(file);
-        } catch (e) {
-          throw new VantageError('CONFIG_INVALID', `pool ${cfg.name}: discovery.${what}: cannot read the file it names (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
-        }
-      };
+      const pem = (what: 'caFile' | 'certFile' | 'keyFile'): Uint8Array | undefined => (d[what] === '' ? undefined : readBytes(d[what], `pool ${cfg.name}: discovery.${what}`));
       const password = d.passwordFile === '' ? '' : readSecretFile(d.passwordFile, `pool ${cfg.name}: discovery.passwordFile`);
-      const ca = pem('caFile', d.caFile);
-      const cert = pem('certFile', d.certFile);
-      const key = pem('keyFile', d.keyFile);
+      const ca = pem('caFile');
+      const cert = pem('certFile');
+      const key = pem('keyFile');
       return etcdDiscoveryStore({
         endpoints: d.endpoints,
         root: d.root,

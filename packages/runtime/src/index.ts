@@ -16,7 +16,7 @@ export { Outbox } from './outbox';
 export { Requester } from './requester';
 export { connectKafka, kafkaClientConfig, kafkaConnectError } from './kafka';
 export { redactUrl } from './secrets';
-export { readSecretFile } from './security';
+export { readBytes, readSecretFile } from './security';
 export type { KafkaClient, KafkaSettings, VantageProducer } from './kafka';
 export { OutageClock, RateLimitedLog } from './guard';
 export type { HealthResult } from './ops';

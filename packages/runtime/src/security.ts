@@ -138,7 +138,8 @@ export function readSecretFile(path: string, setting: string): string {
   return secret;
 }
 
-function readBytes(path: string, setting: string): Buffer {
+/** A file's bytes (a PEM, a creds file); errors name the setting, never the path (CONFIG_INVALID). */
+export function readBytes(path: string, setting: string): Buffer {
   try {
     return readFileSync(path);
   } catch (e) {

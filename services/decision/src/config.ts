@@ -4,7 +4,7 @@
  * variable, e.g. `VANTAGE_DECISION_PARAMETER_SET_FILE=/etc/vantage/params.json`,
  * `VANTAGE_DECISION_POOLS_EFFICIENT_MODEL=m-8b`, `VANTAGE_DECISION_POOLS_EFFICIENT_POOL=efficient`.
  */
-import { limitsSchema, poolSourceProperties, recoverySchema } from '@vantage/ingest';
+import { intakeProperties, jetstreamStalledMs, poolSourceProperties, rejectionLogIntervalMs } from '@vantage/ingest';
 import { POOL_NAME_PATTERN } from '@vantage/protocol';
 import { baseConfigSchema, s, type DeepReadonly, type Static } from '@vantage/runtime';
 
@@ -44,24 +44,12 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
      * (`fallback_stale_observation`); none by the deadline leaves the candidate `unavailable`.
      */
     observeTimeoutMs: s.integer({ minimum: 1, default: 100 }),
-    /** Local pools: the intake every local pool runs (the indexer's settings of the same names). */
+    /** Local pools: the intake every local pool runs (`intakeProperties`: the indexer's settings of the same names). */
     local: s.object({
-      /** Bound on queued, not yet applied messages per pool; past it core-NATS messages are dropped and counted. */
-      queueDepth: s.integer({ minimum: 16, default: 65536 }),
-      /** Messages applied per turn of the event loop before routes get a turn. */
-      applyBatch: s.integer({ minimum: 1, default: 512 }),
-      bookingTtlMs: s.integer({ minimum: 1000, default: 300_000 }),
-      /** Workers silent (no events, load or registration) for longer are removed. */
-      workerTtlMs: s.integer({ minimum: 1000, default: 60_000 }),
-      housekeepingMs: s.integer({ minimum: 50, default: 1000 }),
+      ...intakeProperties,
       /** The indexers' snapshot bucket to restore a pool from at start (read only; empty: start empty). */
       snapshotBucket: s.string({ pattern: '^[A-Za-z0-9_-]*$', default: 'vantage-indexer' }),
-      /** Durable consumer name prefix in JetStream mode (empty: `vantage-decision-{instance id}`); one per replica and pool. */
-      durableName: s.string({ pattern: '^[A-Za-z0-9_-]*$', default: '' }),
-      recovery: recoverySchema,
-      limits: limitsSchema,
-      /** JetStream mode: /healthz turns unhealthy once consumption has been stopped this long. */
-      jetstreamStalledMs: s.integer({ minimum: 100, default: 15_000 }),
+      jetstreamStalledMs,
     }),
     /** Concurrency bound of route handlers (beyond it: OVERLOADED). */
     maxInFlight: s.integer({ minimum: 1, default: 4096 }),
@@ -78,8 +66,7 @@ export const decisionConfigSchema = s.extend(baseConfigSchema, {
       /** Endpoints held per pool; a new worker's past it is refused (counted: `limit="endpoints_per_pool"`). */
       maxPerPool: s.integer({ minimum: 1, default: 4096 }),
     }),
-    /** At most one log line per (source, reason) this often; the counters count every message. */
-    rejectionLogIntervalMs: s.integer({ minimum: 0, default: 10_000 }),
+    rejectionLogIntervalMs,
     /** After an indexer restored a snapshot, its bookings are incomplete this long (its booking TTL): a `load` suspicion. */
     restoredLoadSuspectMs: s.integer({ minimum: 0, default: 300_000 }),
     /** Expected output tokens sent with bookings (0: unknown). */
