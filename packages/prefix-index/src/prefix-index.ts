@@ -296,7 +296,6 @@ export class PrefixIndex {
         // Dynamo's newer semantics: only the emitting dp rank. The publisher's state is now known
         // exactly (empty), which repairs any earlier loss.
         this.clearPublisher(pub);
-        pub.suspect = null;
         c.clears++;
         break;
     }
@@ -411,19 +410,14 @@ export class PrefixIndex {
    * continue at lastEventId + 1; without it the next event's id is accepted as the new baseline.
    */
   resync(workerId: WorkerId, dpRank: number, nowMs: number, lastEventId?: bigint): void {
-    const pub = this.publisher(workerId, dpRank, true)!;
-    this.clearPublisher(pub);
-    pub.suspect = null;
-    pub.lastEventId = lastEventId ?? null;
-    pub.expectStart = false;
-    pub.lastEventMs = nowMs;
+    this.recover(workerId, dpRank, [], lastEventId ?? null, nowMs);
   }
 
   /**
-   * Replace one publisher's state with what its worker's own index says it holds (README.md, `recover`).
-   * A RangeError is thrown before anything changes when an event is another worker's or rank's, or invalid.
+   * Replace one publisher's state with what its worker's own index says it holds (README.md, `recover`);
+   * `lastEventId` null: the next event's id is accepted as the new baseline (`resync`). A RangeError is thrown before anything changes when an event is another worker's or rank's, or invalid.
    */
-  recover(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint, nowMs: number): RecoverResult {
+  recover(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint | null, nowMs: number): RecoverResult {
     for (const e of events) {
       if (e.workerId !== workerId || e.dpRank !== dpRank) {
         throw new RangeError(`recovery event for worker ${e.workerId} dp rank ${e.dpRank} in the recovery of worker ${workerId} dp rank ${dpRank}`);
@@ -436,7 +430,6 @@ export class PrefixIndex {
     }
     const pub = this.publisher(workerId, dpRank, true)!;
     const dropped = this.clearPublisher(pub);
-    pub.suspect = null;
     pub.expectStart = false;
     let unknownParents = 0;
     let rejected = 0;
@@ -1030,7 +1023,7 @@ export class PrefixIndex {
     return out;
   }
 
-  /** Drop every block of a publisher (its `cleared` event, resync, removal); returns how many. */
+  /** Drop every block of a publisher and trust it again (its `cleared` event, recovery, removal); returns how many. */
   private clearPublisher(pub: Publisher): number {
     const map = pub.map;
     const t = map.t;
@@ -1061,6 +1054,7 @@ export class PrefixIndex {
     pub.map = this.newTable(pub.workerId);
     this.multi[s] = null;
     pub.tierBlocks.fill(0);
+    pub.suspect = null;
     this.maybeCompact();
     return dropped;
   }
