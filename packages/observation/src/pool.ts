@@ -130,7 +130,7 @@ interface RankSlot {
   /** What observe reads of the worker's registration (`worker.reg`), mirrored (set by `register`); null when unregistered. */
   capacity: WorkerCapacity | null;
   schedulable: boolean | null;
-  /** `worker.lastSeen`, mirrored (every write of it goes through `seen`). */
+  /** `worker.lastSeen`, mirrored (every write of it goes through `touch`). */
   lastSeen: number | null;
   /** The rank's own last load report (`kv_metrics`). */
   report: LoadReport | null;
@@ -306,18 +306,16 @@ export class PoolState {
    */
   adoptRestored(nowMs: number): number {
     const pubs = this.index.stats().publishers;
-    for (const p of pubs) {
-      const w = this.workerSlot(p.workerId);
-      this.rankSlot(w, p.dpRank);
-      seen(w, nowMs);
-    }
+    for (const p of pubs) this.touch(p.workerId, p.dpRank, nowMs);
     return pubs.length;
   }
 
-  private touch(workerId: WorkerId, dpRank: number | null, nowMs: number): RankSlot | null {
+  /** The worker was heard from on `dpRank`: its last-seen time, on the worker and each of its rank slots (made when new). */
+  private touch(workerId: WorkerId, dpRank: number, nowMs: number): RankSlot {
     const w = this.workerSlot(workerId);
-    seen(w, nowMs);
-    return dpRank === null ? null : this.rankSlot(w, dpRank);
+    w.lastSeen = nowMs;
+    for (const r of w.ranks) r.lastSeen = nowMs;
+    return this.rankSlot(w, dpRank);
   }
 
   applyKvEvent(ev: KvEvent, nowMs: number): ApplyResult {
@@ -333,7 +331,7 @@ export class PoolState {
    */
   applyRecovery(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint, nowMs: number): RecoverResult {
     const r = this.index.recover(workerId, dpRank, events, lastEventId, nowMs);
-    this.touch(workerId, dpRank, nowMs)!.recoveredAtMs = nowMs;
+    this.touch(workerId, dpRank, nowMs).recoveredAtMs = nowMs;
     return r;
   }
 
@@ -349,7 +347,7 @@ export class PoolState {
     if (!adoptUnknown && (known === undefined || (known.lastSeen === null && known.reg === undefined))) {
       return false;
     }
-    const r = this.touch(l.workerId, l.dpRank, nowMs)!;
+    const r = this.touch(l.workerId, l.dpRank, nowMs);
     r.report = {
       activeDecodeBlocks: l.activeDecodeBlocks,
       activePrefillTokens: l.activePrefillTokens,
@@ -365,7 +363,7 @@ export class PoolState {
    * so an unknown worker is adopted as for a scoped load report.
    */
   applyForwardPass(m: ForwardPassMetrics, nowMs: number): void {
-    const r = this.touch(m.workerId, m.dpRank, nowMs)!;
+    const r = this.touch(m.workerId, m.dpRank, nowMs);
     r.forwardPass = {
       scheduledRequests: m.scheduled.prefillRequests + m.scheduled.decodeRequests,
       scheduledPrefillTokens: m.scheduled.prefillTokens,
@@ -617,12 +615,6 @@ export class PoolState {
       pending: { requests: pendingRequests, tokens: pendingTokens },
     };
   }
-}
-
-/** The worker was heard from: its last-seen time, on the worker and each of its rank slots. */
-function seen(w: WorkerSlot, nowMs: number): void {
-  w.lastSeen = nowMs;
-  for (const r of w.ranks) r.lastSeen = nowMs;
 }
 
 /** `buf` (a pool-owned array) cut or extended to `n` entries, or a new array of `n` when there is none. */

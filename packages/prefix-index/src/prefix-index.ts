@@ -106,11 +106,6 @@ class PositionList {
     this.hi[i] = hi;
     return i;
   }
-
-  finish(entries: PublisherEntries[]): TreeDump {
-    const n = this.length;
-    return { parent: this.parent.slice(0, n), lo: this.lo.slice(0, n), hi: this.hi.slice(0, n), entries };
-  }
 }
 
 export class PrefixIndex {
@@ -203,6 +198,8 @@ export class PrefixIndex {
   private compactAt = COMPACT_SLACK;
   /** Compactions so far (stats). */
   private compactions = 0;
+  /** True while `replayTree` runs (the tree defers its own upkeep, compaction, until it ends). */
+  private rebuilding = false;
   constructor(blockSize: number) {
     if (!Number.isInteger(blockSize) || blockSize <= 0 || blockSize > 1 << 20) {
       throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
@@ -296,7 +293,6 @@ export class PrefixIndex {
         // Dynamo's newer semantics: only the emitting dp rank. The publisher's state is now known
         // exactly (empty), which repairs any earlier loss.
         this.clearPublisher(pub);
-        pub.suspect = null;
         c.clears++;
         break;
     }
@@ -323,7 +319,14 @@ export class PrefixIndex {
       this.byWorker.set(workerId, ranks);
     }
     const slot = this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.slotHigh++;
-    this.ensureSlot(slot);
+    if (slot >= this.slotCap) {
+      // A new highest slot: the slot-sized scratch doubles.
+      const cap = (this.slotCap *= 2);
+      this.counts = new Int32Array(NTIERS * cap);
+      this.lvl = new Int32Array(cap);
+      this.seen = new Int32Array(cap);
+      this.act = new Int32Array(cap);
+    }
     const pub: Publisher = {
       workerId,
       dpRank,
@@ -339,16 +342,6 @@ export class PrefixIndex {
     ranks.set(dpRank, pub);
     this.publishers.push(pub);
     return pub;
-  }
-
-  /** Make room for publisher slot `slot` (a new highest slot). */
-  private ensureSlot(slot: number): void {
-    if (slot < this.slotCap) return;
-    const cap = (this.slotCap *= 2);
-    this.counts = new Int32Array(NTIERS * cap);
-    this.lvl = new Int32Array(cap);
-    this.seen = new Int32Array(cap);
-    this.act = new Int32Array(cap);
   }
 
   private dropPublisher(pub: Publisher): number {
@@ -411,19 +404,14 @@ export class PrefixIndex {
    * continue at lastEventId + 1; without it the next event's id is accepted as the new baseline.
    */
   resync(workerId: WorkerId, dpRank: number, nowMs: number, lastEventId?: bigint): void {
-    const pub = this.publisher(workerId, dpRank, true)!;
-    this.clearPublisher(pub);
-    pub.suspect = null;
-    pub.lastEventId = lastEventId ?? null;
-    pub.expectStart = false;
-    pub.lastEventMs = nowMs;
+    this.recover(workerId, dpRank, [], lastEventId ?? null, nowMs);
   }
 
   /**
-   * Replace one publisher's state with what its worker's own index says it holds (README.md, `recover`).
-   * A RangeError is thrown before anything changes when an event is another worker's or rank's, or invalid.
+   * Replace one publisher's state with what its worker's own index says it holds (README.md, `recover`);
+   * `lastEventId` null: the next event's id is accepted as the new baseline (`resync`). A RangeError is thrown before anything changes when an event is another worker's or rank's, or invalid.
    */
-  recover(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint, nowMs: number): RecoverResult {
+  recover(workerId: WorkerId, dpRank: number, events: readonly KvEvent[], lastEventId: bigint | null, nowMs: number): RecoverResult {
     for (const e of events) {
       if (e.workerId !== workerId || e.dpRank !== dpRank) {
         throw new RangeError(`recovery event for worker ${e.workerId} dp rank ${e.dpRank} in the recovery of worker ${workerId} dp rank ${dpRank}`);
@@ -436,7 +424,6 @@ export class PrefixIndex {
     }
     const pub = this.publisher(workerId, dpRank, true)!;
     const dropped = this.clearPublisher(pub);
-    pub.suspect = null;
     pub.expectStart = false;
     let unknownParents = 0;
     let rejected = 0;
@@ -1030,7 +1017,7 @@ export class PrefixIndex {
     return out;
   }
 
-  /** Drop every block of a publisher (its `cleared` event, resync, removal); returns how many. */
+  /** Drop every block of a publisher and trust it again (its `cleared` event, recovery, removal); returns how many. */
   private clearPublisher(pub: Publisher): number {
     const map = pub.map;
     const t = map.t;
@@ -1061,6 +1048,7 @@ export class PrefixIndex {
     pub.map = this.newTable(pub.workerId);
     this.multi[s] = null;
     pub.tierBlocks.fill(0);
+    pub.suspect = null;
     this.maybeCompact();
     return dropped;
   }
@@ -1122,7 +1110,8 @@ export class PrefixIndex {
         if (v !== 0 && posOf[g]! < 0) posOf[g] = out.push(DETACHED_REF, this.blo[g]!, this.bhi[g]!);
       }
     }
-    return out.finish(this.publishers.map((p) => this.entriesOf(p, posOf)));
+    const n = out.length;
+    return { parent: out.parent.slice(0, n), lo: out.lo.slice(0, n), hi: out.hi.slice(0, n), entries: this.publishers.map((p) => this.entriesOf(p, posOf)) };
   }
 
   /**
@@ -1161,158 +1150,151 @@ export class PrefixIndex {
   private replayTree(d: TreeDump, pubs: readonly Publisher[]): void {
     this.rebuilding = true;
     try {
-      this.replayPublishers(d, pubs);
+      const np = d.parent.length;
+      // For the publisher being replayed: position -> its first entry there + 1 (0: none).
+      const owner = new Int32Array(np);
+      /** Per publisher: temporary ids to remove at the end, tier bits to clear (see below), a temporary id counter. */
+      const temps: bigint[][] = [];
+      const fixes: { parentHash: bigint | null; local: BigUint64Array; clear: number }[][] = [];
+      const counters = new Int32Array(pubs.length);
+      /** The j-th publisher's next temporary id: (counter, 0x7e3a91c5 ^ j) as (lo, hi), skipping ids in use. */
+      const nextTemp = (j: number, taken: (lo: number, hi: number) => boolean): bigint => {
+        for (;;) {
+          const lo = ++counters[j]! | 0;
+          const hi = 0x7e3a_91c5 ^ j;
+          if (!taken(lo, hi)) return u64From(lo, hi);
+        }
+      };
+      // 1. Every publisher's entries, chain by chain, with the temporary parents they need. Temporary
+      //    ids stay until every publisher is stored, so that no position leaves the tree meanwhile
+      //    (a position nobody holds is cut, with what hangs below it).
+      for (let j = 0; j < pubs.length; j++) {
+        const pub = pubs[j]!;
+        const e = d.entries[j]!;
+        const m = e.pos.length;
+        if (m >= 1 << 25) corrupt(`publisher ${j} has ${m} entries`);
+        // Entries by position (preorder, so a parent's entries are stored before its children's).
+        const keys = new Float64Array(m);
+        for (let k = 0; k < m; k++) keys[k] = e.pos[k]! * 33554432 + k;
+        keys.sort();
+        const order = new Int32Array(m);
+        for (let i = 0; i < m; i++) order[i] = keys[i]! % 33554432;
+        // The publisher's ids (those not stored yet included), so that temporary ids never take one
+        // of them; needed only while its entries are being stored.
+        const ids = new ExtMap(slotsFor(m));
+        for (let k = 0; k < m; k++) {
+          if (ids.find(e.idLo[k]!, e.idHi[k]!) >= 0) corrupt(`publisher ${j} has a block id twice`);
+          ids.insertFresh(e.idLo[k]!, e.idHi[k]!, 1);
+        }
+        const fresh = (): bigint => nextTemp(j, (lo, hi) => ids.find(lo, hi) >= 0 || pub.map.find(lo, hi) >= 0);
+        const mine: bigint[] = [];
+        temps.push(mine);
+        const myFixes: (typeof fixes)[number] = [];
+        fixes.push(myFixes);
+        /** Temporary ids: at a position (key q), or anchoring the detached chain that starts at q (key -2 - q). */
+        const tempAt = new Map<number, bigint>();
+        /** A temporary id stored now under `parentHash` with local hash `local`, kept in `tempAt` as `key`. */
+        const temp = (key: number, parentHash: bigint | null, local: bigint): bigint => {
+          const t = fresh();
+          this.storeChain(pub, parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(local));
+          mine.push(t);
+          tempAt.set(key, t);
+          return t;
+        };
+        // An anchor hangs from an id never stored, so what is stored under it hangs from nothing.
+        const anchor = (head: number): bigint => tempAt.get(-2 - head) ?? temp(-2 - head, fresh(), 0n);
+        /** The publisher's id at position q (an entry's, or a temporary one stored now, with its missing ancestors). */
+        const idAt = (q: number): bigint => {
+          const own = owner[q]!;
+          if (own !== 0) return u64From(e.idLo[own - 1]!, e.idHi[own - 1]!);
+          const known = tempAt.get(q);
+          if (known !== undefined) return known;
+          // Climb to the nearest ancestor the publisher holds (or the root, or a detached head) ...
+          const path: number[] = [];
+          let x = q;
+          while (x >= 0 && owner[x] === 0 && !tempAt.has(x)) {
+            path.push(x);
+            x = d.parent[x]!;
+          }
+          // ... and store temporary ids back down.
+          let parentHash: bigint | null = x === ROOT_REF ? null : x >= 0 ? idAt(x) : anchor(path[path.length - 1]!);
+          for (let i = path.length - 1; i >= 0; i--) {
+            const y = path[i]!;
+            parentHash = temp(y, parentHash, u64From(d.lo[y]!, d.hi[y]!));
+          }
+          return parentHash!;
+        };
+        const parentOf = (q: number): bigint | null => {
+          const pp = d.parent[q]!;
+          return pp === ROOT_REF ? null : pp === DETACHED_REF ? anchor(q) : idAt(pp);
+        };
+        let i = 0;
+        while (i < m) {
+          const k0 = order[i]!;
+          const p0 = e.pos[k0]!;
+          const t0 = e.tiers[k0]! & 15;
+          // A chain: each next entry on the child position of the one before, with the same tiers.
+          let len = 1;
+          while (i + len < m) {
+            const k = order[i + len]!;
+            const prev = e.pos[order[i + len - 1]!]!;
+            if (e.pos[k] === prev || d.parent[e.pos[k]!] !== prev || (e.tiers[k]! & 15) !== t0) break;
+            len++;
+          }
+          const parentHash = parentOf(p0);
+          const blocks = new BigUint64Array(len);
+          const locals = new BigUint64Array(len);
+          const bv = i32View(blocks);
+          const lv = i32View(locals);
+          for (let c = 0; c < len; c++) {
+            const k = order[i + c]!;
+            const q = e.pos[k]!;
+            bv[2 * c] = e.idLo[k]!;
+            bv[2 * c + 1] = e.idHi[k]!;
+            lv[2 * c] = d.lo[q]!;
+            lv[2 * c + 1] = d.hi[q]!;
+          }
+          for (let tier = 0; tier < NTIERS; tier++) if (t0 & (1 << tier)) this.storeChain(pub, parentHash, tier, blocks, locals);
+          for (let c = 0; c < len; c++) {
+            const k = order[i + c]!;
+            if (owner[e.pos[k]!] === 0) owner[e.pos[k]!] = k + 1;
+          }
+          i += len;
+        }
+        // Where the publisher's tier bits are fewer than its ids' tiers there (one of several ids of a
+        // position removed: Dynamo drops the worker from the block), the bits to clear, and the parent
+        // a temporary id at that position is stored under.
+        for (let a = 0; a < m; ) {
+          const q = e.pos[order[a]!]!;
+          let union = 0;
+          const bits = e.tiers[order[a]!]! >>> 4;
+          let z = a;
+          for (; z < m && e.pos[order[z]!] === q; z++) {
+            union |= e.tiers[order[z]!]! & 15;
+            if (e.tiers[order[z]!]! >>> 4 !== bits) corrupt(`publisher ${j} has two tier sets at position ${q}`);
+          }
+          if ((bits & ~union) !== 0) corrupt(`publisher ${j} holds tiers at position ${q} that none of its ids has`);
+          if (bits !== union) myFixes.push({ parentHash: parentOf(q), local: BigUint64Array.of(u64From(d.lo[q]!, d.hi[q]!)), clear: union & ~bits });
+          a = z;
+        }
+        for (let k = 0; k < m; k++) owner[e.pos[k]!] = 0;
+      }
+      // 2. Tier bits cleared as Dynamo clears them: a temporary id stored at the position on each such
+      //    tier and removed again drops the publisher from the block on that tier, its ids staying.
+      for (let j = 0; j < pubs.length; j++) {
+        const pub = pubs[j]!;
+        for (const f of fixes[j]!) {
+          // Every id of the publisher, temporary ones included, is in its table by now.
+          const block = BigUint64Array.of(nextTemp(j, (lo, hi) => pub.map.find(lo, hi) >= 0));
+          for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.storeChain(pub, f.parentHash, tier, block, f.local);
+          for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.applyRemoved(pub, tier, block);
+        }
+      }
+      // 3. The temporary ids go: what only they held leaves the tree.
+      for (let j = 0; j < pubs.length; j++) if (temps[j]!.length > 0) this.applyRemoved(pubs[j]!, 0, BigUint64Array.from(temps[j]!));
     } finally {
       this.rebuilding = false;
     }
-  }
-
-  /** True while `replayTree` runs (the tree defers its own upkeep, compaction, until it ends). */
-  private rebuilding = false;
-
-  private replayPublishers(d: TreeDump, pubs: readonly Publisher[]): void {
-    const np = d.parent.length;
-    // For the publisher being replayed: position -> its first entry there + 1 (0: none).
-    const owner = new Int32Array(np);
-    /** Per publisher: temporary ids to remove at the end, tier bits to clear (see below), a temporary id counter. */
-    const temps: bigint[][] = [];
-    const fixes: { parentHash: bigint | null; local: BigUint64Array; clear: number }[][] = [];
-    const counters = new Int32Array(pubs.length);
-    /** The j-th publisher's next temporary id: (counter, 0x7e3a91c5 ^ j) as (lo, hi), skipping ids in use. */
-    const nextTemp = (j: number, taken: (lo: number, hi: number) => boolean): bigint => {
-      for (;;) {
-        const lo = ++counters[j]! | 0;
-        const hi = 0x7e3a_91c5 ^ j;
-        if (!taken(lo, hi)) return u64From(lo, hi);
-      }
-    };
-    // 1. Every publisher's entries, chain by chain, with the temporary parents they need. Temporary
-    //    ids stay until every publisher is stored, so that no position leaves the tree meanwhile
-    //    (a position nobody holds is cut, with what hangs below it).
-    for (let j = 0; j < pubs.length; j++) {
-      const pub = pubs[j]!;
-      const e = d.entries[j]!;
-      const m = e.pos.length;
-      if (m >= 1 << 25) corrupt(`publisher ${j} has ${m} entries`);
-      // Entries by position (preorder, so a parent's entries are stored before its children's).
-      const keys = new Float64Array(m);
-      for (let k = 0; k < m; k++) keys[k] = e.pos[k]! * 33554432 + k;
-      keys.sort();
-      const order = new Int32Array(m);
-      for (let i = 0; i < m; i++) order[i] = keys[i]! % 33554432;
-      // The publisher's ids (those not stored yet included), so that temporary ids never take one
-      // of them; needed only while its entries are being stored.
-      const ids = new ExtMap(slotsFor(m));
-      for (let k = 0; k < m; k++) {
-        if (ids.find(e.idLo[k]!, e.idHi[k]!) >= 0) corrupt(`publisher ${j} has a block id twice`);
-        ids.insertFresh(e.idLo[k]!, e.idHi[k]!, 1);
-      }
-      const fresh = (): bigint => nextTemp(j, (lo, hi) => ids.find(lo, hi) >= 0 || pub.map.find(lo, hi) >= 0);
-      const mine: bigint[] = [];
-      temps.push(mine);
-      const myFixes: (typeof fixes)[number] = [];
-      fixes.push(myFixes);
-      /** Temporary ids: at a position (key q), or anchoring the detached chain that starts at q (key -2 - q). */
-      const tempAt = new Map<number, bigint>();
-      /** A temporary id stored now under `parentHash` with local hash `local`, kept in `tempAt` as `key`. */
-      const temp = (key: number, parentHash: bigint | null, local: bigint): bigint => {
-        const t = fresh();
-        this.storeChain(pub, parentHash, 0, BigUint64Array.of(t), BigUint64Array.of(local));
-        mine.push(t);
-        tempAt.set(key, t);
-        return t;
-      };
-      // An anchor hangs from an id never stored, so what is stored under it hangs from nothing.
-      const anchor = (head: number): bigint => tempAt.get(-2 - head) ?? temp(-2 - head, fresh(), 0n);
-      /** The publisher's id at position q (an entry's, or a temporary one stored now, with its missing ancestors). */
-      const idAt = (q: number): bigint => {
-        const own = owner[q]!;
-        if (own !== 0) return u64From(e.idLo[own - 1]!, e.idHi[own - 1]!);
-        const known = tempAt.get(q);
-        if (known !== undefined) return known;
-        // Climb to the nearest ancestor the publisher holds (or the root, or a detached head) ...
-        const path: number[] = [];
-        let x = q;
-        while (x >= 0 && owner[x] === 0 && !tempAt.has(x)) {
-          path.push(x);
-          x = d.parent[x]!;
-        }
-        // ... and store temporary ids back down.
-        let parentHash: bigint | null = x === ROOT_REF ? null : x >= 0 ? idAt(x) : anchor(path[path.length - 1]!);
-        for (let i = path.length - 1; i >= 0; i--) {
-          const y = path[i]!;
-          parentHash = temp(y, parentHash, u64From(d.lo[y]!, d.hi[y]!));
-        }
-        return parentHash!;
-      };
-      const parentOf = (q: number): bigint | null => {
-        const pp = d.parent[q]!;
-        return pp === ROOT_REF ? null : pp === DETACHED_REF ? anchor(q) : idAt(pp);
-      };
-      let i = 0;
-      while (i < m) {
-        const k0 = order[i]!;
-        const p0 = e.pos[k0]!;
-        const t0 = e.tiers[k0]! & 15;
-        // A chain: each next entry on the child position of the one before, with the same tiers.
-        let len = 1;
-        while (i + len < m) {
-          const k = order[i + len]!;
-          const prev = e.pos[order[i + len - 1]!]!;
-          if (e.pos[k] === prev || d.parent[e.pos[k]!] !== prev || (e.tiers[k]! & 15) !== t0) break;
-          len++;
-        }
-        const parentHash = parentOf(p0);
-        const blocks = new BigUint64Array(len);
-        const locals = new BigUint64Array(len);
-        const bv = i32View(blocks);
-        const lv = i32View(locals);
-        for (let c = 0; c < len; c++) {
-          const k = order[i + c]!;
-          const q = e.pos[k]!;
-          bv[2 * c] = e.idLo[k]!;
-          bv[2 * c + 1] = e.idHi[k]!;
-          lv[2 * c] = d.lo[q]!;
-          lv[2 * c + 1] = d.hi[q]!;
-        }
-        for (let tier = 0; tier < NTIERS; tier++) if (t0 & (1 << tier)) this.storeChain(pub, parentHash, tier, blocks, locals);
-        for (let c = 0; c < len; c++) {
-          const k = order[i + c]!;
-          if (owner[e.pos[k]!] === 0) owner[e.pos[k]!] = k + 1;
-        }
-        i += len;
-      }
-      // Where the publisher's tier bits are fewer than its ids' tiers there (one of several ids of a
-      // position removed: Dynamo drops the worker from the block), the bits to clear, and the parent
-      // a temporary id at that position is stored under.
-      for (let a = 0; a < m; ) {
-        const q = e.pos[order[a]!]!;
-        let union = 0;
-        const bits = e.tiers[order[a]!]! >>> 4;
-        let z = a;
-        for (; z < m && e.pos[order[z]!] === q; z++) {
-          union |= e.tiers[order[z]!]! & 15;
-          if (e.tiers[order[z]!]! >>> 4 !== bits) corrupt(`publisher ${j} has two tier sets at position ${q}`);
-        }
-        if ((bits & ~union) !== 0) corrupt(`publisher ${j} holds tiers at position ${q} that none of its ids has`);
-        if (bits !== union) myFixes.push({ parentHash: parentOf(q), local: BigUint64Array.of(u64From(d.lo[q]!, d.hi[q]!)), clear: union & ~bits });
-        a = z;
-      }
-      for (let k = 0; k < m; k++) owner[e.pos[k]!] = 0;
-    }
-    // 2. Tier bits cleared as Dynamo clears them: a temporary id stored at the position on each such
-    //    tier and removed again drops the publisher from the block on that tier, its ids staying.
-    for (let j = 0; j < pubs.length; j++) {
-      const pub = pubs[j]!;
-      for (const f of fixes[j]!) {
-        // Every id of the publisher, temporary ones included, is in its table by now.
-        const block = BigUint64Array.of(nextTemp(j, (lo, hi) => pub.map.find(lo, hi) >= 0));
-        for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.storeChain(pub, f.parentHash, tier, block, f.local);
-        for (let tier = 0; tier < NTIERS; tier++) if (f.clear & (1 << tier)) this.applyRemoved(pub, tier, block);
-      }
-    }
-    // 3. The temporary ids go: what only they held leaves the tree.
-    for (let j = 0; j < pubs.length; j++) if (temps[j]!.length > 0) this.applyRemoved(pubs[j]!, 0, BigUint64Array.from(temps[j]!));
   }
 
   /** Store one chain of the publisher's blocks on one tier (a stored event without event-id bookkeeping). */
