@@ -11,21 +11,21 @@ import { decisionConfigSchema } from '../src/index';
 
 const ROLES = { VANTAGE_DECISION_POOLS_EFFICIENT_MODEL: 'm-8b', VANTAGE_DECISION_POOLS_EFFICIENT_POOL: 'efficient', VANTAGE_DECISION_POOLS_CAPABLE_MODEL: 'm-70b', VANTAGE_DECISION_POOLS_CAPABLE_POOL: 'capable' };
 
-// [indexer setting, decision setting, values tried]; each set by its variable, VANTAGE_ and the path in snake case.
+// [indexer setting, decision setting, values tried ('!': the value must be refused)]; each set by its variable, VANTAGE_ and the path in snake case.
 const CASES: [string, string, string[]][] = [
-  ['indexer.queueDepth', 'decision.local.queueDepth', ['16', '15', '65536', '1.5', 'x']],
-  ['indexer.applyBatch', 'decision.local.applyBatch', ['1', '0', '512']],
-  ['indexer.bookingTtlMs', 'decision.local.bookingTtlMs', ['1000', '999', '300000']],
-  ['indexer.workerTtlMs', 'decision.local.workerTtlMs', ['1000', '999']],
-  ['indexer.housekeepingMs', 'decision.local.housekeepingMs', ['50', '49']],
-  ['indexer.durableName', 'decision.local.durableName', ['', 'a_b-1', 'a.b', 'a b']],
-  ['indexer.recovery.timeoutMs', 'decision.local.recovery.timeoutMs', ['100', '99']],
-  ['indexer.recovery.responsePort', 'decision.local.recovery.responsePort', ['0', '65535', '65536', '-1']],
-  ['indexer.recovery.enabled', 'decision.local.recovery.enabled', ['false', 'maybe']],
-  ['indexer.limits.ranksPerPool', 'decision.local.limits.ranksPerPool', ['4096', '4097', '0']],
-  ['indexer.limits.heldDuringRestore', 'decision.local.limits.heldDuringRestore', ['16', '15']],
-  ['indexer.health.jetstreamStalledMs', 'decision.local.jetstreamStalledMs', ['100', '99']],
-  ['indexer.rejectionLogIntervalMs', 'decision.rejectionLogIntervalMs', ['0', '-1']],
+  ['indexer.queueDepth', 'decision.local.queueDepth', ['16', '!15', '65536', '!1.5', '!x']],
+  ['indexer.applyBatch', 'decision.local.applyBatch', ['1', '!0', '512']],
+  ['indexer.bookingTtlMs', 'decision.local.bookingTtlMs', ['1000', '!999', '300000']],
+  ['indexer.workerTtlMs', 'decision.local.workerTtlMs', ['1000', '!999']],
+  ['indexer.housekeepingMs', 'decision.local.housekeepingMs', ['50', '!49']],
+  ['indexer.durableName', 'decision.local.durableName', ['', 'a_b-1', '!a.b', '!a b']],
+  ['indexer.recovery.timeoutMs', 'decision.local.recovery.timeoutMs', ['100', '!99']],
+  ['indexer.recovery.responsePort', 'decision.local.recovery.responsePort', ['0', '65535', '!65536', '!-1']],
+  ['indexer.recovery.enabled', 'decision.local.recovery.enabled', ['false', '!maybe']],
+  ['indexer.limits.ranksPerPool', 'decision.local.limits.ranksPerPool', ['4096', '!4097', '!0']],
+  ['indexer.limits.heldDuringRestore', 'decision.local.limits.heldDuringRestore', ['16', '!15']],
+  ['indexer.health.jetstreamStalledMs', 'decision.local.jetstreamStalledMs', ['100', '!99']],
+  ['indexer.rejectionLogIntervalMs', 'decision.rejectionLogIntervalMs', ['0', '!-1']],
 ];
 
 const variable = (path: string): string => `VANTAGE_${path.split('.').map((s) => s.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase()).join('_')}`;
@@ -49,11 +49,14 @@ describe('intake settings: one schema in both services', () => {
     expect([ix.health.jetstreamStalledMs, ix.rejectionLogIntervalMs, dc.rejectionLogIntervalMs]).toEqual([15_000, 10_000, 10_000]);
   });
 
-  it.each(CASES.flatMap(([ixPath, dcPath, values]) => values.map((v) => [ixPath, dcPath, v] as const)))('%s / %s = %j: accepted or refused alike', (ixPath, dcPath, raw) => {
+  it.each(CASES.flatMap(([ixPath, dcPath, values]) => values.map((v) => [ixPath, dcPath, v] as const)))('%s / %s = %j: accepted or refused alike', (ixPath, dcPath, value) => {
+    const refused = value.startsWith('!');
+    const raw = refused ? value.slice(1) : value;
     const at = (path: string) => (cfg: Record<string, unknown>): unknown => path.split('.').reduce<unknown>((node, seg) => (node as Record<string, unknown>)[seg], cfg);
     const ix = outcome(() => loadConfig(indexerConfigSchema, { env: { [variable(ixPath)]: raw }, defaults: { service: 'indexer' } }), at(ixPath), ixPath, variable(ixPath));
     const dc = outcome(() => loadConfig(decisionConfigSchema, { env: { ...ROLES, [variable(dcPath)]: raw }, defaults: { service: 'decision' } }), at(dcPath), dcPath, variable(dcPath));
     expect(ix).toEqual(dc);
     expect(ix).not.toEqual({ value: undefined });
+    expect(Object.keys(ix as object)).toEqual([refused ? 'error' : 'value']);
   });
 });
