@@ -207,6 +207,8 @@ export function writeImage(blockSize: number, c: IndexCounters, heads: readonly 
     w.bytes(e.pos);
     w.bytes(e.tiers);
   }
+  // The size above must match what was written: short, a write throws; long, the image would end in zeros.
+  if (w.length !== size) throw new Error(`snapshot image: wrote ${w.length} bytes of ${size}`);
   const out = w.buf;
   const dv = new DataView(out.buffer);
   dv.setUint32(8, out.length - HEADER_BYTES, true);
